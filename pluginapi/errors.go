@@ -1,0 +1,172 @@
+package pluginapi
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The error kinds of the contract. A plugin returns them (wrapped or not)
+// from Provider methods; they cross the process boundary as gRPC statuses
+// with an ErrorDetail and arrive at the host as the same Go types, so the
+// host decides with errors.As or the Is helpers, never by message text.
+//
+// Each kind has a New constructor and an Is test; NotFound also has
+// IgnoreNotFound for idempotent callers.
+
+// NotFoundError: the named instance does not exist (any more).
+type NotFoundError struct {
+	Message string
+}
+
+func (e *NotFoundError) Error() string { return "not found: " + e.Message }
+
+// NewNotFound returns a NotFoundError with a formatted message.
+func NewNotFound(format string, args ...any) error {
+	return &NotFoundError{Message: fmt.Sprintf(format, args...)}
+}
+
+// IsNotFound reports whether err is or wraps a NotFoundError.
+func IsNotFound(err error) bool { return isKind[*NotFoundError](err) }
+
+// IgnoreNotFound returns nil for a NotFoundError and err otherwise.
+func IgnoreNotFound(err error) error {
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// InsufficientCapacityError: the cloud has no capacity for this instance
+// type in this zone with this capacity type right now. The host marks the
+// offering unavailable for a while and tries its next candidate.
+type InsufficientCapacityError struct {
+	InstanceType string
+	Zone         string
+	CapacityType CapacityType
+	Message      string
+}
+
+func (e *InsufficientCapacityError) Error() string {
+	return fmt.Sprintf("insufficient capacity for %s (zone %q, %s): %s",
+		e.InstanceType, e.Zone, e.CapacityType, e.Message)
+}
+
+// NewInsufficientCapacity returns an InsufficientCapacityError.
+func NewInsufficientCapacity(instanceType, zone string, capacity CapacityType, message string) error {
+	return &InsufficientCapacityError{InstanceType: instanceType, Zone: zone, CapacityType: capacity, Message: message}
+}
+
+// IsInsufficientCapacity reports whether err is or wraps an
+// InsufficientCapacityError.
+func IsInsufficientCapacity(err error) bool { return isKind[*InsufficientCapacityError](err) }
+
+// QuotaExceededError: an account limit (vCPUs, instances) stops the launch.
+// Retrying the same request will not help until the quota changes.
+type QuotaExceededError struct {
+	Message string
+}
+
+func (e *QuotaExceededError) Error() string { return "quota exceeded: " + e.Message }
+
+// NewQuotaExceeded returns a QuotaExceededError with a formatted message.
+func NewQuotaExceeded(format string, args ...any) error {
+	return &QuotaExceededError{Message: fmt.Sprintf(format, args...)}
+}
+
+// IsQuotaExceeded reports whether err is or wraps a QuotaExceededError.
+func IsQuotaExceeded(err error) bool { return isKind[*QuotaExceededError](err) }
+
+// ThrottledError: the cloud rate-limited the call. The caller waits
+// RetryAfter (if set) and retries.
+type ThrottledError struct {
+	RetryAfter time.Duration
+	Message    string
+}
+
+func (e *ThrottledError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("throttled (retry after %s): %s", e.RetryAfter, e.Message)
+	}
+	return "throttled: " + e.Message
+}
+
+// NewThrottled returns a ThrottledError.
+func NewThrottled(retryAfter time.Duration, message string) error {
+	return &ThrottledError{RetryAfter: retryAfter, Message: message}
+}
+
+// IsThrottled reports whether err is or wraps a ThrottledError.
+func IsThrottled(err error) bool { return isKind[*ThrottledError](err) }
+
+// InvalidConfigError: the plugin's configuration, or a request field that
+// depends on it, is invalid. Key names the offending configuration key in
+// dotted form ("subnets[0]", "region").
+type InvalidConfigError struct {
+	Key     string
+	Message string
+}
+
+func (e *InvalidConfigError) Error() string {
+	if e.Key == "" {
+		return "invalid config: " + e.Message
+	}
+	return fmt.Sprintf("invalid config: %s: %s", e.Key, e.Message)
+}
+
+// NewInvalidConfig returns an InvalidConfigError for key.
+func NewInvalidConfig(key, format string, args ...any) error {
+	return &InvalidConfigError{Key: key, Message: fmt.Sprintf(format, args...)}
+}
+
+// IsInvalidConfig reports whether err is or wraps an InvalidConfigError.
+func IsInvalidConfig(err error) bool { return isKind[*InvalidConfigError](err) }
+
+// UnsupportedError: the plugin does not implement the call or a feature the
+// request asks for.
+type UnsupportedError struct {
+	Message string
+}
+
+func (e *UnsupportedError) Error() string { return "unsupported: " + e.Message }
+
+// NewUnsupported returns an UnsupportedError with a formatted message.
+func NewUnsupported(format string, args ...any) error {
+	return &UnsupportedError{Message: fmt.Sprintf(format, args...)}
+}
+
+// IsUnsupported reports whether err is or wraps an UnsupportedError.
+func IsUnsupported(err error) bool { return isKind[*UnsupportedError](err) }
+
+// TransientError: a temporary failure (a 5xx from the cloud, a dropped
+// connection); the same call may succeed if retried.
+type TransientError struct {
+	Message string
+	// unreachable marks a failure to reach the plugin process itself, as
+	// opposed to a transient failure the plugin reported.
+	unreachable bool
+}
+
+func (e *TransientError) Error() string { return "transient: " + e.Message }
+
+// NewTransient returns a TransientError with a formatted message.
+func NewTransient(format string, args ...any) error {
+	return &TransientError{Message: fmt.Sprintf(format, args...)}
+}
+
+// IsTransient reports whether err is or wraps a TransientError, which
+// includes failures to reach the plugin (see IsUnreachable).
+func IsTransient(err error) bool { return isKind[*TransientError](err) }
+
+// IsUnreachable reports whether err says the plugin process could not be
+// reached (it exited, or its connection broke) rather than that the plugin
+// answered with an error. Such a call may or may not have taken effect.
+func IsUnreachable(err error) bool {
+	var t *TransientError
+	return errors.As(err, &t) && t.unreachable
+}
+
+func isKind[T error](err error) bool {
+	var target T
+	return errors.As(err, &target)
+}

@@ -1,0 +1,454 @@
+package pluginapi
+
+import (
+	"context"
+	"time"
+)
+
+// ProtocolVersion is the go-plugin handshake version and the major version
+// of the wire protocol (proto package kip.plugin.v1). It changes only when
+// the wire breaks.
+const ProtocolVersion = 1
+
+// APIVersion is the version of this contract, MAJOR.MINOR. The major equals
+// ProtocolVersion; minors add fields, calls and capabilities compatibly.
+// A plugin lists the versions it implements in GetInfoResponse.APIVersions.
+const APIVersion = "1.0"
+
+// Provider is the contract between the kip host and one cloud: it knows
+// compute instances, not Kubernetes. A cloud plugin implements it and calls
+// Serve; the host drives it over gRPC from another process.
+//
+// Rules that hold for every method:
+//   - ctx carries the caller's deadline; a method returns promptly with
+//     ctx.Err() (wrapped or not) once ctx is done.
+//   - Errors use the kinds in errors.go (NotFound, InsufficientCapacity,
+//     QuotaExceeded, Throttled, InvalidConfig, Unsupported, Transient); any
+//     other error reaches the host as an unclassified failure.
+//   - Every method may be called concurrently with any other.
+//   - Every method is safe to retry: the host retries a call whose outcome it
+//     did not see (a timeout, a plugin crash, a restart) with the same
+//     request, and a retried call must not create a second resource.
+//   - The plugin keeps no state only in memory that it cannot rebuild from
+//     its cloud: it may be killed and restarted at any time, and the
+//     restarted process must find the instances the old one launched.
+type Provider interface {
+	// GetInfo reports who the plugin is and what it can do. It must work
+	// before Configure and must not contact the cloud. Always safe to retry.
+	GetInfo(ctx context.Context, req *GetInfoRequest) (*GetInfoResponse, error)
+
+	// Configure validates and applies the plugin's configuration and the
+	// cluster identity. The host calls it once after every start of the
+	// plugin process, before any other call but GetInfo, and again with the
+	// same values after a restart. An invalid configuration returns
+	// InvalidConfig naming the offending key. Idempotent.
+	Configure(ctx context.Context, req *ConfigureRequest) (*ConfigureResponse, error)
+
+	// ListInstanceTypes returns the catalog: every instance type the plugin
+	// can launch, with its offerings (zone × capacity type) and their prices
+	// and availability. Read-only; safe to retry. Names are unique.
+	ListInstanceTypes(ctx context.Context, req *ListInstanceTypesRequest) (*ListInstanceTypesResponse, error)
+
+	// Launch starts one instance for one cell and returns once the cloud has
+	// accepted the request, not once the instance has booted.
+	//
+	// Launch is idempotent on CellID: a second Launch with the same CellID
+	// (after a timeout, a crash, a restart of either side) returns the
+	// instance the first one created, never a second instance. Before it
+	// returns, every resource it created carries the tags of StandardTags
+	// plus req.Tags, so that List finds it even if the host never saw the
+	// answer.
+	//
+	// Errors: InsufficientCapacity when the cloud has no capacity for this
+	// type, zone and capacity type (the host tries its next candidate);
+	// QuotaExceeded; Throttled (the host waits RetryAfter and retries);
+	// InvalidConfig for a request the plugin cannot satisfy as configured.
+	Launch(ctx context.Context, req *LaunchRequest) (*LaunchResponse, error)
+
+	// Describe returns the instances with the given IDs that still exist.
+	// IDs that do not exist (never did, or are gone) are absent from the
+	// answer; Describe does not fail with NotFound. Read-only; safe to retry.
+	Describe(ctx context.Context, req *DescribeRequest) (*DescribeResponse, error)
+
+	// List returns every instance of the configured cluster that still
+	// exists, in any state, and nothing of any other cluster or of no
+	// cluster: the host terminates instances it finds in List that it does
+	// not know. Read-only; safe to retry.
+	List(ctx context.Context, req *ListRequest) (*ListResponse, error)
+
+	// Terminate ends an instance and everything Launch created for it.
+	// Idempotent: terminating an instance that is already terminating or
+	// terminated succeeds; once the instance is gone, or for an ID that
+	// never existed, it returns NotFound, which the host treats as done.
+	Terminate(ctx context.Context, req *TerminateRequest) (*TerminateResponse, error)
+}
+
+// EventWatcher is implemented by plugins that report CapabilityWatchEvents.
+type EventWatcher interface {
+	// WatchEvents streams instance state changes and interruption notices
+	// of this cluster's instances until ctx ends or send fails. It returns
+	// nil or ctx.Err() when ctx ends. Events are hints: the host still
+	// confirms state with Describe, so a lost event costs latency, not
+	// correctness. The host re-subscribes after any error or restart.
+	WatchEvents(ctx context.Context, req *WatchEventsRequest, send func(*Event) error) error
+}
+
+// RegistryAuthenticator is implemented by plugins that report
+// CapabilityRegistryAuth.
+type RegistryAuthenticator interface {
+	// RegistryAuth returns credentials for pulling image from the cloud's
+	// own registry, or NotFound when the image is not in a registry the
+	// plugin knows. Read-only; safe to retry.
+	RegistryAuth(ctx context.Context, req *RegistryAuthRequest) (*RegistryAuthResponse, error)
+}
+
+// Client is the host's view of a plugin: every call of the contract,
+// including the optional ones, which answer Unsupported when the plugin
+// lacks the capability.
+type Client interface {
+	Provider
+	EventWatcher
+	RegistryAuthenticator
+}
+
+// Capability names an optional feature of a plugin. New capabilities are
+// added as new strings; a host ignores names it does not know.
+type Capability string
+
+// Capabilities a plugin may report in GetInfoResponse.Capabilities.
+const (
+	// CapabilitySpot: Launch accepts CapacitySpot.
+	CapabilitySpot Capability = "spot"
+	// CapabilityGPU: the catalog holds GPU instance types.
+	CapabilityGPU Capability = "gpu"
+	// CapabilitySecurityGroups: Launch honours SecurityGroups.
+	CapabilitySecurityGroups Capability = "security-groups"
+	// CapabilityInstanceProfiles: Launch honours InstanceProfile.
+	CapabilityInstanceProfiles Capability = "instance-profiles"
+	// CapabilityVolumeSize: Launch honours VolumeSizeGiB.
+	CapabilityVolumeSize Capability = "volume-size"
+	// CapabilityWatchEvents: the plugin implements EventWatcher.
+	CapabilityWatchEvents Capability = "watch-events"
+	// CapabilityInterruptionEvents: WatchEvents reports spot interruptions
+	// and maintenance before they happen.
+	CapabilityInterruptionEvents Capability = "interruption-events"
+	// CapabilityRegistryAuth: the plugin implements RegistryAuthenticator.
+	CapabilityRegistryAuth Capability = "registry-auth"
+)
+
+// GetInfoRequest asks a plugin for its identity.
+type GetInfoRequest struct{}
+
+// GetInfoResponse is a plugin's identity and abilities.
+type GetInfoResponse struct {
+	// Name is the plugin's short name, the <name> of kip-plugin-<name>.
+	Name string `json:"name"`
+	// Version is the plugin's own release version (semver).
+	Version string `json:"version"`
+	// APIVersions lists the contract versions (APIVersion) it implements.
+	APIVersions []string `json:"apiVersions"`
+	// Capabilities lists the optional features it offers.
+	Capabilities []Capability `json:"capabilities"`
+	// ConfigSchema is a JSON Schema of the plugin's configuration, for
+	// documentation and tooling; Configure remains the authority.
+	ConfigSchema string `json:"configSchema,omitempty"`
+	// Catalog says where the instance-type catalog came from and when.
+	Catalog CatalogInfo `json:"catalog"`
+}
+
+// Has reports whether the plugin offers capability c.
+func (r *GetInfoResponse) Has(c Capability) bool {
+	for _, have := range r.Capabilities {
+		if have == c {
+			return true
+		}
+	}
+	return false
+}
+
+// CatalogInfo describes the provenance of a plugin's catalog.
+type CatalogInfo struct {
+	// Source names where prices and sizes came from.
+	Source string `json:"source,omitempty"`
+	// GeneratedAt is when the catalog was built; zero when unknown.
+	GeneratedAt time.Time `json:"generatedAt,omitempty"`
+}
+
+// ConfigureRequest carries the plugin's configuration.
+type ConfigureRequest struct {
+	// ClusterID identifies the Kubernetes cluster; every instance is tagged
+	// with it and List returns only instances carrying it.
+	ClusterID string
+	// NodeName is the name of the virtual node this plugin serves.
+	NodeName string
+	// Config is the plugin's own configuration as a JSON object (the
+	// plugin.config section of kip's configuration); may be empty.
+	Config []byte
+}
+
+// ConfigureResponse acknowledges a configuration.
+type ConfigureResponse struct {
+	// Warnings are shown to the operator; they do not fail Configure.
+	Warnings []string
+}
+
+// ListInstanceTypesRequest asks for the catalog.
+type ListInstanceTypesRequest struct{}
+
+// ListInstanceTypesResponse is the catalog.
+type ListInstanceTypesResponse struct {
+	InstanceTypes []InstanceType
+}
+
+// Arch is a CPU architecture, in GOARCH spelling as in kubernetes.io/arch.
+type Arch string
+
+// Architectures.
+const (
+	ArchAMD64 Arch = "amd64"
+	ArchARM64 Arch = "arm64"
+)
+
+// CapacityType is how an instance is bought.
+type CapacityType string
+
+// Capacity types.
+const (
+	CapacityOnDemand CapacityType = "on-demand"
+	CapacitySpot     CapacityType = "spot"
+)
+
+// InstanceType is one launchable machine shape.
+type InstanceType struct {
+	// Name is the cloud's name for the type, unique in a catalog.
+	Name string
+	// MilliCPU is the number of vCPUs × 1000.
+	MilliCPU int64
+	// MemoryBytes is the instance's memory.
+	MemoryBytes int64
+	// GPU describes attached accelerators; zero Count means none.
+	GPU GPU
+	// Arch is the CPU architecture.
+	Arch Arch
+	// BurstableBaselineMilliCPU is the sustained CPU of a burstable type
+	// (credits-based); zero for a type that is not burstable.
+	BurstableBaselineMilliCPU int64
+	// LocalDiskBytes is instance-store disk; zero when none.
+	LocalDiskBytes int64
+	// Offerings are the zones and capacity types the type is sold in.
+	Offerings []Offering
+}
+
+// GPU describes the accelerators of an instance type.
+type GPU struct {
+	Count int32
+	// Kind is the accelerator model in lower case, such as "t4" or "a100".
+	Kind string
+	// MemoryBytes is the memory of one accelerator.
+	MemoryBytes int64
+}
+
+// Offering is an instance type sold in one zone with one capacity type.
+type Offering struct {
+	Zone         string
+	CapacityType CapacityType
+	// HourlyPrice is the price in US dollars per hour; meaningful only
+	// when PriceKnown. A price without a source is left unknown, never
+	// guessed.
+	HourlyPrice float64
+	PriceKnown  bool
+	// Available is false when the cloud reports the offering cannot be
+	// launched now.
+	Available bool
+}
+
+// LaunchRequest asks for one instance for one cell.
+type LaunchRequest struct {
+	// CellID is the idempotency key, unique per cell, at most 63
+	// characters of [a-z0-9-].
+	CellID string
+	// NodeName, PodUID, PodNamespace and PodName identify the pod the cell
+	// is for; PodUID and NodeName are among the tags.
+	NodeName     string
+	PodUID       string
+	PodNamespace string
+	PodName      string
+	// InstanceType names a type from ListInstanceTypes.
+	InstanceType string
+	// CapacityType is on-demand or spot.
+	CapacityType CapacityType
+	// Zones are acceptable zones in preference order; empty means any.
+	Zones []string
+	// Image is the cell image in the cloud's terms (an AMI ID, an image
+	// URL); empty means the plugin's configured default.
+	Image string
+	// Bootstrap is the cell's bootstrap document, delivered to the instance
+	// as user data (or, for local cells, as a file).
+	Bootstrap []byte
+	// Tags are extra tags to put on every resource, beside StandardTags.
+	Tags map[string]string
+	// SecurityGroups and InstanceProfile apply where the plugin has the
+	// capability; a plugin without it returns Unsupported if they are set.
+	SecurityGroups  []string
+	InstanceProfile string
+	// VolumeSizeGiB is the root volume size; zero means the default.
+	VolumeSizeGiB int32
+}
+
+// LaunchResponse is the accepted instance.
+type LaunchResponse struct {
+	Instance Instance
+}
+
+// InstanceState is the lifecycle state of an instance.
+type InstanceState string
+
+// Instance states.
+const (
+	StatePending     InstanceState = "pending"
+	StateRunning     InstanceState = "running"
+	StateTerminating InstanceState = "terminating"
+	StateTerminated  InstanceState = "terminated"
+	StateUnknown     InstanceState = "unknown"
+)
+
+// AddressType classifies an instance address.
+type AddressType string
+
+// Address types.
+const (
+	AddressPrivate AddressType = "private"
+	AddressPublic  AddressType = "public"
+)
+
+// Address is one network address of an instance.
+type Address struct {
+	Type    AddressType
+	Address string
+}
+
+// Instance is one cloud instance launched for a cell.
+type Instance struct {
+	// ID is the cloud's instance ID; never empty.
+	ID     string
+	CellID string
+	// InstanceType, CapacityType and Zone are what the cloud actually
+	// launched.
+	InstanceType string
+	CapacityType CapacityType
+	Zone         string
+	State        InstanceState
+	// StateReason explains the state when the cloud gives a reason
+	// ("spot interruption", "exit status 1").
+	StateReason string
+	// Addresses are where the cell agent can be reached once running.
+	Addresses []Address
+	// Tags are the instance's tags, including StandardTags.
+	Tags       map[string]string
+	LaunchedAt time.Time
+}
+
+// PrivateAddress returns the first private address, or "".
+func (i *Instance) PrivateAddress() string {
+	for _, a := range i.Addresses {
+		if a.Type == AddressPrivate {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// DescribeRequest names instances by ID.
+type DescribeRequest struct {
+	IDs []string
+}
+
+// DescribeResponse holds the named instances that exist.
+type DescribeResponse struct {
+	Instances []Instance
+}
+
+// ListRequest asks for the cluster's instances.
+type ListRequest struct{}
+
+// ListResponse holds the cluster's instances.
+type ListResponse struct {
+	Instances []Instance
+}
+
+// TerminateRequest names the instance to end.
+type TerminateRequest struct {
+	ID string
+}
+
+// TerminateResponse is the instance as the cloud reports it after the
+// request, usually terminating or terminated.
+type TerminateResponse struct {
+	Instance Instance
+}
+
+// WatchEventsRequest subscribes to instance events.
+type WatchEventsRequest struct{}
+
+// EventType classifies an Event.
+type EventType string
+
+// Event types.
+const (
+	// EventStateChange: the instance moved to Event.State.
+	EventStateChange EventType = "state-change"
+	// EventInterruption: the cloud will reclaim the instance (spot) by
+	// Event.Deadline.
+	EventInterruption EventType = "interruption"
+	// EventRebalance: the cloud recommends replacing the instance soon.
+	EventRebalance EventType = "rebalance"
+	// EventMaintenance: the cloud will stop or move the instance for
+	// maintenance by Event.Deadline.
+	EventMaintenance EventType = "maintenance"
+)
+
+// Event is a change to one instance.
+type Event struct {
+	Type       EventType
+	InstanceID string
+	CellID     string
+	State      InstanceState
+	Reason     string
+	Time       time.Time
+	Deadline   time.Time
+}
+
+// RegistryAuthRequest names an image to pull.
+type RegistryAuthRequest struct {
+	Image string
+}
+
+// RegistryAuthResponse holds pull credentials.
+type RegistryAuthResponse struct {
+	Server    string
+	Username  string
+	Password  string
+	ExpiresAt time.Time
+}
+
+// Standard tag keys. Launch puts these on every resource it creates.
+const (
+	TagCluster = "kipcell.io/cluster"
+	TagNode    = "kipcell.io/node"
+	TagCell    = "kipcell.io/cell"
+	TagPodUID  = "kipcell.io/pod-uid"
+)
+
+// StandardTags returns req.Tags plus the four standard tags (cluster, node,
+// cell, pod UID). The standard tags win over same-named extra tags.
+func StandardTags(clusterID string, req *LaunchRequest) map[string]string {
+	tags := make(map[string]string, len(req.Tags)+4)
+	for k, v := range req.Tags {
+		tags[k] = v
+	}
+	tags[TagCluster] = clusterID
+	tags[TagNode] = req.NodeName
+	tags[TagCell] = req.CellID
+	tags[TagPodUID] = req.PodUID
+	return tags
+}

@@ -1,0 +1,159 @@
+package pluginapi
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// InvalidAnswerError: a plugin answered a call with data the host cannot
+// trust (negative memory, duplicate type names, an instance without an ID).
+// The client rejects such an answer whole rather than pass it on.
+type InvalidAnswerError struct {
+	Call    string
+	Problem string
+}
+
+func (e *InvalidAnswerError) Error() string {
+	return fmt.Sprintf("plugin gave an invalid answer to %s: %s", e.Call, e.Problem)
+}
+
+// IsInvalidAnswer reports whether err is or wraps an InvalidAnswerError.
+func IsInvalidAnswer(err error) bool { return isKind[*InvalidAnswerError](err) }
+
+func invalidAnswer(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &InvalidAnswerError{Call: call, Problem: err.Error()}
+}
+
+// ValidateInfo checks a GetInfo answer: a name, a version and at least one
+// API version of this protocol's major.
+func ValidateInfo(info *GetInfoResponse) error {
+	var errs []error
+	if info.Name == "" {
+		errs = append(errs, errors.New("name is empty"))
+	}
+	if info.Version == "" {
+		errs = append(errs, errors.New("version is empty"))
+	}
+	if _, ok := CompatibleAPIVersion(info.APIVersions); !ok {
+		errs = append(errs, fmt.Errorf("API versions %q include none of major %d", info.APIVersions, ProtocolVersion))
+	}
+	return errors.Join(errs...)
+}
+
+// CompatibleAPIVersion returns the highest version in versions whose major
+// is ProtocolVersion.
+func CompatibleAPIVersion(versions []string) (string, bool) {
+	best, bestMinor := "", -1
+	for _, v := range versions {
+		var major, minor int
+		if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil || major != ProtocolVersion {
+			continue
+		}
+		if minor > bestMinor {
+			best, bestMinor = v, minor
+		}
+	}
+	return best, bestMinor >= 0
+}
+
+// ValidateInstanceTypes checks a catalog: unique non-empty names, positive
+// CPU and memory, non-negative GPUs, disk and baseline, a baseline no larger
+// than the CPU, and offerings with a known capacity type, a finite
+// non-negative price and no duplicate (zone, capacity type).
+func ValidateInstanceTypes(types []InstanceType) error {
+	seen := make(map[string]bool, len(types))
+	var errs []error
+	for i := range types {
+		t := &types[i]
+		where := fmt.Sprintf("instance type %d (%q)", i, t.Name)
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf(where+": "+format, args...))
+		}
+		switch {
+		case t.Name == "":
+			bad("name is empty")
+		case seen[t.Name]:
+			bad("duplicate name")
+		}
+		seen[t.Name] = true
+		if t.MilliCPU <= 0 {
+			bad("milli-CPU %d is not positive", t.MilliCPU)
+		}
+		if t.MemoryBytes <= 0 {
+			bad("memory %d is not positive", t.MemoryBytes)
+		}
+		if t.GPU.Count < 0 || t.GPU.MemoryBytes < 0 {
+			bad("GPU count %d or memory %d is negative", t.GPU.Count, t.GPU.MemoryBytes)
+		}
+		if t.LocalDiskBytes < 0 {
+			bad("local disk %d is negative", t.LocalDiskBytes)
+		}
+		if t.BurstableBaselineMilliCPU < 0 || t.BurstableBaselineMilliCPU > t.MilliCPU {
+			bad("burstable baseline %d is outside 0..%d", t.BurstableBaselineMilliCPU, t.MilliCPU)
+		}
+		if t.Arch == "" {
+			bad("arch is empty")
+		}
+		offers := make(map[string]bool, len(t.Offerings))
+		for _, o := range t.Offerings {
+			if o.CapacityType != CapacityOnDemand && o.CapacityType != CapacitySpot {
+				bad("offering in zone %q has capacity type %q, want on-demand or spot", o.Zone, o.CapacityType)
+			}
+			if o.PriceKnown && (o.HourlyPrice < 0 || math.IsNaN(o.HourlyPrice) || math.IsInf(o.HourlyPrice, 0)) {
+				bad("offering in zone %q has price %v", o.Zone, o.HourlyPrice)
+			}
+			key := o.Zone + "/" + string(o.CapacityType)
+			if offers[key] {
+				bad("duplicate offering %s", key)
+			}
+			offers[key] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var knownStates = map[InstanceState]bool{
+	StatePending: true, StateRunning: true, StateTerminating: true, StateTerminated: true, StateUnknown: true,
+}
+
+// ValidateInstance checks one instance: an ID, a cell ID, a known state and
+// non-empty addresses.
+func ValidateInstance(inst *Instance) error {
+	var errs []error
+	if inst.ID == "" {
+		errs = append(errs, errors.New("instance has no ID"))
+	}
+	if inst.CellID == "" {
+		errs = append(errs, fmt.Errorf("instance %q has no cell ID", inst.ID))
+	}
+	if !knownStates[inst.State] {
+		errs = append(errs, fmt.Errorf("instance %q has unknown state %q", inst.ID, inst.State))
+	}
+	for _, a := range inst.Addresses {
+		if strings.TrimSpace(a.Address) == "" {
+			errs = append(errs, fmt.Errorf("instance %q has an empty %s address", inst.ID, a.Type))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateInstances(insts []Instance) error {
+	seen := make(map[string]bool, len(insts))
+	var errs []error
+	for i := range insts {
+		if err := ValidateInstance(&insts[i]); err != nil {
+			errs = append(errs, err)
+		}
+		if id := insts[i].ID; id != "" && seen[id] {
+			errs = append(errs, fmt.Errorf("instance %q appears twice", id))
+		} else {
+			seen[id] = true
+		}
+	}
+	return errors.Join(errs...)
+}
