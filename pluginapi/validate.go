@@ -13,11 +13,17 @@ import (
 type InvalidAnswerError struct {
 	Call    string
 	Problem string
+	// Err is the validation error behind Problem, for errors.Is (for
+	// example ErrNoCompatibleAPIVersion).
+	Err error
 }
 
 func (e *InvalidAnswerError) Error() string {
 	return fmt.Sprintf("plugin gave an invalid answer to %s: %s", e.Call, e.Problem)
 }
+
+// Unwrap returns the validation error.
+func (e *InvalidAnswerError) Unwrap() error { return e.Err }
 
 // IsInvalidAnswer reports whether err is or wraps an InvalidAnswerError.
 func IsInvalidAnswer(err error) bool { return isKind[*InvalidAnswerError](err) }
@@ -26,8 +32,12 @@ func invalidAnswer(call string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &InvalidAnswerError{Call: call, Problem: err.Error()}
+	return &InvalidAnswerError{Call: call, Problem: err.Error(), Err: err}
 }
+
+// ErrNoCompatibleAPIVersion: a plugin's GetInfo lists no API version of
+// this protocol's major; host and plugin cannot work together.
+var ErrNoCompatibleAPIVersion = errors.New("no compatible API version")
 
 // ValidateInfo checks a GetInfo answer: a name, a version and at least one
 // API version of this protocol's major.
@@ -40,7 +50,7 @@ func ValidateInfo(info *GetInfoResponse) error {
 		errs = append(errs, errors.New("version is empty"))
 	}
 	if _, ok := CompatibleAPIVersion(info.APIVersions); !ok {
-		errs = append(errs, fmt.Errorf("API versions %q include none of major %d", info.APIVersions, ProtocolVersion))
+		errs = append(errs, fmt.Errorf("%w: API versions %q include none of major %d", ErrNoCompatibleAPIVersion, info.APIVersions, ProtocolVersion))
 	}
 	return errors.Join(errs...)
 }
@@ -72,7 +82,7 @@ func ValidateInstanceTypes(types []InstanceType) error {
 		t := &types[i]
 		where := fmt.Sprintf("instance type %d (%q)", i, t.Name)
 		bad := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf(where+": "+format, args...))
+			errs = append(errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
 		}
 		switch {
 		case t.Name == "":

@@ -1,0 +1,35 @@
+// Package fake is an in-memory Kip cloud plugin for tests: Provider
+// implements pluginapi.Provider, pluginapi.EventWatcher and
+// pluginapi.RegistryAuthenticator over a Store, the simulated cloud.
+//
+// Host tests use it directly or behind plugintest.Serve's real gRPC wire:
+//
+//	store := fake.NewStore()
+//	p := fake.New(fake.WithStore(store), fake.WithBootDelay(2*time.Second))
+//	p.FailNext("Launch", pluginapi.NewInsufficientCapacity("fake.small", "fake-a", pluginapi.CapacityOnDemand, "none left"))
+//	... drive the host ...
+//	if got := p.Calls("Launch"); got != 2 { t.Errorf(...) }
+//
+// Several providers on one Store see one cloud, each its own cluster, as
+// real plugins configured with different cluster IDs do; Store.SetState
+// simulates the cloud changing an instance (a crash, a spot reclaim). A
+// plugin binary can serve the fake and survive kill -9 with WithStateFile:
+//
+//	func main() {
+//		pluginapi.Serve(func(*slog.Logger) pluginapi.Provider {
+//			return fake.New(fake.WithStateFile(os.Getenv("FAKE_STATE")))
+//		})
+//	}
+//
+// Behaviour, as the contract asks: Launch is idempotent on the cell ID per
+// cluster and tags with pluginapi.StandardTags; List and Describe see only
+// the configured cluster; Terminate removes the instance at once, answering
+// it terminated, and a later Terminate gets NotFound. Configure refuses an
+// empty cluster ID (InvalidConfig key "clusterID") and a config with a
+// "fail" key (InvalidConfig key "fail"). Launch answers InvalidConfig key
+// "instanceType" for a type not in the catalog, Unsupported for a feature
+// without its capability, and InsufficientCapacity when no available
+// offering matches.
+//
+// This package imports only the standard library and pluginapi.
+package fake

@@ -1,0 +1,956 @@
+package plugintest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Config tells the conformance suite how to configure the plugin under test.
+type Config struct {
+	// Plugin is a valid plugin configuration (JSON), as the plugin.config
+	// section of kip's configuration; may be empty.
+	Plugin []byte
+	// Invalid are configurations Configure must refuse with InvalidConfig
+	// naming Key.
+	Invalid []InvalidConfig
+	// InstanceType is the type the suite launches; default: the first type
+	// of the catalog.
+	InstanceType string
+	// ClusterID is the cluster the suite's instances belong to; default: a
+	// generated "plugintest-<random>". Some cases also use ClusterID+"-b".
+	ClusterID string
+	// ReadyTimeout bounds the wait for a launched instance to be running
+	// with an address; default 60s.
+	ReadyTimeout time.Duration
+	// UnknownInstanceID is an instance ID that does not exist in the cloud,
+	// in the cloud's ID format; default "i-0000000000000dead".
+	UnknownInstanceID string
+}
+
+// InvalidConfig is a plugin configuration Configure must refuse.
+type InvalidConfig struct {
+	Config []byte
+	// Key is the InvalidConfigError.Key Configure must name.
+	Key string
+}
+
+// Result is the outcome of one conformance case; Err is nil when it passed.
+type Result struct {
+	Name string
+	Err  error
+}
+
+// String is "name: ok" or "name: FAIL: <why>".
+func (r Result) String() string {
+	if r.Err == nil {
+		return r.Name + ": ok"
+	}
+	return r.Name + ": FAIL: " + r.Err.Error()
+}
+
+// Names of the conformance cases, in the order they run.
+const (
+	CaseInfo                = "info"
+	CaseConfig              = "config"
+	CaseCatalog             = "catalog"
+	CaseLaunch              = "launch"
+	CaseIdempotentLaunch    = "idempotent-launch"
+	CaseOwnInstances        = "own-instances"
+	CaseTerminateTwice      = "terminate-twice"
+	CaseTerminateUnknown    = "terminate-unknown"
+	CaseDescribeUnknown     = "describe-unknown"
+	CaseConcurrentLaunches  = "concurrent-launches"
+	CaseContextCancellation = "context-cancellation"
+	CaseErrorKinds          = "error-kinds"
+)
+
+type conformanceCase struct {
+	name string
+	run  func(ctx context.Context, e *env) error
+}
+
+var cases = []conformanceCase{
+	{CaseInfo, checkInfo},
+	{CaseConfig, checkConfig},
+	{CaseCatalog, checkCatalog},
+	{CaseLaunch, checkLaunch},
+	{CaseIdempotentLaunch, checkIdempotentLaunch},
+	{CaseOwnInstances, checkOwnInstances},
+	{CaseTerminateTwice, checkTerminateTwice},
+	{CaseTerminateUnknown, checkTerminateUnknown},
+	{CaseDescribeUnknown, checkDescribeUnknown},
+	{CaseConcurrentLaunches, checkConcurrentLaunches},
+	{CaseContextCancellation, checkContextCancellation},
+	{CaseErrorKinds, checkErrorKinds},
+}
+
+// Cases returns the names of the conformance cases in the order they run.
+func Cases() []string {
+	names := make([]string, len(cases))
+	for i, c := range cases {
+		names[i] = c.name
+	}
+	return names
+}
+
+// Run runs every conformance case against the providers factory builds, each
+// as a subtest of t, over a real in-process gRPC connection.
+//
+// Every Provider the factory returns must see the same cloud, as separate
+// processes of a real plugin do: some cases configure two providers with
+// different cluster IDs and check that each sees only its own instances.
+func Run(t *testing.T, factory pluginapi.Factory, cfg Config) {
+	t.Helper()
+	s := newSuite(t.Context(), factory, cfg)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := s.run(t.Context(), c); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// Check runs the same cases as Run without a testing.T and returns one
+// Result per case, in order, for a CLI or a test that inspects failures.
+// The factory has Run's requirements.
+func Check(ctx context.Context, factory pluginapi.Factory, cfg Config) []Result {
+	s := newSuite(ctx, factory, cfg)
+	results := make([]Result, 0, len(cases))
+	for _, c := range cases {
+		results = append(results, Result{Name: c.name, Err: s.run(ctx, c)})
+	}
+	return results
+}
+
+// suite holds what every case shares.
+type suite struct {
+	factory  pluginapi.Factory
+	cfg      Config
+	runID    string
+	log      *slog.Logger
+	capacity pluginapi.CapacityType
+	setupErr error // why no instance type could be chosen
+}
+
+func newSuite(ctx context.Context, factory pluginapi.Factory, cfg Config) *suite {
+	s := &suite{factory: factory, cfg: cfg, runID: randomID(), log: slog.New(slog.DiscardHandler)}
+	if s.cfg.ClusterID == "" {
+		s.cfg.ClusterID = "plugintest-" + s.runID
+	}
+	if s.cfg.ReadyTimeout <= 0 {
+		s.cfg.ReadyTimeout = 60 * time.Second
+	}
+	if s.cfg.UnknownInstanceID == "" {
+		s.cfg.UnknownInstanceID = "i-0000000000000dead"
+	}
+	s.setupErr = s.chooseInstanceType(ctx)
+	return s
+}
+
+// chooseInstanceType fills cfg.InstanceType from the catalog when unset
+// and picks a capacity type it is offered in, preferring on-demand.
+func (s *suite) chooseInstanceType(ctx context.Context) error {
+	e := s.newEnv()
+	defer e.close()
+	c, err := e.configured(ctx, s.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	resp, err := c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+	if err != nil {
+		return fmt.Errorf("listing instance types to choose one: %w", err)
+	}
+	if len(resp.InstanceTypes) == 0 {
+		return errors.New("the catalog is empty, so there is no instance type to launch")
+	}
+	if s.cfg.InstanceType == "" {
+		s.cfg.InstanceType = resp.InstanceTypes[0].Name
+	}
+	i := slices.IndexFunc(resp.InstanceTypes, func(t pluginapi.InstanceType) bool { return t.Name == s.cfg.InstanceType })
+	if i < 0 {
+		return fmt.Errorf("instance type %q is not in the catalog", s.cfg.InstanceType)
+	}
+	s.capacity = ""
+	for _, o := range resp.InstanceTypes[i].Offerings {
+		if o.Available && (s.capacity == "" || o.CapacityType == pluginapi.CapacityOnDemand) {
+			s.capacity = o.CapacityType
+		}
+	}
+	if s.capacity == "" {
+		return fmt.Errorf("instance type %q has no available offering", s.cfg.InstanceType)
+	}
+	return nil
+}
+
+// run runs one case and cleans up after it, whatever happened.
+func (s *suite) run(ctx context.Context, c conformanceCase) error {
+	e := s.newEnv()
+	e.caseName = c.name
+	err := c.run(ctx, e)
+	return errors.Join(err, e.cleanup(ctx))
+}
+
+// env is one case's world: its providers and what it launched.
+type env struct {
+	*suite
+	caseName string
+
+	mu       sync.Mutex
+	clients  map[string]pluginapi.Client // configured, by cluster ID
+	stops    []func()
+	launched map[string]string // instance ID → cluster ID
+	cells    map[string]string // cell ID → cluster ID
+	nextCell int
+}
+
+func (s *suite) newEnv() *env {
+	return &env{suite: s, clients: map[string]pluginapi.Client{}, launched: map[string]string{}, cells: map[string]string{}}
+}
+
+// fresh returns a new, unconfigured provider from the factory behind gRPC.
+func (e *env) fresh() pluginapi.Client {
+	c, stop := Serve(e.factory(e.log))
+	e.mu.Lock()
+	e.stops = append(e.stops, stop)
+	e.mu.Unlock()
+	return c
+}
+
+// configured returns the case's provider for cluster, configured with the
+// valid config.
+func (e *env) configured(ctx context.Context, cluster string) (pluginapi.Client, error) {
+	e.mu.Lock()
+	c, ok := e.clients[cluster]
+	e.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c = e.fresh()
+	if _, err := c.Configure(ctx, e.configureRequest(cluster, e.cfg.Plugin)); err != nil {
+		return nil, fmt.Errorf("configuring the plugin for cluster %s with the valid config %s: %w", cluster, showConfig(e.cfg.Plugin), err)
+	}
+	e.mu.Lock()
+	e.clients[cluster] = c
+	e.mu.Unlock()
+	return c, nil
+}
+
+func (e *env) configureRequest(cluster string, config []byte) *pluginapi.ConfigureRequest {
+	return &pluginapi.ConfigureRequest{ClusterID: cluster, NodeName: e.nodeName(), Config: config}
+}
+
+func (e *env) nodeName() string { return "plugintest-node-" + e.runID }
+
+// cell returns a new cell ID for cluster, unique to this run.
+func (e *env) cell(cluster string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nextCell++
+	id := fmt.Sprintf("pt-%s-%s-%d", e.runID, e.caseName, e.nextCell) // at most 63 characters of [a-z0-9-]
+	e.cells[id] = cluster
+	return id
+}
+
+func (e *env) launchRequest(cell string) *pluginapi.LaunchRequest {
+	return &pluginapi.LaunchRequest{
+		CellID:       cell,
+		NodeName:     e.nodeName(),
+		PodUID:       "uid-" + cell,
+		PodNamespace: "plugintest",
+		PodName:      cell,
+		InstanceType: e.cfg.InstanceType,
+		CapacityType: e.capacity,
+		Tags:         map[string]string{extraTagKey: extraTagValue},
+	}
+}
+
+const (
+	extraTagKey   = "kipcell.io/plugintest"
+	extraTagValue = "conformance"
+)
+
+// launch launches cell in cluster and remembers the instance for cleanup.
+func (e *env) launch(ctx context.Context, cluster, cell string) (pluginapi.Instance, error) {
+	if e.setupErr != nil {
+		return pluginapi.Instance{}, fmt.Errorf("cannot launch: %w", e.setupErr)
+	}
+	c, err := e.configured(ctx, cluster)
+	if err != nil {
+		return pluginapi.Instance{}, err
+	}
+	resp, err := c.Launch(ctx, e.launchRequest(cell))
+	if err != nil {
+		return pluginapi.Instance{}, fmt.Errorf("launching cell %s (type %s, %s): %w", cell, e.cfg.InstanceType, e.capacity, err)
+	}
+	e.remember(resp.Instance.ID, cluster)
+	return resp.Instance, nil
+}
+
+func (e *env) remember(id, cluster string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.launched[id] = cluster
+}
+
+// waitRunning describes id until it is running with an address.
+func (e *env) waitRunning(ctx context.Context, cluster, id string) (pluginapi.Instance, error) {
+	c, err := e.configured(ctx, cluster)
+	if err != nil {
+		return pluginapi.Instance{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ReadyTimeout)
+	defer cancel()
+	last := "never described"
+	delay := 20 * time.Millisecond
+	for {
+		resp, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{id}})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return pluginapi.Instance{}, fmt.Errorf("describing instance %s: %w", id, err)
+		case err == nil && len(resp.Instances) == 0:
+			last = "absent from Describe"
+		case err == nil:
+			inst := resp.Instances[0]
+			last = fmt.Sprintf("%s with %d addresses", inst.State, len(inst.Addresses))
+			if inst.State == pluginapi.StateRunning && len(inst.Addresses) > 0 {
+				return inst, nil
+			}
+			if inst.State == pluginapi.StateTerminating || inst.State == pluginapi.StateTerminated {
+				return inst, fmt.Errorf("instance %s went %s (%s) instead of running", id, inst.State, inst.StateReason)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return pluginapi.Instance{}, fmt.Errorf("instance %s did not reach running with an address within %s; last seen %s",
+				id, e.cfg.ReadyTimeout, last)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// list returns the instances List shows for cluster.
+func (e *env) list(ctx context.Context, cluster string) ([]pluginapi.Instance, error) {
+	c, err := e.configured(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.List(ctx, &pluginapi.ListRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing instances of cluster %s: %w", cluster, err)
+	}
+	return resp.Instances, nil
+}
+
+// cleanup terminates every instance the case launched or that List shows
+// for one of its cells, and stops its providers. It uses a context of its
+// own so that a case's cancelled context does not leave instances behind.
+func (e *env) cleanup(parent context.Context) error {
+	defer e.close()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 2*time.Minute)
+	defer cancel()
+	e.mu.Lock()
+	byCluster := map[string]map[string]bool{}
+	for id, cluster := range e.launched {
+		if byCluster[cluster] == nil {
+			byCluster[cluster] = map[string]bool{}
+		}
+		byCluster[cluster][id] = true
+	}
+	cellClusters := map[string]bool{}
+	for _, cluster := range e.cells {
+		cellClusters[cluster] = true
+	}
+	e.mu.Unlock()
+
+	var errs []error
+	for cluster := range cellClusters {
+		insts, err := e.list(ctx, cluster)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleaning up: %w", err))
+			continue
+		}
+		for _, inst := range insts {
+			e.mu.Lock()
+			_, ours := e.cells[inst.CellID]
+			e.mu.Unlock()
+			if tag := inst.Tags[pluginapi.TagCluster]; ours && (tag == cluster || tag == "") {
+				if byCluster[cluster] == nil {
+					byCluster[cluster] = map[string]bool{}
+				}
+				byCluster[cluster][inst.ID] = true
+			}
+		}
+	}
+	for cluster, ids := range byCluster {
+		c, err := e.configured(ctx, cluster)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleaning up: %w", err))
+			continue
+		}
+		for _, id := range sortedKeys(ids) {
+			_, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
+			if err := pluginapi.IgnoreNotFound(err); err != nil {
+				errs = append(errs, fmt.Errorf("cleaning up: terminating instance %s: %w", id, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *env) close() {
+	e.mu.Lock()
+	stops := e.stops
+	e.stops = nil
+	e.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// ---- cases ----
+
+var capabilityName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+func checkInfo(ctx context.Context, e *env) error {
+	raw := e.factory(e.log)
+	c, stop := Serve(raw)
+	defer stop()
+	// Before Configure, on purpose.
+	info, err := c.GetInfo(ctx, &pluginapi.GetInfoRequest{})
+	if err != nil {
+		return fmt.Errorf("GetInfo before Configure failed: %w; it must work before Configure", err)
+	}
+	var errs []error
+	if _, ok := pluginapi.CompatibleAPIVersion(info.APIVersions); !ok {
+		errs = append(errs, fmt.Errorf("API versions %q include none compatible with %s", info.APIVersions, pluginapi.APIVersion))
+	}
+	seen := map[pluginapi.Capability]bool{}
+	for _, cp := range info.Capabilities {
+		if !capabilityName.MatchString(string(cp)) {
+			errs = append(errs, fmt.Errorf("capability %q is not a lower-case dashed name such as %q", cp, pluginapi.CapabilityWatchEvents))
+		}
+		if seen[cp] {
+			errs = append(errs, fmt.Errorf("capability %q is listed twice", cp))
+		}
+		seen[cp] = true
+	}
+	if _, ok := raw.(pluginapi.EventWatcher); info.Has(pluginapi.CapabilityWatchEvents) && !ok {
+		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.EventWatcher", pluginapi.CapabilityWatchEvents))
+	}
+	if _, ok := raw.(pluginapi.RegistryAuthenticator); info.Has(pluginapi.CapabilityRegistryAuth) && !ok {
+		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.RegistryAuthenticator", pluginapi.CapabilityRegistryAuth))
+	}
+	if info.Has(pluginapi.CapabilityInterruptionEvents) && !info.Has(pluginapi.CapabilityWatchEvents) {
+		errs = append(errs, fmt.Errorf("GetInfo reports %q without %q", pluginapi.CapabilityInterruptionEvents, pluginapi.CapabilityWatchEvents))
+	}
+	return errors.Join(errs...)
+}
+
+func checkConfig(ctx context.Context, e *env) error {
+	var errs []error
+	c := e.fresh()
+	for i := 1; i <= 2; i++ {
+		if _, err := c.Configure(ctx, e.configureRequest(e.cfg.ClusterID, e.cfg.Plugin)); err != nil {
+			errs = append(errs, fmt.Errorf("Configure call %d with the valid config %s failed: %w; it must accept it, and again (Configure is idempotent)",
+				i, showConfig(e.cfg.Plugin), err))
+			break
+		}
+	}
+	for _, inv := range e.cfg.Invalid {
+		_, err := e.fresh().Configure(ctx, e.configureRequest(e.cfg.ClusterID, inv.Config))
+		if err := wantInvalidConfig(err, inv.Key); err != nil {
+			errs = append(errs, fmt.Errorf("Configure with the invalid config %s: %w", showConfig(inv.Config), err))
+		}
+	}
+	_, err := e.fresh().Configure(ctx, e.configureRequest("", e.cfg.Plugin))
+	if err == nil {
+		errs = append(errs, errors.New("Configure with an empty cluster ID succeeded; it must fail with InvalidConfig"))
+	} else if !pluginapi.IsInvalidConfig(err) {
+		errs = append(errs, fmt.Errorf("Configure with an empty cluster ID failed with %v (%s); want InvalidConfig", err, kindOf(err)))
+	}
+	return errors.Join(errs...)
+}
+
+func checkCatalog(ctx context.Context, e *env) error {
+	c, err := e.configured(ctx, e.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	// The client validated the catalog (names, sizes, prices) already.
+	resp, err := c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+	if err != nil {
+		return fmt.Errorf("ListInstanceTypes failed: %w", err)
+	}
+	if len(resp.InstanceTypes) == 0 {
+		return errors.New("ListInstanceTypes returned an empty catalog; want at least one instance type")
+	}
+	available := false
+	for _, t := range resp.InstanceTypes {
+		for _, o := range t.Offerings {
+			available = available || o.Available
+		}
+	}
+	if !available {
+		return fmt.Errorf("none of the %d instance types has an available offering", len(resp.InstanceTypes))
+	}
+	return e.setupErr
+}
+
+func checkLaunch(ctx context.Context, e *env) error {
+	cluster := e.cfg.ClusterID
+	cell := e.cell(cluster)
+	inst, err := e.launch(ctx, cluster, cell)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if inst.InstanceType != "" && inst.InstanceType != e.cfg.InstanceType {
+		errs = append(errs, fmt.Errorf("launching cell %s as %s answered instance type %q", cell, e.cfg.InstanceType, inst.InstanceType))
+	}
+	running, err := e.waitRunning(ctx, cluster, inst.ID)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("launching cell %s: %w", cell, err))...)
+	}
+	want := pluginapi.StandardTags(cluster, e.launchRequest(cell))
+	for _, k := range sortedKeys(want) {
+		if got, ok := running.Tags[k]; !ok || got != want[k] {
+			errs = append(errs, fmt.Errorf("instance %s of cell %s has tag %s=%q (present: %v); want %q",
+				inst.ID, cell, k, got, ok, want[k]))
+		}
+	}
+	insts, err := e.list(ctx, cluster)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if !slices.ContainsFunc(insts, func(i pluginapi.Instance) bool { return i.ID == inst.ID }) {
+		errs = append(errs, fmt.Errorf("List for cluster %s does not show instance %s of cell %s; it must show every instance of the cluster", cluster, inst.ID, cell))
+	}
+	return errors.Join(errs...)
+}
+
+func checkIdempotentLaunch(ctx context.Context, e *env) error {
+	cluster := e.cfg.ClusterID
+	var errs []error
+
+	// One after the other, as a host retrying after a timeout does.
+	cell := e.cell(cluster)
+	first, err := e.launch(ctx, cluster, cell)
+	if err != nil {
+		return err
+	}
+	second, err := e.launch(ctx, cluster, cell)
+	if err != nil {
+		return fmt.Errorf("launching cell %s a second time failed: %w; it must return the first instance", cell, err)
+	}
+	if err := e.oneInstance(ctx, cluster, cell, "twice", []string{first.ID, second.ID}); err != nil {
+		errs = append(errs, err)
+	}
+
+	// At the same time, as a host and its restarted self might.
+	const n = 4
+	cell = e.cell(cluster)
+	ids := make([]string, n)
+	launchErrs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inst, err := e.launch(ctx, cluster, cell)
+			ids[i], launchErrs[i] = inst.ID, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(launchErrs...); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("launching cell %s %d times at once: %w", cell, n, err))...)
+	}
+	if err := e.oneInstance(ctx, cluster, cell, fmt.Sprintf("%d times at once", n), ids); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// oneInstance checks that the launches of cell, which answered ids, made one
+// instance, both in their answers and in List.
+func (e *env) oneInstance(ctx context.Context, cluster, cell, how string, ids []string) error {
+	distinct := slices.Compact(slices.Sorted(slices.Values(ids)))
+	if len(distinct) > 1 {
+		return fmt.Errorf("launching cell %s %s created %d instances (%s); Launch must be idempotent on the cell ID",
+			cell, how, len(distinct), strings.Join(distinct, ", "))
+	}
+	insts, err := e.list(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	var listed []string
+	for _, inst := range insts {
+		if inst.CellID == cell {
+			listed = append(listed, inst.ID)
+		}
+	}
+	if len(listed) != 1 {
+		return fmt.Errorf("after launching cell %s %s, List shows %d instances for it (%s); want exactly one, %s",
+			cell, how, len(listed), strings.Join(listed, ", "), distinct[0])
+	}
+	return nil
+}
+
+func checkOwnInstances(ctx context.Context, e *env) error {
+	a, b := e.cfg.ClusterID, e.cfg.ClusterID+"-b"
+	instA, err := e.launch(ctx, a, e.cell(a))
+	if err != nil {
+		return fmt.Errorf("in cluster %s: %w", a, err)
+	}
+	instB, err := e.launch(ctx, b, e.cell(b))
+	if err != nil {
+		return fmt.Errorf("in cluster %s: %w", b, err)
+	}
+	var errs []error
+	for _, side := range []struct {
+		cluster, other string
+		own, foreign   pluginapi.Instance
+	}{{a, b, instA, instB}, {b, a, instB, instA}} {
+		insts, err := e.list(ctx, side.cluster)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		sawOwn := false
+		for _, inst := range insts {
+			switch {
+			case inst.ID == side.own.ID:
+				sawOwn = true
+			case inst.ID == side.foreign.ID:
+				errs = append(errs, fmt.Errorf("List for cluster %s returned instance %s (cell %s) of cluster %s; List must return only the configured cluster's instances",
+					side.cluster, inst.ID, inst.CellID, side.other))
+			case inst.Tags[pluginapi.TagCluster] != side.cluster:
+				errs = append(errs, fmt.Errorf("List for cluster %s returned instance %s (cell %s) tagged with cluster %q; List must return only the configured cluster's instances",
+					side.cluster, inst.ID, inst.CellID, inst.Tags[pluginapi.TagCluster]))
+			}
+		}
+		if !sawOwn {
+			errs = append(errs, fmt.Errorf("List for cluster %s does not show its instance %s", side.cluster, side.own.ID))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkTerminateTwice(ctx context.Context, e *env) error {
+	cluster := e.cfg.ClusterID
+	cell := e.cell(cluster)
+	inst, err := e.launch(ctx, cluster, cell)
+	if err != nil {
+		return err
+	}
+	c, err := e.configured(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
+		return fmt.Errorf("terminating instance %s of cell %s failed: %w", inst.ID, cell, err)
+	}
+	if _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: inst.ID}); err != nil && !pluginapi.IsNotFound(err) {
+		return fmt.Errorf("terminating instance %s a second time failed with %v (%s); want success or NotFound", inst.ID, err, kindOf(err))
+	}
+	resp, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
+	if err != nil {
+		return fmt.Errorf("describing terminated instance %s: %w", inst.ID, err)
+	}
+	for _, got := range resp.Instances {
+		if got.State != pluginapi.StateTerminating && got.State != pluginapi.StateTerminated {
+			return fmt.Errorf("after Terminate, Describe shows instance %s %s; want it absent, terminating or terminated", got.ID, got.State)
+		}
+	}
+	return nil
+}
+
+func checkTerminateUnknown(ctx context.Context, e *env) error {
+	c, err := e.configured(ctx, e.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	_, err = c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
+	if !pluginapi.IsNotFound(err) {
+		return fmt.Errorf("terminating unknown instance %s answered %v (%s); want NotFound", e.cfg.UnknownInstanceID, err, kindOf(err))
+	}
+	return nil
+}
+
+func checkDescribeUnknown(ctx context.Context, e *env) error {
+	c, err := e.configured(ctx, e.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
+	if err != nil {
+		return fmt.Errorf("describing unknown instance %s failed with %v (%s); Describe must leave unknown IDs out of its answer, not fail",
+			e.cfg.UnknownInstanceID, err, kindOf(err))
+	}
+	if len(resp.Instances) != 0 {
+		return fmt.Errorf("describing unknown instance %s answered %d instances; want none", e.cfg.UnknownInstanceID, len(resp.Instances))
+	}
+	return nil
+}
+
+func checkConcurrentLaunches(ctx context.Context, e *env) error {
+	const n = 8
+	cluster := e.cfg.ClusterID
+	cells := make([]string, n)
+	for i := range cells {
+		cells[i] = e.cell(cluster)
+	}
+	insts := make([]pluginapi.Instance, n)
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	for i := range cells {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			insts[i], errs[i] = e.launch(ctx, cluster, cells[i])
+			if errs[i] == nil {
+				_, errs[n+i] = e.waitRunning(ctx, cluster, insts[i].ID)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("launching %d cells at once: %w", n, err)
+	}
+	byID := map[string]string{}
+	for i, inst := range insts {
+		if other, dup := byID[inst.ID]; dup {
+			return fmt.Errorf("launching cells %s and %s at once gave both instance %s; distinct cells need distinct instances", other, cells[i], inst.ID)
+		}
+		byID[inst.ID] = cells[i]
+	}
+	return nil
+}
+
+func checkContextCancellation(ctx context.Context, e *env) error {
+	cluster := e.cfg.ClusterID
+	c, err := e.configured(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	cell := e.cell(cluster)
+	calls := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"GetInfo", func(ctx context.Context) error { _, err := c.GetInfo(ctx, &pluginapi.GetInfoRequest{}); return err }},
+		{"ListInstanceTypes", func(ctx context.Context) error {
+			_, err := c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+			return err
+		}},
+		{"Launch", func(ctx context.Context) error {
+			resp, err := c.Launch(ctx, e.launchRequest(cell))
+			if err == nil {
+				e.remember(resp.Instance.ID, cluster)
+			}
+			return err
+		}},
+		{"Describe", func(ctx context.Context) error {
+			_, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
+			return err
+		}},
+		{"List", func(ctx context.Context) error { _, err := c.List(ctx, &pluginapi.ListRequest{}); return err }},
+		{"Terminate", func(ctx context.Context) error {
+			_, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
+			return err
+		}},
+	}
+	const prompt = 5 * time.Second
+	var errs []error
+	for _, call := range calls {
+		done := make(chan error, 1)
+		go func() { done <- call.call(cancelled) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				errs = append(errs, fmt.Errorf("%s with a cancelled context answered %v (%s); want a context error", call.name, err, kindOf(err)))
+			}
+		case <-time.After(prompt):
+			errs = append(errs, fmt.Errorf("%s with a cancelled context did not return within %s", call.name, prompt))
+		}
+	}
+	// The same calls straight to a provider, not through gRPC (whose client
+	// gives up on a cancelled context by itself): the plugin must not block
+	// on a cancelled context, and may answer only with success or a context
+	// error.
+	raw := e.factory(e.log)
+	if _, err := raw.Configure(ctx, e.configureRequest(cluster, e.cfg.Plugin)); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("configuring a provider without gRPC: %w", err))...)
+	}
+	direct := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"GetInfo", func(ctx context.Context) error { _, err := raw.GetInfo(ctx, &pluginapi.GetInfoRequest{}); return err }},
+		{"Launch", func(ctx context.Context) error {
+			resp, err := raw.Launch(ctx, e.launchRequest(cell))
+			if err == nil {
+				e.remember(resp.Instance.ID, cluster)
+			}
+			return err
+		}},
+		{"List", func(ctx context.Context) error { _, err := raw.List(ctx, &pluginapi.ListRequest{}); return err }},
+		{"Describe", func(ctx context.Context) error {
+			_, err := raw.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
+			return err
+		}},
+	}
+	for _, call := range direct {
+		done := make(chan error, 1)
+		go func() { done <- call.call(cancelled) }()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				errs = append(errs, fmt.Errorf("called directly with a cancelled context, %s answered %v (%s); want a context error", call.name, err, kindOf(err)))
+			}
+		case <-time.After(prompt):
+			errs = append(errs, fmt.Errorf("called directly with a cancelled context, %s did not return within %s", call.name, prompt))
+		}
+	}
+
+	// A launch whose deadline passes in flight may or may not have created
+	// the instance, but never more than one.
+	short, cancelShort := context.WithTimeout(ctx, time.Millisecond)
+	defer cancelShort()
+	if resp, err := c.Launch(short, e.launchRequest(cell)); err == nil {
+		e.remember(resp.Instance.ID, cluster)
+	}
+	insts, err := e.list(ctx, cluster)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	var ids []string
+	for _, inst := range insts {
+		if inst.CellID == cell {
+			ids = append(ids, inst.ID)
+		}
+	}
+	if len(ids) > 1 {
+		errs = append(errs, fmt.Errorf("launching cell %s with cancelled or expiring contexts left %d instances (%s); want at most one",
+			cell, len(ids), strings.Join(ids, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+func checkErrorKinds(ctx context.Context, e *env) error {
+	var errs []error
+	c, err := e.configured(ctx, e.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	_, err = c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
+	var nf *pluginapi.NotFoundError
+	if !errors.As(err, &nf) || pluginapi.IsUnreachable(err) {
+		errs = append(errs, fmt.Errorf("over gRPC, terminating unknown instance %s answered %v (%s); want a NotFoundError", e.cfg.UnknownInstanceID, err, kindOf(err)))
+	}
+	_, err = e.fresh().Configure(ctx, e.configureRequest("", e.cfg.Plugin))
+	var ic *pluginapi.InvalidConfigError
+	if !errors.As(err, &ic) {
+		errs = append(errs, fmt.Errorf("over gRPC, Configure with an empty cluster ID answered %v (%s); want an InvalidConfigError", err, kindOf(err)))
+	}
+	for _, inv := range e.cfg.Invalid {
+		_, err := e.fresh().Configure(ctx, e.configureRequest(e.cfg.ClusterID, inv.Config))
+		var ic *pluginapi.InvalidConfigError
+		switch {
+		case !errors.As(err, &ic):
+			errs = append(errs, fmt.Errorf("over gRPC, Configure with the invalid config %s answered %v (%s); want an InvalidConfigError",
+				showConfig(inv.Config), err, kindOf(err)))
+		case ic.Key != inv.Key:
+			errs = append(errs, fmt.Errorf("over gRPC, Configure with the invalid config %s answered InvalidConfig key %q; want key %q",
+				showConfig(inv.Config), ic.Key, inv.Key))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ---- helpers ----
+
+func wantInvalidConfig(err error, key string) error {
+	var ic *pluginapi.InvalidConfigError
+	switch {
+	case err == nil:
+		return fmt.Errorf("Configure succeeded; want InvalidConfig naming key %q", key)
+	case !errors.As(err, &ic):
+		return fmt.Errorf("Configure failed with %v (%s); want InvalidConfig naming key %q", err, kindOf(err), key)
+	case ic.Key != key:
+		return fmt.Errorf("Configure answered InvalidConfig naming key %q (%v); want key %q", ic.Key, err, key)
+	}
+	return nil
+}
+
+// kindOf names the error kind of err, for failure messages.
+func kindOf(err error) string {
+	var pe *pluginapi.PluginError
+	switch {
+	case err == nil:
+		return "no error"
+	case pluginapi.IsNotFound(err):
+		return "NotFound"
+	case pluginapi.IsInvalidConfig(err):
+		return "InvalidConfig"
+	case pluginapi.IsInsufficientCapacity(err):
+		return "InsufficientCapacity"
+	case pluginapi.IsQuotaExceeded(err):
+		return "QuotaExceeded"
+	case pluginapi.IsThrottled(err):
+		return "Throttled"
+	case pluginapi.IsUnsupported(err):
+		return "Unsupported"
+	case pluginapi.IsUnreachable(err):
+		return "plugin unreachable"
+	case pluginapi.IsTransient(err):
+		return "Transient"
+	case pluginapi.IsInvalidAnswer(err):
+		return "invalid answer"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "context error"
+	case errors.As(err, &pe):
+		return "unclassified plugin error, code " + pe.Code.String()
+	}
+	return fmt.Sprintf("%T", err)
+}
+
+func showConfig(config []byte) string {
+	if len(config) == 0 {
+		return "(empty)"
+	}
+	return string(config)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// randomID returns 6 random lower-case hex characters, so that repeated
+// runs against a real cloud do not share cells or clusters.
+func randomID() string {
+	b := make([]byte, 3)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,45 @@
+// Package plugintest is the test kit for Kip cloud-plugin authors: an
+// in-process gRPC harness and a conformance suite for pluginapi.Provider.
+//
+// Serve (or Client, for a test) runs a Provider on a real gRPC server in
+// memory and returns the pluginapi.Client the host would use, so every
+// answer crosses the wire: protobuf encoding, the mapping of error kinds to
+// gRPC statuses and back, and the host's validation of answers.
+//
+// Run checks a plugin against the contract of pluginapi.Provider, one
+// subtest per case (Cases lists them): GetInfo before Configure and
+// well-formed capabilities; Configure accepting the valid config and
+// refusing the invalid ones with InvalidConfig naming their key; a valid,
+// non-empty catalog; Launch reaching running with an address and the
+// standard tags; Launch idempotent on the cell ID, one call after the other
+// and at once; List showing only the configured cluster's instances;
+// Terminate twice and of an unknown ID; Describe of an unknown ID; eight
+// concurrent launches; prompt answers to cancelled contexts; error kinds
+// surviving the wire. Each case terminates what it launched. Check runs the
+// same cases without a testing.T and returns their Results.
+//
+// A plugin's conformance test:
+//
+//	func TestConformance(t *testing.T) {
+//		if testing.Short() {
+//			t.Skip("launches real instances")
+//		}
+//		plugintest.Run(t, mycloud.New, plugintest.Config{
+//			Plugin: []byte(`{"region":"eu-west-1","subnets":["subnet-0abc"]}`),
+//			Invalid: []plugintest.InvalidConfig{
+//				{Config: []byte(`{"region":""}`), Key: "region"},
+//				{Config: []byte(`{"region":"eu-west-1","subnets":[]}`), Key: "subnets"},
+//			},
+//			InstanceType: "t3.micro",
+//			ReadyTimeout: 5 * time.Minute,
+//		})
+//	}
+//
+// Every Provider the factory returns must see the same cloud, as separate
+// processes of a real plugin do: some cases configure two providers with
+// different cluster IDs (ClusterID and ClusterID+"-b") and check that each
+// sees only its own instances. For an in-memory provider, close the factory
+// over one shared backend (for the fake, one fake.Store).
+//
+// This package imports only the standard library, gRPC and pluginapi.
+package plugintest
