@@ -1,0 +1,21 @@
+// Package plugin runs Kip's cloud plugins: it finds kip-plugin-<name>
+// binaries in a plugin directory, describes them without a handshake, and
+// starts and supervises one plugin process per cloud with
+// hashicorp/go-plugin over gRPC.
+//
+// A Supervisor (Open) starts the plugin, checks the handshake, the protocol
+// version, the API version and an optional SHA-256 pin, configures it, and
+// hands out a stable pluginapi.Client that routes every call to the current
+// process. When the process dies the Supervisor starts a new one with
+// jittered backoff and callers wait for it (bounded) instead of failing;
+// every contract call is idempotent, so a call cut short by a crash is
+// retried once the new process is configured. Reload swaps in the binary now
+// on disk without failing calls in flight.
+//
+// Plugin log lines (JSON on the plugin's stderr) are re-emitted into the
+// host's log/slog logger with attribute plugin=<name> (hclog.go).
+//
+// This package may import pluginapi, go-plugin, go-hclog and the standard
+// library (and grpc, only for go-plugin's GRPCPlugin signatures); never
+// client-go or any other host package.
+package plugin
