@@ -1,0 +1,165 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// An instance type's CPU and memory become the limits of a cgroup the agent
+// runs in: kip/<cellID> under the cgroup root, in the cpu and memory
+// hierarchies of cgroup v1 or in the unified hierarchy of cgroup v2 (used
+// when <root>/cgroup.controllers exists). Without write access to the
+// cgroup tree (not root) the cell runs without limits and says so in its
+// StateReason: a local plugin that refused to launch there would be
+// useless on a laptop.
+
+// defaultCgroupRoot is where cgroup file systems are mounted.
+const defaultCgroupRoot = "/sys/fs/cgroup"
+
+// cfsPeriod is the CFS period in microseconds; the quota is milli-CPU ×
+// 100, so 1000 milli-CPU is one full CPU per period.
+const cfsPeriod = 100000
+
+// defaultCgroupParent is the group under which every cell's group is created.
+const defaultCgroupParent = "kip"
+
+// createCgroups creates the cell's cgroup(s) and writes the limits. It
+// returns the directories created, for joinCgroups and removeCgroups. On
+// error it leaves nothing behind.
+func createCgroups(root, group, cellID string, milliCPU, memoryBytes int64) (dirs []string, err error) {
+	defer func() {
+		if err != nil {
+			_ = removeCgroups(dirs)
+			dirs = nil
+		}
+	}()
+	quota := strconv.FormatInt(milliCPU*cfsPeriod/1000, 10)
+	memory := strconv.FormatInt(memoryBytes, 10)
+
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		// cgroup v2: a controller is usable in a group only if every
+		// ancestor enables it for its children.
+		parent := filepath.Join(root, group)
+		if err := enableControllers(root); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, err
+		}
+		if err := enableControllers(parent); err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(parent, cellID)
+		if err := mkdirCgroup(dir); err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, dir)
+		return dirs, writeFiles(dir, map[string]string{
+			"cpu.max":    quota + " " + strconv.Itoa(cfsPeriod),
+			"memory.max": memory,
+		})
+	}
+
+	// cgroup v1: one group per hierarchy.
+	cpu := filepath.Join(root, "cpu", group, cellID)
+	if err := mkdirCgroup(cpu); err != nil {
+		return nil, err
+	}
+	dirs = append(dirs, cpu)
+	if err := writeFiles(cpu, map[string]string{
+		"cpu.cfs_period_us": strconv.Itoa(cfsPeriod),
+		"cpu.cfs_quota_us":  quota,
+	}); err != nil {
+		return dirs, err
+	}
+	mem := filepath.Join(root, "memory", group, cellID)
+	if err := mkdirCgroup(mem); err != nil {
+		return dirs, err
+	}
+	dirs = append(dirs, mem)
+	return dirs, writeFiles(mem, map[string]string{"memory.limit_in_bytes": memory})
+}
+
+// mkdirCgroup creates a cgroup and its parents; an existing one (from an
+// interrupted launch) is reused.
+func mkdirCgroup(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating cgroup: %w", err)
+	}
+	return nil
+}
+
+// enableControllers turns on the cpu and memory controllers for the
+// children of the v2 group dir.
+func enableControllers(dir string) error {
+	return writeFiles(dir, map[string]string{"cgroup.subtree_control": "+cpu +memory"})
+}
+
+// writeFiles writes each value to its file in dir. Order does not matter
+// for the files written together here.
+func writeFiles(dir string, files map[string]string) error {
+	for name, value := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0); err != nil {
+			return fmt.Errorf("writing cgroup limit: %w", err)
+		}
+	}
+	return nil
+}
+
+// joinCgroups moves process pid (all its threads) into the groups.
+func joinCgroups(dirs []string, pid int) error {
+	for _, dir := range dirs {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("moving agent into cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeCgroups removes the groups. A group can only be removed once it
+// has no processes; whatever the agent left behind in it is killed first,
+// since the cgroup is the one complete list of a cell's processes.
+func removeCgroups(dirs []string) error {
+	var errs []error
+	for _, dir := range dirs {
+		if err := removeCgroup(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func removeCgroup(dir string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := syscall.Rmdir(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("removing cgroup %s: %w", dir, err)
+		}
+		killCgroup(dir)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killCgroup sends SIGKILL to every process in the group.
+func killCgroup(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Describe and List read the records and look at the processes; they take
+// no locks and change nothing, so they are always safe to retry and never
+// wait behind a slow Launch or Terminate.
+
+// Describe returns the named instances that still have a record. A cell
+// whose agent has exited is still there, terminated, until Terminate
+// removes it: the host must see that the cell died, not that it vanished.
+func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error) {
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	records, err := readRecords(cfg.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("describing instances: %w", err)
+	}
+	byID := make(map[string]*record, len(records))
+	for _, r := range records {
+		byID[r.ID] = r
+	}
+	resp := &pluginapi.DescribeResponse{}
+	seen := map[string]bool{}
+	for _, id := range req.IDs {
+		if r, ok := byID[id]; ok && !seen[id] {
+			seen[id] = true
+			resp.Instances = append(resp.Instances, p.instance(cfg, r))
+		}
+	}
+	return resp, nil
+}
+
+// List returns the instances tagged with the configured cluster, in any
+// state. Cells of other clusters sharing the state directory are not ours.
+func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*pluginapi.ListResponse, error) {
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	records, err := readRecords(cfg.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("listing instances: %w", err)
+	}
+	resp := &pluginapi.ListResponse{}
+	for _, r := range records {
+		if r.Tags[pluginapi.TagCluster] == cfg.clusterID {
+			resp.Instances = append(resp.Instances, p.instance(cfg, r))
+		}
+	}
+	return resp, nil
+}
+
+// Reasons given in Instance.StateReason.
+const (
+	reasonLaunching     = "launching"
+	reasonLaunchAborted = "launch did not complete"
+	reasonAgentExited   = "agent exited"
+	reasonTerminated    = "terminated on request"
+	reasonLimitsPrefix  = "limits not enforced: "
+)
+
+// cellState is the state of a cell as the "cloud" sees it now:
+//   - no PID yet: pending while a Launch holds the cell's lock, otherwise
+//     a launch that was interrupted and not retried, which counts as
+//     terminated (Terminate cleans it up; Launch would resume it);
+//   - running while the recorded process (PID and start time) lives;
+//   - terminated once it has exited.
+func cellState(stateDir string, r *record) (pluginapi.InstanceState, string) {
+	switch {
+	case r.PID == 0 && lockHeld(cellLockPath(stateDir, r.CellID)):
+		return pluginapi.StatePending, reasonLaunching
+	case r.PID == 0:
+		return pluginapi.StateTerminated, reasonLaunchAborted
+	case alive(r.PID, r.StartTime):
+		if r.LimitsNotEnforced != "" {
+			return pluginapi.StateRunning, reasonLimitsPrefix + r.LimitsNotEnforced
+		}
+		return pluginapi.StateRunning, ""
+	default:
+		return pluginapi.StateTerminated, reasonAgentExited
+	}
+}

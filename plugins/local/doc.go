@@ -1,0 +1,30 @@
+// Package local is Kip's default cloud plugin: a "local instance" is a cell
+// agent process on this machine. It needs no cloud account, so it is what
+// `make demo` and the end-to-end tests run on, and it is the reference a
+// third-party plugin author copies.
+//
+// Read it in this order; each file holds one concern:
+//
+//	provider.go   New, GetInfo, Configure, ListInstanceTypes: the plugin's face
+//	config.go     the configuration: defaults, strict decoding, validation
+//	schema.go     the same configuration as a JSON Schema (GetInfo)
+//	catalog.go    the built-in instance types and their nominal prices
+//	launch.go     Launch: idempotent on the cell ID, across processes
+//	describe.go   Describe and List: what the "cloud" says about a cell now
+//	terminate.go  Terminate: undo everything Launch did
+//	record.go     the on-disk record of a cell (instance.json): the truth
+//	lock.go       per-cell and per-state-dir locks (mutex + flock)
+//	address.go    race-free address allocation derived from the records
+//	network.go    network namespaces, bridge and veth through iproute2
+//	cgroup.go     CPU and memory limits through cgroup v1 or v2
+//	process.go    starting, watching and signalling the agent process
+//
+// The contract a plugin implements is pluginapi.Provider; its rules (every
+// call retryable, Launch idempotent, no state only in memory) shape this
+// package. The "cloud" here is a state directory: every cell has
+// <stateDir>/cells/<cellID>/ holding instance.json, the bootstrap file and
+// agent.log. Any process pointed at the same state directory sees the same
+// cells, which is how a restarted plugin finds the cells of the old one.
+//
+// The package imports only the standard library and pluginapi.
+package local

@@ -1,0 +1,246 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Launch starts the agent process of one cell.
+//
+// It is idempotent on the cell ID, which is what the contract asks of every
+// plugin and how a cloud plugin uses its cloud's client token: under the
+// cell's lock, a cell that already has a record is answered from the
+// record, never launched twice. A record without a PID is a launch that
+// was interrupted (the plugin crashed, or ctx ended); it is resumed, since
+// every step is idempotent.
+//
+// The record, with the tags, is written before anything is created, so a
+// cell is visible to List from its first resource on, as the contract
+// requires of tags.
+func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	typ, err := checkLaunch(cfg, req)
+	if err != nil {
+		return nil, err
+	}
+	id := instanceID(cfg.clusterID, req.CellID)
+	log := p.log.With("cell", req.CellID, "instance", id, "pod", req.PodNamespace+"/"+req.PodName)
+
+	unlock, err := p.cellLock(ctx, cfg, req.CellID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	r, err := readRecord(cfg.stateDir, req.CellID)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if r, err = p.plan(ctx, cfg, req, typ, id); err != nil {
+			return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
+	case r.ID != id:
+		return nil, pluginapi.NewInvalidConfig("stateDir", "cell %s already exists as instance %s of another cluster; give each cluster its own stateDir", req.CellID, r.ID)
+	case r.PID != 0:
+		log.Debug("cell already launched")
+		return &pluginapi.LaunchResponse{Instance: p.instance(cfg, r)}, nil
+	default:
+		log.Info("resuming interrupted launch")
+	}
+
+	if err := p.start(ctx, cfg, r, req.Bootstrap, log); err != nil {
+		// Undo what this attempt created, even if ctx has ended.
+		cleanupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if cerr := p.destroy(cleanupCtx, cfg, r); cerr != nil {
+			log.Error("cleaning up after failed launch", "error", cerr)
+		}
+		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
+	}
+	log.Info("launched", "type", r.InstanceType, "address", r.Address, "network", r.Network, "pid", r.PID)
+	return &pluginapi.LaunchResponse{Instance: p.instance(cfg, r)}, nil
+}
+
+// checkLaunch refuses requests this plugin cannot satisfy, with the error
+// kinds the host acts on, and returns the instance type.
+func checkLaunch(cfg *config, req *pluginapi.LaunchRequest) (pluginapi.InstanceType, error) {
+	var none pluginapi.InstanceType
+	if !cellIDPattern.MatchString(req.CellID) {
+		return none, fmt.Errorf("launching: cell ID %q is not at most 63 characters of [a-z0-9-]", req.CellID)
+	}
+	typ, ok := findType(cfg.catalog, req.InstanceType)
+	if !ok {
+		return none, pluginapi.NewInvalidConfig("instanceTypes", "instance type %q is not in the catalog", req.InstanceType)
+	}
+	switch req.CapacityType {
+	case pluginapi.CapacityOnDemand, "":
+	default:
+		return none, pluginapi.NewUnsupported("capacity type %q: the local plugin offers on-demand only", req.CapacityType)
+	}
+	if len(req.Zones) > 0 && !slices.Contains(req.Zones, cfg.zone) {
+		return none, pluginapi.NewInsufficientCapacity(req.InstanceType, req.Zones[0], pluginapi.CapacityOnDemand,
+			fmt.Sprintf("the local plugin has only zone %q", cfg.zone))
+	}
+	if len(req.SecurityGroups) > 0 {
+		return none, pluginapi.NewUnsupported("security groups: local cells have none")
+	}
+	if req.InstanceProfile != "" {
+		return none, pluginapi.NewUnsupported("instance profiles: local cells have none")
+	}
+	return typ, nil
+}
+
+// plan decides everything about a new cell (its ID, address, names of its
+// network resources) and writes its record, PID still zero. The address is
+// allocated under the state directory's address lock and the record is
+// written before the lock is released, so the next allocation sees it.
+func (p *provider) plan(ctx context.Context, cfg *config, req *pluginapi.LaunchRequest, typ pluginapi.InstanceType, id string) (*record, error) {
+	if err := os.MkdirAll(cellDir(cfg.stateDir, req.CellID), 0o700); err != nil {
+		return nil, err
+	}
+	r := &record{
+		ID:           id,
+		CellID:       req.CellID,
+		InstanceType: typ.Name,
+		CapacityType: pluginapi.CapacityOnDemand,
+		Zone:         cfg.zone,
+		Tags:         pluginapi.StandardTags(cfg.clusterID, req),
+		Network:      cfg.network,
+		MilliCPU:     typ.MilliCPU,
+		MemoryBytes:  typ.MemoryBytes,
+		LaunchedAt:   time.Now().UTC(),
+	}
+	subnet, reserved := cfg.loopbackSubnet, []netip.Addr(nil)
+	if cfg.network == NetworkNetns {
+		subnet, reserved = cfg.subnet, []netip.Addr{gateway(cfg.subnet)}
+		r.Netns, r.Veth, r.Bridge = netnsName(id), vethName(id), cfg.bridge
+		r.Gateway, r.Prefix = gateway(cfg.subnet).String(), cfg.subnet.Bits()
+	}
+
+	unlock, err := p.locks.lock(ctx, "address", filepath.Join(cfg.stateDir, "address.lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	records, err := readRecords(cfg.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	addr, ok := freeAddress(subnet, usedAddresses(records), reserved...)
+	if !ok {
+		return nil, pluginapi.NewInsufficientCapacity(typ.Name, cfg.zone, pluginapi.CapacityOnDemand,
+			fmt.Sprintf("no free address left in %s", subnet))
+	}
+	r.Address = addr.String()
+	return r, writeRecord(cfg.stateDir, r)
+}
+
+// start brings a planned cell up: bootstrap file, network, cgroups, then
+// the agent process, whose PID and start time complete the record.
+func (p *provider) start(ctx context.Context, cfg *config, r *record, bootstrap []byte, log *slog.Logger) error {
+	dir := cellDir(cfg.stateDir, r.CellID)
+	bootstrapPath := filepath.Join(dir, bootstrapFile)
+	if err := os.WriteFile(bootstrapPath, bootstrap, 0o600); err != nil {
+		return err
+	}
+	if r.Network == NetworkNetns {
+		if err := setupNetns(ctx, r); err != nil {
+			return err
+		}
+	}
+
+	// Limits: a machine without writable cgroups still runs the cell.
+	if len(r.Cgroups) == 0 {
+		dirs, err := createCgroups(p.cgroupRoot, p.cgroupParent, r.CellID, r.MilliCPU, r.MemoryBytes)
+		if err != nil {
+			r.LimitsNotEnforced = err.Error()
+			log.Warn("launching without CPU and memory limits", "error", err)
+		} else {
+			r.Cgroups, r.LimitsNotEnforced = dirs, ""
+		}
+		if err := writeRecord(cfg.stateDir, r); err != nil {
+			return err
+		}
+	}
+
+	if err := ctx.Err(); err != nil {
+		return err // the last chance to give up before there is a process
+	}
+	argv, err := agentCommand(cfg, r, bootstrapPath)
+	if err != nil {
+		return err
+	}
+	cmd, err := startAgent(argv, agentEnv(r, bootstrapPath), dir)
+	if err != nil {
+		return err
+	}
+	pid := cmd.Process.Pid
+	// Until Wait, the child cannot be reaped, so its /proc entry is there
+	// even if it has already exited.
+	_, startTime, err := procStat(pid)
+	if err == nil {
+		r.PID, r.StartTime = pid, startTime
+		if jerr := joinCgroups(r.Cgroups, pid); jerr != nil {
+			r.LimitsNotEnforced = jerr.Error()
+			log.Warn("agent runs without CPU and memory limits", "error", jerr)
+		}
+		err = writeRecord(cfg.stateDir, r)
+	}
+	go p.reap(cmd, r.CellID)
+	if err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return err
+	}
+	return nil
+}
+
+// reap waits for an agent this process started, so it leaves no zombie.
+func (p *provider) reap(cmd *exec.Cmd, cellID string) {
+	err := cmd.Wait()
+	p.log.Info("agent exited", "cell", cellID, "pid", cmd.Process.Pid, "status", exitStatus(err))
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// instance turns a record into the contract's Instance, with the state the
+// agent process is in now.
+func (p *provider) instance(cfg *config, r *record) pluginapi.Instance {
+	state, reason := cellState(cfg.stateDir, r)
+	return pluginapi.Instance{
+		ID:           r.ID,
+		CellID:       r.CellID,
+		InstanceType: r.InstanceType,
+		CapacityType: r.CapacityType,
+		Zone:         r.Zone,
+		State:        state,
+		StateReason:  reason,
+		Addresses:    []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: r.Address}},
+		Tags:         maps.Clone(r.Tags),
+		LaunchedAt:   r.LaunchedAt,
+	}
+}

@@ -1,0 +1,143 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+func TestLaunchNetns(t *testing.T) {
+	t.Parallel()
+	e := newNetnsEnv(t)
+	p := e.provider()
+	subnet := netip.MustParsePrefix(e.config["subnet"].(string))
+	bridge := e.config["bridge"].(string)
+
+	a := e.launch(p, "cell-n1")
+	b := e.launch(p, "cell-n2")
+	// The bridge holds the first address, cells get the following ones.
+	if got, want := a.PrivateAddress(), subnet.Addr().Next().Next().String(); got != want {
+		t.Errorf("first cell's address %s, want %s", got, want)
+	}
+	if got, want := b.PrivateAddress(), subnet.Addr().Next().Next().Next().String(); got != want {
+		t.Errorf("second cell's address %s, want %s", got, want)
+	}
+	if out, err := ip(t.Context(), "-4", "addr", "show", "dev", bridge); err != nil || !strings.Contains(out, subnet.Addr().Next().String()+"/24") {
+		t.Errorf("bridge %s: %s %v", bridge, out, err)
+	}
+
+	for _, inst := range []pluginapi.Instance{a, b} {
+		r, err := readRecord(e.stateDir(), inst.CellID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := e.report(inst.CellID)
+		// The agent runs in the cell's namespace, not the host's.
+		nsInfo, err := os.Stat(filepath.Join(netnsDir, r.Netns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		agentNs, err := os.Stat("/proc/" + strconv.Itoa(rep.PID) + "/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(nsInfo, agentNs) {
+			t.Errorf("agent of %s is not in network namespace %s (it is in %s)", inst.CellID, r.Netns, rep.Netns)
+		}
+		if rep.PID != r.PID {
+			t.Errorf("recorded PID %d, agent PID %d: ip netns exec should exec the agent", r.PID, rep.PID)
+		}
+		// Its eth0 has the allocated address, and the host reaches it
+		// through the bridge.
+		out, err := ip(t.Context(), "-n", r.Netns, "-4", "addr", "show", "dev", "eth0")
+		if err != nil || !strings.Contains(out, inst.PrivateAddress()+"/24") {
+			t.Errorf("eth0 in %s: %s %v", r.Netns, out, err)
+		}
+		eventually(t, 10*time.Second, func() error {
+			msg, err := dial(inst.PrivateAddress())
+			if err == nil && msg != "hello "+inst.CellID {
+				t.Fatalf("agent at %s says %q", inst.PrivateAddress(), msg)
+			}
+			return err
+		})
+	}
+
+	// Terminate removes the namespace and the veth; the bridge stays.
+	r, _ := readRecord(e.stateDir(), a.CellID)
+	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: a.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if netnsExists(r.Netns) {
+		t.Errorf("namespace %s still exists", r.Netns)
+	}
+	if linkExists(t.Context(), r.Veth) {
+		t.Errorf("veth %s still exists", r.Veth)
+	}
+	if !linkExists(t.Context(), bridge) {
+		t.Errorf("bridge %s was removed with a cell", bridge)
+	}
+	// Its address is free again for the next cell.
+	if c := e.launch(p, "cell-n3"); addrOf(c) != a.PrivateAddress() {
+		t.Errorf("next cell got %s, want the freed %s", c.PrivateAddress(), a.PrivateAddress())
+	}
+}
+
+// Concurrent launches of different cells, from two plugin processes
+// sharing the state directory, never get the same address.
+func TestNetnsAddressesAreUniqueUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	e := newNetnsEnv(t)
+	e.config["agentCommand"] = []string{"sleep", "300"}
+	p, q := e.provider(), e.provider()
+	const n = 6
+	addrs := make(chan string, n)
+	errs := make(chan error, n)
+	for i := range n {
+		prov := p
+		if i%2 == 1 {
+			prov = q
+		}
+		go func() {
+			resp, err := prov.Launch(context.Background(), e.launchRequest("cell-u"+strconv.Itoa(i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			addrs <- addrOf(resp.Instance)
+		}()
+	}
+	seen := map[string]bool{}
+	for range n {
+		select {
+		case err := <-errs:
+			t.Error(err)
+		case a := <-addrs:
+			if seen[a] {
+				t.Errorf("address %s given twice", a)
+			}
+			seen[a] = true
+		}
+	}
+}
+
+func TestNetnsConfigNeedsRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("only a non-root plugin is refused network netns")
+	}
+	p := New(testLogger(t))
+	_, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{
+		ClusterID: "c", Config: []byte(`{"agentCommand": ["sleep"], "network": "netns"}`),
+	})
+	var invalid *pluginapi.InvalidConfigError
+	if !errors.As(err, &invalid) || invalid.Key != "network" {
+		t.Errorf("Configure netns as non-root = %v, want InvalidConfig for network", err)
+	}
+}

@@ -1,0 +1,144 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Networking of a cell, in one of two modes.
+//
+// netns: the cell gets its own network namespace, kip-<short id>, joined
+// to the host by a veth pair: the host end (kv<short id>) is a port of a
+// Linux bridge that the plugin creates if missing and that holds the
+// subnet's first address; the cell end is eth0 in the namespace with the
+// cell's address and a default route via the bridge. The host reaches
+// every cell through the bridge. The plugin does not touch iptables, so
+// traffic from a cell goes no further than this machine unless the
+// operator routes or masquerades the subnet.
+//
+// loopback: Linux routes all of 127.0.0.0/8 to lo, so every 127.x.y.z is
+// a local address without configuration. Each cell gets its own from
+// loopbackSubnet and binds there; nothing is created.
+//
+// Everything goes through the ip command (iproute2), the tool an operator
+// would use to inspect the result, rather than a netlink library. Every
+// step is idempotent, so a Launch retried after a crash redoes them all.
+
+// netnsDir is where iproute2 keeps named network namespaces.
+const netnsDir = "/var/run/netns"
+
+// Names derived from the instance ID; both fit IFNAMSIZ (15 characters).
+func netnsName(instanceID string) string { return "kip-" + shortID(instanceID) }
+func vethName(instanceID string) string  { return "kv" + shortID(instanceID) }
+
+// cellIface is the cell end of the veth pair, inside the namespace.
+const cellIface = "eth0"
+
+// ip runs the ip command and returns its output; errors carry the output.
+func ip(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// setupNetns creates the cell's namespace, veth pair, addresses and route,
+// and the bridge if it is missing.
+func setupNetns(ctx context.Context, r *record) error {
+	if err := ensureBridge(ctx, r.Bridge, r.Gateway+"/"+strconv.Itoa(r.Prefix)); err != nil {
+		return err
+	}
+	if !netnsExists(r.Netns) {
+		if _, err := ip(ctx, "netns", "add", r.Netns); err != nil && !netnsExists(r.Netns) {
+			return err
+		}
+	}
+	// A veth left by an interrupted launch may be half configured: start
+	// over. Deleting one end of a pair deletes the other.
+	if linkExists(ctx, r.Veth) {
+		if _, err := ip(ctx, "link", "del", r.Veth); err != nil {
+			return err
+		}
+	}
+	steps := [][]string{
+		{"link", "add", r.Veth, "type", "veth", "peer", "name", cellIface, "netns", r.Netns},
+		{"link", "set", r.Veth, "master", r.Bridge, "up"},
+		{"-n", r.Netns, "addr", "replace", r.Address + "/" + strconv.Itoa(r.Prefix), "dev", cellIface},
+		{"-n", r.Netns, "link", "set", cellIface, "up"},
+		{"-n", r.Netns, "link", "set", "lo", "up"},
+		{"-n", r.Netns, "route", "replace", "default", "via", r.Gateway, "dev", cellIface},
+	}
+	for _, args := range steps {
+		if _, err := ip(ctx, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureBridge creates the bridge if it does not exist, gives it the
+// gateway address and brings it up. Concurrent callers may race to create
+// it; the loser finds it there.
+func ensureBridge(ctx context.Context, bridge, cidr string) error {
+	if !linkExists(ctx, bridge) {
+		if _, err := ip(ctx, "link", "add", bridge, "type", "bridge"); err != nil && !linkExists(ctx, bridge) {
+			return err
+		}
+	}
+	if _, err := ip(ctx, "addr", "replace", cidr, "dev", bridge); err != nil {
+		return err
+	}
+	_, err := ip(ctx, "link", "set", bridge, "up")
+	return err
+}
+
+// teardownNetns deletes the cell's veth pair and namespace; what is
+// already gone is not an error. The bridge stays: other cells use it.
+func teardownNetns(ctx context.Context, r *record) error {
+	var errs []error
+	if r.Veth != "" && linkExists(ctx, r.Veth) {
+		if _, err := ip(ctx, "link", "del", r.Veth); err != nil && linkExists(ctx, r.Veth) {
+			errs = append(errs, err)
+		}
+	}
+	if r.Netns != "" && netnsExists(r.Netns) {
+		if _, err := ip(ctx, "netns", "del", r.Netns); err != nil && netnsExists(r.Netns) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func linkExists(ctx context.Context, name string) bool {
+	_, err := ip(ctx, "link", "show", "dev", name)
+	return err == nil
+}
+
+func netnsExists(name string) bool {
+	_, err := os.Stat(filepath.Join(netnsDir, name))
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// probeNetns checks that this process can create and delete a network
+// namespace; network auto uses netns only if it can. The name is random:
+// several Configure calls may probe at once.
+func probeNetns(ctx context.Context) error {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "kip-probe-" + hex.EncodeToString(b)
+	if _, err := ip(ctx, "netns", "add", name); err != nil {
+		return err
+	}
+	_, err := ip(ctx, "netns", "del", name)
+	return err
+}

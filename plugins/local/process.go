@@ -1,0 +1,173 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The agent's process must outlive the plugin's: the host restarts a
+// crashed plugin and swaps in an upgraded one while cells keep running.
+// So the agent is started in its own session (Setsid: its own process
+// group, no controlling terminal), without a context that would kill it,
+// with its output going straight to a file rather than through a pipe the
+// plugin would have to drain. While the plugin is its parent, a goroutine
+// waits for it so that an exited agent does not linger as a zombie; after
+// a plugin restart, init (or the nearest subreaper) reaps it instead.
+
+// AgentPort is the TCP port the cell agent listens on.
+const AgentPort = 6421
+
+// Environment given to the agent.
+const (
+	EnvCellID        = "KIP_CELL_ID"
+	EnvCellBootstrap = "KIP_CELL_BOOTSTRAP"
+	EnvCellAddress   = "KIP_CELL_ADDRESS"
+	EnvCellPort      = "KIP_CELL_PORT"
+)
+
+// agentCommand returns the agent's argv with {bootstrap}, {address} and
+// {cellID} substituted, wrapped in `ip netns exec` in netns mode (ip
+// enters the namespace and execs the agent, so the PID stays the agent's).
+func agentCommand(cfg *config, r *record, bootstrapPath string) ([]string, error) {
+	sub := strings.NewReplacer("{bootstrap}", bootstrapPath, "{address}", r.Address, "{cellID}", r.CellID)
+	argv := []string{cfg.agentPath}
+	for _, a := range cfg.agentArgs {
+		argv = append(argv, sub.Replace(a))
+	}
+	if r.Network != NetworkNetns {
+		return argv, nil
+	}
+	ipPath, err := exec.LookPath("ip")
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{ipPath, "netns", "exec", r.Netns}, argv...), nil
+}
+
+// agentEnv is the plugin's environment without go-plugin's variables
+// (the handshake cookie, and with AutoMTLS the host's client certificate,
+// are the plugin's business, not the cell's), plus the cell's.
+func agentEnv(r *record, bootstrapPath string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PLUGIN_") || strings.HasPrefix(kv, "KIP_PLUGIN_") || strings.HasPrefix(kv, "KIP_CELL_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		EnvCellID+"="+r.CellID,
+		EnvCellBootstrap+"="+bootstrapPath,
+		EnvCellAddress+"="+r.Address,
+		EnvCellPort+"="+strconv.Itoa(AgentPort),
+	)
+}
+
+// startAgent starts argv in dir with its output appended to agent.log. The
+// caller must Wait for the returned command (see the package comment).
+func startAgent(argv, env []string, dir string) (*exec.Cmd, error) {
+	logFile, err := os.OpenFile(filepath.Join(dir, agentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child has its own copy
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = dir
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting agent: %w", err)
+	}
+	return cmd, nil
+}
+
+// procStat returns the state (field 3) and start time (field 22, in clock
+// ticks since boot) of process pid from /proc/<pid>/stat.
+func procStat(pid int) (state byte, startTime uint64, err error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseStat(string(data))
+}
+
+// parseStat parses the contents of /proc/<pid>/stat. The command name
+// (field 2) is in parentheses and may itself hold spaces and parentheses,
+// so fields are counted from the last ')'.
+func parseStat(s string) (state byte, startTime uint64, err error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, errors.New("malformed /proc stat")
+	}
+	fields := strings.Fields(s[i+1:]) // fields[0] is field 3
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return 0, 0, errors.New("malformed /proc stat")
+	}
+	startTime, err = strconv.ParseUint(fields[22-3], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("malformed /proc stat start time: %w", err)
+	}
+	return fields[0][0], startTime, nil
+}
+
+// alive reports whether the process pid that started at startTime still
+// runs. A zombie has exited; a different start time is another process
+// that was given the same PID.
+func alive(pid int, startTime uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	state, st, err := procStat(pid)
+	return err == nil && st == startTime && state != 'Z' && state != 'X'
+}
+
+// stopAgent ends the agent's process group: SIGTERM, then SIGKILL after
+// grace. It returns once the agent is gone, or with ctx.Err(). The group
+// is signalled only while its leader is verifiably the agent, so a reused
+// PID is never signalled.
+func stopAgent(ctx context.Context, pid int, startTime uint64, grace time.Duration) error {
+	if !alive(pid, startTime) {
+		return nil
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	if waitGone(ctx, pid, startTime, grace) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if waitGone(ctx, pid, startTime, 10*time.Second) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("agent process %d survived SIGKILL", pid)
+}
+
+// waitGone polls until the process is gone (true), d passes or ctx ends.
+func waitGone(ctx context.Context, pid int, startTime uint64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for alive(pid, startTime) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
+}

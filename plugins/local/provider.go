@@ -1,0 +1,123 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Name is the plugin's name: the binary is kip-plugin-local.
+const Name = "local"
+
+// Version is the plugin's release version, set when building a release:
+//
+//	go build -ldflags "-X github.com/kipcell/kip/plugins/local.Version=0.1.0" ./cmd/kip-plugin-local
+var Version = "0.1.0-dev"
+
+// provider implements pluginapi.Provider for cells that are processes on
+// this machine. Its only fields are the configuration, the in-process half
+// of the locks and seams for tests: everything about cells is on disk.
+type provider struct {
+	log   *slog.Logger
+	cfg   atomic.Pointer[config] // nil until Configure succeeds
+	locks locker
+
+	// cgroupRoot is where cgroup file systems are mounted; tests point it
+	// elsewhere to see a machine where limits cannot be enforced.
+	cgroupRoot string
+	// cgroupParent is the group cells' groups are made in (kip).
+	cgroupParent string
+	// probeNetns reports whether network namespaces work (network auto).
+	probeNetns func(context.Context) error
+}
+
+// New returns the local plugin's provider; it is the plugin's Factory:
+//
+//	func main() { pluginapi.Serve(local.New) }
+func New(log *slog.Logger) pluginapi.Provider {
+	return &provider{log: log, cgroupRoot: defaultCgroupRoot, cgroupParent: defaultCgroupParent, probeNetns: probeNetns}
+}
+
+// GetInfo describes the plugin. It needs no configuration.
+func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
+	return &pluginapi.GetInfoResponse{
+		Name:        Name,
+		Version:     Version,
+		APIVersions: []string{pluginapi.APIVersion},
+		// None of the optional capabilities: no spot, no GPUs, no security
+		// groups or instance profiles, no volumes, no event stream.
+		Capabilities: []pluginapi.Capability{},
+		ConfigSchema: configSchema,
+		Catalog:      pluginapi.CatalogInfo{Source: "built-in local catalog"},
+	}, nil
+}
+
+// Configure validates the configuration and makes the state directory. It
+// may be called again (after a restart, the host sends the same values);
+// cells launched under an earlier configuration keep the network and
+// limits they were launched with, since their records say what they are.
+func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureRequest) (*pluginapi.ConfigureResponse, error) {
+	if req.ClusterID == "" {
+		return nil, pluginapi.NewInvalidConfig("clusterID", "is required: every cell is tagged with it")
+	}
+	raw, err := decodeConfig(req.Config)
+	if err != nil {
+		return nil, err
+	}
+	cfg, warnings, err := validate(raw, func() error { return p.probeNetns(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	cfg.clusterID, cfg.nodeName = req.ClusterID, req.NodeName
+	if err := os.MkdirAll(cellsDir(cfg.stateDir), 0o700); err != nil {
+		return nil, pluginapi.NewInvalidConfig("stateDir", "%v", err)
+	}
+	p.cfg.Store(cfg)
+	for _, w := range warnings {
+		p.log.Warn(w)
+	}
+	p.log.Info("configured", "cluster", cfg.clusterID, "state_dir", cfg.stateDir,
+		"network", cfg.network, "agent", cfg.agentPath, "instance_types", len(cfg.catalog))
+	return &pluginapi.ConfigureResponse{Warnings: warnings}, nil
+}
+
+// ListInstanceTypes returns the catalog: built in, or the configured one.
+func (p *provider) ListInstanceTypes(ctx context.Context, req *pluginapi.ListInstanceTypesRequest) (*pluginapi.ListInstanceTypesResponse, error) {
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	return &pluginapi.ListInstanceTypesResponse{InstanceTypes: cfg.catalog}, nil
+}
+
+// errNotConfigured answers calls that need a configuration before
+// Configure, which the host never makes.
+var errNotConfigured = errors.New("local plugin is not configured: Configure must come first")
+
+func (p *provider) config() (*config, error) {
+	cfg := p.cfg.Load()
+	if cfg == nil {
+		return nil, errNotConfigured
+	}
+	return cfg, nil
+}
+
+// cellLock takes the lock of one cell, held by Launch and Terminate.
+func (p *provider) cellLock(ctx context.Context, cfg *config, cellID string) (unlock, error) {
+	u, err := p.locks.lock(ctx, "cell/"+cellID, cellLockPath(cfg.stateDir, cellID))
+	if err != nil {
+		return nil, fmt.Errorf("locking cell %s: %w", cellID, err)
+	}
+	return u, nil
+}
+
+// cellLockPath is the cell's lock file, beside (not in) its directory.
+func cellLockPath(stateDir, cellID string) string {
+	return filepath.Join(cellsDir(stateDir), cellID+".lock")
+}

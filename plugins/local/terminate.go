@@ -1,0 +1,86 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Terminate stops the agent and removes everything Launch created for the
+// cell: the process group, the network namespace and veth, the cgroups and
+// the cell directory. The cell is gone when it returns, so a second
+// Terminate, like one for an ID that never existed, returns NotFound, which
+// the host treats as done. If it fails part way (or ctx ends), the record
+// is still there and a retry carries on from where this one stopped.
+func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	found, err := findRecord(cfg.stateDir, req.ID)
+	if err != nil {
+		return nil, fmt.Errorf("terminating %s: %w", req.ID, err)
+	}
+	if found == nil {
+		return nil, pluginapi.NewNotFound("instance %s", req.ID)
+	}
+
+	unlock, err := p.cellLock(ctx, cfg, found.CellID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Another Terminate may have finished while this one waited.
+	r, err := readRecord(cfg.stateDir, found.CellID)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && r.ID != req.ID) {
+		return nil, pluginapi.NewNotFound("instance %s", req.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("terminating %s: %w", req.ID, err)
+	}
+
+	inst := p.instance(cfg, r)
+	if err := p.destroy(ctx, cfg, r); err != nil {
+		return nil, fmt.Errorf("terminating %s (cell %s): %w", r.ID, r.CellID, err)
+	}
+	p.log.Info("terminated", "cell", r.CellID, "instance", r.ID)
+	if inst.State != pluginapi.StateTerminated {
+		inst.StateReason = reasonTerminated
+	}
+	inst.State = pluginapi.StateTerminated
+	return &pluginapi.TerminateResponse{Instance: inst}, nil
+}
+
+// destroy undoes a launch, complete or not, in the reverse order of
+// Launch; each step tolerates what is already gone. The caller holds the
+// cell's lock. The record is removed last, with the directory, so a failed
+// destroy can be retried.
+func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
+	if err := stopAgent(ctx, r.PID, r.StartTime, cfg.terminationGrace); err != nil {
+		return fmt.Errorf("stopping agent: %w", err)
+	}
+	if r.Network == NetworkNetns {
+		if err := teardownNetns(ctx, r); err != nil {
+			return err
+		}
+	}
+	if err := removeCgroups(r.Cgroups); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(cellDir(cfg.stateDir, r.CellID)); err != nil {
+		return err
+	}
+	// Removing the lock file while holding its lock is safe: flockFile
+	// notices that a lock it gets is on a file no longer at the path.
+	if err := os.Remove(cellLockPath(cfg.stateDir, r.CellID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
