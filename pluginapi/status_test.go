@@ -218,7 +218,7 @@ func TestIgnoreNotFound(t *testing.T) {
 	if IgnoreNotFound(fmt.Errorf("terminating: %w", NewNotFound("i-1"))) != nil {
 		t.Error("IgnoreNotFound kept a wrapped NotFound")
 	}
-	if IgnoreNotFound(other) != other {
+	if !errors.Is(IgnoreNotFound(other), other) {
 		t.Error("IgnoreNotFound dropped an error that is not NotFound")
 	}
 }

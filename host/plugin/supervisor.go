@@ -85,7 +85,7 @@ func DefaultBackoff(attempt int) time.Duration {
 		d *= 2
 	}
 	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
+	return d/2 + rand.N(d/2+1) //nolint:gosec // backoff jitter needs no cryptographic randomness
 }
 
 // Supervisor runs one plugin process, restarts it when it dies and swaps it

@@ -399,7 +399,9 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 		if s.Info().Version == "2.0.0" {
 			return true
 		}
-		syscall.Kill(os.Getpid(), syscall.SIGHUP)
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Errorf("sending SIGHUP: %v", err)
+		}
 		time.Sleep(200 * time.Millisecond)
 		return false
 	})

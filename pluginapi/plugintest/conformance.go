@@ -466,7 +466,7 @@ func checkConfig(ctx context.Context, e *env) error {
 	c := e.fresh()
 	for i := 1; i <= 2; i++ {
 		if _, err := c.Configure(ctx, e.configureRequest(e.cfg.ClusterID, e.cfg.Plugin)); err != nil {
-			errs = append(errs, fmt.Errorf("Configure call %d with the valid config %s failed: %w; it must accept it, and again (Configure is idempotent)",
+			errs = append(errs, fmt.Errorf("calling Configure (call %d) with the valid config %s failed: %w; it must accept it, and again (Configure is idempotent)",
 				i, showConfig(e.cfg.Plugin), err))
 			break
 		}
@@ -474,14 +474,14 @@ func checkConfig(ctx context.Context, e *env) error {
 	for _, inv := range e.cfg.Invalid {
 		_, err := e.fresh().Configure(ctx, e.configureRequest(e.cfg.ClusterID, inv.Config))
 		if err := wantInvalidConfig(err, inv.Key); err != nil {
-			errs = append(errs, fmt.Errorf("Configure with the invalid config %s: %w", showConfig(inv.Config), err))
+			errs = append(errs, fmt.Errorf("calling Configure with the invalid config %s: %w", showConfig(inv.Config), err))
 		}
 	}
 	_, err := e.fresh().Configure(ctx, e.configureRequest("", e.cfg.Plugin))
 	if err == nil {
-		errs = append(errs, errors.New("Configure with an empty cluster ID succeeded; it must fail with InvalidConfig"))
+		errs = append(errs, errors.New("calling Configure with an empty cluster ID succeeded; it must fail with InvalidConfig"))
 	} else if !pluginapi.IsInvalidConfig(err) {
-		errs = append(errs, fmt.Errorf("Configure with an empty cluster ID failed with %v (%s); want InvalidConfig", err, kindOf(err)))
+		errs = append(errs, fmt.Errorf("calling Configure with an empty cluster ID failed with %w (%s); want InvalidConfig", err, kindOf(err)))
 	}
 	return errors.Join(errs...)
 }
@@ -665,7 +665,7 @@ func checkTerminateTwice(ctx context.Context, e *env) error {
 		return fmt.Errorf("terminating instance %s of cell %s failed: %w", inst.ID, cell, err)
 	}
 	if _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: inst.ID}); err != nil && !pluginapi.IsNotFound(err) {
-		return fmt.Errorf("terminating instance %s a second time failed with %v (%s); want success or NotFound", inst.ID, err, kindOf(err))
+		return fmt.Errorf("terminating instance %s a second time failed with %w (%s); want success or NotFound", inst.ID, err, kindOf(err))
 	}
 	resp, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
 	if err != nil {
@@ -686,7 +686,7 @@ func checkTerminateUnknown(ctx context.Context, e *env) error {
 	}
 	_, err = c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
 	if !pluginapi.IsNotFound(err) {
-		return fmt.Errorf("terminating unknown instance %s answered %v (%s); want NotFound", e.cfg.UnknownInstanceID, err, kindOf(err))
+		return fmt.Errorf("terminating unknown instance %s answered %s (%s); want NotFound", e.cfg.UnknownInstanceID, errText(err), kindOf(err))
 	}
 	return nil
 }
@@ -698,7 +698,7 @@ func checkDescribeUnknown(ctx context.Context, e *env) error {
 	}
 	resp, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
 	if err != nil {
-		return fmt.Errorf("describing unknown instance %s failed with %v (%s); Describe must leave unknown IDs out of its answer, not fail",
+		return fmt.Errorf("describing unknown instance %s failed with %w (%s); Describe must leave unknown IDs out of its answer, not fail",
 			e.cfg.UnknownInstanceID, err, kindOf(err))
 	}
 	if len(resp.Instances) != 0 {
@@ -784,7 +784,7 @@ func checkContextCancellation(ctx context.Context, e *env) error {
 		select {
 		case err := <-done:
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				errs = append(errs, fmt.Errorf("%s with a cancelled context answered %v (%s); want a context error", call.name, err, kindOf(err)))
+				errs = append(errs, fmt.Errorf("%s with a cancelled context answered %s (%s); want a context error", call.name, errText(err), kindOf(err)))
 			}
 		case <-time.After(prompt):
 			errs = append(errs, fmt.Errorf("%s with a cancelled context did not return within %s", call.name, prompt))
@@ -822,7 +822,7 @@ func checkContextCancellation(ctx context.Context, e *env) error {
 		select {
 		case err := <-done:
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				errs = append(errs, fmt.Errorf("called directly with a cancelled context, %s answered %v (%s); want a context error", call.name, err, kindOf(err)))
+				errs = append(errs, fmt.Errorf("called directly with a cancelled context, %s answered %s (%s); want a context error", call.name, errText(err), kindOf(err)))
 			}
 		case <-time.After(prompt):
 			errs = append(errs, fmt.Errorf("called directly with a cancelled context, %s did not return within %s", call.name, prompt))
@@ -862,20 +862,20 @@ func checkErrorKinds(ctx context.Context, e *env) error {
 	_, err = c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
 	var nf *pluginapi.NotFoundError
 	if !errors.As(err, &nf) || pluginapi.IsUnreachable(err) {
-		errs = append(errs, fmt.Errorf("over gRPC, terminating unknown instance %s answered %v (%s); want a NotFoundError", e.cfg.UnknownInstanceID, err, kindOf(err)))
+		errs = append(errs, fmt.Errorf("over gRPC, terminating unknown instance %s answered %s (%s); want a NotFoundError", e.cfg.UnknownInstanceID, errText(err), kindOf(err)))
 	}
 	_, err = e.fresh().Configure(ctx, e.configureRequest("", e.cfg.Plugin))
 	var ic *pluginapi.InvalidConfigError
 	if !errors.As(err, &ic) {
-		errs = append(errs, fmt.Errorf("over gRPC, Configure with an empty cluster ID answered %v (%s); want an InvalidConfigError", err, kindOf(err)))
+		errs = append(errs, fmt.Errorf("over gRPC, Configure with an empty cluster ID answered %s (%s); want an InvalidConfigError", errText(err), kindOf(err)))
 	}
 	for _, inv := range e.cfg.Invalid {
 		_, err := e.fresh().Configure(ctx, e.configureRequest(e.cfg.ClusterID, inv.Config))
 		var ic *pluginapi.InvalidConfigError
 		switch {
 		case !errors.As(err, &ic):
-			errs = append(errs, fmt.Errorf("over gRPC, Configure with the invalid config %s answered %v (%s); want an InvalidConfigError",
-				showConfig(inv.Config), err, kindOf(err)))
+			errs = append(errs, fmt.Errorf("over gRPC, Configure with the invalid config %s answered %s (%s); want an InvalidConfigError",
+				showConfig(inv.Config), errText(err), kindOf(err)))
 		case ic.Key != inv.Key:
 			errs = append(errs, fmt.Errorf("over gRPC, Configure with the invalid config %s answered InvalidConfig key %q; want key %q",
 				showConfig(inv.Config), ic.Key, inv.Key))
@@ -892,9 +892,9 @@ func wantInvalidConfig(err error, key string) error {
 	case err == nil:
 		return fmt.Errorf("Configure succeeded; want InvalidConfig naming key %q", key)
 	case !errors.As(err, &ic):
-		return fmt.Errorf("Configure failed with %v (%s); want InvalidConfig naming key %q", err, kindOf(err), key)
+		return fmt.Errorf("Configure failed with %w (%s); want InvalidConfig naming key %q", err, kindOf(err), key)
 	case ic.Key != key:
-		return fmt.Errorf("Configure answered InvalidConfig naming key %q (%v); want key %q", ic.Key, err, key)
+		return fmt.Errorf("Configure answered InvalidConfig naming key %q (%w); want key %q", ic.Key, err, key)
 	}
 	return nil
 }
@@ -953,4 +953,12 @@ func randomID() string {
 	b := make([]byte, 3)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// errText is err's message, or "<nil>" for no error.
+func errText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
 }

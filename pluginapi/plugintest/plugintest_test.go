@@ -274,7 +274,9 @@ func TestServeCrossesTheWire(t *testing.T) {
 	events := make(chan *pluginapi.Event, 8)
 	watchCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go c.WatchEvents(watchCtx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error { events <- e; return nil })
+	go func() {
+		_ = c.WatchEvents(watchCtx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error { events <- e; return nil })
+	}()
 	// Poke a probe instance until its event arrives: then the stream is up.
 	probe, err := c.Launch(ctx, &pluginapi.LaunchRequest{CellID: "probe", InstanceType: "fake.small"})
 	if err != nil {
