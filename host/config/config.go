@@ -1,0 +1,241 @@
+package config
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// EnvPrefix is the prefix of environment variables that set config keys:
+// KIP_CLUSTER_ID sets clusterID, KIP_PLUGIN_NAME sets plugin.name.
+const EnvPrefix = "KIP_"
+
+// Config is kip's configuration.
+type Config struct {
+	// ClusterID names this cluster among those sharing a cloud account;
+	// every instance is tagged with it and kip only ever touches instances
+	// that carry it.
+	ClusterID string `koanf:"clusterID"`
+	// NodeName is the name of the virtual node.
+	NodeName string `koanf:"nodeName"`
+	// Plugin selects and configures the cloud plugin.
+	Plugin Plugin `koanf:"plugin"`
+	// Log sets the host's log output.
+	Log Log `koanf:"log"`
+}
+
+// Plugin selects the cloud plugin and holds its own configuration.
+type Plugin struct {
+	// Name is the plugin's name: kip runs kip-plugin-<name>.
+	Name string `koanf:"name"`
+	// Dir is the directory searched for kip-plugin-<name>; empty means
+	// the directory of the kip binary.
+	Dir string `koanf:"dir"`
+	// Path is an explicit path to the plugin binary, overriding Dir.
+	Path string `koanf:"path"`
+	// SHA256 pins the plugin binary's hex SHA-256; kip refuses to start a
+	// binary with another hash.
+	SHA256 string `koanf:"sha256"`
+	// Config is passed to the plugin as a JSON object; its keys are the
+	// plugin's to validate.
+	Config map[string]any `koanf:"config"`
+}
+
+// Log sets the host's log output.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `koanf:"level"`
+	// Format is json or text.
+	Format string `koanf:"format"`
+}
+
+// Defaults are the values before any file, environment or flag.
+func Defaults() map[string]any {
+	return map[string]any{
+		"clusterID":     "",
+		"nodeName":      "kip",
+		"plugin.name":   "local",
+		"plugin.dir":    "",
+		"plugin.path":   "",
+		"plugin.sha256": "",
+		"log.level":     "info",
+		"log.format":    "json",
+	}
+}
+
+// Error is a configuration error that names the key at fault.
+type Error struct {
+	Key    string
+	Source string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Source != "" {
+		return fmt.Sprintf("config %s (%s): %s", e.Key, e.Source, e.Reason)
+	}
+	return fmt.Sprintf("config %s: %s", e.Key, e.Reason)
+}
+
+// Load builds the configuration from path (may be empty), the environment
+// (as os.Environ, only KIP_* variables that name a known key are used)
+// and flags (already-parsed flag values by config key, may be nil).
+func Load(path string, environ []string, flags map[string]any) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(Defaults(), "."), nil); err != nil {
+		return nil, fmt.Errorf("loading defaults: %w", err)
+	}
+	known := knownKeys()
+	if path != "" {
+		fk := koanf.New(".")
+		if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("reading config file %s: %w", path, err)
+		}
+		if err := checkKeys(fk.Keys(), known, path); err != nil {
+			return nil, err
+		}
+		if err := k.Merge(fk); err != nil {
+			return nil, fmt.Errorf("merging config file %s: %w", path, err)
+		}
+	}
+	if env := envValues(environ, known); len(env) > 0 {
+		if err := k.Load(confmap.Provider(env, "."), nil); err != nil {
+			return nil, fmt.Errorf("loading environment: %w", err)
+		}
+	}
+	if len(flags) > 0 {
+		if err := checkKeys(keysOf(flags), known, "flags"); err != nil {
+			return nil, err
+		}
+		if err := k.Load(confmap.Provider(flags, "."), nil); err != nil {
+			return nil, fmt.Errorf("loading flags: %w", err)
+		}
+	}
+	var c Config
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+		return nil, fmt.Errorf("decoding config: %w", err)
+	}
+	return &c, nil
+}
+
+// knownKeys lists every settable key; plugin.config is free-form.
+func knownKeys() map[string]bool {
+	keys := make(map[string]bool)
+	for key := range Defaults() {
+		keys[key] = true
+	}
+	keys["plugin.config"] = true
+	return keys
+}
+
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for key := range m {
+		out = append(out, key)
+	}
+	return out
+}
+
+// checkKeys refuses keys that are not known, naming the first in order.
+func checkKeys(keys []string, known map[string]bool, source string) error {
+	sort.Strings(keys)
+	for _, key := range keys {
+		if known[key] || key == "plugin.config" || strings.HasPrefix(key, "plugin.config.") {
+			continue
+		}
+		return &Error{Key: key, Source: source, Reason: "unknown key" + suggest(key, known)}
+	}
+	return nil
+}
+
+func suggest(key string, known map[string]bool) string {
+	norm := normalize(key)
+	for k := range known {
+		if normalize(k) == norm {
+			return fmt.Sprintf(" (did you mean %s?)", k)
+		}
+	}
+	return ""
+}
+
+func normalize(key string) string {
+	return strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "").Replace(key))
+}
+
+// envValues maps KIP_* variables onto known keys by comparing names without
+// case, dots or underscores: KIP_CLUSTER_ID → clusterID, KIP_PLUGIN_SHA256
+// → plugin.sha256. Variables that match no key are left alone (KIP_ is
+// also the prefix of variables kip passes to plugins and cells).
+func envValues(environ []string, known map[string]bool) map[string]any {
+	byNorm := make(map[string]string, len(known))
+	for key := range known {
+		if key != "plugin.config" {
+			byNorm[normalize(key)] = key
+		}
+	}
+	out := make(map[string]any)
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		if key, ok := byNorm[normalize(strings.TrimPrefix(name, EnvPrefix))]; ok {
+			out[key] = value
+		}
+	}
+	return out
+}
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+)
+
+// ValidatePlugin checks the plugin section.
+func (c *Config) ValidatePlugin() error {
+	var errs []error
+	if !pluginName.MatchString(c.Plugin.Name) {
+		errs = append(errs, &Error{Key: "plugin.name", Reason: fmt.Sprintf("%q is not a plugin name (lower-case letters, digits, - and _)", c.Plugin.Name)})
+	}
+	if s := c.Plugin.SHA256; s != "" {
+		if b, err := hex.DecodeString(s); err != nil || len(b) != 32 {
+			errs = append(errs, &Error{Key: "plugin.sha256", Reason: "want 64 hexadecimal digits"})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the whole configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.ClusterID == "" {
+		errs = append(errs, &Error{Key: "clusterID", Reason: "required: a name unique among the clusters that share this cloud account"})
+	} else if !dnsLabel.MatchString(c.ClusterID) {
+		errs = append(errs, &Error{Key: "clusterID", Reason: fmt.Sprintf("%q is not a DNS label (lower-case letters, digits and -, at most 63)", c.ClusterID)})
+	}
+	if !dnsLabel.MatchString(c.NodeName) {
+		errs = append(errs, &Error{Key: "nodeName", Reason: fmt.Sprintf("%q is not a DNS label", c.NodeName)})
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, &Error{Key: "log.level", Reason: fmt.Sprintf("%q is not one of debug, info, warn, error", c.Log.Level)})
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		errs = append(errs, &Error{Key: "log.format", Reason: fmt.Sprintf("%q is not one of json, text", c.Log.Format)})
+	}
+	if err := c.ValidatePlugin(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
