@@ -1,0 +1,63 @@
+# Kip: run `make help` for the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# Every Go module of the repository (go.work lists the same).
+MODULES := . pluginapi plugins/local
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
+BIN := $(CURDIR)/bin
+TOOLS := $(shell hack/tools.sh dir)
+GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
+LDFLAGS_KIP := -X github.com/kipcell/kip/host/cli.Version=$(VERSION)
+LDFLAGS_LOCAL := -X github.com/kipcell/kip/plugins/local.Version=$(VERSION)
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## Install the Debian packages the project needs (only those missing).
+	@hack/install-deps.sh
+
+.PHONY: build
+build: ## Build every binary into ./bin (kip, kip-plugin-local).
+	@mkdir -p $(BIN)
+	go build -ldflags '$(LDFLAGS_KIP)' -o $(BIN)/kip ./cmd/kip
+	go build -ldflags '$(LDFLAGS_LOCAL)' -o $(BIN)/kip-plugin-local ./plugins/local/cmd/kip-plugin-local
+
+.PHONY: test
+test: ## Run every module's tests with -race.
+	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
+
+.PHONY: bench
+bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the command).
+	go test -run '^$$' -bench . -benchtime=20000x ./host/plugin/
+
+.PHONY: generate
+generate: ## Regenerate the protobuf code under pluginapi/internal from the .proto.
+	@hack/generate.sh pluginapi
+
+.PHONY: verify
+verify: ## gofmt, go vet, golangci-lint, go mod tidy and generated code unchanged, dependency direction.
+	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet ./...) || exit 1; done
+	@lint=$$(hack/tools.sh golangci-lint); for m in $(MODULES); do echo "== golangci-lint $$m"; \
+	  (cd $$m && $$lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+	@for m in $(MODULES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
+	  { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
+	@echo "== generated code"; hack/generate.sh --check pluginapi
+	@echo "== dependency direction"; hack/depcheck.sh
+
+.PHONY: check
+check: deps verify test ## Everything CI runs: install what is missing, verify, test.
+
+.PHONY: demo
+demo: deps build ## Build, show the plugins, and verify the local plugin with a sample config.
+	@hack/demo.sh
+
+.PHONY: clean
+clean: ## Remove ./bin and test caches (the tool and control-plane caches stay).
+	rm -rf $(BIN)
+	go clean -testcache
