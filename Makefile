@@ -32,7 +32,8 @@ test: ## Run every module's tests with -race.
 
 .PHONY: bench
 bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the command).
-	go test -run '^$$' -bench . -benchtime=20000x ./host/plugin/
+	go test -run '^$$' -bench RoundTrip -benchtime=2000x -count=3 ./host/plugin/
+	cd pluginapi && go test -run '^$$' -bench InProcessRoundTrip -benchtime=2000x -count=3 .
 
 .PHONY: generate
 generate: ## Regenerate the protobuf code under pluginapi/internal from the .proto.

@@ -148,7 +148,7 @@ type GetInfoResponse struct {
 	// APIVersions lists the contract versions (APIVersion) it implements.
 	APIVersions []string `json:"apiVersions"`
 	// Capabilities lists the optional features it offers.
-	Capabilities []Capability `json:"capabilities"`
+	Capabilities []Capability `json:"capabilities,omitempty"`
 	// ConfigSchema is a JSON Schema of the plugin's configuration, for
 	// documentation and tooling; Configure remains the authority.
 	ConfigSchema string `json:"configSchema,omitempty"`
@@ -171,7 +171,7 @@ type CatalogInfo struct {
 	// Source names where prices and sizes came from.
 	Source string `json:"source,omitempty"`
 	// GeneratedAt is when the catalog was built; zero when unknown.
-	GeneratedAt time.Time `json:"generatedAt,omitempty"`
+	GeneratedAt time.Time `json:"generatedAt,omitzero"`
 }
 
 // ConfigureRequest carries the plugin's configuration.

@@ -249,3 +249,29 @@ func TestPluginsVerify(t *testing.T) {
 		})
 	}
 }
+
+func TestPluginDirDefaults(t *testing.T) {
+	dir := copyDir(t, nil)
+	tests := []struct {
+		name string
+		env  Env
+	}{
+		{name: "the kip binary's directory", env: Env{Executable: filepath.Join(dir, "kip")}},
+		{name: "KIP_PLUGIN_DIR wins over the binary's directory", env: Env{
+			Executable: filepath.Join(t.TempDir(), "kip"),
+			Environ:    []string{"KIP_PLUGIN_DIR=" + dir},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			tt.env.Stdout, tt.env.Stderr = &out, &errOut
+			if code := Run(context.Background(), []string{"plugins", "list"}, tt.env); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			if !strings.Contains(out.String(), filepath.Join(dir, "kip-plugin-local")) {
+				t.Errorf("list without --plugin-dir = %q, want local from %s", out.String(), dir)
+			}
+		})
+	}
+}

@@ -151,9 +151,11 @@ func writeJSON(w io.Writer, v any) error {
 // describeOutput is what kip plugins describe prints.
 type describeOutput struct {
 	*pluginapi.GetInfoResponse
-	Path     string `json:"path"`
-	SHA256   string `json:"sha256"`
-	Protocol int    `json:"protocol"`
+	// ConfigSchema shows the schema as JSON rather than as a string.
+	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
+	Path         string          `json:"path"`
+	SHA256       string          `json:"sha256"`
+	Protocol     int             `json:"protocol"`
 }
 
 func pluginsDescribe(ctx context.Context, args []string, env Env) error {
@@ -175,8 +177,14 @@ func pluginsDescribe(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer func() { _ = sup.Close() }()
+	info := sup.Info()
+	var schema json.RawMessage
+	if json.Valid([]byte(info.ConfigSchema)) {
+		schema = json.RawMessage(info.ConfigSchema)
+	}
 	return writeJSON(env.Stdout, describeOutput{
-		GetInfoResponse: sup.Info(),
+		GetInfoResponse: info,
+		ConfigSchema:    schema,
 		Path:            sup.Path(),
 		SHA256:          sup.SHA256(),
 		Protocol:        pluginapi.ProtocolVersion,

@@ -327,7 +327,7 @@ func (p *Provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 			LaunchedAt:   now,
 		},
 	}
-	s.instances[id] = r
+	s.addLocked(r)
 	if p.bootDelay <= 0 {
 		s.setStateLocked(r, pluginapi.StateRunning, "", now)
 	} else {
@@ -448,7 +448,7 @@ func (p *Provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	if !ok || r.ClusterID != cluster {
 		return nil, pluginapi.NewNotFound("instance %s", req.ID)
 	}
-	delete(s.instances, req.ID)
+	s.removeLocked(r)
 	r.Instance.Addresses = nil
 	s.setStateLocked(r, pluginapi.StateTerminated, "terminated by request", now)
 	if err := s.persistLocked(); err != nil {

@@ -24,6 +24,8 @@ type Store struct {
 	mu        sync.Mutex
 	nextID    int
 	instances map[string]*record // by instance ID
+	cells     map[string]*record // by cellKey(cluster, cell)
+	pending   map[*record]bool   // instances still booting
 	stateFile string
 	subs      map[*subscriber]bool
 }
@@ -50,7 +52,13 @@ type subscriber struct {
 
 // NewStore returns an empty simulated cloud.
 func NewStore() *Store {
-	return &Store{nextID: 1, instances: map[string]*record{}, subs: map[*subscriber]bool{}}
+	return &Store{
+		nextID:    1,
+		instances: map[string]*record{},
+		cells:     map[string]*record{},
+		pending:   map[*record]bool{},
+		subs:      map[*subscriber]bool{},
+	}
 }
 
 // Instances returns every instance in the store, of every cluster, sorted by
@@ -107,7 +115,7 @@ func (s *Store) attachStateFile(path string) error {
 			continue
 		}
 		if _, ok := s.instances[r.Instance.ID]; !ok {
-			s.instances[r.Instance.ID] = r
+			s.addLocked(r)
 		}
 	}
 	return nil
@@ -156,20 +164,33 @@ func (s *Store) newIDLocked() (string, int) {
 	return fmt.Sprintf("i-%08d", n), n
 }
 
+func cellKey(clusterID, cellID string) string { return clusterID + "/" + cellID }
+
+// addLocked indexes a new instance.
+func (s *Store) addLocked(r *record) {
+	s.instances[r.Instance.ID] = r
+	s.cells[cellKey(r.ClusterID, r.Instance.CellID)] = r
+	if r.Instance.State == pluginapi.StatePending {
+		s.pending[r] = true
+	}
+}
+
+// removeLocked forgets an instance.
+func (s *Store) removeLocked(r *record) {
+	delete(s.instances, r.Instance.ID)
+	delete(s.cells, cellKey(r.ClusterID, r.Instance.CellID))
+	delete(s.pending, r)
+}
+
 // findCellLocked returns the instance of cell in cluster, if one exists.
 func (s *Store) findCellLocked(clusterID, cellID string) *record {
-	for _, r := range s.instances {
-		if r.ClusterID == clusterID && r.Instance.CellID == cellID {
-			return r
-		}
-	}
-	return nil
+	return s.cells[cellKey(clusterID, cellID)]
 }
 
 // advanceLocked moves every pending instance whose boot delay has passed to
 // running.
 func (s *Store) advanceLocked(now time.Time) (changed bool) {
-	for _, r := range s.instances {
+	for r := range s.pending {
 		if r.Instance.State == pluginapi.StatePending && !now.Before(r.ReadyAt) {
 			s.setStateLocked(r, pluginapi.StateRunning, "", now)
 			changed = true
@@ -190,6 +211,9 @@ func (s *Store) advance(now time.Time) error {
 
 func (s *Store) setStateLocked(r *record, state pluginapi.InstanceState, reason string, now time.Time) {
 	r.Instance.State = state
+	if state != pluginapi.StatePending {
+		delete(s.pending, r)
+	}
 	r.Instance.StateReason = reason
 	if state == pluginapi.StateRunning && r.Instance.PrivateAddress() == "" {
 		r.Instance.Addresses = append(r.Instance.Addresses, pluginapi.Address{
