@@ -1,0 +1,260 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestPKI(t *testing.T) {
+	c := &Cluster{StateDir: t.TempDir(), APIServerURL: "https://127.0.0.1:6443"}
+	if err := os.MkdirAll(filepath.Join(c.StateDir, "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.writePKI(Options{NodeNames: []string{"kip"}, ServiceCIDR: "10.0.0.0/24"}); err != nil {
+		t.Fatalf("writePKI: %v", err)
+	}
+	ca := readCert(t, filepath.Join(c.StateDir, "pki", "ca.crt"))
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	tests := []struct {
+		file     string
+		cn       string
+		org      string
+		usage    x509.ExtKeyUsage
+		dnsOrIP  string
+		verifies bool
+	}{
+		{file: "apiserver", cn: "kube-apiserver", usage: x509.ExtKeyUsageServerAuth, dnsOrIP: "10.0.0.1", verifies: true},
+		{file: "admin", cn: "admin", org: "system:masters", usage: x509.ExtKeyUsageClientAuth, verifies: true},
+		{file: "node-kip", cn: "system:node:kip", org: "system:nodes", usage: x509.ExtKeyUsageClientAuth, verifies: true},
+		{file: "front-proxy-client", cn: "front-proxy-client", usage: x509.ExtKeyUsageClientAuth, verifies: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			cert := readCert(t, filepath.Join(c.StateDir, "pki", tt.file+".crt"))
+			if cert.Subject.CommonName != tt.cn {
+				t.Errorf("CN = %q, want %q", cert.Subject.CommonName, tt.cn)
+			}
+			if tt.org != "" && (len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != tt.org) {
+				t.Errorf("O = %v, want %s", cert.Subject.Organization, tt.org)
+			}
+			_, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{tt.usage}})
+			if (err == nil) != tt.verifies {
+				t.Errorf("verify against the cluster CA = %v, want verifies=%t", err, tt.verifies)
+			}
+			if tt.dnsOrIP != "" {
+				if err := cert.VerifyHostname(tt.dnsOrIP); err != nil {
+					t.Errorf("serving cert does not cover %s: %v", tt.dnsOrIP, err)
+				}
+			}
+		})
+	}
+	// A second run reuses every file, so handed-out kubeconfigs stay valid.
+	before, _ := os.ReadFile(filepath.Join(c.StateDir, "pki", "ca.crt"))
+	if err := c.writePKI(Options{NodeNames: []string{"kip", "other"}, ServiceCIDR: "10.0.0.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(filepath.Join(c.StateDir, "pki", "ca.crt"))
+	if string(before) != string(after) {
+		t.Error("restart regenerated the CA")
+	}
+	kc, err := os.ReadFile(c.NodeKubeconfig("other"))
+	if err != nil || !strings.Contains(string(kc), "system:node:other") || !strings.Contains(string(kc), "https://127.0.0.1:6443") {
+		t.Errorf("node kubeconfig = %v %q", err, kc)
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatalf("%s is not PEM", path)
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func TestScratchGoMod(t *testing.T) {
+	kubeMod := []byte("module k8s.io/kubernetes\n\ngo 1.26.0\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n")
+	got := string(scratchGoMod(kubeMod, "v1.36.3"))
+	for _, want := range []string{"go 1.26.0", "require k8s.io/kubernetes v1.36.3", "k8s.io/api => k8s.io/api v0.36.3", "k8s.io/client-go => k8s.io/client-go v0.36.3"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("scratch go.mod lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "github.com/x/y") {
+		t.Errorf("scratch go.mod copies a non-staging replace:\n%s", got)
+	}
+}
+
+func TestGoAtLeast(t *testing.T) {
+	tests := []struct {
+		have, want string
+		ok         bool
+	}{
+		{"go1.26.8", "1.26.0", true},
+		{"go1.26.0", "1.26.0", true},
+		{"go1.25.9", "1.26.0", false},
+		{"go1.27rc1", "1.26.0", true},
+		{"go1.26.8", "1.27", false},
+	}
+	for _, tt := range tests {
+		if got := goAtLeast(tt.have, tt.want); got != tt.ok {
+			t.Errorf("goAtLeast(%s, %s) = %t, want %t", tt.have, tt.want, got, tt.ok)
+		}
+	}
+}
+
+func TestBuildRejectsBadVersion(t *testing.T) {
+	_, err := Build(context.Background(), BuildOptions{KubeVersion: "latest", CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), `"latest"`) {
+		t.Errorf("Build(latest) = %v, want an error naming the version", err)
+	}
+}
+
+func TestPickPortsRefusesBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	_, err = pickPorts(Ports{APIServer: busy})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("port %d for kube-apiserver is in use", busy)) {
+		t.Errorf("pickPorts with a busy port = %v", err)
+	}
+	p, err := pickPorts(Ports{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, port := range []int{p.Etcd, p.EtcdPeer, p.APIServer, p.Scheduler, p.ControllerManager} {
+		if port == 0 || seen[port] {
+			t.Errorf("pickPorts gave %+v: zero or repeated port", p)
+		}
+		seen[port] = true
+	}
+}
+
+// fakeBinDir makes a BinDir whose components are shell scripts.
+func fakeBinDir(t *testing.T, scripts map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range Binaries {
+		body, ok := scripts[b]
+		if !ok {
+			body = "exec sleep 300"
+		}
+		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestStartFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		scripts map[string]string
+		timeout time.Duration
+		want    []string
+	}{
+		{
+			name:    "component exits during start-up",
+			scripts: map[string]string{"etcd": `echo "etcd: cannot open data dir: permission denied" >&2; exit 1`},
+			timeout: 20 * time.Second,
+			want:    []string{"etcd exited during start-up", "etcd.log", "cannot open data dir: permission denied"},
+		},
+		{
+			name:    "component never ready",
+			scripts: map[string]string{"etcd": `echo "waiting for quorum"; exec sleep 300`},
+			timeout: time.Second,
+			want:    []string{"etcd not ready after 1s", "waiting for quorum"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := t.TempDir()
+			_, err := Start(context.Background(), Options{StateDir: state, BinDir: fakeBinDir(t, tt.scripts), ReadyTimeout: tt.timeout})
+			var serr *Error
+			if !errors.As(err, &serr) {
+				t.Fatalf("Start = %v, want a *controlplane.Error", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			// Nothing it started may be left running.
+			for _, name := range Components {
+				if pid, ok := ourPID(state, filepath.Join(state, "pids", name+".pid")); ok {
+					t.Errorf("%s (pid %d) left running after a failed start", name, pid)
+				}
+			}
+		})
+	}
+}
+
+func TestStartRefusesRunningStateAndClearsStale(t *testing.T) {
+	state := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(state, "pids"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A live process whose command line names the state directory.
+	cmd := exec.Command("sh", "-c", "sleep 300", "sh", "--data-dir="+state+"/etcd-data")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }
+	t.Cleanup(kill)
+	pidFile := filepath.Join(state, "pids", "etcd.pid")
+	if err := os.WriteFile(pidFile, []byte(fmt.Sprint(cmd.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := fakeBinDir(t, nil)
+	_, err := Start(context.Background(), Options{StateDir: state, BinDir: bin, ReadyTimeout: time.Second})
+	if !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "make cluster-down") {
+		t.Fatalf("Start on a running state dir = %v, want ErrRunning with advice", err)
+	}
+
+	// Once that process is gone, its PID file is stale and is cleared.
+	kill()
+	if err := clearStalePIDs(state); err != nil {
+		t.Fatalf("clearStalePIDs after the process died: %v", err)
+	}
+	if _, err := os.Stat(pidFile); !os.IsNotExist(err) {
+		t.Errorf("stale PID file still there: %v", err)
+	}
+}
+
+func TestStartNeedsBinaries(t *testing.T) {
+	_, err := Start(context.Background(), Options{StateDir: t.TempDir(), BinDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "has no etcd") {
+		t.Errorf("Start with an empty BinDir = %v, want it to name the missing binary", err)
+	}
+}
+
+func TestStopWithNothingRunning(t *testing.T) {
+	if err := Stop(t.TempDir(), time.Second); err != nil {
+		t.Errorf("Stop of an empty state dir = %v", err)
+	}
+}
