@@ -1,0 +1,194 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kipcell/kip/test/controlplane"
+)
+
+// Framework is one control plane shared by every test of a run.
+type Framework struct {
+	Cluster *controlplane.Cluster
+	// Config and Client act as cluster-admin.
+	Config *rest.Config
+	Client kubernetes.Interface
+
+	nsCounter atomic.Int64
+}
+
+// Setup builds the control plane (a no-op when cached) and starts it in a
+// fresh temporary state directory. Progress goes to log.
+func Setup(ctx context.Context, log io.Writer) (*Framework, error) {
+	bin, err := controlplane.Build(ctx, controlplane.BuildOptions{Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("building control plane: %w", err)
+	}
+	state, err := os.MkdirTemp("", "kip-e2e-")
+	if err != nil {
+		return nil, fmt.Errorf("creating state directory: %w", err)
+	}
+	c, err := controlplane.Start(ctx, controlplane.Options{StateDir: state, BinDir: bin, NodeNames: []string{}, Log: log})
+	if err != nil {
+		_ = os.RemoveAll(state)
+		return nil, fmt.Errorf("starting control plane: %w", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		_ = c.Stop()
+		return nil, fmt.Errorf("loading admin kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		_ = c.Stop()
+		return nil, fmt.Errorf("creating admin client: %w", err)
+	}
+	return &Framework{Cluster: c, Config: cfg, Client: client}, nil
+}
+
+// Teardown stops the control plane and removes its state directory.
+func (f *Framework) Teardown() error {
+	if err := f.Cluster.Stop(); err != nil {
+		return err
+	}
+	return os.RemoveAll(f.Cluster.StateDir)
+}
+
+// NodeClient returns a client acting as system:node:<name> (Node authorizer
+// and NodeRestriction apply), writing the node's kubeconfig if needed.
+func (f *Framework) NodeClient(t testing.TB, name string) (kubernetes.Interface, string) {
+	t.Helper()
+	path, err := f.Cluster.AddNode(name)
+	if err != nil {
+		t.Fatalf("creating node identity %s: %v", name, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("loading kubeconfig of node %s: %v", name, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("creating client for node %s: %v", name, err)
+	}
+	return client, path
+}
+
+// Namespace creates a namespace for t, waits for its default service
+// account (pods cannot be created before it exists), deletes it when t
+// ends, and dumps its events, pods and the control plane logs if t failed.
+func (f *Framework) Namespace(t testing.TB) string {
+	t.Helper()
+	prefix := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(prefix) > 40 {
+		prefix = prefix[:40]
+	}
+	name := fmt.Sprintf("%s-%d", strings.Trim(prefix, "-"), f.nsCounter.Add(1))
+	ctx := context.Background()
+	if _, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.Dump(t, name)
+		}
+		err := f.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", name, err)
+		}
+	})
+	f.WaitFor(t, 30*time.Second, "service account default/"+name, func(ctx context.Context) (bool, error) {
+		_, err := f.Client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	return name
+}
+
+// WaitFor polls cond every 200 ms until it returns true, and fails t with
+// what it was waiting for when timeout passes or cond returns an error
+// other than a transient API error.
+func (f *Framework) WaitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := Poll(context.Background(), timeout, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// Poll calls cond every 200 ms until it returns true, an error that is not
+// a transient API error, or timeout passes.
+func Poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		ok, err := cond(ctx)
+		if err != nil && ctx.Err() != nil {
+			err = nil // cut short by the deadline: report the timeout below
+		}
+		switch {
+		case err == nil && ok:
+			return nil
+		case err != nil && !transient(err):
+			return err
+		case err != nil:
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("timed out after %s (last error: %w)", timeout, lastErr)
+			}
+			return fmt.Errorf("timed out after %s", timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+func transient(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		strings.Contains(err.Error(), "connection refused")
+}
+
+// WaitForPods waits until the pods matching selector in namespace number n
+// and all satisfy cond, and returns them.
+func (f *Framework) WaitForPods(t testing.TB, namespace, selector string, n int, timeout time.Duration,
+	what string, cond func(*corev1.Pod) bool,
+) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	f.WaitFor(t, timeout, fmt.Sprintf("%d pods %q in %s to be %s", n, selector, namespace, what), func(ctx context.Context) (bool, error) {
+		list, err := f.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		if len(list.Items) != n {
+			return false, nil
+		}
+		for i := range list.Items {
+			if !cond(&list.Items[i]) {
+				return false, nil
+			}
+		}
+		pods = list.Items
+		return true, nil
+	})
+	return pods
+}
