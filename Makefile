@@ -11,6 +11,10 @@ TOOLS := $(shell hack/tools.sh dir)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 LDFLAGS_KIP := -X github.com/kipcell/kip/host/cli.Version=$(VERSION)
 LDFLAGS_LOCAL := -X github.com/kipcell/kip/plugins/local.Version=$(VERSION)
+STATE_HOME := $(or $(XDG_STATE_HOME),$(HOME)/.local/state)
+# The local control plane's state (PKI, etcd data, logs, kubeconfigs).
+CLUSTER_STATE ?= $(STATE_HOME)/kip/cluster
+KIP_CLUSTER := $(BIN)/kip-cluster --state $(CLUSTER_STATE)
 
 .PHONY: help
 help: ## Show this help.
@@ -21,14 +25,31 @@ deps: ## Install the Debian packages the project needs (only those missing).
 	@hack/install-deps.sh
 
 .PHONY: build
-build: ## Build every binary into ./bin (kip, kip-plugin-local).
+build: ## Build every binary into ./bin (kip, kip-plugin-local, kip-cluster).
 	@mkdir -p $(BIN)
 	go build -ldflags '$(LDFLAGS_KIP)' -o $(BIN)/kip ./cmd/kip
 	go build -ldflags '$(LDFLAGS_LOCAL)' -o $(BIN)/kip-plugin-local ./plugins/local/cmd/kip-plugin-local
+	go build -o $(BIN)/kip-cluster ./test/cmd/kip-cluster
 
 .PHONY: test
 test: ## Run every module's tests with -race.
 	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
+
+.PHONY: e2e
+e2e: ## Run the end-to-end tests against a real control plane (built once, ~9 min cold).
+	go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/...
+
+.PHONY: cluster-up
+cluster-up: build ## Build (cached) and start a local control plane; prints the KUBECONFIG export.
+	@$(KIP_CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local control plane (its objects stay for the next cluster-up).
+	@if [ -x $(BIN)/kip-cluster ]; then $(KIP_CLUSTER) down; else go run ./test/cmd/kip-cluster --state $(CLUSTER_STATE) down; fi
+
+.PHONY: cluster-env
+cluster-env: ## Print the export lines (KUBECONFIG, PATH with kubectl) for the local control plane.
+	@$(KIP_CLUSTER) env
 
 .PHONY: bench
 bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the command).
@@ -43,7 +64,7 @@ generate: ## Regenerate the protobuf code under pluginapi/internal from the .pro
 verify: ## gofmt, go vet, golangci-lint, go mod tidy and generated code unchanged, dependency direction.
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
-	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet ./...) || exit 1; done
+	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet -tags e2e ./...) || exit 1; done
 	@lint=$$(hack/tools.sh golangci-lint); for m in $(MODULES); do echo "== golangci-lint $$m"; \
 	  (cd $$m && $$lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 	@for m in $(MODULES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
@@ -52,11 +73,14 @@ verify: ## gofmt, go vet, golangci-lint, go mod tidy and generated code unchange
 	@echo "== dependency direction"; hack/depcheck.sh
 
 .PHONY: check
-check: deps verify test ## Everything CI runs: install what is missing, verify, test.
+check: deps verify test e2e ## Everything CI runs: install what is missing, verify, unit and e2e tests.
 
 .PHONY: demo
-demo: deps build ## Build, show the plugins, and verify the local plugin with a sample config.
-	@hack/demo.sh
+demo: deps build ## Start a local control plane and kip with the local plugin, run a sample workload.
+	@CLUSTER_STATE=$(CLUSTER_STATE) hack/demo.sh
+
+.PHONY: demo-down
+demo-down: cluster-down ## Stop everything make demo started.
 
 .PHONY: clean
 clean: ## Remove ./bin and test caches (the tool and control-plane caches stay).

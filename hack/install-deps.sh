@@ -3,9 +3,15 @@
 # missing, so a second run costs nothing.
 #   protobuf-compiler  protoc, for make generate / make verify
 #   iproute2           ip, for the local plugin's network namespaces
+#   iptables           cell network rules
+#   containerd, runc   the cell agent's container runtime (runc: crun fails on
+#                      these machines' hybrid cgroups)
+#   busybox-static     test images built locally, no image from the internet
+# The Kubernetes control plane is not a Debian package: kip-cluster builds it
+# from source through the Go module proxy (test/controlplane).
 set -euo pipefail
 
-packages=(protobuf-compiler iproute2)
+packages=(protobuf-compiler iproute2 iptables containerd runc busybox-static)
 
 missing=()
 for p in "${packages[@]}"; do
