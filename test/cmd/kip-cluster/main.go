@@ -85,6 +85,14 @@ func run(ctx context.Context, args []string) error {
 			ReadyTimeout: *timeout,
 			Log:          os.Stderr,
 		})
+		if errors.Is(err, controlplane.ErrRunning) {
+			// Already up: reuse it.
+			if c, lerr := controlplane.Load(*state); lerr == nil {
+				fmt.Fprintf(os.Stderr, "kip-cluster: control plane already running at %s; to use it:\n", c.APIServerURL)
+				fmt.Print(c.Env())
+				return nil
+			}
+		}
 		if err != nil {
 			return err
 		}
