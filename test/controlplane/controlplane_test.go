@@ -258,3 +258,29 @@ func TestStopWithNothingRunning(t *testing.T) {
 		t.Errorf("Stop of an empty state dir = %v", err)
 	}
 }
+
+// TestBuildRefusesOldGo puts a fake `go` first on PATH that reports an old
+// toolchain, and checks Build names both versions instead of failing in
+// the middle of a nine-minute build.
+func TestBuildRefusesOldGo(t *testing.T) {
+	dir := t.TempDir()
+	gomod := filepath.Join(dir, "kubernetes.mod")
+	if err := os.WriteFile(gomod, []byte("module k8s.io/kubernetes\n\ngo 1.26.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fakeGo := fmt.Sprintf(`#!/bin/sh
+case "$1 $2" in
+  "env GOVERSION") echo go1.24.2 ;;
+  "mod download") echo '{"Path":"k8s.io/kubernetes","Version":"v1.36.3","GoMod":"%s"}' ;;
+  *) echo "unexpected: go $*" >&2; exit 1 ;;
+esac
+`, gomod)
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	_, err := Build(context.Background(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "needs Go 1.26.0 or newer") || !strings.Contains(err.Error(), "go1.24.2") {
+		t.Errorf("Build with Go 1.24 = %v, want an error naming both versions", err)
+	}
+}

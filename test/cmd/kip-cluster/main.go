@@ -2,7 +2,8 @@
 // Kip's demo and end-to-end tests (see test/controlplane).
 //
 //	kip-cluster build                 build the binaries (cached per version)
-//	kip-cluster up [--nodes kip]      build if needed, start, print the KUBECONFIG export
+//	kip-cluster up [--nodes kip] [--apiserver-port N]
+//	                                  build if needed, start, print the KUBECONFIG export
 //	kip-cluster env                   print export lines for the running cluster
 //	kip-cluster down [--purge]        stop it (and delete its state)
 //
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string) error {
 	nodes := fs.String("nodes", "kip", "comma-separated virtual node names that get a system:node kubeconfig")
 	purge := fs.Bool("purge", false, "down: also delete the state directory")
 	timeout := fs.Duration("ready-timeout", 2*time.Minute, "up: how long to wait for each component")
+	apiPort := fs.Int("apiserver-port", 0, "up: the API server's port on 127.0.0.1 (0: a free one)")
 	// Flags may stand before or after the command.
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,6 +85,7 @@ func run(ctx context.Context, args []string) error {
 			BinDir:       bin,
 			NodeNames:    strings.Split(*nodes, ","),
 			ReadyTimeout: *timeout,
+			Ports:        controlplane.Ports{APIServer: *apiPort},
 			Log:          os.Stderr,
 		})
 		if errors.Is(err, controlplane.ErrRunning) {
