@@ -57,8 +57,8 @@ bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the
 	cd pluginapi && go test -run '^$$' -bench InProcessRoundTrip -benchtime=2000x -count=3 .
 
 .PHONY: generate
-generate: ## Regenerate the protobuf code under pluginapi/internal from the .proto.
-	@hack/generate.sh pluginapi
+generate: ## Regenerate the Go code of the .proto contracts (plugin and cell protocols).
+	@hack/generate.sh
 
 .PHONY: verify
 verify: ## gofmt, go vet, golangci-lint, go mod tidy and generated code unchanged, dependency direction.
@@ -69,7 +69,7 @@ verify: ## gofmt, go vet, golangci-lint, go mod tidy and generated code unchange
 	  (cd $$m && $$lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 	@for m in $(MODULES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
 	  { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
-	@echo "== generated code"; hack/generate.sh --check pluginapi
+	@echo "== generated code"; hack/generate.sh --check
 	@echo "== dependency direction"; hack/depcheck.sh
 
 .PHONY: check

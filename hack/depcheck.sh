@@ -42,6 +42,17 @@ for dir in plugins/*/; do
   [ -z "$others" ] || bad "plugin $name links another plugin: $others"
 done
 
+# cell/api, shared by host and cell, imports only the standard library, gRPC and protobuf.
+allowed_cellapi='^(github\.com/kipcell/kip/cell/api|google\.golang\.org/grpc|google\.golang\.org/protobuf)(/|$)'
+if [ -d cell/api ]; then
+  while read -r pkg imports; do
+    for imp in $imports; do
+      case "$imp" in *.*/*) ;; *) continue ;; esac
+      grep -qE "$allowed_cellapi" <<<"$imp" || bad "cell/api package $pkg imports $imp (allowed: stdlib, grpc, protobuf)"
+    done
+  done < <(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./cell/api/...)
+fi
+
 # cell never imports host.
 if [ -d cell ]; then
   list=$(deps . ./cell/...)

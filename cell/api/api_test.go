@@ -1,0 +1,174 @@
+package api
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/kipcell/kip/cell/api/cellv1"
+)
+
+// testCA issues certificates for the tests.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns cert and key PEM for cn, a server cert naming dns when set.
+func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, dns ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+type applyServer struct{ cellv1.UnimplementedCellServer }
+
+func (applyServer) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+}
+
+func TestMutualTLS(t *testing.T) {
+	ca := newTestCA(t)
+	cellCert, cellKey := ca.issue(t, "c-abc", x509.ExtKeyUsageServerAuth, "c-abc")
+	b := &Bootstrap{Version: BootstrapVersion, CellID: "c-abc", PodUID: "uid", CACert: string(ca.pem), Cert: string(cellCert), Key: string(cellKey)}
+	serverTLS, err := ServerTLSConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(serverTLS)))
+	cellv1.RegisterCellServer(srv, applyServer{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+
+	hostPEM, hostKey := ca.issue(t, HostCommonName, x509.ExtKeyUsageClientAuth)
+	hostCert, _ := tls.X509KeyPair(hostPEM, hostKey)
+	otherCA := newTestCA(t)
+	strangerPEM, strangerKey := otherCA.issue(t, HostCommonName, x509.ExtKeyUsageClientAuth)
+	strangerCert, _ := tls.X509KeyPair(strangerPEM, strangerKey)
+	impostorPEM, impostorKey := ca.issue(t, "c-other", x509.ExtKeyUsageClientAuth)
+	impostorCert, _ := tls.X509KeyPair(impostorPEM, impostorKey)
+
+	tests := []struct {
+		name    string
+		cert    tls.Certificate
+		cellID  string
+		wantErr string
+	}{
+		{name: "host reaches the cell it means", cert: hostCert, cellID: "c-abc"},
+		{name: "host expecting another cell refuses", cert: hostCert, cellID: "c-xyz", wantErr: "c-xyz"},
+		{name: "client from another CA is refused", cert: strangerCert, cellID: "c-abc", wantErr: "*"},
+		{name: "a certificate that is not the host's is refused", cert: impostorCert, cellID: "c-abc", wantErr: "*"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clientTLS, err := ClientTLSConfig(ca.pem, tt.cert, tt.cellID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := cellv1.NewCellClient(cc).ApplyPod(ctx, &cellv1.ApplyPodRequest{Generation: 7})
+			if tt.wantErr == "" {
+				if err != nil || resp.GetGeneration() != 7 {
+					t.Fatalf("ApplyPod = %v, %v; want generation 7", resp, err)
+				}
+				return
+			}
+			// The server's refusal reaches the client as a broken
+			// connection; the client's own refusal names the cell.
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("ApplyPod error = %v, want the connection refused (Unavailable)", err)
+			}
+			if tt.wantErr != "*" && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ApplyPod error = %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestBootstrap(t *testing.T) {
+	good := Bootstrap{Version: BootstrapVersion, CellID: "c-1", PodUID: "u", CACert: "ca", Cert: "c", Key: "k"}
+	data, err := good.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseBootstrap(data)
+	if err != nil || *got != good {
+		t.Fatalf("round trip = %+v, %v", got, err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Bootstrap)
+		want   string
+	}{
+		{"wrong version", func(b *Bootstrap) { b.Version = 9 }, "version 9"},
+		{"cell ID not a DNS label", func(b *Bootstrap) { b.CellID = "Cell_1" }, `cellID "Cell_1"`},
+		{"no key", func(b *Bootstrap) { b.Key = "" }, "key is empty"},
+		{"no CA", func(b *Bootstrap) { b.CACert = "" }, "caCert is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := good
+			tt.mutate(&b)
+			data, _ := b.Marshal()
+			if _, err := ParseBootstrap(data); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ParseBootstrap = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := ParseBootstrap([]byte("{")); err == nil {
+		t.Error("ParseBootstrap accepted broken JSON")
+	}
+}

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+)
+
+// Port is the agent's gRPC port.
+const Port = 6421
+
+// BootstrapEnv names the environment variable holding the bootstrap file's
+// path (the local plugin sets it; cloud cells get the file from user data).
+const BootstrapEnv = "KIP_CELL_BOOTSTRAP"
+
+// BootstrapVersion is the version of the Bootstrap format.
+const BootstrapVersion = 1
+
+// Bootstrap is everything a cell agent needs to start: who it is, where to
+// listen, and its TLS identity. It is created by the host for each cell and
+// delivered through the cloud plugin (user data; a file for local cells).
+type Bootstrap struct {
+	Version   int    `json:"version"`
+	CellID    string `json:"cellID"`
+	ClusterID string `json:"clusterID"`
+	NodeName  string `json:"nodeName"`
+	PodUID    string `json:"podUID"`
+	// ListenAddress is host:port for the agent's gRPC server; empty means
+	// all addresses on Port.
+	ListenAddress string `json:"listenAddress,omitempty"`
+	// CACert is the cluster CA (PEM); the agent trusts host certificates
+	// it signed.
+	CACert string `json:"caCert"`
+	// Cert and Key are the cell's certificate (DNS name = CellID) and key.
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+}
+
+var cellIDRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// ValidCellID reports whether id can name a cell: a DNS label, since it is
+// the DNS name in the cell's certificate.
+func ValidCellID(id string) bool { return cellIDRE.MatchString(id) }
+
+// Validate checks that every field a cell needs is there.
+func (b *Bootstrap) Validate() error {
+	var errs []error
+	if b.Version != BootstrapVersion {
+		errs = append(errs, fmt.Errorf("version %d, want %d", b.Version, BootstrapVersion))
+	}
+	if !ValidCellID(b.CellID) {
+		errs = append(errs, fmt.Errorf("cellID %q is not a DNS label", b.CellID))
+	}
+	for name, v := range map[string]string{"caCert": b.CACert, "cert": b.Cert, "key": b.Key, "podUID": b.PodUID} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is empty", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Marshal encodes the bootstrap as JSON.
+func (b *Bootstrap) Marshal() ([]byte, error) {
+	data, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encoding bootstrap: %w", err)
+	}
+	return data, nil
+}
+
+// ParseBootstrap decodes and validates a bootstrap document.
+func ParseBootstrap(data []byte) (*Bootstrap, error) {
+	var b Bootstrap
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("parsing bootstrap: %w", err)
+	}
+	if err := b.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid bootstrap: %w", err)
+	}
+	return &b, nil
+}
+
+// ReadBootstrap reads and validates the bootstrap file at path.
+func ReadBootstrap(path string) (*Bootstrap, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading bootstrap: %w", err)
+	}
+	return ParseBootstrap(data)
+}
