@@ -1,0 +1,294 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	utilexec "k8s.io/utils/exec"
+
+	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/cellv1"
+)
+
+// Agent is a connection to one cell's agent.
+type Agent struct {
+	cellID string
+	cc     *grpc.ClientConn
+	c      cellv1.CellClient
+}
+
+// Dial connects to the agent of cellID at address (an IP or host; the port
+// is cellapi.Port). tlsConfig must verify the agent as cellID (see
+// pki.CA.ClientTLSConfig). The connection is lazy: errors show on the first
+// call.
+func Dial(cellID, address string, tlsConfig *tls.Config) (*Agent, error) {
+	target := net.JoinHostPort(address, strconv.Itoa(cellapi.Port))
+	cc, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dialing agent of cell %s at %s: %w", cellID, target, err)
+	}
+	return &Agent{cellID: cellID, cc: cc, c: cellv1.NewCellClient(cc)}, nil
+}
+
+// NewAgent wraps an existing connection (tests, custom transports).
+func NewAgent(cellID string, cc *grpc.ClientConn) *Agent {
+	return &Agent{cellID: cellID, cc: cc, c: cellv1.NewCellClient(cc)}
+}
+
+// Close closes the connection.
+func (a *Agent) Close() error { return a.cc.Close() }
+
+// Apply sends the desired pod. Idempotent: the agent converges to the
+// highest generation it has seen.
+func (a *Agent) Apply(ctx context.Context, req *cellv1.ApplyPodRequest) error {
+	if _, err := a.c.ApplyPod(ctx, req); err != nil {
+		return fmt.Errorf("applying pod to cell %s: %w", a.cellID, err)
+	}
+	return nil
+}
+
+// WatchStatus calls fn with every status the agent reports, starting with
+// the current one, until ctx ends or the stream breaks; it returns the
+// reason. The caller re-subscribes.
+func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatus, generation int64)) error {
+	stream, err := a.c.WatchStatus(ctx, &cellv1.WatchStatusRequest{})
+	if err != nil {
+		return fmt.Errorf("watching status of cell %s: %w", a.cellID, err)
+	}
+	for {
+		u, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("watching status of cell %s: %w", a.cellID, err)
+		}
+		var st corev1.PodStatus
+		if err := json.Unmarshal(u.GetStatusJson(), &st); err != nil {
+			return fmt.Errorf("decoding status from cell %s: %w", a.cellID, err)
+		}
+		fn(&st, u.GetGeneration())
+	}
+}
+
+// Delete asks the agent to stop the pod's containers within grace.
+func (a *Agent) Delete(ctx context.Context, grace time.Duration) error {
+	if _, err := a.c.DeletePod(ctx, &cellv1.DeletePodRequest{GracePeriodSeconds: int64(grace / time.Second)}); err != nil {
+		return fmt.Errorf("deleting pod on cell %s: %w", a.cellID, err)
+	}
+	return nil
+}
+
+// Logs streams a container's log as the kubelet API serves it.
+func (a *Agent) Logs(ctx context.Context, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	req := &cellv1.LogsRequest{
+		Container:    container,
+		Follow:       opts.Follow,
+		Previous:     opts.Previous,
+		TailLines:    -1,
+		SinceSeconds: int64(opts.SinceSeconds),
+		Timestamps:   opts.Timestamps,
+		LimitBytes:   int64(opts.LimitBytes),
+	}
+	if opts.Tail > 0 {
+		req.TailLines = int64(opts.Tail)
+	}
+	if !opts.SinceTime.IsZero() {
+		req.SinceTime = timestamppb.New(opts.SinceTime)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := a.c.Logs(ctx, req)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("reading logs of %s on cell %s: %w", container, a.cellID, err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		defer cancel()
+		for {
+			chunk, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				_ = pw.Close()
+				return
+			}
+			if err != nil {
+				_ = pw.CloseWithError(fmt.Errorf("reading logs of %s on cell %s: %w", container, a.cellID, err))
+				return
+			}
+			if _, err := pw.Write(chunk.GetData()); err != nil {
+				return // reader went away
+			}
+		}
+	}()
+	return readCloser{Reader: pr, close: func() error { cancel(); return pr.Close() }}, nil
+}
+
+type readCloser struct {
+	io.Reader
+	close func() error
+}
+
+func (r readCloser) Close() error { return r.close() }
+
+// Exec runs cmd in container, bridging attach's streams, and returns a
+// utilexec.CodeExitError for a non-zero exit so that kubectl exec exits
+// with the same code.
+func (a *Agent) Exec(ctx context.Context, container string, cmd []string, attach api.AttachIO) error {
+	stream, err := a.c.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("exec in %s on cell %s: %w", container, a.cellID, err)
+	}
+	return a.bridge(stream, &cellv1.ExecStart{Container: container, Command: cmd}, attach)
+}
+
+// Attach attaches to container's main process.
+func (a *Agent) Attach(ctx context.Context, container string, attach api.AttachIO) error {
+	stream, err := a.c.Attach(ctx)
+	if err != nil {
+		return fmt.Errorf("attaching to %s on cell %s: %w", container, a.cellID, err)
+	}
+	return a.bridge(stream, &cellv1.ExecStart{Container: container}, attach)
+}
+
+type execStream interface {
+	Send(*cellv1.ExecInput) error
+	Recv() (*cellv1.ExecOutput, error)
+	CloseSend() error
+}
+
+func (a *Agent) bridge(stream execStream, start *cellv1.ExecStart, attach api.AttachIO) error {
+	start.Tty = attach.TTY()
+	start.Stdin = attach.Stdin() != nil
+	start.Stdout = attach.Stdout() != nil
+	start.Stderr = attach.Stderr() != nil
+	if err := stream.Send(&cellv1.ExecInput{Start: start}); err != nil {
+		return fmt.Errorf("starting exec in %s on cell %s: %w", start.GetContainer(), a.cellID, err)
+	}
+	// Input: stdin and terminal resizes go to the agent. gRPC allows one
+	// sender at a time, so one goroutine sends both.
+	go func() {
+		stdin := make(chan []byte)
+		stdinDone := make(chan struct{})
+		if in := attach.Stdin(); in != nil {
+			go func() {
+				defer close(stdinDone)
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := in.Read(buf)
+					if n > 0 {
+						stdin <- append([]byte(nil), buf[:n]...)
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		} else {
+			close(stdinDone)
+		}
+		resize := attach.Resize()
+		for {
+			select {
+			case data := <-stdin:
+				if stream.Send(&cellv1.ExecInput{Stdin: data}) != nil {
+					return
+				}
+			case <-stdinDone:
+				_ = stream.Send(&cellv1.ExecInput{CloseStdin: true})
+				stdinDone = nil
+			case size, ok := <-resize:
+				if !ok {
+					resize = nil
+					continue
+				}
+				if stream.Send(&cellv1.ExecInput{Resize: &cellv1.TerminalSize{Width: uint32(size.Width), Height: uint32(size.Height)}}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		out, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("exec in %s on cell %s: %w", start.GetContainer(), a.cellID, err)
+		}
+		if len(out.GetStdout()) > 0 && attach.Stdout() != nil {
+			_, _ = attach.Stdout().Write(out.GetStdout())
+		}
+		if len(out.GetStderr()) > 0 && attach.Stderr() != nil {
+			_, _ = attach.Stderr().Write(out.GetStderr())
+		}
+		if ex := out.GetExit(); ex != nil {
+			_ = stream.CloseSend()
+			if ex.GetCode() != 0 {
+				return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", ex.GetCode()), Code: int(ex.GetCode())}
+			}
+			return nil
+		}
+	}
+}
+
+// PortForward connects stream to port inside the pod.
+func (a *Agent) PortForward(ctx context.Context, port int32, conn io.ReadWriteCloser) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := a.c.PortForward(ctx)
+	if err != nil {
+		return fmt.Errorf("forwarding port %d of cell %s: %w", port, a.cellID, err)
+	}
+	if err := stream.Send(&cellv1.PortForwardFrame{Port: port}); err != nil {
+		return fmt.Errorf("forwarding port %d of cell %s: %w", port, a.cellID, err)
+	}
+	upErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := conn.Read(buf)
+			if n > 0 {
+				if serr := stream.Send(&cellv1.PortForwardFrame{Data: append([]byte(nil), buf[:n]...)}); serr != nil {
+					upErr <- serr
+					return
+				}
+			}
+			if err != nil {
+				_ = stream.Send(&cellv1.PortForwardFrame{Close: true})
+				_ = stream.CloseSend()
+				upErr <- nil
+				return
+			}
+		}
+	}()
+	defer conn.Close()
+	for {
+		frame, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("forwarding port %d of cell %s: %w", port, a.cellID, err)
+		}
+		if len(frame.GetData()) > 0 {
+			if _, err := conn.Write(frame.GetData()); err != nil {
+				return nil // client went away
+			}
+		}
+		if frame.GetClose() {
+			return nil
+		}
+	}
+}

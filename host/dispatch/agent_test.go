@@ -1,0 +1,228 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	corev1 "k8s.io/api/core/v1"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/kipcell/kip/cell/api/cellv1"
+)
+
+// fakeAgent is an in-process cell agent with scripted answers.
+type fakeAgent struct {
+	cellv1.UnimplementedCellServer
+	mu       sync.Mutex
+	applied  []int64
+	deleted  []int64
+	logLines []string
+}
+
+func (f *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = append(f.applied, req.GetGeneration())
+	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+}
+
+func (f *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
+	for i, phase := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning} {
+		data, _ := json.Marshal(corev1.PodStatus{Phase: phase, PodIP: "10.0.0.9"})
+		if err := s.Send(&cellv1.PodStatusUpdate{StatusJson: data, Generation: 4, Seq: uint64(i)}); err != nil {
+			return err
+		}
+	}
+	return errors.New("agent restarting")
+}
+
+func (f *fakeAgent) Logs(req *cellv1.LogsRequest, s grpc.ServerStreamingServer[cellv1.LogChunk]) error {
+	lines := f.logLines
+	if req.GetTailLines() >= 0 && int(req.GetTailLines()) < len(lines) {
+		lines = lines[len(lines)-int(req.GetTailLines()):]
+	}
+	for _, l := range lines {
+		if err := s.Send(&cellv1.LogChunk{Data: []byte(l + "\n")}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Exec echoes stdin to stdout in upper case, writes the command to stderr,
+// and exits with len(command) once stdin closes.
+func (f *fakeAgent) Exec(s grpc.BidiStreamingServer[cellv1.ExecInput, cellv1.ExecOutput]) error {
+	first, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if err := s.Send(&cellv1.ExecOutput{Stderr: []byte(strings.Join(start.GetCommand(), " "))}); err != nil {
+		return err
+	}
+	for {
+		in, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if len(in.GetStdin()) > 0 {
+			if err := s.Send(&cellv1.ExecOutput{Stdout: bytes.ToUpper(in.GetStdin())}); err != nil {
+				return err
+			}
+		}
+		if in.GetCloseStdin() {
+			return s.Send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: int32(len(start.GetCommand()))}})
+		}
+	}
+}
+
+// PortForward echoes what it receives.
+func (f *fakeAgent) PortForward(s grpc.BidiStreamingServer[cellv1.PortForwardFrame, cellv1.PortForwardFrame]) error {
+	if _, err := s.Recv(); err != nil {
+		return err
+	}
+	for {
+		in, err := s.Recv()
+		if err != nil {
+			return nil
+		}
+		if in.GetClose() {
+			return s.Send(&cellv1.PortForwardFrame{Close: true})
+		}
+		if err := s.Send(&cellv1.PortForwardFrame{Data: in.GetData()}); err != nil {
+			return err
+		}
+	}
+}
+
+func (f *fakeAgent) DeletePod(_ context.Context, req *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, req.GetGracePeriodSeconds())
+	return &cellv1.DeletePodResponse{}, nil
+}
+
+func startFake(t *testing.T) (*fakeAgent, *Agent) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	fa := &fakeAgent{logLines: []string{"one", "two", "three"}}
+	cellv1.RegisterCellServer(srv, fa)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAgent("c-1", cc)
+	t.Cleanup(func() { _ = a.Close() })
+	return fa, a
+}
+
+type attachIO struct {
+	stdin          io.Reader
+	stdout, stderr *bytes.Buffer
+	resize         chan api.TermSize
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
+
+func (a *attachIO) Stdin() io.Reader            { return a.stdin }
+func (a *attachIO) Stdout() io.WriteCloser      { return nopCloser{a.stdout} }
+func (a *attachIO) Stderr() io.WriteCloser      { return nopCloser{a.stderr} }
+func (a *attachIO) TTY() bool                   { return false }
+func (a *attachIO) Resize() <-chan api.TermSize { return a.resize }
+
+func TestAgentCalls(t *testing.T) {
+	fa, a := startFake(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	if err := a.Apply(ctx, &cellv1.ApplyPodRequest{Generation: 3}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	var phases []corev1.PodPhase
+	err := a.WatchStatus(ctx, func(st *corev1.PodStatus, gen int64) {
+		if gen != 4 || st.PodIP != "10.0.0.9" {
+			t.Errorf("status gen %d IP %q", gen, st.PodIP)
+		}
+		phases = append(phases, st.Phase)
+	})
+	if err == nil || !strings.Contains(err.Error(), "agent restarting") {
+		t.Errorf("WatchStatus ended with %v, want the stream's error so the caller re-subscribes", err)
+	}
+	if len(phases) != 2 || phases[1] != corev1.PodRunning {
+		t.Errorf("phases = %v", phases)
+	}
+
+	rc, err := a.Logs(ctx, "main", api.ContainerLogOpts{Tail: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil || string(logs) != "two\nthree\n" {
+		t.Errorf("Logs tail 2 = %q, %v", logs, err)
+	}
+
+	if err := a.Delete(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fa.mu.Lock()
+	defer fa.mu.Unlock()
+	if len(fa.applied) != 1 || fa.applied[0] != 3 || len(fa.deleted) != 1 || fa.deleted[0] != 30 {
+		t.Errorf("agent saw applied %v deleted %v", fa.applied, fa.deleted)
+	}
+}
+
+func TestAgentExecExitCode(t *testing.T) {
+	_, a := startFake(t)
+	io := &attachIO{stdin: strings.NewReader("hello"), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, resize: make(chan api.TermSize)}
+	err := a.Exec(context.Background(), "main", []string{"sh", "-c", "exit 3"}, io)
+	var exitErr utilexec.CodeExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 3 {
+		t.Fatalf("Exec = %v, want a CodeExitError with code 3 (len of the command)", err)
+	}
+	if io.stdout.String() != "HELLO" || io.stderr.String() != "sh -c exit 3" {
+		t.Errorf("stdout %q stderr %q", io.stdout, io.stderr)
+	}
+}
+
+func TestAgentPortForward(t *testing.T) {
+	_, a := startFake(t)
+	client, server := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- a.PortForward(context.Background(), 8080, server) }()
+	if _, err := client.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(client, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo = %q, %v", buf, err)
+	}
+	_ = client.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("PortForward = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("PortForward did not end after the client closed")
+	}
+}

@@ -1,0 +1,595 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kipcell/kip/cell/api/cellv1"
+)
+
+// Source reads what a pod references. With kip's node identity the Node
+// authorizer allows exactly the objects of pods bound to the node.
+type Source interface {
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	ServiceAccountToken(ctx context.Context, namespace, serviceAccount string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+}
+
+// ClientSource reads through the API with client (direct GETs: a node may
+// not list or watch Secrets cluster-wide).
+func ClientSource(client kubernetes.Interface) Source { return clientSource{client} }
+
+type clientSource struct{ c kubernetes.Interface }
+
+func (s clientSource) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return s.c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s clientSource) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	return s.c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s clientSource) ServiceAccountToken(ctx context.Context, ns, sa string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	return s.c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+}
+
+// Cell is what resolution needs to know of the cell a pod runs on.
+type Cell struct {
+	PodIP  string
+	HostIP string
+	// MilliCPU and MemoryBytes stand in for node allocatable when a
+	// resourceFieldRef names a limit the container does not set.
+	MilliCPU    int64
+	MemoryBytes int64
+}
+
+// ResolveError is a reference that cannot be resolved (a missing ConfigMap
+// or key that is not optional). The pod cannot start until it exists; the
+// message says exactly what is missing, as a kubelet's
+// CreateContainerConfigError does.
+type ResolveError struct{ Message string }
+
+func (e *ResolveError) Error() string { return e.Message }
+
+// Resolve builds the ApplyPod request for pod on cell (without the
+// generation): the environment of every container, the files of its
+// configMap, secret, downwardAPI and projected volumes, and the registry
+// credentials of its imagePullSecrets.
+func Resolve(ctx context.Context, src Source, pod *corev1.Pod, cell Cell) (*cellv1.ApplyPodRequest, error) {
+	podJSON, err := json.Marshal(pod)
+	if err != nil {
+		return nil, fmt.Errorf("encoding pod: %w", err)
+	}
+	r := &resolver{ctx: ctx, src: src, pod: pod, cell: cell}
+	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}}
+	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	for i := range all {
+		env, err := r.env(&all[i])
+		if err != nil {
+			return nil, err
+		}
+		req.Env[all[i].Name] = env
+	}
+	for i := range pod.Spec.Volumes {
+		files, err := r.volume(&pod.Spec.Volumes[i])
+		if err != nil {
+			return nil, err
+		}
+		if files != nil {
+			req.Volumes[pod.Spec.Volumes[i].Name] = files
+		}
+	}
+	creds, err := r.pullCredentials()
+	if err != nil {
+		return nil, err
+	}
+	req.RegistryCredentials = creds
+	return req, nil
+}
+
+type resolver struct {
+	ctx  context.Context
+	src  Source
+	pod  *corev1.Pod
+	cell Cell
+}
+
+func (r *resolver) missing(format string, args ...any) error {
+	return &ResolveError{Message: fmt.Sprintf(format, args...)}
+}
+
+func (r *resolver) configMap(name string, optional *bool) (*corev1.ConfigMap, error) {
+	cm, err := r.src.ConfigMap(r.ctx, r.pod.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		if optional != nil && *optional {
+			return nil, nil
+		}
+		return nil, r.missing("configmap %q not found", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading configmap %s/%s: %w", r.pod.Namespace, name, err)
+	}
+	return cm, nil
+}
+
+func (r *resolver) secret(name string, optional *bool) (*corev1.Secret, error) {
+	s, err := r.src.Secret(r.ctx, r.pod.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		if optional != nil && *optional {
+			return nil, nil
+		}
+		return nil, r.missing("secret %q not found", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading secret %s/%s: %w", r.pod.Namespace, name, err)
+	}
+	return s, nil
+}
+
+// env resolves a container's environment the way the kubelet does: envFrom
+// sources in order, then env entries overriding them, with $(VAR)
+// references expanded against what is defined so far.
+func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
+	var order []string
+	values := map[string]string{}
+	set := func(name, value string) {
+		if _, ok := values[name]; !ok {
+			order = append(order, name)
+		}
+		values[name] = value
+	}
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.ConfigMapRef != nil:
+			cm, err := r.configMap(from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
+			if err != nil || cm == nil {
+				return nil, err
+			}
+			for _, k := range sortedKeys(cm.Data) {
+				set(from.Prefix+k, cm.Data[k])
+			}
+		case from.SecretRef != nil:
+			s, err := r.secret(from.SecretRef.Name, from.SecretRef.Optional)
+			if err != nil || s == nil {
+				return nil, err
+			}
+			for _, k := range sortedKeys(s.Data) {
+				set(from.Prefix+k, string(s.Data[k]))
+			}
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			set(e.Name, expand(e.Value, values))
+			continue
+		}
+		v, ok, err := r.valueFrom(c, e.ValueFrom)
+		if err != nil {
+			return nil, fmt.Errorf("resolving env %s of container %s: %w", e.Name, c.Name, err)
+		}
+		if ok {
+			set(e.Name, v)
+		}
+	}
+	out := &cellv1.EnvList{}
+	for _, name := range order {
+		out.Vars = append(out.Vars, &cellv1.EnvVar{Name: name, Value: values[name]})
+	}
+	return out, nil
+}
+
+func (r *resolver) valueFrom(c *corev1.Container, src *corev1.EnvVarSource) (string, bool, error) {
+	switch {
+	case src.FieldRef != nil:
+		v, err := r.field(src.FieldRef.FieldPath)
+		return v, err == nil, err
+	case src.ResourceFieldRef != nil:
+		v, err := r.resourceField(c, src.ResourceFieldRef)
+		return v, err == nil, err
+	case src.ConfigMapKeyRef != nil:
+		ref := src.ConfigMapKeyRef
+		cm, err := r.configMap(ref.Name, ref.Optional)
+		if err != nil || cm == nil {
+			return "", false, err
+		}
+		v, ok := cm.Data[ref.Key]
+		if !ok {
+			if ref.Optional != nil && *ref.Optional {
+				return "", false, nil
+			}
+			return "", false, r.missing("couldn't find key %s in configmap %s/%s", ref.Key, r.pod.Namespace, ref.Name)
+		}
+		return v, true, nil
+	case src.SecretKeyRef != nil:
+		ref := src.SecretKeyRef
+		s, err := r.secret(ref.Name, ref.Optional)
+		if err != nil || s == nil {
+			return "", false, err
+		}
+		v, ok := s.Data[ref.Key]
+		if !ok {
+			if ref.Optional != nil && *ref.Optional {
+				return "", false, nil
+			}
+			return "", false, r.missing("couldn't find key %s in secret %s/%s", ref.Key, r.pod.Namespace, ref.Name)
+		}
+		return string(v), true, nil
+	}
+	return "", false, nil
+}
+
+// field resolves a Downward API field path.
+func (r *resolver) field(path string) (string, error) {
+	p := r.pod
+	if k, ok := subscript(path, "metadata.labels"); ok {
+		return p.Labels[k], nil
+	}
+	if k, ok := subscript(path, "metadata.annotations"); ok {
+		return p.Annotations[k], nil
+	}
+	switch path {
+	case "metadata.name":
+		return p.Name, nil
+	case "metadata.namespace":
+		return p.Namespace, nil
+	case "metadata.uid":
+		return string(p.UID), nil
+	case "metadata.labels":
+		return formatMap(p.Labels), nil
+	case "metadata.annotations":
+		return formatMap(p.Annotations), nil
+	case "spec.nodeName":
+		return p.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return p.Spec.ServiceAccountName, nil
+	case "status.podIP", "status.podIPs":
+		return r.cell.PodIP, nil
+	case "status.hostIP", "status.hostIPs":
+		return r.cell.HostIP, nil
+	}
+	return "", r.missing("unsupported fieldRef %q", path)
+}
+
+// subscript parses `prefix['key']`.
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok || !strings.HasSuffix(rest, "']") {
+		return "", false
+	}
+	return strings.TrimSuffix(rest, "']"), true
+}
+
+func formatMap(m map[string]string) string {
+	var lines []string
+	for _, k := range sortedKeys(m) {
+		lines = append(lines, fmt.Sprintf("%s=%q", k, m[k]))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// resourceField resolves limits.* and requests.* of a container, with the
+// cell's size standing in for an unset limit, as node allocatable does on
+// a kubelet.
+func (r *resolver) resourceField(c *corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
+	target := c
+	if ref.ContainerName != "" && ref.ContainerName != c.Name {
+		target = nil
+		all := append(append([]corev1.Container{}, r.pod.Spec.InitContainers...), r.pod.Spec.Containers...)
+		for i := range all {
+			if all[i].Name == ref.ContainerName {
+				target = &all[i]
+			}
+		}
+		if target == nil {
+			return "", r.missing("resourceFieldRef names unknown container %q", ref.ContainerName)
+		}
+	}
+	kind, name, ok := strings.Cut(ref.Resource, ".")
+	if !ok || (kind != "limits" && kind != "requests") {
+		return "", r.missing("unsupported resourceFieldRef %q", ref.Resource)
+	}
+	list := target.Resources.Limits
+	if kind == "requests" {
+		list = target.Resources.Requests
+	}
+	q, set := list[corev1.ResourceName(name)]
+	if !set {
+		switch {
+		case name == "cpu" && kind == "limits":
+			q = *resource.NewMilliQuantity(r.cell.MilliCPU, resource.DecimalSI)
+		case name == "memory" && kind == "limits":
+			q = *resource.NewQuantity(r.cell.MemoryBytes, resource.BinarySI)
+		default:
+			q = resource.Quantity{}
+		}
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if name == "cpu" {
+		// Round up, as the kubelet does: 100m with divisor 1 is "1".
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+// expand replaces $(NAME) with the value of a defined variable; $$(NAME)
+// escapes to $(NAME); undefined references stay as written.
+func expand(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// volume resolves the files of a configMap, secret, downwardAPI or
+// projected volume; other kinds (emptyDir, hostPath, ...) are the agent's
+// and give nil.
+func (r *resolver) volume(v *corev1.Volume) (*cellv1.VolumeFiles, error) {
+	files := &cellv1.VolumeFiles{Files: map[string][]byte{}, Modes: map[string]uint32{}}
+	var defaultMode *int32
+	switch {
+	case v.ConfigMap != nil:
+		defaultMode = v.ConfigMap.DefaultMode
+		if err := r.addConfigMap(files, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, defaultMode); err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+	case v.Secret != nil:
+		defaultMode = v.Secret.DefaultMode
+		if err := r.addSecret(files, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, defaultMode); err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+	case v.DownwardAPI != nil:
+		if err := r.addDownward(files, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode); err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+	case v.Projected != nil:
+		defaultMode = v.Projected.DefaultMode
+		for _, s := range v.Projected.Sources {
+			var err error
+			switch {
+			case s.ConfigMap != nil:
+				err = r.addConfigMap(files, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional, defaultMode)
+			case s.Secret != nil:
+				err = r.addSecret(files, s.Secret.Name, s.Secret.Items, s.Secret.Optional, defaultMode)
+			case s.DownwardAPI != nil:
+				err = r.addDownward(files, s.DownwardAPI.Items, defaultMode)
+			case s.ServiceAccountToken != nil:
+				err = r.addToken(files, s.ServiceAccountToken, defaultMode)
+			case s.ClusterTrustBundle != nil:
+				err = r.missing("clusterTrustBundle projections are not supported yet")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+		}
+	default:
+		return nil, nil
+	}
+	return files, nil
+}
+
+func mode(item *int32, def *int32) uint32 {
+	switch {
+	case item != nil:
+		return uint32(*item)
+	case def != nil:
+		return uint32(*def)
+	default:
+		return 0o644
+	}
+}
+
+func (r *resolver) addConfigMap(files *cellv1.VolumeFiles, name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
+	cm, err := r.configMap(name, optional)
+	if err != nil || cm == nil {
+		return err
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return r.addKeys(files, "configmap", name, data, items, optional, def)
+}
+
+func (r *resolver) addSecret(files *cellv1.VolumeFiles, name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
+	s, err := r.secret(name, optional)
+	if err != nil || s == nil {
+		return err
+	}
+	return r.addKeys(files, "secret", name, s.Data, items, optional, def)
+}
+
+func (r *resolver) addKeys(files *cellv1.VolumeFiles, kind, name string, data map[string][]byte, items []corev1.KeyToPath, optional *bool, def *int32) error {
+	if len(items) == 0 {
+		for _, k := range sortedKeys(data) {
+			files.Files[k] = data[k]
+			files.Modes[k] = mode(nil, def)
+		}
+		return nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if optional != nil && *optional {
+				continue
+			}
+			return r.missing("couldn't find key %s in %s %s/%s", it.Key, kind, r.pod.Namespace, name)
+		}
+		files.Files[it.Path] = v
+		files.Modes[it.Path] = mode(it.Mode, def)
+	}
+	return nil
+}
+
+func (r *resolver) addDownward(files *cellv1.VolumeFiles, items []corev1.DownwardAPIVolumeFile, def *int32) error {
+	for _, it := range items {
+		var (
+			v   string
+			err error
+		)
+		switch {
+		case it.FieldRef != nil:
+			v, err = r.field(it.FieldRef.FieldPath)
+		case it.ResourceFieldRef != nil:
+			c := &corev1.Container{}
+			if len(r.pod.Spec.Containers) > 0 {
+				c = &r.pod.Spec.Containers[0]
+			}
+			v, err = r.resourceField(c, it.ResourceFieldRef)
+		}
+		if err != nil {
+			return err
+		}
+		files.Files[it.Path] = []byte(v)
+		files.Modes[it.Path] = mode(it.Mode, def)
+	}
+	return nil
+}
+
+// addToken requests a token bound to the pod for its service account, as
+// the kubelet does for projected serviceAccountToken sources.
+func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccountTokenProjection, def *int32) error {
+	sa := r.pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	expiry := int64(3600)
+	if src.ExpirationSeconds != nil {
+		expiry = *src.ExpirationSeconds
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &expiry,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: r.pod.Name, UID: r.pod.UID},
+	}}
+	if src.Audience != "" {
+		req.Spec.Audiences = []string{src.Audience}
+	}
+	tr, err := r.src.ServiceAccountToken(r.ctx, r.pod.Namespace, sa, req)
+	if err != nil {
+		return fmt.Errorf("requesting a token for service account %s/%s: %w", r.pod.Namespace, sa, err)
+	}
+	if tr.Status.Token == "" {
+		return errors.New("requesting a service account token: the API returned an empty token")
+	}
+	files.Files[src.Path] = []byte(tr.Status.Token)
+	files.Modes[src.Path] = mode(nil, def)
+	return nil
+}
+
+// dockerConfig is the JSON of a kubernetes.io/dockerconfigjson secret.
+type dockerConfig struct {
+	Auths map[string]dockerAuth `json:"auths"`
+}
+
+type dockerAuth struct {
+	Username      string `json:"username"`
+	Password      string `json:"password"`
+	Auth          string `json:"auth"`
+	IdentityToken string `json:"identitytoken"`
+}
+
+// pullCredentials reads the pod's imagePullSecrets (dockerconfigjson and
+// the older dockercfg). A missing pull secret is not fatal, as on a
+// kubelet: the pull may still work anonymously.
+func (r *resolver) pullCredentials() ([]*cellv1.RegistryCredential, error) {
+	var out []*cellv1.RegistryCredential
+	for _, ref := range r.pod.Spec.ImagePullSecrets {
+		optional := true
+		s, err := r.secret(ref.Name, &optional)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			continue
+		}
+		var auths map[string]dockerAuth
+		switch s.Type {
+		case corev1.SecretTypeDockerConfigJson:
+			var cfg dockerConfig
+			if err := json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
+				return nil, r.missing("image pull secret %q is not valid %s: %v", ref.Name, corev1.DockerConfigJsonKey, err)
+			}
+			auths = cfg.Auths
+		case corev1.SecretTypeDockercfg:
+			if err := json.Unmarshal(s.Data[corev1.DockerConfigKey], &auths); err != nil {
+				return nil, r.missing("image pull secret %q is not valid %s: %v", ref.Name, corev1.DockerConfigKey, err)
+			}
+		default:
+			continue
+		}
+		for _, server := range sortedKeys(auths) {
+			a := auths[server]
+			if a.Auth != "" && a.Username == "" {
+				if raw, err := base64.StdEncoding.DecodeString(a.Auth); err == nil {
+					a.Username, a.Password, _ = strings.Cut(string(raw), ":")
+				}
+			}
+			out = append(out, &cellv1.RegistryCredential{
+				Server: normalizeRegistry(server), Username: a.Username, Password: a.Password, IdentityToken: a.IdentityToken,
+			})
+		}
+	}
+	return out, nil
+}
+
+// normalizeRegistry turns "https://index.docker.io/v1/" into "index.docker.io".
+func normalizeRegistry(server string) string {
+	s := strings.TrimPrefix(strings.TrimPrefix(server, "https://"), "http://")
+	s, _, _ = strings.Cut(s, "/")
+	return s
+}
