@@ -1,0 +1,14 @@
+// Package agent is the cell agent's gRPC service, cellv1.CellServer, over
+// one pod.Manager: ApplyPod, WatchStatus (the current status first, then
+// every change, coalesced), Logs, Exec (TTY, resize, stdin, exit code in the
+// last message), Attach (output and exit code of the main process; no
+// stdin or TTY yet), PortForward (127.0.0.1:port inside the pod's network
+// namespace), Stats and DeletePod. Serve runs it over mutual TLS.
+//
+// gRPC errors: NotFound for an unknown container or missing log,
+// FailedPrecondition for a container that is not running, a pod being
+// deleted or a second pod, InvalidArgument for a malformed request.
+//
+// It imports cell/api, cell/pod, cell/logs, cell/runtime, gRPC and
+// k8s.io/api.
+package agent

@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/kipcell/kip/cell/api/cellv1"
+)
+
+// Serve serves srv on lis over TLS (api.ServerTLSConfig) until ctx ends,
+// then stops gracefully, cutting streams still open after a few seconds
+// (follows and watches never end on their own).
+func Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, srv cellv1.CellServer) error {
+	gs := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(tlsConfig)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	cellv1.RegisterCellServer(gs, srv)
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+	select {
+	case err := <-errc:
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serving cell API: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		gs.Stop()
+	}
+	return nil
+}

@@ -1,0 +1,473 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/pod"
+	"github.com/kipcell/kip/cell/runtime"
+)
+
+// Config is what a Server needs.
+type Config struct {
+	Pod  *pod.Manager
+	Logs *logs.Store
+	// NetNSPath is the pod's network namespace, where PortForward dials
+	// 127.0.0.1; empty means the agent's own.
+	NetNSPath string
+	Logger    *slog.Logger
+}
+
+// Server implements cellv1.CellServer over a pod.Manager.
+type Server struct {
+	cellv1.UnimplementedCellServer
+	cfg Config
+	log *slog.Logger
+
+	statsMu sync.Mutex
+	last    map[string]runtime.Metrics // previous sample per container ID
+}
+
+var _ cellv1.CellServer = (*Server)(nil)
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, last: map[string]runtime.Metrics{}}
+}
+
+// ApplyPod implements cellv1.CellServer.
+func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+	var p corev1.Pod
+	if err := json.Unmarshal(req.GetPodJson(), &p); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "decoding pod: %v", err)
+	}
+	d := pod.Desired{Generation: req.GetGeneration(), Pod: &p}
+	if len(req.GetEnv()) > 0 {
+		d.Env = map[string][]pod.EnvVar{}
+		for name, list := range req.GetEnv() {
+			vars := []pod.EnvVar{}
+			for _, v := range list.GetVars() {
+				vars = append(vars, pod.EnvVar{Name: v.GetName(), Value: v.GetValue()})
+			}
+			d.Env[name] = vars
+		}
+	}
+	for _, c := range req.GetRegistryCredentials() {
+		d.Credentials = append(d.Credentials, runtime.Credential{
+			Server: c.GetServer(), Username: c.GetUsername(), Password: c.GetPassword(), IdentityToken: c.GetIdentityToken(),
+		})
+	}
+	gen, err := s.cfg.Pod.Apply(ctx, d)
+	switch {
+	case errors.Is(err, pod.ErrDeleted), errors.Is(err, pod.ErrAnotherPod):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if gen == req.GetGeneration() {
+		s.log.InfoContext(ctx, "applied pod", "pod", p.Namespace+"/"+p.Name, "generation", gen)
+	}
+	return &cellv1.ApplyPodResponse{Generation: gen}, nil
+}
+
+// WatchStatus implements cellv1.CellServer: the current status first, then
+// every change; changes that come faster than the host reads are
+// coalesced into the latest.
+func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_WatchStatusServer) error {
+	ctx := stream.Context()
+	var sent uint64
+	for {
+		data, gen, seq, changed := s.cfg.Pod.Status()
+		if seq != sent {
+			if err := stream.Send(&cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq}); err != nil {
+				return err
+			}
+			sent = seq
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// Logs implements cellv1.CellServer.
+func (s *Server) Logs(req *cellv1.LogsRequest, stream cellv1.Cell_LogsServer) error {
+	name := req.GetContainer()
+	if name == "" {
+		name = s.cfg.Pod.DefaultContainer()
+	}
+	path, err := s.cfg.Pod.LogPath(name, req.GetPrevious())
+	if err != nil {
+		if errors.Is(err, pod.ErrNoContainer) {
+			return status.Error(codes.NotFound, err.Error())
+		}
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	opts := logs.Options{
+		Follow: req.GetFollow(), TailLines: req.GetTailLines(), Timestamps: req.GetTimestamps(), LimitBytes: req.GetLimitBytes(),
+	}
+	if ss := req.GetSinceSeconds(); ss > 0 {
+		opts.Since = time.Now().Add(-time.Duration(ss) * time.Second)
+	}
+	if st := req.GetSinceTime(); st != nil {
+		opts.Since = st.AsTime()
+	}
+	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&cellv1.LogChunk{Data: b}) }}
+	if err := s.cfg.Logs.Read(stream.Context(), path, opts, w); err != nil {
+		if errors.Is(err, logs.ErrNotFound) {
+			return status.Error(codes.NotFound, err.Error())
+		}
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
+}
+
+type chunkWriter struct{ send func([]byte) error }
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	if err := w.send(append([]byte(nil), p...)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Stats implements cellv1.CellServer.
+func (s *Server) Stats(ctx context.Context, _ *cellv1.StatsRequest) (*cellv1.StatsResponse, error) {
+	resp := &cellv1.StatsResponse{Time: timestamppb.Now()}
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	seen := map[string]bool{}
+	for name, t := range s.cfg.Pod.Tasks() {
+		m, err := t.Metrics(ctx)
+		if err != nil {
+			s.log.WarnContext(ctx, "reading container metrics", "container", name, "error", err)
+			continue
+		}
+		cs := &cellv1.ContainerStats{
+			Name:                    name,
+			CpuUsageCoreNanoSeconds: m.CPUUsageNanos,
+			MemoryWorkingSetBytes:   m.MemoryWorkingSet,
+			MemoryUsageBytes:        m.MemoryUsageBytes,
+		}
+		if prev, ok := s.last[t.ID()]; ok && m.Time.After(prev.Time) && m.CPUUsageNanos >= prev.CPUUsageNanos {
+			cs.CpuUsageNanoCores = uint64(float64(m.CPUUsageNanos-prev.CPUUsageNanos) / m.Time.Sub(prev.Time).Seconds())
+		}
+		s.last[t.ID()] = m
+		seen[t.ID()] = true
+		resp.Containers = append(resp.Containers, cs)
+	}
+	for id := range s.last {
+		if !seen[id] {
+			delete(s.last, id)
+		}
+	}
+	return resp, nil
+}
+
+// DeletePod implements cellv1.CellServer. Deletion goes on if the call's
+// context ends first; a repeated call waits for the same deletion.
+func (s *Server) DeletePod(ctx context.Context, req *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
+	var grace *time.Duration
+	if g := req.GetGracePeriodSeconds(); g >= 0 {
+		d := time.Duration(g) * time.Second
+		grace = &d
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.cfg.Pod.Delete(context.WithoutCancel(ctx), grace) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		return &cellv1.DeletePodResponse{}, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// PortForward implements cellv1.CellServer: it connects to 127.0.0.1:port
+// in the pod's network namespace and copies both ways.
+func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	port := first.GetPort()
+	if port <= 0 || port > 65535 {
+		return status.Errorf(codes.InvalidArgument, "port %d out of range", port)
+	}
+	ctx := stream.Context()
+	conn, err := dialInNetns(ctx, s.cfg.NetNSPath, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "connecting to port %d: %v", port, err)
+	}
+	defer conn.Close()
+	if len(first.GetData()) > 0 {
+		if _, err := conn.Write(first.GetData()); err != nil {
+			return status.Errorf(codes.Unavailable, "writing to port %d: %v", port, err)
+		}
+	}
+	errc := make(chan error, 2)
+	go func() {
+		for {
+			f, err := stream.Recv()
+			if err != nil {
+				errc <- nil
+				return
+			}
+			if len(f.GetData()) > 0 {
+				if _, err := conn.Write(f.GetData()); err != nil {
+					errc <- err
+					return
+				}
+			}
+			if f.GetClose() {
+				if tc, ok := conn.(interface{ CloseWrite() error }); ok {
+					_ = tc.CloseWrite()
+				}
+			}
+		}
+	}()
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := conn.Read(buf)
+			if n > 0 {
+				if serr := stream.Send(&cellv1.PortForwardFrame{Port: port, Data: append([]byte(nil), buf[:n]...)}); serr != nil {
+					errc <- serr
+					return
+				}
+			}
+			if err != nil {
+				errc <- stream.Send(&cellv1.PortForwardFrame{Port: port, Close: true})
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// Exec implements cellv1.CellServer.
+func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil || len(start.GetCommand()) == 0 {
+		return status.Error(codes.InvalidArgument, "the first message must carry start with a command")
+	}
+	name := start.GetContainer()
+	if name == "" {
+		name = s.cfg.Pod.DefaultContainer()
+	}
+	task, err := s.cfg.Pod.Task(name)
+	if err != nil {
+		if errors.Is(err, pod.ErrNoContainer) {
+			return status.Error(codes.NotFound, err.Error())
+		}
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	ctx := stream.Context()
+	out := &execSender{stream: stream}
+	spec := runtime.ExecSpec{Args: start.GetCommand(), TTY: start.GetTty()}
+	if start.GetStdout() || start.GetTty() {
+		spec.Stdout = out.writer(false)
+	}
+	if start.GetStderr() && !start.GetTty() {
+		spec.Stderr = out.writer(true)
+	}
+	var stdinW *io.PipeWriter
+	var stdinEOF chan struct{}
+	if start.GetStdin() {
+		r, w := io.Pipe()
+		stdinW, stdinEOF = w, make(chan struct{})
+		spec.Stdin = &eofReader{r: r, eof: stdinEOF}
+	}
+	proc, err := task.Exec(ctx, spec)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	log := s.log.With("container", name)
+	log.InfoContext(ctx, "exec started", "command", start.GetCommand(), "tty", start.GetTty())
+	if r := first.GetResize(); r != nil && start.GetTty() {
+		_ = proc.Resize(ctx, r.GetWidth(), r.GetHeight())
+	}
+	go s.execInput(ctx, stream, proc, stdinW, stdinEOF, first)
+	code, err := proc.Wait(ctx)
+	if stdinW != nil {
+		_ = stdinW.CloseWithError(io.EOF)
+	}
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	log.InfoContext(ctx, "exec exited", "exitCode", code)
+	return out.send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: code}})
+}
+
+// execInput forwards stdin, resizes and the end of stdin to the process.
+func (s *Server) execInput(ctx context.Context, stream cellv1.Cell_ExecServer, proc runtime.Process, stdinW *io.PipeWriter, stdinEOF chan struct{}, first *cellv1.ExecInput) {
+	closeStdin := func() {
+		if stdinW == nil {
+			return
+		}
+		_ = stdinW.Close()
+		// The copier has written all stdin once it read EOF.
+		select {
+		case <-stdinEOF:
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+		_ = proc.CloseStdin(ctx)
+		stdinW = nil
+	}
+	handle := func(in *cellv1.ExecInput) {
+		if len(in.GetStdin()) > 0 && stdinW != nil {
+			_, _ = stdinW.Write(in.GetStdin())
+		}
+		if r := in.GetResize(); r != nil && in != first {
+			_ = proc.Resize(ctx, r.GetWidth(), r.GetHeight())
+		}
+		if in.GetCloseStdin() {
+			closeStdin()
+		}
+	}
+	handle(first)
+	for {
+		in, err := stream.Recv()
+		if err != nil {
+			// The host went away or half-closed: no more stdin.
+			closeStdin()
+			return
+		}
+		handle(in)
+	}
+}
+
+// eofReader closes eof when its reader returns EOF.
+type eofReader struct {
+	r    io.Reader
+	eof  chan struct{}
+	once sync.Once
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(func() { close(e.eof) })
+	}
+	return n, err
+}
+
+// execSender serialises sends on an exec or attach stream.
+type execSender struct {
+	mu     sync.Mutex
+	stream interface {
+		Send(*cellv1.ExecOutput) error
+	}
+}
+
+func (e *execSender) send(m *cellv1.ExecOutput) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stream.Send(m)
+}
+
+func (e *execSender) writer(stderr bool) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		b := append([]byte(nil), p...)
+		m := &cellv1.ExecOutput{Stdout: b}
+		if stderr {
+			m = &cellv1.ExecOutput{Stderr: b}
+		}
+		if err := e.send(m); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Attach implements cellv1.CellServer for output: it streams what the
+// container's running process writes from now on, split into stdout and
+// stderr, and its exit code once it ends. Stdin and a TTY for the main
+// process are not supported yet (the process is started without them).
+func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return status.Error(codes.InvalidArgument, "the first message must carry start")
+	}
+	if start.GetStdin() || start.GetTty() {
+		return status.Error(codes.Unimplemented, "attaching stdin or a TTY is not supported: containers run without stdin")
+	}
+	name := start.GetContainer()
+	if name == "" {
+		name = s.cfg.Pod.DefaultContainer()
+	}
+	task, err := s.cfg.Pod.Task(name)
+	if err != nil {
+		if errors.Is(err, pod.ErrNoContainer) {
+			return status.Error(codes.NotFound, err.Error())
+		}
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	path, err := s.cfg.Pod.LogPath(name, false)
+	if err != nil {
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	out := &execSender{stream: stream}
+	ctx := stream.Context()
+	err = s.cfg.Logs.Entries(ctx, path, logs.Options{Follow: true, TailLines: 0}, func(e logs.Entry) error {
+		b := append([]byte(nil), e.Content...)
+		if !e.Partial {
+			b = append(b, '\n')
+		}
+		switch {
+		case e.Stream == logs.Stderr && start.GetStderr():
+			return out.send(&cellv1.ExecOutput{Stderr: b})
+		case e.Stream == logs.Stdout && start.GetStdout():
+			return out.send(&cellv1.ExecOutput{Stdout: b})
+		}
+		return nil
+	})
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	select {
+	case <-task.Exited():
+		return out.send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: task.Status().Code}})
+	case <-ctx.Done():
+		return nil
+	}
+}

@@ -1,0 +1,43 @@
+// Package cell is the cell agent, kip-cell: Run wires the containerd
+// runtime (cell/runtime), the pod state machine (cell/pod), the log store
+// (cell/logs) and the gRPC service (cell/agent) together and serves the
+// host over mutual TLS on port 6421 (cell/api).
+//
+// # One cell, one pod, one containerd namespace
+//
+// Every cell runs one pod. Its containers live in the containerd namespace
+// "kip-<cellID>", so many cells can share one containerd daemon (the local
+// plugin's case) without seeing each other's containers, and the agent can
+// remove everything of its cell by removing that namespace. The agent
+// cleans the namespace when it starts (left-overs of a previous agent) and
+// when it stops (the cell is going away).
+//
+// # Networks: where containers run and where images come from
+//
+// Containers join the network namespace given by --netns: by default the
+// agent's own (/proc/self/ns/net). The pod IP is whatever address that
+// namespace has; the agent reports it (--pod-ip, default $KIP_CELL_ADDRESS)
+// as podIP and hostIP. On a cloud cell the agent and the pod share the
+// instance's network, and with the local plugin the agent is started inside
+// the cell's namespace with `ip netns exec`, so in both cases the default
+// is right and nothing is configured.
+//
+// Image pulls are made by the agent process (the containerd client
+// resolves and fetches, then streams into the daemon), from the agent's
+// network namespace — the pod's. This keeps cloud cells simple (the
+// instance reaches its registries like any machine) and means that a
+// registry must be reachable from the cell: with the local plugin in netns
+// mode a registry on the machine's 127.0.0.1 is NOT reachable; run it on an
+// address the cell routes to (the bridge gateway, or 0.0.0.0 and advertise
+// the gateway). The agent does not reach back into the root namespace for
+// pulls: that would be a local-only special case with its own privileges.
+//
+// Plain HTTP is used for loopback registries and for those named with
+// --insecure-registry (repeatable, host or host:port); every other registry
+// is pulled from over HTTPS. A per-cluster list would belong in the
+// Bootstrap document (proposal: Bootstrap.InsecureRegistries []string, set
+// from the host's config); until cell/api has it, the local plugin passes
+// the flag through its agentArgs.
+//
+// It imports the cell packages, cell/api, containerd's client and gRPC.
+package cell

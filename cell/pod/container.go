@@ -1,0 +1,492 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/runtime"
+)
+
+// containerState is one container's status and its running attempt. All
+// fields are guarded by Manager.mu.
+type containerState struct {
+	name   string
+	isInit bool
+	status corev1.ContainerStatus
+	// task is the running attempt, nil between attempts.
+	task runtime.Task
+	// attempts is how many attempts were started (log file numbers).
+	attempts int
+	// succeeded: an init container that exited 0.
+	succeeded bool
+}
+
+func newContainerState(name, image string, isInit, afterInits bool) *containerState {
+	reason := "ContainerCreating"
+	if isInit || afterInits {
+		reason = "PodInitializing"
+	}
+	return &containerState{name: name, isInit: isInit, status: corev1.ContainerStatus{
+		Name: name, Image: image,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}},
+	}}
+}
+
+// runContainer runs a container's attempts until it should not restart or
+// the pod is deleted. It reports whether the container completed
+// successfully (what an init container must do before the next may start).
+func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
+	log := m.log.With("container", cs.name)
+	var (
+		delay   time.Duration // next restart back-off
+		pullDly time.Duration
+		img     runtime.Image
+		pulled  string // the image ref img was pulled for
+	)
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		c, d, specCh := m.containerSpec(cs)
+		if c == nil {
+			return false
+		}
+		// Pull (IfNotPresent is cheap once the image is there).
+		if pulled != c.Image {
+			m.update(func() {
+				cs.status.Image = c.Image
+				if cs.status.State.Waiting != nil && cs.status.State.Waiting.Reason == "PodInitializing" && !cs.isInit {
+					cs.status.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+				}
+			})
+			var err error
+			img, err = m.cfg.Runtime.EnsureImage(ctx, c.Image, pullPolicy(c), d.Credentials)
+			if err != nil {
+				if ctx.Err() != nil {
+					return false
+				}
+				pullDly = m.nextDelay(pullDly)
+				log.WarnContext(ctx, "pulling image", "image", c.Image, "error", err, "retryIn", pullDly)
+				reason, msg := pullFailure(c.Image, err)
+				m.update(func() { cs.status.State = waiting(reason, msg) })
+				// Show ErrImagePull for a moment, as the kubelet does, then
+				// ImagePullBackOff until the retry.
+				if !sleep(ctx, min(pullDly/4, time.Second)) {
+					return false
+				}
+				if reason == "ErrImagePull" {
+					m.update(func() {
+						cs.status.State = waiting("ImagePullBackOff",
+							fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", c.Image, msg))
+					})
+				}
+				if !sleep(ctx, pullDly-min(pullDly/4, time.Second)) {
+					return false
+				}
+				continue
+			}
+			pullDly, pulled = 0, c.Image
+		}
+
+		ranFor, exit, ok := m.runAttempt(ctx, cs, c, d, img, specCh)
+		if !ok {
+			return false
+		}
+		if ranFor >= m.cfg.Backoff.Reset {
+			delay = 0
+		}
+		policy := d.Pod.Spec.RestartPolicy
+		if cs.isInit && policy == corev1.RestartPolicyAlways {
+			policy = corev1.RestartPolicyOnFailure
+		}
+		switch {
+		case exit == nil:
+			// Restarted for a new spec: no back-off.
+			continue
+		case cs.isInit && exit.Code == 0:
+			m.update(func() { cs.succeeded = true })
+			return true
+		case policy == corev1.RestartPolicyNever,
+			policy == corev1.RestartPolicyOnFailure && exit.Code == 0:
+			if cs.isInit {
+				m.update(func() { m.initFail = true })
+			}
+			return exit.Code == 0
+		}
+		delay = m.nextDelay(delay)
+		log.InfoContext(ctx, "container exited, restarting after back-off", "exitCode", exit.Code, "backoff", delay)
+		m.update(func() {
+			cs.status.LastTerminationState = cs.status.State
+			cs.status.State = waiting("CrashLoopBackOff",
+				fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
+					delay, cs.name, d.Pod.Name, d.Pod.Namespace, d.Pod.UID))
+		})
+		if !sleep(ctx, delay) {
+			return false
+		}
+	}
+}
+
+// runAttempt starts one attempt and waits for it to end. exit is nil when
+// the attempt was stopped because the desired spec changed; ok is false
+// when the pod is being deleted (the attempt has then been stopped).
+func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
+	log := m.log.With("container", cs.name)
+	m.mu.Lock()
+	attempt := cs.attempts
+	cs.attempts++
+	m.mu.Unlock()
+	lf, err := m.cfg.Logs.Create(cs.name, attempt)
+	if err != nil {
+		log.ErrorContext(ctx, "creating log file", "error", err)
+		m.update(func() { cs.status.State = waiting("CreateContainerError", err.Error()) })
+		return 0, &runtime.ExitStatus{Code: 128}, true
+	}
+	spec := m.containerRuntimeSpec(cs, c, d, img, attempt)
+	spec.Stdout, spec.Stderr = lf.Stream(logs.Stdout), lf.Stream(logs.Stderr)
+	task, err := m.cfg.Runtime.Start(context.WithoutCancel(ctx), spec)
+	if err != nil {
+		_ = lf.Close()
+		log.WarnContext(ctx, "starting container", "error", err)
+		now := metav1.NewTime(m.now())
+		m.update(func() {
+			if attempt > 0 {
+				cs.status.RestartCount++
+			}
+			cs.status.LastTerminationState = corev1.ContainerState{}
+			cs.status.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 128, Reason: "StartError", Message: err.Error(), StartedAt: now, FinishedAt: now,
+			}}
+		})
+		return 0, &runtime.ExitStatus{Code: 128}, true
+	}
+	started := task.StartedAt()
+	m.update(func() {
+		if attempt > 0 {
+			cs.status.RestartCount++
+			if cs.status.State.Terminated != nil {
+				cs.status.LastTerminationState = cs.status.State
+			}
+		}
+		cs.task = task
+		cs.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
+		cs.status.ContainerID = "containerd://" + task.ID()
+		cs.status.ImageID = img.ID
+		cs.status.Image = c.Image
+		t := true
+		cs.status.Started = &t
+		// No probes yet: a running container is ready.
+		cs.status.Ready = !cs.isInit
+	})
+	log.InfoContext(ctx, "container started", "id", task.ID(), "attempt", attempt)
+
+	restartForSpec := false
+	select {
+	case <-task.Exited():
+	case <-ctx.Done():
+		m.stop(cs, task, img)
+	case <-m.imageChanged(cs, c.Image, specCh):
+		restartForSpec = true
+		log.InfoContext(ctx, "image changed, restarting container")
+		m.stop(cs, task, img)
+	}
+	<-task.Exited()
+	st := task.Status()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	if err := task.Delete(dctx); err != nil {
+		log.WarnContext(ctx, "deleting container", "error", err)
+	}
+	cancel()
+	if err := lf.Close(); err != nil {
+		log.WarnContext(ctx, "closing log", "error", err)
+	}
+	reason := "Completed"
+	switch {
+	case st.OOMKilled:
+		reason = "OOMKilled"
+	case st.Code != 0:
+		reason = "Error"
+	}
+	log.InfoContext(ctx, "container exited", "exitCode", st.Code, "reason", reason)
+	m.update(func() {
+		cs.task = nil
+		cs.status.Ready = false
+		f := false
+		cs.status.Started = &f
+		cs.status.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: st.Code, Reason: reason, StartedAt: metav1.NewTime(started),
+			FinishedAt: metav1.NewTime(st.ExitedAt), ContainerID: cs.status.ContainerID,
+		}}
+	})
+	if ctx.Err() != nil {
+		return 0, nil, false
+	}
+	if restartForSpec {
+		return 0, nil, true
+	}
+	return st.ExitedAt.Sub(started), &st, true
+}
+
+// imageChanged returns a channel closed once a newer desired spec gives
+// the container another image.
+func (m *Manager) imageChanged(cs *containerState, image string, specCh <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		ch := specCh
+		for {
+			select {
+			case <-ch:
+			case <-cs.exitedOrNil(m):
+				return
+			}
+			c, _, next := m.containerSpec(cs)
+			if c == nil || c.Image != image {
+				close(out)
+				return
+			}
+			ch = next
+		}
+	}()
+	return out
+}
+
+// exitedOrNil returns the running task's exit channel (or a closed one).
+func (cs *containerState) exitedOrNil(m *Manager) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cs.task == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return cs.task.Exited()
+}
+
+// stop sends the stop signal, then SIGKILL after the grace period.
+func (m *Manager) stop(cs *containerState, task runtime.Task, img runtime.Image) {
+	ctx := context.Background()
+	m.mu.Lock()
+	grace := m.grace
+	if !m.deleting && m.desired != nil && m.desired.Pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = time.Duration(*m.desired.Pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	m.mu.Unlock()
+	sig := stopSignal(img.Config.StopSignal)
+	log := m.log.With("container", cs.name)
+	log.InfoContext(ctx, "stopping container", "signal", unix.SignalName(sig), "grace", grace)
+	if grace > 0 {
+		if err := task.Signal(ctx, sig, false); err != nil {
+			log.WarnContext(ctx, "signalling container", "error", err)
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-task.Exited():
+			return
+		case <-t.C:
+		}
+	}
+	if err := task.Signal(ctx, syscall.SIGKILL, true); err != nil {
+		log.WarnContext(ctx, "killing container", "error", err)
+	}
+}
+
+// containerSpec returns the container's desired spec, the desired pod and
+// a channel closed when it changes.
+func (m *Manager) containerSpec(cs *containerState) (*corev1.Container, *Desired, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.desired.Pod.Spec.Containers
+	if cs.isInit {
+		list = m.desired.Pod.Spec.InitContainers
+	}
+	for i := range list {
+		if list[i].Name == cs.name {
+			return &list[i], m.desired, m.specCh
+		}
+	}
+	return nil, m.desired, m.specCh
+}
+
+// containerRuntimeSpec resolves a container attempt for the runtime.
+func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, attempt int) runtime.ContainerSpec {
+	var env []string
+	vars := map[string]string{}
+	if resolved, ok := d.Env[c.Name]; ok {
+		for _, e := range resolved {
+			env = append(env, e.Name+"="+e.Value)
+			vars[e.Name] = e.Value
+		}
+	} else {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil {
+				continue
+			}
+			v := expand(e.Value, vars)
+			env = append(env, e.Name+"="+v)
+			vars[e.Name] = v
+		}
+	}
+	var args []string
+	switch {
+	case len(c.Command) > 0:
+		args = append(append(args, c.Command...), c.Args...)
+	case len(c.Args) > 0:
+		args = append(append(args, img.Config.Entrypoint...), c.Args...)
+	default:
+		args = append(append(args, img.Config.Entrypoint...), img.Config.Cmd...)
+	}
+	if len(c.Command) > 0 || len(c.Args) > 0 {
+		for i := range args {
+			args[i] = expand(args[i], vars)
+		}
+	}
+	hostname := d.Pod.Spec.Hostname
+	if hostname == "" {
+		hostname = d.Pod.Name
+	}
+	if len(hostname) > 63 {
+		hostname = strings.TrimRight(hostname[:63], "-.")
+	}
+	var res runtime.Resources
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+		res.MemoryLimitBytes = q.Value()
+	}
+	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		res.CPUQuotaMillis = q.MilliValue()
+	}
+	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+		res.CPUShares = max(uint64(q.MilliValue())*1024/1000, 2)
+	}
+	return runtime.ContainerSpec{
+		ID:         c.Name + "-" + strconv.Itoa(attempt),
+		Name:       c.Name,
+		Image:      img,
+		Args:       args,
+		Env:        env,
+		WorkingDir: c.WorkingDir,
+		Hostname:   hostname,
+		NetNSPath:  m.cfg.NetNSPath,
+		Resources:  res,
+	}
+}
+
+// expand replaces $(VAR) with defined variables and $$ with $, as the
+// kubelet does for env values, command and args.
+func expand(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteByte(s[i])
+				continue
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+func pullPolicy(c *corev1.Container) runtime.PullPolicy {
+	switch c.ImagePullPolicy {
+	case corev1.PullAlways:
+		return runtime.PullAlways
+	case corev1.PullNever:
+		return runtime.PullNever
+	case corev1.PullIfNotPresent:
+		return runtime.PullIfNotPresent
+	}
+	// Defaulting, as the API server does.
+	ref := c.Image
+	if i := strings.LastIndexByte(ref, '/'); i >= 0 {
+		ref = ref[i+1:]
+	}
+	if strings.Contains(ref, "@") || (strings.Contains(ref, ":") && !strings.HasSuffix(ref, ":latest")) {
+		return runtime.PullIfNotPresent
+	}
+	return runtime.PullAlways
+}
+
+func pullFailure(image string, err error) (reason, message string) {
+	if errors.Is(err, runtime.ErrImageNeverPull) {
+		return "ErrImageNeverPull", fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+	}
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, runtime.ErrImagePull.Error()+": ")
+	return "ErrImagePull", msg
+}
+
+func waiting(reason, message string) corev1.ContainerState {
+	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}
+}
+
+// nextDelay doubles the back-off delay from Initial up to Max.
+func (m *Manager) nextDelay(prev time.Duration) time.Duration {
+	if prev <= 0 {
+		return m.cfg.Backoff.Initial
+	}
+	return min(2*prev, m.cfg.Backoff.Max)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// stopSignal parses an image's StopSignal ("SIGQUIT", "QUIT", "3").
+func stopSignal(s string) syscall.Signal {
+	if s == "" {
+		return syscall.SIGTERM
+	}
+	if n, err := strconv.Atoi(s); err == nil && n > 0 && n < 65 {
+		return syscall.Signal(n)
+	}
+	s = strings.ToUpper(s)
+	if !strings.HasPrefix(s, "SIG") {
+		s = "SIG" + s
+	}
+	if sig := unix.SignalNum(s); sig != 0 {
+		return sig
+	}
+	return syscall.SIGTERM
+}

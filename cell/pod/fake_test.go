@@ -1,0 +1,172 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kipcell/kip/cell/runtime"
+)
+
+// fakeRuntime is a hand-written runtime.Runtime: tests script what each
+// started container does through onStart.
+type fakeRuntime struct {
+	mu       sync.Mutex
+	pullErr  map[string]error // by image ref
+	pulls    []string
+	started  []runtime.ContainerSpec
+	tasks    []*fakeTask
+	cleanups int
+	// onStart decides what a started container does; nil: it runs until
+	// signalled.
+	onStart func(spec runtime.ContainerSpec, t *fakeTask)
+}
+
+func newFakeRuntime() *fakeRuntime { return &fakeRuntime{pullErr: map[string]error{}} }
+
+func (f *fakeRuntime) EnsureImage(_ context.Context, ref string, _ runtime.PullPolicy, _ []runtime.Credential) (runtime.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pulls = append(f.pulls, ref)
+	if err := f.pullErr[ref]; err != nil {
+		return runtime.Image{}, fmt.Errorf("%w: %w", runtime.ErrImagePull, err)
+	}
+	return runtime.Image{Ref: ref, ID: ref + "@sha256:0000", Config: runtime.ImageConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"cmd"}}}, nil
+}
+
+func (f *fakeRuntime) setPullErr(ref string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pullErr[ref] = err
+}
+
+func (f *fakeRuntime) Start(_ context.Context, spec runtime.ContainerSpec) (runtime.Task, error) {
+	t := &fakeTask{id: spec.ID, started: time.Now(), exited: make(chan struct{})}
+	f.mu.Lock()
+	f.started = append(f.started, spec)
+	f.tasks = append(f.tasks, t)
+	onStart := f.onStart
+	f.mu.Unlock()
+	if onStart != nil {
+		onStart(spec, t)
+	}
+	return t, nil
+}
+
+func (f *fakeRuntime) Cleanup(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.tasks {
+		if !t.isExited() {
+			return errors.New("cleanup with a running task")
+		}
+	}
+	f.cleanups++
+	return nil
+}
+
+// startedNames returns the container names in start order.
+func (f *fakeRuntime) startedNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, s := range f.started {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func (f *fakeRuntime) startedSpecs() []runtime.ContainerSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]runtime.ContainerSpec(nil), f.started...)
+}
+
+type fakeTask struct {
+	id      string
+	started time.Time
+
+	mu         sync.Mutex
+	exited     chan struct{}
+	status     runtime.ExitStatus
+	signals    []syscall.Signal
+	ignoreTerm bool
+	deleted    bool
+}
+
+func (t *fakeTask) ID() string              { return t.id }
+func (t *fakeTask) Pid() uint32             { return 1 }
+func (t *fakeTask) StartedAt() time.Time    { return t.started }
+func (t *fakeTask) Exited() <-chan struct{} { return t.exited }
+
+func (t *fakeTask) Status() runtime.ExitStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+func (t *fakeTask) isExited() bool {
+	select {
+	case <-t.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// exit ends the task with code (once).
+func (t *fakeTask) exit(code int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.exited:
+		return
+	default:
+	}
+	t.status = runtime.ExitStatus{Code: code, ExitedAt: time.Now()}
+	close(t.exited)
+}
+
+// exitAfter ends the task with code after d.
+func (t *fakeTask) exitAfter(d time.Duration, code int32) {
+	go func() { time.Sleep(d); t.exit(code) }()
+}
+
+func (t *fakeTask) Signal(_ context.Context, sig syscall.Signal, _ bool) error {
+	t.mu.Lock()
+	t.signals = append(t.signals, sig)
+	ignore := t.ignoreTerm
+	t.mu.Unlock()
+	switch {
+	case sig == syscall.SIGKILL:
+		t.exit(137)
+	case !ignore:
+		t.exit(128 + int32(sig))
+	}
+	return nil
+}
+
+func (t *fakeTask) gotSignals() []syscall.Signal {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]syscall.Signal(nil), t.signals...)
+}
+
+func (t *fakeTask) Delete(context.Context) error {
+	t.exit(137)
+	t.mu.Lock()
+	t.deleted = true
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *fakeTask) Exec(context.Context, runtime.ExecSpec) (runtime.Process, error) {
+	return nil, errors.New("fake: no exec")
+}
+
+func (t *fakeTask) Metrics(context.Context) (runtime.Metrics, error) {
+	return runtime.Metrics{Time: time.Now()}, nil
+}

@@ -1,0 +1,331 @@
+package pod
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/runtime"
+)
+
+// Backoff is the restart and image-pull back-off.
+type Backoff struct {
+	// Initial is the first delay (kubelet: 10s); it doubles up to Max.
+	Initial time.Duration
+	// Max caps the delay (kubelet: 5m).
+	Max time.Duration
+	// Reset: a run that lasted this long resets the delay (kubelet: 10m).
+	Reset time.Duration
+}
+
+// DefaultBackoff is the kubelet's.
+var DefaultBackoff = Backoff{Initial: 10 * time.Second, Max: 5 * time.Minute, Reset: 10 * time.Minute}
+
+// Config is what a Manager needs.
+type Config struct {
+	Runtime runtime.Runtime
+	Logs    *logs.Store
+	// PodIP is the pod's (and the cell's) address; HostIP the address the
+	// pod reports as its host's (the cell's too).
+	PodIP, HostIP string
+	// NetNSPath is the network namespace every container joins.
+	NetNSPath string
+	Backoff   Backoff
+	Logger    *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// EnvVar is one resolved environment variable.
+type EnvVar struct{ Name, Value string }
+
+// Desired is one ApplyPod: the pod and what the host resolved for it.
+type Desired struct {
+	Generation int64
+	Pod        *corev1.Pod
+	// Env is the resolved environment per container name; a container
+	// missing here gets the literal values of its spec.
+	Env         map[string][]EnvVar
+	Credentials []runtime.Credential
+}
+
+// Errors of Apply.
+var (
+	ErrDeleted     = errors.New("pod is deleted")
+	ErrAnotherPod  = errors.New("cell already runs another pod")
+	ErrNoContainer = errors.New("no such container")
+)
+
+// Manager runs one pod.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+
+	mu        sync.Mutex
+	desired   *Desired
+	started   bool
+	deleting  bool
+	deleted   bool
+	grace     time.Duration
+	cancel    context.CancelFunc
+	workers   sync.WaitGroup
+	specCh    chan struct{} // closed and replaced when the desired pod changes
+	startTime *metav1.Time
+	inits     []*containerState
+	apps      []*containerState
+	initDone  bool
+	initFail  bool
+
+	// Published status.
+	status     corev1.PodStatus
+	statusJSON []byte
+	seq        uint64
+	changed    chan struct{} // closed and replaced on every published change
+}
+
+// New returns a Manager; nothing runs until the first Apply.
+func New(cfg Config) *Manager {
+	if cfg.Backoff == (Backoff{}) {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{})}
+	m.publishLocked()
+	return m
+}
+
+// Apply hands the manager a desired pod. It returns the generation the
+// manager now works towards: d.Generation, or a higher one it already has
+// (then d is ignored).
+func (m *Manager) Apply(ctx context.Context, d Desired) (int64, error) {
+	if d.Pod == nil {
+		return 0, errors.New("applying pod: no pod")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.deleting {
+		return 0, fmt.Errorf("applying pod %s: %w", d.Pod.Name, ErrDeleted)
+	}
+	if m.desired != nil {
+		if m.desired.Pod.UID != d.Pod.UID {
+			return 0, fmt.Errorf("applying pod %s (uid %s) over %s: %w", d.Pod.Name, d.Pod.UID, m.desired.Pod.UID, ErrAnotherPod)
+		}
+		if d.Generation <= m.desired.Generation {
+			return m.desired.Generation, nil
+		}
+	}
+	dd := d
+	m.desired = &dd
+	close(m.specCh)
+	m.specCh = make(chan struct{})
+	if !m.started {
+		m.started = true
+		// Set once, before any worker reads it.
+		m.log = m.cfg.Logger.With("pod", d.Pod.Namespace+"/"+d.Pod.Name)
+		t := metav1.NewTime(m.now())
+		m.startTime = &t
+		for _, c := range d.Pod.Spec.InitContainers {
+			m.inits = append(m.inits, newContainerState(c.Name, c.Image, true, false))
+		}
+		for _, c := range d.Pod.Spec.Containers {
+			m.apps = append(m.apps, newContainerState(c.Name, c.Image, false, len(d.Pod.Spec.InitContainers) > 0))
+		}
+		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		m.cancel = cancel
+		m.workers.Add(1)
+		go func() {
+			defer m.workers.Done()
+			m.run(runCtx)
+		}()
+	}
+	m.publishLocked()
+	return d.Generation, nil
+}
+
+// Delete stops the pod's containers, giving each grace between its stop
+// signal and SIGKILL (nil: the pod's terminationGracePeriodSeconds), and
+// removes everything from the runtime. It returns once all is gone.
+func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
+	m.mu.Lock()
+	if !m.deleting {
+		m.deleting = true
+		m.grace = 30 * time.Second
+		if grace != nil {
+			m.grace = max(*grace, 0)
+		} else if m.desired != nil && m.desired.Pod.Spec.TerminationGracePeriodSeconds != nil {
+			m.grace = time.Duration(*m.desired.Pod.Spec.TerminationGracePeriodSeconds) * time.Second
+		}
+		if m.cancel != nil {
+			m.cancel()
+		}
+	}
+	grace2, log := m.grace, m.log
+	m.mu.Unlock()
+	log.InfoContext(ctx, "deleting pod", "grace", grace2)
+
+	done := make(chan struct{})
+	go func() { m.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("deleting pod: %w", ctx.Err())
+	}
+	if err := m.cfg.Runtime.Cleanup(ctx); err != nil {
+		return fmt.Errorf("deleting pod: %w", err)
+	}
+	m.mu.Lock()
+	m.deleted = true
+	m.publishLocked()
+	m.mu.Unlock()
+	return nil
+}
+
+// Status returns the current status, the generation it reflects, its
+// sequence number and a channel closed at the next change.
+func (m *Manager) Status() (status []byte, generation int64, seq uint64, changed <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var gen int64
+	if m.desired != nil {
+		gen = m.desired.Generation
+	}
+	return m.statusJSON, gen, m.seq, m.changed
+}
+
+// PodStatus returns a copy of the current status.
+func (m *Manager) PodStatus() corev1.PodStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return *m.status.DeepCopy()
+}
+
+// Task returns the running task of a container.
+func (m *Manager) Task(container string) (runtime.Task, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := m.findLocked(container)
+	if cs == nil {
+		return nil, fmt.Errorf("container %q: %w", container, ErrNoContainer)
+	}
+	if cs.task == nil {
+		return nil, fmt.Errorf("container %q is not running", container)
+	}
+	return cs.task, nil
+}
+
+// Tasks returns the running tasks by container name.
+func (m *Manager) Tasks() map[string]runtime.Task {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]runtime.Task{}
+	for _, cs := range append(append([]*containerState(nil), m.inits...), m.apps...) {
+		if cs.task != nil {
+			out[cs.name] = cs.task
+		}
+	}
+	return out
+}
+
+// LogPath returns the log file of a container's latest attempt, or of the
+// one before with previous.
+func (m *Manager) LogPath(container string, previous bool) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := m.findLocked(container)
+	if cs == nil {
+		return "", fmt.Errorf("container %q: %w", container, ErrNoContainer)
+	}
+	attempt := cs.attempts - 1
+	if previous {
+		attempt--
+	}
+	if attempt < 0 {
+		if previous {
+			return "", fmt.Errorf("previous terminated container %q not found", container)
+		}
+		return "", fmt.Errorf("container %q has not started yet", container)
+	}
+	return m.cfg.Logs.Path(container, attempt), nil
+}
+
+// DefaultContainer returns the pod's first app container, for requests
+// that name none.
+func (m *Manager) DefaultContainer() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.apps) == 0 {
+		return ""
+	}
+	return m.apps[0].name
+}
+
+func (m *Manager) findLocked(name string) *containerState {
+	for _, cs := range append(append([]*containerState(nil), m.inits...), m.apps...) {
+		if cs.name == name {
+			return cs
+		}
+	}
+	return nil
+}
+
+// run is the pod's life: init containers in order, then app containers.
+func (m *Manager) run(ctx context.Context) {
+	for _, cs := range m.inits {
+		if !m.runContainer(ctx, cs) {
+			return
+		}
+	}
+	m.mu.Lock()
+	m.initDone = true
+	m.publishLocked()
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, cs := range m.apps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.runContainer(ctx, cs)
+		}()
+	}
+	wg.Wait()
+}
+
+// update changes a container's status under the lock and publishes.
+func (m *Manager) update(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f()
+	m.publishLocked()
+}
+
+// publishLocked recomputes the status and tells watchers if it changed.
+func (m *Manager) publishLocked() {
+	st := m.computeStatusLocked()
+	data, err := json.Marshal(st)
+	if err != nil {
+		m.log.Error("encoding pod status", "error", err)
+		return
+	}
+	if string(data) == string(m.statusJSON) {
+		return
+	}
+	m.status, m.statusJSON = st, data
+	m.seq++
+	close(m.changed)
+	m.changed = make(chan struct{})
+}

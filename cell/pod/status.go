@@ -1,0 +1,178 @@
+package pod
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// computeStatusLocked builds the pod status from the container states, as
+// the kubelet's status manager does. Conditions keep their transition time
+// while their status does not change.
+func (m *Manager) computeStatusLocked() corev1.PodStatus {
+	st := corev1.PodStatus{Phase: corev1.PodPending, StartTime: m.startTime}
+	if m.cfg.PodIP != "" {
+		st.PodIP = m.cfg.PodIP
+		st.PodIPs = []corev1.PodIP{{IP: m.cfg.PodIP}}
+	}
+	if m.cfg.HostIP != "" {
+		st.HostIP = m.cfg.HostIP
+		st.HostIPs = []corev1.HostIP{{IP: m.cfg.HostIP}}
+	}
+	if m.desired == nil {
+		return st
+	}
+	for _, cs := range m.inits {
+		st.InitContainerStatuses = append(st.InitContainerStatuses, *cs.status.DeepCopy())
+	}
+	for _, cs := range m.apps {
+		st.ContainerStatuses = append(st.ContainerStatuses, *cs.status.DeepCopy())
+	}
+	st.Phase = m.phaseLocked()
+	if m.deleted && st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
+		st.Phase = corev1.PodFailed
+		if m.allExitedZeroLocked() {
+			st.Phase = corev1.PodSucceeded
+		}
+	}
+	st.QOSClass = qosClass(m.desired.Pod)
+
+	completed := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
+	initialized := m.initDone
+	var incompleteInit []string
+	for _, cs := range m.inits {
+		if !cs.succeeded {
+			incompleteInit = append(incompleteInit, cs.name)
+		}
+	}
+	var unready []string
+	for _, cs := range m.apps {
+		if !cs.status.Ready {
+			unready = append(unready, cs.name)
+		}
+	}
+	cond := func(t corev1.PodConditionType, ok bool, reason, msg string) corev1.PodCondition {
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+		if ok {
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
+		}
+		if completed {
+			c.Reason = "PodCompleted"
+			c.Message = ""
+		}
+		return c
+	}
+	initCond := cond(corev1.PodInitialized, initialized || (completed && len(incompleteInit) == 0), "ContainersNotInitialized",
+		fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
+	readyMsg := fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	reason := "ContainersNotReady"
+	if !initialized {
+		readyMsg = fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " "))
+		reason = "ContainersNotInitialized"
+	}
+	ready := initialized && len(unready) == 0 && !completed
+	st.Conditions = []corev1.PodCondition{
+		initCond,
+		cond(corev1.ContainersReady, ready, reason, readyMsg),
+		cond(corev1.PodReady, ready, reason, readyMsg),
+	}
+	now := metav1.NewTime(m.now())
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.LastTransitionTime = now
+		for _, old := range m.status.Conditions {
+			if old.Type == c.Type && old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	return st
+}
+
+// phaseLocked is the kubelet's getPhase.
+func (m *Manager) phaseLocked() corev1.PodPhase {
+	if m.initFail {
+		return corev1.PodFailed
+	}
+	if !m.initDone {
+		return corev1.PodPending
+	}
+	var running, waiting, stopped, succeeded int
+	for _, cs := range m.apps {
+		s := cs.status
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.State.Waiting != nil:
+			if s.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		}
+	}
+	switch policy := m.desired.Pod.Spec.RestartPolicy; {
+	case waiting > 0:
+		return corev1.PodPending
+	case running > 0:
+		return corev1.PodRunning
+	case stopped > 0:
+		switch policy {
+		case corev1.RestartPolicyNever:
+			if stopped == succeeded {
+				return corev1.PodSucceeded
+			}
+			return corev1.PodFailed
+		case corev1.RestartPolicyOnFailure:
+			if stopped == succeeded {
+				return corev1.PodSucceeded
+			}
+			return corev1.PodRunning
+		default:
+			return corev1.PodRunning
+		}
+	}
+	return corev1.PodPending
+}
+
+func (m *Manager) allExitedZeroLocked() bool {
+	for _, cs := range m.apps {
+		t := cs.status.State.Terminated
+		if t == nil || t.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// qosClass is the pod's QoS class, as the API server computes it.
+func qosClass(p *corev1.Pod) corev1.PodQOSClass {
+	all := append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...)
+	any, guaranteed := false, true
+	for _, c := range all {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+				any = true
+			}
+			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}

@@ -1,0 +1,132 @@
+package cell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+
+	"github.com/kipcell/kip/cell/agent"
+	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/pod"
+	"github.com/kipcell/kip/cell/runtime"
+)
+
+// Config is the agent's configuration, from flags and the bootstrap.
+type Config struct {
+	Bootstrap *api.Bootstrap
+	// ContainerdAddress is containerd's socket.
+	ContainerdAddress string
+	// NetNSPath is the network namespace the containers join; empty means
+	// the agent's own.
+	NetNSPath string
+	// StateDir holds logs and FIFOs.
+	StateDir string
+	// PodIP is reported as podIP and hostIP.
+	PodIP string
+	// Listen is the gRPC address; empty means Bootstrap.ListenAddress, else
+	// PodIP:6421, else :6421.
+	Listen string
+	// InsecureRegistries are pulled from over plain HTTP.
+	InsecureRegistries []string
+	// RuncRoot is runc's state directory; empty means containerd's default.
+	RuncRoot string
+	// Backoff is the restart back-off; zero means the kubelet's.
+	Backoff pod.Backoff
+	// StopGrace bounds the grace given to the containers when the agent
+	// itself stops.
+	StopGrace time.Duration
+	Logger    *slog.Logger
+	// Ready, when set, is called with the listener's address once the
+	// agent serves.
+	Ready func(addr net.Addr)
+}
+
+// Namespace is the containerd namespace of a cell.
+func Namespace(cellID string) string { return "kip-" + cellID }
+
+// ListenAddress resolves the address the agent listens on.
+func (c *Config) ListenAddress() string {
+	switch {
+	case c.Listen != "":
+		return c.Listen
+	case c.Bootstrap != nil && c.Bootstrap.ListenAddress != "":
+		return c.Bootstrap.ListenAddress
+	case c.PodIP != "":
+		return net.JoinHostPort(c.PodIP, strconv.Itoa(api.Port))
+	}
+	return ":" + strconv.Itoa(api.Port)
+}
+
+// Run runs the agent until ctx ends; then it stops the pod and removes it
+// from containerd.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Bootstrap == nil {
+		return errors.New("running cell agent: no bootstrap")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("cell", cfg.Bootstrap.CellID)
+	tlsConfig, err := api.ServerTLSConfig(cfg.Bootstrap)
+	if err != nil {
+		return fmt.Errorf("running cell agent: %w", err)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	c, err := client.New(cfg.ContainerdAddress, client.WithTimeout(10*time.Second))
+	if err != nil {
+		return fmt.Errorf("connecting to containerd at %s: %w", cfg.ContainerdAddress, err)
+	}
+	defer c.Close()
+	rt, err := runtime.NewContainerd(c, runtime.ContainerdConfig{
+		Namespace:          Namespace(cfg.Bootstrap.CellID),
+		StateDir:           cfg.StateDir,
+		RuncRoot:           cfg.RuncRoot,
+		InsecureRegistries: cfg.InsecureRegistries,
+		Logger:             log,
+	})
+	if err != nil {
+		return fmt.Errorf("running cell agent: %w", err)
+	}
+	if err := rt.Cleanup(ctx); err != nil {
+		log.WarnContext(ctx, "cleaning up left-overs of an earlier agent", "error", err)
+	}
+	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
+	mgr := pod.New(pod.Config{
+		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
+		NetNSPath: cfg.NetNSPath, Backoff: cfg.Backoff, Logger: log,
+	})
+	srv := agent.New(agent.Config{Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Logger: log})
+
+	lis, err := net.Listen("tcp", cfg.ListenAddress())
+	if err != nil {
+		return fmt.Errorf("listening for the host: %w", err)
+	}
+	log.InfoContext(ctx, "cell agent serving", "address", lis.Addr().String(), "namespace", Namespace(cfg.Bootstrap.CellID))
+	if cfg.Ready != nil {
+		cfg.Ready(lis.Addr())
+	}
+	serveErr := agent.Serve(ctx, lis, tlsConfig, srv)
+
+	grace := cfg.StopGrace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+30*time.Second)
+	defer cancel()
+	if err := mgr.Delete(dctx, &grace); err != nil {
+		return errors.Join(serveErr, fmt.Errorf("stopping pod: %w", err))
+	}
+	return serveErr
+}

@@ -1,0 +1,527 @@
+package cell_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kipcell/kip/cell"
+	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/internal/ctrdtest"
+	"github.com/kipcell/kip/cell/pod"
+	"github.com/kipcell/kip/test/images"
+	"github.com/kipcell/kip/test/registry"
+)
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, dns ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// env is what every agent test shares: one containerd, one registry.
+type env struct {
+	d   *ctrdtest.Daemon
+	reg *registry.Registry
+	img images.Set
+	ca  *testCA
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctrdtest.Require(t)
+	e := &env{d: ctrdtest.StartDaemon(t), ca: newTestCA(t)}
+	var err error
+	e.reg, err = registry.Start(t.Context(), registry.Options{Username: "puller", Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.reg.Close() })
+	if e.img, err = images.PushAll(t.Context(), e.reg); err != nil {
+		t.Fatalf("pushing images: %v", err)
+	}
+	return e
+}
+
+// agent is one running kip-cell and a host-side client of it.
+type agent struct {
+	cellID string
+	client cellv1.CellClient
+	netns  *ctrdtest.Netns
+	done   chan error
+	stop   context.CancelFunc
+}
+
+// startAgent runs cell.Run in this process (in the root network namespace,
+// where the registry on 127.0.0.1 is reachable) with the containers in a
+// network namespace of their own holding podIP.
+func (e *env) startAgent(t *testing.T, podIP string) *agent {
+	t.Helper()
+	a := &agent{cellID: "c-" + ctrdtest.Random(8), netns: ctrdtest.NewNetns(t, podIP), done: make(chan error, 1)}
+	certPEM, keyPEM := e.ca.issue(t, a.cellID, x509.ExtKeyUsageServerAuth, a.cellID)
+	b := &api.Bootstrap{Version: api.BootstrapVersion, CellID: a.cellID, PodUID: "uid-" + a.cellID,
+		CACert: string(e.ca.pem), Cert: string(certPEM), Key: string(keyPEM)}
+	ready := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	go func() {
+		a.done <- cell.Run(ctx, cell.Config{
+			Bootstrap: b, ContainerdAddress: e.d.Socket, NetNSPath: a.netns.Path,
+			StateDir: filepath.Join(e.d.Dir, a.cellID), PodIP: podIP, Listen: "127.0.0.1:0",
+			RuncRoot: e.d.RuncRoot, StopGrace: 2 * time.Second,
+			Backoff: pod.Backoff{Initial: 300 * time.Millisecond, Max: 600 * time.Millisecond, Reset: time.Hour},
+			Ready:   func(addr net.Addr) { ready <- addr },
+		})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-a.done:
+		t.Fatalf("cell.Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not start")
+	}
+	t.Cleanup(func() {
+		a.stop()
+		select {
+		case err := <-a.done:
+			if err != nil {
+				t.Errorf("cell.Run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("agent did not stop")
+		}
+		// The agent removed its namespace on the way out.
+		nss, err := e.d.Client.NamespaceService().List(namespaces.WithNamespace(context.Background(), "default"))
+		if err != nil {
+			t.Error(err)
+		}
+		for _, ns := range nss {
+			if ns == cell.Namespace(a.cellID) {
+				t.Errorf("namespace %s left behind", ns)
+			}
+		}
+	})
+
+	hostPEM, hostKey := e.ca.issue(t, api.HostCommonName, x509.ExtKeyUsageClientAuth)
+	hostCert, err := tls.X509KeyPair(hostPEM, hostKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConf, err := api.ClientTLSConfig(e.ca.pem, hostCert, a.cellID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(credentials.NewTLS(tlsConf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	a.client = cellv1.NewCellClient(cc)
+	return a
+}
+
+func (e *env) applyPod(t *testing.T, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {
+	t.Helper()
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, pass := e.reg.Credentials()
+	resp, err := a.client.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{
+		PodJson: data, Generation: 1, Env: envs,
+		RegistryCredentials: []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
+	})
+	if err != nil || resp.GetGeneration() != 1 {
+		t.Fatalf("ApplyPod = %v, %v", resp, err)
+	}
+}
+
+// watch follows WatchStatus until cond holds.
+func watch(t *testing.T, a *agent, what string, cond func(*corev1.PodStatus) bool) *corev1.PodStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	stream, err := a.client.WatchStatus(ctx, &cellv1.WatchStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last corev1.PodStatus
+	var lastSeq uint64
+	for {
+		u, err := stream.Recv()
+		if err != nil {
+			b, _ := json.MarshalIndent(last, "", " ")
+			t.Fatalf("waiting for %s: %v; last status:\n%s", what, err, b)
+		}
+		if u.GetSeq() <= lastSeq {
+			t.Fatalf("seq went from %d to %d", lastSeq, u.GetSeq())
+		}
+		lastSeq = u.GetSeq()
+		last = corev1.PodStatus{}
+		if err := json.Unmarshal(u.GetStatusJson(), &last); err != nil {
+			t.Fatal(err)
+		}
+		if cond(&last) {
+			return &last
+		}
+	}
+}
+
+func containerStatus(st *corev1.PodStatus, name string) corev1.ContainerStatus {
+	for _, cs := range st.ContainerStatuses {
+		if cs.Name == name {
+			return cs
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+func readLogs(t *testing.T, a *agent, req *cellv1.LogsRequest) string {
+	t.Helper()
+	stream, err := a.client.Logs(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for {
+		c, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return b.String()
+		}
+		if err != nil {
+			t.Fatalf("Logs(%v): %v", req, err)
+		}
+		b.Write(c.GetData())
+	}
+}
+
+// execute runs an exec and returns stdout, stderr and the exit code.
+func execute(t *testing.T, a *agent, start *cellv1.ExecStart, input ...*cellv1.ExecInput) (string, string, int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	stream, err := a.client.Exec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&cellv1.ExecInput{Start: start}); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range input {
+		if err := stream.Send(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut strings.Builder
+	for {
+		o, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("exec %v: %v (output so far %q)", start.GetCommand(), err, out.String())
+		}
+		out.Write(o.GetStdout())
+		errOut.Write(o.GetStderr())
+		if o.GetExit() != nil {
+			return out.String(), errOut.String(), o.GetExit().GetCode()
+		}
+	}
+}
+
+func TestAgentEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	a := e.startAgent(t, "10.251.9.21")
+	grace := int64(10)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{
+				{Name: "main", Image: e.img.Busybox.Ref, Command: []string{"sh", "-c",
+					`echo "started as $(hostname) with $GREETING"; ip -4 addr show eth0; trap 'echo bye; exit 0' TERM; while true; do sleep 0.1; done`}},
+				{Name: "crasher", Image: e.img.Crash.Ref},
+				{Name: "hello", Image: e.img.Hello.Ref},
+			},
+		},
+	}
+	e.applyPod(t, a, p, map[string]*cellv1.EnvList{
+		"main":    {Vars: []*cellv1.EnvVar{{Name: "GREETING", Value: "resolved-by-host"}}},
+		"crasher": {Vars: []*cellv1.EnvVar{{Name: "EXIT_CODE", Value: "3"}}},
+	})
+
+	st := watch(t, a, "main running, crasher in CrashLoopBackOff after restarts", func(s *corev1.PodStatus) bool {
+		c := containerStatus(s, "crasher")
+		return containerStatus(s, "main").State.Running != nil && containerStatus(s, "hello").State.Running != nil &&
+			c.RestartCount >= 2 && c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff"
+	})
+	if st.Phase != corev1.PodRunning || st.PodIP != "10.251.9.21" {
+		t.Errorf("phase %s podIP %s, want Running 10.251.9.21", st.Phase, st.PodIP)
+	}
+	crasher := containerStatus(st, "crasher")
+	if lt := crasher.LastTerminationState.Terminated; lt == nil || lt.ExitCode != 3 || lt.Reason != "Error" {
+		t.Errorf("crasher lastState = %+v, want Terminated 3 Error", crasher.LastTerminationState)
+	}
+	main := containerStatus(st, "main")
+	if !strings.HasPrefix(main.ContainerID, "containerd://") || !strings.Contains(main.ImageID, "@sha256:") || !main.Ready {
+		t.Errorf("main status = %+v", main)
+	}
+
+	t.Run("logs", func(t *testing.T) {
+		got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1})
+		for _, want := range []string{"started as web with resolved-by-host", "inet 10.251.9.21/24"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("main logs lack %q:\n%s", want, got)
+			}
+		}
+		if got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: 1}); strings.Count(got, "\n") != 1 {
+			t.Errorf("tail 1 = %q", got)
+		}
+		if got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1, Timestamps: true}); !strings.HasPrefix(got, time.Now().UTC().Format("2006-01-02T")) {
+			t.Errorf("timestamps = %q", got)
+		}
+		if got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1, LimitBytes: 7}); got != "started" {
+			t.Errorf("limit 7 = %q", got)
+		}
+		prev := readLogs(t, a, &cellv1.LogsRequest{Container: "crasher", Previous: true, TailLines: -1})
+		if !strings.Contains(prev, "crash: stdout") || !strings.Contains(prev, "crash: stderr") {
+			t.Errorf("crasher previous logs = %q", prev)
+		}
+		stream, err := a.client.Logs(t.Context(), &cellv1.LogsRequest{Container: "nope"})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.NotFound {
+			t.Errorf("Logs of an unknown container = %v, want NotFound", err)
+		}
+	})
+
+	t.Run("follow", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		stream, err := a.client.Logs(ctx, &cellv1.LogsRequest{Container: "main", Follow: true, TailLines: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 10)
+		go func() {
+			var buf strings.Builder
+			for {
+				c, err := stream.Recv()
+				if err != nil {
+					close(lines)
+					return
+				}
+				buf.Write(c.GetData())
+				sc := bufio.NewScanner(strings.NewReader(buf.String()))
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				buf.Reset()
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+		if _, _, code := execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh", "-c", "echo followed-line > /proc/1/fd/1"}}); code != 0 {
+			t.Fatalf("exec exit %d", code)
+		}
+		select {
+		case l := <-lines:
+			if l != "followed-line" {
+				t.Errorf("followed %q, want followed-line", l)
+			}
+		case <-ctx.Done():
+			t.Fatal("follow saw nothing")
+		}
+	})
+
+	t.Run("exec", func(t *testing.T) {
+		out, errOut, code := execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh", "-c", "echo $((6*7)); echo warn >&2; exit 3"}, Stdout: true, Stderr: true})
+		if out != "42\n" || errOut != "warn\n" || code != 3 {
+			t.Errorf("exec = %q %q %d, want 42, warn, 3", out, errOut, code)
+		}
+		out, _, code = execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh"}, Tty: true, Stdin: true, Stdout: true},
+			&cellv1.ExecInput{Resize: &cellv1.TerminalSize{Width: 100, Height: 30}},
+			&cellv1.ExecInput{Stdin: []byte("stty size; exit 5\n")})
+		if !strings.Contains(out, "30 100") || code != 5 {
+			t.Errorf("TTY exec = %q %d, want the size 30 100 and exit 5", out, code)
+		}
+		out, _, code = execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"wc", "-c"}, Stdin: true, Stdout: true},
+			&cellv1.ExecInput{Stdin: []byte("12345")}, &cellv1.ExecInput{CloseStdin: true})
+		if strings.TrimSpace(out) != "5" || code != 0 {
+			t.Errorf("stdin exec = %q %d, want 5 and 0", out, code)
+		}
+	})
+
+	t.Run("port-forward into the pod netns", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		var body string
+		for range 50 { // the server may still be starting
+			stream, err := a.client.PortForward(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = stream.Send(&cellv1.PortForwardFrame{Port: 8080, Data: []byte("GET / HTTP/1.0\r\nHost: x\r\n\r\n")})
+			var b strings.Builder
+			for {
+				f, err := stream.Recv()
+				if err != nil || f.GetClose() {
+					break
+				}
+				b.Write(f.GetData())
+			}
+			if body = b.String(); strings.Contains(body, "hello from") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !strings.Contains(body, "200 OK") || !strings.Contains(body, "hello from web") {
+			t.Errorf("port-forward response = %q", body)
+		}
+	})
+
+	t.Run("stats", func(t *testing.T) {
+		resp, err := a.client.Stats(t.Context(), &cellv1.StatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, c := range resp.GetContainers() {
+			names[c.GetName()] = c.GetMemoryUsageBytes() > 0
+		}
+		if !names["main"] || !names["hello"] {
+			t.Errorf("stats = %v", resp.GetContainers())
+		}
+	})
+
+	t.Run("delete within grace", func(t *testing.T) {
+		start := time.Now()
+		if _, err := a.client.DeletePod(t.Context(), &cellv1.DeletePodRequest{GracePeriodSeconds: -1}); err != nil {
+			t.Fatalf("DeletePod: %v", err)
+		}
+		// main traps TERM; hello (a Go server) dies of it: all well within 10s.
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("DeletePod took %v", took)
+		}
+		st := watch(t, a, "terminated", func(s *corev1.PodStatus) bool {
+			return containerStatus(s, "main").State.Terminated != nil
+		})
+		if m := containerStatus(st, "main").State.Terminated; m.ExitCode != 0 {
+			t.Errorf("main after delete = %+v, want exit 0 from its TERM trap", m)
+		}
+		if st.Phase != corev1.PodFailed {
+			t.Errorf("phase after delete = %s, want Failed (crasher and hello did not exit 0)", st.Phase)
+		}
+		logs := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: 1})
+		if logs != "bye\n" {
+			t.Errorf("main's last log line = %q, want bye", logs)
+		}
+		nss, _ := e.d.Client.NamespaceService().List(namespaces.WithNamespace(t.Context(), "default"))
+		for _, ns := range nss {
+			if ns == cell.Namespace(a.cellID) {
+				t.Errorf("namespace %s still there after DeletePod", ns)
+			}
+		}
+	})
+}
+
+func TestAgentJobSucceeds(t *testing.T) {
+	e := newEnv(t)
+	a := e.startAgent(t, "10.251.9.22")
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "default", UID: "uid-job"},
+		Spec: corev1.PodSpec{
+			RestartPolicy:  corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{{Name: "init", Image: e.img.Busybox.Ref, Command: []string{"sh", "-c", "echo init done"}}},
+			Containers:     []corev1.Container{{Name: "echo", Image: e.img.Busybox.Ref, Command: []string{"echo", "hello from a job"}}},
+		},
+	}
+	e.applyPod(t, a, p, nil)
+	st := watch(t, a, "Succeeded", func(s *corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
+	if term := containerStatus(st, "echo").State.Terminated; term == nil || term.ExitCode != 0 || term.Reason != "Completed" {
+		t.Errorf("echo state = %+v", containerStatus(st, "echo").State)
+	}
+	if got := readLogs(t, a, &cellv1.LogsRequest{Container: "echo", TailLines: -1}); got != "hello from a job\n" {
+		t.Errorf("logs = %q", got)
+	}
+	if got := readLogs(t, a, &cellv1.LogsRequest{Container: "init", TailLines: -1}); got != "init done\n" {
+		t.Errorf("init logs = %q", got)
+	}
+}
+
+func TestAgentImagePullFailure(t *testing.T) {
+	e := newEnv(t)
+	a := e.startAgent(t, "10.251.9.23")
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default", UID: "uid-bad"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: e.reg.Ref("kip-e2e/missing", "v1")}}},
+	}
+	e.applyPod(t, a, p, nil)
+	st := watch(t, a, "ErrImagePull", func(s *corev1.PodStatus) bool {
+		w := containerStatus(s, "c").State.Waiting
+		return w != nil && w.Reason == "ErrImagePull"
+	})
+	if msg := containerStatus(st, "c").State.Waiting.Message; !strings.Contains(msg, "not found") {
+		t.Errorf("message = %q, want the registry's not found", msg)
+	}
+	watch(t, a, "ImagePullBackOff", func(s *corev1.PodStatus) bool {
+		w := containerStatus(s, "c").State.Waiting
+		return w != nil && w.Reason == "ImagePullBackOff" && s.Phase == corev1.PodPending
+	})
+}

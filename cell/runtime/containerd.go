@@ -1,0 +1,535 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cgroup1stats "github.com/containerd/cgroups/v3/cgroup1/stats"
+	cgroup2stats "github.com/containerd/cgroups/v3/cgroup2/stats"
+	"github.com/containerd/containerd/api/types/runc/options"
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/remotes"
+	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
+	"github.com/distribution/reference"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Snapshotter is the containerd snapshotter the cell uses.
+const Snapshotter = "overlayfs"
+
+// ContainerdConfig configures a Containerd runtime.
+type ContainerdConfig struct {
+	// Namespace is the cell's containerd namespace ("kip-<cellID>").
+	Namespace string
+	// StateDir holds the client-side FIFOs.
+	StateDir string
+	// RuncRoot, when set, is runc's state directory (containerd's default
+	// is /run/containerd/runc); a private daemon needs its own.
+	RuncRoot string
+	// InsecureRegistries are hosts (host or host:port) pulled from over
+	// plain HTTP. Loopback hosts always are.
+	InsecureRegistries []string
+	Logger             *slog.Logger
+}
+
+// Containerd is the Runtime over a containerd daemon.
+type Containerd struct {
+	c   *client.Client
+	cfg ContainerdConfig
+	log *slog.Logger
+}
+
+var _ Runtime = (*Containerd)(nil)
+
+// NewContainerd returns a runtime using the connected client c. The client
+// stays the caller's to close.
+func NewContainerd(c *client.Client, cfg ContainerdConfig) (*Containerd, error) {
+	if cfg.Namespace == "" {
+		return nil, errors.New("containerd namespace is empty")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "fifo"), 0o700); err != nil {
+		return nil, fmt.Errorf("creating fifo directory: %w", err)
+	}
+	return &Containerd{c: c, cfg: cfg, log: cfg.Logger}, nil
+}
+
+func (r *Containerd) ctx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, r.cfg.Namespace)
+}
+
+// NormalizeRef returns the fully qualified form of an image reference
+// ("busybox" → "docker.io/library/busybox:latest").
+func NormalizeRef(ref string) (string, error) {
+	named, err := reference.ParseDockerRef(ref)
+	if err != nil {
+		return "", fmt.Errorf("parsing image reference %q: %w", ref, err)
+	}
+	return named.String(), nil
+}
+
+// EnsureImage implements Runtime.
+func (r *Containerd) EnsureImage(ctx context.Context, ref string, policy PullPolicy, creds []Credential) (Image, error) {
+	ctx = r.ctx(ctx)
+	full, err := NormalizeRef(ref)
+	if err != nil {
+		return Image{}, fmt.Errorf("%w: %w", ErrImagePull, err)
+	}
+	if policy != PullAlways {
+		img, err := r.c.GetImage(ctx, full)
+		switch {
+		case err == nil:
+			return r.describe(ctx, img)
+		case !errdefs.IsNotFound(err):
+			return Image{}, fmt.Errorf("looking up image %s: %w", full, err)
+		case policy == PullNever:
+			return Image{}, fmt.Errorf("image %s: %w", full, ErrImageNeverPull)
+		}
+	}
+	start := time.Now()
+	img, err := r.c.Pull(ctx, full,
+		client.WithPullUnpack,
+		client.WithPullSnapshotter(Snapshotter),
+		client.WithResolver(r.resolver(creds)))
+	if err != nil {
+		return Image{}, fmt.Errorf("%w: %w", ErrImagePull, err)
+	}
+	r.log.DebugContext(ctx, "pulled image", "image", full, "duration", time.Since(start))
+	return r.describe(ctx, img)
+}
+
+func (r *Containerd) describe(ctx context.Context, img client.Image) (Image, error) {
+	spec, err := img.Spec(ctx)
+	if err != nil {
+		return Image{}, fmt.Errorf("reading image config of %s: %w", img.Name(), err)
+	}
+	id := img.Target().Digest.String()
+	if named, err := reference.ParseNormalizedNamed(img.Name()); err == nil {
+		id = named.Name() + "@" + id
+	}
+	c := spec.Config
+	return Image{Ref: img.Name(), ID: id, Config: ImageConfig{
+		Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, StopSignal: c.StopSignal,
+	}}, nil
+}
+
+// resolver pulls over plain HTTP from loopback and insecure hosts and
+// answers registry auth challenges with creds.
+func (r *Containerd) resolver(creds []Credential) remotes.Resolver {
+	byHost := map[string]Credential{}
+	for _, c := range creds {
+		byHost[registryHost(c.Server)] = c
+	}
+	authz := docker.NewDockerAuthorizer(docker.WithAuthCreds(func(host string) (string, string, error) {
+		c, ok := byHost[host]
+		if !ok {
+			return "", "", nil
+		}
+		if c.IdentityToken != "" {
+			// An empty user makes containerd use the secret as a refresh token.
+			return "", c.IdentityToken, nil
+		}
+		return c.Username, c.Password, nil
+	}))
+	return docker.NewResolver(docker.ResolverOptions{Hosts: docker.ConfigureDefaultRegistries(
+		docker.WithPlainHTTP(r.plainHTTP), docker.WithAuthorizer(authz))})
+}
+
+func (r *Containerd) plainHTTP(host string) (bool, error) {
+	if ok, err := docker.MatchLocalhost(host); err == nil && ok {
+		return true, nil
+	}
+	for _, h := range r.cfg.InsecureRegistries {
+		if h == host || registryHost(h) == host {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// registryHost reduces a credential or flag server ("https://host:5000/v1/")
+// to the host[:port] form the resolver uses, mapping Docker Hub's names to
+// the host it really fetches from.
+func registryHost(server string) string {
+	s := strings.TrimSpace(server)
+	if strings.Contains(s, "://") {
+		if u, err := url.Parse(s); err == nil {
+			s = u.Host
+		}
+	}
+	s, _, _ = strings.Cut(s, "/")
+	switch s {
+	case "docker.io", "index.docker.io", "registry.hub.docker.com":
+		return "registry-1.docker.io"
+	}
+	return s
+}
+
+// Start implements Runtime.
+func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error) {
+	ctx = r.ctx(ctx)
+	img, err := r.c.GetImage(ctx, spec.Image.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("loading image %s: %w", spec.Image.Ref, err)
+	}
+	specOpts := []oci.SpecOpts{
+		oci.WithImageConfig(img),
+		oci.WithProcessArgs(spec.Args...),
+		oci.WithEnv(spec.Env),
+		oci.WithMounts([]specs.Mount{{
+			Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup",
+			Options: []string{"ro", "nosuid", "noexec", "nodev"},
+		}}),
+	}
+	if spec.WorkingDir != "" {
+		specOpts = append(specOpts, oci.WithProcessCwd(spec.WorkingDir))
+	}
+	if spec.Hostname != "" {
+		specOpts = append(specOpts, oci.WithHostname(spec.Hostname))
+	}
+	if spec.NetNSPath != "" {
+		specOpts = append(specOpts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: spec.NetNSPath}))
+	}
+	if l := spec.Resources.MemoryLimitBytes; l > 0 {
+		specOpts = append(specOpts, oci.WithMemoryLimit(uint64(l)))
+	}
+	if q := spec.Resources.CPUQuotaMillis; q > 0 {
+		const period = 100000
+		quota := q * period / 1000
+		if quota < 1000 {
+			quota = 1000 // the kernel's minimum
+		}
+		specOpts = append(specOpts, oci.WithCPUCFS(quota, period))
+	}
+	if s := spec.Resources.CPUShares; s > 0 {
+		specOpts = append(specOpts, oci.WithCPUShares(s))
+	}
+	opts := []client.NewContainerOpts{
+		client.WithImage(img),
+		client.WithSnapshotter(Snapshotter),
+		client.WithNewSnapshot(spec.ID+"-rootfs", img),
+		client.WithContainerLabels(map[string]string{"kipcell.io/container": spec.Name}),
+	}
+	if r.cfg.RuncRoot != "" {
+		opts = append(opts, client.WithRuntime("io.containerd.runc.v2", &options.Options{Root: r.cfg.RuncRoot}))
+	}
+	opts = append(opts, client.WithNewSpec(specOpts...))
+	ctr, err := r.c.NewContainer(ctx, spec.ID, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating container %s: %w", spec.ID, err)
+	}
+	t, err := r.startTask(ctx, ctr, spec)
+	if err != nil {
+		if derr := ctr.Delete(ctx, client.WithSnapshotCleanup); derr != nil {
+			r.log.WarnContext(ctx, "deleting container after failed start", "container", spec.Name, "error", derr)
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+func (r *Containerd) startTask(ctx context.Context, ctr client.Container, spec ContainerSpec) (*containerdTask, error) {
+	stdout, stderr := spec.Stdout, spec.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr), cio.WithFIFODir(r.fifoDir())))
+	if err != nil {
+		return nil, fmt.Errorf("creating task %s: %w", spec.ID, err)
+	}
+	exitCh, err := task.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		_, _ = task.Delete(ctx, client.WithProcessKill)
+		return nil, fmt.Errorf("waiting for task %s: %w", spec.ID, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		_, _ = task.Delete(ctx, client.WithProcessKill)
+		return nil, fmt.Errorf("starting task %s: %w", spec.ID, err)
+	}
+	t := &containerdTask{r: r, ctr: ctr, task: task, started: time.Now(), exited: make(chan struct{})}
+	go t.waitExit(exitCh)
+	return t, nil
+}
+
+func (r *Containerd) fifoDir() string { return filepath.Join(r.cfg.StateDir, "fifo") }
+
+// Cleanup implements Runtime: tasks and containers, images, the namespace,
+// and the cgroup and runc directories containerd leaves behind.
+func (r *Containerd) Cleanup(ctx context.Context) error {
+	ctx = r.ctx(ctx)
+	var errs []error
+	ctrs, err := r.c.Containers(ctx)
+	if err != nil {
+		return fmt.Errorf("listing containers: %w", err)
+	}
+	for _, ctr := range ctrs {
+		if task, err := ctr.Task(ctx, nil); err == nil {
+			if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting task %s: %w", ctr.ID(), err))
+			}
+		}
+		if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting container %s: %w", ctr.ID(), err))
+		}
+	}
+	imgs, err := r.c.ImageService().List(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing images: %w", err))
+	}
+	for i, img := range imgs {
+		var opts []images.DeleteOpt
+		if i == len(imgs)-1 {
+			opts = append(opts, images.SynchronousDelete())
+		}
+		if err := r.c.ImageService().Delete(ctx, img.Name, opts...); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting image %s: %w", img.Name, err))
+		}
+	}
+	if err := r.c.NamespaceService().Delete(ctx, r.cfg.Namespace); err != nil && !errdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("deleting namespace %s: %w", r.cfg.Namespace, err))
+	}
+	if len(errs) == 0 {
+		removeNamespaceDirs(r.cfg.Namespace, r.cfg.RuncRoot)
+	}
+	return errors.Join(errs...)
+}
+
+// removeNamespaceDirs removes the empty per-namespace directories runc
+// leaves: the cgroup parents in every hierarchy and the runc root's.
+func removeNamespaceDirs(ns, runcRoot string) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", ns))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", ns)); err == nil {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", ns))
+	}
+	if runcRoot == "" {
+		runcRoot = "/run/containerd/runc"
+	}
+	dirs = append(dirs, filepath.Join(runcRoot, ns))
+	for _, d := range dirs {
+		_ = syscall.Rmdir(d)
+	}
+}
+
+type containerdTask struct {
+	r       *Containerd
+	ctr     client.Container
+	task    client.Task
+	started time.Time
+
+	exited chan struct{}
+	status ExitStatus
+
+	execMu sync.Mutex
+}
+
+func (t *containerdTask) ID() string              { return t.ctr.ID() }
+func (t *containerdTask) Pid() uint32             { return t.task.Pid() }
+func (t *containerdTask) StartedAt() time.Time    { return t.started }
+func (t *containerdTask) Exited() <-chan struct{} { return t.exited }
+func (t *containerdTask) Status() ExitStatus      { return t.status }
+
+func (t *containerdTask) waitExit(ch <-chan client.ExitStatus) {
+	st := <-ch
+	code, at, err := st.Result()
+	if err != nil {
+		code = 255
+		at = time.Now()
+	}
+	t.status = ExitStatus{Code: int32(code), ExitedAt: at, OOMKilled: t.oomKilled()}
+	close(t.exited)
+}
+
+// oomKilled reads the cgroup v1 OOM kill counter of the container; the
+// cgroup lives until the task is deleted.
+func (t *containerdTask) oomKilled() bool {
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", t.r.cfg.Namespace, t.ctr.ID(), "memory.oom_control"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if n, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			v, _ := strconv.Atoi(strings.TrimSpace(n))
+			return v > 0
+		}
+	}
+	return false
+}
+
+func (t *containerdTask) Signal(ctx context.Context, sig syscall.Signal, all bool) error {
+	var opts []client.KillOpts
+	if all {
+		opts = append(opts, client.WithKillAll)
+	}
+	if err := t.task.Kill(t.r.ctx(ctx), sig, opts...); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("signalling container %s: %w", t.ID(), err)
+	}
+	return nil
+}
+
+func (t *containerdTask) Delete(ctx context.Context) error {
+	ctx = t.r.ctx(ctx)
+	if _, err := t.task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("deleting task %s: %w", t.ID(), err)
+	}
+	if err := t.ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("deleting container %s: %w", t.ID(), err)
+	}
+	return nil
+}
+
+func (t *containerdTask) Exec(ctx context.Context, spec ExecSpec) (Process, error) {
+	ctx = t.r.ctx(ctx)
+	ospec, err := t.ctr.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading spec of %s: %w", t.ID(), err)
+	}
+	ps := *ospec.Process
+	ps.Args = spec.Args
+	ps.Terminal = spec.TTY
+	id := "exec-" + randomHex(6)
+	stdout, stderr := spec.Stdout, spec.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil && !spec.TTY {
+		stderr = io.Discard
+	}
+	if spec.TTY {
+		stderr = nil
+	}
+	cioOpts := []cio.Opt{cio.WithStreams(spec.Stdin, stdout, stderr), cio.WithFIFODir(t.r.fifoDir())}
+	if spec.TTY {
+		cioOpts = append(cioOpts, cio.WithTerminal)
+	}
+	p, err := t.task.Exec(ctx, id, &ps, cio.NewCreator(cioOpts...))
+	if err != nil {
+		return nil, fmt.Errorf("creating exec in %s: %w", t.ID(), err)
+	}
+	ch, err := p.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		_, _ = p.Delete(ctx, client.WithProcessKill)
+		return nil, fmt.Errorf("waiting for exec in %s: %w", t.ID(), err)
+	}
+	if err := p.Start(ctx); err != nil {
+		_, _ = p.Delete(ctx, client.WithProcessKill)
+		return nil, fmt.Errorf("starting exec in %s: %w", t.ID(), err)
+	}
+	return &containerdProcess{r: t.r, p: p, exit: ch}, nil
+}
+
+func (t *containerdTask) Metrics(ctx context.Context) (Metrics, error) {
+	m, err := t.task.Metrics(t.r.ctx(ctx))
+	if err != nil {
+		return Metrics{}, fmt.Errorf("reading metrics of %s: %w", t.ID(), err)
+	}
+	v, err := typeurl.UnmarshalAny(m.Data)
+	if err != nil {
+		return Metrics{}, fmt.Errorf("decoding metrics of %s: %w", t.ID(), err)
+	}
+	out := Metrics{Time: time.Now()}
+	switch s := v.(type) {
+	case *cgroup1stats.Metrics:
+		out.CPUUsageNanos = s.GetCPU().GetUsage().GetTotal()
+		mem := s.GetMemory()
+		out.MemoryUsageBytes = mem.GetUsage().GetUsage()
+		out.MemoryLimitBytes = mem.GetUsage().GetLimit()
+		out.MemoryWorkingSet = out.MemoryUsageBytes
+		if inactive := mem.GetTotalInactiveFile(); inactive < out.MemoryWorkingSet {
+			out.MemoryWorkingSet -= inactive
+		}
+		out.ProcessesCurrent = s.GetPids().GetCurrent()
+	case *cgroup2stats.Metrics:
+		out.CPUUsageNanos = s.GetCPU().GetUsageUsec() * 1000
+		mem := s.GetMemory()
+		out.MemoryUsageBytes = mem.GetUsage()
+		out.MemoryLimitBytes = mem.GetUsageLimit()
+		out.MemoryWorkingSet = out.MemoryUsageBytes
+		if inactive := mem.GetInactiveFile(); inactive < out.MemoryWorkingSet {
+			out.MemoryWorkingSet -= inactive
+		}
+		out.ProcessesCurrent = s.GetPids().GetCurrent()
+	default:
+		return Metrics{}, fmt.Errorf("decoding metrics of %s: unknown type %T", t.ID(), v)
+	}
+	return out, nil
+}
+
+type containerdProcess struct {
+	r    *Containerd
+	p    client.Process
+	exit <-chan client.ExitStatus
+}
+
+func (p *containerdProcess) Resize(ctx context.Context, w, h uint32) error {
+	if err := p.p.Resize(p.r.ctx(ctx), w, h); err != nil {
+		return fmt.Errorf("resizing exec terminal: %w", err)
+	}
+	return nil
+}
+
+func (p *containerdProcess) CloseStdin(ctx context.Context) error {
+	if err := p.p.CloseIO(p.r.ctx(ctx), client.WithStdinCloser); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("closing exec stdin: %w", err)
+	}
+	return nil
+}
+
+func (p *containerdProcess) Signal(ctx context.Context, sig syscall.Signal) error {
+	if err := p.p.Kill(p.r.ctx(ctx), sig); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("signalling exec: %w", err)
+	}
+	return nil
+}
+
+// Wait implements Process. If ctx ends first, the process is killed.
+func (p *containerdProcess) Wait(ctx context.Context) (int32, error) {
+	var st client.ExitStatus
+	select {
+	case st = <-p.exit:
+	case <-ctx.Done():
+		kctx := p.r.ctx(context.WithoutCancel(ctx))
+		_ = p.p.Kill(kctx, syscall.SIGKILL)
+		st = <-p.exit
+	}
+	dctx, cancel := context.WithTimeout(p.r.ctx(context.WithoutCancel(ctx)), 10*time.Second)
+	defer cancel()
+	// Delete drains the output copies before it returns.
+	if _, err := p.p.Delete(dctx); err != nil && !errdefs.IsNotFound(err) {
+		return int32(st.ExitCode()), fmt.Errorf("deleting exec: %w", err)
+	}
+	code, _, err := st.Result()
+	if err != nil {
+		return 0, fmt.Errorf("waiting for exec: %w", err)
+	}
+	return int32(code), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,214 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+
+	"github.com/kipcell/kip/cell/internal/ctrdtest"
+	"github.com/kipcell/kip/cell/runtime"
+	"github.com/kipcell/kip/test/images"
+	"github.com/kipcell/kip/test/registry"
+)
+
+// syncBuffer is a bytes.Buffer safe for the copy goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestContainerd(t *testing.T) {
+	ctrdtest.Require(t)
+	ctx := t.Context()
+	d := ctrdtest.StartDaemon(t)
+	// A private registry: pulls need the credentials.
+	reg, err := registry.Start(ctx, registry.Options{Username: "puller", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	set, err := images.PushAll(ctx, reg)
+	if err != nil {
+		t.Fatalf("pushing test images: %v", err)
+	}
+	netns := ctrdtest.NewNetns(t, "10.251.3.7")
+	ns := "kip-rt-" + ctrdtest.Random(6)
+	rt, err := runtime.NewContainerd(d.Client, runtime.ContainerdConfig{Namespace: ns, StateDir: filepath.Join(d.Dir, "agent"), RuncRoot: d.RuncRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := []runtime.Credential{{Server: "http://" + reg.Host() + "/v2/", Username: "puller", Password: "s3cret"}}
+
+	t.Run("pull without credentials fails", func(t *testing.T) {
+		_, err := rt.EnsureImage(ctx, set.Busybox.Ref, runtime.PullAlways, nil)
+		if !errors.Is(err, runtime.ErrImagePull) {
+			t.Fatalf("EnsureImage = %v, want ErrImagePull", err)
+		}
+		t.Logf("message: %v", err)
+	})
+	img, err := rt.EnsureImage(ctx, set.Busybox.Ref, runtime.PullIfNotPresent, creds)
+	if err != nil {
+		t.Fatalf("EnsureImage: %v", err)
+	}
+	if !strings.HasSuffix(img.ID, set.Busybox.Digest) {
+		t.Errorf("image ID %q, want one ending in %s", img.ID, set.Busybox.Digest)
+	}
+	if _, err := rt.EnsureImage(ctx, set.Busybox.Ref, runtime.PullNever, nil); err != nil {
+		t.Errorf("EnsureImage(Never) of a present image: %v", err)
+	}
+	if _, err := rt.EnsureImage(ctx, set.Hello.Ref, runtime.PullNever, nil); !errors.Is(err, runtime.ErrImageNeverPull) {
+		t.Errorf("EnsureImage(Never) of an absent image = %v, want ErrImageNeverPull", err)
+	}
+
+	t.Run("runs in the netns with the pod IP, limits and exit code", func(t *testing.T) {
+		var out, errOut syncBuffer
+		task, err := rt.Start(ctx, runtime.ContainerSpec{
+			ID: "ip-0", Name: "ip", Image: img, NetNSPath: netns.Path, Hostname: "mypod",
+			Args:      []string{"sh", "-c", "ip -4 addr; hostname; echo $GREETING; cat /sys/fs/cgroup/memory/memory.limit_in_bytes; echo oops >&2; exit 7"},
+			Env:       []string{"GREETING=hello-cell"},
+			Resources: runtime.Resources{MemoryLimitBytes: 64 << 20, CPUQuotaMillis: 500, CPUShares: 512},
+			Stdout:    &out, Stderr: &errOut,
+		})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		select {
+		case <-task.Exited():
+		case <-time.After(20 * time.Second):
+			t.Fatal("container did not exit")
+		}
+		if code := task.Status().Code; code != 7 {
+			t.Errorf("exit code = %d, want 7", code)
+		}
+		if err := task.Delete(ctx); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		for _, want := range []string{"10.251.3.7", "mypod", "hello-cell", "67108864"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("stdout lacks %q:\n%s", want, out.String())
+			}
+		}
+		if errOut.String() != "oops\n" {
+			t.Errorf("stderr = %q", errOut.String())
+		}
+	})
+
+	t.Run("exec, TTY, stdin and stop", func(t *testing.T) {
+		task, err := rt.Start(ctx, runtime.ContainerSpec{
+			ID: "sleeper-0", Name: "sleeper", Image: img, NetNSPath: netns.Path,
+			Args: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"},
+		})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		defer func() { _ = task.Delete(context.Background()) }()
+
+		var out, errOut syncBuffer
+		p, err := task.Exec(ctx, runtime.ExecSpec{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Stdout: &out, Stderr: &errOut})
+		if err != nil {
+			t.Fatalf("Exec: %v", err)
+		}
+		if code, err := p.Wait(ctx); err != nil || code != 3 {
+			t.Errorf("exec Wait = %d, %v; want 3", code, err)
+		}
+		if out.String() != "out\n" || errOut.String() != "err\n" {
+			t.Errorf("exec output = %q / %q", out.String(), errOut.String())
+		}
+
+		var tty syncBuffer
+		inR, inW := io.Pipe()
+		p, err = task.Exec(ctx, runtime.ExecSpec{Args: []string{"sh"}, TTY: true, Stdin: inR, Stdout: &tty})
+		if err != nil {
+			t.Fatalf("Exec TTY: %v", err)
+		}
+		if err := p.Resize(ctx, 132, 43); err != nil {
+			t.Fatalf("Resize: %v", err)
+		}
+		if _, err := io.WriteString(inW, "stty size; tty; exit 4\n"); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := p.Wait(ctx); err != nil || code != 4 {
+			t.Errorf("TTY exec Wait = %d, %v; want 4", code, err)
+		}
+		_ = inW.Close()
+		if !strings.Contains(tty.String(), "43 132") || !strings.Contains(tty.String(), "/dev/pts/") {
+			t.Errorf("TTY output = %q, want the size and a pts", tty.String())
+		}
+
+		var wc syncBuffer
+		inR, inW = io.Pipe()
+		p, err = task.Exec(ctx, runtime.ExecSpec{Args: []string{"wc", "-c"}, Stdin: inR, Stdout: &wc})
+		if err != nil {
+			t.Fatalf("Exec stdin: %v", err)
+		}
+		_, _ = io.WriteString(inW, "seventeen bytes!\n")
+		_ = inW.Close()
+		time.Sleep(50 * time.Millisecond)
+		if err := p.CloseStdin(ctx); err != nil {
+			t.Fatalf("CloseStdin: %v", err)
+		}
+		if code, err := p.Wait(ctx); err != nil || code != 0 || strings.TrimSpace(wc.String()) != "17" {
+			t.Errorf("stdin exec = %d, %v, %q; want 0 and 17", code, err, wc.String())
+		}
+
+		m, err := task.Metrics(ctx)
+		if err != nil || m.MemoryUsageBytes == 0 || m.CPUUsageNanos == 0 {
+			t.Errorf("Metrics = %+v, %v", m, err)
+		}
+
+		if err := task.Signal(ctx, syscall.SIGTERM, false); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-task.Exited():
+		case <-time.After(10 * time.Second):
+			t.Fatal("SIGTERM did not stop the container")
+		}
+		if code := task.Status().Code; code != 0 {
+			t.Errorf("exit after SIGTERM trap = %d, want 0", code)
+		}
+	})
+
+	t.Run("cleanup removes the namespace", func(t *testing.T) {
+		if _, err := rt.Start(ctx, runtime.ContainerSpec{ID: "left-0", Name: "left", Image: img, Args: []string{"sleep", "1000"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Cleanup(ctx); err != nil {
+			t.Fatalf("Cleanup: %v", err)
+		}
+		list, err := d.Client.NamespaceService().List(namespaces.WithNamespace(ctx, "default"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range list {
+			if n == ns {
+				t.Errorf("namespace %s still exists", ns)
+			}
+		}
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", ns)); err == nil {
+			t.Errorf("cgroup parent of %s left behind", ns)
+		}
+	})
+}

@@ -1,0 +1,22 @@
+// Package runtime is the cell's narrow view of a container runtime: pull an
+// image, start a container attempt in the cell's network namespace with
+// cgroup limits and its output going to the agent, wait for it, signal it,
+// exec into it, read its metrics, and remove everything the cell created.
+//
+// Runtime is the interface the pod logic uses (tests use a hand-written
+// fake); Containerd implements it over containerd's Go client, following
+// /work/shared/research/containerd.md: one containerd namespace per cell
+// ("kip-<cellID>"), the overlayfs snapshotter, runc, output through FIFOs
+// copied by the agent, a fresh container and rootfs per attempt (Kubernetes
+// semantics: a restarted container does not keep its writes).
+//
+// Image pulls run in the agent's process: the containerd client resolves and
+// fetches from the registry itself and streams the blobs into the daemon,
+// so the registry must be reachable from the agent's network namespace (see
+// the cell package comment). Loopback registries and the hosts listed in
+// ContainerdConfig.InsecureRegistries are pulled from over plain HTTP;
+// every other registry over HTTPS.
+//
+// It imports containerd, the OCI specs and the standard library; nothing of
+// Kubernetes.
+package runtime

@@ -1,0 +1,163 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+	"time"
+)
+
+// Runtime is what the pod logic needs from a container runtime: one cell's
+// images and containers. Implementations are safe for concurrent use.
+type Runtime interface {
+	// EnsureImage makes ref available locally according to policy and
+	// returns it. Errors wrap ErrImagePull (the registry refused or could
+	// not be reached; the message says why) or ErrImageNeverPull.
+	EnsureImage(ctx context.Context, ref string, policy PullPolicy, creds []Credential) (Image, error)
+	// Start creates a container from spec and starts its process.
+	Start(ctx context.Context, spec ContainerSpec) (Task, error)
+	// Cleanup removes every container, image and other trace of the cell
+	// from the runtime. Running tasks are killed.
+	Cleanup(ctx context.Context) error
+}
+
+// PullPolicy is core/v1 PullPolicy.
+type PullPolicy string
+
+// Pull policies.
+const (
+	PullAlways       PullPolicy = "Always"
+	PullIfNotPresent PullPolicy = "IfNotPresent"
+	PullNever        PullPolicy = "Never"
+)
+
+// Errors of EnsureImage.
+var (
+	ErrImagePull      = errors.New("pulling image failed")
+	ErrImageNeverPull = errors.New("image not present with pull policy Never")
+)
+
+// Credential is one registry's login (imagePullSecrets, cloud registries).
+type Credential struct {
+	// Server is the registry host, with or without scheme, port or path
+	// ("https://index.docker.io/v1/", "registry.example.com:5000").
+	Server        string
+	Username      string
+	Password      string
+	IdentityToken string
+}
+
+// Image is a pulled image.
+type Image struct {
+	// Ref is the normalised reference ("docker.io/library/busybox:1.36").
+	Ref string
+	// ID is the image's digested reference (repo@sha256:…), reported as
+	// the container status imageID.
+	ID string
+	// Config is the part of the image config that shapes a container.
+	Config ImageConfig
+}
+
+// ImageConfig is the runtime-relevant part of an OCI image config.
+type ImageConfig struct {
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	WorkingDir string
+	User       string
+	StopSignal string
+}
+
+// ContainerSpec is one attempt of a container, fully resolved by the pod
+// logic.
+type ContainerSpec struct {
+	// ID is unique within the cell for as long as the container exists.
+	ID string
+	// Name is the pod's container name (for labels and logs).
+	Name  string
+	Image Image
+	// Args is the process's argv (command and args already merged with the
+	// image's entrypoint and cmd).
+	Args []string
+	// Env is added to the image's environment, replacing equal names.
+	Env        []string
+	WorkingDir string
+	Hostname   string
+	// NetNSPath is the network namespace to join (/proc/…/ns/net,
+	// /var/run/netns/…); empty means a new private one.
+	NetNSPath string
+	Resources Resources
+	// Stdout and Stderr receive the process's output. They are not closed by
+	// the runtime.
+	Stdout, Stderr io.Writer
+}
+
+// Resources are cgroup limits; zero means unlimited.
+type Resources struct {
+	MemoryLimitBytes int64
+	// CPUQuotaMillis is limits.cpu in millicores (CFS quota).
+	CPUQuotaMillis int64
+	// CPUShares is derived from requests.cpu.
+	CPUShares uint64
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	Code     int32
+	ExitedAt time.Time
+	// OOMKilled is set when the kernel OOM killer hit the container.
+	OOMKilled bool
+}
+
+// Task is a started container.
+type Task interface {
+	// ID is the container ID.
+	ID() string
+	// Pid is the process ID of the container's first process.
+	Pid() uint32
+	StartedAt() time.Time
+	// Exited is closed once the process has exited; Status is valid then.
+	Exited() <-chan struct{}
+	Status() ExitStatus
+	// Signal sends sig to the first process, or with all to every process.
+	Signal(ctx context.Context, sig syscall.Signal, all bool) error
+	// Delete removes the container (killing it if it still runs) and its
+	// rootfs. Output writers receive nothing after it returns.
+	Delete(ctx context.Context) error
+	// Exec starts another process in the container.
+	Exec(ctx context.Context, spec ExecSpec) (Process, error)
+	// Metrics reads the container's cgroup counters.
+	Metrics(ctx context.Context) (Metrics, error)
+}
+
+// ExecSpec is a process to run in a container.
+type ExecSpec struct {
+	Args []string
+	TTY  bool
+	// Stdin is nil for no stdin. With TTY, Stderr is unused.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Process is an exec'd process.
+type Process interface {
+	Resize(ctx context.Context, width, height uint32) error
+	// CloseStdin tells the process its stdin ended (after Stdin returned
+	// EOF).
+	CloseStdin(ctx context.Context) error
+	// Wait waits for the exit and for the output to be copied, then
+	// releases the process; it returns the exit code.
+	Wait(ctx context.Context) (int32, error)
+	Signal(ctx context.Context, sig syscall.Signal) error
+}
+
+// Metrics are a container's cgroup counters.
+type Metrics struct {
+	Time             time.Time
+	CPUUsageNanos    uint64
+	MemoryUsageBytes uint64
+	MemoryWorkingSet uint64
+	MemoryLimitBytes uint64
+	ProcessesCurrent uint64
+}

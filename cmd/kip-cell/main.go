@@ -1,0 +1,71 @@
+// Command kip-cell is the cell agent: it runs the pod bound to its cell
+// through containerd and serves the kip host over mutual TLS (see package
+// github.com/kipcell/kip/cell).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	containerdlog "github.com/containerd/log"
+
+	"github.com/kipcell/kip/cell"
+	"github.com/kipcell/kip/cell/api"
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	var (
+		cfg       cell.Config
+		bootstrap string
+		insecure  listFlag
+		debug     bool
+	)
+	flag.StringVar(&bootstrap, "bootstrap", os.Getenv(api.BootstrapEnv), "bootstrap file (default $"+api.BootstrapEnv+")")
+	flag.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
+	flag.StringVar(&cfg.NetNSPath, "netns", "/proc/self/ns/net", "network namespace the containers join")
+	flag.StringVar(&cfg.StateDir, "state-dir", "/var/lib/kip-cell", "directory for logs and FIFOs")
+	flag.StringVar(&cfg.PodIP, "pod-ip", os.Getenv("KIP_CELL_ADDRESS"), "pod IP to report (default $KIP_CELL_ADDRESS)")
+	flag.StringVar(&cfg.Listen, "listen", "", "gRPC listen address (default: the bootstrap's, else pod-ip:6421)")
+	flag.StringVar(&cfg.RuncRoot, "runc-root", "", "runc state directory (default: containerd's)")
+	flag.Var(&insecure, "insecure-registry", "registry host[:port] to pull from over plain HTTP (repeatable; loopback always is)")
+	flag.BoolVar(&debug, "debug", false, "log at debug level")
+	flag.Parse()
+	cfg.InsecureRegistries = insecure
+
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	_ = containerdlog.SetLevel("warn")
+
+	if err := run(cfg, bootstrap); err != nil {
+		cfg.Logger.Error("kip-cell failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg cell.Config, bootstrapPath string) error {
+	if bootstrapPath == "" {
+		return fmt.Errorf("no bootstrap: set --bootstrap or $%s", api.BootstrapEnv)
+	}
+	b, err := api.ReadBootstrap(bootstrapPath)
+	if err != nil {
+		return err
+	}
+	cfg.Bootstrap = b
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return cell.Run(ctx, cfg)
+}
