@@ -1,0 +1,284 @@
+package images_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/api/types/runc/options"
+	containerd "github.com/containerd/containerd/v2/client"
+	ctrimages "github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"github.com/kipcell/kip/test/images"
+	"github.com/kipcell/kip/test/registry"
+)
+
+// containerdConfig is the daemon config of containerd.md section 2.1: all
+// state under one scratch directory, CRI and the snapshotters that do not
+// load here disabled.
+const containerdConfig = `version = 2
+root  = "%[1]s/root"
+state = "%[1]s/state"
+disabled_plugins = [
+  "io.containerd.grpc.v1.cri",
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+]
+
+[grpc]
+  address = "%[1]s/containerd.sock"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "%[1]s/opt"
+`
+
+// needContainerd skips unless the test can run a real containerd with runc.
+func needContainerd(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: not starting containerd")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("containerd needs root")
+	}
+	for _, bin := range []string{"containerd", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (make deps): %v", bin, err)
+		}
+	}
+	needBusybox(t)
+}
+
+// startContainerd runs containerd as a child process on a fresh scratch
+// directory and returns a connected client. Cleanup stops the daemon and
+// removes the directory.
+func startContainerd(t *testing.T) (c *containerd.Client, scratch string) {
+	t.Helper()
+	// A short path: the socket path must stay under 108 bytes.
+	scratch, err := os.MkdirTemp("", "kipctd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(scratch, "config.toml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, containerdConfig, scratch), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(scratch, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", cfg)
+	// Pdeathsig stops containerd if the test binary dies. It fires when the
+	// forking thread exits, which a Go thread does only when a goroutine
+	// locked to it ends; no test here locks one.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting containerd: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("containerd log:\n%s", b)
+			}
+		}
+		if err := os.RemoveAll(scratch); err != nil {
+			t.Errorf("removing %s: %v", scratch, err)
+		}
+	})
+
+	sock := filepath.Join(scratch, "containerd.sock")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err = containerd.New(sock, containerd.WithTimeout(200*time.Millisecond))
+		if err == nil {
+			if _, err = c.Version(t.Context()); err == nil {
+				break
+			}
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd not ready after 10s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, scratch
+}
+
+// TestContainerdRunsImages proves the images really run: a real containerd
+// pulls them from the loopback registry over plain HTTP, with basic auth,
+// and runs them with runc.
+func TestContainerdRunsImages(t *testing.T) {
+	needContainerd(t)
+	c, scratch := startContainerd(t)
+
+	reg := startRegistry(t, registry.Options{Username: "kip", Password: "pull-secret"})
+	set, err := images.PushAll(t.Context(), reg)
+	if err != nil {
+		t.Fatalf("PushAll: %v", err)
+	}
+
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	ns := "kip-images-test-" + hex.EncodeToString(suffix)
+	ctx := namespaces.WithNamespace(t.Context(), ns)
+	// Cleanups run last-in first-out: containers, then images, then the
+	// namespace and its cgroup parents.
+	t.Cleanup(func() { cleanupNamespace(t, c, ns) })
+
+	authz := docker.NewDockerAuthorizer(docker.WithAuthCreds(func(host string) (string, string, error) {
+		if host != reg.Host() {
+			return "", "", fmt.Errorf("credentials asked for %q, want %q", host, reg.Host())
+		}
+		u, p := reg.Credentials()
+		return u, p, nil
+	}))
+	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: docker.ConfigureDefaultRegistries(
+		docker.WithPlainHTTP(docker.MatchLocalhost), docker.WithAuthorizer(authz))})
+	runcRoot := filepath.Join(scratch, "runc")
+
+	run := func(t *testing.T, ref, id string, opts ...oci.SpecOpts) (containerd.Task, <-chan containerd.ExitStatus, string) {
+		t.Helper()
+		img, err := c.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter("overlayfs"),
+			containerd.WithResolver(resolver))
+		if err != nil {
+			t.Fatalf("pulling %s: %v", ref, err)
+		}
+		ctr, err := c.NewContainer(ctx, id,
+			containerd.WithImage(img),
+			containerd.WithSnapshotter("overlayfs"),
+			containerd.WithNewSnapshot(id+"-rootfs", img),
+			containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: runcRoot}),
+			containerd.WithNewSpec(append([]oci.SpecOpts{oci.WithImageConfig(img)}, opts...)...),
+		)
+		if err != nil {
+			t.Fatalf("creating container %s: %v", id, err)
+		}
+		logPath := filepath.Join(scratch, id+".log")
+		task, err := ctr.NewTask(ctx, cio.LogFile(logPath))
+		if err != nil {
+			_ = ctr.Delete(ctx, containerd.WithSnapshotCleanup)
+			t.Fatalf("creating task %s: %v", id, err)
+		}
+		t.Cleanup(func() {
+			if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil {
+				t.Errorf("deleting task %s: %v", id, err)
+			}
+			if err := ctr.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
+				t.Errorf("deleting container %s: %v", id, err)
+			}
+		})
+		exitCh, err := task.Wait(ctx) // before Start, or a fast exit is missed
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Start(ctx); err != nil {
+			t.Fatalf("starting %s: %v", id, err)
+		}
+		return task, exitCh, logPath
+	}
+
+	t.Run("hello", func(t *testing.T) {
+		_, exitCh, logPath := run(t, set.Hello.Ref, "hello",
+			oci.WithHostname("kipcell"), oci.WithEnv([]string{"MESSAGE=it runs"}))
+		want := "hello from kipcell: it runs"
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			b, _ := os.ReadFile(logPath)
+			if strings.Contains(string(b), want) {
+				break
+			}
+			select {
+			case st := <-exitCh:
+				t.Fatalf("hello exited (%d, %v); log:\n%s", st.ExitCode(), st.Error(), b)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q after 20s; log:\n%s", want, b)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("crash", func(t *testing.T) {
+		_, exitCh, logPath := run(t, set.Crash.Ref, "crash", oci.WithEnv([]string{"EXIT_CODE=3"}))
+		select {
+		case st := <-exitCh:
+			if st.ExitCode() != 3 {
+				t.Errorf("crash exited %d (%v), want 3", st.ExitCode(), st.Error())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("crash did not exit in 20s")
+		}
+		b, _ := os.ReadFile(logPath)
+		if !strings.Contains(string(b), "crash: stdout") || !strings.Contains(string(b), "crash: stderr") {
+			t.Errorf("log = %q, want both lines", b)
+		}
+	})
+
+	t.Run("busybox", func(t *testing.T) {
+		_, exitCh, logPath := run(t, set.Busybox.Ref, "busybox",
+			oci.WithProcessArgs("sh", "-c", "echo $(id -u):$(hostname) && ls /bin/wget && seq 3 | awk '{s+=$1} END {print s}'"),
+			oci.WithHostname("bb"))
+		select {
+		case st := <-exitCh:
+			if st.ExitCode() != 0 {
+				b, _ := os.ReadFile(logPath)
+				t.Fatalf("sh exited %d; log:\n%s", st.ExitCode(), b)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("sh did not exit in 20s")
+		}
+		b, _ := os.ReadFile(logPath)
+		if want := "0:bb\n/bin/wget\n6\n"; string(b) != want {
+			t.Errorf("log = %q, want %q", b, want)
+		}
+	})
+}
+
+// cleanupNamespace deletes the images and the namespace ns, then the cgroup
+// parents runc leaves behind (containerd.md section 4.8).
+func cleanupNamespace(t *testing.T, c *containerd.Client, ns string) {
+	ctx := namespaces.WithNamespace(context.Background(), ns)
+	imgs, err := c.ImageService().List(ctx)
+	if err != nil {
+		t.Errorf("listing images: %v", err)
+	}
+	for i, img := range imgs {
+		var opts []ctrimages.DeleteOpt
+		if i == len(imgs)-1 {
+			opts = append(opts, ctrimages.SynchronousDelete())
+		}
+		if err := c.ImageService().Delete(ctx, img.Name, opts...); err != nil {
+			t.Errorf("deleting image %s: %v", img.Name, err)
+		}
+	}
+	if err := c.NamespaceService().Delete(ctx, ns); err != nil {
+		t.Errorf("deleting namespace %s: %v", ns, err)
+	}
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + ns)
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("removing cgroup %s: %v", d, err)
+		}
+	}
+}

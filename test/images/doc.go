@@ -1,0 +1,40 @@
+// Package images builds Kip's test images locally and pushes them to the
+// in-process registry of package test/registry, so that no test image comes
+// from the internet.
+//
+// Every image is an OCI image for linux/runtime.GOARCH with a busybox base:
+//
+//   - Busybox is one layer made of Debian's statically linked /bin/busybox
+//     (the busybox-static package, installed by make deps), a symlink under
+//     /bin for each applet in Applets, a minimal /etc/passwd and /etc/group,
+//     and Cmd ["sh"].
+//   - GoProgram adds a second layer holding a Go main package built with
+//     CGO_ENABLED=0 as /app, with Entrypoint ["/app"].
+//   - The programs under programs/ are the tiny workloads the end-to-end
+//     tests run: hello (prints and serves "hello from <hostname>"), crash
+//     (exits with $EXIT_CODE) and logger (prints numbered lines).
+//
+// PushAll pushes busybox, hello, crash and logger as
+// <registry host>/kip-e2e/<name>:v1 and returns their references and
+// digests:
+//
+//	reg, err := registry.Start(ctx, registry.Options{})
+//	...
+//	set, err := images.PushAll(ctx, reg)
+//	...
+//	pod.Spec.Containers[0].Image = set.Hello.Ref
+//
+// Images are built once per process, in about two seconds with the Go build
+// cache warm (layers are gzipped by the gzip command when there is one, as
+// compress/flate is very slow under -race), and are reproducible: file times
+// are fixed, so the same inputs give the same digests. $KIP_BUSYBOX replaces
+// the path of the busybox binary, /bin/busybox by default.
+//
+// TestContainerdRunsImages, run as root where containerd and runc are
+// installed, proves the images run: it starts Debian's containerd as a child
+// process, pulls them over plain HTTP with basic auth and runs them with
+// runc.
+//
+// The package imports only the standard library, go-containerregistry and
+// test/registry; it never imports host or cell.
+package images

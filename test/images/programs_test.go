@@ -1,0 +1,202 @@
+package images_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/test/images"
+)
+
+var (
+	programsOnce sync.Once
+	programsDir  string
+	programsErr  error
+)
+
+// program returns the path of the named test program built for this
+// machine, building all of them once.
+func program(t *testing.T, name string) string {
+	t.Helper()
+	programsOnce.Do(func() {
+		programsDir, programsErr = os.MkdirTemp("", "kip-programs-")
+		if programsErr != nil {
+			return
+		}
+		args := []string{"build", "-o", programsDir + "/"}
+		for _, p := range images.Programs {
+			args = append(args, images.ProgramsPkg+"/"+p)
+		}
+		out, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil {
+			programsErr = errors.New(string(out))
+		}
+	})
+	if programsErr != nil {
+		t.Fatalf("building the test programs: %v", programsErr)
+	}
+	return filepath.Join(programsDir, name)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if programsDir != "" {
+		os.RemoveAll(programsDir)
+	}
+	os.Exit(code)
+}
+
+func TestCrash(t *testing.T) {
+	tests := []struct {
+		name      string
+		env       string // EXIT_CODE, unset when empty
+		wantCode  int
+		wantError string // in stderr
+	}{
+		{name: "default", wantCode: 1},
+		{name: "zero", env: "0", wantCode: 0},
+		{name: "seven", env: "7", wantCode: 7},
+		{name: "unparsable", env: "seven", wantCode: 1, wantError: `crash: bad EXIT_CODE "seven"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), program(t, "crash"))
+			cmd.Env = []string{}
+			if tt.env != "" {
+				cmd.Env = []string{"EXIT_CODE=" + tt.env}
+			}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.wantCode {
+				t.Errorf("exit code %d, want %d", code, tt.wantCode)
+			}
+			if stdout.String() != "crash: stdout\n" {
+				t.Errorf("stdout = %q", stdout.String())
+			}
+			if !strings.HasSuffix(stderr.String(), "crash: stderr\n") || !strings.Contains(stderr.String(), tt.wantError) {
+				t.Errorf("stderr = %q, want %q and crash: stderr", stderr.String(), tt.wantError)
+			}
+		})
+	}
+}
+
+func TestLogger(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), program(t, "logger"), "-n", "3", "-interval", "1ms")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\S+Z line (\d+)$`)
+	sc := bufio.NewScanner(stdout)
+	for i := 1; i <= 3; i++ {
+		if !sc.Scan() {
+			t.Fatalf("output ended before line %d: %v", i, sc.Err())
+		}
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != string(rune('0'+i)) {
+			t.Errorf("line %d = %q", i, sc.Text())
+		}
+	}
+	// It then sleeps: no fourth line, no exit.
+	exited := make(chan error, 1)
+	go func() {
+		rest, _ := io.ReadAll(stdout)
+		if len(rest) > 0 {
+			t.Errorf("output after the last line: %q", rest)
+		}
+		exited <- cmd.Wait()
+	}()
+	select {
+	case err := <-exited:
+		t.Fatalf("logger exited before SIGTERM: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Errorf("logger after SIGTERM: %v, want exit 0", err)
+	}
+}
+
+func TestHello(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	cmd := exec.CommandContext(t.Context(), program(t, "hello"), "-listen", addr, "-interval", "50ms")
+	cmd.Env = []string{"MESSAGE=from the test"}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	want := "hello from " + host + ": from the test"
+
+	sc := bufio.NewScanner(stdout)
+	for i := 0; i < 2; i++ {
+		if !sc.Scan() {
+			t.Fatalf("output ended: %v", sc.Err())
+		}
+		if sc.Text() != want {
+			t.Errorf("line %d = %q, want %q", i, sc.Text(), want)
+		}
+	}
+
+	var body []byte
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if string(body) != want+"\n" {
+		t.Errorf("HTTP body = %q, want %q", body, want+"\n")
+	}
+
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("hello after SIGTERM: %v, want exit 0", err)
+	}
+}
