@@ -1,0 +1,362 @@
+package cells
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/pluginapi"
+	pluginfake "github.com/kipcell/kip/pluginapi/fake"
+)
+
+// fakeAgent is an in-process cell agent: it reports Running once a pod is
+// applied, and whatever phase the test pushes afterwards.
+type fakeAgent struct {
+	cellv1.UnimplementedCellServer
+	mu      sync.Mutex
+	applied []int64
+	deleted int
+	phases  chan corev1.PodPhase
+}
+
+func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+	a.mu.Lock()
+	a.applied = append(a.applied, req.GetGeneration())
+	a.mu.Unlock()
+	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+}
+
+func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
+	send := func(phase corev1.PodPhase) error {
+		data, _ := json.Marshal(corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: phase == corev1.PodRunning}}})
+		return s.Send(&cellv1.PodStatusUpdate{StatusJson: data})
+	}
+	if err := send(corev1.PodRunning); err != nil {
+		return err
+	}
+	for {
+		select {
+		case p := <-a.phases:
+			if err := send(p); err != nil {
+				return err
+			}
+		case <-s.Context().Done():
+			return nil
+		}
+	}
+}
+
+func (a *fakeAgent) DeletePod(context.Context, *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
+	a.mu.Lock()
+	a.deleted++
+	a.mu.Unlock()
+	return &cellv1.DeletePodResponse{}, nil
+}
+
+type fakeIdentity struct{}
+
+func (fakeIdentity) Bootstrap(cellID, clusterID, nodeName, podUID string) (*cellapi.Bootstrap, error) {
+	return &cellapi.Bootstrap{Version: cellapi.BootstrapVersion, CellID: cellID, ClusterID: clusterID, NodeName: nodeName, PodUID: podUID,
+		CACert: "ca", Cert: "cert", Key: "key"}, nil
+}
+
+func (fakeIdentity) ClientTLSConfig(string) (*tls.Config, error) {
+	return &tls.Config{MinVersion: tls.VersionTLS13}, nil
+}
+
+type harness struct {
+	m        *Manager
+	plugin   *pluginfake.Provider
+	agent    *fakeAgent
+	indexer  cache.Indexer
+	recorder *record.FakeRecorder
+	notified chan *corev1.Pod
+	dialed   chan string
+	cancel   context.CancelFunc
+}
+
+func newHarness(t *testing.T, opts ...pluginfake.Option) *harness {
+	t.Helper()
+	h := newHarnessDeferred(t, opts...)
+	h.start(t)
+	return h
+}
+
+// newHarnessDeferred builds everything but does not run the Manager, so a
+// test can seed pods first.
+func newHarnessDeferred(t *testing.T, opts ...pluginfake.Option) *harness {
+	t.Helper()
+	plugin := pluginfake.New(opts...)
+	if _, err := plugin.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4)}
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	cellv1.RegisterCellServer(srv, agent)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	recorder := record.NewFakeRecorder(100)
+	h := &harness{plugin: plugin, agent: agent, indexer: indexer, recorder: recorder,
+		notified: make(chan *corev1.Pod, 100), dialed: make(chan string, 10)}
+	src := dispatch.ClientSource(fake.NewClientset())
+	h.m = New(Config{ClusterID: "test", NodeName: "kip", DefaultInstanceType: "fake.small", GCInterval: 100 * time.Millisecond,
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }},
+		plugin, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler))
+	h.m.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
+		h.dialed <- cellID + "@" + address
+		cc, err := grpc.NewClient("passthrough:///bufnet",
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		return dispatch.NewAgent(cellID, cc), nil
+	}
+	h.m.NotifyPods(context.Background(), func(p *corev1.Pod) { h.notified <- p })
+	return h
+}
+
+func (h *harness) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	t.Cleanup(cancel)
+	adopted := make(chan struct{})
+	go func() { _ = h.m.Run(ctx, adopted) }()
+	<-adopted
+}
+
+func newPod(name string, uid types.UID) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uid},
+		Spec:       corev1.PodSpec{NodeName: "kip", Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+	}
+}
+
+// waitNotified waits for a pushed status satisfying ok.
+func (h *harness) waitNotified(t *testing.T, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case p := <-h.notified:
+			if ok(p) {
+				return p
+			}
+		case <-deadline:
+			t.Fatalf("no status update showing %s", what)
+		}
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (h *harness) events() string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+		default:
+			return strings.Join(out, "\n")
+		}
+	}
+}
+
+func TestPodRunsOnItsCell(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("web", "uid-1")
+	pod.Annotations = map[string]string{AnnotationInstanceType: "fake.medium"}
+	h.indexer.Add(pod)
+	if err := h.m.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if running.Status.PodIP == "" || running.Status.StartTime == nil {
+		t.Errorf("running status = %+v, want the cell's IP and a start time", running.Status)
+	}
+	reqs := h.plugin.Requests()
+	var launch *pluginapi.LaunchRequest
+	for _, r := range reqs {
+		if r.Method == "Launch" {
+			launch = r.Request.(*pluginapi.LaunchRequest)
+		}
+	}
+	if launch == nil || launch.CellID != "kip-uid-1" || launch.InstanceType != "fake.medium" || launch.PodUID != "uid-1" {
+		t.Fatalf("launch = %+v, want cell kip-uid-1 of fake.medium for uid-1", launch)
+	}
+	if dialed := <-h.dialed; !strings.HasPrefix(dialed, "kip-uid-1@") || dialed == "kip-uid-1@" {
+		t.Errorf("dialed %q, want the cell at its address", dialed)
+	}
+	ev := h.events()
+	for _, want := range []string{"LaunchingCell launching cell kip-uid-1 (fake.medium", "CellRunning cell kip-uid-1 running after"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("events lack %q:\n%s", want, ev)
+		}
+	}
+	// Creating again (virtual-kubelet's resync) launches nothing new.
+	if err := h.m.CreatePod(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.plugin.Calls("Launch"); n != 1 {
+		t.Errorf("Launch called %d times, want 1", n)
+	}
+	// An update reaches the agent as a new generation.
+	updated := pod.DeepCopy()
+	updated.Labels = map[string]string{"v": "2"}
+	if err := h.m.UpdatePod(context.Background(), updated); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation 2 applied", func() bool {
+		h.agent.mu.Lock()
+		defer h.agent.mu.Unlock()
+		return len(h.agent.applied) >= 2 && h.agent.applied[len(h.agent.applied)-1] == 2
+	})
+	// Deleting stops the pod on the agent and terminates the instance.
+	grace := int64(1)
+	updated.DeletionGracePeriodSeconds = &grace
+	if err := h.m.DeletePod(context.Background(), updated); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "instance terminated and pod forgotten", func() bool {
+		_, err := h.m.GetPod(context.Background(), "default", "web")
+		return len(h.plugin.Store().Instances()) == 0 && err != nil
+	})
+	h.agent.mu.Lock()
+	defer h.agent.mu.Unlock()
+	if h.agent.deleted != 1 {
+		t.Errorf("agent DeletePod called %d times, want 1", h.agent.deleted)
+	}
+}
+
+func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("job", "uid-2")
+	h.indexer.Add(pod)
+	_ = h.m.CreatePod(context.Background(), pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	h.agent.phases <- corev1.PodSucceeded
+	h.waitNotified(t, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	eventually(t, "cell terminated", func() bool { return len(h.plugin.Store().Instances()) == 0 })
+	got, err := h.m.GetPod(context.Background(), "default", "job")
+	if err != nil || got.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("GetPod after the cell ended = %v, %v; want the Succeeded pod until it is deleted", got, err)
+	}
+}
+
+func TestDeleteWhileLaunchingLeavesNoCell(t *testing.T) {
+	h := newHarness(t, pluginfake.WithBootDelay(time.Hour))
+	pod := newPod("slow", "uid-3")
+	h.indexer.Add(pod)
+	_ = h.m.CreatePod(context.Background(), pod)
+	eventually(t, "launch", func() bool { return h.plugin.Calls("Launch") == 1 })
+	_ = h.m.DeletePod(context.Background(), pod)
+	eventually(t, "no instance left", func() bool { return len(h.plugin.Store().Instances()) == 0 })
+}
+
+func TestRefusedLaunchSaysWhy(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("big", "uid-4")
+	pod.Annotations = map[string]string{AnnotationElotlInstanceType: "fake.enormous"}
+	h.indexer.Add(pod)
+	_ = h.m.CreatePod(context.Background(), pod)
+	p := h.waitNotified(t, "the refusal", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+			strings.Contains(p.Status.ContainerStatuses[0].State.Waiting.Message, "fake.enormous")
+	})
+	if p.Status.Phase != corev1.PodPending {
+		t.Errorf("phase = %s, want Pending", p.Status.Phase)
+	}
+	eventually(t, "a LaunchFailed event", func() bool {
+		return strings.Contains(h.events(), "LaunchFailed launching cell kip-uid-4 (fake.enormous)")
+	})
+	if n := len(h.plugin.Store().Instances()); n != 0 {
+		t.Errorf("%d instances exist for a refused launch", n)
+	}
+}
+
+func TestGarbageCollection(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("gone", "uid-5")
+	h.indexer.Add(pod)
+	_ = h.m.CreatePod(context.Background(), pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	// The pod vanishes from the API without a DeletePod (virtual-kubelet's
+	// force delete of a pod that never ran).
+	h.indexer.Delete(pod)
+	eventually(t, "the cell of the vanished pod terminated", func() bool {
+		_, err := h.m.GetPod(context.Background(), "default", "gone")
+		return err != nil && len(h.plugin.Store().Instances()) == 0
+	})
+}
+
+func TestAdoptionAndOrphans(t *testing.T) {
+	store := pluginfake.NewStore()
+	seed := pluginfake.New(pluginfake.WithStore(store))
+	if _, err := seed.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"uid-kept", "uid-orphan"} {
+		if _, err := seed.Launch(context.Background(), &pluginapi.LaunchRequest{
+			CellID: CellID(types.UID(uid)), NodeName: "kip", PodUID: uid, InstanceType: "fake.small", CapacityType: pluginapi.CapacityOnDemand,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Only uid-kept's pod still exists when kip starts again.
+	hh := newHarnessWithPods(t, store, newPod("kept", "uid-kept"))
+	eventually(t, "the orphan terminated and the kept cell adopted", func() bool {
+		insts := hh.plugin.Store().Instances()
+		return len(insts) == 1 && insts[0].CellID == CellID("uid-kept")
+	})
+	if n := hh.plugin.Calls("Launch"); n != 0 {
+		t.Errorf("Launch called %d times; an adopted cell is reconnected, not relaunched", n)
+	}
+	p := hh.waitNotified(t, "the adopted pod Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if p.UID != "uid-kept" {
+		t.Errorf("adopted pod = %s", p.UID)
+	}
+}
+
+// newHarnessWithPods starts a Manager on store with pods already bound.
+func newHarnessWithPods(t *testing.T, store *pluginfake.Store, pods ...*corev1.Pod) *harness {
+	t.Helper()
+	h := newHarnessDeferred(t, pluginfake.WithStore(store))
+	for _, p := range pods {
+		_ = h.indexer.Add(p)
+	}
+	h.start(t)
+	return h
+}
