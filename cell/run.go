@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Namespace:          Namespace(cfg.Bootstrap.CellID),
 		StateDir:           cfg.StateDir,
 		RuncRoot:           cfg.RuncRoot,
-		InsecureRegistries: cfg.InsecureRegistries,
+		InsecureRegistries: append(append([]string(nil), cfg.InsecureRegistries...), cfg.Bootstrap.InsecureRegistries...),
 		Logger:             log,
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -139,13 +140,14 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestBootstrap(t *testing.T) {
-	good := Bootstrap{Version: BootstrapVersion, CellID: "c-1", PodUID: "u", CACert: "ca", Cert: "c", Key: "k"}
+	good := Bootstrap{Version: BootstrapVersion, CellID: "c-1", PodUID: "u", CACert: "ca", Cert: "c", Key: "k",
+		InsecureRegistries: []string{"10.213.0.1:5000"}}
 	data, err := good.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := ParseBootstrap(data)
-	if err != nil || *got != good {
+	if err != nil || !reflect.DeepEqual(*got, good) {
 		t.Fatalf("round trip = %+v, %v", got, err)
 	}
 	tests := []struct {
@@ -161,6 +163,7 @@ func TestBootstrap(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := good
+			b.InsecureRegistries = nil
 			tt.mutate(&b)
 			data, _ := b.Marshal()
 			if _, err := ParseBootstrap(data); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -36,6 +36,9 @@ type Bootstrap struct {
 	// Cert and Key are the cell's certificate (DNS name = CellID) and key.
 	Cert string `json:"cert"`
 	Key  string `json:"key"`
+	// InsecureRegistries are registry hosts (host or host:port) the agent
+	// pulls from over plain HTTP; loopback hosts always are.
+	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
 }
 
 var cellIDRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)

@@ -4,9 +4,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
@@ -26,6 +28,8 @@ type Config struct {
 	ClusterID string `koanf:"clusterID"`
 	// NodeName is the name of the virtual node.
 	NodeName string `koanf:"nodeName"`
+	// Node configures the virtual node and its kubelet API.
+	Node Node `koanf:"node"`
 	// Plugin selects and configures the cloud plugin.
 	Plugin Plugin `koanf:"plugin"`
 	// Log sets the host's log output.
@@ -49,6 +53,50 @@ type Plugin struct {
 	Config map[string]any `koanf:"config"`
 }
 
+// Node configures the virtual node (host/node) and its kubelet API.
+type Node struct {
+	// Taint is registered with the node, in kubectl's key[=value]:Effect
+	// form; empty (or "none") registers no taint, so every pod may land
+	// on cells.
+	Taint string `koanf:"taint"`
+	// SetRoleLabel makes kip label its node kubernetes.io/role=agent.
+	// NodeRestriction forbids this to a node identity (system:node:<name>),
+	// so leave it off unless kip runs with broader credentials and label
+	// the node yourself: kubectl label node <name> kubernetes.io/role=agent.
+	SetRoleLabel bool `koanf:"setRoleLabel"`
+	// Capacity is the node's advertised capacity and allocatable.
+	Capacity Capacity `koanf:"capacity"`
+	// Arch is the node's kubernetes.io/arch label.
+	Arch string `koanf:"arch"`
+	// InternalIP is the address the API server dials for the kubelet API
+	// (kubectl logs/exec); empty picks this host's first IPv4 address. In
+	// a Deployment, set it from status.podIP (KIP_NODE_INTERNAL_IP).
+	InternalIP string `koanf:"internalIP"`
+	// ListenAddress is where the kubelet API listens.
+	ListenAddress string `koanf:"listenAddress"`
+	// TLSCertFile and TLSKeyFile are the kubelet API's serving certificate;
+	// both empty makes a self-signed one in memory.
+	TLSCertFile string `koanf:"tlsCertFile"`
+	TLSKeyFile  string `koanf:"tlsKeyFile"`
+	// ClientCAFile verifies client certificates on the kubelet API: the
+	// CA of the API server's --kubelet-client-certificate, usually the
+	// cluster CA. Without it the API server cannot reach logs and exec.
+	ClientCAFile string `koanf:"clientCAFile"`
+	// LeaseDurationSeconds is the node Lease's duration.
+	LeaseDurationSeconds int `koanf:"leaseDurationSeconds"`
+	// StatusUpdateInterval is how often the full node status is written.
+	StatusUpdateInterval time.Duration `koanf:"statusUpdateInterval"`
+	// Workers is the number of pod-controller workers.
+	Workers int `koanf:"workers"`
+}
+
+// Capacity is the node's capacity, as Kubernetes quantities.
+type Capacity struct {
+	CPU    string `koanf:"cpu"`
+	Memory string `koanf:"memory"`
+	Pods   string `koanf:"pods"`
+}
+
 // Log sets the host's log output.
 type Log struct {
 	// Level is debug, info, warn or error.
@@ -60,8 +108,24 @@ type Log struct {
 // Defaults are the values before any file, environment or flag.
 func Defaults() map[string]any {
 	return map[string]any{
-		"clusterID":     "",
-		"nodeName":      "kip",
+		"clusterID": "",
+		"nodeName":  "kip",
+
+		"node.taint":                "virtual-kubelet.io/provider=kip:NoSchedule",
+		"node.setRoleLabel":         false,
+		"node.capacity.cpu":         "1000",
+		"node.capacity.memory":      "4Ti",
+		"node.capacity.pods":        "1000",
+		"node.arch":                 "amd64",
+		"node.internalIP":           "",
+		"node.listenAddress":        ":10250",
+		"node.tlsCertFile":          "",
+		"node.tlsKeyFile":           "",
+		"node.clientCAFile":         "",
+		"node.leaseDurationSeconds": 40,
+		"node.statusUpdateInterval": "1m",
+		"node.workers":              10,
+
 		"plugin.name":   "local",
 		"plugin.dir":    "",
 		"plugin.path":   "",
@@ -197,7 +261,53 @@ func envValues(environ []string, known map[string]bool) map[string]any {
 var (
 	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+	// taintRE is kubectl's key[=value]:Effect; host/node checks the key
+	// and value in full.
+	taintRE = regexp.MustCompile(`^[^=:\s]+(=[^:\s]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$`)
+	// quantityRE is a Kubernetes quantity without exponent forms.
+	quantityRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$`)
+	archRE     = regexp.MustCompile(`^[a-z0-9]+$`)
 )
+
+// ValidateNode checks the node section.
+func (c *Config) ValidateNode() error {
+	var errs []error
+	n := c.Node
+	if t := strings.TrimSpace(n.Taint); t != "" && t != "none" && !taintRE.MatchString(t) {
+		errs = append(errs, &Error{Key: "node.taint", Reason: fmt.Sprintf("%q is not key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute (empty for no taint)", n.Taint)})
+	}
+	for key, v := range map[string]string{"node.capacity.cpu": n.Capacity.CPU, "node.capacity.memory": n.Capacity.Memory, "node.capacity.pods": n.Capacity.Pods} {
+		if !quantityRE.MatchString(v) {
+			errs = append(errs, &Error{Key: key, Reason: fmt.Sprintf("%q is not a quantity such as 64, 500m or 256Gi", v)})
+		}
+	}
+	if !archRE.MatchString(n.Arch) {
+		errs = append(errs, &Error{Key: "node.arch", Reason: fmt.Sprintf("%q is not an architecture such as amd64 or arm64", n.Arch)})
+	}
+	if n.InternalIP != "" && net.ParseIP(n.InternalIP) == nil {
+		errs = append(errs, &Error{Key: "node.internalIP", Reason: fmt.Sprintf("%q is not an IP address", n.InternalIP)})
+	}
+	if _, port, err := net.SplitHostPort(n.ListenAddress); err != nil || port == "" {
+		errs = append(errs, &Error{Key: "node.listenAddress", Reason: fmt.Sprintf("%q is not host:port", n.ListenAddress)})
+	}
+	if (n.TLSCertFile == "") != (n.TLSKeyFile == "") {
+		key := "node.tlsKeyFile"
+		if n.TLSCertFile == "" {
+			key = "node.tlsCertFile"
+		}
+		errs = append(errs, &Error{Key: key, Reason: "node.tlsCertFile and node.tlsKeyFile are set together or not at all"})
+	}
+	if n.LeaseDurationSeconds < 4 {
+		errs = append(errs, &Error{Key: "node.leaseDurationSeconds", Reason: fmt.Sprintf("%d is less than 4", n.LeaseDurationSeconds)})
+	}
+	if n.StatusUpdateInterval <= 0 {
+		errs = append(errs, &Error{Key: "node.statusUpdateInterval", Reason: fmt.Sprintf("%s is not a positive duration", n.StatusUpdateInterval)})
+	}
+	if n.Workers < 1 {
+		errs = append(errs, &Error{Key: "node.workers", Reason: fmt.Sprintf("%d is less than 1", n.Workers)})
+	}
+	return errors.Join(errs...)
+}
 
 // ValidatePlugin checks the plugin section.
 func (c *Config) ValidatePlugin() error {
@@ -233,6 +343,9 @@ func (c *Config) Validate() error {
 	case "json", "text":
 	default:
 		errs = append(errs, &Error{Key: "log.format", Reason: fmt.Sprintf("%q is not one of json, text", c.Log.Format)})
+	}
+	if err := c.ValidateNode(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.ValidatePlugin(); err != nil {
 		errs = append(errs, err)

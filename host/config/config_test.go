@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -40,6 +41,7 @@ log:
 	want := &Config{
 		ClusterID: "from-flag",
 		NodeName:  "kip-env",
+		Node:      defaultNode(),
 		Plugin: Plugin{
 			Name:   "local",
 			Config: map[string]any{"agentCommand": []any{"/bin/sleep", "300"}, "network": "loopback"},
@@ -105,6 +107,24 @@ func TestValidate(t *testing.T) {
 		{name: "bad pin", mutate: func(c *Config) { c.Plugin.SHA256 = "abc" }, wantKey: "plugin.sha256"},
 		{name: "bad log level", mutate: func(c *Config) { c.Log.Level = "loud" }, wantKey: "log.level"},
 		{name: "bad log format", mutate: func(c *Config) { c.Log.Format = "xml" }, wantKey: "log.format"},
+		{name: "no taint", mutate: func(c *Config) { c.Node.Taint = "" }},
+		{name: "taint none", mutate: func(c *Config) { c.Node.Taint = "none" }},
+		{name: "taint without value", mutate: func(c *Config) { c.Node.Taint = "kipcell.io/cells:NoExecute" }},
+		{name: "bad taint effect", mutate: func(c *Config) { c.Node.Taint = "a=b:Never" }, wantKey: "node.taint"},
+		{name: "bad taint form", mutate: func(c *Config) { c.Node.Taint = "a=b" }, wantKey: "node.taint"},
+		{name: "millicores", mutate: func(c *Config) { c.Node.Capacity.CPU = "64500m" }},
+		{name: "bad cpu", mutate: func(c *Config) { c.Node.Capacity.CPU = "lots" }, wantKey: "node.capacity.cpu"},
+		{name: "bad memory", mutate: func(c *Config) { c.Node.Capacity.Memory = "4 TB" }, wantKey: "node.capacity.memory"},
+		{name: "empty pods", mutate: func(c *Config) { c.Node.Capacity.Pods = "" }, wantKey: "node.capacity.pods"},
+		{name: "bad arch", mutate: func(c *Config) { c.Node.Arch = "x86-64" }, wantKey: "node.arch"},
+		{name: "bad internal IP", mutate: func(c *Config) { c.Node.InternalIP = "10.0.0" }, wantKey: "node.internalIP"},
+		{name: "IPv6 internal IP", mutate: func(c *Config) { c.Node.InternalIP = "fd00::1" }},
+		{name: "bad listen address", mutate: func(c *Config) { c.Node.ListenAddress = "10250" }, wantKey: "node.listenAddress"},
+		{name: "cert without key", mutate: func(c *Config) { c.Node.TLSCertFile = "/tls.crt" }, wantKey: "node.tlsKeyFile"},
+		{name: "key without cert", mutate: func(c *Config) { c.Node.TLSKeyFile = "/tls.key" }, wantKey: "node.tlsCertFile"},
+		{name: "short lease", mutate: func(c *Config) { c.Node.LeaseDurationSeconds = 2 }, wantKey: "node.leaseDurationSeconds"},
+		{name: "zero status interval", mutate: func(c *Config) { c.Node.StatusUpdateInterval = 0 }, wantKey: "node.statusUpdateInterval"},
+		{name: "no workers", mutate: func(c *Config) { c.Node.Workers = 0 }, wantKey: "node.workers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,5 +142,63 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want an error naming %s", err, tt.wantKey)
 			}
 		})
+	}
+}
+
+func defaultNode() Node {
+	return Node{
+		Taint:                "virtual-kubelet.io/provider=kip:NoSchedule",
+		Capacity:             Capacity{CPU: "1000", Memory: "4Ti", Pods: "1000"},
+		Arch:                 "amd64",
+		ListenAddress:        ":10250",
+		LeaseDurationSeconds: 40,
+		StatusUpdateInterval: time.Minute,
+		Workers:              10,
+	}
+}
+
+func TestLoadNode(t *testing.T) {
+	path := writeFile(t, `
+nodeName: cells
+node:
+  taint: ""
+  setRoleLabel: true
+  capacity:
+    cpu: "256"
+    memory: 1Ti
+  internalIP: 10.1.2.3
+  statusUpdateInterval: 30s
+  clientCAFile: /etc/kip/ca.crt
+`)
+	env := []string{"KIP_NODE_WORKERS=4", "KIP_NODE_LEASE_DURATION_SECONDS=120", "KIP_NODE_LISTEN_ADDRESS=0.0.0.0:10260"}
+	got, err := Load(path, env, map[string]any{"node.capacity.pods": "300"})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := Node{
+		SetRoleLabel:         true,
+		Capacity:             Capacity{CPU: "256", Memory: "1Ti", Pods: "300"},
+		Arch:                 "amd64",
+		InternalIP:           "10.1.2.3",
+		ListenAddress:        "0.0.0.0:10260",
+		ClientCAFile:         "/etc/kip/ca.crt",
+		LeaseDurationSeconds: 120,
+		StatusUpdateInterval: 30 * time.Second,
+		Workers:              4,
+	}
+	if diff := cmp.Diff(want, got.Node); diff != "" {
+		t.Errorf("Load node mismatch (-want +got):\n%s", diff)
+	}
+	got.ClusterID = "c1"
+	if err := got.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+func TestLoadNodeRefusesUnknownKey(t *testing.T) {
+	_, err := Load(writeFile(t, "node:\n  taints: a:NoSchedule\n"), nil, nil)
+	var cerr *Error
+	if !errors.As(err, &cerr) || cerr.Key != "node.taints" {
+		t.Errorf("Load = %v, want an error naming node.taints", err)
 	}
 }
