@@ -1,0 +1,354 @@
+package pki
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/cellv1"
+)
+
+func parseCertPEM(t *testing.T, data []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func (ca *CA) pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.certPEM)
+	return pool
+}
+
+func TestIssueCellRejectsBadInput(t *testing.T) {
+	ca := mustLoad(t)
+	tests := []struct {
+		name     string
+		cellID   string
+		validity time.Duration
+		want     string
+	}{
+		{name: "empty", cellID: "", want: `cell ""`},
+		{name: "upper case and underscore", cellID: "Cell_1", want: `cell "Cell_1"`},
+		{name: "leading hyphen", cellID: "-c1", want: `cell "-c1"`},
+		{name: "dotted", cellID: "c1.example", want: `cell "c1.example"`},
+		{name: "longer than a label", cellID: strings.Repeat("c", 64), want: "not a DNS label"},
+		{name: "negative validity", cellID: "c1", validity: -time.Hour, want: "negative validity"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			certPEM, keyPEM, err := ca.IssueCell(tt.cellID, tt.validity)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("IssueCell error = %v, want one containing %q", err, tt.want)
+			}
+			if certPEM != nil || keyPEM != nil {
+				t.Error("IssueCell returned a certificate with its error")
+			}
+		})
+	}
+}
+
+func TestIssueCell(t *testing.T) {
+	ca := mustLoad(t)
+	tests := []struct {
+		name     string
+		cellID   string
+		validity time.Duration
+		wantLife time.Duration
+	}{
+		{name: "default validity", cellID: "c-abc", wantLife: DefaultCellValidity},
+		{name: "given validity", cellID: "c-1", validity: time.Hour, wantLife: time.Hour},
+		{name: "no later than the CA", cellID: "c-2", validity: 2 * CAValidity, wantLife: CAValidity},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			certPEM, keyPEM, err := ca.IssueCell(tt.cellID, tt.validity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+				t.Fatalf("certificate and key are not a pair: %v", err)
+			}
+			cert := parseCertPEM(t, certPEM)
+			if diff := cmp.Diff([]string{tt.cellID}, cert.DNSNames); diff != "" {
+				t.Errorf("DNS names (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, cert.ExtKeyUsage); diff != "" {
+				t.Errorf("extended key usage (-want +got):\n%s", diff)
+			}
+			if cert.IsCA {
+				t.Error("cell certificate is a CA")
+			}
+			if life := cert.NotAfter.Sub(time.Now()); life < tt.wantLife-time.Minute || life > tt.wantLife {
+				t.Errorf("certificate valid for %s more, want about %s", life, tt.wantLife)
+			}
+			if cert.NotAfter.After(ca.cert.NotAfter) {
+				t.Errorf("certificate outlives the CA: %s > %s", cert.NotAfter, ca.cert.NotAfter)
+			}
+
+			verify := []struct {
+				name    string
+				opts    x509.VerifyOptions
+				wantErr bool
+			}{
+				{name: "server auth for the cell", opts: x509.VerifyOptions{DNSName: tt.cellID, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}},
+				{name: "server auth for another cell", opts: x509.VerifyOptions{DNSName: "c-other", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, wantErr: true},
+				{name: "client auth", opts: x509.VerifyOptions{KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, wantErr: true},
+			}
+			for _, v := range verify {
+				v.opts.Roots = ca.pool()
+				if _, err := cert.Verify(v.opts); (err != nil) != v.wantErr {
+					t.Errorf("%s: Verify error = %v, want error %t", v.name, err, v.wantErr)
+				}
+			}
+		})
+	}
+}
+
+func TestIssueAfterCAExpired(t *testing.T) {
+	clock := newFakeClock()
+	ca := mustLoad(t, WithClock(clock.Now))
+	clock.Advance(CAValidity + time.Hour)
+	if _, _, err := ca.IssueCell("c1", 0); !errors.Is(err, errExpired) {
+		t.Errorf("IssueCell error = %v, want %v", err, errExpired)
+	}
+	if _, err := ca.HostCertificate(0); !errors.Is(err, errExpired) {
+		t.Errorf("HostCertificate error = %v, want %v", err, errExpired)
+	}
+}
+
+func TestBootstrap(t *testing.T) {
+	ca := mustLoad(t)
+	b, err := ca.Bootstrap("c-abc", "cluster-1", "kip", "pod-uid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.Bootstrap{
+		Version: api.BootstrapVersion, CellID: "c-abc", ClusterID: "cluster-1",
+		NodeName: "kip", PodUID: "pod-uid", CACert: string(ca.CertPEM()),
+	}
+	got := *b
+	got.Cert, got.Key = "", ""
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bootstrap (-want +got):\n%s", diff)
+	}
+	if cert := parseCertPEM(t, []byte(b.Cert)); !cmp.Equal(cert.DNSNames, []string{"c-abc"}) {
+		t.Errorf("bootstrap certificate names %v, want [c-abc]", cert.DNSNames)
+	}
+	data, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.ParseBootstrap(data); err != nil {
+		t.Errorf("the cell would refuse its bootstrap: %v", err)
+	}
+
+	for _, tt := range []struct{ name, cellID, podUID, want string }{
+		{name: "bad cell ID", cellID: "Cell_1", podUID: "u", want: `cell "Cell_1"`},
+		{name: "no pod UID", cellID: "c1", podUID: "", want: "podUID is empty"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ca.Bootstrap(tt.cellID, "cluster-1", "kip", tt.podUID); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Bootstrap error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+type applyServer struct{ cellv1.UnimplementedCellServer }
+
+func (applyServer) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+}
+
+// serveCell runs a cell agent's gRPC server for b on 127.0.0.1 and returns
+// its address.
+func serveCell(t *testing.T, b *api.Bootstrap) string {
+	t.Helper()
+	serverTLS, err := api.ServerTLSConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(serverTLS)))
+	cellv1.RegisterCellServer(srv, applyServer{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+func TestMutualTLS(t *testing.T) {
+	ca := mustLoad(t, WithClusterID("cluster-1"))
+	b, err := ca.Bootstrap("c-abc", "cluster-1", "kip", "pod-uid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveCell(t, b)
+	otherCA := mustLoad(t, WithClusterID("cluster-2"))
+
+	tests := []struct {
+		name    string
+		ca      *CA
+		cellID  string
+		wantErr string // "" for success, "*" for any refusal
+	}{
+		{name: "host reaches the cell it means", ca: ca, cellID: "c-abc"},
+		{name: "host expecting another cell refuses", ca: ca, cellID: "c-xyz", wantErr: "c-xyz"},
+		{name: "host of another cluster is refused", ca: otherCA, cellID: "c-abc", wantErr: "*"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clientTLS, err := tt.ca.ClientTLSConfig(tt.cellID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := cellv1.NewCellClient(cc).ApplyPod(ctx, &cellv1.ApplyPodRequest{Generation: 7})
+			if tt.wantErr == "" {
+				if err != nil || resp.GetGeneration() != 7 {
+					t.Fatalf("ApplyPod = %v, %v; want generation 7", resp, err)
+				}
+				return
+			}
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("ApplyPod error = %v, want the connection refused (Unavailable)", err)
+			}
+			if tt.wantErr != "*" && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ApplyPod error = %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+
+	if _, err := ca.ClientTLSConfig("Not_A_Cell"); err == nil {
+		t.Error("ClientTLSConfig accepted an invalid cell ID")
+	}
+}
+
+func TestHostCertificateRenewal(t *testing.T) {
+	const validity = 3 * time.Hour
+	clock := newFakeClock()
+	ca := mustLoad(t, WithClock(clock.Now))
+	first, err := ca.HostCertificate(validity)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	leaf := first.Leaf
+	if leaf.Subject.CommonName != api.HostCommonName {
+		t.Errorf("host certificate common name = %q, want %q", leaf.Subject.CommonName, api.HostCommonName)
+	}
+	if diff := cmp.Diff([]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, leaf.ExtKeyUsage); diff != "" {
+		t.Errorf("extended key usage (-want +got):\n%s", diff)
+	}
+	at := clock.Now()
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.pool(), CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("host certificate does not verify for client auth: %v", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.pool(), CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Error("host certificate verifies for server auth")
+	}
+	if got := leaf.NotAfter.Sub(at); got != validity {
+		t.Errorf("host certificate valid for %s, want %s", got, validity)
+	}
+
+	// The certificate is renewed once 2h (2/3 of 3h) have passed since it
+	// was issued; steps are cumulative.
+	steps := []struct {
+		name        string
+		advance     time.Duration
+		wantRenewed bool
+	}{
+		{name: "fresh", advance: 0},
+		{name: "half way", advance: 90 * time.Minute},
+		{name: "just before two thirds", advance: 30*time.Minute - time.Second},
+		{name: "at two thirds", advance: time.Second, wantRenewed: true},
+		{name: "right after renewal", advance: time.Minute},
+		{name: "two thirds of the new one", advance: 2*time.Hour - time.Minute, wantRenewed: true},
+	}
+	prev := first
+	for _, s := range steps {
+		clock.Advance(s.advance)
+		cur, err := ca.HostCertificate(validity)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if renewed := cur.Leaf.SerialNumber.Cmp(prev.Leaf.SerialNumber) != 0; renewed != s.wantRenewed {
+			t.Errorf("%s: renewed = %t, want %t", s.name, renewed, s.wantRenewed)
+		}
+		if s.wantRenewed && !cur.Leaf.NotAfter.Equal(clock.Now().Add(validity)) {
+			t.Errorf("%s: renewed certificate expires %s, want %s", s.name, cur.Leaf.NotAfter, clock.Now().Add(validity))
+		}
+		prev = cur
+	}
+
+	// Connections pick up the renewed certificate at their next handshake.
+	cfg, err := ca.ClientTLSConfig("c-abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(validity)
+	after, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Leaf.SerialNumber.Cmp(before.Leaf.SerialNumber) == 0 {
+		t.Error("the TLS config kept presenting a host certificate past its renewal time")
+	}
+}
+
+func TestHostCertificateConcurrent(t *testing.T) {
+	ca := mustLoad(t)
+	const n = 16
+	serials := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			cert, err := ca.HostCertificate(0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			serials[i] = cert.Leaf.SerialNumber.String()
+		})
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		if serials[i] != serials[0] {
+			t.Fatalf("concurrent callers got different host certificates: %v", serials)
+		}
+	}
+}
