@@ -31,7 +31,7 @@ import (
 	"github.com/kipcell/kip/cell"
 	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
-	"github.com/kipcell/kip/cell/internal/ctrdtest"
+	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
@@ -78,7 +78,7 @@ func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, dns ...
 
 // env is what every agent test shares: one containerd, one registry.
 type env struct {
-	d   *ctrdtest.Daemon
+	d   *containerdtest.Daemon
 	reg *registry.Registry
 	img images.Set
 	ca  *testCA
@@ -86,8 +86,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctrdtest.Require(t)
-	e := &env{d: ctrdtest.StartDaemon(t), ca: newTestCA(t)}
+	containerdtest.Require(t)
+	e := &env{d: containerdtest.StartDaemon(t), ca: newTestCA(t)}
 	var err error
 	e.reg, err = registry.Start(t.Context(), registry.Options{Username: "puller", Password: "pw"})
 	if err != nil {
@@ -104,7 +104,7 @@ func newEnv(t *testing.T) *env {
 type agent struct {
 	cellID string
 	client cellv1.CellClient
-	netns  *ctrdtest.Netns
+	netns  *containerdtest.Netns
 	done   chan error
 	stop   context.CancelFunc
 }
@@ -114,7 +114,7 @@ type agent struct {
 // network namespace of their own holding podIP.
 func (e *env) startAgent(t *testing.T, podIP string) *agent {
 	t.Helper()
-	a := &agent{cellID: "c-" + ctrdtest.Random(8), netns: ctrdtest.NewNetns(t, podIP), done: make(chan error, 1)}
+	a := &agent{cellID: "c-" + containerdtest.Random(8), netns: containerdtest.NewNetns(t, podIP), done: make(chan error, 1)}
 	certPEM, keyPEM := e.ca.issue(t, a.cellID, x509.ExtKeyUsageServerAuth, a.cellID)
 	b := &api.Bootstrap{Version: api.BootstrapVersion, CellID: a.cellID, PodUID: "uid-" + a.cellID,
 		CACert: string(e.ca.pem), Cert: string(certPEM), Key: string(keyPEM)}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
-	"github.com/kipcell/kip/cell/internal/ctrdtest"
+	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
@@ -40,9 +40,9 @@ func (s *syncBuffer) String() string {
 }
 
 func TestContainerd(t *testing.T) {
-	ctrdtest.Require(t)
+	containerdtest.Require(t)
 	ctx := t.Context()
-	d := ctrdtest.StartDaemon(t)
+	d := containerdtest.StartDaemon(t)
 	// A private registry: pulls need the credentials.
 	reg, err := registry.Start(ctx, registry.Options{Username: "puller", Password: "s3cret"})
 	if err != nil {
@@ -53,8 +53,8 @@ func TestContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pushing test images: %v", err)
 	}
-	netns := ctrdtest.NewNetns(t, "10.251.3.7")
-	ns := "kip-rt-" + ctrdtest.Random(6)
+	netns := containerdtest.NewNetns(t, "10.251.3.7")
+	ns := "kip-rt-" + containerdtest.Random(6)
 	rt, err := runtime.NewContainerd(d.Client, runtime.ContainerdConfig{Namespace: ns, StateDir: filepath.Join(d.Dir, "agent"), RuncRoot: d.RuncRoot})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package ctrdtest gives the cell's integration tests a private containerd
+// Package containerdtest gives integration and end-to-end tests a private containerd
 // daemon (started as a plain child process with its own root, state and
 // socket, the CRI plugin off; /work/shared/research/containerd.md §2 and
 // §8), a network namespace holding a pod IP, and the test images in an
@@ -6,7 +6,7 @@
 //
 // Tests using it are skipped unless they run as root with containerd,
 // runc and ip installed.
-package ctrdtest
+package containerdtest
 
 import (
 	"context"

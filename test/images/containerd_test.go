@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,30 +20,10 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 
+	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
 )
-
-// containerdConfig is the daemon config of containerd.md section 2.1: all
-// state under one scratch directory, CRI and the snapshotters that do not
-// load here disabled.
-const containerdConfig = `version = 2
-root  = "%[1]s/root"
-state = "%[1]s/state"
-disabled_plugins = [
-  "io.containerd.grpc.v1.cri",
-  "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper",
-]
-
-[grpc]
-  address = "%[1]s/containerd.sock"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "%[1]s/opt"
-`
 
 // needContainerd skips unless the test can run a real containerd with runc.
 func needContainerd(t *testing.T) {
@@ -53,75 +31,8 @@ func needContainerd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: not starting containerd")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("containerd needs root")
-	}
-	for _, bin := range []string{"containerd", "runc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed (make deps): %v", bin, err)
-		}
-	}
+	containerdtest.Require(t)
 	needBusybox(t)
-}
-
-// startContainerd runs containerd as a child process on a fresh scratch
-// directory and returns a connected client. Cleanup stops the daemon and
-// removes the directory.
-func startContainerd(t *testing.T) (c *containerd.Client, scratch string) {
-	t.Helper()
-	// A short path: the socket path must stay under 108 bytes.
-	scratch, err := os.MkdirTemp("", "kipctd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(scratch, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, containerdConfig, scratch), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(scratch, "containerd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("containerd", "--config", cfg)
-	// Pdeathsig stops containerd if the test binary dies. It fires when the
-	// forking thread exits, which a Go thread does only when a goroutine
-	// locked to it ends; no test here locks one.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting containerd: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("containerd log:\n%s", b)
-			}
-		}
-		if err := os.RemoveAll(scratch); err != nil {
-			t.Errorf("removing %s: %v", scratch, err)
-		}
-	})
-
-	sock := filepath.Join(scratch, "containerd.sock")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err = containerd.New(sock, containerd.WithTimeout(200*time.Millisecond))
-		if err == nil {
-			if _, err = c.Version(t.Context()); err == nil {
-				break
-			}
-			c.Close()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd not ready after 10s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, scratch
 }
 
 // TestContainerdRunsImages proves the images really run: a real containerd
@@ -129,7 +40,8 @@ func startContainerd(t *testing.T) (c *containerd.Client, scratch string) {
 // and runs them with runc.
 func TestContainerdRunsImages(t *testing.T) {
 	needContainerd(t)
-	c, scratch := startContainerd(t)
+	d := containerdtest.StartDaemon(t)
+	c := d.Client
 
 	reg := startRegistry(t, registry.Options{Username: "kip", Password: "pull-secret"})
 	set, err := images.PushAll(t.Context(), reg)
@@ -154,7 +66,7 @@ func TestContainerdRunsImages(t *testing.T) {
 	}))
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: docker.ConfigureDefaultRegistries(
 		docker.WithPlainHTTP(docker.MatchLocalhost), docker.WithAuthorizer(authz))})
-	runcRoot := filepath.Join(scratch, "runc")
+	runcRoot := d.RuncRoot
 
 	run := func(t *testing.T, ref, id string, opts ...oci.SpecOpts) (containerd.Task, <-chan containerd.ExitStatus, string) {
 		t.Helper()
@@ -173,7 +85,7 @@ func TestContainerdRunsImages(t *testing.T) {
 		if err != nil {
 			t.Fatalf("creating container %s: %v", id, err)
 		}
-		logPath := filepath.Join(scratch, id+".log")
+		logPath := filepath.Join(d.Dir, id+".log")
 		task, err := ctr.NewTask(ctx, cio.LogFile(logPath))
 		if err != nil {
 			_ = ctr.Delete(ctx, containerd.WithSnapshotCleanup)
