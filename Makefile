@@ -25,11 +25,13 @@ deps: ## Install the Debian packages the project needs (only those missing).
 	@hack/install-deps.sh
 
 .PHONY: build
-build: ## Build every binary into ./bin (kip, kip-plugin-local, kip-cluster).
+build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-cluster).
 	@mkdir -p $(BIN)
 	go build -ldflags '$(LDFLAGS_KIP)' -o $(BIN)/kip ./cmd/kip
 	go build -ldflags '$(LDFLAGS_LOCAL)' -o $(BIN)/kip-plugin-local ./plugins/local/cmd/kip-plugin-local
+	go build -ldflags '-X main.version=$(VERSION)' -o $(BIN)/kip-cell ./cmd/kip-cell
 	go build -o $(BIN)/kip-cluster ./test/cmd/kip-cluster
+	go build -o $(BIN)/kip-demo ./test/cmd/kip-demo
 
 .PHONY: test
 test: ## Run every module's tests with -race.
@@ -77,10 +79,11 @@ check: deps verify test e2e ## Everything CI runs: install what is missing, veri
 
 .PHONY: demo
 demo: deps build ## Start a local control plane and kip with the local plugin, run a sample workload.
-	@CLUSTER_STATE=$(CLUSTER_STATE) hack/demo.sh
+	@CLUSTER_STATE=$(CLUSTER_STATE) hack/demo.sh up
 
 .PHONY: demo-down
-demo-down: cluster-down ## Stop everything make demo started.
+demo-down: ## Stop everything make demo started.
+	@if [ -x $(BIN)/kip-cluster ]; then CLUSTER_STATE=$(CLUSTER_STATE) hack/demo.sh down; else $(MAKE) -s cluster-down; fi
 
 .PHONY: clean
 clean: ## Remove ./bin and test caches (the tool and control-plane caches stay).

@@ -15,7 +15,7 @@
 // # Networks: where containers run and where images come from
 //
 // Containers join the network namespace given by --netns: by default the
-// agent's own (/proc/self/ns/net). The pod IP is whatever address that
+// agent's own (/proc/<agent pid>/ns/net; not /proc/self, which runc would resolve in its own process). The pod IP is whatever address that
 // namespace has; the agent reports it (--pod-ip, default $KIP_CELL_ADDRESS)
 // as podIP and hostIP. On a cloud cell the agent and the pod share the
 // instance's network, and with the local plugin the agent is started inside

@@ -77,6 +77,11 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.Default()
 	}
 	log = log.With("cell", cfg.Bootstrap.CellID)
+	if cfg.NetNSPath == "" {
+		// The agent's own namespace, named by PID: runc would resolve
+		// /proc/self in its own process.
+		cfg.NetNSPath = fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
+	}
 	tlsConfig, err := api.ServerTLSConfig(cfg.Bootstrap)
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)

@@ -31,8 +31,8 @@ import (
 	"github.com/kipcell/kip/cell"
 	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
-	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/cell/pod"
+	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
 )

@@ -28,11 +28,13 @@ func ServerTLSConfig(b *Bootstrap) (*tls.Config, error) {
 		Certificates: []tls.Certificate{cert},
 		ClientCAs:    pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		VerifyPeerCertificate: func(_ [][]byte, chains [][]*x509.Certificate) error {
-			if len(chains) == 0 || len(chains[0]) == 0 {
+		// VerifyConnection runs on every connection, resumed sessions
+		// included (VerifyPeerCertificate does not run on resumption).
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
 				return errors.New("no verified client certificate")
 			}
-			if cn := chains[0][0].Subject.CommonName; cn != HostCommonName {
+			if cn := cs.VerifiedChains[0][0].Subject.CommonName; cn != HostCommonName {
 				return fmt.Errorf("client certificate %q is not the kip host's", cn)
 			}
 			return nil

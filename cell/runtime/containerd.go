@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -342,8 +341,6 @@ type containerdTask struct {
 
 	exited chan struct{}
 	status ExitStatus
-
-	execMu sync.Mutex
 }
 
 func (t *containerdTask) ID() string              { return t.ctr.ID() }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
-	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/cell/runtime"
+	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
 )

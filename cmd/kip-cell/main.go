@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -33,8 +34,8 @@ func main() {
 	)
 	flag.StringVar(&bootstrap, "bootstrap", os.Getenv(api.BootstrapEnv), "bootstrap file (default $"+api.BootstrapEnv+")")
 	flag.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
-	flag.StringVar(&cfg.NetNSPath, "netns", "/proc/self/ns/net", "network namespace the containers join")
-	flag.StringVar(&cfg.StateDir, "state-dir", "/var/lib/kip-cell", "directory for logs and FIFOs")
+	flag.StringVar(&cfg.NetNSPath, "netns", "", "network namespace the containers join (default: the agent's own)")
+	flag.StringVar(&cfg.StateDir, "state-dir", "", "directory for logs and FIFOs (default /var/lib/kip-cell/<cell ID>)")
 	flag.StringVar(&cfg.PodIP, "pod-ip", os.Getenv("KIP_CELL_ADDRESS"), "pod IP to report (default $KIP_CELL_ADDRESS)")
 	flag.StringVar(&cfg.Listen, "listen", "", "gRPC listen address (default: the bootstrap's, else pod-ip:6421)")
 	flag.StringVar(&cfg.RuncRoot, "runc-root", "", "runc state directory (default: containerd's)")
@@ -65,6 +66,11 @@ func run(cfg cell.Config, bootstrapPath string) error {
 		return err
 	}
 	cfg.Bootstrap = b
+	if cfg.StateDir == "" {
+		// One machine may hold several cells (the local plugin): keep
+		// each cell's logs apart.
+		cfg.StateDir = filepath.Join("/var/lib/kip-cell", b.CellID)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return cell.Run(ctx, cfg)

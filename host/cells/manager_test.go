@@ -199,7 +199,9 @@ func TestPodRunsOnItsCell(t *testing.T) {
 	h := newHarness(t)
 	pod := newPod("web", "uid-1")
 	pod.Annotations = map[string]string{AnnotationInstanceType: "fake.medium"}
-	h.indexer.Add(pod)
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.m.CreatePod(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +266,9 @@ func TestPodRunsOnItsCell(t *testing.T) {
 func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
 	h := newHarness(t)
 	pod := newPod("job", "uid-2")
-	h.indexer.Add(pod)
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
 	_ = h.m.CreatePod(context.Background(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	h.agent.phases <- corev1.PodSucceeded
@@ -279,7 +283,9 @@ func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
 func TestDeleteWhileLaunchingLeavesNoCell(t *testing.T) {
 	h := newHarness(t, pluginfake.WithBootDelay(time.Hour))
 	pod := newPod("slow", "uid-3")
-	h.indexer.Add(pod)
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
 	_ = h.m.CreatePod(context.Background(), pod)
 	eventually(t, "launch", func() bool { return h.plugin.Calls("Launch") == 1 })
 	_ = h.m.DeletePod(context.Background(), pod)
@@ -290,7 +296,9 @@ func TestRefusedLaunchSaysWhy(t *testing.T) {
 	h := newHarness(t)
 	pod := newPod("big", "uid-4")
 	pod.Annotations = map[string]string{AnnotationElotlInstanceType: "fake.enormous"}
-	h.indexer.Add(pod)
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
 	_ = h.m.CreatePod(context.Background(), pod)
 	p := h.waitNotified(t, "the refusal", func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
@@ -310,12 +318,16 @@ func TestRefusedLaunchSaysWhy(t *testing.T) {
 func TestGarbageCollection(t *testing.T) {
 	h := newHarness(t)
 	pod := newPod("gone", "uid-5")
-	h.indexer.Add(pod)
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
 	_ = h.m.CreatePod(context.Background(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	// The pod vanishes from the API without a DeletePod (virtual-kubelet's
 	// force delete of a pod that never ran).
-	h.indexer.Delete(pod)
+	if err := h.indexer.Delete(pod); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the cell of the vanished pod terminated", func() bool {
 		_, err := h.m.GetPod(context.Background(), "default", "gone")
 		return err != nil && len(h.plugin.Store().Instances()) == 0

@@ -45,6 +45,8 @@ const usage = `kip runs a Kubernetes virtual node whose every pod gets its own r
 cloud instance (a cell), launched through a cloud plugin.
 
 Usage:
+  kip run --config FILE [--plugin-dir DIR] [--node-name NAME]
+                                           run the virtual node (the daemon)
   kip version                              print kip's version and plugin API version
   kip plugins list [--plugin-dir DIR] [-o table|json]
                                            every plugin found: name, version, API versions,
@@ -93,6 +95,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Stdout, "kip %s (plugin API %s, protocol %d, %s %s/%s)\n",
 			Version, pluginapi.APIVersion, pluginapi.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return nil
+	case "run":
+		return runDaemon(ctx, args[1:], env)
 	case "plugins":
 		return runPlugins(ctx, args[1:], env)
 	case "help", "-h", "--help":

@@ -216,12 +216,9 @@ func pluginsVerify(ctx context.Context, args []string, env Env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	pluginConfig, err := json.Marshal(cfg.Plugin.Config)
+	pluginConfig, err := cfg.Plugin.ConfigJSON()
 	if err != nil {
-		return fmt.Errorf("encoding plugin.config as JSON: %w", err)
-	}
-	if cfg.Plugin.Config == nil {
-		pluginConfig = []byte("{}")
+		return err
 	}
 	dir := cfg.Plugin.Dir
 	if dir == "" {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -28,8 +29,15 @@ type Config struct {
 	ClusterID string `koanf:"clusterID"`
 	// NodeName is the name of the virtual node.
 	NodeName string `koanf:"nodeName"`
+	// Kubeconfig is the kubeconfig kip uses (ideally a system:node:<name>
+	// identity); empty means $KUBECONFIG, then the in-cluster config.
+	Kubeconfig string `koanf:"kubeconfig"`
 	// Node configures the virtual node and its kubelet API.
 	Node Node `koanf:"node"`
+	// Cells configures how pods become cells.
+	Cells Cells `koanf:"cells"`
+	// PKI says where the cluster CA is kept.
+	PKI PKI `koanf:"pki"`
 	// Plugin selects and configures the cloud plugin.
 	Plugin Plugin `koanf:"plugin"`
 	// Log sets the host's log output.
@@ -51,6 +59,27 @@ type Plugin struct {
 	// Config is passed to the plugin as a JSON object; its keys are the
 	// plugin's to validate.
 	Config map[string]any `koanf:"config"`
+}
+
+// Cells configures how pods become cells (host/cells).
+type Cells struct {
+	// DefaultInstanceType is the instance type of pods whose annotation
+	// kipcell.io/instance-type names none; empty refuses such pods with
+	// an event saying so.
+	DefaultInstanceType string `koanf:"defaultInstanceType"`
+	// Image is the cell image handed to the plugin (an AMI, an image URL);
+	// empty means the plugin's default.
+	Image string `koanf:"image"`
+	// InsecureRegistries are registry hosts (host:port) cells pull from
+	// over plain HTTP; loopback hosts always are.
+	InsecureRegistries []string `koanf:"insecureRegistries"`
+}
+
+// PKI says where the cluster CA lives (host/pki).
+type PKI struct {
+	// Namespace and SecretName locate the Secret holding the CA.
+	Namespace  string `koanf:"namespace"`
+	SecretName string `koanf:"secretName"`
 }
 
 // Node configures the virtual node (host/node) and its kubelet API.
@@ -125,6 +154,15 @@ func Defaults() map[string]any {
 		"node.leaseDurationSeconds": 40,
 		"node.statusUpdateInterval": "1m",
 		"node.workers":              10,
+
+		"kubeconfig": "",
+
+		"cells.defaultInstanceType": "",
+		"cells.image":               "",
+		"cells.insecureRegistries":  []string{},
+
+		"pki.namespace":  "kip-system",
+		"pki.secretName": "kip-ca",
 
 		"plugin.name":   "local",
 		"plugin.dir":    "",
@@ -351,4 +389,17 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ConfigJSON returns the plugin's own configuration as the JSON object the
+// plugin's Configure receives ("{}" when there is none).
+func (p Plugin) ConfigJSON() ([]byte, error) {
+	if p.Config == nil {
+		return []byte("{}"), nil
+	}
+	data, err := json.Marshal(p.Config)
+	if err != nil {
+		return nil, fmt.Errorf("encoding plugin.config as JSON: %w", err)
+	}
+	return data, nil
 }

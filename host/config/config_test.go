@@ -42,6 +42,8 @@ log:
 		ClusterID: "from-flag",
 		NodeName:  "kip-env",
 		Node:      defaultNode(),
+		Cells:     Cells{InsecureRegistries: []string{}},
+		PKI:       PKI{Namespace: "kip-system", SecretName: "kip-ca"},
 		Plugin: Plugin{
 			Name:   "local",
 			Config: map[string]any{"agentCommand": []any{"/bin/sleep", "300"}, "network": "loopback"},

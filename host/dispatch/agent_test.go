@@ -95,8 +95,11 @@ func (f *fakeAgent) PortForward(s grpc.BidiStreamingServer[cellv1.PortForwardFra
 	}
 	for {
 		in, err := s.Recv()
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 		if in.GetClose() {
 			return s.Send(&cellv1.PortForwardFrame{Close: true})

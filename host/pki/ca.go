@@ -37,7 +37,7 @@ const (
 	DataCert = "ca.crt"
 	DataKey  = "ca.key"
 
-	SecretType corev1.SecretType = "kipcell.io/cluster-ca"
+	SecretType corev1.SecretType = "kipcell.io/cluster-ca" //nolint:gosec // G101: a Secret type name, not a credential
 
 	// AnnotationPurpose says what the Secret is (PurposeClusterCA), for
 	// whoever finds it: deleting it cuts the host off from every cell.

@@ -100,7 +100,7 @@ func TestIssueCell(t *testing.T) {
 			if cert.IsCA {
 				t.Error("cell certificate is a CA")
 			}
-			if life := cert.NotAfter.Sub(time.Now()); life < tt.wantLife-time.Minute || life > tt.wantLife {
+			if life := time.Until(cert.NotAfter); life < tt.wantLife-time.Minute || life > tt.wantLife {
 				t.Errorf("certificate valid for %s more, want about %s", life, tt.wantLife)
 			}
 			if cert.NotAfter.After(ca.cert.NotAfter) {

@@ -57,9 +57,29 @@ func Random(n int) string {
 func StartDaemon(t testing.TB) *Daemon {
 	t.Helper()
 	Require(t)
-	dir, err := os.MkdirTemp("/tmp", "kc-")
+	d, stop, err := Start()
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if data, err := os.ReadFile(filepath.Join(d.Dir, "containerd.log")); err == nil {
+				t.Logf("containerd log (tail):\n%s", tail(string(data), 3000))
+			}
+		}
+		stop()
+	})
+	return d
+}
+
+// Start starts a private containerd in a new directory under /tmp (short:
+// its socket path must fit in 108 bytes) and returns it with the function
+// that stops it and removes everything it left: shims, mounts, files. For
+// callers without a testing.TB, such as a TestMain.
+func Start() (*Daemon, func(), error) {
+	dir, err := os.MkdirTemp("/tmp", "kc-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating containerd directory: %w", err)
 	}
 	d := &Daemon{Dir: dir, Socket: filepath.Join(dir, "containerd.sock"), RuncRoot: filepath.Join(dir, "runc")}
 	config := fmt.Sprintf(`version = 2
@@ -81,11 +101,11 @@ disabled_plugins = [
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), d.Socket, filepath.Join(dir, "opt"))
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, nil, fmt.Errorf("writing containerd config: %w", err)
 	}
 	logFile, err := os.Create(filepath.Join(dir, "containerd.log"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, fmt.Errorf("creating containerd log: %w", err)
 	}
 	cmd := exec.Command("containerd", "--config", cfgPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
@@ -95,9 +115,11 @@ disabled_plugins = [
 	err = cmd.Start()
 	goruntime.UnlockOSThread()
 	if err != nil {
-		t.Fatalf("starting containerd: %v", err)
+		_ = logFile.Close()
+		_ = os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("starting containerd: %w", err)
 	}
-	t.Cleanup(func() {
+	stop := func() {
 		if d.Client != nil {
 			_ = d.Client.Close()
 		}
@@ -113,13 +135,8 @@ disabled_plugins = [
 		_ = logFile.Close()
 		killShims(d.Socket)
 		unmountUnder(dir)
-		if t.Failed() {
-			if data, err := os.ReadFile(filepath.Join(dir, "containerd.log")); err == nil {
-				t.Logf("containerd log (tail):\n%s", tail(string(data), 3000))
-			}
-		}
 		_ = os.RemoveAll(dir)
-	})
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := client.New(d.Socket, client.WithTimeout(200*time.Millisecond))
@@ -129,12 +146,14 @@ disabled_plugins = [
 			cancel()
 			if err == nil {
 				d.Client = c
-				return d
+				return d, stop, nil
 			}
 			_ = c.Close()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("containerd did not become ready: %v", err)
+			data, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
+			stop()
+			return nil, nil, fmt.Errorf("containerd did not become ready: %w; its log:\n%s", err, tail(string(data), 3000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

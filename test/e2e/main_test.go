@@ -12,24 +12,55 @@ import (
 	"github.com/kipcell/kip/test/e2e/framework"
 )
 
-// f is the run's shared control plane.
-var f *framework.Framework
+var (
+	// f is the run's shared control plane.
+	f *framework.Framework
+	// cells and kip are the run's shared node "kip": a real kip process
+	// with the local plugin, kip-cell agents and containerd.
+	cells *framework.Cells
+	kip   *framework.Kip
+)
 
 func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
 	var err error
 	f, err = framework.Setup(ctx, os.Stderr)
-	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: setting up the control plane:", err)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	if err := f.Teardown(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: tearing down the control plane:", err)
-		if code == 0 {
-			code = 1
+	defer func() {
+		if err := f.Teardown(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: tearing down the control plane:", err)
 		}
+	}()
+
+	bin, err := os.MkdirTemp("", "kip-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
 	}
-	os.Exit(code)
+	defer os.RemoveAll(bin)
+	if err := framework.BuildBinaries(ctx, bin); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	cells, err = framework.StartCells(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting containerd and the registry (run as root after make deps):", err)
+		return 1
+	}
+	defer cells.Stop()
+	kip, err = f.StartKip(ctx, cells, framework.KipOptions{NodeName: "kip", BinDir: bin, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting kip:", err)
+		return 1
+	}
+	defer kip.Stop()
+	return m.Run()
 }

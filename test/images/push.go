@@ -113,7 +113,7 @@ func PushAll(ctx context.Context, reg *registry.Registry) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
-	var auth authn.Authenticator = authn.Anonymous
+	auth := authn.Anonymous
 	if reg.AuthRequired() {
 		u, p := reg.Credentials()
 		auth = &authn.Basic{Username: u, Password: p}

@@ -91,7 +91,7 @@ func Start(ctx context.Context, opts Options) (*Registry, error) {
 	}
 	logger := log.New(out, "registry: ", log.LstdFlags|log.Lmicroseconds)
 
-	var h http.Handler = ggcrregistry.New(ggcrregistry.Logger(logger))
+	h := ggcrregistry.New(ggcrregistry.Logger(logger))
 	if opts.Username != "" || opts.Password != "" {
 		h = basicAuth(h, opts.Username, opts.Password, logger)
 	}

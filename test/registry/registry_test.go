@@ -27,9 +27,16 @@ func start(t *testing.T, opts registry.Options) *registry.Registry {
 	return reg
 }
 
+// response is what the tests check of a reply: its status and headers.
+type response struct {
+	Status     string
+	StatusCode int
+	Header     http.Header
+}
+
 // get sends GET /v2/ (the registry's ping) to host, with credentials when
-// user is not empty.
-func get(t *testing.T, host, user, pass string) *http.Response {
+// user is not empty, and closes the reply's body.
+func get(t *testing.T, host, user, pass string) response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+host+"/v2/", nil)
 	if err != nil {
@@ -42,8 +49,10 @@ func get(t *testing.T, host, user, pass string) *http.Response {
 	if err != nil {
 		t.Fatalf("GET /v2/: %v", err)
 	}
-	resp.Body.Close()
-	return resp
+	if err := resp.Body.Close(); err != nil {
+		t.Fatalf("closing GET /v2/ body: %v", err)
+	}
+	return response{Status: resp.Status, StatusCode: resp.StatusCode, Header: resp.Header}
 }
 
 func TestStartDefaults(t *testing.T) {

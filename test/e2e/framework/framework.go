@@ -192,3 +192,17 @@ func (f *Framework) WaitForPods(t testing.TB, namespace, selector string, n int,
 	})
 	return pods
 }
+
+// FromCluster builds a Framework on a control plane that is already
+// running (kip-cluster up), for tools such as the demo.
+func FromCluster(c *controlplane.Cluster) (*Framework, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading admin kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating admin client: %w", err)
+	}
+	return &Framework{Cluster: c, Config: cfg, Client: client}, nil
+}

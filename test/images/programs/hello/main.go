@@ -30,10 +30,14 @@ func main() {
 	if err != nil {
 		log.Fatalf("hello: %v", err)
 	}
-	go func() {
-		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintln(w, line())
-		}))
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() {
+		_ = srv.Serve(ln)
 	}()
 
 	t := time.NewTicker(*interval)

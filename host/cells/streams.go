@@ -1,0 +1,62 @@
+package cells
+
+import (
+	"context"
+	"io"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+
+	"github.com/kipcell/kip/host/dispatch"
+)
+
+// agentOf returns the agent of a pod's running cell, or a NotFound error
+// that says why there is none (the kubelet API turns it into a 404).
+func (m *Manager) agentOf(namespace, pod string) (*dispatch.Agent, error) {
+	c := m.byKey(namespace, pod)
+	if c == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s is not on this node", namespace, pod)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.agent == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s: its cell %s is not running yet", namespace, pod, c.id)
+	}
+	return c.agent, nil
+}
+
+// GetContainerLogs streams a container's log from its cell.
+func (m *Manager) GetContainerLogs(ctx context.Context, namespace, pod, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	a, err := m.agentOf(namespace, pod)
+	if err != nil {
+		return nil, err
+	}
+	return a.Logs(ctx, container, opts)
+}
+
+// RunInContainer executes cmd in a container on the pod's cell.
+func (m *Manager) RunInContainer(ctx context.Context, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
+	a, err := m.agentOf(namespace, pod)
+	if err != nil {
+		return err
+	}
+	return a.Exec(ctx, container, cmd, attach)
+}
+
+// AttachToContainer attaches to a container's main process on the pod's cell.
+func (m *Manager) AttachToContainer(ctx context.Context, namespace, pod, container string, attach api.AttachIO) error {
+	a, err := m.agentOf(namespace, pod)
+	if err != nil {
+		return err
+	}
+	return a.Attach(ctx, container, attach)
+}
+
+// PortForward connects stream to port inside the pod on its cell.
+func (m *Manager) PortForward(ctx context.Context, namespace, pod string, port int32, stream io.ReadWriteCloser) error {
+	a, err := m.agentOf(namespace, pod)
+	if err != nil {
+		return err
+	}
+	return a.PortForward(ctx, port, stream)
+}

@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/host/cells"
+	"github.com/kipcell/kip/host/config"
+	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/node"
+	"github.com/kipcell/kip/host/pki"
+	"github.com/kipcell/kip/host/plugin"
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Run runs kip until ctx ends. cfg must be validated; version is kip's.
+func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger) error {
+	restConfig, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(node.ClientConfig(restConfig))
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+
+	pluginConfig, err := cfg.Plugin.ConfigJSON()
+	if err != nil {
+		return err
+	}
+	sup, err := plugin.Open(ctx, plugin.Config{
+		Name:   cfg.Plugin.Name,
+		Dir:    cfg.Plugin.Dir,
+		Path:   cfg.Plugin.Path,
+		SHA256: cfg.Plugin.SHA256,
+		Configure: &pluginapi.ConfigureRequest{
+			ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig,
+		},
+		Logger:   log,
+		LogLevel: cfg.Log.Level,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sup.Close() }()
+	info := sup.Info()
+	log.Info("cloud plugin ready", "plugin", info.Name, "version", info.Version, "path", sup.Path(), "sha256", sup.SHA256())
+
+	ca, err := pki.Load(ctx, client, cfg.PKI.Namespace, cfg.PKI.SecretName, pki.WithClusterID(cfg.ClusterID))
+	if err != nil {
+		return fmt.Errorf("loading the cluster CA (kip's identity needs get and create on secrets in %s: deploy/rbac): %w",
+			cfg.PKI.Namespace, err)
+	}
+	identity := insecureRegistries{CA: ca, registries: cfg.Cells.InsecureRegistries}
+
+	nodeCfg, err := node.FromConfig(cfg, version)
+	if err != nil {
+		return err
+	}
+	podFactory := node.NewPodInformerFactory(client, cfg.NodeName)
+	podInformer := podFactory.Core().V1().Pods()
+	recorder, stopEvents := node.NewEventRecorder(ctx, client, cfg.NodeName)
+	defer stopEvents()
+
+	manager := cells.New(cells.Config{
+		ClusterID:           cfg.ClusterID,
+		NodeName:            cfg.NodeName,
+		DefaultInstanceType: cfg.Cells.DefaultInstanceType,
+		Image:               cfg.Cells.Image,
+	}, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"))
+
+	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
+		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder))
+	if err != nil {
+		return err
+	}
+
+	// The cache of the node's pods must be synced before adoption decides
+	// which surviving cells still have a pod.
+	podInformer.Informer()
+	podFactory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	synced := cache.WaitForCacheSync(syncCtx.Done(), podInformer.Informer().HasSynced)
+	cancel()
+	if !synced {
+		return errors.New("syncing the cache of the node's pods: timed out (can kip's identity list pods bound to the node?)")
+	}
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, 3)
+	go func() { errs <- sup.Run(ctx) }()
+	adopted := make(chan struct{})
+	go func() { errs <- manager.Run(ctx, adopted) }()
+	select {
+	case <-adopted:
+	case <-ctx.Done():
+		return nil
+	}
+	go func() { errs <- vk.Run(ctx) }()
+	log.Info("kip running", "node", cfg.NodeName, "cluster", cfg.ClusterID, "plugin", info.Name)
+
+	err = <-errs
+	stop()
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// insecureRegistries adds the configured plain-HTTP registries to every
+// cell's bootstrap.
+type insecureRegistries struct {
+	*pki.CA
+	registries []string
+}
+
+func (i insecureRegistries) Bootstrap(cellID, clusterID, nodeName, podUID string) (*cellapi.Bootstrap, error) {
+	b, err := i.CA.Bootstrap(cellID, clusterID, nodeName, podUID)
+	if err != nil {
+		return nil, err
+	}
+	b.InsecureRegistries = append(b.InsecureRegistries, i.registries...)
+	return b, nil
+}
+
+// restConfig loads path, else $KUBECONFIG (or ~/.kube/config), else the
+// in-cluster configuration.
+func restConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err == nil {
+		return cfg, nil
+	}
+	if path != "" {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+	}
+	in, inErr := rest.InClusterConfig()
+	if inErr != nil {
+		return nil, fmt.Errorf("finding a Kubernetes configuration: no kubeconfig (%w) and not in a cluster (%w)", err, inErr)
+	}
+	return in, nil
+}

@@ -1,0 +1,113 @@
+// Package node is kip's virtual node: the Node object and its Lease, the
+// pod lifecycle that virtual-kubelet (v1.13.0, pinned) drives through the
+// Pods interface, and the kubelet API on :10250 that kubectl logs, exec,
+// attach and port-forward reach through the API server.
+//
+// It imports virtual-kubelet, client-go, the Kubernetes API types and
+// host/config; it never imports the cell manager (host/cells), which
+// implements Pods.
+//
+// # Using it
+//
+//	restCfg = node.ClientConfig(restCfg)             // 50 QPS, burst 100
+//	client := kubernetes.NewForConfig(restCfg)
+//	cfg, err := node.FromConfig(kipConfig, version)  // or node.DefaultConfig(name)
+//	n, err := node.New(client, cells, cfg, log)
+//	go n.Run(ctx)                                    // blocks until ctx ends
+//	err = n.WaitReady(ctx)
+//
+// # What it builds, and why not nodeutil.NewNode
+//
+// Run builds virtual-kubelet's node.PodController and node.NodeController
+// itself. nodeutil.NewNode would also start cluster-wide Secret, ConfigMap
+// and Service informers, which a node identity (system:node:<name>, under
+// the Node authorizer) may not list, and it hides the rate limiters, the
+// retry policy, the ping timeout and the client's QPS.
+//
+//   - Pods are watched with a field selector spec.nodeName=<name>.
+//   - PodController insists on ConfigMap, Secret and Service informers but
+//     uses them only to resolve environment variables before CreatePod.
+//     SkipDownwardAPIResolution is set (virtual-kubelet resolves
+//     status.podIP and resourceFieldRef too early or not at all; the host
+//     resolves the environment itself once the cell has its IP), and
+//     PodController.Run waits for the pod informer alone to sync, so those
+//     three informers come from a factory that is never started.
+//   - Status is pushed: Pods is a PodNotifier, so virtual-kubelet never
+//     polls GetPodStatus every 5 s.
+//   - The work queues retry a failing key with backoff capped at a minute
+//     for 30 minutes rather than 20 times, under a 100 QPS budget instead
+//     of 10 (mass deletions are not throttled).
+//   - Events are recorded as the node; the Node authorizer allows it.
+//   - The Lease (coordination.k8s.io/v1, kube-node-lease/<name>) lasts
+//     Config.LeaseDuration (40 s) and is renewed every quarter of it; the
+//     full status is written every Config.StatusUpdateInterval (1 min).
+//   - A deleted Node is registered again, as the kubelet does.
+//
+// # Readiness and Ping (pitfall: Ping gates the lease)
+//
+// virtual-kubelet renews the Lease only after a successful Ping; a lease
+// left to expire makes the node NotReady and, after tolerationSeconds
+// (300 s by default), gets every pod on it evicted. Ping therefore succeeds
+// unless Pods implements HealthChecker and Healthy has failed without
+// interruption for Config.HealthGrace (2 min). A plugin restart or a cell
+// booting must never fail Healthy.
+//
+// # Labels, the role label and the taint
+//
+// The Node carries type=virtual-kubelet, kubernetes.io/hostname,
+// kubernetes.io/os=linux and kubernetes.io/arch, plus Config.Labels.
+//
+// kubernetes.io/role=agent is NOT set by default. The NodeRestriction
+// admission plugin lets a node identity set only the kubelet's own
+// kubernetes.io/ labels (hostname, os, arch, instance-type, zone, region
+// and the kubelet.kubernetes.io and node.kubernetes.io prefixes), and
+// rejects the Node's registration outright if it carries another one: kip,
+// running as system:node:<name>, cannot label itself with the role. When
+// Config.SetRoleLabel is off, Run logs (once) the command an administrator
+// runs instead:
+//
+//	kubectl label node kip kubernetes.io/role=agent
+//
+// Turn SetRoleLabel on only when kip runs with credentials outside
+// NodeRestriction (a service account with RBAC on nodes).
+//
+// The taint (virtual-kubelet.io/provider=kip:NoSchedule by default, or
+// none) is registered with the Node. NodeRestriction also forbids a node
+// to change its taints later, so a changed configuration on an existing
+// Node is reported in the log, not applied.
+//
+// # The kubelet API
+//
+// HTTPS (TLS 1.2+, HTTP/1.1 for upgrades) on Config.ListenAddress. The
+// Node advertises InternalIP (Config.InternalIP, or this host's first IPv4
+// address) and the real listening port as its kubelet endpoint, so the API
+// server can dial it. It advertises no Hostname address: the API server's
+// default --kubelet-preferred-address-types tries Hostname first, and the
+// node's name resolves nowhere. The serving certificate comes from files or is
+// generated self-signed in memory for the IP and the node name.
+//
+// Routes are virtual-kubelet's api.PodHandler backed by Pods:
+// /containerLogs, /exec, /attach, /portForward, /pods and /runningpods/;
+// /stats and /metrics answer 501 until cells report them. RunInContainer
+// reports a command's non-zero exit with ExitCode(n); kubectl exec then
+// exits with n.
+//
+// Every request is authenticated and authorized like the kubelet in
+// webhook mode, through the node's own client (the Node authorizer lets a
+// node create TokenReviews and SubjectAccessReviews):
+//   - a client certificate verified against Config.ClientCAFile (the CA of
+//     the API server's --kubelet-client-certificate) names the user by CN
+//     and O;
+//   - otherwise a bearer token is checked with a TokenReview
+//     (virtual-kubelet's nodeutil.WebhookAuth, cached 2 min);
+//   - anything else gets 401 Unauthorized;
+//   - the user must then be allowed the HTTP method's verb on
+//     nodes/<name> with subresource proxy (log, stats or metrics for those
+//     paths), by SubjectAccessReview (allow cached 5 min, deny 30 s):
+//     403 Forbidden otherwise.
+//
+// Client certificates are verified here rather than through
+// WebhookAuthConfig's ClientCertificateCAContentProvider because that
+// needs a k8s.io/apiserver type, and k8s.io/apiserver is only an indirect
+// requirement of kip's module.
+package node

@@ -1,0 +1,458 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
+	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	utilexec "k8s.io/utils/exec"
+)
+
+const (
+	// The kubelet's streaming defaults.
+	streamIdleTimeout     = 4 * time.Hour
+	streamCreationTimeout = 30 * time.Second
+	// podResync is how often the pod informer replays its cache (as
+	// nodeutil does); identical objects enqueue no work.
+	podResync = time.Minute
+	// retryWindow replaces virtual-kubelet's 20 retries per key (pitfall
+	// A4.7): a key is retried, with backoff capped at a minute, for this
+	// long after it was first queued.
+	retryWindow = 30 * time.Minute
+	// shutdownTimeout bounds the kubelet API's graceful shutdown.
+	shutdownTimeout = 5 * time.Second
+)
+
+// Node is kip's virtual node: it registers the Node object and keeps its
+// Lease, drives Pods through virtual-kubelet's pod controller, and serves
+// the kubelet API. Build it with New and start it with Run.
+type Node struct {
+	client     kubernetes.Interface
+	pods       Pods
+	cfg        Config
+	log        *slog.Logger
+	internalIP string
+	tlsConfig  *tls.Config
+	auth       nodeutil.Auth
+
+	started atomic.Bool
+	ready   chan struct{}
+	done    chan struct{}
+
+	// podFactory and recorder are shared with the cell manager when the
+	// daemon passes them in (WithPodInformerFactory, WithEventRecorder).
+	podFactory informers.SharedInformerFactory
+	recorder   record.EventRecorder
+
+	mu   sync.Mutex
+	addr string // the kubelet API's address once listening
+	err  error  // Run's result once done is closed
+}
+
+// Option adjusts New.
+type Option func(*Node)
+
+// WithPodInformerFactory makes the Node use factory (from
+// NewPodInformerFactory) for its pod informer, so that other components
+// share the same cache of the node's pods. Run starts it.
+func WithPodInformerFactory(factory informers.SharedInformerFactory) Option {
+	return func(n *Node) { n.podFactory = factory }
+}
+
+// WithEventRecorder makes the Node post events through recorder (from
+// NewEventRecorder) instead of its own.
+func WithEventRecorder(recorder record.EventRecorder) Option {
+	return func(n *Node) { n.recorder = recorder }
+}
+
+// NewPodInformerFactory returns an informer factory that watches only the
+// pods bound to node name.
+func NewPodInformerFactory(client kubernetes.Interface, name string) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(client, podResync, nodeutil.PodInformerFilter(name))
+}
+
+// NewEventRecorder returns a recorder that writes events as the node (the
+// Node authorizer allows it) and the function that stops it.
+func NewEventRecorder(ctx context.Context, client kubernetes.Interface, name string) (record.EventRecorder, func()) {
+	eb := record.NewBroadcaster(record.WithContext(ctx))
+	eb.StartRecordingToSink(&corev1client.EventSinkImpl{Interface: client.CoreV1().Events(corev1.NamespaceAll)})
+	return eb.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kip", Host: name}), eb.Shutdown
+}
+
+// New validates cfg (zero fields take the defaults), prepares the kubelet
+// API's serving certificate and webhook authentication, and returns a Node
+// that Run starts. client should be built with ClientConfig; it needs what
+// the Node authorizer grants system:node:<cfg.Name> (see doc.go).
+func New(client kubernetes.Interface, pods Pods, cfg Config, log *slog.Logger, opts ...Option) (*Node, error) {
+	if client == nil {
+		return nil, errors.New("node: no Kubernetes client")
+	}
+	if pods == nil {
+		return nil, errors.New("node: no Pods")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: invalid config: %w", err)
+	}
+	log = log.With("node", cfg.Name)
+	ip := cfg.InternalIP
+	if ip == "" {
+		var err error
+		if ip, err = hostIP(); err != nil {
+			return nil, fmt.Errorf("node: no internal IP configured and %w", err)
+		}
+		log.Info("no internal IP configured; using this host's", "internalIP", ip)
+	}
+	cert, err := servingCert(cfg, net.ParseIP(ip))
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	tlsConfig, err := serverTLS(cert, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	auth, err := nodeutil.WebhookAuth(client, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("node: setting up webhook authentication: %w", err)
+	}
+	if cfg.ClientCAFile == "" {
+		log.Warn("no client CA for the kubelet API: only bearer tokens are accepted, so the API server cannot reach logs, exec or port-forward (set node.clientCAFile to the CA of its --kubelet-client-certificate)")
+	}
+	n := &Node{
+		client: client, pods: pods, cfg: cfg, log: log, internalIP: ip,
+		tlsConfig: tlsConfig, auth: auth,
+		ready: make(chan struct{}), done: make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n, nil
+}
+
+// ClientConfig returns a copy of base with client rate limits fit for the
+// node (client-go's default of 5 QPS, burst 10, throttles pod status
+// writes as soon as a few dozen pods start together; pitfall A4.12).
+// Limits already set in base are kept.
+func ClientConfig(base *rest.Config) *rest.Config {
+	c := rest.CopyConfig(base)
+	if c.QPS == 0 {
+		c.QPS = 50
+	}
+	if c.Burst == 0 {
+		c.Burst = 100
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "kip"
+	}
+	return c
+}
+
+// ExitCode is the error RunInContainer returns when the command ran and
+// exited with a non-zero code: the kubelet API turns it into that exit
+// code for kubectl exec. Any other error is an internal error.
+func ExitCode(code int) error {
+	return utilexec.CodeExitError{Err: fmt.Errorf("command exited with code %d", code), Code: code}
+}
+
+// Config returns the configuration in use, defaults applied.
+func (n *Node) Config() Config { return n.cfg }
+
+// InternalIP returns the address the Node advertises for its kubelet API.
+func (n *Node) InternalIP() string { return n.internalIP }
+
+// Addr returns the kubelet API's listening address, or "" before Run
+// listens.
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addr
+}
+
+// WaitReady blocks until the Node is registered, its Lease is kept and the
+// pod controller and kubelet API run; it returns Run's error if Run ended
+// first, or ctx's.
+func (n *Node) WaitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	case <-n.done:
+		if err := n.Err(); err != nil {
+			return fmt.Errorf("node stopped before it was ready: %w", err)
+		}
+		return errors.New("node stopped before it was ready")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when Run returns.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err returns Run's error once Done is closed, nil before.
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.err
+	default:
+		return nil
+	}
+}
+
+// Run registers the node and runs it until ctx ends (then it returns nil)
+// or a controller fails. It may be called once.
+func (n *Node) Run(ctx context.Context) (err error) {
+	if !n.started.CompareAndSwap(false, true) {
+		return errors.New("node: Run called twice")
+	}
+	defer func() {
+		n.mu.Lock()
+		n.err = err
+		n.mu.Unlock()
+		close(n.done)
+	}()
+	ctx, cancel := context.WithCancel(vklog.WithLogger(ctx, vkLogger{l: n.log}))
+	defer cancel()
+	cfg := n.cfg
+
+	// Listen first: the Node advertises the real port (cfg may say :0).
+	ln, err := net.Listen("tcp", cfg.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("node: kubelet API listening on %s: %w", cfg.ListenAddress, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	nodeObj := nodeObject(cfg, n.internalIP, int32(port), time.Now())
+	n.checkExisting(ctx)
+
+	// Events are written as the node, which the Node authorizer allows.
+	recorder := n.recorder
+	if recorder == nil {
+		var stop func()
+		recorder, stop = NewEventRecorder(ctx, n.client, cfg.Name)
+		defer stop()
+	}
+
+	// Only this node's pods are watched. virtual-kubelet's PodController
+	// insists on ConfigMap, Secret and Service informers, which it uses
+	// only to resolve environment variables; SkipDownwardAPIResolution
+	// turns that off, and Run waits only for the pod informer to sync
+	// (node/podcontroller.go, Run: cache.WaitForCacheSync on
+	// podsInformer alone). So they come from a factory that is never
+	// started: nothing lists or watches Secrets, ConfigMaps or Services,
+	// which a node identity may not do cluster-wide.
+	podFactory := n.podFactory
+	if podFactory == nil {
+		podFactory = NewPodInformerFactory(n.client, cfg.Name)
+	}
+	idleFactory := informers.NewSharedInformerFactory(n.client, 0)
+	podInformer := podFactory.Core().V1().Pods()
+	pc, err := vknode.NewPodController(vknode.PodControllerConfig{
+		PodClient:                                n.client.CoreV1(),
+		PodInformer:                              podInformer,
+		EventRecorder:                            recorder,
+		Provider:                                 n.pods,
+		ConfigMapInformer:                        idleFactory.Core().V1().ConfigMaps(),
+		SecretInformer:                           idleFactory.Core().V1().Secrets(),
+		ServiceInformer:                          idleFactory.Core().V1().Services(),
+		SyncPodsFromKubernetesRateLimiter:        rateLimiter(),
+		SyncPodsFromKubernetesShouldRetryFunc:    retryFor(retryWindow),
+		DeletePodsFromKubernetesRateLimiter:      rateLimiter(),
+		DeletePodsFromKubernetesShouldRetryFunc:  retryFor(retryWindow),
+		SyncPodStatusFromProviderRateLimiter:     rateLimiter(),
+		SyncPodStatusFromProviderShouldRetryFunc: retryFor(retryWindow),
+		SkipDownwardAPIResolution:                true,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("node: creating pod controller: %w", err)
+	}
+	nc, err := vknode.NewNodeController(
+		newNodeProvider(n.pods, cfg.HealthGrace, n.log),
+		nodeObj,
+		n.client.CoreV1().Nodes(),
+		vknode.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(n.client), int32(cfg.LeaseDuration/time.Second)),
+		vknode.WithNodePingTimeout(healthTimeout+5*time.Second),
+		vknode.WithNodeStatusUpdateInterval(cfg.StatusUpdateInterval),
+		vknode.WithNodeStatusUpdateErrorHandler(n.reregister(port)),
+	)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("node: creating node controller: %w", err)
+	}
+
+	srv := &http.Server{
+		Handler:           withAuth(n.auth, routes(n.pods, podInformer.Lister()), n.log),
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// TLS handshake failures from scanners are not kip's problem.
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(tls.NewListener(ln, n.tlsConfig)) }()
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer scancel()
+		if srv.Shutdown(sctx) != nil {
+			_ = srv.Close()
+		}
+	}()
+	n.mu.Lock()
+	n.addr = ln.Addr().String()
+	n.mu.Unlock()
+	n.log.Info("kubelet API listening", "addr", ln.Addr().String(), "internalIP", n.internalIP, "port", port)
+
+	podFactory.Start(ctx.Done())
+	defer podFactory.Shutdown()
+	go func() { _ = pc.Run(ctx, cfg.Workers) }()
+	defer func() { cancel(); <-pc.Done() }()
+	select {
+	case <-pc.Ready():
+	case <-pc.Done():
+		return fmt.Errorf("node: pod controller: %w", pc.Err())
+	case err := <-serveErr:
+		return fmt.Errorf("node: kubelet API: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+
+	go func() { _ = nc.Run(ctx) }()
+	defer func() { cancel(); <-nc.Done() }()
+	select {
+	case <-nc.Ready():
+	case <-nc.Done():
+		return fmt.Errorf("node: registering node: %w", nc.Err())
+	case err := <-serveErr:
+		return fmt.Errorf("node: kubelet API: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+	n.log.Info("node ready", "taint", taintString(cfg.Taint), "leaseDuration", cfg.LeaseDuration)
+	close(n.ready)
+
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-pc.Done():
+		return fmt.Errorf("node: pod controller stopped: %w", pc.Err())
+	case <-nc.Done():
+		return fmt.Errorf("node: node controller stopped: %w", nc.Err())
+	case err := <-serveErr:
+		return fmt.Errorf("node: kubelet API: %w", err)
+	}
+}
+
+// checkExisting reports what kip cannot fix itself on a Node registered
+// earlier: a node identity may not change its taints, nor set
+// kubernetes.io/role (NodeRestriction).
+func (n *Node) checkExisting(ctx context.Context) {
+	existing, err := n.client.CoreV1().Nodes().Get(ctx, n.cfg.Name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		n.log.Debug("reading the existing Node", "error", err)
+		return
+	}
+	if err == nil && missingTaint(existing, n.cfg.Taint) {
+		n.log.Warn("the registered Node lacks the configured taint, and a node may not change its own taints; an administrator can add it",
+			"taint", taintString(n.cfg.Taint), "command", fmt.Sprintf("kubectl taint node %s %s", n.cfg.Name, taintString(n.cfg.Taint)))
+	}
+	if !n.cfg.SetRoleLabel && (err != nil || existing.Labels[LabelRole] != LabelRoleKip) {
+		n.log.Info("not setting "+LabelRole+"="+LabelRoleKip+": NodeRestriction forbids a node to set it on itself; an administrator can add it",
+			"command", fmt.Sprintf("kubectl label node %s %s=%s", n.cfg.Name, LabelRole, LabelRoleKip))
+	}
+}
+
+// reregister creates the Node again when someone deleted it, as the
+// kubelet does; other status update errors are returned.
+func (n *Node) reregister(port int) vknode.ErrorHandler {
+	return func(ctx context.Context, err error) error {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		n.log.Warn("the Node was deleted; registering it again")
+		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.internalIP, int32(port), time.Now()), metav1.CreateOptions{})
+		if cerr != nil && !apierrors.IsAlreadyExists(cerr) {
+			return fmt.Errorf("registering the deleted Node again: %w", cerr)
+		}
+		return nil
+	}
+}
+
+// rateLimiter is per-key exponential backoff from 50 ms to 1 min under an
+// overall 100 QPS (burst 1000) budget. virtual-kubelet's default is 10 QPS
+// (burst 100) with per-key backoff up to 1000 s, which throttles mass
+// deletions (pitfall A4.7).
+func rateLimiter() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](50*time.Millisecond, time.Minute),
+		&workqueue.TypedBucketRateLimiter[any]{Limiter: rate.NewLimiter(rate.Limit(100), 1000)},
+	)
+}
+
+// retryFor retries a failing key with the rate limiter's backoff until
+// window has passed since it was queued.
+func retryFor(window time.Duration) vknode.ShouldRetryFunc {
+	return func(_ context.Context, key string, timesTried int, originallyAdded time.Time, err error) (*time.Duration, error) {
+		if time.Since(originallyAdded) < window {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("giving up on %s after %d tries in %s: %w", key, timesTried, window, err)
+	}
+}
+
+func taintString(t *corev1.Taint) string {
+	if t == nil {
+		return "none"
+	}
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}
+
+// hostIP is the first global unicast IPv4 address of an interface that is
+// up.
+func hostIP() (string, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "", fmt.Errorf("listing interfaces: %w", err)
+	}
+	for _, iface := range ifaces {
+		if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := iface.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String(), nil
+			}
+		}
+	}
+	return "", errors.New("this host has no global unicast IPv4 address")
+}

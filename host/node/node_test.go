@@ -1,0 +1,309 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kipcell/kip/host/config"
+)
+
+func TestParseTaint(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    *corev1.Taint
+		wantErr bool
+	}{
+		{in: "", want: nil},
+		{in: "none", want: nil},
+		{in: DefaultTaint, want: &corev1.Taint{Key: "virtual-kubelet.io/provider", Value: "kip", Effect: corev1.TaintEffectNoSchedule}},
+		{in: "kipcell.io/cells:NoExecute", want: &corev1.Taint{Key: "kipcell.io/cells", Effect: corev1.TaintEffectNoExecute}},
+		{in: "dedicated=:PreferNoSchedule", want: &corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectPreferNoSchedule}},
+		{in: "a=b", wantErr: true},
+		{in: "a=b:Never", wantErr: true},
+		{in: "bad key!=v:NoSchedule", wantErr: true},
+		{in: "k=" + strings.Repeat("v", 64) + ":NoSchedule", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseTaint(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseTaint(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" && !tt.wantErr {
+			t.Errorf("ParseTaint(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string
+	}{
+		{name: "defaults", mutate: func(*Config) {}},
+		{name: "bad name", mutate: func(c *Config) { c.Name = "Kip_1" }, wantErr: "node name"},
+		{name: "bad label", mutate: func(c *Config) { c.Labels = map[string]string{"a b": "c"} }, wantErr: "label key"},
+		{name: "bad taint", mutate: func(c *Config) { c.Taint = &corev1.Taint{Key: "k", Effect: "Sometimes"} }, wantErr: "taint effect"},
+		{name: "negative capacity", mutate: func(c *Config) { c.Capacity[corev1.ResourceCPU] = resource.MustParse("-1") }, wantErr: "negative"},
+		{name: "bad IP", mutate: func(c *Config) { c.InternalIP = "kip.local" }, wantErr: "not an IP"},
+		{name: "bad listen", mutate: func(c *Config) { c.ListenAddress = "10250" }, wantErr: "listen address"},
+		{name: "cert only", mutate: func(c *Config) { c.TLSCertFile = "/x" }, wantErr: "together"},
+		{name: "short lease", mutate: func(c *Config) { c.LeaseDuration = time.Second }, wantErr: "lease"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig("kip")
+			tt.mutate(&c)
+			err := c.withDefaults().Validate()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("Validate = %v, want error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestFromConfig(t *testing.T) {
+	kc, err := config.Load("", []string{"KIP_NODE_NAME=cells", "KIP_NODE_TAINT=", "KIP_NODE_CAPACITY_CPU=64", "KIP_NODE_INTERNAL_IP=10.0.0.7"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := FromConfig(kc, "v0.3.0")
+	if err != nil {
+		t.Fatalf("FromConfig: %v", err)
+	}
+	want := DefaultConfig("cells")
+	want.Taint = nil
+	want.Capacity[corev1.ResourceCPU] = resource.MustParse("64")
+	want.InternalIP = "10.0.0.7"
+	want.Version = "v0.3.0"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("FromConfig (-want +got):\n%s", diff)
+	}
+
+	kc.Node.Taint = "nope"
+	var cerr *config.Error
+	if _, err := FromConfig(kc, ""); !errors.As(err, &cerr) || cerr.Key != "node.taint" {
+		t.Errorf("FromConfig with a bad taint = %v, want a config error naming node.taint", err)
+	}
+}
+
+func TestNodeObject(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	cfg := DefaultConfig("kip")
+	cfg.Labels = map[string]string{"topology.kubernetes.io/region": "local"}
+	cfg.Version = "v1.2.3"
+	n := nodeObject(cfg, "10.0.0.7", 12345, now)
+
+	wantLabels := map[string]string{
+		"type": "virtual-kubelet", "kubernetes.io/hostname": "kip", "kubernetes.io/os": "linux",
+		"kubernetes.io/arch": "amd64", "topology.kubernetes.io/region": "local",
+	}
+	if diff := cmp.Diff(wantLabels, n.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if _, ok := cfg.Labels[LabelType]; ok {
+		t.Error("nodeObject modified Config.Labels")
+	}
+	wantTaints := []corev1.Taint{{Key: "virtual-kubelet.io/provider", Value: "kip", Effect: corev1.TaintEffectNoSchedule}}
+	if diff := cmp.Diff(wantTaints, n.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != 12345 {
+		t.Errorf("kubelet port = %d, want 12345", got)
+	}
+	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}}
+	if diff := cmp.Diff(wantAddrs, n.Status.Addresses); diff != "" {
+		t.Errorf("addresses (-want +got):\n%s", diff)
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+		want := cfg.Capacity[r]
+		if got := n.Status.Capacity[r]; got.Cmp(want) != 0 {
+			t.Errorf("capacity %s = %s, want %s", r, got.String(), want.String())
+		}
+		if got := n.Status.Allocatable[r]; got.Cmp(want) != 0 {
+			t.Errorf("allocatable %s = %s, want %s", r, got.String(), want.String())
+		}
+	}
+	if got := n.Status.NodeInfo.KubeletVersion; got != "kip/v1.2.3" {
+		t.Errorf("kubelet version = %q, want kip/v1.2.3", got)
+	}
+	ready := false
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+		if c.Type != corev1.NodeReady && c.Status != corev1.ConditionFalse {
+			t.Errorf("condition %s = %s, want False", c.Type, c.Status)
+		}
+	}
+	if !ready {
+		t.Error("no Ready=True condition")
+	}
+
+	cfg.SetRoleLabel = true
+	cfg.Taint = nil
+	n = nodeObject(cfg, "10.0.0.7", 1, now)
+	if n.Labels[LabelRole] != LabelRoleKip {
+		t.Errorf("SetRoleLabel: labels = %v, want %s=%s", n.Labels, LabelRole, LabelRoleKip)
+	}
+	if len(n.Spec.Taints) != 0 {
+		t.Errorf("no taint configured: taints = %v", n.Spec.Taints)
+	}
+}
+
+func TestMissingTaint(t *testing.T) {
+	taint, _ := ParseTaint(DefaultTaint)
+	n := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{*taint}}}
+	if missingTaint(n, taint) {
+		t.Error("missingTaint = true for a node with the taint")
+	}
+	other := *taint
+	other.Value = "other"
+	if !missingTaint(n, &other) {
+		t.Error("missingTaint = false for a different value")
+	}
+	if missingTaint(&corev1.Node{}, nil) {
+		t.Error("missingTaint = true with no taint configured")
+	}
+}
+
+type fakeHealth struct{ err error }
+
+func (f *fakeHealth) Healthy(context.Context) error { return f.err }
+
+func TestPingGrace(t *testing.T) {
+	h := &fakeHealth{}
+	now := time.Unix(0, 0)
+	p := &nodeProvider{health: h, grace: time.Minute, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now }}
+	ctx := context.Background()
+	step := func(d time.Duration, err error, wantFail bool) {
+		t.Helper()
+		now = now.Add(d)
+		h.err = err
+		if got := p.Ping(ctx); (got != nil) != wantFail {
+			t.Errorf("at %s with health %v: Ping = %v, want failure %v", now.Sub(time.Unix(0, 0)), err, got, wantFail)
+		}
+	}
+	down := errors.New("plugin restarting")
+	step(0, nil, false)
+	step(10*time.Second, down, false) // failing since 10s
+	step(40*time.Second, down, false) // 40s into the outage
+	step(10*time.Second, nil, false)  // recovered: the clock resets
+	step(10*time.Second, down, false) // failing since 70s
+	step(59*time.Second, down, false) // 59s
+	step(time.Second, down, true)     // a whole minute: NotReady
+	step(time.Second, nil, false)     // and back
+
+	var none nodeProvider
+	if err := none.Ping(ctx); err != nil {
+		t.Errorf("Ping without a health checker = %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.Ping(cctx); err == nil {
+		t.Error("Ping with a cancelled context = nil")
+	}
+}
+
+// TestKubeletAPIUnauthenticated covers what needs no API server: requests
+// without credentials. (The webhook clients post through the clientset's
+// RESTClient, which the fake lacks; test/e2e/node_test.go covers tokens,
+// certificates and SubjectAccessReviews against a real API server.)
+func TestKubeletAPIUnauthenticated(t *testing.T) {
+	auth, err := nodeutil.WebhookAuth(fake.NewClientset(), "kip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	h := withAuth(auth, ok, slog.New(slog.DiscardHandler))
+
+	noCert := httptest.NewRequest(http.MethodGet, "https://kip:10250/containerLogs/ns/pod/c", nil)
+	unnamed := httptest.NewRequest(http.MethodGet, "https://kip:10250/containerLogs/ns/pod/c", nil)
+	unnamed.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Subject: pkix.Name{Organization: []string{"system:masters"}}}}}}
+	for name, r := range map[string]*http.Request{"no credentials": noCert, "certificate without a name": unnamed} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized {
+			t.Errorf("%s: status = %d (%s), want 401", name, w.Code, strings.TrimSpace(w.Body.String()))
+		}
+	}
+}
+
+func TestX509User(t *testing.T) {
+	u := x509User{name: "kube-apiserver-kubelet-client", groups: []string{"system:masters"}}
+	if u.GetName() != "kube-apiserver-kubelet-client" || u.GetUID() != "" || len(u.GetGroups()) != 1 || u.GetExtra() != nil {
+		t.Errorf("x509User = %+v", u)
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	n, err := New(fake.NewClientset(), nopPods{}, Config{InternalIP: "127.0.0.1"}, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	c := n.Config()
+	if c.Name != DefaultName || c.ListenAddress != DefaultListenAddress || c.LeaseDuration != DefaultLeaseDuration || c.Workers != DefaultWorkers {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+	if c.Taint != nil {
+		t.Errorf("a zero Config's nil taint became %v; nil means no taint", c.Taint)
+	}
+	if leaf := n.tlsConfig.Certificates[0].Leaf; leaf == nil || leaf.IPAddresses[0].String() != "127.0.0.1" || leaf.DNSNames[0] != "kip" {
+		t.Errorf("self-signed certificate does not name 127.0.0.1 and kip: %+v", leaf)
+	}
+	if n.tlsConfig.ClientAuth != tls.NoClientCert {
+		t.Errorf("ClientAuth = %v without a client CA", n.tlsConfig.ClientAuth)
+	}
+	if _, err := New(fake.NewClientset(), nopPods{}, Config{ClientCAFile: "/nonexistent"}, nil); err == nil {
+		t.Error("New with a missing client CA file succeeded")
+	}
+	if _, err := New(fake.NewClientset(), nil, Config{}, nil); err == nil {
+		t.Error("New without Pods succeeded")
+	}
+}
+
+// nopPods is a Pods that knows no pods.
+type nopPods struct{}
+
+func (nopPods) CreatePod(context.Context, *corev1.Pod) error { return nil }
+func (nopPods) UpdatePod(context.Context, *corev1.Pod) error { return nil }
+func (nopPods) DeletePod(context.Context, *corev1.Pod) error { return nil }
+func (nopPods) GetPod(context.Context, string, string) (*corev1.Pod, error) {
+	return nil, errdefs.NotFound("no pods")
+}
+func (nopPods) GetPodStatus(context.Context, string, string) (*corev1.PodStatus, error) {
+	return nil, errdefs.NotFound("no pods")
+}
+func (nopPods) GetPods(context.Context) ([]*corev1.Pod, error) { return nil, nil }
+func (nopPods) NotifyPods(context.Context, func(*corev1.Pod))  {}
+func (nopPods) GetContainerLogs(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
+	return nil, errdefs.NotFound("no pods")
+}
+func (nopPods) RunInContainer(context.Context, string, string, string, []string, api.AttachIO) error {
+	return errdefs.NotFound("no pods")
+}
+func (nopPods) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
+	return errdefs.NotFound("no pods")
+}
+func (nopPods) PortForward(context.Context, string, string, int32, io.ReadWriteCloser) error {
+	return errdefs.NotFound("no pods")
+}

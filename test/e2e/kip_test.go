@@ -1,0 +1,239 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// onKip is a pod spec placed on the virtual node "kip".
+func onKip(containers ...corev1.Container) corev1.PodSpec {
+	return corev1.PodSpec{
+		NodeSelector:                  map[string]string{"type": "virtual-kubelet"},
+		Tolerations:                   []corev1.Toleration{{Key: virtualTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		Containers:                    containers,
+		TerminationGracePeriodSeconds: ptr.To[int64](5),
+	}
+}
+
+// liveCells counts the local plugin's cells (one directory each).
+func liveCells(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(kip.StateDir, "cells"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			n++
+		}
+	}
+	return n
+}
+
+// kipLogOnFailure adds kip's log to a failed test's output.
+func kipLogOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of kip's log (%s):\n%s", kip.LogPath, kip.LogTail(80))
+		}
+	})
+}
+
+func kubectl(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(f.Cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", f.Cluster.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	case err != nil:
+		t.Fatalf("kubectl %v: %v", args, err)
+	}
+	return string(out), 0
+}
+
+func running(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return len(p.Status.ContainerStatuses) > 0
+}
+
+// TestDeploymentRunsInCells is the whole path: a Deployment's pods bound
+// to kip run in their own cells, with true status, logs, exec and delete.
+func TestDeploymentRunsInCells(t *testing.T) {
+	kipLogOnFailure(t)
+	ctx := context.Background()
+	ns := f.Namespace(t)
+	labels := map[string]string{"app": "hello"}
+	start := time.Now()
+	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := f.WaitForPods(t, ns, "app=hello", 3, 30*time.Second, "Running on kip", func(p *corev1.Pod) bool {
+		return p.Spec.NodeName == "kip" && running(p)
+	})
+	t.Logf("3 pods Running %.1fs after the Deployment was created", time.Since(start).Seconds())
+	ips := map[string]bool{}
+	for _, p := range pods {
+		if p.Status.PodIP == "" || ips[p.Status.PodIP] {
+			t.Errorf("pod %s has IP %q; want its own", p.Name, p.Status.PodIP)
+		}
+		ips[p.Status.PodIP] = true
+	}
+	if n := liveCells(t); n != 3 {
+		t.Errorf("%d cells for 3 pods", n)
+	}
+
+	pod := pods[0].Name
+	var logs string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last kubectl logs output: %.400q", logs)
+		}
+	})
+	f.WaitFor(t, 20*time.Second, "kubectl logs to show the container's output", func(context.Context) (bool, error) {
+		out, code := kubectl(t, "logs", "-n", ns, pod)
+		logs = out
+		return code == 0 && strings.Contains(out, "hello from"), nil
+	})
+	// -f follows: it is still printing new lines after a few seconds.
+	follow := exec.Command(filepath.Join(f.Cluster.BinDir, "kubectl"), "--kubeconfig", f.Cluster.Kubeconfig, "logs", "-f", "-n", ns, pod)
+	followed := &strings.Builder{}
+	follow.Stdout = followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	_ = follow.Process.Kill()
+	_ = follow.Wait()
+	if strings.Count(followed.String(), "hello from") < 2 {
+		t.Errorf("kubectl logs -f printed %q; want the running output", followed.String())
+	}
+
+	out, code := kubectl(t, "exec", "-n", ns, pod, "--", "sh", "-c", "echo inside $HOSTNAME; exit 3")
+	if code != 3 || !strings.Contains(out, "inside") {
+		t.Errorf("kubectl exec = %q exit %d; want its output and exit code 3", out, code)
+	}
+
+	// Deleting the Deployment terminates every cell within grace + 10 s.
+	start = time.Now()
+	if err := f.Client.AppsV1().Deployments(ns).Delete(ctx, "hello", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor(t, 15*time.Second, "every cell terminated", func(context.Context) (bool, error) { return liveCells(t) == 0, nil })
+	t.Logf("cells gone %.1fs after the Deployment was deleted", time.Since(start).Seconds())
+}
+
+// TestCrashLoopBackOff: a container exiting 1 under restartPolicy Always
+// shows restarts and CrashLoopBackOff, as on a kubelet node.
+func TestCrashLoopBackOff(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "crash", Labels: map[string]string{"app": "crash"}},
+		Spec: onKip(corev1.Container{Name: "crash", Image: cells.Images.Crash.Ref})}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.WaitForPods(t, ns, "app=crash", 1, 60*time.Second, "in CrashLoopBackOff after a restart", func(p *corev1.Pod) bool {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount >= 1 && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+				return true
+			}
+		}
+		return false
+	})
+	cs := got[0].Status.ContainerStatuses[0]
+	if cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
+		t.Errorf("last state = %+v; want terminated with exit code 1", cs.LastTerminationState)
+	}
+}
+
+// TestJobSucceedsAndCellEnds: a Job's pod reaches Succeeded and its cell
+// is terminated.
+func TestJobSucceedsAndCellEnds(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	before := liveCells(t)
+	spec := onKip(corev1.Container{Name: "once", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo done"}})
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	_, err := f.Client.BatchV1().Jobs(ns).Create(context.Background(), &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "once"},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "once"}}, Spec: spec}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WaitForPods(t, ns, "app=once", 1, 60*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	f.WaitFor(t, 20*time.Second, "the Job's cell terminated", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+}
+
+// TestMissingImage: a pod whose image does not exist shows ErrImagePull or
+// ImagePullBackOff with the registry's message, and deleting it leaves no
+// cell.
+func TestMissingImage(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	ref := cells.Registry.Ref("kip-e2e/absent", "v1")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "absent", Labels: map[string]string{"app": "absent"}},
+		Spec: onKip(corev1.Container{Name: "absent", Image: ref})}
+	ctx := context.Background()
+	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.WaitForPods(t, ns, "app=absent", 1, 60*time.Second, "failing to pull", func(p *corev1.Pod) bool {
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
+				return true
+			}
+		}
+		return false
+	})
+	msg := got[0].Status.ContainerStatuses[0].State.Waiting.Message
+	if !strings.Contains(msg, "not found") && !strings.Contains(msg, "NAME_UNKNOWN") && !strings.Contains(msg, "MANIFEST_UNKNOWN") {
+		t.Errorf("waiting message %q does not carry the registry's answer", msg)
+	}
+	before := liveCells(t)
+	if err := f.Client.CoreV1().Pods(ns).Delete(ctx, "absent", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor(t, 45*time.Second, "the cell of the deleted pod terminated", func(context.Context) (bool, error) {
+		return liveCells(t) < before, nil
+	})
+}
