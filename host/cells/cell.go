@@ -194,6 +194,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 	c.mu.Unlock()
 	lastMsg := ""
 	for n := 1; ; n++ {
+		c.log.Info("launch issued", "type", typ, "attempt", n)
 		resp, err := c.m.plugin.Launch(ctx, req)
 		if err == nil {
 			inst := resp.Instance
@@ -353,7 +354,13 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 				c.waiting(ReasonResolveFailed, rerr.Error())
 				c.event(corev1.EventTypeWarning, "Failed", "Error: %s", rerr.Error())
 			}
-			if !sleep(ctx, c.m.cfg.Backoff(n)) {
+			wait := c.m.cfg.Backoff(n)
+			if first && rerr == nil {
+				// The agent is still starting: look again soon, as a
+				// pod's start-up waits on this.
+				wait = min(wait, 50*time.Millisecond<<min(n-1, 3))
+			}
+			if !sleep(ctx, wait) {
 				return
 			}
 		}
@@ -399,6 +406,9 @@ func (c *cell) agentStatus(st *corev1.PodStatus, address string) {
 	c.status = next
 	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase)
 	c.mu.Unlock()
+	if next.Phase != prev.Phase {
+		c.log.Info("cell reported pod phase", "phase", next.Phase)
+	}
 	c.m.statusChanged(c)
 	if ended {
 		c.log.Info("pod ended; terminating its cell", "phase", next.Phase)

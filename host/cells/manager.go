@@ -161,6 +161,7 @@ func (m *Manager) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	c := newCell(m, pod)
 	m.cells[pod.UID] = c
 	m.byName[key(pod.Namespace, pod.Name)] = pod.UID
+	c.log.Info("pod bound to the node")
 	c.start(m.ctx)
 	return nil
 }

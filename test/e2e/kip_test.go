@@ -30,7 +30,9 @@ func onKip(containers ...corev1.Container) corev1.PodSpec {
 }
 
 // liveCells counts the local plugin's cells (one directory each).
-func liveCells(t *testing.T) int {
+func liveCells(t *testing.T) int { return liveCellsTB(t) }
+
+func liveCellsTB(t testing.TB) int {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(kip.StateDir, "cells"))
 	if errors.Is(err, os.ErrNotExist) {

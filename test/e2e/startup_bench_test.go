@@ -1,0 +1,160 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// BenchmarkPodStartup measures a pod's start on kip, one pod at a time so
+// that every pod gets a cold cell (a new agent, containerd namespace and
+// netns), with the image already in the registry:
+//
+//   - created → Running: from just before Create to the watch event that
+//     shows the pod Running with its container running;
+//   - bound → Launch issued: from kip seeing the pod bound to its node
+//     (virtual-kubelet's CreatePod) to the plugin Launch call, from kip's
+//     log timestamps;
+//   - cell Running → pod Running: from kip receiving the agent's Running
+//     status (kip's log) to the watch event showing Running in the API.
+//
+// Run it alone: go test -tags e2e -run '^$' -bench PodStartup -benchtime=1x ./test/e2e/
+func BenchmarkPodStartup(b *testing.B) {
+	const pods = 20
+	for b.Loop() {
+		measureStartup(b, pods)
+	}
+}
+
+type startup struct {
+	created, apiRunning               time.Time
+	bound, launchIssued, cellRunning time.Time
+}
+
+func measureStartup(b *testing.B, n int) {
+	ctx := context.Background()
+	ns := f.Namespace(b)
+	w, err := f.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	runningAt := map[string]time.Time{}
+	waitRunning := func(name string) time.Time {
+		deadline := time.After(60 * time.Second)
+		for {
+			if t, ok := runningAt[name]; ok {
+				return t
+			}
+			select {
+			case ev := <-w.ResultChan():
+				now := time.Now()
+				if ev.Type != watch.Added && ev.Type != watch.Modified {
+					continue
+				}
+				p := ev.Object.(*corev1.Pod)
+				if _, seen := runningAt[p.Name]; !seen && running(p) {
+					runningAt[p.Name] = now
+				}
+			case <-deadline:
+				b.Fatalf("pod %s not Running after 60s", name)
+			}
+		}
+	}
+	results := map[string]*startup{}
+	for i := range n {
+		name := fmt.Sprintf("start-%02d", i)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "startup"}},
+			Spec: onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref})}
+		r := &startup{created: time.Now()}
+		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		r.apiRunning = waitRunning(name)
+		results[name] = r
+	}
+	b.StopTimer()
+	readKipLog(b, ns, results)
+
+	var createdToRunning, boundToLaunch, cellToAPI []time.Duration
+	for _, r := range results {
+		createdToRunning = append(createdToRunning, r.apiRunning.Sub(r.created))
+		if !r.bound.IsZero() && !r.launchIssued.IsZero() {
+			boundToLaunch = append(boundToLaunch, r.launchIssued.Sub(r.bound))
+		}
+		if !r.cellRunning.IsZero() {
+			cellToAPI = append(cellToAPI, r.apiRunning.Sub(r.cellRunning))
+		}
+	}
+	report(b, "created-to-running", createdToRunning)
+	report(b, "bound-to-launch", boundToLaunch)
+	report(b, "cell-to-api", cellToAPI)
+
+	// Delete them all and wait for their cells to end before the next run.
+	if err := f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=startup"}); err != nil {
+		b.Fatal(err)
+	}
+	f.WaitFor(b, 60*time.Second, "the benchmark's cells to end", func(context.Context) (bool, error) { return liveCellsTB(b) == 0, nil })
+	b.StartTimer()
+}
+
+var logLine = regexp.MustCompile(`^time=(\S+) .*msg="([^"]+)".* pod=(\S+)`)
+
+// readKipLog fills bound, launchIssued and cellRunning from kip's log.
+func readKipLog(b *testing.B, ns string, results map[string]*startup) {
+	file, err := os.Open(kip.LogPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := logLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		podNS, podName, ok := strings.Cut(m[3], "/")
+		r := results[podName]
+		if !ok || podNS != ns || r == nil {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			continue
+		}
+		switch {
+		case m[2] == "pod bound to the node" && r.bound.IsZero():
+			r.bound = at
+		case m[2] == "launch issued" && r.launchIssued.IsZero():
+			r.launchIssued = at
+		case m[2] == "cell reported pod phase" && strings.Contains(sc.Text(), "phase=Running") && r.cellRunning.IsZero():
+			r.cellRunning = at
+		}
+	}
+}
+
+func report(b *testing.B, name string, ds []time.Duration) {
+	if len(ds) == 0 {
+		b.Errorf("no %s samples", name)
+		return
+	}
+	slices.Sort(ds)
+	pct := func(p int) time.Duration { return ds[(len(ds)-1)*p/100] }
+	b.ReportMetric(float64(pct(50).Microseconds())/1000, name+"-p50-ms")
+	b.ReportMetric(float64(pct(90).Microseconds())/1000, name+"-p90-ms")
+	b.ReportMetric(float64(pct(99).Microseconds())/1000, name+"-p99-ms")
+	b.Logf("%-20s n=%d p50=%v p90=%v p99=%v max=%v", name, len(ds), pct(50), pct(90), pct(99), ds[len(ds)-1])
+}
