@@ -428,7 +428,11 @@ type PodStatusUpdate struct {
 	// The generation of the desired pod this status reflects.
 	Generation int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Increases with every update the agent sends.
-	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Events since the previous update, which the host records on the pod
+	// as a kubelet would (Pulling, Pulled, Created, Started, Killing,
+	// BackOff, Failed). An update may carry events and an unchanged status.
+	Events        []*PodEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +488,93 @@ func (x *PodStatusUpdate) GetSeq() uint64 {
 	return 0
 }
 
+func (x *PodStatusUpdate) GetEvents() []*PodEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type PodEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "Normal" or "Warning".
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Kubelet's reasons: Pulling, Pulled, Created, Started, Killing,
+	// BackOff, Failed, ...
+	Reason  string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The container the event is about, if any.
+	Container     string                 `protobuf:"bytes,4,opt,name=container,proto3" json:"container,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodEvent) Reset() {
+	*x = PodEvent{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodEvent) ProtoMessage() {}
+
+func (x *PodEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodEvent.ProtoReflect.Descriptor instead.
+func (*PodEvent) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PodEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PodEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PodEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PodEvent) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *PodEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 type LogsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Container string                 `protobuf:"bytes,1,opt,name=container,proto3" json:"container,omitempty"`
@@ -501,7 +592,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +604,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +617,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LogsRequest) GetContainer() string {
@@ -594,7 +685,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +697,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +710,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -643,7 +734,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +746,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +759,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecInput) GetStart() *ExecStart {
@@ -714,7 +805,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +817,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +830,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecStart) GetContainer() string {
@@ -794,7 +885,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +897,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +910,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TerminalSize) GetWidth() uint32 {
@@ -848,7 +939,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +951,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +964,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecOutput) GetStdout() []byte {
@@ -906,7 +997,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1009,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1022,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExitStatus) GetCode() int32 {
@@ -954,7 +1045,7 @@ type PortForwardFrame struct {
 
 func (x *PortForwardFrame) Reset() {
 	*x = PortForwardFrame{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1057,7 @@ func (x *PortForwardFrame) String() string {
 func (*PortForwardFrame) ProtoMessage() {}
 
 func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1070,7 @@ func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardFrame.ProtoReflect.Descriptor instead.
 func (*PortForwardFrame) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PortForwardFrame) GetPort() int32 {
@@ -1011,7 +1102,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1114,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1127,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
 }
 
 type StatsResponse struct {
@@ -1049,7 +1140,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1152,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1165,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatsResponse) GetTime() *timestamppb.Timestamp {
@@ -1104,7 +1195,7 @@ type ContainerStats struct {
 
 func (x *ContainerStats) Reset() {
 	*x = ContainerStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1207,7 @@ func (x *ContainerStats) String() string {
 func (*ContainerStats) ProtoMessage() {}
 
 func (x *ContainerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1220,7 @@ func (x *ContainerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStats.ProtoReflect.Descriptor instead.
 func (*ContainerStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ContainerStats) GetName() string {
@@ -1178,7 +1269,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1281,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1294,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeletePodRequest) GetGracePeriodSeconds() int64 {
@@ -1221,7 +1312,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1324,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1337,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
 }
 
 var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
@@ -1293,14 +1384,21 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\"\x14\n" +
-	"\x12WatchStatusRequest\"d\n" +
+	"\x12WatchStatusRequest\"\x93\x01\n" +
 	"\x0fPodStatusUpdate\x12\x1f\n" +
 	"\vstatus_json\x18\x01 \x01(\fR\n" +
 	"statusJson\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"\x9f\x02\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12-\n" +
+	"\x06events\x18\x04 \x03(\v2\x15.kip.cell.v1.PodEventR\x06events\"\x9e\x01\n" +
+	"\bPodEvent\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
+	"\tcontainer\x18\x04 \x01(\tR\tcontainer\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9f\x02\n" +
 	"\vLogsRequest\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\x12\x1a\n" +
@@ -1382,7 +1480,7 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
 	(*EnvList)(nil),               // 1: kip.cell.v1.EnvList
@@ -1392,61 +1490,64 @@ var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodResponse)(nil),      // 5: kip.cell.v1.ApplyPodResponse
 	(*WatchStatusRequest)(nil),    // 6: kip.cell.v1.WatchStatusRequest
 	(*PodStatusUpdate)(nil),       // 7: kip.cell.v1.PodStatusUpdate
-	(*LogsRequest)(nil),           // 8: kip.cell.v1.LogsRequest
-	(*LogChunk)(nil),              // 9: kip.cell.v1.LogChunk
-	(*ExecInput)(nil),             // 10: kip.cell.v1.ExecInput
-	(*ExecStart)(nil),             // 11: kip.cell.v1.ExecStart
-	(*TerminalSize)(nil),          // 12: kip.cell.v1.TerminalSize
-	(*ExecOutput)(nil),            // 13: kip.cell.v1.ExecOutput
-	(*ExitStatus)(nil),            // 14: kip.cell.v1.ExitStatus
-	(*PortForwardFrame)(nil),      // 15: kip.cell.v1.PortForwardFrame
-	(*StatsRequest)(nil),          // 16: kip.cell.v1.StatsRequest
-	(*StatsResponse)(nil),         // 17: kip.cell.v1.StatsResponse
-	(*ContainerStats)(nil),        // 18: kip.cell.v1.ContainerStats
-	(*DeletePodRequest)(nil),      // 19: kip.cell.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),     // 20: kip.cell.v1.DeletePodResponse
-	nil,                           // 21: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 22: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 23: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 24: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*PodEvent)(nil),              // 8: kip.cell.v1.PodEvent
+	(*LogsRequest)(nil),           // 9: kip.cell.v1.LogsRequest
+	(*LogChunk)(nil),              // 10: kip.cell.v1.LogChunk
+	(*ExecInput)(nil),             // 11: kip.cell.v1.ExecInput
+	(*ExecStart)(nil),             // 12: kip.cell.v1.ExecStart
+	(*TerminalSize)(nil),          // 13: kip.cell.v1.TerminalSize
+	(*ExecOutput)(nil),            // 14: kip.cell.v1.ExecOutput
+	(*ExitStatus)(nil),            // 15: kip.cell.v1.ExitStatus
+	(*PortForwardFrame)(nil),      // 16: kip.cell.v1.PortForwardFrame
+	(*StatsRequest)(nil),          // 17: kip.cell.v1.StatsRequest
+	(*StatsResponse)(nil),         // 18: kip.cell.v1.StatsResponse
+	(*ContainerStats)(nil),        // 19: kip.cell.v1.ContainerStats
+	(*DeletePodRequest)(nil),      // 20: kip.cell.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),     // 21: kip.cell.v1.DeletePodResponse
+	nil,                           // 22: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 23: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 24: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 25: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	21, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	22, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	22, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	23, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
 	4,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
 	2,  // 3: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	23, // 4: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	24, // 5: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
-	25, // 6: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	11, // 7: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
-	12, // 8: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
-	14, // 9: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	25, // 10: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
-	18, // 11: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
-	1,  // 12: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
-	3,  // 13: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
-	0,  // 14: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
-	6,  // 15: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
-	8,  // 16: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
-	10, // 17: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
-	10, // 18: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
-	15, // 19: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
-	16, // 20: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
-	19, // 21: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
-	5,  // 22: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	7,  // 23: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	9,  // 24: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	13, // 25: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	13, // 26: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	15, // 27: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	17, // 28: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	20, // 29: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	24, // 4: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	25, // 5: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	8,  // 6: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
+	26, // 7: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	26, // 8: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	12, // 9: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
+	13, // 10: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
+	15, // 11: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
+	26, // 12: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	19, // 13: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
+	1,  // 14: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
+	3,  // 15: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
+	0,  // 16: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
+	6,  // 17: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
+	9,  // 18: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
+	11, // 19: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
+	11, // 20: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
+	16, // 21: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
+	17, // 22: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
+	20, // 23: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
+	5,  // 24: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	7,  // 25: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	10, // 26: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	14, // 27: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	14, // 28: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	16, // 29: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	18, // 30: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	21, // 31: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	24, // [24:32] is the sub-list for method output_type
+	16, // [16:24] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_kip_cell_v1_cell_proto_init() }
@@ -1460,7 +1561,7 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
