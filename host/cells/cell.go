@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -308,8 +309,9 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 			c.id, c.m.cfg.Now().Sub(launchedAt).Seconds(), address)
 	}
 	for n := 1; ctx.Err() == nil; n++ {
-		err := agent.WatchStatus(ctx, func(st *corev1.PodStatus, _ int64) {
+		err := agent.WatchStatus(ctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent) {
 			n = 1
+			c.agentEvents(events)
 			c.agentStatus(st, address)
 		})
 		if ctx.Err() != nil {
@@ -374,6 +376,41 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		case <-c.applyCh:
 		}
 	}
+}
+
+// agentEvents records the agent's events on the pod, each on its
+// container's field path as a kubelet does (kubectl describe shows them).
+func (c *cell) agentEvents(events []*cellv1.PodEvent) {
+	if len(events) == 0 {
+		return
+	}
+	c.mu.Lock()
+	pod := c.desired.DeepCopy()
+	c.mu.Unlock()
+	for _, e := range events {
+		ref := &corev1.ObjectReference{
+			Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		}
+		if e.GetContainer() != "" {
+			ref.FieldPath = containerFieldPath(pod, e.GetContainer())
+		}
+		kind := corev1.EventTypeNormal
+		if e.GetType() == corev1.EventTypeWarning {
+			kind = corev1.EventTypeWarning
+		}
+		c.m.recorder.Event(ref, kind, e.GetReason(), e.GetMessage())
+	}
+}
+
+// containerFieldPath is the kubelet's field path of a container.
+func containerFieldPath(pod *corev1.Pod, name string) string {
+	for _, ctr := range pod.Spec.InitContainers {
+		if ctr.Name == name {
+			return "spec.initContainers{" + name + "}"
+		}
+	}
+	return "spec.containers{" + name + "}"
 }
 
 // agentStatus takes the status the agent reports, keeps what only the API

@@ -49,7 +49,11 @@ func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*c
 func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
 	send := func(phase corev1.PodPhase) error {
 		data, _ := json.Marshal(corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: phase == corev1.PodRunning}}})
-		return s.Send(&cellv1.PodStatusUpdate{StatusJson: data})
+		u := &cellv1.PodStatusUpdate{StatusJson: data}
+		if phase == corev1.PodRunning {
+			u.Events = []*cellv1.PodEvent{{Type: "Normal", Reason: "Started", Message: "Started container main", Container: "main"}}
+		}
+		return s.Send(u)
 	}
 	if err := send(corev1.PodRunning); err != nil {
 		return err
@@ -223,7 +227,7 @@ func TestPodRunsOnItsCell(t *testing.T) {
 		t.Errorf("dialed %q, want the cell at its address", dialed)
 	}
 	ev := h.events()
-	for _, want := range []string{"LaunchingCell launching cell kip-uid-1 (fake.medium", "CellRunning cell kip-uid-1 running after"} {
+	for _, want := range []string{"LaunchingCell launching cell kip-uid-1 (fake.medium", "CellRunning cell kip-uid-1 running after", "Normal Started Started container main"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("events lack %q:\n%s", want, ev)
 		}

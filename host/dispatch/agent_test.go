@@ -41,7 +41,11 @@ func (f *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*c
 func (f *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
 	for i, phase := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning} {
 		data, _ := json.Marshal(corev1.PodStatus{Phase: phase, PodIP: "10.0.0.9"})
-		if err := s.Send(&cellv1.PodStatusUpdate{StatusJson: data, Generation: 4, Seq: uint64(i)}); err != nil {
+		u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: 4, Seq: uint64(i)}
+		if phase == corev1.PodRunning {
+			u.Events = []*cellv1.PodEvent{{Type: "Normal", Reason: "Started", Message: "Started container main", Container: "main"}}
+		}
+		if err := s.Send(u); err != nil {
 			return err
 		}
 	}
@@ -161,7 +165,9 @@ func TestAgentCalls(t *testing.T) {
 		t.Fatalf("Apply: %v", err)
 	}
 	var phases []corev1.PodPhase
-	err := a.WatchStatus(ctx, func(st *corev1.PodStatus, gen int64) {
+	var events []*cellv1.PodEvent
+	err := a.WatchStatus(ctx, func(st *corev1.PodStatus, gen int64, evs []*cellv1.PodEvent) {
+		events = append(events, evs...)
 		if gen != 4 || st.PodIP != "10.0.0.9" {
 			t.Errorf("status gen %d IP %q", gen, st.PodIP)
 		}
@@ -172,6 +178,9 @@ func TestAgentCalls(t *testing.T) {
 	}
 	if len(phases) != 2 || phases[1] != corev1.PodRunning {
 		t.Errorf("phases = %v", phases)
+	}
+	if len(events) != 1 || events[0].GetReason() != "Started" || events[0].GetContainer() != "main" {
+		t.Errorf("events = %v, want the agent's Started event", events)
 	}
 
 	rc, err := a.Logs(ctx, "main", api.ContainerLogOpts{Tail: 2})
