@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -225,7 +227,24 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, fmt.Errorf("decoding config: %w", err)
 	}
+	for _, p := range []*string{&c.Kubeconfig, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path} {
+		*p = expandHome(*p)
+	}
 	return &c, nil
+}
+
+// expandHome turns a leading "~/" into the user's home directory, as a
+// shell would for the paths people write in the file.
+func expandHome(path string) string {
+	rest, ok := strings.CutPrefix(path, "~/")
+	if !ok {
+		return path
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return path
+	}
+	return filepath.Join(home, rest)
 }
 
 // knownKeys lists every settable key; plugin.config is free-form.

@@ -204,3 +204,15 @@ func TestLoadNodeRefusesUnknownKey(t *testing.T) {
 		t.Errorf("Load = %v, want an error naming node.taints", err)
 	}
 }
+
+func TestLoadExpandsHomeInPaths(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	path := writeFile(t, "clusterID: x\nkubeconfig: ~/kube/node\nnode:\n  clientCAFile: ~/ca.crt\nplugin:\n  dir: /opt/kip\n")
+	c, err := Load(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kubeconfig != "/home/op/kube/node" || c.Node.ClientCAFile != "/home/op/ca.crt" || c.Plugin.Dir != "/opt/kip" {
+		t.Errorf("paths = %q %q %q", c.Kubeconfig, c.Node.ClientCAFile, c.Plugin.Dir)
+	}
+}
