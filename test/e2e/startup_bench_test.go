@@ -39,7 +39,7 @@ func BenchmarkPodStartup(b *testing.B) {
 }
 
 type startup struct {
-	created, apiRunning               time.Time
+	created, apiRunning              time.Time
 	bound, launchIssued, cellRunning time.Time
 }
 
