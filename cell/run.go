@@ -28,7 +28,7 @@ type Config struct {
 	// NetNSPath is the network namespace the containers join; empty means
 	// the agent's own.
 	NetNSPath string
-	// StateDir holds logs and FIFOs.
+	// StateDir holds logs, FIFOs and the pod's volumes.
 	StateDir string
 	// PodIP is reported as podIP and hostIP.
 	PodIP string
@@ -107,10 +107,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := rt.Cleanup(ctx); err != nil {
 		log.WarnContext(ctx, "cleaning up left-overs of an earlier agent", "error", err)
 	}
+	volumesDir := filepath.Join(cfg.StateDir, "volumes")
+	if err := pod.RemoveVolumes(volumesDir); err != nil {
+		log.WarnContext(ctx, "removing volumes of an earlier agent", "error", err)
+	}
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, Backoff: cfg.Backoff, Logger: log,
+		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, Backoff: cfg.Backoff, Logger: log,
 	})
 	srv := agent.New(agent.Config{Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Logger: log})
 

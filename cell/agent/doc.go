@@ -1,8 +1,10 @@
 // Package agent is the cell agent's gRPC service, cellv1.CellServer, over
-// one pod.Manager: ApplyPod, WatchStatus (the current status first, then
-// every change, coalesced), Logs, Exec (TTY, resize, stdin, exit code in the
-// last message), Attach (output and exit code of the main process; no
-// stdin or TTY yet), PortForward (127.0.0.1:port inside the pod's network
+// one pod.Manager: ApplyPod (the pod, env, volume files, credentials),
+// WatchStatus (the current status first, then every change, coalesced,
+// each update carrying the pod events not yet delivered), Logs, Exec (TTY,
+// resize, stdin, exit code in the last message), Attach (the main
+// process's output and exit code, plus stdin, TTY and resize for
+// containers with stdin/tty, stdinOnce honoured), PortForward (127.0.0.1:port inside the pod's network
 // namespace), Stats and DeletePod. Serve runs it over mutual TLS.
 //
 // gRPC errors: NotFound for an unknown container or missing log,

@@ -69,6 +69,12 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 			d.Env[name] = vars
 		}
 	}
+	if len(req.GetVolumes()) > 0 {
+		d.Volumes = map[string]pod.VolumeFiles{}
+		for name, vf := range req.GetVolumes() {
+			d.Volumes[name] = pod.VolumeFiles{Files: vf.GetFiles(), Modes: vf.GetModes()}
+		}
+	}
 	for _, c := range req.GetRegistryCredentials() {
 		d.Credentials = append(d.Credentials, runtime.Credential{
 			Server: c.GetServer(), Username: c.GetUsername(), Password: c.GetPassword(), IdentityToken: c.GetIdentityToken(),
@@ -89,15 +95,22 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 
 // WatchStatus implements cellv1.CellServer: the current status first, then
 // every change; changes that come faster than the host reads are
-// coalesced into the latest.
+// coalesced into the latest. Each update carries the pod events not yet
+// sent (see pod.Manager.Events): events wake the stream too, and those a
+// broken stream did not send go with the next subscription's first update.
 func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_WatchStatusServer) error {
 	ctx := stream.Context()
 	var sent uint64
 	for {
 		data, gen, seq, changed := s.cfg.Pod.Status()
+		events := s.cfg.Pod.Events()
 		if seq != sent {
-			if err := stream.Send(&cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq}); err != nil {
+			u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq, Events: podEvents(events)}
+			if err := stream.Send(u); err != nil {
 				return err
+			}
+			if len(events) > 0 {
+				s.cfg.Pod.AckEvents(events[len(events)-1].Seq)
 			}
 			sent = seq
 		}
@@ -414,60 +427,3 @@ func (e *execSender) writer(stderr bool) io.Writer {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// Attach implements cellv1.CellServer for output: it streams what the
-// container's running process writes from now on, split into stdout and
-// stderr, and its exit code once it ends. Stdin and a TTY for the main
-// process are not supported yet (the process is started without them).
-func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
-	first, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	start := first.GetStart()
-	if start == nil {
-		return status.Error(codes.InvalidArgument, "the first message must carry start")
-	}
-	if start.GetStdin() || start.GetTty() {
-		return status.Error(codes.Unimplemented, "attaching stdin or a TTY is not supported: containers run without stdin")
-	}
-	name := start.GetContainer()
-	if name == "" {
-		name = s.cfg.Pod.DefaultContainer()
-	}
-	task, err := s.cfg.Pod.Task(name)
-	if err != nil {
-		if errors.Is(err, pod.ErrNoContainer) {
-			return status.Error(codes.NotFound, err.Error())
-		}
-		return status.Error(codes.FailedPrecondition, err.Error())
-	}
-	path, err := s.cfg.Pod.LogPath(name, false)
-	if err != nil {
-		return status.Error(codes.FailedPrecondition, err.Error())
-	}
-	out := &execSender{stream: stream}
-	ctx := stream.Context()
-	err = s.cfg.Logs.Entries(ctx, path, logs.Options{Follow: true, TailLines: 0}, func(e logs.Entry) error {
-		b := append([]byte(nil), e.Content...)
-		if !e.Partial {
-			b = append(b, '\n')
-		}
-		switch {
-		case e.Stream == logs.Stderr && start.GetStderr():
-			return out.send(&cellv1.ExecOutput{Stderr: b})
-		case e.Stream == logs.Stdout && start.GetStdout():
-			return out.send(&cellv1.ExecOutput{Stdout: b})
-		}
-		return nil
-	})
-	if err != nil {
-		return status.Error(codes.Internal, err.Error())
-	}
-	select {
-	case <-task.Exited():
-		return out.send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: task.Status().Code}})
-	case <-ctx.Done():
-		return nil
-	}
-}

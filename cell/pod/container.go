@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,8 @@ type containerState struct {
 	status corev1.ContainerStatus
 	// task is the running attempt, nil between attempts.
 	task runtime.Task
+	// aio is the running attempt's stdio for attach sessions.
+	aio *attachIO
 	// attempts is how many attempts were started (log file numbers).
 	attempts int
 	// succeeded: an init container that exited 0.
@@ -50,6 +53,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 	var (
 		delay   time.Duration // next restart back-off
 		pullDly time.Duration
+		cfgDly  time.Duration // back-off of a container that cannot be configured
 		img     runtime.Image
 		pulled  string // the image ref img was pulled for
 	)
@@ -70,7 +74,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 				}
 			})
 			var err error
-			img, err = m.cfg.Runtime.EnsureImage(ctx, c.Image, pullPolicy(c), d.Credentials)
+			img, err = m.pullImage(ctx, cs, c, d)
 			if err != nil {
 				if ctx.Err() != nil {
 					return false
@@ -78,7 +82,15 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 				pullDly = m.nextDelay(pullDly)
 				log.WarnContext(ctx, "pulling image", "image", c.Image, "error", err, "retryIn", pullDly)
 				reason, msg := pullFailure(c.Image, err)
-				m.update(func() { cs.status.State = waiting(reason, msg) })
+				m.update(func() {
+					cs.status.State = waiting(reason, msg)
+					if reason == "ErrImagePull" {
+						m.emitLocked(EventWarning, "Failed", cs.name, "Failed to pull image %q: %s", c.Image, msg)
+					} else {
+						m.emitLocked(EventWarning, reason, cs.name, "%s", msg)
+					}
+					m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", reason)
+				})
 				// Show ErrImagePull for a moment, as the kubelet does, then
 				// ImagePullBackOff until the retry.
 				if !sleep(ctx, min(pullDly/4, time.Second)) {
@@ -88,6 +100,8 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 					m.update(func() {
 						cs.status.State = waiting("ImagePullBackOff",
 							fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", c.Image, msg))
+						m.emitLocked(EventNormal, "BackOff", cs.name, "Back-off pulling image %q", c.Image)
+						m.emitLocked(EventWarning, "Failed", cs.name, "Error: ImagePullBackOff")
 					})
 				}
 				if !sleep(ctx, pullDly-min(pullDly/4, time.Second)) {
@@ -98,7 +112,22 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			pullDly, pulled = 0, c.Image
 		}
 
-		ranFor, exit, ok := m.runAttempt(ctx, cs, c, d, img, specCh)
+		_, vars := containerEnv(c, d)
+		mounts, err := m.vols.mounts(d.Pod, c, vars)
+		if err != nil {
+			cfgDly = m.nextDelay(cfgDly)
+			log.WarnContext(ctx, "resolving volume mounts", "error", err, "retryIn", cfgDly)
+			m.update(func() {
+				cs.status.State = waiting("CreateContainerConfigError", err.Error())
+				m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
+			})
+			if !sleep(ctx, cfgDly) {
+				return false
+			}
+			continue
+		}
+		cfgDly = 0
+		ranFor, exit, ok := m.runAttempt(ctx, cs, c, d, img, mounts, specCh)
 		if !ok {
 			return false
 		}
@@ -130,6 +159,8 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			cs.status.State = waiting("CrashLoopBackOff",
 				fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
 					delay, cs.name, d.Pod.Name, d.Pod.Namespace, d.Pod.UID))
+			m.emitLocked(EventWarning, "BackOff", cs.name, "Back-off restarting failed container %s in pod %s_%s(%s)",
+				cs.name, d.Pod.Name, d.Pod.Namespace, d.Pod.UID)
 		})
 		if !sleep(ctx, delay) {
 			return false
@@ -140,7 +171,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 // runAttempt starts one attempt and waits for it to end. exit is nil when
 // the attempt was stopped because the desired spec changed; ok is false
 // when the pod is being deleted (the attempt has then been stopped).
-func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
+func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, mounts []runtime.Mount, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
 	log := m.log.With("container", cs.name)
 	m.mu.Lock()
 	attempt := cs.attempts
@@ -153,13 +184,19 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, &runtime.ExitStatus{Code: 128}, true
 	}
 	spec := m.containerRuntimeSpec(cs, c, d, img, attempt)
-	spec.Stdout, spec.Stderr = lf.Stream(logs.Stdout), lf.Stream(logs.Stderr)
+	spec.Mounts = mounts
+	aio := newAttachIO(c.Stdin, c.TTY, c.StdinOnce)
+	spec.Stdout = io.MultiWriter(lf.Stream(logs.Stdout), aio.stdout)
+	spec.Stderr = io.MultiWriter(lf.Stream(logs.Stderr), aio.stderr)
+	spec.Stdin, spec.TTY = aio.stdinReader(), c.TTY
 	task, err := m.cfg.Runtime.Start(context.WithoutCancel(ctx), spec)
 	if err != nil {
+		aio.close()
 		_ = lf.Close()
 		log.WarnContext(ctx, "starting container", "error", err)
 		now := metav1.NewTime(m.now())
 		m.update(func() {
+			m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
 			if attempt > 0 {
 				cs.status.RestartCount++
 			}
@@ -179,6 +216,8 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 			}
 		}
 		cs.task = task
+		aio.setTask(task)
+		cs.aio = aio
 		cs.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
 		cs.status.ContainerID = "containerd://" + task.ID()
 		cs.status.ImageID = img.ID
@@ -187,6 +226,8 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		cs.status.Started = &t
 		// No probes yet: a running container is ready.
 		cs.status.Ready = !cs.isInit
+		m.emitLocked(EventNormal, "Created", cs.name, "Created container %s", cs.name)
+		m.emitLocked(EventNormal, "Started", cs.name, "Started container %s", cs.name)
 	})
 	log.InfoContext(ctx, "container started", "id", task.ID(), "attempt", attempt)
 
@@ -210,6 +251,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	if err := lf.Close(); err != nil {
 		log.WarnContext(ctx, "closing log", "error", err)
 	}
+	aio.close()
 	reason := "Completed"
 	switch {
 	case st.OOMKilled:
@@ -220,6 +262,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	log.InfoContext(ctx, "container exited", "exitCode", st.Code, "reason", reason)
 	m.update(func() {
 		cs.task = nil
+		cs.aio = nil
 		cs.status.Ready = false
 		f := false
 		cs.status.Started = &f
@@ -284,6 +327,7 @@ func (m *Manager) stop(cs *containerState, task runtime.Task, img runtime.Image)
 	sig := stopSignal(img.Config.StopSignal)
 	log := m.log.With("container", cs.name)
 	log.InfoContext(ctx, "stopping container", "signal", unix.SignalName(sig), "grace", grace)
+	m.emit(EventNormal, "Killing", cs.name, "Stopping container %s", cs.name)
 	if grace > 0 {
 		if err := task.Signal(ctx, sig, false); err != nil {
 			log.WarnContext(ctx, "signalling container", "error", err)
@@ -320,23 +364,7 @@ func (m *Manager) containerSpec(cs *containerState) (*corev1.Container, *Desired
 
 // containerRuntimeSpec resolves a container attempt for the runtime.
 func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, attempt int) runtime.ContainerSpec {
-	var env []string
-	vars := map[string]string{}
-	if resolved, ok := d.Env[c.Name]; ok {
-		for _, e := range resolved {
-			env = append(env, e.Name+"="+e.Value)
-			vars[e.Name] = e.Value
-		}
-	} else {
-		for _, e := range c.Env {
-			if e.ValueFrom != nil {
-				continue
-			}
-			v := expand(e.Value, vars)
-			env = append(env, e.Name+"="+v)
-			vars[e.Name] = v
-		}
-	}
+	env, vars := containerEnv(c, d)
 	var args []string
 	switch {
 	case len(c.Command) > 0:
@@ -379,6 +407,30 @@ func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, 
 		NetNSPath:  m.cfg.NetNSPath,
 		Resources:  res,
 	}
+}
+
+// containerEnv is the container's environment ("NAME=value") and the
+// same as a map for $(VAR) expansion: the host's resolution, else the
+// literal values of the spec.
+func containerEnv(c *corev1.Container, d *Desired) ([]string, map[string]string) {
+	var env []string
+	vars := map[string]string{}
+	if resolved, ok := d.Env[c.Name]; ok {
+		for _, e := range resolved {
+			env = append(env, e.Name+"="+e.Value)
+			vars[e.Name] = e.Value
+		}
+	} else {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil {
+				continue
+			}
+			v := expand(e.Value, vars)
+			env = append(env, e.Name+"="+v)
+			vars[e.Name] = v
+		}
+	}
+	return env, vars
 }
 
 // expand replaces $(VAR) with defined variables and $$ with $, as the

@@ -25,6 +25,31 @@
 // started, image, imageID and containerID ("containerd://<id>"), podIP(s),
 // hostIP(s) and startTime. Watchers are told of every change.
 //
+// Events: the manager records the kubelet's events for the host (Events,
+// AckEvents): Pulling, Pulled (with the pull time, or "already
+// present"), Failed (pull errors, "Error: ErrImagePull",
+// CreateContainerConfigError, start errors), BackOff (image pulls and
+// crash loops), Created, Started and Killing. Each event wakes the
+// watchers like a status change; up to MaxPendingEvents wait for the
+// host, the oldest dropped (and counted) beyond.
+//
+// Volumes live under Config.VolumesDir, a directory per volume: emptyDir
+// (a tmpfs with medium Memory, sized by sizeLimit), configMap, secret,
+// downwardAPI and projected (the host's files, written kubelet-style
+// behind a "..data" symlink that a new generation swaps atomically;
+// secrets and projections on a tmpfs where the agent may mount one) and
+// hostPath (checked or created per its type). Containers get them as bind
+// mounts per volumeMounts (readOnly, subPath, subPathExpr; file volumes
+// always read-only). A volume that cannot be set up, or of a kind the cell
+// does not offer (persistentVolumeClaim, csi, ...), keeps every container
+// Waiting CreateContainerConfigError with a message naming the volume and
+// its kind. Delete unmounts and removes them.
+//
+// Attach: a container with stdin: true gets a stdin pipe for its whole
+// attempt and, with tty: true, a terminal; its output goes to the log and
+// to every attach session (Attach). Sessions may follow one another; with
+// stdinOnce the first session that ends closes the process's stdin.
+//
 // Delete stops every container with its stop signal (the image's
 // StopSignal, else SIGTERM), sends SIGKILL to those still running after the
 // grace period, and then removes everything from the runtime; the pod ends
@@ -32,9 +57,9 @@
 //
 // Not yet: probes (startup, liveness, readiness — a container is ready as
 // soon as it runs; the worker loop is where a prober would hook in),
-// lifecycle hooks, sidecar init containers (restartPolicy Always), volumes,
-// securityContext, a TTY or stdin for the main process, and
-// activeDeadlineSeconds.
+// lifecycle hooks, sidecar init containers (restartPolicy Always),
+// securityContext (fsGroup and volume ownership included), mount
+// propagation, and activeDeadlineSeconds.
 //
 // It imports cell/runtime, cell/logs, k8s.io/api and the standard library.
 package pod

@@ -17,6 +17,7 @@ type fakeRuntime struct {
 	mu       sync.Mutex
 	pullErr  map[string]error // by image ref
 	pulls    []string
+	present  map[string]bool // pulled images
 	started  []runtime.ContainerSpec
 	tasks    []*fakeTask
 	cleanups int
@@ -25,14 +26,22 @@ type fakeRuntime struct {
 	onStart func(spec runtime.ContainerSpec, t *fakeTask)
 }
 
-func newFakeRuntime() *fakeRuntime { return &fakeRuntime{pullErr: map[string]error{}} }
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{pullErr: map[string]error{}, present: map[string]bool{}}
+}
 
-func (f *fakeRuntime) EnsureImage(_ context.Context, ref string, _ runtime.PullPolicy, _ []runtime.Credential) (runtime.Image, error) {
+func (f *fakeRuntime) EnsureImage(_ context.Context, ref string, policy runtime.PullPolicy, _ []runtime.Credential) (runtime.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.pulls = append(f.pulls, ref)
-	if err := f.pullErr[ref]; err != nil {
-		return runtime.Image{}, fmt.Errorf("%w: %w", runtime.ErrImagePull, err)
+	if policy == runtime.PullNever && !f.present[ref] {
+		return runtime.Image{}, fmt.Errorf("image %s: %w", ref, runtime.ErrImageNeverPull)
+	}
+	if policy == runtime.PullAlways || !f.present[ref] {
+		f.pulls = append(f.pulls, ref)
+		if err := f.pullErr[ref]; err != nil {
+			return runtime.Image{}, fmt.Errorf("%w: %w", runtime.ErrImagePull, err)
+		}
+		f.present[ref] = true
 	}
 	return runtime.Image{Ref: ref, ID: ref + "@sha256:0000", Config: runtime.ImageConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"cmd"}}}, nil
 }
@@ -166,6 +175,10 @@ func (t *fakeTask) Delete(context.Context) error {
 func (t *fakeTask) Exec(context.Context, runtime.ExecSpec) (runtime.Process, error) {
 	return nil, errors.New("fake: no exec")
 }
+
+func (t *fakeTask) Resize(context.Context, uint32, uint32) error { return nil }
+
+func (t *fakeTask) CloseStdin(context.Context) error { return nil }
 
 func (t *fakeTask) Metrics(context.Context) (runtime.Metrics, error) {
 	return runtime.Metrics{Time: time.Now()}, nil

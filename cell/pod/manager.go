@@ -38,8 +38,12 @@ type Config struct {
 	PodIP, HostIP string
 	// NetNSPath is the network namespace every container joins.
 	NetNSPath string
-	Backoff   Backoff
-	Logger    *slog.Logger
+	// VolumesDir holds the pod's volumes (emptyDir, configMap, secret,
+	// downwardAPI, projected), a directory per volume; it is removed on
+	// Delete. Empty: only hostPath volumes work.
+	VolumesDir string
+	Backoff    Backoff
+	Logger     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -53,7 +57,10 @@ type Desired struct {
 	Pod        *corev1.Pod
 	// Env is the resolved environment per container name; a container
 	// missing here gets the literal values of its spec.
-	Env         map[string][]EnvVar
+	Env map[string][]EnvVar
+	// Volumes are the files of configMap, secret, downwardAPI and projected
+	// volumes, by volume name.
+	Volumes     map[string]VolumeFiles
 	Credentials []runtime.Credential
 }
 
@@ -66,9 +73,10 @@ var (
 
 // Manager runs one pod.
 type Manager struct {
-	cfg Config
-	log *slog.Logger
-	now func() time.Time
+	cfg  Config
+	log  *slog.Logger
+	now  func() time.Time
+	vols *volumes
 
 	mu        sync.Mutex
 	desired   *Desired
@@ -84,6 +92,9 @@ type Manager struct {
 	apps      []*containerState
 	initDone  bool
 	initFail  bool
+
+	// events wait here for the host (see Events).
+	events eventLog
 
 	// Published status.
 	status     corev1.PodStatus
@@ -104,7 +115,8 @@ func New(cfg Config) *Manager {
 	if now == nil {
 		now = time.Now
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{})}
+	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}),
+		vols: newVolumes(cfg.VolumesDir, cfg.Logger)}
 	m.publishLocked()
 	return m
 }
@@ -116,17 +128,31 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (int64, error) {
 	if d.Pod == nil {
 		return 0, errors.New("applying pod: no pod")
 	}
+	gen, accepted, err := m.accept(ctx, d)
+	if err != nil || accepted == nil {
+		return gen, err
+	}
+	// Volume files of the new generation are swapped in while the
+	// containers run, as the kubelet does for configMaps and secrets.
+	m.vols.sync(ctx, accepted)
+	return gen, nil
+}
+
+// accept makes d the desired pod if it is newer and starts the pod on the
+// first one. It returns the generation worked towards and, when d was
+// taken, the stored copy.
+func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.deleting {
-		return 0, fmt.Errorf("applying pod %s: %w", d.Pod.Name, ErrDeleted)
+		return 0, nil, fmt.Errorf("applying pod %s: %w", d.Pod.Name, ErrDeleted)
 	}
 	if m.desired != nil {
 		if m.desired.Pod.UID != d.Pod.UID {
-			return 0, fmt.Errorf("applying pod %s (uid %s) over %s: %w", d.Pod.Name, d.Pod.UID, m.desired.Pod.UID, ErrAnotherPod)
+			return 0, nil, fmt.Errorf("applying pod %s (uid %s) over %s: %w", d.Pod.Name, d.Pod.UID, m.desired.Pod.UID, ErrAnotherPod)
 		}
 		if d.Generation <= m.desired.Generation {
-			return m.desired.Generation, nil
+			return m.desired.Generation, nil, nil
 		}
 	}
 	dd := d
@@ -154,7 +180,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (int64, error) {
 		}()
 	}
 	m.publishLocked()
-	return d.Generation, nil
+	return d.Generation, &dd, nil
 }
 
 // Delete stops the pod's containers, giving each grace between its stop
@@ -186,6 +212,9 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 		return fmt.Errorf("deleting pod: %w", ctx.Err())
 	}
 	if err := m.cfg.Runtime.Cleanup(ctx); err != nil {
+		return fmt.Errorf("deleting pod: %w", err)
+	}
+	if err := m.vols.cleanup(); err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
 	m.mu.Lock()
@@ -285,6 +314,10 @@ func (m *Manager) findLocked(name string) *containerState {
 
 // run is the pod's life: init containers in order, then app containers.
 func (m *Manager) run(ctx context.Context) {
+	m.mu.Lock()
+	d := m.desired
+	m.mu.Unlock()
+	m.vols.sync(ctx, d)
 	for _, cs := range m.inits {
 		if !m.runContainer(ctx, cs) {
 			return

@@ -201,6 +201,12 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 			Options: []string{"ro", "nosuid", "noexec", "nodev"},
 		}}),
 	}
+	if spec.TTY {
+		specOpts = append(specOpts, oci.WithTTY)
+	}
+	if len(spec.Mounts) > 0 {
+		specOpts = append(specOpts, oci.WithMounts(bindMounts(spec.Mounts)))
+	}
 	if spec.WorkingDir != "" {
 		specOpts = append(specOpts, oci.WithProcessCwd(spec.WorkingDir))
 	}
@@ -256,7 +262,11 @@ func (r *Containerd) startTask(ctx context.Context, ctr client.Container, spec C
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr), cio.WithFIFODir(r.fifoDir())))
+	cioOpts := []cio.Opt{cio.WithStreams(spec.Stdin, stdout, stderr), cio.WithFIFODir(r.fifoDir())}
+	if spec.TTY {
+		cioOpts = []cio.Opt{cio.WithStreams(spec.Stdin, stdout, nil), cio.WithTerminal, cio.WithFIFODir(r.fifoDir())}
+	}
+	task, err := ctr.NewTask(ctx, cio.NewCreator(cioOpts...))
 	if err != nil {
 		return nil, fmt.Errorf("creating task %s: %w", spec.ID, err)
 	}
@@ -394,6 +404,20 @@ func (t *containerdTask) Delete(ctx context.Context) error {
 	}
 	if err := t.ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", t.ID(), err)
+	}
+	return nil
+}
+
+func (t *containerdTask) Resize(ctx context.Context, w, h uint32) error {
+	if err := t.task.Resize(t.r.ctx(ctx), w, h); err != nil {
+		return fmt.Errorf("resizing terminal of %s: %w", t.ID(), err)
+	}
+	return nil
+}
+
+func (t *containerdTask) CloseStdin(ctx context.Context) error {
+	if err := t.task.CloseIO(t.r.ctx(ctx), client.WithStdinCloser); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("closing stdin of %s: %w", t.ID(), err)
 	}
 	return nil
 }

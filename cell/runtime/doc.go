@@ -1,6 +1,7 @@
 // Package runtime is the cell's narrow view of a container runtime: pull an
 // image, start a container attempt in the cell's network namespace with
-// cgroup limits and its output going to the agent, wait for it, signal it,
+// cgroup limits, bind mounts (volumes), optionally a stdin and a terminal
+// (resizable), and its output going to the agent, wait for it, signal it,
 // exec into it, read its metrics, and remove everything the cell created.
 //
 // Runtime is the interface the pod logic uses (tests use a hand-written

@@ -88,9 +88,23 @@ type ContainerSpec struct {
 	// /var/run/netns/…); empty means a new private one.
 	NetNSPath string
 	Resources Resources
+	// Mounts are bind mounts into the container, in order (volumes).
+	Mounts []Mount
 	// Stdout and Stderr receive the process's output. They are not closed by
-	// the runtime.
+	// the runtime. With TTY, Stderr is unused (the terminal merges both).
 	Stdout, Stderr io.Writer
+	// Stdin, when set, is copied to the process's stdin until it returns
+	// EOF (then the process's stdin is closed); nil means no stdin.
+	Stdin io.Reader
+	// TTY gives the process a terminal.
+	TTY bool
+}
+
+// Mount is a bind mount of a host file or directory into a container.
+type Mount struct {
+	Source      string
+	Destination string
+	ReadOnly    bool
 }
 
 // Resources are cgroup limits; zero means unlimited.
@@ -129,6 +143,11 @@ type Task interface {
 	Exec(ctx context.Context, spec ExecSpec) (Process, error)
 	// Metrics reads the container's cgroup counters.
 	Metrics(ctx context.Context) (Metrics, error)
+	// Resize sets the size of the first process's terminal (TTY only).
+	Resize(ctx context.Context, width, height uint32) error
+	// CloseStdin closes the first process's stdin (after Stdin returned
+	// EOF).
+	CloseStdin(ctx context.Context) error
 }
 
 // ExecSpec is a process to run in a container.

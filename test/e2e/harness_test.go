@@ -17,7 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-const virtualTaint = "virtual-kubelet.io/provider"
+const (
+	virtualTaint = "virtual-kubelet.io/provider"
+	// harnessLabel keeps the self-test's pods on its own node.
+	harnessLabel = "e2e.kipcell.io/node"
+)
 
 // TestHarnessNodeIdentityAndScheduling is the harness's self-test: a node
 // registered with its own system:node identity (as kip will) gets the pods
@@ -42,7 +46,8 @@ func TestHarnessNodeIdentityAndScheduling(t *testing.T) {
 	}
 
 	// The node identity may create its own Node, and only its own.
-	created, err := nodeClient.CoreV1().Nodes().Create(ctx, newNode(map[string]string{"type": "virtual-kubelet"}), metav1.CreateOptions{})
+	// Its own label too: other tests' nodes are virtual-kubelet nodes.
+	created, err := nodeClient.CoreV1().Nodes().Create(ctx, newNode(map[string]string{"type": "virtual-kubelet", harnessLabel: node}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating Node %s with its own identity: %v", node, err)
 	}
@@ -83,7 +88,7 @@ func TestHarnessNodeIdentityAndScheduling(t *testing.T) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{"type": "virtual-kubelet"},
+					NodeSelector: map[string]string{"type": "virtual-kubelet", harnessLabel: node},
 					Tolerations:  []corev1.Toleration{{Key: virtualTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 					Containers:   []corev1.Container{{Name: "c", Image: "registry.invalid/busybox", Command: []string{"sleep", "3600"}}},
 				},

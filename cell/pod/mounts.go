@@ -1,0 +1,90 @@
+package pod
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kipcell/kip/cell/runtime"
+)
+
+// mounts resolves a container's volumeMounts into bind mounts. It fails,
+// naming the volume, when a volume of the pod could not be set up (the
+// kubelet starts no container of a pod whose volumes do not mount) or a
+// subPath is invalid. vars expands subPathExpr.
+func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]string) ([]runtime.Mount, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	byName := map[string]*corev1.Volume{}
+	for i := range p.Spec.Volumes {
+		vol := &p.Spec.Volumes[i]
+		byName[vol.Name] = vol
+		if err := v.errs[vol.Name]; err != nil {
+			return nil, err
+		}
+	}
+	var out []runtime.Mount
+	for _, vm := range c.VolumeMounts {
+		vol, ok := byName[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume %q of mount %s is not a volume of the pod", vm.Name, vm.MountPath)
+		}
+		base, ok := v.paths[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume %q (%s) is not set up yet", vm.Name, volumeKind(vol))
+		}
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr, vars)
+		}
+		src, err := subPathSource(vol, base, sub)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q (%s) at %s: %w", vm.Name, volumeKind(vol), vm.MountPath, err)
+		}
+		out = append(out, runtime.Mount{
+			Source: src, Destination: vm.MountPath, ReadOnly: vm.ReadOnly || fileVolume(&vol.VolumeSource),
+		})
+	}
+	return out, nil
+}
+
+// subPathSource returns what to bind for sub within a volume at base: base
+// itself, or the path below it with symlinks resolved (a subPath of a
+// file volume then sees the file of the moment, as on a kubelet). It must
+// stay inside the volume; in an emptyDir or hostPath directory a missing
+// subPath is created as a directory.
+func subPathSource(vol *corev1.Volume, base, sub string) (string, error) {
+	if sub == "" {
+		return base, nil
+	}
+	if filepath.IsAbs(sub) {
+		return "", fmt.Errorf("subPath %q must be relative", sub)
+	}
+	for _, part := range strings.Split(filepath.ToSlash(sub), "/") {
+		if part == ".." {
+			return "", fmt.Errorf("subPath %q must not contain '..'", sub)
+		}
+	}
+	src := filepath.Join(base, sub)
+	if _, err := os.Lstat(src); errors.Is(err, os.ErrNotExist) && (vol.EmptyDir != nil || vol.HostPath != nil) {
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return "", fmt.Errorf("creating subPath %q: %w", sub, err)
+		}
+	}
+	realBase, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return "", fmt.Errorf("resolving volume path: %w", err)
+	}
+	realSrc, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return "", fmt.Errorf("resolving subPath %q: %w", sub, err)
+	}
+	if realSrc != realBase && !strings.HasPrefix(realSrc, realBase+string(filepath.Separator)) {
+		return "", fmt.Errorf("subPath %q leaves the volume", sub)
+	}
+	return realSrc, nil
+}

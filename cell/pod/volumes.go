@@ -1,0 +1,242 @@
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// VolumeFiles are the files of a configMap, secret, downwardAPI or
+// projected volume, resolved by the host: relative path → content and
+// mode (default 0644).
+type VolumeFiles struct {
+	Files map[string][]byte
+	Modes map[string]uint32
+}
+
+// volumes are the pod's volumes on the cell, under one directory (a
+// subdirectory per volume). It is safe for concurrent use.
+type volumes struct {
+	dir string
+	log *slog.Logger
+
+	mu    sync.Mutex
+	gen   int64             // the generation last set up
+	paths map[string]string // volume name → host path to bind
+	kinds map[string]string // volume name → kind, for messages
+	errs  map[string]error  // volume name → why it cannot be used
+	tmpfs map[string]bool   // volume dirs with a tmpfs mounted
+}
+
+func newVolumes(dir string, log *slog.Logger) *volumes {
+	return &volumes{dir: dir, log: log, paths: map[string]string{}, kinds: map[string]string{}, errs: map[string]error{}, tmpfs: map[string]bool{}}
+}
+
+// ErrUnsupportedVolume marks a volume kind the cell cannot provide.
+var ErrUnsupportedVolume = errors.New("volume kind not supported on kip cells")
+
+// sync sets up the volumes of d (once per generation): emptyDir and
+// hostPath directories on first sight, and the files of configMap,
+// secret, downwardAPI and projected volumes, swapped atomically when they
+// change. Failures are kept per volume and reported by mounts.
+func (v *volumes) sync(ctx context.Context, d *Desired) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if d.Generation <= v.gen && v.gen != 0 {
+		return
+	}
+	v.gen = d.Generation
+	for i := range d.Pod.Spec.Volumes {
+		vol := &d.Pod.Spec.Volumes[i]
+		kind := volumeKind(vol)
+		v.kinds[vol.Name] = kind
+		path, err := v.setup(vol, kind, d.Volumes[vol.Name])
+		if err != nil {
+			v.log.WarnContext(ctx, "setting up volume", "volume", vol.Name, "kind", kind, "error", err)
+			v.errs[vol.Name] = fmt.Errorf("volume %q (%s): %w", vol.Name, kind, err)
+			continue
+		}
+		delete(v.errs, vol.Name)
+		v.paths[vol.Name] = path
+	}
+}
+
+func (v *volumes) setup(vol *corev1.Volume, kind string, files VolumeFiles) (string, error) {
+	src := &vol.VolumeSource
+	if src.HostPath != nil {
+		return src.HostPath.Path, prepareHostPath(src.HostPath)
+	}
+	if v.dir == "" {
+		return "", errors.New("the agent has no volume directory")
+	}
+	dir := filepath.Join(v.dir, vol.Name)
+	switch {
+	case src.EmptyDir != nil:
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return "", fmt.Errorf("creating emptyDir: %w", err)
+		}
+		if src.EmptyDir.Medium == corev1.StorageMediumMemory && !v.tmpfs[dir] && !sharedMountNS() {
+			v.log.Warn("emptyDir with medium Memory on disk: the agent's mounts are invisible to the runtime (private mount namespace, e.g. ip netns exec)", "volume", vol.Name)
+		} else if src.EmptyDir.Medium == corev1.StorageMediumMemory && !v.tmpfs[dir] {
+			opts := "mode=0777"
+			if l := src.EmptyDir.SizeLimit; l != nil && l.Value() > 0 {
+				opts += ",size=" + strconv.FormatInt(l.Value(), 10)
+			}
+			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+				return "", fmt.Errorf("mounting tmpfs: %w", err)
+			}
+			v.tmpfs[dir] = true
+		}
+		if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // G302: emptyDir is world-writable, as on a kubelet
+			return "", fmt.Errorf("setting emptyDir mode: %w", err)
+		}
+		return dir, nil
+	case src.ConfigMap != nil, src.Secret != nil, src.DownwardAPI != nil, src.Projected != nil:
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", fmt.Errorf("creating volume directory: %w", err)
+		}
+		// Secrets (and projections, which may hold tokens) stay off disk
+		// where the agent may mount a tmpfs.
+		if (src.Secret != nil || src.Projected != nil) && !v.tmpfs[dir] && sharedMountNS() {
+			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755"); err != nil {
+				v.log.Warn("secret volume on disk: mounting tmpfs failed", "volume", vol.Name, "error", err)
+			} else {
+				v.tmpfs[dir] = true
+			}
+		}
+		if _, err := writeAtomic(dir, files.Files, files.Modes); err != nil {
+			return "", fmt.Errorf("writing files: %w", err)
+		}
+		return dir, nil
+	}
+	return "", ErrUnsupportedVolume
+}
+
+// sharedMountNS reports whether the agent shares its mount namespace with
+// pid 1 (and so, presumably, with containerd and runc): only then can a
+// tmpfs the agent mounts be seen in the containers' bind mounts. An agent
+// started with `ip netns exec` has a private one.
+func sharedMountNS() bool {
+	mountNSOnce.Do(func() {
+		self, err1 := os.Readlink("/proc/self/ns/mnt")
+		pid1, err2 := os.Readlink("/proc/1/ns/mnt")
+		mountNSShared = err1 != nil || err2 != nil || self == pid1
+	})
+	return mountNSShared
+}
+
+var (
+	mountNSOnce   sync.Once
+	mountNSShared bool
+)
+
+// prepareHostPath checks or creates a hostPath per its type.
+func prepareHostPath(hp *corev1.HostPathVolumeSource) error {
+	t := corev1.HostPathUnset
+	if hp.Type != nil {
+		t = *hp.Type
+	}
+	info, statErr := os.Stat(hp.Path)
+	is := func(want os.FileMode, what string) error {
+		if statErr != nil {
+			return fmt.Errorf("hostPath type check failed: %s is not a %s: %w", hp.Path, what, statErr)
+		}
+		if info.Mode().Type() != want {
+			return fmt.Errorf("hostPath type check failed: %s is not a %s", hp.Path, what)
+		}
+		return nil
+	}
+	switch t {
+	case corev1.HostPathUnset:
+		return nil
+	case corev1.HostPathDirectoryOrCreate:
+		if statErr != nil {
+			if err := os.MkdirAll(hp.Path, 0o755); err != nil {
+				return fmt.Errorf("creating hostPath directory: %w", err)
+			}
+			return nil
+		}
+		return is(os.ModeDir, "directory")
+	case corev1.HostPathDirectory:
+		return is(os.ModeDir, "directory")
+	case corev1.HostPathFileOrCreate:
+		if statErr != nil {
+			f, err := os.OpenFile(hp.Path, os.O_CREATE|os.O_WRONLY, 0o644) //nolint:gosec // G302: hostPath FileOrCreate makes a 0644 file, as the kubelet does
+			if err != nil {
+				return fmt.Errorf("creating hostPath file: %w", err)
+			}
+			return f.Close()
+		}
+		return is(0, "file")
+	case corev1.HostPathFile:
+		return is(0, "file")
+	case corev1.HostPathSocket:
+		return is(os.ModeSocket, "socket")
+	case corev1.HostPathCharDev:
+		return is(os.ModeDevice|os.ModeCharDevice, "character device")
+	case corev1.HostPathBlockDev:
+		return is(os.ModeDevice, "block device")
+	}
+	return fmt.Errorf("unknown hostPath type %q", t)
+}
+
+// volumeKind is the name of the volume's source field ("emptyDir",
+// "persistentVolumeClaim", ...).
+func volumeKind(vol *corev1.Volume) string {
+	rv := reflect.ValueOf(vol.VolumeSource)
+	rt := rv.Type()
+	for i := range rt.NumField() {
+		if f := rv.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			return name
+		}
+	}
+	return "unknown"
+}
+
+// fileVolume reports whether the kind holds host-resolved files, which
+// containers always see read-only.
+func fileVolume(src *corev1.VolumeSource) bool {
+	return src.ConfigMap != nil || src.Secret != nil || src.DownwardAPI != nil || src.Projected != nil
+}
+
+// cleanup unmounts and removes every volume directory.
+func (v *volumes) cleanup() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.tmpfs = map[string]bool{}
+	if v.dir == "" {
+		return nil
+	}
+	return RemoveVolumes(v.dir)
+}
+
+// RemoveVolumes unmounts whatever is mounted under dir and removes it:
+// the volumes of a deleted pod, or those an earlier agent left.
+func RemoveVolumes(dir string) error {
+	if data, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		lines := strings.Split(string(data), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			f := strings.Fields(lines[i])
+			if len(f) > 1 && (f[1] == dir || strings.HasPrefix(f[1], dir+"/")) {
+				if err := unix.Unmount(f[1], unix.MNT_DETACH); err != nil {
+					return fmt.Errorf("unmounting %s: %w", f[1], err)
+				}
+			}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing volumes: %w", err)
+	}
+	return nil
+}
