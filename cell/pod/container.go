@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kipcell/kip/cell/api/expansion"
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/runtime"
 )
@@ -376,7 +377,7 @@ func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, 
 	}
 	if len(c.Command) > 0 || len(c.Args) > 0 {
 		for i := range args {
-			args[i] = expand(args[i], vars)
+			args[i] = expansion.Expand(args[i], vars)
 		}
 	}
 	hostname := d.Pod.Spec.Hostname
@@ -425,48 +426,12 @@ func containerEnv(c *corev1.Container, d *Desired) ([]string, map[string]string)
 			if e.ValueFrom != nil {
 				continue
 			}
-			v := expand(e.Value, vars)
+			v := expansion.Expand(e.Value, vars)
 			env = append(env, e.Name+"="+v)
 			vars[e.Name] = v
 		}
 	}
 	return env, vars
-}
-
-// expand replaces $(VAR) with defined variables and $$ with $, as the
-// kubelet does for env values, command and args.
-func expand(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteByte(s[i])
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
 }
 
 func pullPolicy(c *corev1.Container) runtime.PullPolicy {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kipcell/kip/cell/api/expansion"
 	"github.com/kipcell/kip/cell/runtime"
 )
 
@@ -39,7 +40,7 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 		}
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
-			sub = expand(vm.SubPathExpr, vars)
+			sub = expansion.Expand(vm.SubPathExpr, vars)
 		}
 		src, err := subPathSource(vol, base, sub)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api/expansion"
 )
 
 // Source reads what a pod references. With kip's node identity the Node
@@ -174,7 +175,7 @@ func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, values))
+			set(e.Name, expansion.Expand(e.Value, values))
 			continue
 		}
 		v, ok, err := r.valueFrom(c, e.ValueFrom)
@@ -326,42 +327,6 @@ func (r *resolver) resourceField(c *corev1.Container, ref *corev1.ResourceFieldS
 		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
 	}
 	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
-}
-
-// expand replaces $(NAME) with the value of a defined variable; $$(NAME)
-// escapes to $(NAME); undefined references stay as written.
-func expand(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
 }
 
 func sortedKeys[V any](m map[string]V) []string {
