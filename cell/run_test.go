@@ -3,17 +3,11 @@ package cell_test
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"path/filepath"
 	"strings"
@@ -30,6 +24,7 @@ import (
 
 	"github.com/kipcell/kip/cell"
 	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/apitest"
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/test/containerdtest"
@@ -37,57 +32,18 @@ import (
 	"github.com/kipcell/kip/test/registry"
 )
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, dns ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
-
 // env is what every agent test shares: one containerd, one registry.
 type env struct {
 	d   *containerdtest.Daemon
 	reg *registry.Registry
 	img images.Set
-	ca  *testCA
+	ca  *apitest.CA
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	containerdtest.Require(t)
-	e := &env{d: containerdtest.StartDaemon(t), ca: newTestCA(t)}
+	e := &env{d: containerdtest.StartDaemon(t), ca: apitest.NewCA(t)}
 	var err error
 	e.reg, err = registry.Start(t.Context(), registry.Options{Username: "puller", Password: "pw"})
 	if err != nil {
@@ -115,9 +71,9 @@ type agent struct {
 func (e *env) startAgent(t *testing.T, podIP string) *agent {
 	t.Helper()
 	a := &agent{cellID: "c-" + containerdtest.Random(8), netns: containerdtest.NewNetns(t, podIP), done: make(chan error, 1)}
-	certPEM, keyPEM := e.ca.issue(t, a.cellID, x509.ExtKeyUsageServerAuth, a.cellID)
+	certPEM, keyPEM := e.ca.Issue(t, a.cellID, x509.ExtKeyUsageServerAuth, a.cellID)
 	b := &api.Bootstrap{Version: api.BootstrapVersion, CellID: a.cellID, PodUID: "uid-" + a.cellID,
-		CACert: string(e.ca.pem), Cert: string(certPEM), Key: string(keyPEM)}
+		CACert: string(e.ca.PEM), Cert: string(certPEM), Key: string(keyPEM)}
 	ready := make(chan net.Addr, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
@@ -160,12 +116,12 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 		}
 	})
 
-	hostPEM, hostKey := e.ca.issue(t, api.HostCommonName, x509.ExtKeyUsageClientAuth)
+	hostPEM, hostKey := e.ca.Issue(t, api.HostCommonName, x509.ExtKeyUsageClientAuth)
 	hostCert, err := tls.X509KeyPair(hostPEM, hostKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsConf, err := api.ClientTLSConfig(e.ca.pem, hostCert, a.cellID)
+	tlsConf, err := api.ClientTLSConfig(e.ca.PEM, hostCert, a.cellID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,8 @@ package api
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"reflect"
 	"strings"
@@ -21,49 +15,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/kipcell/kip/cell/api/apitest"
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
-
-// testCA issues certificates for the tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns cert and key PEM for cn, a server cert naming dns when set.
-func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, dns ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
 
 type applyServer struct{ cellv1.UnimplementedCellServer }
 
@@ -72,9 +26,9 @@ func (applyServer) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*ce
 }
 
 func TestMutualTLS(t *testing.T) {
-	ca := newTestCA(t)
-	cellCert, cellKey := ca.issue(t, "c-abc", x509.ExtKeyUsageServerAuth, "c-abc")
-	b := &Bootstrap{Version: BootstrapVersion, CellID: "c-abc", PodUID: "uid", CACert: string(ca.pem), Cert: string(cellCert), Key: string(cellKey)}
+	ca := apitest.NewCA(t)
+	cellCert, cellKey := ca.Issue(t, "c-abc", x509.ExtKeyUsageServerAuth, "c-abc")
+	b := &Bootstrap{Version: BootstrapVersion, CellID: "c-abc", PodUID: "uid", CACert: string(ca.PEM), Cert: string(cellCert), Key: string(cellKey)}
 	serverTLS, err := ServerTLSConfig(b)
 	if err != nil {
 		t.Fatal(err)
@@ -88,12 +42,12 @@ func TestMutualTLS(t *testing.T) {
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 
-	hostPEM, hostKey := ca.issue(t, HostCommonName, x509.ExtKeyUsageClientAuth)
+	hostPEM, hostKey := ca.Issue(t, HostCommonName, x509.ExtKeyUsageClientAuth)
 	hostCert, _ := tls.X509KeyPair(hostPEM, hostKey)
-	otherCA := newTestCA(t)
-	strangerPEM, strangerKey := otherCA.issue(t, HostCommonName, x509.ExtKeyUsageClientAuth)
+	otherCA := apitest.NewCA(t)
+	strangerPEM, strangerKey := otherCA.Issue(t, HostCommonName, x509.ExtKeyUsageClientAuth)
 	strangerCert, _ := tls.X509KeyPair(strangerPEM, strangerKey)
-	impostorPEM, impostorKey := ca.issue(t, "c-other", x509.ExtKeyUsageClientAuth)
+	impostorPEM, impostorKey := ca.Issue(t, "c-other", x509.ExtKeyUsageClientAuth)
 	impostorCert, _ := tls.X509KeyPair(impostorPEM, impostorKey)
 
 	tests := []struct {
@@ -109,7 +63,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clientTLS, err := ClientTLSConfig(ca.pem, tt.cert, tt.cellID)
+			clientTLS, err := ClientTLSConfig(ca.PEM, tt.cert, tt.cellID)
 			if err != nil {
 				t.Fatal(err)
 			}
