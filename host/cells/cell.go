@@ -561,16 +561,25 @@ func (c *cell) terminate(grace time.Duration, reason string, forget bool) {
 	}
 }
 
-// sizeOf returns the CPU and memory of an instance type from the catalog.
+// sizeOf returns the CPU and memory of an instance type from the catalog,
+// fetched from the plugin once and again only for a type it did not hold
+// (catalogs are large; every Apply asks).
 func (m *Manager) sizeOf(ctx context.Context, instanceType string) (int64, int64) {
+	m.mu.Lock()
+	size, ok := m.sizes[instanceType]
+	m.mu.Unlock()
+	if ok {
+		return size[0], size[1]
+	}
 	resp, err := m.plugin.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
 	if err != nil {
 		return 0, 0
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, t := range resp.InstanceTypes {
-		if t.Name == instanceType {
-			return t.MilliCPU, t.MemoryBytes
-		}
+		m.sizes[t.Name] = [2]int64{t.MilliCPU, t.MemoryBytes}
 	}
-	return 0, 0
+	size = m.sizes[instanceType]
+	return size[0], size[1]
 }

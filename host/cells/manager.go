@@ -92,7 +92,8 @@ type Manager struct {
 	cells  map[types.UID]*cell
 	byName map[string]types.UID
 	notify func(*corev1.Pod)
-	ctx    context.Context // the Manager's lifetime, set by Run
+	ctx    context.Context     // the Manager's lifetime, set by Run
+	sizes  map[string][2]int64 // instance type → milli-CPU, memory bytes
 
 	changed chan types.UID // statuses to push, coalesced by notifyLoop
 }
@@ -106,7 +107,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	return &Manager{
 		cfg: cfg, plugin: plugin, identity: identity, source: source, pods: pods, recorder: recorder,
 		log: log, dial: dispatch.Dial,
-		cells: map[types.UID]*cell{}, byName: map[string]types.UID{},
+		cells: map[types.UID]*cell{}, byName: map[string]types.UID{}, sizes: map[string][2]int64{},
 		changed: make(chan types.UID, 1024),
 		ctx:     context.Background(),
 	}
