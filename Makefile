@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # Every Go module of the repository (go.work lists the same).
-MODULES := . pluginapi plugins/local
+MODULES := . pluginapi plugins/local plugins/aws plugins/gce plugins/azure
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
 BIN := $(CURDIR)/bin
 TOOLS := $(shell hack/tools.sh dir)
@@ -15,6 +15,19 @@ STATE_HOME := $(or $(XDG_STATE_HOME),$(HOME)/.local/state)
 # The local control plane's state (PKI, etcd data, logs, kubeconfigs).
 CLUSTER_STATE ?= $(STATE_HOME)/kip/cluster
 KIP_CLUSTER := $(BIN)/kip-cluster --state $(CLUSTER_STATE)
+# The AWS catalog's on-demand prices are karpenter's generated price maps,
+# read as Go source from the module cache.
+KARPENTER := github.com/aws/karpenter-provider-aws@v1.14.1
+# Shell that prints the karpenter module's directory, downloading it once
+# (from a throwaway module, so that no go.mod of the repository changes).
+KARPENTER_DIR = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd "$$tmp" && \
+  GOWORK=off go mod init kip-catalogs >/dev/null 2>&1 && \
+  GOWORK=off GOFLAGS=-mod=mod go mod download -json $(KARPENTER) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'
+# catalog_gens FLAGS: run every plugin's catalog generator with FLAGS.
+catalog_gens = kdir=$$($(KARPENTER_DIR)); [ -d "$$kdir" ] || { echo "cannot find $(KARPENTER): go mod download failed"; exit 1; }; \
+  echo "== catalog aws"; (cd plugins/aws && go run ./catalog/gen -karpenter "$$kdir" $(1)); \
+  echo "== catalog gce"; (cd plugins/gce && go run ./catalog/gen $(1)); \
+  echo "== catalog azure"; (cd plugins/azure && go run ./catalog/gen $(1))
 
 .PHONY: help
 help: ## Show this help.
@@ -62,8 +75,12 @@ bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the
 generate: ## Regenerate the Go code of the .proto contracts (plugin and cell protocols).
 	@hack/generate.sh
 
+.PHONY: catalogs
+catalogs: ## Regenerate the plugins' instance-type catalogs from their sources
+	@$(call catalog_gens,)
+
 .PHONY: verify
-verify: ## gofmt, go vet, golangci-lint, go mod tidy and generated code unchanged, dependency direction.
+verify: ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalogs unchanged, dependency direction.
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet -tags e2e ./...) || exit 1; done
@@ -72,6 +89,7 @@ verify: ## gofmt, go vet, golangci-lint, go mod tidy and generated code unchange
 	@for m in $(MODULES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
 	  { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 	@echo "== generated code"; hack/generate.sh --check
+	@$(call catalog_gens,-check)
 	@echo "== dependency direction"; hack/depcheck.sh
 
 .PHONY: check

@@ -23,8 +23,9 @@ type Catalog struct {
 	Schema int `json:"schema"`
 	// Cloud names the cloud, such as "aws".
 	Cloud string `json:"cloud"`
-	// GeneratedAt is the date of the newest source the catalog was built
-	// from: its figures are as of then.
+	// GeneratedAt is the date the catalog's figures are as of: the oldest
+	// price source it was built from (prices go stale first), or the date
+	// its sources were transcribed when they carry none.
 	GeneratedAt time.Time `json:"generatedAt"`
 	// Sources name where every figure came from.
 	Sources []Source `json:"sources"`

@@ -26,14 +26,20 @@ type PriceRow struct {
 	USDPerHour   float64
 }
 
-// table reads a CSV with '#' comments and the given header, calling row
-// for each record with a field reader that reports the line on error.
-func table(r io.Reader, name string, header []string, row func(f fields) error) error {
+// ReadTable reads a CSV table from r and calls row for each record after
+// the header, in order. Lines starting with '#' are comments (where a table
+// names its sources); the first record must be header, and every record
+// must have as many fields as header. name labels errors: they read
+// "reading NAME line N: ...".
+//
+// row reads its record through Fields. A cell that does not parse, or
+// else an error row returns, stops the read with that error, naming the
+// record's line; ReadTable wraps it with %w.
+func ReadTable(r io.Reader, name string, header []string, row func(*Fields) error) error {
 	cr := csv.NewReader(r)
 	cr.Comment = '#'
 	cr.FieldsPerRecord = len(header)
-	first := true
-	for {
+	for first := true; ; first = false {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
 			if first {
@@ -41,55 +47,84 @@ func table(r io.Reader, name string, header []string, row func(f fields) error) 
 			}
 			return nil
 		}
+		var pe *csv.ParseError
+		if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
+			return fmt.Errorf("reading %s line %d: %w: %d, want %d (%s)", name, pe.StartLine, pe.Err, len(rec), len(header), strings.Join(header, ","))
+		}
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
 		line, _ := cr.FieldPos(0)
 		if first {
-			first = false
 			if !slices.Equal(rec, header) {
 				return fmt.Errorf("reading %s line %d: header %s, want %s", name, line, strings.Join(rec, ","), strings.Join(header, ","))
 			}
 			continue
 		}
-		if err := row(fields{rec: rec, header: header}); err != nil {
+		f := &Fields{rec: rec, header: header}
+		err = row(f)
+		if f.err != nil {
+			err = f.err
+		}
+		if err != nil {
 			return fmt.Errorf("reading %s line %d: %w", name, line, err)
 		}
 	}
 }
 
-type fields struct {
+// Fields is one record of a table that ReadTable reads, its cells indexed
+// by their column in the header. A cell that does not parse is recorded,
+// named by its column, and its method returns 0: row can read every cell
+// first and check the values after, and ReadTable reports the first bad
+// cell rather than what row made of the 0.
+type Fields struct {
 	rec    []string
 	header []string
-	err    *error
+	err    error
 }
 
-func (f *fields) str(i int) string { return strings.TrimSpace(f.rec[i]) }
+// Str returns cell i without surrounding white space.
+func (f *Fields) Str(i int) string { return strings.TrimSpace(f.rec[i]) }
 
-func (f *fields) int(i int) int64 {
-	s := f.str(i)
+// Int returns cell i as a whole number >= 0. An empty cell is 0.
+func (f *Fields) Int(i int) int64 {
+	s := f.Str(i)
 	if s == "" {
 		return 0
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 0 {
 		f.fail(fmt.Errorf("%s %q is not a whole number >= 0", f.header[i], s))
+		return 0
 	}
 	return v
 }
 
-func (f *fields) price(i int) float64 {
-	s := f.str(i)
+// Price returns cell i as a price: a finite number >= 0, such as US
+// dollars per hour. An empty cell is not a price.
+func (f *Fields) Price(i int) float64 {
+	s := f.Str(i)
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || !validPrice(v) {
 		f.fail(fmt.Errorf("%s %q is not a price (a finite number >= 0)", f.header[i], s))
+		return 0
 	}
 	return v
 }
 
-func (f *fields) fail(err error) {
+// OptionalPrice returns cell i as a price (see Price) and true, or 0 and
+// false when the cell is empty: a price the table does not know.
+func (f *Fields) OptionalPrice(i int) (float64, bool) {
+	if f.Str(i) == "" {
+		return 0, false
+	}
+	return f.Price(i), true
+}
+
+// fail records err unless an earlier cell failed.
+func (f *Fields) fail(err error) {
 	if f.err == nil {
-		f.err = &err
+		f.err = err
 	}
 }
 
@@ -97,18 +132,15 @@ func (f *fields) fail(err error) {
 func ReadSpecs(r io.Reader, name string) ([]Type, error) {
 	var types []Type
 	seen := map[string]bool{}
-	err := table(r, name, SpecsHeader, func(f fields) error {
+	err := ReadTable(r, name, SpecsHeader, func(f *Fields) error {
 		t := Type{
-			Name: f.str(0), VCPU: f.int(1), MemoryMiB: f.int(2),
-			Arch: f.str(6), BaselineMilliCPU: f.int(7),
+			Name: f.Str(0), VCPU: f.Int(1), MemoryMiB: f.Int(2),
+			Arch: f.Str(6), BaselineMilliCPU: f.Int(7),
 		}
-		if n := f.int(3); n > 0 {
-			t.GPU = &GPU{Count: int32(n), Kind: strings.ToLower(f.str(4)), MemoryMiB: f.int(5)}
-		} else if f.str(4) != "" {
-			return fmt.Errorf("type %q has gpu_kind %q but no gpu_count", t.Name, f.str(4))
-		}
-		if f.err != nil {
-			return *f.err
+		if n := f.Int(3); n > 0 {
+			t.GPU = &GPU{Count: int32(n), Kind: strings.ToLower(f.Str(4)), MemoryMiB: f.Int(5)}
+		} else if f.Str(4) != "" {
+			return fmt.Errorf("type %q has gpu_kind %q but no gpu_count", t.Name, f.Str(4))
 		}
 		switch {
 		case t.Name == "":
@@ -133,11 +165,8 @@ func ReadSpecs(r io.Reader, name string) ([]Type, error) {
 func ReadPrices(r io.Reader, name string) ([]PriceRow, error) {
 	var rows []PriceRow
 	seen := map[[3]string]bool{}
-	err := table(r, name, PricesHeader, func(f fields) error {
-		p := PriceRow{Region: f.str(0), Type: f.str(1), CapacityType: pluginapi.CapacityType(f.str(2)), USDPerHour: f.price(3)}
-		if f.err != nil {
-			return *f.err
-		}
+	err := ReadTable(r, name, PricesHeader, func(f *Fields) error {
+		p := PriceRow{Region: f.Str(0), Type: f.Str(1), CapacityType: pluginapi.CapacityType(f.Str(2)), USDPerHour: f.Price(3)}
 		switch {
 		case p.Region == "" || p.Type == "":
 			return errors.New("region and type are required")

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -95,6 +96,70 @@ func TestReadPricesErrors(t *testing.T) {
 			_, err := ReadPrices(strings.NewReader(tt.in), "prices.csv")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ReadPrices() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadTable(t *testing.T) {
+	type rec struct {
+		name  string
+		count int64
+		price float64
+		spot  float64
+		known bool
+	}
+	header := []string{"name", "count", "price", "spot"}
+	head := "# source: test\nname,count,price,spot\n"
+	errRow := errors.New("row refused")
+	read := func(in string) ([]rec, error) {
+		var got []rec
+		err := ReadTable(strings.NewReader(in), "t.csv", header, func(f *Fields) error {
+			r := rec{name: f.Str(0), count: f.Int(1), price: f.Price(2)}
+			r.spot, r.known = f.OptionalPrice(3)
+			if r.name == "refused" {
+				return errRow
+			}
+			got = append(got, r)
+			return nil
+		})
+		return got, err
+	}
+
+	got, err := read(head + " a ,3,0.5,0.1\n# a comment\nb,,0,\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rec{{"a", 3, 0.5, 0.1, true}, {"b", 0, 0, 0, false}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadTable:\n got %+v\nwant %+v", got, want)
+	}
+	if got, err := read(head); err != nil || len(got) != 0 {
+		t.Errorf("a header alone: %v, %v; want no rows and no error", got, err)
+	}
+
+	tests := []struct{ name, in, want string }{
+		{"empty", "# only a comment\n", "reading t.csv: empty, want the header name,count,price,spot"},
+		{"renamed column", "name,count,usd,spot\n", "reading t.csv line 1: header name,count,usd,spot, want name,count,price,spot"},
+		{"short header", "name,count\n", "reading t.csv line 1: wrong number of fields: 2, want 4 (name,count,price,spot)"},
+		{"short row", head + "a,1,1,1\nb,1\n", "reading t.csv line 4: wrong number of fields: 2, want 4"},
+		{"not csv", head + "a,\"1,1,1\n", "reading t.csv: "},
+		{"not a number", head + "a,x,1,\n", `reading t.csv line 3: count "x" is not a whole number >= 0`},
+		{"negative", head + "a,-1,1,\n", `line 3: count "-1" is not a whole number >= 0`},
+		{"empty price", head + "a,1,,\n", `line 3: price "" is not a price (a finite number >= 0)`},
+		{"infinite price", head + "a,1,+Inf,\n", `line 3: price "+Inf" is not a price`},
+		{"bad optional price", head + "a,1,1,-2\n", `line 3: spot "-2" is not a price`},
+		{"first bad cell wins", head + "refused,x,-1,\n", `line 3: count "x" is not a whole number`},
+		{"row error", head + "a,1,1,\nrefused,1,1,\n", "reading t.csv line 4: row refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := read(tt.in)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ReadTable() = %v, want an error containing %q", err, tt.want)
+			}
+			if tt.name == "row error" && !errors.Is(err, errRow) {
+				t.Errorf("ReadTable() = %v, does not wrap the row's error", err)
 			}
 		})
 	}

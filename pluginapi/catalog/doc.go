@@ -4,11 +4,11 @@
 // provenance of every figure.
 //
 // A catalog is a JSON document (schema 1) generated from CSV files by a
-// plugin's own generator (`make catalogs`), committed, and embedded with
-// go:embed. Parse validates it; Catalog.InstanceTypes turns one region of
-// it into the plugin contract's []pluginapi.InstanceType for the zones the
-// plugin was configured with; Catalog.Info reports its sources and date for
-// GetInfo, from which kip derives the catalog's age.
+// plugin's own generator (`make catalogs`), committed, and embedded (with
+// a go:embed directive). Parse validates it; Catalog.InstanceTypes turns
+// one region of it into the plugin contract's []pluginapi.InstanceType for
+// the zones the plugin was configured with; Catalog.Info reports its
+// sources and date for GetInfo, from which kip derives the catalog's age.
 //
 // # Unknown figures
 //
@@ -24,5 +24,15 @@
 // (type,vcpu,memory_mib,gpu_count,gpu_kind,gpu_memory_mib,arch,baseline_millicpu)
 // and ReadPrices the price table (region,type,capacity_type,usd_per_hour);
 // lines starting with '#' are comments, where the files name their sources.
+// A generator reads its own tables (rates, limits) the same way with
+// ReadTable, whose Fields parse the cells; an error names the file, the
+// line and the column of the first bad cell.
+//
+// # Generators
+//
+// WriteOrCheck is a generator's last step: it writes the marshalled
+// catalog or, with the generator's -check flag (which `make verify` runs),
+// fails when the committed file differs from what its sources give.
+//
 // It imports only the standard library and pluginapi.
 package catalog

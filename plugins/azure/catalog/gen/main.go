@@ -1,0 +1,128 @@
+// Command gen builds azure.json, the Azure plugin's instance-type catalog,
+// from the hand-transcribed sizes in catalog/source/specs.csv. There is no
+// price source, so the catalog has no regions and every price is unknown.
+// Run it from plugins/azure:
+//
+//	go run ./catalog/gen [-date 2026-11-21] [-check]
+//
+// With -check it writes nothing and exits non-zero when the committed
+// azure.json differs from what it would write.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi/catalog"
+)
+
+// sources are the origins of source/specs.csv, as its comments and
+// SOURCES.md name them.
+var sources = []catalog.Source{
+	{
+		Name:    "kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure/azure_instance_types.go",
+		Ref:     "7200dac0dafb5836f6127268d80a642550a5b0af",
+		License: "Apache-2.0",
+		Covers:  "sizes: vCPU, memory, GPU count",
+	},
+	{
+		Name:    "MicrosoftDocs/azure-docs articles/virtual-machines/sizes-b-series-burstable.md",
+		Ref:     "0d051abb9637a65c439f122023b8861a9d4fea3b",
+		License: "CC-BY-4.0",
+		Covers:  "B-series baselines",
+	},
+	{
+		// SOURCES.md: the repository's licence was not verified (its
+		// docs are presumably CC BY 4.0, like azure-docs); facts only.
+		Name:   "MicrosoftDocs/azure-compute-docs articles/virtual-machines/vm-naming-conventions.md",
+		Ref:    "028a4dc444fb9409f8467699765632007dcfc1dc",
+		Covers: "arch (no size has the Arm feature letter p)",
+	},
+	{
+		Name:   "MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/gpu-accelerated/ncv3-series.md",
+		Ref:    "1827cf353b07fd08b3141bd2e40291e1dbdd4a5f",
+		Covers: "NCv3 GPU kind and memory",
+	},
+	{
+		Name:   "MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/gpu-accelerated/nvv3-series.md",
+		Ref:    "53b9767cc237fa7a301066929b3c546ba33f02b7",
+		Covers: "NVv3 GPU kind and memory",
+	},
+}
+
+type options struct {
+	source, out, date string
+	check             bool
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.source, "source", filepath.Join("catalog", "source"), "directory holding specs.csv")
+	fs.StringVar(&o.out, "out", filepath.Join("catalog", "azure.json"), "catalog file to write (or compare with -check)")
+	fs.StringVar(&o.date, "date", "2026-11-21", "the catalog's generatedAt (YYYY-MM-DD): the day the sizes were transcribed")
+	fs.BoolVar(&o.check, "check", false, "write nothing; fail if the catalog file differs from what would be written")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen [-date YYYY-MM-DD] [-check]\n\n"+
+			"Builds azure.json from catalog/source/specs.csv. Run it from plugins/azure.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("parsing flags: unexpected arguments %q", fs.Args())
+	}
+	c, err := build(o)
+	if err != nil {
+		return err
+	}
+	data, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := catalog.WriteOrCheck(o.out, data, o.check); err != nil {
+		return err
+	}
+	verb := "wrote"
+	if o.check {
+		verb = "up to date:"
+	}
+	fmt.Fprintf(stdout, "%s %s: %d types, no regions (no price source: every price unknown), 0 priced offerings, 0 price rows skipped\n", verb, o.out, len(c.Types))
+	return nil
+}
+
+func build(o options) (*catalog.Catalog, error) {
+	date, err := time.Parse(time.DateOnly, o.date)
+	if err != nil {
+		return nil, fmt.Errorf("parsing -date: %w", err)
+	}
+	path := filepath.Join(o.source, "specs.csv")
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading specs: %w", err)
+	}
+	defer f.Close()
+	types, err := catalog.ReadSpecs(f, filepath.Base(path))
+	if err != nil {
+		return nil, err
+	}
+	return &catalog.Catalog{Schema: catalog.Schema, Cloud: "azure", GeneratedAt: date, Sources: slices.Clone(sources), Types: types}, nil
+}
