@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -120,5 +122,52 @@ func BenchmarkNewCatalog(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		NewCatalog(types)
+	}
+}
+
+// BenchmarkMatchAWS matches one pod (PodRequirements + Rank, as the host
+// does for every pod) over the AWS plugin's whole catalog for us-east-1,
+// offered in six zones, on-demand and spot.
+func BenchmarkMatchAWS(b *testing.B) {
+	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"}
+	types := realTypes(b, "aws", "us-east-1", zones...)
+	cat := NewCatalog(types)
+	u := NewUnavailable(0, nil)
+	u.Mark("t3a.small", "us-east-1a", pluginapi.CapacityOnDemand)
+	contains := u.Contains
+	cfg := DefaultConfig()
+	cfg.DefaultArch = pluginapi.ArchAMD64
+	gpu := simple("4", "16Gi", withAnn(AnnotationGPUKind, "t4"))
+	gpu.Spec.Containers[0].Resources.Limits = rl("nvidia.com/gpu", "1")
+	offerings := 0
+	for _, t := range types {
+		offerings += len(t.Offerings)
+	}
+	b.Logf("AWS us-east-1: %d types, %d offerings", len(types), offerings)
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+	}{
+		{"small", simple("250m", "512Mi")},
+		{"init-container", mkPod([]corev1.Container{ctr("app", rl("cpu", "500m", "memory", "1Gi"), nil)}, withInit(ctr("migrate", rl("cpu", "3", "memory", "6Gi"), nil)))},
+		{"large", simple("60", "200Gi")},
+		{"spot-fallback", simple("2", "4Gi", withAnn(AnnotationCapacityType, "spot", AnnotationSpotFallback, "true"))},
+		{"gpu-kind", gpu},
+		{"arm64-zone", simple("2", "4Gi", withSel(corev1.LabelArchStable, "arm64", corev1.LabelTopologyZone, "us-east-1c"))},
+		{"glob", simple("2", "4Gi", withAnn(AnnotationInstanceType, "m*.*"))},
+		{"named", simple("2", "4Gi", withAnn(AnnotationInstanceType, "m5.xlarge"))},
+		{"unsatisfiable", simple("1000", "1Gi")},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				req, err := PodRequirements(c.pod, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = cat.Rank(req, contains, cfg)
+			}
+		})
 	}
 }

@@ -42,7 +42,8 @@ type Catalog struct {
 	archs   []pluginapi.Arch // interned; hotType.arch indexes it
 	kinds   []string         // interned GPU kinds; hotType.kind indexes it
 	offers  []offer          // every offering, grouped by type (ctype.lo, hi) then capacity type (ctype.ct)
-	byPrice [numCT][]offer   // per capacity type, each type's best available offering, in rank order
+	byPrice [numCT][]entry   // per capacity type, each type's best available offering, in rank order
+	gpuOnly [numCT][]entry   // the same, of the types with GPUs only
 	pool    sync.Pool        // *scratch
 
 	mu     sync.Mutex // guards nglobs
@@ -65,6 +66,14 @@ type ctype struct {
 type hotType struct {
 	milliCPU, mem, baseline, gpuCount int64
 	arch, kind                        int32
+}
+
+// entry is a type's best offering in Catalog.byPrice, with the size the
+// rank loop checks before looking the type up.
+type entry struct {
+	offer
+	milliCPU, mem int64
+	arch          int32
 }
 
 // offer is one offering. Its rank key is (key, tie): key is the IEEE bits
@@ -187,13 +196,19 @@ func NewCatalog(types []pluginapi.InstanceType) *Catalog {
 				}
 			}
 			if found {
-				c.byPrice[cti] = append(c.byPrice[cti], best)
+				e := entry{offer: best, milliCPU: ct.milliCPU, mem: ct.mem, arch: c.hot[ti].arch}
+				c.byPrice[cti] = append(c.byPrice[cti], e)
+				if ct.gpuCount > 0 {
+					c.gpuOnly[cti] = append(c.gpuOnly[cti], e)
+				}
 			}
 		}
 		c.types[ti] = ct
 	}
-	for i := range c.byPrice {
-		slices.SortFunc(c.byPrice[i], cmpOffer)
+	byRank := func(a, b entry) int { return cmpOffer(a.offer, b.offer) }
+	for i := range numCT {
+		slices.SortFunc(c.byPrice[i], byRank)
+		slices.SortFunc(c.gpuOnly[i], byRank)
 	}
 	c.pool.New = func() any { return &scratch{} }
 	return c
@@ -209,6 +224,15 @@ func intern[T comparable](list *[]T, v T) int32 {
 
 // Len is the number of instance types.
 func (c *Catalog) Len() int { return len(c.types) }
+
+// Size returns the vCPU (×1000) and memory of the named type.
+func (c *Catalog) Size(name string) (milliCPU, memoryBytes int64, ok bool) {
+	i, ok := c.byName[name]
+	if !ok {
+		return 0, 0, false
+	}
+	return c.types[i].milliCPU, c.types[i].mem, true
+}
 
 // item is a candidate during ranking: the rank key of an offering with its
 // effective price (with any surplus-credit charge). Items order by key
@@ -404,12 +428,20 @@ func (r *ranker) rank(cti int) {
 		}
 	}
 	if !named {
-		for _, best := range c.byPrice[cti] {
+		list := c.byPrice[cti]
+		if r.gpus > 0 {
+			list = c.gpuOnly[cti]
+		}
+		for i := range list {
+			best := &list[i]
 			if len(s.heap) >= r.k && cmpItem(item{best.key, best.tie()}, s.heap[0]) > 0 {
 				break
 			}
 			if !best.known() && r.exclude {
 				break // the rest have no known price either
+			}
+			if best.milliCPU < r.cpu || best.mem < r.mem || (r.arch >= 0 && best.arch != r.arch) {
+				continue // the common rejections, decided without the type
 			}
 			r.scanType(best.typ, cti)
 		}

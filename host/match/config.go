@@ -109,6 +109,11 @@ type Config struct {
 	// DefaultCapacityType applies to pods that name none; empty means
 	// on-demand.
 	DefaultCapacityType pluginapi.CapacityType `koanf:"defaultCapacityType"`
+	// DefaultArch is the architecture of pods that name none; empty means
+	// any. kip sets the virtual node's kubernetes.io/arch: the scheduler
+	// placed the pod on a node of that architecture, and its images may
+	// exist for no other.
+	DefaultArch pluginapi.Arch `koanf:"defaultArch"`
 	// SpotFallback is the default of AnnotationSpotFallback: whether a spot
 	// pod may also run on on-demand. False by default: a pod that asked
 	// for spot is never silently billed at on-demand prices.

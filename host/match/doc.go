@@ -29,7 +29,9 @@
 // extended resource makes the pod unsatisfiable (no catalog offers it)
 // unless Config.IgnoredResources lists it.
 //
-// The architecture comes from the node selector kubernetes.io/arch, the
+// The architecture comes from the node selector kubernetes.io/arch, or
+// else Config.DefaultArch (kip sets the virtual node's architecture: the
+// pod's images were scheduled for it); the
 // zone from topology.kubernetes.io/zone, the capacity type from the
 // annotation or node selector kipcell.io/capacity-type (spot or on-demand),
 // the node selector karpenter.sh/capacity-type, or Elotl's annotation

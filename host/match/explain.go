@@ -135,7 +135,19 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 			t := &c.types[c.byName[named]]
 			return unsatisfiable(fmt.Sprintf("instance type %s (%s) is too small for the pod (%s)", named, size(t.milliCPU, t.mem), podSize(req)))
 		}
-		return unsatisfiable(fmt.Sprintf("%s is large enough for the pod (%s)", subject(), podSize(req)))
+		// set is in catalog order (vCPU, memory, name): its last type has
+		// the most CPU; name the one with the most memory too.
+		big, roomy := &c.types[set[len(set)-1]], &c.types[set[0]]
+		for _, i := range set {
+			if t := &c.types[i]; t.mem > roomy.mem {
+				roomy = t
+			}
+		}
+		largest := fmt.Sprintf("the largest is %s (%s)", big.name, size(big.milliCPU, big.mem))
+		if roomy != big {
+			largest += fmt.Sprintf(", the roomiest %s (%s)", roomy.name, size(roomy.milliCPU, roomy.mem))
+		}
+		return unsatisfiable(fmt.Sprintf("%s is large enough for the pod (%s); %s", subject(), podSize(req), largest))
 	}
 	set = next
 

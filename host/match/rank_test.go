@@ -205,7 +205,7 @@ func TestRank(t *testing.T) {
 		name:    "glob too small",
 		pod:     simple("8", "1Gi", withAnn(AnnotationInstanceType, "c5.*")),
 		cfg:     noReserve,
-		wantErr: "no instance type matching c5.* is large enough for the pod (8 vCPU, 1 GiB)",
+		wantErr: "no instance type matching c5.* is large enough for the pod (8 vCPU, 1 GiB); the largest is c5.xlarge (4 vCPU, 8 GiB)",
 	}, {
 		name: "arch",
 		pod:  simple("1", "1Gi", withSel(corev1.LabelArchStable, "arm64")),
@@ -264,7 +264,7 @@ func TestRank(t *testing.T) {
 	}, {
 		name:    "too large for any type",
 		pod:     simple("128", "1Gi"),
-		wantErr: "no instance type is large enough for the pod (128 vCPU, 1 GiB)",
+		wantErr: "no instance type is large enough for the pod (128 vCPU, 1 GiB); the largest is p4d.24xlarge (96 vCPU, 1152 GiB)",
 	}, {
 		name:    "MaxCandidates",
 		pod:     simple("1", "1Gi"),

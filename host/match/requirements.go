@@ -129,6 +129,9 @@ func PodRequirements(pod *corev1.Pod, cfg Config) (Requirements, error) {
 		return req, err
 	}
 	req.Arch, req.ArchSource = pluginapi.Arch(arch.value), arch.source
+	if req.Arch == "" && cfg.DefaultArch != "" {
+		req.Arch, req.ArchSource = cfg.DefaultArch, "the default architecture"
+	}
 	zones = appendSourced(zones, sel, corev1.LabelTopologyZone, "nodeSelector", nil)
 	zones = appendSourced(zones, sel, corev1.LabelFailureDomainBetaZone, "nodeSelector", nil)
 	zone, err := agree("zone", zones)

@@ -178,6 +178,18 @@ func TestPodRequirements(t *testing.T) {
 			r.Zones, r.ZoneSource = []string{zA}, "nodeSelector "+corev1.LabelTopologyZone
 		},
 	}, {
+		name: "default arch when the pod names none",
+		pod:  simple("1", "1Gi"),
+		cfg:  Config{DefaultArch: pluginapi.ArchAMD64},
+		base: base(1000, gib),
+		want: func(r *Requirements) { r.Arch, r.ArchSource = pluginapi.ArchAMD64, "the default architecture" },
+	}, {
+		name: "the pod's arch wins over the default",
+		pod:  simple("1", "1Gi", withSel(corev1.LabelArchStable, "arm64")),
+		cfg:  Config{DefaultArch: pluginapi.ArchAMD64},
+		base: base(1000, gib),
+		want: func(r *Requirements) { r.Arch, r.ArchSource = arm, "nodeSelector "+corev1.LabelArchStable },
+	}, {
 		name: "spot by annotation, no fallback by default",
 		pod:  simple("1", "1Gi", withAnn(AnnotationCapacityType, "spot")),
 		base: base(1000, gib),
