@@ -15,6 +15,7 @@ import (
 
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -51,6 +52,7 @@ type cell struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
 	launchedAt time.Time
+	placed     map[string]string // placement annotations, once launched
 }
 
 func newCell(m *Manager, pod *corev1.Pod) *cell {
@@ -77,7 +79,7 @@ func (c *cell) setDesired(pod *corev1.Pod) {
 	c.mu.Lock()
 	changed := !equality.Semantic.DeepEqual(c.desired.Spec, pod.Spec) ||
 		!equality.Semantic.DeepEqual(c.desired.Labels, pod.Labels) ||
-		!equality.Semantic.DeepEqual(c.desired.Annotations, pod.Annotations)
+		!equality.Semantic.DeepEqual(withoutPlaced(c.desired.Annotations), withoutPlaced(pod.Annotations))
 	c.desired = pod.DeepCopy()
 	if changed {
 		c.generation++
@@ -98,6 +100,17 @@ func (c *cell) podWithStatus() *corev1.Pod {
 	defer c.mu.Unlock()
 	pod := c.desired.DeepCopy()
 	pod.Status = *c.status.DeepCopy()
+	if len(c.placed) > 0 {
+		// virtual-kubelet sends the whole pod with its status, and the
+		// API server keeps a node's annotation changes on pods/status:
+		// that is how the placement reaches the pod.
+		if pod.Annotations == nil {
+			pod.Annotations = make(map[string]string, len(c.placed))
+		}
+		for k, v := range c.placed {
+			pod.Annotations[k] = v
+		}
+	}
 	return pod
 }
 
@@ -153,25 +166,19 @@ func (c *cell) run(ctx context.Context) {
 }
 
 // launch starts the instance (or, for an adopted cell, takes the one that
-// exists). Transient failures are retried with backoff; a request the
-// plugin refuses leaves the pod Pending with an event saying why, and is
-// retried slowly, since capacity and quotas change.
+// exists). The pod's requirements are ranked against the plugin's catalog
+// and the first candidate launched; on InsufficientCapacity the offering is
+// marked unavailable and the next one tried. A pod nothing fits stays
+// Pending with an event saying why and is matched again when it changes or
+// after RematchInterval. Transient failures are retried with backoff; a
+// request the plugin refuses leaves the pod Pending with an event saying
+// why, and is retried slowly, since capacity and quotas change.
 func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 	if c.adopted != nil {
 		c.mu.Lock()
 		c.instance = c.adopted
 		c.mu.Unlock()
 		return c.adopted, nil
-	}
-	c.mu.Lock()
-	pod := c.desired.DeepCopy()
-	c.mu.Unlock()
-	typ := c.m.instanceType(pod)
-	if typ == "" {
-		c.waiting("ContainerCreating", "no instance type: set the annotation "+AnnotationInstanceType+" or a default in kip's configuration")
-		c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "no instance type: set the annotation %s or cells.defaultInstanceType", AnnotationInstanceType)
-		<-ctx.Done()
-		return nil, ctx.Err()
 	}
 	boot, err := c.m.identity.Bootstrap(c.id, c.m.cfg.ClusterID, c.m.cfg.NodeName, string(c.uid))
 	if err != nil {
@@ -184,50 +191,113 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &pluginapi.LaunchRequest{
-		CellID: c.id, NodeName: c.m.cfg.NodeName, PodUID: string(c.uid), PodNamespace: c.namespace, PodName: c.name,
-		InstanceType: typ, CapacityType: pluginapi.CapacityOnDemand, Image: c.m.cfg.Image, Bootstrap: bootstrap,
-	}
-	c.waiting("ContainerCreating", fmt.Sprintf("launching cell %s (%s)", c.id, typ))
-	c.event(corev1.EventTypeNormal, ReasonLaunching, "launching cell %s (%s, %s)", c.id, typ, req.CapacityType)
 	c.mu.Lock()
 	c.launchedAt = c.m.cfg.Now()
 	c.mu.Unlock()
 	lastMsg := ""
 	for n := 1; ; n++ {
-		c.log.Info("launch issued", "type", typ, "attempt", n)
-		resp, err := c.m.plugin.Launch(ctx, req)
-		if err == nil {
-			inst := resp.Instance
-			c.mu.Lock()
-			c.instance = &inst
-			c.mu.Unlock()
-			c.log.Info("cell launched", "instance", inst.ID, "type", typ)
-			return &inst, nil
+		c.mu.Lock()
+		pod := c.desired.DeepCopy()
+		c.mu.Unlock()
+		cands, err := c.m.rank(ctx, pod)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case match.IsUnsatisfiable(err):
+			c.unplaceable(err.Error(), &lastMsg)
+			if !c.waitChange(ctx, c.m.cfg.RematchInterval) {
+				return nil, ctx.Err()
+			}
+			continue
+		case err != nil:
+			msg := fmt.Sprintf("matching an instance type: %v", err)
+			c.refused(msg, &lastMsg)
+			c.log.Warn("ranking instance types", "attempt", n, "error", err)
+			if !sleep(ctx, c.m.cfg.Backoff(n)) {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		n = 0
+		if inst := c.launchFirst(ctx, cands, bootstrap, &lastMsg); inst != nil {
+			return inst, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		wait := c.m.cfg.Backoff(n)
-		var throttled *pluginapi.ThrottledError
-		if errors.As(err, &throttled) && throttled.RetryAfter > wait {
-			wait = throttled.RetryAfter
+	}
+}
+
+// launchFirst launches the first candidate that has capacity. It returns
+// nil when every candidate ran out of capacity (they are then marked
+// unavailable), or the plugin refused a launch (reported on the pod, after
+// a slow back-off), so that the caller ranks again.
+func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, bootstrap []byte, lastMsg *string) *pluginapi.Instance {
+	for _, cand := range cands {
+		req := &pluginapi.LaunchRequest{
+			CellID: c.id, NodeName: c.m.cfg.NodeName, PodUID: string(c.uid), PodNamespace: c.namespace, PodName: c.name,
+			InstanceType: cand.InstanceType, CapacityType: cand.CapacityType, Image: c.m.cfg.Image, Bootstrap: bootstrap,
 		}
-		if !pluginapi.IsTransient(err) && !pluginapi.IsThrottled(err) {
-			// Refused: say why on the pod, then retry slowly.
-			msg := fmt.Sprintf("launching cell %s (%s): %v", c.id, typ, err)
-			if msg != lastMsg {
-				c.waiting("ContainerCreating", msg)
-				c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "%s", msg)
-				lastMsg = msg
+		where := cand.InstanceType
+		if cand.Zone != "" {
+			req.Zones = []string{cand.Zone}
+			where += " in " + cand.Zone
+		}
+		what := fmt.Sprintf("%s (%s, %s)", where, cand.CapacityType, priceText(cand))
+		c.waiting("ContainerCreating", fmt.Sprintf("launching cell %s on %s", c.id, what))
+		c.event(corev1.EventTypeNormal, ReasonLaunching, "launching cell %s on %s", c.id, what)
+		for n := 1; ; n++ {
+			c.log.Info("launch issued", "type", cand.InstanceType, "zone", cand.Zone, "capacity_type", cand.CapacityType, "attempt", n)
+			resp, err := c.m.plugin.Launch(ctx, req)
+			if err == nil {
+				inst := resp.Instance
+				c.mu.Lock()
+				c.instance = &inst
+				c.placed = placedAnnotations(cand, inst.Zone)
+				c.mu.Unlock()
+				c.log.Info("cell launched", "instance", inst.ID, "type", cand.InstanceType, "zone", inst.Zone,
+					"capacity_type", cand.CapacityType, "price", priceText(cand))
+				return &inst
 			}
-			wait = max(wait, 30*time.Second)
-		}
-		c.log.Warn("launching cell", "attempt", n, "error", err, "retry_in", wait)
-		if !sleep(ctx, wait) {
-			return nil, ctx.Err()
+			if ctx.Err() != nil {
+				return nil
+			}
+			if pluginapi.IsInsufficientCapacity(err) {
+				c.m.unavailable.Mark(cand.InstanceType, cand.Zone, cand.CapacityType)
+				c.log.Info("no capacity for an offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
+					"capacity_type", cand.CapacityType, "error", err)
+				c.event(corev1.EventTypeWarning, ReasonInsufficientCapacity, "%s: %v; trying the next offering", what, err)
+				break
+			}
+			wait := c.m.cfg.Backoff(n)
+			var throttled *pluginapi.ThrottledError
+			if errors.As(err, &throttled) && throttled.RetryAfter > wait {
+				wait = throttled.RetryAfter
+			}
+			c.log.Warn("launching cell", "attempt", n, "type", cand.InstanceType, "error", err, "retry_in", wait)
+			if pluginapi.IsTransient(err) || pluginapi.IsThrottled(err) {
+				if !sleep(ctx, wait) {
+					return nil
+				}
+				continue
+			}
+			// Refused: say why on the pod, then rank again slowly.
+			c.refused(fmt.Sprintf("launching cell %s on %s: %v", c.id, what, err), lastMsg)
+			c.waitChange(ctx, max(wait, c.m.cfg.RefusedRetry))
+			return nil
 		}
 	}
+	return nil
+}
+
+// refused reports a launch the plugin refused, once per distinct message.
+func (c *cell) refused(msg string, last *string) {
+	if msg == *last {
+		return
+	}
+	*last = msg
+	c.waiting("ContainerCreating", msg)
+	c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "%s", msg)
 }
 
 // waitRunning waits until the instance runs and has an address, using the
@@ -559,27 +629,4 @@ func (c *cell) terminate(grace time.Duration, reason string, forget bool) {
 	if forget {
 		c.m.forget(c)
 	}
-}
-
-// sizeOf returns the CPU and memory of an instance type from the catalog,
-// fetched from the plugin once and again only for a type it did not hold
-// (catalogs are large; every Apply asks).
-func (m *Manager) sizeOf(ctx context.Context, instanceType string) (int64, int64) {
-	m.mu.Lock()
-	size, ok := m.sizes[instanceType]
-	m.mu.Unlock()
-	if ok {
-		return size[0], size[1]
-	}
-	resp, err := m.plugin.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
-	if err != nil {
-		return 0, 0
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, t := range resp.InstanceTypes {
-		m.sizes[t.Name] = [2]int64{t.MilliCPU, t.MemoryBytes}
-	}
-	size = m.sizes[instanceType]
-	return size[0], size[1]
 }

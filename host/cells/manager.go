@@ -19,16 +19,8 @@ import (
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/pluginapi"
-)
-
-// Annotations that choose the instance type; Elotl Kip's name is accepted
-// so its users keep their manifests.
-const (
-	AnnotationInstanceType      = "kipcell.io/instance-type"
-	AnnotationElotlInstanceType = "pod.elotl.co/instance-type"
-	// AnnotationCell is set on the pod's status copy for people: the cell ID.
-	AnnotationCell = "kipcell.io/cell"
 )
 
 // Identity issues cell identities; host/pki's CA implements it.
@@ -41,8 +33,20 @@ type Identity interface {
 type Config struct {
 	ClusterID string
 	NodeName  string
-	// DefaultInstanceType is used when a pod names none.
-	DefaultInstanceType string
+	// Match tunes pod-to-instance matching (host/match).
+	Match match.Config
+	// UnavailableTTL is how long an offering that ran out of capacity is
+	// skipped; default match.DefaultUnavailableTTL (3 minutes).
+	UnavailableTTL time.Duration
+	// CatalogTTL is how long the plugin's catalog is used before it is
+	// fetched again; default 10 minutes.
+	CatalogTTL time.Duration
+	// RematchInterval is how often a pod nothing fits is matched again
+	// (also whenever it changes); default 1 minute.
+	RematchInterval time.Duration
+	// RefusedRetry is the least wait after the plugin refuses a launch
+	// (quota, bad request) before ranking again; default 30 s.
+	RefusedRetry time.Duration
 	// Image is the cell image passed to Launch (plugin-specific; empty
 	// means the plugin's default).
 	Image string
@@ -61,6 +65,18 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.BootTimeout == 0 {
 		c.BootTimeout = 10 * time.Minute
+	}
+	if c.UnavailableTTL == 0 {
+		c.UnavailableTTL = match.DefaultUnavailableTTL
+	}
+	if c.CatalogTTL == 0 {
+		c.CatalogTTL = 10 * time.Minute
+	}
+	if c.RematchInterval == 0 {
+		c.RematchInterval = time.Minute
+	}
+	if c.RefusedRetry == 0 {
+		c.RefusedRetry = 30 * time.Second
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = 30 * time.Second
@@ -92,8 +108,12 @@ type Manager struct {
 	cells  map[types.UID]*cell
 	byName map[string]types.UID
 	notify func(*corev1.Pod)
-	ctx    context.Context     // the Manager's lifetime, set by Run
-	sizes  map[string][2]int64 // instance type → milli-CPU, memory bytes
+	ctx    context.Context // the Manager's lifetime, set by Run
+
+	unavailable *match.Unavailable // offerings that recently ran out of capacity
+	catMu       sync.Mutex         // guards cat and catAt; held while fetching
+	cat         *match.Catalog
+	catAt       time.Time
 
 	changed chan types.UID // statuses to push, coalesced by notifyLoop
 }
@@ -107,9 +127,10 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	return &Manager{
 		cfg: cfg, plugin: plugin, identity: identity, source: source, pods: pods, recorder: recorder,
 		log: log, dial: dispatch.Dial,
-		cells: map[types.UID]*cell{}, byName: map[string]types.UID{}, sizes: map[string][2]int64{},
-		changed: make(chan types.UID, 1024),
-		ctx:     context.Background(),
+		cells: map[types.UID]*cell{}, byName: map[string]types.UID{},
+		unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now),
+		changed:     make(chan types.UID, 1024),
+		ctx:         context.Background(),
 	}
 }
 
@@ -298,17 +319,6 @@ func (m *Manager) notifyLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// instanceType picks the pod's instance type: its annotation, Elotl's, or
-// the default.
-func (m *Manager) instanceType(pod *corev1.Pod) string {
-	for _, a := range []string{AnnotationInstanceType, AnnotationElotlInstanceType} {
-		if t := pod.Annotations[a]; t != "" {
-			return t
-		}
-	}
-	return m.cfg.DefaultInstanceType
 }
 
 // adopt finds this node's instances left by an earlier run: those whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -25,6 +27,7 @@ import (
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
 )
@@ -126,7 +129,8 @@ func newHarnessDeferred(t *testing.T, opts ...pluginfake.Option) *harness {
 	h := &harness{plugin: plugin, agent: agent, indexer: indexer, recorder: recorder,
 		notified: make(chan *corev1.Pod, 100), dialed: make(chan string, 10)}
 	src := dispatch.ClientSource(fake.NewClientset())
-	h.m = New(Config{ClusterID: "test", NodeName: "kip", DefaultInstanceType: "fake.small", GCInterval: 100 * time.Millisecond,
+	h.m = New(Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond,
+		Match: match.DefaultConfig(), RefusedRetry: 50 * time.Millisecond, RematchInterval: time.Hour,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }},
 		plugin, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler))
 	h.m.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
@@ -202,7 +206,7 @@ func (h *harness) events() string {
 func TestPodRunsOnItsCell(t *testing.T) {
 	h := newHarness(t)
 	pod := newPod("web", "uid-1")
-	pod.Annotations = map[string]string{AnnotationInstanceType: "fake.medium"}
+	pod.Annotations = map[string]string{match.AnnotationInstanceType: "fake.medium"}
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +231,13 @@ func TestPodRunsOnItsCell(t *testing.T) {
 		t.Errorf("dialed %q, want the cell at its address", dialed)
 	}
 	ev := h.events()
-	for _, want := range []string{"LaunchingCell launching cell kip-uid-1 (fake.medium", "CellRunning cell kip-uid-1 running after", "Normal Started Started container main"} {
+	for k, v := range map[string]string{AnnotationPlacedType: "fake.medium", AnnotationPlacedZone: "fake-a",
+		AnnotationPlacedCapacityType: "on-demand", AnnotationPlacedPrice: "0.1", match.AnnotationInstanceType: "fake.medium"} {
+		if got := running.Annotations[k]; got != v {
+			t.Errorf("annotation %s = %q, want %q", k, got, v)
+		}
+	}
+	for _, want := range []string{"LaunchingCell launching cell kip-uid-1 on fake.medium in fake-a (on-demand, $0.1000/h)", "CellRunning cell kip-uid-1 running after", "Normal Started Started container main"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("events lack %q:\n%s", want, ev)
 		}
@@ -298,24 +308,155 @@ func TestDeleteWhileLaunchingLeavesNoCell(t *testing.T) {
 
 func TestRefusedLaunchSaysWhy(t *testing.T) {
 	h := newHarness(t)
+	h.plugin.FailNext("Launch", pluginapi.NewQuotaExceeded("vCPU limit of 32 reached"))
 	pod := newPod("big", "uid-4")
-	pod.Annotations = map[string]string{AnnotationElotlInstanceType: "fake.enormous"}
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
 	_ = h.m.CreatePod(context.Background(), pod)
-	p := h.waitNotified(t, "the refusal", func(p *corev1.Pod) bool {
-		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
-			strings.Contains(p.Status.ContainerStatuses[0].State.Waiting.Message, "fake.enormous")
-	})
-	if p.Status.Phase != corev1.PodPending {
-		t.Errorf("phase = %s, want Pending", p.Status.Phase)
-	}
 	eventually(t, "a LaunchFailed event", func() bool {
-		return strings.Contains(h.events(), "LaunchFailed launching cell kip-uid-4 (fake.enormous)")
+		return strings.Contains(h.events(), "LaunchFailed launching cell kip-uid-4 on fake.small in fake-a (on-demand, $0.0500/h): quota exceeded: vCPU limit of 32 reached")
 	})
-	if n := len(h.plugin.Store().Instances()); n != 0 {
-		t.Errorf("%d instances exist for a refused launch", n)
+	// The quota is a refusal, not a capacity shortage: after the back-off
+	// the same cheapest type is launched again, and runs.
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if n := h.plugin.Calls("Launch"); n != 2 {
+		t.Errorf("Launch called %d times, want 2", n)
+	}
+	if h.m.unavailable.Len() != 0 {
+		t.Errorf("a quota refusal marked %d offerings unavailable", h.m.unavailable.Len())
+	}
+}
+
+func TestPodGetsTheCheapestTypeThatFits(t *testing.T) {
+	tests := []struct {
+		name string
+		cpu  string
+		mem  string
+		want string
+	}{
+		{"no requests", "", "", "fake.small"},
+		{"fits small with the agent reserve", "1900m", "3Gi", "fake.small"},
+		{"reserve pushes it up", "2", "1Gi", "fake.medium"},
+		{"memory decides", "1", "20Gi", "fake.large"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			pod := newPod("p", types.UID(fmt.Sprintf("uid-fit-%d", i)))
+			if tt.cpu != "" {
+				pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse(tt.cpu), corev1.ResourceMemory: resource.MustParse(tt.mem),
+				}
+			}
+			if err := h.indexer.Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			_ = h.m.CreatePod(context.Background(), pod)
+			running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			if got := running.Annotations[AnnotationPlacedType]; got != tt.want {
+				t.Errorf("placed on %q, want %q", got, tt.want)
+			}
+			if got := h.launches(); len(got) != 1 || got[0].InstanceType != tt.want {
+				t.Errorf("launches = %+v, want one of %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// launches returns the Launch requests the plugin received, in order.
+func (h *harness) launches() []*pluginapi.LaunchRequest {
+	var out []*pluginapi.LaunchRequest
+	for _, r := range h.plugin.Requests() {
+		if r.Method == "Launch" {
+			out = append(out, r.Request.(*pluginapi.LaunchRequest))
+		}
+	}
+	return out
+}
+
+func TestInsufficientCapacityFallsDownTheList(t *testing.T) {
+	h := newHarness(t)
+	h.plugin.FailNext("Launch", pluginapi.NewInsufficientCapacity("fake.small", "fake-a", pluginapi.CapacityOnDemand, "no capacity"))
+	pod := newPod("first", "uid-ic-1")
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	var got []string
+	for _, l := range h.launches() {
+		got = append(got, l.InstanceType+"@"+strings.Join(l.Zones, ","))
+	}
+	if strings.Join(got, " ") != "fake.small@fake-a fake.medium@fake-a" {
+		t.Errorf("launches = %v, want fake.small then the next candidate fake.medium", got)
+	}
+	if running.Annotations[AnnotationPlacedType] != "fake.medium" || running.Annotations[AnnotationPlacedPrice] != "0.1" {
+		t.Errorf("placement annotations = %v", running.Annotations)
+	}
+	ev := h.events()
+	if !strings.Contains(ev, "Warning InsufficientCapacity fake.small in fake-a (on-demand, $0.0500/h): insufficient capacity") {
+		t.Errorf("no InsufficientCapacity event:\n%s", ev)
+	}
+	// Within the TTL a second pod skips the exhausted offering.
+	pod2 := newPod("second", "uid-ic-2")
+	if err := h.indexer.Add(pod2); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod2)
+	eventually(t, "the second launch", func() bool { return len(h.launches()) == 3 })
+	if l := h.launches()[2]; l.InstanceType != "fake.medium" || l.PodUID != "uid-ic-2" {
+		t.Errorf("second pod launched %s for %s, want fake.medium: fake.small is marked unavailable", l.InstanceType, l.PodUID)
+	}
+}
+
+func TestUnsatisfiablePodStaysPendingWithoutACell(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		want   string
+	}{
+		{"unknown type", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{match.AnnotationElotlInstanceType: "fake.enormous"}
+		}, "fake.enormous"},
+		{"too big", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}
+		}, "64 vCPU"},
+		{"spot only", func(p *corev1.Pod) { p.Annotations = map[string]string{match.AnnotationCapacityType: "spot"} }, "spot"},
+		{"bad capacity type", func(p *corev1.Pod) { p.Annotations = map[string]string{match.AnnotationCapacityType: "cheap"} }, `"cheap"`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			pod := newPod("nope", types.UID(fmt.Sprintf("uid-no-%d", i)))
+			tt.mutate(pod)
+			if err := h.indexer.Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			_ = h.m.CreatePod(context.Background(), pod)
+			p := h.waitNotified(t, "the reason", func(p *corev1.Pod) bool { return p.Status.Reason == ReasonNoInstanceType })
+			if p.Status.Phase != corev1.PodPending || !strings.Contains(p.Status.Message, tt.want) {
+				t.Errorf("status = %s %q, want Pending with a message containing %q", p.Status.Phase, p.Status.Message, tt.want)
+			}
+			if w := p.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonNoInstanceType {
+				t.Errorf("container state = %+v, want waiting for %s", p.Status.ContainerStatuses[0].State, ReasonNoInstanceType)
+			}
+			eventually(t, "the event", func() bool {
+				return strings.Contains(h.events(), "Warning NoInstanceType ")
+			})
+			if n := h.plugin.Calls("Launch"); n != 0 {
+				t.Errorf("Launch called %d times for a pod nothing fits", n)
+			}
+			// Fixing the pod places it.
+			fixed := newPod("nope", pod.UID)
+			if err := h.m.UpdatePod(context.Background(), fixed); err != nil {
+				t.Fatal(err)
+			}
+			running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			if running.Status.Reason != "" || running.Annotations[AnnotationPlacedType] != "fake.small" {
+				t.Errorf("after the fix: reason %q, placed on %q", running.Status.Reason, running.Annotations[AnnotationPlacedType])
+			}
+		})
 	}
 }
 

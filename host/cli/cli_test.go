@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kipcell/kip/host/plugin"
 )
@@ -273,5 +274,23 @@ func TestPluginDirDefaults(t *testing.T) {
 				t.Errorf("list without --plugin-dir = %q, want local from %s", out.String(), dir)
 			}
 		})
+	}
+}
+
+func TestCatalogAge(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Time{}, ""},
+		{time.Date(2026, 7, 6, 14, 20, 29, 0, time.UTC), "137 days (as of 2026-07-06)"},
+		{now.Add(-time.Hour), "0 days (as of 2026-11-21)"},
+		{now.Add(48 * time.Hour), "dated in the future (2026-11-23)"},
+	}
+	for _, tt := range tests {
+		if got := catalogAge(tt.at, now); got != tt.want {
+			t.Errorf("catalogAge(%v) = %q, want %q", tt.at, got, tt.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -153,9 +154,23 @@ type describeOutput struct {
 	*pluginapi.GetInfoResponse
 	// ConfigSchema shows the schema as JSON rather than as a string.
 	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
-	Path         string          `json:"path"`
-	SHA256       string          `json:"sha256"`
-	Protocol     int             `json:"protocol"`
+	// CatalogAge is how old the plugin's catalog is, from its date.
+	CatalogAge string `json:"catalogAge,omitempty"`
+	Path       string `json:"path"`
+	SHA256     string `json:"sha256"`
+	Protocol   int    `json:"protocol"`
+}
+
+// catalogAge renders the age of a catalog dated at in whole days.
+func catalogAge(at, now time.Time) string {
+	if at.IsZero() {
+		return ""
+	}
+	days := int(now.Sub(at).Hours() / 24)
+	if days < 0 {
+		return "dated in the future (" + at.UTC().Format(time.DateOnly) + ")"
+	}
+	return strconv.Itoa(days) + " days (as of " + at.UTC().Format(time.DateOnly) + ")"
 }
 
 func pluginsDescribe(ctx context.Context, args []string, env Env) error {
@@ -185,6 +200,7 @@ func pluginsDescribe(ctx context.Context, args []string, env Env) error {
 	return writeJSON(env.Stdout, describeOutput{
 		GetInfoResponse: info,
 		ConfigSchema:    schema,
+		CatalogAge:      catalogAge(info.Catalog.GeneratedAt, time.Now()),
 		Path:            sup.Path(),
 		SHA256:          sup.SHA256(),
 		Protocol:        pluginapi.ProtocolVersion,

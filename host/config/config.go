@@ -17,6 +17,10 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/pluginapi"
 )
 
 // EnvPrefix is the prefix of environment variables that set config keys:
@@ -40,6 +44,8 @@ type Config struct {
 	Cells Cells `koanf:"cells"`
 	// PKI says where the cluster CA is kept.
 	PKI PKI `koanf:"pki"`
+	// Match tunes how pods are matched to instance types (host/match).
+	Match Match `koanf:"match"`
 	// Plugin selects and configures the cloud plugin.
 	Plugin Plugin `koanf:"plugin"`
 	// Log sets the host's log output.
@@ -63,12 +69,88 @@ type Plugin struct {
 	Config map[string]any `koanf:"config"`
 }
 
+// Match tunes pod-to-instance matching; host/match documents each rule.
+type Match struct {
+	// AgentReserveCPU and AgentReserveMemory are added to every pod's
+	// requirement for the cell agent and the OS (quantities: 100m, 256Mi).
+	AgentReserveCPU    string `koanf:"agentReserveCPU"`
+	AgentReserveMemory string `koanf:"agentReserveMemory"`
+	// IgnoreLimits stops a container's limit standing in for a missing
+	// request.
+	IgnoreLimits bool `koanf:"ignoreLimits"`
+	// BurstablePolicy is baseline (a burstable type fits only when its
+	// baseline covers the pod) or unlimited (surplus credits priced in).
+	BurstablePolicy string `koanf:"burstablePolicy"`
+	// SurplusCreditPricePerVCPUHour prices surplus credits under unlimited.
+	SurplusCreditPricePerVCPUHour float64 `koanf:"surplusCreditPricePerVCPUHour"`
+	// UnknownPrice is last (rank unpriced offerings after priced ones) or
+	// exclude (never choose them).
+	UnknownPrice string `koanf:"unknownPrice"`
+	// DefaultCapacityType is on-demand or spot, for pods that name none.
+	DefaultCapacityType string `koanf:"defaultCapacityType"`
+	// DefaultArch is the architecture of pods that name none: empty means
+	// node.arch (the scheduler put the pod on a node of that architecture),
+	// "any" lets a pod without a kubernetes.io/arch selector run on any.
+	DefaultArch string `koanf:"defaultArch"`
+	// SpotFallback lets spot pods run on on-demand when no spot fits,
+	// unless the pod says otherwise (kipcell.io/spot-fallback).
+	SpotFallback bool `koanf:"spotFallback"`
+	// GPUResources are the extended resources counted as GPUs; empty means
+	// nvidia.com/gpu, amd.com/gpu and gpu.intel.com/i915.
+	GPUResources []string `koanf:"gpuResources"`
+	// IgnoredResources are extended resources cells provide themselves.
+	IgnoredResources []string `koanf:"ignoredResources"`
+	// MaxCandidates bounds the ranked list per capacity type (-1: none).
+	MaxCandidates int `koanf:"maxCandidates"`
+	// UnavailableTTL is how long an offering without capacity is skipped.
+	UnavailableTTL time.Duration `koanf:"unavailableTTL"`
+	// CatalogTTL is how long the plugin's catalog is used before a refresh.
+	CatalogTTL time.Duration `koanf:"catalogTTL"`
+	// RematchInterval is how often a pod nothing fits is matched again.
+	RematchInterval time.Duration `koanf:"rematchInterval"`
+}
+
+// MatchConfig converts the match section for host/match, naming the key
+// of any invalid value.
+func (c *Config) MatchConfig() (match.Config, error) {
+	m := c.Match
+	out := match.Config{
+		IgnoreLimits: m.IgnoreLimits, BurstablePolicy: match.BurstablePolicy(m.BurstablePolicy),
+		SurplusCreditPricePerVCPUHour: m.SurplusCreditPricePerVCPUHour, UnknownPrice: match.UnknownPriceRule(m.UnknownPrice),
+		DefaultCapacityType: pluginapi.CapacityType(m.DefaultCapacityType), SpotFallback: m.SpotFallback,
+		GPUResources: m.GPUResources, IgnoredResources: m.IgnoredResources, MaxCandidates: m.MaxCandidates,
+	}
+	switch m.DefaultArch {
+	case "":
+		out.DefaultArch = pluginapi.Arch(c.Node.Arch)
+	case "any":
+	default:
+		out.DefaultArch = pluginapi.Arch(m.DefaultArch)
+	}
+	var errs []error
+	if q, err := resource.ParseQuantity(m.AgentReserveCPU); err != nil || q.Sign() < 0 {
+		errs = append(errs, &Error{Key: "match.agentReserveCPU", Reason: fmt.Sprintf("%q is not a CPU quantity >= 0 such as 100m", m.AgentReserveCPU)})
+	} else {
+		out.AgentReserveMilliCPU = q.MilliValue()
+	}
+	if q, err := resource.ParseQuantity(m.AgentReserveMemory); err != nil || q.Sign() < 0 {
+		errs = append(errs, &Error{Key: "match.agentReserveMemory", Reason: fmt.Sprintf("%q is not a memory quantity >= 0 such as 256Mi", m.AgentReserveMemory)})
+	} else {
+		out.AgentReserveMemoryBytes = q.Value()
+	}
+	if err := out.Validate(); err != nil {
+		errs = append(errs, &Error{Key: "match", Reason: err.Error()})
+	}
+	for key, d := range map[string]time.Duration{"match.unavailableTTL": m.UnavailableTTL, "match.catalogTTL": m.CatalogTTL, "match.rematchInterval": m.RematchInterval} {
+		if d <= 0 {
+			errs = append(errs, &Error{Key: key, Reason: fmt.Sprintf("%s is not a positive duration", d)})
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
 // Cells configures how pods become cells (host/cells).
 type Cells struct {
-	// DefaultInstanceType is the instance type of pods whose annotation
-	// kipcell.io/instance-type names none; empty refuses such pods with
-	// an event saying so.
-	DefaultInstanceType string `koanf:"defaultInstanceType"`
 	// Image is the cell image handed to the plugin (an AMI, an image URL);
 	// empty means the plugin's default.
 	Image string `koanf:"image"`
@@ -159,9 +241,24 @@ func Defaults() map[string]any {
 
 		"kubeconfig": "",
 
-		"cells.defaultInstanceType": "",
-		"cells.image":               "",
-		"cells.insecureRegistries":  []string{},
+		"cells.image":              "",
+		"cells.insecureRegistries": []string{},
+
+		"match.agentReserveCPU":               "100m",
+		"match.agentReserveMemory":            "256Mi",
+		"match.ignoreLimits":                  false,
+		"match.burstablePolicy":               "baseline",
+		"match.surplusCreditPricePerVCPUHour": match.DefaultSurplusCreditPricePerVCPUHour,
+		"match.unknownPrice":                  "last",
+		"match.defaultCapacityType":           "on-demand",
+		"match.spotFallback":                  false,
+		"match.defaultArch":                   "",
+		"match.gpuResources":                  []string{},
+		"match.ignoredResources":              []string{},
+		"match.maxCandidates":                 match.DefaultMaxCandidates,
+		"match.unavailableTTL":                match.DefaultUnavailableTTL.String(),
+		"match.catalogTTL":                    "10m",
+		"match.rematchInterval":               "1m",
 
 		"pki.namespace":  "kip-system",
 		"pki.secretName": "kip-ca",
@@ -405,6 +502,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.ValidatePlugin(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.MatchConfig(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

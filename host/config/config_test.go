@@ -44,6 +44,12 @@ log:
 		Node:      defaultNode(),
 		Cells:     Cells{InsecureRegistries: []string{}},
 		PKI:       PKI{Namespace: "kip-system", SecretName: "kip-ca"},
+		Match: Match{
+			AgentReserveCPU: "100m", AgentReserveMemory: "256Mi", BurstablePolicy: "baseline",
+			SurplusCreditPricePerVCPUHour: 0.05, UnknownPrice: "last", DefaultCapacityType: "on-demand",
+			GPUResources: []string{}, IgnoredResources: []string{}, MaxCandidates: 20,
+			UnavailableTTL: 3 * time.Minute, CatalogTTL: 10 * time.Minute, RematchInterval: time.Minute,
+		},
 		Plugin: Plugin{
 			Name:   "local",
 			Config: map[string]any{"agentCommand": []any{"/bin/sleep", "300"}, "network": "loopback"},
@@ -214,5 +220,67 @@ func TestLoadExpandsHomeInPaths(t *testing.T) {
 	}
 	if c.Kubeconfig != "/home/op/kube/node" || c.Node.ClientCAFile != "/home/op/ca.crt" || c.Plugin.Dir != "/opt/kip" {
 		t.Errorf("paths = %q %q %q", c.Kubeconfig, c.Node.ClientCAFile, c.Plugin.Dir)
+	}
+}
+
+func TestMatchSection(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string
+		check   func(t *testing.T, c *Config)
+	}{
+		{name: "defaults", check: func(t *testing.T, c *Config) {
+			m, err := c.MatchConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.AgentReserveMilliCPU != 100 || m.AgentReserveMemoryBytes != 256<<20 || m.SpotFallback || m.DefaultArch != "amd64" {
+				t.Errorf("default match config = %+v", m)
+			}
+		}},
+		{name: "quantities", yaml: "match:\n  agentReserveCPU: 250m\n  agentReserveMemory: 1Gi\n  spotFallback: true\n", check: func(t *testing.T, c *Config) {
+			m, err := c.MatchConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.AgentReserveMilliCPU != 250 || m.AgentReserveMemoryBytes != 1<<30 || !m.SpotFallback {
+				t.Errorf("match config = %+v", m)
+			}
+		}},
+		{name: "any arch", yaml: "match:\n  defaultArch: any\n", check: func(t *testing.T, c *Config) {
+			if m, err := c.MatchConfig(); err != nil || m.DefaultArch != "" {
+				t.Errorf("defaultArch any = %q, %v; want no default", m.DefaultArch, err)
+			}
+		}},
+		{name: "arch follows the node", yaml: "node:\n  arch: arm64\n", check: func(t *testing.T, c *Config) {
+			if m, err := c.MatchConfig(); err != nil || m.DefaultArch != "arm64" {
+				t.Errorf("defaultArch = %q, %v; want node.arch arm64", m.DefaultArch, err)
+			}
+		}},
+		{name: "bad reserve", yaml: "match:\n  agentReserveMemory: lots\n", wantErr: `config match.agentReserveMemory: "lots" is not a memory quantity`},
+		{name: "negative reserve", yaml: "match:\n  agentReserveCPU: -1\n", wantErr: "config match.agentReserveCPU"},
+		{name: "bad policy", yaml: "match:\n  burstablePolicy: sometimes\n", wantErr: `burstablePolicy "sometimes"`},
+		{name: "bad capacity type", yaml: "match:\n  defaultCapacityType: reserved\n", wantErr: `defaultCapacityType "reserved"`},
+		{name: "zero ttl", yaml: "match:\n  unavailableTTL: 0s\n", wantErr: "config match.unavailableTTL: 0s is not a positive duration"},
+		{name: "typo", yaml: "match:\n  spotFalback: true\n", wantErr: "match.spotFalback"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, "clusterID: c\n"+tt.yaml), nil, nil)
+			if err == nil {
+				err = c.Validate()
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
 	}
 }

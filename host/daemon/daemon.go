@@ -22,6 +22,9 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
+// staleCatalog is the catalog age past which kip warns at start-up.
+const staleCatalog = 180 * 24 * time.Hour
+
 // Run runs kip until ctx ends. cfg must be validated; version is kip's.
 func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger) error {
 	restConfig, err := restConfig(cfg.Kubeconfig)
@@ -54,6 +57,14 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	defer func() { _ = sup.Close() }()
 	info := sup.Info()
 	log.Info("cloud plugin ready", "plugin", info.Name, "version", info.Version, "path", sup.Path(), "sha256", sup.SHA256())
+	if at := info.Catalog.GeneratedAt; !at.IsZero() {
+		age := time.Since(at)
+		log.Info("instance-type catalog", "source", info.Catalog.Source, "as_of", at.UTC().Format(time.DateOnly), "age_days", int(age.Hours()/24))
+		if age > staleCatalog {
+			log.Warn("the plugin's instance-type catalog is old: prices may have changed; update the plugin",
+				"age_days", int(age.Hours()/24), "as_of", at.UTC().Format(time.DateOnly))
+		}
+	}
 
 	ca, err := pki.Load(ctx, client, cfg.PKI.Namespace, cfg.PKI.SecretName, pki.WithClusterID(cfg.ClusterID))
 	if err != nil {
@@ -71,11 +82,18 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	recorder, stopEvents := node.NewEventRecorder(ctx, client, cfg.NodeName)
 	defer stopEvents()
 
+	matchCfg, err := cfg.MatchConfig()
+	if err != nil {
+		return err
+	}
 	manager := cells.New(cells.Config{
-		ClusterID:           cfg.ClusterID,
-		NodeName:            cfg.NodeName,
-		DefaultInstanceType: cfg.Cells.DefaultInstanceType,
-		Image:               cfg.Cells.Image,
+		ClusterID:       cfg.ClusterID,
+		NodeName:        cfg.NodeName,
+		Image:           cfg.Cells.Image,
+		Match:           matchCfg,
+		UnavailableTTL:  cfg.Match.UnavailableTTL,
+		CatalogTTL:      cfg.Match.CatalogTTL,
+		RematchInterval: cfg.Match.RematchInterval,
 	}, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"))
 
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),

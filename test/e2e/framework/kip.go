@@ -124,8 +124,6 @@ type KipOptions struct {
 	NodeName string
 	// BinDir holds kip, kip-cell and kip-plugin-local.
 	BinDir string
-	// DefaultInstanceType defaults to local.small.
-	DefaultInstanceType string
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -136,9 +134,6 @@ type KipOptions struct {
 // node what deploy/rbac grants and labels it kubernetes.io/role=agent as
 // an administrator would (a node may not set that label itself).
 func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions) (*Kip, error) {
-	if opts.DefaultInstanceType == "" {
-		opts.DefaultInstanceType = "local.small"
-	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
@@ -174,22 +169,21 @@ node:
   listenAddress: 127.0.0.1:0
   clientCAFile: %[3]s
 cells:
-  defaultInstanceType: %[4]s
-  insecureRegistries: [%[5]q]
+  insecureRegistries: [%[4]q]
 log:
   level: debug
   format: text
 plugin:
   name: local
-  dir: %[6]s
+  dir: %[5]s
   config:
-    agentCommand: [%[7]q, "--containerd-address", %[8]q, "--runc-root", %[9]q, "--bootstrap", "{bootstrap}"]
+    agentCommand: [%[6]q, "--containerd-address", %[7]q, "--runc-root", %[8]q, "--bootstrap", "{bootstrap}"]
     network: netns
-    bridge: %[10]s
-    subnet: %[11]s
-    stateDir: %[12]s
+    bridge: %[9]s
+    subnet: %[10]s
+    stateDir: %[11]s
     terminationGrace: 5s
-`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, opts.DefaultInstanceType, cells.Registry.Host(), opts.BinDir,
+`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), opts.BinDir,
 		filepath.Join(opts.BinDir, "kip-cell"), cells.Containerd.Socket, cells.Containerd.RuncRoot,
 		cells.Bridge, cells.Subnet, k.StateDir)
 	configPath := filepath.Join(dir, "kip.yaml")
