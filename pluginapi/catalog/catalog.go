@@ -85,6 +85,9 @@ type Region struct {
 type Price struct {
 	OnDemand *float64 `json:"onDemand,omitempty"`
 	Spot     *float64 `json:"spot,omitempty"`
+	// SpotByZone holds zone-specific spot prices (clouds such as AWS price
+	// spot per zone); a zone it lacks falls back to Spot.
+	SpotByZone map[string]float64 `json:"spotByZone,omitempty"`
 }
 
 // Parse reads and validates a catalog document.
@@ -155,6 +158,11 @@ func (c *Catalog) Validate() error {
 			for what, v := range map[string]*float64{"onDemand": p.OnDemand, "spot": p.Spot} {
 				if v != nil && !validPrice(*v) {
 					bad("region %q type %q: %s price %v is not a finite number >= 0", r.Name, name, what, *v)
+				}
+			}
+			for zone, v := range p.SpotByZone {
+				if zone == "" || !validPrice(v) {
+					bad("region %q type %q: spot price %v in zone %q is not a finite number >= 0 in a named zone", r.Name, name, v, zone)
 				}
 			}
 		}
@@ -258,6 +266,9 @@ func (c *Catalog) InstanceTypes(region string, zones []string) ([]pluginapi.Inst
 				o := pluginapi.Offering{Zone: z, CapacityType: cp.ct, Available: true}
 				if cp.price != nil {
 					o.HourlyPrice, o.PriceKnown = *cp.price, true
+				}
+				if v, ok := p.SpotByZone[z]; ok && cp.ct == pluginapi.CapacitySpot {
+					o.HourlyPrice, o.PriceKnown = v, true
 				}
 				it.Offerings = append(it.Offerings, o)
 			}

@@ -21,7 +21,7 @@ func sample() *Catalog {
 			{Name: "g.xlarge", VCPU: 4, MemoryMiB: 16384, Arch: "amd64", GPU: &GPU{Count: 1, Kind: "t4", MemoryMiB: 15360}},
 		},
 		Regions: []Region{{Name: "r1", Prices: map[string]Price{
-			"a.large":  {OnDemand: ptr(0.1), Spot: ptr(0.03)},
+			"a.large":  {OnDemand: ptr(0.1), Spot: ptr(0.03), SpotByZone: map[string]float64{"r1b": 0.025}},
 			"b.small":  {OnDemand: ptr(0.02)},
 			"g.xlarge": {},
 		}}},
@@ -65,6 +65,7 @@ func TestParseRejects(t *testing.T) {
 		{"baseline above size", func(c *Catalog) { c.Types[1].BaselineMilliCPU = 2001 }, "baselineMilliCPU 2001 outside 0..2000"},
 		{"unknown priced type", func(c *Catalog) { c.Regions[0].Prices["z.huge"] = Price{} }, `prices type "z.huge"`},
 		{"negative price", func(c *Catalog) { c.Regions[0].Prices["a.large"] = Price{OnDemand: ptr(-1)} }, "onDemand price -1"},
+		{"zone-less spot price", func(c *Catalog) { c.Regions[0].Prices["a.large"] = Price{SpotByZone: map[string]float64{"": 1}} }, `in zone ""`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +102,7 @@ func TestInstanceTypes(t *testing.T) {
 		{Zone: "r1a", CapacityType: pluginapi.CapacityOnDemand, HourlyPrice: 0.1, PriceKnown: true, Available: true},
 		{Zone: "r1a", CapacityType: pluginapi.CapacitySpot, HourlyPrice: 0.03, PriceKnown: true, Available: true},
 		{Zone: "r1b", CapacityType: pluginapi.CapacityOnDemand, HourlyPrice: 0.1, PriceKnown: true, Available: true},
-		{Zone: "r1b", CapacityType: pluginapi.CapacitySpot, HourlyPrice: 0.03, PriceKnown: true, Available: true},
+		{Zone: "r1b", CapacityType: pluginapi.CapacitySpot, HourlyPrice: 0.025, PriceKnown: true, Available: true},
 	}
 	if !reflect.DeepEqual(a.Offerings, wantA) {
 		t.Errorf("a.large offerings:\n got %+v\nwant %+v", a.Offerings, wantA)
