@@ -121,7 +121,7 @@ func TestLaunchRoundTrip(t *testing.T) {
 			CellID: "c-1", NodeName: "n", PodUID: "uid", PodNamespace: "ns", PodName: "p",
 			InstanceType: "m5.large", CapacityType: CapacitySpot, Zones: []string{"a", "b"},
 			Image: "ami-1", Bootstrap: []byte("#cloud-config\n"), Tags: map[string]string{"k": "v"},
-			SecurityGroups: []string{"sg-1"}, InstanceProfile: "prof", VolumeSizeGiB: 40,
+			SecurityGroups: []string{"sg-1"}, InstanceProfile: "prof", VolumeSizeGiB: 40, UnlimitedCPUCredits: true,
 		},
 	}
 	for name, in := range tests {

@@ -293,6 +293,12 @@ type LaunchRequest struct {
 	InstanceProfile string
 	// VolumeSizeGiB is the root volume size; zero means the default.
 	VolumeSizeGiB int32
+	// UnlimitedCPUCredits launches a burstable type with unlimited CPU
+	// credits (AWS CreditSpecification "unlimited"): the host chose the
+	// type under the unlimited burstable policy, its baseline is below the
+	// pod's CPU, and the surplus credits are priced into the choice. A
+	// cloud without CPU credits ignores it.
+	UnlimitedCPUCredits bool
 }
 
 // LaunchResponse is the accepted instance.

@@ -237,6 +237,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, bootstr
 		req := &pluginapi.LaunchRequest{
 			CellID: c.id, NodeName: c.m.cfg.NodeName, PodUID: string(c.uid), PodNamespace: c.namespace, PodName: c.name,
 			InstanceType: cand.InstanceType, CapacityType: cand.CapacityType, Image: c.m.cfg.Image, Bootstrap: bootstrap,
+			UnlimitedCPUCredits: cand.UnlimitedCredits,
 		}
 		where := cand.InstanceType
 		if cand.Zone != "" {
@@ -244,6 +245,9 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, bootstr
 			where += " in " + cand.Zone
 		}
 		what := fmt.Sprintf("%s (%s, %s)", where, cand.CapacityType, priceText(cand))
+		if cand.UnlimitedCredits {
+			what = fmt.Sprintf("%s (%s, %s with unlimited CPU credits)", where, cand.CapacityType, priceText(cand))
+		}
 		c.waiting("ContainerCreating", fmt.Sprintf("launching cell %s on %s", c.id, what))
 		c.event(corev1.EventTypeNormal, ReasonLaunching, "launching cell %s on %s", c.id, what)
 		for n := 1; ; n++ {

@@ -517,3 +517,29 @@ func newHarnessWithPods(t *testing.T, store *pluginfake.Store, pods ...*corev1.P
 	h.start(t)
 	return h
 }
+
+func TestUnlimitedCreditsReachTheLaunch(t *testing.T) {
+	types := append(pluginfake.DefaultInstanceTypes(), pluginapi.InstanceType{
+		Name: "fake.burst", MilliCPU: 2000, MemoryBytes: 2 << 30, Arch: pluginapi.ArchAMD64, BurstableBaselineMilliCPU: 400,
+		Offerings: []pluginapi.Offering{{Zone: pluginfake.DefaultZone, CapacityType: pluginapi.CapacityOnDemand, HourlyPrice: 0.01, PriceKnown: true, Available: true}},
+	})
+	h := newHarnessDeferred(t, pluginfake.WithInstanceTypes(types))
+	h.m.cfg.Match.BurstablePolicy = match.BurstableUnlimited
+	h.start(t)
+	pod := newPod("bursty", "uid-burst")
+	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	l := h.launches()
+	// 1.1 vCPU on a 0.4-vCPU baseline: 0.7 vCPU-hours of surplus credits at
+	// $0.05 make $0.045/h, still below fake.small's $0.05.
+	if len(l) != 1 || l[0].InstanceType != "fake.burst" || !l[0].UnlimitedCPUCredits {
+		t.Fatalf("launches = %+v, want fake.burst with unlimited CPU credits", l)
+	}
+	if ev := h.events(); !strings.Contains(ev, "on fake.burst in fake-a (on-demand, $0.0450/h with unlimited CPU credits)") {
+		t.Errorf("events lack the unlimited-credit launch:\n%s", ev)
+	}
+}

@@ -644,8 +644,12 @@ type LaunchRequest struct {
 	SecurityGroups  []string               `protobuf:"bytes,12,rep,name=security_groups,json=securityGroups,proto3" json:"security_groups,omitempty"`
 	InstanceProfile string                 `protobuf:"bytes,13,opt,name=instance_profile,json=instanceProfile,proto3" json:"instance_profile,omitempty"`
 	VolumeSizeGib   int32                  `protobuf:"varint,14,opt,name=volume_size_gib,json=volumeSizeGib,proto3" json:"volume_size_gib,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// unlimited_cpu_credits launches a burstable type with unlimited CPU
+	// credits (the host priced the surplus in); clouds without credits
+	// ignore it.
+	UnlimitedCpuCredits bool `protobuf:"varint,15,opt,name=unlimited_cpu_credits,json=unlimitedCpuCredits,proto3" json:"unlimited_cpu_credits,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LaunchRequest) Reset() {
@@ -774,6 +778,13 @@ func (x *LaunchRequest) GetVolumeSizeGib() int32 {
 		return x.VolumeSizeGib
 	}
 	return 0
+}
+
+func (x *LaunchRequest) GetUnlimitedCpuCredits() bool {
+	if x != nil {
+		return x.UnlimitedCpuCredits
+	}
+	return false
 }
 
 type LaunchResponse struct {
@@ -1625,7 +1636,7 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\rcapacity_type\x18\x02 \x01(\tR\fcapacityType\x12&\n" +
 	"\fhourly_price\x18\x03 \x01(\x01H\x00R\vhourlyPrice\x88\x01\x01\x12\x1c\n" +
 	"\tavailable\x18\x04 \x01(\bR\tavailableB\x0f\n" +
-	"\r_hourly_price\"\xa3\x04\n" +
+	"\r_hourly_price\"\xd7\x04\n" +
 	"\rLaunchRequest\x12\x17\n" +
 	"\acell_id\x18\x01 \x01(\tR\x06cellId\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x17\n" +
@@ -1641,7 +1652,8 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04tags\x18\v \x03(\v2&.kip.plugin.v1.LaunchRequest.TagsEntryR\x04tags\x12'\n" +
 	"\x0fsecurity_groups\x18\f \x03(\tR\x0esecurityGroups\x12)\n" +
 	"\x10instance_profile\x18\r \x01(\tR\x0finstanceProfile\x12&\n" +
-	"\x0fvolume_size_gib\x18\x0e \x01(\x05R\rvolumeSizeGib\x1a7\n" +
+	"\x0fvolume_size_gib\x18\x0e \x01(\x05R\rvolumeSizeGib\x122\n" +
+	"\x15unlimited_cpu_credits\x18\x0f \x01(\bR\x13unlimitedCpuCredits\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
