@@ -27,6 +27,10 @@ type Catalog struct {
 	// price source it was built from (prices go stale first), or the date
 	// its sources were transcribed when they carry none.
 	GeneratedAt time.Time `json:"generatedAt"`
+	// Live is set on a catalog generated from the cloud's APIs rather than
+	// from files in the repository: it cannot be rebuilt offline, so a
+	// generator's -check validates it instead of comparing (WriteOrCheck).
+	Live bool `json:"live,omitempty"`
 	// Sources name where every figure came from.
 	Sources []Source `json:"sources"`
 	// Types are the instance types, sorted by name.
@@ -330,6 +334,11 @@ func (c *Catalog) Marshal() ([]byte, error) {
 		v    any
 	}{{"schema", c.Schema}, {"cloud", c.Cloud}, {"generatedAt", c.GeneratedAt.UTC()}} {
 		if err := field(f.name, f.v, true); err != nil {
+			return nil, err
+		}
+	}
+	if c.Live {
+		if err := field("live", true, true); err != nil {
 			return nil, err
 		}
 	}

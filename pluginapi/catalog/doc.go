@@ -30,9 +30,12 @@
 //
 // # Generators
 //
-// WriteOrCheck is a generator's last step: it writes the marshalled
-// catalog or, with the generator's -check flag (which `make verify` runs),
-// fails when the committed file differs from what its sources give.
+// Emit (over WriteOrCheck) is a generator's last step: it writes the
+// marshalled catalog or, with the generator's -check flag (which `make
+// verify` runs), fails when the committed file differs from what its
+// sources give. A catalog a generator built from the cloud's APIs is marked
+// Live: nothing in the repository can rebuild it, so -check validates it
+// and keeps it; commit a live refresh together with the code that made it.
 //
 // It imports only the standard library and pluginapi.
 package catalog

@@ -3,7 +3,9 @@ package catalog
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
+	"time"
 )
 
 // WriteOrCheck is a catalog generator's last step. Without check it writes
@@ -12,21 +14,31 @@ import (
 // differs and saying to regenerate the catalog with `make catalogs`: it is
 // how a generator's -check mode catches a committed catalog that its
 // sources (or the generator) no longer give.
-func WriteOrCheck(path string, data []byte, check bool) error {
+//
+// A committed catalog generated from the cloud's APIs (Catalog.Live)
+// cannot be rebuilt from the repository's files: check then validates it
+// instead (Parse) and returns it, so that the generator can say it was
+// kept; otherwise the returned catalog is nil.
+func WriteOrCheck(path string, data []byte, check bool) (*Catalog, error) {
 	if !check {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
-			return fmt.Errorf("writing catalog: %w", err)
+			return nil, fmt.Errorf("writing catalog: %w", err)
 		}
-		return nil
+		return nil, nil
 	}
 	old, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("checking catalog: %w", err)
+		return nil, fmt.Errorf("checking catalog: %w", err)
 	}
 	if bytes.Equal(old, data) {
-		return nil
+		return nil, nil
 	}
-	return fmt.Errorf("checking catalog: %s differs from what its sources give (first at line %d); regenerate it with `make catalogs`", path, firstDifferentLine(old, data))
+	if prev, err := Parse(old); err == nil && prev.Live {
+		return prev, nil
+	} else if err != nil && bytes.Contains(old, []byte(`"live": true`)) {
+		return nil, fmt.Errorf("checking catalog %s: %w", path, err)
+	}
+	return nil, fmt.Errorf("checking catalog: %s differs from what its sources give (first at line %d); regenerate it with `make catalogs`", path, firstDifferentLine(old, data))
 }
 
 // firstDifferentLine returns the number, from 1, of the first line at which
@@ -41,4 +53,30 @@ func firstDifferentLine(a, b []byte) int {
 		}
 		a, b = restA, restB
 	}
+}
+
+// Emit is a catalog generator's last step: it marshals c, writes it to
+// path or, with check, compares it with the committed file (WriteOrCheck),
+// and prints one line to w with the generator's summary.
+func Emit(w io.Writer, c *Catalog, path string, check bool, summary string) error {
+	data, err := c.Marshal()
+	if err != nil {
+		return err
+	}
+	kept, err := WriteOrCheck(path, data, check)
+	switch {
+	case err != nil:
+		return err
+	case kept != nil:
+		_, err = fmt.Fprintf(w, "kept %s: generated from the cloud's APIs as of %s, so it is validated, not rebuilt from the repository's sources\n",
+			path, kept.GeneratedAt.UTC().Format(time.RFC3339))
+	case check:
+		_, err = fmt.Fprintf(w, "up to date: %s: %s\n", path, summary)
+	default:
+		_, err = fmt.Fprintf(w, "wrote %s: %s\n", path, summary)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the summary: %w", err)
+	}
+	return nil
 }

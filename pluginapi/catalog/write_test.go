@@ -37,7 +37,7 @@ func TestWriteOrCheck(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := WriteOrCheck(path, []byte(tt.data), tt.check)
+			_, err := WriteOrCheck(path, []byte(tt.data), tt.check)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("WriteOrCheck() = %v, want no error", err)
@@ -55,10 +55,68 @@ func TestWriteOrCheck(t *testing.T) {
 			}
 		})
 	}
-	if err := WriteOrCheck(filepath.Join(t.TempDir(), "missing", "test.json"), []byte(committed), false); err == nil ||
+	if _, err := WriteOrCheck(filepath.Join(t.TempDir(), "missing", "test.json"), []byte(committed), false); err == nil ||
 		!strings.HasPrefix(err.Error(), "writing catalog: ") || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("writing into a missing directory: %v", err)
 	}
 }
 
 func ptrTo(s string) *string { return &s }
+
+func TestWriteOrCheckKeepsALiveCatalog(t *testing.T) {
+	live := sample()
+	live.Live = true
+	data, err := live.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "live.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	offline, err := sample().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := WriteOrCheck(path, offline, true)
+	if err != nil || kept == nil || !kept.Live || !kept.GeneratedAt.Equal(live.GeneratedAt) {
+		t.Fatalf("WriteOrCheck(live catalog) = %v, %v; want it kept and validated", kept, err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(data) {
+		t.Error("check rewrote the live catalog")
+	}
+	// A broken live catalog is not kept: it is an error.
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), `"schema": 1`, `"schema": 7`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := WriteOrCheck(path, offline, true); err == nil || kept != nil || !strings.Contains(err.Error(), "schema 7") {
+		t.Fatalf("WriteOrCheck(broken live catalog) = %v, %v; want the parse error", kept, err)
+	}
+}
+
+func TestEmit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	var out strings.Builder
+	if err := Emit(&out, sample(), path, false, "3 types"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Emit(&out, sample(), path, true, "3 types"); err != nil {
+		t.Fatal(err)
+	}
+	changed := sample()
+	changed.Types[0].VCPU = 4
+	err := Emit(&out, changed, path, true, "3 types")
+	want := "wrote " + path + ": 3 types\nup to date: " + path + ": 3 types\n"
+	if out.String() != want || err == nil || !strings.Contains(err.Error(), "make catalogs") {
+		t.Errorf("Emit printed %q and returned %v; want %q and a check failure", out.String(), err, want)
+	}
+	live := sample()
+	live.Live = true
+	out.Reset()
+	if err := Emit(&out, live, path, false, "live"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Emit(&out, sample(), path, true, "offline"); err != nil || !strings.Contains(out.String(), "kept "+path+": generated from the cloud's APIs as of 2026-07-06T14:20:29Z") {
+		t.Errorf("Emit over a live catalog printed %q, %v", out.String(), err)
+	}
+}

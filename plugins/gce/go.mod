@@ -4,9 +4,13 @@ go 1.26.0
 
 replace github.com/kipcell/kip/pluginapi => ../../pluginapi
 
-require github.com/kipcell/kip/pluginapi v0.0.0-00010101000000-000000000000
+require (
+	github.com/kipcell/kip/pluginapi v0.0.0-00010101000000-000000000000
+	golang.org/x/oauth2 v0.36.0
+)
 
 require (
+	cloud.google.com/go/compute/metadata v0.9.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/hashicorp/go-hclog v1.6.3 // indirect

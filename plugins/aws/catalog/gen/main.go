@@ -1,17 +1,21 @@
 // Command gen builds aws.json, the AWS plugin's instance-type catalog, from
 // the hand-transcribed sizes in catalog/source and the on-demand price maps
-// of karpenter-provider-aws. Run it from plugins/aws:
+// of karpenter-provider-aws, or with -live from the AWS APIs. Run it from
+// plugins/aws:
 //
 //	go run ./catalog/gen -karpenter DIR [-prices FILE.csv] [-check]
+//	go run ./catalog/gen -live [-regions us-east-1,...] [-prices FILE.csv] [-check]
 //
 // DIR is the karpenter-provider-aws module directory (`make catalogs`
-// resolves it with go mod download). With -check it writes nothing and
-// exits non-zero when the committed aws.json differs from what it would
-// write.
+// resolves it with go mod download). -live takes credentials from the AWS
+// SDK's default chain (live.go says what it calls). With -check it writes
+// nothing and exits non-zero when the committed aws.json differs from what
+// it would write.
 package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +24,7 @@ import (
 	"go/token"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -74,10 +79,14 @@ var specSources = []catalog.Source{
 type options struct {
 	source, out, karpenter, karpenterVersion, prices string
 	check                                            bool
+	live                                             liveOptions
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
@@ -86,19 +95,22 @@ func main() {
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.source, "source", filepath.Join("catalog", "source"), "directory holding specs.csv and previous_generation.txt")
 	fs.StringVar(&o.out, "out", filepath.Join("catalog", "aws.json"), "catalog file to write (or compare with -check)")
-	fs.StringVar(&o.karpenter, "karpenter", "", "directory of the "+karpenterModule+" module (required; go mod download -json prints it as Dir)")
+	fs.StringVar(&o.karpenter, "karpenter", "", "directory of the "+karpenterModule+" module (required without -live; go mod download -json prints it as Dir)")
 	fs.StringVar(&o.karpenterVersion, "karpenter-version", "v1.14.1", "version of that module, recorded as the price sources' ref")
 	fs.StringVar(&o.prices, "prices", "", "optional extra price table (region,type,capacity_type,usd_per_hour), applied last")
 	fs.BoolVar(&o.check, "check", false, "write nothing; fail if the catalog file differs from what would be written")
+	o.live.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen -karpenter DIR [-prices FILE.csv] [-check]\n\n"+
-			"Builds aws.json from catalog/source and karpenter-provider-aws's on-demand price maps.\n"+
+		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen -karpenter DIR [-prices FILE.csv] [-check]\n"+
+			"       go run ./catalog/gen -live [-regions R1,R2,...] [-prices FILE.csv] [-check]\n\n"+
+			"Builds aws.json from catalog/source and karpenter-provider-aws's on-demand price maps,\n"+
+			"or with -live from the AWS APIs (credentials from the SDK's default chain).\n"+
 			"Run it from plugins/aws; `make catalogs` resolves DIR.\n\n")
 		fs.PrintDefaults()
 	}
@@ -108,26 +120,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("parsing flags: unexpected arguments %q", fs.Args())
 	}
-	if o.karpenter == "" {
-		return errors.New("parsing flags: -karpenter DIR is required (the " + karpenterModule + " module directory)")
+	if err := o.live.check(fs, o.karpenter); err != nil {
+		return err
 	}
-	c, sum, err := build(o)
+	var c *catalog.Catalog
+	var sum string
+	var err error
+	switch {
+	case o.live.enabled:
+		c, sum, err = buildLive(ctx, o)
+	case o.karpenter == "":
+		return errors.New("parsing flags: -karpenter DIR is required (the " + karpenterModule + " module directory), or -live")
+	default:
+		c, sum, err = build(o)
+	}
 	if err != nil {
 		return err
 	}
-	data, err := c.Marshal()
-	if err != nil {
-		return err
-	}
-	if err := catalog.WriteOrCheck(o.out, data, o.check); err != nil {
-		return err
-	}
-	verb := "wrote"
-	if o.check {
-		verb = "up to date:"
-	}
-	fmt.Fprintf(stdout, "%s %s: %s\n", verb, o.out, sum)
-	return nil
+	return catalog.Emit(stdout, c, o.out, o.check, sum)
 }
 
 // build assembles the catalog and a one-line summary of what went in.

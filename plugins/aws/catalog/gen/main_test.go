@@ -82,13 +82,13 @@ func TestRunWritesThenChecks(t *testing.T) {
 	o := opts(t)
 	args := []string{"-source", o.source, "-out", o.out, "-karpenter", fixture}
 	var stdout, stderr bytes.Buffer
-	if err := run(args, &stdout, &stderr); err != nil {
+	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("writing: %v (%s)", err, stderr.String())
 	}
 	if !strings.HasPrefix(stdout.String(), "wrote "+o.out+": ") || strings.Count(stdout.String(), "\n") != 1 {
 		t.Errorf("want a one-line summary, got %q", stdout.String())
 	}
-	if err := run(append(args, "-check"), &stdout, &stderr); err != nil {
+	if err := run(t.Context(), append(args, "-check"), &stdout, &stderr); err != nil {
 		t.Fatalf("checking a fresh catalog: %v", err)
 	}
 	data, err := os.ReadFile(o.out)
@@ -102,7 +102,7 @@ func TestRunWritesThenChecks(t *testing.T) {
 	if err := os.WriteFile(o.out, stale, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = run(append(args, "-check"), &stdout, &stderr)
+	err = run(t.Context(), append(args, "-check"), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "differs from what its sources give") || !strings.Contains(err.Error(), "make catalogs") {
 		t.Fatalf("checking a stale catalog: %v", err)
 	}
@@ -110,14 +110,14 @@ func TestRunWritesThenChecks(t *testing.T) {
 
 func TestRunFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if err := run([]string{"-out", filepath.Join(t.TempDir(), "x.json")}, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "-karpenter DIR is required") {
+	if err := run(t.Context(), []string{"-out", filepath.Join(t.TempDir(), "x.json")}, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "-karpenter DIR is required") {
 		t.Errorf("without -karpenter: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "karpenter-provider-aws@v1.13.0")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"-karpenter", dir}, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "is version v1.13.0, want v1.14.1") {
+	if err := run(t.Context(), []string{"-karpenter", dir}, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "is version v1.13.0, want v1.14.1") {
 		t.Errorf("with another version's directory: %v", err)
 	}
 }

@@ -1,13 +1,17 @@
 // Command gen builds gce.json, the GCE plugin's instance-type catalog, from
-// the hand-transcribed tables in catalog/source. Run it from plugins/gce:
+// the hand-transcribed tables in catalog/source, or with -live from the
+// Compute Engine and Cloud Billing Catalog APIs (live.go). Run it from
+// plugins/gce:
 //
 //	go run ./catalog/gen [-date 2026-11-21] [-check]
+//	go run ./catalog/gen -live -project PROJECT [-regions us-central1,...] [-api-key KEY]
 //
 // With -check it writes nothing and exits non-zero when the committed
 // gce.json differs from what it would write.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,6 +72,8 @@ var sources = []catalog.Source{
 type options struct {
 	source, out, date string
 	check             bool
+	dateSet           bool // -date was given (-live defaults it to now)
+	live              liveOptions
 }
 
 func main() {
@@ -86,11 +92,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var o options
 	fs.StringVar(&o.source, "source", filepath.Join("catalog", "source"), "directory holding specs.csv, prices.csv, rates.csv, custom.csv, custom_rates.csv, spot_discounts.csv")
 	fs.StringVar(&o.out, "out", filepath.Join("catalog", "gce.json"), "catalog file to write (or compare with -check)")
-	fs.StringVar(&o.date, "date", "2026-11-21", "the catalog's generatedAt (YYYY-MM-DD): the price source has no date, so the day it was transcribed")
+	fs.StringVar(&o.date, "date", "2026-11-21", "the catalog's generatedAt (YYYY-MM-DD): the price source has no date, so the day it was transcribed; with -live, the run time (YYYY-MM-DD or RFC 3339, default now)")
 	fs.BoolVar(&o.check, "check", false, "write nothing; fail if the catalog file differs from what would be written")
+	o.live.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen [-date YYYY-MM-DD] [-check]\n\n"+
-			"Builds gce.json from catalog/source. Run it from plugins/gce.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen [-date YYYY-MM-DD] [-check]\n"+
+			"       go run ./catalog/gen -live -project PROJECT [-regions R1,R2] [-api-key KEY] [-check]\n\n"+
+			"Builds gce.json from catalog/source, or with -live from the Compute Engine and\n"+
+			"Cloud Billing Catalog APIs. Run it from plugins/gce.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -99,23 +108,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("parsing flags: unexpected arguments %q", fs.Args())
 	}
-	c, sum, err := build(o)
+	fs.Visit(func(f *flag.Flag) { o.dateSet = o.dateSet || f.Name == "date" })
+	var c *catalog.Catalog
+	var sum string
+	var err error
+	if o.live.enabled {
+		c, sum, err = buildLive(context.Background(), o)
+	} else {
+		c, sum, err = build(o)
+	}
 	if err != nil {
 		return err
 	}
-	data, err := c.Marshal()
-	if err != nil {
-		return err
-	}
-	if err := catalog.WriteOrCheck(o.out, data, o.check); err != nil {
-		return err
-	}
-	verb := "wrote"
-	if o.check {
-		verb = "up to date:"
-	}
-	fmt.Fprintf(stdout, "%s %s: %s\n", verb, o.out, sum)
-	return nil
+	return catalog.Emit(stdout, c, o.out, o.check, sum)
 }
 
 // famKey names one family's figures in one region.
