@@ -49,8 +49,9 @@ fi
 
 eval "$(bin/kip-cluster --state "$state" env)"
 step kubectl get nodes -o wide
-kubectl wait --for=condition=Ready pod -l app=hello --timeout=90s >/dev/null
+kubectl wait --for=condition=Ready pod -l 'app in (hello,hello-big)' --timeout=90s >/dev/null
 step kubectl get pods -o wide
+step kubectl get pods -o 'custom-columns=POD:.metadata.name,CPU:.spec.containers[0].resources.requests.cpu,INSTANCE TYPE:.metadata.annotations.cell\.kipcell\.io/instance-type,$/HOUR:.metadata.annotations.cell\.kipcell\.io/hourly-price'
 pod=$(kubectl get pods -l app=hello -o jsonpath='{.items[0].metadata.name}')
 step kubectl logs --tail=2 "$pod"
 step kubectl exec "$pod" -- hostname
@@ -58,7 +59,9 @@ step kubectl exec "$pod" -- hostname
 cat <<MSG
 
 Each pod above runs in its own cell: a kip-cell agent in its own network
-namespace, with the pod IP shown, driving containerd. Try:
+namespace, with the pod IP shown, driving containerd, on the cheapest local
+instance type that fits it (hello-big asks for more CPU, so it got a bigger
+one). Try:
   eval "\$(make -s cluster-env)"
   kubectl scale deployment hello --replicas=5
   kubectl get events --field-selector reason=CellRunning
