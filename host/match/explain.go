@@ -3,6 +3,7 @@ package match
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,10 +23,21 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 	if len(set) == 0 {
 		return unsatisfiable("the cloud plugin's catalog has no instance types")
 	}
+	// filter narrows set in place (it writes no further than it reads);
+	// when it keeps nothing, set is left as it was, for the message.
 	filter := func(keep func(t *ctype) bool) []int32 {
-		var out []int32
+		out := set[:0]
 		for _, i := range set {
 			if keep(&c.types[i]) {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	filterHot := func(keep func(h *hotType) bool) []int32 {
+		out := set[:0]
+		for _, i := range set {
+			if keep(&c.hot[i]) {
 				out = append(out, i)
 			}
 		}
@@ -98,7 +110,8 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 
 	// Architecture.
 	if req.Arch != "" {
-		set = filter(func(t *ctype) bool { return t.arch == req.Arch })
+		arch := int32(slices.Index(c.archs, req.Arch)) // interned: compare indexes, not strings
+		set = filterHot(func(h *hotType) bool { return h.arch == arch })
 		if len(set) == 0 {
 			return unsatisfiable(verb("has arch ", "is not ") + fmt.Sprintf("%s (%s)", req.Arch, req.ArchSource))
 		}
@@ -129,7 +142,7 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 	}
 
 	// Size.
-	next := filter(func(t *ctype) bool { return t.milliCPU >= req.MilliCPU && t.mem >= req.MemoryBytes })
+	next := filterHot(func(h *hotType) bool { return h.milliCPU >= req.MilliCPU && h.mem >= req.MemoryBytes })
 	if len(next) == 0 {
 		if named != "" {
 			t := &c.types[c.byName[named]]

@@ -453,31 +453,37 @@ func isExtended(n corev1.ResourceName) bool {
 // quantity converts q to millicores (cpu), bytes (memory) or a count,
 // refusing negative and absurdly large values.
 func quantity(kind, name string, n corev1.ResourceName, q resource.Quantity) (int64, error) {
-	what := kind
-	if name != "" {
-		what = fmt.Sprintf("%s %q", kind, name)
+	what := func() string { // only for an error: formatting costs more than the check
+		if name == "" {
+			return kind
+		}
+		return fmt.Sprintf("%s %q", kind, name)
 	}
 	if q.Sign() < 0 {
-		return 0, unsatisfiable(fmt.Sprintf("%s asks for %s %s: a negative quantity", what, n, q.String()))
+		return 0, unsatisfiable(fmt.Sprintf("%s asks for %s %s: a negative quantity", what(), n, q.String()))
 	}
-	limit, milli := int64(maxCount), false
+	limit, milli := &maxCountQuantity, false
 	switch n {
 	case corev1.ResourceCPU:
-		limit, milli = maxMilliCPU, true
+		limit, milli = &maxMilliCPUQuantity, true
 	case corev1.ResourceMemory:
-		limit = maxBytes
+		limit = &maxBytesQuantity
+	}
+	if q.Cmp(*limit) > 0 {
+		return 0, unsatisfiable(fmt.Sprintf("%s asks for %s %s, more than any instance offers", what(), n, q.String()))
 	}
 	if milli {
-		if q.Cmp(*resource.NewMilliQuantity(limit, resource.DecimalSI)) > 0 {
-			return 0, unsatisfiable(fmt.Sprintf("%s asks for %s %s, more than any instance offers", what, n, q.String()))
-		}
 		return q.MilliValue(), nil
-	}
-	if q.Cmp(*resource.NewQuantity(limit, resource.BinarySI)) > 0 {
-		return 0, unsatisfiable(fmt.Sprintf("%s asks for %s %s, more than any instance offers", what, n, q.String()))
 	}
 	return q.Value(), nil
 }
+
+// The bounds as quantities, built once.
+var (
+	maxMilliCPUQuantity = *resource.NewMilliQuantity(maxMilliCPU, resource.DecimalSI)
+	maxBytesQuantity    = *resource.NewQuantity(maxBytes, resource.BinarySI)
+	maxCountQuantity    = *resource.NewQuantity(maxCount, resource.BinarySI)
+)
 
 func satAdd(a, b int64) int64 {
 	if b > 0 && a > math.MaxInt64-b {
