@@ -53,6 +53,22 @@ type cell struct {
 	done       chan struct{}
 	launchedAt time.Time
 	placed     map[string]string // placement annotations, once launched
+	// interrupted is the cloud's spot-interruption notice, if one came.
+	interrupted string
+	// stopWatch ends the current status stream so that serve checks the
+	// instance at once (an event said it ended); nil between streams.
+	stopWatch context.CancelFunc
+}
+
+// nudge makes serve check the instance now instead of when the agent's
+// status stream breaks.
+func (c *cell) nudge() {
+	c.mu.Lock()
+	stop := c.stopWatch
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 func newCell(m *Manager, pod *corev1.Pod) *cell {
@@ -383,16 +399,29 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 			c.id, c.m.cfg.Now().Sub(launchedAt).Seconds(), address)
 	}
 	for n := 1; ctx.Err() == nil; n++ {
-		err := agent.WatchStatus(ctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent) {
+		wctx, stop := context.WithCancel(ctx)
+		c.mu.Lock()
+		c.stopWatch = stop
+		c.mu.Unlock()
+		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent) {
 			n = 1
 			c.agentEvents(events)
 			c.agentStatus(st, address)
 		})
+		c.mu.Lock()
+		c.stopWatch = nil
+		c.mu.Unlock()
+		nudged := wctx.Err() != nil
+		stop()
 		if ctx.Err() != nil {
 			return
 		}
 		if c.checkLost(ctx, inst) {
 			return
+		}
+		if nudged {
+			n = 0 // an event asked for the check; the stream itself was fine
+			continue
 		}
 		c.log.Warn("status stream from cell broke; re-subscribing", "error", err)
 		if !sleep(ctx, c.m.cfg.Backoff(n)) {
@@ -556,6 +585,11 @@ func (c *cell) checkLost(ctx context.Context, inst *pluginapi.Instance) bool {
 
 // lost fails the pod because its cell ended under it, and cleans up.
 func (c *cell) lost(message string) {
+	c.mu.Lock()
+	if c.interrupted != "" {
+		message = "spot interruption: " + message
+	}
+	c.mu.Unlock()
 	c.log.Warn("cell lost", "reason", message)
 	c.event(corev1.EventTypeWarning, ReasonCellLost, "%s", message)
 	c.setStatus(func(st *corev1.PodStatus) {

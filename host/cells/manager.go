@@ -148,6 +148,7 @@ func (m *Manager) Run(ctx context.Context, adopted chan<- struct{}) error {
 		close(adopted)
 	}
 	go m.notifyLoop(ctx)
+	go m.watchEvents(ctx)
 	tick := time.NewTicker(m.cfg.GCInterval)
 	defer tick.Stop()
 	for {

@@ -543,3 +543,58 @@ func TestUnlimitedCreditsReachTheLaunch(t *testing.T) {
 		t.Errorf("events lack the unlimited-credit launch:\n%s", ev)
 	}
 }
+
+func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("spotty", "uid-spot")
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	insts := h.plugin.Store().Instances()
+	if len(insts) != 1 {
+		t.Fatalf("%d instances, want 1", len(insts))
+	}
+	id := insts[0].ID
+	deadline := time.Now().Add(2 * time.Minute)
+	eventually(t, "the notice delivered", func() bool {
+		// WatchEvents may not be subscribed yet: repeat the notice.
+		if err := h.plugin.Store().Notify(id, pluginapi.EventInterruption, "Server.SpotInstanceTermination", deadline); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(h.events(), "Warning SpotInterruption the cloud is reclaiming cell kip-uid-spot (instance "+id+", spot) by ")
+	})
+	// The agent's status stream is healthy: only the state-change event
+	// makes kip look at the instance now.
+	if err := h.plugin.Store().SetState(id, pluginapi.StateTerminated, "Server.SpotInstanceTermination: Spot instance termination"); err != nil {
+		t.Fatal(err)
+	}
+	failed := h.waitNotified(t, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if failed.Status.Reason != ReasonCellLost || !strings.Contains(failed.Status.Message, "spot interruption: cell kip-uid-spot (instance "+id+") is terminated") ||
+		!strings.Contains(failed.Status.Message, "Server.SpotInstanceTermination") {
+		t.Errorf("failed status = %s %q, want CellLost naming the spot interruption", failed.Status.Reason, failed.Status.Message)
+	}
+}
+
+func TestCloudNoticesBecomePodEvents(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("noticed", "uid-notice")
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	id := h.plugin.Store().Instances()[0].ID
+	var seen string
+	eventually(t, "rebalance and maintenance events", func() bool {
+		_ = h.plugin.Store().Notify(id, pluginapi.EventRebalance, "capacity rebalancing", time.Time{})
+		_ = h.plugin.Store().Notify(id, pluginapi.EventMaintenance, "system-reboot", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+		seen += h.events()
+		return strings.Contains(seen, "Warning RebalanceRecommended the cloud recommends replacing cell kip-uid-notice") &&
+			strings.Contains(seen, "Warning ScheduledMaintenance the cloud will stop or move cell kip-uid-notice (instance "+id+") for maintenance by 2026-12-01T00:00:00Z: system-reboot")
+	})
+	if p, _ := h.m.GetPod(context.Background(), "default", "noticed"); p.Status.Phase != corev1.PodRunning {
+		t.Errorf("phase after notices = %s, want Running: notices alone end nothing", p.Status.Phase)
+	}
+}

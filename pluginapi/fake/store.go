@@ -89,6 +89,25 @@ func (s *Store) SetState(id string, state pluginapi.InstanceState, reason string
 	return s.persistLocked()
 }
 
+// Notify simulates a notice from the cloud about an instance: a spot
+// interruption, a rebalance recommendation or scheduled maintenance
+// (typ), with reason and deadline, sent to WatchEvents subscribers. It
+// changes nothing about the instance: follow it with SetState to reclaim
+// it. It returns a NotFoundError for an unknown ID.
+func (s *Store) Notify(id string, typ pluginapi.EventType, reason string, deadline time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.instances[id]
+	if !ok {
+		return pluginapi.NewNotFound("instance %s", id)
+	}
+	s.sendLocked(r.ClusterID, pluginapi.Event{
+		Type: typ, InstanceID: r.Instance.ID, CellID: r.Instance.CellID, State: r.Instance.State,
+		Reason: reason, Time: time.Now(), Deadline: deadline,
+	})
+	return nil
+}
+
 // attachStateFile makes the store persist itself to path and loads what
 // path holds (instances the store already has keep their current value).
 // A missing file is an empty store.
@@ -226,16 +245,21 @@ func (s *Store) setStateLocked(r *record, state pluginapi.InstanceState, reason 
 // emitLocked sends a state-change event for r to the subscribers of its
 // cluster. Events are hints: a subscriber that does not keep up loses them.
 func (s *Store) emitLocked(r *record, now time.Time) {
-	e := pluginapi.Event{
+	s.sendLocked(r.ClusterID, pluginapi.Event{
 		Type:       pluginapi.EventStateChange,
 		InstanceID: r.Instance.ID,
 		CellID:     r.Instance.CellID,
 		State:      r.Instance.State,
 		Reason:     r.Instance.StateReason,
 		Time:       now,
-	}
+	})
+}
+
+// sendLocked sends e to the subscribers of clusterID; one that does not
+// keep up loses it.
+func (s *Store) sendLocked(clusterID string, e pluginapi.Event) {
 	for sub := range s.subs {
-		if sub.clusterID != r.ClusterID {
+		if sub.clusterID != clusterID {
 			continue
 		}
 		select {

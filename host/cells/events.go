@@ -1,0 +1,101 @@
+package cells
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Event reasons for the cloud's notices about a pod's instance.
+const (
+	ReasonSpotInterruption = "SpotInterruption"
+	ReasonRebalance        = "RebalanceRecommended"
+	ReasonMaintenance      = "ScheduledMaintenance"
+)
+
+// watchEvents follows the plugin's instance events, when it offers them,
+// until ctx ends, subscribing again after any error. Events are hints: a
+// cloud notice becomes a pod event at once, and a terminated instance is
+// confirmed with Describe (checkLost) rather than trusted.
+func (m *Manager) watchEvents(ctx context.Context) {
+	info, err := m.plugin.GetInfo(ctx, &pluginapi.GetInfoRequest{})
+	if err != nil || !slices.Contains(info.Capabilities, pluginapi.CapabilityWatchEvents) {
+		return
+	}
+	for n := 1; ctx.Err() == nil; n++ {
+		start := m.cfg.Now()
+		err := m.plugin.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
+			m.onEvent(ctx, e)
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if m.cfg.Now().Sub(start) > time.Minute {
+			n = 1 // it ran for a while: not a failing loop
+		}
+		m.log.Warn("watching the plugin's instance events; subscribing again", "error", err, "attempt", n)
+		if !sleep(ctx, m.cfg.Backoff(n)) {
+			return
+		}
+	}
+}
+
+// cellOf returns the cell of an event's cell ID or instance ID.
+func (m *Manager) cellOf(cellID, instanceID string) *cell {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.cells {
+		if cellID != "" && c.id == cellID {
+			return c
+		}
+		if instanceID != "" {
+			c.mu.Lock()
+			same := c.instance != nil && c.instance.ID == instanceID
+			c.mu.Unlock()
+			if same {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// onEvent turns one plugin event into pod events and, for an instance that
+// ended, an early check of the cell.
+func (m *Manager) onEvent(ctx context.Context, e *pluginapi.Event) {
+	c := m.cellOf(e.CellID, e.InstanceID)
+	if c == nil {
+		return
+	}
+	by := ""
+	if !e.Deadline.IsZero() {
+		by = " by " + e.Deadline.UTC().Format(time.RFC3339)
+	}
+	reason := ""
+	if e.Reason != "" {
+		reason = ": " + e.Reason
+	}
+	switch e.Type {
+	case pluginapi.EventInterruption:
+		msg := fmt.Sprintf("the cloud is reclaiming cell %s (instance %s, spot)%s%s; the pod will fail and its controller can replace it", c.id, e.InstanceID, by, reason)
+		c.mu.Lock()
+		c.interrupted = msg
+		c.mu.Unlock()
+		c.log.Warn("spot interruption", "instance", e.InstanceID, "deadline", e.Deadline, "reason", e.Reason)
+		c.event(corev1.EventTypeWarning, ReasonSpotInterruption, "%s", msg)
+	case pluginapi.EventRebalance:
+		c.event(corev1.EventTypeWarning, ReasonRebalance, "the cloud recommends replacing cell %s (instance %s) soon%s", c.id, e.InstanceID, reason)
+	case pluginapi.EventMaintenance:
+		c.event(corev1.EventTypeWarning, ReasonMaintenance, "the cloud will stop or move cell %s (instance %s) for maintenance%s%s", c.id, e.InstanceID, by, reason)
+	case pluginapi.EventStateChange:
+		if e.State == pluginapi.StateTerminated || e.State == pluginapi.StateTerminating {
+			c.nudge()
+		}
+	}
+}
