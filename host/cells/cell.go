@@ -445,6 +445,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		for n := 1; ; n++ {
 			req, err := dispatch.Resolve(ctx, c.m.source, pod, cellInfo)
 			if err == nil {
+				req.RegistryCredentials = c.m.cloudCredentials(ctx, pod, req.RegistryCredentials)
 				req.Generation = gen
 				err = agent.Apply(ctx, req)
 			}

@@ -3,7 +3,6 @@ package cells
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,8 +22,7 @@ const (
 // cloud notice becomes a pod event at once, and a terminated instance is
 // confirmed with Describe (checkLost) rather than trusted.
 func (m *Manager) watchEvents(ctx context.Context) {
-	info, err := m.plugin.GetInfo(ctx, &pluginapi.GetInfoRequest{})
-	if err != nil || !slices.Contains(info.Capabilities, pluginapi.CapabilityWatchEvents) {
+	if !m.hasCapability(ctx, pluginapi.CapabilityWatchEvents) {
 		return
 	}
 	for n := 1; ctx.Err() == nil; n++ {

@@ -110,10 +110,11 @@ type Manager struct {
 	notify func(*corev1.Pod)
 	ctx    context.Context // the Manager's lifetime, set by Run
 
-	unavailable *match.Unavailable // offerings that recently ran out of capacity
-	catMu       sync.Mutex         // guards cat and catAt; held while fetching
-	cat         *match.Catalog
-	catAt       time.Time
+	unavailable   *match.Unavailable    // offerings that recently ran out of capacity
+	registryCreds map[string]cachedCred // cloud registry credentials by registry host
+	catMu         sync.Mutex            // guards cat and catAt; held while fetching
+	cat           *match.Catalog
+	catAt         time.Time
 
 	changed chan types.UID // statuses to push, coalesced by notifyLoop
 }
@@ -128,9 +129,9 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		cfg: cfg, plugin: plugin, identity: identity, source: source, pods: pods, recorder: recorder,
 		log: log, dial: dispatch.Dial,
 		cells: map[types.UID]*cell{}, byName: map[string]types.UID{},
-		unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now),
-		changed:     make(chan types.UID, 1024),
-		ctx:         context.Background(),
+		unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), registryCreds: map[string]cachedCred{},
+		changed: make(chan types.UID, 1024),
+		ctx:     context.Background(),
 	}
 }
 

@@ -38,6 +38,7 @@ type fakeAgent struct {
 	cellv1.UnimplementedCellServer
 	mu      sync.Mutex
 	applied []int64
+	creds   []*cellv1.RegistryCredential // of the last ApplyPod
 	deleted int
 	phases  chan corev1.PodPhase
 }
@@ -45,6 +46,7 @@ type fakeAgent struct {
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
 	a.mu.Lock()
 	a.applied = append(a.applied, req.GetGeneration())
+	a.creds = req.GetRegistryCredentials()
 	a.mu.Unlock()
 	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
 }
@@ -596,5 +598,59 @@ func TestCloudNoticesBecomePodEvents(t *testing.T) {
 	})
 	if p, _ := h.m.GetPod(context.Background(), "default", "noticed"); p.Status.Phase != corev1.PodRunning {
 		t.Errorf("phase after notices = %s, want Running: notices alone end nothing", p.Status.Phase)
+	}
+}
+
+func TestCloudRegistryCredentialsReachTheCell(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("private", "uid-reg")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: pluginfake.RegistryServer + "/team/init:1"}}
+	pod.Spec.Containers[0].Image = pluginfake.RegistryServer + "/team/app:1"
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "public", Image: "docker.io/library/busybox:1"})
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	// A second Apply (the pod changed) asks the plugin nothing new.
+	updated := pod.DeepCopy()
+	updated.Labels = map[string]string{"v": "2"}
+	_ = h.m.UpdatePod(context.Background(), updated)
+	eventually(t, "generation 2 applied", func() bool {
+		h.agent.mu.Lock()
+		defer h.agent.mu.Unlock()
+		return len(h.agent.applied) > 0 && h.agent.applied[len(h.agent.applied)-1] == 2
+	})
+	h.agent.mu.Lock()
+	creds := h.agent.creds
+	h.agent.mu.Unlock()
+	if len(creds) != 1 || creds[0].GetServer() != pluginfake.RegistryServer || creds[0].GetPassword() != "fake-token" {
+		t.Fatalf("credentials sent to the cell = %v, want the plugin's for %s only", creds, pluginfake.RegistryServer)
+	}
+	var asked []string
+	for _, r := range h.plugin.Requests() {
+		if r.Method == "RegistryAuth" {
+			asked = append(asked, r.Request.(*pluginapi.RegistryAuthRequest).Image)
+		}
+	}
+	// One call per registry, answers and refusals cached: docker.io was
+	// asked once and refused.
+	if len(asked) != 2 || asked[0] != pluginfake.RegistryServer+"/team/init:1" || asked[1] != "docker.io/library/busybox:1" {
+		t.Errorf("RegistryAuth asked for %v", asked)
+	}
+}
+
+func TestRegistryHost(t *testing.T) {
+	for image, want := range map[string]string{
+		"busybox":                   "",
+		"library/busybox:1":         "",
+		"docker.io/library/busybox": "docker.io",
+		"localhost/app":             "localhost",
+		"127.0.0.1:5000/app:v1":     "127.0.0.1:5000",
+		"123.dkr.ecr.us-east-1.amazonaws.com/app@sha256:ab": "123.dkr.ecr.us-east-1.amazonaws.com",
+	} {
+		if got := registryHost(image); got != want {
+			t.Errorf("registryHost(%q) = %q, want %q", image, got, want)
+		}
 	}
 }
