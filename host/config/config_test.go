@@ -260,6 +260,7 @@ func TestMatchSection(t *testing.T) {
 		}},
 		{name: "bad reserve", yaml: "match:\n  agentReserveMemory: lots\n", wantErr: `config match.agentReserveMemory: "lots" is not a memory quantity`},
 		{name: "negative reserve", yaml: "match:\n  agentReserveCPU: -1\n", wantErr: "config match.agentReserveCPU"},
+		{name: "absurd reserve", yaml: "match:\n  agentReserveMemory: 1e44444422\n", wantErr: "config match.agentReserveMemory"},
 		{name: "bad policy", yaml: "match:\n  burstablePolicy: sometimes\n", wantErr: `burstablePolicy "sometimes"`},
 		{name: "bad capacity type", yaml: "match:\n  defaultCapacityType: reserved\n", wantErr: `defaultCapacityType "reserved"`},
 		{name: "zero ttl", yaml: "match:\n  unavailableTTL: 0s\n", wantErr: "config match.unavailableTTL: 0s is not a positive duration"},

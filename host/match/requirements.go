@@ -462,28 +462,25 @@ func quantity(kind, name string, n corev1.ResourceName, q resource.Quantity) (in
 	if q.Sign() < 0 {
 		return 0, unsatisfiable(fmt.Sprintf("%s asks for %s %s: a negative quantity", what(), n, q.String()))
 	}
-	limit, milli := &maxCountQuantity, false
+	// Compare as a float: Quantity.Cmp takes seconds for an exponent such
+	// as 1e44444422 (it builds the whole number), and MilliValue
+	// overflows silently. The bounds are far below int64's range, so the
+	// float's rounding near them cannot let an overflow through.
+	limit, scale := float64(maxCount), 1.0
 	switch n {
 	case corev1.ResourceCPU:
-		limit, milli = &maxMilliCPUQuantity, true
+		limit, scale = float64(maxMilliCPU), 1000
 	case corev1.ResourceMemory:
-		limit = &maxBytesQuantity
+		limit = float64(maxBytes)
 	}
-	if q.Cmp(*limit) > 0 {
+	if q.AsApproximateFloat64()*scale > limit {
 		return 0, unsatisfiable(fmt.Sprintf("%s asks for %s %s, more than any instance offers", what(), n, q.String()))
 	}
-	if milli {
+	if scale == 1000 {
 		return q.MilliValue(), nil
 	}
 	return q.Value(), nil
 }
-
-// The bounds as quantities, built once.
-var (
-	maxMilliCPUQuantity = *resource.NewMilliQuantity(maxMilliCPU, resource.DecimalSI)
-	maxBytesQuantity    = *resource.NewQuantity(maxBytes, resource.BinarySI)
-	maxCountQuantity    = *resource.NewQuantity(maxCount, resource.BinarySI)
-)
 
 func satAdd(a, b int64) int64 {
 	if b > 0 && a > math.MaxInt64-b {
