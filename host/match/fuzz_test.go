@@ -29,11 +29,31 @@ func parseKV(s string) map[string]string {
 	return m
 }
 
+// exponentOverflows reports a quantity apimachinery's ParseQuantity itself
+// takes unbounded time on: an exponent of more than nine digits (inf.Dec's
+// int32 scale overflows and its rounding never ends) or a negative one of
+// more than five (1e-99999999 takes about a minute). Neither the API
+// server nor kip ever holds such a Quantity; kip's own code must stay fast
+// on the large exponents ParseQuantity does return (see the huge-exponent
+// seed).
+func exponentOverflows(s string) bool {
+	i := strings.LastIndexAny(s, "eE")
+	if i < 0 {
+		return false
+	}
+	exp := s[i+1:]
+	digits := strings.TrimLeft(exp, "+-")
+	return len(digits) > 9 || (strings.HasPrefix(exp, "-") && len(digits) > 5)
+}
+
 // parseResources reads "name=quantity" pairs, skipping quantities that do
 // not parse (the API server would refuse them).
 func parseResources(s string) corev1.ResourceList {
 	var l corev1.ResourceList
 	for k, v := range parseKV(s) {
+		if exponentOverflows(v) {
+			continue
+		}
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
 			continue
