@@ -11,6 +11,7 @@ TOOLS := $(shell hack/tools.sh dir)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 LDFLAGS_KIP := -X github.com/kipcell/kip/host/cli.Version=$(VERSION)
 LDFLAGS_LOCAL := -X github.com/kipcell/kip/plugins/local.Version=$(VERSION)
+LDFLAGS_AWS := -X github.com/kipcell/kip/plugins/aws.Version=$(VERSION)
 STATE_HOME := $(or $(XDG_STATE_HOME),$(HOME)/.local/state)
 # The local control plane's state (PKI, etcd data, logs, kubeconfigs).
 CLUSTER_STATE ?= $(STATE_HOME)/kip/cluster
@@ -38,10 +39,11 @@ deps: ## Install the Debian packages the project needs (only those missing).
 	@hack/install-deps.sh
 
 .PHONY: build
-build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-cluster).
+build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-plugin-aws, kip-cluster).
 	@mkdir -p $(BIN)
 	go build -ldflags '$(LDFLAGS_KIP)' -o $(BIN)/kip ./cmd/kip
 	go build -ldflags '$(LDFLAGS_LOCAL)' -o $(BIN)/kip-plugin-local ./plugins/local/cmd/kip-plugin-local
+	go build -ldflags '$(LDFLAGS_AWS)' -o $(BIN)/kip-plugin-aws ./plugins/aws/cmd/kip-plugin-aws
 	go build -ldflags '-X main.version=$(VERSION)' -o $(BIN)/kip-cell ./cmd/kip-cell
 	go build -o $(BIN)/kip-cluster ./test/cmd/kip-cluster
 	go build -o $(BIN)/kip-demo ./test/cmd/kip-demo

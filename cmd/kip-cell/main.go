@@ -32,7 +32,7 @@ func main() {
 		insecure  listFlag
 		debug     bool
 	)
-	flag.StringVar(&bootstrap, "bootstrap", os.Getenv(api.BootstrapEnv), "bootstrap file (default $"+api.BootstrapEnv+")")
+	flag.StringVar(&bootstrap, "bootstrap", os.Getenv(api.BootstrapEnv), "bootstrap file: the bootstrap JSON, or cloud user data holding it as a MIME part (default $"+api.BootstrapEnv+")")
 	flag.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
 	flag.StringVar(&cfg.NetNSPath, "netns", "", "network namespace the containers join (default: the agent's own)")
 	flag.StringVar(&cfg.StateDir, "state-dir", "", "directory for logs, FIFOs and volumes (default /var/lib/kip-cell/<cell ID>)")
@@ -61,7 +61,7 @@ func run(cfg cell.Config, bootstrapPath string) error {
 	if bootstrapPath == "" {
 		return fmt.Errorf("no bootstrap: set --bootstrap or $%s", api.BootstrapEnv)
 	}
-	b, err := api.ReadBootstrap(bootstrapPath)
+	b, err := readBootstrap(bootstrapPath)
 	if err != nil {
 		return err
 	}

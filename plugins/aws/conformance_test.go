@@ -1,0 +1,40 @@
+package aws
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/plugintest"
+)
+
+// The conformance suite over real gRPC, against the in-package fake: every
+// provider the factory returns is a "process" of the plugin talking to the
+// same fake EC2. test/e2e runs the same suite against the EC2 simulator.
+func TestConformance(t *testing.T) {
+	f := newFakeEC2(t)
+	f.bootPolls = 2
+	// New as it is: the SDK retries what fails on the way (a connection
+	// that a cancelled call's transport closed under the next call).
+	factory := New
+	good := testConfig(f)
+	plugintest.Run(t, factory, plugintest.Config{
+		Plugin: mustJSON(t, good),
+		Invalid: []plugintest.InvalidConfig{
+			{Config: mustJSON(t, with(good, "region", nil)), Key: "region"},
+			{Config: mustJSON(t, with(good, "regions", "us-east-1")), Key: "regions"},
+			{Config: mustJSON(t, with(good, "subnets", []string{"subnet-0a", "subnet-0dead"})), Key: "subnets[1]"},
+			{Config: mustJSON(t, with(good, "image", map[string]any{"id": "ami-0dead"})), Key: "image.id"},
+			{Config: mustJSON(t, with(good, "rateLimit", map[string]any{"burst": -1})), Key: "rateLimit.burst"},
+		},
+		InstanceType: "m5.large",
+		ReadyTimeout: 20 * time.Second,
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, i := range f.instances {
+		if i.state != "shutting-down" && i.state != "terminated" {
+			t.Errorf("the suite left instance %s (cell %s) %s", id, i.tags[pluginapi.TagCell], i.state)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+// Package aws is Kip's Amazon EC2 cloud plugin: a cell is one EC2 instance,
+// launched with RunInstances, found again by its tags, and ended with
+// TerminateInstances. The kip host runs it as kip-plugin-aws.
+//
+// Read it in this order; each file holds one concern:
+//
+//	provider.go   New, GetInfo, Configure: the plugin's face
+//	config.go     the configuration: strict decoding, validation, defaults
+//	schema.go     the same configuration as a JSON Schema (GetInfo)
+//	resolve.go    what Configure asks EC2: the subnets per zone, the image
+//	sdk.go        the SDK clients behind narrow interfaces (every operation
+//	              the plugin may call is a method there, and nothing else)
+//	ratelimit.go  client-side token buckets in front of every EC2 call
+//	errors.go     SDK errors → pluginapi error kinds, at the edge
+//	catalog.go    ListInstanceTypes: the embedded catalog, with availability
+//	              from DescribeInstanceTypeOfferings
+//	launch.go     Launch: RunInstances, idempotent on the cell ID (ClientToken)
+//	userdata.go   the user data: MIME multipart with cloud-config and bootstrap
+//	view.go       the cluster's instances as one shared, coalesced snapshot
+//	describe.go   Describe and List, answered from the view
+//	terminate.go  Terminate: TerminateInstances, idempotent
+//	events.go     WatchEvents: state changes, spot interruptions, maintenance
+//	registry.go   RegistryAuth: ECR pull credentials
+//
+// The contract is pluginapi.Provider. Its rules shape this package: every
+// call is safe to retry (Launch passes the cell ID as RunInstances'
+// ClientToken, so EC2 itself returns the first instance to a retry), and no
+// state lives only in memory (instances carry the standard tags, and List
+// finds them by the cluster tag after any restart). What the plugin keeps in
+// memory is a cache: the view of the cluster's instances, the instance-type
+// offerings and ECR tokens, all rebuilt from EC2 on demand.
+//
+// EC2 calls are few by design, since an account's request rate is shared:
+// Describe and List of every cell are served from one snapshot of the
+// cluster's instances (one paginated DescribeInstances filtered by the
+// cluster tag), refreshed at most once per snapshot age however many cells
+// ask; WatchEvents polls the same snapshot. See deploy/aws/README.md for the
+// IAM policy, the boot recipe and the configuration.
+//
+// The package imports pluginapi, its own catalog and the AWS SDK for Go v2;
+// never host, cell, Kubernetes or another plugin (hack/depcheck.sh).
+package aws

@@ -1,0 +1,162 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// apiError is an SDK error as a call returns it: an operation error
+// wrapping the HTTP response error wrapping the API error.
+func apiError(op, code string, status int) error {
+	return &smithy.OperationError{ServiceID: "EC2", OperationName: op, Err: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+		Err:      &smithy.GenericAPIError{Code: code, Message: "message of " + code},
+	}}
+}
+
+// kind names the pluginapi kind of err, and its key for InvalidConfig.
+func kind(err error) string {
+	var ic *pluginapi.InvalidConfigError
+	switch {
+	case err == nil:
+		return "nil"
+	case errors.Is(err, context.Canceled):
+		return "Canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "DeadlineExceeded"
+	case pluginapi.IsNotFound(err):
+		return "NotFound"
+	case pluginapi.IsInsufficientCapacity(err):
+		return "InsufficientCapacity"
+	case pluginapi.IsQuotaExceeded(err):
+		return "QuotaExceeded"
+	case pluginapi.IsThrottled(err):
+		return "Throttled"
+	case errors.As(err, &ic):
+		return "InvalidConfig:" + ic.Key
+	case pluginapi.IsUnsupported(err):
+		return "Unsupported"
+	case pluginapi.IsTransient(err):
+		return "Transient"
+	}
+	return "plain"
+}
+
+func TestMapError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"throttled", apiError("DescribeInstances", "RequestLimitExceeded", 503), "Throttled"},
+		{"throttled (other spelling)", apiError("DescribeInstances", "Throttling", 400), "Throttled"},
+		{"vCPU quota", apiError("RunInstances", "VcpuLimitExceeded", 400), "QuotaExceeded"},
+		{"instance quota", apiError("RunInstances", "InstanceLimitExceeded", 400), "QuotaExceeded"},
+		{"spot quota", apiError("RunInstances", "MaxSpotInstanceCountExceeded", 400), "QuotaExceeded"},
+		{"not found", apiError("TerminateInstances", "InvalidInstanceID.NotFound", 400), "NotFound"},
+		{"malformed ID", apiError("TerminateInstances", "InvalidInstanceID.Malformed", 400), "NotFound"},
+		{"internal error", apiError("RunInstances", "InternalError", 500), "Transient"},
+		{"unavailable", apiError("RunInstances", "Unavailable", 503), "Transient"},
+		{"any 5xx", apiError("RunInstances", "SomethingNew", 502), "Transient"},
+		{"network", &smithy.OperationError{OperationName: "RunInstances", Err: &smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}}, "Transient"},
+		{"auth failure", apiError("DescribeInstances", "AuthFailure", 401), "InvalidConfig:credentials"},
+		{"expired token", apiError("DescribeInstances", "ExpiredToken", 400), "InvalidConfig:credentials"},
+		{"unknown AMI", apiError("RunInstances", "InvalidAMIID.NotFound", 400), "InvalidConfig:image"},
+		{"unknown subnet", apiError("RunInstances", "InvalidSubnetID.NotFound", 400), "InvalidConfig:subnets"},
+		{"unknown group", apiError("RunInstances", "InvalidGroup.NotFound", 400), "InvalidConfig:securityGroups"},
+		{"unauthorized", apiError("RunInstances", "UnauthorizedOperation", 403), "plain"},
+		{"invalid parameter", apiError("RunInstances", "InvalidParameterValue", 400), "plain"},
+		{"invalid parameter combination", apiError("RunInstances", "InvalidParameterCombination", 400), "plain"},
+		{"idempotent mismatch", apiError("RunInstances", "IdempotentParameterMismatch", 400), "plain"},
+		{"cancelled", &smithy.OperationError{OperationName: "RunInstances", Err: &smithy.CanceledError{Err: context.Canceled}}, "Canceled"},
+		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), "DeadlineExceeded"},
+		{"other", errors.New("boom"), "plain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := mapError("Op", tt.err)
+			if kind(got) != tt.want {
+				t.Errorf("mapError(%v) = %v (%s), want %s", tt.err, got, kind(got), tt.want)
+			}
+		})
+	}
+}
+
+func TestMapErrorKeepsCodeAndMessage(t *testing.T) {
+	err := mapError("RunInstances", apiError("RunInstances", "InvalidParameterValue", 400))
+	if want := "RunInstances: InvalidParameterValue: message of InvalidParameterValue"; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+	err = mapError("RunInstances", apiError("RunInstances", "UnauthorizedOperation", 403))
+	if !strings.Contains(err.Error(), "ec2:RunInstances") || !strings.Contains(err.Error(), "iam-policy.json") {
+		t.Errorf("unauthorized error = %q, want it to name ec2:RunInstances and the policy", err)
+	}
+	err = mapError("DescribeInstances", apiError("RunInstances", "InvalidParameterValue", 400))
+	if kind(err) != "plain" {
+		t.Errorf("a plain error is %s", kind(err))
+	}
+	err = mapError("RunInstances", &smithy.OperationError{Err: &smithy.GenericAPIError{Code: "InvalidParameterValue",
+		Message: "Value (cell) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"}})
+	if kind(err) != "InvalidConfig:instanceProfile" {
+		t.Errorf("a bad instance profile is %s, want InvalidConfig:instanceProfile", kind(err))
+	}
+}
+
+func TestMapLaunchError(t *testing.T) {
+	for _, code := range []string{"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity",
+		"InsufficientFreeAddressesInSubnet", "SpotMaxPriceTooLow", "Unsupported"} {
+		err := mapLaunchError(apiError("RunInstances", code, 500), "p4d.24xlarge", "us-east-1b", pluginapi.CapacitySpot)
+		var ic *pluginapi.InsufficientCapacityError
+		if !errors.As(err, &ic) {
+			t.Errorf("%s = %v, want InsufficientCapacity", code, err)
+			continue
+		}
+		want := pluginapi.InsufficientCapacityError{InstanceType: "p4d.24xlarge", Zone: "us-east-1b", CapacityType: pluginapi.CapacitySpot,
+			Message: code + ": message of " + code}
+		if *ic != want {
+			t.Errorf("%s = %+v, want %+v", code, *ic, want)
+		}
+	}
+	if err := mapLaunchError(apiError("RunInstances", "VcpuLimitExceeded", 400), "m5.large", "a", pluginapi.CapacityOnDemand); !pluginapi.IsQuotaExceeded(err) {
+		t.Errorf("VcpuLimitExceeded at launch = %v, want QuotaExceeded", err)
+	}
+}
+
+// Through the real SDK and the wire: the kinds reach the caller.
+func TestErrorsOverTheWire(t *testing.T) {
+	f := newFakeEC2(t)
+	p := configured(t, testConfig(f))
+	ctx := context.Background()
+	tests := []struct {
+		op, code string
+		status   int
+		want     string
+	}{
+		{"RunInstances", "InsufficientInstanceCapacity", 500, "InsufficientCapacity"},
+		{"RunInstances", "RequestLimitExceeded", 503, "Throttled"},
+		{"RunInstances", "VcpuLimitExceeded", 400, "QuotaExceeded"},
+		{"RunInstances", "InternalError", 500, "Transient"},
+		{"RunInstances", "UnauthorizedOperation", 403, "plain"},
+	}
+	for _, tt := range tests {
+		f.fail(tt.op, tt.code, tt.status, 1)
+		_, err := p.Launch(ctx, launchRequest("c-errors"))
+		if kind(err) != tt.want {
+			t.Errorf("Launch with %s injected = %v (%s), want %s", tt.code, err, kind(err), tt.want)
+		}
+		var ic *pluginapi.InsufficientCapacityError
+		if errors.As(err, &ic) && (ic.Zone != "us-east-1a" || ic.InstanceType != "m5.large" || ic.CapacityType != pluginapi.CapacityOnDemand) {
+			t.Errorf("InsufficientCapacity = %+v, want m5.large in us-east-1a on-demand", ic)
+		}
+	}
+}

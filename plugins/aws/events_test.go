@@ -1,0 +1,163 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// watch runs WatchEvents until the test ends and returns its events.
+func watch(t *testing.T, p *provider) <-chan *pluginapi.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan *pluginapi.Event, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
+			events <- e
+			return nil
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("WatchEvents ended with %v, want context.Canceled", err)
+		}
+	})
+	return events
+}
+
+// waitEvent returns the first event matching want, failing after 10s.
+func waitEvent(t *testing.T, events <-chan *pluginapi.Event, what string, want func(*pluginapi.Event) bool) *pluginapi.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if want(e) {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within 10s", what)
+		}
+	}
+}
+
+func TestWatchEventsStateChangesAndSpotInterruption(t *testing.T) {
+	f := newFakeEC2(t)
+	p := configured(t, testConfig(f))
+	events := watch(t, p)
+	for f.callCount("DescribeInstances") == 0 { // the first poll only remembers
+		time.Sleep(time.Millisecond)
+	}
+	req := launchRequest("cell-spot")
+	req.CapacityType = pluginapi.CapacitySpot
+	launched, err := p.Launch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := launched.Instance.ID
+	e := waitEvent(t, events, "running", func(e *pluginapi.Event) bool {
+		return e.Type == pluginapi.EventStateChange && e.InstanceID == id && e.State == pluginapi.StateRunning
+	})
+	if e.CellID != "cell-spot" || e.Time.IsZero() {
+		t.Errorf("state change = %+v, want cell-spot's with a time", e)
+	}
+
+	f.setState(id, "shutting-down", reasonSpotTermination)
+	e = waitEvent(t, events, "interruption", func(e *pluginapi.Event) bool { return e.Type == pluginapi.EventInterruption })
+	if e.InstanceID != id || e.CellID != "cell-spot" || e.Deadline.IsZero() {
+		t.Errorf("interruption = %+v, want cell-spot's with a deadline", e)
+	}
+	e = waitEvent(t, events, "terminated", func(e *pluginapi.Event) bool {
+		return e.Type == pluginapi.EventStateChange && e.InstanceID == id && e.State == pluginapi.StateTerminated
+	})
+	if e.Reason != "spot interruption (Server.SpotInstanceTermination)" {
+		t.Errorf("terminated event reason = %q", e.Reason)
+	}
+	// Once only.
+	select {
+	case e := <-events:
+		if e.Type == pluginapi.EventInterruption {
+			t.Errorf("a second interruption event: %+v", e)
+		}
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestWatchEventsMaintenance(t *testing.T) {
+	f := newFakeEC2(t)
+	id := f.add("running", cellTags(testCluster, "cell-1"))
+	other := f.add("running", cellTags("other", "cell-2"))
+	notBefore := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
+	f.scheduleEvent(id, "system-reboot", notBefore)
+	f.scheduleEvent(other, "instance-stop", notBefore)
+	p := configured(t, testConfig(f))
+	events := watch(t, p)
+	e := waitEvent(t, events, "maintenance", func(e *pluginapi.Event) bool { return e.Type == pluginapi.EventMaintenance })
+	if e.InstanceID != id || e.CellID != "cell-1" || !e.Deadline.Equal(notBefore) || e.Reason != "system-reboot: The instance is scheduled for system-reboot" {
+		t.Errorf("maintenance = %+v", e)
+	}
+	// Polled again, the same event is not sent again; the other
+	// cluster's never is.
+	calls := f.callCount("DescribeInstanceStatus")
+	for f.callCount("DescribeInstanceStatus") < calls+3 {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case e := <-events:
+		t.Errorf("unexpected event %+v", e)
+	case <-time.After(50 * time.Millisecond):
+	}
+	r := f.requests("DescribeInstanceStatus")[0]
+	if r.Get("Filter.1.Name") != "event.code" || len(list(r, "Filter.1.Value")) != 5 {
+		t.Errorf("DescribeInstanceStatus request = %v, want a filter on the 5 maintenance event codes", r)
+	}
+}
+
+// Polls that fail are retried; the stream does not end.
+func TestWatchEventsSurvivesFailedPolls(t *testing.T) {
+	f := newFakeEC2(t)
+	id := f.add("pending", cellTags(testCluster, "cell-1"))
+	f.bootPolls = 100
+	p := configured(t, testConfig(f))
+	events := watch(t, p)
+	for f.callCount("DescribeInstances") == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	f.fail("DescribeInstances", codeRequestLimitExceeded, 503, 3)
+	f.setState(id, "running", "")
+	waitEvent(t, events, "running", func(e *pluginapi.Event) bool { return e.InstanceID == id && e.State == pluginapi.StateRunning })
+}
+
+// The poll interval is slow while nothing changes: no instance pending or
+// terminating.
+func TestWatchEventsPollsSlowlyWhenSteady(t *testing.T) {
+	f := newFakeEC2(t)
+	f.add("running", cellTags(testCluster, "cell-1"))
+	var intervals []time.Duration
+	p := configured(t, testConfig(f), func(p *provider) {
+		p.pollFast, p.pollSlow, p.statusEvery = time.Second, time.Minute, time.Hour
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	p.sleep = func(ctx context.Context, d time.Duration) error {
+		intervals = append(intervals, d)
+		if len(intervals) == 3 {
+			cancel()
+		}
+		return ctx.Err()
+	}
+	clock := newFakeClock()
+	p.now = clock.Now
+	p.cfg.Load().view.now = clock.Now
+	err := p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("WatchEvents = %v", err)
+	}
+	if len(intervals) != 3 || intervals[0] != time.Minute {
+		t.Errorf("poll intervals = %v, want a minute each", intervals)
+	}
+}

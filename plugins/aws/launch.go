@@ -1,0 +1,269 @@
+package aws
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/userdata"
+	"github.com/kipcell/kip/plugins/aws/catalog"
+)
+
+// maxClientToken is EC2's limit on a ClientToken.
+const maxClientToken = 64
+
+// Launch starts the cell's instance with one RunInstances call whose
+// ClientToken is the cell ID: EC2 answers a retried call (after a timeout, a
+// crash, a restart of either side) with the instance of the first, so a
+// cell never gets two. Tags are part of the call (TagSpecifications), so the
+// instance and its volume carry them from their first moment.
+func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
+	cfg, err := p.config()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	plan, err := cfg.plan(req)
+	if err != nil {
+		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
+	}
+	out, err := cfg.ec2.RunInstances(ctx, plan.input)
+	if errorCode(err) == codeIdempotentMismatch {
+		// The cell was launched before with other parameters (a newer
+		// AMI matching image.name since, say): its instance is the answer.
+		if inst, ferr := cfg.findCell(ctx, req.CellID); ferr == nil && inst != nil {
+			p.log.Info("cell launched before with other parameters; returning its instance", "cell", req.CellID, "instance", inst.ID)
+			cfg.view.launched(*inst)
+			return &pluginapi.LaunchResponse{Instance: *inst}, nil
+		}
+	}
+	if err != nil {
+		// The instance may exist even so (the answer was lost): the next
+		// List must ask EC2 rather than trust the snapshot.
+		cfg.view.uncertain()
+		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, mapLaunchError(err, req.InstanceType, plan.zone, plan.capacity))
+	}
+	if len(out.Instances) != 1 {
+		cfg.view.uncertain()
+		return nil, fmt.Errorf("launching cell %s: RunInstances answered %d instances, want 1", req.CellID, len(out.Instances))
+	}
+	inst := instanceFromEC2(out.Instances[0])
+	if c := inst.Tags[pluginapi.TagCluster]; c != "" && c != cfg.clusterID {
+		return nil, fmt.Errorf("launching cell %s: ClientToken %q already launched instance %s for cluster %q; cell IDs must be unique in the account and region",
+			req.CellID, req.CellID, inst.ID, c)
+	}
+	// RunInstances may answer before the tags show; they are the request's.
+	if inst.Tags[pluginapi.TagCell] == "" {
+		inst.Tags = plan.tags
+	}
+	inst.CellID = req.CellID
+	cfg.view.launched(inst)
+	p.log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
+		"zone", inst.Zone, "capacity_type", plan.capacity, "subnet", aws.ToString(plan.input.SubnetId))
+	return &pluginapi.LaunchResponse{Instance: inst}, nil
+}
+
+// launchPlan is a RunInstances call and what it was made of.
+type launchPlan struct {
+	input    *ec2.RunInstancesInput
+	zone     string
+	capacity pluginapi.CapacityType
+	tags     map[string]string
+}
+
+// plan turns a launch request into a RunInstances call. It is pure: the
+// same request and configuration give the same call, which a retry under
+// the same ClientToken needs.
+func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
+	switch {
+	case req.CellID == "":
+		return nil, fmt.Errorf("the request has no cell ID")
+	case len(req.CellID) > maxClientToken:
+		return nil, fmt.Errorf("cell ID %q is longer than EC2's ClientToken (%d characters)", req.CellID, maxClientToken)
+	case req.InstanceType == "":
+		return nil, fmt.Errorf("the request has no instance type")
+	}
+	capacity := req.CapacityType
+	switch capacity {
+	case "":
+		capacity = pluginapi.CapacityOnDemand
+	case pluginapi.CapacityOnDemand, pluginapi.CapacitySpot:
+	default:
+		return nil, fmt.Errorf("capacity type %q is neither %s nor %s", capacity, pluginapi.CapacityOnDemand, pluginapi.CapacitySpot)
+	}
+	cat, err := catalog.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading the embedded catalog: %w", err)
+	}
+	spec, known := cat.Type(req.InstanceType)
+
+	image := cfg.image.id
+	if req.Image != "" {
+		if !amiRE.MatchString(req.Image) {
+			return nil, pluginapi.NewInvalidConfig("image", "the requested image %q is not an AMI ID such as \"ami-0abc\"", req.Image)
+		}
+		image = req.Image
+	} else if known && cfg.image.arch != "" && pluginapi.Arch(spec.Arch) != cfg.image.arch {
+		return nil, pluginapi.NewInvalidConfig("image", "image %s is %s; instance type %s is %s", cfg.image.id, cfg.image.arch, req.InstanceType, spec.Arch)
+	}
+
+	zone, subnet, err := cfg.placement(req, capacity)
+	if err != nil {
+		return nil, err
+	}
+
+	userData, err := userdata.Build(cfg.cloudConfig, req.Bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	if len(userData) > maxUserData {
+		return nil, pluginapi.NewInvalidConfig("cloudInit", "the user data (cloud-init and bootstrap) is %d bytes; EC2 takes at most %d", len(userData), maxUserData)
+	}
+
+	tags := cfg.tagsFor(req)
+	input := &ec2.RunInstancesInput{
+		ClientToken:  aws.String(req.CellID),
+		ImageId:      aws.String(image),
+		InstanceType: types.InstanceType(req.InstanceType),
+		MinCount:     aws.Int32(1),
+		MaxCount:     aws.Int32(1),
+		SubnetId:     aws.String(subnet),
+		MetadataOptions: &types.InstanceMetadataOptionsRequest{
+			HttpEndpoint:            types.InstanceMetadataEndpointStateEnabled,
+			HttpTokens:              types.HttpTokensStateRequired,
+			HttpPutResponseHopLimit: aws.Int32(1),
+		},
+		TagSpecifications: []types.TagSpecification{
+			{ResourceType: types.ResourceTypeInstance, Tags: ec2Tags(tags)},
+			{ResourceType: types.ResourceTypeVolume, Tags: ec2Tags(tags)},
+		},
+	}
+	if len(userData) > 0 {
+		input.UserData = aws.String(base64.StdEncoding.EncodeToString(userData))
+	}
+	if groups := dedupe(append(slices.Clone(cfg.securityGroups), req.SecurityGroups...)); len(groups) > 0 {
+		input.SecurityGroupIds = groups
+	}
+	if profile := cmp.Or(req.InstanceProfile, cfg.instanceProfile); profile != "" {
+		if strings.HasPrefix(profile, "arn:") {
+			input.IamInstanceProfile = &types.IamInstanceProfileSpecification{Arn: aws.String(profile)}
+		} else {
+			input.IamInstanceProfile = &types.IamInstanceProfileSpecification{Name: aws.String(profile)}
+		}
+	}
+	if capacity == pluginapi.CapacitySpot {
+		input.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{
+			MarketType: types.MarketTypeSpot,
+			SpotOptions: &types.SpotMarketOptions{
+				SpotInstanceType:             types.SpotInstanceTypeOneTime,
+				InstanceInterruptionBehavior: types.InstanceInterruptionBehaviorTerminate,
+			},
+		}
+	}
+	// Burstable types get the credit option the host priced: unlimited
+	// when it asked, standard otherwise (never the account's default,
+	// which for T3 and later is unlimited and bills surplus credits).
+	switch {
+	case req.UnlimitedCPUCredits:
+		input.CreditSpecification = &types.CreditSpecificationRequest{CpuCredits: aws.String("unlimited")}
+	case known && spec.BaselineMilliCPU > 0:
+		input.CreditSpecification = &types.CreditSpecificationRequest{CpuCredits: aws.String("standard")}
+	}
+	if req.VolumeSizeGiB > 0 {
+		input.BlockDeviceMappings = []types.BlockDeviceMapping{{
+			DeviceName: aws.String(cfg.image.rootDevice),
+			Ebs: &types.EbsBlockDevice{
+				VolumeSize:          aws.Int32(req.VolumeSizeGiB),
+				VolumeType:          types.VolumeTypeGp3,
+				DeleteOnTermination: aws.Bool(true),
+			},
+		}}
+	}
+	return &launchPlan{input: input, zone: zone, capacity: capacity, tags: tags}, nil
+}
+
+// placement picks the zone and subnet: the first of req.Zones with a
+// subnet, or, when the request names no zone, one derived from the cell ID
+// (the same every retry, spread over the zones).
+func (cfg *config) placement(req *pluginapi.LaunchRequest, capacity pluginapi.CapacityType) (string, string, error) {
+	if len(req.Zones) == 0 {
+		h := fnv.New32a()
+		h.Write([]byte(req.CellID))
+		zone := cfg.zones[int(h.Sum32()%uint32(len(cfg.zones)))]
+		return zone, cfg.subnets[zone], nil
+	}
+	for _, z := range req.Zones {
+		if subnet, ok := cfg.subnets[z]; ok {
+			return z, subnet, nil
+		}
+	}
+	return "", "", pluginapi.NewInsufficientCapacity(req.InstanceType, req.Zones[0], capacity,
+		fmt.Sprintf("no configured subnet is in zone %s (the subnets are in %s)", strings.Join(req.Zones, ", "), strings.Join(cfg.zones, ", ")))
+}
+
+// tagsFor returns the tags of a cell's instance and volume: the configured
+// tags, then the request's, then the standard tags, which win; Name is the
+// cell ID unless a configured or requested tag sets it.
+func (cfg *config) tagsFor(req *pluginapi.LaunchRequest) map[string]string {
+	tags := make(map[string]string, len(cfg.tags)+len(req.Tags)+reservedTags)
+	tags["Name"] = req.CellID
+	for k, v := range cfg.tags {
+		tags[k] = v
+	}
+	for k, v := range pluginapi.StandardTags(cfg.clusterID, req) {
+		tags[k] = v
+	}
+	return tags
+}
+
+// ec2Tags turns tags into EC2's form, sorted by key so that the same tags
+// make the same call.
+func ec2Tags(tags map[string]string) []types.Tag {
+	out := make([]types.Tag, 0, len(tags))
+	for _, k := range sortedKeys(tags) {
+		out = append(out, types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	return out
+}
+
+// findCell returns the newest instance of this cluster launched with the
+// cell's ClientToken, or nil.
+func (cfg *config) findCell(ctx context.Context, cellID string) (*pluginapi.Instance, error) {
+	insts, err := cfg.describe(ctx, []types.Filter{
+		{Name: aws.String("client-token"), Values: []string{cellID}},
+		{Name: aws.String("tag:" + pluginapi.TagCluster), Values: []string{cfg.clusterID}},
+	})
+	if err != nil || len(insts) == 0 {
+		return nil, err
+	}
+	newest := insts[0]
+	for _, i := range insts[1:] {
+		if i.LaunchedAt.After(newest.LaunchedAt) {
+			newest = i
+		}
+	}
+	return &newest, nil
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	seen := map[string]bool{}
+	for _, v := range s {
+		if v != "" && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
