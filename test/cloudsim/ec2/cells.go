@@ -1,0 +1,111 @@
+package ec2sim
+
+import (
+	"context"
+	"time"
+)
+
+// CellStarter starts and stops the cell behind each simulated instance.
+//
+// Start is called once per instance, in the background after RunInstances
+// answered; the instance stays pending until it returns, and becomes
+// running with the returned address (its privateIpAddress) once the boot
+// delay has passed. If Start fails the instance goes to terminated with
+// stateReason Server.InternalError. Stop is called once the instance is
+// shutting down (terminated or interrupted) or its Start failed, always
+// after Start has returned; it must be idempotent, and a cell it does not
+// know is already stopped.
+type CellStarter interface {
+	Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (address string, err error)
+	Stop(ctx context.Context, instanceID string) error
+}
+
+// stopTimeout bounds one Stop of a cell.
+const stopTimeout = time.Minute
+
+// startCell brings up the cell of a new instance: at once without a
+// CellStarter (an address from the subnet), in the background with one.
+// The caller holds s.mu.
+func (s *Server) startCell(in *instance) {
+	if s.opts.Cells == nil {
+		if a, ok := in.subnet.allocate(); ok {
+			in.subnetAddr, in.address = a, a.String()
+		}
+		in.cellStarted = true
+		return
+	}
+	in.cellStarting = true
+	id, typ, bootstrap := in.id, in.itype.Name, in.bootstrap
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, s.opts.CellStartTimeout)
+		addr, err := s.opts.Cells.Start(ctx, id, typ, bootstrap)
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in.cellStarting = false
+		if err != nil {
+			s.log.Error("starting cell failed; instance terminated", "instance", id, "cell", in.cellAttr(), "error", err)
+			if in.state == statePending {
+				in.state, in.reason, in.terminatedAt = stateTerminated, ReasonInternalError, s.now()
+			}
+			// A failed Start may have left part of a cell behind.
+			in.stopRequested = true
+			s.stopCellLocked(in)
+			return
+		}
+		in.cellStarted, in.address = true, addr
+		s.log.Info("cell started", "instance", id, "cell", in.cellAttr(), "address", addr)
+		if in.stopRequested {
+			s.stopCellLocked(in)
+		}
+	}()
+}
+
+// stopCell stops the cell of an instance that is shutting down, at once
+// without a CellStarter, in the background with one (after its Start
+// returned). The caller holds s.mu.
+func (s *Server) stopCell(in *instance) {
+	if in.stopRequested {
+		return
+	}
+	in.stopRequested = true
+	switch {
+	case s.opts.Cells == nil:
+		if in.subnetAddr.IsValid() {
+			delete(in.subnet.used, in.subnetAddr)
+		}
+		in.cellStopped, in.stoppedAt = true, s.now()
+	case in.cellStarting:
+		// The start goroutine stops it when Start returns.
+	case in.cellStarted:
+		s.stopCellLocked(in)
+	default:
+		in.cellStopped, in.stoppedAt = true, s.now()
+	}
+}
+
+// stopCellLocked runs CellStarter.Stop in the background. The caller holds
+// s.mu.
+func (s *Server) stopCellLocked(in *instance) {
+	id := in.id
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		// Stopping must finish even when the server is closing.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), stopTimeout)
+		defer cancel()
+		err := s.opts.Cells.Stop(ctx, id)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			// EC2 always terminates; the simulator says so and logs the
+			// cell it may have leaked.
+			s.log.Error("stopping cell failed; it may still run", "instance", id, "cell", in.cellAttr(), "error", err)
+		} else {
+			s.log.Info("cell stopped", "instance", id, "cell", in.cellAttr())
+		}
+		in.cellStopped, in.stoppedAt = true, s.now()
+	}()
+}

@@ -1,0 +1,77 @@
+// Package ec2sim is a wire-level EC2 simulator: an HTTP server that speaks
+// the EC2 Query protocol (form POST in, XML out) well enough that the real
+// aws-sdk-go-v2 EC2 client, pointed at it with BaseEndpoint, launches,
+// describes and terminates instances as it would in a region. It also
+// answers ECR's GetAuthorizationToken (JSON 1.1) on the same endpoint.
+//
+// The directory is test/cloudsim/ec2; the package is named ec2sim so that it
+// does not clash with the SDK's ec2 package in the files that use both.
+//
+// # Using it
+//
+//	sim := ec2sim.New(ec2sim.Options{Cells: cells})
+//	url, err := sim.Start() // http://127.0.0.1:<port>
+//	defer sim.Close()
+//	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(url) })
+//
+// A Server is also an http.Handler, for httptest.NewServer.
+//
+// # What it simulates
+//
+// Operations: RunInstances, DescribeInstances, TerminateInstances,
+// DescribeInstanceStatus, DescribeInstanceTypeOfferings, DescribeSubnets,
+// DescribeImages, DescribeAvailabilityZones, and ECR GetAuthorizationToken.
+// Any other action is answered with InvalidAction. Form keys and XML element
+// names follow the SDK's serializers and deserializers (ec2 v1.344.0), not
+// the API reference; errors use EC2's
+// <Response><Errors><Error><Code>…</Code> body with the status codes EC2
+// uses (400 client errors, 500 InsufficientInstanceCapacity and
+// InternalError, 503 RequestLimitExceeded), so the SDK's retryer behaves as
+// it does against AWS.
+//
+// Instances move pending → running once their cell has started and the boot
+// delay has passed, and shutting-down → terminated once their cell has
+// stopped and the shutdown delay has passed; terminated instances stay
+// visible for Options.TerminatedVisible (an hour by default), as in EC2.
+// States are computed when read, from the injected clock (Options.Now), so
+// tests can move time instead of sleeping. RunInstances is idempotent on
+// ClientToken (a repeat with other parameters is IdempotentParameterMismatch).
+// DescribeInstances supports InstanceId, the filters listed in
+// instanceFilters (tags, state, id, client token, type, zone, subnet, VPC,
+// lifecycle, …) with EC2's * and ? wildcards, and MaxResults/NextToken
+// pagination. An unknown filter name is an error, as in EC2, so a plugin
+// that relies on an unsupported filter finds out here.
+//
+// Every instance gets a real cell through a CellStarter: LocalCells starts
+// a cell agent through the kip-plugin-local binary (driven by host/plugin),
+// so an instance's privateIpAddress is where its kip-cell listens. With no
+// CellStarter, instances get an address from their subnet and no process.
+// The cell receives the kip bootstrap document, taken from the
+// application/vnd.kipcell.bootstrap+json part of the MIME multipart user
+// data (or the whole user data when it is not MIME).
+//
+// # Knobs
+//
+// Every knob is safe for concurrent use: SetBootDelay, SetShutdownDelay,
+// SetEventualConsistency (new instances invisible to Describe for a while),
+// InjectThrottle, SetRateLimit (a token bucket over all EC2 calls,
+// answering RequestLimitExceeded above it), InjectInsufficientCapacity per
+// instance type and zone, Inject5xx, InjectFault (any code, any operation,
+// optionally after the call took effect: a lost response), Interrupt (spot
+// interruption), ScheduleMaintenance, ScheduleEvent and CompleteEvent
+// (DescribeInstanceStatus events), SetLatency. Calls, MaxCallsPerSecond and
+// Throttled count what the server received; Instance and Instances show
+// what was launched, with the parameters the client sent.
+//
+// Every answer waits Options.Latency (1ms by default) and is gzipped when
+// the client accepts it. Both keep a race in the SDK from showing on
+// loopback: smithy-go's request body answers WriteTo with io.EOF once the
+// SDK has closed it, which it does when the response arrives; when that
+// beats net/http's write loop, the loop closes the connection while the
+// SDK still reads the answer ("use of closed network connection").
+//
+// This package is test support: it may import the standard library,
+// golang.org/x/time/rate, and host/plugin and pluginapi (for LocalCells);
+// only its tests import the AWS SDK, so that the simulator checks the
+// SDK's wire format instead of sharing its types.
+package ec2sim

@@ -1,0 +1,211 @@
+package ec2sim
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/kipcell/kip/host/plugin"
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// LocalCellsConfig configures LocalCells.
+type LocalCellsConfig struct {
+	// PluginPath is the kip-plugin-local binary.
+	PluginPath string
+	// AgentCommand is the local plugin's agentCommand: the cell agent's
+	// command line, with {bootstrap}, {address} and {cellID} placeholders
+	// (for a real cell: kip-cell --bootstrap {bootstrap} …).
+	AgentCommand []string
+	// StateDir is the local plugin's stateDir (required: cells of
+	// different simulators must not share one).
+	StateDir string
+	// Network is the local plugin's network mode; empty means loopback,
+	// which needs no privileges.
+	Network string
+	// PluginConfig holds further keys of the local plugin's configuration
+	// (bridge, subnet, terminationGrace, …); they win over the fields
+	// above.
+	PluginConfig map[string]any
+	// InstanceTypes are the EC2 types to size local cells like; nil means
+	// DefaultInstanceTypes. Pass the same list as Options.InstanceTypes.
+	InstanceTypes []InstanceType
+	// ClusterID and NodeName are what the local plugin is configured with;
+	// empty means "ec2sim".
+	ClusterID string
+	NodeName  string
+	// Logger receives the supervisor's and the plugin's logs; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// LocalCells is a CellStarter backed by the real local plugin: each
+// instance is a local cell whose cell ID is the EC2 instance ID and whose
+// instance type has the EC2 type's name, CPU and memory (the local
+// plugin's catalog is configured from InstanceTypes). The cell's address
+// (127.77.0.N in loopback mode) becomes the instance's private IP.
+type LocalCells struct {
+	sup *plugin.Supervisor
+	log *slog.Logger
+
+	mu    sync.Mutex
+	cells map[string]string // EC2 instance ID → local instance ID
+}
+
+var _ CellStarter = (*LocalCells)(nil)
+
+// NewLocalCells starts the local plugin under a host/plugin Supervisor and
+// configures it.
+func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, error) {
+	if cfg.PluginPath == "" || len(cfg.AgentCommand) == 0 || cfg.StateDir == "" {
+		return nil, errors.New("starting local cells: PluginPath, AgentCommand and StateDir are required")
+	}
+	types := cfg.InstanceTypes
+	if types == nil {
+		types = DefaultInstanceTypes
+	}
+	localTypes := make([]map[string]any, 0, len(types))
+	for _, t := range types {
+		localTypes = append(localTypes, map[string]any{"name": t.Name, "milliCPU": int64(t.VCPUs) * 1000, "memoryMiB": t.MemoryMiB})
+	}
+	conf := map[string]any{
+		"agentCommand":  cfg.AgentCommand,
+		"stateDir":      cfg.StateDir,
+		"network":       cmp.Or(cfg.Network, "loopback"),
+		"instanceTypes": localTypes,
+	}
+	maps.Copy(conf, cfg.PluginConfig)
+	raw, err := json.Marshal(conf)
+	if err != nil {
+		return nil, fmt.Errorf("encoding local plugin configuration: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	sup, err := plugin.Open(ctx, plugin.Config{
+		Name: "local",
+		Path: cfg.PluginPath,
+		Configure: &pluginapi.ConfigureRequest{
+			ClusterID: cmp.Or(cfg.ClusterID, "ec2sim"),
+			NodeName:  cmp.Or(cfg.NodeName, "ec2sim"),
+			Config:    raw,
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting local cells: %w", err)
+	}
+	return &LocalCells{sup: sup, log: log.With("cells", "local"), cells: map[string]string{}}, nil
+}
+
+// Client is the local plugin's client, for tests that look at the cells.
+func (c *LocalCells) Client() pluginapi.Client { return c.sup.Client() }
+
+// LocalID returns the local plugin's instance ID of the cell of an EC2
+// instance.
+func (c *LocalCells) LocalID(instanceID string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.cells[instanceID]
+	return id, ok
+}
+
+// Start launches the local cell of an instance and waits until the local
+// plugin reports it running with an address.
+func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (string, error) {
+	resp, err := c.sup.Client().Launch(ctx, &pluginapi.LaunchRequest{
+		CellID:       instanceID,
+		NodeName:     "ec2sim",
+		PodUID:       instanceID,
+		InstanceType: instanceType,
+		CapacityType: pluginapi.CapacityOnDemand,
+		Bootstrap:    bootstrap,
+		Tags:         map[string]string{"ec2sim/instance-id": instanceID},
+	})
+	if err != nil {
+		return "", fmt.Errorf("launching local cell for %s: %w", instanceID, err)
+	}
+	inst := resp.Instance
+	c.mu.Lock()
+	c.cells[instanceID] = inst.ID
+	c.mu.Unlock()
+	for inst.State != pluginapi.StateRunning || inst.PrivateAddress() == "" {
+		switch inst.State {
+		case pluginapi.StateTerminated, pluginapi.StateTerminating:
+			return "", fmt.Errorf("launching local cell for %s: cell %s is %s (%s)", instanceID, inst.ID, inst.State, inst.StateReason)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for local cell %s: %w", inst.ID, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		d, err := c.sup.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
+		if err != nil {
+			return "", fmt.Errorf("describing local cell %s: %w", inst.ID, err)
+		}
+		if len(d.Instances) == 0 {
+			return "", fmt.Errorf("launching local cell for %s: cell %s vanished", instanceID, inst.ID)
+		}
+		inst = d.Instances[0]
+	}
+	c.log.Info("local cell running", "instance", instanceID, "local", inst.ID, "address", inst.PrivateAddress())
+	return inst.PrivateAddress(), nil
+}
+
+// Stop terminates the local cell of an instance; a cell that is gone is
+// stopped.
+func (c *LocalCells) Stop(ctx context.Context, instanceID string) error {
+	c.mu.Lock()
+	id, ok := c.cells[instanceID]
+	c.mu.Unlock()
+	if !ok {
+		// Not launched by this LocalCells (or a launch that failed before
+		// answering): find it by cell ID.
+		list, err := c.sup.Client().List(ctx, &pluginapi.ListRequest{})
+		if err != nil {
+			return fmt.Errorf("listing local cells: %w", err)
+		}
+		for _, in := range list.Instances {
+			if in.CellID == instanceID {
+				id, ok = in.ID, true
+			}
+		}
+		if !ok {
+			return nil
+		}
+	}
+	_, err := c.sup.Client().Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
+	if err != nil && !pluginapi.IsNotFound(err) {
+		return fmt.Errorf("terminating local cell %s of %s: %w", id, instanceID, err)
+	}
+	c.mu.Lock()
+	delete(c.cells, instanceID)
+	c.mu.Unlock()
+	c.log.Info("local cell terminated", "instance", instanceID, "local", id)
+	return nil
+}
+
+// Close terminates the cells still running and stops the local plugin.
+func (c *LocalCells) Close() error {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.cells))
+	for id := range c.cells {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		errs = append(errs, c.Stop(ctx, id))
+		cancel()
+	}
+	errs = append(errs, c.sup.Close())
+	return errors.Join(errs...)
+}
