@@ -53,8 +53,9 @@ test: ## Run every module's tests with -race.
 	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
 
 .PHONY: e2e
-e2e: ## Run the end-to-end tests against a real control plane (built once, ~9 min cold).
-	go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/...
+e2e: ## Run the end-to-end tests against a real control plane (built once, ~9 min cold), with the local plugin and with the aws plugin against the EC2 simulator.
+	KIP_E2E_PLUGIN=local go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/...
+	KIP_E2E_PLUGIN=aws go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
 
 .PHONY: cluster-up
 cluster-up: build ## Build (cached) and start a local control plane; prints the KUBECONFIG export.

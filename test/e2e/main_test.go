@@ -16,7 +16,8 @@ var (
 	// f is the run's shared control plane.
 	f *framework.Framework
 	// cells and kip are the run's shared node "kip": a real kip process
-	// with the local plugin, kip-cell agents and containerd.
+	// with the local plugin (or the aws plugin against the EC2 simulator),
+	// kip-cell agents and containerd.
 	cells *framework.Cells
 	kip   *framework.Kip
 )
@@ -56,7 +57,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cells.Stop()
-	kip, err = f.StartKip(ctx, cells, framework.KipOptions{NodeName: "kip", BinDir: bin, Log: os.Stderr})
+	// KIP_E2E_PLUGIN picks the cloud plugin the same tests run kip with:
+	// local (default), or aws against the EC2 simulator (make e2e runs both).
+	kip, err = f.StartKip(ctx, cells, framework.KipOptions{NodeName: "kip", Plugin: os.Getenv("KIP_E2E_PLUGIN"), BinDir: bin, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting kip:", err)
 		return 1

@@ -15,25 +15,33 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
-// TestPodsAreRightSized: pods with different requests get different local
+// TestPodsAreRightSized: pods with different requests get different
 // instance types (the cheapest that fits each, agent reserve included),
-// each pod says where it runs in its annotations and events, and the local
+// each pod says where it runs in its annotations and events, and the
 // plugin launched exactly that type.
 func TestPodsAreRightSized(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := context.Background()
 	ns := f.Namespace(t)
-	// The local catalog: nano 250m/256Mi, small 500m/512Mi, medium 1/1Gi,
-	// large 2/2Gi, xlarge 4/4Gi; kip adds 100m and 256Mi for the agent.
+	// Kip adds 100m and 256Mi for the agent. Local catalog: nano 250m/256Mi,
+	// small 500m/512Mi, medium 1/1Gi, large 2/2Gi, xlarge 4/4Gi. AWS: the
+	// simulator's amd64 types at the catalog's us-east-1 prices; t3a types'
+	// baselines are 2 × 5/10/20% of a vCPU, and c5.large and c6i.large
+	// both cost $0.085 (the name decides).
 	tests := []struct {
-		name, cpu, mem, want string
+		name, cpu, mem string
+		want           map[string]string // by plugin
 	}{
-		{"tiny", "", "", "local.nano"},
-		{"some-memory", "300m", "300Mi", "local.medium"},
-		{"two-cpus", "1500m", "64Mi", "local.large"},
-		{"big", "3", "3Gi", "local.xlarge"},
+		{"tiny", "", "", map[string]string{framework.PluginLocal: "local.nano", framework.PluginAWS: "t3a.nano"}},
+		{"some-memory", "300m", "300Mi", map[string]string{framework.PluginLocal: "local.medium", framework.PluginAWS: "t3a.small"}},
+		{"two-cpus", "1500m", "64Mi", map[string]string{framework.PluginLocal: "local.large", framework.PluginAWS: "c5.large"}},
+		{"big", "3", "3Gi", map[string]string{framework.PluginLocal: "local.xlarge", framework.PluginAWS: "c5.xlarge"}},
 	}
 	for _, tt := range tests {
 		ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}
@@ -52,22 +60,23 @@ func TestPodsAreRightSized(t *testing.T) {
 	for i := range pods {
 		byName[pods[i].Name] = &pods[i]
 	}
+	zone := map[string]string{framework.PluginLocal: "local", framework.PluginAWS: "us-east-1a"}[kip.Plugin]
 	for _, tt := range tests {
-		p := byName[tt.name]
+		p, want := byName[tt.name], tt.want[kip.Plugin]
 		if p == nil {
 			t.Fatalf("pod %s missing", tt.name)
 		}
 		a := p.Annotations
-		if a["cell.kipcell.io/instance-type"] != tt.want || a["cell.kipcell.io/capacity-type"] != "on-demand" ||
-			a["cell.kipcell.io/zone"] != "local" || a["cell.kipcell.io/hourly-price"] == "" {
-			t.Errorf("pod %s placement annotations = %v, want %s on-demand in zone local with a price", tt.name, placement(a), tt.want)
+		if a["cell.kipcell.io/instance-type"] != want || a["cell.kipcell.io/capacity-type"] != "on-demand" ||
+			a["cell.kipcell.io/zone"] != zone || a["cell.kipcell.io/hourly-price"] == "" {
+			t.Errorf("pod %s placement annotations = %v, want %s on-demand in zone %s with a price", tt.name, placement(a), want, zone)
 		}
-		if got := localRecordType(t, "kip-"+string(p.UID)); got != tt.want {
-			t.Errorf("pod %s: the local plugin launched %q, want %q", tt.name, got, tt.want)
+		if got := launchedType(t, p.UID); got != want {
+			t.Errorf("pod %s: the %s plugin launched %q, want %q", tt.name, kip.Plugin, got, want)
 		}
 		events := podEvents(t, ns, tt.name)
-		if !strings.Contains(events, "LaunchingCell launching cell kip-"+string(p.UID)+" on "+tt.want+" in local (on-demand, $") {
-			t.Errorf("pod %s events lack the launch on %s:\n%s", tt.name, tt.want, events)
+		if !strings.Contains(events, "LaunchingCell launching cell kip-"+string(p.UID)+" on "+want+" in "+zone+" (on-demand, $") {
+			t.Errorf("pod %s events lack the launch on %s:\n%s", tt.name, want, events)
 		}
 	}
 }
@@ -79,7 +88,7 @@ func TestImpossiblePodStaysPending(t *testing.T) {
 	ctx := context.Background()
 	ns := f.Namespace(t)
 	ctr := corev1.Container{Name: "huge", Image: cells.Images.Hello.Ref,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}}}
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge", Labels: map[string]string{"app": "huge"}}, Spec: onKip(ctr)}
 	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -87,16 +96,17 @@ func TestImpossiblePodStaysPending(t *testing.T) {
 	got := f.WaitForPods(t, ns, "app=huge", 1, 30*time.Second, "reason NoInstanceType", func(p *corev1.Pod) bool {
 		return p.Status.Reason == "NoInstanceType"
 	})[0]
-	if got.Status.Phase != corev1.PodPending || !strings.Contains(got.Status.Message, "64") || !strings.Contains(got.Status.Message, "local.xlarge") {
-		t.Errorf("status = %s %q, want Pending with a message naming the 64 vCPU asked and the largest type", got.Status.Phase, got.Status.Message)
+	if msg := got.Status.Message; got.Status.Phase != corev1.PodPending || !strings.Contains(msg, "no instance type is large enough for the pod (1000 vCPU") ||
+		!strings.Contains(msg, "the largest is ") {
+		t.Errorf("status = %s %q, want Pending with a message naming the 1000 vCPU asked and the largest type", got.Status.Phase, msg)
 	}
 	f.WaitFor(t, 20*time.Second, "a NoInstanceType event", func(context.Context) (bool, error) {
 		return strings.Contains(podEvents(t, ns, "huge"), "Warning NoInstanceType "), nil
 	})
 	// Long enough for a launch to have shown up, had there been one.
 	time.Sleep(3 * time.Second)
-	if _, err := os.Stat(filepath.Join(kip.StateDir, "cells", "kip-"+string(got.UID))); !os.IsNotExist(err) {
-		t.Errorf("a cell exists for the impossible pod (stat: %v)", err)
+	if id := cellDirOf(got.UID); id != "" {
+		t.Errorf("a cell exists for the impossible pod: %s", id)
 	}
 	if ev := podEvents(t, ns, "huge"); strings.Contains(ev, "LaunchingCell") {
 		t.Errorf("a launch was attempted:\n%s", ev)
@@ -117,18 +127,54 @@ func placement(a map[string]string) map[string]string {
 	return out
 }
 
-// localRecordType reads the instance type the local plugin recorded for a cell.
-func localRecordType(t *testing.T, cellID string) string {
+// cellDirOf returns the local cell directory of the pod's cell: named
+// after the cell ID with the local plugin, after the EC2 instance ID with
+// the aws plugin (whose simulator runs each instance as a local cell); ""
+// when there is none.
+func cellDirOf(uid types.UID) string {
+	id := "kip-" + string(uid)
+	if kip.EC2 != nil {
+		id = ""
+		for _, in := range kip.EC2.Instances() {
+			if in.Tags[pluginapi.TagPodUID] == string(uid) && in.State != "terminated" {
+				id = in.ID
+			}
+		}
+		if id == "" {
+			return ""
+		}
+	}
+	dir := filepath.Join(kip.StateDir, "cells", id)
+	if _, err := os.Stat(dir); err != nil {
+		return ""
+	}
+	return dir
+}
+
+// launchedType reads the instance type the local plugin recorded for the
+// pod's cell (with the aws plugin: the simulator's instance type, which
+// names the local cell's type too).
+func launchedType(t *testing.T, uid types.UID) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(kip.StateDir, "cells", cellID, "instance.json"))
+	dir := cellDirOf(uid)
+	if dir == "" {
+		t.Fatalf("no cell for pod %s", uid)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "instance.json"))
 	if err != nil {
-		t.Fatalf("reading the local plugin's record of %s: %v", cellID, err)
+		t.Fatalf("reading the local plugin's record: %v", err)
 	}
 	var r struct {
 		InstanceType string `json:"instanceType"`
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
+	}
+	if kip.EC2 != nil {
+		in, ok := kip.EC2.Instance(filepath.Base(dir))
+		if !ok || in.InstanceType != r.InstanceType {
+			t.Errorf("EC2 instance %s is %+v; its local cell is %s", filepath.Base(dir), in.InstanceType, r.InstanceType)
+		}
 	}
 	return r.InstanceType
 }

@@ -2,8 +2,10 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
 	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
@@ -26,10 +29,11 @@ var Binaries = map[string]string{
 	"kip":              "github.com/kipcell/kip/cmd/kip",
 	"kip-cell":         "github.com/kipcell/kip/cmd/kip-cell",
 	"kip-plugin-local": "github.com/kipcell/kip/plugins/local/cmd/kip-plugin-local",
+	"kip-plugin-aws":   "github.com/kipcell/kip/plugins/aws/cmd/kip-plugin-aws",
 }
 
-// BuildBinaries builds kip, kip-cell and kip-plugin-local into dir (from
-// the workspace the tests run in).
+// BuildBinaries builds kip, kip-cell and the plugins into dir (from the
+// workspace the tests run in).
 func BuildBinaries(ctx context.Context, dir string) error {
 	for name, pkg := range Binaries {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), pkg)
@@ -114,15 +118,32 @@ type Kip struct {
 	NodeName string
 	Dir      string
 	LogPath  string
-	StateDir string // the local plugin's
-	cmd      *exec.Cmd
-	done     chan struct{}
+	// Plugin is the cloud plugin kip runs: "local" or "aws".
+	Plugin string
+	// StateDir is the local plugin's: kip's own (plugin local), or the one
+	// the EC2 simulator starts its instances' cells with (plugin aws).
+	// Either way it holds one directory per live cell.
+	StateDir string
+	// EC2 is the simulator kip's aws plugin talks to; nil for local.
+	EC2        *ec2sim.Server
+	localCells *ec2sim.LocalCells
+	cmd        *exec.Cmd
+	done       chan struct{}
 }
+
+// Plugins StartKip can run kip with.
+const (
+	PluginLocal = "local"
+	PluginAWS   = "aws"
+)
 
 // KipOptions configure StartKip.
 type KipOptions struct {
 	NodeName string
-	// BinDir holds kip, kip-cell and kip-plugin-local.
+	// Plugin is PluginLocal (the default) or PluginAWS: the aws plugin
+	// against an EC2 simulator whose instances are real local cells.
+	Plugin string
+	// BinDir holds kip, kip-cell and the plugins (BuildBinaries).
 	BinDir string
 	// Log receives progress lines.
 	Log io.Writer
@@ -161,6 +182,27 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		return nil, fmt.Errorf("creating kip directory: %w", err)
 	}
 	k := &Kip{NodeName: opts.NodeName, Dir: dir, LogPath: filepath.Join(dir, "kip.log"), StateDir: filepath.Join(dir, "local"), done: make(chan struct{})}
+	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
+		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
+	pluginConfig := map[string]any{
+		"agentCommand": agent, "network": "netns", "bridge": cells.Bridge, "subnet": cells.Subnet,
+		"stateDir": k.StateDir, "terminationGrace": "5s",
+	}
+	switch opts.Plugin {
+	case "", PluginLocal:
+		k.Plugin = PluginLocal
+	case PluginAWS:
+		k.Plugin = PluginAWS
+		if pluginConfig, err = k.startEC2(ctx, opts.BinDir, agent, cells); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("starting kip: unknown plugin %q (want %s or %s)", opts.Plugin, PluginLocal, PluginAWS)
+	}
+	pluginJSON, err := json.Marshal(pluginConfig)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
+	}
 	config := fmt.Sprintf(`clusterID: e2e
 nodeName: %[1]s
 kubeconfig: %[2]s
@@ -174,18 +216,10 @@ log:
   level: debug
   format: text
 plugin:
-  name: local
-  dir: %[5]s
-  config:
-    agentCommand: [%[6]q, "--containerd-address", %[7]q, "--runc-root", %[8]q, "--bootstrap", "{bootstrap}"]
-    network: netns
-    bridge: %[9]s
-    subnet: %[10]s
-    stateDir: %[11]s
-    terminationGrace: 5s
-`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), opts.BinDir,
-		filepath.Join(opts.BinDir, "kip-cell"), cells.Containerd.Socket, cells.Containerd.RuncRoot,
-		cells.Bridge, cells.Subnet, k.StateDir)
+  name: %[5]s
+  dir: %[6]s
+  config: %[7]s
+`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.BinDir, pluginJSON)
 	configPath := filepath.Join(dir, "kip.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing kip config: %w", err)
@@ -234,6 +268,44 @@ plugin:
 	return k, nil
 }
 
+// startEC2 starts the EC2 simulator for the aws plugin: every instance it
+// runs is a real cell of the local plugin (kip-cell on the cells'
+// containerd, in its own network namespace), booted with the bootstrap the
+// aws plugin put in the instance's user data. It returns the aws plugin's
+// configuration for the simulator.
+func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, cells *Cells) (map[string]any, error) {
+	logFile, err := os.Create(filepath.Join(k.Dir, "ec2sim.log"))
+	if err != nil {
+		return nil, fmt.Errorf("creating the simulator's log: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	k.localCells, err = ec2sim.NewLocalCells(ctx, ec2sim.LocalCellsConfig{
+		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
+		PluginConfig: map[string]any{"bridge": cells.Bridge, "subnet": cells.Subnet, "terminationGrace": "5s"},
+		ClusterID:    "e2e-ec2sim", NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
+	})
+	if err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting the simulator's local cells: %w", err)
+	}
+	k.EC2 = ec2sim.New(ec2sim.Options{Cells: k.localCells, AccessKeyID: ec2AccessKey, Logger: log.With("component", "ec2sim")})
+	url, err := k.EC2.Start()
+	if err != nil {
+		_ = k.localCells.Close()
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting the EC2 simulator: %w", err)
+	}
+	return map[string]any{
+		"region": "us-east-1", "endpointURL": url, "ecrEndpointURL": url,
+		"credentials": map[string]any{"accessKeyID": ec2AccessKey, "secretAccessKey": "e2e-secret"},
+		"vpcID":       ec2sim.DefaultVPCID,
+		"image":       map[string]any{"owner": ec2sim.DebianOwnerID, "name": "debian-12-amd64-*"},
+	}, nil
+}
+
+// ec2AccessKey is the only access key the simulator accepts.
+const ec2AccessKey = "AKIDE2ESIMULATOR"
+
 // LogTail returns the last n lines of kip's log.
 func (k *Kip) LogTail(n int) string {
 	data, _ := os.ReadFile(k.LogPath)
@@ -249,6 +321,10 @@ func (k *Kip) Stop() {
 	case <-time.After(15 * time.Second):
 		_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
 		<-k.done
+	}
+	if k.EC2 != nil {
+		_ = k.EC2.Close() // stops the instances' cells
+		_ = k.localCells.Close()
 	}
 	killUnder(k.StateDir)
 	out, _ := exec.Command("ip", "netns", "list").Output()
