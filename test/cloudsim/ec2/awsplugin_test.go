@@ -1,0 +1,58 @@
+package ec2sim_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi/plugintest"
+	"github.com/kipcell/kip/plugins/aws"
+	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
+)
+
+// TestAWSPluginConformance runs the plugin conformance suite on the aws
+// plugin against the simulator: the real SDK over HTTP, EC2's states,
+// idempotency and validation.
+func TestAWSPluginConformance(t *testing.T) {
+	sim := ec2sim.New(ec2sim.Options{BootDelay: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	url, err := sim.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	config := func(edit func(map[string]any)) []byte {
+		c := map[string]any{
+			"region": "us-east-1", "endpointURL": url, "ecrEndpointURL": url,
+			"credentials": map[string]any{"accessKeyID": "AKIDSIM", "secretAccessKey": "secret"},
+			"vpcID":       ec2sim.DefaultVPCID,
+			"image":       map[string]any{"owner": ec2sim.DebianOwnerID, "name": "debian-12-amd64-*"},
+		}
+		if edit != nil {
+			edit(c)
+		}
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	plugintest.Run(t, aws.New, plugintest.Config{
+		Plugin: config(nil),
+		Invalid: []plugintest.InvalidConfig{
+			{Config: config(func(c map[string]any) { delete(c, "region") }), Key: "region"},
+			{Config: config(func(c map[string]any) { c["subnets"] = []string{"subnet-0dead0dead0dead0de"} }), Key: "subnets[0]"},
+			{Config: config(func(c map[string]any) {
+				c["image"] = map[string]any{"owner": ec2sim.DebianOwnerID, "name": "nothing-*"}
+			}), Key: "image.name"},
+		},
+		InstanceType: "t3.small",
+		ReadyTimeout: 30 * time.Second,
+	})
+	for _, in := range sim.Instances() {
+		if in.State != "shutting-down" && in.State != "terminated" {
+			t.Errorf("the suite left instance %s %s", in.ID, in.State)
+		}
+	}
+	t.Logf("EC2 calls: %v", sim.Calls())
+}
