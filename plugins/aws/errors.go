@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -153,4 +154,13 @@ func action(op string) string {
 		return "ecr:" + op
 	}
 	return "ec2:" + op
+}
+
+// noRetryForRefusals stops the SDK retrying a capacity or quota refusal:
+// a retry cannot succeed soon, and the host has other offerings to try.
+func noRetryForRefusals(err error) aws.Ternary {
+	if code := errorCode(err); capacityCodes[code] || quotaCodes[code] {
+		return aws.FalseTernary
+	}
+	return aws.UnknownTernary
 }

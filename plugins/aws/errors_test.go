@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -157,6 +158,20 @@ func TestErrorsOverTheWire(t *testing.T) {
 		var ic *pluginapi.InsufficientCapacityError
 		if errors.As(err, &ic) && (ic.Zone != "us-east-1a" || ic.InstanceType != "m5.large" || ic.CapacityType != pluginapi.CapacityOnDemand) {
 			t.Errorf("InsufficientCapacity = %+v, want m5.large in us-east-1a on-demand", ic)
+		}
+	}
+}
+
+func TestNoRetryForRefusals(t *testing.T) {
+	for code, want := range map[string]aws.Ternary{
+		"InsufficientInstanceCapacity": aws.FalseTernary,
+		"VcpuLimitExceeded":            aws.FalseTernary,
+		"RequestLimitExceeded":         aws.UnknownTernary,
+		"InternalError":                aws.UnknownTernary,
+	} {
+		err := &smithy.GenericAPIError{Code: code, Message: "m"}
+		if got := noRetryForRefusals(err); got != want {
+			t.Errorf("noRetryForRefusals(%s) = %v, want %v", code, got, want)
 		}
 	}
 }

@@ -243,6 +243,10 @@ func (p *provider) awsConfig(ctx context.Context, s *settings) (aws.Config, erro
 		})),
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
+				// EC2 answers a capacity or quota refusal with HTTP 500,
+				// which the standard retryer would retry three times:
+				// the host moves to its next candidate instead.
+				o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(noRetryForRefusals)}, o.Retryables...)
 				o.MaxAttempts = p.maxAttempts
 				o.MaxBackoff = maxRetryBackoff
 				o.RateLimiter = ratelimit.None

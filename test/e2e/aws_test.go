@@ -1,0 +1,155 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// needEC2 skips a test that drives the EC2 simulator's knobs; it runs in
+// the aws pass of make e2e (KIP_E2E_PLUGIN=aws).
+func needEC2(t *testing.T) {
+	t.Helper()
+	if kip.EC2 == nil {
+		t.Skip("needs the EC2 simulator: runs with KIP_E2E_PLUGIN=aws")
+	}
+}
+
+// TestInsufficientCapacityFallsToTheNextType: with no capacity for the
+// cheapest type that fits (t3a.small, in every zone), the pod runs on the
+// next candidate, and says why.
+func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
+	needEC2(t)
+	kipLogOnFailure(t)
+	kip.EC2.InjectInsufficientCapacity("t3a.small", "")
+	t.Cleanup(func() { kip.EC2.ClearInsufficientCapacity("t3a.small", "") })
+	ns := f.Namespace(t)
+	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.WaitForPods(t, ns, "app=squeezed", 1, 60*time.Second, "Running", running)[0]
+	if typ := got.Annotations["cell.kipcell.io/instance-type"]; typ != "t3.small" {
+		t.Errorf("placed on %q, want t3.small: the next candidate after t3a.small ($0.0188) is t3.small ($0.0208)", typ)
+	}
+	events := podEvents(t, ns, "squeezed")
+	for _, zone := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
+		if !strings.Contains(events, "Warning InsufficientCapacity t3a.small in "+zone+" (on-demand, $0.0188/h): ") ||
+			!strings.Contains(events, `insufficient capacity for t3a.small (zone "`+zone+`", on-demand)`) {
+			t.Errorf("no InsufficientCapacity event for t3a.small in %s:\n%s", zone, events)
+		}
+	}
+}
+
+// TestSpotInterruptionReplacesThePod: a Deployment's spot pod whose
+// instance the cloud reclaims fails with the reason, and the Deployment
+// replaces it.
+func TestSpotInterruptionReplacesThePod(t *testing.T) {
+	needEC2(t)
+	kipLogOnFailure(t)
+	ctx := context.Background()
+	ns := f.Namespace(t)
+	labels := map[string]string{"app": "spotty"}
+	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "spotty"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"kipcell.io/capacity-type": "spot"}},
+				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := f.WaitForPods(t, ns, "app=spotty", 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
+		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
+	})[0]
+	var id string
+	for _, in := range kip.EC2.Instances() {
+		if in.Tags[pluginapi.TagPodUID] == string(first.UID) && in.State == "running" {
+			id = in.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no running instance for pod %s", first.Name)
+	}
+	if err := kip.EC2.Interrupt(id); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor(t, 60*time.Second, "the interrupted pod Failed with the reason", func(ctx context.Context) (bool, error) {
+		p, err := f.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "CellLost" && strings.Contains(p.Status.Message, "Server.SpotInstanceTermination"), nil
+	})
+	f.WaitForPods(t, ns, "app=spotty", 2, 60*time.Second, "a replacement Running beside the failed pod", func(p *corev1.Pod) bool {
+		return p.Name == first.Name || running(p)
+	})
+	events := podEvents(t, ns, first.Name)
+	if !strings.Contains(events, "Warning CellLost ") || !strings.Contains(events, "SpotInstanceTermination") {
+		t.Errorf("the interrupted pod's events do not say why:\n%s", events)
+	}
+	t.Logf("events of the interrupted pod:\n%s", events)
+}
+
+// TestThrottledPluginStillRunsEveryPod: with EC2 answering
+// RequestLimitExceeded to a run of calls, every pod of a Deployment ends
+// Running, and the plugin never calls faster than its own rate limit
+// allows (two token buckets: burst 20 each, refilled at 10/s for
+// Describe* and 5/s for the rest, so at most 2×20+10+5 = 55 calls in any
+// second).
+func TestThrottledPluginStillRunsEveryPod(t *testing.T) {
+	needEC2(t)
+	kipLogOnFailure(t)
+	ctx := context.Background()
+	ns := f.Namespace(t)
+	kip.EC2.ResetCalls()
+	kip.EC2.InjectThrottle(15)
+	labels := map[string]string{"app": "throttled"}
+	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "throttled"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](6),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WaitForPods(t, ns, "app=throttled", 6, 120*time.Second, "Running", running)
+	calls := 0
+	for _, n := range kip.EC2.Calls() {
+		calls += n
+	}
+	// Six launches and the polls of their boot cannot take fewer than 6
+	// calls; the 15 refused ones come on top (Throttled counts only the
+	// rate limit's refusals, not injected ones).
+	if calls < 6+15 {
+		t.Errorf("the simulator saw %d calls, fewer than the 15 throttled plus 6 launches", calls)
+	}
+	if peak := kip.EC2.MaxCallsPerSecond(); peak > 55 {
+		t.Errorf("the plugin made %d EC2 calls in one second, above its limit of 55", peak)
+	}
+	t.Logf("EC2 calls: %v, peak %d/s, throttled %d", kip.EC2.Calls(), kip.EC2.MaxCallsPerSecond(), kip.EC2.Throttled())
+}
