@@ -1,0 +1,87 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// BenchmarkAWSBoot measures 20 pods started at once on the aws plugin
+// against the EC2 simulator with a 20 s boot: each pod's created → Running
+// minus the boot delay (what kip and the plugin add to the cloud's boot),
+// and the EC2 calls per pod lifecycle (launch, boot, run, delete, until
+// the instance is terminated).
+//
+// Run it in the aws pass: KIP_E2E_PLUGIN=aws go test -tags e2e -run '^$' -bench AWSBoot -benchtime=1x ./test/e2e/
+func BenchmarkAWSBoot(b *testing.B) {
+	if kip.EC2 == nil {
+		b.Skip("needs the EC2 simulator: run with KIP_E2E_PLUGIN=aws")
+	}
+	const pods, boot = 20, 20 * time.Second
+	kip.EC2.SetBootDelay(boot)
+	b.Cleanup(func() { kip.EC2.SetBootDelay(0) })
+	for b.Loop() {
+		ctx := context.Background()
+		ns := f.Namespace(b)
+		w, err := f.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		kip.EC2.ResetCalls()
+		created := map[string]time.Time{}
+		for i := range pods {
+			name := fmt.Sprintf("boot-%02d", i)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "boot"}},
+				Spec: onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref})}
+			created[name] = time.Now()
+			if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var overhead []time.Duration
+		seen := map[string]bool{}
+		deadline := time.After(boot + 90*time.Second)
+		for len(seen) < pods {
+			select {
+			case ev := <-w.ResultChan():
+				now := time.Now()
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) || seen[p.Name] || !running(p) {
+					continue
+				}
+				seen[p.Name] = true
+				overhead = append(overhead, now.Sub(created[p.Name])-boot)
+			case <-deadline:
+				b.Fatalf("%d of %d pods Running after %v", len(seen), pods, boot+90*time.Second)
+			}
+		}
+		w.Stop()
+		b.StopTimer()
+		report(b, "running-minus-boot", overhead)
+		if err := f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=boot"}); err != nil {
+			b.Fatal(err)
+		}
+		f.WaitFor(b, 90*time.Second, "every instance terminated", func(context.Context) (bool, error) {
+			for _, in := range kip.EC2.Instances() {
+				if in.State != "terminated" {
+					return false, nil
+				}
+			}
+			return liveCellsTB(b) == 0, nil
+		})
+		calls := 0
+		for _, n := range kip.EC2.Calls() {
+			calls += n
+		}
+		b.ReportMetric(float64(calls)/pods, "ec2-calls/pod")
+		b.Logf("EC2 calls for %d pod lifecycles: %v (%.2f per pod)", pods, kip.EC2.Calls(), float64(calls)/pods)
+		b.StartTimer()
+	}
+}
