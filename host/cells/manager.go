@@ -392,7 +392,10 @@ func (m *Manager) collectGarbage(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, inst := range list.Instances {
-		if inst.Tags[pluginapi.TagNode] != m.cfg.NodeName || known[inst.CellID] || inst.State == pluginapi.StateTerminated {
+		// An instance already on its way out (terminating) needs no
+		// second TerminateInstances.
+		if inst.Tags[pluginapi.TagNode] != m.cfg.NodeName || known[inst.CellID] ||
+			inst.State == pluginapi.StateTerminated || inst.State == pluginapi.StateTerminating {
 			continue
 		}
 		m.log.Info("terminating orphaned instance", "instance", inst.ID, "cell", inst.CellID)
