@@ -129,7 +129,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 		raw = []byte("{}")
 	}
 	var creds, image, rate json.RawMessage
-	if err := decodeObject(raw, "", map[string]any{
+	if err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
 		"region":          &c.Region,
 		"endpointURL":     &c.EndpointURL,
 		"ecrEndpointURL":  &c.ECREndpointURL,
@@ -148,7 +148,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	}
 	if creds != nil {
 		c.Credentials = &Credentials{}
-		if err := decodeObject(creds, "credentials.", map[string]any{
+		if err := pluginapi.DecodeConfigObject(creds, "credentials.", map[string]any{
 			"accessKeyID":     &c.Credentials.AccessKeyID,
 			"secretAccessKey": &c.Credentials.SecretAccessKey,
 			"sessionToken":    &c.Credentials.SessionToken,
@@ -158,7 +158,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	}
 	if image != nil {
 		c.Image = &Image{}
-		if err := decodeObject(image, "image.", map[string]any{
+		if err := pluginapi.DecodeConfigObject(image, "image.", map[string]any{
 			"id":    &c.Image.ID,
 			"owner": &c.Image.Owner,
 			"name":  &c.Image.Name,
@@ -168,7 +168,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	}
 	if rate != nil {
 		c.RateLimit = &RateLimit{}
-		if err := decodeObject(rate, "rateLimit.", map[string]any{
+		if err := pluginapi.DecodeConfigObject(rate, "rateLimit.", map[string]any{
 			"describePerSecond": &c.RateLimit.DescribePerSecond,
 			"mutatePerSecond":   &c.RateLimit.MutatePerSecond,
 			"burst":             &c.RateLimit.Burst,
@@ -179,50 +179,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-// decodeObject decodes the JSON object raw into the targets named by
-// fields, refusing keys that are not fields. Errors are InvalidConfig with
-// the key prefixed by prefix ("credentials.").
-func decodeObject(raw []byte, prefix string, fields map[string]any) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return pluginapi.NewInvalidConfig(strings.TrimSuffix(prefix, "."), "must be a JSON object")
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // report the same key first every time
-	for _, k := range keys {
-		target, ok := fields[k]
-		if !ok {
-			return pluginapi.NewInvalidConfig(prefix+k, "unknown key")
-		}
-		if err := json.Unmarshal(obj[k], target); err != nil {
-			return pluginapi.NewInvalidConfig(prefix+k, "must be %s", jsonKind(target))
-		}
-	}
-	return nil
-}
 
-// jsonKind names the JSON type a decoding target wants, for messages.
-func jsonKind(target any) string {
-	switch target.(type) {
-	case *string:
-		return "a string"
-	case *[]string:
-		return "an array of strings"
-	case *int:
-		return "an integer"
-	case *float64:
-		return "a number"
-	case *map[string]string:
-		return "an object of strings"
-	case *json.RawMessage:
-		return "a JSON object"
-	default:
-		return fmt.Sprintf("a %T", target)
-	}
-}
 
 // settings is a Config checked without contacting AWS: values parsed,
 // files read, defaults applied. Configure resolves the rest (resolve.go).

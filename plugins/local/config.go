@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -106,7 +105,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 		raw = []byte("{}")
 	}
 	var types []json.RawMessage
-	err := decodeObject(raw, "", map[string]any{
+	err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
 		"agentCommand":     &c.AgentCommand,
 		"stateDir":         &c.StateDir,
 		"network":          &c.Network,
@@ -126,7 +125,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	for i, t := range types {
 		var it InstanceTypeConfig
 		prefix := fmt.Sprintf("instanceTypes[%d].", i)
-		if err := decodeObject(t, prefix, map[string]any{
+		if err := pluginapi.DecodeConfigObject(t, prefix, map[string]any{
 			"name":      &it.Name,
 			"milliCPU":  &it.MilliCPU,
 			"memoryMiB": &it.MemoryMiB,
@@ -139,49 +138,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-// decodeObject decodes the JSON object raw into the targets named by
-// fields, refusing keys that are not fields. Errors are InvalidConfig with
-// the key prefixed by prefix ("instanceTypes[2].").
-func decodeObject(raw []byte, prefix string, fields map[string]any) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		key := strings.TrimSuffix(prefix, ".")
-		return pluginapi.NewInvalidConfig(key, "must be a JSON object")
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // report the same key first every time
-	for _, k := range keys {
-		target, ok := fields[k]
-		if !ok {
-			return pluginapi.NewInvalidConfig(prefix+k, "unknown key")
-		}
-		if err := json.Unmarshal(obj[k], target); err != nil {
-			return pluginapi.NewInvalidConfig(prefix+k, "must be %s", jsonKind(target))
-		}
-	}
-	return nil
-}
 
-// jsonKind names the JSON type a decoding target wants, for messages.
-func jsonKind(target any) string {
-	switch target.(type) {
-	case *string:
-		return "a string"
-	case *[]string:
-		return "an array of strings"
-	case *int64:
-		return "an integer"
-	case **float64:
-		return "a number"
-	case *[]json.RawMessage:
-		return "an array"
-	default:
-		return fmt.Sprintf("a %T", target)
-	}
-}
 
 // ifaceName matches a usable Linux interface name (IFNAMSIZ is 16 with NUL).
 var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
