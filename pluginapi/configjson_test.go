@@ -20,7 +20,7 @@ func TestDecodeConfigObject(t *testing.T) {
 		{`{"name":"a","count":3,"price":0.5,"tags":{"k":"v"},"on":true}`, "", ""},
 		{`[1]`, "rate", "must be a JSON object"},
 		{`null`, "rate", "must be a JSON object"},
-		{`{"nmae":"a"}`, "rate.nmae", "unknown key"},
+		{`{"nameX":"a"}`, "rate.nameX", "unknown key"},
 		{`{"zz":1,"aa":2}`, "rate.aa", "unknown key"},
 		{`{"count":"3"}`, "rate.count", "must be an integer"},
 		{`{"price":"x"}`, "rate.price", "must be a number"},

@@ -179,8 +179,6 @@ func decodeConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-
-
 // settings is a Config checked without contacting AWS: values parsed,
 // files read, defaults applied. Configure resolves the rest (resolve.go).
 type settings struct {

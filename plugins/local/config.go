@@ -138,8 +138,6 @@ func decodeConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-
-
 // ifaceName matches a usable Linux interface name (IFNAMSIZ is 16 with NUL).
 var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 
