@@ -58,6 +58,8 @@ type cell struct {
 	// stopWatch ends the current status stream so that serve checks the
 	// instance at once (an event said it ended); nil between streams.
 	stopWatch context.CancelFunc
+	// booted wakes waitRunning early: an event said the instance runs.
+	booted chan struct{}
 }
 
 // nudge makes serve check the instance now instead of when the agent's
@@ -75,7 +77,7 @@ func newCell(m *Manager, pod *corev1.Pod) *cell {
 	c := &cell{
 		m: m, id: CellID(pod.UID), uid: pod.UID, namespace: pod.Namespace, name: pod.Name,
 		key: key(pod.Namespace, pod.Name), desired: pod.DeepCopy(), generation: 1,
-		applyCh: make(chan struct{}, 1), done: make(chan struct{}),
+		applyCh: make(chan struct{}, 1), done: make(chan struct{}), booted: make(chan struct{}, 1),
 	}
 	c.log = m.log.With("pod", c.key, "cell", c.id)
 	c.status = *pod.Status.DeepCopy()
@@ -337,8 +339,15 @@ func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*plug
 			c.lost(fmt.Sprintf("cell %s did not boot within %s (state %s)", c.id, c.m.cfg.BootTimeout, inst.State))
 			return nil, errDeleted
 		}
-		if !sleep(ctx, min(c.m.cfg.Backoff(n), 2*time.Second)) {
+		// Poll, or look at once when the plugin's events say it runs.
+		t := time.NewTimer(min(c.m.cfg.Backoff(n), c.m.cfg.BootPoll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return nil, ctx.Err()
+		case <-c.booted:
+			t.Stop()
+		case <-t.C:
 		}
 		resp, err := c.m.plugin.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
 		switch {

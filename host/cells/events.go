@@ -92,8 +92,14 @@ func (m *Manager) onEvent(ctx context.Context, e *pluginapi.Event) {
 	case pluginapi.EventMaintenance:
 		c.event(corev1.EventTypeWarning, ReasonMaintenance, "the cloud will stop or move cell %s (instance %s) for maintenance%s%s", c.id, e.InstanceID, by, reason)
 	case pluginapi.EventStateChange:
-		if e.State == pluginapi.StateTerminated || e.State == pluginapi.StateTerminating {
+		switch e.State {
+		case pluginapi.StateTerminated, pluginapi.StateTerminating:
 			c.nudge()
+		case pluginapi.StateRunning:
+			select { // wake a booting cell's wait; a full slot already will
+			case c.booted <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

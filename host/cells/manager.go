@@ -50,6 +50,9 @@ type Config struct {
 	// Image is the cell image passed to Launch (plugin-specific; empty
 	// means the plugin's default).
 	Image string
+	// BootPoll is the longest wait between two looks at a booting
+	// instance (the plugin's running event ends a wait early); default 2 s.
+	BootPoll time.Duration
 	// BootTimeout bounds launch-to-agent-reachable; default 10 minutes.
 	BootTimeout time.Duration
 	// GCInterval is how often cells of vanished pods and unknown instances
@@ -65,6 +68,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.BootTimeout == 0 {
 		c.BootTimeout = 10 * time.Minute
+	}
+	if c.BootPoll == 0 {
+		c.BootPoll = 2 * time.Second
 	}
 	if c.UnavailableTTL == 0 {
 		c.UnavailableTTL = match.DefaultUnavailableTTL

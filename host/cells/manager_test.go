@@ -654,3 +654,23 @@ func TestRegistryHost(t *testing.T) {
 		}
 	}
 }
+
+func TestRunningEventWakesABootingCell(t *testing.T) {
+	h := newHarnessDeferred(t, pluginfake.WithBootDelay(time.Hour))
+	// Polls that would take far longer than the test: only the event can
+	// make the cell look again in time.
+	h.m.cfg.Backoff = func(int) time.Duration { return time.Hour }
+	h.m.cfg.BootPoll = time.Hour
+	h.start(t)
+	pod := newPod("booting", "uid-boot")
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	eventually(t, "the launch", func() bool { return len(h.plugin.Store().Instances()) == 1 })
+	id := h.plugin.Store().Instances()[0].ID
+	if err := h.plugin.Store().SetState(id, pluginapi.StateRunning, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+}
