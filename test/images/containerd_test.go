@@ -141,9 +141,17 @@ func TestContainerdRunsImages(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("crash did not exit in 20s")
 		}
-		b, _ := os.ReadFile(logPath)
-		if !strings.Contains(string(b), "crash: stdout") || !strings.Contains(string(b), "crash: stderr") {
-			t.Errorf("log = %q, want both lines", b)
+		// The shim copies stdout and stderr into the log on its own after
+		// the exit event: give a loaded machine a moment.
+		var b []byte
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			b, _ = os.ReadFile(logPath)
+			if strings.Contains(string(b), "crash: stdout") && strings.Contains(string(b), "crash: stderr") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("log = %q 5s after the exit, want both lines", b)
+			}
 		}
 	})
 
