@@ -60,6 +60,9 @@ type cell struct {
 	stopWatch context.CancelFunc
 	// booted wakes waitRunning early: an event said the instance runs.
 	booted chan struct{}
+	// ended is set once terminate has ended the instance, so that a pod
+	// that finished and is then deleted costs one Terminate, not two.
+	ended bool
 }
 
 // nudge makes serve check the instance now instead of when the agent's
@@ -658,8 +661,17 @@ func (c *cell) terminate(grace time.Duration, reason string, forget bool) {
 		_ = agent.Close()
 	}
 	c.mu.Lock()
-	inst := c.instance
+	inst, ended := c.instance, c.ended
+	c.ended = true
 	c.mu.Unlock()
+	if ended {
+		// finish already ended the instance; a later delete only forgets.
+		c.log.Info("cell already terminated", "reason", reason)
+		if forget {
+			c.m.forget(c)
+		}
+		return
+	}
 	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", c.id, reason)
 	if inst != nil {
 		c.m.terminateInstance(ctx, inst.ID, c.id)
