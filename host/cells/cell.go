@@ -220,6 +220,14 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		c.mu.Lock()
 		pod := c.desired.DeepCopy()
 		c.mu.Unlock()
+		opts, err := podLaunchOptions(pod)
+		if err != nil {
+			c.refused(fmt.Sprintf("launching cell %s: %v", c.id, err), &lastMsg)
+			if !c.waitChange(ctx, c.m.cfg.RematchInterval) {
+				return nil, ctx.Err()
+			}
+			continue
+		}
 		cands, err := c.m.rank(ctx, pod)
 		switch {
 		case ctx.Err() != nil:
@@ -240,7 +248,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			continue
 		}
 		n = 0
-		if inst := c.launchFirst(ctx, cands, bootstrap, &lastMsg); inst != nil {
+		if inst := c.launchFirst(ctx, cands, opts, bootstrap, &lastMsg); inst != nil {
 			return inst, nil
 		}
 		if ctx.Err() != nil {
@@ -253,12 +261,13 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 // nil when every candidate ran out of capacity (they are then marked
 // unavailable), or the plugin refused a launch (reported on the pod, after
 // a slow back-off), so that the caller ranks again.
-func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, bootstrap []byte, lastMsg *string) *pluginapi.Instance {
+func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts launchOptions, bootstrap []byte, lastMsg *string) *pluginapi.Instance {
 	for _, cand := range cands {
 		req := &pluginapi.LaunchRequest{
 			CellID: c.id, NodeName: c.m.cfg.NodeName, PodUID: string(c.uid), PodNamespace: c.namespace, PodName: c.name,
 			InstanceType: cand.InstanceType, CapacityType: cand.CapacityType, Image: c.m.cfg.Image, Bootstrap: bootstrap,
 			UnlimitedCPUCredits: cand.UnlimitedCredits,
+			SecurityGroups:      opts.securityGroups, InstanceProfile: opts.instanceProfile, VolumeSizeGiB: opts.volumeSizeGiB,
 		}
 		where := cand.InstanceType
 		if cand.Zone != "" {

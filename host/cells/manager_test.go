@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -673,4 +675,70 @@ func TestRunningEventWakesABootingCell(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+}
+
+func TestLaunchAnnotationsReachThePlugin(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("shaped", "uid-shaped")
+	pod.Annotations = map[string]string{
+		AnnotationSecurityGroups:  "sg-0123456789abcdef0, sg-0fedcba9876543210",
+		AnnotationInstanceProfile: "arn:aws:iam::123456789012:instance-profile/cells",
+		AnnotationVolumeSize:      "50Gi",
+	}
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	eventually(t, "the launch", func() bool { return len(h.launches()) == 1 })
+	l := h.launches()[0]
+	if !slices.Equal(l.SecurityGroups, []string{"sg-0123456789abcdef0", "sg-0fedcba9876543210"}) ||
+		l.InstanceProfile != "arn:aws:iam::123456789012:instance-profile/cells" || l.VolumeSizeGiB != 50 {
+		t.Errorf("launch = groups %v, profile %q, volume %d GiB", l.SecurityGroups, l.InstanceProfile, l.VolumeSizeGiB)
+	}
+}
+
+func TestPodLaunchOptions(t *testing.T) {
+	tests := []struct {
+		ann     map[string]string
+		want    launchOptions
+		wantErr string
+	}{
+		{nil, launchOptions{}, ""},
+		{map[string]string{AnnotationVolumeSize: "20"}, launchOptions{volumeSizeGiB: 20}, ""},
+		{map[string]string{AnnotationVolumeSize: "1500Mi"}, launchOptions{volumeSizeGiB: 2}, ""},
+		{map[string]string{AnnotationVolumeSize: "big"}, launchOptions{}, `annotation kipcell.io/volume-size "big" is not a size`},
+		{map[string]string{AnnotationVolumeSize: "-5"}, launchOptions{}, "is not a size"},
+		{map[string]string{AnnotationVolumeSize: "1e44444422"}, launchOptions{}, "is not a size"},
+		{map[string]string{AnnotationSecurityGroups: "sg-1,,sg-2"}, launchOptions{}, "has an empty entry"},
+	}
+	for _, tt := range tests {
+		pod := newPod("p", "u")
+		pod.Annotations = tt.ann
+		got, err := podLaunchOptions(pod)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%v: err = %v, want %q", tt.ann, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%v: got %+v, %v; want %+v", tt.ann, got, err, tt.want)
+		}
+	}
+}
+
+func TestBadLaunchAnnotationLaunchesNothing(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("badvol", "uid-badvol")
+	pod.Annotations = map[string]string{AnnotationVolumeSize: "big"}
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	eventually(t, "a LaunchFailed event", func() bool {
+		return strings.Contains(h.events(), `Warning LaunchFailed launching cell kip-uid-badvol: annotation kipcell.io/volume-size "big" is not a size such as 50Gi`)
+	})
+	if n := h.plugin.Calls("Launch"); n != 0 {
+		t.Errorf("Launch called %d times for a pod with a bad annotation", n)
+	}
 }
