@@ -15,7 +15,21 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
+
+// settle makes the test, when it ends, delete its namespace's Deployments
+// and pods and wait until their cells are gone, so that the next test
+// counts only its own cells. Call it right after f.Namespace.
+func settle(t *testing.T, ns string) {
+	before := liveCells(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = f.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		f.WaitFor(t, 60*time.Second, "the test's cells to end", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+	})
+}
 
 // needEC2 skips a test that drives the EC2 simulator's knobs; it runs in
 // the aws pass of make e2e (KIP_E2E_PLUGIN=aws).
@@ -33,8 +47,14 @@ func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
 	needEC2(t)
 	kipLogOnFailure(t)
 	kip.EC2.InjectInsufficientCapacity("t3a.small", "")
-	t.Cleanup(func() { kip.EC2.ClearInsufficientCapacity("t3a.small", "") })
+	t.Cleanup(func() {
+		kip.EC2.ClearInsufficientCapacity("t3a.small", "")
+		// kip skips t3a.small for framework.UnavailableTTL: let that pass,
+		// or the next test's pods would not get it either.
+		time.Sleep(framework.UnavailableTTL + time.Second)
+	})
 	ns := f.Namespace(t)
+	settle(t, ns)
 	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
@@ -62,6 +82,7 @@ func TestSpotInterruptionReplacesThePod(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := context.Background()
 	ns := f.Namespace(t)
+	settle(t, ns)
 	labels := map[string]string{"app": "spotty"}
 	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "spotty"},
@@ -120,6 +141,7 @@ func TestThrottledPluginStillRunsEveryPod(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := context.Background()
 	ns := f.Namespace(t)
+	settle(t, ns)
 	kip.EC2.ResetCalls()
 	kip.EC2.InjectThrottle(15)
 	labels := map[string]string{"app": "throttled"}

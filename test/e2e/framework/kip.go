@@ -212,6 +212,8 @@ node:
   clientCAFile: %[3]s
 cells:
   insecureRegistries: [%[4]q]
+match:
+  unavailableTTL: %[8]s
 log:
   level: debug
   format: text
@@ -219,7 +221,7 @@ plugin:
   name: %[5]s
   dir: %[6]s
   config: %[7]s
-`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.BinDir, pluginJSON)
+`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.BinDir, pluginJSON, UnavailableTTL)
 	configPath := filepath.Join(dir, "kip.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing kip config: %w", err)
@@ -302,6 +304,11 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, cells
 		"image":       map[string]any{"owner": ec2sim.DebianOwnerID, "name": "debian-12-amd64-*"},
 	}, nil
 }
+
+// UnavailableTTL is how long kip skips an offering that ran out of
+// capacity in the e2e runs (3 minutes by default): short, so that a test
+// that injects a shortage can wait for it to pass before the next test.
+const UnavailableTTL = 5 * time.Second
 
 // ec2AccessKey is the only access key the simulator accepts.
 const ec2AccessKey = "AKIDE2ESIMULATOR"
