@@ -1,6 +1,7 @@
 package images_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,7 +70,13 @@ func TestContainerdRunsImages(t *testing.T) {
 		docker.WithPlainHTTP(docker.MatchLocalhost), docker.WithAuthorizer(authz))})
 	runcRoot := d.RuncRoot
 
-	run := func(t *testing.T, ref, id string, opts ...oci.SpecOpts) (containerd.Task, <-chan containerd.ExitStatus, string) {
+	// run starts the image and returns its task, its exit channel, and its
+	// output so far (stdout and stderr together). The output is copied
+	// through FIFOs by this process, as kip-cell does: cio.LogFile has the
+	// shim write both streams into one file, and containerd's shim then
+	// loses a stream now and then ("error copying stderr") after a fast
+	// exit.
+	run := func(t *testing.T, ref, id string, opts ...oci.SpecOpts) (containerd.Task, <-chan containerd.ExitStatus, func() string) {
 		t.Helper()
 		img, err := c.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter("overlayfs"),
 			containerd.WithResolver(resolver))
@@ -85,8 +93,8 @@ func TestContainerdRunsImages(t *testing.T) {
 		if err != nil {
 			t.Fatalf("creating container %s: %v", id, err)
 		}
-		logPath := filepath.Join(d.Dir, id+".log")
-		task, err := ctr.NewTask(ctx, cio.LogFile(logPath))
+		out := &syncBuffer{}
+		task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, out, out), cio.WithFIFODir(filepath.Join(d.Dir, "fifo"))))
 		if err != nil {
 			_ = ctr.Delete(ctx, containerd.WithSnapshotCleanup)
 			t.Fatalf("creating task %s: %v", id, err)
@@ -106,17 +114,20 @@ func TestContainerdRunsImages(t *testing.T) {
 		if err := task.Start(ctx); err != nil {
 			t.Fatalf("starting %s: %v", id, err)
 		}
-		return task, exitCh, logPath
+		logs := func() string {
+			return out.String()
+		}
+		return task, exitCh, logs
 	}
 
 	t.Run("hello", func(t *testing.T) {
-		_, exitCh, logPath := run(t, set.Hello.Ref, "hello",
+		_, exitCh, logs := run(t, set.Hello.Ref, "hello",
 			oci.WithHostname("kipcell"), oci.WithEnv([]string{"MESSAGE=it runs"}))
 		want := "hello from kipcell: it runs"
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			b, _ := os.ReadFile(logPath)
-			if strings.Contains(string(b), want) {
+			b := logs()
+			if strings.Contains(b, want) {
 				break
 			}
 			select {
@@ -132,7 +143,7 @@ func TestContainerdRunsImages(t *testing.T) {
 	})
 
 	t.Run("crash", func(t *testing.T) {
-		_, exitCh, logPath := run(t, set.Crash.Ref, "crash", oci.WithEnv([]string{"EXIT_CODE=3"}))
+		task, exitCh, logs := run(t, set.Crash.Ref, "crash", oci.WithEnv([]string{"EXIT_CODE=3"}))
 		select {
 		case st := <-exitCh:
 			if st.ExitCode() != 3 {
@@ -141,36 +152,28 @@ func TestContainerdRunsImages(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("crash did not exit in 20s")
 		}
-		// The shim copies stdout and stderr into the log on its own after
-		// the exit event: give a loaded machine a moment.
-		var b []byte
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			b, _ = os.ReadFile(logPath)
-			if strings.Contains(string(b), "crash: stdout") && strings.Contains(string(b), "crash: stderr") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("log = %q 5s after the exit, want both lines", b)
-			}
+		task.IO().Wait() // both streams copied to the end
+		if b := logs(); !strings.Contains(b, "crash: stdout") || !strings.Contains(b, "crash: stderr") {
+			t.Errorf("output = %q, want both lines", b)
 		}
 	})
 
 	t.Run("busybox", func(t *testing.T) {
-		_, exitCh, logPath := run(t, set.Busybox.Ref, "busybox",
+		task, exitCh, logs := run(t, set.Busybox.Ref, "busybox",
 			oci.WithProcessArgs("sh", "-c", "echo $(id -u):$(hostname) && ls /bin/wget && seq 3 | awk '{s+=$1} END {print s}'"),
 			oci.WithHostname("bb"))
 		select {
 		case st := <-exitCh:
 			if st.ExitCode() != 0 {
-				b, _ := os.ReadFile(logPath)
-				t.Fatalf("sh exited %d; log:\n%s", st.ExitCode(), b)
+				task.IO().Wait()
+				t.Fatalf("sh exited %d; output:\n%s", st.ExitCode(), logs())
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatal("sh did not exit in 20s")
 		}
-		b, _ := os.ReadFile(logPath)
-		if want := "0:bb\n/bin/wget\n6\n"; string(b) != want {
-			t.Errorf("log = %q, want %q", b, want)
+		task.IO().Wait()
+		if want := "0:bb\n/bin/wget\n6\n"; logs() != want {
+			t.Errorf("output = %q, want %q", logs(), want)
 		}
 	})
 }
@@ -201,4 +204,23 @@ func cleanupNamespace(t *testing.T, c *containerd.Client, ns string) {
 			t.Errorf("removing cgroup %s: %v", d, err)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the two copying goroutines (stdout
+// and stderr) and the test reading it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
