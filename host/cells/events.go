@@ -3,9 +3,11 @@ package cells
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -44,21 +46,21 @@ func (m *Manager) watchEvents(ctx context.Context) {
 	}
 }
 
-// cellOf returns the cell of an event's cell ID or instance ID.
+// cellOf returns the cell of an event: its cell ID is CellID of the pod
+// UID, so the UID is derived, not searched for; an event with no cell ID
+// is matched by instance ID.
 func (m *Manager) cellOf(cellID, instanceID string) *cell {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if uid, ok := strings.CutPrefix(cellID, cellIDPrefix); ok {
+		return m.cells[types.UID(uid)]
+	}
 	for _, c := range m.cells {
-		if cellID != "" && c.id == cellID {
+		c.mu.Lock()
+		same := instanceID != "" && c.instance != nil && c.instance.ID == instanceID
+		c.mu.Unlock()
+		if same {
 			return c
-		}
-		if instanceID != "" {
-			c.mu.Lock()
-			same := c.instance != nil && c.instance.ID == instanceID
-			c.mu.Unlock()
-			if same {
-				return c
-			}
 		}
 	}
 	return nil

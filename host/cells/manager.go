@@ -118,9 +118,10 @@ type Manager struct {
 
 	unavailable   *match.Unavailable    // offerings that recently ran out of capacity
 	registryCreds map[string]cachedCred // cloud registry credentials by registry host
-	catMu         sync.Mutex            // guards cat and catAt; held while fetching
+	catMu         sync.Mutex            // guards cat, catAt and caps; held while fetching
 	cat           *match.Catalog
 	catAt         time.Time
+	caps          []pluginapi.Capability // the plugin's, read with the catalog
 
 	changed chan types.UID // statuses to push, coalesced by notifyLoop
 }
@@ -178,7 +179,10 @@ func key(namespace, name string) string { return namespace + "/" + name }
 
 // CellID is the cell of pod UID uid: stable, a DNS label, at most 40
 // characters.
-func CellID(uid types.UID) string { return "kip-" + string(uid) }
+func CellID(uid types.UID) string { return cellIDPrefix + string(uid) }
+
+// cellIDPrefix starts every cell ID; the rest is the pod UID.
+const cellIDPrefix = "kip-"
 
 // CreatePod records the pod and starts its cell. Idempotent on the UID.
 func (m *Manager) CreatePod(_ context.Context, pod *corev1.Pod) error {

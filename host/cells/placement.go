@@ -38,7 +38,7 @@ const (
 )
 
 // catalog returns the matcher's index of the plugin's catalog, fetching it
-// when it is older than CatalogTTL. A fetch error with a catalog at hand
+// (and the plugin's capabilities) when it is older than CatalogTTL. A fetch error with a catalog at hand
 // keeps the old one (logged); without one it is returned.
 func (m *Manager) catalog(ctx context.Context) (*match.Catalog, error) {
 	m.catMu.Lock()
@@ -47,7 +47,11 @@ func (m *Manager) catalog(ctx context.Context) (*match.Catalog, error) {
 	if m.cat != nil && now.Sub(m.catAt) < m.cfg.CatalogTTL {
 		return m.cat, nil
 	}
-	resp, err := m.plugin.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+	info, err := m.plugin.GetInfo(ctx, &pluginapi.GetInfoRequest{})
+	var resp *pluginapi.ListInstanceTypesResponse
+	if err == nil {
+		resp, err = m.plugin.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+	}
 	if err != nil {
 		if m.cat != nil {
 			m.log.Warn("refreshing the instance-type catalog failed; keeping the last one", "error", err)
@@ -56,7 +60,7 @@ func (m *Manager) catalog(ctx context.Context) (*match.Catalog, error) {
 		}
 		return nil, fmt.Errorf("listing instance types: %w", err)
 	}
-	m.cat, m.catAt = match.NewCatalog(resp.InstanceTypes), now
+	m.cat, m.catAt, m.caps = match.NewCatalog(resp.InstanceTypes), now, info.Capabilities
 	m.log.Info("instance-type catalog loaded", "types", m.cat.Len())
 	return m.cat, nil
 }

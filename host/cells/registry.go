@@ -101,9 +101,15 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// hasCapability reports whether the plugin offers c (one GetInfo call,
-// which a plugin answers without its cloud).
+// hasCapability reports whether the plugin offers c. The plugin's
+// capabilities are read with its catalog (catalog) and refreshed with it,
+// so that an Apply costs no GetInfo call; a plugin swapped on SIGHUP is
+// seen at the next refresh.
 func (m *Manager) hasCapability(ctx context.Context, c pluginapi.Capability) bool {
-	info, err := m.plugin.GetInfo(ctx, &pluginapi.GetInfoRequest{})
-	return err == nil && slices.Contains(info.Capabilities, c)
+	if _, err := m.catalog(ctx); err != nil {
+		return false
+	}
+	m.catMu.Lock()
+	defer m.catMu.Unlock()
+	return slices.Contains(m.caps, c)
 }
