@@ -23,21 +23,14 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 	if len(set) == 0 {
 		return unsatisfiable("the cloud plugin's catalog has no instance types")
 	}
-	// filter narrows set in place (it writes no further than it reads);
-	// when it keeps nothing, set is left as it was, for the message.
-	filter := func(keep func(t *ctype) bool) []int32 {
+	// filter narrows set in place (it writes no further than it reads) to
+	// the types keep accepts by index (c.types for names and the like,
+	// the compact c.hot for sizes); when it keeps nothing, set is left as
+	// it was, for the message.
+	filter := func(keep func(i int32) bool) []int32 {
 		out := set[:0]
 		for _, i := range set {
-			if keep(&c.types[i]) {
-				out = append(out, i)
-			}
-		}
-		return out
-	}
-	filterHot := func(keep func(h *hotType) bool) []int32 {
-		out := set[:0]
-		for _, i := range set {
-			if keep(&c.hot[i]) {
+			if keep(i) {
 				out = append(out, i)
 			}
 		}
@@ -56,7 +49,11 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 		} else {
 			globs = append(globs, p.Pattern)
 		}
-		next := filter(func(t *ctype) bool { ok, _ := path.Match(p.Pattern, t.name); return ok })
+		next := filter(func(i int32) bool {
+			t := &c.types[i]
+			ok, _ := path.Match(p.Pattern, t.name)
+			return ok
+		})
 		if len(next) == 0 {
 			if i == 0 || !c.anyMatch(p.Pattern) {
 				return unsatisfiable(fmt.Sprintf("no instance type matches %s (%s)", p.Pattern, p.Source))
@@ -88,7 +85,9 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 
 	// Zones.
 	if len(req.Zones) > 0 {
-		set = filter(func(t *ctype) bool {
+		set = filter(func(i int32) bool {
+			t := &c.types[i]
+
 			for _, o := range c.offers[t.lo:t.hi] {
 				if c.inZones(o, req.Zones) {
 					return true
@@ -111,7 +110,10 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 	// Architecture.
 	if req.Arch != "" {
 		arch := int32(slices.Index(c.archs, req.Arch)) // interned: compare indexes, not strings
-		set = filterHot(func(h *hotType) bool { return h.arch == arch })
+		set = filter(func(i int32) bool {
+			h := &c.hot[i]
+			return h.arch == arch
+		})
 		if len(set) == 0 {
 			return unsatisfiable(verb("has arch ", "is not ") + fmt.Sprintf("%s (%s)", req.Arch, req.ArchSource))
 		}
@@ -125,7 +127,9 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 	// GPUs.
 	if req.GPUCount > 0 || req.GPUKind != "" {
 		want := gpuPhrase(max(req.GPUCount, 1), req.GPUKind)
-		set = filter(func(t *ctype) bool {
+		set = filter(func(i int32) bool {
+			t := &c.types[i]
+
 			return t.gpuCount >= max(req.GPUCount, 1) && (req.GPUKind == "" || t.gpuKind == req.GPUKind)
 		})
 		if len(set) == 0 {
@@ -142,7 +146,10 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 	}
 
 	// Size.
-	next := filterHot(func(h *hotType) bool { return h.milliCPU >= req.MilliCPU && h.mem >= req.MemoryBytes })
+	next := filter(func(i int32) bool {
+		h := &c.hot[i]
+		return h.milliCPU >= req.MilliCPU && h.mem >= req.MemoryBytes
+	})
 	if len(next) == 0 {
 		if named != "" {
 			t := &c.types[c.byName[named]]
@@ -166,7 +173,10 @@ func (c *Catalog) explain(req *Requirements, unavailable func(typ, zone string, 
 
 	// Burstable baseline.
 	if cfg.burstable() != BurstableUnlimited {
-		next := filter(func(t *ctype) bool { return t.baseline == 0 || t.baseline >= req.MilliCPU })
+		next := filter(func(i int32) bool {
+			t := &c.types[i]
+			return t.baseline == 0 || t.baseline >= req.MilliCPU
+		})
 		if len(next) == 0 {
 			if named != "" {
 				t := &c.types[c.byName[named]]
