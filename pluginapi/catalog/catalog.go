@@ -254,15 +254,13 @@ func (c *Catalog) InstanceTypes(region string, zones []string) ([]pluginapi.Inst
 		if t.GPU != nil {
 			it.GPU = pluginapi.GPU{Count: t.GPU.Count, Kind: t.GPU.Kind, MemoryBytes: t.GPU.MemoryMiB << 20}
 		}
-		capacity := []struct {
+		type priced struct {
 			ct    pluginapi.CapacityType
 			price *float64
-		}{{pluginapi.CapacityOnDemand, p.OnDemand}}
+		}
+		capacity := []priced{{pluginapi.CapacityOnDemand, p.OnDemand}}
 		if !t.NoSpot {
-			capacity = append(capacity, struct {
-				ct    pluginapi.CapacityType
-				price *float64
-			}{pluginapi.CapacitySpot, p.Spot})
+			capacity = append(capacity, priced{pluginapi.CapacitySpot, p.Spot})
 		}
 		it.Offerings = make([]pluginapi.Offering, 0, len(zones)*len(capacity))
 		for _, z := range zones {

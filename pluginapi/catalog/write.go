@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -79,4 +81,21 @@ func Emit(w io.Writer, c *Catalog, path string, check bool, summary string) erro
 		return fmt.Errorf("writing the summary: %w", err)
 	}
 	return nil
+}
+
+// ParseRegions splits a generator's -regions flag (comma-separated,
+// spaces allowed), refusing an empty entry and a region named twice.
+func ParseRegions(s string) ([]string, error) {
+	var regions []string
+	for r := range strings.SplitSeq(s, ",") {
+		r = strings.TrimSpace(r)
+		switch {
+		case r == "":
+			return nil, fmt.Errorf("parsing -regions %q: a region is empty", s)
+		case slices.Contains(regions, r):
+			return nil, fmt.Errorf("parsing -regions %q: %s appears twice", s, r)
+		}
+		regions = append(regions, r)
+	}
+	return regions, nil
 }

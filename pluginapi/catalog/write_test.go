@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -118,5 +119,16 @@ func TestEmit(t *testing.T) {
 	}
 	if err := Emit(&out, sample(), path, true, "offline"); err != nil || !strings.Contains(out.String(), "kept "+path+": generated from the cloud's APIs as of 2026-07-06T14:20:29Z") {
 		t.Errorf("Emit over a live catalog printed %q, %v", out.String(), err)
+	}
+}
+
+func TestParseRegions(t *testing.T) {
+	if got, err := ParseRegions(" us-east-1, eu-west-1 "); err != nil || !slices.Equal(got, []string{"us-east-1", "eu-west-1"}) {
+		t.Errorf("ParseRegions = %v, %v", got, err)
+	}
+	for in, want := range map[string]string{"a,,b": "a region is empty", "a,b,a": "a appears twice", "": "a region is empty"} {
+		if _, err := ParseRegions(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseRegions(%q) = %v, want %q", in, err, want)
+		}
 	}
 }

@@ -91,22 +91,6 @@ func (l *liveOptions) runTime() (time.Time, error) {
 	return t.UTC().Truncate(time.Second), nil
 }
 
-// parseRegions splits -regions.
-func parseRegions(s string) ([]string, error) {
-	var regions []string
-	for r := range strings.SplitSeq(s, ",") {
-		r = strings.TrimSpace(r)
-		switch {
-		case r == "":
-			return nil, fmt.Errorf("parsing flags: -regions %q has an empty region", s)
-		case slices.Contains(regions, r):
-			return nil, fmt.Errorf("parsing flags: -regions names %s twice", r)
-		}
-		regions = append(regions, r)
-	}
-	return regions, nil
-}
-
 // liveClients are the SDK clients of one run: EC2 per region, and the
 // Price List Query API.
 type liveClients struct {
@@ -170,7 +154,7 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 	if err != nil {
 		return nil, "", err
 	}
-	regions, err := parseRegions(o.live.regions)
+	regions, err := catalog.ParseRegions(o.live.regions)
 	if err != nil {
 		return nil, "", err
 	}

@@ -656,8 +656,8 @@ func TestLiveFlags(t *testing.T) {
 		{"with karpenter", []string{"-karpenter", fixture}, "-live and -karpenter exclude each other"},
 		{"live flags without -live", []string{"-live=false", "-karpenter", fixture}, "-date, -endpoint-ec2, -endpoint-pricing, -regions only apply with -live"},
 		{"bad date", []string{"-date", "yesterday"}, "parsing flags: -date"},
-		{"empty region", []string{"-regions", "us-east-1,,eu-west-1"}, "has an empty region"},
-		{"duplicate region", []string{"-regions", "us-east-1,us-east-1"}, "names us-east-1 twice"},
+		{"empty region", []string{"-regions", "us-east-1,,eu-west-1"}, "a region is empty"},
+		{"duplicate region", []string{"-regions", "us-east-1,us-east-1"}, "us-east-1 appears twice"},
 		{"region sells nothing", []string{"-regions", "us-east-1,ap-south-2"}, "offered in ap-south-2: DescribeInstanceTypeOfferings returned none"},
 	}
 	for _, tt := range tests {

@@ -165,16 +165,14 @@ func (l *liveOptions) apply(ctx context.Context, w world, c *catalog.Catalog) (s
 var regionName = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
 
 func parseRegions(s string) ([]string, error) {
-	var regions []string
-	for r := range strings.SplitSeq(s, ",") {
-		r = strings.TrimSpace(r)
-		switch {
-		case !regionName.MatchString(r):
+	regions, err := catalog.ParseRegions(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range regions {
+		if !regionName.MatchString(r) {
 			return nil, fmt.Errorf("parsing -regions: %q is not an Azure region name such as eastus", r)
-		case slices.Contains(regions, r):
-			return nil, fmt.Errorf("parsing -regions: %s appears twice", r)
 		}
-		regions = append(regions, r)
 	}
 	return regions, nil
 }

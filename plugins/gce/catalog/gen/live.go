@@ -104,22 +104,6 @@ func runTime(o options) (time.Time, error) {
 	return t.UTC().Truncate(time.Second), nil
 }
 
-// parseRegions splits -regions.
-func parseRegions(s string) ([]string, error) {
-	var regions []string
-	for r := range strings.SplitSeq(s, ",") {
-		r = strings.TrimSpace(r)
-		switch {
-		case r == "":
-			return nil, fmt.Errorf("parsing -regions %q: a region is empty", s)
-		case slices.Contains(regions, r):
-			return nil, fmt.Errorf("parsing -regions %q: %s appears twice", s, r)
-		}
-		regions = append(regions, r)
-	}
-	return regions, nil
-}
-
 // restAPI is one Google REST API: where it is, and how calls are
 // authorised (an OAuth client, or an API key sent as X-Goog-Api-Key so
 // that it never appears in a URL or an error). Its errors leave naming
@@ -644,7 +628,7 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 	if l.project == "" {
 		return nil, "", errors.New("-live needs -project PROJECT: the Compute Engine API lists machine types per project")
 	}
-	regions, err := parseRegions(l.regions)
+	regions, err := catalog.ParseRegions(l.regions)
 	if err != nil {
 		return nil, "", err
 	}
