@@ -14,11 +14,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 
 	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/apitest"
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
@@ -226,26 +225,7 @@ func TestMutualTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(clientTLS)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			resp, err := cellv1.NewCellClient(cc).ApplyPod(ctx, &cellv1.ApplyPodRequest{Generation: 7})
-			if tt.wantErr == "" {
-				if err != nil || resp.GetGeneration() != 7 {
-					t.Fatalf("ApplyPod = %v, %v; want generation 7", resp, err)
-				}
-				return
-			}
-			if status.Code(err) != codes.Unavailable {
-				t.Fatalf("ApplyPod error = %v, want the connection refused (Unavailable)", err)
-			}
-			if tt.wantErr != "*" && !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("ApplyPod error = %v, want one mentioning %q", err, tt.wantErr)
-			}
+			apitest.CheckApplyPod(t, addr, clientTLS, tt.wantErr)
 		})
 	}
 
