@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/kipcell/kip/pluginapi"
 	"github.com/kipcell/kip/test/e2e/framework"
@@ -80,24 +78,9 @@ func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
 func TestSpotInterruptionReplacesThePod(t *testing.T) {
 	needEC2(t)
 	kipLogOnFailure(t)
-	ctx := context.Background()
 	ns := f.Namespace(t)
 	settle(t, ns)
-	labels := map[string]string{"app": "spotty"}
-	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "spotty"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"kipcell.io/capacity-type": "spot"}},
-				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	helloDeployment(t, ns, "spotty", 1, map[string]string{"kipcell.io/capacity-type": "spot"})
 	first := f.WaitForPods(t, ns, "app=spotty", 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
 		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
 	})[0]
@@ -139,26 +122,11 @@ func TestSpotInterruptionReplacesThePod(t *testing.T) {
 func TestThrottledPluginStillRunsEveryPod(t *testing.T) {
 	needEC2(t)
 	kipLogOnFailure(t)
-	ctx := context.Background()
 	ns := f.Namespace(t)
 	settle(t, ns)
 	kip.EC2.ResetCalls()
 	kip.EC2.InjectThrottle(15)
-	labels := map[string]string{"app": "throttled"}
-	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "throttled"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](6),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	helloDeployment(t, ns, "throttled", 6, nil)
 	f.WaitForPods(t, ns, "app=throttled", 6, 120*time.Second, "Running", running)
 	calls := 0
 	for _, n := range kip.EC2.Calls() {

@@ -73,6 +73,27 @@ func kubectl(t *testing.T, args ...string) (string, int) {
 	return string(out), 0
 }
 
+// helloDeployment creates Deployment name in ns: replicas of the hello
+// image on kip, pods labelled app=<name> and annotated with annotations.
+func helloDeployment(t *testing.T, ns, name string, replicas int32, annotations map[string]string) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	_, err := f.Client.AppsV1().Deployments(ns).Create(context.Background(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func running(p *corev1.Pod) bool {
 	if p.Status.Phase != corev1.PodRunning {
 		return false
@@ -91,22 +112,8 @@ func TestDeploymentRunsInCells(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := context.Background()
 	ns := f.Namespace(t)
-	labels := map[string]string{"app": "hello"}
 	start := time.Now()
-	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](3),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	helloDeployment(t, ns, "hello", 3, nil)
 	pods := f.WaitForPods(t, ns, "app=hello", 3, 30*time.Second, "Running on kip", func(p *corev1.Pod) bool {
 		return p.Spec.NodeName == "kip" && running(p)
 	})
