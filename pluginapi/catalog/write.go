@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -35,10 +36,15 @@ func WriteOrCheck(path string, data []byte, check bool) (*Catalog, error) {
 	if bytes.Equal(old, data) {
 		return nil, nil
 	}
-	if prev, err := Parse(old); err == nil && prev.Live {
+	var head struct {
+		Live bool `json:"live"`
+	}
+	if json.Unmarshal(old, &head) == nil && head.Live {
+		prev, err := Parse(old)
+		if err != nil {
+			return nil, fmt.Errorf("checking catalog %s: %w", path, err)
+		}
 		return prev, nil
-	} else if err != nil && bytes.Contains(old, []byte(`"live": true`)) {
-		return nil, fmt.Errorf("checking catalog %s: %w", path, err)
 	}
 	return nil, fmt.Errorf("checking catalog: %s differs from what its sources give (first at line %d); regenerate it with `make catalogs`", path, firstDifferentLine(old, data))
 }
