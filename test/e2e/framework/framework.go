@@ -46,17 +46,12 @@ func Setup(ctx context.Context, log io.Writer) (*Framework, error) {
 		_ = os.RemoveAll(state)
 		return nil, fmt.Errorf("starting control plane: %w", err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	fw, err := FromCluster(c)
 	if err != nil {
 		_ = c.Stop()
-		return nil, fmt.Errorf("loading admin kubeconfig: %w", err)
+		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		_ = c.Stop()
-		return nil, fmt.Errorf("creating admin client: %w", err)
-	}
-	return &Framework{Cluster: c, Config: cfg, Client: client}, nil
+	return fw, nil
 }
 
 // Teardown stops the control plane and removes its state directory.
@@ -91,7 +86,14 @@ func (f *Framework) NodeClient(t testing.TB, name string) (kubernetes.Interface,
 // ends, and dumps its events, pods and the control plane logs if t failed.
 func (f *Framework) Namespace(t testing.TB) string {
 	t.Helper()
-	prefix := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	// A namespace name is a DNS label: anything of the test's name
+	// (sub-test separators, "pods=20") that cannot be in one becomes "-".
+	prefix := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
 	if len(prefix) > 40 {
 		prefix = prefix[:40]
 	}
@@ -200,6 +202,9 @@ func FromCluster(c *controlplane.Cluster) (*Framework, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading admin kubeconfig: %w", err)
 	}
+	// client-go's default of 5 QPS (burst 10) would hold a test's 20th
+	// pod create for two seconds, which benchmarks would count as kip's.
+	cfg.QPS, cfg.Burst = 200, 400
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating admin client: %w", err)

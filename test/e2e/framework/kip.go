@@ -344,7 +344,31 @@ func (k *Kip) Stop() {
 			_ = exec.Command("ip", "netns", "del", fields[0]).Run()
 		}
 	}
+	k.keepLogs()
 	_ = os.RemoveAll(k.Dir)
+}
+
+// keepLogs copies kip's and the simulator's logs into the directory
+// KIP_E2E_KEEP_LOGS names, if set, before Stop removes kip's directory: a
+// run's full logs for reading afterwards (the failure dumps show tails).
+func (k *Kip) keepLogs() {
+	dst := os.Getenv("KIP_E2E_KEEP_LOGS")
+	if dst == "" {
+		return
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
+		return
+	}
+	for _, name := range []string{"kip.log", "ec2sim.log"} {
+		data, err := os.ReadFile(filepath.Join(k.Dir, name))
+		if err != nil {
+			continue // no simulator on the local plugin
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
+		}
+	}
 }
 
 // killUnder kills processes whose command line names dir (cell agents).
