@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,11 +38,15 @@ var maintenanceCodes = []string{
 //     cluster has instances), with the event's start as the deadline.
 //
 // EC2's API has no rebalance recommendation (instance metadata and
-// EventBridge only), so EventRebalance is never sent. It polls every
-// pollFast while an instance is pending or terminating and every pollSlow
-// otherwise; a poll within snapshotAge of a Describe costs no call.
-// Failed polls are logged and retried; the stream ends only with ctx or a
-// failed send.
+// EventBridge only), so EventRebalance is never sent.
+//
+// It polls every pollSlow, and faster while an instance boots: every
+// pollFast until it has seen a boot, then every pollBoot from shortly
+// before the time the quickest of the last boots took (see bootTimes), so
+// that a 20-second boot costs a few calls instead of twenty and is seen
+// sooner. A poll within snapshotAge of a
+// Describe costs no call. Failed polls are logged and retried; the stream
+// ends only with ctx or a failed send.
 func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
 	cfg, err := p.config()
 	if err != nil {
@@ -53,7 +58,7 @@ func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRe
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		snap, err := cfg.view.get(ctx, interval)
+		snap, err := cfg.view.get(ctx, min(interval, p.snapshotAge))
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -67,13 +72,7 @@ func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRe
 			if err := w.maintenance(ctx, snap); err != nil {
 				return err
 			}
-			interval = p.pollSlow
-			for _, inst := range snap {
-				if inst.State == pluginapi.StatePending || inst.State == pluginapi.StateTerminating {
-					interval = p.pollFast
-					break
-				}
-			}
+			interval = w.next(snap)
 		}
 		if err := p.sleep(ctx, interval); err != nil {
 			return err
@@ -107,6 +106,9 @@ func (w *watcher) diff(snap map[string]pluginapi.Instance) error {
 		if seen && old.State == inst.State {
 			continue
 		}
+		if seen && old.State == pluginapi.StatePending && inst.State == pluginapi.StateRunning && inst.LaunchedAt.Before(now) {
+			w.p.boots.add(now.Sub(inst.LaunchedAt))
+		}
 		if err := w.send(&pluginapi.Event{Type: pluginapi.EventStateChange, InstanceID: id, CellID: inst.CellID,
 			State: inst.State, Reason: inst.StateReason, Time: now}); err != nil {
 			return err
@@ -119,6 +121,61 @@ func (w *watcher) diff(snap map[string]pluginapi.Instance) error {
 		}
 	}
 	return nil
+}
+
+// next returns the wait before the next poll: pollSlow, or less while an
+// instance boots (pollFast while no boot has been seen, else until shortly
+// before the instance may be running, then pollBoot). An instance shutting
+// down is not waited on: the host ended it, or the change was seen
+// already.
+func (w *watcher) next(snap map[string]pluginapi.Instance) time.Duration {
+	interval := w.p.pollSlow
+	boot, known := w.p.boots.quickest()
+	now := w.p.now()
+	for _, inst := range snap {
+		if inst.State != pluginapi.StatePending {
+			continue
+		}
+		if !known || inst.LaunchedAt.IsZero() {
+			return w.p.pollFast
+		}
+		// EC2 gives launch times to the second: start polling early
+		// enough for both that and the poll that saw the quickest boot.
+		wake := inst.LaunchedAt.Add(boot - w.p.pollBoot - time.Second)
+		interval = min(interval, max(wake.Sub(now), w.p.pollBoot))
+	}
+	return interval
+}
+
+// bootTimes remembers how long the last instances took from launch to
+// running, as the watcher saw them (late by up to a poll, early by
+// EC2's rounding of launch times).
+type bootTimes struct {
+	mu   sync.Mutex
+	last []time.Duration // oldest first, at most bootMemory
+}
+
+// bootMemory is how many boots bootTimes keeps: enough to ride out one
+// slow boot, few enough to follow a change of instance types.
+const bootMemory = 16
+
+func (b *bootTimes) add(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.last = append(b.last, d)
+	if len(b.last) > bootMemory {
+		b.last = b.last[1:]
+	}
+}
+
+// quickest returns the shortest boot remembered, if any.
+func (b *bootTimes) quickest() (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.last) == 0 {
+		return 0, false
+	}
+	return slices.Min(b.last), true
 }
 
 // spotReclaimed reports whether EC2 is taking a spot instance back.

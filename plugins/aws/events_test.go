@@ -161,3 +161,68 @@ func TestWatchEventsPollsSlowlyWhenSteady(t *testing.T) {
 		t.Errorf("poll intervals = %v, want a minute each", intervals)
 	}
 }
+
+// While an instance boots, the watcher polls every pollFast until it has
+// seen one boot, then sleeps until shortly before a boot as quick as the
+// quickest it saw may have ended; an instance shutting down is not
+// waited on.
+func TestWatchEventsPollsBootsWhenTheyMayBeRunning(t *testing.T) {
+	f := newFakeEC2(t)
+	clock := newFakeClock()
+	p := configured(t, testConfig(f), func(p *provider) {
+		p.pollFast, p.pollSlow, p.pollBoot, p.statusEvery = time.Second, time.Minute, time.Second/2, time.Hour
+		p.snapshotAge = time.Second / 4 // every poll of the test calls EC2
+		p.now = clock.Now
+	})
+	p.cfg.Load().view.now = clock.Now
+	f.bootPolls = 1000 // the steps say when instances run
+	first := f.add("pending", cellTags(testCluster, "cell-1"))
+	f.setLaunched(first, clock.Now())
+
+	// Each step runs before the poll that follows a sleep, and says which
+	// sleep (the one before it) it expects.
+	var second string
+	steps := []struct {
+		want time.Duration
+		then func()
+	}{
+		{time.Second, func() {}}, // no boot seen: poll fast
+		{time.Second, func() { clock.Advance(18 * time.Second) }},
+		{time.Second, func() { f.setState(first, "running", "") }}, // seen at launch + 21 s
+		{time.Minute, func() { // steady
+			second = f.add("pending", cellTags(testCluster, "cell-2"))
+			f.setLaunched(second, clock.Now())
+		}},
+		// Launched just now, and boots take 21 s: the next look is at
+		// 21 s less a boot poll and EC2's one-second rounding, then
+		// every boot poll.
+		{19*time.Second + time.Second/2, func() {}},
+		{time.Second / 2, func() { f.setState(second, "shutting-down", "") }},
+		{time.Minute, nil},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	p.sleep = func(ctx context.Context, d time.Duration) error {
+		if n >= len(steps) {
+			t.Fatalf("more polls than steps")
+		}
+		if d != steps[n].want {
+			t.Errorf("sleep %d = %v, want %v", n, d, steps[n].want)
+		}
+		clock.Advance(d)
+		if steps[n].then == nil {
+			cancel()
+		} else {
+			steps[n].then()
+		}
+		n++
+		return ctx.Err()
+	}
+	if err := p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("WatchEvents = %v", err)
+	}
+	if n != len(steps) {
+		t.Errorf("%d polls, want %d", n, len(steps))
+	}
+}

@@ -146,6 +146,13 @@ func (f *fakeEC2) setState(id, state, reasonCode string) {
 	i.state, i.reasonCode, i.reasonMessage = state, reasonCode, reasonCode
 }
 
+// setLaunched sets an instance's launch time.
+func (f *fakeEC2) setLaunched(id string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.instances[id].launched = at.UTC()
+}
+
 // add creates an instance directly, as another tool (or cluster) would.
 func (f *fakeEC2) add(state string, tags map[string]string) string {
 	f.mu.Lock()

@@ -53,6 +53,7 @@ func newProvider() *provider {
 	p.maxAttempts = 1
 	p.pollFast = 5 * time.Millisecond
 	p.pollSlow = 20 * time.Millisecond
+	p.pollBoot = 5 * time.Millisecond
 	p.statusEvery = 10 * time.Millisecond
 	return p
 }

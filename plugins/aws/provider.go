@@ -42,6 +42,9 @@ const (
 	// intervals while some instance is changing state, and while none is.
 	defaultPollFast = time.Second
 	defaultPollSlow = 10 * time.Second
+	// defaultPollBoot is the interval around the moment a booting instance
+	// may be running, once WatchEvents has seen a boot (see bootTimes).
+	defaultPollBoot = time.Second / 2
 	// defaultStatusEvery is how often WatchEvents looks for scheduled
 	// maintenance (DescribeInstanceStatus).
 	defaultStatusEvery = time.Minute
@@ -72,9 +75,14 @@ type provider struct {
 	snapshotAge       time.Duration
 	pollFast          time.Duration
 	pollSlow          time.Duration
+	pollBoot          time.Duration
 	statusEvery       time.Duration
 	consistencyWindow time.Duration
 	offeringsTTL      time.Duration
+
+	// boots are the last boot times WatchEvents saw; they outlive a
+	// stream, so a re-subscribed host does not cost a relearning.
+	boots bootTimes
 }
 
 // New returns the AWS plugin's provider; it is the plugin's Factory:
@@ -92,6 +100,7 @@ func New(log *slog.Logger) pluginapi.Provider {
 		snapshotAge:       defaultSnapshotAge,
 		pollFast:          defaultPollFast,
 		pollSlow:          defaultPollSlow,
+		pollBoot:          defaultPollBoot,
 		statusEvery:       defaultStatusEvery,
 		consistencyWindow: defaultConsistencyWindow,
 		offeringsTTL:      defaultOfferingsTTL,

@@ -574,6 +574,8 @@ type xmlInstance struct {
 	MetadataOptions       xmlMetadataOptions `xml:"metadataOptions"`
 }
 
+// timeLayout is EC2's for times; launch times come whole seconds
+// (".000Z"), so xmlOf truncates them.
 const timeLayout = "2006-01-02T15:04:05.000Z"
 
 // xmlOf renders an instance as DescribeInstances does. The caller holds
@@ -581,7 +583,7 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 func (s *Server) xmlOf(in *instance) xmlInstance {
 	x := xmlInstance{
 		InstanceID: in.id, ImageID: in.imageID, State: stateOf(in.state), Reason: in.transitionReason,
-		InstanceType: in.itype.Name, LaunchTime: in.launchTime.UTC().Format(timeLayout),
+		InstanceType: in.itype.Name, LaunchTime: in.launchTime.UTC().Truncate(time.Second).Format(timeLayout),
 		Placement:  xmlPlacement{AvailabilityZone: in.subnet.Zone, AvailabilityZoneID: s.region.zoneIDs[in.subnet.Zone], Tenancy: "default"},
 		Monitoring: xmlMonitoring{"disabled"}, SubnetID: in.subnet.ID, VpcID: in.subnet.VPCID,
 		PrivateIPAddress: in.address, Architecture: in.itype.Arch, RootDeviceType: "ebs", RootDeviceName: defaultInstanceRootName,
