@@ -352,7 +352,11 @@ func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*plug
 			return nil, errDeleted
 		}
 		// Poll, or look at once when the plugin's events say it runs.
-		t := time.NewTimer(min(c.m.cfg.Backoff(n), c.m.cfg.BootPoll))
+		wait := min(c.m.cfg.Backoff(n), c.m.cfg.BootPoll)
+		if c.m.watching.Load() {
+			wait = c.m.cfg.BootPollWatched
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -377,6 +381,15 @@ func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*plug
 			c.instance = inst
 			c.mu.Unlock()
 		}
+	}
+}
+
+// wakeBoot ends waitRunning's current wait, if it is waiting (a pending
+// wake already will).
+func (c *cell) wakeBoot() {
+	select {
+	case c.booted <- struct{}{}:
+	default:
 	}
 }
 

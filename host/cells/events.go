@@ -29,13 +29,19 @@ func (m *Manager) watchEvents(ctx context.Context) {
 	}
 	for n := 1; ctx.Err() == nil; n++ {
 		start := m.cfg.Now()
+		m.watching.Store(true)
 		err := m.plugin.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
 			m.onEvent(ctx, e)
 			return nil
 		})
+		m.watching.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
+		// A running event may have been lost with the stream: booting
+		// cells look for themselves, and poll at BootPoll until the
+		// stream is back.
+		m.wakeBooting()
 		if m.cfg.Now().Sub(start) > time.Minute {
 			n = 1 // it ran for a while: not a failing loop
 		}
@@ -43,6 +49,15 @@ func (m *Manager) watchEvents(ctx context.Context) {
 		if !sleep(ctx, m.cfg.Backoff(n)) {
 			return
 		}
+	}
+}
+
+// wakeBooting makes every booting cell look at its instance now.
+func (m *Manager) wakeBooting() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.cells {
+		c.wakeBoot()
 	}
 }
 
@@ -98,10 +113,7 @@ func (m *Manager) onEvent(ctx context.Context, e *pluginapi.Event) {
 		case pluginapi.StateTerminated, pluginapi.StateTerminating:
 			c.nudge()
 		case pluginapi.StateRunning:
-			select { // wake a booting cell's wait; a full slot already will
-			case c.booted <- struct{}{}:
-			default:
-			}
+			c.wakeBoot()
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -51,8 +52,12 @@ type Config struct {
 	// means the plugin's default).
 	Image string
 	// BootPoll is the longest wait between two looks at a booting
-	// instance (the plugin's running event ends a wait early); default 2 s.
+	// instance; default 2 s.
 	BootPoll time.Duration
+	// BootPollWatched replaces BootPoll while the plugin's event stream is
+	// up: its running event ends the wait, so the looks are a safety net
+	// and cost cloud API calls; default 10 s.
+	BootPollWatched time.Duration
 	// BootTimeout bounds launch-to-agent-reachable; default 10 minutes.
 	BootTimeout time.Duration
 	// GCInterval is how often cells of vanished pods and unknown instances
@@ -71,6 +76,9 @@ func (c *Config) defaults() {
 	}
 	if c.BootPoll == 0 {
 		c.BootPoll = 2 * time.Second
+	}
+	if c.BootPollWatched == 0 {
+		c.BootPollWatched = 10 * time.Second
 	}
 	if c.UnavailableTTL == 0 {
 		c.UnavailableTTL = match.DefaultUnavailableTTL
@@ -124,6 +132,8 @@ type Manager struct {
 	caps          []pluginapi.Capability // the plugin's, read with the catalog
 
 	changed chan types.UID // statuses to push, coalesced by notifyLoop
+
+	watching atomic.Bool // the plugin's event stream is up (watchEvents)
 }
 
 // New builds a Manager. pods lists the pods bound to the node (the pod

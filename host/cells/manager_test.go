@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -741,4 +742,54 @@ func TestBadLaunchAnnotationLaunchesNothing(t *testing.T) {
 	if n := h.plugin.Calls("Launch"); n != 0 {
 		t.Errorf("Launch called %d times for a pod with a bad annotation", n)
 	}
+}
+
+// streamCutter is a plugin whose event stream breaks for good once cut is
+// closed.
+type streamCutter struct {
+	pluginapi.Client
+	cut chan struct{}
+}
+
+func (s *streamCutter) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.cut:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := s.Client.WatchEvents(ctx, req, send)
+	select {
+	case <-s.cut:
+		return errors.New("stream cut")
+	default:
+		return err
+	}
+}
+
+// While the plugin's event stream is up, a booting cell leaves the looking
+// to the running event (BootPollWatched); once the stream is gone it polls
+// at BootPoll again.
+func TestBootingCellPollsOnlyWithoutEvents(t *testing.T) {
+	h := newHarnessDeferred(t, pluginfake.WithBootDelay(time.Hour))
+	cutter := &streamCutter{Client: h.plugin, cut: make(chan struct{})}
+	h.m.plugin = cutter
+	h.m.cfg.BootPoll, h.m.cfg.BootPollWatched = 10*time.Millisecond, time.Hour
+	h.start(t)
+	eventually(t, "the event stream", h.m.watching.Load)
+	pod := newPod("booting", "uid-boot")
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(context.Background(), pod)
+	eventually(t, "the launch", func() bool { return len(h.plugin.Store().Instances()) == 1 })
+	time.Sleep(200 * time.Millisecond) // twenty BootPolls
+	if n := h.plugin.Calls("Describe"); n != 0 {
+		t.Errorf("%d Describe calls while the event stream was up, want none", n)
+	}
+	close(cutter.cut)
+	eventually(t, "polling without the event stream", func() bool { return h.plugin.Calls("Describe") >= 3 })
 }
