@@ -3,4 +3,11 @@
 // and only with the e2e build tag: make e2e, or
 //
 //	go test -tags e2e -race ./test/e2e/...
+//
+// Environment:
+//
+//	KIP_E2E_PLUGIN=local|aws   the plugin kip runs with (default local; aws
+//	                           runs against the EC2 simulator)
+//	KIP_E2E_KEEP_LOGS=DIR      copy kip's and the simulator's full logs
+//	                           into DIR when the run ends
 package e2e
