@@ -356,7 +356,7 @@ func (k *Kip) keepLogs() {
 	if dst == "" {
 		return
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if err := os.MkdirAll(dst, 0o755); err != nil { //nolint:gosec // the person running the tests names the directory
 		fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		return
 	}
@@ -365,7 +365,7 @@ func (k *Kip) keepLogs() {
 		if err != nil {
 			continue // no simulator on the local plugin
 		}
-		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil { //nolint:gosec // as above
 			fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		}
 	}
