@@ -3,6 +3,10 @@
 # deploy/examples/hello.yaml with each pod in its own cell.
 #   hack/demo.sh up     start everything (make demo)
 #   hack/demo.sh down   stop everything (make demo-down)
+# The demo's state and logs live in $CLUSTER_STATE/demo: demo.log (what
+# kip-demo printed), kip/ (kip.yaml, kip.log, the cells), containerd/, and
+# cells.json (the registry's address, kept so that every run deploys the
+# same workload).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${CLUSTER_STATE:?CLUSTER_STATE is set by make}
@@ -37,7 +41,7 @@ else
   printf '\n\033[1m$ bin/kip-cluster up\033[0m   (the first run builds Kubernetes from source: about 9 minutes)\n'
   bin/kip-cluster --state "$state" up >/dev/null
   rm -f "$demo/ready"
-  setsid bin/kip-demo --state "$state" --bin bin --ready "$demo/ready" > "$demo/demo.log" 2>&1 < /dev/null &
+  setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" > "$demo/demo.log" 2>&1 < /dev/null &
   echo $! > "$demo/pid"
   for _ in $(seq 1 240); do
     [ -f "$demo/ready" ] && break
@@ -49,10 +53,16 @@ fi
 
 eval "$(bin/kip-cluster --state "$state" env)"
 step kubectl get nodes -o wide
-kubectl wait --for=condition=Ready pod -l 'app in (hello,hello-big)' --timeout=90s >/dev/null
+# Wait for what the user cares about: each Deployment rolled out, all its
+# pods of the current template Running and Ready on node kip.
+step kubectl rollout status deployment/hello --timeout=180s
+step kubectl rollout status deployment/hello-big --timeout=180s
 step kubectl get pods -o wide
 step kubectl get pods -o 'custom-columns=POD:.metadata.name,CPU:.spec.containers[0].resources.requests.cpu,INSTANCE TYPE:.metadata.annotations.cell\.kipcell\.io/instance-type,$/HOUR:.metadata.annotations.cell\.kipcell\.io/hourly-price'
-pod=$(kubectl get pods -l app=hello -o jsonpath='{.items[0].metadata.name}')
+# A Running pod of the Deployment that is not being deleted.
+pod=$(kubectl get pods -l app=hello --field-selector=status.phase=Running \
+  -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | head -1)
+[ -n "$pod" ] || { echo "no Running hello pod: see kubectl get pods and $demo/kip/kip.log" >&2; exit 1; }
 step kubectl logs --tail=2 "$pod"
 step kubectl exec "$pod" -- hostname
 
@@ -65,6 +75,6 @@ one). Try:
   eval "\$(make -s cluster-env)"
   kubectl scale deployment hello --replicas=5
   kubectl get events --field-selector reason=CellRunning
-Logs: kip $(sed -n 's/^kip log: //p' "$demo/ready"), demo $demo/demo.log
+Logs: kip $demo/kip/kip.log, demo $demo/demo.log
 Stop everything: make demo-down
 MSG

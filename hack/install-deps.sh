@@ -11,7 +11,7 @@
 # from source through the Go module proxy (test/controlplane).
 set -euo pipefail
 
-packages=(protobuf-compiler iproute2 iptables containerd runc busybox-static)
+packages=(protobuf-compiler libprotobuf-dev iproute2 iptables containerd runc busybox-static)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -81,6 +81,40 @@ func Start() (*Daemon, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating containerd directory: %w", err)
 	}
+	return start(dir)
+}
+
+// maxSocketPath is the longest Unix socket path the kernel takes
+// (sun_path is 108 bytes with its terminating NUL).
+const maxSocketPath = 107
+
+// StartIn starts a private containerd in dir, which it owns: whatever a
+// daemon that died there left (shims, mounts, files) is removed first, and
+// the returned stop function removes dir. For a long-lived caller such as
+// the demo, whose state belongs under its own directory. The socket
+// dir/containerd.sock must fit in a Unix socket path.
+func StartIn(dir string) (*Daemon, func(), error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolving containerd directory: %w", err)
+	}
+	socket := filepath.Join(dir, "containerd.sock")
+	if len(socket) > maxSocketPath {
+		return nil, nil, fmt.Errorf("starting containerd in %s: its socket path %s is %d bytes, longer than a Unix socket allows (%d)",
+			dir, socket, len(socket), maxSocketPath)
+	}
+	killShims(socket)
+	unmountUnder(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, nil, fmt.Errorf("removing what an earlier containerd left in %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("creating containerd directory: %w", err)
+	}
+	return start(dir)
+}
+
+func start(dir string) (*Daemon, func(), error) {
 	d := &Daemon{Dir: dir, Socket: filepath.Join(dir, "containerd.sock"), RuncRoot: filepath.Join(dir, "runc")}
 	config := fmt.Sprintf(`version = 2
 root  = %[1]q

@@ -5,14 +5,22 @@
 // the workload is applied, and stays in the foreground until SIGTERM,
 // when it deletes the workload (so every cell ends) and stops everything.
 //
-//	kip-demo --state DIR --bin DIR --ready FILE
+// Everything it keeps lives in the demo's directory (--dir, by default
+// demo/ in kip-cluster's state directory): kip/ (kip.yaml, kip.log, the
+// local plugin's cells), containerd/, and cells.json, which holds the
+// cells' bridge, subnet and registry port so that the next run advertises
+// the registry at the same address and the workload stays the same object.
+//
+//	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -27,17 +35,21 @@ import (
 
 func main() {
 	state := flag.String("state", "", "kip-cluster's state directory")
+	dir := flag.String("dir", "", "the demo's own directory (default: demo/ in the state directory)")
 	bin := flag.String("bin", "bin", "directory holding kip, kip-cell and kip-plugin-local")
 	ready := flag.String("ready", "", "file to write once the demo runs")
 	manifest := flag.String("manifest", "deploy/examples/hello.yaml", "the workload")
 	flag.Parse()
-	if err := run(*state, *bin, *ready, *manifest); err != nil {
+	if *dir == "" && *state != "" {
+		*dir = filepath.Join(*state, "demo")
+	}
+	if err := run(*state, *dir, *bin, *ready, *manifest); err != nil {
 		fmt.Fprintln(os.Stderr, "kip-demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(state, bin, ready, manifest string) error {
+func run(state, dir, bin, ready, manifest string) error {
 	if state == "" || ready == "" {
 		return errors.New("usage: kip-demo --state DIR --bin DIR --ready FILE")
 	}
@@ -55,12 +67,17 @@ func run(state, bin, ready, manifest string) error {
 	if err != nil {
 		return err
 	}
-	cells, err := framework.StartCells(ctx)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating the demo's directory: %w", err)
+	}
+	cells, err := startCells(ctx, dir)
 	if err != nil {
-		return fmt.Errorf("starting containerd and the registry: %w", err)
+		return err
 	}
 	defer cells.Stop()
-	kip, err := fw.StartKip(ctx, cells, framework.KipOptions{NodeName: "kip", BinDir: bin, Log: os.Stderr})
+	kip, err := fw.StartKip(ctx, cells, framework.KipOptions{
+		NodeName: "kip", ClusterID: "kip-demo", BinDir: bin, Dir: filepath.Join(dir, "kip"), Log: os.Stderr,
+	})
 	if err != nil {
 		return err
 	}
@@ -87,7 +104,7 @@ func run(state, bin, ready, manifest string) error {
 	<-ctx.Done()
 
 	// Delete the workload while kip still runs, so that it ends every cell.
-	fmt.Fprintln(os.Stderr, "kip-demo: deleting the workload and waiting for its cells to end")
+	fmt.Fprintln(os.Stderr, "deleting the workload and waiting for its cells to end")
 	_ = kubectl(workload, "delete", "-f", "-", "--wait=true", "--timeout=60s")
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -98,6 +115,49 @@ func run(state, bin, ready, manifest string) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return nil
+}
+
+// cellsFile remembers the choices of the demo's first run.
+const cellsFile = "cells.json"
+
+// startCells starts containerd and the registry with the bridge, subnet
+// and registry port of the previous run (the first run picks them and
+// writes them down), so that the registry's address, and with it the
+// workload's image names, are the same in every run.
+func startCells(ctx context.Context, dir string) (*framework.Cells, error) {
+	var opts framework.CellsOptions
+	path := filepath.Join(dir, cellsFile)
+	switch data, err := os.ReadFile(path); {
+	case err == nil:
+		if err := json.Unmarshal(data, &opts); err != nil {
+			fmt.Fprintf(os.Stderr, "ignoring %s (%v): choosing a new bridge and registry port\n", path, err)
+			opts = framework.CellsOptions{}
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	opts.ContainerdDir = filepath.Join(dir, "containerd")
+	if socket := filepath.Join(opts.ContainerdDir, "containerd.sock"); len(socket) > 107 {
+		fmt.Fprintf(os.Stderr, "%s is too long for a Unix socket: containerd runs in a directory under /tmp\n", socket)
+		opts.ContainerdDir = ""
+	}
+	cells, err := framework.StartCellsWith(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("starting containerd and the registry: %w", err)
+	}
+	if cells.RegistryPort != opts.RegistryPort && opts.RegistryPort != 0 {
+		fmt.Fprintf(os.Stderr, "registry port %d is taken: the registry moved to port %d, so the workload's image names change\n",
+			opts.RegistryPort, cells.RegistryPort)
+	}
+	data, err := json.MarshalIndent(framework.CellsOptions{Bridge: cells.Bridge, Subnet: cells.Subnet, RegistryPort: cells.RegistryPort}, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, append(data, '\n'), 0o600)
+	}
+	if err != nil {
+		cells.Stop()
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return cells, nil
 }
 
 func countDirs(entries []os.DirEntry) int {

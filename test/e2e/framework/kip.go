@@ -54,29 +54,61 @@ type Cells struct {
 	// Bridge and Subnet are the local plugin's network for cells; Gateway
 	// is the bridge's address, where cells find the registry.
 	Bridge, Subnet, Gateway string
-	stop                    func()
+	// RegistryPort is the registry's port on every address.
+	RegistryPort int
+	stop         func()
+}
+
+// CellsOptions fix what StartCellsWith would otherwise choose afresh. The
+// demo keeps them across runs, so that its registry's address, and with it
+// its workload's image names, stay the same.
+type CellsOptions struct {
+	// ContainerdDir is where containerd keeps its state and socket; empty
+	// means a new directory under /tmp, removed by Stop.
+	ContainerdDir string `json:"containerdDir,omitempty"`
+	// Bridge and Subnet are the cells' bridge and its /24; empty means a
+	// random kipe* bridge in 10.213.0.0/16.
+	Bridge string `json:"bridge,omitempty"`
+	Subnet string `json:"subnet,omitempty"`
+	// RegistryPort is the registry's port; zero or a port in use means a
+	// free one (Cells.RegistryPort tells which).
+	RegistryPort int `json:"registryPort,omitempty"`
 }
 
 // StartCells starts containerd and a registry on all addresses, advertised
 // at the gateway of a fresh cell subnet, and pushes the test images.
 func StartCells(ctx context.Context) (*Cells, error) {
-	d, stopContainerd, err := containerdtest.Start()
+	return StartCellsWith(ctx, CellsOptions{})
+}
+
+// StartCellsWith is StartCells with choices fixed by opts.
+func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
+	start := containerdtest.Start
+	if opts.ContainerdDir != "" {
+		start = func() (*containerdtest.Daemon, func(), error) { return containerdtest.StartIn(opts.ContainerdDir) }
+	}
+	d, stopContainerd, err := start()
 	if err != nil {
 		return nil, err
 	}
-	suffix := containerdtest.Random(6)
-	third, _ := strconv.ParseInt(suffix[:2], 16, 64)
-	c := &Cells{
-		Containerd: d,
-		Bridge:     "kipe" + suffix,
-		Subnet:     fmt.Sprintf("10.213.%d.0/24", 10+third%200),
-		stop:       stopContainerd,
+	c := &Cells{Containerd: d, Bridge: opts.Bridge, Subnet: opts.Subnet, stop: stopContainerd}
+	if c.Bridge == "" || c.Subnet == "" {
+		suffix := containerdtest.Random(6)
+		third, _ := strconv.ParseInt(suffix[:2], 16, 64)
+		c.Bridge = "kipe" + suffix
+		c.Subnet = fmt.Sprintf("10.213.%d.0/24", 10+third%200)
+	}
+	if !strings.HasSuffix(c.Subnet, ".0/24") {
+		c.Stop()
+		return nil, fmt.Errorf("starting cells: subnet %q is not an a.b.c.0/24", c.Subnet)
 	}
 	c.Gateway = strings.TrimSuffix(c.Subnet, "0/24") + "1"
-	port, err := freePort()
-	if err != nil {
-		c.Stop()
-		return nil, err
+	port := opts.RegistryPort
+	if port == 0 || !portFree(port) {
+		if port, err = freePort(); err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
 	reg, err := registry.Start(ctx, registry.Options{
 		Addr: fmt.Sprintf("0.0.0.0:%d", port), AdvertiseHost: c.Gateway,
@@ -85,7 +117,7 @@ func StartCells(ctx context.Context) (*Cells, error) {
 		c.Stop()
 		return nil, fmt.Errorf("starting registry: %w", err)
 	}
-	c.Registry = reg
+	c.Registry, c.RegistryPort = reg, port
 	if c.Images, err = images.PushAll(ctx, reg); err != nil {
 		c.Stop()
 		return nil, fmt.Errorf("pushing test images: %w", err)
@@ -102,6 +134,16 @@ func (c *Cells) Stop() {
 		c.stop()
 	}
 	_ = exec.Command("ip", "link", "del", c.Bridge).Run()
+}
+
+// portFree reports whether port can be listened on at every address.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
 }
 
 func freePort() (int, error) {
@@ -127,8 +169,10 @@ type Kip struct {
 	// EC2 is the simulator kip's aws plugin talks to; nil for local.
 	EC2        *ec2sim.Server
 	localCells *ec2sim.LocalCells
-	cmd        *exec.Cmd
-	done       chan struct{}
+	// removeDir: Dir is a temporary directory that Stop removes.
+	removeDir bool
+	cmd       *exec.Cmd
+	done      chan struct{}
 }
 
 // Plugins StartKip can run kip with.
@@ -147,6 +191,12 @@ type KipOptions struct {
 	BinDir string
 	// Log receives progress lines.
 	Log io.Writer
+	// Dir holds kip's configuration, its log and the local plugin's
+	// state; empty means a new temporary directory, which Stop removes.
+	// A Dir given here stays after Stop, with the log in it.
+	Dir string
+	// ClusterID is kip's clusterID; empty means "e2e".
+	ClusterID string
 }
 
 // StartKip runs kip as a real process with the node's own identity
@@ -177,11 +227,20 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "kip-e2e-node-")
+	dir, temporary := opts.Dir, opts.Dir == ""
+	if temporary {
+		dir, err = os.MkdirTemp("", "kip-e2e-node-")
+	} else {
+		err = os.MkdirAll(dir, 0o700)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating kip directory: %w", err)
 	}
-	k := &Kip{NodeName: opts.NodeName, Dir: dir, LogPath: filepath.Join(dir, "kip.log"), StateDir: filepath.Join(dir, "local"), done: make(chan struct{})}
+	if opts.ClusterID == "" {
+		opts.ClusterID = "e2e"
+	}
+	k := &Kip{NodeName: opts.NodeName, Dir: dir, LogPath: filepath.Join(dir, "kip.log"), StateDir: filepath.Join(dir, "local"),
+		removeDir: temporary, done: make(chan struct{})}
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
 	pluginConfig := map[string]any{
@@ -203,7 +262,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
 	}
-	config := fmt.Sprintf(`clusterID: e2e
+	config := fmt.Sprintf(`clusterID: %[9]s
 nodeName: %[1]s
 kubeconfig: %[2]s
 node:
@@ -221,7 +280,7 @@ plugin:
   name: %[5]s
   dir: %[6]s
   config: %[7]s
-`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.BinDir, pluginJSON, UnavailableTTL)
+`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.BinDir, pluginJSON, UnavailableTTL, opts.ClusterID)
 	configPath := filepath.Join(dir, "kip.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing kip config: %w", err)
@@ -266,7 +325,7 @@ plugin:
 		k.Stop()
 		return nil, fmt.Errorf("labelling node: %w\n%s", err, out)
 	}
-	fmt.Fprintf(opts.Log, "e2e: kip running as node %s (log %s)\n", opts.NodeName, k.LogPath)
+	fmt.Fprintf(opts.Log, "kip running as node %s (log %s)\n", opts.NodeName, k.LogPath)
 	return k, nil
 }
 
@@ -345,7 +404,9 @@ func (k *Kip) Stop() {
 		}
 	}
 	k.keepLogs()
-	_ = os.RemoveAll(k.Dir)
+	if k.removeDir {
+		_ = os.RemoveAll(k.Dir)
+	}
 }
 
 // keepLogs copies kip's and the simulator's logs into the directory
