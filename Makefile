@@ -97,11 +97,20 @@ verify: ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalog
 	@echo "== dependency direction"; hack/depcheck.sh
 
 .PHONY: check
-check: deps verify test e2e ## Everything CI runs: install what is missing, verify, unit and e2e tests.
+check: deps verify test e2e demo-check ## Everything CI runs: install what is missing, verify, unit and e2e tests, the demo up and down.
 
 .PHONY: demo
 demo: deps build ## Start a local control plane and kip with the local plugin, run a sample workload.
 	@CLUSTER_STATE=$(CLUSTER_STATE) hack/demo.sh up
+
+.PHONY: demo-check
+demo-check: deps build ## Run the demo script as make demo does (up, up again, down) on a throwaway cluster state.
+	@state=$$(mktemp -d /tmp/kip-demo-check-XXXXXX); \
+	  trap 'CLUSTER_STATE=$$state hack/demo.sh down >/dev/null 2>&1 || true; rm -rf "$$state"' EXIT; \
+	  echo "== demo up ($$state)"; CLUSTER_STATE=$$state hack/demo.sh up; \
+	  echo "== demo up again (already running)"; CLUSTER_STATE=$$state hack/demo.sh up | tee "$$state/again.log"; \
+	  grep -q 'already running' "$$state/again.log" || { echo "a second make demo did not say the demo runs"; exit 1; }; \
+	  echo "== demo down"; CLUSTER_STATE=$$state hack/demo.sh down
 
 .PHONY: demo-down
 demo-down: ## Stop everything make demo started.

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kip's build, tests and demo need, only those
-# missing, so a second run costs nothing.
+# missing, so a second run costs nothing. Named one by one, because the
+# install leaves out recommended packages: a machine that has one from
+# elsewhere must not hide that it is missing here (hack/fresh-root.sh proves
+# the list on a Debian root that starts with Go and make only).
+#   ca-certificates    TLS roots for the Go module proxy
+#   git                make verify (git ls-files), versions (git describe)
+#   gcc, libc6-dev     cgo, which go test -race needs
 #   protobuf-compiler  protoc, for make generate / make verify
+#   libprotobuf-dev    the well-known .proto files (google/protobuf/*.proto)
 #   iproute2           ip, for the local plugin's network namespaces
 #   iptables           cell network rules
 #   containerd, runc   the cell agent's container runtime (runc: crun fails on
@@ -11,7 +18,7 @@
 # from source through the Go module proxy (test/controlplane).
 set -euo pipefail
 
-packages=(protobuf-compiler libprotobuf-dev iproute2 iptables containerd runc busybox-static)
+packages=(ca-certificates git gcc libc6-dev protobuf-compiler libprotobuf-dev iproute2 iptables containerd runc busybox-static)
 
 missing=()
 for p in "${packages[@]}"; do
