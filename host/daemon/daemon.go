@@ -2,14 +2,12 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	cellapi "github.com/kipcell/kip/cell/api"
@@ -27,13 +25,17 @@ const staleCatalog = 180 * 24 * time.Hour
 
 // Run runs kip until ctx ends. cfg must be validated; version is kip's.
 func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger) error {
-	restConfig, err := restConfig(cfg.Kubeconfig)
+	restConfig, kubeconfig, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(node.ClientConfig(restConfig))
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	api := newAPIServer(restConfig, kubeconfig)
+	if err := api.preflight(ctx, client, log); err != nil {
+		return err
 	}
 
 	pluginConfig, err := cfg.Plugin.ConfigJSON()
@@ -66,10 +68,9 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		}
 	}
 
-	ca, err := pki.Load(ctx, client, cfg.PKI.Namespace, cfg.PKI.SecretName, pki.WithClusterID(cfg.ClusterID))
+	ca, err := api.loadCA(ctx, client, cfg.PKI.Namespace, cfg.PKI.SecretName, pki.WithClusterID(cfg.ClusterID))
 	if err != nil {
-		return fmt.Errorf("loading the cluster CA (kip's identity needs get and create on secrets in %s: deploy/rbac): %w",
-			cfg.PKI.Namespace, err)
+		return err
 	}
 	identity := insecureRegistries{CA: ca, registries: cfg.Cells.InsecureRegistries}
 
@@ -104,13 +105,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	// The cache of the node's pods must be synced before adoption decides
 	// which surviving cells still have a pod.
-	podInformer.Informer()
-	podFactory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	synced := cache.WaitForCacheSync(syncCtx.Done(), podInformer.Informer().HasSynced)
-	cancel()
-	if !synced {
-		return errors.New("syncing the cache of the node's pods: timed out (can kip's identity list pods bound to the node?)")
+	if err := api.syncPods(ctx, client, podFactory, podInformer.Informer(), cfg.NodeName, podSyncTimeout); err != nil {
+		return err
 	}
 
 	ctx, stop := context.WithCancel(ctx)
@@ -152,22 +148,22 @@ func (i insecureRegistries) Bootstrap(cellID, clusterID, nodeName, podUID string
 }
 
 // restConfig loads path, else $KUBECONFIG (or ~/.kube/config), else the
-// in-cluster configuration.
-func restConfig(path string) (*rest.Config, error) {
+// in-cluster configuration, and says which (kubeconfigSource).
+func restConfig(path string) (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err == nil {
-		return cfg, nil
+		return cfg, kubeconfigSource(rules, cfg), nil
 	}
 	if path != "" {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+		return nil, "", fmt.Errorf("loading kubeconfig %s: %w", path, err)
 	}
 	in, inErr := rest.InClusterConfig()
 	if inErr != nil {
-		return nil, fmt.Errorf("finding a Kubernetes configuration: no kubeconfig (%w) and not in a cluster (%w)", err, inErr)
+		return nil, "", fmt.Errorf("finding a Kubernetes configuration: no kubeconfig (%w) and not in a cluster (%w)", err, inErr)
 	}
-	return in, nil
+	return in, inClusterSource, nil
 }

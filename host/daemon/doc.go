@@ -6,4 +6,16 @@
 // cache of the node's pods (synced), then the cell manager's adoption of
 // cells that survived a restart, and only then virtual-kubelet's pod
 // controller, which would otherwise treat surviving cells as unknown.
+//
+// Before the plugin starts, Run asks the API server its version, so that a
+// server kip cannot reach, or one that refuses kip's credentials, is
+// reported at once. The error of every start-up request says which case it
+// is (apierrors.go): unreachable, naming the URL and the kubeconfig it came
+// from; unauthenticated (401), naming the identity kip presented;
+// forbidden (403), naming the verb, the resource and what grants it
+// (deploy/rbac for the CA Secret). Other errors keep their text and name
+// the request.
+//
+// It imports the host packages, client-go and pluginapi; only host/cli
+// imports it.
 package daemon
