@@ -13,6 +13,10 @@ import (
 //
 // Each kind has a New constructor and an Is test; NotFound also has
 // IgnoreNotFound for idempotent callers.
+//
+// A kind this version does not know arrives as a PluginError with the
+// gRPC code it was sent with; kinds are added within a major version only
+// when an older peer may see them as that (NotConfigured was added so).
 
 // NotFoundError: the named instance does not exist (any more).
 type NotFoundError struct {
@@ -101,7 +105,12 @@ func IsThrottled(err error) bool { return isKind[*ThrottledError](err) }
 
 // InvalidConfigError: the plugin's configuration, or a request field that
 // depends on it, is invalid. Key names the offending configuration key in
-// dotted form ("subnets[0]", "region").
+// dotted form, relative to plugin.config as kip.yaml spells it
+// ("subnets[0]", "region", "rateLimit.burst"), and is never empty:
+// "clusterID" for a missing cluster ID, "plugin.config" when the
+// configuration as a whole is wrong (not a JSON object), the object's own
+// key ("rateLimit") when a nested object is. The host prints it as
+// "invalid config: <key>: <message>".
 type InvalidConfigError struct {
 	Key     string
 	Message string
@@ -123,20 +132,70 @@ func NewInvalidConfig(key, format string, args ...any) error {
 func IsInvalidConfig(err error) bool { return isKind[*InvalidConfigError](err) }
 
 // UnsupportedError: the plugin does not implement the call or a feature the
-// request asks for.
+// request asks for. Field names the request field that asks for it, as the
+// wire protocol (plugin.proto) names it: one of the Field constants, such
+// as FieldSecurityGroups ("security_groups"); it is empty when the whole
+// call is unsupported (WatchEvents of a plugin without the capability).
 type UnsupportedError struct {
+	Field   string
 	Message string
 }
 
-func (e *UnsupportedError) Error() string { return "unsupported: " + e.Message }
+func (e *UnsupportedError) Error() string {
+	if e.Field == "" {
+		return "unsupported: " + e.Message
+	}
+	return fmt.Sprintf("unsupported: %s: %s", e.Field, e.Message)
+}
 
-// NewUnsupported returns an UnsupportedError with a formatted message.
+// NewUnsupported returns an UnsupportedError with a formatted message, for
+// a call the plugin does not implement. For a request field it does not
+// support, use NewUnsupportedField.
 func NewUnsupported(format string, args ...any) error {
 	return &UnsupportedError{Message: fmt.Sprintf(format, args...)}
 }
 
+// NewUnsupportedField returns an UnsupportedError naming the request field
+// (a Field constant) the plugin does not support.
+func NewUnsupportedField(field, format string, args ...any) error {
+	return &UnsupportedError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Names of the LaunchRequest fields a plugin may not support, as
+// plugin.proto names them: UnsupportedError.Field is one of these.
+const (
+	// FieldCapacityType: CapacityType spot without CapabilitySpot.
+	FieldCapacityType = "capacity_type"
+	// FieldSecurityGroups: SecurityGroups without CapabilitySecurityGroups.
+	FieldSecurityGroups = "security_groups"
+	// FieldInstanceProfile: InstanceProfile without
+	// CapabilityInstanceProfiles.
+	FieldInstanceProfile = "instance_profile"
+	// FieldVolumeSizeGiB: VolumeSizeGiB without CapabilityVolumeSize.
+	FieldVolumeSizeGiB = "volume_size_gib"
+)
+
 // IsUnsupported reports whether err is or wraps an UnsupportedError.
 func IsUnsupported(err error) bool { return isKind[*UnsupportedError](err) }
+
+// NotConfiguredError: a call that needs the plugin's configuration came
+// before a Configure succeeded. The SDK's gRPC server (Serve, plugintest)
+// answers it for every call but GetInfo and Configure until then, so a Go
+// plugin gets it for free; the host never makes such a call (it configures
+// every plugin process first), so seeing it is a bug in the caller.
+type NotConfiguredError struct {
+	Message string
+}
+
+func (e *NotConfiguredError) Error() string { return "not configured: " + e.Message }
+
+// NewNotConfigured returns a NotConfiguredError with a formatted message.
+func NewNotConfigured(format string, args ...any) error {
+	return &NotConfiguredError{Message: fmt.Sprintf(format, args...)}
+}
+
+// IsNotConfigured reports whether err is or wraps a NotConfiguredError.
+func IsNotConfigured(err error) bool { return isKind[*NotConfiguredError](err) }
 
 // TransientError: a temporary failure (a 5xx from the cloud, a dropped
 // connection); the same call may succeed if retried.

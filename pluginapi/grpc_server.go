@@ -1,17 +1,36 @@
 package pluginapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 
 	pb "github.com/kipcell/kip/pluginapi/internal/pluginv1"
 )
 
-// grpcServer serves a Provider as the kip.plugin.v1.Provider service.
+// grpcServer serves a Provider as the kip.plugin.v1.Provider service. It
+// enforces the rules of the contract the SDK can check for every plugin,
+// before the provider sees the call:
+//   - every call but GetInfo and Configure answers NotConfigured until a
+//     Configure has succeeded;
+//   - Configure with an empty cluster ID answers InvalidConfig key
+//     "clusterID"; an empty or null Config reaches the provider as "{}",
+//     and one that is not a JSON object answers InvalidConfig key
+//     ConfigKey;
+//   - Launch asking for a feature whose capability the plugin's GetInfo
+//     does not report answers Unsupported naming the field
+//     (GetInfoResponse.CheckLaunch).
 type grpcServer struct {
 	pb.UnimplementedProviderServer
 	impl Provider
+
+	configured atomic.Bool
+	// info is the provider's first successful GetInfo answer, whose
+	// capabilities Launch checks requests against.
+	info atomic.Pointer[GetInfoResponse]
 }
 
 // RegisterGRPCServer registers impl on s as the kip.plugin.v1.Provider
@@ -21,23 +40,61 @@ func RegisterGRPCServer(s grpc.ServiceRegistrar, impl Provider) {
 	pb.RegisterProviderServer(s, &grpcServer{impl: impl})
 }
 
+// ready refuses a call that needs the configuration until a Configure has
+// succeeded.
+func (s *grpcServer) ready(call string) error {
+	if s.configured.Load() {
+		return nil
+	}
+	return toStatus(NewNotConfigured("%s called before a successful Configure; the host configures every plugin process first", call))
+}
+
 func (s *grpcServer) GetInfo(ctx context.Context, _ *pb.GetInfoRequest) (*pb.GetInfoResponse, error) {
 	resp, err := s.impl.GetInfo(ctx, &GetInfoRequest{})
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.info.CompareAndSwap(nil, resp)
 	return getInfoToProto(resp), nil
 }
 
 func (s *grpcServer) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
-	resp, err := s.impl.Configure(ctx, configureFromProto(req))
+	r := configureFromProto(req)
+	if r.ClusterID == "" {
+		return nil, toStatus(NewInvalidConfig("clusterID", "is required: every instance is tagged with it, and List returns only the cluster's instances"))
+	}
+	config, err := normalizeConfig(r.Config)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	r.Config = config
+	resp, err := s.impl.Configure(ctx, r)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	s.configured.Store(true)
 	return &pb.ConfigureResponse{Warnings: resp.Warnings}, nil
 }
 
+// normalizeConfig returns the configuration a provider's Configure gets:
+// "{}" for no configuration (empty, blank or null), config itself for a
+// JSON object, and InvalidConfig key ConfigKey for anything else.
+func normalizeConfig(config []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(config)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return []byte("{}"), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &obj); err != nil || obj == nil {
+		return nil, NewInvalidConfig(ConfigKey, "must be a JSON object (a mapping of the plugin's settings)")
+	}
+	return config, nil
+}
+
 func (s *grpcServer) ListInstanceTypes(ctx context.Context, _ *pb.ListInstanceTypesRequest) (*pb.ListInstanceTypesResponse, error) {
+	if err := s.ready("ListInstanceTypes"); err != nil {
+		return nil, err
+	}
 	resp, err := s.impl.ListInstanceTypes(ctx, &ListInstanceTypesRequest{})
 	if err != nil {
 		return nil, toStatus(err)
@@ -50,14 +107,39 @@ func (s *grpcServer) ListInstanceTypes(ctx context.Context, _ *pb.ListInstanceTy
 }
 
 func (s *grpcServer) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.LaunchResponse, error) {
-	resp, err := s.impl.Launch(ctx, launchFromProto(req))
+	if err := s.ready("Launch"); err != nil {
+		return nil, err
+	}
+	r := launchFromProto(req)
+	if err := s.checkLaunch(ctx, r); err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := s.impl.Launch(ctx, r)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.LaunchResponse{Instance: instanceToProto(&resp.Instance)}, nil
 }
 
+// checkLaunch refuses a request for a feature the plugin does not report.
+// Without a GetInfo answer it leaves the decision to the provider.
+func (s *grpcServer) checkLaunch(ctx context.Context, r *LaunchRequest) error {
+	info := s.info.Load()
+	if info == nil {
+		resp, err := s.impl.GetInfo(ctx, &GetInfoRequest{})
+		if err != nil || resp == nil {
+			return nil //nolint:nilerr // without the capabilities, the provider decides.
+		}
+		s.info.CompareAndSwap(nil, resp)
+		info = s.info.Load()
+	}
+	return info.CheckLaunch(r)
+}
+
 func (s *grpcServer) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.DescribeResponse, error) {
+	if err := s.ready("Describe"); err != nil {
+		return nil, err
+	}
 	resp, err := s.impl.Describe(ctx, &DescribeRequest{IDs: req.GetIds()})
 	if err != nil {
 		return nil, toStatus(err)
@@ -66,6 +148,9 @@ func (s *grpcServer) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb
 }
 
 func (s *grpcServer) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse, error) {
+	if err := s.ready("List"); err != nil {
+		return nil, err
+	}
 	resp, err := s.impl.List(ctx, &ListRequest{})
 	if err != nil {
 		return nil, toStatus(err)
@@ -74,6 +159,9 @@ func (s *grpcServer) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListRespo
 }
 
 func (s *grpcServer) Terminate(ctx context.Context, req *pb.TerminateRequest) (*pb.TerminateResponse, error) {
+	if err := s.ready("Terminate"); err != nil {
+		return nil, err
+	}
 	resp, err := s.impl.Terminate(ctx, &TerminateRequest{ID: req.GetId()})
 	if err != nil {
 		return nil, toStatus(err)
@@ -82,6 +170,9 @@ func (s *grpcServer) Terminate(ctx context.Context, req *pb.TerminateRequest) (*
 }
 
 func (s *grpcServer) WatchEvents(_ *pb.WatchEventsRequest, stream grpc.ServerStreamingServer[pb.Event]) error {
+	if err := s.ready("WatchEvents"); err != nil {
+		return err
+	}
 	w, ok := s.impl.(EventWatcher)
 	if !ok {
 		return toStatus(NewUnsupported("plugin does not implement WatchEvents"))
@@ -93,6 +184,9 @@ func (s *grpcServer) WatchEvents(_ *pb.WatchEventsRequest, stream grpc.ServerStr
 }
 
 func (s *grpcServer) RegistryAuth(ctx context.Context, req *pb.RegistryAuthRequest) (*pb.RegistryAuthResponse, error) {
+	if err := s.ready("RegistryAuth"); err != nil {
+		return nil, err
+	}
 	a, ok := s.impl.(RegistryAuthenticator)
 	if !ok {
 		return nil, toStatus(NewUnsupported("plugin does not implement RegistryAuth"))

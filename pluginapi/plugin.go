@@ -5,8 +5,6 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-
-	pb "github.com/kipcell/kip/pluginapi/internal/pluginv1"
 )
 
 // Handshake is the go-plugin handshake every Kip plugin and host share. The
@@ -58,7 +56,7 @@ type grpcPlugin struct {
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterProviderServer(s, &grpcServer{impl: p.impl})
+	RegisterGRPCServer(s, p.impl)
 	return nil
 }
 

@@ -12,7 +12,21 @@ const ProtocolVersion = 1
 
 // APIVersion is the version of this contract, MAJOR.MINOR. The major equals
 // ProtocolVersion; minors add fields, calls and capabilities compatibly.
-// A plugin lists the versions it implements in GetInfoResponse.APIVersions.
+// A plugin lists the versions it implements in GetInfoResponse.APIVersions;
+// the host accepts a plugin that lists any version of its major
+// (CompatibleAPIVersion), so a 1.0 plugin works with every 1.x host.
+//
+// The minor changes when a host needs to know whether a plugin offers
+// something before using it: a new call, or a request or answer field the
+// host would fill in or read. Clarified rules and additions an older peer
+// sees as what it already knows do not change it. That is why the rules
+// written down in 1.0 since (NotConfigured before Configure, an empty
+// Config meaning {}, UnsupportedError.Field, how long a terminated
+// instance stays visible, Launch of a terminated cell) left it at 1.0:
+// the host never calls before Configure, always sends a Config, reads
+// Field only for its messages, and treats a terminated instance as gone;
+// an older host sees a NotConfigured error as an unclassified
+// FailedPrecondition and an Unsupported without its Field.
 const APIVersion = "1.0"
 
 // Provider is the contract between the kip host and one cloud: it knows
@@ -20,11 +34,20 @@ const APIVersion = "1.0"
 // Serve; the host drives it over gRPC from another process.
 //
 // Rules that hold for every method:
-//   - ctx carries the caller's deadline; a method returns promptly with
-//     ctx.Err() (wrapped or not) once ctx is done.
+//   - ctx carries the caller's deadline. Once ctx is done a method returns
+//     promptly (the conformance suite allows 200 ms) with ctx.Err(),
+//     wrapped or not: it never holds the call past its deadline to finish
+//     its work. What must still be undone after that (a half-made launch)
+//     is short and bounded, or left to the retry, which finds it.
+//   - Until a Configure has succeeded, every method but GetInfo and
+//     Configure fails with NotConfigured. The SDK's gRPC server (Serve and
+//     plugintest) answers so without calling the provider; a provider
+//     called directly should do the same. The host never calls before
+//     Configure: it configures every plugin process first.
 //   - Errors use the kinds in errors.go (NotFound, InsufficientCapacity,
-//     QuotaExceeded, Throttled, InvalidConfig, Unsupported, Transient); any
-//     other error reaches the host as an unclassified failure.
+//     QuotaExceeded, Throttled, InvalidConfig, Unsupported, NotConfigured,
+//     Transient); any other error reaches the host as an unclassified
+//     failure.
 //   - Every method may be called concurrently with any other.
 //   - Every method is safe to retry: the host retries a call whose outcome it
 //     did not see (a timeout, a plugin crash, a restart) with the same
@@ -34,14 +57,27 @@ const APIVersion = "1.0"
 //     restarted process must find the instances the old one launched.
 type Provider interface {
 	// GetInfo reports who the plugin is and what it can do. It must work
-	// before Configure and must not contact the cloud. Always safe to retry.
+	// before Configure and must not contact the cloud. Its answer does not
+	// change during the life of the process: the host and the SDK read the
+	// capabilities once. Always safe to retry.
 	GetInfo(ctx context.Context, req *GetInfoRequest) (*GetInfoResponse, error)
 
 	// Configure validates and applies the plugin's configuration and the
 	// cluster identity. The host calls it once after every start of the
 	// plugin process, before any other call but GetInfo, and again with the
-	// same values after a restart. An invalid configuration returns
-	// InvalidConfig naming the offending key. Idempotent.
+	// same values after a restart. Idempotent.
+	//
+	// An invalid configuration returns InvalidConfig naming the offending
+	// key, never an empty one: "clusterID" for an empty ClusterID,
+	// ConfigKey ("plugin.config") for a Config that is not a JSON object,
+	// otherwise the plugin's own key as kip.yaml spells it under
+	// plugin.config ("subnets[0]", "rateLimit.burst"). An empty Config
+	// (nil, zero-length or blank, which is what kip sends when kip.yaml has
+	// no plugin.config) and JSON null mean {}: no settings, every default.
+	// The SDK's gRPC server answers the first two itself and hands the
+	// provider "{}" for an empty Config; DecodeConfigObject does the rest.
+	// A failed Configure leaves an earlier successful configuration in
+	// force.
 	Configure(ctx context.Context, req *ConfigureRequest) (*ConfigureResponse, error)
 
 	// ListInstanceTypes returns the catalog: every instance type the plugin
@@ -59,21 +95,48 @@ type Provider interface {
 	// plus req.Tags, so that List finds it even if the host never saw the
 	// answer.
 	//
+	// A CellID names one instance for good. Launch of a CellID whose
+	// instance has ended (by Terminate, or by the cloud) starts nothing: it
+	// returns that instance, same ID, in state terminating or terminated,
+	// as EC2 answers a reused ClientToken, for at least 24 hours after it
+	// ended (EC2 keeps a ClientToken at least that long), even once
+	// Describe and List no longer show it. The host never reuses a cell
+	// ID (it is derived from the pod UID); it launches one again only after
+	// a restart, for a pod it found without a live instance, and the
+	// terminated answer then fails that pod with CellLost, as a lost
+	// instance does, instead of running it a second time.
+	//
 	// Errors: InsufficientCapacity when the cloud has no capacity for this
 	// type, zone and capacity type (the host tries its next candidate);
 	// QuotaExceeded; Throttled (the host waits RetryAfter and retries);
-	// InvalidConfig for a request the plugin cannot satisfy as configured.
+	// InvalidConfig for a request the plugin cannot satisfy as configured;
+	// Unsupported naming the field (UnsupportedError.Field, one of the
+	// Field constants) for a feature whose capability the plugin does not
+	// report, which the SDK's gRPC server answers itself
+	// (GetInfoResponse.CheckLaunch). A refused Launch creates nothing.
 	Launch(ctx context.Context, req *LaunchRequest) (*LaunchResponse, error)
 
 	// Describe returns the instances with the given IDs that still exist.
 	// IDs that do not exist (never did, or are gone) are absent from the
 	// answer; Describe does not fail with NotFound. Read-only; safe to retry.
+	//
+	// An instance that has ended (by Terminate, or by the cloud: a crash, a
+	// spot reclaim) may stay in Describe's and List's answers, in state
+	// terminated, for a bounded time, then it is absent: EC2 shows it for
+	// about an hour, the local plugin until Terminate, the fake not at all.
+	// A terminated instance never changes state again and never comes
+	// back. The host treats terminated exactly as absent: a cell whose
+	// instance Describe shows terminating or terminated, or no longer
+	// shows, is lost (its pod fails with CellLost); an instance List shows
+	// terminated is neither adopted nor terminated again, and one it shows
+	// terminating is not terminated again.
 	Describe(ctx context.Context, req *DescribeRequest) (*DescribeResponse, error)
 
 	// List returns every instance of the configured cluster that still
 	// exists, in any state, and nothing of any other cluster or of no
 	// cluster: the host terminates instances it finds in List that it does
-	// not know. Read-only; safe to retry.
+	// not know. Ended instances follow Describe's rule. Read-only; safe to
+	// retry.
 	List(ctx context.Context, req *ListRequest) (*ListResponse, error)
 
 	// Terminate ends an instance and everything Launch created for it.
@@ -166,6 +229,25 @@ func (r *GetInfoResponse) Has(c Capability) bool {
 	return false
 }
 
+// CheckLaunch returns an UnsupportedError naming the first field of req
+// that asks for a capability r does not report (spot capacity, security
+// groups, an instance profile, a volume size), or nil. The SDK's gRPC
+// server applies it to every Launch; a provider may call it to answer a
+// direct call the same way.
+func (r *GetInfoResponse) CheckLaunch(req *LaunchRequest) error {
+	switch {
+	case req.CapacityType == CapacitySpot && !r.Has(CapabilitySpot):
+		return NewUnsupportedField(FieldCapacityType, "plugin %s does not offer spot capacity (capability %q)", r.Name, CapabilitySpot)
+	case len(req.SecurityGroups) > 0 && !r.Has(CapabilitySecurityGroups):
+		return NewUnsupportedField(FieldSecurityGroups, "plugin %s does not support security groups (capability %q)", r.Name, CapabilitySecurityGroups)
+	case req.InstanceProfile != "" && !r.Has(CapabilityInstanceProfiles):
+		return NewUnsupportedField(FieldInstanceProfile, "plugin %s does not support instance profiles (capability %q)", r.Name, CapabilityInstanceProfiles)
+	case req.VolumeSizeGiB != 0 && !r.Has(CapabilityVolumeSize):
+		return NewUnsupportedField(FieldVolumeSizeGiB, "plugin %s does not support a root volume size (capability %q)", r.Name, CapabilityVolumeSize)
+	}
+	return nil
+}
+
 // CatalogInfo describes the provenance of a plugin's catalog.
 type CatalogInfo struct {
 	// Source names where prices and sizes came from.
@@ -177,12 +259,14 @@ type CatalogInfo struct {
 // ConfigureRequest carries the plugin's configuration.
 type ConfigureRequest struct {
 	// ClusterID identifies the Kubernetes cluster; every instance is tagged
-	// with it and List returns only instances carrying it.
+	// with it and List returns only instances carrying it. Never empty:
+	// Configure refuses an empty one with InvalidConfig key "clusterID".
 	ClusterID string
 	// NodeName is the name of the virtual node this plugin serves.
 	NodeName string
 	// Config is the plugin's own configuration as a JSON object (the
-	// plugin.config section of kip's configuration); may be empty.
+	// plugin.config section of kip's configuration). Empty (nil,
+	// zero-length or blank) and null mean {}.
 	Config []byte
 }
 
@@ -288,10 +372,13 @@ type LaunchRequest struct {
 	// Tags are extra tags to put on every resource, beside StandardTags.
 	Tags map[string]string
 	// SecurityGroups and InstanceProfile apply where the plugin has the
-	// capability; a plugin without it returns Unsupported if they are set.
+	// capability; a plugin without it returns Unsupported naming the field
+	// (FieldSecurityGroups, FieldInstanceProfile) if they are set.
 	SecurityGroups  []string
 	InstanceProfile string
-	// VolumeSizeGiB is the root volume size; zero means the default.
+	// VolumeSizeGiB is the root volume size; zero means the default. A
+	// plugin without CapabilityVolumeSize returns Unsupported naming
+	// FieldVolumeSizeGiB if it is set.
 	VolumeSizeGiB int32
 	// UnlimitedCPUCredits launches a burstable type with unlimited CPU
 	// credits (AWS CreditSpecification "unlimited"): the host chose the

@@ -20,6 +20,7 @@ const (
 	kindInvalidConfig        = "invalid_config"
 	kindUnsupported          = "unsupported"
 	kindTransient            = "transient"
+	kindNotConfigured        = "not_configured"
 )
 
 // toStatus turns an error returned by a Provider into a gRPC status error
@@ -60,6 +61,7 @@ func classify(err error) (codes.Code, *pb.ErrorDetail) {
 		invalid  *InvalidConfigError
 		unsup    *UnsupportedError
 		trans    *TransientError
+		notConf  *NotConfiguredError
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -83,9 +85,11 @@ func classify(err error) (codes.Code, *pb.ErrorDetail) {
 	case errors.As(err, &invalid):
 		return codes.InvalidArgument, &pb.ErrorDetail{Kind: kindInvalidConfig, Key: invalid.Key, Message: invalid.Message}
 	case errors.As(err, &unsup):
-		return codes.Unimplemented, &pb.ErrorDetail{Kind: kindUnsupported, Message: unsup.Message}
+		return codes.Unimplemented, &pb.ErrorDetail{Kind: kindUnsupported, Key: unsup.Field, Message: unsup.Message}
 	case errors.As(err, &trans):
 		return codes.Unavailable, &pb.ErrorDetail{Kind: kindTransient, Message: trans.Message}
+	case errors.As(err, &notConf):
+		return codes.FailedPrecondition, &pb.ErrorDetail{Kind: kindNotConfigured, Message: notConf.Message}
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled, nil
 	case errors.Is(err, context.DeadlineExceeded):
@@ -166,9 +170,11 @@ func kindFromDetail(detail *pb.ErrorDetail) error {
 	case kindInvalidConfig:
 		return &InvalidConfigError{Key: detail.GetKey(), Message: msg}
 	case kindUnsupported:
-		return &UnsupportedError{Message: msg}
+		return &UnsupportedError{Field: detail.GetKey(), Message: msg}
 	case kindTransient:
 		return &TransientError{Message: msg}
+	case kindNotConfigured:
+		return &NotConfiguredError{Message: msg}
 	}
 	return nil
 }

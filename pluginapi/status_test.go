@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	pb "github.com/kipcell/kip/pluginapi/internal/pluginv1"
 )
 
 // acrossWire sends a plugin's error the way the server and client do:
@@ -67,6 +69,14 @@ func TestErrorKindsRoundTrip(t *testing.T) {
 		{
 			name: "unsupported", err: NewUnsupported("spot"), code: codes.Unimplemented,
 			is: IsUnsupported, wantKind: &UnsupportedError{Message: "spot"},
+		},
+		{
+			name: "unsupported field", err: NewUnsupportedField(FieldSecurityGroups, "local cells have none"), code: codes.Unimplemented,
+			is: IsUnsupported, wantKind: &UnsupportedError{Field: "security_groups", Message: "local cells have none"},
+		},
+		{
+			name: "not configured", err: NewNotConfigured("%s before Configure", "List"), code: codes.FailedPrecondition,
+			is: IsNotConfigured, wantKind: &NotConfiguredError{Message: "List before Configure"},
 		},
 		{
 			name: "transient", err: NewTransient("HTTP %d", 503), code: codes.Unavailable,
@@ -220,5 +230,20 @@ func TestIgnoreNotFound(t *testing.T) {
 	}
 	if !errors.Is(IgnoreNotFound(other), other) {
 		t.Error("IgnoreNotFound dropped an error that is not NotFound")
+	}
+}
+
+// A kind a newer peer added (as not_configured was added within 1.x)
+// reaches an older one as a PluginError with the code it was sent with.
+func TestUnknownKindIsAPluginError(t *testing.T) {
+	st, err := status.New(codes.FailedPrecondition, "not configured: List before Configure").
+		WithDetails(&pb.ErrorDetail{Kind: "some_future_kind", Message: "List before Configure"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fromStatus(status.FromProto(overWire(t, st.Proto())).Err())
+	var pe *PluginError
+	if !errors.As(got, &pe) || pe.Code != codes.FailedPrecondition || pe.Message != "not configured: List before Configure" {
+		t.Errorf("an unknown kind after the wire = %v (%T), want a PluginError with code FailedPrecondition and the text", got, got)
 	}
 }

@@ -21,15 +21,20 @@
 //		})
 //	}
 //
-// Behaviour, as the contract asks: Launch is idempotent on the cell ID per
-// cluster and tags with pluginapi.StandardTags; List and Describe see only
-// the configured cluster; Terminate removes the instance at once, answering
-// it terminated, and a later Terminate gets NotFound. Configure refuses an
-// empty cluster ID (InvalidConfig key "clusterID") and a config with a
-// "fail" key (InvalidConfig key "fail"). Launch answers InvalidConfig key
-// "instanceType" for a type not in the catalog, Unsupported for a feature
-// without its capability, and InsufficientCapacity when no available
-// offering matches.
+// Behaviour, as the contract asks: every call but GetInfo and Configure
+// fails with a pluginapi.NotConfiguredError (ErrNotConfigured) until
+// Configure succeeds; Launch is idempotent on the cell ID per cluster and
+// tags with pluginapi.StandardTags; List and Describe see only the
+// configured cluster; Terminate removes the instance at once (Describe and
+// List no longer show it), answering it terminated, and a later Terminate
+// gets NotFound; a Launch of a terminated cell answers its instance,
+// terminated, and starts nothing. Configure takes an empty config for {},
+// and refuses an empty cluster ID (InvalidConfig key "clusterID"), a config
+// that is not a JSON object (key "plugin.config") and a config with a
+// "fail" key (key "fail"). Launch answers InvalidConfig key "instanceType"
+// for a type not in the catalog, Unsupported naming the field
+// (pluginapi.FieldSecurityGroups, ...) for a feature without its
+// capability, and InsufficientCapacity when no available offering matches.
 //
 // This package imports only the standard library and pluginapi.
 package fake

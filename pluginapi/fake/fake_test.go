@@ -40,7 +40,10 @@ func TestConfigure(t *testing.T) {
 		{name: "object config", req: pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(`{"region":"x"}`)}},
 		{name: "empty cluster", req: pluginapi.ConfigureRequest{}, wantErr: true, wantKey: "clusterID"},
 		{name: "fail key", req: pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(`{"fail":"please"}`)}, wantErr: true, wantKey: "fail"},
-		{name: "not an object", req: pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(`[1]`)}, wantErr: true, wantKey: ""},
+		{name: "null config", req: pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(`null`)}},
+		{name: "blank config", req: pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(" \n")}},
+		{name: "not an object", req: pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(`[1]`)}, wantErr: true, wantKey: "plugin.config"},
+		{name: "a string", req: pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(`"abc"`)}, wantErr: true, wantKey: "plugin.config"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,8 +83,8 @@ func TestCallsBeforeConfigureFail(t *testing.T) {
 		},
 	}
 	for name, call := range calls {
-		if err := call(); !errors.Is(err, fake.ErrNotConfigured) {
-			t.Errorf("%s before Configure = %v, want an error wrapping ErrNotConfigured", name, err)
+		if err := call(); !errors.Is(err, fake.ErrNotConfigured) || !pluginapi.IsNotConfigured(err) {
+			t.Errorf("%s before Configure = %v, want an error wrapping ErrNotConfigured, a NotConfiguredError", name, err)
 		}
 	}
 }
@@ -147,11 +150,19 @@ func TestLaunchErrors(t *testing.T) {
 		},
 		{
 			name: "spot without capability", req: func(r *pluginapi.LaunchRequest) { r.CapacityType = pluginapi.CapacitySpot },
-			check: pluginapi.IsUnsupported, want: "Unsupported",
+			check: unsupported(pluginapi.FieldCapacityType), want: "Unsupported capacity_type",
 		},
 		{
 			name: "security groups without capability", req: func(r *pluginapi.LaunchRequest) { r.SecurityGroups = []string{"sg"} },
-			check: pluginapi.IsUnsupported, want: "Unsupported",
+			check: unsupported(pluginapi.FieldSecurityGroups), want: "Unsupported security_groups",
+		},
+		{
+			name: "instance profile without capability", req: func(r *pluginapi.LaunchRequest) { r.InstanceProfile = "p" },
+			check: unsupported(pluginapi.FieldInstanceProfile), want: "Unsupported instance_profile",
+		},
+		{
+			name: "volume size without capability", req: func(r *pluginapi.LaunchRequest) { r.VolumeSizeGiB = 50 },
+			check: unsupported(pluginapi.FieldVolumeSizeGiB), want: "Unsupported volume_size_gib",
 		},
 		{
 			name: "unavailable offering", opts: []fake.Option{fake.WithInstanceTypes(unavailable)},
@@ -236,8 +247,8 @@ func TestTerminate(t *testing.T) {
 		t.Errorf("List after Terminate = %v, want empty", list.Instances)
 	}
 	again, err := p.Launch(ctx, launchReq("c-1"))
-	if err != nil || again.Instance.ID == l.Instance.ID {
-		t.Errorf("relaunching a terminated cell = %v, %v; want a new instance", again, err)
+	if err != nil || again.Instance.ID != l.Instance.ID || again.Instance.State != pluginapi.StateTerminated {
+		t.Errorf("relaunching a terminated cell = %+v, %v; want its instance %s, terminated", again, err, l.Instance.ID)
 	}
 }
 
@@ -530,5 +541,36 @@ func TestGetInfoAndCatalogAreValid(t *testing.T) {
 	again, _ := p.ListInstanceTypes(context.Background(), &pluginapi.ListInstanceTypesRequest{})
 	if again.InstanceTypes[0].Offerings[0].HourlyPrice == 99 {
 		t.Error("changing a returned catalog changed the provider's catalog")
+	}
+}
+
+// unsupported checks for an UnsupportedError naming field.
+func unsupported(field string) func(error) bool {
+	return func(err error) bool {
+		var u *pluginapi.UnsupportedError
+		return errors.As(err, &u) && u.Field == field
+	}
+}
+
+// A terminated cell stays terminated across a restart of the plugin
+// process: its Launch answers the old instance.
+func TestTerminatedCellSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	ctx := context.Background()
+	p := configured(t, "cl", fake.WithStateFile(path))
+	l, err := p.Launch(ctx, launchReq("c-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: l.Instance.ID}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := configured(t, "cl", fake.WithStateFile(path))
+	again, err := restarted.Launch(ctx, launchReq("c-1"))
+	if err != nil || again.Instance.ID != l.Instance.ID || again.Instance.State != pluginapi.StateTerminated {
+		t.Errorf("after a restart, launching terminated cell c-1 = %+v, %v; want its instance %s, terminated", again, err, l.Instance.ID)
+	}
+	if got := restarted.Store().Instances(); len(got) != 0 {
+		t.Errorf("after a restart the store holds %v, want nothing live", got)
 	}
 }

@@ -3,7 +3,6 @@ package fake
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,8 +39,9 @@ var (
 )
 
 // ErrNotConfigured is returned (wrapped) by every call but GetInfo and
-// Configure until Configure has succeeded.
-var ErrNotConfigured = errors.New("fake provider is not configured")
+// Configure until Configure has succeeded. It is a
+// pluginapi.NotConfiguredError, as the contract asks.
+var ErrNotConfigured error = &pluginapi.NotConfiguredError{Message: "the fake provider is not configured: Configure must come first"}
 
 // Call is one recorded call: the Provider method's name ("Launch") and a
 // copy of the request it received (*pluginapi.LaunchRequest).
@@ -239,10 +239,11 @@ func (p *Provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (
 
 const configSchema = `{"type":"object","properties":{"fail":{"type":"string","description":"any value makes Configure fail with InvalidConfig naming this key"}}}`
 
-// Configure accepts an empty config or a JSON object. It refuses an empty
-// cluster ID (InvalidConfig key "clusterID"), a config that is not a JSON
-// object (key ""), and a config with a "fail" key (key "fail"), so tests can
-// provoke an invalid configuration.
+// Configure accepts an empty config (nil, blank or null, which mean {}) or
+// a JSON object. It refuses an empty cluster ID (InvalidConfig key
+// "clusterID"), a config that is not a JSON object (key "plugin.config"),
+// and a config with a "fail" key (key "fail"), so tests can provoke an
+// invalid configuration.
 func (p *Provider) Configure(ctx context.Context, req *pluginapi.ConfigureRequest) (*pluginapi.ConfigureResponse, error) {
 	if _, err := p.begin(ctx, "Configure", copyPtr(req), false); err != nil {
 		return nil, err
@@ -253,10 +254,10 @@ func (p *Provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if req.ClusterID == "" {
 		return nil, pluginapi.NewInvalidConfig("clusterID", "cluster ID is empty")
 	}
-	if len(strings.TrimSpace(string(req.Config))) > 0 {
+	if raw := strings.TrimSpace(string(req.Config)); raw != "" && raw != "null" {
 		var cfg map[string]json.RawMessage
-		if err := json.Unmarshal(req.Config, &cfg); err != nil {
-			return nil, pluginapi.NewInvalidConfig("", "config is not a JSON object: %v", err)
+		if err := json.Unmarshal(req.Config, &cfg); err != nil || cfg == nil {
+			return nil, pluginapi.NewInvalidConfig(pluginapi.ConfigKey, "must be a JSON object")
 		}
 		if fail, ok := cfg["fail"]; ok {
 			return nil, pluginapi.NewInvalidConfig("fail", "config asks Configure to fail with %s", fail)
@@ -278,9 +279,11 @@ func (p *Provider) ListInstanceTypes(ctx context.Context, req *pluginapi.ListIns
 }
 
 // Launch starts an instance for req.CellID, or returns the one the cluster
-// already has for that cell. The instance carries pluginapi.StandardTags.
-// Errors: InvalidConfig key "cellID" for an empty cell ID; InvalidConfig key
-// "instanceType" for a type not in the catalog; Unsupported for spot, security
+// already has for that cell, also once it has ended: a terminated cell's
+// Launch answers its instance, terminated, and starts nothing. The
+// instance carries pluginapi.StandardTags. Errors: InvalidConfig key
+// "cellID" for an empty cell ID; InvalidConfig key "instanceType" for a
+// type not in the catalog; Unsupported naming the field for spot, security
 // groups, an instance profile or a volume size without the capability;
 // InsufficientCapacity when no available offering matches the capacity type
 // and zones.
@@ -312,6 +315,9 @@ func (p *Provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	if r := s.findCellLocked(cluster, req.CellID); r != nil {
 		return &pluginapi.LaunchResponse{Instance: copyInstance(r.Instance)}, nil
 	}
+	if r := s.ended[cellKey(cluster, req.CellID)]; r != nil {
+		return &pluginapi.LaunchResponse{Instance: copyInstance(r.Instance)}, nil
+	}
 	id, _ := s.newIDLocked()
 	r := &record{
 		ClusterID: cluster,
@@ -340,20 +346,11 @@ func (p *Provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 }
 
 func (p *Provider) checkFeatures(req *pluginapi.LaunchRequest, capacity pluginapi.CapacityType) error {
-	has := func(c pluginapi.Capability) bool { return slices.Contains(p.capabilities, c) }
-	switch {
-	case capacity != pluginapi.CapacityOnDemand && capacity != pluginapi.CapacitySpot:
+	if capacity != pluginapi.CapacityOnDemand && capacity != pluginapi.CapacitySpot {
 		return pluginapi.NewInvalidConfig("capacityType", "capacity type %q is neither on-demand nor spot", capacity)
-	case capacity == pluginapi.CapacitySpot && !has(pluginapi.CapabilitySpot):
-		return pluginapi.NewUnsupported("spot capacity")
-	case len(req.SecurityGroups) > 0 && !has(pluginapi.CapabilitySecurityGroups):
-		return pluginapi.NewUnsupported("security groups")
-	case req.InstanceProfile != "" && !has(pluginapi.CapabilityInstanceProfiles):
-		return pluginapi.NewUnsupported("instance profiles")
-	case req.VolumeSizeGiB != 0 && !has(pluginapi.CapabilityVolumeSize):
-		return pluginapi.NewUnsupported("volume size")
 	}
-	return nil
+	info := &pluginapi.GetInfoResponse{Name: p.name, Capabilities: p.capabilities}
+	return info.CheckLaunch(req)
 }
 
 // pickZone returns the first acceptable zone with an available offering of
@@ -433,8 +430,10 @@ func (p *Provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 }
 
 // Terminate ends an instance of the configured cluster at once: it is
-// removed from the store and the answer shows it terminated. A later call,
-// or a call for an ID the cluster does not have, returns NotFound.
+// removed from the store (Describe and List no longer show it) and the
+// answer shows it terminated. A later call, or a call for an ID the cluster
+// does not have, returns NotFound. A later Launch of its cell answers it,
+// terminated.
 func (p *Provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
 	cluster, err := p.begin(ctx, "Terminate", copyPtr(req), true)
 	if err != nil {
@@ -451,6 +450,7 @@ func (p *Provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	s.removeLocked(r)
 	r.Instance.Addresses = nil
 	s.setStateLocked(r, pluginapi.StateTerminated, "terminated by request", now)
+	s.ended[cellKey(r.ClusterID, r.Instance.CellID)] = r
 	if err := s.persistLocked(); err != nil {
 		return nil, fmt.Errorf("terminating instance %s: %w", req.ID, err)
 	}

@@ -25,7 +25,10 @@ type Store struct {
 	nextID    int
 	instances map[string]*record // by instance ID
 	cells     map[string]*record // by cellKey(cluster, cell)
-	pending   map[*record]bool   // instances still booting
+	// ended are the instances Terminate removed, by cellKey: a later
+	// Launch of the cell answers its instance, terminated.
+	ended     map[string]*record
+	pending   map[*record]bool // instances still booting
 	stateFile string
 	subs      map[*subscriber]bool
 }
@@ -42,6 +45,7 @@ type record struct {
 type stateFileContents struct {
 	NextID    int       `json:"nextID"`
 	Instances []*record `json:"instances"`
+	Ended     []*record `json:"ended,omitempty"`
 }
 
 // subscriber receives the events of one cluster.
@@ -56,6 +60,7 @@ func NewStore() *Store {
 		nextID:    1,
 		instances: map[string]*record{},
 		cells:     map[string]*record{},
+		ended:     map[string]*record{},
 		pending:   map[*record]bool{},
 		subs:      map[*subscriber]bool{},
 	}
@@ -137,6 +142,11 @@ func (s *Store) attachStateFile(path string) error {
 			s.addLocked(r)
 		}
 	}
+	for _, r := range contents.Ended {
+		if r != nil && r.Instance.ID != "" {
+			s.ended[cellKey(r.ClusterID, r.Instance.CellID)] = r
+		}
+	}
 	return nil
 }
 
@@ -151,9 +161,12 @@ func (s *Store) persistLocked() error {
 	for _, r := range s.instances {
 		contents.Instances = append(contents.Instances, r)
 	}
-	sort.Slice(contents.Instances, func(i, j int) bool {
-		return contents.Instances[i].Instance.ID < contents.Instances[j].Instance.ID
-	})
+	for _, r := range s.ended {
+		contents.Ended = append(contents.Ended, r)
+	}
+	for _, rs := range [][]*record{contents.Instances, contents.Ended} {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Instance.ID < rs[j].Instance.ID })
+	}
 	data, err := json.MarshalIndent(contents, "", "  ")
 	if err != nil {
 		return fmt.Errorf("persisting fake state: %w", err)

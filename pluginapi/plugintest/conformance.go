@@ -21,10 +21,10 @@ import (
 // Config tells the conformance suite how to configure the plugin under test.
 type Config struct {
 	// Plugin is a valid plugin configuration (JSON), as the plugin.config
-	// section of kip's configuration; may be empty.
+	// section of kip's configuration; may be empty, which means {}.
 	Plugin []byte
 	// Invalid are configurations Configure must refuse with InvalidConfig
-	// naming Key.
+	// naming Key (never empty).
 	Invalid []InvalidConfig
 	// InstanceType is the type the suite launches; default: the first type
 	// of the catalog.
@@ -63,18 +63,23 @@ func (r Result) String() string {
 
 // Names of the conformance cases, in the order they run.
 const (
-	CaseInfo                = "info"
-	CaseConfig              = "config"
-	CaseCatalog             = "catalog"
-	CaseLaunch              = "launch"
-	CaseIdempotentLaunch    = "idempotent-launch"
-	CaseOwnInstances        = "own-instances"
-	CaseTerminateTwice      = "terminate-twice"
-	CaseTerminateUnknown    = "terminate-unknown"
-	CaseDescribeUnknown     = "describe-unknown"
-	CaseConcurrentLaunches  = "concurrent-launches"
-	CaseContextCancellation = "context-cancellation"
-	CaseErrorKinds          = "error-kinds"
+	CaseInfo                 = "info"
+	CaseNotConfigured        = "not-configured"
+	CaseConfig               = "config"
+	CaseEmptyConfig          = "empty-config"
+	CaseCatalog              = "catalog"
+	CaseLaunch               = "launch"
+	CaseIdempotentLaunch     = "idempotent-launch"
+	CaseOwnInstances         = "own-instances"
+	CaseTerminateTwice       = "terminate-twice"
+	CaseLaunchAfterTerminate = "launch-after-terminate"
+	CaseTerminateUnknown     = "terminate-unknown"
+	CaseDescribeUnknown      = "describe-unknown"
+	CaseUnsupportedFields    = "unsupported-fields"
+	CaseConcurrentLaunches   = "concurrent-launches"
+	CaseContextCancellation  = "context-cancellation"
+	CaseDeadline             = "deadline"
+	CaseErrorKinds           = "error-kinds"
 )
 
 type conformanceCase struct {
@@ -84,16 +89,21 @@ type conformanceCase struct {
 
 var cases = []conformanceCase{
 	{CaseInfo, checkInfo},
+	{CaseNotConfigured, checkNotConfigured},
 	{CaseConfig, checkConfig},
+	{CaseEmptyConfig, checkEmptyConfig},
 	{CaseCatalog, checkCatalog},
 	{CaseLaunch, checkLaunch},
 	{CaseIdempotentLaunch, checkIdempotentLaunch},
 	{CaseOwnInstances, checkOwnInstances},
 	{CaseTerminateTwice, checkTerminateTwice},
+	{CaseLaunchAfterTerminate, checkLaunchAfterTerminate},
 	{CaseTerminateUnknown, checkTerminateUnknown},
 	{CaseDescribeUnknown, checkDescribeUnknown},
+	{CaseUnsupportedFields, checkUnsupportedFields},
 	{CaseConcurrentLaunches, checkConcurrentLaunches},
 	{CaseContextCancellation, checkContextCancellation},
+	{CaseDeadline, checkDeadline},
 	{CaseErrorKinds, checkErrorKinds},
 }
 
@@ -222,8 +232,11 @@ func (s *suite) newEnv() *env {
 }
 
 // fresh returns a new, unconfigured provider from the factory behind gRPC.
-func (e *env) fresh() pluginapi.Client {
-	c, stop := Serve(e.factory(e.log))
+func (e *env) fresh() pluginapi.Client { return e.serve(e.factory(e.log)) }
+
+// serve serves p behind gRPC until the case ends.
+func (e *env) serve(p pluginapi.Provider) pluginapi.Client {
+	c, stop := Serve(p)
 	e.mu.Lock()
 	e.stops = append(e.stops, stop)
 	e.mu.Unlock()
@@ -478,10 +491,8 @@ func checkConfig(ctx context.Context, e *env) error {
 		}
 	}
 	_, err := e.fresh().Configure(ctx, e.configureRequest("", e.cfg.Plugin))
-	if err == nil {
-		errs = append(errs, errors.New("calling Configure with an empty cluster ID succeeded; it must fail with InvalidConfig"))
-	} else if !pluginapi.IsInvalidConfig(err) {
-		errs = append(errs, fmt.Errorf("calling Configure with an empty cluster ID failed with %w (%s); want InvalidConfig", err, kindOf(err)))
+	if err := wantInvalidConfig(err, "clusterID"); err != nil {
+		errs = append(errs, fmt.Errorf("calling Configure with an empty cluster ID: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -672,11 +683,25 @@ func checkTerminateTwice(ctx context.Context, e *env) error {
 		return fmt.Errorf("describing terminated instance %s: %w", inst.ID, err)
 	}
 	for _, got := range resp.Instances {
-		if got.State != pluginapi.StateTerminating && got.State != pluginapi.StateTerminated {
+		if !ended(got.State) {
 			return fmt.Errorf("after Terminate, Describe shows instance %s %s; want it absent, terminating or terminated", got.ID, got.State)
 		}
 	}
+	insts, err := e.list(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	for _, got := range insts {
+		if got.ID == inst.ID && !ended(got.State) {
+			return fmt.Errorf("after Terminate, List shows instance %s %s; want it absent, terminating or terminated", got.ID, got.State)
+		}
+	}
 	return nil
+}
+
+// ended reports whether an instance in state s has ended or is ending.
+func ended(s pluginapi.InstanceState) bool {
+	return s == pluginapi.StateTerminating || s == pluginapi.StateTerminated
 }
 
 func checkTerminateUnknown(ctx context.Context, e *env) error {
@@ -866,8 +891,8 @@ func checkErrorKinds(ctx context.Context, e *env) error {
 	}
 	_, err = e.fresh().Configure(ctx, e.configureRequest("", e.cfg.Plugin))
 	var ic *pluginapi.InvalidConfigError
-	if !errors.As(err, &ic) {
-		errs = append(errs, fmt.Errorf("over gRPC, Configure with an empty cluster ID answered %s (%s); want an InvalidConfigError", errText(err), kindOf(err)))
+	if !errors.As(err, &ic) || ic.Key != "clusterID" {
+		errs = append(errs, fmt.Errorf("over gRPC, Configure with an empty cluster ID answered %s (%s); want an InvalidConfigError with key \"clusterID\"", errText(err), kindOf(err)))
 	}
 	for _, inv := range e.cfg.Invalid {
 		_, err := e.fresh().Configure(ctx, e.configureRequest(e.cfg.ClusterID, inv.Config))
@@ -917,6 +942,8 @@ func kindOf(err error) string {
 		return "Throttled"
 	case pluginapi.IsUnsupported(err):
 		return "Unsupported"
+	case pluginapi.IsNotConfigured(err):
+		return "NotConfigured"
 	case pluginapi.IsUnreachable(err):
 		return "plugin unreachable"
 	case pluginapi.IsTransient(err):

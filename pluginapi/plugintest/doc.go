@@ -8,15 +8,24 @@
 //
 // Run checks a plugin against the contract of pluginapi.Provider, one
 // subtest per case (Cases lists them): GetInfo before Configure and
-// well-formed capabilities; Configure accepting the valid config and
-// refusing the invalid ones with InvalidConfig naming their key; a valid,
-// non-empty catalog; Launch reaching running with an address and the
-// standard tags; Launch idempotent on the cell ID, one call after the other
-// and at once; List showing only the configured cluster's instances;
-// Terminate twice and of an unknown ID; Describe of an unknown ID; eight
-// concurrent launches; prompt answers to cancelled contexts; error kinds
-// surviving the wire. Each case terminates what it launched. Check runs the
-// same cases without a testing.T and returns their Results.
+// well-formed capabilities (info); NotConfigured for every other call
+// before Configure (not-configured); Configure accepting the valid config
+// and refusing the invalid ones, and an empty cluster ID, with
+// InvalidConfig naming their key (config); no config answered as {}, and
+// one that is not a JSON object refused with key "plugin.config"
+// (empty-config); a valid, non-empty catalog; Launch reaching running with
+// an address and the standard tags; Launch idempotent on the cell ID, one
+// call after the other and at once; List showing only the configured
+// cluster's instances; Terminate twice, then Describe and List showing the
+// instance ended or absent; Launch of a terminated cell answering that
+// instance and starting nothing (launch-after-terminate); Terminate and
+// Describe of an unknown ID; Unsupported naming the field for each Launch
+// feature whose capability the plugin lacks (unsupported-fields); eight
+// concurrent launches; answers to cancelled contexts that are context
+// errors (context-cancellation); every call returning within 200 ms of a
+// 50 ms deadline, watched on the plugin's side of the wire (deadline);
+// error kinds surviving the wire. Each case terminates what it launched.
+// Check runs the same cases without a testing.T and returns their Results.
 //
 // A plugin's conformance test:
 //

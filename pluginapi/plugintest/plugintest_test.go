@@ -116,6 +116,8 @@ func TestBrokenProviderFailsExactlyItsCases(t *testing.T) {
 			`^launching cell pt-[0-9a-f]{6}-idempotent-launch-1 twice created 2 instances \(i-\d+, i-\d+\); Launch must be idempotent on the cell ID`),
 		plugintest.CaseOwnInstances: regexp.MustCompile(
 			`^List for cluster plugintest-[0-9a-f]{6} returned instance i-\d+ \(cell pt-[0-9a-f]{6}-own-instances-2\) of cluster plugintest-[0-9a-f]{6}-b; List must return only the configured cluster's instances`),
+		plugintest.CaseLaunchAfterTerminate: regexp.MustCompile(
+			`^launching cell pt-[0-9a-f]{6}-launch-after-terminate-1 again after terminating its instance (i-\d+) answered instance i-\d+ \(running\); a cell ID names one instance for good: want i-\d+, terminating or terminated`),
 	}
 	for i, r := range results {
 		if r.Name != plugintest.Cases()[i] {
@@ -203,12 +205,21 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 			name: "unknown instance type",
 			cfg:  func(c *plugintest.Config) { c.InstanceType = "fake.huge" },
 			want: map[string]string{
-				plugintest.CaseCatalog:            `instance type "fake.huge" is not in the catalog`,
-				plugintest.CaseLaunch:             "cannot launch",
-				plugintest.CaseIdempotentLaunch:   "cannot launch",
-				plugintest.CaseOwnInstances:       "cannot launch",
-				plugintest.CaseTerminateTwice:     "cannot launch",
-				plugintest.CaseConcurrentLaunches: "cannot launch",
+				plugintest.CaseCatalog:              `instance type "fake.huge" is not in the catalog`,
+				plugintest.CaseLaunch:               "cannot launch",
+				plugintest.CaseIdempotentLaunch:     "cannot launch",
+				plugintest.CaseOwnInstances:         "cannot launch",
+				plugintest.CaseTerminateTwice:       "cannot launch",
+				plugintest.CaseLaunchAfterTerminate: "cannot launch",
+				plugintest.CaseUnsupportedFields:    "cannot launch",
+				plugintest.CaseConcurrentLaunches:   "cannot launch",
+			},
+		},
+		{
+			name: "an empty config refused without a key",
+			wrap: func(p *fake.Provider) pluginapi.Provider { return keylessConfig{p} },
+			want: map[string]string{
+				plugintest.CaseEmptyConfig: `Configure with the config {} answered InvalidConfig naming no key (invalid config: needs settings); every InvalidConfig names its key`,
 			},
 		},
 	}
@@ -258,8 +269,8 @@ func TestServeCrossesTheWire(t *testing.T) {
 	c := plugintest.Client(t, p)
 	ctx := context.Background()
 
-	if _, err := c.List(ctx, &pluginapi.ListRequest{}); err == nil || !strings.Contains(err.Error(), "not configured") {
-		t.Errorf("List before Configure over gRPC = %v, want a not-configured error", err)
+	if _, err := c.List(ctx, &pluginapi.ListRequest{}); !pluginapi.IsNotConfigured(err) || !strings.Contains(err.Error(), "not configured") {
+		t.Errorf("List before Configure over gRPC = %v, want a NotConfigured error", err)
 	}
 	if _, err := c.Configure(ctx, &pluginapi.ConfigureRequest{ClusterID: "cl"}); err != nil {
 		t.Fatal(err)
@@ -315,6 +326,103 @@ func TestServeCrossesTheWire(t *testing.T) {
 	}
 }
 
+// keylessConfig refuses the empty configuration {} with an InvalidConfig
+// that names no key.
+type keylessConfig struct{ *fake.Provider }
+
+func (p keylessConfig) Configure(ctx context.Context, req *pluginapi.ConfigureRequest) (*pluginapi.ConfigureResponse, error) {
+	if string(req.Config) == "{}" {
+		return nil, pluginapi.NewInvalidConfig("", "needs settings")
+	}
+	return p.Provider.Configure(ctx, req)
+}
+
+// sleepy takes 300 ms over every call, whatever its context says.
+type sleepy struct{ *fake.Provider }
+
+const sleepyDelay = 300 * time.Millisecond
+
+func (p sleepy) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.GetInfo(ctx, req)
+}
+
+func (p sleepy) Configure(ctx context.Context, req *pluginapi.ConfigureRequest) (*pluginapi.ConfigureResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.Configure(context.WithoutCancel(ctx), req)
+}
+
+func (p sleepy) ListInstanceTypes(ctx context.Context, req *pluginapi.ListInstanceTypesRequest) (*pluginapi.ListInstanceTypesResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.ListInstanceTypes(context.WithoutCancel(ctx), req)
+}
+
+func (p sleepy) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.Launch(context.WithoutCancel(ctx), req)
+}
+
+func (p sleepy) Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.Describe(context.WithoutCancel(ctx), req)
+}
+
+func (p sleepy) List(ctx context.Context, req *pluginapi.ListRequest) (*pluginapi.ListResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.List(context.WithoutCancel(ctx), req)
+}
+
+func (p sleepy) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.Terminate(context.WithoutCancel(ctx), req)
+}
+
+func (p sleepy) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthRequest) (*pluginapi.RegistryAuthResponse, error) {
+	time.Sleep(sleepyDelay)
+	return p.Provider.RegistryAuth(context.WithoutCancel(ctx), req)
+}
+
+// The other cases pass a plugin that ignores its context; the deadline
+// case fails it, naming the call and by how much it outlived its deadline.
+func TestDeadlineCaseFailsAProviderThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		wrap func(*fake.Provider) pluginapi.Provider
+		want *regexp.Regexp // nil: every case passes
+	}{
+		{name: "well-behaved", wrap: func(p *fake.Provider) pluginapi.Provider { return p }},
+		{
+			name: "sleeps 300ms ignoring ctx",
+			wrap: func(p *fake.Provider) pluginapi.Provider { return sleepy{p} },
+			want: regexp.MustCompile(`(?m)^ListInstanceTypes outlived its 50ms deadline by (2[5-9]\d|[3-9]\d\d)ms; a call must return promptly \(within 200ms\) once its context is done$`),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store := fake.NewStore()
+			factory := func(log *slog.Logger) pluginapi.Provider { return tt.wrap(fakeFactory(store)(log).(*fake.Provider)) }
+			for _, r := range plugintest.Check(context.Background(), factory, fakeConfig) {
+				switch {
+				case r.Name == plugintest.CaseDeadline && tt.want != nil && r.Err == nil:
+					t.Errorf("case %s passed, want it to fail with %s", r.Name, tt.want)
+				case r.Name == plugintest.CaseDeadline && tt.want != nil && !tt.want.MatchString(r.Err.Error()):
+					t.Errorf("case %s failed with\n  %s\nwant a line matching\n  %s", r.Name, r.Err, tt.want)
+				case (r.Name != plugintest.CaseDeadline || tt.want == nil) && r.Err != nil:
+					t.Errorf("case %s failed, want it to pass: %v", r.Name, r.Err)
+				}
+				if r.Name == plugintest.CaseDeadline {
+					t.Log(r)
+				}
+			}
+			if left := store.Instances(); len(left) != 0 {
+				t.Errorf("Check left %d instances behind: %v", len(left), left)
+			}
+		})
+	}
+}
+
 // onlyProvider hides the optional interfaces of the provider it wraps.
 type onlyProvider struct{ pluginapi.Provider }
 
@@ -353,6 +461,9 @@ func TestServeRejectsInvalidAnswers(t *testing.T) {
 func TestServeOptionalCallsUnsupported(t *testing.T) {
 	c := plugintest.Client(t, onlyProvider{fake.New()})
 	ctx := context.Background()
+	if _, err := c.Configure(ctx, &pluginapi.ConfigureRequest{ClusterID: "cl"}); err != nil {
+		t.Fatal(err)
+	}
 	err := c.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
 	if !pluginapi.IsUnsupported(err) {
 		t.Errorf("WatchEvents of a provider without it = %v, want Unsupported", err)
@@ -371,5 +482,79 @@ func TestCasesAreUniqueAndOrdered(t *testing.T) {
 	slices.Sort(sorted)
 	if len(slices.Compact(sorted)) != len(names) {
 		t.Errorf("Cases() = %v has duplicates", names)
+	}
+}
+
+// The SDK's server enforces what it can of the contract before the
+// provider sees a call, so every Go plugin keeps those rules.
+func TestServeEnforcesTheContract(t *testing.T) {
+	p := fake.New()
+	c := plugintest.Client(t, p)
+	ctx := context.Background()
+
+	before := map[string]func() error{
+		"ListInstanceTypes": func() error { _, err := c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); return err },
+		"Launch": func() error {
+			_, err := c.Launch(ctx, &pluginapi.LaunchRequest{CellID: "c-1", InstanceType: "fake.small"})
+			return err
+		},
+		"Describe":  func() error { _, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{"i-1"}}); return err },
+		"List":      func() error { _, err := c.List(ctx, &pluginapi.ListRequest{}); return err },
+		"Terminate": func() error { _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: "i-1"}); return err },
+		"WatchEvents": func() error {
+			return c.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
+		},
+		"RegistryAuth": func() error { _, err := c.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: "x"}); return err },
+	}
+	for name, call := range before {
+		if err := call(); !pluginapi.IsNotConfigured(err) || !strings.Contains(err.Error(), name+" called before a successful Configure") {
+			t.Errorf("%s before Configure = %v, want NotConfigured naming the call", name, err)
+		}
+		if n := p.Calls(name); n != 0 {
+			t.Errorf("%s before Configure reached the provider %d times, want never", name, n)
+		}
+	}
+
+	configs := []struct {
+		name   string
+		req    pluginapi.ConfigureRequest
+		key    string // "" for success
+		passed string // the Config the provider got
+	}{
+		{name: "empty cluster ID", req: pluginapi.ConfigureRequest{Config: []byte(`{}`)}, key: "clusterID"},
+		{name: "a string", req: pluginapi.ConfigureRequest{ClusterID: "cl", Config: []byte(`"abc"`)}, key: "plugin.config"},
+		{name: "a list", req: pluginapi.ConfigureRequest{ClusterID: "cl", Config: []byte(`[{"a":1}]`)}, key: "plugin.config"},
+		{name: "nil", req: pluginapi.ConfigureRequest{ClusterID: "cl"}, passed: "{}"},
+		{name: "null", req: pluginapi.ConfigureRequest{ClusterID: "cl", Config: []byte(" null ")}, passed: "{}"},
+		{name: "an object", req: pluginapi.ConfigureRequest{ClusterID: "cl", Config: []byte(`{"region":"x"}`)}, passed: `{"region":"x"}`},
+	}
+	for _, tt := range configs {
+		p.Reset()
+		_, err := c.Configure(ctx, &tt.req)
+		var ic *pluginapi.InvalidConfigError
+		switch {
+		case tt.key != "" && (!errors.As(err, &ic) || ic.Key != tt.key):
+			t.Errorf("Configure with %s = %v, want InvalidConfig key %q", tt.name, err, tt.key)
+		case tt.key != "" && p.Calls("Configure") != 0:
+			t.Errorf("Configure with %s reached the provider, want the server to refuse it", tt.name)
+		case tt.key == "" && err != nil:
+			t.Errorf("Configure with %s = %v, want success", tt.name, err)
+		case tt.key == "":
+			reqs := p.Requests()
+			if len(reqs) != 1 || string(reqs[0].Request.(*pluginapi.ConfigureRequest).Config) != tt.passed {
+				t.Errorf("Configure with %s handed the provider %+v, want one Configure with config %s", tt.name, reqs, tt.passed)
+			}
+		}
+	}
+
+	// Configured now: a feature the fake does not report is refused.
+	p.Reset()
+	_, err := c.Launch(ctx, &pluginapi.LaunchRequest{CellID: "c-1", InstanceType: "fake.small", VolumeSizeGiB: 50})
+	var u *pluginapi.UnsupportedError
+	if !errors.As(err, &u) || u.Field != pluginapi.FieldVolumeSizeGiB {
+		t.Errorf("Launch with a volume size the plugin does not support = %v, want Unsupported naming %q", err, pluginapi.FieldVolumeSizeGiB)
+	}
+	if n := p.Calls("Launch"); n != 0 {
+		t.Errorf("the refused Launch reached the provider %d times, want never", n)
 	}
 }

@@ -1500,14 +1500,21 @@ func (x *RegistryAuthResponse) GetExpiresAt() *timestamppb.Timestamp {
 type ErrorDetail struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One of: not_found, insufficient_capacity, quota_exceeded, throttled,
-	// invalid_config, unsupported, transient.
-	Kind          string               `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Message       string               `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	InstanceType  string               `protobuf:"bytes,3,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
-	Zone          string               `protobuf:"bytes,4,opt,name=zone,proto3" json:"zone,omitempty"`
-	CapacityType  string               `protobuf:"bytes,5,opt,name=capacity_type,json=capacityType,proto3" json:"capacity_type,omitempty"`
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
-	Key           string               `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
+	// invalid_config, unsupported, transient, not_configured (gRPC code
+	// FAILED_PRECONDITION: a call other than GetInfo and Configure before a
+	// Configure succeeded). A receiver maps a kind it does not know by the
+	// status code alone.
+	Kind         string               `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Message      string               `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	InstanceType string               `protobuf:"bytes,3,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	Zone         string               `protobuf:"bytes,4,opt,name=zone,proto3" json:"zone,omitempty"`
+	CapacityType string               `protobuf:"bytes,5,opt,name=capacity_type,json=capacityType,proto3" json:"capacity_type,omitempty"`
+	RetryAfter   *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// invalid_config: the configuration key, never empty ("clusterID",
+	// "plugin.config" for the configuration as a whole, "subnets[0]").
+	// unsupported: the request field as this file names it
+	// ("security_groups"), empty when the whole call is unsupported.
+	Key           string `protobuf:"bytes,7,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
