@@ -64,6 +64,17 @@ goroot=$(go env GOROOT)
 echo "copying Go from $goroot ($(go version | cut -d' ' -f3))"
 cp -a "$goroot" "$root/usr/local/go"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The root shares this machine's network, so it trusts the same local CAs
+# (a proxy's, say): certificates in /etc/ssl/certs that Debian's
+# ca-certificates did not put there, and /usr/local/share/ca-certificates.
+# They land where the ca-certificates package, once the project's scripts
+# install it, adds them to the bundle; without that package Go trusts nothing.
+mkdir -p "$root/usr/local/share/ca-certificates"
+for f in /etc/ssl/certs/*.pem /usr/local/share/ca-certificates/*.crt; do
+  [ -f "$f" ] || continue
+  case "$(readlink -f "$f")" in /usr/share/ca-certificates/*|*/ssl-cert-snakeoil.pem) continue ;; esac
+  name=$(basename "$f"); cp "$f" "$root/usr/local/share/ca-certificates/host-${name%.*}.crt"
+done
 echo "cloning HEAD ($(git rev-parse --short HEAD)) to /src/kip"
 git clone -q --no-local "$repo" "$root/src/kip"
 mkdir -p "$root/root"
