@@ -23,7 +23,7 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 		config string
 		key    string
 	}{
-		{"not an object", `[1]`, ""},
+		{"not an object", `[1]`, "plugin.config"},
 		{"no agent", `{"stateDir": "` + dir + `"}`, "agentCommand"},
 		{"empty agent", `{"agentCommand": []}`, "agentCommand"},
 		{"agent not a list", `{"agentCommand": "sleep 300"}`, "agentCommand"},

@@ -12,6 +12,7 @@
 //	launch.go     Launch: idempotent on the cell ID, across processes
 //	describe.go   Describe and List: what the "cloud" says about a cell now
 //	terminate.go  Terminate: undo everything Launch did
+//	ended.go      tombstones: a terminated cell's Launch answers it, terminated
 //	record.go     the on-disk record of a cell (instance.json): the truth
 //	lock.go       per-cell and per-state-dir locks (mutex + flock)
 //	address.go    race-free address allocation derived from the records
@@ -25,6 +26,7 @@
 // <stateDir>/cells/<cellID>/ holding instance.json, the bootstrap file and
 // agent.log. Any process pointed at the same state directory sees the same
 // cells, which is how a restarted plugin finds the cells of the old one.
+// A terminated cell leaves only <stateDir>/ended/<cellID>.json, kept a day.
 //
 // The package imports only the standard library and pluginapi.
 package local

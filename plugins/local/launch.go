@@ -29,7 +29,8 @@ import (
 //
 // The record, with the tags, is written before anything is created, so a
 // cell is visible to List from its first resource on, as the contract
-// requires of tags.
+// requires of tags. A cell that was terminated has a tombstone instead
+// (ended.go): Launch answers its instance, terminated, and starts nothing.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -50,6 +51,17 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		return nil, err
 	}
 	defer unlock()
+
+	switch t, err := readEnded(cfg.stateDir, req.CellID); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
+	case t.Instance.ID != id:
+		return nil, pluginapi.NewInvalidConfig("stateDir", "cell %s already existed as instance %s of another cluster; give each cluster its own stateDir", req.CellID, t.Instance.ID)
+	default:
+		log.Info("cell was terminated; answering its instance, starting nothing", "ended_at", t.EndedAt)
+		return &pluginapi.LaunchResponse{Instance: t.Instance}, nil
+	}
 
 	r, err := readRecord(cfg.stateDir, req.CellID)
 	switch {
@@ -95,17 +107,20 @@ func checkLaunch(cfg *config, req *pluginapi.LaunchRequest) (pluginapi.InstanceT
 	switch req.CapacityType {
 	case pluginapi.CapacityOnDemand, "":
 	default:
-		return none, pluginapi.NewUnsupported("capacity type %q: the local plugin offers on-demand only", req.CapacityType)
+		return none, pluginapi.NewUnsupportedField(pluginapi.FieldCapacityType, "capacity type %q: the local plugin offers on-demand only", req.CapacityType)
 	}
 	if len(req.Zones) > 0 && !slices.Contains(req.Zones, cfg.zone) {
 		return none, pluginapi.NewInsufficientCapacity(req.InstanceType, req.Zones[0], pluginapi.CapacityOnDemand,
 			fmt.Sprintf("the local plugin has only zone %q", cfg.zone))
 	}
 	if len(req.SecurityGroups) > 0 {
-		return none, pluginapi.NewUnsupported("security groups: local cells have none")
+		return none, pluginapi.NewUnsupportedField(pluginapi.FieldSecurityGroups, "local cells have no security groups")
 	}
 	if req.InstanceProfile != "" {
-		return none, pluginapi.NewUnsupported("instance profiles: local cells have none")
+		return none, pluginapi.NewUnsupportedField(pluginapi.FieldInstanceProfile, "local cells have no instance profile")
+	}
+	if req.VolumeSizeGiB != 0 {
+		return none, pluginapi.NewUnsupportedField(pluginapi.FieldVolumeSizeGiB, "local cells have no volume of their own")
 	}
 	return typ, nil
 }

@@ -290,6 +290,54 @@ func TestTerminate(t *testing.T) {
 	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: "local-000000000000"}); !pluginapi.IsNotFound(err) {
 		t.Errorf("Terminate of an unknown ID = %v, want NotFound", err)
 	}
+	// The cell ID names that instance for good: launching it again, also
+	// from another plugin process, answers it terminated and starts nothing.
+	for _, q := range []pluginapi.Provider{p, e.provider()} {
+		again, err := q.Launch(context.Background(), e.launchRequest("cell-t"))
+		if err != nil || again.Instance.ID != inst.ID || again.Instance.State != pluginapi.StateTerminated {
+			t.Errorf("Launch of the terminated cell = %+v, %v; want instance %s, terminated", again, err, inst.ID)
+		}
+	}
+	if _, err := os.Stat(cellDir(e.stateDir(), "cell-t")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Launch of the terminated cell made its directory again (%v)", err)
+	}
+}
+
+// Tombstones are kept a day, then pruned by a later Terminate.
+func TestTombstonesArePruned(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	p := e.provider()
+	old := e.launch(p, "cell-old")
+	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: old.ID}); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := readEnded(e.stateDir(), "cell-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.EndedAt = ts.EndedAt.Add(-endedRetention - time.Minute)
+	if err := writeEnded(e.stateDir(), ts); err != nil {
+		t.Fatal(err)
+	}
+	recent := e.launch(p, "cell-recent")
+	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: recent.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readEnded(e.stateDir(), "cell-old"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a tombstone older than %s is still there (%v)", endedRetention, err)
+	}
+	if _, err := readEnded(e.stateDir(), "cell-recent"); err != nil {
+		t.Errorf("the recent tombstone: %v", err)
+	}
+}
+
+// unsupported checks for an UnsupportedError naming field.
+func unsupported(field string) func(error) bool {
+	return func(err error) bool {
+		var u *pluginapi.UnsupportedError
+		return errors.As(err, &u) && u.Field == field
+	}
 }
 
 func TestTerminateKillsAnAgentIgnoringSIGTERM(t *testing.T) {
@@ -371,10 +419,11 @@ func TestLaunchRefusesWhatItCannotDo(t *testing.T) {
 		is     func(error) bool
 	}{
 		{"unknown type", func(r *pluginapi.LaunchRequest) { r.InstanceType = "m5.large" }, pluginapi.IsInvalidConfig},
-		{"spot", func(r *pluginapi.LaunchRequest) { r.CapacityType = pluginapi.CapacitySpot }, pluginapi.IsUnsupported},
+		{"spot", func(r *pluginapi.LaunchRequest) { r.CapacityType = pluginapi.CapacitySpot }, unsupported(pluginapi.FieldCapacityType)},
 		{"other zone", func(r *pluginapi.LaunchRequest) { r.Zones = []string{"us-east-1a"} }, pluginapi.IsInsufficientCapacity},
-		{"security groups", func(r *pluginapi.LaunchRequest) { r.SecurityGroups = []string{"sg-1"} }, pluginapi.IsUnsupported},
-		{"instance profile", func(r *pluginapi.LaunchRequest) { r.InstanceProfile = "p" }, pluginapi.IsUnsupported},
+		{"security groups", func(r *pluginapi.LaunchRequest) { r.SecurityGroups = []string{"sg-1"} }, unsupported(pluginapi.FieldSecurityGroups)},
+		{"instance profile", func(r *pluginapi.LaunchRequest) { r.InstanceProfile = "p" }, unsupported(pluginapi.FieldInstanceProfile)},
+		{"volume size", func(r *pluginapi.LaunchRequest) { r.VolumeSizeGiB = 50 }, unsupported(pluginapi.FieldVolumeSizeGiB)},
 		{"bad cell ID", func(r *pluginapi.LaunchRequest) { r.CellID = "../../etc" }, func(err error) bool { return err != nil }},
 	}
 	for _, tt := range tests {
@@ -398,11 +447,11 @@ func TestLaunchRefusesWhatItCannotDo(t *testing.T) {
 func TestCallsBeforeConfigureFail(t *testing.T) {
 	p := New(testLogger(t))
 	ctx := context.Background()
-	if _, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); err == nil {
-		t.Error("ListInstanceTypes before Configure succeeded")
+	if _, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); !pluginapi.IsNotConfigured(err) {
+		t.Errorf("ListInstanceTypes before Configure = %v, want NotConfigured", err)
 	}
-	if _, err := p.Launch(ctx, &pluginapi.LaunchRequest{CellID: "c"}); err == nil {
-		t.Error("Launch before Configure succeeded")
+	if _, err := p.Launch(ctx, &pluginapi.LaunchRequest{CellID: "c"}); !pluginapi.IsNotConfigured(err) {
+		t.Errorf("Launch before Configure = %v, want NotConfigured", err)
 	}
 }
 

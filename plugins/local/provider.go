@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -97,8 +96,9 @@ func (p *provider) ListInstanceTypes(ctx context.Context, req *pluginapi.ListIns
 }
 
 // errNotConfigured answers calls that need a configuration before
-// Configure, which the host never makes.
-var errNotConfigured = errors.New("local plugin is not configured: Configure must come first")
+// Configure, which the host never makes (and pluginapi's server refuses
+// before they get here).
+var errNotConfigured = pluginapi.NewNotConfigured("the local plugin is not configured: Configure must come first")
 
 func (p *provider) config() (*config, error) {
 	cfg := p.cfg.Load()

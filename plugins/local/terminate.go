@@ -6,16 +6,20 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/kipcell/kip/pluginapi"
 )
 
 // Terminate stops the agent and removes everything Launch created for the
 // cell: the process group, the network namespace and veth, the cgroups and
-// the cell directory. The cell is gone when it returns, so a second
-// Terminate, like one for an ID that never existed, returns NotFound, which
-// the host treats as done. If it fails part way (or ctx ends), the record
-// is still there and a retry carries on from where this one stopped.
+// the cell directory. The cell is gone when it returns (Describe and List
+// no longer show it), so a second Terminate, like one for an ID that never
+// existed, returns NotFound, which the host treats as done. If it fails
+// part way (or ctx ends), the record is still there and a retry carries on
+// from where this one stopped. First it leaves the cell's tombstone
+// (ended.go), so that a later Launch of the cell answers it, terminated,
+// instead of starting it again.
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -47,14 +51,21 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	}
 
 	inst := p.instance(cfg, r)
-	if err := p.destroy(ctx, cfg, r); err != nil {
-		return nil, fmt.Errorf("terminating %s (cell %s): %w", r.ID, r.CellID, err)
-	}
-	p.log.Info("terminated", "cell", r.CellID, "instance", r.ID)
 	if inst.State != pluginapi.StateTerminated {
 		inst.StateReason = reasonTerminated
 	}
 	inst.State = pluginapi.StateTerminated
+	ended := inst
+	ended.Addresses = nil
+	now := time.Now().UTC()
+	if err := writeEnded(cfg.stateDir, &tombstone{Instance: ended, EndedAt: now}); err != nil {
+		return nil, fmt.Errorf("terminating %s (cell %s): writing its tombstone: %w", r.ID, r.CellID, err)
+	}
+	if err := p.destroy(ctx, cfg, r); err != nil {
+		return nil, fmt.Errorf("terminating %s (cell %s): %w", r.ID, r.CellID, err)
+	}
+	p.log.Info("terminated", "cell", r.CellID, "instance", r.ID)
+	pruneEnded(cfg.stateDir, now)
 	return &pluginapi.TerminateResponse{Instance: inst}, nil
 }
 

@@ -1,0 +1,105 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// A terminated cell leaves a tombstone, <stateDir>/ended/<cellID>.json:
+// the instance as Terminate answered it. Describe and List do not show it
+// (the cell is gone), but a later Launch of the cell answers it, terminated,
+// and starts nothing, as the contract asks (a cell ID names one instance
+// for good; EC2 answers a reused ClientToken the same way). Tombstones are
+// kept endedRetention, the contract's minimum, and pruned by the next
+// Terminate after that.
+
+// endedRetention is how long a tombstone is kept.
+const endedRetention = 24 * time.Hour
+
+// tombstone is what the plugin remembers of a terminated cell.
+type tombstone struct {
+	Instance pluginapi.Instance `json:"instance"`
+	EndedAt  time.Time          `json:"endedAt"`
+}
+
+func endedDir(stateDir string) string { return filepath.Join(stateDir, "ended") }
+
+func endedPath(stateDir, cellID string) string {
+	return filepath.Join(endedDir(stateDir), cellID+".json")
+}
+
+// readEnded returns the tombstone of a cell; fs.ErrNotExist when there is
+// none.
+func readEnded(stateDir, cellID string) (*tombstone, error) {
+	data, err := os.ReadFile(endedPath(stateDir, cellID))
+	if err != nil {
+		return nil, err
+	}
+	t := &tombstone{}
+	if err := json.Unmarshal(data, t); err != nil {
+		return nil, fmt.Errorf("reading the tombstone of cell %s: %w", cellID, err)
+	}
+	return t, nil
+}
+
+// writeEnded writes a cell's tombstone atomically (a temporary file renamed
+// over it), so a reader sees all of it or none. The caller holds the
+// cell's lock.
+func writeEnded(stateDir string, t *tombstone) error {
+	dir := endedDir(stateDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, t.Instance.CellID+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), endedPath(stateDir, t.Instance.CellID))
+}
+
+// pruneEnded removes the tombstones that ended more than endedRetention
+// before now, and temporary files a crash left. Failures only leave files
+// for the next prune.
+func pruneEnded(stateDir string, now time.Time) {
+	entries, err := os.ReadDir(endedDir(stateDir))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		path := filepath.Join(endedDir(stateDir), e.Name())
+		cellID, isTombstone := strings.CutSuffix(e.Name(), ".json")
+		if !isTombstone {
+			if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > time.Hour {
+				_ = os.Remove(path)
+			}
+			continue
+		}
+		t, err := readEnded(stateDir, cellID)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil || now.Sub(t.EndedAt) > endedRetention {
+			_ = os.Remove(path)
+		}
+	}
+}
