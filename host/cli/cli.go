@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -47,7 +48,7 @@ cloud instance (a cell), launched through a cloud plugin.
 Usage:
   kip run --config FILE [--plugin-dir DIR] [--node-name NAME]
                                            run the virtual node (the daemon)
-  kip version                              print kip's version and plugin API version
+  kip version                              print kip's version and the plugin API versions it accepts
   kip plugins list [--plugin-dir DIR] [-o table|json]
                                            every plugin found: name, version, API versions,
                                            capabilities, path, SHA-256
@@ -92,8 +93,9 @@ func run(ctx context.Context, args []string, env Env) error {
 	}
 	switch args[0] {
 	case "version", "--version":
-		fmt.Fprintf(env.Stdout, "kip %s (plugin API %s, protocol %d, %s %s/%s)\n",
-			Version, pluginapi.APIVersion, pluginapi.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(env.Stdout, "kip %s (%s %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(env.Stdout, "plugin API %s (protocol %d): accepts plugins listing API %s, or any other %d.x\n",
+			pluginapi.APIVersion, pluginapi.ProtocolVersion, strings.Join(pluginapi.SupportedAPIVersions(), ", "), pluginapi.ProtocolVersion)
 		return nil
 	case "run":
 		return runDaemon(ctx, args[1:], env)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/host/plugin"
+	"github.com/kipcell/kip/pluginapi"
 )
 
 // pluginDirWithLocal is a plugin directory holding a freshly built
@@ -83,10 +84,26 @@ plugin:
 %s`, t.TempDir(), extra)
 }
 
+// kip version says which plugin API versions this kip speaks and accepts,
+// as a plugin author checks before building against pluginapi.
 func TestVersion(t *testing.T) {
 	out, _, code := runKip(t, "version")
-	if code != 0 || !strings.Contains(out, "plugin API 1.0") {
-		t.Errorf("kip version = %q (exit %d), want the plugin API version", out, code)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("kip version = %q (exit %d), want two lines: kip's version, then the plugin API versions", out, code)
+	}
+	if want := "kip " + Version + " ("; !strings.HasPrefix(lines[0], want) {
+		t.Errorf("kip version's first line = %q, want it to start with %q", lines[0], want)
+	}
+	// This kip speaks API 1.0 (pluginapi.APIVersion); within major 1 a later
+	// pluginapi adds minors, so 1.0 stays in the list.
+	want := fmt.Sprintf("plugin API %s (protocol 1): accepts plugins listing API %s, or any other 1.x",
+		pluginapi.APIVersion, strings.Join(pluginapi.SupportedAPIVersions(), ", "))
+	if lines[1] != want {
+		t.Errorf("kip version's second line = %q, want %q", lines[1], want)
+	}
+	if !strings.Contains(lines[1], "API 1.0") {
+		t.Errorf("kip version's second line = %q does not list API 1.0", lines[1])
 	}
 }
 
