@@ -5,7 +5,11 @@ SHELL := /bin/bash
 
 # Every Go module of the repository (go.work lists the same).
 MODULES := . pluginapi plugins/local plugins/aws plugins/gce plugins/azure
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
+# Example plugins: standalone modules, not in go.work, built with GOWORK=off
+# as a third party's module is (make examples).
+EXAMPLES := examples/plugin-toy
+# kip's own tags are vX.Y.Z; pluginapi/v* and plugins/<name>/v* tag the other modules.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo 0.0.0-dev)
 BIN := $(CURDIR)/bin
 TOOLS := $(shell hack/tools.sh dir)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
@@ -90,11 +94,24 @@ verify: ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalog
 	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet -tags e2e ./...) || exit 1; done
 	@lint=$$(hack/tools.sh golangci-lint); for m in $(MODULES); do echo "== golangci-lint $$m"; \
 	  (cd $$m && $$lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
-	@for m in $(MODULES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
+	@lint=$$(hack/tools.sh golangci-lint); for m in $(EXAMPLES); do echo "== go vet, golangci-lint $$m (GOWORK=off)"; \
+	  (cd $$m && GOWORK=off go vet ./... && GOWORK=off $$lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+	@for m in $(MODULES) $(EXAMPLES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
 	  { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 	@echo "== generated code"; hack/generate.sh --check
 	@$(call catalog_gens,-check)
 	@echo "== dependency direction"; hack/depcheck.sh
+
+.PHONY: examples
+examples: ## Test the example plugins as standalone modules (GOWORK=off), build them, and list and verify them with bin/kip.
+	@mkdir -p $(BIN); go build -ldflags '$(LDFLAGS_KIP)' -o $(BIN)/kip ./cmd/kip
+	@for m in $(EXAMPLES); do echo "== go test $$m (GOWORK=off)"; (cd $$m && GOWORK=off go test $(GO_TEST_FLAGS) ./...) || exit 1; done
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	  echo "== go build examples/plugin-toy/cmd/kip-plugin-toy (GOWORK=off)" && \
+	  (cd examples/plugin-toy && GOWORK=off go build -o "$$dir/kip-plugin-toy" ./cmd/kip-plugin-toy) && \
+	  echo "== kip plugins list --plugin-dir $$dir" && $(BIN)/kip plugins list --plugin-dir "$$dir" && \
+	  echo "== kip plugins verify toy" && \
+	  $(BIN)/kip plugins verify toy --config examples/plugin-toy/kip.yaml --plugin-dir "$$dir"
 
 .PHONY: check
 check: deps verify test e2e demo-check ## Everything CI runs: install what is missing, verify, unit and e2e tests, the demo up and down.

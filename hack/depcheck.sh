@@ -5,7 +5,9 @@
 #   and hclog, and nothing of host, cell, client-go or any plugin;
 # - a plugin imports neither host, cell, Kubernetes nor another plugin;
 # - cell never imports host;
-# - the kip binary links no plugin and no cloud SDK.
+# - the kip binary links no plugin and no cloud SDK;
+# - an example plugin (examples/*, a standalone module outside go.work)
+#   imports only pluginapi and the standard library, as the guide says.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +42,21 @@ for dir in plugins/*/; do
   forbid "plugin $name" "$list" '^(github\.com/kipcell/kip/(host|cell)(/|$)|k8s\.io/|sigs\.k8s\.io/)'
   others=$(grep -E '^github\.com/kipcell/kip/plugins/' <<<"$list" | grep -v "^github.com/kipcell/kip/plugins/$name\(/\|\$\)" || true)
   [ -z "$others" ] || bad "plugin $name links another plugin: $others"
+done
+
+# Example plugins: their packages and tests import only their own module,
+# pluginapi and the standard library. They are built as third parties build
+# them, outside the workspace (GOWORK=off).
+for dir in examples/*/; do
+  [ -f "$dir/go.mod" ] || continue
+  own=$(cd "$dir" && GOWORK=off go list -m)
+  while read -r pkg imports; do
+    for imp in $imports; do
+      case "$imp" in *.*/*) ;; *) continue ;; esac   # standard library
+      case "$imp" in "$own"|"$own"/*|github.com/kipcell/kip/pluginapi|github.com/kipcell/kip/pluginapi/*) continue ;; esac
+      bad "example package $pkg imports $imp (allowed: stdlib, github.com/kipcell/kip/pluginapi)"
+    done
+  done < <(cd "$dir" && GOWORK=off go list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
 done
 
 # cell/api, shared by host and cell, imports only the standard library, gRPC and protobuf.

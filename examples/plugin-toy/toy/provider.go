@@ -1,0 +1,127 @@
+package toy
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// Name is the plugin's name: the binary is kip-plugin-toy.
+const Name = "toy"
+
+// Version is the plugin's own release version.
+var Version = "0.1.0"
+
+// zone is the toy cloud's only zone.
+const zone = "toy-1a"
+
+// catalog is what the toy cloud sells. A real plugin generates its catalog
+// from sourced price and size tables (pluginapi/catalog) and embeds it.
+var catalog = []pluginapi.InstanceType{
+	{Name: "toy.small", MilliCPU: 1000, MemoryBytes: 1 << 30, Arch: pluginapi.ArchAMD64, Offerings: onDemand(0.01)},
+	{Name: "toy.large", MilliCPU: 4000, MemoryBytes: 8 << 30, Arch: pluginapi.ArchAMD64, Offerings: onDemand(0.04)},
+}
+
+func onDemand(price float64) []pluginapi.Offering {
+	return []pluginapi.Offering{{Zone: zone, CapacityType: pluginapi.CapacityOnDemand, HourlyPrice: price, PriceKnown: true, Available: true}}
+}
+
+// provider implements pluginapi.Provider. Its only state is the
+// configuration: the instances are in the directory.
+type provider struct {
+	log *slog.Logger
+	cfg atomic.Pointer[config] // nil until Configure succeeds
+}
+
+// config is a validated configuration.
+type config struct {
+	clusterID string
+	dir       string
+	boot      time.Duration
+}
+
+// New is the plugin's pluginapi.Factory: func main() { pluginapi.Serve(toy.New) }.
+func New(log *slog.Logger) pluginapi.Provider { return &provider{log: log} }
+
+// GetInfo says who the plugin is. It works before Configure.
+func (p *provider) GetInfo(ctx context.Context, _ *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &pluginapi.GetInfoResponse{
+		Name:         Name,
+		Version:      Version,
+		APIVersions:  pluginapi.SupportedAPIVersions(),
+		ConfigSchema: configSchema,
+		Catalog:      pluginapi.CatalogInfo{Source: "the toy cloud's two types, built in"},
+	}, nil
+}
+
+const configSchema = `{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["dir"],
+  "properties": {
+    "dir": {"type": "string", "description": "Absolute path of the toy cloud: one JSON file per instance."},
+    "bootSeconds": {"type": "integer", "minimum": 0, "maximum": 600, "description": "Seconds from launch to running (default 0)."}
+  }
+}`
+
+// Configure checks plugin.config and the cluster ID, and creates the
+// directory. Every error names the key to fix.
+func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureRequest) (*pluginapi.ConfigureResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if req.ClusterID == "" {
+		return nil, pluginapi.NewInvalidConfig("clusterID", "is required: every instance is tagged with it")
+	}
+	var c struct {
+		Dir         string
+		BootSeconds int
+	}
+	fields := map[string]any{"dir": &c.Dir, "bootSeconds": &c.BootSeconds}
+	if err := pluginapi.DecodeConfigObject(req.Config, "", fields); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Dir == "":
+		return nil, pluginapi.NewInvalidConfig("dir", "is required: the toy cloud's directory")
+	case !filepath.IsAbs(c.Dir):
+		return nil, pluginapi.NewInvalidConfig("dir", "%q is not an absolute path", c.Dir)
+	case c.BootSeconds < 0 || c.BootSeconds > 600:
+		return nil, pluginapi.NewInvalidConfig("bootSeconds", "%d is not between 0 and 600", c.BootSeconds)
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return nil, pluginapi.NewInvalidConfig("dir", "%v", err)
+	}
+	p.cfg.Store(&config{clusterID: req.ClusterID, dir: c.Dir, boot: time.Duration(c.BootSeconds) * time.Second})
+	p.log.Info("configured", "cluster", req.ClusterID, "dir", c.Dir)
+	return &pluginapi.ConfigureResponse{}, nil
+}
+
+// ListInstanceTypes returns the catalog.
+func (p *provider) ListInstanceTypes(ctx context.Context, _ *pluginapi.ListInstanceTypesRequest) (*pluginapi.ListInstanceTypesResponse, error) {
+	if _, err := p.config(ctx); err != nil {
+		return nil, err
+	}
+	return &pluginapi.ListInstanceTypesResponse{InstanceTypes: catalog}, nil
+}
+
+// config returns the configuration, or why the call cannot go on: ctx is
+// done, or Configure has not succeeded yet.
+func (p *provider) config(ctx context.Context) (*config, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg := p.cfg.Load()
+	if cfg == nil {
+		return nil, pluginapi.NewNotConfigured("the toy plugin: Configure must come first")
+	}
+	return cfg, nil
+}
