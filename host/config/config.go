@@ -304,6 +304,9 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 		if err := checkKeys(fk.Keys(), known, path); err != nil {
 			return nil, err
 		}
+		if err := checkPluginConfig(fk.Get("plugin.config"), path); err != nil {
+			return nil, err
+		}
 		if err := k.Merge(fk); err != nil {
 			return nil, fmt.Errorf("merging config file %s: %w", path, err)
 		}
@@ -315,6 +318,9 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 	}
 	if len(flags) > 0 {
 		if err := checkKeys(keysOf(flags), known, "flags"); err != nil {
+			return nil, err
+		}
+		if err := checkPluginConfig(flags["plugin.config"], "flags"); err != nil {
 			return nil, err
 		}
 		if err := k.Load(confmap.Provider(flags, "."), nil); err != nil {
@@ -353,6 +359,27 @@ func knownKeys() map[string]bool {
 	}
 	keys["plugin.config"] = true
 	return keys
+}
+
+// checkPluginConfig refuses a plugin.config that is not a mapping (a
+// string, a list, a number) in one line naming the key, before the decoder
+// would say so in several lines of Go types. Empty (null) is fine: no
+// settings.
+func checkPluginConfig(v any, source string) error {
+	var kind string
+	switch v.(type) {
+	case nil, map[string]any:
+		return nil
+	case string:
+		kind = "a string"
+	case []any:
+		kind = "a list"
+	case bool:
+		kind = "true or false"
+	default:
+		kind = "a single value"
+	}
+	return &Error{Key: "plugin.config", Source: source, Reason: "must be a mapping of the plugin's settings (key: value lines), not " + kind}
 }
 
 func keysOf(m map[string]any) []string {

@@ -75,6 +75,11 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 		{name: "unknown top-level key", file: "clusterId: x\n", wantKey: "clusterId", wantMsg: "did you mean clusterID"},
 		{name: "unknown nested key", file: "plugin:\n  binary: local\n", wantKey: "plugin.binary", wantMsg: "unknown key"},
 		{name: "unknown flag key", flags: map[string]any{"bogus": 1}, wantKey: "bogus", wantMsg: "unknown key"},
+		{name: "plugin.config a string", file: "plugin:\n  config: abc\n", wantKey: "plugin.config", wantMsg: "must be a mapping of the plugin's settings (key: value lines), not a string"},
+		{name: "plugin.config a list", file: "plugin:\n  config: [a, b]\n", wantKey: "plugin.config", wantMsg: "must be a mapping of the plugin's settings (key: value lines), not a list"},
+		{name: "plugin.config a list of mappings", file: "plugin:\n  config:\n    - region: x\n", wantKey: "plugin.config", wantMsg: "not a list"},
+		{name: "plugin.config a number", file: "plugin:\n  config: 3\n", wantKey: "plugin.config", wantMsg: "not a single value"},
+		{name: "plugin.config from a flag", flags: map[string]any{"plugin.config": "abc"}, wantKey: "plugin.config", wantMsg: "not a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,6 +94,9 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 			}
 			if cerr.Key != tt.wantKey || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("Load error = %q (key %q), want key %q and text %q", err, cerr.Key, tt.wantKey, tt.wantMsg)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("Load error = %q, want one line", err)
 			}
 		})
 	}
