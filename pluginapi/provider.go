@@ -100,7 +100,10 @@ type Provider interface {
 	// returns that instance, same ID, in state terminating or terminated,
 	// as EC2 answers a reused ClientToken, for at least 24 hours after it
 	// ended (EC2 keeps a ClientToken at least that long), even once
-	// Describe and List no longer show it. The host never reuses a cell
+	// Describe and List no longer show it. (A repeated Launch with other
+	// parameters, which EC2 refuses for a reused ClientToken, may fail
+	// instead once the plugin cannot find the instance; it still starts
+	// nothing.) The host never reuses a cell
 	// ID (it is derived from the pod UID); it launches one again only after
 	// a restart, for a pod it found without a live instance, and the
 	// terminated answer then fails that pod with CellLost, as a lost

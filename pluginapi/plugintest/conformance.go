@@ -766,6 +766,11 @@ func checkConcurrentLaunches(ctx context.Context, e *env) error {
 	return nil
 }
 
+// checkContextCancellation: calls with a context cancelled before they
+// start answer a context error (or success), not another kind, and
+// launches with cancelled or expiring contexts leave at most one instance.
+// How soon a call returns once its context ends mid-call is the deadline
+// case's (checkDeadline), which watches the provider's side of the wire.
 func checkContextCancellation(ctx context.Context, e *env) error {
 	cluster := e.cfg.ClusterID
 	c, err := e.configured(ctx, cluster)
