@@ -114,7 +114,7 @@ examples: ## Test the example plugins as standalone modules (GOWORK=off), build 
 	  $(BIN)/kip plugins verify toy --config examples/plugin-toy/kip.yaml --plugin-dir "$$dir"
 
 .PHONY: check
-check: deps verify test e2e demo-check ## Everything CI runs: install what is missing, verify, unit and e2e tests, the demo up and down.
+check: deps verify test examples e2e demo-check ## Everything CI runs: install what is missing, verify, unit tests, the example plugin, e2e tests, the demo up and down.
 
 .PHONY: demo
 demo: deps build ## Start a local control plane and kip with the local plugin, run a sample workload.
