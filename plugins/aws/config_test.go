@@ -41,7 +41,7 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 		config any
 		key    string
 	}{
-		{"not an object", []int{1}, ""},
+		{"not an object", []int{1}, "plugin.config"},
 		{"unknown key", with(good, "subnet", "subnet-0a"), "subnet"},
 		{"no region", with(good, "region", nil), "region"},
 		{"empty region", with(good, "region", ""), "region"},
@@ -240,7 +240,7 @@ func TestConfigDefaults(t *testing.T) {
 func TestCallsBeforeConfigureFail(t *testing.T) {
 	p := newProvider()
 	ctx := context.Background()
-	if _, err := p.List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, errNotConfigured) {
+	if _, err := p.List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, errNotConfigured) || !pluginapi.IsNotConfigured(err) {
 		t.Errorf("List before Configure = %v", err)
 	}
 	if _, err := p.Launch(ctx, launchRequest("c-1")); !errors.Is(err, errNotConfigured) {

@@ -24,7 +24,10 @@ const maxClientToken = 64
 // Launch starts the cell's instance with one RunInstances call whose
 // ClientToken is the cell ID: EC2 answers a retried call (after a timeout, a
 // crash, a restart of either side) with the instance of the first, so a
-// cell never gets two. Tags are part of the call (TagSpecifications), so the
+// cell never gets two. That holds once the instance has ended too: EC2
+// keeps the ClientToken at least 24 hours after termination and answers
+// the terminated instance, as the contract asks of a Launch of a
+// terminated cell. Tags are part of the call (TagSpecifications), so the
 // instance and its volume carry them from their first moment.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
 	cfg, err := p.config()

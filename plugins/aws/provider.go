@@ -3,7 +3,6 @@ package aws
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -157,8 +156,9 @@ type config struct {
 }
 
 // errNotConfigured answers calls that need a configuration before
-// Configure, which the host never makes.
-var errNotConfigured = errors.New("aws plugin is not configured: Configure must come first")
+// Configure, which the host never makes (and pluginapi's server refuses
+// before they get here).
+var errNotConfigured = pluginapi.NewNotConfigured("the aws plugin is not configured: Configure must come first")
 
 func (p *provider) config() (*config, error) {
 	cfg := p.cfg.Load()
