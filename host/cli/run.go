@@ -8,7 +8,8 @@ import (
 	"github.com/kipcell/kip/host/daemon"
 )
 
-// runDaemon is `kip run --config FILE`: the daemon, until SIGINT or SIGTERM.
+// runDaemon is `kip run --config FILE`: the daemon, until SIGINT or SIGTERM;
+// SIGHUP swaps the plugin (daemon.Run).
 func runDaemon(ctx context.Context, args []string, env Env) error {
 	fs := newFlagSet("kip run", env)
 	configPath := fs.String("config", "", "kip configuration file (YAML); KIP_* variables and flags override it")
@@ -28,17 +29,25 @@ func runDaemon(ctx context.Context, args []string, env Env) error {
 	if *nodeName != "" {
 		flags["nodeName"] = *nodeName
 	}
-	cfg, err := config.Load(*configPath, env.Environ, flags)
+	// SIGHUP reads the configuration again the same way.
+	load := func() (*config.Config, error) {
+		cfg, err := config.Load(*configPath, env.Environ, flags)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+		if cfg.Plugin.Dir == "" && cfg.Plugin.Path == "" {
+			cfg.Plugin.Dir = pluginDir("", env)
+		}
+		return cfg, nil
+	}
+	cfg, err := load()
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if cfg.Plugin.Dir == "" && cfg.Plugin.Path == "" {
-		cfg.Plugin.Dir = pluginDir("", env)
-	}
-	return daemon.Run(ctx, cfg, Version, newLogger(env, cfg.Log))
+	return daemon.Run(ctx, cfg, Version, newLogger(env, cfg.Log), daemon.WithReload(load))
 }
 
 func newLogger(env Env, c config.Log) *slog.Logger {

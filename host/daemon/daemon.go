@@ -23,8 +23,17 @@ import (
 // staleCatalog is the catalog age past which kip warns at start-up.
 const staleCatalog = 180 * 24 * time.Hour
 
-// Run runs kip until ctx ends. cfg must be validated; version is kip's.
-func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger) error {
+// Run runs kip until ctx ends. cfg must be validated; version is kip's. On
+// SIGHUP, Run swaps the plugin process for the binary now on disk with the
+// plugin.sha256 and plugin.config of the configuration read again
+// (WithReload; reload.go).
+func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, opts ...Option) error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	hup, stopHUP := notifyHUP()
+	defer stopHUP()
 	restConfig, kubeconfig, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return err
@@ -111,8 +120,9 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	go func() { errs <- sup.Run(ctx) }()
+	go func() { errs <- newPluginReloader(sup, o.reload, cfg, log).run(ctx, hup) }()
 	adopted := make(chan struct{})
 	go func() { errs <- manager.Run(ctx, adopted) }()
 	select {

@@ -122,7 +122,8 @@ func FileSHA256(path string) (string, error) {
 // Describe runs "<path> describe", which a Kip plugin answers with its
 // GetInfo as JSON without a handshake, and returns the validated answer.
 // A binary that is not a Kip plugin gives an *Error matching ErrNotPlugin;
-// one with no compatible API version gives ErrIncompatible.
+// one with no compatible API version gives ErrIncompatible; a
+// kip-plugin-<name> that reports another name gives ErrNameMismatch.
 func Describe(ctx context.Context, path string) (*pluginapi.GetInfoResponse, error) {
 	info, err := describe(ctx, path)
 	if err != nil {
@@ -169,7 +170,20 @@ func describe(ctx context.Context, path string) (*pluginapi.GetInfoResponse, err
 	if err := pluginapi.ValidateInfo(&info); err != nil {
 		return nil, fmt.Errorf("validating plugin description: %w", err)
 	}
+	if base := filepath.Base(path); strings.HasPrefix(base, BinaryPrefix) && info.Name != nameOf(path) {
+		return nil, &kindError{ErrNameMismatch, nameMismatch(base, info.Name, nameOf(path), false)}
+	}
 	return &info, nil
+}
+
+// nameMismatch says that the binary file reports the name reported where
+// kip expects want: the name in its file name, or (explicit) the
+// configured name of a plugin given by path.
+func nameMismatch(file, reported, want string, explicit bool) string {
+	if explicit {
+		return fmt.Sprintf("name mismatch: %s reports the name %q, not the configured name %q", file, reported, want)
+	}
+	return fmt.Sprintf("name mismatch: %s reports the name %q, not %q (a plugin's file is named %s<its name>)", file, reported, want, BinaryPrefix)
 }
 
 // nameOf returns the plugin name of a binary path: the base name without

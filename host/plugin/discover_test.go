@@ -107,6 +107,8 @@ func TestDescribe(t *testing.T) {
 		{name: "old API", path: writeScript(t, filepath.Join(dir, "kip-plugin-old"), `echo '{"name":"old","version":"1","apiVersions":["0.9"]}'`+"\n"),
 			wantErr: ErrIncompatible, wantMsg: `incompatible API version: plugin implements ["0.9"]`},
 		{name: "missing", path: filepath.Join(dir, "kip-plugin-missing"), wantErr: ErrMissing, wantMsg: "no plugin binary at"},
+		{name: "name mismatch", path: writeScript(t, filepath.Join(dir, "kip-plugin-toy2"), `echo '{"name":"toy","version":"1","apiVersions":["1.0"]}'`+"\n"),
+			wantErr: ErrNameMismatch, wantMsg: `plugin toy2 (` + filepath.Join(dir, "kip-plugin-toy2") + `): name mismatch: kip-plugin-toy2 reports the name "toy", not "toy2"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,13 +4,17 @@
 // hashicorp/go-plugin over gRPC.
 //
 // A Supervisor (Open) starts the plugin, checks the handshake, the protocol
-// version, the API version and an optional SHA-256 pin, configures it, and
-// hands out a stable pluginapi.Client that routes every call to the current
-// process. When the process dies the Supervisor starts a new one with
-// jittered backoff and callers wait for it (bounded) instead of failing;
-// every contract call is idempotent, so a call cut short by a crash is
-// retried once the new process is configured. Reload swaps in the binary now
-// on disk without failing calls in flight.
+// version, the API version, the name the plugin reports (that of its file,
+// kip-plugin-<name>, or the configured name of a plugin given by path) and
+// an optional SHA-256 pin, configures it, and hands out a stable
+// pluginapi.Client that routes every call to the current process. When the
+// process dies the Supervisor starts a new one with jittered backoff and
+// callers wait for it (bounded) instead of failing; every contract call is
+// idempotent, so a call cut short by a crash is retried once the new
+// process is configured. Reload swaps in the binary now on disk, with a new
+// pin and configuration that later restarts keep, without failing calls in
+// flight; a Reload that fails its checks leaves the old process serving.
+// The package catches no signal: kip's daemon calls Reload on SIGHUP.
 //
 // Plugin log lines (JSON on the plugin's stderr) are re-emitted into the
 // host's log/slog logger with attribute plugin=<name> (hclog.go).

@@ -18,6 +18,10 @@ var (
 	ErrIncompatible = errors.New("incompatible API version")
 	// ErrChecksum: the binary's SHA-256 is not the pinned one.
 	ErrChecksum = errors.New("checksum mismatch")
+	// ErrNameMismatch: the plugin reports (GetInfo) another name than the
+	// one kip expects: the <name> of its file kip-plugin-<name>, or the
+	// configured name of a plugin given by path.
+	ErrNameMismatch = errors.New("plugin name mismatch")
 	// ErrStartTimeout: the plugin did not complete its start in time.
 	ErrStartTimeout = errors.New("start timeout")
 	// ErrUnavailable: no plugin process answered within Config.CallWait.

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,7 +43,9 @@ const maxCallTries = 3
 
 // Config says which plugin to run and how.
 type Config struct {
-	// Name is the plugin's name, the <name> of kip-plugin-<name>.
+	// Name is the plugin's name, the <name> of kip-plugin-<name>; the
+	// plugin must report it in GetInfo. Empty means the name in Path's
+	// file name.
 	Name string
 	// Path is the binary; empty means Find(Dir, Name).
 	Path string
@@ -91,14 +92,15 @@ func DefaultBackoff(attempt int) time.Duration {
 // Supervisor runs one plugin process, restarts it when it dies and swaps it
 // on Reload. Client gives a pluginapi.Client that survives both.
 type Supervisor struct {
-	name    string
-	path    string
-	pin     []byte
-	cfg     Config
-	log     *slog.Logger
-	level   string
-	sockDir string
-	client  *routingClient
+	name string
+	path string
+	// explicit: the path was given (Config.Path), not found in Dir.
+	explicit bool
+	cfg      Config
+	log      *slog.Logger
+	level    string
+	sockDir  string
+	client   *routingClient
 
 	stop       context.Context
 	cancelStop context.CancelFunc
@@ -113,7 +115,8 @@ type Supervisor struct {
 	attempt   int           // restart attempts since the last stable process
 	info      *pluginapi.GetInfoResponse
 	sha       string
-	configure *pluginapi.ConfigureRequest
+	pin       []byte                      // every start's pinned SHA-256; nil: none
+	configure *pluginapi.ConfigureRequest // sent after every start
 	closed    bool
 }
 
@@ -152,8 +155,9 @@ func (p *proc) kill() {
 
 // Open starts the plugin, checks it and configures it, and returns once it
 // is ready; the Supervisor then keeps it running until Close. Every failure
-// is an *Error naming the plugin, its path and the cause, and leaves no
-// process behind.
+// is an *Error naming the plugin, its path and the cause (matching one of
+// the Err kinds, or a pluginapi.InvalidConfigError), and leaves no process
+// behind.
 func Open(ctx context.Context, cfg Config) (*Supervisor, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
@@ -181,13 +185,9 @@ func Open(ctx context.Context, cfg Config) (*Supervisor, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	var pin []byte
-	if cfg.SHA256 != "" {
-		b, err := hex.DecodeString(strings.TrimSpace(cfg.SHA256))
-		if err != nil || len(b) != sha256.Size {
-			return nil, &Error{Plugin: name, Path: path, Err: fmt.Errorf("%w: pinned sha256 %q is not 64 hex digits", ErrChecksum, cfg.SHA256)}
-		}
-		pin = b
+	pin, err := parsePin(cfg.SHA256)
+	if err != nil {
+		return nil, &Error{Plugin: name, Path: path, Err: err}
 	}
 	level := cfg.LogLevel
 	if level == "" {
@@ -201,6 +201,7 @@ func Open(ctx context.Context, cfg Config) (*Supervisor, error) {
 	s := &Supervisor{
 		name:       name,
 		path:       path,
+		explicit:   cfg.Path != "",
 		pin:        pin,
 		cfg:        cfg,
 		log:        cfg.Logger.With("plugin", name),
@@ -212,16 +213,28 @@ func Open(ctx context.Context, cfg Config) (*Supervisor, error) {
 		configure:  cfg.Configure,
 	}
 	s.client = &routingClient{s: s}
-	p, err := s.spawn(ctx)
+	p, err := s.spawn(ctx, start{pin: pin, configure: cfg.Configure})
 	if err != nil {
 		cancel()
 		os.RemoveAll(sockDir)
 		return nil, s.wrap(err)
 	}
-	s.install(p, true)
+	s.install(p, true, nil)
 	s.log.Info("plugin started", "path", path, "pid", p.pid, "version", p.info.Version,
 		"protocol", p.client.NegotiatedVersion(), "sha256", p.sha)
 	return s, nil
+}
+
+// parsePin decodes a pinned hex SHA-256; empty means no pin.
+func parsePin(sum string) ([]byte, error) {
+	if sum == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(strings.TrimSpace(sum))
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("%w: pinned sha256 %q is not 64 hex digits", ErrChecksum, sum)
+	}
+	return b, nil
 }
 
 func (s *Supervisor) wrap(err error) error {
@@ -264,10 +277,25 @@ func (d *doneCapture) GRPCClient(ctx context.Context, b *plugin.GRPCBroker, cc *
 	return d.inner.GRPCClient(ctx, b, cc)
 }
 
-// spawn starts a new plugin process and brings it to ready: handshake,
-// protocol version, GetInfo with a compatible API version, Configure. On
-// failure no process is left.
-func (s *Supervisor) spawn(ctx context.Context) (*proc, error) {
+// start is what one start of the plugin checks and sends: the pin and the
+// configuration.
+type start struct {
+	pin       []byte
+	configure *pluginapi.ConfigureRequest
+}
+
+// current is the start a restart makes: the pin and configuration of the
+// last Open, Reload or Configure.
+func (s *Supervisor) current() start {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return start{pin: s.pin, configure: s.configure}
+}
+
+// spawn starts a new plugin process and brings it to ready: pin, handshake,
+// protocol version, GetInfo with a compatible API version and the plugin's
+// name, Configure. On failure no process is left.
+func (s *Supervisor) spawn(ctx context.Context, st start) (*proc, error) {
 	if err := checkExecutable(s.path); err != nil {
 		return nil, err
 	}
@@ -276,12 +304,12 @@ func (s *Supervisor) spawn(ctx context.Context) (*proc, error) {
 		return nil, &kindError{ErrMissing, err.Error()}
 	}
 	var secure *plugin.SecureConfig
-	if s.pin != nil {
-		if want := hex.EncodeToString(s.pin); sum != want {
+	if st.pin != nil {
+		if want := hex.EncodeToString(st.pin); sum != want {
 			return nil, &kindError{ErrChecksum, fmt.Sprintf("checksum mismatch: pinned sha256 %s, file has %s", want, sum)}
 		}
 		// A fresh hash every time: SecureConfig.Check never resets it.
-		secure = &plugin.SecureConfig{Checksum: s.pin, Hash: sha256.New()}
+		secure = &plugin.SecureConfig{Checksum: st.pin, Hash: sha256.New()}
 	}
 
 	capture := &doneCapture{}
@@ -371,13 +399,10 @@ func (s *Supervisor) spawn(ctx context.Context) (*proc, error) {
 	}
 	p.info = info
 	if info.Name != s.name {
-		s.log.Warn("plugin reports another name", "reported", info.Name)
+		return fail(&kindError{ErrNameMismatch, nameMismatch(filepath.Base(s.path), info.Name, s.name, s.explicit)})
 	}
-	s.mu.Lock()
-	conf := s.configure
-	s.mu.Unlock()
-	if conf != nil {
-		resp, err := api.Configure(ctx, conf)
+	if st.configure != nil {
+		resp, err := api.Configure(ctx, st.configure)
 		if err != nil {
 			return fail(startErr(ctx, "configuring plugin", err))
 		}
@@ -475,12 +500,16 @@ func (b *headBuffer) String() string {
 
 // install makes p the current process and starts supervising it. With
 // replace false it does nothing (and reports false) when there already is a
-// current process. It returns the process p replaced.
-func (s *Supervisor) install(p *proc, replace bool) (old *proc, ok bool) {
+// current process. With st, p was started with a new pin and configuration,
+// which later restarts then use. It returns the process p replaced.
+func (s *Supervisor) install(p *proc, replace bool, st *start) (old *proc, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || (!replace && s.cur != nil) {
 		return nil, false
+	}
+	if st != nil {
+		s.pin, s.configure = st.pin, st.configure
 	}
 	old = s.cur
 	s.cur = p
@@ -548,7 +577,7 @@ func (s *Supervisor) restart(cause error) {
 		if busy {
 			return
 		}
-		p, err := s.spawn(s.stop)
+		p, err := s.spawn(s.stop, s.current())
 		if err != nil {
 			cause = err
 			s.mu.Lock()
@@ -557,7 +586,7 @@ func (s *Supervisor) restart(cause error) {
 			s.log.Error("restarting plugin failed", "attempt", attempt, "error", err)
 			continue
 		}
-		if _, ok := s.install(p, false); !ok {
+		if _, ok := s.install(p, false, nil); !ok {
 			p.kill()
 			return
 		}
@@ -566,31 +595,55 @@ func (s *Supervisor) restart(cause error) {
 	}
 }
 
-// Reload starts the binary now at the plugin's path, checks and configures
-// it, and switches new calls to it; calls in flight on the old process may
-// finish (for up to Config.CallWait) before it is killed. On failure the old
-// process keeps serving and Reload returns the *Error. Instances the old
-// process launched are untouched: plugins are stateless, the new process
-// finds them in the cloud.
-func (s *Supervisor) Reload(ctx context.Context) error {
+// ReloadConfig is what a Reload may change: the pin and the configuration.
+// The plugin's name and path stay those Open was given.
+type ReloadConfig struct {
+	// SHA256 pins the new binary, and every later start, as Config.SHA256
+	// does; empty means no pin.
+	SHA256 string
+	// Configure is sent to the new process and after every later restart,
+	// as Config.Configure is; nil means the plugin is not configured.
+	Configure *pluginapi.ConfigureRequest
+}
+
+// Reload starts the binary now at the plugin's path, checks it against
+// rc's pin and configures it with rc's request, and switches new calls to
+// it; calls in flight on the old process may finish (for up to
+// Config.CallWait) before it is killed. From then on every restart uses rc.
+// On failure the old process keeps serving with its pin and configuration,
+// and Reload returns the *Error, "plugin <name> (<path>): reloading:
+// <cause>". Instances the old process launched are untouched: plugins are
+// stateless, the new process finds them in the cloud.
+//
+// Reload logs the swap (old and new pid, version and sha256); a failure is
+// the caller's to log.
+func (s *Supervisor) Reload(ctx context.Context, rc ReloadConfig) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if s.isClosed() {
 		return s.wrap(ErrClosed)
 	}
-	p, err := s.spawn(ctx)
+	pin, err := parsePin(rc.SHA256)
 	if err != nil {
-		s.log.Error("reloading plugin failed; keeping the running process", "error", err)
 		return s.wrap(fmt.Errorf("reloading: %w", err))
 	}
-	old, ok := s.install(p, true)
+	st := start{pin: pin, configure: rc.Configure}
+	p, err := s.spawn(ctx, st)
+	if err != nil {
+		return s.wrap(fmt.Errorf("reloading: %w", err))
+	}
+	s.mu.Lock()
+	oldInfo, oldSHA := s.info, s.sha
+	s.mu.Unlock()
+	old, ok := s.install(p, true, &st)
 	if !ok {
 		p.kill()
 		return s.wrap(ErrClosed)
 	}
-	attrs := []any{"pid", p.pid, "version", p.info.Version, "sha256", p.sha}
+	attrs := []any{"path", s.path, "pid", p.pid, "version", p.info.Version, "sha256", p.sha,
+		"old_version", oldInfo.Version, "old_sha256", oldSHA}
 	if old != nil {
-		attrs = append(attrs, "old_pid", old.pid, "old_version", old.info.Version)
+		attrs = append(attrs, "old_pid", old.pid)
 	}
 	s.log.Info("plugin reloaded", attrs...)
 	if old != nil {
@@ -612,23 +665,12 @@ func (s *Supervisor) Reload(ctx context.Context) error {
 	return nil
 }
 
-// Run blocks until ctx ends, reloading the plugin on every SIGHUP, then
-// closes the Supervisor.
+// Run blocks until ctx ends, then closes the Supervisor. It does not
+// reload on SIGHUP: the caller, who knows where the configuration comes
+// from, calls Reload.
 func (s *Supervisor) Run(ctx context.Context) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-ctx.Done():
-			return s.Close()
-		case <-hup:
-			s.log.Info("SIGHUP: reloading plugin", "path", s.path)
-			if err := s.Reload(ctx); err != nil {
-				s.log.Error("reloading plugin on SIGHUP", "error", err)
-			}
-		}
-	}
+	<-ctx.Done()
+	return s.Close()
 }
 
 // Client returns a Client that routes each call to the current plugin

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,6 +77,10 @@ func TestOpenErrors(t *testing.T) {
 	_, other := installPlugin(t, pluginV2)
 	otherSum, _ := FileSHA256(other)
 	pluginSum, _ := FileSHA256(plugin)
+	// kip-plugin-toy2 whose GetInfo says toy, found in its directory.
+	toyDir := t.TempDir()
+	toy2 := filepath.Join(toyDir, BinaryPrefix+"toy2")
+	replaceBinary(t, pluginV1, toy2)
 
 	tests := []struct {
 		name     string
@@ -136,6 +138,23 @@ func TestOpenErrors(t *testing.T) {
 			wantMsg:  `pinned sha256 "abc" is not 64 hex digits`,
 		},
 		{
+			name: "name mismatch in the plugin directory",
+			path: toy2,
+			cfg: func(c *Config) {
+				c.Name, c.Path, c.Dir = "toy2", "", toyDir
+				c.Env = []string{"KIP_TESTPLUGIN_NAME=toy"}
+			},
+			wantKind: ErrNameMismatch,
+			wantMsg:  `name mismatch: kip-plugin-toy2 reports the name "toy", not "toy2" (a plugin's file is named kip-plugin-<its name>)`,
+		},
+		{
+			name:     "name mismatch by path",
+			path:     plugin,
+			cfg:      func(c *Config) { c.Env = []string{"KIP_TESTPLUGIN_NAME=toy"} },
+			wantKind: ErrNameMismatch,
+			wantMsg:  `name mismatch: kip-plugin-fake reports the name "toy", not the configured name "fake"`,
+		},
+		{
 			name: "invalid config",
 			path: plugin,
 			cfg: func(c *Config) {
@@ -165,7 +184,7 @@ func TestOpenErrors(t *testing.T) {
 			if tt.wantKind != nil && !errors.Is(err, tt.wantKind) {
 				t.Errorf("Open error %v does not match %v", err, tt.wantKind)
 			}
-			prefix := fmt.Sprintf("plugin fake (%s): ", tt.path)
+			prefix := fmt.Sprintf("plugin %s (%s): ", cfg.Name, tt.path)
 			if msg := err.Error(); !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tt.wantMsg) || strings.Contains(msg, "\n") {
 				t.Errorf("Open error = %q; want one line starting %q containing %q", msg, prefix, tt.wantMsg)
 			}
@@ -316,7 +335,8 @@ func TestWatchEventsResubscribes(t *testing.T) {
 func TestReload(t *testing.T) {
 	_, path := installPlugin(t, pluginV1)
 	state := filepath.Join(t.TempDir(), "state.json")
-	s := open(t, testConfig(t, path, "KIP_FAKE_STATE="+state, "KIP_TESTPLUGIN_SLOW=300ms"))
+	cfg := testConfig(t, path, "KIP_FAKE_STATE="+state, "KIP_TESTPLUGIN_SLOW=300ms")
+	s := open(t, cfg)
 	c := s.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -337,7 +357,7 @@ func TestReload(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // the calls are in flight on the old process
 	replaceBinary(t, pluginV2, path)
-	if err := s.Reload(ctx); err != nil {
+	if err := s.Reload(ctx, ReloadConfig{Configure: cfg.Configure}); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
 	wg.Wait()
@@ -359,60 +379,6 @@ func TestReload(t *testing.T) {
 	if cells := listedCells(t, c); cells["before"] != before.Instance.ID {
 		t.Errorf("after Reload, cell before lists %q, want %q", cells["before"], before.Instance.ID)
 	}
-}
-
-func TestReloadFailureKeepsOld(t *testing.T) {
-	_, path := installPlugin(t, pluginV1)
-	s := open(t, testConfig(t, path))
-	oldPid := s.Pid()
-	writeScript(t, path+".new", "echo not a plugin\n")
-	if err := os.Rename(path+".new", path); err != nil {
-		t.Fatal(err)
-	}
-	err := s.Reload(context.Background())
-	if !errors.Is(err, ErrNotPlugin) || !strings.Contains(err.Error(), "plugin fake ("+path+"): reloading: not a Kip plugin") {
-		t.Fatalf("Reload = %v, want a not-a-plugin error", err)
-	}
-	if s.Pid() != oldPid || s.Info().Version != "1.0.0" {
-		t.Errorf("after failed Reload: pid %d version %s, want %d 1.0.0", s.Pid(), s.Info().Version, oldPid)
-	}
-	if _, err := s.Client().List(context.Background(), &pluginapi.ListRequest{}); err != nil {
-		t.Errorf("List after failed Reload: %v", err)
-	}
-}
-
-func TestRunReloadsOnSIGHUP(t *testing.T) {
-	// Keep SIGHUP from ending the test binary before Run listens.
-	guard := make(chan os.Signal, 8)
-	signal.Notify(guard, syscall.SIGHUP)
-	defer signal.Stop(guard)
-
-	_, path := installPlugin(t, pluginV1)
-	s := open(t, testConfig(t, path))
-	pid := s.Pid()
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- s.Run(ctx) }()
-
-	replaceBinary(t, pluginV2, path)
-	eventually(t, 20*time.Second, "Reload on SIGHUP", func() bool {
-		if s.Info().Version == "2.0.0" {
-			return true
-		}
-		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-			t.Errorf("sending SIGHUP: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-		return false
-	})
-	cancel()
-	if err := <-runDone; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	if _, err := s.Client().List(context.Background(), &pluginapi.ListRequest{}); !errors.Is(err, ErrClosed) {
-		t.Errorf("List after Run returned = %v, want ErrClosed", err)
-	}
-	eventually(t, 5*time.Second, "plugin processes to end", func() bool { return !alive(pid) && len(procsRunning(path)) == 0 })
 }
 
 func TestPermanentFailure(t *testing.T) {
