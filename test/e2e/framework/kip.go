@@ -160,6 +160,13 @@ type Kip struct {
 	NodeName string
 	Dir      string
 	LogPath  string
+	// ConfigPath is kip's configuration file (kip.yaml in Dir), which
+	// kip reads again on SIGHUP (Signal).
+	ConfigPath string
+	// BinDir holds kip, kip-cell and the plugins; PluginDir is the
+	// directory kip runs its plugin from (BinDir unless
+	// KipOptions.PluginDir).
+	BinDir, PluginDir string
 	// Plugin is the cloud plugin kip runs: "local" or "aws".
 	Plugin string
 	// StateDir is the local plugin's: kip's own (plugin local), or the one
@@ -197,6 +204,12 @@ type KipOptions struct {
 	Dir string
 	// ClusterID is kip's clusterID; empty means "e2e".
 	ClusterID string
+	// PluginDir is kip's plugin.dir, where it finds kip-plugin-<name>;
+	// empty means BinDir. A test that replaces the plugin binary gives
+	// kip a directory of its own.
+	PluginDir string
+	// PluginSHA256 is kip's plugin.sha256 pin; empty means none.
+	PluginSHA256 string
 }
 
 // StartKip runs kip as a real process with the node's own identity
@@ -239,7 +252,11 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if opts.ClusterID == "" {
 		opts.ClusterID = "e2e"
 	}
+	if opts.PluginDir == "" {
+		opts.PluginDir = opts.BinDir
+	}
 	k := &Kip{NodeName: opts.NodeName, Dir: dir, LogPath: filepath.Join(dir, "kip.log"), StateDir: filepath.Join(dir, "local"),
+		ConfigPath: filepath.Join(dir, "kip.yaml"), BinDir: opts.BinDir, PluginDir: opts.PluginDir,
 		removeDir: temporary, done: make(chan struct{})}
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
@@ -280,8 +297,11 @@ plugin:
   name: %[5]s
   dir: %[6]s
   config: %[7]s
-`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.BinDir, pluginJSON, UnavailableTTL, opts.ClusterID)
-	configPath := filepath.Join(dir, "kip.yaml")
+`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID)
+	if opts.PluginSHA256 != "" {
+		config += "  sha256: " + opts.PluginSHA256 + "\n"
+	}
+	configPath := k.ConfigPath
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing kip config: %w", err)
 	}
@@ -371,6 +391,15 @@ const UnavailableTTL = 5 * time.Second
 
 // ec2AccessKey is the only access key the simulator accepts.
 const ec2AccessKey = "AKIDE2ESIMULATOR"
+
+// Signal sends sig to the kip process (not its plugin or cells): SIGHUP
+// makes kip read its configuration again and swap its plugin process.
+func (k *Kip) Signal(sig syscall.Signal) error {
+	if err := k.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signalling kip: %w", err)
+	}
+	return nil
+}
 
 // LogTail returns the last n lines of kip's log.
 func (k *Kip) LogTail(n int) string {
