@@ -26,7 +26,9 @@ const ProtocolVersion = 1
 // the host never calls before Configure, always sends a Config, reads
 // Field only for its messages, and treats a terminated instance as gone;
 // an older host sees a NotConfigured error as an unclassified
-// FailedPrecondition and an Unsupported without its Field.
+// FailedPrecondition and an Unsupported without its Field. (No pluginapi
+// had been released without them: the first tag, pluginapi/v1.0.0,
+// carries them.)
 const APIVersion = "1.0"
 
 // Provider is the contract between the kip host and one cloud: it knows
