@@ -793,3 +793,27 @@ func TestBootingCellPollsOnlyWithoutEvents(t *testing.T) {
 	close(cutter.cut)
 	eventually(t, "polling without the event stream", func() bool { return h.plugin.Calls("Describe") >= 3 })
 }
+
+// After a plugin swap the next placement reads the new process's catalog
+// and capabilities at once, not when the old catalog's TTL runs out.
+func TestRefreshCatalogFetchesAgain(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, err := h.m.catalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fetched := h.plugin.Calls("ListInstanceTypes")
+	if _, err := h.m.catalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.plugin.Calls("ListInstanceTypes"); n != fetched {
+		t.Fatalf("a fresh catalog was fetched again (%d calls, then %d) within its TTL", fetched, n)
+	}
+	h.m.RefreshCatalog()
+	if _, err := h.m.catalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.plugin.Calls("ListInstanceTypes"); n != fetched+1 {
+		t.Errorf("after RefreshCatalog: %d ListInstanceTypes calls, want %d", n, fetched+1)
+	}
+}

@@ -65,6 +65,15 @@ func (m *Manager) catalog(ctx context.Context) (*match.Catalog, error) {
 	return m.cat, nil
 }
 
+// RefreshCatalog makes the next placement fetch the plugin's catalog and
+// capabilities again, whatever their age: after a plugin swap, whose new
+// version or configuration may offer other types, prices or capabilities.
+func (m *Manager) RefreshCatalog() {
+	m.catMu.Lock()
+	defer m.catMu.Unlock()
+	m.catAt = time.Time{}
+}
+
 // rank turns the pod into its ranked candidates. An *match.UnsatisfiableError
 // says why nothing fits; any other error is the plugin's.
 func (m *Manager) rank(ctx context.Context, pod *corev1.Pod) ([]match.Candidate, error) {

@@ -104,7 +104,7 @@ func cmpOr(a, b string) string {
 // hasCapability reports whether the plugin offers c. The plugin's
 // capabilities are read with its catalog (catalog) and refreshed with it,
 // so that an Apply costs no GetInfo call; a plugin swapped on SIGHUP is
-// seen at the next refresh.
+// seen at once (RefreshCatalog).
 func (m *Manager) hasCapability(ctx context.Context, c pluginapi.Capability) bool {
 	if _, err := m.catalog(ctx); err != nil {
 		return false

@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	defer stop()
 	errs := make(chan error, 4)
 	go func() { errs <- sup.Run(ctx) }()
-	go func() { errs <- newPluginReloader(sup, o.reload, cfg, log).run(ctx, hup) }()
+	go func() { errs <- newPluginReloader(sup, o.reload, cfg, manager.RefreshCatalog, log).run(ctx, hup) }()
 	adopted := make(chan struct{})
 	go func() { errs <- manager.Run(ctx, adopted) }()
 	select {

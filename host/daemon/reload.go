@@ -60,16 +60,23 @@ type pluginReloader struct {
 	// running is the configuration kip runs with; its plugin section
 	// follows every swap.
 	running config.Config
+	// swapped runs after every successful swap (the cells refresh the
+	// catalog and capabilities the new process offers).
+	swapped func()
 	log     *slog.Logger
 }
 
 // newPluginReloader reloads sup with what load reads; a nil load swaps the
-// binary with the configuration kip started with.
-func newPluginReloader(sup swapper, load Loader, cfg *config.Config, log *slog.Logger) *pluginReloader {
+// binary with the configuration kip started with. swapped, if not nil,
+// runs after every successful swap.
+func newPluginReloader(sup swapper, load Loader, cfg *config.Config, swapped func(), log *slog.Logger) *pluginReloader {
 	if load == nil {
 		load = func() (*config.Config, error) { c := *cfg; return &c, nil }
 	}
-	return &pluginReloader{plugin: sup, load: load, running: *cfg, log: log}
+	if swapped == nil {
+		swapped = func() {}
+	}
+	return &pluginReloader{plugin: sup, load: load, running: *cfg, swapped: swapped, log: log}
 }
 
 // notifyHUP starts catching SIGHUP (which would otherwise end kip) into
@@ -136,6 +143,7 @@ func (r *pluginReloader) reload(ctx context.Context) error {
 		return err
 	}
 	r.running.Plugin = next.Plugin
+	r.swapped()
 	return nil
 }
 

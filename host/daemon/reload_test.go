@@ -145,12 +145,13 @@ func TestPluginReload(t *testing.T) {
 			next := testConfig(t, tt.next)
 			sup := &fakeSwapper{err: tt.swapErr}
 			log, logs := bufLogger()
+			var refreshed int
 			r := newPluginReloader(sup, func() (*config.Config, error) {
 				if tt.loadErr != nil {
 					return nil, tt.loadErr
 				}
 				return next, nil
-			}, running, log)
+			}, running, func() { refreshed++ }, log)
 
 			err := r.reload(context.Background())
 			switch {
@@ -176,6 +177,15 @@ func TestPluginReload(t *testing.T) {
 			if diff := cmp.Diff(wantPlugin, r.running.Plugin); diff != "" {
 				t.Errorf("running plugin section (-want +got):\n%s", diff)
 			}
+			// The cells fetch the new process's catalog and capabilities
+			// after a swap, and only then.
+			wantRefreshed := 0
+			if err == nil && len(sup.calls()) == 1 {
+				wantRefreshed = 1
+			}
+			if refreshed != wantRefreshed {
+				t.Errorf("catalog refreshed %d times, want %d", refreshed, wantRefreshed)
+			}
 			if tt.wantWarn != "" && !strings.Contains(logs.String(), tt.wantWarn) {
 				t.Errorf("log lacks %s:\n%s", tt.wantWarn, logs)
 			}
@@ -199,7 +209,7 @@ func TestPluginReloaderRun(t *testing.T) {
 		c := reads[min(n, len(reads)-1)]
 		n++
 		return c, nil
-	}, running, log)
+	}, running, nil, log)
 	hup := make(chan os.Signal)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
