@@ -780,32 +780,7 @@ func checkContextCancellation(ctx context.Context, e *env) error {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	cell := e.cell(cluster)
-	calls := []struct {
-		name string
-		call func(context.Context) error
-	}{
-		{"GetInfo", func(ctx context.Context) error { _, err := c.GetInfo(ctx, &pluginapi.GetInfoRequest{}); return err }},
-		{"ListInstanceTypes", func(ctx context.Context) error {
-			_, err := c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
-			return err
-		}},
-		{"Launch", func(ctx context.Context) error {
-			resp, err := c.Launch(ctx, e.launchRequest(cell))
-			if err == nil {
-				e.remember(resp.Instance.ID, cluster)
-			}
-			return err
-		}},
-		{"Describe", func(ctx context.Context) error {
-			_, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
-			return err
-		}},
-		{"List", func(ctx context.Context) error { _, err := c.List(ctx, &pluginapi.ListRequest{}); return err }},
-		{"Terminate", func(ctx context.Context) error {
-			_, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
-			return err
-		}},
-	}
+	calls := e.calls(c, nil, cluster, cell)
 	const prompt = 5 * time.Second
 	var errs []error
 	for _, call := range calls {
@@ -828,24 +803,9 @@ func checkContextCancellation(ctx context.Context, e *env) error {
 	if _, err := raw.Configure(ctx, e.configureRequest(cluster, e.cfg.Plugin)); err != nil {
 		return errors.Join(append(errs, fmt.Errorf("configuring a provider without gRPC: %w", err))...)
 	}
-	direct := []struct {
-		name string
-		call func(context.Context) error
-	}{
-		{"GetInfo", func(ctx context.Context) error { _, err := raw.GetInfo(ctx, &pluginapi.GetInfoRequest{}); return err }},
-		{"Launch", func(ctx context.Context) error {
-			resp, err := raw.Launch(ctx, e.launchRequest(cell))
-			if err == nil {
-				e.remember(resp.Instance.ID, cluster)
-			}
-			return err
-		}},
-		{"List", func(ctx context.Context) error { _, err := raw.List(ctx, &pluginapi.ListRequest{}); return err }},
-		{"Describe", func(ctx context.Context) error {
-			_, err := raw.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
-			return err
-		}},
-	}
+	direct := slices.DeleteFunc(e.calls(raw, nil, cluster, cell), func(call contractCall) bool {
+		return call.name == "ListInstanceTypes" || call.name == "Terminate"
+	})
 	for _, call := range direct {
 		done := make(chan error, 1)
 		go func() { done <- call.call(cancelled) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -22,51 +23,12 @@ func checkNotConfigured(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("GetInfo before Configure failed: %w; it must work before Configure", err)
 	}
-	cell := e.cell(cluster)
-	calls := []struct {
-		name string
-		call func(context.Context) error
-	}{
-		{"ListInstanceTypes", func(ctx context.Context) error {
-			_, err := c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
-			return err
-		}},
-		{"Launch", func(ctx context.Context) error {
-			resp, err := c.Launch(ctx, e.launchRequest(cell))
-			if err == nil {
-				e.remember(resp.Instance.ID, cluster)
-			}
-			return err
-		}},
-		{"Describe", func(ctx context.Context) error {
-			_, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
-			return err
-		}},
-		{"List", func(ctx context.Context) error { _, err := c.List(ctx, &pluginapi.ListRequest{}); return err }},
-		{"Terminate", func(ctx context.Context) error {
-			_, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
-			return err
-		}},
-	}
-	if info.Has(pluginapi.CapabilityWatchEvents) {
-		calls = append(calls, struct {
-			name string
-			call func(context.Context) error
-		}{"WatchEvents", func(ctx context.Context) error {
-			return c.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
-		}})
-	}
-	if info.Has(pluginapi.CapabilityRegistryAuth) {
-		calls = append(calls, struct {
-			name string
-			call func(context.Context) error
-		}{"RegistryAuth", func(ctx context.Context) error {
-			_, err := c.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: probeImage})
-			return err
-		}})
-	}
+	calls := e.calls(c, info, cluster, e.cell(cluster))
 	var errs []error
 	for _, call := range calls {
+		if call.name == "GetInfo" {
+			continue
+		}
 		// A stream that does not end by itself ends here.
 		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := call.call(callCtx)
@@ -83,6 +45,58 @@ func checkNotConfigured(ctx context.Context, e *env) error {
 		errs = append(errs, fmt.Errorf("List after a successful Configure failed: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// contractCall is one call of the contract with fixed arguments, made
+// with the context given; only its error is kept.
+type contractCall struct {
+	name string
+	call func(context.Context) error
+}
+
+// calls returns one call of each method of p: GetInfo, ListInstanceTypes,
+// a Launch of cell (remembered for clean-up in cluster), a Describe, List,
+// a Terminate of the unknown ID, and WatchEvents and RegistryAuth where p
+// implements them and info (if not nil) offers them.
+func (e *env) calls(p pluginapi.Provider, info *pluginapi.GetInfoResponse, cluster, cell string) []contractCall {
+	calls := []contractCall{
+		{"GetInfo", func(ctx context.Context) error { _, err := p.GetInfo(ctx, &pluginapi.GetInfoRequest{}); return err }},
+		{"ListInstanceTypes", func(ctx context.Context) error {
+			_, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+			return err
+		}},
+		{"Launch", func(ctx context.Context) error {
+			resp, err := p.Launch(ctx, e.launchRequest(cell))
+			if err == nil {
+				e.remember(resp.Instance.ID, cluster)
+			}
+			return err
+		}},
+		{"Describe", func(ctx context.Context) error {
+			_, err := p.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
+			return err
+		}},
+		{"List", func(ctx context.Context) error { _, err := p.List(ctx, &pluginapi.ListRequest{}); return err }},
+		{"Terminate", func(ctx context.Context) error {
+			_, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
+			return err
+		}},
+	}
+	if info == nil {
+		return calls
+	}
+	if w, ok := p.(pluginapi.EventWatcher); ok && info.Has(pluginapi.CapabilityWatchEvents) {
+		calls = append(calls, contractCall{"WatchEvents", func(ctx context.Context) error {
+			return w.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
+		}})
+	}
+	if r, ok := p.(pluginapi.RegistryAuthenticator); ok && info.Has(pluginapi.CapabilityRegistryAuth) {
+		calls = append(calls, contractCall{"RegistryAuth", func(ctx context.Context) error {
+			_, err := r.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: probeImage})
+			return err
+		}})
+	}
+	return calls
 }
 
 // probeImage is the image the suite asks RegistryAuth about: in no
@@ -274,42 +288,16 @@ func checkDeadline(ctx context.Context, e *env) error {
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("GetInfo failed: %w", err))...)
 	}
-	cell := e.cell(cluster)
-	calls := []struct {
-		name string
-		call func(context.Context)
-	}{
-		{"GetInfo", func(ctx context.Context) { _, _ = c.GetInfo(ctx, &pluginapi.GetInfoRequest{}) }},
-		{"ListInstanceTypes", func(ctx context.Context) { _, _ = c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}) }},
-		{"Launch", func(ctx context.Context) { _, _ = c.Launch(ctx, e.launchRequest(cell)) }},
-		{"Describe", func(ctx context.Context) {
-			_, _ = c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{e.cfg.UnknownInstanceID}})
-		}},
-		{"List", func(ctx context.Context) { _, _ = c.List(ctx, &pluginapi.ListRequest{}) }},
-		{"Terminate", func(ctx context.Context) {
-			_, _ = c.Terminate(ctx, &pluginapi.TerminateRequest{ID: e.cfg.UnknownInstanceID})
-		}},
-	}
-	// The optional calls the provider implements (the info case checks
-	// that they match its capabilities).
-	if _, ok := tp.p.(pluginapi.EventWatcher); ok && info.Has(pluginapi.CapabilityWatchEvents) {
-		calls = append(calls, struct {
-			name string
-			call func(context.Context)
-		}{"WatchEvents", func(ctx context.Context) {
-			_ = c.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
-		}})
-	}
-	if _, ok := tp.p.(pluginapi.RegistryAuthenticator); ok && info.Has(pluginapi.CapabilityRegistryAuth) {
-		calls = append(calls, struct {
-			name string
-			call func(context.Context)
-		}{"RegistryAuth", func(ctx context.Context) {
-			_, _ = c.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: probeImage})
-		}})
-	}
+	// The optional calls are those the provider implements (the info case
+	// checks that they match its capabilities).
+	calls := e.calls(c, info, cluster, e.cell(cluster))
+	calls = slices.DeleteFunc(calls, func(call contractCall) bool {
+		_, watches := tp.p.(pluginapi.EventWatcher)
+		_, auths := tp.p.(pluginapi.RegistryAuthenticator)
+		return call.name == "WatchEvents" && !watches || call.name == "RegistryAuth" && !auths
+	})
 	for _, call := range calls {
-		errs = append(errs, deadlineCall(ctx, tp, call.name, call.call))
+		errs = append(errs, deadlineCall(ctx, tp, call.name, func(ctx context.Context) { _ = call.call(ctx) }))
 	}
 	// Whatever a Launch under a deadline created is cleaned up.
 	tp.mu.Lock()
