@@ -6,6 +6,10 @@
 #   hack/fresh-root.sh                 make check (what CI runs)
 #   hack/fresh-root.sh demo-check      any make targets
 #   KIP_FRESH_KEEP=1 hack/fresh-root.sh   keep the root afterwards, to look inside
+#   KIP_FRESH_CACHES=1 hack/fresh-root.sh keep the root's Go caches (modules, builds,
+#                                         tools, control plane) between runs in
+#                                         ~/.cache/kip/fresh-root/home: for iterating
+#                                         on a failure; the proof runs without it
 #
 # What it does:
 #   1. once: debootstrap --variant=minbase bookworm into a tarball cached in
@@ -52,7 +56,7 @@ root=$work/root
 cleanup() {
   if [ -n "${KIP_FRESH_KEEP:-}" ]; then echo "the root stays in $root"; return; fi
   # The mounts lived in the namespace that just ended; never remove through one.
-  for m in proc sys dev run tmp; do
+  for m in proc sys dev run tmp root/.cache root/go; do
     if mountpoint -q "$root/$m"; then echo "$root/$m is still mounted: not removing $work" >&2; return; fi
   done
   rm -rf "$work"
@@ -78,11 +82,22 @@ done
 echo "cloning HEAD ($(git rev-parse --short HEAD)) to /src/kip"
 git clone -q --no-local "$repo" "$root/src/kip"
 mkdir -p "$root/root"
+caches=
+if [ -n "${KIP_FRESH_CACHES:-}" ]; then
+  caches="$cache/home"
+  mkdir -p "$caches/.cache" "$caches/go"
+  echo "keeping the root's Go caches in $caches (KIP_FRESH_CACHES)"
+fi
 
 # The namespaced part: mounts and processes end with it.
 inner=$(cat <<'EOF'
 set -euo pipefail
-root=$1; shift
+root=$1 caches=$2; shift 2
+if [ -n "$caches" ]; then
+  mkdir -p "$root/root/.cache" "$root/root/go"
+  mount --bind "$caches/.cache" "$root/root/.cache"
+  mount --bind "$caches/go" "$root/root/go"
+fi
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
@@ -97,6 +112,6 @@ EOF
 )
 start=$(date +%s)
 status=0
-unshare --mount --pid --fork --propagation private bash -c "$inner" inner "$root" "${targets[@]}" || status=$?
+unshare --mount --pid --fork --propagation private bash -c "$inner" inner "$root" "$caches" "${targets[@]}" || status=$?
 echo "== fresh root: make ${targets[*]} exited $status after $(( $(date +%s) - start )) s"
 exit $status
