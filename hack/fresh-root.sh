@@ -93,6 +93,9 @@ fi
 inner=$(cat <<'EOF'
 set -euo pipefail
 root=$1 caches=$2; shift 2
+# The root's / must be a mount point, as on a machine (ip netns exec and
+# ip -n remount / as a slave, which fails on a plain directory).
+mount --bind "$root" "$root"
 if [ -n "$caches" ]; then
   mkdir -p "$root/root/.cache" "$root/root/go"
   mount --bind "$caches/.cache" "$root/root/.cache"
