@@ -23,7 +23,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
-	github.com/kipcell/kip/pluginapi v0.0.0-00010101000000-000000000000
+	github.com/kipcell/kip/pluginapi v1.0.0
 	github.com/kipcell/kip/plugins/aws v0.0.0-00010101000000-000000000000
 	github.com/knadh/koanf/parsers/yaml v1.1.1
 	github.com/knadh/koanf/providers/confmap v1.0.1

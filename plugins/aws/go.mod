@@ -13,7 +13,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/pricing v1.51.3
 	github.com/aws/smithy-go v1.28.8
 	github.com/google/go-cmp v0.7.0
-	github.com/kipcell/kip/pluginapi v0.0.0-00010101000000-000000000000
+	github.com/kipcell/kip/pluginapi v1.0.0
 )
 
 require (

@@ -8,7 +8,7 @@ require (
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.24.0
 	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.15.0
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8 v8.3.0
-	github.com/kipcell/kip/pluginapi v0.0.0-00010101000000-000000000000
+	github.com/kipcell/kip/pluginapi v1.0.0
 )
 
 require (

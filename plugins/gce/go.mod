@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/kipcell/kip/pluginapi => ../../pluginapi
 
 require (
-	github.com/kipcell/kip/pluginapi v0.0.0-00010101000000-000000000000
+	github.com/kipcell/kip/pluginapi v1.0.0
 	golang.org/x/oauth2 v0.36.0
 )
 

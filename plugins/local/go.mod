@@ -4,7 +4,7 @@ go 1.26.0
 
 replace github.com/kipcell/kip/pluginapi => ../../pluginapi
 
-require github.com/kipcell/kip/pluginapi v0.0.0-00010101000000-000000000000
+require github.com/kipcell/kip/pluginapi v1.0.0
 
 require (
 	github.com/fatih/color v1.13.0 // indirect
