@@ -1,10 +1,14 @@
 package match
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kipcell/kip/host/setting"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -82,16 +86,27 @@ const (
 	DefaultMaxCandidates                 = 20
 	DefaultUnavailableTTL                = 3 * time.Minute
 	DefaultSurplusCreditPricePerVCPUHour = 0.05 // AWS T3/T4g unlimited surplus credits, Linux
+	// DefaultAgentReserveMilliCPU and DefaultAgentReserveMemoryBytes are
+	// the agent reserve of DefaultConfig.
+	DefaultAgentReserveMilliCPU    = 100
+	DefaultAgentReserveMemoryBytes = 256 << 20
 )
 
-// Config tunes the matcher. The zero value is usable: every empty field
-// takes the default documented on it (DefaultConfig only adds an agent
-// reserve).
+// ArchAny is the DefaultArch, in kip.yaml, of pods that may run on any
+// architecture (WithNodeArch).
+const ArchAny = "any"
+
+// Config tunes the matcher; it is the match section of kip.yaml, each
+// field's koanf tag its key. The zero value is usable: every empty field
+// takes the default documented on it, and DefaultConfig spells out the
+// defaults kip starts from (the same, plus an agent reserve).
 type Config struct {
 	// AgentReserveMilliCPU and AgentReserveMemoryBytes are added to every
-	// pod's requirement for the cell agent and the OS.
-	AgentReserveMilliCPU    int64 `koanf:"agentReserveMilliCPU"`
-	AgentReserveMemoryBytes int64 `koanf:"agentReserveMemoryBytes"`
+	// pod's requirement for the cell agent and the OS. kip.yaml writes
+	// them as quantities (agentReserveCPU: 100m, agentReserveMemory:
+	// 256Mi).
+	AgentReserveMilliCPU    MilliCPU `koanf:"agentReserveCPU"`
+	AgentReserveMemoryBytes Bytes    `koanf:"agentReserveMemory"`
 	// IgnoreLimits stops a container's limit from standing in for a
 	// missing request of CPU or memory. False (the default) uses the limit:
 	// the cell is sized for what the container may use. Extended
@@ -110,9 +125,10 @@ type Config struct {
 	// on-demand.
 	DefaultCapacityType pluginapi.CapacityType `koanf:"defaultCapacityType"`
 	// DefaultArch is the architecture of pods that name none; empty means
-	// any. kip sets the virtual node's kubernetes.io/arch: the scheduler
-	// placed the pod on a node of that architecture, and its images may
-	// exist for no other.
+	// any. In kip.yaml, empty means the virtual node's kubernetes.io/arch
+	// (node.arch: the scheduler placed the pod on a node of that
+	// architecture, and its images may exist for no other) and ArchAny
+	// means any; kip applies that with WithNodeArch.
 	DefaultArch pluginapi.Arch `koanf:"defaultArch"`
 	// SpotFallback is the default of AnnotationSpotFallback: whether a spot
 	// pod may also run on on-demand. False by default: a pod that asked
@@ -131,28 +147,102 @@ type Config struct {
 	MaxCandidates int `koanf:"maxCandidates"`
 }
 
-// DefaultConfig is the configuration kip starts from: the zero Config plus
-// an agent reserve of 100 millicores and 256 MiB.
+// DefaultConfig is the configuration kip starts from: every default
+// spelled out, and an agent reserve of 100 millicores and 256 MiB.
 func DefaultConfig() Config {
-	return Config{AgentReserveMilliCPU: 100, AgentReserveMemoryBytes: 256 << 20}
+	return Config{
+		AgentReserveMilliCPU:          DefaultAgentReserveMilliCPU,
+		AgentReserveMemoryBytes:       DefaultAgentReserveMemoryBytes,
+		BurstablePolicy:               BurstableBaseline,
+		SurplusCreditPricePerVCPUHour: DefaultSurplusCreditPricePerVCPUHour,
+		UnknownPrice:                  UnknownPriceLast,
+		DefaultCapacityType:           pluginapi.CapacityOnDemand,
+		MaxCandidates:                 DefaultMaxCandidates,
+	}
 }
 
-// Validate reports the first invalid field, naming it.
-func (c Config) Validate() error {
-	switch {
-	case c.AgentReserveMilliCPU < 0 || c.AgentReserveMemoryBytes < 0:
-		return fmt.Errorf("agent reserve must not be negative")
-	case c.BurstablePolicy != "" && c.BurstablePolicy != BurstableBaseline && c.BurstablePolicy != BurstableUnlimited:
-		return fmt.Errorf("burstablePolicy %q: want %q or %q", c.BurstablePolicy, BurstableBaseline, BurstableUnlimited)
-	case !(c.SurplusCreditPricePerVCPUHour >= 0) || math.IsInf(c.SurplusCreditPricePerVCPUHour, 0):
-		return fmt.Errorf("surplusCreditPricePerVCPUHour must be a non-negative number")
-	case c.UnknownPrice != "" && c.UnknownPrice != UnknownPriceLast && c.UnknownPrice != UnknownPriceExclude:
-		return fmt.Errorf("unknownPrice %q: want %q or %q", c.UnknownPrice, UnknownPriceLast, UnknownPriceExclude)
-	case c.DefaultCapacityType != "" && c.DefaultCapacityType != pluginapi.CapacityOnDemand && c.DefaultCapacityType != pluginapi.CapacitySpot:
-		return fmt.Errorf("defaultCapacityType %q: want %q or %q", c.DefaultCapacityType, pluginapi.CapacityOnDemand, pluginapi.CapacitySpot)
+// WithNodeArch returns c with kip.yaml's DefaultArch resolved for a virtual
+// node of architecture arch: empty becomes arch, ArchAny becomes empty (no
+// default).
+func (c Config) WithNodeArch(arch pluginapi.Arch) Config {
+	switch c.DefaultArch {
+	case "":
+		c.DefaultArch = arch
+	case ArchAny:
+		c.DefaultArch = ""
 	}
+	return c
+}
+
+// Validate reports every invalid field as a *setting.Error naming its key.
+func (c Config) Validate() error {
+	var errs []error
+	if c.AgentReserveMilliCPU < 0 {
+		errs = append(errs, setting.Errorf("agentReserveCPU", "%s is negative", c.AgentReserveMilliCPU))
+	}
+	if c.AgentReserveMemoryBytes < 0 {
+		errs = append(errs, setting.Errorf("agentReserveMemory", "%s is negative", c.AgentReserveMemoryBytes))
+	}
+	if c.BurstablePolicy != "" && c.BurstablePolicy != BurstableBaseline && c.BurstablePolicy != BurstableUnlimited {
+		errs = append(errs, setting.Errorf("burstablePolicy", "%q: want %q or %q", c.BurstablePolicy, BurstableBaseline, BurstableUnlimited))
+	}
+	if !(c.SurplusCreditPricePerVCPUHour >= 0) || math.IsInf(c.SurplusCreditPricePerVCPUHour, 0) {
+		errs = append(errs, setting.Errorf("surplusCreditPricePerVCPUHour", "must be a non-negative number"))
+	}
+	if c.UnknownPrice != "" && c.UnknownPrice != UnknownPriceLast && c.UnknownPrice != UnknownPriceExclude {
+		errs = append(errs, setting.Errorf("unknownPrice", "%q: want %q or %q", c.UnknownPrice, UnknownPriceLast, UnknownPriceExclude))
+	}
+	if c.DefaultCapacityType != "" && c.DefaultCapacityType != pluginapi.CapacityOnDemand && c.DefaultCapacityType != pluginapi.CapacitySpot {
+		errs = append(errs, setting.Errorf("defaultCapacityType", "%q: want %q or %q", c.DefaultCapacityType, pluginapi.CapacityOnDemand, pluginapi.CapacitySpot))
+	}
+	return errors.Join(errs...)
+}
+
+// MilliCPU is an amount of CPU in millicores. As text (kip.yaml, KIP_*
+// variables) it is a Kubernetes quantity: 100m, 0.5, 2.
+type MilliCPU int64
+
+// maxReserveCPU bounds a CPU quantity read as text: more is a typo (and
+// would overflow).
+const maxReserveCPU = 1 << 20
+
+// UnmarshalText reads a CPU quantity of at least zero.
+func (m *MilliCPU) UnmarshalText(text []byte) error {
+	q, err := resource.ParseQuantity(string(text))
+	if err != nil || q.Sign() < 0 || q.AsApproximateFloat64() > maxReserveCPU {
+		return fmt.Errorf("%q is not a CPU quantity >= 0 such as 100m", text)
+	}
+	*m = MilliCPU(q.MilliValue())
 	return nil
 }
+
+// MarshalText writes m as a quantity.
+func (m MilliCPU) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+func (m MilliCPU) String() string { return resource.NewMilliQuantity(int64(m), resource.DecimalSI).String() }
+
+// Bytes is an amount of memory in bytes. As text (kip.yaml, KIP_*
+// variables) it is a Kubernetes quantity: 256Mi, 1G.
+type Bytes int64
+
+// maxReserveMemory bounds a memory quantity read as text: more is a typo
+// (and would overflow).
+const maxReserveMemory = 1 << 50
+
+// UnmarshalText reads a memory quantity of at least zero.
+func (b *Bytes) UnmarshalText(text []byte) error {
+	q, err := resource.ParseQuantity(string(text))
+	if err != nil || q.Sign() < 0 || q.AsApproximateFloat64() > maxReserveMemory {
+		return fmt.Errorf("%q is not a memory quantity >= 0 such as 256Mi", text)
+	}
+	*b = Bytes(q.Value())
+	return nil
+}
+
+// MarshalText writes b as a quantity.
+func (b Bytes) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+func (b Bytes) String() string { return resource.NewQuantity(int64(b), resource.BinarySI).String() }
 
 func (c Config) burstable() BurstablePolicy {
 	if c.BurstablePolicy == "" {

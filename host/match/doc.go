@@ -5,8 +5,11 @@
 // launches the first and, on InsufficientCapacity, marks it in an
 // Unavailable set and launches the next.
 //
-// It imports pluginapi, k8s.io/api, k8s.io/apimachinery and the standard
-// library; never host/cells or client-go.
+// It imports pluginapi, host/setting (Config.Validate's errors),
+// k8s.io/api, k8s.io/apimachinery and the standard library; never
+// host/cells, host/config or client-go. Config is the match section of
+// kip.yaml: its koanf tags are the keys, DefaultConfig the defaults and
+// Validate the rules.
 //
 // # What a pod needs
 //

@@ -95,9 +95,9 @@ func PodRequirements(pod *corev1.Pod, cfg Config) (Requirements, error) {
 	if err != nil {
 		return req, err
 	}
-	req.ReserveMilliCPU, req.ReserveMemoryBytes = cfg.AgentReserveMilliCPU, cfg.AgentReserveMemoryBytes
-	req.MilliCPU = satAdd(res.cpu, cfg.AgentReserveMilliCPU)
-	req.MemoryBytes = satAdd(res.mem, cfg.AgentReserveMemoryBytes)
+	req.ReserveMilliCPU, req.ReserveMemoryBytes = int64(cfg.AgentReserveMilliCPU), int64(cfg.AgentReserveMemoryBytes)
+	req.MilliCPU = satAdd(res.cpu, req.ReserveMilliCPU)
+	req.MemoryBytes = satAdd(res.mem, req.ReserveMemoryBytes)
 	if err := req.extended(res.ext, cfg); err != nil {
 		return req, err
 	}
