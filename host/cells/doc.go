@@ -31,6 +31,7 @@
 // without telling the provider) and cells nobody knows (after a restart),
 // and re-adopts running cells of pods that still exist.
 //
-// It imports pluginapi, host/match, host/dispatch, cell/api and client-go; never
-// host/node's implementation.
+// It imports pluginapi, host/match, host/dispatch, host/setting, cell/api and
+// client-go; never host/node's implementation or host/config. Config's
+// koanf-tagged fields are the cells section of kip.yaml (config.go).
 package cells

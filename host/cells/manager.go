@@ -30,44 +30,50 @@ type Identity interface {
 	ClientTLSConfig(cellID string) (*tls.Config, error)
 }
 
-// Config tunes the Manager.
+// Config tunes the Manager. Its fields with a koanf tag are the cells
+// section of kip.yaml (config.go: DefaultConfig, Validate); the daemon
+// sets the others, and tests shorten the intervals.
 type Config struct {
-	ClusterID string
-	NodeName  string
+	ClusterID string `koanf:"-"`
+	NodeName  string `koanf:"-"`
 	// Match tunes pod-to-instance matching (host/match).
-	Match match.Config
+	Match match.Config `koanf:"-"`
 	// UnavailableTTL is how long an offering that ran out of capacity is
 	// skipped; default match.DefaultUnavailableTTL (3 minutes).
-	UnavailableTTL time.Duration
+	UnavailableTTL time.Duration `koanf:"unavailableTTL"`
 	// CatalogTTL is how long the plugin's catalog is used before it is
 	// fetched again; default 10 minutes.
-	CatalogTTL time.Duration
+	CatalogTTL time.Duration `koanf:"catalogTTL"`
 	// RematchInterval is how often a pod nothing fits is matched again
 	// (also whenever it changes); default 1 minute.
-	RematchInterval time.Duration
+	RematchInterval time.Duration `koanf:"rematchInterval"`
 	// RefusedRetry is the least wait after the plugin refuses a launch
 	// (quota, bad request) before ranking again; default 30 s.
-	RefusedRetry time.Duration
+	RefusedRetry time.Duration `koanf:"-"`
 	// Image is the cell image passed to Launch (plugin-specific; empty
 	// means the plugin's default).
-	Image string
+	Image string `koanf:"image"`
+	// InsecureRegistries are registry hosts (host:port) cells pull from
+	// over plain HTTP (loopback hosts always are); the daemon adds them to
+	// every cell's bootstrap.
+	InsecureRegistries []string `koanf:"insecureRegistries"`
 	// BootPoll is the longest wait between two looks at a booting
 	// instance; default 2 s.
-	BootPoll time.Duration
+	BootPoll time.Duration `koanf:"-"`
 	// BootPollWatched replaces BootPoll while the plugin's event stream is
 	// up: its running event ends the wait, so the looks are a safety net
 	// and cost cloud API calls; default 10 s.
-	BootPollWatched time.Duration
+	BootPollWatched time.Duration `koanf:"-"`
 	// BootTimeout bounds launch-to-agent-reachable; default 10 minutes.
-	BootTimeout time.Duration
+	BootTimeout time.Duration `koanf:"-"`
 	// GCInterval is how often cells of vanished pods and unknown instances
 	// are looked for; default 30 s.
-	GCInterval time.Duration
+	GCInterval time.Duration `koanf:"-"`
 	// Backoff returns the wait before retry n (n ≥ 1) of a transient
 	// failure; default 250 ms doubling to 30 s.
-	Backoff func(n int) time.Duration
+	Backoff func(n int) time.Duration `koanf:"-"`
 	// Now is the clock; default time.Now.
-	Now func() time.Time
+	Now func() time.Time `koanf:"-"`
 }
 
 func (c *Config) defaults() {

@@ -1,0 +1,33 @@
+package cells
+
+import (
+	"errors"
+	"time"
+
+	"github.com/kipcell/kip/host/setting"
+)
+
+// DefaultConfig is the Config New completes a zero Config to: every
+// interval at its default (Config's field comments), no image, no
+// insecure registry.
+func DefaultConfig() Config {
+	var c Config
+	c.defaults()
+	return c
+}
+
+// Validate checks the settings of the cells section of kip.yaml as loaded
+// (New gives a zero interval its default; kip.yaml may not), naming each
+// bad key in a *setting.Error.
+func (c Config) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"unavailableTTL", c.UnavailableTTL}, {"catalogTTL", c.CatalogTTL}, {"rematchInterval", c.RematchInterval}} {
+		if d.v <= 0 {
+			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))
+		}
+	}
+	return errors.Join(errs...)
+}

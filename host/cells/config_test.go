@@ -1,0 +1,61 @@
+package cells
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kipcell/kip/host/setting"
+)
+
+func TestDefaultConfig(t *testing.T) {
+	d := DefaultConfig()
+	got := []time.Duration{d.UnavailableTTL, d.CatalogTTL, d.RematchInterval, d.RefusedRetry, d.BootPoll, d.BootPollWatched, d.BootTimeout, d.GCInterval}
+	want := []time.Duration{3 * time.Minute, 10 * time.Minute, time.Minute, 30 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Minute, 30 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DefaultConfig intervals (-want +got):\n%s", diff)
+	}
+	if d.Backoff == nil || d.Now == nil || d.Image != "" || d.InsecureRegistries != nil {
+		t.Errorf("DefaultConfig = %+v", d)
+	}
+	if err := d.Validate(); err != nil {
+		t.Errorf("DefaultConfig().Validate() = %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Config)
+		wantKey []string
+	}{
+		{name: "defaults", mutate: func(*Config) {}},
+		{name: "short intervals", mutate: func(c *Config) { c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = time.Nanosecond, time.Second, time.Millisecond }},
+		{name: "zero unavailableTTL", mutate: func(c *Config) { c.UnavailableTTL = 0 }, wantKey: []string{"unavailableTTL"}},
+		{name: "zero catalogTTL", mutate: func(c *Config) { c.CatalogTTL = 0 }, wantKey: []string{"catalogTTL"}},
+		{name: "negative rematchInterval", mutate: func(c *Config) { c.RematchInterval = -time.Second }, wantKey: []string{"rematchInterval"}},
+		{name: "all three", mutate: func(c *Config) { c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = 0, 0, 0 }, wantKey: []string{"unavailableTTL", "catalogTTL", "rematchInterval"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			var got []string
+			if err != nil {
+				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+					var serr *setting.Error
+					if !errors.As(e, &serr) {
+						t.Fatalf("Validate error %v is not a *setting.Error", e)
+					}
+					got = append(got, serr.Key)
+				}
+			}
+			if diff := cmp.Diff(tt.wantKey, got); diff != "" {
+				t.Errorf("Validate keys (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
