@@ -32,7 +32,9 @@ func TestConfigValidate(t *testing.T) {
 		wantKey []string
 	}{
 		{name: "defaults", mutate: func(*Config) {}},
-		{name: "short intervals", mutate: func(c *Config) { c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = time.Nanosecond, time.Second, time.Millisecond }},
+		{name: "short intervals", mutate: func(c *Config) {
+			c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = time.Nanosecond, time.Second, time.Millisecond
+		}},
 		{name: "zero unavailableTTL", mutate: func(c *Config) { c.UnavailableTTL = 0 }, wantKey: []string{"unavailableTTL"}},
 		{name: "zero catalogTTL", mutate: func(c *Config) { c.CatalogTTL = 0 }, wantKey: []string{"catalogTTL"}},
 		{name: "negative rematchInterval", mutate: func(c *Config) { c.RematchInterval = -time.Second }, wantKey: []string{"rematchInterval"}},

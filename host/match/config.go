@@ -219,7 +219,9 @@ func (m *MilliCPU) UnmarshalText(text []byte) error {
 // MarshalText writes m as a quantity.
 func (m MilliCPU) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
-func (m MilliCPU) String() string { return resource.NewMilliQuantity(int64(m), resource.DecimalSI).String() }
+func (m MilliCPU) String() string {
+	return resource.NewMilliQuantity(int64(m), resource.DecimalSI).String()
+}
 
 // Bytes is an amount of memory in bytes. As text (kip.yaml, KIP_*
 // variables) it is a Kubernetes quantity: 256Mi, 1G.
