@@ -132,12 +132,12 @@ func (c *Config) MatchConfig() (match.Config, error) {
 	if q, err := resource.ParseQuantity(m.AgentReserveCPU); err != nil || q.Sign() < 0 || q.AsApproximateFloat64() > 1<<20 {
 		errs = append(errs, &Error{Key: "match.agentReserveCPU", Reason: fmt.Sprintf("%q is not a CPU quantity >= 0 such as 100m", m.AgentReserveCPU)})
 	} else {
-		out.AgentReserveMilliCPU = q.MilliValue()
+		out.AgentReserveMilliCPU = match.MilliCPU(q.MilliValue())
 	}
 	if q, err := resource.ParseQuantity(m.AgentReserveMemory); err != nil || q.Sign() < 0 || q.AsApproximateFloat64() > 1<<50 {
 		errs = append(errs, &Error{Key: "match.agentReserveMemory", Reason: fmt.Sprintf("%q is not a memory quantity >= 0 such as 256Mi", m.AgentReserveMemory)})
 	} else {
-		out.AgentReserveMemoryBytes = q.Value()
+		out.AgentReserveMemoryBytes = match.Bytes(q.Value())
 	}
 	if err := out.Validate(); err != nil {
 		errs = append(errs, &Error{Key: "match", Reason: err.Error()})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kipcell/kip/host/config"
+	"github.com/kipcell/kip/host/setting"
 )
 
 // Defaults of Config.
@@ -41,125 +42,88 @@ const (
 	LabelArch     = corev1.LabelArchStable
 )
 
-// Config configures the virtual node. Build it with DefaultConfig or
-// FromConfig and adjust; New fills zero fields with the defaults above.
+// Config configures the virtual node. Its fields with a koanf tag are the
+// node section of kip.yaml, each tag its key; the daemon sets Name (from
+// nodeName) and Version. Build it with DefaultConfig and adjust; New fills
+// zero fields with the defaults above and validates it.
 type Config struct {
 	// Name is the Node's name (a DNS label) and, with a node identity,
 	// must match the system:node:<name> credentials.
-	Name string
+	Name string `koanf:"-"`
 	// Labels are added to the Node's own labels (type, hostname, os,
 	// arch). Under NodeRestriction a node identity may only set
 	// kubernetes.io/ and k8s.io/ labels on the kubelet's allowed list.
-	Labels map[string]string
+	Labels map[string]string `koanf:"-"`
+	// Taint is registered with the Node, in kubectl's key[=value]:Effect
+	// form; empty (or "none") registers none. A node identity may set
+	// taints when it registers but not change them afterwards
+	// (NodeRestriction).
+	Taint string `koanf:"taint"`
 	// SetRoleLabel adds kubernetes.io/role=agent. NodeRestriction forbids
 	// a node identity to set it, so only enable it when kip runs with
 	// broader credentials; otherwise kip logs that an administrator should
 	// add it.
-	SetRoleLabel bool
-	// Taint is registered with the Node; nil registers none. A node
-	// identity may set taints when it registers but not change them
-	// afterwards (NodeRestriction).
-	Taint *corev1.Taint
-	// Capacity is the Node's capacity and allocatable (cpu, memory, pods).
-	Capacity corev1.ResourceList
+	SetRoleLabel bool `koanf:"setRoleLabel"`
+	// Capacity is the Node's capacity and allocatable.
+	Capacity Capacity `koanf:"capacity"`
 	// Arch is the kubernetes.io/arch label and NodeInfo architecture.
-	Arch string
+	Arch string `koanf:"arch"`
 	// InternalIP is the address the API server dials for the kubelet API
 	// (kubectl logs, exec, port-forward). Empty picks the first global
-	// unicast IPv4 address of this host.
-	InternalIP string
+	// unicast IPv4 address of this host. In a Deployment, set it from
+	// status.podIP (KIP_NODE_INTERNAL_IP).
+	InternalIP string `koanf:"internalIP"`
 	// ListenAddress is where the kubelet API listens (host:port). Port 0
 	// picks a free port; the Node's daemon endpoint carries the real one.
-	ListenAddress string
+	ListenAddress string `koanf:"listenAddress"`
 	// TLSCertFile and TLSKeyFile are the kubelet API's serving certificate.
 	// Both empty: a self-signed certificate for InternalIP and Name is
 	// generated and kept in memory (the API server does not verify kubelet
 	// serving certificates unless --kubelet-certificate-authority is set).
-	TLSCertFile string
-	TLSKeyFile  string
+	TLSCertFile string `koanf:"tlsCertFile"`
+	TLSKeyFile  string `koanf:"tlsKeyFile"`
 	// ClientCAFile holds the CA(s) whose client certificates the kubelet
 	// API accepts: the CA of the API server's --kubelet-client-certificate
 	// (usually the cluster CA). Empty: only bearer tokens are accepted, so
 	// the API server cannot reach logs or exec.
-	ClientCAFile string
-	// LeaseDuration is the node Lease's duration; it is renewed every
-	// quarter of it.
-	LeaseDuration time.Duration
+	ClientCAFile string `koanf:"clientCAFile"`
+	// LeaseDurationSeconds is the node Lease's duration; it is renewed
+	// every quarter of it.
+	LeaseDurationSeconds int `koanf:"leaseDurationSeconds"`
 	// StatusUpdateInterval is how often the full node status is written.
-	StatusUpdateInterval time.Duration
+	StatusUpdateInterval time.Duration `koanf:"statusUpdateInterval"`
 	// Workers is the number of pod-controller workers per queue.
-	Workers int
+	Workers int `koanf:"workers"`
 	// HealthGrace is how long Pods.Healthy (when implemented) must fail
 	// without interruption before Ping fails and the lease stops being
 	// renewed. Backend restarts shorter than this never make the node
 	// NotReady.
-	HealthGrace time.Duration
+	HealthGrace time.Duration `koanf:"-"`
 	// Version is kip's version; the kubelet version reads kip/<Version>.
-	Version string
+	Version string `koanf:"-"`
+}
+
+// Capacity is the Node's capacity and allocatable, as Kubernetes
+// quantities (64, 500m, 256Gi).
+type Capacity struct {
+	CPU    string `koanf:"cpu"`
+	Memory string `koanf:"memory"`
+	Pods   string `koanf:"pods"`
 }
 
 // DefaultConfig returns the defaults for a node called name.
 func DefaultConfig(name string) Config {
-	taint, _ := ParseTaint(DefaultTaint)
 	return Config{
-		Name:  name,
-		Taint: taint,
-		Capacity: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse(DefaultCPU),
-			corev1.ResourceMemory: resource.MustParse(DefaultMemory),
-			corev1.ResourcePods:   resource.MustParse(DefaultPods),
-		},
+		Name:                 name,
+		Taint:                DefaultTaint,
+		Capacity:             Capacity{CPU: DefaultCPU, Memory: DefaultMemory, Pods: DefaultPods},
 		Arch:                 DefaultArch,
 		ListenAddress:        DefaultListenAddress,
-		LeaseDuration:        DefaultLeaseDuration,
+		LeaseDurationSeconds: int(DefaultLeaseDuration / time.Second),
 		StatusUpdateInterval: DefaultStatusUpdateInterval,
 		Workers:              DefaultWorkers,
 		HealthGrace:          DefaultHealthGrace,
 	}
-}
-
-// FromConfig builds the node's Config from kip's configuration.
-func FromConfig(c *config.Config, version string) (Config, error) {
-	out := DefaultConfig(c.NodeName)
-	n := c.Node
-	taint, err := ParseTaint(n.Taint)
-	if err != nil {
-		return Config{}, &config.Error{Key: "node.taint", Reason: err.Error()}
-	}
-	out.Taint = taint
-	out.SetRoleLabel = n.SetRoleLabel
-	for key, val := range map[string]struct {
-		name corev1.ResourceName
-		v    string
-	}{"node.capacity.cpu": {corev1.ResourceCPU, n.Capacity.CPU}, "node.capacity.memory": {corev1.ResourceMemory, n.Capacity.Memory}, "node.capacity.pods": {corev1.ResourcePods, n.Capacity.Pods}} {
-		if val.v == "" {
-			continue
-		}
-		q, err := resource.ParseQuantity(val.v)
-		if err != nil {
-			return Config{}, &config.Error{Key: key, Reason: fmt.Sprintf("%q is not a quantity", val.v)}
-		}
-		out.Capacity[val.name] = q
-	}
-	if n.Arch != "" {
-		out.Arch = n.Arch
-	}
-	out.InternalIP = n.InternalIP
-	if n.ListenAddress != "" {
-		out.ListenAddress = n.ListenAddress
-	}
-	out.TLSCertFile, out.TLSKeyFile, out.ClientCAFile = n.TLSCertFile, n.TLSKeyFile, n.ClientCAFile
-	if n.LeaseDurationSeconds > 0 {
-		out.LeaseDuration = time.Duration(n.LeaseDurationSeconds) * time.Second
-	}
-	if n.StatusUpdateInterval > 0 {
-		out.StatusUpdateInterval = n.StatusUpdateInterval
-	}
-	if n.Workers > 0 {
-		out.Workers = n.Workers
-	}
-	out.Version = version
-	return out, out.Validate()
 }
 
 var taintRE = regexp.MustCompile(`^([^=:]+)(?:=([^:]*))?:([A-Za-z]+)$`)
@@ -173,7 +137,7 @@ func ParseTaint(s string) (*corev1.Taint, error) {
 	}
 	m := taintRE.FindStringSubmatch(s)
 	if m == nil {
-		return nil, fmt.Errorf("taint %q is not key[=value]:Effect", s)
+		return nil, fmt.Errorf("%q is not key[=value]:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute (empty for no taint)", s)
 	}
 	t := &corev1.Taint{Key: m[1], Value: m[2], Effect: corev1.TaintEffect(m[3])}
 	return t, validateTaint(t)
@@ -199,26 +163,20 @@ func validateTaint(t *corev1.Taint) error {
 
 // withDefaults fills zero fields; Taint, Labels and the files stay as set.
 func (c Config) withDefaults() Config {
-	d := DefaultConfig(c.Name)
+	d := DefaultConfig(DefaultName)
 	if c.Name == "" {
-		c.Name = DefaultName
+		c.Name = d.Name
 	}
-	if c.Capacity == nil {
-		c.Capacity = corev1.ResourceList{}
-	}
-	for name, q := range d.Capacity {
-		if _, ok := c.Capacity[name]; !ok {
-			c.Capacity[name] = q
+	for _, f := range []struct{ v, d *string }{
+		{&c.Capacity.CPU, &d.Capacity.CPU}, {&c.Capacity.Memory, &d.Capacity.Memory}, {&c.Capacity.Pods, &d.Capacity.Pods},
+		{&c.Arch, &d.Arch}, {&c.ListenAddress, &d.ListenAddress},
+	} {
+		if *f.v == "" {
+			*f.v = *f.d
 		}
 	}
-	if c.Arch == "" {
-		c.Arch = d.Arch
-	}
-	if c.ListenAddress == "" {
-		c.ListenAddress = d.ListenAddress
-	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = d.LeaseDuration
+	if c.LeaseDurationSeconds == 0 {
+		c.LeaseDurationSeconds = d.LeaseDurationSeconds
 	}
 	if c.StatusUpdateInterval == 0 {
 		c.StatusUpdateInterval = d.StatusUpdateInterval
@@ -232,11 +190,30 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate checks a Config after defaults are applied.
+var (
+	// quantityRE is a Kubernetes quantity without sign or exponent.
+	quantityRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$`)
+	archRE     = regexp.MustCompile(`^[a-z0-9]+$`)
+)
+
+// ValidateName checks a node name: a DNS label.
+func ValidateName(name string) error {
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return fmt.Errorf("%q is not a DNS label: %s", name, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// Validate checks a Config as New uses it (after defaults) or as kip.yaml
+// gives it. A bad setting is a *setting.Error naming its key in the node
+// section; Name (checked when set) and Labels are not settings.
 func (c Config) Validate() error {
 	var errs []error
-	for _, msg := range validation.IsDNS1123Label(c.Name) {
-		errs = append(errs, fmt.Errorf("node name %q: %s", c.Name, msg))
+	bad := func(key, format string, args ...any) { errs = append(errs, setting.Errorf(key, format, args...)) }
+	if c.Name != "" {
+		if err := ValidateName(c.Name); err != nil {
+			errs = append(errs, fmt.Errorf("node name %w", err))
+		}
 	}
 	for k, v := range c.Labels {
 		for _, msg := range validation.IsQualifiedName(k) {
@@ -246,38 +223,80 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("label %s value %q: %s", k, v, msg))
 		}
 	}
-	if c.Taint != nil {
-		if err := validateTaint(c.Taint); err != nil {
-			errs = append(errs, err)
+	if _, err := ParseTaint(c.Taint); err != nil {
+		bad("taint", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	for _, q := range []struct{ key, v string }{{"capacity.cpu", c.Capacity.CPU}, {"capacity.memory", c.Capacity.Memory}, {"capacity.pods", c.Capacity.Pods}} {
+		if !quantityRE.MatchString(q.v) {
+			bad(q.key, "%q is not a quantity such as 64, 500m or 256Gi", q.v)
 		}
 	}
-	for name, q := range c.Capacity {
-		if q.Sign() < 0 {
-			errs = append(errs, fmt.Errorf("capacity %s is negative", name))
-		}
+	if !archRE.MatchString(c.Arch) {
+		bad("arch", "%q is not an architecture such as amd64 or arm64", c.Arch)
 	}
 	if c.InternalIP != "" && net.ParseIP(c.InternalIP) == nil {
-		errs = append(errs, fmt.Errorf("internal IP %q is not an IP address", c.InternalIP))
+		bad("internalIP", "%q is not an IP address", c.InternalIP)
 	}
-	if _, port, err := net.SplitHostPort(c.ListenAddress); err != nil {
-		errs = append(errs, fmt.Errorf("listen address %q: %w", c.ListenAddress, err))
-	} else if port == "" {
-		errs = append(errs, fmt.Errorf("listen address %q has no port", c.ListenAddress))
+	if _, port, err := net.SplitHostPort(c.ListenAddress); err != nil || port == "" {
+		bad("listenAddress", "%q is not host:port", c.ListenAddress)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		errs = append(errs, errors.New("serving certificate and key files must be set together"))
+		key := "tlsKeyFile"
+		if c.TLSCertFile == "" {
+			key = "tlsCertFile"
+		}
+		bad(key, "tlsCertFile and tlsKeyFile are set together or not at all")
 	}
-	if c.LeaseDuration < 4*time.Second {
-		errs = append(errs, fmt.Errorf("lease duration %s is shorter than 4s", c.LeaseDuration))
+	if c.LeaseDurationSeconds < 4 {
+		bad("leaseDurationSeconds", "%d is less than 4", c.LeaseDurationSeconds)
 	}
 	if c.StatusUpdateInterval <= 0 {
-		errs = append(errs, fmt.Errorf("status update interval %s is not positive", c.StatusUpdateInterval))
+		bad("statusUpdateInterval", "%s is not a positive duration", c.StatusUpdateInterval)
 	}
 	if c.Workers < 1 {
-		errs = append(errs, fmt.Errorf("workers %d is less than 1", c.Workers))
+		bad("workers", "%d is less than 1", c.Workers)
 	}
 	if c.HealthGrace < 0 {
 		errs = append(errs, fmt.Errorf("health grace %s is negative", c.HealthGrace))
 	}
 	return errors.Join(errs...)
+}
+
+// taint is the Node's taint, nil for none; Validate has checked it.
+func (c Config) taint() *corev1.Taint {
+	t, _ := ParseTaint(c.Taint)
+	return t
+}
+
+// resources is the Node's capacity as a ResourceList; Validate has
+// checked the quantities.
+func (c Config) resources() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, v := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU: c.Capacity.CPU, corev1.ResourceMemory: c.Capacity.Memory, corev1.ResourcePods: c.Capacity.Pods,
+	} {
+		if q, err := resource.ParseQuantity(v); err == nil {
+			out[name] = q
+		}
+	}
+	return out
+}
+
+// leaseDuration is the node Lease's duration.
+func (c Config) leaseDuration() time.Duration {
+	return time.Duration(c.LeaseDurationSeconds) * time.Second
+}
+
+// FromConfig builds the node's Config from kip's configuration.
+func FromConfig(c *config.Config, version string) (Config, error) {
+	n := c.Node
+	out := Config{
+		Name: c.NodeName, Taint: n.Taint, SetRoleLabel: n.SetRoleLabel,
+		Capacity: Capacity{CPU: n.Capacity.CPU, Memory: n.Capacity.Memory, Pods: n.Capacity.Pods},
+		Arch:     n.Arch, InternalIP: n.InternalIP, ListenAddress: n.ListenAddress,
+		TLSCertFile: n.TLSCertFile, TLSKeyFile: n.TLSKeyFile, ClientCAFile: n.ClientCAFile,
+		LeaseDurationSeconds: n.LeaseDurationSeconds, StatusUpdateInterval: n.StatusUpdateInterval, Workers: n.Workers,
+		Version: version,
+	}.withDefaults()
+	return out, out.Validate()
 }

@@ -4,14 +4,17 @@
 // attach and port-forward reach through the API server.
 //
 // It imports virtual-kubelet, client-go, the Kubernetes API types and
-// host/config; it never imports the cell manager (host/cells), which
-// implements Pods.
+// host/setting; it never imports host/config or the cell manager
+// (host/cells), which implements Pods. Config is the node section of
+// kip.yaml: its koanf tags are the keys, DefaultConfig the defaults and
+// Validate the rules.
 //
 // # Using it
 //
 //	restCfg = node.ClientConfig(restCfg)             // 50 QPS, burst 100
 //	client := kubernetes.NewForConfig(restCfg)
-//	cfg, err := node.FromConfig(kipConfig, version)  // or node.DefaultConfig(name)
+//	cfg := node.DefaultConfig(name)                  // or kip.yaml's node section
+//	cfg.Version = version
 //	n, err := node.New(client, cells, cfg, log)
 //	go n.Run(ctx)                                    // blocks until ctx ends
 //	err = n.WaitReady(ctx)
@@ -39,7 +42,7 @@
 //     of 10 (mass deletions are not throttled).
 //   - Events are recorded as the node; the Node authorizer allows it.
 //   - The Lease (coordination.k8s.io/v1, kube-node-lease/<name>) lasts
-//     Config.LeaseDuration (40 s) and is renewed every quarter of it; the
+//     Config.LeaseDurationSeconds (40) and is renewed every quarter of it; the
 //     full status is written every Config.StatusUpdateInterval (1 min).
 //   - A deleted Node is registered again, as the kubelet does.
 //

@@ -295,7 +295,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		newNodeProvider(n.pods, cfg.HealthGrace, n.log),
 		nodeObj,
 		n.client.CoreV1().Nodes(),
-		vknode.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(n.client), int32(cfg.LeaseDuration/time.Second)),
+		vknode.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(n.client), int32(cfg.LeaseDurationSeconds)),
 		vknode.WithNodePingTimeout(healthTimeout+5*time.Second),
 		vknode.WithNodeStatusUpdateInterval(cfg.StatusUpdateInterval),
 		vknode.WithNodeStatusUpdateErrorHandler(n.reregister(port)),
@@ -351,7 +351,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		return nil
 	}
-	n.log.Info("node ready", "taint", taintString(cfg.Taint), "leaseDuration", cfg.LeaseDuration)
+	n.log.Info("node ready", "taint", taintString(cfg.taint()), "leaseDuration", cfg.leaseDuration())
 	close(n.ready)
 
 	select {
@@ -375,9 +375,9 @@ func (n *Node) checkExisting(ctx context.Context) {
 		n.log.Debug("reading the existing Node", "error", err)
 		return
 	}
-	if err == nil && missingTaint(existing, n.cfg.Taint) {
+	if err == nil && missingTaint(existing, n.cfg.taint()) {
 		n.log.Warn("the registered Node lacks the configured taint, and a node may not change its own taints; an administrator can add it",
-			"taint", taintString(n.cfg.Taint), "command", fmt.Sprintf("kubectl taint node %s %s", n.cfg.Name, taintString(n.cfg.Taint)))
+			"taint", taintString(n.cfg.taint()), "command", fmt.Sprintf("kubectl taint node %s %s", n.cfg.Name, taintString(n.cfg.taint())))
 	}
 	if !n.cfg.SetRoleLabel && (err != nil || existing.Labels[LabelRole] != LabelRoleKip) {
 		n.log.Info("not setting "+LabelRole+"="+LabelRoleKip+": NodeRestriction forbids a node to set it on itself; an administrator can add it",

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kipcell/kip/host/config"
+	"github.com/kipcell/kip/host/setting"
 )
 
 func TestParseTaint(t *testing.T) {
@@ -55,54 +55,75 @@ func TestParseTaint(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
-		name    string
-		mutate  func(*Config)
+		name   string
+		mutate func(*Config)
+		// wantKey is the key of the *setting.Error expected; wantErr the
+		// text of another error (Name, Labels are no settings).
+		wantKey string
 		wantErr string
 	}{
 		{name: "defaults", mutate: func(*Config) {}},
 		{name: "bad name", mutate: func(c *Config) { c.Name = "Kip_1" }, wantErr: "node name"},
+		{name: "no name: New gives the default", mutate: func(c *Config) { c.Name = "" }},
 		{name: "bad label", mutate: func(c *Config) { c.Labels = map[string]string{"a b": "c"} }, wantErr: "label key"},
-		{name: "bad taint", mutate: func(c *Config) { c.Taint = &corev1.Taint{Key: "k", Effect: "Sometimes"} }, wantErr: "taint effect"},
-		{name: "negative capacity", mutate: func(c *Config) { c.Capacity[corev1.ResourceCPU] = resource.MustParse("-1") }, wantErr: "negative"},
-		{name: "bad IP", mutate: func(c *Config) { c.InternalIP = "kip.local" }, wantErr: "not an IP"},
-		{name: "bad listen", mutate: func(c *Config) { c.ListenAddress = "10250" }, wantErr: "listen address"},
-		{name: "cert only", mutate: func(c *Config) { c.TLSCertFile = "/x" }, wantErr: "together"},
-		{name: "short lease", mutate: func(c *Config) { c.LeaseDuration = time.Second }, wantErr: "lease"},
+		{name: "negative health grace", mutate: func(c *Config) { c.HealthGrace = -time.Second }, wantErr: "health grace"},
+		{name: "no taint", mutate: func(c *Config) { c.Taint = "" }},
+		{name: "taint none", mutate: func(c *Config) { c.Taint = "none" }},
+		{name: "taint without value", mutate: func(c *Config) { c.Taint = "kipcell.io/cells:NoExecute" }},
+		{name: "bad taint effect", mutate: func(c *Config) { c.Taint = "a=b:Never" }, wantKey: "taint"},
+		{name: "bad taint form", mutate: func(c *Config) { c.Taint = "a=b" }, wantKey: "taint"},
+		{name: "bad taint key", mutate: func(c *Config) { c.Taint = "bad key!=v:NoSchedule" }, wantKey: "taint"},
+		{name: "millicores", mutate: func(c *Config) { c.Capacity.CPU = "64500m" }},
+		{name: "bad cpu", mutate: func(c *Config) { c.Capacity.CPU = "lots" }, wantKey: "capacity.cpu"},
+		{name: "negative cpu", mutate: func(c *Config) { c.Capacity.CPU = "-1" }, wantKey: "capacity.cpu"},
+		{name: "bad memory", mutate: func(c *Config) { c.Capacity.Memory = "4 TB" }, wantKey: "capacity.memory"},
+		{name: "empty pods", mutate: func(c *Config) { c.Capacity.Pods = "" }, wantKey: "capacity.pods"},
+		{name: "bad arch", mutate: func(c *Config) { c.Arch = "x86-64" }, wantKey: "arch"},
+		{name: "bad internal IP", mutate: func(c *Config) { c.InternalIP = "kip.local" }, wantKey: "internalIP"},
+		{name: "IPv6 internal IP", mutate: func(c *Config) { c.InternalIP = "fd00::1" }},
+		{name: "bad listen address", mutate: func(c *Config) { c.ListenAddress = "10250" }, wantKey: "listenAddress"},
+		{name: "cert without key", mutate: func(c *Config) { c.TLSCertFile = "/tls.crt" }, wantKey: "tlsKeyFile"},
+		{name: "key without cert", mutate: func(c *Config) { c.TLSKeyFile = "/tls.key" }, wantKey: "tlsCertFile"},
+		{name: "short lease", mutate: func(c *Config) { c.LeaseDurationSeconds = 2 }, wantKey: "leaseDurationSeconds"},
+		{name: "zero status interval", mutate: func(c *Config) { c.StatusUpdateInterval = 0 }, wantKey: "statusUpdateInterval"},
+		{name: "no workers", mutate: func(c *Config) { c.Workers = 0 }, wantKey: "workers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := DefaultConfig("kip")
 			tt.mutate(&c)
-			err := c.withDefaults().Validate()
-			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Errorf("Validate = %v, want error containing %q", err, tt.wantErr)
+			err := c.Validate()
+			var serr *setting.Error
+			switch {
+			case tt.wantKey == "" && tt.wantErr == "":
+				if err != nil {
+					t.Errorf("Validate = %v, want nil", err)
+				}
+			case tt.wantKey != "":
+				if !errors.As(err, &serr) || serr.Key != tt.wantKey {
+					t.Errorf("Validate = %v, want a setting error naming %s", err, tt.wantKey)
+				}
+			default:
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errors.As(err, &serr) {
+					t.Errorf("Validate = %v, want an error containing %q", err, tt.wantErr)
+				}
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("Validate = %q, want one line", err)
 			}
 		})
 	}
 }
 
-func TestFromConfig(t *testing.T) {
-	kc, err := config.Load("", []string{"KIP_NODE_NAME=cells", "KIP_NODE_TAINT=", "KIP_NODE_CAPACITY_CPU=64", "KIP_NODE_INTERNAL_IP=10.0.0.7"}, nil)
-	if err != nil {
-		t.Fatal(err)
+// New completes a Config to the defaults; kip.yaml's defaults are the same
+// (DefaultConfig), so a zero field means the same in both.
+func TestWithDefaults(t *testing.T) {
+	if diff := cmp.Diff(DefaultConfig(DefaultName), Config{Taint: DefaultTaint}.withDefaults()); diff != "" {
+		t.Errorf("a zero Config with the default taint (-DefaultConfig +withDefaults):\n%s", diff)
 	}
-	got, err := FromConfig(kc, "v0.3.0")
-	if err != nil {
-		t.Fatalf("FromConfig: %v", err)
-	}
-	want := DefaultConfig("cells")
-	want.Taint = nil
-	want.Capacity[corev1.ResourceCPU] = resource.MustParse("64")
-	want.InternalIP = "10.0.0.7"
-	want.Version = "v0.3.0"
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("FromConfig (-want +got):\n%s", diff)
-	}
-
-	kc.Node.Taint = "nope"
-	var cerr *config.Error
-	if _, err := FromConfig(kc, ""); !errors.As(err, &cerr) || cerr.Key != "node.taint" {
-		t.Errorf("FromConfig with a bad taint = %v, want a config error naming node.taint", err)
+	set := Config{Name: "n", Taint: "", Capacity: Capacity{CPU: "8"}, Arch: "arm64", LeaseDurationSeconds: 8}.withDefaults()
+	if set.Name != "n" || set.Taint != "" || set.Capacity != (Capacity{CPU: "8", Memory: DefaultMemory, Pods: DefaultPods}) || set.Arch != "arm64" || set.LeaseDurationSeconds != 8 {
+		t.Errorf("withDefaults overwrote a field that was set: %+v", set)
 	}
 }
 
@@ -135,7 +156,7 @@ func TestNodeObject(t *testing.T) {
 		t.Errorf("addresses (-want +got):\n%s", diff)
 	}
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
-		want := cfg.Capacity[r]
+		want := resource.MustParse(map[corev1.ResourceName]string{corev1.ResourceCPU: DefaultCPU, corev1.ResourceMemory: DefaultMemory, corev1.ResourcePods: DefaultPods}[r])
 		if got := n.Status.Capacity[r]; got.Cmp(want) != 0 {
 			t.Errorf("capacity %s = %s, want %s", r, got.String(), want.String())
 		}
@@ -160,7 +181,7 @@ func TestNodeObject(t *testing.T) {
 	}
 
 	cfg.SetRoleLabel = true
-	cfg.Taint = nil
+	cfg.Taint = ""
 	n = nodeObject(cfg, "10.0.0.7", 1, now)
 	if n.Labels[LabelRole] != LabelRoleKip {
 		t.Errorf("SetRoleLabel: labels = %v, want %s=%s", n.Labels, LabelRole, LabelRoleKip)
@@ -261,11 +282,11 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	c := n.Config()
-	if c.Name != DefaultName || c.ListenAddress != DefaultListenAddress || c.LeaseDuration != DefaultLeaseDuration || c.Workers != DefaultWorkers {
+	if c.Name != DefaultName || c.ListenAddress != DefaultListenAddress || c.leaseDuration() != DefaultLeaseDuration || c.Workers != DefaultWorkers {
 		t.Errorf("defaults not applied: %+v", c)
 	}
-	if c.Taint != nil {
-		t.Errorf("a zero Config's nil taint became %v; nil means no taint", c.Taint)
+	if c.Taint != "" {
+		t.Errorf("a zero Config's empty taint became %q; empty means no taint", c.Taint)
 	}
 	if leaf := n.tlsConfig.Certificates[0].Leaf; leaf == nil || leaf.IPAddresses[0].String() != "127.0.0.1" || leaf.DNSNames[0] != "kip" {
 		t.Errorf("self-signed certificate does not name 127.0.0.1 and kip: %+v", leaf)

@@ -26,8 +26,8 @@ func nodeObject(cfg Config, internalIP string, port int32, now time.Time) *corev
 	}
 
 	var taints []corev1.Taint
-	if cfg.Taint != nil {
-		taints = []corev1.Taint{*cfg.Taint}
+	if t := cfg.taint(); t != nil {
+		taints = []corev1.Taint{*t}
 	}
 
 	version := "kip"
@@ -42,8 +42,8 @@ func nodeObject(cfg Config, internalIP string, port int32, now time.Time) *corev
 		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
-			Capacity:    cfg.Capacity.DeepCopy(),
-			Allocatable: cfg.Capacity.DeepCopy(),
+			Capacity:    cfg.resources(),
+			Allocatable: cfg.resources(),
 			Phase:       corev1.NodeRunning,
 			Conditions: []corev1.NodeCondition{
 				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kip is ready to run pods on cells"),

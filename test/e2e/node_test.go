@@ -27,7 +27,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -71,12 +70,8 @@ func nodeConfig(name string) node.Config {
 	cfg.InternalIP = "127.0.0.1"
 	cfg.ListenAddress = "127.0.0.1:0"
 	cfg.ClientCAFile = f.Cluster.CAFile
-	cfg.LeaseDuration = 8 * time.Second
-	cfg.Capacity = corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("64"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("50"),
-	}
+	cfg.LeaseDurationSeconds = 8
+	cfg.Capacity = node.Capacity{CPU: "64", Memory: "256Gi", Pods: "50"}
 	cfg.Version = "e2e"
 	return cfg
 }
