@@ -19,7 +19,11 @@
 // Plugin log lines (JSON on the plugin's stderr) are re-emitted into the
 // host's log/slog logger with attribute plugin=<name> (hclog.go).
 //
-// This package may import pluginapi, go-plugin, go-hclog and the standard
-// library (and grpc, only for go-plugin's GRPCPlugin signatures); never
-// client-go or any other host package.
+// Config's koanf-tagged fields are the plugin section of kip.yaml
+// (config.go: DefaultConfig, Validate, SettingsJSON).
+//
+// This package may import pluginapi, go-plugin, go-hclog, host/setting
+// (Validate's errors) and the standard library (and grpc, only for
+// go-plugin's GRPCPlugin signatures); never client-go or any other host
+// package.
 package plugin

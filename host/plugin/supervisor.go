@@ -41,40 +41,46 @@ const exitGrace = 2 * time.Second
 // retries after losing the plugin.
 const maxCallTries = 3
 
-// Config says which plugin to run and how.
+// Config says which plugin to run and how. Its fields with a koanf tag
+// are the plugin section of kip.yaml (config.go: DefaultConfig, Validate);
+// the daemon sets the others.
 type Config struct {
 	// Name is the plugin's name, the <name> of kip-plugin-<name>; the
 	// plugin must report it in GetInfo. Empty means the name in Path's
 	// file name.
-	Name string
-	// Path is the binary; empty means Find(Dir, Name).
-	Path string
+	Name string `koanf:"name"`
 	// Dir is the plugin directory searched when Path is empty.
-	Dir string
+	Dir string `koanf:"dir"`
+	// Path is the binary; empty means Find(Dir, Name).
+	Path string `koanf:"path"`
 	// SHA256 optionally pins the binary's hex SHA-256: a binary with
 	// another checksum is refused at every start.
-	SHA256 string
+	SHA256 string `koanf:"sha256"`
+	// Settings are the plugin's own settings (plugin.config), free-form
+	// for kip: the plugin validates them. The daemon sends them in
+	// Configure as a JSON object (SettingsJSON).
+	Settings map[string]any `koanf:"config"`
 	// Env is added to the host's environment for the plugin process.
-	Env []string
+	Env []string `koanf:"-"`
 	// Configure is sent after every start and restart of the plugin
 	// process; nil means the plugin is not configured.
-	Configure *pluginapi.ConfigureRequest
+	Configure *pluginapi.ConfigureRequest `koanf:"-"`
 	// Logger receives the supervisor's and the plugin's logs, with
 	// attribute plugin=<name>; nil means slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `koanf:"-"`
 	// LogLevel is the plugin's log level (debug, info, warn, error); empty
 	// means the lowest level Logger logs.
-	LogLevel string
+	LogLevel string `koanf:"-"`
 	// StartTimeout bounds one start: handshake, GetInfo and Configure.
 	// Zero means DefaultStartTimeout.
-	StartTimeout time.Duration
+	StartTimeout time.Duration `koanf:"-"`
 	// CallWait is how long a call waits for a restarting plugin, and how
 	// long Reload lets calls on the old process finish. Zero means
 	// DefaultCallWait.
-	CallWait time.Duration
+	CallWait time.Duration `koanf:"-"`
 	// Backoff returns the wait before restart attempt attempt (1, 2, …);
 	// nil means DefaultBackoff.
-	Backoff func(attempt int) time.Duration
+	Backoff func(attempt int) time.Duration `koanf:"-"`
 }
 
 // DefaultBackoff is exponential from 200ms, capped at 30s, with jitter: the
@@ -230,7 +236,7 @@ func parsePin(sum string) ([]byte, error) {
 	if sum == "" {
 		return nil, nil
 	}
-	b, err := hex.DecodeString(strings.TrimSpace(sum))
+	b, err := hex.DecodeString(sum)
 	if err != nil || len(b) != sha256.Size {
 		return nil, fmt.Errorf("%w: pinned sha256 %q is not 64 hex digits", ErrChecksum, sum)
 	}
