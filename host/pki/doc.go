@@ -10,6 +10,8 @@
 // ClientTLSConfig ties the two together: the host verifies on every
 // connection that the peer's certificate names the cell it means to reach.
 //
+// Config (the pki section of kip.yaml) says where the Secret is.
+//
 // It imports the standard library, client-go (with k8s.io/api and
 // apimachinery) and cell/api only.
 package pki
