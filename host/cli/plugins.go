@@ -232,26 +232,17 @@ func pluginsVerify(ctx context.Context, args []string, env Env) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	pluginConfig, err := cfg.Plugin.ConfigJSON()
+	pluginConfig, err := cfg.Plugin.SettingsJSON()
 	if err != nil {
 		return err
 	}
-	dir := cfg.Plugin.Dir
-	if dir == "" {
-		dir = pluginDir("", env)
+	pluginCfg := cfg.Plugin
+	if pluginCfg.Dir == "" {
+		pluginCfg.Dir = pluginDir("", env)
 	}
-	sup, err := plugin.Open(ctx, plugin.Config{
-		Name:   cfg.Plugin.Name,
-		Dir:    dir,
-		Path:   cfg.Plugin.Path,
-		SHA256: cfg.Plugin.SHA256,
-		Configure: &pluginapi.ConfigureRequest{
-			ClusterID: cfg.ClusterID,
-			NodeName:  cfg.NodeName,
-			Config:    pluginConfig,
-		},
-		Logger: quietLogger(env),
-	})
+	pluginCfg.Configure = &pluginapi.ConfigureRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig}
+	pluginCfg.Logger = quietLogger(env)
+	sup, err := plugin.Open(ctx, pluginCfg)
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,17 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/host/node"
+	"github.com/kipcell/kip/pluginapi"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -20,10 +26,84 @@ func writeFile(t *testing.T, body string) string {
 	return path
 }
 
+// settingsOf is c's keys and values, for comparing what Load read.
+func settingsOf(c *Config) map[string]any {
+	out := map[string]any{}
+	for _, s := range c.Settings() {
+		out[s.Key] = s.Value
+	}
+	return out
+}
+
+// Every key of kip.yaml, in field order: a component's new setting shows
+// up here, and a key that moves must be added to Moved.
+func TestSettingsKeys(t *testing.T) {
+	want := []string{
+		"clusterID", "nodeName", "kubeconfig",
+		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.arch",
+		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
+		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers",
+		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.image", "cells.insecureRegistries",
+		"pki.namespace", "pki.secretName",
+		"match.agentReserveCPU", "match.agentReserveMemory", "match.ignoreLimits", "match.burstablePolicy",
+		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
+		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
+		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
+		"log.level", "log.format",
+	}
+	var got []string
+	for _, s := range Defaults().Settings() {
+		got = append(got, s.Key)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+	for from, to := range Moved {
+		if slices.Contains(got, from) || !slices.Contains(got, to) {
+			t.Errorf("Moved %s → %s: the old key must be gone and the new one a key", from, to)
+		}
+	}
+}
+
+// With nothing set, Load reads each component's DefaultConfig, and the
+// defaults are valid but for the cluster ID, which has none.
+func TestLoadDefaults(t *testing.T) {
+	got, err := Load("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(settingsOf(Defaults()), settingsOf(got)); diff != "" {
+		t.Errorf("Load with nothing set (-Defaults +got):\n%s", diff)
+	}
+	want := map[string]any{
+		"nodeName": "kip", "node.taint": "virtual-kubelet.io/provider=kip:NoSchedule", "node.capacity.cpu": "1000",
+		"node.capacity.memory": "4Ti", "node.capacity.pods": "1000", "node.arch": "amd64", "node.listenAddress": ":10250",
+		"node.leaseDurationSeconds": 40, "node.statusUpdateInterval": time.Minute, "node.workers": 10,
+		"cells.unavailableTTL": 3 * time.Minute, "cells.catalogTTL": 10 * time.Minute, "cells.rematchInterval": time.Minute,
+		"pki.namespace": "kip-system", "pki.secretName": "kip-ca",
+		"match.agentReserveCPU": match.MilliCPU(100), "match.agentReserveMemory": match.Bytes(256 << 20),
+		"match.burstablePolicy": match.BurstableBaseline, "match.surplusCreditPricePerVCPUHour": 0.05,
+		"match.unknownPrice": match.UnknownPriceLast, "match.defaultCapacityType": pluginapi.CapacityOnDemand, "match.maxCandidates": 20,
+		"plugin.name": "local", "log.level": "info", "log.format": "json",
+	}
+	s := settingsOf(got)
+	for key, v := range want {
+		if !reflect.DeepEqual(s[key], v) {
+			t.Errorf("default %s = %#v, want %#v", key, s[key], v)
+		}
+	}
+	got.ClusterID = "c1"
+	if err := got.Validate(); err != nil {
+		t.Errorf("Validate the defaults: %v", err)
+	}
+}
+
 func TestLoadLayers(t *testing.T) {
 	path := writeFile(t, `
 clusterID: from-file
 nodeName: kip-file
+cells:
+  catalogTTL: 20m
 plugin:
   name: local
   config:
@@ -32,31 +112,19 @@ plugin:
 log:
   level: debug
 `)
-	env := []string{"KIP_NODE_NAME=kip-env", "KIP_PLUGIN_LOG_LEVEL=trace", "HOME=/root", "KIP_UNRELATED=1"}
+	env := []string{"KIP_NODE_NAME=kip-env", "KIP_CELLS_CATALOG_TTL=30m", "KIP_PLUGIN_LOG_LEVEL=trace", "HOME=/root", "KIP_UNRELATED=1"}
 	flags := map[string]any{"clusterID": "from-flag"}
 	got, err := Load(path, env, flags)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want := &Config{
-		ClusterID: "from-flag",
-		NodeName:  "kip-env",
-		Node:      defaultNode(),
-		Cells:     Cells{InsecureRegistries: []string{}},
-		PKI:       PKI{Namespace: "kip-system", SecretName: "kip-ca"},
-		Match: Match{
-			AgentReserveCPU: "100m", AgentReserveMemory: "256Mi", BurstablePolicy: "baseline",
-			SurplusCreditPricePerVCPUHour: 0.05, UnknownPrice: "last", DefaultCapacityType: "on-demand",
-			GPUResources: []string{}, IgnoredResources: []string{}, MaxCandidates: 20,
-			UnavailableTTL: 3 * time.Minute, CatalogTTL: 10 * time.Minute, RematchInterval: time.Minute,
-		},
-		Plugin: Plugin{
-			Name:   "local",
-			Config: map[string]any{"agentCommand": []any{"/bin/sleep", "300"}, "network": "loopback"},
-		},
-		Log: Log{Level: "debug", Format: "json"},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	want := settingsOf(Defaults())
+	want["clusterID"] = "from-flag"
+	want["nodeName"] = "kip-env"
+	want["cells.catalogTTL"] = 30 * time.Minute
+	want["plugin.config"] = map[string]any{"agentCommand": []any{"/bin/sleep", "300"}, "network": "loopback"}
+	want["log.level"] = "debug"
+	if diff := cmp.Diff(want, settingsOf(got)); diff != "" {
 		t.Errorf("Load mismatch (-want +got):\n%s", diff)
 	}
 	if err := got.Validate(); err != nil {
@@ -68,18 +136,29 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 	tests := []struct {
 		name    string
 		file    string
+		env     []string
 		flags   map[string]any
 		wantKey string
 		wantMsg string
 	}{
 		{name: "unknown top-level key", file: "clusterId: x\n", wantKey: "clusterId", wantMsg: "did you mean clusterID"},
 		{name: "unknown nested key", file: "plugin:\n  binary: local\n", wantKey: "plugin.binary", wantMsg: "unknown key"},
+		{name: "unknown node key", file: "node:\n  taints: a:NoSchedule\n", wantKey: "node.taints", wantMsg: "unknown key"},
+		{name: "a key set by the daemon", file: "cells:\n  bootTimeout: 1m\n", wantKey: "cells.bootTimeout", wantMsg: "unknown key"},
 		{name: "unknown flag key", flags: map[string]any{"bogus": 1}, wantKey: "bogus", wantMsg: "unknown key"},
 		{name: "plugin.config a string", file: "plugin:\n  config: abc\n", wantKey: "plugin.config", wantMsg: "must be a mapping of the plugin's settings (key: value lines), not a string"},
 		{name: "plugin.config a list", file: "plugin:\n  config: [a, b]\n", wantKey: "plugin.config", wantMsg: "must be a mapping of the plugin's settings (key: value lines), not a list"},
 		{name: "plugin.config a list of mappings", file: "plugin:\n  config:\n    - region: x\n", wantKey: "plugin.config", wantMsg: "not a list"},
 		{name: "plugin.config a number", file: "plugin:\n  config: 3\n", wantKey: "plugin.config", wantMsg: "not a single value"},
 		{name: "plugin.config from a flag", flags: map[string]any{"plugin.config": "abc"}, wantKey: "plugin.config", wantMsg: "not a string"},
+		{name: "plugin.config from KIP_PLUGIN_CONFIG", env: []string{"KIP_PLUGIN_CONFIG=zone: a"}, wantKey: "plugin.config", wantMsg: "set its keys one by one, with KIP_PLUGIN_CONFIG_<KEY>"},
+		{name: "not a number", file: "node:\n  workers: many\n", wantKey: "node.workers", wantMsg: `config node.workers: "many": cannot parse`},
+		{name: "not a number, from the environment", env: []string{"KIP_NODE_WORKERS=many"}, wantKey: "node.workers", wantMsg: "cannot parse"},
+		{name: "not a duration", file: "cells:\n  catalogTTL: soon\n", wantKey: "cells.catalogTTL", wantMsg: `"soon": time: invalid duration`},
+		{name: "not a quantity", file: "match:\n  agentReserveMemory: lots\n", wantKey: "match.agentReserveMemory", wantMsg: `"lots" is not a memory quantity >= 0 such as 256Mi`},
+		{name: "a bad plugin.config variable", env: []string{"KIP_PLUGIN_CONFIG_ZONE=a: b"}, wantKey: "plugin.config.zone", wantMsg: "is not a YAML value"},
+		{name: "a plugin.config variable without a key", env: []string{"KIP_PLUGIN_CONFIG_=x"}, wantKey: "plugin.config", wantMsg: "set its keys one by one"},
+		{name: "a plugin.config variable without a key name", env: []string{"KIP_PLUGIN_CONFIG_A____B=x"}, wantKey: "plugin.config", wantMsg: "names no key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +166,7 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 			if tt.file != "" {
 				path = writeFile(t, tt.file)
 			}
-			_, err := Load(path, nil, tt.flags)
+			_, err := Load(path, tt.env, tt.flags)
 			var cerr *Error
 			if !errors.As(err, &cerr) {
 				t.Fatalf("Load error = %v, want a *config.Error", err)
@@ -102,6 +181,211 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 	}
 }
 
+// A key that moved is refused wherever it is set, with the new key (and,
+// in the environment, the new variable).
+func TestMovedKeysRefused(t *testing.T) {
+	for from, to := range Moved {
+		section, leaf, _ := strings.Cut(from, ".")
+		file := writeFile(t, section+":\n  "+leaf+": 5m\n")
+		tests := []struct {
+			name    string
+			path    string
+			env     []string
+			flags   map[string]any
+			wantErr string
+		}{
+			{name: "file", path: file, wantErr: "config " + from + " (" + file + "): moved to " + to + ": rename it"},
+			{name: "environment", env: []string{EnvName(from) + "=5m"}, wantErr: "config " + from + " (" + EnvName(from) + "): moved to " + to + ": set " + EnvName(to) + " instead"},
+			{name: "flags", flags: map[string]any{from: "5m"}, wantErr: "config " + from + " (flags): moved to " + to + ": rename it"},
+		}
+		for _, tt := range tests {
+			t.Run(from+" in "+tt.name, func(t *testing.T) {
+				_, err := Load(tt.path, tt.env, tt.flags)
+				var cerr *Error
+				if !errors.As(err, &cerr) || cerr.Key != from || !strings.HasPrefix(err.Error(), tt.wantErr) {
+					t.Errorf("Load = %v\nwant an error starting %q", err, tt.wantErr)
+				}
+			})
+		}
+		// The new key works in all three.
+		newFile := writeFile(t, strings.Replace(section+":\n  "+leaf+": 5m\n", section, strings.Split(to, ".")[0], 1))
+		for _, c := range []struct {
+			path  string
+			env   []string
+			flags map[string]any
+		}{{path: newFile}, {env: []string{EnvName(to) + "=5m"}}, {flags: map[string]any{to: "5m"}}} {
+			got, err := Load(c.path, c.env, c.flags)
+			if err != nil || settingsOf(got)[to] != 5*time.Minute {
+				t.Errorf("Load setting %s (%+v) = %v, %v; want 5m", to, c, settingsOf(got)[to], err)
+			}
+		}
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	for key, want := range map[string]string{
+		"clusterID":                           "KIP_CLUSTER_ID",
+		"nodeName":                            "KIP_NODE_NAME",
+		"node.internalIP":                     "KIP_NODE_INTERNAL_IP",
+		"node.tlsCertFile":                    "KIP_NODE_TLS_CERT_FILE",
+		"node.leaseDurationSeconds":           "KIP_NODE_LEASE_DURATION_SECONDS",
+		"node.capacity.cpu":                   "KIP_NODE_CAPACITY_CPU",
+		"cells.catalogTTL":                    "KIP_CELLS_CATALOG_TTL",
+		"match.agentReserveCPU":               "KIP_MATCH_AGENT_RESERVE_CPU",
+		"match.surplusCreditPricePerVCPUHour": "KIP_MATCH_SURPLUS_CREDIT_PRICE_PER_VCPU_HOUR",
+		"plugin.sha256":                       "KIP_PLUGIN_SHA256",
+		"plugin.config":                       "KIP_PLUGIN_CONFIG",
+	} {
+		if got := EnvName(key); got != want {
+			t.Errorf("EnvName(%s) = %s, want %s", key, got, want)
+		}
+	}
+}
+
+// Every key but the free-form plugin.config (TestPluginConfigEnv) is
+// reached by its variable, EnvName(key), and by no other.
+func TestEnvReachesEveryKey(t *testing.T) {
+	defaults := settingsOf(Defaults())
+	for _, s := range Defaults().Settings() {
+		if s.Key == "plugin.config" {
+			continue
+		}
+		value := map[reflect.Kind]string{
+			reflect.String: "set-by-env", reflect.Bool: "true", reflect.Int: "7", reflect.Int64: "7s",
+			reflect.Float64: "0.25", reflect.Slice: "a:5000, b:5000",
+		}[reflect.TypeOf(s.Value).Kind()]
+		if _, ok := s.Value.(match.MilliCPU); ok {
+			value = "7"
+		} else if _, ok := s.Value.(match.Bytes); ok {
+			value = "7Gi"
+		}
+		t.Run(s.Key, func(t *testing.T) {
+			got, err := Load("", []string{EnvName(s.Key) + "=" + value}, nil)
+			if err != nil {
+				t.Fatalf("Load with %s=%s: %v", EnvName(s.Key), value, err)
+			}
+			for key, v := range settingsOf(got) {
+				changed := !reflect.DeepEqual(v, defaults[key])
+				if changed != (key == s.Key) {
+					t.Errorf("%s=%s: %s = %#v (default %#v)", EnvName(s.Key), value, key, v, defaults[key])
+				}
+			}
+		})
+	}
+}
+
+func TestEnvValues(t *testing.T) {
+	tests := []struct {
+		env   string
+		check func(c *Config) bool
+	}{
+		{"KIP_NODE_INTERNALIP=10.0.0.1", func(c *Config) bool { return c.Node.InternalIP == "10.0.0.1" }},
+		{"KIP_node_internal_ip=10.0.0.2", func(c *Config) bool { return c.Node.InternalIP == "10.0.0.2" }},
+		{"KIP_NODE_TAINT=", func(c *Config) bool { return c.Node.Taint == "" }},
+		{"KIP_CELLS_INSECURE_REGISTRIES=reg:5000", func(c *Config) bool { return cmp.Equal(c.Cells.InsecureRegistries, []string{"reg:5000"}) }},
+		{"KIP_CELLS_INSECURE_REGISTRIES=a:1,b:2", func(c *Config) bool { return cmp.Equal(c.Cells.InsecureRegistries, []string{"a:1", "b:2"}) }},
+		{"KIP_CELLS_INSECURE_REGISTRIES=", func(c *Config) bool { return len(c.Cells.InsecureRegistries) == 0 }},
+		{"KIP_MATCH_AGENT_RESERVE_CPU=250m", func(c *Config) bool { return c.Match.AgentReserveMilliCPU == 250 }},
+		{"KIP_MATCH_AGENT_RESERVE_MEMORY=1Gi", func(c *Config) bool { return c.Match.AgentReserveMemoryBytes == 1<<30 }},
+		{"KIP_MATCH_SPOT_FALLBACK=true", func(c *Config) bool { return c.Match.SpotFallback }},
+	}
+	for _, tt := range tests {
+		got, err := Load("", []string{tt.env}, nil)
+		if err != nil || !tt.check(got) {
+			t.Errorf("Load with %s: %v; config %+v", tt.env, err, got)
+		}
+	}
+}
+
+func TestPluginConfigEnv(t *testing.T) {
+	file := writeFile(t, `
+plugin:
+  config:
+    network: loopback
+    vpcID: vpc-file
+    agentCommand: [a, b]
+    rateLimit:
+      burst: 5
+`)
+	tests := []struct {
+		name  string
+		env   []string
+		flags map[string]any
+		want  map[string]any
+	}{
+		{
+			name: "the file alone",
+			want: map[string]any{"network": "loopback", "vpcID": "vpc-file", "agentCommand": []any{"a", "b"}, "rateLimit": map[string]any{"burst": 5}},
+		},
+		{
+			name: "a key the file lacks",
+			env:  []string{"KIP_PLUGIN_CONFIG_ZONE=us-east-1a"},
+			want: map[string]any{"network": "loopback", "vpcID": "vpc-file", "agentCommand": []any{"a", "b"}, "rateLimit": map[string]any{"burst": 5}, "zone": "us-east-1a"},
+		},
+		{
+			name: "keys the file sets, found without case and underscores",
+			env:  []string{"KIP_PLUGIN_CONFIG_VPC_ID=vpc-env", "KIP_PLUGIN_CONFIG_RATE_LIMIT_BURST=9", "KIP_PLUGIN_CONFIG_AGENT_COMMAND=[x, y, z]", "KIP_PLUGIN_CONFIG_NETWORK=netns"},
+			want: map[string]any{"network": "netns", "vpcID": "vpc-env", "agentCommand": []any{"x", "y", "z"}, "rateLimit": map[string]any{"burst": 9}},
+		},
+		{
+			name: "new keys: camelCase words, __ between levels, lower case as written",
+			env: []string{
+				"KIP_PLUGIN_CONFIG_STATE_DIR=/var/lib/kip", "KIP_PLUGIN_CONFIG_RATE_LIMIT__DESCRIBE_PER_SECOND=2.5",
+				"KIP_PLUGIN_CONFIG_endpointURL=http://127.0.0.1:4566", "KIP_PLUGIN_CONFIG_CREDENTIALS__accessKeyID=AKIA",
+			},
+			want: map[string]any{
+				"network": "loopback", "vpcID": "vpc-file", "agentCommand": []any{"a", "b"}, "stateDir": "/var/lib/kip",
+				"rateLimit": map[string]any{"burst": 5, "describePerSecond": 2.5}, "endpointURL": "http://127.0.0.1:4566",
+				"credentials": map[string]any{"accessKeyID": "AKIA"},
+			},
+		},
+		{
+			name: "values read as YAML",
+			env:  []string{"KIP_PLUGIN_CONFIG_OWNER=\"0123\"", "KIP_PLUGIN_CONFIG_ENABLED=true", "KIP_PLUGIN_CONFIG_TAGS={team: cells}", "KIP_PLUGIN_CONFIG_NETWORK="},
+			want: map[string]any{
+				"network": "", "vpcID": "vpc-file", "agentCommand": []any{"a", "b"}, "rateLimit": map[string]any{"burst": 5},
+				"owner": "0123", "enabled": true, "tags": map[string]any{"team": "cells"},
+			},
+		},
+		{
+			name:  "flags override the environment",
+			env:   []string{"KIP_PLUGIN_CONFIG_NETWORK=netns"},
+			flags: map[string]any{"plugin.config": map[string]any{"network": "flag"}},
+			want:  map[string]any{"network": "flag", "vpcID": "vpc-file", "agentCommand": []any{"a", "b"}, "rateLimit": map[string]any{"burst": 5}},
+		},
+		{
+			name: "other KIP_PLUGIN_ variables are the plugin's",
+			env:  []string{"KIP_PLUGIN_LOG_LEVEL=debug", "KIP_PLUGIN_MAGIC_COOKIE=x", "KIP_PLUGIN_CONFIGURED=1"},
+			want: map[string]any{"network": "loopback", "vpcID": "vpc-file", "agentCommand": []any{"a", "b"}, "rateLimit": map[string]any{"burst": 5}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Load(file, tt.env, tt.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got.Plugin.Settings); diff != "" {
+				t.Errorf("plugin.config (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Without a file, KIP_PLUGIN_CONFIG_ZONE reaches the plugin.
+	got, err := Load("", []string{"KIP_PLUGIN_CONFIG_ZONE=z1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js, err := got.Plugin.SettingsJSON(); err != nil || string(js) != `{"zone":"z1"}` {
+		t.Errorf("the plugin gets %s, %v; want {\"zone\":\"z1\"}", js, err)
+	}
+	// Two keys of the file spelt alike: the variable is refused.
+	ambiguous := writeFile(t, "plugin:\n  config:\n    rateLimit:\n      burst: 1\n    rateLimitBurst: 2\n")
+	if _, err := Load(ambiguous, []string{"KIP_PLUGIN_CONFIG_RATE_LIMIT_BURST=3"}, nil); err == nil ||
+		!strings.Contains(err.Error(), "names plugin.config.rateLimit.burst and plugin.config.rateLimitBurst") {
+		t.Errorf("an ambiguous variable: %v", err)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	valid := func() *Config {
 		c, err := Load("", []string{"KIP_CLUSTER_ID=prod-1"}, nil)
@@ -113,63 +397,45 @@ func TestValidate(t *testing.T) {
 	tests := []struct {
 		name    string
 		mutate  func(*Config)
-		wantKey string
+		wantErr string
 	}{
 		{name: "valid", mutate: func(*Config) {}},
-		{name: "missing cluster ID", mutate: func(c *Config) { c.ClusterID = "" }, wantKey: "clusterID"},
-		{name: "cluster ID not a label", mutate: func(c *Config) { c.ClusterID = "Prod_1" }, wantKey: "clusterID"},
-		{name: "bad node name", mutate: func(c *Config) { c.NodeName = "-kip" }, wantKey: "nodeName"},
-		{name: "bad plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantKey: "plugin.name"},
-		{name: "bad pin", mutate: func(c *Config) { c.Plugin.SHA256 = "abc" }, wantKey: "plugin.sha256"},
-		{name: "bad log level", mutate: func(c *Config) { c.Log.Level = "loud" }, wantKey: "log.level"},
-		{name: "bad log format", mutate: func(c *Config) { c.Log.Format = "xml" }, wantKey: "log.format"},
-		{name: "no taint", mutate: func(c *Config) { c.Node.Taint = "" }},
-		{name: "taint none", mutate: func(c *Config) { c.Node.Taint = "none" }},
-		{name: "taint without value", mutate: func(c *Config) { c.Node.Taint = "kipcell.io/cells:NoExecute" }},
-		{name: "bad taint effect", mutate: func(c *Config) { c.Node.Taint = "a=b:Never" }, wantKey: "node.taint"},
-		{name: "bad taint form", mutate: func(c *Config) { c.Node.Taint = "a=b" }, wantKey: "node.taint"},
-		{name: "millicores", mutate: func(c *Config) { c.Node.Capacity.CPU = "64500m" }},
-		{name: "bad cpu", mutate: func(c *Config) { c.Node.Capacity.CPU = "lots" }, wantKey: "node.capacity.cpu"},
-		{name: "bad memory", mutate: func(c *Config) { c.Node.Capacity.Memory = "4 TB" }, wantKey: "node.capacity.memory"},
-		{name: "empty pods", mutate: func(c *Config) { c.Node.Capacity.Pods = "" }, wantKey: "node.capacity.pods"},
-		{name: "bad arch", mutate: func(c *Config) { c.Node.Arch = "x86-64" }, wantKey: "node.arch"},
-		{name: "bad internal IP", mutate: func(c *Config) { c.Node.InternalIP = "10.0.0" }, wantKey: "node.internalIP"},
-		{name: "IPv6 internal IP", mutate: func(c *Config) { c.Node.InternalIP = "fd00::1" }},
-		{name: "bad listen address", mutate: func(c *Config) { c.Node.ListenAddress = "10250" }, wantKey: "node.listenAddress"},
-		{name: "cert without key", mutate: func(c *Config) { c.Node.TLSCertFile = "/tls.crt" }, wantKey: "node.tlsKeyFile"},
-		{name: "key without cert", mutate: func(c *Config) { c.Node.TLSKeyFile = "/tls.key" }, wantKey: "node.tlsCertFile"},
-		{name: "short lease", mutate: func(c *Config) { c.Node.LeaseDurationSeconds = 2 }, wantKey: "node.leaseDurationSeconds"},
-		{name: "zero status interval", mutate: func(c *Config) { c.Node.StatusUpdateInterval = 0 }, wantKey: "node.statusUpdateInterval"},
-		{name: "no workers", mutate: func(c *Config) { c.Node.Workers = 0 }, wantKey: "node.workers"},
+		{name: "missing cluster ID", mutate: func(c *Config) { c.ClusterID = "" }, wantErr: "config clusterID: required"},
+		{name: "cluster ID not a label", mutate: func(c *Config) { c.ClusterID = "Prod_1" }, wantErr: `config clusterID: "Prod_1" is not a DNS label`},
+		{name: "bad node name", mutate: func(c *Config) { c.NodeName = "-kip" }, wantErr: `config nodeName: "-kip" is not a DNS label`},
+		{name: "bad log level", mutate: func(c *Config) { c.Log.Level = "loud" }, wantErr: `config log.level: "loud" is not one of debug`},
+		{name: "bad log format", mutate: func(c *Config) { c.Log.Format = "xml" }, wantErr: `config log.format: "xml" is not one of json, text`},
+		// Each section's rules are its component's (their own table
+		// tests); the key is named as kip.yaml spells it.
+		{name: "node", mutate: func(c *Config) { c.Node.Taint = "a=b:Never" }, wantErr: `config node.taint: taint effect "Never" is not NoSchedule, PreferNoSchedule or NoExecute`},
+		{name: "node capacity", mutate: func(c *Config) { c.Node.Capacity.Pods = "" }, wantErr: `config node.capacity.pods: "" is not a quantity such as 64, 500m or 256Gi`},
+		{name: "cells", mutate: func(c *Config) { c.Cells.CatalogTTL = 0 }, wantErr: "config cells.catalogTTL: 0s is not a positive duration"},
+		{name: "match", mutate: func(c *Config) { c.Match.BurstablePolicy = "sometimes" }, wantErr: `config match.burstablePolicy: "sometimes": want "baseline" or "unlimited"`},
+		{name: "plugin", mutate: func(c *Config) { c.Plugin.SHA256 = "abc" }, wantErr: "config plugin.sha256: want 64 hexadecimal digits"},
+		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := valid()
 			tt.mutate(c)
 			err := c.Validate()
-			if tt.wantKey == "" {
+			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
 				return
 			}
 			var cerr *Error
-			if !errors.As(err, &cerr) || cerr.Key != tt.wantKey {
-				t.Errorf("Validate = %v, want an error naming %s", err, tt.wantKey)
+			if !errors.As(err, &cerr) || !strings.HasPrefix(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Validate = %q\nwant one line starting %q", err, tt.wantErr)
 			}
 		})
 	}
-}
-
-func defaultNode() Node {
-	return Node{
-		Taint:                "virtual-kubelet.io/provider=kip:NoSchedule",
-		Capacity:             Capacity{CPU: "1000", Memory: "4Ti", Pods: "1000"},
-		Arch:                 "amd64",
-		ListenAddress:        ":10250",
-		LeaseDurationSeconds: 40,
-		StatusUpdateInterval: time.Minute,
-		Workers:              10,
+	// Several bad keys: one line each.
+	c := valid()
+	c.Log.Level, c.Cells.RematchInterval, c.Node.Workers = "loud", 0, 0
+	if lines := strings.Split(c.Validate().Error(), "\n"); len(lines) != 3 {
+		t.Errorf("Validate with three bad keys = %q, want three lines", lines)
 	}
 }
 
@@ -191,9 +457,9 @@ node:
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	want := Node{
+	want := node.Config{
 		SetRoleLabel:         true,
-		Capacity:             Capacity{CPU: "256", Memory: "1Ti", Pods: "300"},
+		Capacity:             node.Capacity{CPU: "256", Memory: "1Ti", Pods: "300"},
 		Arch:                 "amd64",
 		InternalIP:           "10.1.2.3",
 		ListenAddress:        "0.0.0.0:10260",
@@ -208,14 +474,6 @@ node:
 	got.ClusterID = "c1"
 	if err := got.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
-	}
-}
-
-func TestLoadNodeRefusesUnknownKey(t *testing.T) {
-	_, err := Load(writeFile(t, "node:\n  taints: a:NoSchedule\n"), nil, nil)
-	var cerr *Error
-	if !errors.As(err, &cerr) || cerr.Key != "node.taints" {
-		t.Errorf("Load = %v, want an error naming node.taints", err)
 	}
 }
 
@@ -236,42 +494,24 @@ func TestMatchSection(t *testing.T) {
 		name    string
 		yaml    string
 		wantErr string
-		check   func(t *testing.T, c *Config)
+		want    func(c match.Config) bool
 	}{
-		{name: "defaults", check: func(t *testing.T, c *Config) {
-			m, err := c.MatchConfig()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.AgentReserveMilliCPU != 100 || m.AgentReserveMemoryBytes != 256<<20 || m.SpotFallback || m.DefaultArch != "amd64" {
-				t.Errorf("default match config = %+v", m)
-			}
+		{name: "defaults", want: func(m match.Config) bool {
+			return m.AgentReserveMilliCPU == 100 && m.AgentReserveMemoryBytes == 256<<20 && !m.SpotFallback && m.DefaultArch == ""
 		}},
-		{name: "quantities", yaml: "match:\n  agentReserveCPU: 250m\n  agentReserveMemory: 1Gi\n  spotFallback: true\n", check: func(t *testing.T, c *Config) {
-			m, err := c.MatchConfig()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.AgentReserveMilliCPU != 250 || m.AgentReserveMemoryBytes != 1<<30 || !m.SpotFallback {
-				t.Errorf("match config = %+v", m)
-			}
+		{name: "quantities", yaml: "match:\n  agentReserveCPU: 250m\n  agentReserveMemory: 1Gi\n  spotFallback: true\n", want: func(m match.Config) bool {
+			return m.AgentReserveMilliCPU == 250 && m.AgentReserveMemoryBytes == 1<<30 && m.SpotFallback
 		}},
-		{name: "any arch", yaml: "match:\n  defaultArch: any\n", check: func(t *testing.T, c *Config) {
-			if m, err := c.MatchConfig(); err != nil || m.DefaultArch != "" {
-				t.Errorf("defaultArch any = %q, %v; want no default", m.DefaultArch, err)
-			}
+		{name: "a number is a quantity", yaml: "match:\n  agentReserveCPU: 1\n  agentReserveMemory: 1000\n", want: func(m match.Config) bool {
+			return m.AgentReserveMilliCPU == 1000 && m.AgentReserveMemoryBytes == 1000
 		}},
-		{name: "arch follows the node", yaml: "node:\n  arch: arm64\n", check: func(t *testing.T, c *Config) {
-			if m, err := c.MatchConfig(); err != nil || m.DefaultArch != "arm64" {
-				t.Errorf("defaultArch = %q, %v; want node.arch arm64", m.DefaultArch, err)
-			}
-		}},
+		{name: "a fraction is a quantity", yaml: "match:\n  agentReserveCPU: 0.5\n", want: func(m match.Config) bool { return m.AgentReserveMilliCPU == 500 }},
+		{name: "any arch", yaml: "match:\n  defaultArch: any\n", want: func(m match.Config) bool { return m.DefaultArch == match.ArchAny }},
 		{name: "bad reserve", yaml: "match:\n  agentReserveMemory: lots\n", wantErr: `config match.agentReserveMemory: "lots" is not a memory quantity`},
-		{name: "negative reserve", yaml: "match:\n  agentReserveCPU: -1\n", wantErr: "config match.agentReserveCPU"},
+		{name: "negative reserve", yaml: "match:\n  agentReserveCPU: -1\n", wantErr: `config match.agentReserveCPU: "-1" is not a CPU quantity >= 0`},
 		{name: "absurd reserve", yaml: "match:\n  agentReserveMemory: 1e44444422\n", wantErr: "config match.agentReserveMemory"},
-		{name: "bad policy", yaml: "match:\n  burstablePolicy: sometimes\n", wantErr: `burstablePolicy "sometimes"`},
-		{name: "bad capacity type", yaml: "match:\n  defaultCapacityType: reserved\n", wantErr: `defaultCapacityType "reserved"`},
-		{name: "zero ttl", yaml: "match:\n  unavailableTTL: 0s\n", wantErr: "config match.unavailableTTL: 0s is not a positive duration"},
+		{name: "bad policy", yaml: "match:\n  burstablePolicy: sometimes\n", wantErr: `config match.burstablePolicy: "sometimes"`},
+		{name: "bad capacity type", yaml: "match:\n  defaultCapacityType: reserved\n", wantErr: `config match.defaultCapacityType: "reserved"`},
 		{name: "typo", yaml: "match:\n  spotFalback: true\n", wantErr: "match.spotFalback"},
 	}
 	for _, tt := range tests {
@@ -289,7 +529,24 @@ func TestMatchSection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt.check(t, c)
+			if !tt.want(c.Match) {
+				t.Errorf("match section = %+v", c.Match)
+			}
 		})
+	}
+}
+
+// The example in deploy/examples loads and is valid as it stands.
+func TestExampleConfig(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	c, err := Load(filepath.Join("..", "..", "deploy", "examples", "kip-local.yaml"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	if c.ClusterID != "demo" || c.Cells.CatalogTTL != 10*time.Minute || c.Plugin.Settings["network"] != "auto" {
+		t.Errorf("example = %+v", c)
 	}
 }

@@ -47,21 +47,14 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		return err
 	}
 
-	pluginConfig, err := cfg.Plugin.ConfigJSON()
+	pluginConfig, err := cfg.Plugin.SettingsJSON()
 	if err != nil {
 		return err
 	}
-	sup, err := plugin.Open(ctx, plugin.Config{
-		Name:   cfg.Plugin.Name,
-		Dir:    cfg.Plugin.Dir,
-		Path:   cfg.Plugin.Path,
-		SHA256: cfg.Plugin.SHA256,
-		Configure: &pluginapi.ConfigureRequest{
-			ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig,
-		},
-		Logger:   log,
-		LogLevel: cfg.Log.Level,
-	})
+	pluginCfg := cfg.Plugin
+	pluginCfg.Configure = &pluginapi.ConfigureRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig}
+	pluginCfg.Logger, pluginCfg.LogLevel = log, cfg.Log.Level
+	sup, err := plugin.Open(ctx, pluginCfg)
 	if err != nil {
 		return err
 	}
@@ -83,28 +76,19 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	identity := insecureRegistries{CA: ca, registries: cfg.Cells.InsecureRegistries}
 
-	nodeCfg, err := node.FromConfig(cfg, version)
-	if err != nil {
-		return err
-	}
+	// Each section of the configuration is its component's Config; the
+	// daemon fills in what is wired rather than configured (koanf:"-").
+	nodeCfg := cfg.Node
+	nodeCfg.Name, nodeCfg.Version = cfg.NodeName, version
 	podFactory := node.NewPodInformerFactory(client, cfg.NodeName)
 	podInformer := podFactory.Core().V1().Pods()
 	recorder, stopEvents := node.NewEventRecorder(ctx, client, cfg.NodeName)
 	defer stopEvents()
 
-	matchCfg, err := cfg.MatchConfig()
-	if err != nil {
-		return err
-	}
-	manager := cells.New(cells.Config{
-		ClusterID:       cfg.ClusterID,
-		NodeName:        cfg.NodeName,
-		Image:           cfg.Cells.Image,
-		Match:           matchCfg,
-		UnavailableTTL:  cfg.Match.UnavailableTTL,
-		CatalogTTL:      cfg.Match.CatalogTTL,
-		RematchInterval: cfg.Match.RematchInterval,
-	}, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"))
+	cellsCfg := cfg.Cells
+	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
+	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
+	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"))
 
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
 		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder))

@@ -131,7 +131,7 @@ func (r *pluginReloader) reload(ctx context.Context) error {
 	if len(later) > 0 {
 		r.log.Warn("SIGHUP applies plugin.sha256 and plugin.config only; these changes wait for a restart of kip", "keys", later)
 	}
-	conf, err := next.Plugin.ConfigJSON()
+	conf, err := next.Plugin.SettingsJSON()
 	if err != nil {
 		return refuse(err)
 	}
@@ -157,20 +157,11 @@ type change struct {
 // between a and b, in field order.
 func changes(a, b config.Config) []change {
 	var out []change
-	var walk func(prefix string, a, b reflect.Value)
-	walk = func(prefix string, a, b reflect.Value) {
-		for i := range a.NumField() {
-			f := a.Type().Field(i)
-			key := prefix + f.Tag.Get("koanf")
-			if f.Type.Kind() == reflect.Struct {
-				walk(key+".", a.Field(i), b.Field(i))
-				continue
-			}
-			if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
-				out = append(out, change{key: key, old: a.Field(i).Interface(), new: b.Field(i).Interface()})
-			}
+	bs := b.Settings()
+	for i, s := range a.Settings() {
+		if !reflect.DeepEqual(s.Value, bs[i].Value) {
+			out = append(out, change{key: s.Key, old: s.Value, new: bs[i].Value})
 		}
 	}
-	walk("", reflect.ValueOf(a), reflect.ValueOf(b))
 	return out
 }

@@ -102,9 +102,9 @@ func TestPluginReload(t *testing.T) {
 		},
 		{
 			name:     "other sections wait for a restart",
-			next:     map[string]any{"plugin.sha256": pinB, "match.unavailableTTL": "10s", "log.level": "debug"},
+			next:     map[string]any{"plugin.sha256": pinB, "cells.unavailableTTL": "10s", "log.level": "debug"},
 			wantSwap: &plugin.ReloadConfig{SHA256: pinB, Configure: &pluginapi.ConfigureRequest{ClusterID: "prod", NodeName: "kip", Config: []byte(`{"network":"netns"}`)}},
-			wantWarn: `keys="[match.unavailableTTL log.level]"`,
+			wantWarn: `keys="[cells.unavailableTTL log.level]"`,
 		},
 		{
 			name:    "another plugin",
@@ -240,5 +240,22 @@ func TestPluginReloaderRun(t *testing.T) {
 	}
 	if calls := sup.calls(); len(calls) != 2 || calls[0].SHA256 != pinB || calls[1].SHA256 != pinB {
 		t.Errorf("Reloads = %+v; want those of the second and third SIGHUP, pinned to %s", calls, pinB)
+	}
+}
+
+// changes compares the keys of kip.yaml only: the fields the daemon wires
+// (koanf:"-") are never a change.
+func TestChangesComparesKeysOnly(t *testing.T) {
+	a, b := testConfig(t, nil), testConfig(t, map[string]any{"cells.catalogTTL": "1h", "match.agentReserveCPU": "250m"})
+	b.Cells.Backoff = func(int) time.Duration { return time.Second }
+	b.Cells.BootTimeout = time.Hour
+	b.Node.Version = "v9"
+	b.Plugin.LogLevel = "debug"
+	var got []string
+	for _, c := range changes(*a, *b) {
+		got = append(got, c.key)
+	}
+	if diff := cmp.Diff([]string{"cells.catalogTTL", "match.agentReserveCPU"}, got); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
 	}
 }

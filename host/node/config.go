@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/setting"
 )
 
@@ -285,18 +284,4 @@ func (c Config) resources() corev1.ResourceList {
 // leaseDuration is the node Lease's duration.
 func (c Config) leaseDuration() time.Duration {
 	return time.Duration(c.LeaseDurationSeconds) * time.Second
-}
-
-// FromConfig builds the node's Config from kip's configuration.
-func FromConfig(c *config.Config, version string) (Config, error) {
-	n := c.Node
-	out := Config{
-		Name: c.NodeName, Taint: n.Taint, SetRoleLabel: n.SetRoleLabel,
-		Capacity: Capacity{CPU: n.Capacity.CPU, Memory: n.Capacity.Memory, Pods: n.Capacity.Pods},
-		Arch:     n.Arch, InternalIP: n.InternalIP, ListenAddress: n.ListenAddress,
-		TLSCertFile: n.TLSCertFile, TLSKeyFile: n.TLSKeyFile, ClientCAFile: n.ClientCAFile,
-		LeaseDurationSeconds: n.LeaseDurationSeconds, StatusUpdateInterval: n.StatusUpdateInterval, Workers: n.Workers,
-		Version: version,
-	}.withDefaults()
-	return out, out.Validate()
 }
