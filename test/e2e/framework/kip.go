@@ -288,7 +288,6 @@ node:
   clientCAFile: %[3]s
 cells:
   insecureRegistries: [%[4]q]
-match:
   unavailableTTL: %[8]s
 log:
   level: debug
