@@ -1,7 +1,6 @@
 package cells
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -44,17 +43,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := DefaultConfig()
 			tt.mutate(&c)
-			err := c.Validate()
-			var got []string
-			if err != nil {
-				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					var serr *setting.Error
-					if !errors.As(e, &serr) {
-						t.Fatalf("Validate error %v is not a *setting.Error", e)
-					}
-					got = append(got, serr.Key)
-				}
-			}
+			got := setting.Keys(c.Validate())
 			if diff := cmp.Diff(tt.wantKey, got); diff != "" {
 				t.Errorf("Validate keys (-want +got):\n%s", diff)
 			}

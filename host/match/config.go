@@ -208,17 +208,15 @@ const maxReserveCPU = 1 << 20
 
 // UnmarshalText reads a CPU quantity of at least zero.
 func (m *MilliCPU) UnmarshalText(text []byte) error {
-	q, err := resource.ParseQuantity(string(text))
-	if err != nil || q.Sign() < 0 || q.AsApproximateFloat64() > maxReserveCPU {
-		return fmt.Errorf("%q is not a CPU quantity >= 0 such as 100m", text)
-	}
+	q, err := readQuantity(text, maxReserveCPU, "CPU", "100m")
 	*m = MilliCPU(q.MilliValue())
-	return nil
+	return err
 }
 
 // MarshalText writes m as a quantity.
 func (m MilliCPU) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
+// String writes m as a quantity: 100m, 2.
 func (m MilliCPU) String() string {
 	return resource.NewMilliQuantity(int64(m), resource.DecimalSI).String()
 }
@@ -233,17 +231,24 @@ const maxReserveMemory = 1 << 50
 
 // UnmarshalText reads a memory quantity of at least zero.
 func (b *Bytes) UnmarshalText(text []byte) error {
-	q, err := resource.ParseQuantity(string(text))
-	if err != nil || q.Sign() < 0 || q.AsApproximateFloat64() > maxReserveMemory {
-		return fmt.Errorf("%q is not a memory quantity >= 0 such as 256Mi", text)
-	}
+	q, err := readQuantity(text, maxReserveMemory, "memory", "256Mi")
 	*b = Bytes(q.Value())
-	return nil
+	return err
+}
+
+// readQuantity reads a quantity from 0 to limit (zero on error).
+func readQuantity(text []byte, limit float64, what, example string) (resource.Quantity, error) {
+	q, err := resource.ParseQuantity(string(text))
+	if err != nil || q.Sign() < 0 || q.AsApproximateFloat64() > limit {
+		return resource.Quantity{}, fmt.Errorf("%q is not a %s quantity >= 0 such as %s", text, what, example)
+	}
+	return q, nil
 }
 
 // MarshalText writes b as a quantity.
 func (b Bytes) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
 
+// String writes b as a quantity: 256Mi.
 func (b Bytes) String() string { return resource.NewQuantity(int64(b), resource.BinarySI).String() }
 
 func (c Config) burstable() BurstablePolicy {

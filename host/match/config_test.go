@@ -1,7 +1,6 @@
 package match
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,30 +45,11 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.wantKey, settingKeys(tt.cfg.Validate())); diff != "" {
+			if diff := cmp.Diff(tt.wantKey, setting.Keys(tt.cfg.Validate())); diff != "" {
 				t.Errorf("Validate keys (-want +got):\n%s", diff)
 			}
 		})
 	}
-}
-
-// settingKeys lists the keys of the *setting.Errors joined in err.
-func settingKeys(err error) []string {
-	if err == nil {
-		return nil
-	}
-	var keys []string
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range joined.Unwrap() {
-			keys = append(keys, settingKeys(e)...)
-		}
-		return keys
-	}
-	var serr *setting.Error
-	if errors.As(err, &serr) {
-		return []string{serr.Key}
-	}
-	return []string{"not a setting.Error: " + err.Error()}
 }
 
 func TestQuantityText(t *testing.T) {

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -29,17 +28,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.cfg.Validate()
-			var got []string
-			if err != nil {
-				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					var serr *setting.Error
-					if !errors.As(e, &serr) {
-						t.Fatalf("Validate error %v is not a *setting.Error", e)
-					}
-					got = append(got, serr.Key)
-				}
-			}
-			if strings.Join(got, ",") != strings.Join(tt.wantKey, ",") {
+			if got := setting.Keys(err); strings.Join(got, ",") != strings.Join(tt.wantKey, ",") {
 				t.Errorf("Validate = %v; want errors naming %v", err, tt.wantKey)
 			}
 		})
