@@ -76,7 +76,6 @@ cluster-env: ## Print the export lines (KUBECONFIG, PATH with kubectl) for the l
 .PHONY: bench
 bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the command).
 	go test -run '^$$' -bench RoundTrip -benchtime=2000x -count=3 ./host/plugin/
-	cd pluginapi && go test -run '^$$' -bench InProcessRoundTrip -benchtime=2000x -count=3 .
 	go test -run '^$$' -bench 'MatchAWS|Rank' -benchmem -count=3 ./host/match/
 
 .PHONY: generate
