@@ -53,11 +53,11 @@ build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-pl
 	go build -o $(BIN)/kip-demo ./test/cmd/kip-demo
 
 .PHONY: test
-test: ## Run every module's tests with -race.
+test: deps ## Run every module's tests with -race.
 	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
 
 .PHONY: e2e
-e2e: ## Run the end-to-end tests against a real control plane (built once, ~9 min cold), with the local plugin and with the aws plugin against the EC2 simulator.
+e2e: deps ## Run the end-to-end tests against a real control plane (built once, ~9 min cold), with the local plugin and with the aws plugin against the EC2 simulator.
 	KIP_E2E_PLUGIN=local go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/...
 	KIP_E2E_PLUGIN=aws go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
 
@@ -76,7 +76,6 @@ cluster-env: ## Print the export lines (KUBECONFIG, PATH with kubectl) for the l
 .PHONY: bench
 bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the command).
 	go test -run '^$$' -bench RoundTrip -benchtime=2000x -count=3 ./host/plugin/
-	cd pluginapi && go test -run '^$$' -bench InProcessRoundTrip -benchtime=2000x -count=3 .
 	go test -run '^$$' -bench 'MatchAWS|Rank' -benchmem -count=3 ./host/match/
 
 .PHONY: generate
@@ -88,7 +87,7 @@ catalogs: ## Regenerate the plugins' instance-type catalogs from their sources
 	@$(call catalog_gens,)
 
 .PHONY: verify
-verify: ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalogs unchanged, dependency direction.
+verify: deps ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalogs unchanged, dependency direction.
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet -tags e2e ./...) || exit 1; done

@@ -19,10 +19,11 @@
 #      prerequisites: Go and make), and clones HEAD of this repository to
 #      /src/kip (a clean clone: committed files only);
 #   3. in new mount and PID namespaces (so that every mount and process ends
-#      with it), mounts /proc, /sys, /dev and a fresh /run, and runs
-#      `make TARGET...` in the clone with an empty environment but for PATH,
-#      HOME and TERM: empty Go caches, no Debian package but those the
-#      project's own scripts install.
+#      with it), mounts /proc, /sys, /dev and a fresh /run and /tmp, makes the
+#      root the namespace's / (pivot_root, so that containers work as on a
+#      machine), and runs `make TARGET...` in the clone with an empty
+#      environment but for PATH, HOME and TERM: empty Go caches, no Debian
+#      package but those the project's own scripts install.
 # The network is this machine's (Debian mirror and Go module proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,12 +90,14 @@ if [ -n "${KIP_FRESH_CACHES:-}" ]; then
   echo "keeping the root's Go caches in $caches (KIP_FRESH_CACHES)"
 fi
 
-# The namespaced part: mounts and processes end with it.
+# The namespaced part: mounts and processes end with it. The fresh root
+# becomes the mount namespace's root with pivot_root, not chroot: under a
+# chroot, runc places a container's bind mounts outside its root.
 inner=$(cat <<'EOF'
 set -euo pipefail
 root=$1 caches=$2; shift 2
-# The root's / must be a mount point, as on a machine (ip netns exec and
-# ip -n remount / as a slave, which fails on a plain directory).
+# The root's / must be a mount point, as on a machine (pivot_root needs it,
+# and ip -n remounts / as a slave).
 mount --bind "$root" "$root"
 if [ -n "$caches" ]; then
   mkdir -p "$root/root/.cache" "$root/root/go"
@@ -106,8 +109,12 @@ mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 mount -t tmpfs tmpfs "$root/run"
 mount -t tmpfs tmpfs "$root/tmp"
-chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+cd "$root"
+mkdir -p .old-root
+pivot_root . .old-root
+exec /usr/bin/env -i HOME=/root TERM=dumb PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   /bin/bash -c 'set -e
+    cd / && umount -l /.old-root && rmdir /.old-root
     echo "== the fresh root has: $(go version), then installs make"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends make >/dev/null
     cd /src/kip && make "$@"' fresh-root "$@"

@@ -2,18 +2,13 @@ package daemon
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kipcell/kip/cell/api/apitest"
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/node"
 )
@@ -163,28 +159,10 @@ func serverCA(srv *httptest.Server) []byte {
 // valid until notAfter.
 func clientCert(t *testing.T, cn string, orgs []string, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore:    notAfter.Add(-365 * 24 * time.Hour),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	return apitest.NewCA(t).IssueWith(t, cn, x509.ExtKeyUsageClientAuth, func(c *x509.Certificate) {
+		c.Subject.Organization = orgs
+		c.NotBefore, c.NotAfter = notAfter.Add(-365*24*time.Hour), notAfter
+	})
 }
 
 // writeKubeconfig writes a kubeconfig for server (trusting ca, if any) with

@@ -5,11 +5,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kipcell/kip/cell/api/apitest"
 )
 
 const (
@@ -172,35 +170,16 @@ func TestLoadAPIErrors(t *testing.T) {
 }
 
 // caPEM makes a self-signed certificate and key (PEM) from the template
-// mutated by mod; unchanged, a valid CA.
-func caPEM(t *testing.T, mod func(*x509.Certificate)) (certPEM, keyPEM []byte) {
+// changed by mods; unchanged, a valid CA.
+func caPEM(t *testing.T, mods ...apitest.Template) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	if mod != nil {
-		mod(tmpl)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err = encodeKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM
+	ca := apitest.NewCA(t, mods...)
+	return ca.PEM, ca.KeyPEM
 }
 
 func TestLoadRejectsBadSecret(t *testing.T) {
-	goodCert, goodKey := caPEM(t, nil)
-	_, otherKey := caPEM(t, nil)
+	goodCert, goodKey := caPEM(t)
+	_, otherKey := caPEM(t)
 	leafCert, leafKey := caPEM(t, func(c *x509.Certificate) {
 		c.IsCA = false
 		c.KeyUsage = x509.KeyUsageDigitalSignature

@@ -4,11 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/fake"
+	"github.com/kipcell/kip/test/bench"
 )
 
 // BenchmarkRoundTrip measures one call from the host through the
@@ -19,9 +25,39 @@ func BenchmarkRoundTrip(b *testing.B) {
 	cfg := testConfig(b, path)
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	s := open(b, cfg)
-	c := s.Client()
-	ctx := context.Background()
+	roundTrips(b, s.Client())
+}
 
+// BenchmarkInProcessRoundTrip is the floor under BenchmarkRoundTrip: the
+// same gRPC service, client validation and fake provider, but server and
+// client in one process over a Unix socket, without TLS.
+func BenchmarkInProcessRoundTrip(b *testing.B) {
+	sock := filepath.Join(b.TempDir(), "plugin.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer(pluginapi.GRPCServerOptions()...)
+	pluginapi.RegisterGRPCServer(srv, fake.New())
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient("unix://"+sock,
+		append(pluginapi.GRPCDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close() })
+	c := pluginapi.NewGRPCClient(cc)
+	if _, err := c.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	roundTrips(b, c)
+}
+
+// roundTrips times GetInfo and Launch (a new cell ID every iteration) on c,
+// one sub-benchmark each, and reports their percentiles.
+func roundTrips(b *testing.B, c pluginapi.Client) {
+	ctx := context.Background()
 	ops := []struct {
 		name string
 		call func(i int) error
@@ -47,18 +83,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				durs = append(durs, time.Since(start))
 				i++
 			}
-			reportPercentiles(b, durs)
+			bench.Report(b, "", time.Microsecond, durs)
 		})
-	}
-}
-
-func reportPercentiles(b *testing.B, durs []time.Duration) {
-	if len(durs) == 0 {
-		return
-	}
-	slices.Sort(durs)
-	for _, p := range []int{50, 90, 99} {
-		d := durs[(len(durs)-1)*p/100]
-		b.ReportMetric(float64(d.Nanoseconds())/1e3, fmt.Sprintf("p%d-µs", p))
 	}
 }

@@ -30,6 +30,11 @@
 //
 // # Generators
 //
+// A Generator is what every plugin's generator (`go run ./catalog/gen`)
+// shares: the flags -source, -out and -check, the usage -h prints, and the
+// run from parsing the flags to the summary line; a generator adds its own
+// flags and a Build function, and its main is Generator.Main.
+//
 // Emit (over WriteOrCheck) is a generator's last step: it writes the
 // marshalled catalog or, with the generator's -check flag (which `make
 // verify` runs), fails when the committed file differs from what its

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kipcell/kip/test/bench"
 )
 
 // BenchmarkPodStartup measures a pod's start on kip, one pod at a time so
@@ -146,15 +147,10 @@ func readKipLog(b *testing.B, ns string, results map[string]*startup) {
 	}
 }
 
+// report reports the percentiles of ds, in milliseconds, and logs them.
 func report(b *testing.B, name string, ds []time.Duration) {
-	if len(ds) == 0 {
-		b.Errorf("no %s samples", name)
-		return
+	b.Helper()
+	if s := bench.Report(b, name, time.Millisecond, ds); s.N > 0 {
+		b.Logf("%-20s %v", name, s)
 	}
-	slices.Sort(ds)
-	pct := func(p int) time.Duration { return ds[(len(ds)-1)*p/100] }
-	b.ReportMetric(float64(pct(50).Microseconds())/1000, name+"-p50-ms")
-	b.ReportMetric(float64(pct(90).Microseconds())/1000, name+"-p90-ms")
-	b.ReportMetric(float64(pct(99).Microseconds())/1000, name+"-p99-ms")
-	b.Logf("%-20s n=%d p50=%v p90=%v p99=%v max=%v", name, len(ds), pct(50), pct(90), pct(99), ds[len(ds)-1])
 }

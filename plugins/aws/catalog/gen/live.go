@@ -158,7 +158,7 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 	if err != nil {
 		return nil, "", err
 	}
-	specs, err := readSpecs(filepath.Join(o.source, "specs.csv"))
+	specs, err := catalog.ReadSpecsFile(filepath.Join(o.source, "specs.csv"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -223,7 +223,7 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 	c.Sources = liveSources(now, regions, len(left[leftPrevGen]) > 0)
 	var skipped []catalog.PriceRow
 	if o.prices != "" {
-		extra, err := readPrices(o.prices)
+		extra, err := catalog.ReadPricesFile(o.prices)
 		if err != nil {
 			return nil, "", err
 		}
@@ -579,7 +579,7 @@ func liveSummary(c *catalog.Catalog, described string, left map[string][]string,
 	var parts []string
 	for _, reason := range []string{leftPrevGen, leftArch, leftNoBaseline, leftBaselineCPU, leftNoSize} {
 		if names := left[reason]; len(names) > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(names), reason, firstFew(names, 5)))
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(names), reason, catalog.FirstFew(names, 5)))
 		}
 	}
 	if len(parts) > 0 {
@@ -589,11 +589,11 @@ func liveSummary(c *catalog.Catalog, described string, left map[string][]string,
 		strings.Join(regions, ", "), offerings, onDemand, spot, zones)
 	if len(st.undescribed) > 0 {
 		slices.Sort(st.undescribed)
-		s += fmt.Sprintf("; skipped %d offered types DescribeInstanceTypes did not describe (%s)", len(st.undescribed), firstFew(st.undescribed, 5))
+		s += fmt.Sprintf("; skipped %d offered types DescribeInstanceTypes did not describe (%s)", len(st.undescribed), catalog.FirstFew(st.undescribed, 5))
 	}
 	if len(st.conflicts) > 0 {
 		slices.Sort(st.conflicts)
-		s += fmt.Sprintf("; left %d types unpriced on demand for conflicting prices (%s)", len(st.conflicts), firstFew(st.conflicts, 5))
+		s += fmt.Sprintf("; left %d types unpriced on demand for conflicting prices (%s)", len(st.conflicts), catalog.FirstFew(st.conflicts, 5))
 	}
 	if len(skipped) > 0 {
 		s += fmt.Sprintf("; skipped %d extra price rows for types not in the catalog", len(skipped))

@@ -24,7 +24,6 @@ import (
 	"go/token"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -77,67 +76,46 @@ var specSources = []catalog.Source{
 }
 
 type options struct {
-	source, out, karpenter, karpenterVersion, prices string
-	check                                            bool
-	live                                             liveOptions
+	source, karpenter, karpenterVersion, prices string
+	live                                        liveOptions
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
-	}
-}
+func main() { generator(new(options)).Main() }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o options
-	fs.StringVar(&o.source, "source", filepath.Join("catalog", "source"), "directory holding specs.csv and previous_generation.txt")
-	fs.StringVar(&o.out, "out", filepath.Join("catalog", "aws.json"), "catalog file to write (or compare with -check)")
-	fs.StringVar(&o.karpenter, "karpenter", "", "directory of the "+karpenterModule+" module (required without -live; go mod download -json prints it as Dir)")
-	fs.StringVar(&o.karpenterVersion, "karpenter-version", "v1.14.1", "version of that module, recorded as the price sources' ref")
-	fs.StringVar(&o.prices, "prices", "", "optional extra price table (region,type,capacity_type,usd_per_hour), applied last")
-	fs.BoolVar(&o.check, "check", false, "write nothing; fail if the catalog file differs from what would be written")
-	o.live.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen -karpenter DIR [-prices FILE.csv] [-check]\n"+
-			"       go run ./catalog/gen -live [-regions R1,R2,...] [-prices FILE.csv] [-check]\n\n"+
-			"Builds aws.json from catalog/source and karpenter-provider-aws's on-demand price maps,\n"+
-			"or with -live from the AWS APIs (credentials from the SDK's default chain).\n"+
-			"Run it from plugins/aws; `make catalogs` resolves DIR.\n\n")
-		fs.PrintDefaults()
+	return generator(new(options)).Run(ctx, args, stdout, stderr)
+}
+
+// generator is this command: the shared catalog flags and o's.
+func generator(o *options) catalog.Generator {
+	return catalog.Generator{
+		Cloud: "aws",
+		Usage: "usage: go run ./catalog/gen -karpenter DIR [-prices FILE.csv] [-check]\n" +
+			"       go run ./catalog/gen -live [-regions R1,R2,...] [-prices FILE.csv] [-check]\n\n" +
+			"Builds aws.json from catalog/source and karpenter-provider-aws's on-demand price maps,\n" +
+			"or with -live from the AWS APIs (credentials from the SDK's default chain).\n" +
+			"Run it from plugins/aws; `make catalogs` resolves DIR.",
+		SourceHelp: "directory holding specs.csv and previous_generation.txt",
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&o.karpenter, "karpenter", "", "directory of the "+karpenterModule+" module (required without -live; go mod download -json prints it as Dir)")
+			fs.StringVar(&o.karpenterVersion, "karpenter-version", "v1.14.1", "version of that module, recorded as the price sources' ref")
+			fs.StringVar(&o.prices, "prices", "", "optional extra price table (region,type,capacity_type,usd_per_hour), applied last")
+			o.live.register(fs)
+		},
+		Build: func(ctx context.Context, fs *flag.FlagSet, source string) (*catalog.Catalog, string, error) {
+			o.source = source
+			if err := o.live.check(fs, o.karpenter); err != nil {
+				return nil, "", err
+			}
+			switch {
+			case o.live.enabled:
+				return buildLive(ctx, *o)
+			case o.karpenter == "":
+				return nil, "", errors.New("parsing flags: -karpenter DIR is required (the " + karpenterModule + " module directory), or -live")
+			}
+			return build(*o)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("parsing flags: unexpected arguments %q", fs.Args())
-	}
-	if err := o.live.check(fs, o.karpenter); err != nil {
-		return err
-	}
-	var c *catalog.Catalog
-	var sum string
-	var err error
-	switch {
-	case o.live.enabled:
-		c, sum, err = buildLive(ctx, o)
-	case o.karpenter == "":
-		return errors.New("parsing flags: -karpenter DIR is required (the " + karpenterModule + " module directory), or -live")
-	default:
-		c, sum, err = build(o)
-	}
-	if err != nil {
-		return err
-	}
-	return catalog.Emit(stdout, c, o.out, o.check, sum)
 }
 
 // build assembles the catalog and a one-line summary of what went in.
@@ -145,7 +123,7 @@ func build(o options) (*catalog.Catalog, string, error) {
 	if err := checkKarpenterDir(o.karpenter, o.karpenterVersion); err != nil {
 		return nil, "", err
 	}
-	types, err := readSpecs(filepath.Join(o.source, "specs.csv"))
+	types, err := catalog.ReadSpecsFile(filepath.Join(o.source, "specs.csv"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -209,7 +187,7 @@ func build(o options) (*catalog.Catalog, string, error) {
 	}
 	skipped := c.AddPrices(rows)
 	if o.prices != "" {
-		extra, err := readPrices(o.prices)
+		extra, err := catalog.ReadPricesFile(o.prices)
 		if err != nil {
 			return nil, "", err
 		}
@@ -225,24 +203,6 @@ func build(o options) (*catalog.Catalog, string, error) {
 		sum += "; left out " + strings.Join(notUSD, ", ") + " (karpenter prices it in CNY)"
 	}
 	return c, sum, nil
-}
-
-func readSpecs(path string) ([]catalog.Type, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading specs: %w", err)
-	}
-	defer f.Close()
-	return catalog.ReadSpecs(f, filepath.Base(path))
-}
-
-func readPrices(path string) ([]catalog.PriceRow, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading extra prices: %w", err)
-	}
-	defer f.Close()
-	return catalog.ReadPrices(f, filepath.Base(path))
 }
 
 // pricedInUSD reports whether karpenter's price map of region is in US
@@ -485,15 +445,7 @@ func summary(c *catalog.Catalog, dropped map[string]bool, skipped []catalog.Pric
 		len(skipped), prev, len(skipped)-prev, len(unknown))
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		s += " (" + firstFew(unknown, 5) + ")"
+		s += " (" + catalog.FirstFew(unknown, 5) + ")"
 	}
 	return s
-}
-
-// firstFew joins the first n names, and ", ..." when there are more.
-func firstFew(names []string, n int) string {
-	if len(names) <= n {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:n], ", ") + ", ..."
 }

@@ -17,7 +17,6 @@ func opts(t *testing.T) options {
 	t.Helper()
 	return options{
 		source:           filepath.Join("..", "source"),
-		out:              filepath.Join(t.TempDir(), "aws.json"),
 		karpenter:        fixture,
 		karpenterVersion: "v1.14.1",
 	}
@@ -79,19 +78,19 @@ func TestExtraPrices(t *testing.T) {
 }
 
 func TestRunWritesThenChecks(t *testing.T) {
-	o := opts(t)
-	args := []string{"-source", o.source, "-out", o.out, "-karpenter", fixture}
+	o, out := opts(t), filepath.Join(t.TempDir(), "aws.json")
+	args := []string{"-source", o.source, "-out", out, "-karpenter", fixture}
 	var stdout, stderr bytes.Buffer
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("writing: %v (%s)", err, stderr.String())
 	}
-	if !strings.HasPrefix(stdout.String(), "wrote "+o.out+": ") || strings.Count(stdout.String(), "\n") != 1 {
+	if !strings.HasPrefix(stdout.String(), "wrote "+out+": ") || strings.Count(stdout.String(), "\n") != 1 {
 		t.Errorf("want a one-line summary, got %q", stdout.String())
 	}
 	if err := run(t.Context(), append(args, "-check"), &stdout, &stderr); err != nil {
 		t.Fatalf("checking a fresh catalog: %v", err)
 	}
-	data, err := os.ReadFile(o.out)
+	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +98,7 @@ func TestRunWritesThenChecks(t *testing.T) {
 	if bytes.Equal(stale, data) {
 		t.Fatal("the fixture price of c5.large is not in the written catalog")
 	}
-	if err := os.WriteFile(o.out, stale, 0o600); err != nil {
+	if err := os.WriteFile(out, stale, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	err = run(t.Context(), append(args, "-check"), &stdout, &stderr)

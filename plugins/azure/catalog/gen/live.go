@@ -206,14 +206,6 @@ func head(c *catalog.Catalog) string {
 	return fmt.Sprintf("%d types, %s, %d priced offerings (%d on-demand, %d spot)", len(c.Types), regions, onDemand+spot, onDemand, spot)
 }
 
-// firstFew joins the first n names, and ", ..." when there are more.
-func firstFew(names []string, n int) string {
-	if len(names) <= n {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:n], ", ") + ", ..."
-}
-
 // ----- prices: the Azure Retail Prices API -----
 
 // retailPage is one page of the Retail Prices API's answer.
@@ -406,7 +398,7 @@ func (l *liveOptions) applyPrices(ctx context.Context, w world, c *catalog.Catal
 	s += fmt.Sprintf("; %d conflicts, %d of them with different prices (kept the newest effectiveStartDate, then the lowest price)", conflicts, differ)
 	s += fmt.Sprintf("; skipped %d price rows for %d types without specs", len(skipped), len(unknown))
 	if len(unknown) > 0 {
-		s += " (" + firstFew(unknown, 5) + ")"
+		s += " (" + catalog.FirstFew(unknown, 5) + ")"
 	}
 	if missing := len(regions) - len(priced); missing > 0 {
 		s += fmt.Sprintf("; %d regions price no catalog type", missing)
@@ -626,15 +618,15 @@ func (l *liveOptions) applySpecs(ctx context.Context, w world, c *catalog.Catalo
 	for _, reason := range reasons {
 		names := leftOut[reason]
 		slices.Sort(names)
-		s += fmt.Sprintf("; left out %d %s (%s)", len(names), reason, firstFew(names, 5))
+		s += fmt.Sprintf("; left out %d %s (%s)", len(names), reason, catalog.FirstFew(names, 5))
 	}
 	if len(disagree) > 0 {
 		slices.Sort(disagree)
-		s += fmt.Sprintf("; %d sizes differ between regions, kept the first region's figures (%s)", len(disagree), firstFew(disagree, 5))
+		s += fmt.Sprintf("; %d sizes differ between regions, kept the first region's figures (%s)", len(disagree), catalog.FirstFew(disagree, 5))
 	}
 	s += fmt.Sprintf("; %d specs.csv sizes not listed", len(unlisted))
 	if len(unlisted) > 0 {
-		s += " (" + firstFew(unlisted, 5) + ")"
+		s += " (" + catalog.FirstFew(unlisted, 5) + ")"
 	}
 	return s, nil
 }

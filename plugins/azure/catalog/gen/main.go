@@ -17,11 +17,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -66,20 +64,11 @@ var (
 )
 
 type options struct {
-	source, out, date string
-	check             bool
-	live              liveOptions
+	source, date string
+	live         liveOptions
 }
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
-	}
-}
+func main() { generator(new(options), realWorld()).Main() }
 
 func run(args []string, stdout, stderr io.Writer) error {
 	return runIn(context.Background(), realWorld(), args, stdout, stderr)
@@ -87,41 +76,41 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 // runIn is run with the live paths reaching outside through w.
 func runIn(ctx context.Context, w world, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o options
-	fs.StringVar(&o.source, "source", filepath.Join("catalog", "source"), "directory holding specs.csv")
-	fs.StringVar(&o.out, "out", filepath.Join("catalog", "azure.json"), "catalog file to write (or compare with -check)")
-	fs.StringVar(&o.date, "date", "2026-11-21", "the catalog's generatedAt (YYYY-MM-DD): the day the sizes were transcribed (offline builds only)")
-	fs.BoolVar(&o.check, "check", false, "write nothing; fail if the catalog file differs from what would be written")
-	o.live.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen [-date YYYY-MM-DD] [-check]\n"+
-			"       go run ./catalog/gen -live-prices [-live-specs] [-regions R1,R2] [-check]\n\n"+
-			"Builds azure.json from catalog/source/specs.csv, and with -live-prices and -live-specs\n"+
-			"from the Azure Retail Prices API and Azure Resource Manager. Run it from plugins/azure.\n\n")
-		fs.PrintDefaults()
+	return generator(new(options), w).Run(ctx, args, stdout, stderr)
+}
+
+// generator is this command, the live paths reaching outside through w:
+// the shared catalog flags and o's.
+func generator(o *options, w world) catalog.Generator {
+	return catalog.Generator{
+		Cloud: "azure",
+		Usage: "usage: go run ./catalog/gen [-date YYYY-MM-DD] [-check]\n" +
+			"       go run ./catalog/gen -live-prices [-live-specs] [-regions R1,R2] [-check]\n\n" +
+			"Builds azure.json from catalog/source/specs.csv, and with -live-prices and -live-specs\n" +
+			"from the Azure Retail Prices API and Azure Resource Manager. Run it from plugins/azure.",
+		SourceHelp: "directory holding specs.csv",
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&o.date, "date", "2026-11-21", "the catalog's generatedAt (YYYY-MM-DD): the day the sizes were transcribed (offline builds only)")
+			o.live.register(fs)
+		},
+		Build: func(ctx context.Context, fs *flag.FlagSet, source string) (*catalog.Catalog, string, error) {
+			o.source = source
+			if err := o.live.check(fs); err != nil {
+				return nil, "", err
+			}
+			c, err := build(*o)
+			if err != nil {
+				return nil, "", err
+			}
+			sum := fmt.Sprintf("%d types, no regions (no price source: every price unknown), 0 priced offerings, 0 price rows skipped", len(c.Types))
+			if o.live.enabled() {
+				if sum, err = o.live.apply(ctx, w, c); err != nil {
+					return nil, "", err
+				}
+			}
+			return c, sum, nil
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("parsing flags: unexpected arguments %q", fs.Args())
-	}
-	if err := o.live.check(fs); err != nil {
-		return err
-	}
-	c, err := build(o)
-	if err != nil {
-		return err
-	}
-	sum := fmt.Sprintf("%d types, no regions (no price source: every price unknown), 0 priced offerings, 0 price rows skipped", len(c.Types))
-	if o.live.enabled() {
-		if sum, err = o.live.apply(ctx, w, c); err != nil {
-			return err
-		}
-	}
-	return catalog.Emit(stdout, c, o.out, o.check, sum)
 }
 
 func build(o options) (*catalog.Catalog, error) {
@@ -129,13 +118,7 @@ func build(o options) (*catalog.Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing -date: %w", err)
 	}
-	path := filepath.Join(o.source, "specs.csv")
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading specs: %w", err)
-	}
-	defer f.Close()
-	types, err := catalog.ReadSpecs(f, filepath.Base(path))
+	types, err := catalog.ReadSpecsFile(filepath.Join(o.source, "specs.csv"))
 	if err != nil {
 		return nil, err
 	}

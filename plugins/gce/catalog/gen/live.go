@@ -636,7 +636,7 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 	if err != nil {
 		return nil, "", err
 	}
-	specs, err := readSpecs(filepath.Join(o.source, "specs.csv"))
+	specs, err := catalog.ReadSpecsFile(filepath.Join(o.source, "specs.csv"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -803,15 +803,15 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 	}
 	if len(unpriced) > 0 {
 		slices.Sort(unpriced)
-		sum += fmt.Sprintf("; %d types without any price (%s)", len(unpriced), firstFew(unpriced, 5))
+		sum += fmt.Sprintf("; %d types without any price (%s)", len(unpriced), catalog.FirstFew(unpriced, 5))
 	}
 	for _, reason := range []string{leftObsolete, leftBundled, leftArch, leftMixedGPU, leftBaseline} {
 		if names := left[reason]; len(names) > 0 {
-			sum += fmt.Sprintf("; left out %d %s (%s)", len(names), reason, firstFew(names, 5))
+			sum += fmt.Sprintf("; left out %d %s (%s)", len(names), reason, catalog.FirstFew(names, 5))
 		}
 	}
 	if len(customUnsold) > 0 {
-		sum += fmt.Sprintf("; left out %d custom types of families not sold in the regions (%s)", len(customUnsold), firstFew(customUnsold, 5))
+		sum += fmt.Sprintf("; left out %d custom types of families not sold in the regions (%s)", len(customUnsold), catalog.FirstFew(customUnsold, 5))
 	}
 	if len(rts.ambiguous) > 0 {
 		var names []string
@@ -819,11 +819,11 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 			names = append(names, k.String())
 		}
 		slices.Sort(names)
-		sum += fmt.Sprintf("; %d rates left unknown, priced differently by two SKUs (%s)", len(names), firstFew(names, 5))
+		sum += fmt.Sprintf("; %d rates left unknown, priced differently by two SKUs (%s)", len(names), catalog.FirstFew(names, 5))
 	}
 	if len(rts.skipped) > 0 {
 		slices.Sort(rts.skipped)
-		sum += fmt.Sprintf("; skipped %d SKUs with an unexpected unit, currency or no price (%s)", len(rts.skipped), firstFew(slices.Compact(rts.skipped), 3))
+		sum += fmt.Sprintf("; skipped %d SKUs with an unexpected unit, currency or no price (%s)", len(rts.skipped), catalog.FirstFew(slices.Compact(rts.skipped), 3))
 	}
 	return c, sum, nil
 }

@@ -592,7 +592,7 @@ func TestGPUKindAndZoneRegion(t *testing.T) {
 // The live path's architecture rule agrees with specs.csv on every family
 // the offline catalog lists.
 func TestFamilyArchAgreesWithSpecs(t *testing.T) {
-	types, err := readSpecs(filepath.Join("..", "source", "specs.csv"))
+	types, err := catalog.ReadSpecsFile(filepath.Join("..", "source", "specs.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}

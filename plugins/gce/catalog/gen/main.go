@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -70,57 +69,39 @@ var sources = []catalog.Source{
 }
 
 type options struct {
-	source, out, date string
-	check             bool
-	dateSet           bool // -date was given (-live defaults it to now)
-	live              liveOptions
+	source, date string
+	dateSet      bool // -date was given (-live defaults it to now)
+	live         liveOptions
 }
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
-	}
-}
+func main() { generator(new(options)).Main() }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o options
-	fs.StringVar(&o.source, "source", filepath.Join("catalog", "source"), "directory holding specs.csv, prices.csv, rates.csv, custom.csv, custom_rates.csv, spot_discounts.csv")
-	fs.StringVar(&o.out, "out", filepath.Join("catalog", "gce.json"), "catalog file to write (or compare with -check)")
-	fs.StringVar(&o.date, "date", "2026-11-21", "the catalog's generatedAt (YYYY-MM-DD): the price source has no date, so the day it was transcribed; with -live, the run time (YYYY-MM-DD or RFC 3339, default now)")
-	fs.BoolVar(&o.check, "check", false, "write nothing; fail if the catalog file differs from what would be written")
-	o.live.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./catalog/gen [-date YYYY-MM-DD] [-check]\n"+
-			"       go run ./catalog/gen -live -project PROJECT [-regions R1,R2] [-api-key KEY] [-check]\n\n"+
-			"Builds gce.json from catalog/source, or with -live from the Compute Engine and\n"+
-			"Cloud Billing Catalog APIs. Run it from plugins/gce.\n\n")
-		fs.PrintDefaults()
+	return generator(new(options)).Run(context.Background(), args, stdout, stderr)
+}
+
+// generator is this command: the shared catalog flags and o's.
+func generator(o *options) catalog.Generator {
+	return catalog.Generator{
+		Cloud: "gce",
+		Usage: "usage: go run ./catalog/gen [-date YYYY-MM-DD] [-check]\n" +
+			"       go run ./catalog/gen -live -project PROJECT [-regions R1,R2] [-api-key KEY] [-check]\n\n" +
+			"Builds gce.json from catalog/source, or with -live from the Compute Engine and\n" +
+			"Cloud Billing Catalog APIs. Run it from plugins/gce.",
+		SourceHelp: "directory holding specs.csv, prices.csv, rates.csv, custom.csv, custom_rates.csv, spot_discounts.csv",
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&o.date, "date", "2026-11-21", "the catalog's generatedAt (YYYY-MM-DD): the price source has no date, so the day it was transcribed; with -live, the run time (YYYY-MM-DD or RFC 3339, default now)")
+			o.live.register(fs)
+		},
+		Build: func(ctx context.Context, fs *flag.FlagSet, source string) (*catalog.Catalog, string, error) {
+			o.source = source
+			fs.Visit(func(f *flag.Flag) { o.dateSet = o.dateSet || f.Name == "date" })
+			if o.live.enabled {
+				return buildLive(ctx, *o)
+			}
+			return build(*o)
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("parsing flags: unexpected arguments %q", fs.Args())
-	}
-	fs.Visit(func(f *flag.Flag) { o.dateSet = o.dateSet || f.Name == "date" })
-	var c *catalog.Catalog
-	var sum string
-	var err error
-	if o.live.enabled {
-		c, sum, err = buildLive(context.Background(), o)
-	} else {
-		c, sum, err = build(o)
-	}
-	if err != nil {
-		return err
-	}
-	return catalog.Emit(stdout, c, o.out, o.check, sum)
 }
 
 // famKey names one family's figures in one region.
@@ -168,11 +149,11 @@ func build(o options) (*catalog.Catalog, string, error) {
 		return nil, "", fmt.Errorf("parsing -date: %w", err)
 	}
 	src := func(name string) string { return filepath.Join(o.source, name) }
-	types, err := readSpecs(src("specs.csv"))
+	types, err := catalog.ReadSpecsFile(src("specs.csv"))
 	if err != nil {
 		return nil, "", err
 	}
-	prices, err := readPrices(src("prices.csv"))
+	prices, err := catalog.ReadPricesFile(src("prices.csv"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -256,7 +237,7 @@ func build(o options) (*catalog.Catalog, string, error) {
 		len(c.Types), nPredefined, len(c.Types)-nPredefined, maxCustomVCPU, strings.Join(regionNames, ", "), fromTable+composed, fromTable, composed)
 	if len(unpriced) > 0 {
 		slices.Sort(unpriced)
-		sum += fmt.Sprintf("; %d types without any price (%s)", len(unpriced), firstFew(slices.Compact(unpriced), 5))
+		sum += fmt.Sprintf("; %d types without any price (%s)", len(unpriced), catalog.FirstFew(slices.Compact(unpriced), 5))
 	}
 	var names []string
 	for _, r := range skipped {
@@ -265,7 +246,7 @@ func build(o options) (*catalog.Catalog, string, error) {
 	slices.Sort(names)
 	sum += fmt.Sprintf("; skipped %d price rows for types not in specs.csv", len(skipped))
 	if len(names) > 0 {
-		sum += " (" + firstFew(slices.Compact(names), 5) + ")"
+		sum += " (" + catalog.FirstFew(slices.Compact(names), 5) + ")"
 	}
 	return c, sum, nil
 }
@@ -338,24 +319,6 @@ func customTypes(limits []customLimit) []customType {
 	return types
 }
 
-func readSpecs(path string) ([]catalog.Type, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading specs: %w", err)
-	}
-	defer f.Close()
-	return catalog.ReadSpecs(f, filepath.Base(path))
-}
-
-func readPrices(path string) ([]catalog.PriceRow, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading prices: %w", err)
-	}
-	defer f.Close()
-	return catalog.ReadPrices(f, filepath.Base(path))
-}
-
 var (
 	ratesHeader     = []string{"family", "region", "capacity_type", "usd_per_vcpu_hour", "usd_per_gib_hour"}
 	discountsHeader = []string{"family", "region", "pricing", "numerator", "denominator"}
@@ -369,7 +332,7 @@ var (
 func readPricing(ratesPath, discountsPath, kind string) (pricing, error) {
 	p := pricing{rates: map[famKey]rate{}, ratios: map[famKey]ratio{}}
 	spotVCPU := map[famKey]float64{}
-	err := readTable(ratesPath, ratesHeader, func(f *catalog.Fields) error {
+	err := catalog.ReadTableFile(ratesPath, ratesHeader, func(f *catalog.Fields) error {
 		k := famKey{region: f.Str(1), family: f.Str(0)}
 		if k.family == "" || k.region == "" {
 			return errors.New("family and region are required")
@@ -396,7 +359,7 @@ func readPricing(ratesPath, discountsPath, kind string) (pricing, error) {
 	if err != nil {
 		return p, err
 	}
-	err = readTable(discountsPath, discountsHeader, func(f *catalog.Fields) error {
+	err = catalog.ReadTableFile(discountsPath, discountsHeader, func(f *catalog.Fields) error {
 		if f.Str(2) != "predefined" && f.Str(2) != "custom" {
 			return fmt.Errorf("pricing %q is neither predefined nor custom", f.Str(2))
 		}
@@ -432,7 +395,7 @@ func readPricing(ratesPath, discountsPath, kind string) (pricing, error) {
 // readCustom reads custom.csv; an empty max_mib means no total cap.
 func readCustom(path string) ([]customLimit, error) {
 	var limits []customLimit
-	err := readTable(path, customHeader, func(f *catalog.Fields) error {
+	err := catalog.ReadTableFile(path, customHeader, func(f *catalog.Fields) error {
 		l := customLimit{
 			family: f.Str(0), minVCPU: f.Int(1), maxVCPU: f.Int(2), vcpuStep: f.Int(3),
 			minMiBPerVCPU: f.Int(4), maxMiBPerVCPU: f.Int(5), mibStep: f.Int(6), maxMiB: f.Int(7),
@@ -449,24 +412,4 @@ func readCustom(path string) ([]customLimit, error) {
 		return nil
 	})
 	return limits, err
-}
-
-// readTable reads the table at path (see catalog.ReadTable), its errors
-// naming the file.
-func readTable(path string, header []string, row func(*catalog.Fields) error) error {
-	name := filepath.Base(path)
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", name, err)
-	}
-	defer f.Close()
-	return catalog.ReadTable(f, name, header, row)
-}
-
-// firstFew joins the first n names, and ", ..." when there are more.
-func firstFew(names []string, n int) string {
-	if len(names) <= n {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:n], ", ") + ", ..."
 }
