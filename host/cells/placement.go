@@ -135,34 +135,3 @@ func withoutPlaced(m map[string]string) map[string]string {
 	}
 	return out
 }
-
-// unplaceable reports a pod nothing fits: Pending, a status reason and
-// message, and a warning event, once per distinct message.
-func (c *cell) unplaceable(message string, last *string) {
-	if message == *last {
-		return
-	}
-	*last = message
-	c.log.Info("no instance type fits the pod", "reason", message)
-	c.setStatus(func(st *corev1.PodStatus) {
-		st.Phase = corev1.PodPending
-		st.Reason, st.Message = ReasonNoInstanceType, message
-		st.ContainerStatuses = waitingStatuses(c.desired.Spec.Containers, ReasonNoInstanceType, message)
-		st.InitContainerStatuses = waitingStatuses(c.desired.Spec.InitContainers, ReasonNoInstanceType, message)
-	})
-	c.event(corev1.EventTypeWarning, ReasonNoInstanceType, "%s", message)
-}
-
-// waitChange waits until the pod changes, d passes, or ctx ends (false).
-func (c *cell) waitChange(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-c.applyCh:
-		return true
-	case <-t.C:
-		return true
-	}
-}
