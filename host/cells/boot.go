@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,23 +13,23 @@ import (
 // plugin's Describe with backoff (the plugin's WatchEvents, where offered,
 // only shortens the waits).
 func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*pluginapi.Instance, error) {
-	deadline := c.m.cfg.Now().Add(c.m.cfg.BootTimeout)
+	deadline := c.d.cfg.Now().Add(c.d.cfg.BootTimeout)
 	for n := 1; ; n++ {
 		if inst.State == pluginapi.StateRunning && inst.PrivateAddress() != "" {
 			return inst, nil
 		}
 		if inst.State == pluginapi.StateTerminated || inst.State == pluginapi.StateTerminating {
-			c.lost(fmt.Sprintf("cell %s ended while booting: %s", c.id, stateText(inst)))
+			c.lost(ctx, fmt.Sprintf("cell %s ended while booting: %s", c.id, stateText(inst)))
 			return nil, errDeleted
 		}
-		if c.m.cfg.Now().After(deadline) {
-			c.lost(fmt.Sprintf("cell %s did not boot within %s (state %s)", c.id, c.m.cfg.BootTimeout, inst.State))
+		if c.d.cfg.Now().After(deadline) {
+			c.lost(ctx, fmt.Sprintf("cell %s did not boot within %s (state %s)", c.id, c.d.cfg.BootTimeout, inst.State))
 			return nil, errDeleted
 		}
 		// Poll, or look at once when the plugin's events say it runs.
-		wait := min(c.m.cfg.Backoff(n), c.m.cfg.BootPoll)
-		if c.m.watching.Load() {
-			wait = c.m.cfg.BootPollWatched
+		wait := min(c.d.cfg.Backoff(n), c.d.cfg.BootPoll)
+		if c.d.watching() {
+			wait = c.d.cfg.BootPollWatched
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -39,14 +40,14 @@ func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*plug
 			t.Stop()
 		case <-t.C:
 		}
-		resp, err := c.m.plugin.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
+		resp, err := c.d.plugin.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
 		switch {
 		case err != nil:
 			c.log.Warn("describing cell", "instance", inst.ID, "error", err)
 		case len(resp.Instances) == 0:
 			// Eventual consistency right after launch: give it a while.
 			if n > 20 {
-				c.lost(fmt.Sprintf("cell %s (instance %s) disappeared while booting", c.id, inst.ID))
+				c.lost(ctx, fmt.Sprintf("cell %s (instance %s) disappeared while booting", c.id, inst.ID))
 				return nil, errDeleted
 			}
 		default:
@@ -73,3 +74,7 @@ func stateText(inst *pluginapi.Instance) string {
 	}
 	return string(inst.State)
 }
+
+// errDeleted ends a cell's run once its cell is lost: the pod has failed
+// and the cell is being terminated.
+var errDeleted = errors.New("cell deleted")

@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/pluginapi"
@@ -25,9 +27,45 @@ const (
 	ReasonCellTerminated = "CellTerminated"
 )
 
-// cell is one pod's cell and the goroutine that drives it.
+// instanceAPI is the part of the plugin a cell calls about its own
+// instance; Terminate goes through the terminator, which retries it.
+type instanceAPI interface {
+	Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error)
+	Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error)
+	List(ctx context.Context, req *pluginapi.ListRequest) (*pluginapi.ListResponse, error)
+}
+
+// cellDeps is everything a cell uses beyond its own pod. The Manager
+// builds one in New and hands it to every cell, so that a cell never
+// reaches back into the Manager.
+type cellDeps struct {
+	// cfg is read, never written: the cell uses ClusterID, NodeName,
+	// Image, the boot and retry timings, Backoff and Now.
+	cfg       Config
+	plugin    instanceAPI
+	end       terminator
+	identity  Identity   // the cell's bootstrap, the agent's client TLS
+	placement *placement // ranking, unavailable offerings, instance sizes
+	// dial connects to a cell's agent; tests replace it.
+	dial     func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
+	source   dispatch.Source // what the pod refers to (secrets, config maps, tokens)
+	creds    *registryCreds  // the cloud registry's credentials for the pod's images
+	recorder record.EventRecorder
+	log      *slog.Logger
+	// watching reports whether the plugin's event stream is up
+	// (eventWatch), when a booting cell may leave the looking to it.
+	watching func() bool
+	// statusChanged queues the pod's status for virtual-kubelet (notifier).
+	statusChanged func(types.UID)
+	// forget drops a deleted cell from the Manager's set (cellSet).
+	forget func(*cell)
+}
+
+// cell is one pod's cell and the goroutine that drives it through its
+// life: launch (launch.go), boot (boot.go), serve (serve.go) and
+// terminate (terminate.go).
 type cell struct {
-	m         *Manager
+	d         *cellDeps
 	id        string
 	uid       types.UID
 	namespace string
@@ -44,7 +82,10 @@ type cell struct {
 	agent      *dispatch.Agent
 	deleting   bool
 	applyCh    chan struct{} // a new desired pod to apply
-	cancel     context.CancelFunc
+	// cancel ends the goroutine's context; nil until start.
+	cancel context.CancelFunc
+	// stopped is set by stop, so that a start after it begins stopped.
+	stopped    bool
 	done       chan struct{}
 	launchedAt time.Time
 	placed     map[string]string // placement annotations, once launched
@@ -60,21 +101,57 @@ type cell struct {
 	ended bool
 }
 
-func newCell(m *Manager, pod *corev1.Pod) *cell {
+// newCell makes the cell of pod; adopted is its instance when the cell is
+// re-adopted after a restart, else nil.
+func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 	c := &cell{
-		m: m, id: CellID(pod.UID), uid: pod.UID, namespace: pod.Namespace, name: pod.Name,
-		key: key(pod.Namespace, pod.Name), desired: pod.DeepCopy(), generation: 1,
+		d: d, id: CellID(pod.UID), uid: pod.UID, namespace: pod.Namespace, name: pod.Name,
+		key: key(pod.Namespace, pod.Name), adopted: adopted, desired: pod.DeepCopy(), generation: 1,
 		applyCh: make(chan struct{}, 1), done: make(chan struct{}), booted: make(chan struct{}, 1),
 	}
-	c.log = m.log.With("pod", c.key, "cell", c.id)
+	c.log = d.log.With("pod", c.key, "cell", c.id)
 	c.status = *pod.Status.DeepCopy()
 	c.status.Phase = corev1.PodPending
 	return c
 }
 
+// start runs the cell's goroutine until ctx ends or stop is called.
 func (c *cell) start(ctx context.Context) {
-	ctx, c.cancel = context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.cancel = cancel
+	if c.stopped {
+		cancel()
+	}
+	c.mu.Unlock()
 	go c.run(ctx)
+}
+
+// stop ends the cell's goroutine, or makes it end at once if it has not
+// started; done is closed once it has returned.
+func (c *cell) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// run drives the cell from launch to a running pod and keeps it in step
+// with the desired pod until the pod ends or is deleted.
+func (c *cell) run(ctx context.Context) {
+	defer close(c.done)
+	inst, err := c.launch(ctx)
+	if err != nil {
+		return // deleted, or a failure already reported on the pod
+	}
+	inst, err = c.waitRunning(ctx, inst)
+	if err != nil {
+		return
+	}
+	c.serve(ctx, inst)
 }
 
 // setDesired records a new desired pod and, if what the agent acts on
@@ -119,12 +196,29 @@ func (c *cell) podWithStatus() *corev1.Pod {
 	return pod
 }
 
+// instanceID is the ID of the cell's instance, once known.
+func (c *cell) instanceID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.instance == nil {
+		return ""
+	}
+	return c.instance.ID
+}
+
+// connectedAgent is the cell's agent, or nil before serve has dialled it.
+func (c *cell) connectedAgent() *dispatch.Agent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.agent
+}
+
 // setStatus replaces the status the cell reports and pushes it.
 func (c *cell) setStatus(mutate func(*corev1.PodStatus)) {
 	c.mu.Lock()
 	mutate(&c.status)
 	c.mu.Unlock()
-	c.m.statusChanged(c)
+	c.d.statusChanged(c.uid)
 }
 
 // waiting reports every container as waiting for reason, with the pod Pending.
@@ -152,20 +246,5 @@ func (c *cell) event(kind, reason, format string, args ...any) {
 	c.mu.Lock()
 	pod := c.desired.DeepCopy()
 	c.mu.Unlock()
-	c.m.recorder.Eventf(pod, kind, reason, format, args...)
-}
-
-// run drives the cell from launch to a running pod and keeps it in step
-// with the desired pod until the pod ends or is deleted.
-func (c *cell) run(ctx context.Context) {
-	defer close(c.done)
-	inst, err := c.launch(ctx)
-	if err != nil {
-		return // deleted, or a failure already reported on the pod
-	}
-	inst, err = c.waitRunning(ctx, inst)
-	if err != nil {
-		return
-	}
-	c.serve(ctx, inst)
+	c.d.recorder.Eventf(pod, kind, reason, format, args...)
 }

@@ -27,7 +27,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		c.mu.Unlock()
 		return c.adopted, nil
 	}
-	boot, err := c.m.identity.Bootstrap(c.id, c.m.cfg.ClusterID, c.m.cfg.NodeName, string(c.uid))
+	boot, err := c.d.identity.Bootstrap(c.id, c.d.cfg.ClusterID, c.d.cfg.NodeName, string(c.uid))
 	if err != nil {
 		c.log.Error("issuing cell identity", "error", err)
 		c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "issuing the cell's certificate: %v", err)
@@ -39,7 +39,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.launchedAt = c.m.cfg.Now()
+	c.launchedAt = c.d.cfg.Now()
 	c.mu.Unlock()
 	lastMsg := ""
 	for n := 1; ; n++ {
@@ -49,18 +49,18 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		opts, err := podLaunchOptions(pod)
 		if err != nil {
 			c.refused(fmt.Sprintf("launching cell %s: %v", c.id, err), &lastMsg)
-			if !c.waitChange(ctx, c.m.cfg.RematchInterval) {
+			if !c.waitChange(ctx, c.d.cfg.RematchInterval) {
 				return nil, ctx.Err()
 			}
 			continue
 		}
-		cands, err := c.m.rank(ctx, pod)
+		cands, err := c.d.placement.rank(ctx, pod)
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case match.IsUnsatisfiable(err):
 			c.unplaceable(err.Error(), &lastMsg)
-			if !c.waitChange(ctx, c.m.cfg.RematchInterval) {
+			if !c.waitChange(ctx, c.d.cfg.RematchInterval) {
 				return nil, ctx.Err()
 			}
 			continue
@@ -68,7 +68,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			msg := fmt.Sprintf("matching an instance type: %v", err)
 			c.refused(msg, &lastMsg)
 			c.log.Warn("ranking instance types", "attempt", n, "error", err)
-			if !sleep(ctx, c.m.cfg.Backoff(n)) {
+			if !sleep(ctx, c.d.cfg.Backoff(n)) {
 				return nil, ctx.Err()
 			}
 			continue
@@ -90,8 +90,8 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts launchOptions, bootstrap []byte, lastMsg *string) *pluginapi.Instance {
 	for _, cand := range cands {
 		req := &pluginapi.LaunchRequest{
-			CellID: c.id, NodeName: c.m.cfg.NodeName, PodUID: string(c.uid), PodNamespace: c.namespace, PodName: c.name,
-			InstanceType: cand.InstanceType, CapacityType: cand.CapacityType, Image: c.m.cfg.Image, Bootstrap: bootstrap,
+			CellID: c.id, NodeName: c.d.cfg.NodeName, PodUID: string(c.uid), PodNamespace: c.namespace, PodName: c.name,
+			InstanceType: cand.InstanceType, CapacityType: cand.CapacityType, Image: c.d.cfg.Image, Bootstrap: bootstrap,
 			UnlimitedCPUCredits: cand.UnlimitedCredits,
 			SecurityGroups:      opts.securityGroups, InstanceProfile: opts.instanceProfile, VolumeSizeGiB: opts.volumeSizeGiB,
 		}
@@ -108,7 +108,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 		c.event(corev1.EventTypeNormal, ReasonLaunching, "launching cell %s on %s", c.id, what)
 		for n := 1; ; n++ {
 			c.log.Info("launch issued", "type", cand.InstanceType, "zone", cand.Zone, "capacity_type", cand.CapacityType, "attempt", n)
-			resp, err := c.m.plugin.Launch(ctx, req)
+			resp, err := c.d.plugin.Launch(ctx, req)
 			if err == nil {
 				inst := resp.Instance
 				c.mu.Lock()
@@ -123,13 +123,13 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 				return nil
 			}
 			if pluginapi.IsInsufficientCapacity(err) {
-				c.m.unavailable.Mark(cand.InstanceType, cand.Zone, cand.CapacityType)
+				c.d.placement.markUnavailable(cand)
 				c.log.Info("no capacity for an offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
 					"capacity_type", cand.CapacityType, "error", err)
 				c.event(corev1.EventTypeWarning, ReasonInsufficientCapacity, "%s: %v; trying the next offering", what, err)
 				break
 			}
-			wait := c.m.cfg.Backoff(n)
+			wait := c.d.cfg.Backoff(n)
 			var throttled *pluginapi.ThrottledError
 			if errors.As(err, &throttled) && throttled.RetryAfter > wait {
 				wait = throttled.RetryAfter
@@ -143,7 +143,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			}
 			// Refused: say why on the pod, then rank again slowly.
 			c.refused(fmt.Sprintf("launching cell %s on %s: %v", c.id, what, err), lastMsg)
-			c.waitChange(ctx, max(wait, c.m.cfg.RefusedRetry))
+			c.waitChange(ctx, max(wait, c.d.cfg.RefusedRetry))
 			return nil
 		}
 	}

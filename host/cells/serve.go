@@ -18,14 +18,14 @@ import (
 // agent's status until the pod ends or the cell is deleted.
 func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	address := inst.PrivateAddress()
-	tlsConfig, err := c.m.identity.ClientTLSConfig(c.id)
+	tlsConfig, err := c.d.identity.ClientTLSConfig(c.id)
 	if err != nil {
-		c.lost(fmt.Sprintf("building the TLS configuration for cell %s: %v", c.id, err))
+		c.lost(ctx, fmt.Sprintf("building the TLS configuration for cell %s: %v", c.id, err))
 		return
 	}
-	agent, err := c.m.dial(c.id, address, tlsConfig)
+	agent, err := c.d.dial(c.id, address, tlsConfig)
 	if err != nil {
-		c.lost(err.Error())
+		c.lost(ctx, err.Error())
 		return
 	}
 	c.mu.Lock()
@@ -44,7 +44,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	}
 	if !launchedAt.IsZero() {
 		c.event(corev1.EventTypeNormal, ReasonCellRunning, "cell %s running after %.1fs at %s",
-			c.id, c.m.cfg.Now().Sub(launchedAt).Seconds(), address)
+			c.id, c.d.cfg.Now().Sub(launchedAt).Seconds(), address)
 	}
 	for n := 1; ctx.Err() == nil; n++ {
 		wctx, stop := context.WithCancel(ctx)
@@ -54,7 +54,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent) {
 			n = 1
 			c.agentEvents(events)
-			c.agentStatus(st, address)
+			c.agentStatus(ctx, st, address)
 		})
 		c.mu.Lock()
 		c.stopWatch = nil
@@ -72,7 +72,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 			continue
 		}
 		c.log.Warn("status stream from cell broke; re-subscribing", "error", err)
-		if !sleep(ctx, c.m.cfg.Backoff(n)) {
+		if !sleep(ctx, c.d.cfg.Backoff(n)) {
 			return
 		}
 	}
@@ -88,12 +88,12 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		c.mu.Unlock()
 		cellInfo := dispatch.Cell{PodIP: address, HostIP: address}
 		if info != nil {
-			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.m.sizeOf(ctx, info.InstanceType)
+			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
 		for n := 1; ; n++ {
-			req, err := dispatch.Resolve(ctx, c.m.source, pod, cellInfo)
+			req, err := dispatch.Resolve(ctx, c.d.source, pod, cellInfo)
 			if err == nil {
-				req.RegistryCredentials = c.m.cloudCredentials(ctx, pod, req.RegistryCredentials)
+				req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 				req.Generation = gen
 				err = agent.Apply(ctx, req)
 			}
@@ -108,7 +108,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 				c.waiting(ReasonResolveFailed, rerr.Error())
 				c.event(corev1.EventTypeWarning, "Failed", "Error: %s", rerr.Error())
 			}
-			wait := c.m.cfg.Backoff(n)
+			wait := c.d.cfg.Backoff(n)
 			if first && rerr == nil {
 				// The agent is still starting: look again soon, as a
 				// pod's start-up waits on this.
@@ -151,7 +151,7 @@ func (c *cell) agentEvents(events []*cellv1.PodEvent) {
 		if e.GetType() == corev1.EventTypeWarning {
 			kind = corev1.EventTypeWarning
 		}
-		c.m.recorder.Event(ref, kind, e.GetReason(), e.GetMessage())
+		c.d.recorder.Event(ref, kind, e.GetReason(), e.GetMessage())
 	}
 }
 
@@ -168,7 +168,7 @@ func containerFieldPath(pod *corev1.Pod, name string) string {
 // agentStatus takes the status the agent reports, keeps what only the API
 // knows (PodScheduled, start time), and terminates the cell once the pod
 // has ended.
-func (c *cell) agentStatus(st *corev1.PodStatus, address string) {
+func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address string) {
 	c.mu.Lock()
 	prev := c.status
 	next := *st.DeepCopy()
@@ -183,7 +183,7 @@ func (c *cell) agentStatus(st *corev1.PodStatus, address string) {
 	if next.StartTime == nil {
 		next.StartTime = prev.StartTime
 		if next.StartTime == nil {
-			now := metav1.NewTime(c.m.cfg.Now())
+			now := metav1.NewTime(c.d.cfg.Now())
 			next.StartTime = &now
 		}
 	}
@@ -198,10 +198,10 @@ func (c *cell) agentStatus(st *corev1.PodStatus, address string) {
 	if next.Phase != prev.Phase {
 		c.log.Info("cell reported pod phase", "phase", next.Phase)
 	}
-	c.m.statusChanged(c)
+	c.d.statusChanged(c.uid)
 	if ended {
 		c.log.Info("pod ended; terminating its cell", "phase", next.Phase)
-		go c.finish(fmt.Sprintf("pod %s", next.Phase))
+		go c.finish(ctx, fmt.Sprintf("pod %s", next.Phase))
 	}
 }
 
@@ -217,16 +217,16 @@ func hasCondition(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
 // checkLost asks the plugin whether the instance still runs; if not, the
 // pod fails (as on a node that died) and the cell is cleaned up.
 func (c *cell) checkLost(ctx context.Context, inst *pluginapi.Instance) bool {
-	resp, err := c.m.plugin.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
+	resp, err := c.d.plugin.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
 	if err != nil {
 		return false
 	}
 	if len(resp.Instances) == 0 {
-		c.lost(fmt.Sprintf("cell %s (instance %s) is gone", c.id, inst.ID))
+		c.lost(ctx, fmt.Sprintf("cell %s (instance %s) is gone", c.id, inst.ID))
 		return true
 	}
 	if s := resp.Instances[0].State; s == pluginapi.StateTerminated || s == pluginapi.StateTerminating {
-		c.lost(fmt.Sprintf("cell %s (instance %s) is %s", c.id, inst.ID, stateText(&resp.Instances[0])))
+		c.lost(ctx, fmt.Sprintf("cell %s (instance %s) is %s", c.id, inst.ID, stateText(&resp.Instances[0])))
 		return true
 	}
 	return false

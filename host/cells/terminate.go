@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +11,7 @@ import (
 )
 
 // lost fails the pod because its cell ended under it, and cleans up.
-func (c *cell) lost(message string) {
+func (c *cell) lost(ctx context.Context, message string) {
 	c.mu.Lock()
 	if c.interrupted != "" {
 		message = "spot interruption: " + message
@@ -30,17 +31,17 @@ func (c *cell) lost(message string) {
 			}
 		}
 	})
-	go c.finish(message)
+	go c.finish(ctx, message)
 }
 
 // finish terminates the cell but keeps the pod's (terminal) status for the
 // API until the pod itself is deleted.
-func (c *cell) finish(reason string) {
-	c.terminate(0, reason, false)
+func (c *cell) finish(ctx context.Context, reason string) {
+	c.terminate(ctx, 0, reason, false)
 }
 
 // delete terminates the cell within grace and forgets the pod.
-func (c *cell) delete(grace time.Duration, reason string) {
+func (c *cell) delete(ctx context.Context, grace time.Duration, reason string) {
 	c.mu.Lock()
 	if c.deleting {
 		c.mu.Unlock()
@@ -48,14 +49,16 @@ func (c *cell) delete(grace time.Duration, reason string) {
 	}
 	c.deleting = true
 	c.mu.Unlock()
-	go c.terminate(grace, reason, true)
+	go c.terminate(ctx, grace, reason, true)
 }
 
 // terminate stops the pod on the agent within grace, ends the instance
 // (also when its Launch is still in flight or its ID was never seen), and,
-// if forget, removes the cell from the Manager.
-func (c *cell) terminate(grace time.Duration, reason string, forget bool) {
-	ctx := context.WithoutCancel(c.m.ctx)
+// if forget, removes the cell from the Manager. It runs to the end when ctx
+// ends: ctx only carries values (the cell's own context is among those it
+// cancels).
+func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string, forget bool) {
+	ctx = context.WithoutCancel(ctx)
 	c.mu.Lock()
 	agent := c.agent
 	c.mu.Unlock()
@@ -66,9 +69,7 @@ func (c *cell) terminate(grace time.Duration, reason string, forget bool) {
 		}
 		cancel()
 	}
-	if c.cancel != nil {
-		c.cancel()
-	}
+	c.stop()
 	<-c.done
 	if agent != nil {
 		_ = agent.Close()
@@ -81,25 +82,52 @@ func (c *cell) terminate(grace time.Duration, reason string, forget bool) {
 		// finish already ended the instance; a later delete only forgets.
 		c.log.Info("cell already terminated", "reason", reason)
 		if forget {
-			c.m.forget(c)
+			c.d.forget(c)
 		}
 		return
 	}
 	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", c.id, reason)
 	if inst != nil {
-		c.m.terminateInstance(ctx, inst.ID, c.id)
+		c.d.end.terminate(ctx, inst.ID, c.id)
 	}
 	// A Launch whose answer was lost may still have created an instance:
 	// find it by cell ID.
-	if list, err := c.m.plugin.List(ctx, &pluginapi.ListRequest{}); err == nil {
+	if list, err := c.d.plugin.List(ctx, &pluginapi.ListRequest{}); err == nil {
 		for _, other := range list.Instances {
 			if other.CellID == c.id && (inst == nil || other.ID != inst.ID) && other.State != pluginapi.StateTerminated {
-				c.m.terminateInstance(ctx, other.ID, c.id)
+				c.d.end.terminate(ctx, other.ID, c.id)
 			}
 		}
 	}
 	c.log.Info("cell terminated", "reason", reason)
 	if forget {
-		c.m.forget(c)
+		c.d.forget(c)
+	}
+}
+
+// terminatorAPI is the part of the plugin a terminator calls.
+type terminatorAPI interface {
+	Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error)
+}
+
+// terminator ends instances for cells and the collector.
+type terminator struct {
+	plugin  terminatorAPI
+	backoff func(n int) time.Duration
+	log     *slog.Logger
+}
+
+// terminate ends an instance, retrying transient failures, until it is
+// gone or terminating, or ctx ends.
+func (t terminator) terminate(ctx context.Context, id, cellID string) {
+	for n := 1; ; n++ {
+		_, err := t.plugin.Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
+		if err == nil || pluginapi.IsNotFound(err) {
+			return
+		}
+		t.log.Warn("terminating instance", "instance", id, "cell", cellID, "attempt", n, "error", err)
+		if !sleep(ctx, t.backoff(n)) {
+			return
+		}
 	}
 }
