@@ -47,31 +47,28 @@ func TestCellsOutliveTheContextsOfTheCalls(t *testing.T) {
 type remote struct{ pluginapi.Client }
 
 func (r remote) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Client.Launch(ctx, req)
+	return unlessEnded(ctx, req, r.Client.Launch)
 }
 
 func (r remote) Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Client.Describe(ctx, req)
+	return unlessEnded(ctx, req, r.Client.Describe)
 }
 
 func (r remote) List(ctx context.Context, req *pluginapi.ListRequest) (*pluginapi.ListResponse, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.Client.List(ctx, req)
+	return unlessEnded(ctx, req, r.Client.List)
 }
 
 func (r remote) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
+	return unlessEnded(ctx, req, r.Client.Terminate)
+}
+
+// unlessEnded makes call unless ctx has ended.
+func unlessEnded[Req, Resp any](ctx context.Context, req Req, call func(context.Context, Req) (Resp, error)) (Resp, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		var zero Resp
+		return zero, err
 	}
-	return r.Client.Terminate(ctx, req)
+	return call(ctx, req)
 }
 
 // When Run ends, every cell's goroutine stops, and a cell made afterwards
