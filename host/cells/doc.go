@@ -31,7 +31,43 @@
 // without telling the provider) and cells nobody knows (after a restart),
 // and re-adopts running cells of pods that still exist.
 //
+// # Layout
+//
+// The Manager (manager.go) only wires small types, each in its own file,
+// and implements host/node.Pods over them (pods.go; logs, exec, attach and
+// port-forward in streams.go):
+//
+//   - cellSet (cellset.go): the cells, by pod UID and by namespace/name.
+//   - notifier (notify.go): statuses pushed to virtual-kubelet, coalesced.
+//   - catalogCache (catalog.go): the plugin's catalog and capabilities,
+//     read together and kept for Config.CatalogTTL.
+//   - placement (placement.go): a pod's ranked candidates, the offerings
+//     marked unavailable, and the placement annotations.
+//   - registryCreds (registry.go): the cloud registry's credentials.
+//   - eventWatch (events.go): the plugin's instance events, each handed
+//     to its cell.
+//   - collector (gc.go): adoption at start-up and garbage collection.
+//   - terminator (terminate.go): Terminate, retried.
+//
+// Config's koanf-tagged fields are the cells section of kip.yaml
+// (config.go: DefaultConfig, Validate); the daemon sets the others.
+//
+// A cell is handed a cellDeps (cell.go), built once in New: the plugin's
+// instance calls behind a narrow interface, placement, the agent's dialer
+// and pod data, and where its status and its end go. It never reaches
+// back into the Manager. Its life is one goroutine (cell.run), in a file
+// per phase: launch.go (placement and Launch, capacity fallback; the
+// annotations that shape the instance in launchopts.go), boot.go
+// (waiting for the instance to run), serve.go (the agent: Apply, the
+// status stream, a lost instance) and terminate.go (stopping the pod,
+// ending the instance, forgetting the cell).
+//
+// No struct keeps a context. CreatePod starts a cell under its own
+// context, detached from its cancellation (the call ends long before the
+// cell); adoption starts one under Run's. A cell runs until its pod is
+// deleted or Run ends, which stops every cell; a termination, once begun,
+// finishes whatever context asked for it.
+//
 // It imports pluginapi, host/match, host/dispatch, host/setting, cell/api and
-// client-go; never host/node's implementation or host/config. Config's
-// koanf-tagged fields are the cells section of kip.yaml (config.go).
+// client-go; never host/node's implementation or host/config.
 package cells

@@ -3,11 +3,11 @@ package cells
 import (
 	"context"
 	"fmt"
-	"strings"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -19,75 +19,63 @@ const (
 	ReasonMaintenance      = "ScheduledMaintenance"
 )
 
-// watchEvents follows the plugin's instance events, when it offers them,
-// until ctx ends, subscribing again after any error. Events are hints: a
-// cloud notice becomes a pod event at once, and a terminated instance is
-// confirmed with Describe (checkLost) rather than trusted.
-func (m *Manager) watchEvents(ctx context.Context) {
-	if !m.hasCapability(ctx, pluginapi.CapabilityWatchEvents) {
+// eventWatch follows the plugin's instance events, when it offers them,
+// and hands each to its cell (cell.cloudEvent).
+type eventWatch struct {
+	plugin  pluginapi.EventWatcher
+	catalog *catalogCache // says whether the plugin offers watch-events
+	cells   *cellSet
+	backoff func(n int) time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+
+	up atomic.Bool // the plugin's event stream is up
+}
+
+// watching reports whether the plugin's event stream is up, so that a
+// booting cell can leave the looking to its running event.
+func (w *eventWatch) watching() bool { return w.up.Load() }
+
+// run follows the events until ctx ends, subscribing again after any
+// error. Events are hints: a cloud notice becomes a pod event at once, and
+// a terminated instance is confirmed with Describe (checkLost) rather than
+// trusted.
+func (w *eventWatch) run(ctx context.Context) {
+	if !w.catalog.hasCapability(ctx, pluginapi.CapabilityWatchEvents) {
 		return
 	}
 	for n := 1; ctx.Err() == nil; n++ {
-		start := m.cfg.Now()
-		m.watching.Store(true)
-		err := m.plugin.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
-			m.onEvent(ctx, e)
+		start := w.now()
+		w.up.Store(true)
+		err := w.plugin.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
+			if c := w.cells.find(e.CellID, e.InstanceID); c != nil {
+				c.cloudEvent(e)
+			}
 			return nil
 		})
-		m.watching.Store(false)
+		w.up.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
 		// A running event may have been lost with the stream: booting
 		// cells look for themselves, and poll at BootPoll until the
 		// stream is back.
-		m.wakeBooting()
-		if m.cfg.Now().Sub(start) > time.Minute {
+		for _, c := range w.cells.all() {
+			c.wakeBoot()
+		}
+		if w.now().Sub(start) > time.Minute {
 			n = 1 // it ran for a while: not a failing loop
 		}
-		m.log.Warn("watching the plugin's instance events; subscribing again", "error", err, "attempt", n)
-		if !sleep(ctx, m.cfg.Backoff(n)) {
+		w.log.Warn("watching the plugin's instance events; subscribing again", "error", err, "attempt", n)
+		if !sleep(ctx, w.backoff(n)) {
 			return
 		}
 	}
 }
 
-// wakeBooting makes every booting cell look at its instance now.
-func (m *Manager) wakeBooting() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, c := range m.cells {
-		c.wakeBoot()
-	}
-}
-
-// cellOf returns the cell of an event: its cell ID is CellID of the pod
-// UID, so the UID is derived, not searched for; an event with no cell ID
-// is matched by instance ID.
-func (m *Manager) cellOf(cellID, instanceID string) *cell {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if uid, ok := strings.CutPrefix(cellID, cellIDPrefix); ok {
-		return m.cells[types.UID(uid)]
-	}
-	for _, c := range m.cells {
-		c.mu.Lock()
-		same := instanceID != "" && c.instance != nil && c.instance.ID == instanceID
-		c.mu.Unlock()
-		if same {
-			return c
-		}
-	}
-	return nil
-}
-
-// onEvent turns one plugin event into pod events and, for an instance that
-// ended, an early check of the cell.
-func (m *Manager) onEvent(ctx context.Context, e *pluginapi.Event) {
-	c := m.cellOf(e.CellID, e.InstanceID)
-	if c == nil {
-		return
-	}
+// cloudEvent turns one plugin event about the cell's instance into pod
+// events and, for an instance that ended or runs, an early look at it.
+func (c *cell) cloudEvent(e *pluginapi.Event) {
 	by := ""
 	if !e.Deadline.IsZero() {
 		by = " by " + e.Deadline.UTC().Format(time.RFC3339)

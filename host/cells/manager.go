@@ -3,17 +3,11 @@ package cells
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -112,34 +106,18 @@ func (c *Config) defaults() {
 	}
 }
 
-// Manager is the cell lifecycle for one virtual node.
+// Manager is the cell lifecycle for one virtual node. It wires the parts
+// below, each in its own file, and implements host/node.Pods (pods.go,
+// streams.go) over them.
 type Manager struct {
-	cfg      Config
-	plugin   pluginapi.Client
-	identity Identity
-	source   dispatch.Source
-	recorder record.EventRecorder
-	pods     corev1listers.PodLister
-	log      *slog.Logger
-	// dial connects to a cell's agent; tests replace it.
-	dial func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
-
-	mu     sync.Mutex
-	cells  map[types.UID]*cell
-	byName map[string]types.UID
-	notify func(*corev1.Pod)
-	ctx    context.Context // the Manager's lifetime, set by Run
-
-	unavailable   *match.Unavailable    // offerings that recently ran out of capacity
-	registryCreds map[string]cachedCred // cloud registry credentials by registry host
-	catMu         sync.Mutex            // guards cat, catAt and caps; held while fetching
-	cat           *match.Catalog
-	catAt         time.Time
-	caps          []pluginapi.Capability // the plugin's, read with the catalog
-
-	changed chan types.UID // statuses to push, coalesced by notifyLoop
-
-	watching atomic.Bool // the plugin's event stream is up (watchEvents)
+	plugin    pluginapi.Client // asked by Healthy
+	log       *slog.Logger
+	cells     *cellSet      // the node's cells (cellset.go)
+	deps      *cellDeps     // what every cell is handed (cell.go)
+	catalog   *catalogCache // the plugin's catalog and capabilities (catalog.go)
+	notifier  *notifier     // statuses to virtual-kubelet (notify.go)
+	watch     *eventWatch   // the plugin's instance events (events.go)
+	collector *collector    // adoption and garbage collection (gc.go)
 }
 
 // New builds a Manager. pods lists the pods bound to the node (the pod
@@ -148,41 +126,49 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	pods corev1listers.PodLister, recorder record.EventRecorder, log *slog.Logger,
 ) *Manager {
 	cfg.defaults()
+	cells := newCellSet()
+	notifier := newNotifier(cells)
+	catalog := &catalogCache{plugin: plugin, ttl: cfg.CatalogTTL, now: cfg.Now, log: log}
+	watch := &eventWatch{plugin: plugin, catalog: catalog, cells: cells, backoff: cfg.Backoff, now: cfg.Now, log: log}
+	end := terminator{plugin: plugin, backoff: cfg.Backoff, log: log}
+	deps := &cellDeps{
+		cfg:           cfg,
+		plugin:        plugin,
+		end:           end,
+		identity:      identity,
+		placement:     &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match},
+		dial:          dispatch.Dial,
+		source:        source,
+		creds:         &registryCreds{plugin: plugin, catalog: catalog, now: cfg.Now, log: log, byHost: map[string]cachedCred{}},
+		recorder:      recorder,
+		log:           log,
+		watching:      watch.watching,
+		statusChanged: notifier.statusChanged,
+		forget:        cells.remove,
+	}
 	return &Manager{
-		cfg: cfg, plugin: plugin, identity: identity, source: source, pods: pods, recorder: recorder,
-		log: log, dial: dispatch.Dial,
-		cells: map[types.UID]*cell{}, byName: map[string]types.UID{},
-		unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), registryCreds: map[string]cachedCred{},
-		changed: make(chan types.UID, 1024),
-		ctx:     context.Background(),
+		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch,
+		collector: &collector{nodeName: cfg.NodeName, interval: cfg.GCInterval, plugin: plugin, pods: pods,
+			cells: cells, deps: deps, end: end, log: log},
 	}
 }
 
 // Run adopts the cells that survive from an earlier run, then pushes
-// status changes and collects garbage until ctx ends. Call it before the
-// pod controller starts, and wait for Adopted.
+// status changes and collects garbage until ctx ends, when every cell's
+// goroutine stops (a termination under way finishes). Call it before the
+// pod controller starts, and wait for adopted.
 func (m *Manager) Run(ctx context.Context, adopted chan<- struct{}) error {
-	m.mu.Lock()
-	m.ctx = ctx
-	m.mu.Unlock()
-	if err := m.adopt(ctx); err != nil {
+	defer m.cells.stopAll()
+	if err := m.collector.adopt(ctx); err != nil {
 		m.log.Warn("adopting existing cells failed; the garbage collector will retry", "error", err)
 	}
 	if adopted != nil {
 		close(adopted)
 	}
-	go m.notifyLoop(ctx)
-	go m.watchEvents(ctx)
-	tick := time.NewTicker(m.cfg.GCInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			m.collectGarbage(ctx)
-		}
-	}
+	go m.notifier.run(ctx)
+	go m.watch.run(ctx)
+	m.collector.run(ctx)
+	return nil
 }
 
 // Healthy reports whether the cloud plugin answers.
@@ -190,6 +176,11 @@ func (m *Manager) Healthy(ctx context.Context) error {
 	_, err := m.plugin.GetInfo(ctx, &pluginapi.GetInfoRequest{})
 	return err
 }
+
+// RefreshCatalog makes the next placement fetch the plugin's catalog and
+// capabilities again, whatever their age: after a plugin swap, whose new
+// version or configuration may offer other types, prices or capabilities.
+func (m *Manager) RefreshCatalog() { m.catalog.refresh() }
 
 func key(namespace, name string) string { return namespace + "/" + name }
 
@@ -199,250 +190,6 @@ func CellID(uid types.UID) string { return cellIDPrefix + string(uid) }
 
 // cellIDPrefix starts every cell ID; the rest is the pod UID.
 const cellIDPrefix = "kip-"
-
-// CreatePod records the pod and starts its cell. Idempotent on the UID.
-func (m *Manager) CreatePod(_ context.Context, pod *corev1.Pod) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.cells[pod.UID]; ok {
-		c.setDesired(pod)
-		return nil
-	}
-	c := newCell(m, pod)
-	m.cells[pod.UID] = c
-	m.byName[key(pod.Namespace, pod.Name)] = pod.UID
-	c.log.Info("pod bound to the node")
-	c.start(m.ctx)
-	return nil
-}
-
-// UpdatePod records a new desired pod; a running cell gets it re-applied.
-func (m *Manager) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
-	m.mu.Lock()
-	c, ok := m.cells[pod.UID]
-	m.mu.Unlock()
-	if !ok {
-		return m.CreatePod(ctx, pod)
-	}
-	c.setDesired(pod)
-	return nil
-}
-
-// DeletePod starts terminating the pod's cell within its grace period.
-// Idempotent; unknown pods are NotFound, as virtual-kubelet expects.
-func (m *Manager) DeletePod(_ context.Context, pod *corev1.Pod) error {
-	m.mu.Lock()
-	c, ok := m.cells[pod.UID]
-	m.mu.Unlock()
-	if !ok {
-		return errdefs.NotFoundf("pod %s/%s (%s) has no cell", pod.Namespace, pod.Name, pod.UID)
-	}
-	grace := 30 * time.Second
-	if pod.DeletionGracePeriodSeconds != nil {
-		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
-	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
-		grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
-	}
-	c.delete(grace, "pod deleted")
-	return nil
-}
-
-// GetPod returns the pod with its current status.
-func (m *Manager) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
-	c := m.byKey(namespace, name)
-	if c == nil {
-		return nil, errdefs.NotFoundf("pod %s/%s is not on this node", namespace, name)
-	}
-	return c.podWithStatus(), nil
-}
-
-// GetPodStatus returns the pod's current status.
-func (m *Manager) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
-	pod, err := m.GetPod(ctx, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return &pod.Status, nil
-}
-
-// GetPods returns every pod the Manager knows.
-func (m *Manager) GetPods(context.Context) ([]*corev1.Pod, error) {
-	m.mu.Lock()
-	cells := make([]*cell, 0, len(m.cells))
-	for _, c := range m.cells {
-		cells = append(cells, c)
-	}
-	m.mu.Unlock()
-	out := make([]*corev1.Pod, 0, len(cells))
-	for _, c := range cells {
-		out = append(out, c.podWithStatus())
-	}
-	return out, nil
-}
-
-// NotifyPods registers virtual-kubelet's status callback.
-func (m *Manager) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.notify = cb
-}
-
-func (m *Manager) byKey(namespace, name string) *cell {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	uid, ok := m.byName[key(namespace, name)]
-	if !ok {
-		return nil
-	}
-	return m.cells[uid]
-}
-
-func (m *Manager) forget(c *cell) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cells[c.uid] == c {
-		delete(m.cells, c.uid)
-	}
-	if m.byName[c.key] == c.uid {
-		delete(m.byName, c.key)
-	}
-}
-
-// statusChanged queues c's status for virtual-kubelet.
-func (m *Manager) statusChanged(c *cell) {
-	select {
-	case m.changed <- c.uid:
-	default:
-		// Queue full: the loop is behind; it will catch up and the
-		// latest status is what it sends anyway.
-		go func() { m.changed <- c.uid }()
-	}
-}
-
-// notifyLoop pushes statuses to virtual-kubelet, one at a time (its
-// callback may block for seconds), coalescing repeats of a pod.
-func (m *Manager) notifyLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case uid := <-m.changed:
-			pending := map[types.UID]bool{uid: true}
-		drain:
-			for {
-				select {
-				case more := <-m.changed:
-					pending[more] = true
-				default:
-					break drain
-				}
-			}
-			for uid := range pending {
-				m.mu.Lock()
-				c, cb := m.cells[uid], m.notify
-				m.mu.Unlock()
-				if c != nil && cb != nil {
-					cb(c.podWithStatus())
-				}
-			}
-		}
-	}
-}
-
-// adopt finds this node's instances left by an earlier run: those whose
-// pod still exists get their cell back (reconnected, not relaunched); the
-// rest are terminated.
-func (m *Manager) adopt(ctx context.Context) error {
-	list, err := m.plugin.List(ctx, &pluginapi.ListRequest{})
-	if err != nil {
-		return fmt.Errorf("listing instances: %w", err)
-	}
-	pods, err := m.pods.List(labels.Everything())
-	if err != nil {
-		return fmt.Errorf("listing pods: %w", err)
-	}
-	byUID := map[string]*corev1.Pod{}
-	for _, p := range pods {
-		byUID[string(p.UID)] = p
-	}
-	for i := range list.Instances {
-		inst := list.Instances[i]
-		if inst.Tags[pluginapi.TagNode] != m.cfg.NodeName || inst.State == pluginapi.StateTerminated {
-			continue
-		}
-		pod := byUID[inst.Tags[pluginapi.TagPodUID]]
-		if pod == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) || CellID(pod.UID) != inst.CellID {
-			m.log.Info("terminating an instance no pod needs", "instance", inst.ID, "cell", inst.CellID)
-			go m.terminateInstance(ctx, inst.ID, inst.CellID)
-			continue
-		}
-		m.mu.Lock()
-		if _, ok := m.cells[pod.UID]; !ok {
-			c := newCell(m, pod)
-			c.adopted = &inst
-			m.cells[pod.UID] = c
-			m.byName[key(pod.Namespace, pod.Name)] = pod.UID
-			m.log.Info("adopting running cell", "pod", key(pod.Namespace, pod.Name), "cell", c.id, "instance", inst.ID)
-			c.start(ctx)
-		}
-		m.mu.Unlock()
-	}
-	return nil
-}
-
-// collectGarbage terminates cells whose pod is gone (virtual-kubelet
-// force-deletes pods that never ran without calling DeletePod) and
-// instances of this node that no cell owns.
-func (m *Manager) collectGarbage(ctx context.Context) {
-	m.mu.Lock()
-	cells := make([]*cell, 0, len(m.cells))
-	for _, c := range m.cells {
-		cells = append(cells, c)
-	}
-	m.mu.Unlock()
-	for _, c := range cells {
-		pod, err := m.pods.Pods(c.namespace).Get(c.name)
-		if (err == nil && pod.UID != c.uid) || isNotFound(err) {
-			c.delete(0, "pod no longer exists")
-		}
-	}
-	list, err := m.plugin.List(ctx, &pluginapi.ListRequest{})
-	if err != nil {
-		m.log.Warn("listing instances for garbage collection", "error", err)
-		return
-	}
-	m.mu.Lock()
-	known := map[string]bool{}
-	for _, c := range m.cells {
-		known[c.id] = true
-	}
-	m.mu.Unlock()
-	for _, inst := range list.Instances {
-		// An instance already on its way out (terminating) needs no
-		// second TerminateInstances.
-		if inst.Tags[pluginapi.TagNode] != m.cfg.NodeName || known[inst.CellID] ||
-			inst.State == pluginapi.StateTerminated || inst.State == pluginapi.StateTerminating {
-			continue
-		}
-		m.log.Info("terminating orphaned instance", "instance", inst.ID, "cell", inst.CellID)
-		go m.terminateInstance(ctx, inst.ID, inst.CellID)
-	}
-}
-
-// terminateInstance ends an instance, retrying transient failures, until
-// it is gone or terminating.
-func (m *Manager) terminateInstance(ctx context.Context, id, cellID string) {
-	for n := 1; ; n++ {
-		_, err := m.plugin.Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
-		if err == nil || pluginapi.IsNotFound(err) {
-			return
-		}
-		m.log.Warn("terminating instance", "instance", id, "cell", cellID, "attempt", n, "error", err)
-		if !sleep(ctx, m.cfg.Backoff(n)) {
-			return
-		}
-	}
-}
 
 func isTerminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
 
@@ -459,5 +206,3 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-var errDeleted = errors.New("cell deleted")

@@ -118,7 +118,22 @@ func newHarness(t *testing.T, opts ...pluginfake.Option) *harness {
 // test can seed pods first.
 func newHarnessDeferred(t *testing.T, opts ...pluginfake.Option) *harness {
 	t.Helper()
-	plugin := pluginfake.New(opts...)
+	return newHarnessSetup(t, setup{plugin: opts})
+}
+
+// setup changes what newHarnessSetup builds, before the Manager is made.
+type setup struct {
+	plugin []pluginfake.Option
+	// config changes the test's Config.
+	config func(*Config)
+	// wrap stands between the Manager and the fake plugin.
+	wrap func(*pluginfake.Provider) pluginapi.Client
+}
+
+// newHarnessSetup is newHarnessDeferred with a setup.
+func newHarnessSetup(t *testing.T, s setup) *harness {
+	t.Helper()
+	plugin := pluginfake.New(s.plugin...)
 	if _, err := plugin.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +149,18 @@ func newHarnessDeferred(t *testing.T, opts ...pluginfake.Option) *harness {
 	h := &harness{plugin: plugin, agent: agent, indexer: indexer, recorder: recorder,
 		notified: make(chan *corev1.Pod, 100), dialed: make(chan string, 10)}
 	src := dispatch.ClientSource(fake.NewClientset())
-	h.m = New(Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond,
+	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond,
 		Match: match.DefaultConfig(), RefusedRetry: 50 * time.Millisecond, RematchInterval: time.Hour,
-		Backoff: func(int) time.Duration { return 10 * time.Millisecond }},
-		plugin, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler))
-	h.m.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
+	if s.config != nil {
+		s.config(&cfg)
+	}
+	var client pluginapi.Client = plugin
+	if s.wrap != nil {
+		client = s.wrap(plugin)
+	}
+	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler))
+	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
 		h.dialed <- cellID + "@" + address
 		cc, err := grpc.NewClient("passthrough:///bufnet",
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -328,8 +350,8 @@ func TestRefusedLaunchSaysWhy(t *testing.T) {
 	if n := h.plugin.Calls("Launch"); n != 2 {
 		t.Errorf("Launch called %d times, want 2", n)
 	}
-	if h.m.unavailable.Len() != 0 {
-		t.Errorf("a quota refusal marked %d offerings unavailable", h.m.unavailable.Len())
+	if h.m.deps.placement.unavailable.Len() != 0 {
+		t.Errorf("a quota refusal marked %d offerings unavailable", h.m.deps.placement.unavailable.Len())
 	}
 }
 
@@ -528,8 +550,10 @@ func TestUnlimitedCreditsReachTheLaunch(t *testing.T) {
 		Name: "fake.burst", MilliCPU: 2000, MemoryBytes: 2 << 30, Arch: pluginapi.ArchAMD64, BurstableBaselineMilliCPU: 400,
 		Offerings: []pluginapi.Offering{{Zone: pluginfake.DefaultZone, CapacityType: pluginapi.CapacityOnDemand, HourlyPrice: 0.01, PriceKnown: true, Available: true}},
 	})
-	h := newHarnessDeferred(t, pluginfake.WithInstanceTypes(types))
-	h.m.cfg.Match.BurstablePolicy = match.BurstableUnlimited
+	h := newHarnessSetup(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithInstanceTypes(types)},
+		config: func(c *Config) { c.Match.BurstablePolicy = match.BurstableUnlimited },
+	})
 	h.start(t)
 	pod := newPod("bursty", "uid-burst")
 	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
@@ -659,11 +683,15 @@ func TestRegistryHost(t *testing.T) {
 }
 
 func TestRunningEventWakesABootingCell(t *testing.T) {
-	h := newHarnessDeferred(t, pluginfake.WithBootDelay(time.Hour))
 	// Polls that would take far longer than the test: only the event can
 	// make the cell look again in time.
-	h.m.cfg.Backoff = func(int) time.Duration { return time.Hour }
-	h.m.cfg.BootPoll = time.Hour
+	h := newHarnessSetup(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithBootDelay(time.Hour)},
+		config: func(c *Config) {
+			c.Backoff = func(int) time.Duration { return time.Hour }
+			c.BootPoll = time.Hour
+		},
+	})
 	h.start(t)
 	pod := newPod("booting", "uid-boot")
 	if err := h.indexer.Add(pod); err != nil {
@@ -774,12 +802,14 @@ func (s *streamCutter) WatchEvents(ctx context.Context, req *pluginapi.WatchEven
 // to the running event (BootPollWatched); once the stream is gone it polls
 // at BootPoll again.
 func TestBootingCellPollsOnlyWithoutEvents(t *testing.T) {
-	h := newHarnessDeferred(t, pluginfake.WithBootDelay(time.Hour))
-	cutter := &streamCutter{Client: h.plugin, cut: make(chan struct{})}
-	h.m.plugin = cutter
-	h.m.cfg.BootPoll, h.m.cfg.BootPollWatched = 10*time.Millisecond, time.Hour
+	cut := make(chan struct{})
+	h := newHarnessSetup(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithBootDelay(time.Hour)},
+		config: func(c *Config) { c.BootPoll, c.BootPollWatched = 10*time.Millisecond, time.Hour },
+		wrap:   func(p *pluginfake.Provider) pluginapi.Client { return &streamCutter{Client: p, cut: cut} },
+	})
 	h.start(t)
-	eventually(t, "the event stream", h.m.watching.Load)
+	eventually(t, "the event stream", h.m.watch.watching)
 	pod := newPod("booting", "uid-boot")
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
@@ -790,7 +820,7 @@ func TestBootingCellPollsOnlyWithoutEvents(t *testing.T) {
 	if n := h.plugin.Calls("Describe"); n != 0 {
 		t.Errorf("%d Describe calls while the event stream was up, want none", n)
 	}
-	close(cutter.cut)
+	close(cut)
 	eventually(t, "polling without the event stream", func() bool { return h.plugin.Calls("Describe") >= 3 })
 }
 
@@ -799,18 +829,18 @@ func TestBootingCellPollsOnlyWithoutEvents(t *testing.T) {
 func TestRefreshCatalogFetchesAgain(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	if _, err := h.m.catalog(ctx); err != nil {
+	if _, err := h.m.catalog.get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	fetched := h.plugin.Calls("ListInstanceTypes")
-	if _, err := h.m.catalog(ctx); err != nil {
+	if _, err := h.m.catalog.get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.plugin.Calls("ListInstanceTypes"); n != fetched {
 		t.Fatalf("a fresh catalog was fetched again (%d calls, then %d) within its TTL", fetched, n)
 	}
 	h.m.RefreshCatalog()
-	if _, err := h.m.catalog(ctx); err != nil {
+	if _, err := h.m.catalog.get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.plugin.Calls("ListInstanceTypes"); n != fetched+1 {

@@ -2,15 +2,12 @@ package cells
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kipcell/kip/host/match"
-	"github.com/kipcell/kip/pluginapi"
 )
 
 // Annotations kip sets on a pod once its cell is placed: what was
@@ -37,61 +34,38 @@ const (
 	ReasonInsufficientCapacity = "InsufficientCapacity"
 )
 
-// catalog returns the matcher's index of the plugin's catalog, fetching it
-// (and the plugin's capabilities) when it is older than CatalogTTL. A fetch error with a catalog at hand
-// keeps the old one (logged); without one it is returned.
-func (m *Manager) catalog(ctx context.Context) (*match.Catalog, error) {
-	m.catMu.Lock()
-	defer m.catMu.Unlock()
-	now := m.cfg.Now()
-	if m.cat != nil && now.Sub(m.catAt) < m.cfg.CatalogTTL {
-		return m.cat, nil
-	}
-	info, err := m.plugin.GetInfo(ctx, &pluginapi.GetInfoRequest{})
-	var resp *pluginapi.ListInstanceTypesResponse
-	if err == nil {
-		resp, err = m.plugin.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
-	}
-	if err != nil {
-		if m.cat != nil {
-			m.log.Warn("refreshing the instance-type catalog failed; keeping the last one", "error", err)
-			m.catAt = now
-			return m.cat, nil
-		}
-		return nil, fmt.Errorf("listing instance types: %w", err)
-	}
-	m.cat, m.catAt, m.caps = match.NewCatalog(resp.InstanceTypes), now, info.Capabilities
-	m.log.Info("instance-type catalog loaded", "types", m.cat.Len())
-	return m.cat, nil
-}
-
-// RefreshCatalog makes the next placement fetch the plugin's catalog and
-// capabilities again, whatever their age: after a plugin swap, whose new
-// version or configuration may offer other types, prices or capabilities.
-func (m *Manager) RefreshCatalog() {
-	m.catMu.Lock()
-	defer m.catMu.Unlock()
-	m.catAt = time.Time{}
+// placement ranks a pod's candidate offerings against the plugin's
+// catalog, leaving out those that recently ran out of capacity.
+type placement struct {
+	catalog     *catalogCache
+	unavailable *match.Unavailable // offerings that recently ran out of capacity
+	match       match.Config
 }
 
 // rank turns the pod into its ranked candidates. An *match.UnsatisfiableError
 // says why nothing fits; any other error is the plugin's.
-func (m *Manager) rank(ctx context.Context, pod *corev1.Pod) ([]match.Candidate, error) {
-	req, err := match.PodRequirements(pod, m.cfg.Match)
+func (p *placement) rank(ctx context.Context, pod *corev1.Pod) ([]match.Candidate, error) {
+	req, err := match.PodRequirements(pod, p.match)
 	if err != nil {
 		return nil, err
 	}
-	cat, err := m.catalog(ctx)
+	cat, err := p.catalog.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return cat.Rank(req, m.unavailable.Contains, m.cfg.Match)
+	return cat.Rank(req, p.unavailable.Contains, p.match)
+}
+
+// markUnavailable skips cand's offering for a while: the cloud had no
+// capacity for it.
+func (p *placement) markUnavailable(cand match.Candidate) {
+	p.unavailable.Mark(cand.InstanceType, cand.Zone, cand.CapacityType)
 }
 
 // sizeOf returns the CPU and memory of an instance type from the catalog
 // (zero when the plugin no longer lists it).
-func (m *Manager) sizeOf(ctx context.Context, instanceType string) (int64, int64) {
-	cat, err := m.catalog(ctx)
+func (p *placement) sizeOf(ctx context.Context, instanceType string) (int64, int64) {
+	cat, err := p.catalog.get(ctx)
 	if err != nil {
 		return 0, 0
 	}
@@ -134,35 +108,4 @@ func withoutPlaced(m map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-// unplaceable reports a pod nothing fits: Pending, a status reason and
-// message, and a warning event, once per distinct message.
-func (c *cell) unplaceable(message string, last *string) {
-	if message == *last {
-		return
-	}
-	*last = message
-	c.log.Info("no instance type fits the pod", "reason", message)
-	c.setStatus(func(st *corev1.PodStatus) {
-		st.Phase = corev1.PodPending
-		st.Reason, st.Message = ReasonNoInstanceType, message
-		st.ContainerStatuses = waitingStatuses(c.desired.Spec.Containers, ReasonNoInstanceType, message)
-		st.InitContainerStatuses = waitingStatuses(c.desired.Spec.InitContainers, ReasonNoInstanceType, message)
-	})
-	c.event(corev1.EventTypeWarning, ReasonNoInstanceType, "%s", message)
-}
-
-// waitChange waits until the pod changes, d passes, or ctx ends (false).
-func (c *cell) waitChange(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-c.applyCh:
-		return true
-	case <-t.C:
-		return true
-	}
 }

@@ -2,8 +2,10 @@ package cells
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,13 +24,38 @@ func registryHost(image string) string {
 	return host
 }
 
-// cloudCredentials adds, for every image of the pod whose registry the
-// pod's imagePullSecrets do not cover, the credentials the cloud plugin
-// gives for its own registry (ECR, Artifact Registry, ACR), when the plugin
-// offers them. A registry the plugin does not know is left alone; an error
-// is logged and the pull then fails with the registry's own message.
-func (m *Manager) cloudCredentials(ctx context.Context, pod *corev1.Pod, have []*cellv1.RegistryCredential) []*cellv1.RegistryCredential {
-	if !m.hasCapability(ctx, pluginapi.CapabilityRegistryAuth) {
+// registryAuthenticator is the part of the plugin registryCreds asks.
+type registryAuthenticator interface {
+	RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthRequest) (*pluginapi.RegistryAuthResponse, error)
+}
+
+// registryCreds are the credentials the cloud plugin gives for its own
+// registry (ECR, Artifact Registry, ACR), cached per registry host, for
+// the images a pod's imagePullSecrets do not cover.
+type registryCreds struct {
+	plugin  registryAuthenticator
+	catalog *catalogCache // says whether the plugin offers registry-auth
+	now     func() time.Time
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	byHost map[string]cachedCred
+}
+
+// cachedCred is a registry's credentials until renewAt; nil cred means
+// the plugin said the registry is not the cloud's.
+type cachedCred struct {
+	cred    *cellv1.RegistryCredential
+	renewAt time.Time
+}
+
+// add adds, for every image of the pod whose registry the pod's
+// imagePullSecrets do not cover, the credentials the cloud plugin gives
+// for its own registry, when the plugin offers them. A registry the plugin
+// does not know is left alone; an error is logged and the pull then fails
+// with the registry's own message.
+func (r *registryCreds) add(ctx context.Context, pod *corev1.Pod, have []*cellv1.RegistryCredential) []*cellv1.RegistryCredential {
+	if !r.catalog.hasCapability(ctx, pluginapi.CapabilityRegistryAuth) {
 		return have
 	}
 	covered := map[string]bool{}
@@ -41,10 +68,10 @@ func (m *Manager) cloudCredentials(ctx context.Context, pod *corev1.Pod, have []
 			continue
 		}
 		covered[host] = true
-		cred, err := m.registryAuth(ctx, ctr.Image, host)
+		cred, err := r.auth(ctx, ctr.Image, host)
 		if err != nil {
 			if !pluginapi.IsNotFound(err) {
-				m.log.Warn("getting the cloud's registry credentials", "image", ctr.Image, "error", err)
+				r.log.Warn("getting the cloud's registry credentials", "image", ctr.Image, "error", err)
 			}
 			continue
 		}
@@ -53,25 +80,25 @@ func (m *Manager) cloudCredentials(ctx context.Context, pod *corev1.Pod, have []
 	return have
 }
 
-// registryAuth asks the plugin for credentials, reusing them per registry
-// until five minutes before they expire.
-func (m *Manager) registryAuth(ctx context.Context, image, host string) (*cellv1.RegistryCredential, error) {
-	now := m.cfg.Now()
-	m.mu.Lock()
-	if c, ok := m.registryCreds[host]; ok && now.Before(c.renewAt) {
-		m.mu.Unlock()
+// auth asks the plugin for credentials, reusing them per registry until
+// five minutes before they expire.
+func (r *registryCreds) auth(ctx context.Context, image, host string) (*cellv1.RegistryCredential, error) {
+	now := r.now()
+	r.mu.Lock()
+	if c, ok := r.byHost[host]; ok && now.Before(c.renewAt) {
+		r.mu.Unlock()
 		if c.cred == nil {
 			return nil, pluginapi.NewNotFound("registry %s is not the cloud's", host)
 		}
 		return c.cred, nil
 	}
-	m.mu.Unlock()
-	resp, err := m.plugin.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: image})
+	r.mu.Unlock()
+	resp, err := r.plugin.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: image})
 	if pluginapi.IsNotFound(err) {
 		// Not the cloud's registry: ask again in an hour, not every Apply.
-		m.mu.Lock()
-		m.registryCreds[host] = cachedCred{renewAt: now.Add(time.Hour)}
-		m.mu.Unlock()
+		r.mu.Lock()
+		r.byHost[host] = cachedCred{renewAt: now.Add(time.Hour)}
+		r.mu.Unlock()
 	}
 	if err != nil {
 		return nil, err
@@ -81,17 +108,10 @@ func (m *Manager) registryAuth(ctx context.Context, image, host string) (*cellv1
 	if !resp.ExpiresAt.IsZero() {
 		renew = resp.ExpiresAt.Add(-5 * time.Minute)
 	}
-	m.mu.Lock()
-	m.registryCreds[host] = cachedCred{cred: cred, renewAt: renew}
-	m.mu.Unlock()
+	r.mu.Lock()
+	r.byHost[host] = cachedCred{cred: cred, renewAt: renew}
+	r.mu.Unlock()
 	return cred, nil
-}
-
-// cachedCred is a registry's credentials until renewAt; nil cred means
-// the plugin said the registry is not the cloud's.
-type cachedCred struct {
-	cred    *cellv1.RegistryCredential
-	renewAt time.Time
 }
 
 func cmpOr(a, b string) string {
@@ -99,17 +119,4 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-// hasCapability reports whether the plugin offers c. The plugin's
-// capabilities are read with its catalog (catalog) and refreshed with it,
-// so that an Apply costs no GetInfo call; a plugin swapped on SIGHUP is
-// seen at once (RefreshCatalog).
-func (m *Manager) hasCapability(ctx context.Context, c pluginapi.Capability) bool {
-	if _, err := m.catalog(ctx); err != nil {
-		return false
-	}
-	m.catMu.Lock()
-	defer m.catMu.Unlock()
-	return slices.Contains(m.caps, c)
 }

@@ -13,16 +13,15 @@ import (
 // agentOf returns the agent of a pod's running cell, or a NotFound error
 // that says why there is none (the kubelet API turns it into a 404).
 func (m *Manager) agentOf(namespace, pod string) (*dispatch.Agent, error) {
-	c := m.byKey(namespace, pod)
+	c := m.cells.byKey(namespace, pod)
 	if c == nil {
 		return nil, errdefs.NotFoundf("pod %s/%s is not on this node", namespace, pod)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.agent == nil {
+	agent := c.connectedAgent()
+	if agent == nil {
 		return nil, errdefs.NotFoundf("pod %s/%s: its cell %s is not running yet", namespace, pod, c.id)
 	}
-	return c.agent, nil
+	return agent, nil
 }
 
 // GetContainerLogs streams a container's log from its cell.

@@ -1,0 +1,84 @@
+package cells
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// catalogSource is the part of the plugin the catalog cache reads.
+type catalogSource interface {
+	GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error)
+	ListInstanceTypes(ctx context.Context, req *pluginapi.ListInstanceTypesRequest) (*pluginapi.ListInstanceTypesResponse, error)
+}
+
+// catalogCache holds the plugin's catalog, indexed for the matcher, and
+// the plugin's capabilities, read together and kept for ttl: placement,
+// an Apply's registry credentials and the event watch cost no plugin call
+// while they are fresh.
+type catalogCache struct {
+	plugin catalogSource
+	ttl    time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+
+	mu   sync.Mutex // guards cat, at and caps; held while fetching
+	cat  *match.Catalog
+	at   time.Time
+	caps []pluginapi.Capability
+}
+
+// get returns the matcher's index of the plugin's catalog, fetching it
+// (and the plugin's capabilities) when it is older than ttl. A fetch error
+// with a catalog at hand keeps the old one (logged); without one it is
+// returned.
+func (c *catalogCache) get(ctx context.Context) (*match.Catalog, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if c.cat != nil && now.Sub(c.at) < c.ttl {
+		return c.cat, nil
+	}
+	info, err := c.plugin.GetInfo(ctx, &pluginapi.GetInfoRequest{})
+	var resp *pluginapi.ListInstanceTypesResponse
+	if err == nil {
+		resp, err = c.plugin.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+	}
+	if err != nil {
+		if c.cat != nil {
+			c.log.Warn("refreshing the instance-type catalog failed; keeping the last one", "error", err)
+			c.at = now
+			return c.cat, nil
+		}
+		return nil, fmt.Errorf("listing instance types: %w", err)
+	}
+	c.cat, c.at, c.caps = match.NewCatalog(resp.InstanceTypes), now, info.Capabilities
+	c.log.Info("instance-type catalog loaded", "types", c.cat.Len())
+	return c.cat, nil
+}
+
+// refresh makes the next get fetch again, whatever the catalog's age.
+func (c *catalogCache) refresh() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = time.Time{}
+}
+
+// hasCapability reports whether the plugin offers capability. The
+// plugin's capabilities are read with its catalog and refreshed with it,
+// so that an Apply costs no GetInfo call; a plugin swapped on SIGHUP is
+// seen at once (refresh).
+func (c *catalogCache) hasCapability(ctx context.Context, capability pluginapi.Capability) bool {
+	if _, err := c.get(ctx); err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.caps, capability)
+}

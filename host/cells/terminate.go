@@ -1,0 +1,133 @@
+package cells
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// lost fails the pod because its cell ended under it, and cleans up.
+func (c *cell) lost(ctx context.Context, message string) {
+	c.mu.Lock()
+	if c.interrupted != "" {
+		message = "spot interruption: " + message
+	}
+	c.mu.Unlock()
+	c.log.Warn("cell lost", "reason", message)
+	c.event(corev1.EventTypeWarning, ReasonCellLost, "%s", message)
+	c.setStatus(func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodFailed
+		st.Reason = ReasonCellLost
+		st.Message = message
+		for i := range st.ContainerStatuses {
+			cs := &st.ContainerStatuses[i]
+			if cs.State.Terminated == nil {
+				cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: ReasonCellLost, Message: message}}
+				cs.Ready = false
+			}
+		}
+	})
+	go c.finish(ctx, message)
+}
+
+// finish terminates the cell but keeps the pod's (terminal) status for the
+// API until the pod itself is deleted.
+func (c *cell) finish(ctx context.Context, reason string) {
+	c.terminate(ctx, 0, reason, false)
+}
+
+// delete terminates the cell within grace and forgets the pod.
+func (c *cell) delete(ctx context.Context, grace time.Duration, reason string) {
+	c.mu.Lock()
+	if c.deleting {
+		c.mu.Unlock()
+		return
+	}
+	c.deleting = true
+	c.mu.Unlock()
+	go c.terminate(ctx, grace, reason, true)
+}
+
+// terminate stops the pod on the agent within grace, ends the instance
+// (also when its Launch is still in flight or its ID was never seen), and,
+// if forget, removes the cell from the Manager. It runs to the end when ctx
+// ends: ctx only carries values (the cell's own context is among those it
+// cancels).
+func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string, forget bool) {
+	ctx = context.WithoutCancel(ctx)
+	c.mu.Lock()
+	agent := c.agent
+	c.mu.Unlock()
+	if agent != nil && grace > 0 {
+		dctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
+		if err := agent.Delete(dctx, grace); err != nil {
+			c.log.Warn("stopping the pod on its cell", "error", err)
+		}
+		cancel()
+	}
+	c.stop()
+	<-c.done
+	if agent != nil {
+		_ = agent.Close()
+	}
+	c.mu.Lock()
+	inst, ended := c.instance, c.ended
+	c.ended = true
+	c.mu.Unlock()
+	if ended {
+		// finish already ended the instance; a later delete only forgets.
+		c.log.Info("cell already terminated", "reason", reason)
+		if forget {
+			c.d.forget(c)
+		}
+		return
+	}
+	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", c.id, reason)
+	if inst != nil {
+		c.d.end.terminate(ctx, inst.ID, c.id)
+	}
+	// A Launch whose answer was lost may still have created an instance:
+	// find it by cell ID.
+	if list, err := c.d.plugin.List(ctx, &pluginapi.ListRequest{}); err == nil {
+		for _, other := range list.Instances {
+			if other.CellID == c.id && (inst == nil || other.ID != inst.ID) && other.State != pluginapi.StateTerminated {
+				c.d.end.terminate(ctx, other.ID, c.id)
+			}
+		}
+	}
+	c.log.Info("cell terminated", "reason", reason)
+	if forget {
+		c.d.forget(c)
+	}
+}
+
+// terminatorAPI is the part of the plugin a terminator calls.
+type terminatorAPI interface {
+	Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error)
+}
+
+// terminator ends instances for cells and the collector.
+type terminator struct {
+	plugin  terminatorAPI
+	backoff func(n int) time.Duration
+	log     *slog.Logger
+}
+
+// terminate ends an instance, retrying transient failures, until it is
+// gone or terminating, or ctx ends.
+func (t terminator) terminate(ctx context.Context, id, cellID string) {
+	for n := 1; ; n++ {
+		_, err := t.plugin.Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
+		if err == nil || pluginapi.IsNotFound(err) {
+			return
+		}
+		t.log.Warn("terminating instance", "instance", id, "cell", cellID, "attempt", n, "error", err)
+		if !sleep(ctx, t.backoff(n)) {
+			return
+		}
+	}
+}
