@@ -324,7 +324,7 @@ func (c *Catalog) AppendRank(dst []Candidate, req Requirements, unavailable func
 		}
 	}
 	if len(s.out) == 0 {
-		return dst, c.explain(&req, unavailable, cfg)
+		return dst, r.explain()
 	}
 	dst = slices.Grow(dst, len(s.out))
 	for i, it := range s.out {

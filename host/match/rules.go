@@ -1,8 +1,35 @@
 package match
 
 // The rules an offering must meet to be ranked, one named predicate each
-// over the ranker's resolved requirements, which the ranker (fits, rank,
-// scanType, consider) is built from.
+// over the ranker's resolved requirements. The ranker (fits, rank,
+// scanType, consider) and explain are built from these predicates and
+// nothing else: a rule changed here changes both.
+
+// rule names one of the rules, in the order explain applies them: the
+// type rules narrow the catalog's types, the offering rules the fitting
+// types' offerings.
+type rule uint8
+
+const (
+	ruleNone         rule = iota // not a catalog rule: PodRequirements refused the pod
+	ruleCatalog                  // the catalog has instance types
+	ruleNames                    // the type matches every name pattern (matchesName)
+	ruleZones                    // the type has an offering in an acceptable zone (inZone)
+	ruleArch                     // the type has the architecture (hasArch)
+	ruleExtended                 // the pod asks for no extended resource (asksExtended)
+	ruleGPUs                     // the type has enough GPUs of the kind (hasGPUs)
+	ruleSize                     // the type has the vCPU and memory (largeEnough)
+	ruleBaseline                 // a burstable type's baseline covers the CPU (baselineCovers)
+	ruleCapacityType             // the offering's capacity type and zone are acceptable (wantsCT, inZone)
+	ruleAvailable                // the catalog marks the offering available (offer.avail)
+	rulePrice                    // the offering's price is known or unknown prices are ranked (priceAllowed)
+	ruleMarks                    // the unavailable function does not mark the offering (marked)
+)
+
+func (r rule) String() string {
+	return [...]string{"none", "catalog", "names", "zones", "arch", "extended", "gpus", "size", "baseline",
+		"capacity type", "available", "price", "marks"}[r]
+}
 
 // resolvedName is one of the request's name patterns resolved against the
 // catalog: the bitset of the types a glob matches, or the index of the
@@ -30,6 +57,20 @@ func (r *ranker) matchesNames(i int32) bool {
 		}
 	}
 	return true
+}
+
+// anyMatches reports whether any type matches the request's name pattern j.
+func (r *ranker) anyMatches(j int) bool {
+	n := &r.s.names[j]
+	if n.exact {
+		return n.typ >= 0
+	}
+	for _, w := range n.glob {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // hasArch reports whether a type of the interned architecture arch has
