@@ -285,7 +285,11 @@ func (e *explainer) price() string {
 // marks names the last rule, which the ranker applied to every offering
 // left (see explain).
 func (e *explainer) marks() string {
-	return fmt.Sprintf("%s is marked unavailable after a recent launch failed for lack of capacity (%d offerings); kip retries when the marks expire", everyOffering, len(e.offers))
+	n := fmt.Sprintf("%d offerings", len(e.offers))
+	if len(e.offers) == 1 {
+		n = "1 offering"
+	}
+	return fmt.Sprintf("%s is marked unavailable after a recent launch failed for lack of capacity (%s); kip retries when the marks expire", everyOffering, n)
 }
 
 func gpuPhrase(n int64, kind string) string {

@@ -176,7 +176,7 @@ func TestRank(t *testing.T) {
 		unavailable: func(typ, zone string, ct pluginapi.CapacityType) bool {
 			return typ == "m5.xlarge" && zone == zA
 		},
-		wantErr: "every offering that fits the pod is marked unavailable after a recent launch failed for lack of capacity (1 offerings); kip retries when the marks expire",
+		wantErr: "every offering that fits the pod is marked unavailable after a recent launch failed for lack of capacity (1 offering); kip retries when the marks expire",
 	}, {
 		name:    "named type too small",
 		pod:     simple("4", "2Gi", withAnn(AnnotationInstanceType, "m5.large")),
