@@ -61,7 +61,7 @@ step kubectl get pods -o wide
 step kubectl get pods -o 'custom-columns=POD:.metadata.name,CPU:.spec.containers[0].resources.requests.cpu,INSTANCE TYPE:.metadata.annotations.cell\.kipcell\.io/instance-type,$/HOUR:.metadata.annotations.cell\.kipcell\.io/hourly-price'
 # A Running pod of the Deployment that is not being deleted.
 pod=$(kubectl get pods -l app=hello --field-selector=status.phase=Running \
-  -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | head -1)
+  -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | sed -n 1p)
 [ -n "$pod" ] || { echo "no Running hello pod: see kubectl get pods and $demo/kip/kip.log" >&2; exit 1; }
 step kubectl logs --tail=2 "$pod"
 step kubectl exec "$pod" -- hostname

@@ -92,7 +92,7 @@ const unknownKey = math.MaxUint64
 
 func priceKey(p float64) uint64 { return math.Float64bits(p + 0) } // + 0 turns -0 into 0
 
-func (o offer) known() bool    { return o.key != unknownKey }
+func (o *offer) known() bool   { return o.key != unknownKey }
 func (o offer) price() float64 { return math.Float64frombits(o.key) }
 func (o offer) tie() uint64    { return uint64(o.typ)<<32 | uint64(uint32(o.zone)) }
 func (it item) typ() int32     { return int32(it.tie >> 32) }
@@ -248,7 +248,7 @@ type scratch struct {
 	heap  []item   // max-heap on cmpItem, then sorted
 	out   []item   // the sorted heaps of every capacity type
 	outCT []uint8
-	globs [][]uint64
+	names []resolvedName // the request's name patterns, in order
 }
 
 func bit(s []uint64, i int32) bool { return s[i>>6]&(1<<(uint(i)&63)) != 0 }
@@ -269,7 +269,8 @@ func (c *Catalog) Rank(req Requirements, unavailable func(typ, zone string, ct p
 	return c.AppendRank(nil, req, unavailable, cfg)
 }
 
-// ranker holds one ranking's inputs, resolved once.
+// ranker holds one ranking's inputs, resolved once, and the rules over
+// them (rules.go).
 type ranker struct {
 	c           *Catalog
 	s           *scratch
@@ -277,14 +278,21 @@ type ranker struct {
 	unavailable func(typ, zone string, ct pluginapi.CapacityType) bool
 	cpu, mem    int64
 	gpus        int64
-	arch, kind  int32 // -1 for any
+	arch, kind  int32 // interned; anyIndex for any, len(c.archs) or len(c.kinds) for one no type has
 	unlimited   bool
 	exclude     bool
 	anyZone     bool
 	surplus     float64
 	k           int
-	minType     int32 // the first type with enough vCPUs
+	minType     int32        // the first type with enough vCPUs
+	named       int32        // the type the first exact name pattern names, or -1
+	cts         [numCT]uint8 // the capacity types to rank, in the request's order, once each
+	ncts        int
 }
+
+// anyIndex is the ranker's interned architecture or GPU kind when the
+// request asks for none.
+const anyIndex = -1
 
 // AppendRank appends to dst the offerings that fit req, best first, and
 // returns it; an *UnsatisfiableError saying why when none does.
@@ -311,18 +319,12 @@ func (c *Catalog) AppendRank(dst []Candidate, req Requirements, unavailable func
 	}
 	s.out, s.outCT = s.out[:0], s.outCT[:0]
 	if r.prepare() {
-		var seen [numCT]bool
-		for _, ct := range req.CapacityTypes {
-			cti := ctIndex(ct)
-			if cti < 0 || seen[cti] {
-				continue
-			}
-			seen[cti] = true
-			r.rank(cti)
+		for _, cti := range r.cts[:r.ncts] {
+			r.rank(int(cti))
 		}
 	}
 	if len(s.out) == 0 {
-		return dst, c.explain(&req, unavailable, cfg)
+		return dst, r.explain()
 	}
 	dst = slices.Grow(dst, len(s.out))
 	for i, it := range s.out {
@@ -342,34 +344,40 @@ func (c *Catalog) AppendRank(dst []Candidate, req Requirements, unavailable func
 	return dst, nil
 }
 
-// prepare resolves the request against the catalog; false when nothing
-// can fit.
+// prepare resolves the request against the catalog, for the rules;
+// false when no type can fit, so that there is nothing to rank.
 func (r *ranker) prepare() bool {
 	c, s, req := r.c, r.s, &r.req
-	// Types are in vCPU order: the last is the largest.
-	if len(req.Extended) > 0 || len(c.types) == 0 || req.MilliCPU > c.types[len(c.types)-1].milliCPU {
-		return false
+	found := true // every architecture, GPU kind and exact name asked for is in the catalog
+	resolve := func(i int, n int) int32 {
+		if i < 0 {
+			found = false
+			return int32(n) // an index no type has
+		}
+		return int32(i)
 	}
 	if req.Arch != "" {
-		if r.arch = int32(slices.Index(c.archs, req.Arch)); r.arch < 0 {
-			return false
-		}
+		r.arch = resolve(slices.Index(c.archs, req.Arch), len(c.archs))
 	}
 	if req.GPUKind != "" {
-		if r.kind = int32(slices.Index(c.kinds, req.GPUKind)); r.kind < 0 {
-			return false
-		}
+		r.kind = resolve(slices.Index(c.kinds, req.GPUKind), len(c.kinds))
 	}
 	if req.GPUCount > 0 || req.GPUKind != "" {
 		r.gpus = max(req.GPUCount, 1)
 	}
-	s.globs = s.globs[:0]
+	s.names, r.named = s.names[:0], -1
 	for _, p := range req.InstanceTypes {
 		if p.IsGlob() {
-			s.globs = append(s.globs, c.globBits(p.Pattern))
-		} else if _, ok := c.byName[p.Pattern]; !ok {
-			return false
+			s.names = append(s.names, resolvedName{glob: c.globBits(p.Pattern)})
+			continue
 		}
+		i, ok := c.byName[p.Pattern]
+		if !ok {
+			found, i = false, -1
+		} else if r.named < 0 {
+			r.named = i
+		}
+		s.names = append(s.names, resolvedName{typ: i, exact: true})
 	}
 	first, _ := slices.BinarySearchFunc(c.types, r.cpu, func(t ctype, cpu int64) int { return cmp.Compare(t.milliCPU, cpu) })
 	r.minType = int32(first)
@@ -381,33 +389,24 @@ func (r *ranker) prepare() bool {
 			}
 		}
 	}
-	return true
+	for _, ct := range req.CapacityTypes {
+		if cti := ctIndex(ct); cti >= 0 && !r.wantsCT(uint8(cti)) {
+			r.cts[r.ncts] = uint8(cti)
+			r.ncts++
+		}
+	}
+	return found && !r.asksExtended() && first < len(c.types)
 }
 
-// fits reports whether type i meets the request's size, GPUs,
-// architecture, burstable baseline and names.
+// fits reports whether type i meets the type rules: names, architecture,
+// GPUs, size and burstable baseline. (Zones are offering rules here.)
 func (r *ranker) fits(i int32) bool {
 	if i < r.minType {
 		return false // too few vCPUs: types are in vCPU order
 	}
 	h := &r.c.hot[i]
-	if h.milliCPU < r.cpu || h.mem < r.mem ||
-		(r.arch >= 0 && h.arch != r.arch) ||
-		(r.gpus > 0 && (h.gpuCount < r.gpus || (r.kind >= 0 && h.kind != r.kind))) ||
-		(h.baseline > 0 && h.baseline < r.cpu && !r.unlimited) {
-		return false
-	}
-	for _, g := range r.s.globs {
-		if !bit(g, i) {
-			return false
-		}
-	}
-	for _, p := range r.req.InstanceTypes {
-		if !p.IsGlob() && r.c.types[i].name != p.Pattern {
-			return false
-		}
-	}
-	return true
+	return r.largeEnough(h.milliCPU, h.mem) && r.hasArch(h.arch) && r.hasGPUs(h) &&
+		r.baselineCovers(h) && r.matchesNames(i)
 }
 
 // rank appends the best offerings of capacity type cti to s.out.
@@ -419,15 +418,9 @@ func (r *ranker) fits(i int32) bool {
 func (r *ranker) rank(cti int) {
 	c, s := r.c, r.s
 	s.heap = s.heap[:0]
-	named := false
-	for _, p := range r.req.InstanceTypes {
-		if !p.IsGlob() {
-			r.scanType(c.byName[p.Pattern], cti)
-			named = true
-			break
-		}
-	}
-	if !named {
+	if r.named >= 0 {
+		r.scanType(r.named, cti)
+	} else {
 		list := c.byPrice[cti]
 		if r.gpus > 0 {
 			list = c.gpuOnly[cti]
@@ -437,10 +430,10 @@ func (r *ranker) rank(cti int) {
 			if len(s.heap) >= r.k && cmpItem(item{best.key, best.tie()}, s.heap[0]) > 0 {
 				break
 			}
-			if !best.known() && r.exclude {
+			if !r.priceAllowed(&best.offer) {
 				break // the rest have no known price either
 			}
-			if best.milliCPU < r.cpu || best.mem < r.mem || (r.arch >= 0 && best.arch != r.arch) {
+			if !r.largeEnough(best.milliCPU, best.mem) || !r.hasArch(best.arch) {
 				continue // the common rejections, decided without the type
 			}
 			r.scanType(best.typ, cti)
@@ -458,18 +451,19 @@ func (r *ranker) scanType(i int32, cti int) {
 		return
 	}
 	rg := r.c.types[i].ct[cti]
-	for _, o := range r.c.offers[rg[0]:rg[1]] {
-		if o.avail && (o.known() || !r.exclude) {
-			r.consider(o, cti)
+	offers := r.c.offers[rg[0]:rg[1]]
+	for j := range offers {
+		if o := &offers[j]; o.avail && r.priceAllowed(o) {
+			r.consider(o)
 		}
 	}
 }
 
 // consider adds offering o of a fitting type to the heap if it is in an
 // acceptable zone, beats the heap's worst and is not marked unavailable.
-func (r *ranker) consider(o offer, cti int) {
+func (r *ranker) consider(o *offer) {
 	s := r.s
-	if !r.anyZone && !bit(s.zones, o.zone) {
+	if !r.inZone(o) {
 		return
 	}
 	it := item{key: o.key, tie: o.tie()}
@@ -480,7 +474,7 @@ func (r *ranker) consider(o offer, cti int) {
 	if full && cmpItem(it, s.heap[0]) >= 0 {
 		return
 	}
-	if r.unavailable != nil && r.unavailable(r.c.types[o.typ].name, r.c.zones[o.zone], ctNames[cti]) {
+	if r.marked(o) {
 		return
 	}
 	if !full {
@@ -517,7 +511,7 @@ func (r *ranker) consider(o offer, cti int) {
 // it needs unlimited credits at all.
 func (r *ranker) surcharge(i int32) (float64, bool) {
 	h := &r.c.hot[i]
-	if !r.unlimited || h.baseline == 0 || r.cpu <= h.baseline {
+	if !r.unlimited || !r.needsCredits(h) {
 		return 0, false
 	}
 	return float64(r.cpu-h.baseline) / 1000 * r.surplus, true

@@ -93,11 +93,18 @@
 // # When nothing fits
 //
 // PodRequirements and Rank return an *UnsatisfiableError whose message is
-// for the pod's event and status as is. Rank's narrows the catalog
-// constraint by constraint and names the first that leaves nothing: "unknown
-// instance type x1.weird (annotation kipcell.io/instance-type)", "no
-// instance type in us-east-1a offers 4 GPUs of kind a100", "instance type
-// m5.large (2 vCPU, 8 GiB) is too small for the pod (4 vCPU, 2 GiB)".
+// for the pod's event and status as is. The ranking's rules are named
+// predicates (rules.go), and Rank's error comes from the same predicates:
+// it applies them to the whole catalog one at a time (names, zone,
+// architecture, extended resources, GPUs, size, burstable baseline; then
+// the offerings' capacity type and zone, availability, price and marks)
+// and names the first that leaves nothing: "unknown instance type x1.weird
+// (annotation kipcell.io/instance-type)", "no instance type in us-east-1a
+// offers 4 GPUs of kind a100", "instance type m5.large (2 vCPU, 8 GiB) is
+// too small for the pod (4 vCPU, 2 GiB)". When every rule but the marks
+// leaves an offering, the marks are the reason: the ranking found each of
+// those offerings marked (a mark may have expired since; the next Rank
+// sees it).
 //
 // # Cost
 //

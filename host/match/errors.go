@@ -10,6 +10,8 @@ const EventReason = "Unsatisfiable"
 // stays Pending; Reason is meant for its event and status message as is.
 type UnsatisfiableError struct {
 	Reason string
+
+	rule rule // the catalog rule that left nothing, for Rank's; ruleNone for PodRequirements'
 }
 
 func (e *UnsatisfiableError) Error() string { return e.Reason }

@@ -2,6 +2,7 @@ package match
 
 import (
 	"cmp"
+	"errors"
 	"math"
 	"path"
 	"slices"
@@ -80,31 +81,20 @@ func naiveRank(req Requirements, types []pluginapi.InstanceType, unavailable fun
 	var out []Candidate
 	seenCT := map[pluginapi.CapacityType]bool{}
 	for _, ct := range req.CapacityTypes {
-		if seenCT[ct] || (ct != pluginapi.CapacitySpot && ct != pluginapi.CapacityOnDemand) {
+		if seenCT[ct] || !naiveKnownCT(ct) {
 			continue
 		}
 		seenCT[ct] = true
 		var cs []Candidate
-		seen := map[string]bool{}
-		for _, t := range types {
-			if seen[t.Name] {
-				continue
-			}
-			seen[t.Name] = true
+		for _, t := range naiveDedupe(types) {
 			if !naiveFits(req, t, cfg) {
 				continue
 			}
 			for _, o := range t.Offerings {
-				if o.CapacityType != ct || !o.Available || (len(req.Zones) > 0 && !slices.Contains(req.Zones, o.Zone)) {
+				if o.CapacityType != ct || !naiveOfferingFits(req, o, t, cfg, unavailable) {
 					continue
 				}
-				known := o.PriceKnown && o.HourlyPrice >= 0 && !math.IsInf(o.HourlyPrice, 0) && !math.IsNaN(o.HourlyPrice)
-				if !known && cfg.unknownPrice() == UnknownPriceExclude {
-					continue
-				}
-				if unavailable != nil && unavailable(t.Name, o.Zone, ct) {
-					continue
-				}
+				known := naiveKnownPrice(o)
 				c := Candidate{InstanceType: t.Name, Zone: o.Zone, CapacityType: ct, PriceKnown: known, MilliCPU: t.MilliCPU, MemoryBytes: t.MemoryBytes}
 				if known {
 					c.HourlyPrice = o.HourlyPrice
@@ -137,24 +127,141 @@ func naiveRank(req Requirements, types []pluginapi.InstanceType, unavailable fun
 	return out
 }
 
+// naiveDedupe drops a type with the name of an earlier one, as NewCatalog
+// does.
+func naiveDedupe(types []pluginapi.InstanceType) []pluginapi.InstanceType {
+	var out []pluginapi.InstanceType
+	seen := map[string]bool{}
+	for _, t := range types {
+		if !seen[t.Name] {
+			seen[t.Name] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func naiveKnownCT(ct pluginapi.CapacityType) bool {
+	return ct == pluginapi.CapacitySpot || ct == pluginapi.CapacityOnDemand
+}
+
+func naiveKnownPrice(o pluginapi.Offering) bool {
+	return o.PriceKnown && o.HourlyPrice >= 0 && !math.IsInf(o.HourlyPrice, 0) && !math.IsNaN(o.HourlyPrice)
+}
+
+func naiveInZone(req Requirements, o pluginapi.Offering) bool {
+	return len(req.Zones) == 0 || slices.Contains(req.Zones, o.Zone)
+}
+
+// naiveTypeRules and naiveOfferingRules are the reference rules, written
+// over the plugin's types, in explain's order.
+var naiveTypeRules = []struct {
+	rule rule
+	ok   func(req Requirements, t pluginapi.InstanceType, cfg Config) bool
+}{
+	{ruleNames, func(req Requirements, t pluginapi.InstanceType, _ Config) bool {
+		for _, p := range req.InstanceTypes {
+			if ok, _ := path.Match(p.Pattern, t.Name); !ok {
+				return false
+			}
+		}
+		return true
+	}},
+	{ruleZones, func(req Requirements, t pluginapi.InstanceType, _ Config) bool {
+		return len(req.Zones) == 0 || slices.ContainsFunc(t.Offerings, func(o pluginapi.Offering) bool {
+			return naiveKnownCT(o.CapacityType) && naiveInZone(req, o)
+		})
+	}},
+	{ruleArch, func(req Requirements, t pluginapi.InstanceType, _ Config) bool {
+		return req.Arch == "" || t.Arch == req.Arch
+	}},
+	{ruleExtended, func(req Requirements, _ pluginapi.InstanceType, _ Config) bool { return len(req.Extended) == 0 }},
+	{ruleGPUs, func(req Requirements, t pluginapi.InstanceType, _ Config) bool {
+		return (req.GPUCount <= 0 && req.GPUKind == "") ||
+			(int64(t.GPU.Count) >= max(req.GPUCount, 1) && (req.GPUKind == "" || normaliseGPUKind(t.GPU.Kind) == req.GPUKind))
+	}},
+	{ruleSize, func(req Requirements, t pluginapi.InstanceType, _ Config) bool {
+		return t.MilliCPU >= req.MilliCPU && t.MemoryBytes >= req.MemoryBytes
+	}},
+	{ruleBaseline, func(req Requirements, t pluginapi.InstanceType, cfg Config) bool {
+		return t.BurstableBaselineMilliCPU <= 0 || t.BurstableBaselineMilliCPU >= req.MilliCPU || cfg.burstable() == BurstableUnlimited
+	}},
+}
+
+var naiveOfferingRules = []struct {
+	rule rule
+	ok   func(req Requirements, o pluginapi.Offering, t pluginapi.InstanceType, cfg Config, unavailable func(string, string, pluginapi.CapacityType) bool) bool
+}{
+	{ruleCapacityType, func(req Requirements, o pluginapi.Offering, _ pluginapi.InstanceType, _ Config, _ func(string, string, pluginapi.CapacityType) bool) bool {
+		return naiveKnownCT(o.CapacityType) && slices.Contains(req.CapacityTypes, o.CapacityType) && naiveInZone(req, o)
+	}},
+	{ruleAvailable, func(_ Requirements, o pluginapi.Offering, _ pluginapi.InstanceType, _ Config, _ func(string, string, pluginapi.CapacityType) bool) bool {
+		return o.Available
+	}},
+	{rulePrice, func(_ Requirements, o pluginapi.Offering, _ pluginapi.InstanceType, cfg Config, _ func(string, string, pluginapi.CapacityType) bool) bool {
+		return naiveKnownPrice(o) || cfg.unknownPrice() != UnknownPriceExclude
+	}},
+	{ruleMarks, func(_ Requirements, o pluginapi.Offering, t pluginapi.InstanceType, _ Config, unavailable func(string, string, pluginapi.CapacityType) bool) bool {
+		return unavailable == nil || !unavailable(t.Name, o.Zone, o.CapacityType)
+	}},
+}
+
 func naiveFits(req Requirements, t pluginapi.InstanceType, cfg Config) bool {
-	for _, p := range req.InstanceTypes {
-		if ok, _ := path.Match(p.Pattern, t.Name); !ok {
+	for _, r := range naiveTypeRules {
+		if !r.ok(req, t, cfg) {
 			return false
 		}
 	}
-	if len(req.Extended) > 0 || t.MilliCPU < req.MilliCPU || t.MemoryBytes < req.MemoryBytes {
-		return false
-	}
-	if req.Arch != "" && t.Arch != req.Arch {
-		return false
-	}
-	if (req.GPUCount > 0 || req.GPUKind != "") &&
-		(int64(t.GPU.Count) < max(req.GPUCount, 1) || (req.GPUKind != "" && normaliseGPUKind(t.GPU.Kind) != req.GPUKind)) {
-		return false
-	}
-	if t.BurstableBaselineMilliCPU > 0 && t.BurstableBaselineMilliCPU < req.MilliCPU && cfg.burstable() != BurstableUnlimited {
-		return false
+	return true
+}
+
+func naiveOfferingFits(req Requirements, o pluginapi.Offering, t pluginapi.InstanceType, cfg Config, unavailable func(string, string, pluginapi.CapacityType) bool) bool {
+	for _, r := range naiveOfferingRules {
+		if !r.ok(req, o, t, cfg, unavailable) {
+			return false
+		}
 	}
 	return true
+}
+
+// ruleOf is the rule an *UnsatisfiableError names; ruleNone for nil.
+func ruleOf(err error) rule {
+	var u *UnsatisfiableError
+	if errors.As(err, &u) {
+		return u.rule
+	}
+	return ruleNone
+}
+
+// naiveExplain is the reference explain: the first rule that leaves no
+// type (the type rules) or no offering of the types left (the offering
+// rules); ruleNone when an offering fits.
+func naiveExplain(req Requirements, types []pluginapi.InstanceType, unavailable func(string, string, pluginapi.CapacityType) bool, cfg Config) rule {
+	left := naiveDedupe(types)
+	if len(left) == 0 {
+		return ruleCatalog
+	}
+	for _, r := range naiveTypeRules {
+		left = slices.DeleteFunc(left, func(t pluginapi.InstanceType) bool { return !r.ok(req, t, cfg) })
+		if len(left) == 0 {
+			return r.rule
+		}
+	}
+	type offering struct {
+		t pluginapi.InstanceType
+		o pluginapi.Offering
+	}
+	var offers []offering
+	for _, t := range left {
+		for _, o := range t.Offerings {
+			offers = append(offers, offering{t, o})
+		}
+	}
+	for _, r := range naiveOfferingRules {
+		offers = slices.DeleteFunc(offers, func(x offering) bool { return !r.ok(req, x.o, x.t, cfg, unavailable) })
+		if len(offers) == 0 {
+			return r.rule
+		}
+	}
+	return ruleNone
 }

@@ -68,9 +68,10 @@ func parseResources(s string) corev1.ResourceList {
 
 // FuzzRequirementsAndRank builds a pod from fuzz strings (requests and
 // limits of an app container, an init container and a sidecar;
-// annotations; node selectors) and a config from flags, and checks that
-// PodRequirements and Rank never panic, refuse only with an
-// UnsatisfiableError with a reason, and rank like the reference.
+// annotations; node selectors) and a config and unavailable marks from
+// flags, and checks that PodRequirements and Rank never panic, refuse only
+// with an UnsatisfiableError with a reason, rank like the reference, and,
+// when nothing fits, name the rule the reference finds leaves nothing.
 func FuzzRequirementsAndRank(f *testing.F) {
 	type seed struct {
 		appReq, appLim, initReq, initLim, sidecarReq, annotations, selectors string
@@ -125,8 +126,8 @@ func FuzzRequirementsAndRank(f *testing.F) {
 		}
 		req, err := PodRequirements(pod, cfg)
 		if err != nil {
-			if !IsUnsatisfiable(err) || err.Error() == "" {
-				t.Fatalf("PodRequirements: %v (%T), want an UnsatisfiableError with a reason", err, err)
+			if !IsUnsatisfiable(err) || err.Error() == "" || ruleOf(err) != ruleNone {
+				t.Fatalf("PodRequirements: %v (%T), want an UnsatisfiableError with a reason and no catalog rule", err, err)
 			}
 			return
 		}
@@ -139,7 +140,12 @@ func FuzzRequirementsAndRank(f *testing.F) {
 				return zone == zA && strings.HasPrefix(typ, "c")
 			}
 		}
-		got, err := fuzzCatalog.Rank(req, unavailable, cfg)
+		rankUnavailable := unavailable // what Rank gets; the reference gets unavailable
+		if flags&128 != 0 {
+			rankUnavailable = expiringMarks(unavailable)
+			unavailable = func(string, string, pluginapi.CapacityType) bool { return true }
+		}
+		got, err := fuzzCatalog.Rank(req, rankUnavailable, cfg)
 		if err != nil {
 			if !IsUnsatisfiable(err) || err.Error() == "" {
 				t.Fatalf("Rank: %v (%T), want an UnsatisfiableError with a reason", err, err)
@@ -147,6 +153,11 @@ func FuzzRequirementsAndRank(f *testing.F) {
 			if len(got) != 0 {
 				t.Fatalf("Rank returned %d candidates and an error", len(got))
 			}
+		}
+		// Nothing fits exactly when the reference names a rule, and the
+		// reason is that rule.
+		if r, want := ruleOf(err), naiveExplain(req, fixtureCatalog(), unavailable, cfg); r != want {
+			t.Fatalf("Rank refused for rule %v (%v), the reference finds rule %v leaves nothing", r, err, want)
 		}
 		want := naiveRank(req, fixtureCatalog(), unavailable, cfg)
 		if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
@@ -158,4 +169,20 @@ func FuzzRequirementsAndRank(f *testing.F) {
 			}
 		}
 	})
+}
+
+// expiringMarks is an unavailable function whose marks expire as soon as
+// they are read: it says every offering is marked the first time it is
+// asked about it, and then what next says, as the host's Unavailable does
+// when a mark's TTL ends between Rank's look and explain's.
+func expiringMarks(next func(string, string, pluginapi.CapacityType) bool) func(string, string, pluginapi.CapacityType) bool {
+	asked := map[string]bool{}
+	return func(typ, zone string, ct pluginapi.CapacityType) bool {
+		k := typ + "/" + zone + "/" + string(ct)
+		if !asked[k] {
+			asked[k] = true
+			return true
+		}
+		return next != nil && next(typ, zone, ct)
+	}
 }

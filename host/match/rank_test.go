@@ -157,6 +157,27 @@ func TestRank(t *testing.T) {
 		},
 		wantErr: "every offering that fits the pod is marked unavailable after a recent launch failed for lack of capacity (2 offerings); kip retries when the marks expire",
 	}, {
+		// The host's Unavailable reads the clock: a mark may expire
+		// between Rank's look and explain's. (explain asked again, heard
+		// no, and fell through to "no offering fits the pod".)
+		name:        "a mark that expires while Rank explains",
+		pod:         simple("1", "1Gi", withAnn(AnnotationInstanceType, "c5.large")),
+		cfg:         noReserve,
+		unavailable: expiringMarks(nil),
+		wantErr:     "every offering that fits the pod is marked unavailable after a recent launch failed for lack of capacity (2 offerings); kip retries when the marks expire",
+	}, {
+		// m5.xlarge on spot: priced in us-east-1a (marked), unknown in
+		// us-east-1b (excluded). The price rule comes before the marks,
+		// as in the ranking: the one offering the rule allows is marked.
+		// (explain checked the marks first and blamed the unknown price.)
+		name: "marked where priced, unpriced elsewhere, exclude",
+		pod:  simple("1", "1Gi", withAnn(AnnotationCapacityType, "spot", AnnotationInstanceType, "m5.xlarge")),
+		cfg:  Config{UnknownPrice: UnknownPriceExclude},
+		unavailable: func(typ, zone string, ct pluginapi.CapacityType) bool {
+			return typ == "m5.xlarge" && zone == zA
+		},
+		wantErr: "every offering that fits the pod is marked unavailable after a recent launch failed for lack of capacity (1 offering); kip retries when the marks expire",
+	}, {
 		name:    "named type too small",
 		pod:     simple("4", "2Gi", withAnn(AnnotationInstanceType, "m5.large")),
 		cfg:     noReserve,
@@ -380,11 +401,20 @@ func TestRankMatchesReference(t *testing.T) {
 		for range r.IntN(10) {
 			marked[types[r.IntN(len(types))].Name] = true
 		}
-		unavailable := func(typ, zone string, ct pluginapi.CapacityType) bool { return marked[typ] && zone != "zone-0" }
+		everywhere := r.IntN(8) == 0
+		unavailable := func(typ, zone string, ct pluginapi.CapacityType) bool {
+			return everywhere || (marked[typ] && zone != "zone-0")
+		}
+		if r.IntN(10) == 0 {
+			req.MilliCPU += 100000 // more than most types have
+		}
 		got, err := cat.Rank(req, unavailable, cfg)
 		want := naiveRank(req, types, unavailable, cfg)
 		if (err != nil) != (len(want) == 0) {
 			t.Fatalf("case %d: err = %v, reference has %d candidates", i, err, len(want))
+		}
+		if r, ref := ruleOf(err), naiveExplain(req, types, unavailable, cfg); r != ref {
+			t.Fatalf("case %d %+v %+v: Rank refused for rule %v (%v), the reference finds rule %v leaves nothing", i, req, cfg, r, err, ref)
 		}
 		if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
 			t.Fatalf("case %d %+v %+v: Rank differs from the reference (-ref +got):\n%s", i, req, cfg, d)
@@ -500,6 +530,12 @@ func TestNewCatalogOddities(t *testing.T) {
 	}
 	if cat.Len() != 2 {
 		t.Errorf("Len = %d, want 2", cat.Len())
+	}
+	// A negative baseline is no baseline: no credits, no surcharge.
+	neg := []pluginapi.InstanceType{burst(it("n.large", 2, 4*gib, amd, both(od, 0.1)), -1)}
+	cs, err = NewCatalog(neg).Rank(req, nil, Config{BurstablePolicy: BurstableUnlimited})
+	if err != nil || len(cs) != 2 || cs[0].UnlimitedCredits || cs[0].HourlyPrice != 0.1 {
+		t.Errorf("negative baseline: %+v, %v; want n.large at its own price without unlimited credits", cs, err)
 	}
 	if _, err := NewCatalog(nil).Rank(req, nil, Config{}); err == nil || err.Error() != "the cloud plugin's catalog has no instance types" {
 		t.Errorf("empty catalog: %v", err)
