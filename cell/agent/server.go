@@ -338,7 +338,7 @@ func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	log.InfoContext(ctx, "exec exited", "exitCode", code)
+	log.InfoContext(ctx, "exec exited", "exit_code", code)
 	return out.send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: code}})
 }
 

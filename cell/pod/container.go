@@ -81,7 +81,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 					return false
 				}
 				pullDly = m.nextDelay(pullDly)
-				log.WarnContext(ctx, "pulling image", "image", c.Image, "error", err, "retryIn", pullDly)
+				log.WarnContext(ctx, "pulling image", "image", c.Image, "error", err, "retry_in", pullDly)
 				reason, msg := pullFailure(c.Image, err)
 				m.update(func() {
 					cs.status.State = waiting(reason, msg)
@@ -117,7 +117,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 		mounts, err := m.vols.mounts(d.Pod, c, vars)
 		if err != nil {
 			cfgDly = m.nextDelay(cfgDly)
-			log.WarnContext(ctx, "resolving volume mounts", "error", err, "retryIn", cfgDly)
+			log.WarnContext(ctx, "resolving volume mounts", "error", err, "retry_in", cfgDly)
 			m.update(func() {
 				cs.status.State = waiting("CreateContainerConfigError", err.Error())
 				m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
@@ -154,7 +154,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			return exit.Code == 0
 		}
 		delay = m.nextDelay(delay)
-		log.InfoContext(ctx, "container exited, restarting after back-off", "exitCode", exit.Code, "backoff", delay)
+		log.InfoContext(ctx, "container exited, restarting after back-off", "exit_code", exit.Code, "backoff", delay)
 		m.update(func() {
 			cs.status.LastTerminationState = cs.status.State
 			cs.status.State = waiting("CrashLoopBackOff",
@@ -260,7 +260,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	case st.Code != 0:
 		reason = "Error"
 	}
-	log.InfoContext(ctx, "container exited", "exitCode", st.Code, "reason", reason)
+	log.InfoContext(ctx, "container exited", "exit_code", st.Code, "reason", reason)
 	m.update(func() {
 		cs.task = nil
 		cs.aio = nil
