@@ -125,7 +125,7 @@ func New(client kubernetes.Interface, pods Pods, cfg Config, log *slog.Logger, o
 		if ip, err = hostIP(); err != nil {
 			return nil, fmt.Errorf("node: no internal IP configured and %w", err)
 		}
-		log.Info("no internal IP configured; using this host's", "internalIP", ip)
+		log.Info("no internal IP configured; using this host's", "internal_ip", ip)
 	}
 	cert, err := servingCert(cfg, net.ParseIP(ip))
 	if err != nil {
@@ -324,7 +324,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	n.mu.Lock()
 	n.addr = ln.Addr().String()
 	n.mu.Unlock()
-	n.log.Info("kubelet API listening", "addr", ln.Addr().String(), "internalIP", n.internalIP, "port", port)
+	n.log.Info("kubelet API listening", "addr", ln.Addr().String(), "internal_ip", n.internalIP, "port", port)
 
 	podFactory.Start(ctx.Done())
 	defer podFactory.Shutdown()
@@ -351,7 +351,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		return nil
 	}
-	n.log.Info("node ready", "taint", taintString(cfg.taint()), "leaseDuration", cfg.leaseDuration())
+	n.log.Info("node ready", "taint", taintString(cfg.taint()), "lease_duration", cfg.leaseDuration())
 	close(n.ready)
 
 	select {

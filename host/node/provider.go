@@ -66,7 +66,7 @@ func (p *nodeProvider) Ping(ctx context.Context) error {
 	now := p.now()
 	if err == nil {
 		if !p.failingSince.IsZero() {
-			p.log.Info("cell backend healthy again", "unhealthyFor", now.Sub(p.failingSince).Round(time.Second))
+			p.log.Info("cell backend healthy again", "unhealthy_for", now.Sub(p.failingSince).Round(time.Second))
 			p.failingSince = time.Time{}
 		}
 		return nil
