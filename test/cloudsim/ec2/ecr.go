@@ -85,7 +85,7 @@ func (s *Server) serveECR(w http.ResponseWriter, r *http.Request, requestID, tar
 		return out, nil
 	})
 	if apiErr != nil {
-		s.log.Debug("ECR call failed", "op", op, "code", apiErr.Code, "requestId", requestID)
+		s.log.Debug("ECR call failed", "op", op, "code", apiErr.Code, "request_id", requestID)
 		s.replyJSONError(w, r, apiErr)
 		return
 	}

@@ -655,7 +655,7 @@ func (s *Server) runInstances(f form) (response, error) {
 		if r.canonical != canonical {
 			return nil, clientError(codeIdempotentMismatch, idempotentMismatchMsg)
 		}
-		s.log.Info("idempotent RunInstances: returning the earlier reservation", "clientToken", token, "reservation", r.id)
+		s.log.Info("idempotent RunInstances: returning the earlier reservation", "client_token", token, "reservation", r.id)
 		return s.reservationResponse(r, now), nil
 	}
 	if err := f.dryRun(); err != nil {
@@ -690,7 +690,7 @@ func (s *Server) runInstances(f form) (response, error) {
 		s.order = append(s.order, in)
 		r.instances = append(r.instances, in)
 		s.log.Info("instance launched", "instance", in.id, "cell", in.cellAttr(), "type", in.itype.Name, "zone", zone,
-			"subnet", in.subnet.ID, "spot", in.spot, "clientToken", token)
+			"subnet", in.subnet.ID, "spot", in.spot, "client_token", token)
 		s.startCell(in)
 	}
 	if token != "" {

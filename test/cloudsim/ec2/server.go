@@ -274,12 +274,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := f.get("Action")
 	resp, apiErr := s.call(op, true, r, func() (response, error) { return s.dispatchEC2(op, f) })
 	if apiErr != nil {
-		s.log.Debug("EC2 call failed", "op", op, "code", apiErr.Code, "status", apiErr.Status, "requestId", requestID)
+		s.log.Debug("EC2 call failed", "op", op, "code", apiErr.Code, "status", apiErr.Status, "request_id", requestID)
 		s.replyEC2Error(w, r, requestID, apiErr)
 		return
 	}
 	resp.setRequestID(requestID)
-	s.log.Debug("EC2 call", "op", op, "requestId", requestID)
+	s.log.Debug("EC2 call", "op", op, "request_id", requestID)
 	s.reply(w, r, http.StatusOK, xmlContentType, encodeXML(resp))
 }
 
@@ -601,7 +601,7 @@ func (s *Server) ScheduleEvent(instanceID string, ev ScheduledEvent) (string, er
 	}
 	ev.ID = "instance-event-" + randomHex(17)
 	in.events = append(in.events, ev)
-	s.log.Info("event scheduled", "instance", in.id, "cell", in.cellAttr(), "code", ev.Code, "event", ev.ID, "notBefore", ev.NotBefore)
+	s.log.Info("event scheduled", "instance", in.id, "cell", in.cellAttr(), "code", ev.Code, "event", ev.ID, "not_before", ev.NotBefore)
 	return ev.ID, nil
 }
 
