@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -257,36 +258,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		defer stop()
 	}
 
-	// Only this node's pods are watched. virtual-kubelet's PodController
-	// insists on ConfigMap, Secret and Service informers, which it uses
-	// only to resolve environment variables; SkipDownwardAPIResolution
-	// turns that off, and Run waits only for the pod informer to sync
-	// (node/podcontroller.go, Run: cache.WaitForCacheSync on
-	// podsInformer alone). So they come from a factory that is never
-	// started: nothing lists or watches Secrets, ConfigMaps or Services,
-	// which a node identity may not do cluster-wide.
+	// Only this node's pods are watched.
 	podFactory := n.podFactory
 	if podFactory == nil {
 		podFactory = NewPodInformerFactory(n.client, cfg.Name)
 	}
-	idleFactory := informers.NewSharedInformerFactory(n.client, 0)
 	podInformer := podFactory.Core().V1().Pods()
-	pc, err := vknode.NewPodController(vknode.PodControllerConfig{
-		PodClient:                                n.client.CoreV1(),
-		PodInformer:                              podInformer,
-		EventRecorder:                            recorder,
-		Provider:                                 n.pods,
-		ConfigMapInformer:                        idleFactory.Core().V1().ConfigMaps(),
-		SecretInformer:                           idleFactory.Core().V1().Secrets(),
-		ServiceInformer:                          idleFactory.Core().V1().Services(),
-		SyncPodsFromKubernetesRateLimiter:        rateLimiter(),
-		SyncPodsFromKubernetesShouldRetryFunc:    retryFor(retryWindow),
-		DeletePodsFromKubernetesRateLimiter:      rateLimiter(),
-		DeletePodsFromKubernetesShouldRetryFunc:  retryFor(retryWindow),
-		SyncPodStatusFromProviderRateLimiter:     rateLimiter(),
-		SyncPodStatusFromProviderShouldRetryFunc: retryFor(retryWindow),
-		SkipDownwardAPIResolution:                true,
-	})
+	pc, err := n.newPodController(podInformer, recorder)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("node: creating pod controller: %w", err)
@@ -364,6 +342,34 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	case err := <-serveErr:
 		return fmt.Errorf("node: kubelet API: %w", err)
 	}
+}
+
+// newPodController builds virtual-kubelet's PodController over
+// podInformer. The PodController insists on ConfigMap, Secret and Service
+// informers, which it uses only to resolve environment variables;
+// SkipDownwardAPIResolution turns that off, and Run waits only for the pod
+// informer to sync (node/podcontroller.go, Run: cache.WaitForCacheSync on
+// podsInformer alone). So they come from a factory that is never started:
+// nothing lists or watches Secrets, ConfigMaps or Services, which a node
+// identity may not do cluster-wide.
+func (n *Node) newPodController(podInformer coreinformers.PodInformer, recorder record.EventRecorder) (*vknode.PodController, error) {
+	idleFactory := informers.NewSharedInformerFactory(n.client, 0)
+	return vknode.NewPodController(vknode.PodControllerConfig{
+		PodClient:                                n.client.CoreV1(),
+		PodInformer:                              podInformer,
+		EventRecorder:                            recorder,
+		Provider:                                 n.pods,
+		ConfigMapInformer:                        idleFactory.Core().V1().ConfigMaps(),
+		SecretInformer:                           idleFactory.Core().V1().Secrets(),
+		ServiceInformer:                          idleFactory.Core().V1().Services(),
+		SyncPodsFromKubernetesRateLimiter:        rateLimiter(),
+		SyncPodsFromKubernetesShouldRetryFunc:    retryFor(retryWindow),
+		DeletePodsFromKubernetesRateLimiter:      rateLimiter(),
+		DeletePodsFromKubernetesShouldRetryFunc:  retryFor(retryWindow),
+		SyncPodStatusFromProviderRateLimiter:     rateLimiter(),
+		SyncPodStatusFromProviderShouldRetryFunc: retryFor(retryWindow),
+		SkipDownwardAPIResolution:                true,
+	})
 }
 
 // checkExisting reports what kip cannot fix itself on a Node registered
