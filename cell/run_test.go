@@ -75,7 +75,9 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 	b := &api.Bootstrap{Version: api.BootstrapVersion, CellID: a.cellID, PodUID: "uid-" + a.cellID,
 		CACert: string(e.ca.PEM), Cert: string(certPEM), Key: string(keyPEM)}
 	ready := make(chan net.Addr, 1)
-	ctx, cancel := context.WithCancel(context.Background())
+	// The agent runs until the Cleanup below stops it and checks how it
+	// ended, after the test's own Cleanups, so not on t.Context().
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:usetesting // outlives the test body, see above
 	a.stop = cancel
 	go func() {
 		a.done <- cell.Run(ctx, cell.Config{
@@ -105,7 +107,7 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 			t.Error("agent did not stop")
 		}
 		// The agent removed its namespace on the way out.
-		nss, err := e.d.Client.NamespaceService().List(namespaces.WithNamespace(context.Background(), "default"))
+		nss, err := e.d.Client.NamespaceService().List(namespaces.WithNamespace(context.Background(), "default")) //nolint:usetesting // cleanup: t.Context() is already cancelled
 		if err != nil {
 			t.Error(err)
 		}

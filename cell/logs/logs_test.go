@@ -1,7 +1,6 @@
 package logs
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -28,7 +27,7 @@ func TestWriteAndRead(t *testing.T) {
 	}
 	read := func(opts Options) string {
 		var b strings.Builder
-		if err := s.Read(context.Background(), f.Path(), opts, &b); err != nil {
+		if err := s.Read(t.Context(), f.Path(), opts, &b); err != nil {
 			t.Fatal(err)
 		}
 		return b.String()
@@ -52,7 +51,7 @@ func TestWriteAndRead(t *testing.T) {
 			}
 		})
 	}
-	if err := s.Read(context.Background(), s.Path("app", 7), Options{}, &strings.Builder{}); !errors.Is(err, ErrNotFound) {
+	if err := s.Read(t.Context(), s.Path("app", 7), Options{}, &strings.Builder{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Read of a missing file = %v, want ErrNotFound", err)
 	}
 }
@@ -64,7 +63,7 @@ func TestLongLinesArePartial(t *testing.T) {
 	_, _ = f.Stream(Stdout).Write([]byte(long + "\n"))
 	_ = f.Close()
 	var b strings.Builder
-	if err := s.Read(context.Background(), f.Path(), Options{TailLines: -1}, &b); err != nil {
+	if err := s.Read(t.Context(), f.Path(), Options{TailLines: -1}, &b); err != nil {
 		t.Fatal(err)
 	}
 	if b.String() != long+"\n" {
@@ -80,7 +79,7 @@ func TestFollowEndsWithTheAttempt(t *testing.T) {
 	got := make(chan string)
 	go func() {
 		var b strings.Builder
-		_ = s.Read(context.Background(), f.Path(), Options{Follow: true, TailLines: -1}, &b)
+		_ = s.Read(t.Context(), f.Path(), Options{Follow: true, TailLines: -1}, &b)
 		got <- b.String()
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -107,7 +106,7 @@ func TestOldAttemptsArePruned(t *testing.T) {
 		_ = f.Close()
 	}
 	for i, want := range []bool{false, false, true, true} {
-		err := s.Read(context.Background(), s.Path("app", i), Options{}, &strings.Builder{})
+		err := s.Read(t.Context(), s.Path("app", i), Options{}, &strings.Builder{})
 		if exists := err == nil; exists != want {
 			t.Errorf("attempt %d kept = %v, want %v", i, exists, want)
 		}

@@ -1,7 +1,6 @@
 package pod
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"syscall"
@@ -366,7 +365,7 @@ func TestDeleteWithGrace(t *testing.T) {
 	if rt.cleanups != 1 {
 		t.Errorf("cleanups = %d", rt.cleanups)
 	}
-	if _, err := m.Apply(context.Background(), Desired{Generation: 5, Pod: testPod(corev1.RestartPolicyAlways, "polite")}); !errors.Is(err, ErrDeleted) {
+	if _, err := m.Apply(t.Context(), Desired{Generation: 5, Pod: testPod(corev1.RestartPolicyAlways, "polite")}); !errors.Is(err, ErrDeleted) {
 		t.Errorf("Apply after delete = %v, want ErrDeleted", err)
 	}
 }

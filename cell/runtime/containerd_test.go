@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -123,7 +122,7 @@ func TestContainerd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		defer func() { _ = task.Delete(context.Background()) }()
+		defer func() { _ = task.Delete(ctx) }()
 
 		var out, errOut syncBuffer
 		p, err := task.Exec(ctx, runtime.ExecSpec{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Stdout: &out, Stderr: &errOut})

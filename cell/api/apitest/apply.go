@@ -26,7 +26,7 @@ func CheckApplyPod(t *testing.T, addr string, clientTLS *tls.Config, wantErr str
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	resp, err := cellv1.NewCellClient(cc).ApplyPod(ctx, &cellv1.ApplyPodRequest{Generation: 7})
 	if wantErr == "" {
