@@ -24,20 +24,20 @@ func TestCellsOutliveTheContextsOfTheCalls(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	if err := h.m.CreatePod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx, cancel = context.WithCancel(t.Context())
 	if err := h.m.DeletePod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	eventually(t, "instance terminated and pod forgotten", func() bool {
-		_, err := h.m.GetPod(context.Background(), "default", "web")
+		_, err := h.m.GetPod(t.Context(), "default", "web")
 		return len(h.plugin.Store().Instances()) == 0 && err != nil
 	})
 }
@@ -75,8 +75,7 @@ func unlessEnded[Req, Resp any](ctx context.Context, req Req, call func(context.
 // stops at once without launching.
 func TestRunEndStopsTheCells(t *testing.T) {
 	h := newHarnessDeferred(t, pluginfake.WithBootDelay(time.Hour))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx, cancel := context.WithCancel(t.Context())
 	adopted, ran := make(chan struct{}), make(chan struct{})
 	go func() {
 		_ = h.m.Run(ctx, adopted)
@@ -87,7 +86,7 @@ func TestRunEndStopsTheCells(t *testing.T) {
 	if err := h.indexer.Add(booting); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), booting)
+	_ = h.m.CreatePod(t.Context(), booting)
 	eventually(t, "the launch", func() bool { return h.plugin.Calls("Launch") == 1 })
 
 	cancel()
@@ -95,7 +94,7 @@ func TestRunEndStopsTheCells(t *testing.T) {
 	eventually(t, "the booting cell stopped", closed(h.m.cells.get(booting.UID).done))
 
 	late := newPod("late", "uid-run-2")
-	_ = h.m.CreatePod(context.Background(), late)
+	_ = h.m.CreatePod(t.Context(), late)
 	eventually(t, "the late cell stopped", closed(h.m.cells.get(late.UID).done))
 	if n := h.plugin.Calls("Launch"); n != 1 {
 		t.Errorf("Launch called %d times, want 1: a cell made after Run ended launched", n)

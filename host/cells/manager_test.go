@@ -104,7 +104,6 @@ type harness struct {
 	recorder *record.FakeRecorder
 	notified chan *corev1.Pod
 	dialed   chan string
-	cancel   context.CancelFunc
 }
 
 func newHarness(t *testing.T, opts ...pluginfake.Option) *harness {
@@ -134,7 +133,7 @@ type setup struct {
 func newHarnessSetup(t *testing.T, s setup) *harness {
 	t.Helper()
 	plugin := pluginfake.New(s.plugin...)
-	if _, err := plugin.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
+	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4)}
@@ -170,17 +169,14 @@ func newHarnessSetup(t *testing.T, s setup) *harness {
 		}
 		return dispatch.NewAgent(cellID, cc), nil
 	}
-	h.m.NotifyPods(context.Background(), func(p *corev1.Pod) { h.notified <- p })
+	h.m.NotifyPods(t.Context(), func(p *corev1.Pod) { h.notified <- p })
 	return h
 }
 
 func (h *harness) start(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	t.Cleanup(cancel)
 	adopted := make(chan struct{})
-	go func() { _ = h.m.Run(ctx, adopted) }()
+	go func() { _ = h.m.Run(t.Context(), adopted) }()
 	<-adopted
 }
 
@@ -237,7 +233,7 @@ func TestPodRunsOnItsCell(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.m.CreatePod(context.Background(), pod); err != nil {
+	if err := h.m.CreatePod(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
 	running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
@@ -270,7 +266,7 @@ func TestPodRunsOnItsCell(t *testing.T) {
 		}
 	}
 	// Creating again (virtual-kubelet's resync) launches nothing new.
-	if err := h.m.CreatePod(context.Background(), pod); err != nil {
+	if err := h.m.CreatePod(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.plugin.Calls("Launch"); n != 1 {
@@ -279,7 +275,7 @@ func TestPodRunsOnItsCell(t *testing.T) {
 	// An update reaches the agent as a new generation.
 	updated := pod.DeepCopy()
 	updated.Labels = map[string]string{"v": "2"}
-	if err := h.m.UpdatePod(context.Background(), updated); err != nil {
+	if err := h.m.UpdatePod(t.Context(), updated); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "generation 2 applied", func() bool {
@@ -290,11 +286,11 @@ func TestPodRunsOnItsCell(t *testing.T) {
 	// Deleting stops the pod on the agent and terminates the instance.
 	grace := int64(1)
 	updated.DeletionGracePeriodSeconds = &grace
-	if err := h.m.DeletePod(context.Background(), updated); err != nil {
+	if err := h.m.DeletePod(t.Context(), updated); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "instance terminated and pod forgotten", func() bool {
-		_, err := h.m.GetPod(context.Background(), "default", "web")
+		_, err := h.m.GetPod(t.Context(), "default", "web")
 		return len(h.plugin.Store().Instances()) == 0 && err != nil
 	})
 	h.agent.mu.Lock()
@@ -310,12 +306,12 @@ func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	h.agent.phases <- corev1.PodSucceeded
 	h.waitNotified(t, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	eventually(t, "cell terminated", func() bool { return len(h.plugin.Store().Instances()) == 0 })
-	got, err := h.m.GetPod(context.Background(), "default", "job")
+	got, err := h.m.GetPod(t.Context(), "default", "job")
 	if err != nil || got.Status.Phase != corev1.PodSucceeded {
 		t.Errorf("GetPod after the cell ended = %v, %v; want the Succeeded pod until it is deleted", got, err)
 	}
@@ -327,9 +323,9 @@ func TestDeleteWhileLaunchingLeavesNoCell(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	eventually(t, "launch", func() bool { return h.plugin.Calls("Launch") == 1 })
-	_ = h.m.DeletePod(context.Background(), pod)
+	_ = h.m.DeletePod(t.Context(), pod)
 	eventually(t, "no instance left", func() bool { return len(h.plugin.Store().Instances()) == 0 })
 }
 
@@ -340,7 +336,7 @@ func TestRefusedLaunchSaysWhy(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	eventually(t, "a LaunchFailed event", func() bool {
 		return strings.Contains(h.events(), "LaunchFailed launching cell kip-uid-4 on fake.small in fake-a (on-demand, $0.0500/h): quota exceeded: vCPU limit of 32 reached")
 	})
@@ -379,7 +375,7 @@ func TestPodGetsTheCheapestTypeThatFits(t *testing.T) {
 			if err := h.indexer.Add(pod); err != nil {
 				t.Fatal(err)
 			}
-			_ = h.m.CreatePod(context.Background(), pod)
+			_ = h.m.CreatePod(t.Context(), pod)
 			running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 			if got := running.Annotations[AnnotationPlacedType]; got != tt.want {
 				t.Errorf("placed on %q, want %q", got, tt.want)
@@ -409,7 +405,7 @@ func TestInsufficientCapacityFallsDownTheList(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	var got []string
 	for _, l := range h.launches() {
@@ -430,7 +426,7 @@ func TestInsufficientCapacityFallsDownTheList(t *testing.T) {
 	if err := h.indexer.Add(pod2); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod2)
+	_ = h.m.CreatePod(t.Context(), pod2)
 	eventually(t, "the second launch", func() bool { return len(h.launches()) == 3 })
 	if l := h.launches()[2]; l.InstanceType != "fake.medium" || l.PodUID != "uid-ic-2" {
 		t.Errorf("second pod launched %s for %s, want fake.medium: fake.small is marked unavailable", l.InstanceType, l.PodUID)
@@ -460,7 +456,7 @@ func TestUnsatisfiablePodStaysPendingWithoutACell(t *testing.T) {
 			if err := h.indexer.Add(pod); err != nil {
 				t.Fatal(err)
 			}
-			_ = h.m.CreatePod(context.Background(), pod)
+			_ = h.m.CreatePod(t.Context(), pod)
 			p := h.waitNotified(t, "the reason", func(p *corev1.Pod) bool { return p.Status.Reason == ReasonNoInstanceType })
 			if p.Status.Phase != corev1.PodPending || !strings.Contains(p.Status.Message, tt.want) {
 				t.Errorf("status = %s %q, want Pending with a message containing %q", p.Status.Phase, p.Status.Message, tt.want)
@@ -476,7 +472,7 @@ func TestUnsatisfiablePodStaysPendingWithoutACell(t *testing.T) {
 			}
 			// Fixing the pod places it.
 			fixed := newPod("nope", pod.UID)
-			if err := h.m.UpdatePod(context.Background(), fixed); err != nil {
+			if err := h.m.UpdatePod(t.Context(), fixed); err != nil {
 				t.Fatal(err)
 			}
 			running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
@@ -493,7 +489,7 @@ func TestGarbageCollection(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	// The pod vanishes from the API without a DeletePod (virtual-kubelet's
 	// force delete of a pod that never ran).
@@ -501,7 +497,7 @@ func TestGarbageCollection(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the cell of the vanished pod terminated", func() bool {
-		_, err := h.m.GetPod(context.Background(), "default", "gone")
+		_, err := h.m.GetPod(t.Context(), "default", "gone")
 		return err != nil && len(h.plugin.Store().Instances()) == 0
 	})
 }
@@ -509,11 +505,11 @@ func TestGarbageCollection(t *testing.T) {
 func TestAdoptionAndOrphans(t *testing.T) {
 	store := pluginfake.NewStore()
 	seed := pluginfake.New(pluginfake.WithStore(store))
-	if _, err := seed.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
+	if _, err := seed.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, uid := range []string{"uid-kept", "uid-orphan"} {
-		if _, err := seed.Launch(context.Background(), &pluginapi.LaunchRequest{
+		if _, err := seed.Launch(t.Context(), &pluginapi.LaunchRequest{
 			CellID: CellID(types.UID(uid)), NodeName: "kip", PodUID: uid, InstanceType: "fake.small", CapacityType: pluginapi.CapacityOnDemand,
 		}); err != nil {
 			t.Fatal(err)
@@ -560,7 +556,7 @@ func TestUnlimitedCreditsReachTheLaunch(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	l := h.launches()
 	// 1.1 vCPU on a 0.4-vCPU baseline: 0.7 vCPU-hours of surplus credits at
@@ -579,7 +575,7 @@ func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	insts := h.plugin.Store().Instances()
 	if len(insts) != 1 {
@@ -612,7 +608,7 @@ func TestCloudNoticesBecomePodEvents(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	id := h.plugin.Store().Instances()[0].ID
 	var seen string
@@ -623,7 +619,7 @@ func TestCloudNoticesBecomePodEvents(t *testing.T) {
 		return strings.Contains(seen, "Warning RebalanceRecommended the cloud recommends replacing cell kip-uid-notice") &&
 			strings.Contains(seen, "Warning ScheduledMaintenance the cloud will stop or move cell kip-uid-notice (instance "+id+") for maintenance by 2026-12-01T00:00:00Z: system-reboot")
 	})
-	if p, _ := h.m.GetPod(context.Background(), "default", "noticed"); p.Status.Phase != corev1.PodRunning {
+	if p, _ := h.m.GetPod(t.Context(), "default", "noticed"); p.Status.Phase != corev1.PodRunning {
 		t.Errorf("phase after notices = %s, want Running: notices alone end nothing", p.Status.Phase)
 	}
 }
@@ -637,12 +633,12 @@ func TestCloudRegistryCredentialsReachTheCell(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	// A second Apply (the pod changed) asks the plugin nothing new.
 	updated := pod.DeepCopy()
 	updated.Labels = map[string]string{"v": "2"}
-	_ = h.m.UpdatePod(context.Background(), updated)
+	_ = h.m.UpdatePod(t.Context(), updated)
 	eventually(t, "generation 2 applied", func() bool {
 		h.agent.mu.Lock()
 		defer h.agent.mu.Unlock()
@@ -697,7 +693,7 @@ func TestRunningEventWakesABootingCell(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	eventually(t, "the launch", func() bool { return len(h.plugin.Store().Instances()) == 1 })
 	id := h.plugin.Store().Instances()[0].ID
 	if err := h.plugin.Store().SetState(id, pluginapi.StateRunning, ""); err != nil {
@@ -717,7 +713,7 @@ func TestLaunchAnnotationsReachThePlugin(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	eventually(t, "the launch", func() bool { return len(h.launches()) == 1 })
 	l := h.launches()[0]
 	if !slices.Equal(l.SecurityGroups, []string{"sg-0123456789abcdef0", "sg-0fedcba9876543210"}) ||
@@ -763,7 +759,7 @@ func TestBadLaunchAnnotationLaunchesNothing(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	eventually(t, "a LaunchFailed event", func() bool {
 		return strings.Contains(h.events(), `Warning LaunchFailed launching cell kip-uid-badvol: annotation kipcell.io/volume-size "big" is not a size such as 50Gi`)
 	})
@@ -814,7 +810,7 @@ func TestBootingCellPollsOnlyWithoutEvents(t *testing.T) {
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	_ = h.m.CreatePod(context.Background(), pod)
+	_ = h.m.CreatePod(t.Context(), pod)
 	eventually(t, "the launch", func() bool { return len(h.plugin.Store().Instances()) == 1 })
 	time.Sleep(200 * time.Millisecond) // twenty BootPolls
 	if n := h.plugin.Calls("Describe"); n != 0 {
@@ -828,7 +824,7 @@ func TestBootingCellPollsOnlyWithoutEvents(t *testing.T) {
 // and capabilities at once, not when the old catalog's TTL runs out.
 func TestRefreshCatalogFetchesAgain(t *testing.T) {
 	h := newHarness(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := h.m.catalog.get(ctx); err != nil {
 		t.Fatal(err)
 	}
