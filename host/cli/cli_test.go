@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -42,7 +41,7 @@ func TestMain(m *testing.M) {
 func runKip(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut, Environ: []string{}})
+	code = Run(t.Context(), args, Env{Stdout: &out, Stderr: &errOut, Environ: []string{}})
 	return out.String(), errOut.String(), code
 }
 
@@ -284,7 +283,7 @@ func TestPluginDirDefaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
 			tt.env.Stdout, tt.env.Stderr = &out, &errOut
-			if code := Run(context.Background(), []string{"plugins", "list"}, tt.env); code != 0 {
+			if code := Run(t.Context(), []string{"plugins", "list"}, tt.env); code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut.String())
 			}
 			if !strings.Contains(out.String(), filepath.Join(dir, "kip-plugin-local")) {

@@ -153,7 +153,7 @@ func TestPluginReload(t *testing.T) {
 				return next, nil
 			}, running, func() { refreshed++ }, log)
 
-			err := r.reload(context.Background())
+			err := r.reload(t.Context())
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Errorf("reload = %v, want success", err)
@@ -211,7 +211,7 @@ func TestPluginReloaderRun(t *testing.T) {
 		return c, nil
 	}, running, nil, log)
 	hup := make(chan os.Signal)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- r.run(ctx, hup) }()
 

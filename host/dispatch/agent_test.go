@@ -158,7 +158,7 @@ func (a *attachIO) Resize() <-chan api.TermSize { return a.resize }
 
 func TestAgentCalls(t *testing.T) {
 	fa, a := startFake(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 
 	if err := a.Apply(ctx, &cellv1.ApplyPodRequest{Generation: 3}); err != nil {
@@ -206,7 +206,7 @@ func TestAgentCalls(t *testing.T) {
 func TestAgentExecExitCode(t *testing.T) {
 	_, a := startFake(t)
 	io := &attachIO{stdin: strings.NewReader("hello"), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, resize: make(chan api.TermSize)}
-	err := a.Exec(context.Background(), "main", []string{"sh", "-c", "exit 3"}, io)
+	err := a.Exec(t.Context(), "main", []string{"sh", "-c", "exit 3"}, io)
 	var exitErr utilexec.CodeExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 3 {
 		t.Fatalf("Exec = %v, want a CodeExitError with code 3 (len of the command)", err)
@@ -220,7 +220,7 @@ func TestAgentPortForward(t *testing.T) {
 	_, a := startFake(t)
 	client, server := net.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- a.PortForward(context.Background(), 8080, server) }()
+	go func() { done <- a.PortForward(t.Context(), 8080, server) }()
 	if _, err := client.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}

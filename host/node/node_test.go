@@ -215,7 +215,7 @@ func TestPingGrace(t *testing.T) {
 	h := &fakeHealth{}
 	now := time.Unix(0, 0)
 	p := &nodeProvider{health: h, grace: time.Minute, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now }}
-	ctx := context.Background()
+	ctx := t.Context()
 	step := func(d time.Duration, err error, wantFail bool) {
 		t.Helper()
 		now = now.Add(d)

@@ -17,7 +17,7 @@ import (
 
 func waitFor(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -41,10 +41,10 @@ func TestRunFakeClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// Run ends with t.Context(), just before the Cleanups run.
+	ctx := t.Context()
 	go func() { _ = n.Run(ctx) }()
 	t.Cleanup(func() {
-		cancel()
 		<-n.Done()
 		if err := n.Err(); err != nil {
 			t.Errorf("Run: %v", err)

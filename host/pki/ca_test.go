@@ -2,7 +2,6 @@ package pki
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/x509"
@@ -54,7 +53,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // mustLoad loads a CA from a fresh fake clientset.
 func mustLoad(t *testing.T, opts ...Option) *CA {
 	t.Helper()
-	ca, err := Load(context.Background(), fake.NewClientset(), testNS, testName, opts...)
+	ca, err := Load(t.Context(), fake.NewClientset(), testNS, testName, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +72,7 @@ func writeActions(client *fake.Clientset) []string {
 }
 
 func TestLoadCreatesOnce(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	client := fake.NewClientset()
 	first, err := Load(ctx, client, testNS, testName, WithClusterID("c1"))
 	if err != nil {
@@ -133,7 +132,7 @@ func TestLoadAdoptsRaceWinner(t *testing.T) {
 		}
 		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, testName)
 	})
-	ca, err := Load(context.Background(), client, testNS, testName)
+	ca, err := Load(t.Context(), client, testNS, testName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +160,7 @@ func TestLoadAPIErrors(t *testing.T) {
 			client.PrependReactor(tt.verb, "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, forbidden
 			})
-			_, err := Load(context.Background(), client, testNS, testName)
+			_, err := Load(t.Context(), client, testNS, testName)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !apierrors.IsForbidden(err) {
 				t.Fatalf("Load error = %v, want a Forbidden error containing %q", err, tt.want)
 			}
@@ -217,7 +216,7 @@ func TestLoadRejectsBadSecret(t *testing.T) {
 				Data:       tt.data,
 			}
 			client := fake.NewClientset(orig.DeepCopy())
-			_, err := Load(context.Background(), client, testNS, testName)
+			_, err := Load(t.Context(), client, testNS, testName)
 			if err == nil {
 				t.Fatal("Load accepted the secret")
 			}
@@ -227,7 +226,7 @@ func TestLoadRejectsBadSecret(t *testing.T) {
 			if w := writeActions(client); len(w) != 0 {
 				t.Errorf("Load wrote to secrets: %v", w)
 			}
-			got, err := client.CoreV1().Secrets(testNS).Get(context.Background(), testName, metav1.GetOptions{})
+			got, err := client.CoreV1().Secrets(testNS).Get(t.Context(), testName, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +241,7 @@ func TestLoadRejectsBadSecret(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testName},
 			Data:       map[string][]byte{DataCert: goodCert, DataKey: goodKey},
 		})
-		ca, err := Load(context.Background(), client, testNS, testName)
+		ca, err := Load(t.Context(), client, testNS, testName)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -48,7 +47,7 @@ func BenchmarkInProcessRoundTrip(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = cc.Close() })
 	c := pluginapi.NewGRPCClient(cc)
-	if _, err := c.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "bench"}); err != nil {
+	if _, err := c.Configure(b.Context(), &pluginapi.ConfigureRequest{ClusterID: "bench"}); err != nil {
 		b.Fatal(err)
 	}
 	roundTrips(b, c)
@@ -57,7 +56,7 @@ func BenchmarkInProcessRoundTrip(b *testing.B) {
 // roundTrips times GetInfo and Launch (a new cell ID every iteration) on c,
 // one sub-benchmark each, and reports their percentiles.
 func roundTrips(b *testing.B, c pluginapi.Client) {
-	ctx := context.Background()
+	ctx := b.Context()
 	ops := []struct {
 		name string
 		call func(i int) error

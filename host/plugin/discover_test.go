@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -112,7 +111,7 @@ func TestDescribe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info, err := Describe(context.Background(), tt.path)
+			info, err := Describe(t.Context(), tt.path)
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("Describe: %v", err)

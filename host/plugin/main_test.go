@@ -121,7 +121,7 @@ func testConfig(t testing.TB, path string, env ...string) Config {
 
 func open(t testing.TB, cfg Config) *Supervisor {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	s, err := Open(ctx, cfg)
 	if err != nil {
@@ -195,7 +195,7 @@ func killPlugin(t testing.TB, s *Supervisor) int {
 
 func listedCells(t testing.TB, c pluginapi.Client) map[string]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	resp, err := c.List(ctx, &pluginapi.ListRequest{})
 	if err != nil {

@@ -61,7 +61,7 @@ func TestReloadNewPinAndConfig(t *testing.T) {
 	cfg.Configure = configureReq(`{"generation":1}`)
 	s := open(t, cfg)
 	oldPid := s.Pid()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 
 	// The operator writes the new binary beside the old one, moves it
@@ -205,7 +205,7 @@ func TestReloadRefused(t *testing.T) {
 			s := open(t, cfg)
 			oldPid := s.Pid()
 
-			err := s.Reload(context.Background(), tt.prepare(t, path, sum1, sum2))
+			err := s.Reload(t.Context(), tt.prepare(t, path, sum1, sum2))
 			if err == nil {
 				t.Fatal("Reload succeeded")
 			}
@@ -220,7 +220,7 @@ func TestReloadRefused(t *testing.T) {
 				t.Errorf("after the refused Reload: pid %d, version %s, sha256 %s; want %d, 1.0.0, %s",
 					s.Pid(), s.Info().Version, s.SHA256(), oldPid, sum1)
 			}
-			if _, err := s.Client().Launch(context.Background(), launchReq("after")); err != nil {
+			if _, err := s.Client().Launch(t.Context(), launchReq("after")); err != nil {
 				t.Errorf("Launch after the refused Reload: %v", err)
 			}
 			// Only the old process runs; the refused one is gone.
@@ -231,7 +231,7 @@ func TestReloadRefused(t *testing.T) {
 			// The old configuration and pin stay those of later restarts.
 			replaceBinary(t, pluginV1, path)
 			killPlugin(t, s)
-			if _, err := s.Client().List(context.Background(), &pluginapi.ListRequest{}); err != nil {
+			if _, err := s.Client().List(t.Context(), &pluginapi.ListRequest{}); err != nil {
 				t.Fatalf("List after a crash: %v", err)
 			}
 			if got := configured(t, confFile)[s.Pid()]; got != `{"generation":1}` {
@@ -246,14 +246,14 @@ func TestRunCloses(t *testing.T) {
 	_, path := installPlugin(t, pluginV1)
 	s := open(t, testConfig(t, path))
 	pid := s.Pid()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
 	cancel()
 	if err := <-runDone; err != nil {
 		t.Errorf("Run = %v", err)
 	}
-	if _, err := s.Client().List(context.Background(), &pluginapi.ListRequest{}); !errors.Is(err, ErrClosed) {
+	if _, err := s.Client().List(t.Context(), &pluginapi.ListRequest{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("List after Run returned = %v, want ErrClosed", err)
 	}
 	eventually(t, 5*time.Second, "plugin processes to end", func() bool { return !alive(pid) && len(procsRunning(path)) == 0 })

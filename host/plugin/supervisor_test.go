@@ -32,7 +32,7 @@ func TestOpen(t *testing.T) {
 	if s.SHA256() != sum || s.Path() != path {
 		t.Errorf("SHA256(), Path() = %s, %s; want %s, %s", s.SHA256(), s.Path(), sum, path)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	// Configured by Open: Launch works.
 	resp, err := s.Client().Launch(ctx, launchReq("cell-a"))
 	if err != nil {
@@ -171,7 +171,7 @@ func TestOpenErrors(t *testing.T) {
 				tt.cfg(&cfg)
 			}
 			start := time.Now()
-			s, err := Open(context.Background(), cfg)
+			s, err := Open(t.Context(), cfg)
 			if err == nil {
 				s.Close()
 				t.Fatal("Open succeeded")
@@ -219,7 +219,7 @@ func TestPinnedRestart(t *testing.T) {
 	// Two restarts: a reused SecureConfig hash would refuse the second start.
 	for i := range 2 {
 		old := killPlugin(t, s)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		if _, err := s.Client().List(ctx, &pluginapi.ListRequest{}); err != nil {
 			t.Fatalf("List after kill %d: %v", i, err)
 		}
@@ -235,7 +235,7 @@ func TestKillDuringCalls(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.json")
 	s := open(t, testConfig(t, path, "KIP_FAKE_STATE="+state, "KIP_TESTPLUGIN_SLOW=300ms"))
 	c := s.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	before := map[string]string{}
@@ -291,7 +291,7 @@ func TestWatchEventsResubscribes(t *testing.T) {
 	_, path := installPlugin(t, pluginV1)
 	s := open(t, testConfig(t, path))
 	c := s.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	events := make(chan *pluginapi.Event, 16)
@@ -338,7 +338,7 @@ func TestReload(t *testing.T) {
 	cfg := testConfig(t, path, "KIP_FAKE_STATE="+state, "KIP_TESTPLUGIN_SLOW=300ms")
 	s := open(t, cfg)
 	c := s.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	before, err := c.Launch(ctx, launchReq("before"))
@@ -394,7 +394,7 @@ func TestPermanentFailure(t *testing.T) {
 	killPlugin(t, s)
 
 	start := time.Now()
-	_, err := s.Client().List(context.Background(), &pluginapi.ListRequest{})
+	_, err := s.Client().List(t.Context(), &pluginapi.ListRequest{})
 	waited := time.Since(start)
 	if !errors.Is(err, ErrUnavailable) || !pluginapi.IsTransient(err) {
 		t.Fatalf("List with the binary gone = %v; want ErrUnavailable, transient", err)
@@ -406,7 +406,7 @@ func TestPermanentFailure(t *testing.T) {
 		t.Errorf("List failed after %s, want about CallWait %s", waited, cfg.CallWait)
 	}
 	// A caller's deadline shorter than CallWait wins.
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := s.Client().List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("List with a short deadline = %v, want DeadlineExceeded", err)
@@ -417,7 +417,7 @@ func TestPermanentFailure(t *testing.T) {
 
 	// Putting the binary back ends the outage.
 	replaceBinary(t, pluginV1, path)
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel2()
 	eventually(t, 20*time.Second, "plugin back", func() bool {
 		_, err := s.Client().List(ctx2, &pluginapi.ListRequest{})
