@@ -38,7 +38,7 @@ func TestGeneratorWritesThenChecks(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "test.json")
 	var tg testGenerator
 	var stdout, stderr bytes.Buffer
-	if err := tg.generator().Run(context.Background(), []string{"-out", out, "-note", "hi"}, &stdout, &stderr); err != nil {
+	if err := tg.generator().Run(t.Context(), []string{"-out", out, "-note", "hi"}, &stdout, &stderr); err != nil {
 		t.Fatalf("writing: %v (%s)", err, stderr.String())
 	}
 	if want := "wrote " + out + ": 1 catalog, note hi\n"; stdout.String() != want {
@@ -60,7 +60,7 @@ func TestGeneratorWritesThenChecks(t *testing.T) {
 
 	stdout.Reset()
 	tg = testGenerator{}
-	if err := tg.generator().Run(context.Background(), []string{"-out", out, "-check", "-source", "src"}, &stdout, &stderr); err != nil {
+	if err := tg.generator().Run(t.Context(), []string{"-out", out, "-check", "-source", "src"}, &stdout, &stderr); err != nil {
 		t.Fatalf("checking: %v", err)
 	}
 	if want := "up to date: " + out + ": 1 catalog, note none\n"; stdout.String() != want {
@@ -73,7 +73,7 @@ func TestGeneratorWritesThenChecks(t *testing.T) {
 	if err := os.WriteFile(out, bytes.Replace(data, []byte("a.large"), []byte("a.small"), 1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := tg.generator().Run(context.Background(), []string{"-out", out, "-check"}, &stdout, &stderr); err == nil ||
+	if err := tg.generator().Run(t.Context(), []string{"-out", out, "-check"}, &stdout, &stderr); err == nil ||
 		!strings.Contains(err.Error(), "differs from what its sources give") {
 		t.Errorf("checking a stale catalog: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestGeneratorErrors(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "test.json")
 			tg := testGenerator{err: tt.err}
 			var stdout, stderr bytes.Buffer
-			err := tg.generator().Run(context.Background(), append([]string{"-out", out}, tt.args...), &stdout, &stderr)
+			err := tg.generator().Run(t.Context(), append([]string{"-out", out}, tt.args...), &stdout, &stderr)
 			if err == nil || err.Error() != tt.wantErr {
 				t.Errorf("Run() = %v, want %q", err, tt.wantErr)
 			}

@@ -16,7 +16,7 @@ import (
 func configured(t *testing.T, cluster string, opts ...fake.Option) *fake.Provider {
 	t.Helper()
 	p := fake.New(opts...)
-	if _, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: cluster, NodeName: "node-1"}); err != nil {
+	if _, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: cluster, NodeName: "node-1"}); err != nil {
 		t.Fatalf("configuring fake for cluster %s: %v", cluster, err)
 	}
 	return p
@@ -47,7 +47,7 @@ func TestConfigure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := fake.New().Configure(context.Background(), &tt.req)
+			_, err := fake.New().Configure(t.Context(), &tt.req)
 			if !tt.wantErr {
 				if err != nil {
 					t.Fatalf("Configure(%+v) = %v, want success", tt.req, err)
@@ -64,7 +64,7 @@ func TestConfigure(t *testing.T) {
 
 func TestCallsBeforeConfigureFail(t *testing.T) {
 	p := fake.New()
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := p.GetInfo(ctx, &pluginapi.GetInfoRequest{}); err != nil {
 		t.Errorf("GetInfo before Configure = %v, want success", err)
 	}
@@ -91,7 +91,7 @@ func TestCallsBeforeConfigureFail(t *testing.T) {
 
 func TestLaunchIsIdempotentAndTagged(t *testing.T) {
 	p := configured(t, "cl-1")
-	ctx := context.Background()
+	ctx := t.Context()
 	first, err := p.Launch(ctx, launchReq("c-1"))
 	if err != nil {
 		t.Fatalf("launching cell c-1: %v", err)
@@ -180,7 +180,7 @@ func TestLaunchErrors(t *testing.T) {
 			if tt.req != nil {
 				tt.req(req)
 			}
-			_, err := p.Launch(context.Background(), req)
+			_, err := p.Launch(t.Context(), req)
 			if !tt.check(err) {
 				t.Fatalf("Launch(%+v) = %v, want %s", req, err, tt.want)
 			}
@@ -196,7 +196,7 @@ func TestBootDelay(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	p := configured(t, "cl", fake.WithBootDelay(time.Minute), fake.WithClock(clock))
-	ctx := context.Background()
+	ctx := t.Context()
 	l, err := p.Launch(ctx, launchReq("c-1"))
 	if err != nil {
 		t.Fatalf("launching: %v", err)
@@ -231,7 +231,7 @@ func TestBootDelay(t *testing.T) {
 
 func TestTerminate(t *testing.T) {
 	p := configured(t, "cl")
-	ctx := context.Background()
+	ctx := t.Context()
 	l, err := p.Launch(ctx, launchReq("c-1"))
 	if err != nil {
 		t.Fatalf("launching: %v", err)
@@ -256,7 +256,7 @@ func TestClustersAreSeparate(t *testing.T) {
 	store := fake.NewStore()
 	a := configured(t, "cl-a", fake.WithStore(store))
 	b := configured(t, "cl-b", fake.WithStore(store))
-	ctx := context.Background()
+	ctx := t.Context()
 	la, err := a.Launch(ctx, launchReq("c-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +297,7 @@ func TestConcurrentDuplicateLaunches(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l, err := p.Launch(context.Background(), launchReq("c-1"))
+			l, err := p.Launch(t.Context(), launchReq("c-1"))
 			if err != nil {
 				t.Errorf("launch %d: %v", i, err)
 				return
@@ -318,7 +318,7 @@ func TestConcurrentDuplicateLaunches(t *testing.T) {
 
 func TestStateFileSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	ctx := context.Background()
+	ctx := t.Context()
 	p := configured(t, "cl", fake.WithStateFile(path))
 	l1, err := p.Launch(ctx, launchReq("c-1"))
 	if err != nil {
@@ -353,14 +353,14 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 
 func TestStateFileUnreadable(t *testing.T) {
 	p := fake.New(fake.WithStateFile(t.TempDir())) // a directory: reading fails
-	if _, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "cl"}); err == nil {
+	if _, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "cl"}); err == nil {
 		t.Fatal("Configure with an unreadable state file succeeded, want the load error")
 	}
 }
 
 func TestRecordingAndInjection(t *testing.T) {
 	p := configured(t, "cl")
-	ctx := context.Background()
+	ctx := t.Context()
 	boom := errors.New("boom")
 	p.FailNext("Launch", boom)
 	p.FailNext("Launch", pluginapi.NewThrottled(time.Second, "slow down"))
@@ -398,7 +398,7 @@ func TestRecordingAndInjection(t *testing.T) {
 
 func TestCancelledContext(t *testing.T) {
 	p := configured(t, "cl")
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := p.Launch(ctx, launchReq("c-1")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Launch with a cancelled ctx = %v, want context.Canceled", err)
@@ -412,7 +412,7 @@ func TestWatchEvents(t *testing.T) {
 	store := fake.NewStore()
 	p := configured(t, "cl", fake.WithStore(store), fake.WithBootDelay(30*time.Millisecond))
 	other := configured(t, "other", fake.WithStore(store))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	events := make(chan pluginapi.Event, 16)
 	done := make(chan error, 1)
@@ -489,7 +489,7 @@ func TestWatchEvents(t *testing.T) {
 
 func TestSetState(t *testing.T) {
 	p := configured(t, "cl")
-	ctx := context.Background()
+	ctx := t.Context()
 	l, err := p.Launch(ctx, launchReq("c-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -508,7 +508,7 @@ func TestSetState(t *testing.T) {
 
 func TestRegistryAuth(t *testing.T) {
 	p := configured(t, "cl")
-	ctx := context.Background()
+	ctx := t.Context()
 	got, err := p.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: fake.RegistryServer + "/app:1"})
 	if err != nil || got.Server != fake.RegistryServer || got.Password == "" {
 		t.Errorf("RegistryAuth of a known image = %+v, %v; want credentials", got, err)
@@ -520,7 +520,7 @@ func TestRegistryAuth(t *testing.T) {
 
 func TestGetInfoAndCatalogAreValid(t *testing.T) {
 	p := configured(t, "cl", fake.WithName("other"), fake.WithVersion("1.2.3"), fake.WithCapabilities(pluginapi.CapabilitySpot))
-	info, err := p.GetInfo(context.Background(), &pluginapi.GetInfoRequest{})
+	info, err := p.GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +530,7 @@ func TestGetInfoAndCatalogAreValid(t *testing.T) {
 	if info.Name != "other" || info.Version != "1.2.3" || !reflect.DeepEqual(info.Capabilities, []pluginapi.Capability{pluginapi.CapabilitySpot}) {
 		t.Errorf("GetInfo = %+v, want the configured name, version and capabilities", info)
 	}
-	types, err := p.ListInstanceTypes(context.Background(), &pluginapi.ListInstanceTypesRequest{})
+	types, err := p.ListInstanceTypes(t.Context(), &pluginapi.ListInstanceTypesRequest{})
 	if err != nil || len(types.InstanceTypes) != 3 {
 		t.Fatalf("ListInstanceTypes = %v, %v; want the 3 default types", types, err)
 	}
@@ -538,7 +538,7 @@ func TestGetInfoAndCatalogAreValid(t *testing.T) {
 		t.Errorf("default catalog is invalid: %v", err)
 	}
 	types.InstanceTypes[0].Offerings[0].HourlyPrice = 99
-	again, _ := p.ListInstanceTypes(context.Background(), &pluginapi.ListInstanceTypesRequest{})
+	again, _ := p.ListInstanceTypes(t.Context(), &pluginapi.ListInstanceTypesRequest{})
 	if again.InstanceTypes[0].Offerings[0].HourlyPrice == 99 {
 		t.Error("changing a returned catalog changed the provider's catalog")
 	}
@@ -556,7 +556,7 @@ func unsupported(field string) func(error) bool {
 // process: its Launch answers the old instance.
 func TestTerminatedCellSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	ctx := context.Background()
+	ctx := t.Context()
 	p := configured(t, "cl", fake.WithStateFile(path))
 	l, err := p.Launch(ctx, launchReq("c-1"))
 	if err != nil {

@@ -106,7 +106,7 @@ func unhide(inst *pluginapi.Instance) {
 func TestBrokenProviderFailsExactlyItsCases(t *testing.T) {
 	store := fake.NewStore()
 	factory := func(*slog.Logger) pluginapi.Provider { return &broken{Provider: fake.New(fake.WithStore(store))} }
-	results := plugintest.Check(context.Background(), factory, fakeConfig)
+	results := plugintest.Check(t.Context(), factory, fakeConfig)
 
 	if got, want := len(results), len(plugintest.Cases()); got != want {
 		t.Fatalf("Check returned %d results, want one per case (%d)", got, want)
@@ -236,7 +236,7 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 					return tt.wrap(fakeFactory(store, tt.opts...)(log).(*fake.Provider))
 				}
 			}
-			results := plugintest.Check(context.Background(), factory, cfg)
+			results := plugintest.Check(t.Context(), factory, cfg)
 			for _, r := range results {
 				want, shouldFail := tt.want[r.Name]
 				switch {
@@ -267,7 +267,7 @@ func TestResultString(t *testing.T) {
 func TestServeCrossesTheWire(t *testing.T) {
 	p := fake.New()
 	c := plugintest.Client(t, p)
-	ctx := context.Background()
+	ctx := t.Context()
 
 	if _, err := c.List(ctx, &pluginapi.ListRequest{}); !pluginapi.IsNotConfigured(err) || !strings.Contains(err.Error(), "not configured") {
 		t.Errorf("List before Configure over gRPC = %v, want a NotConfigured error", err)
@@ -403,7 +403,7 @@ func TestDeadlineCaseFailsAProviderThatIgnoresItsContext(t *testing.T) {
 			t.Parallel()
 			store := fake.NewStore()
 			factory := func(log *slog.Logger) pluginapi.Provider { return tt.wrap(fakeFactory(store)(log).(*fake.Provider)) }
-			for _, r := range plugintest.Check(context.Background(), factory, fakeConfig) {
+			for _, r := range plugintest.Check(t.Context(), factory, fakeConfig) {
 				switch {
 				case r.Name == plugintest.CaseDeadline && tt.want != nil && r.Err == nil:
 					t.Errorf("case %s passed, want it to fail with %s", r.Name, tt.want)
@@ -447,7 +447,7 @@ func (p invalidLauncher) Launch(ctx context.Context, req *pluginapi.LaunchReques
 
 func TestServeRejectsInvalidAnswers(t *testing.T) {
 	c := plugintest.Client(t, invalidLauncher{fake.New()})
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := c.Configure(ctx, &pluginapi.ConfigureRequest{ClusterID: "cl"}); err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func TestServeRejectsInvalidAnswers(t *testing.T) {
 // A provider without the optional interfaces answers Unsupported for them.
 func TestServeOptionalCallsUnsupported(t *testing.T) {
 	c := plugintest.Client(t, onlyProvider{fake.New()})
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := c.Configure(ctx, &pluginapi.ConfigureRequest{ClusterID: "cl"}); err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +490,7 @@ func TestCasesAreUniqueAndOrdered(t *testing.T) {
 func TestServeEnforcesTheContract(t *testing.T) {
 	p := fake.New()
 	c := plugintest.Client(t, p)
-	ctx := context.Background()
+	ctx := t.Context()
 
 	before := map[string]func() error{
 		"ListInstanceTypes": func() error { _, err := c.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); return err },
