@@ -62,7 +62,6 @@ type agent struct {
 	client cellv1.CellClient
 	netns  *containerdtest.Netns
 	done   chan error
-	stop   context.CancelFunc
 }
 
 // startAgent runs cell.Run in this process (in the root network namespace,
@@ -75,12 +74,10 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 	b := &api.Bootstrap{Version: api.BootstrapVersion, CellID: a.cellID, PodUID: "uid-" + a.cellID,
 		CACert: string(e.ca.PEM), Cert: string(certPEM), Key: string(keyPEM)}
 	ready := make(chan net.Addr, 1)
-	// The agent runs until the Cleanup below stops it and checks how it
-	// ended, after the test's own Cleanups, so not on t.Context().
-	ctx, cancel := context.WithCancel(context.Background()) //nolint:usetesting // outlives the test body, see above
-	a.stop = cancel
+	// The agent runs until t.Context() ends, just before the Cleanups; the
+	// one below checks how it ended.
 	go func() {
-		a.done <- cell.Run(ctx, cell.Config{
+		a.done <- cell.Run(t.Context(), cell.Config{
 			Bootstrap: b, ContainerdAddress: e.d.Socket, NetNSPath: a.netns.Path,
 			StateDir: filepath.Join(e.d.Dir, a.cellID), PodIP: podIP, Listen: "127.0.0.1:0",
 			RuncRoot: e.d.RuncRoot, StopGrace: 2 * time.Second,
@@ -97,7 +94,6 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 		t.Fatal("agent did not start")
 	}
 	t.Cleanup(func() {
-		a.stop()
 		select {
 		case err := <-a.done:
 			if err != nil {
