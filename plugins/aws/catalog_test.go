@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
@@ -12,7 +11,7 @@ import (
 )
 
 func TestGetInfo(t *testing.T) {
-	info, err := New(nil).GetInfo(context.Background(), &pluginapi.GetInfoRequest{})
+	info, err := New(nil).GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +51,7 @@ func TestListInstanceTypes(t *testing.T) {
 	f.pageSize = 1
 	f.offered = map[string][]string{"m5.large": {"us-east-1a", "us-east-1b"}, "c5.large": {"us-east-1b"}, "m6g.large": {"us-east-1a"}}
 	p := configured(t, testConfig(f))
-	ctx := context.Background()
+	ctx := t.Context()
 	resp, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +97,7 @@ func TestListInstanceTypesWithoutOfferingsPermission(t *testing.T) {
 	f := newFakeEC2(t)
 	f.fail("DescribeInstanceTypeOfferings", codeUnauthorized, 403, 1)
 	p := configured(t, with(testConfig(f), "image", map[string]any{"id": fakeARMAMI}))
-	resp, err := p.ListInstanceTypes(context.Background(), &pluginapi.ListInstanceTypesRequest{})
+	resp, err := p.ListInstanceTypes(t.Context(), &pluginapi.ListInstanceTypesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +120,7 @@ func TestListInstanceTypesFailure(t *testing.T) {
 	f := newFakeEC2(t)
 	f.fail("DescribeInstanceTypeOfferings", codeRequestLimitExceeded, 503, 1)
 	p := configured(t, testConfig(f))
-	if _, err := p.ListInstanceTypes(context.Background(), &pluginapi.ListInstanceTypesRequest{}); !pluginapi.IsThrottled(err) {
+	if _, err := p.ListInstanceTypes(t.Context(), &pluginapi.ListInstanceTypesRequest{}); !pluginapi.IsThrottled(err) {
 		t.Errorf("ListInstanceTypes while throttled = %v, want Throttled", err)
 	}
 }
@@ -132,7 +131,7 @@ func TestListInstanceTypesWithNoOfferings(t *testing.T) {
 	f := newFakeEC2(t)
 	f.offered = map[string][]string{}
 	p := configured(t, testConfig(f))
-	resp, err := p.ListInstanceTypes(context.Background(), &pluginapi.ListInstanceTypesRequest{})
+	resp, err := p.ListInstanceTypes(t.Context(), &pluginapi.ListInstanceTypesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

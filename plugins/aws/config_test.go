@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -95,7 +94,7 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 	f.subnets = append(f.subnets, fakeSubnet{id: "subnet-0c", vpc: fakeVPC, zone: "us-east-1b", free: 10})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newProvider().Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: mustJSON(t, tt.config)})
+			_, err := newProvider().Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: mustJSON(t, tt.config)})
 			var invalid *pluginapi.InvalidConfigError
 			if !errors.As(err, &invalid) {
 				t.Fatalf("Configure = %v, want InvalidConfig for %q", err, tt.key)
@@ -109,7 +108,7 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 
 func TestConfigureRequiresClusterID(t *testing.T) {
 	f := newFakeEC2(t)
-	_, err := newProvider().Configure(context.Background(), &pluginapi.ConfigureRequest{Config: mustJSON(t, testConfig(f))})
+	_, err := newProvider().Configure(t.Context(), &pluginapi.ConfigureRequest{Config: mustJSON(t, testConfig(f))})
 	var invalid *pluginapi.InvalidConfigError
 	if !errors.As(err, &invalid) || invalid.Key != "clusterID" {
 		t.Fatalf("Configure without cluster ID = %v, want InvalidConfig for clusterID", err)
@@ -204,7 +203,7 @@ func TestSubnetAutoDetection(t *testing.T) {
 			f.subnets = tt.subnets
 			f.pageSize = 1 // pages through DescribeSubnets
 			p := newProvider()
-			resp, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "c",
+			resp, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "c",
 				Config: mustJSON(t, with(with(testConfig(f), "subnets", nil), "vpcID", fakeVPC))})
 			if err != nil {
 				t.Fatal(err)
@@ -239,7 +238,7 @@ func TestConfigDefaults(t *testing.T) {
 
 func TestCallsBeforeConfigureFail(t *testing.T) {
 	p := newProvider()
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := p.List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, errNotConfigured) || !pluginapi.IsNotConfigured(err) {
 		t.Errorf("List before Configure = %v", err)
 	}
@@ -308,7 +307,7 @@ func TestConfigureDefaultCredentialChain(t *testing.T) {
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 	cfg := mustJSON(t, with(testConfig(f), "credentials", nil))
 
-	_, err := newProvider().Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: cfg})
+	_, err := newProvider().Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: cfg})
 	var invalid *pluginapi.InvalidConfigError
 	if !errors.As(err, &invalid) || invalid.Key != "credentials" {
 		t.Fatalf("Configure without any credentials = %v, want InvalidConfig for credentials", err)
@@ -319,7 +318,7 @@ func TestConfigureDefaultCredentialChain(t *testing.T) {
 
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDENV")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	if _, err := newProvider().Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: cfg}); err != nil {
+	if _, err := newProvider().Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: cfg}); err != nil {
 		t.Errorf("Configure with credentials in the environment = %v", err)
 	}
 }

@@ -34,7 +34,7 @@ func TestListFiltersByClusterAndPages(t *testing.T) {
 	f.add("running", map[string]string{"Name": "bastion"})
 	p := configured(t, testConfig(f))
 
-	resp, err := p.List(context.Background(), &pluginapi.ListRequest{})
+	resp, err := p.List(t.Context(), &pluginapi.ListRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestDescribe(t *testing.T) {
 	theirs := f.add("running", cellTags("other-cluster", "cell-2"))
 	notACell := f.add("running", map[string]string{"Name": "bastion"})
 	p := configured(t, testConfig(f))
-	ctx := context.Background()
+	ctx := t.Context()
 
 	unknown := make([]string, 250)
 	for i := range unknown {
@@ -123,7 +123,7 @@ func TestDescribeCoalesces(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := p.Describe(context.Background(), &pluginapi.DescribeRequest{IDs: []string{id}})
+			resp, err := p.Describe(t.Context(), &pluginapi.DescribeRequest{IDs: []string{id}})
 			if err != nil || len(resp.Instances) != 1 || resp.Instances[0].ID != id {
 				t.Errorf("Describe(%s) = %v, %v", id, resp, err)
 			}
@@ -142,7 +142,7 @@ func TestDescribeIsNeverStalerThanAsked(t *testing.T) {
 	id := f.add("pending", cellTags(testCluster, "cell-1"))
 	clock := newFakeClock()
 	p := configured(t, testConfig(f), func(p *provider) { p.now, p.snapshotAge = clock.Now, 0 })
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, want := range []pluginapi.InstanceState{pluginapi.StatePending, pluginapi.StateRunning} {
 		clock.Advance(time.Millisecond)
 		resp, err := p.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{id}})
@@ -160,7 +160,7 @@ func TestEventualConsistencyAfterLaunch(t *testing.T) {
 		p.snapshotAge = 0
 		p.sleep = func(context.Context, time.Duration) error { return nil }
 	})
-	ctx := context.Background()
+	ctx := t.Context()
 	launched, err := p.Launch(ctx, launchRequest("cell-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestEventualConsistencyAfterLaunch(t *testing.T) {
 func TestListAfterUncertainLaunch(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f), func(p *provider) { p.snapshotAge = time.Hour })
-	ctx := context.Background()
+	ctx := t.Context()
 	if list, err := p.List(ctx, &pluginapi.ListRequest{}); err != nil || len(list.Instances) != 0 {
 		t.Fatalf("List = %v, %v", list, err)
 	}

@@ -137,7 +137,7 @@ func TestMapLaunchError(t *testing.T) {
 func TestErrorsOverTheWire(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f))
-	ctx := context.Background()
+	ctx := t.Context()
 	tests := []struct {
 		op, code string
 		status   int

@@ -12,17 +12,16 @@ import (
 // watch runs WatchEvents until the test ends and returns its events.
 func watch(t *testing.T, p *provider) <-chan *pluginapi.Event {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	events := make(chan *pluginapi.Event, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
+		done <- p.WatchEvents(t.Context(), &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
 			events <- e
 			return nil
 		})
 	}()
+	// t.Context() ends just before the Cleanups.
 	t.Cleanup(func() {
-		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("WatchEvents ended with %v, want context.Canceled", err)
 		}
@@ -55,7 +54,7 @@ func TestWatchEventsStateChangesAndSpotInterruption(t *testing.T) {
 	}
 	req := launchRequest("cell-spot")
 	req.CapacityType = pluginapi.CapacitySpot
-	launched, err := p.Launch(context.Background(), req)
+	launched, err := p.Launch(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +141,7 @@ func TestWatchEventsPollsSlowlyWhenSteady(t *testing.T) {
 	p := configured(t, testConfig(f), func(p *provider) {
 		p.pollFast, p.pollSlow, p.statusEvery = time.Second, time.Minute, time.Hour
 	})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	p.sleep = func(ctx context.Context, d time.Duration) error {
 		intervals = append(intervals, d)
 		if len(intervals) == 3 {
@@ -200,7 +199,7 @@ func TestWatchEventsPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 		{time.Second / 2, func() { f.setState(second, "shutting-down", "") }},
 		{time.Minute, nil},
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	n := 0
 	p.sleep = func(ctx context.Context, d time.Duration) error {

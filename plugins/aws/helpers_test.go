@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"maps"
@@ -65,7 +64,7 @@ func configured(t testing.TB, cfg map[string]any, tweak ...func(*provider)) *pro
 	for _, f := range tweak {
 		f(p)
 	}
-	if _, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: testCluster, NodeName: "kip", Config: mustJSON(t, cfg)}); err != nil {
+	if _, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: testCluster, NodeName: "kip", Config: mustJSON(t, cfg)}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return p

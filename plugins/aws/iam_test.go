@@ -108,7 +108,7 @@ func TestEveryCallableOperationIsCalled(t *testing.T) {
 	f := newFakeEC2(t)
 	rec := &recorder{ops: map[string]bool{}}
 	record := func(p *provider) { p.apiOptions = append(p.apiOptions, rec.middleware) }
-	ctx := context.Background()
+	ctx := t.Context()
 
 	p := configured(t, with(testConfig(f), "image", map[string]any{"owner": fakeOwner, "name": "kip-cell-amd64-*"}), record)
 	configured(t, with(with(testConfig(f), "subnets", nil), "vpcID", fakeVPC), record)

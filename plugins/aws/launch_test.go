@@ -96,7 +96,7 @@ func TestLaunchRequestGolden(t *testing.T) {
 			p := configured(t, cfg)
 			req := launchRequest("cell-" + tt.name)
 			tt.req(req)
-			if _, err := p.Launch(context.Background(), req); err != nil {
+			if _, err := p.Launch(t.Context(), req); err != nil {
 				t.Fatal(err)
 			}
 			reqs := f.requests("RunInstances")
@@ -113,7 +113,7 @@ func TestLaunchReturnsTheInstance(t *testing.T) {
 	p := configured(t, testConfig(f))
 	req := launchRequest("cell-1")
 	req.Tags = map[string]string{"extra": "yes", pluginapi.TagCluster: "not-mine"}
-	resp, err := p.Launch(context.Background(), req)
+	resp, err := p.Launch(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestLaunchReturnsTheInstance(t *testing.T) {
 func TestLaunchIsIdempotent(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f))
-	ctx := context.Background()
+	ctx := t.Context()
 	first, err := p.Launch(ctx, launchRequest("cell-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestLaunchIsIdempotent(t *testing.T) {
 func TestLaunchAfterParametersChanged(t *testing.T) {
 	f := newFakeEC2(t)
 	byName := with(testConfig(f), "image", map[string]any{"owner": fakeOwner, "name": "kip-cell-amd64-*"})
-	ctx := context.Background()
+	ctx := t.Context()
 	first, err := configured(t, byName).Launch(ctx, launchRequest("cell-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestLaunchAfterParametersChanged(t *testing.T) {
 func TestLaunchPlacement(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f))
-	ctx := context.Background()
+	ctx := t.Context()
 
 	req := launchRequest("cell-zones")
 	req.Zones = []string{"us-east-1c", "us-east-1b", "us-east-1a"}
@@ -262,7 +262,7 @@ func TestLaunchRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req := launchRequest("cell-refused")
 			tt.req(req)
-			_, err := p.Launch(context.Background(), req)
+			_, err := p.Launch(t.Context(), req)
 			if kind(err) != tt.want || !strings.Contains(fmt.Sprint(err), tt.text) {
 				t.Errorf("Launch = %v (%s), want %s saying %q", err, kind(err), tt.want, tt.text)
 			}
@@ -276,7 +276,7 @@ func TestLaunchRefuses(t *testing.T) {
 func TestLaunchWithCancelledContext(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f))
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := p.Launch(ctx, launchRequest("cell-1")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Launch with a cancelled context = %v", err)

@@ -95,7 +95,7 @@ func TestBucketWaitAndCancel(t *testing.T) {
 		slept = append(slept, d)
 		return ctx.Err()
 	})
-	ctx := context.Background()
+	ctx := t.Context()
 	for range 4 {
 		if err := b.wait(ctx); err != nil {
 			t.Fatal(err)
@@ -167,7 +167,7 @@ func TestLimiterHoldsCallsBack(t *testing.T) {
 		})
 	// Configure spent 2 of the 4 Describe tokens (DescribeSubnets,
 	// DescribeImages).
-	ctx := context.Background()
+	ctx := t.Context()
 	for i := range 4 {
 		if _, err := p.Launch(ctx, launchRequest("c-"+string(rune('a'+i)))); err != nil {
 			t.Fatalf("launch %d: %v", i, err)

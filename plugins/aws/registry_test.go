@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 func TestRegistryAuth(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f))
-	ctx := context.Background()
+	ctx := t.Context()
 	image := fakeOwner + ".dkr.ecr.eu-west-1.amazonaws.com/team/app:1.2"
 	resp, err := p.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: image})
 	if err != nil {
@@ -54,7 +53,7 @@ func TestRegistryAuthErrors(t *testing.T) {
 	p := configured(t, testConfig(f))
 	f.fail("GetAuthorizationToken", "ThrottlingException", 400, 1)
 	image := fakeOwner + ".dkr.ecr.us-east-1.amazonaws.com/app"
-	if _, err := p.RegistryAuth(context.Background(), &pluginapi.RegistryAuthRequest{Image: image}); !pluginapi.IsThrottled(err) {
+	if _, err := p.RegistryAuth(t.Context(), &pluginapi.RegistryAuthRequest{Image: image}); !pluginapi.IsThrottled(err) {
 		t.Errorf("RegistryAuth while throttled = %v, want Throttled", err)
 	}
 }

@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -11,7 +10,7 @@ import (
 func TestTerminate(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f))
-	ctx := context.Background()
+	ctx := t.Context()
 	launched, err := p.Launch(ctx, launchRequest("cell-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +39,7 @@ func TestTerminateUnknownIsNotFound(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f))
 	for _, id := range []string{"i-0000000000000dead", "not-an-id"} {
-		if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: id}); !pluginapi.IsNotFound(err) {
+		if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: id}); !pluginapi.IsNotFound(err) {
 			t.Errorf("Terminate(%s) = %v, want NotFound", id, err)
 		}
 	}
@@ -50,7 +49,7 @@ func TestTerminateUnknownIsNotFound(t *testing.T) {
 	// Gone between Describe and Terminate: EC2's NotFound is NotFound.
 	id := f.add("running", cellTags(testCluster, "cell-gone"))
 	f.fail("TerminateInstances", codeInstanceNotFound, 400, 1)
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: id}); !pluginapi.IsNotFound(err) {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: id}); !pluginapi.IsNotFound(err) {
 		t.Errorf("Terminate of a vanished instance = %v, want NotFound", err)
 	}
 }
@@ -60,7 +59,7 @@ func TestTerminateRefusesAnotherClustersInstance(t *testing.T) {
 	p := configured(t, testConfig(f))
 	for _, tags := range []map[string]string{cellTags("other", "cell-1"), {"Name": "database"}} {
 		id := f.add("running", tags)
-		_, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: id})
+		_, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: id})
 		if err == nil || !strings.Contains(err.Error(), "refusing") {
 			t.Errorf("Terminate of an instance tagged %v = %v, want a refusal", tags, err)
 		}

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -10,7 +9,7 @@ import (
 )
 
 func TestGetInfo(t *testing.T) {
-	info, err := New(testLogger(t)).GetInfo(context.Background(), &pluginapi.GetInfoRequest{})
+	info, err := New(testLogger(t)).GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

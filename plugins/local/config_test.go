@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -58,7 +57,7 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := New(testLogger(t))
-			_, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(tt.config)})
+			_, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "c", Config: []byte(tt.config)})
 			var invalid *pluginapi.InvalidConfigError
 			if !errors.As(err, &invalid) {
 				t.Fatalf("Configure(%s) = %v, want InvalidConfig", tt.config, err)
@@ -72,7 +71,7 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 
 func TestConfigureRequiresClusterID(t *testing.T) {
 	p := New(testLogger(t))
-	_, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{Config: []byte(`{"agentCommand": ["sleep"]}`)})
+	_, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{Config: []byte(`{"agentCommand": ["sleep"]}`)})
 	var invalid *pluginapi.InvalidConfigError
 	if !errors.As(err, &invalid) || invalid.Key != "clusterID" {
 		t.Fatalf("Configure without cluster ID = %v, want InvalidConfig for clusterID", err)

@@ -165,7 +165,7 @@ func (e *testEnv) provider() *provider {
 	t.Helper()
 	p := New(testLogger(t)).(*provider)
 	p.cgroupParent = testCgroupParent
-	if _, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{
+	if _, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{
 		ClusterID: e.clusterID, NodeName: "kip-test", Config: e.configJSON(),
 	}); err != nil {
 		t.Fatalf("Configure: %v", err)
@@ -182,7 +182,7 @@ func destroyAll(t *testing.T, p *provider) {
 		t.Errorf("cleanup: %v", err)
 	}
 	for _, r := range records {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) //nolint:usetesting // a Cleanup: t.Context() has ended
 		if err := p.destroy(ctx, cfg, r); err != nil {
 			t.Errorf("cleanup of cell %s: %v", r.CellID, err)
 		}
@@ -193,7 +193,7 @@ func destroyAll(t *testing.T, p *provider) {
 // launch launches one cell of type local.nano and fails the test on error.
 func (e *testEnv) launch(p *provider, cellID string) pluginapi.Instance {
 	e.t.Helper()
-	resp, err := p.Launch(context.Background(), e.launchRequest(cellID))
+	resp, err := p.Launch(e.t.Context(), e.launchRequest(cellID))
 	if err != nil {
 		e.t.Fatalf("Launch %s: %v", cellID, err)
 	}
@@ -259,7 +259,7 @@ func eventually(t *testing.T, d time.Duration, f func() error) {
 
 func describe(t *testing.T, p *provider, id string) (pluginapi.Instance, bool) {
 	t.Helper()
-	resp, err := p.Describe(context.Background(), &pluginapi.DescribeRequest{IDs: []string{id}})
+	resp, err := p.Describe(t.Context(), &pluginapi.DescribeRequest{IDs: []string{id}})
 	if err != nil {
 		t.Fatalf("Describe: %v", err)
 	}

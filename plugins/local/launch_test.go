@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -143,7 +142,7 @@ func TestLaunchIsIdempotent(t *testing.T) {
 			if i%2 == 1 {
 				prov = q
 			}
-			resp, err := prov.Launch(context.Background(), e.launchRequest("cell-c"))
+			resp, err := prov.Launch(t.Context(), e.launchRequest("cell-c"))
 			if err != nil {
 				t.Errorf("launch %d: %v", i, err)
 				return
@@ -157,7 +156,7 @@ func TestLaunchIsIdempotent(t *testing.T) {
 			t.Errorf("launch %d gave instance %s, launch 0 %s", i, id, ids[0])
 		}
 	}
-	list, err := p.List(context.Background(), &pluginapi.ListRequest{})
+	list, err := p.List(t.Context(), &pluginapi.ListRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +191,7 @@ func TestRestartedPluginFindsItsCells(t *testing.T) {
 	// A new provider on the same state directory is what a restarted
 	// plugin process is: it has nothing in memory.
 	p := e.provider()
-	list, err := p.List(context.Background(), &pluginapi.ListRequest{})
+	list, err := p.List(t.Context(), &pluginapi.ListRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +220,7 @@ func TestRestartedPluginFindsItsCells(t *testing.T) {
 	if again := e.launch(p, "cell-r1"); again.ID != a.ID || again.State != pluginapi.StateRunning {
 		t.Errorf("relaunch after restart gave %+v", again)
 	}
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: a.ID}); err != nil {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: a.ID}); err != nil {
 		t.Errorf("terminate after restart: %v", err)
 	}
 }
@@ -237,7 +236,7 @@ func TestListReturnsOnlyThisCluster(t *testing.T) {
 	q := other.provider()
 	theirs := other.launch(q, "cell-theirs")
 
-	list, err := p.List(context.Background(), &pluginapi.ListRequest{})
+	list, err := p.List(t.Context(), &pluginapi.ListRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +245,7 @@ func TestListReturnsOnlyThisCluster(t *testing.T) {
 	}
 	// A cell ID of another cluster in the same state directory is refused
 	// rather than answered with the other cluster's instance.
-	if _, err := p.Launch(context.Background(), e.launchRequest("cell-theirs")); !pluginapi.IsInvalidConfig(err) {
+	if _, err := p.Launch(t.Context(), e.launchRequest("cell-theirs")); !pluginapi.IsInvalidConfig(err) {
 		t.Errorf("launching another cluster's cell = %v, want InvalidConfig", err)
 	}
 	_ = theirs
@@ -263,7 +262,7 @@ func TestTerminate(t *testing.T) {
 	}
 	e.report("cell-t") // the agent is up
 
-	resp, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: inst.ID})
+	resp, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,16 +283,16 @@ func TestTerminate(t *testing.T) {
 	if _, ok := describe(t, p, inst.ID); ok {
 		t.Error("Describe still finds the terminated instance")
 	}
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: inst.ID}); !pluginapi.IsNotFound(err) {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); !pluginapi.IsNotFound(err) {
 		t.Errorf("second Terminate = %v, want NotFound", err)
 	}
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: "local-000000000000"}); !pluginapi.IsNotFound(err) {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: "local-000000000000"}); !pluginapi.IsNotFound(err) {
 		t.Errorf("Terminate of an unknown ID = %v, want NotFound", err)
 	}
 	// The cell ID names that instance for good: launching it again, also
 	// from another plugin process, answers it terminated and starts nothing.
 	for _, q := range []pluginapi.Provider{p, e.provider()} {
-		again, err := q.Launch(context.Background(), e.launchRequest("cell-t"))
+		again, err := q.Launch(t.Context(), e.launchRequest("cell-t"))
 		if err != nil || again.Instance.ID != inst.ID || again.Instance.State != pluginapi.StateTerminated {
 			t.Errorf("Launch of the terminated cell = %+v, %v; want instance %s, terminated", again, err, inst.ID)
 		}
@@ -309,7 +308,7 @@ func TestTombstonesArePruned(t *testing.T) {
 	e := newTestEnv(t)
 	p := e.provider()
 	old := e.launch(p, "cell-old")
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: old.ID}); err != nil {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: old.ID}); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := readEnded(e.stateDir(), "cell-old")
@@ -321,7 +320,7 @@ func TestTombstonesArePruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	recent := e.launch(p, "cell-recent")
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: recent.ID}); err != nil {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: recent.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := readEnded(e.stateDir(), "cell-old"); !errors.Is(err, os.ErrNotExist) {
@@ -353,7 +352,7 @@ func TestTerminateKillsAnAgentIgnoringSIGTERM(t *testing.T) {
 	})
 	r, _ := readRecord(e.stateDir(), "cell-stubborn")
 	start := time.Now()
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if alive(r.PID, r.StartTime) {
@@ -384,7 +383,7 @@ func TestAgentExitShowsTerminated(t *testing.T) {
 	if again := e.launch(p, "cell-x"); again.ID != inst.ID || again.State != pluginapi.StateTerminated {
 		t.Errorf("Launch of an exited cell gave %+v", again)
 	}
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
 		t.Errorf("Terminate of an exited cell: %v", err)
 	}
 }
@@ -397,7 +396,7 @@ func TestInterruptedLaunchIsResumed(t *testing.T) {
 	req := e.launchRequest("cell-half")
 	typ, _ := findType(cfg.catalog, req.InstanceType)
 	// A plugin that crashed right after planning leaves a record without PID.
-	if _, err := p.plan(context.Background(), cfg, req, typ, instanceID(cfg.clusterID, req.CellID)); err != nil {
+	if _, err := p.plan(t.Context(), cfg, req, typ, instanceID(cfg.clusterID, req.CellID)); err != nil {
 		t.Fatal(err)
 	}
 	id := instanceID(cfg.clusterID, req.CellID)
@@ -429,24 +428,24 @@ func TestLaunchRefusesWhatItCannotDo(t *testing.T) {
 	for _, tt := range tests {
 		req := e.launchRequest("cell-refused")
 		tt.change(req)
-		if _, err := p.Launch(context.Background(), req); !tt.is(err) {
+		if _, err := p.Launch(t.Context(), req); !tt.is(err) {
 			t.Errorf("%s: Launch = %v", tt.name, err)
 		}
 	}
-	if list, _ := p.List(context.Background(), &pluginapi.ListRequest{}); len(list.Instances) != 0 {
+	if list, _ := p.List(t.Context(), &pluginapi.ListRequest{}); len(list.Instances) != 0 {
 		t.Errorf("refused launches left instances: %+v", list.Instances)
 	}
 	// A zone list that includes ours is fine.
 	req := e.launchRequest("cell-zoned")
 	req.Zones = []string{"elsewhere", "local"}
-	if _, err := p.Launch(context.Background(), req); err != nil {
+	if _, err := p.Launch(t.Context(), req); err != nil {
 		t.Errorf("Launch with our zone among others: %v", err)
 	}
 }
 
 func TestCallsBeforeConfigureFail(t *testing.T) {
 	p := New(testLogger(t))
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); !pluginapi.IsNotConfigured(err) {
 		t.Errorf("ListInstanceTypes before Configure = %v, want NotConfigured", err)
 	}

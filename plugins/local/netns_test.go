@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"errors"
 	"net/netip"
 	"os"
@@ -72,7 +71,7 @@ func TestLaunchNetns(t *testing.T) {
 
 	// Terminate removes the namespace and the veth; the bridge stays.
 	r, _ := readRecord(e.stateDir(), a.CellID)
-	if _, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: a.ID}); err != nil {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: a.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if netnsExists(r.Netns) {
@@ -106,7 +105,7 @@ func TestNetnsAddressesAreUniqueUnderConcurrency(t *testing.T) {
 			prov = q
 		}
 		go func() {
-			resp, err := prov.Launch(context.Background(), e.launchRequest("cell-u"+strconv.Itoa(i)))
+			resp, err := prov.Launch(t.Context(), e.launchRequest("cell-u"+strconv.Itoa(i)))
 			if err != nil {
 				errs <- err
 				return
@@ -133,7 +132,7 @@ func TestNetnsConfigNeedsRoot(t *testing.T) {
 		t.Skip("only a non-root plugin is refused network netns")
 	}
 	p := New(testLogger(t))
-	_, err := p.Configure(context.Background(), &pluginapi.ConfigureRequest{
+	_, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{
 		ClusterID: "c", Config: []byte(`{"agentCommand": ["sleep"], "network": "netns"}`),
 	})
 	var invalid *pluginapi.InvalidConfigError

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -266,11 +265,11 @@ func genLive(t *testing.T, w world, args ...string) (*catalog.Catalog, string, e
 	out := filepath.Join(t.TempDir(), "azure.json")
 	args = append([]string{"-source", filepath.Join("..", "source"), "-out", out, "-now", now}, args...)
 	var stdout, stderr bytes.Buffer
-	if err := runIn(context.Background(), w, args, &stdout, &stderr); err != nil {
+	if err := runIn(t.Context(), w, args, &stdout, &stderr); err != nil {
 		return nil, stdout.String(), err
 	}
 	// Regenerating from the same answers gives the same bytes.
-	if err := runIn(context.Background(), w, append(args, "-check"), &bytes.Buffer{}, &stderr); err != nil {
+	if err := runIn(t.Context(), w, append(args, "-check"), &bytes.Buffer{}, &stderr); err != nil {
 		t.Errorf("-check after a live build: %v", err)
 	}
 	data, err := os.ReadFile(out)
@@ -376,7 +375,7 @@ func TestLivePricesErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "azure.json")
 			args := append([]string{"-source", filepath.Join("..", "source"), "-out", out}, tc.args...)
-			err := runIn(context.Background(), testWorld(nil, nil), args, &bytes.Buffer{}, &bytes.Buffer{})
+			err := runIn(t.Context(), testWorld(nil, nil), args, &bytes.Buffer{}, &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
@@ -481,7 +480,7 @@ func TestLiveSpecsErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-source", filepath.Join("..", "source"), "-out", filepath.Join(t.TempDir(), "azure.json"), "-live-specs", "-regions", "eastus"}, tc.args...)
-			err := runIn(context.Background(), testWorld(tc.env, tc.cred), args, &bytes.Buffer{}, &bytes.Buffer{})
+			err := runIn(t.Context(), testWorld(tc.env, tc.cred), args, &bytes.Buffer{}, &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
