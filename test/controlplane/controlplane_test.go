@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -124,7 +123,7 @@ func TestGoAtLeast(t *testing.T) {
 }
 
 func TestBuildRejectsBadVersion(t *testing.T) {
-	_, err := Build(context.Background(), BuildOptions{KubeVersion: "latest", CacheDir: t.TempDir()})
+	_, err := Build(t.Context(), BuildOptions{KubeVersion: "latest", CacheDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), `"latest"`) {
 		t.Errorf("Build(latest) = %v, want an error naming the version", err)
 	}
@@ -193,7 +192,7 @@ func TestStartFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			state := t.TempDir()
-			_, err := Start(context.Background(), Options{StateDir: state, BinDir: fakeBinDir(t, tt.scripts), ReadyTimeout: tt.timeout})
+			_, err := Start(t.Context(), Options{StateDir: state, BinDir: fakeBinDir(t, tt.scripts), ReadyTimeout: tt.timeout})
 			var serr *Error
 			if !errors.As(err, &serr) {
 				t.Fatalf("Start = %v, want a *controlplane.Error", err)
@@ -231,7 +230,7 @@ func TestStartRefusesRunningStateAndClearsStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := fakeBinDir(t, nil)
-	_, err := Start(context.Background(), Options{StateDir: state, BinDir: bin, ReadyTimeout: time.Second})
+	_, err := Start(t.Context(), Options{StateDir: state, BinDir: bin, ReadyTimeout: time.Second})
 	if !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "make cluster-down") {
 		t.Fatalf("Start on a running state dir = %v, want ErrRunning with advice", err)
 	}
@@ -247,7 +246,7 @@ func TestStartRefusesRunningStateAndClearsStale(t *testing.T) {
 }
 
 func TestStartNeedsBinaries(t *testing.T) {
-	_, err := Start(context.Background(), Options{StateDir: t.TempDir(), BinDir: t.TempDir()})
+	_, err := Start(t.Context(), Options{StateDir: t.TempDir(), BinDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "has no etcd") {
 		t.Errorf("Start with an empty BinDir = %v, want it to name the missing binary", err)
 	}
@@ -279,7 +278,7 @@ esac
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	_, err := Build(context.Background(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: t.TempDir()})
+	_, err := Build(t.Context(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "needs Go 1.26.0 or newer") || !strings.Contains(err.Error(), "go1.24.2") {
 		t.Errorf("Build with Go 1.24 = %v, want an error naming both versions", err)
 	}

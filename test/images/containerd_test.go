@@ -181,7 +181,7 @@ func TestContainerdRunsImages(t *testing.T) {
 // cleanupNamespace deletes the images and the namespace ns, then the cgroup
 // parents runc leaves behind (containerd.md section 4.8).
 func cleanupNamespace(t *testing.T, c *containerd.Client, ns string) {
-	ctx := namespaces.WithNamespace(context.Background(), ns)
+	ctx := namespaces.WithNamespace(context.Background(), ns) //nolint:usetesting // a Cleanup: t.Context() has ended
 	imgs, err := c.ImageService().List(ctx)
 	if err != nil {
 		t.Errorf("listing images: %v", err)

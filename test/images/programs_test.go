@@ -31,7 +31,7 @@ var (
 func program(t *testing.T, name string) string {
 	t.Helper()
 	programsOnce.Do(func() {
-		programsDir, programsErr = os.MkdirTemp("", "kip-programs-")
+		programsDir, programsErr = os.MkdirTemp("", "kip-programs-") //nolint:usetesting // shared by every test, removed by TestMain
 		if programsErr != nil {
 			return
 		}

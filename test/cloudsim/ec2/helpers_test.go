@@ -213,7 +213,7 @@ func runInput(instanceType, subnet, token string) *ec2.RunInstancesInput {
 // launch runs one instance and returns its ID.
 func launch(t testing.TB, c *ec2.Client, in *ec2.RunInstancesInput) string {
 	t.Helper()
-	out, err := c.RunInstances(context.Background(), in)
+	out, err := c.RunInstances(t.Context(), in)
 	if err != nil {
 		t.Fatalf("RunInstances: %v", err)
 	}
@@ -223,7 +223,7 @@ func launch(t testing.TB, c *ec2.Client, in *ec2.RunInstancesInput) string {
 // describe returns the instance with the given ID.
 func describe(t testing.TB, c *ec2.Client, id string) types.Instance {
 	t.Helper()
-	out, err := c.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	out, err := c.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	if err != nil {
 		t.Fatalf("DescribeInstances %s: %v", id, err)
 	}

@@ -1,7 +1,6 @@
 package ec2sim
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"slices"
@@ -17,7 +16,7 @@ import (
 )
 
 func TestRunPendingToRunning(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	clk := newClock()
 	cells := newFakeCells()
 	cells.gate = make(chan struct{})
@@ -133,7 +132,7 @@ func TestInstanceRunningWaiter(t *testing.T) {
 	w := ec2.NewInstanceRunningWaiter(c, func(o *ec2.InstanceRunningWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 50*time.Millisecond, 100*time.Millisecond
 	})
-	if err := w.Wait(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}}, 10*time.Second); err != nil {
+	if err := w.Wait(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}}, 10*time.Second); err != nil {
 		t.Fatalf("InstanceRunningWaiter: %v", err)
 	}
 }
@@ -153,7 +152,7 @@ func TestCellStartFailure(t *testing.T) {
 }
 
 func TestClientTokenIdempotency(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	sim, url := startSim(t, Options{})
 	c := ec2Client(url, noRetries)
 	first := launch(t, c, runInput("t3.micro", "", "token-1"))
@@ -198,7 +197,7 @@ func TestClientTokenIdempotency(t *testing.T) {
 }
 
 func TestDescribeFilters(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	clk := newClock()
 	_, url := startSim(t, Options{Now: clk.Now})
 	c := ec2Client(url, noRetries)
@@ -278,7 +277,7 @@ func TestDescribeFilters(t *testing.T) {
 }
 
 func TestPagination(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	_, url := startSim(t, Options{})
 	c := ec2Client(url, noRetries)
 	var want []string
@@ -322,7 +321,7 @@ func TestPagination(t *testing.T) {
 }
 
 func TestTerminate(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	clk := newClock()
 	cells := newFakeCells()
 	sim, url := startSim(t, Options{Cells: cells, Now: clk.Now, ShutdownDelay: 10 * time.Second})
@@ -425,7 +424,7 @@ func TestRunInstancesValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := c.RunInstances(context.Background(), tt.in)
+			_, err := c.RunInstances(t.Context(), tt.in)
 			if code := apiCode(err); code != tt.wantCode {
 				t.Errorf("RunInstances: %v, want code %q", err, tt.wantCode)
 			}
@@ -439,7 +438,7 @@ func TestEventualConsistency(t *testing.T) {
 	c := ec2Client(url, noRetries)
 	sim.SetEventualConsistency(2 * time.Second)
 	id := launch(t, c, runInput("t3.micro", "", ""))
-	_, err := c.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	_, err := c.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	if apiCode(err) != "InvalidInstanceID.NotFound" {
 		t.Fatalf("right after launch: %v, want InvalidInstanceID.NotFound", err)
 	}
@@ -450,7 +449,7 @@ func TestEventualConsistency(t *testing.T) {
 }
 
 func TestDescribeInstanceStatusAndMaintenance(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	clk := newClock()
 	sim, url := startSim(t, Options{Now: clk.Now})
 	c := ec2Client(url, noRetries)

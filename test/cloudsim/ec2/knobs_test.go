@@ -1,7 +1,6 @@
 package ec2sim
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -31,7 +30,7 @@ func httpStatus(err error) int {
 }
 
 func TestThrottle(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	sim, url := startSim(t, Options{})
 
 	// Without retries the caller sees the code EC2 sends, and the SDK's
@@ -63,7 +62,7 @@ func TestThrottle(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	clk := newClock()
 	sim, url := startSim(t, Options{Now: clk.Now, RateLimit: RateLimit{PerSecond: 2, Burst: 3}})
 	c := ec2Client(url, noRetries)
@@ -100,7 +99,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestInsufficientCapacity(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	sim, url := startSim(t, Options{})
 	c := ec2Client(url, noRetries)
 	sim.InjectInsufficientCapacity("t3.micro", "us-east-1a")
@@ -139,7 +138,7 @@ func TestInsufficientCapacity(t *testing.T) {
 }
 
 func TestInject5xx(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	sim, url := startSim(t, Options{})
 	sim.Inject5xx(1)
 	_, err := ec2Client(url, noRetries).DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
@@ -153,7 +152,7 @@ func TestInject5xx(t *testing.T) {
 }
 
 func TestFaultAfterEffectIsIdempotent(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	sim, url := startSim(t, Options{})
 	// The launch happens, the answer is lost; the SDK retries with the
 	// same client token and gets the same instance.
@@ -235,7 +234,7 @@ func TestAuthentication(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ec2Client(url, noRetries, tt.opt).DescribeAvailabilityZones(context.Background(), &ec2.DescribeAvailabilityZonesInput{})
+			_, err := ec2Client(url, noRetries, tt.opt).DescribeAvailabilityZones(t.Context(), &ec2.DescribeAvailabilityZonesInput{})
 			if apiCode(err) != tt.wantCode {
 				t.Errorf("got %v, want code %q", err, tt.wantCode)
 			}
@@ -244,7 +243,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestCalls(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	clk := newClock()
 	sim, url := startSim(t, Options{Now: clk.Now})
 	c := ec2Client(url, noRetries)
@@ -274,7 +273,7 @@ func TestCalls(t *testing.T) {
 }
 
 func TestECRAuthorizationToken(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	clk := newClock()
 	sim, url := startSim(t, Options{Now: clk.Now, ECRPassword: "s3cret"})
 	out, err := ecrClient(url).GetAuthorizationToken(ctx, &ecr.GetAuthorizationTokenInput{})
@@ -309,7 +308,7 @@ func TestECRAuthorizationToken(t *testing.T) {
 // TestConcurrentUse drives the server from several clients while the
 // knobs change, for the race detector.
 func TestConcurrentUse(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	sim, url := startSim(t, Options{Cells: newFakeCells(), Logger: slog.New(slog.DiscardHandler)})
 	var wg sync.WaitGroup
 	for g := range 6 {

@@ -34,7 +34,7 @@ func buildLocalPlugin(t *testing.T) string {
 // kip-plugin-local binary under host/plugin's supervisor, in loopback
 // network mode, with /bin/sleep standing in for the cell agent.
 func TestLocalCells(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	stateDir := t.TempDir()
 	cells, err := NewLocalCells(ctx, LocalCellsConfig{

@@ -1,7 +1,6 @@
 package ec2sim
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ func flt(name string, values ...string) types.Filter {
 }
 
 func TestDescribeInstanceTypeOfferings(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	_, url := startSim(t, Options{InstanceTypes: []InstanceType{
 		{Name: "t3.micro", VCPUs: 2, MemoryMiB: 1024},
 		{Name: "g5.xlarge", VCPUs: 4, MemoryMiB: 16384, Zones: []string{"us-east-1b"}},
@@ -106,7 +105,7 @@ func TestDescribeSubnets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := c.DescribeSubnets(context.Background(), tt.in)
+			out, err := c.DescribeSubnets(t.Context(), tt.in)
 			if apiCode(err) != tt.wantCode {
 				t.Fatalf("got %v, want code %q", err, tt.wantCode)
 			}
@@ -122,7 +121,7 @@ func TestDescribeSubnets(t *testing.T) {
 			}
 		})
 	}
-	out, err := c.DescribeSubnets(context.Background(), &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-0aaaaaaaaaaaaaaa1"}})
+	out, err := c.DescribeSubnets(t.Context(), &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-0aaaaaaaaaaaaaaa1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +135,7 @@ func TestDescribeSubnets(t *testing.T) {
 	if ip := aws.ToString(describe(t, c, id).PrivateIpAddress); ip != "10.0.1.4" {
 		t.Errorf("instance without a cell got %q, want 10.0.1.4 (the first address EC2 hands out)", ip)
 	}
-	out, _ = c.DescribeSubnets(context.Background(), &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-0aaaaaaaaaaaaaaa1"}})
+	out, _ = c.DescribeSubnets(t.Context(), &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-0aaaaaaaaaaaaaaa1"}})
 	if n := aws.ToInt32(out.Subnets[0].AvailableIpAddressCount); n != 250 {
 		t.Errorf("after a launch: %d free addresses, want 250", n)
 	}
@@ -165,7 +164,7 @@ func TestDescribeImages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := c.DescribeImages(context.Background(), tt.in)
+			out, err := c.DescribeImages(t.Context(), tt.in)
 			if apiCode(err) != tt.wantCode {
 				t.Fatalf("got %v, want code %q", err, tt.wantCode)
 			}
@@ -181,7 +180,7 @@ func TestDescribeImages(t *testing.T) {
 			}
 		})
 	}
-	out, err := c.DescribeImages(context.Background(), &ec2.DescribeImagesInput{ImageIds: []string{"ami-0de0000000000a002"}})
+	out, err := c.DescribeImages(t.Context(), &ec2.DescribeImagesInput{ImageIds: []string{"ami-0de0000000000a002"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +194,7 @@ func TestDescribeImages(t *testing.T) {
 func TestDescribeAvailabilityZones(t *testing.T) {
 	_, url := startSim(t, Options{Region: "ap-southeast-2"})
 	c := ec2Client(url, noRetries, func(o *ec2.Options) { o.Region = "ap-southeast-2" })
-	out, err := c.DescribeAvailabilityZones(context.Background(), &ec2.DescribeAvailabilityZonesInput{})
+	out, err := c.DescribeAvailabilityZones(t.Context(), &ec2.DescribeAvailabilityZonesInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +206,11 @@ func TestDescribeAvailabilityZones(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("zones (-want +got):\n%s", d)
 	}
-	out, err = c.DescribeAvailabilityZones(context.Background(), &ec2.DescribeAvailabilityZonesInput{Filters: []types.Filter{flt("zone-name", "*b")}})
+	out, err = c.DescribeAvailabilityZones(t.Context(), &ec2.DescribeAvailabilityZonesInput{Filters: []types.Filter{flt("zone-name", "*b")}})
 	if err != nil || len(out.AvailabilityZones) != 1 {
 		t.Errorf("zone-name filter: %v %d zones", err, len(out.AvailabilityZones))
 	}
-	if _, err := c.DescribeAvailabilityZones(context.Background(), &ec2.DescribeAvailabilityZonesInput{ZoneNames: []string{"us-east-1a"}}); apiCode(err) != "InvalidParameterValue" {
+	if _, err := c.DescribeAvailabilityZones(t.Context(), &ec2.DescribeAvailabilityZonesInput{ZoneNames: []string{"us-east-1a"}}); apiCode(err) != "InvalidParameterValue" {
 		t.Errorf("unknown zone: %v", err)
 	}
 }
