@@ -42,7 +42,7 @@ func BenchmarkBurstStartup(b *testing.B) {
 // per pod once every instance is terminated.
 func burst(b *testing.B, pods int, boot time.Duration) {
 	for b.Loop() {
-		ctx := context.Background()
+		ctx := b.Context()
 		ns := f.Namespace(b)
 		w, err := f.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -22,7 +22,7 @@ import (
 func settle(t *testing.T, ns string) {
 	before := liveCells(t)
 	t.Cleanup(func() {
-		ctx := context.Background()
+		ctx := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		_ = f.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		f.WaitFor(t, 60*time.Second, "the test's cells to end", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
@@ -56,7 +56,7 @@ func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
 	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got := f.WaitForPods(t, ns, "app=squeezed", 1, 60*time.Second, "Running", running)[0]

@@ -28,7 +28,7 @@ const (
 // of a Deployment that selects and tolerates it, bound by the real
 // scheduler.
 func TestHarnessNodeIdentityAndScheduling(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	node := "e2e-virtual"
 	nodeClient, _ := f.NodeClient(t, node)
 
@@ -51,7 +51,7 @@ func TestHarnessNodeIdentityAndScheduling(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating Node %s with its own identity: %v", node, err)
 	}
-	t.Cleanup(func() { _ = f.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = f.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) }) //nolint:usetesting // a Cleanup: t.Context() has ended
 	_, err = nodeClient.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "someone-else"}}, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("creating another Node with %s's identity = %v, want Forbidden (Node authorizer + NodeRestriction)", node, err)

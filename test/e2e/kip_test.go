@@ -78,7 +78,7 @@ func kubectl(t *testing.T, args ...string) (string, int) {
 func helloDeployment(t *testing.T, ns, name string, replicas int32, annotations map[string]string) {
 	t.Helper()
 	labels := map[string]string{"app": name}
-	_, err := f.Client.AppsV1().Deployments(ns).Create(context.Background(), &appsv1.Deployment{
+	_, err := f.Client.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
@@ -110,7 +110,7 @@ func running(p *corev1.Pod) bool {
 // to kip run in their own cells, with true status, logs, exec and delete.
 func TestDeploymentRunsInCells(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	ns := f.Namespace(t)
 	start := time.Now()
 	helloDeployment(t, ns, "hello", 3, nil)
@@ -176,7 +176,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 	ns := f.Namespace(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "crash", Labels: map[string]string{"app": "crash"}},
 		Spec: onKip(corev1.Container{Name: "crash", Image: cells.Images.Crash.Ref})}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got := f.WaitForPods(t, ns, "app=crash", 1, 60*time.Second, "in CrashLoopBackOff after a restart", func(p *corev1.Pod) bool {
@@ -201,7 +201,7 @@ func TestJobSucceedsAndCellEnds(t *testing.T) {
 	before := liveCells(t)
 	spec := onKip(corev1.Container{Name: "once", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo done"}})
 	spec.RestartPolicy = corev1.RestartPolicyNever
-	_, err := f.Client.BatchV1().Jobs(ns).Create(context.Background(), &batchv1.Job{
+	_, err := f.Client.BatchV1().Jobs(ns).Create(t.Context(), &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "once"},
 		Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "once"}}, Spec: spec}},
@@ -222,7 +222,7 @@ func TestMissingImage(t *testing.T) {
 	ref := cells.Registry.Ref("kip-e2e/absent", "v1")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "absent", Labels: map[string]string{"app": "absent"}},
 		Spec: onKip(corev1.Container{Name: "absent", Image: ref})}
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

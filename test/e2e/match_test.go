@@ -27,7 +27,7 @@ import (
 // plugin launched exactly that type.
 func TestPodsAreRightSized(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	ns := f.Namespace(t)
 	// Kip adds 100m and 256Mi for the agent. Local catalog: nano 250m/256Mi,
 	// small 500m/512Mi, medium 1/1Gi, large 2/2Gi, xlarge 4/4Gi. AWS: the
@@ -85,7 +85,7 @@ func TestPodsAreRightSized(t *testing.T) {
 // with reason NoInstanceType, an event saying why, and no cell.
 func TestImpossiblePodStaysPending(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	ns := f.Namespace(t)
 	ctr := corev1.Container{Name: "huge", Image: cells.Images.Hello.Ref,
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}
@@ -182,7 +182,7 @@ func launchedType(t *testing.T, uid types.UID) string {
 // podEvents lists a pod's events as "Type Reason Message" lines.
 func podEvents(t *testing.T, ns, name string) string {
 	t.Helper()
-	list, err := f.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+	list, err := f.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String(),
 	})
 	if err != nil {

@@ -103,7 +103,9 @@ func startNode(t *testing.T, cfg node.Config) *runningNode {
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// Not t.Context(): the node serves until its Cleanup below, through the
+	// test's own later Cleanups (the deletion of its namespace's pods).
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:usetesting // see above
 	go func() { _ = n.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -114,7 +116,7 @@ func startNode(t *testing.T, cfg node.Config) *runningNode {
 		tl.mu.Lock()
 		tl.done = true
 		tl.mu.Unlock()
-		bg := context.Background()
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		_ = f.Client.CoreV1().Nodes().Delete(bg, cfg.Name, metav1.DeleteOptions{})
 		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, cfg.Name, metav1.DeleteOptions{})
 	})
@@ -231,10 +233,10 @@ func TestNodeRoleLabelForbiddenToNodeIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	t.Cleanup(func() {
-		_ = f.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = f.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) //nolint:usetesting // a Cleanup: t.Context() has ended
 	})
 	err = n.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "kubernetes.io/role") {
@@ -246,7 +248,7 @@ func TestNodeRoleLabelForbiddenToNodeIdentity(t *testing.T) {
 // pushed status, kubectl logs and exec through the API server, the kubelet
 // API's authentication and authorization, and deletion.
 func TestNodePods(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	rn := startNode(t, nodeConfig("e2e-node-pods"))
 	ns := f.Namespace(t)
 
@@ -379,8 +381,9 @@ func TestNodePods(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			_ = f.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-			_ = f.Client.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+			bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+			_ = f.Client.RbacV1().ClusterRoleBindings().Delete(bg, role.Name, metav1.DeleteOptions{})
+			_ = f.Client.RbacV1().ClusterRoles().Delete(bg, role.Name, metav1.DeleteOptions{})
 		})
 		f.WaitFor(t, 20*time.Second, "RBAC allowing nodes/proxy", func(ctx context.Context) (bool, error) {
 			sar, err := f.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
@@ -420,7 +423,7 @@ func TestNodePods(t *testing.T) {
 // with the TokenRequest API.
 func serviceAccountToken(t *testing.T, ns, name string) string {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := f.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating service account %s: %v", name, err)
 	}

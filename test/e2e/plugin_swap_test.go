@@ -39,7 +39,7 @@ const swapNode = "kip-swap"
 // pin, is refused with the plugin's name, its path and both checksums, and
 // the running plugin process keeps serving.
 func TestPluginSwapUnderRunningPods(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	name := kip.Plugin
 	binary := plugin.BinaryPrefix + name
 	pluginDir := t.TempDir()
@@ -60,7 +60,7 @@ func TestPluginSwapUnderRunningPods(t *testing.T) {
 			t.Logf("last lines of %s's log (%s):\n%s", swapNode, sk.LogPath, sk.LogTail(120))
 		}
 		sk.Stop()
-		bg := context.Background()
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		_ = f.Client.CoreV1().Nodes().Delete(bg, swapNode, metav1.DeleteOptions{})
 		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, swapNode, metav1.DeleteOptions{})
 	})
@@ -283,7 +283,7 @@ func runPodOn(t *testing.T, ns, name string) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
 		Spec:       onNode(swapNode, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
 	}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pods := f.WaitForPods(t, ns, "app="+name, 1, 2*time.Minute, "Running on "+swapNode, func(p *corev1.Pod) bool {
@@ -324,7 +324,7 @@ func agentPids(k *framework.Kip, id string) []int {
 // agent processes, IP, placement annotations and container, no restart.
 func unchanged(t *testing.T, k *framework.Kip, ns string, before *corev1.Pod, cell string, agents []int) {
 	t.Helper()
-	now, err := f.Client.CoreV1().Pods(ns).Get(context.Background(), before.Name, metav1.GetOptions{})
+	now, err := f.Client.CoreV1().Pods(ns).Get(t.Context(), before.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func unchanged(t *testing.T, k *framework.Kip, ns string, before *corev1.Pod, ce
 // deletePodsAndCells deletes the test's pods and waits for kip to
 // terminate their cells, before kip stops.
 func deletePodsAndCells(t *testing.T, k *framework.Kip, ns string) {
-	bg := context.Background()
+	bg := context.Background() //nolint:usetesting // runs as a Cleanup, when t.Context() has ended
 	err := f.Client.CoreV1().Pods(ns).DeleteCollection(bg, metav1.DeleteOptions{}, metav1.ListOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting the pods: %v", err)

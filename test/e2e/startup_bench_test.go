@@ -45,7 +45,7 @@ type startup struct {
 }
 
 func measureStartup(b *testing.B, n int) {
-	ctx := context.Background()
+	ctx := b.Context()
 	ns := f.Namespace(b)
 	w, err := f.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {

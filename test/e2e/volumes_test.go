@@ -21,7 +21,7 @@ import (
 // container started with stdin.
 func TestReferencesEventsAndAttach(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	ns := f.Namespace(t)
 	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"greeting": "hello from a configmap"},

@@ -21,7 +21,7 @@ import (
 // component's log.
 func (f *Framework) Dump(t testing.TB, namespace string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := context.Background() //nolint:usetesting // called from Namespace's Cleanup, when t.Context() has ended
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n===== dump of namespace %s =====\n", namespace)
 	if events, err := f.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{}); err != nil {

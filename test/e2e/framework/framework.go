@@ -98,7 +98,7 @@ func (f *Framework) Namespace(t testing.TB) string {
 		prefix = prefix[:40]
 	}
 	name := fmt.Sprintf("%s-%d", strings.Trim(prefix, "-"), f.nsCounter.Add(1))
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
@@ -106,7 +106,7 @@ func (f *Framework) Namespace(t testing.TB) string {
 		if t.Failed() {
 			f.Dump(t, name)
 		}
-		err := f.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		err := f.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) //nolint:usetesting // a Cleanup: t.Context() has ended
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting namespace %s: %v", name, err)
 		}
@@ -126,7 +126,8 @@ func (f *Framework) Namespace(t testing.TB) string {
 // other than a transient API error.
 func (f *Framework) WaitFor(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := Poll(context.Background(), timeout, cond); err != nil {
+	// Not t.Context(): Cleanups wait with WaitFor too (settle in aws_test.go).
+	if err := Poll(context.Background(), timeout, cond); err != nil { //nolint:usetesting // see above
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

@@ -35,7 +35,7 @@ func TestPoll(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
-			err := Poll(context.Background(), 500*time.Millisecond, func(context.Context) (bool, error) {
+			err := Poll(t.Context(), 500*time.Millisecond, func(context.Context) (bool, error) {
 				calls++
 				return tt.cond(calls)
 			})
