@@ -103,7 +103,7 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 			t.Error("agent did not stop")
 		}
 		// The agent removed its namespace on the way out.
-		nss, err := e.d.Client.NamespaceService().List(namespaces.WithNamespace(context.Background(), "default")) //nolint:usetesting // cleanup: t.Context() is already cancelled
+		nss, err := e.d.Client.NamespaceService().List(namespaces.WithNamespace(context.Background(), "default")) //nolint:usetesting // a Cleanup: t.Context() has ended
 		if err != nil {
 			t.Error(err)
 		}

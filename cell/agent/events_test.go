@@ -20,7 +20,7 @@ func newTestServer(t *testing.T) (*Server, *pod.Manager) {
 	mgr := pod.New(pod.Config{Runtime: fakeRuntime{}, Logs: store, PodIP: "10.0.0.9", HostIP: "10.0.0.9"})
 	t.Cleanup(func() {
 		grace := time.Duration(0)
-		_ = mgr.Delete(context.Background(), &grace) //nolint:usetesting // cleanup: t.Context() is already cancelled
+		_ = mgr.Delete(context.Background(), &grace) //nolint:usetesting // a Cleanup: t.Context() has ended
 	})
 	return New(Config{Pod: mgr, Logs: store}), mgr
 }

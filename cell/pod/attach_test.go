@@ -46,7 +46,7 @@ func startStdinPod(t *testing.T, stdinOnce bool) (*Manager, chan struct{}) {
 	waitStatus(t, m, "running", func(s corev1.PodStatus) bool { return s.ContainerStatuses[0].State.Running != nil })
 	t.Cleanup(func() {
 		grace := time.Second
-		if err := m.Delete(context.Background(), &grace); err != nil { //nolint:usetesting // cleanup: t.Context() is already cancelled
+		if err := m.Delete(context.Background(), &grace); err != nil { //nolint:usetesting // a Cleanup: t.Context() has ended
 			t.Errorf("Delete: %v", err)
 		}
 	})
