@@ -661,19 +661,29 @@ func checkOwnInstances(ctx context.Context, e *env) error {
 	return errors.Join(errs...)
 }
 
-func checkTerminateTwice(ctx context.Context, e *env) error {
-	cluster := e.cfg.ClusterID
+// launchAndTerminate launches an instance for a new cell of cluster and
+// terminates it once, returning the client, the cell and the instance.
+func (e *env) launchAndTerminate(ctx context.Context, cluster string) (pluginapi.Client, string, pluginapi.Instance, error) {
 	cell := e.cell(cluster)
 	inst, err := e.launch(ctx, cluster, cell)
 	if err != nil {
-		return err
+		return nil, "", inst, err
 	}
 	c, err := e.configured(ctx, cluster)
 	if err != nil {
-		return err
+		return nil, "", inst, err
 	}
 	if _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
-		return fmt.Errorf("terminating instance %s of cell %s failed: %w", inst.ID, cell, err)
+		return nil, "", inst, fmt.Errorf("terminating instance %s of cell %s failed: %w", inst.ID, cell, err)
+	}
+	return c, cell, inst, nil
+}
+
+func checkTerminateTwice(ctx context.Context, e *env) error {
+	cluster := e.cfg.ClusterID
+	c, _, inst, err := e.launchAndTerminate(ctx, cluster)
+	if err != nil {
+		return err
 	}
 	if _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: inst.ID}); err != nil && !pluginapi.IsNotFound(err) {
 		return fmt.Errorf("terminating instance %s a second time failed with %w (%s); want success or NotFound", inst.ID, err, kindOf(err))

@@ -150,17 +150,9 @@ func checkEmptyConfig(ctx context.Context, e *env) error {
 // answers that instance, terminating or terminated, and starts nothing.
 func checkLaunchAfterTerminate(ctx context.Context, e *env) error {
 	cluster := e.cfg.ClusterID
-	cell := e.cell(cluster)
-	inst, err := e.launch(ctx, cluster, cell)
+	_, cell, inst, err := e.launchAndTerminate(ctx, cluster)
 	if err != nil {
 		return err
-	}
-	c, err := e.configured(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
-		return fmt.Errorf("terminating instance %s of cell %s failed: %w", inst.ID, cell, err)
 	}
 	again, err := e.launch(ctx, cluster, cell)
 	if err != nil {
