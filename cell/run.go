@@ -18,6 +18,7 @@ import (
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/runtime"
+	"github.com/kipcell/kip/cell/services"
 )
 
 // Config is the agent's configuration, from flags and the bootstrap.
@@ -41,6 +42,12 @@ type Config struct {
 	RuncRoot string
 	// Backoff is the restart back-off; zero means the kubelet's.
 	Backoff pod.Backoff
+	// ServiceProxy is how the cell serves ClusterIP services:
+	// ServiceProxyIPTables (the default when empty) or ServiceProxyNone,
+	// for an agent that shares its network namespace with the machine
+	// (the local plugin's loopback cells), whose rules would be the
+	// machine's.
+	ServiceProxy string
 	// StopGrace bounds the grace given to the containers when the agent
 	// itself stops.
 	StopGrace time.Duration
@@ -49,6 +56,12 @@ type Config struct {
 	// agent serves.
 	Ready func(addr net.Addr)
 }
+
+// Values of Config.ServiceProxy.
+const (
+	ServiceProxyIPTables = "iptables"
+	ServiceProxyNone     = "none"
+)
 
 // Namespace is the containerd namespace of a cell.
 func Namespace(cellID string) string { return "kip-" + cellID }
@@ -116,7 +129,11 @@ func Run(ctx context.Context, cfg Config) error {
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
 		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, Backoff: cfg.Backoff, Logger: log,
 	})
-	srv := agent.New(agent.Config{Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Logger: log})
+	proxy, noServices, err := serviceProxy(cfg, log)
+	if err != nil {
+		return err
+	}
+	srv := agent.New(agent.Config{Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Services: proxy, NoServices: noServices, Logger: log})
 
 	lis, err := net.Listen("tcp", cfg.ListenAddress())
 	if err != nil {
@@ -138,4 +155,23 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.Join(serveErr, fmt.Errorf("stopping pod: %w", err))
 	}
 	return serveErr
+}
+
+// serviceProxy is what programs the ClusterIP services the host sends
+// into the pod's network namespace, or nil and why the cell programs
+// none. A cell without iptables still runs its pod: it says so in its log
+// and to the host.
+func serviceProxy(cfg Config, log *slog.Logger) (*services.Proxy, string, error) {
+	switch cfg.ServiceProxy {
+	case "", ServiceProxyIPTables:
+		ipt, err := services.NewIPTables(cfg.NetNSPath, log)
+		if err != nil {
+			log.Warn("ClusterIP services will not be reachable from this cell", "error", err)
+			return nil, err.Error(), nil
+		}
+		return services.New(ipt), "", nil
+	case ServiceProxyNone:
+		return nil, "the cell agent runs with --service-proxy=none", nil
+	}
+	return nil, "", fmt.Errorf("running cell agent: unknown service proxy %q (want %s or %s)", cfg.ServiceProxy, ServiceProxyIPTables, ServiceProxyNone)
 }

@@ -5,12 +5,17 @@
 // resize, stdin, exit code in the last message), Attach (the main
 // process's output and exit code, plus stdin, TTY and resize for
 // containers with stdin/tty, stdinOnce honoured), PortForward (127.0.0.1:port inside the pod's network
-// namespace), Stats and DeletePod. Serve runs it over mutual TLS.
+// namespace), Stats, DeletePod and ApplyServices (the host's table of
+// ClusterIP services, handed to a cell/services Proxy that programs the
+// pod's network namespace). Serve runs it over mutual TLS.
 //
 // gRPC errors: NotFound for an unknown container or missing log,
 // FailedPrecondition for a container that is not running, a pod being
-// deleted or a second pod, InvalidArgument for a malformed request.
+// deleted or a second pod, InvalidArgument for a malformed request;
+// ApplyServices answers FailedPrecondition for a delta against a table
+// the cell does not have, Unavailable when programming failed and
+// Unimplemented when the cell programs no services.
 //
-// It imports cell/api, cell/pod, cell/logs, cell/runtime, gRPC and
+// It imports cell/api, cell/pod, cell/logs, cell/runtime, cell/services, gRPC and
 // k8s.io/api.
 package agent

@@ -20,6 +20,7 @@ import (
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/runtime"
+	"github.com/kipcell/kip/cell/services"
 )
 
 // Config is what a Server needs.
@@ -29,7 +30,12 @@ type Config struct {
 	// NetNSPath is the pod's network namespace, where PortForward dials
 	// 127.0.0.1; empty means the agent's own.
 	NetNSPath string
-	Logger    *slog.Logger
+	// Services programs the ClusterIP services the host sends
+	// (ApplyServices); nil means the cell programs none, and NoServices
+	// says why.
+	Services   *services.Proxy
+	NoServices string
+	Logger     *slog.Logger
 }
 
 // Server implements cellv1.CellServer over a pod.Manager.

@@ -40,6 +40,8 @@ func main() {
 	flag.StringVar(&cfg.Listen, "listen", "", "gRPC listen address (default: the bootstrap's, else pod-ip:6421)")
 	flag.StringVar(&cfg.RuncRoot, "runc-root", "", "runc state directory (default: containerd's)")
 	flag.Var(&insecure, "insecure-registry", "registry host[:port] to pull from over plain HTTP (repeatable; loopback always is)")
+	flag.StringVar(&cfg.ServiceProxy, "service-proxy", envOr("KIP_CELL_SERVICE_PROXY", cell.ServiceProxyIPTables),
+		"how ClusterIP services are programmed in the pod's network namespace: iptables, or none when the agent shares the machine's (default $KIP_CELL_SERVICE_PROXY, else iptables)")
 	flag.BoolVar(&debug, "debug", false, "log at debug level")
 	flag.Parse()
 	cfg.InsecureRegistries = insecure
@@ -74,4 +76,11 @@ func run(cfg cell.Config, bootstrapPath string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return cell.Run(ctx, cfg)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

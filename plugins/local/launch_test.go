@@ -53,6 +53,8 @@ func TestLaunchLoopback(t *testing.T) {
 	}
 	wantEnv := map[string]string{
 		EnvCellID: "cell-a", EnvCellBootstrap: bootstrap, EnvCellAddress: addr.String(), EnvCellPort: "6421",
+		// A loopback cell shares this machine's network namespace.
+		EnvCellServiceProxy: "none",
 	}
 	for k, v := range wantEnv {
 		if rep.Env[k] != v {

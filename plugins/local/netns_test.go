@@ -51,6 +51,9 @@ func TestLaunchNetns(t *testing.T) {
 		if !os.SameFile(nsInfo, agentNs) {
 			t.Errorf("agent of %s is not in network namespace %s (it is in %s)", inst.CellID, r.Netns, rep.Netns)
 		}
+		if v, ok := rep.Env[EnvCellServiceProxy]; ok {
+			t.Errorf("agent of %s got %s=%q; a cell in its own namespace programs its services", inst.CellID, EnvCellServiceProxy, v)
+		}
 		if rep.PID != r.PID {
 			t.Errorf("recorded PID %d, agent PID %d: ip netns exec should exec the agent", r.PID, rep.PID)
 		}

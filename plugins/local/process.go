@@ -31,6 +31,10 @@ const (
 	EnvCellBootstrap = "KIP_CELL_BOOTSTRAP"
 	EnvCellAddress   = "KIP_CELL_ADDRESS"
 	EnvCellPort      = "KIP_CELL_PORT"
+	// EnvCellServiceProxy is kip-cell's --service-proxy default. A
+	// loopback cell's agent shares this machine's network namespace, so
+	// it gets "none": rules for ClusterIP services would be the machine's.
+	EnvCellServiceProxy = "KIP_CELL_SERVICE_PROXY"
 )
 
 // agentCommand returns the agent's argv with {bootstrap}, {address} and
@@ -63,12 +67,16 @@ func agentEnv(r *record, bootstrapPath string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env,
+	env = append(env,
 		EnvCellID+"="+r.CellID,
 		EnvCellBootstrap+"="+bootstrapPath,
 		EnvCellAddress+"="+r.Address,
 		EnvCellPort+"="+strconv.Itoa(AgentPort),
 	)
+	if r.Network != NetworkNetns {
+		env = append(env, EnvCellServiceProxy+"=none")
+	}
+	return env
 }
 
 // startAgent starts argv in dir with its output appended to agent.log. The

@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/services"
+)
+
+// ApplyServices implements cellv1.CellServer: the host's table of
+// ClusterIP services, whole or a delta, programmed before the answer.
+// Unimplemented when the agent programs no services (Config.Services is
+// nil), FailedPrecondition for a delta against what the cell does not
+// have, Unavailable when programming failed.
+func (s *Server) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
+	if s.cfg.Services == nil {
+		why := s.cfg.NoServices
+		if why == "" {
+			why = "this cell does not program services"
+		}
+		return nil, status.Error(codes.Unimplemented, why)
+	}
+	u := services.Update{
+		Table: req.GetTable(), Revision: req.GetRevision(), Base: req.GetBaseRevision(),
+		Services: make([]services.Service, 0, len(req.GetServices())), Removed: req.GetRemoved(),
+	}
+	for _, sv := range req.GetServices() {
+		u.Services = append(u.Services, serviceFromProto(sv))
+	}
+	table, rev, err := s.cfg.Services.Apply(ctx, u)
+	switch {
+	case errors.Is(err, services.ErrBaseMismatch):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case err != nil:
+		s.log.WarnContext(ctx, "programming services failed", "revision", req.GetRevision(), "error", err)
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if rev == req.GetRevision() {
+		s.log.DebugContext(ctx, "applied services", "table", table, "revision", rev,
+			"base", req.GetBaseRevision(), "services", len(req.GetServices()), "removed", len(req.GetRemoved()))
+	}
+	return &cellv1.ApplyServicesResponse{Table: table, Revision: rev}, nil
+}
+
+func serviceFromProto(sv *cellv1.Service) services.Service {
+	out := services.Service{
+		Namespace: sv.GetNamespace(), Name: sv.GetName(), ClusterIPs: sv.GetClusterIps(),
+		AffinitySeconds: sv.GetAffinitySeconds(), Ports: make([]services.Port, 0, len(sv.GetPorts())),
+	}
+	for _, p := range sv.GetPorts() {
+		port := services.Port{Name: p.GetName(), Protocol: p.GetProtocol(), Port: p.GetPort(),
+			Endpoints: make([]services.Endpoint, 0, len(p.GetEndpoints()))}
+		for _, ep := range p.GetEndpoints() {
+			port.Endpoints = append(port.Endpoints, services.Endpoint{IP: ep.GetIp(), Port: ep.GetPort()})
+		}
+		out.Ports = append(out.Ports, port)
+	}
+	return out
+}
