@@ -13,7 +13,7 @@
 // FailedPrecondition for a container that is not running, a pod being
 // deleted or a second pod, InvalidArgument for a malformed request;
 // ApplyServices answers FailedPrecondition for a delta against a table
-// the cell does not have, Unavailable when programming failed and
+// the cell does not have, Internal when programming failed and
 // Unimplemented when the cell programs no services.
 //
 // It imports cell/api, cell/pod, cell/logs, cell/runtime, cell/services, gRPC and

@@ -15,7 +15,7 @@ import (
 // ClusterIP services, whole or a delta, programmed before the answer.
 // Unimplemented when the agent programs no services (Config.Services is
 // nil), FailedPrecondition for a delta against what the cell does not
-// have, Unavailable when programming failed.
+// have, Internal when programming failed.
 func (s *Server) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
 	if s.cfg.Services == nil {
 		why := s.cfg.NoServices
@@ -37,7 +37,7 @@ func (s *Server) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesReq
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	case err != nil:
 		s.log.WarnContext(ctx, "programming services failed", "revision", req.GetRevision(), "error", err)
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, status.Error(codes.Internal, err.Error())
 	}
 	if rev == req.GetRevision() {
 		s.log.DebugContext(ctx, "applied services", "table", table, "revision", rev,

@@ -54,7 +54,7 @@ func TestApplyServices(t *testing.T) {
 		want codes.Code
 	}{
 		{"a delta against another revision", s, &cellv1.ApplyServicesRequest{Table: "t", Revision: 4, BaseRevision: 3}, nil, codes.FailedPrecondition},
-		{"programming fails", s, &cellv1.ApplyServicesRequest{Table: "t", Revision: 3, BaseRevision: 2}, errors.New("iptables-restore: exit status 1"), codes.Unavailable},
+		{"programming fails", s, &cellv1.ApplyServicesRequest{Table: "t", Revision: 3, BaseRevision: 2}, errors.New("iptables-restore: exit status 1"), codes.Internal},
 		{"a cell without a service proxy", New(Config{NoServices: "the cell agent runs with --service-proxy=none"}),
 			&cellv1.ApplyServicesRequest{Table: "t", Revision: 1}, nil, codes.Unimplemented},
 	}

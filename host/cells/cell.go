@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -50,6 +51,9 @@ type cellDeps struct {
 	dial     func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
 	source   dispatch.Source // what the pod refers to (secrets, config maps, tokens)
 	creds    *registryCreds  // the cloud registry's credentials for the pod's images
+	// services streams the cluster's ClusterIP services to the agent;
+	// nil when the Manager has none (WithServices).
+	services ServiceTable
 	recorder record.EventRecorder
 	log      *slog.Logger
 	// watching reports whether the plugin's event stream is up
@@ -59,6 +63,12 @@ type cellDeps struct {
 	statusChanged func(types.UID)
 	// forget drops a deleted cell from the Manager's set (cellSet).
 	forget func(*cell)
+}
+
+// ServiceTable streams the cluster's ClusterIP services to a cell's agent
+// for as long as the cell is served; host/clusterip's Table is one.
+type ServiceTable interface {
+	Sync(ctx context.Context, agent clusterip.Applier, opts clusterip.SyncOptions)
 }
 
 // cell is one pod's cell and the goroutine that drives it through its

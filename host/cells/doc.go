@@ -58,8 +58,10 @@
 // back into the Manager. Its life is one goroutine (cell.run), in a file
 // per phase: launch.go (placement and Launch, capacity fallback; the
 // annotations that shape the instance in launchopts.go), boot.go
-// (waiting for the instance to run), serve.go (the agent: Apply, the
-// status stream, a lost instance) and terminate.go (stopping the pod,
+// (waiting for the instance to run), serve.go (the agent: the cluster's
+// ClusterIP services first when the Manager has a ServiceTable
+// (WithServices; host/clusterip's Sync), then Apply, the status stream,
+// a lost instance) and terminate.go (stopping the pod,
 // ending the instance, forgetting the cell).
 //
 // No struct keeps a context. CreatePod starts a cell under its own
@@ -68,6 +70,6 @@
 // deleted or Run ends, which stops every cell; a termination, once begun,
 // finishes whatever context asked for it.
 //
-// It imports pluginapi, host/match, host/dispatch, host/setting, cell/api and
+// It imports pluginapi, host/clusterip, host/match, host/dispatch, host/setting, cell/api and
 // client-go; never host/node's implementation or host/config.
 package cells

@@ -120,10 +120,19 @@ type Manager struct {
 	collector *collector    // adoption and garbage collection (gc.go)
 }
 
+// Option adds an optional part to a Manager.
+type Option func(*cellDeps)
+
+// WithServices makes every served cell get the cluster's ClusterIP
+// services from table before its pod is applied, and every change after.
+func WithServices(table ServiceTable) Option {
+	return func(d *cellDeps) { d.services = table }
+}
+
 // New builds a Manager. pods lists the pods bound to the node (the pod
 // controller's informer); recorder posts events on pods.
 func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch.Source,
-	pods corev1listers.PodLister, recorder record.EventRecorder, log *slog.Logger,
+	pods corev1listers.PodLister, recorder record.EventRecorder, log *slog.Logger, opts ...Option,
 ) *Manager {
 	cfg.defaults()
 	cells := newCellSet()
@@ -145,6 +154,9 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		watching:      watch.watching,
 		statusChanged: notifier.statusChanged,
 		forget:        cells.remove,
+	}
+	for _, opt := range opts {
+		opt(deps)
 	}
 	return &Manager{
 		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch,

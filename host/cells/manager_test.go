@@ -44,14 +44,25 @@ type fakeAgent struct {
 	creds   []*cellv1.RegistryCredential // of the last ApplyPod
 	deleted int
 	phases  chan corev1.PodPhase
+	// calls are the agent's ApplyPod and ApplyServices calls in order:
+	// "pod 1" (generation), "services 3" (revision).
+	calls []string
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
 	a.mu.Lock()
+	a.calls = append(a.calls, fmt.Sprintf("pod %d", req.GetGeneration()))
 	a.applied = append(a.applied, req.GetGeneration())
 	a.creds = req.GetRegistryCredentials()
 	a.mu.Unlock()
 	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+}
+
+func (a *fakeAgent) ApplyServices(_ context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, fmt.Sprintf("services %d", req.GetRevision()))
+	return &cellv1.ApplyServicesResponse{Table: req.GetTable(), Revision: req.GetRevision()}, nil
 }
 
 func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
@@ -127,6 +138,8 @@ type setup struct {
 	config func(*Config)
 	// wrap stands between the Manager and the fake plugin.
 	wrap func(*pluginfake.Provider) pluginapi.Client
+	// opts are the Manager's options.
+	opts []Option
 }
 
 // newHarnessSetup is newHarnessDeferred with a setup.
@@ -158,7 +171,7 @@ func newHarnessSetup(t *testing.T, s setup) *harness {
 	if s.wrap != nil {
 		client = s.wrap(plugin)
 	}
-	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler))
+	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler), s.opts...)
 	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
 		h.dialed <- cellID + "@" + address
 		cc, err := grpc.NewClient("passthrough:///bufnet",

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -32,6 +33,21 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	c.agent = agent
 	launchedAt := c.launchedAt
 	c.mu.Unlock()
+
+	// The cluster's ClusterIP services first, and every change after: a
+	// pod that calls a Service as it starts finds it programmed. The wait
+	// ends once the agent has answered (or says it programs none).
+	if c.d.services != nil {
+		reached := make(chan struct{})
+		go c.d.services.Sync(ctx, agent, clusterip.SyncOptions{
+			Backoff: c.d.cfg.Backoff, FirstBackoff: c.firstContactBackoff, Reached: reached, Log: c.log,
+		})
+		select {
+		case <-reached:
+		case <-ctx.Done():
+			return
+		}
+	}
 
 	// Apply the desired pod whenever it changes; the first Apply also
 	// proves the agent is up (it retries until the agent answers).
@@ -110,9 +126,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 			}
 			wait := c.d.cfg.Backoff(n)
 			if first && rerr == nil {
-				// The agent is still starting: look again soon, as a
-				// pod's start-up waits on this.
-				wait = min(wait, 50*time.Millisecond<<min(n-1, 3))
+				wait = c.firstContactBackoff(n)
 			}
 			if !sleep(ctx, wait) {
 				return
@@ -128,6 +142,12 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		case <-c.applyCh:
 		}
 	}
+}
+
+// firstContactBackoff is the wait before retry n while the agent is
+// still starting: short, as a pod's start-up waits on it.
+func (c *cell) firstContactBackoff(n int) time.Duration {
+	return min(c.d.cfg.Backoff(n), 50*time.Millisecond<<min(n-1, 3))
 }
 
 // agentEvents records the agent's events on the pod, each on its

@@ -42,6 +42,8 @@ const (
 	podSyncTimeout = 2 * time.Minute
 	// caRBAC is the file that grants kip the CA Secret.
 	caRBAC = "deploy/rbac/kip-ca-secret.yaml"
+	// servicesRBAC is the file that grants kip the EndpointSlices.
+	servicesRBAC = "deploy/rbac/kip-endpointslices.yaml"
 	// inClusterTokenFile is where rest.InClusterConfig reads the token.
 	inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token" //nolint:gosec // a path, not a credential
 	// inClusterSource names the in-cluster configuration as a kubeconfig source.
@@ -392,6 +394,24 @@ func (s caSecrets) Get(ctx context.Context, name string, opts metav1.GetOptions)
 func (s caSecrets) Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
 	created, err := s.SecretInterface.Create(ctx, secret, opts)
 	return created, tag(s.request("create", ""), err)
+}
+
+// checkServices lists Services and EndpointSlices once, as the informers
+// of host/clusterip will without end, so that a server that forbids them
+// is reported at once, naming what grants them.
+func (a apiServer) checkServices(ctx context.Context, client kubernetes.Interface, nodeName string) error {
+	const doing = "watching the cluster's Services for the cells"
+	svcReq := request{verb: "list", resource: "services",
+		grant: fmt.Sprintf("run kip as the node, system:node:%s in group system:nodes, whom the Node authorizer lets read Services", nodeName)}
+	if _, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return a.explain(doing, tag(svcReq, err))
+	}
+	sliceReq := request{verb: "list", resource: "endpointslices.discovery.k8s.io",
+		grant: "apply " + servicesRBAC + ", which grants list and watch of EndpointSlices to User system:node:kip (edit its User where kip's node name differs)"}
+	if _, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return a.explain(doing, tag(sliceReq, err))
+	}
+	return nil
 }
 
 // syncPods fills the cache of the node's pods from informer (of factory)

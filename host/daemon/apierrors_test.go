@@ -74,6 +74,12 @@ const (
 	statusNotFound = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}`
 
 	emptyPodList = `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`
+
+	emptyServiceList = `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`
+
+	emptyEndpointSliceList = `{"kind":"EndpointSliceList","apiVersion":"discovery.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":[]}`
+
+	statusForbiddenListEndpointSlices = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"endpointslices.discovery.k8s.io is forbidden: User \"system:node:kip\" cannot list resource \"endpointslices\" in API group \"discovery.k8s.io\" at the cluster scope","reason":"Forbidden","details":{"group":"discovery.k8s.io","kind":"endpointslices"},"code":403}`
 )
 
 // The routes kip uses at start-up, as "METHOD path".
@@ -83,6 +89,8 @@ const (
 	routeCreateSecret = "POST /api/v1/namespaces/kip-system/secrets"
 	routeListPods     = "GET /api/v1/pods"
 	routeWatchPods    = "WATCH /api/v1/pods"
+	routeListServices = "GET /api/v1/services"
+	routeListSlices   = "GET /apis/discovery.k8s.io/v1/endpointslices"
 )
 
 type answer struct {
@@ -99,6 +107,8 @@ var healthy = map[string]answer{
 	routeCreateSecret: {201, ""},
 	routeListPods:     {200, emptyPodList},
 	routeWatchPods:    {500, statusInternal},
+	routeListServices: {200, emptyServiceList},
+	routeListSlices:   {200, emptyEndpointSliceList},
 }
 
 // fakeAPIServer answers as kube-apiserver does: healthy, with the routes
@@ -406,6 +416,18 @@ func TestRunAPIServerErrors(t *testing.T) {
 					"run kip as the node, system:node:kip in group system:nodes"}
 			},
 			never: []string{"kip-ca-secret.yaml", "timed out"},
+		},
+		{
+			name: "forbidden: list EndpointSlices",
+			start: func(t *testing.T) setup {
+				srv := fakeAPIServer(t, map[string]answer{routeListSlices: {403, statusForbiddenListEndpointSlices}})
+				return setup{srv.URL, writeKubeconfig(t, srv.URL, serverCA(srv), nodeCertUser(t))}
+			},
+			want: func(s setup) []string {
+				return []string{"watching the cluster's Services for the cells: kip's identity, a client certificate for system:node:kip in group system:nodes",
+					"may not list endpointslices.discovery.k8s.io in all namespaces at " + s.url + " (403 Forbidden); apply deploy/rbac/kip-endpointslices.yaml"}
+			},
+			never: []string{"kip-ca-secret.yaml", "401 Unauthorized", "cannot reach"},
 		},
 		{
 			name: "other: the server fails reading the CA Secret",

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/cells"
+	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/node"
@@ -85,10 +87,25 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	recorder, stopEvents := node.NewEventRecorder(ctx, client, cfg.NodeName)
 	defer stopEvents()
 
+	// The cluster's Services and EndpointSlices, watched once for every
+	// cell (host/clusterip). The factory is the one place kip watches
+	// cluster-wide objects: other components that need Services take
+	// their informer from it, so that there is one watch.
+	if err := api.checkServices(ctx, client, cfg.NodeName); err != nil {
+		return err
+	}
+	clusterFactory := informers.NewSharedInformerFactory(client, 0)
+	services, err := clusterip.New(clusterip.Config{NodeName: cfg.NodeName, Recorder: recorder, Log: log.With("component", "clusterip")},
+		clusterFactory.Core().V1().Services(), clusterFactory.Discovery().V1().EndpointSlices())
+	if err != nil {
+		return err
+	}
+
 	cellsCfg := cfg.Cells
 	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
-	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"))
+	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
+		cells.WithServices(services))
 
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
 		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder))
@@ -104,6 +121,13 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	clusterFactory.Start(ctx.Done())
+	defer clusterFactory.Shutdown()
+	go func() {
+		if err := services.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("ClusterIP services table", "error", err)
+		}
+	}()
 	errs := make(chan error, 4)
 	go func() { errs <- sup.Run(ctx) }()
 	go func() { errs <- newPluginReloader(sup, o.reload, cfg, manager.RefreshCatalog, log).run(ctx, hup) }()

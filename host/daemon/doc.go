@@ -3,8 +3,10 @@
 // calls Run; nothing else does.
 //
 // Start order matters: the cloud plugin and the cluster CA first, then the
-// cache of the node's pods (synced), then the cell manager's adoption of
-// cells that survived a restart, and only then virtual-kubelet's pod
+// cache of the node's pods (synced), then the cluster's Services and
+// EndpointSlices (one informer factory, whose host/clusterip table every
+// cell gets before its pod), then the cell manager's adoption of cells
+// that survived a restart, and only then virtual-kubelet's pod
 // controller, which would otherwise treat surviving cells as unknown.
 //
 // Before the plugin starts, Run asks the API server its version, so that a
@@ -13,8 +15,9 @@
 // is (apierrors.go): unreachable, naming the URL and the kubeconfig it came
 // from; unauthenticated (401), naming the identity kip presented;
 // forbidden (403), naming the verb, the resource and what grants it
-// (deploy/rbac for the CA Secret). Other errors keep their text and name
-// the request.
+// (deploy/rbac: kip-ca-secret.yaml for the CA Secret,
+// kip-endpointslices.yaml for EndpointSlices). Other errors keep their
+// text and name the request.
 //
 // It imports the host packages, client-go and pluginapi; only host/cli
 // imports it.

@@ -62,6 +62,17 @@ func (a *Agent) Apply(ctx context.Context, req *cellv1.ApplyPodRequest) error {
 	return nil
 }
 
+// ApplyServices sends the cell's ClusterIP services, the host's whole
+// table or a delta (see host/clusterip). The error wraps the agent's gRPC
+// status, whose code says what to do next.
+func (a *Agent) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
+	resp, err := a.c.ApplyServices(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("applying services to cell %s: %w", a.cellID, err)
+	}
+	return resp, nil
+}
+
 // WatchStatus calls fn with every status the agent reports, starting with
 // the current one, and the pod events that came with it, until ctx ends or
 // the stream breaks; it returns the reason. The caller re-subscribes.

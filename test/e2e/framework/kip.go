@@ -222,17 +222,31 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		opts.Log = io.Discard
 	}
 	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
-	repoRBAC, err := repoFile("deploy/rbac/kip-ca-secret.yaml")
+	rbacDir, err := repoFile("deploy/rbac")
 	if err != nil {
 		return nil, err
 	}
-	rbac, err := os.ReadFile(repoRBAC)
-	if err != nil {
-		return nil, fmt.Errorf("reading RBAC: %w", err)
+	files, err := filepath.Glob(filepath.Join(rbacDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("reading RBAC: no deploy/rbac/*.yaml (%v)", err)
 	}
-	rbac = []byte(strings.ReplaceAll(string(rbac), "system:node:kip", "system:node:"+opts.NodeName))
+	var rbac []string
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading RBAC: %w", err)
+		}
+		grant := strings.ReplaceAll(string(data), "system:node:kip", "system:node:"+opts.NodeName)
+		if opts.NodeName != "kip" {
+			// Cluster-wide grants get a name per node: applied again
+			// under the same name, they would take the grant away from
+			// the nodes of the run's other kips, whose watches go on.
+			grant = strings.ReplaceAll(grant, "name: kip-endpointslices", "name: kip-endpointslices-"+opts.NodeName)
+		}
+		rbac = append(rbac, grant)
+	}
 	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(string(rbac))
+	apply.Stdin = strings.NewReader(strings.Join(rbac, "\n---\n"))
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("applying deploy/rbac: %w\n%s", err, out)
 	}
