@@ -48,9 +48,9 @@ type cellDeps struct {
 	identity  Identity   // the cell's bootstrap, the agent's client TLS
 	placement *placement // ranking, unavailable offerings, instance sizes
 	// dial connects to a cell's agent; tests replace it.
-	dial     func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
-	source   dispatch.Source // what the pod refers to (secrets, config maps, tokens)
-	creds    *registryCreds  // the cloud registry's credentials for the pod's images
+	dial   func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
+	source dispatch.Source // what the pod refers to (secrets, config maps, tokens)
+	creds  *registryCreds  // the cloud registry's credentials for the pod's images
 	// services streams the cluster's ClusterIP services to the agent;
 	// nil when the Manager has none (WithServices).
 	services ServiceTable

@@ -104,7 +104,7 @@ func TestEntryOf(t *testing.T) {
 			}),
 			sctp: []string{"s"}},
 		{name: "ClientIP affinity, default timeout",
-			svc: service("web", func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }),
+			svc:  service("web", func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }),
 			want: func() *cellv1.Service { s := web(); s.AffinitySeconds = 10800; return s }()},
 		{name: "ClientIP affinity, its own timeout",
 			svc: service("web", func(s *corev1.Service) {
@@ -116,10 +116,15 @@ func TestEntryOf(t *testing.T) {
 			svc:  service("web", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort; s.Spec.Ports[0].NodePort = 30080 }),
 			want: web()},
 		{name: "dual stack: the IPv4 ClusterIP",
-			svc:  service("web", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"fd00::10", "10.0.0.10"}; s.Spec.ClusterIP = "fd00::10" }),
+			svc: service("web", func(s *corev1.Service) {
+				s.Spec.ClusterIPs = []string{"fd00::10", "10.0.0.10"}
+				s.Spec.ClusterIP = "fd00::10"
+			}),
 			want: web()},
 		{name: "headless: nothing",
-			svc: service("web", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone} })},
+			svc: service("web", func(s *corev1.Service) {
+				s.Spec.ClusterIP, s.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone}
+			})},
 		{name: "ExternalName: nothing",
 			svc: service("web", func(s *corev1.Service) {
 				s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP, s.Spec.ClusterIPs = corev1.ServiceTypeExternalName, "example.com", "", nil

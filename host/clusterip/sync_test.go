@@ -195,7 +195,10 @@ func TestSyncReachesOnlyOnceTheAgentAnswers(t *testing.T) {
 	o.Reached = reached
 	var first []int
 	var mu sync.Mutex
-	o.Backoff = func(int) time.Duration { t.Error("the generic back-off before the agent answered"); return time.Millisecond }
+	o.Backoff = func(int) time.Duration {
+		t.Error("the generic back-off before the agent answered")
+		return time.Millisecond
+	}
 	o.FirstBackoff = func(n int) time.Duration {
 		mu.Lock()
 		first = append(first, n)
