@@ -36,6 +36,12 @@ type Options struct {
 	ServiceCIDR string
 	// Ports fixes ports; zero fields get free ports on 127.0.0.1.
 	Ports Ports
+	// AdvertiseAddress is the API server's address for pods (the
+	// "kubernetes" Service's endpoint); empty means the address of the
+	// interface holding this machine's default route (address.go). The
+	// API server then listens on every address. With no such address it
+	// listens on loopback only and the Service has no endpoints.
+	AdvertiseAddress string
 	// ExtraArgs adds flags per component ("kube-apiserver": {...}).
 	ExtraArgs map[string][]string
 	// Log receives progress lines; nil discards them.
@@ -64,6 +70,10 @@ type Cluster struct {
 	Kubeconfig string `json:"kubeconfig"`
 	// CAFile is the cluster CA certificate.
 	CAFile string `json:"caFile"`
+	// AdvertiseAddress is where pods reach the API server (the
+	// "kubernetes" Service's endpoint, at Ports.APIServer); empty when
+	// the API server listens on loopback only.
+	AdvertiseAddress string `json:"advertiseAddress,omitempty"`
 
 	exited map[string]chan struct{} // set only in the process that started it
 }
@@ -131,14 +141,23 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting control plane: %w", err)
 	}
+	if opts.AdvertiseAddress == "" {
+		addr, err := defaultRouteAddress()
+		if err != nil {
+			fmt.Fprintf(opts.Log, "controlplane: the API server listens on loopback only, pods cannot reach it: %v\n", err)
+		} else {
+			opts.AdvertiseAddress = addr.String()
+		}
+	}
 	c := &Cluster{
-		StateDir:     state,
-		BinDir:       opts.BinDir,
-		APIServerURL: fmt.Sprintf("https://127.0.0.1:%d", ports.APIServer),
-		Ports:        ports,
-		Kubeconfig:   filepath.Join(state, "kubeconfig"),
-		CAFile:       filepath.Join(state, "pki", "ca.crt"),
-		exited:       map[string]chan struct{}{},
+		StateDir:         state,
+		BinDir:           opts.BinDir,
+		APIServerURL:     fmt.Sprintf("https://127.0.0.1:%d", ports.APIServer),
+		Ports:            ports,
+		Kubeconfig:       filepath.Join(state, "kubeconfig"),
+		CAFile:           filepath.Join(state, "pki", "ca.crt"),
+		AdvertiseAddress: opts.AdvertiseAddress,
+		exited:           map[string]chan struct{}{},
 	}
 	if err := c.writePKI(opts); err != nil {
 		return nil, fmt.Errorf("generating PKI: %w", err)
@@ -180,9 +199,13 @@ func (c *Cluster) writePKI(opts Options) error {
 	firstSvc := make(net.IP, len(svcNet.IP.To4()))
 	copy(firstSvc, svcNet.IP.To4())
 	firstSvc[3]++
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), firstSvc}
+	if a := net.ParseIP(opts.AdvertiseAddress); a != nil {
+		ips = append(ips, a)
+	}
 	specs := []certSpec{
 		{name: "apiserver", ca: "ca", commonName: "kube-apiserver", server: true,
-			ips:      []net.IP{net.IPv4(127, 0, 0, 1), firstSvc},
+			ips:      ips,
 			dnsNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
 		{name: "admin", ca: "ca", commonName: "admin", organization: []string{"system:masters"}},
 		{name: "kube-scheduler", ca: "ca", commonName: "system:kube-scheduler"},
@@ -271,7 +294,7 @@ func (c *Cluster) args(name string, opts Options) []string {
 	case "kube-apiserver":
 		args = []string{
 			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", p.Etcd),
-			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.APIServer),
+			fmt.Sprintf("--secure-port=%d", p.APIServer),
 			"--cert-dir=" + filepath.Join(pk, "apiserver-selfsigned"),
 			"--tls-cert-file=" + filepath.Join(pk, "apiserver.crt"), "--tls-private-key-file=" + filepath.Join(pk, "apiserver.key"),
 			"--client-ca-file=" + filepath.Join(pk, "ca.crt"),
@@ -288,10 +311,15 @@ func (c *Cluster) args(name string, opts Options) []string {
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--proxy-client-cert-file=" + filepath.Join(pk, "front-proxy-client.crt"),
 			"--proxy-client-key-file=" + filepath.Join(pk, "front-proxy-client.key"),
-			// A loopback address may not be an Endpoints address; nothing here
-			// needs the in-cluster "kubernetes" Service to have endpoints.
-			"--endpoint-reconciler-type=none",
 			"--allow-privileged=true", "--profiling=false",
+		}
+		if c.AdvertiseAddress != "" {
+			// Pods reach the API server at the advertised address, the
+			// "kubernetes" Service's endpoint (address.go).
+			args = append(args, "--bind-address=0.0.0.0", "--advertise-address="+c.AdvertiseAddress)
+		} else {
+			// A loopback address may not be an Endpoints address.
+			args = append(args, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
 		}
 	case "kube-scheduler":
 		kc := filepath.Join(s, "kubeconfig-scheduler")

@@ -283,3 +283,26 @@ esac
 		t.Errorf("Build with Go 1.24 = %v, want an error naming both versions", err)
 	}
 }
+
+func TestDefaultRouteInterface(t *testing.T) {
+	const header = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+	tests := []struct {
+		name, table, want string
+	}{
+		{"the default route's interface, not a subnet's",
+			header + "br0\t0028D50A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\neth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n", "eth0"},
+		{"the lowest metric of two default routes",
+			header + "wlan0\t00000000\t0101A8C0\t0003\t0\t0\t600\t00000000\t0\t0\t0\neth0\t00000000\t010200C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n", "eth0"},
+		{"a default route that is down does not count",
+			header + "eth1\t00000000\t010200C0\t0002\t0\t0\t0\t00000000\t0\t0\t0\n", ""},
+		{"no default route", header + "lo\t0000007F\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := defaultRouteInterface(strings.NewReader(tt.table))
+			if got != tt.want || (err == nil) != (tt.want != "") {
+				t.Errorf("defaultRouteInterface = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}

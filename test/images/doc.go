@@ -11,10 +11,12 @@
 //   - GoProgram adds a second layer holding a Go main package built with
 //     CGO_ENABLED=0 as /app, with Entrypoint ["/app"].
 //   - The programs under programs/ are the tiny workloads the end-to-end
-//     tests run: hello (prints and serves "hello from <hostname>"), crash
-//     (exits with $EXIT_CODE) and logger (prints numbered lines).
+//     tests run: hello (prints "hello from <hostname>" and answers HTTP
+//     and UDP with it), crash (exits with $EXIT_CODE), logger (prints
+//     numbered lines) and fetch (a client: asks a URL, http, https or udp,
+//     n times on new connections and prints the answers).
 //
-// PushAll pushes busybox, hello, crash and logger as
+// PushAll pushes busybox, hello, crash, logger and fetch as
 // <registry host>/kip-e2e/<name>:v1 and returns their references and
 // digests:
 //

@@ -4,15 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -191,6 +194,11 @@ func TestHello(t *testing.T) {
 	if string(body) != want+"\n" {
 		t.Errorf("HTTP body = %q, want %q", body, want+"\n")
 	}
+	// The same address answers UDP.
+	out, err := exec.CommandContext(t.Context(), program(t, "fetch"), "udp://"+addr).Output()
+	if err != nil || strings.TrimSpace(string(out)) != want {
+		t.Errorf("fetch udp://%s = %q, %v; want %q", addr, out, err, want)
+	}
 
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -199,4 +207,57 @@ func TestHello(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("hello after SIGTERM: %v, want exit 0", err)
 	}
+}
+
+func TestFetch(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(w, "answer %d\nsecond line\n", n.Add(1))
+	}))
+	defer srv.Close()
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		want     string
+		wantExit int
+	}{
+		{"each answer's first line", []string{"-n", "3", "-token", token, srv.URL}, "answer 1\nanswer 2\nanswer 3\n", 0},
+		{"a refusal is an error line", []string{"-n", "1", srv.URL}, "error: 401 Unauthorized: no token\n", 1},
+		{"a closed port is an error line", []string{"-timeout", "1s", "http://" + closedAddr(t) + "/"}, "error: ", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := exec.CommandContext(t.Context(), program(t, "fetch"), tt.args...).Output()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(out), tt.want) || code != tt.wantExit {
+				t.Errorf("fetch %v = %q exit %d, want %q… exit %d", tt.args, out, code, tt.want, tt.wantExit)
+			}
+		})
+	}
+}
+
+// closedAddr is a loopback address on which nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

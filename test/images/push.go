@@ -25,7 +25,7 @@ const (
 
 // Image is one pushed image.
 type Image struct {
-	// Name is the short name: busybox, hello, crash or logger.
+	// Name is the short name: busybox, hello, crash, logger or fetch.
 	Name string
 	// Ref is registry.Host()/kip-e2e/<name>:v1.
 	Ref string
@@ -40,13 +40,13 @@ func (i Image) DigestRef() string {
 
 // Set is the images PushAll pushed.
 type Set struct {
-	Busybox, Hello, Crash, Logger Image
+	Busybox, Hello, Crash, Logger, Fetch Image
 }
 
 // All returns the images of s in a fixed order: busybox, hello, crash,
-// logger.
+// logger, fetch.
 func (s Set) All() []Image {
-	return []Image{s.Busybox, s.Hello, s.Crash, s.Logger}
+	return []Image{s.Busybox, s.Hello, s.Crash, s.Logger, s.Fetch}
 }
 
 var built struct {
@@ -144,6 +144,7 @@ func PushAll(ctx context.Context, reg *registry.Registry) (Set, error) {
 		{"hello", &s.Hello},
 		{"crash", &s.Crash},
 		{"logger", &s.Logger},
+		{"fetch", &s.Fetch},
 	} {
 		if *p.dst, err = push(p.name); err != nil {
 			return Set{}, err

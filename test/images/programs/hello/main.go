@@ -1,8 +1,8 @@
 // Command hello is Kip's long-running test workload. Every second it prints
 // "hello from <hostname>", followed by ": $MESSAGE" when MESSAGE is set, and
-// it answers every HTTP request on -listen (default :8080) with the same
-// line. It exits 0 on SIGTERM or SIGINT, so a graceful stop is quick even as
-// a container's pid 1.
+// it answers every HTTP request on -listen (default :8080), and every UDP
+// datagram to the same address, with the same line. It exits 0 on SIGTERM
+// or SIGINT, so a graceful stop is quick even as a container's pid 1.
 package main
 
 import (
@@ -38,6 +38,20 @@ func main() {
 	}
 	go func() {
 		_ = srv.Serve(ln)
+	}()
+	pc, err := net.ListenPacket("udp", *listen)
+	if err != nil {
+		log.Fatalf("hello: %v", err)
+	}
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo([]byte(line()+"\n"), from)
+		}
 	}()
 
 	t := time.NewTicker(*interval)

@@ -1,0 +1,127 @@
+// Command fetch is Kip's test client: it asks a URL -n times, each time on
+// a new connection (so that a Service balances every request), and prints
+// one line per answer: the answer's first line, or "error: ..." for a
+// failed request. It exits 1 if any request failed.
+//
+//	fetch [-n N] [-ca FILE] [-token FILE] [-timeout D] URL
+//
+// URL is http://, https:// (verified against -ca when given; -token adds
+// the file's content as a bearer token) or udp://host:port, for which it
+// sends one datagram and prints the first datagram that comes back.
+package main
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	n := flag.Int("n", 1, "requests, each on its own connection")
+	caFile := flag.String("ca", "", "CA bundle that verifies an https server (default: the system's)")
+	tokenFile := flag.String("token", "", "file holding a bearer token for http(s)")
+	timeout := flag.Duration("timeout", 3*time.Second, "time limit of each request")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: fetch [-n N] [-ca FILE] [-token FILE] [-timeout D] URL")
+		os.Exit(2)
+	}
+	ask, err := asker(flag.Arg(0), *caFile, *tokenFile, *timeout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fetch:", err)
+		os.Exit(2)
+	}
+	failed := false
+	for range *n {
+		answer, err := ask()
+		if err != nil {
+			failed = true
+			fmt.Println("error:", err)
+			continue
+		}
+		fmt.Println(answer)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// asker returns a function that asks rawURL once and returns the first
+// line of the answer.
+func asker(rawURL, caFile, tokenFile string, timeout time.Duration) (func() (string, error), error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "udp" {
+		return func() (string, error) { return askUDP(u.Host, timeout) }, nil
+	}
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no certificate", caFile)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	client := &http.Client{Transport: tr, Timeout: timeout}
+	return func() (string, error) {
+		req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+		if err != nil {
+			return "", err
+		}
+		if tokenFile != "" {
+			token, err := os.ReadFile(tokenFile)
+			if err != nil {
+				return "", err
+			}
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return "", err
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("%s: %s", resp.Status, first)
+		}
+		return first, nil
+	}, nil
+}
+
+// askUDP sends a datagram to addr from a new socket and reads one back.
+func askUDP(addr string, timeout time.Duration) (string, error) {
+	c, err := net.DialTimeout("udp", addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("fetch\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
+		return "", err
+	}
+	return strings.TrimSpace(line), nil
+}
