@@ -72,6 +72,8 @@ func (t *Table) Sync(ctx context.Context, agent Applier, opts SyncOptions) {
 			}
 			switch {
 			case err == nil && resp.GetTable() == t.id:
+				opts.Log.DebugContext(ctx, "cell programs ClusterIP services", "revision", resp.GetRevision(),
+					"base", req.GetBaseRevision(), "services", len(req.GetServices()), "removed", len(req.GetRemoved()))
 				acked, full, failures = resp.GetRevision(), false, 0
 				if failing {
 					opts.Log.InfoContext(ctx, "cell programs ClusterIP services again", "revision", acked)
@@ -95,9 +97,9 @@ func (t *Table) Sync(ctx context.Context, agent Applier, opts SyncOptions) {
 				continue
 			}
 			failures++
-			// Unavailable is the agent still starting, until it has
-			// answered or for long.
-			if !failing && (code != codes.Unavailable || acked != 0 || failures >= 5) {
+			// Unavailable before any answer is the agent still starting:
+			// the cell's boot, not this, reports an agent that never comes.
+			if !failing && (code != codes.Unavailable || acked != 0) {
 				opts.Log.WarnContext(ctx, "sending ClusterIP services to cell failed; retrying", "revision", rev, "error", err)
 				failing = true
 			}

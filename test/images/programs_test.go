@@ -229,7 +229,7 @@ func TestFetch(t *testing.T) {
 		want     string
 		wantExit int
 	}{
-		{"each answer's first line", []string{"-n", "3", "-token", token, srv.URL}, "answer 1\nanswer 2\nanswer 3\n", 0},
+		{"each answer on a line", []string{"-n", "3", "-token", token, srv.URL}, "answer 1 second line\nanswer 2 second line\nanswer 3 second line\n", 0},
 		{"a refusal is an error line", []string{"-n", "1", srv.URL}, "error: 401 Unauthorized: no token\n", 1},
 		{"a closed port is an error line", []string{"-timeout", "1s", "http://" + closedAddr(t) + "/"}, "error: ", 1},
 	}

@@ -1,7 +1,8 @@
 // Command fetch is Kip's test client: it asks a URL -n times, each time on
 // a new connection (so that a Service balances every request), and prints
-// one line per answer: the answer's first line, or "error: ..." for a
-// failed request. It exits 1 if any request failed.
+// one line per answer: the answer with its whitespace collapsed to single
+// spaces (a JSON body fits a line), or "error: ..." for a failed request.
+// It exits 1 if any request failed.
 //
 //	fetch [-n N] [-ca FILE] [-token FILE] [-timeout D] URL
 //
@@ -56,8 +57,8 @@ func main() {
 	}
 }
 
-// asker returns a function that asks rawURL once and returns the first
-// line of the answer.
+// asker returns a function that asks rawURL once and returns the answer
+// on one line.
 func asker(rawURL, caFile, tokenFile string, timeout time.Duration) (func() (string, error), error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -100,11 +101,11 @@ func asker(rawURL, caFile, tokenFile string, timeout time.Duration) (func() (str
 		if err != nil {
 			return "", err
 		}
-		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+		answer := strings.Join(strings.Fields(string(body)), " ")
 		if resp.StatusCode != http.StatusOK {
-			return "", fmt.Errorf("%s: %s", resp.Status, first)
+			return "", fmt.Errorf("%s: %s", resp.Status, answer)
 		}
-		return first, nil
+		return answer, nil
 	}, nil
 }
 
@@ -123,5 +124,5 @@ func askUDP(addr string, timeout time.Duration) (string, error) {
 	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
 		return "", err
 	}
-	return strings.TrimSpace(line), nil
+	return strings.Join(strings.Fields(line), " "), nil
 }
