@@ -41,7 +41,8 @@ func Setup(ctx context.Context, log io.Writer) (*Framework, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating state directory: %w", err)
 	}
-	c, err := controlplane.Start(ctx, controlplane.Options{StateDir: state, BinDir: bin, NodeNames: []string{}, Log: log})
+	// A /16 of Services: room for the services benchmark's thousand.
+	c, err := controlplane.Start(ctx, controlplane.Options{StateDir: state, BinDir: bin, NodeNames: []string{}, ServiceCIDR: "10.0.0.0/16", Log: log})
 	if err != nil {
 		_ = os.RemoveAll(state)
 		return nil, fmt.Errorf("starting control plane: %w", err)

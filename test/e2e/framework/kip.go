@@ -414,6 +414,9 @@ func (k *Kip) Signal(sig syscall.Signal) error {
 	return nil
 }
 
+// PID is the kip process's.
+func (k *Kip) PID() int { return k.cmd.Process.Pid }
+
 // LogTail returns the last n lines of kip's log.
 func (k *Kip) LogTail(n int) string {
 	data, _ := os.ReadFile(k.LogPath)
