@@ -32,6 +32,11 @@ type Config struct {
 	NodeName  string `koanf:"-"`
 	// Match tunes pod-to-instance matching (host/match).
 	Match match.Config `koanf:"-"`
+	// Cluster is what the cells' pods see of the cluster, as on a kubelet:
+	// the Services (their environment variables, the kube-dns address)
+	// and the DNS settings (the node section's clusterDNS and
+	// clusterDomain). The zero Cluster: no Service, no cluster DNS.
+	Cluster dispatch.Cluster `koanf:"-"`
 	// UnavailableTTL is how long an offering that ran out of capacity is
 	// skipped; default match.DefaultUnavailableTTL (3 minutes).
 	UnavailableTTL time.Duration `koanf:"unavailableTTL"`

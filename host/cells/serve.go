@@ -91,7 +91,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
 		for n := 1; ; n++ {
-			req, err := dispatch.Resolve(ctx, c.d.source, pod, cellInfo)
+			req, err := dispatch.Resolve(ctx, c.d.source, c.d.cfg.Cluster, pod, cellInfo)
 			if err == nil {
 				req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 				req.Generation = gen

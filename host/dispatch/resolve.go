@@ -67,16 +67,27 @@ type ResolveError struct{ Message string }
 func (e *ResolveError) Error() string { return e.Message }
 
 // Resolve builds the ApplyPod request for pod on cell (without the
-// generation): the environment of every container, the files of its
-// configMap, secret, downwardAPI and projected volumes, and the registry
-// credentials of its imagePullSecrets.
-func Resolve(ctx context.Context, src Source, pod *corev1.Pod, cell Cell) (*cellv1.ApplyPodRequest, error) {
+// generation): the environment of every container (with the service
+// variables of cluster's Services), the files of its configMap, secret,
+// downwardAPI and projected volumes, the registry credentials of its
+// imagePullSecrets, and the cluster's DNS settings.
+func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, cell Cell) (*cellv1.ApplyPodRequest, error) {
 	podJSON, err := json.Marshal(pod)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pod: %w", err)
 	}
-	r := &resolver{ctx: ctx, src: src, pod: pod, cell: cell}
-	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}}
+	// The API server defaults enableServiceLinks to true.
+	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+	serviceEnv, err := cluster.serviceEnv(pod.Namespace, links)
+	if err != nil {
+		return nil, err
+	}
+	dns, err := cluster.clusterDNS()
+	if err != nil {
+		return nil, err
+	}
+	r := &resolver{ctx: ctx, src: src, pod: pod, cell: cell, serviceEnv: serviceEnv}
+	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}, ClusterDns: dns}
 	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i := range all {
 		env, err := r.env(&all[i])
@@ -107,6 +118,8 @@ type resolver struct {
 	src  Source
 	pod  *corev1.Pod
 	cell Cell
+	// serviceEnv are the variables of the Services the pod sees.
+	serviceEnv []*cellv1.EnvVar
 }
 
 func (r *resolver) missing(format string, args ...any) error {
@@ -141,17 +154,27 @@ func (r *resolver) secret(name string, optional *bool) (*corev1.Secret, error) {
 	return s, nil
 }
 
-// env resolves a container's environment the way the kubelet does: envFrom
+// env resolves a container's environment the way the kubelet's
+// makeEnvironmentVariables does (pkg/kubelet/kubelet_pods.go): envFrom
 // sources in order, then env entries overriding them, with $(VAR)
-// references expanded against what is defined so far.
+// references expanded against what is defined so far and then the
+// service variables; last the service variables the container does not
+// define itself (they never override its own).
 func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 	var order []string
 	values := map[string]string{}
+	// scope is what $(VAR) sees: the container's variables over the
+	// services' (the kubelet's MappingFuncFor(tmpEnv, serviceEnv)).
+	scope := map[string]string{}
+	for _, v := range r.serviceEnv {
+		scope[v.GetName()] = v.GetValue()
+	}
 	set := func(name, value string) {
 		if _, ok := values[name]; !ok {
 			order = append(order, name)
 		}
 		values[name] = value
+		scope[name] = value
 	}
 	for _, from := range c.EnvFrom {
 		switch {
@@ -175,7 +198,7 @@ func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expansion.Expand(e.Value, values))
+			set(e.Name, expansion.Expand(e.Value, scope))
 			continue
 		}
 		v, ok, err := r.valueFrom(c, e.ValueFrom)
@@ -189,6 +212,11 @@ func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 	out := &cellv1.EnvList{}
 	for _, name := range order {
 		out.Vars = append(out.Vars, &cellv1.EnvVar{Name: name, Value: values[name]})
+	}
+	for _, v := range r.serviceEnv {
+		if _, own := values[v.GetName()]; !own {
+			out.Vars = append(out.Vars, &cellv1.EnvVar{Name: v.GetName(), Value: v.GetValue()})
+		}
 	}
 	return out, nil
 }
