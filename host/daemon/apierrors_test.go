@@ -26,6 +26,7 @@ import (
 	"github.com/kipcell/kip/cell/api/apitest"
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/node"
+	"github.com/kipcell/kip/host/services"
 )
 
 // pluginDir holds kip-plugin-fake, built by TestMain: Run starts it before
@@ -74,15 +75,21 @@ const (
 	statusNotFound = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}`
 
 	emptyPodList = `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`
+
+	statusForbiddenListServices = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"services is forbidden: User \"system:node:kip\" cannot list resource \"services\" in API group \"\" at the cluster scope","reason":"Forbidden","details":{"kind":"services"},"code":403}`
+
+	emptyServiceList = `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`
 )
 
 // The routes kip uses at start-up, as "METHOD path".
 const (
-	routeVersion      = "GET /version"
-	routeGetSecret    = "GET /api/v1/namespaces/kip-system/secrets/kip-ca"
-	routeCreateSecret = "POST /api/v1/namespaces/kip-system/secrets"
-	routeListPods     = "GET /api/v1/pods"
-	routeWatchPods    = "WATCH /api/v1/pods"
+	routeVersion       = "GET /version"
+	routeGetSecret     = "GET /api/v1/namespaces/kip-system/secrets/kip-ca"
+	routeCreateSecret  = "POST /api/v1/namespaces/kip-system/secrets"
+	routeListPods      = "GET /api/v1/pods"
+	routeWatchPods     = "WATCH /api/v1/pods"
+	routeListServices  = "GET /api/v1/services"
+	routeWatchServices = "WATCH /api/v1/services"
 )
 
 type answer struct {
@@ -94,11 +101,13 @@ type answer struct {
 // the CA Secret is absent and may be created, the node has no pods, and
 // watches fail (the informer then falls back to a list).
 var healthy = map[string]answer{
-	routeVersion:      {200, versionBody},
-	routeGetSecret:    {404, statusSecretNotFound},
-	routeCreateSecret: {201, ""},
-	routeListPods:     {200, emptyPodList},
-	routeWatchPods:    {500, statusInternal},
+	routeVersion:       {200, versionBody},
+	routeGetSecret:     {404, statusSecretNotFound},
+	routeCreateSecret:  {201, ""},
+	routeListPods:      {200, emptyPodList},
+	routeWatchPods:     {500, statusInternal},
+	routeListServices:  {200, emptyServiceList},
+	routeWatchServices: {500, statusInternal},
 }
 
 // fakeAPIServer answers as kube-apiserver does: healthy, with the routes
@@ -545,6 +554,53 @@ func TestSyncPods(t *testing.T) {
 				t.Fatal("syncPods returned no error")
 			}
 			check(t, err.Error(), append(tt.want, url), tt.never)
+		})
+	}
+}
+
+// TestSyncServices checks the first sync of the Services, through the
+// same syncCache as TestSyncPods: synced, forbidden at once, or timed out
+// naming the last error.
+func TestSyncServices(t *testing.T) {
+	tests := []struct {
+		name     string
+		override map[string]answer
+		want     []string // nil: no error
+		never    []string
+	}{
+		{name: "synced"},
+		{
+			name:     "forbidden",
+			override: map[string]answer{routeListServices: {403, statusForbiddenListServices}},
+			want: []string{"syncing the cache of Services: kip's identity, a client certificate for system:node:kip in group system:nodes",
+				"may not list services in all namespaces at ", "(403 Forbidden)", "Node authorizer"},
+			never: []string{"timed out"},
+		},
+		{
+			name:     "other: the server keeps failing",
+			override: map[string]answer{routeListServices: {500, statusInternal}},
+			want:     []string{"syncing the cache of Services: timed out after 1s (list services in all namespaces at ", "etcdserver: request timed out"},
+			never:    append([]string{"cannot reach", "credentials"}, rbacHints...),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := fakeAPIServer(t, tt.override)
+			api, client := connect(t, writeKubeconfig(t, srv.URL, serverCA(srv), nodeCertUser(t)))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			svcs := services.New(client, nil)
+			err := api.syncServices(ctx, client, svcs, "kip", time.Second)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("syncServices: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("syncServices returned no error")
+			}
+			check(t, err.Error(), append(tt.want, srv.URL), tt.never)
 		})
 	}
 }

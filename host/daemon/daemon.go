@@ -17,6 +17,7 @@ import (
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/host/plugin"
+	"github.com/kipcell/kip/host/services"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -85,9 +86,13 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	recorder, stopEvents := node.NewEventRecorder(ctx, client, cfg.NodeName)
 	defer stopEvents()
 
+	// One watch of the cluster's Services for every cell (the service
+	// environment variables, the kube-dns address).
+	svcs := services.New(client, log.With("component", "services"))
 	cellsCfg := cfg.Cells
 	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
+	cellsCfg.Cluster = dispatch.Cluster{Services: svcs, DNS: dispatch.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
 	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"))
 
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
@@ -104,6 +109,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// A pod's environment needs the Services read once (as on a kubelet).
+	if err := api.syncServices(ctx, client, svcs, cfg.NodeName, podSyncTimeout); err != nil {
+		return err
+	}
 	errs := make(chan error, 4)
 	go func() { errs <- sup.Run(ctx) }()
 	go func() { errs <- newPluginReloader(sup, o.reload, cfg, manager.RefreshCatalog, log).run(ctx, hup) }()

@@ -79,6 +79,11 @@ func (i *Informer) WaitForSync(ctx context.Context) error {
 // HasSynced reports whether the first list of Services is in the cache.
 func (i *Informer) HasSynced() bool { return i.informer.HasSynced() }
 
+// Informer is the shared informer underneath, for what List, Get and
+// OnChange do not offer (a watch error handler before Run, an indexer).
+// Its handlers see the cache's own objects: never modify them.
+func (i *Informer) Informer() cache.SharedIndexInformer { return i.informer }
+
 // List returns the Services of namespace (every namespace when it is
 // empty), sorted by namespace and name. The Services are the cache's own:
 // never modify them.
