@@ -32,6 +32,24 @@
 // the gateway). The agent does not reach back into the root namespace for
 // pulls: that would be a local-only special case with its own privileges.
 //
+// # DNS: what dnsPolicy Default means on a cell
+//
+// A pod's /etc/resolv.conf is written by the agent (cell/pod) from the
+// cluster DNS settings the host sends and, for dnsPolicy Default (and a
+// ClusterFirst pod when the cluster has no DNS, and the host part of the
+// ClusterFirst search path), from the cell's own resolver configuration:
+// --resolv-conf, default /etc/resolv.conf, as a kubelet's --resolv-conf.
+// The cell is the pod's node, so Default means what the instance itself
+// uses. On a cloud cell that is the instance's /etc/resolv.conf (the
+// VPC's resolver); the pod shares the instance's network, so even a
+// loopback resolver there works. With the local plugin it is this
+// machine's /etc/resolv.conf as the agent sees it (`ip netns exec`
+// replaces it by /etc/netns/<namespace>/resolv.conf where that exists),
+// and the pod runs in the cell's network namespace: a loopback
+// nameserver such as systemd-resolved's 127.0.0.53 does not answer there,
+// so point --resolv-conf at a file with reachable servers
+// (/run/systemd/resolve/resolv.conf), as a kubelet on such a host does.
+//
 // Plain HTTP is used for loopback registries and for those named with
 // --insecure-registry (repeatable, host or host:port); every other registry
 // is pulled from over HTTPS. A per-cluster list would belong in the

@@ -37,6 +37,9 @@ type Config struct {
 	Listen string
 	// InsecureRegistries are pulled from over plain HTTP.
 	InsecureRegistries []string
+	// ResolvConf is the cell's own resolver configuration, what a pod's
+	// dnsPolicy Default means (pod.Config.ResolvConf); empty: none.
+	ResolvConf string
 	// RuncRoot is runc's state directory; empty means containerd's default.
 	RuncRoot string
 	// Backoff is the restart back-off; zero means the kubelet's.
@@ -111,10 +114,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := pod.RemoveVolumes(volumesDir); err != nil {
 		log.WarnContext(ctx, "removing volumes of an earlier agent", "error", err)
 	}
+	etcDir := filepath.Join(cfg.StateDir, "etc")
+	if err := os.RemoveAll(etcDir); err != nil {
+		log.WarnContext(ctx, "removing the /etc files of an earlier agent", "error", err)
+	}
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, Backoff: cfg.Backoff, Logger: log,
+		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, EtcDir: etcDir, ResolvConf: cfg.ResolvConf,
+		Backoff: cfg.Backoff, Logger: log,
 	})
 	srv := agent.New(agent.Config{Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Logger: log})
 
