@@ -94,6 +94,10 @@ type Config struct {
 	StatusUpdateInterval time.Duration `koanf:"statusUpdateInterval"`
 	// Workers is the number of pod-controller workers per queue.
 	Workers int `koanf:"workers"`
+	// ClusterDNS and ClusterDomain are kubelet settings this package only
+	// owns (defaults, Validate): the daemon hands them to the cells
+	// (dispatch.Cluster), whose agents write the pods' resolv.conf.
+	//
 	// ClusterDNS are the cluster DNS servers' IP addresses, a kubelet's
 	// --cluster-dns: the nameservers of a pod with dnsPolicy ClusterFirst.
 	// Empty: the ClusterIP of the kube-dns Service in kube-system while it
