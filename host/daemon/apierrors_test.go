@@ -244,6 +244,21 @@ func check(t *testing.T, msg string, want, never []string) {
 	}
 }
 
+// checkErr checks the error of call: none when want is nil, else one
+// that names every substring of want and url, and none of never.
+func checkErr(t *testing.T, call string, err error, want []string, url string, never []string) {
+	t.Helper()
+	switch {
+	case want == nil && err != nil:
+		t.Fatalf("%s: %v", call, err)
+	case want == nil:
+	case err == nil:
+		t.Fatalf("%s returned no error", call)
+	default:
+		check(t, err.Error(), append(want, url), never)
+	}
+}
+
 // rbacHints are what kip says only when a request is forbidden.
 var rbacHints = []string{"deploy/rbac", "403 Forbidden", "may not"}
 
@@ -544,16 +559,7 @@ func TestSyncPods(t *testing.T) {
 			defer factory.Shutdown()
 			defer cancel() // runs before Shutdown, which waits for the informer
 			err := api.syncPods(ctx, client, factory, informer, "kip", time.Second)
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("syncPods: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("syncPods returned no error")
-			}
-			check(t, err.Error(), append(tt.want, url), tt.never)
+			checkErr(t, "syncPods", err, tt.want, url, tt.never)
 		})
 	}
 }
@@ -591,16 +597,7 @@ func TestSyncServices(t *testing.T) {
 			defer cancel()
 			svcs := services.New(client, nil)
 			err := api.syncServices(ctx, client, svcs, "kip", time.Second)
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("syncServices: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("syncServices returned no error")
-			}
-			check(t, err.Error(), append(tt.want, srv.URL), tt.never)
+			checkErr(t, "syncServices", err, tt.want, srv.URL, tt.never)
 		})
 	}
 }
