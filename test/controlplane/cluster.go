@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kipcell/kip/test/modbuild"
 )
 
 // Options configure Start.
@@ -371,7 +373,7 @@ func (c *Cluster) waitReady(ctx context.Context, name string, timeout time.Durat
 
 func (c *Cluster) failure(name, reason string) error {
 	data, _ := os.ReadFile(c.LogPath(name))
-	return &Error{Component: name, Reason: reason, LogPath: c.LogPath(name), LogTail: lastLines(string(data), 30)}
+	return &Error{Component: name, Reason: reason, LogPath: c.LogPath(name), LogTail: modbuild.LastLines(string(data), 30)}
 }
 
 func (c *Cluster) healthCheck(name string) (*http.Client, string, error) {
