@@ -30,11 +30,19 @@
 // are fixed, so the same inputs give the same digests. $KIP_BUSYBOX replaces
 // the path of the busybox binary, /bin/busybox by default.
 //
+// CoreDNS, the cluster DNS of the local cluster (deploy/coredns), is built
+// the same way but apart, since its build is costly: BuildCoreDNS compiles
+// CoreDNSVersion from the Go module proxy into ~/.cache/kip/coredns (cold:
+// about two and a half minutes on two cores, then cached by version and Go
+// toolchain), and PushCoreDNS pushes busybox plus /coredns as
+// kip-e2e/coredns:<CoreDNSTag>. The end-to-end harness and the demo push it
+// (test/e2e/framework's DeployDNS); make test builds only a stand-in.
+//
 // TestContainerdRunsImages, run as root where containerd and runc are
 // installed, proves the images run: it starts Debian's containerd as a child
 // process, pulls them over plain HTTP with basic auth and runs them with
 // runc.
 //
-// The package imports only the standard library, go-containerregistry and
-// test/registry; it never imports host or cell.
+// The package imports only the standard library, go-containerregistry,
+// test/registry and test/modbuild; it never imports host or cell.
 package images
