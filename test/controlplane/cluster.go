@@ -22,6 +22,11 @@ import (
 	"github.com/kipcell/kip/test/modbuild"
 )
 
+// DefaultServiceCIDR is the service range of a cluster whose Options do
+// not name one (never routed: no kube-proxy runs). Its tenth address,
+// 10.0.0.10, is the cluster DNS's (deploy/coredns).
+const DefaultServiceCIDR = "10.0.0.0/24"
+
 // Options configure Start.
 type Options struct {
 	// StateDir holds the PKI, etcd data, logs, PIDs and kubeconfigs. A
@@ -33,8 +38,7 @@ type Options struct {
 	NodeNames []string
 	// ReadyTimeout bounds the wait for each component; default 2 minutes.
 	ReadyTimeout time.Duration
-	// ServiceCIDR is the service range; default 10.0.0.0/24 (never routed:
-	// no kube-proxy runs).
+	// ServiceCIDR is the service range; default DefaultServiceCIDR.
 	ServiceCIDR string
 	// Ports fixes ports; zero fields get free ports on 127.0.0.1.
 	Ports Ports
@@ -107,7 +111,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts.ReadyTimeout = 2 * time.Minute
 	}
 	if opts.ServiceCIDR == "" {
-		opts.ServiceCIDR = "10.0.0.0/24"
+		opts.ServiceCIDR = DefaultServiceCIDR
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard

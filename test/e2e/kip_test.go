@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // onKip is a pod spec placed on the virtual node "kip".
@@ -94,17 +96,8 @@ func helloDeployment(t *testing.T, ns, name string, replicas int32, annotations 
 	}
 }
 
-func running(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Running == nil {
-			return false
-		}
-	}
-	return len(p.Status.ContainerStatuses) > 0
-}
+// running is framework.PodRunning, by the short name the tests use.
+func running(p *corev1.Pod) bool { return framework.PodRunning(p) }
 
 // TestDeploymentRunsInCells is the whole path: a Deployment's pods bound
 // to kip run in their own cells, with true status, logs, exec and delete.
