@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,27 +160,83 @@ func RenderDNS(manifest []byte, registry, corefile string) ([]byte, error) {
 	if corefile == "" {
 		return []byte(out), nil
 	}
-	docs := strings.Split(out, "\n---\n")
-	replaced := false
-	for i, doc := range docs {
-		var cm corev1.ConfigMap
-		if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
-			return nil, fmt.Errorf("reading document %d of the DNS manifest: %w", i+1, err)
-		}
-		if cm.Kind != "ConfigMap" || cm.Name != "coredns" {
-			continue
-		}
-		cm.Data["Corefile"] = corefile
-		data, err := json.Marshal(&cm)
-		if err != nil {
-			return nil, fmt.Errorf("encoding the coredns ConfigMap: %w", err)
-		}
-		docs[i], replaced = string(data), true
+	docs, i, cm, err := corefileDoc(out)
+	if err != nil {
+		return nil, err
 	}
-	if !replaced {
-		return nil, errors.New("the DNS manifest has no ConfigMap coredns")
+	cm.Data["Corefile"] = corefile
+	data, err := json.Marshal(cm)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the coredns ConfigMap: %w", err)
 	}
+	docs[i] = string(data)
 	return []byte(strings.Join(docs, "\n---\n")), nil
+}
+
+// corefileDoc splits manifest into its documents and returns them, the
+// index of the coredns ConfigMap's and that ConfigMap.
+func corefileDoc(manifest string) (docs []string, index int, cm *corev1.ConfigMap, err error) {
+	docs = strings.Split(manifest, "\n---\n")
+	for i, doc := range docs {
+		cm = &corev1.ConfigMap{}
+		if err := yaml.Unmarshal([]byte(doc), cm); err != nil {
+			return nil, 0, nil, fmt.Errorf("reading document %d of the DNS manifest: %w", i+1, err)
+		}
+		if cm.Kind == "ConfigMap" && cm.Name == "coredns" && cm.Data["Corefile"] != "" {
+			return docs, i, cm, nil
+		}
+	}
+	return nil, 0, nil, errors.New("the DNS manifest has no ConfigMap coredns with a Corefile")
+}
+
+// StaticCorefile returns the Corefile of DNSManifest with its kubernetes
+// block replaced by a hosts block that answers each name of hosts with
+// its address: CoreDNS then runs every other plugin of the manifest
+// without the API server, which a cell cannot reach before it has a
+// token and the kubernetes Service.
+func StaticCorefile(hosts map[string]string) (string, error) {
+	path, err := repoFile(DNSManifest)
+	if err != nil {
+		return "", err
+	}
+	manifest, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the DNS manifest: %w", err)
+	}
+	_, _, cm, err := corefileDoc(string(manifest))
+	if err != nil {
+		return "", err
+	}
+	return withHosts(cm.Data["Corefile"], hosts)
+}
+
+// withHosts replaces the kubernetes block of corefile (from its line to
+// the "}" indented as far) by a hosts block of the same indentation.
+func withHosts(corefile string, hosts map[string]string) (string, error) {
+	lines := strings.Split(corefile, "\n")
+	start, end := -1, -1
+	var indent string
+	for i, l := range lines {
+		trimmed := strings.TrimLeft(l, " \t")
+		switch {
+		case start < 0 && strings.HasPrefix(trimmed, "kubernetes ") && strings.HasSuffix(trimmed, "{"):
+			start, indent = i, l[:len(l)-len(trimmed)]
+		case start >= 0 && l == indent+"}":
+			end = i
+		}
+		if end >= 0 {
+			break
+		}
+	}
+	if start < 0 || end < 0 {
+		return "", errors.New("the Corefile has no kubernetes block")
+	}
+	block := []string{indent + "hosts {"}
+	for _, name := range slices.Sorted(maps.Keys(hosts)) {
+		block = append(block, indent+"    "+hosts[name]+" "+name)
+	}
+	block = append(block, indent+"}")
+	return strings.Join(slices.Concat(lines[:start], block, lines[end+1:]), "\n"), nil
 }
 
 // kubectl runs the control plane's kubectl as cluster-admin with stdin;

@@ -226,3 +226,36 @@ func TestClusterDNSSwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticCorefile checks the test's Corefile is the manifest's with a
+// hosts block where the kubernetes block was, and nothing else changed.
+func TestStaticCorefile(t *testing.T) {
+	got, err := StaticCorefile(map[string]string{
+		"kubernetes.default.svc.cluster.local": "10.0.0.1",
+		"hello.default.svc.cluster.local":      "10.0.0.42",
+	})
+	if err != nil {
+		t.Fatalf("StaticCorefile: %v", err)
+	}
+	manifest := dnsObjects(t, "")["ConfigMap/coredns"].(*corev1.ConfigMap).Data["Corefile"]
+	want := strings.Replace(manifest, `    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }
+`, `    hosts {
+        10.0.0.42 hello.default.svc.cluster.local
+        10.0.0.1 kubernetes.default.svc.cluster.local
+    }
+`, 1)
+	if want == manifest {
+		t.Fatalf("the test's copy of the kubernetes block is not in the manifest's Corefile:\n%s", manifest)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("StaticCorefile (-want +got):\n%s", diff)
+	}
+
+	if _, err := withHosts(".:53 {\n    errors\n}\n", nil); err == nil {
+		t.Error("withHosts of a Corefile without a kubernetes block = nil, want an error")
+	}
+}
