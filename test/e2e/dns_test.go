@@ -43,6 +43,12 @@ func TestCoreDNSInCell(t *testing.T) {
 			}
 		})
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := kubectl(t, "logs", "-n", "kube-system", dns.Pod, "--tail=30")
+			t.Logf("CoreDNS's log (pod %s):\n%s", dns.Pod, out)
+		}
+	})
 	pod, err := f.Client.CoreV1().Pods("kube-system").Get(ctx, dns.Pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -112,8 +112,8 @@ func (f *Framework) ApplyDNS(ctx context.Context, cells *Cells, opts DNSOptions)
 	return &DNS{Image: img, Manifest: rendered}, nil
 }
 
-// DeployDNS is ApplyDNS, then waits until CoreDNS's pod runs (on a Kip
-// node: the manifest selects one) and records it in the DNS.
+// DeployDNS is ApplyDNS, then waits until CoreDNS's pod runs and is Ready
+// (on a Kip node: the manifest selects one) and records it in the DNS.
 func (f *Framework) DeployDNS(ctx context.Context, cells *Cells, opts DNSOptions) (*DNS, error) {
 	dns, err := f.ApplyDNS(ctx, cells, opts)
 	if err != nil {
@@ -128,7 +128,7 @@ func (f *Framework) DeployDNS(ctx context.Context, cells *Cells, opts DNSOptions
 		last = ""
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if p.DeletionTimestamp == nil && PodRunning(p) && p.Status.PodIP != "" {
+			if p.DeletionTimestamp == nil && PodRunning(p) && podReady(p) && p.Status.PodIP != "" {
 				dns.Pod, dns.PodIP = p.Name, p.Status.PodIP
 				return true, nil
 			}
@@ -248,6 +248,16 @@ func (f *Framework) kubectl(ctx context.Context, stdin []byte, args ...string) e
 		return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
+}
+
+// podReady reports whether p's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // containerStates says what each container of p is doing, for an error.
