@@ -78,7 +78,9 @@ if kubectl -n kube-system get deployment coredns >/dev/null 2>&1; then
   big=$(kubectl get pods -l app=hello-big --field-selector=status.phase=Running \
     -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | sed -n 1p)
   [ -n "$big" ] || { echo "no Running hello-big pod: see kubectl get pods and $demo/kip/kip.log" >&2; exit 1; }
-  step kubectl exec "$big" -- wget -q -O - -T 5 http://hello
+  # /app -get is the hello program as a client (Go's resolver reads the
+  # pod's /etc/resolv.conf: its search path makes "hello" the Service).
+  step kubectl exec "$big" -- /app -get http://hello
 fi
 
 cat <<MSG

@@ -118,21 +118,22 @@ func TestClusterDNS(t *testing.T) {
 			return code == 0 && strings.Contains(out, "Address: "+l.want+"\n"), nil
 		})
 	}
-	// The short name, through the search path of the C library's
-	// resolver (busybox's wget), to the Service's pod.
-	f.WaitFor(t, 30*time.Second, "wget http://hello to reach the hello pod", func(context.Context) (bool, error) {
-		out, code := kubectl(t, "exec", "-n", ns, client.Name, "--", "wget", "-q", "-O", "-", "-T", "5", "http://hello")
-		return code == 0 && strings.Contains(out, "hello from hello-"), nil
+	// The short name, through the search path (Go's resolver in the
+	// hello program), to the Service's pod.
+	f.WaitFor(t, 30*time.Second, "GET http://hello to reach the hello pod", func(context.Context) (bool, error) {
+		out, code := kubectl(t, "exec", "-n", ns, client.Name, "--", "/app", "-get", "http://hello")
+		return code == 0 && strings.HasPrefix(out, "hello from hello-"), nil
 	})
 }
 
-// clientPod runs a busybox pod on kip in ns, in its own cell, and returns
-// it once Running.
+// clientPod runs a pod of the hello image (busybox's nslookup, and the
+// hello program's client, /app -get URL) on kip in ns, in its own cell,
+// asleep, and returns it once Running.
 func clientPod(t *testing.T, ns string) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "client", Labels: map[string]string{"app": "client"}},
-		Spec:       onKip(corev1.Container{Name: "client", Image: cells.Images.Busybox.Ref, Command: []string{"sleep", "3600"}}),
+		Spec:       onKip(corev1.Container{Name: "client", Image: cells.Images.Hello.Ref, Command: []string{"sleep", "3600"}}),
 	}
 	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,8 @@
 //   - GoProgram adds a second layer holding a Go main package built with
 //     CGO_ENABLED=0 as /app, with Entrypoint ["/app"].
 //   - The programs under programs/ are the tiny workloads the end-to-end
-//     tests run: hello (prints and serves "hello from <hostname>"), crash
+//     tests run: hello (prints and serves "hello from <hostname>", or with
+//     -get URL fetches a URL, a client that finds a Service by name), crash
 //     (exits with $EXIT_CODE) and logger (prints numbered lines).
 //
 // PushAll pushes busybox, hello, crash and logger as

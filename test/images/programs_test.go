@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +199,47 @@ func TestHello(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("hello after SIGTERM: %v, want exit 0", err)
+	}
+}
+
+// TestHelloGet runs hello as a server and again with -get as its client:
+// the client prints the server's line; a refused connection or an error
+// status exits 1.
+func TestHelloGet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "hello from the server\n")
+	}))
+	defer srv.Close()
+
+	tests := []struct {
+		name, url, out string
+		code           int
+	}{
+		{"ok", srv.URL + "/", "hello from the server\n", 0},
+		{"not found", srv.URL + "/missing", "", 1},
+		{"refused", "http://127.0.0.1:1/", "", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), program(t, "hello"), "-get", tt.url)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || stdout.String() != tt.out {
+				t.Errorf("hello -get %s: exit %d, output %q (stderr %q); want exit %d, output %q",
+					tt.url, code, stdout.String(), stderr.String(), tt.code, tt.out)
+			}
+		})
 	}
 }
