@@ -78,24 +78,15 @@ func TestCrash(t *testing.T) {
 			if tt.env != "" {
 				cmd.Env = []string{"EXIT_CODE=" + tt.env}
 			}
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			stdout, stderr, code := run(t, cmd)
 			if code != tt.wantCode {
 				t.Errorf("exit code %d, want %d", code, tt.wantCode)
 			}
-			if stdout.String() != "crash: stdout\n" {
-				t.Errorf("stdout = %q", stdout.String())
+			if stdout != "crash: stdout\n" {
+				t.Errorf("stdout = %q", stdout)
 			}
-			if !strings.HasSuffix(stderr.String(), "crash: stderr\n") || !strings.Contains(stderr.String(), tt.wantError) {
-				t.Errorf("stderr = %q, want %q and crash: stderr", stderr.String(), tt.wantError)
+			if !strings.HasSuffix(stderr, "crash: stderr\n") || !strings.Contains(stderr, tt.wantError) {
+				t.Errorf("stderr = %q, want %q and crash: stderr", stderr, tt.wantError)
 			}
 		})
 	}
@@ -225,21 +216,27 @@ func TestHelloGet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.CommandContext(t.Context(), program(t, "hello"), "-get", tt.url)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tt.code || stdout.String() != tt.out {
+			stdout, stderr, code := run(t, exec.CommandContext(t.Context(), program(t, "hello"), "-get", tt.url))
+			if code != tt.code || stdout != tt.out {
 				t.Errorf("hello -get %s: exit %d, output %q (stderr %q); want exit %d, output %q",
-					tt.url, code, stdout.String(), stderr.String(), tt.code, tt.out)
+					tt.url, code, stdout, stderr, tt.code, tt.out)
 			}
 		})
 	}
+}
+
+// run runs cmd and returns its output and exit code; it fails t when cmd
+// cannot run at all.
+func run(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
 }
