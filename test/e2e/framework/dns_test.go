@@ -69,124 +69,135 @@ func TestDNSManifest(t *testing.T) {
 		t.Fatalf("objects (-want +got):\n%s", diff)
 	}
 
-	t.Run("rbac", func(t *testing.T) {
-		role := objs["ClusterRole/system:coredns"].(*rbacv1.ClusterRole)
-		wantRules := []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
-			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-		}
-		if diff := cmp.Diff(wantRules, role.Rules); diff != "" {
-			t.Errorf("ClusterRole rules (-want +got):\n%s", diff)
-		}
-		binding := objs["ClusterRoleBinding/system:coredns"].(*rbacv1.ClusterRoleBinding)
-		wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "coredns", Namespace: "kube-system"}}
-		if diff := cmp.Diff(wantSubjects, binding.Subjects); diff != "" || binding.RoleRef.Name != role.Name || binding.RoleRef.Kind != "ClusterRole" {
-			t.Errorf("binding %+v to %+v, want the coredns service account to the ClusterRole", binding.Subjects, binding.RoleRef)
-		}
-		if sa := objs["ServiceAccount/coredns"].(*corev1.ServiceAccount); sa.Namespace != "kube-system" {
-			t.Errorf("service account in %q, want kube-system", sa.Namespace)
-		}
-	})
+	t.Run("rbac", func(t *testing.T) { dnsRBAC(t, objs) })
+	t.Run("corefile", func(t *testing.T) { dnsCorefile(t, objs) })
+	t.Run("deployment", func(t *testing.T) { dnsDeployment(t, objs) })
+	t.Run("on the kip node", func(t *testing.T) { dnsOnKipNode(t, objs) })
+	t.Run("service", func(t *testing.T) { dnsService(t, objs) })
+}
 
-	t.Run("corefile", func(t *testing.T) {
-		corefile := objs["ConfigMap/coredns"].(*corev1.ConfigMap).Data["Corefile"]
-		lines := map[string]bool{}
-		for _, l := range strings.Split(corefile, "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-				lines[l] = true
-			}
-		}
-		for _, want := range []string{
-			".:53 {", "errors", "health {", "lameduck 5s", "ready",
-			"kubernetes cluster.local in-addr.arpa ip6.arpa {", "pods insecure", "fallthrough in-addr.arpa ip6.arpa",
-			"prometheus :9153", "cache 30", "loop", "reload", "loadbalance",
-		} {
-			if !lines[want] {
-				t.Errorf("the Corefile lacks the line %q:\n%s", want, corefile)
-			}
-		}
-		for l := range lines {
-			if strings.HasPrefix(l, "forward") {
-				t.Errorf("the Corefile forwards (%q): the local cluster has no upstream", l)
-			}
-		}
-	})
+// dnsRBAC: the service account, and what upstream grants it.
+func dnsRBAC(t *testing.T, objs map[string]runtime.Object) {
+	role := objs["ClusterRole/system:coredns"].(*rbacv1.ClusterRole)
+	wantRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	}
+	if diff := cmp.Diff(wantRules, role.Rules); diff != "" {
+		t.Errorf("ClusterRole rules (-want +got):\n%s", diff)
+	}
+	binding := objs["ClusterRoleBinding/system:coredns"].(*rbacv1.ClusterRoleBinding)
+	wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "coredns", Namespace: "kube-system"}}
+	if diff := cmp.Diff(wantSubjects, binding.Subjects); diff != "" || binding.RoleRef.Name != role.Name || binding.RoleRef.Kind != "ClusterRole" {
+		t.Errorf("binding %+v to %+v, want the coredns service account to the ClusterRole", binding.Subjects, binding.RoleRef)
+	}
+	if sa := objs["ServiceAccount/coredns"].(*corev1.ServiceAccount); sa.Namespace != "kube-system" {
+		t.Errorf("service account in %q, want kube-system", sa.Namespace)
+	}
+}
 
-	t.Run("deployment", func(t *testing.T) {
-		d := objs["Deployment/coredns"].(*appsv1.Deployment)
-		spec := d.Spec.Template.Spec
-		if d.Namespace != "kube-system" || spec.ServiceAccountName != "coredns" || spec.DNSPolicy != corev1.DNSDefault {
-			t.Errorf("deployment in %q, service account %q, dnsPolicy %q; want kube-system, coredns, Default",
-				d.Namespace, spec.ServiceAccountName, spec.DNSPolicy)
+// dnsCorefile: the Corefile kubeadm writes, without forward.
+func dnsCorefile(t *testing.T, objs map[string]runtime.Object) {
+	corefile := objs["ConfigMap/coredns"].(*corev1.ConfigMap).Data["Corefile"]
+	lines := map[string]bool{}
+	for _, l := range strings.Split(corefile, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines[l] = true
 		}
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
-			t.Errorf("selector %v does not match the pod labels %v (%v)", d.Spec.Selector, d.Spec.Template.Labels, err)
+	}
+	for _, want := range []string{
+		".:53 {", "errors", "health {", "lameduck 5s", "ready",
+		"kubernetes cluster.local in-addr.arpa ip6.arpa {", "pods insecure", "fallthrough in-addr.arpa ip6.arpa",
+		"prometheus :9153", "cache 30", "loop", "reload", "loadbalance",
+	} {
+		if !lines[want] {
+			t.Errorf("the Corefile lacks the line %q:\n%s", want, corefile)
 		}
-		if len(spec.Containers) != 1 {
-			t.Fatalf("%d containers, want coredns alone", len(spec.Containers))
+	}
+	for l := range lines {
+		if strings.HasPrefix(l, "forward") {
+			t.Errorf("the Corefile forwards (%q): the local cluster has no upstream", l)
 		}
-		c := spec.Containers[0]
-		if want := testRegistry + "/kip-e2e/coredns:" + images.CoreDNSTag; c.Image != want {
-			t.Errorf("image %q, want %q (what PushCoreDNS pushes)", c.Image, want)
-		}
-		if diff := cmp.Diff([]string{"-conf", "/etc/coredns/Corefile"}, c.Args); diff != "" {
-			t.Errorf("args (-want +got):\n%s", diff)
-		}
-		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/coredns" || len(spec.Volumes) != 1 ||
-			spec.Volumes[0].ConfigMap == nil || spec.Volumes[0].ConfigMap.Name != "coredns" || spec.Volumes[0].Name != c.VolumeMounts[0].Name {
-			t.Errorf("volumes %+v mounted as %+v, want ConfigMap coredns at /etc/coredns", spec.Volumes, c.VolumeMounts)
-		}
-	})
+	}
+}
 
-	t.Run("on the kip node", func(t *testing.T) {
-		spec := objs["Deployment/coredns"].(*appsv1.Deployment).Spec.Template.Spec
-		nodeLabels := labels.Set{node.LabelType: node.LabelTypeKip, node.LabelOS: "linux", node.LabelHostname: "kip"}
-		if !labels.SelectorFromSet(spec.NodeSelector).Matches(nodeLabels) {
-			t.Errorf("nodeSelector %v does not select the Kip node's labels %v", spec.NodeSelector, nodeLabels)
-		}
-		taint, err := node.ParseTaint(node.DefaultTaint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Tolerated as the scheduler would for an Exists toleration: the
-		// key, and the effect or none.
-		tolerated := false
-		for _, tol := range spec.Tolerations {
-			tolerated = tolerated || tol.Key == taint.Key && tol.Operator == corev1.TolerationOpExists &&
-				(tol.Effect == "" || tol.Effect == taint.Effect)
-		}
-		if !tolerated {
-			t.Errorf("tolerations %+v do not tolerate the Kip node's taint %s", spec.Tolerations, node.DefaultTaint)
-		}
-		if spec.Affinity != nil {
-			t.Errorf("affinity %+v: every Kip pod is on the one node, so anti-affinity by hostname would allow one replica", spec.Affinity)
-		}
-	})
+// dnsDeployment: upstream's pod, with the image PushCoreDNS pushes.
+func dnsDeployment(t *testing.T, objs map[string]runtime.Object) {
+	d := objs["Deployment/coredns"].(*appsv1.Deployment)
+	spec := d.Spec.Template.Spec
+	if d.Namespace != "kube-system" || spec.ServiceAccountName != "coredns" || spec.DNSPolicy != corev1.DNSDefault {
+		t.Errorf("deployment in %q, service account %q, dnsPolicy %q; want kube-system, coredns, Default",
+			d.Namespace, spec.ServiceAccountName, spec.DNSPolicy)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("selector %v does not match the pod labels %v (%v)", d.Spec.Selector, d.Spec.Template.Labels, err)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want coredns alone", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if want := testRegistry + "/kip-e2e/coredns:" + images.CoreDNSTag; c.Image != want {
+		t.Errorf("image %q, want %q (what PushCoreDNS pushes)", c.Image, want)
+	}
+	if diff := cmp.Diff([]string{"-conf", "/etc/coredns/Corefile"}, c.Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/coredns" || len(spec.Volumes) != 1 ||
+		spec.Volumes[0].ConfigMap == nil || spec.Volumes[0].ConfigMap.Name != "coredns" || spec.Volumes[0].Name != c.VolumeMounts[0].Name {
+		t.Errorf("volumes %+v mounted as %+v, want ConfigMap coredns at /etc/coredns", spec.Volumes, c.VolumeMounts)
+	}
+}
 
-	t.Run("service", func(t *testing.T) {
-		svc := objs["Service/kube-dns"].(*corev1.Service)
-		prefix := netip.MustParsePrefix(controlplane.DefaultServiceCIDR)
-		tenth := prefix.Addr()
-		for range 10 {
-			tenth = tenth.Next()
-		}
-		if svc.Spec.ClusterIP != tenth.String() || ClusterDNSIP != tenth.String() {
-			t.Errorf("kube-dns at %s (ClusterDNSIP %s), want %s: the tenth address of %s",
-				svc.Spec.ClusterIP, ClusterDNSIP, tenth, controlplane.DefaultServiceCIDR)
-		}
-		pod := objs["Deployment/coredns"].(*appsv1.Deployment).Spec.Template.Labels
-		if svc.Namespace != "kube-system" || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod)) {
-			t.Errorf("Service in %q selecting %v, want kube-system selecting the pod's labels %v", svc.Namespace, svc.Spec.Selector, pod)
-		}
-		var ports []string
-		for _, p := range svc.Spec.Ports {
-			ports = append(ports, p.Name+" "+string(p.Protocol)+" "+strconv.Itoa(int(p.Port)))
-		}
-		if diff := cmp.Diff([]string{"dns UDP 53", "dns-tcp TCP 53", "metrics TCP 9153"}, ports); diff != "" {
-			t.Errorf("ports (-want +got):\n%s", diff)
-		}
-	})
+// dnsOnKipNode: the pod selects and tolerates the Kip node.
+func dnsOnKipNode(t *testing.T, objs map[string]runtime.Object) {
+	spec := objs["Deployment/coredns"].(*appsv1.Deployment).Spec.Template.Spec
+	nodeLabels := labels.Set{node.LabelType: node.LabelTypeKip, node.LabelOS: "linux", node.LabelHostname: "kip"}
+	if !labels.SelectorFromSet(spec.NodeSelector).Matches(nodeLabels) {
+		t.Errorf("nodeSelector %v does not select the Kip node's labels %v", spec.NodeSelector, nodeLabels)
+	}
+	taint, err := node.ParseTaint(node.DefaultTaint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tolerated as the scheduler would for an Exists toleration: the
+	// key, and the effect or none.
+	tolerated := false
+	for _, tol := range spec.Tolerations {
+		tolerated = tolerated || tol.Key == taint.Key && tol.Operator == corev1.TolerationOpExists &&
+			(tol.Effect == "" || tol.Effect == taint.Effect)
+	}
+	if !tolerated {
+		t.Errorf("tolerations %+v do not tolerate the Kip node's taint %s", spec.Tolerations, node.DefaultTaint)
+	}
+	if spec.Affinity != nil {
+		t.Errorf("affinity %+v: every Kip pod is on the one node, so anti-affinity by hostname would allow one replica", spec.Affinity)
+	}
+}
+
+// dnsService: kube-dns at the tenth address of the service range.
+func dnsService(t *testing.T, objs map[string]runtime.Object) {
+	svc := objs["Service/kube-dns"].(*corev1.Service)
+	prefix := netip.MustParsePrefix(controlplane.DefaultServiceCIDR)
+	tenth := prefix.Addr()
+	for range 10 {
+		tenth = tenth.Next()
+	}
+	if svc.Spec.ClusterIP != tenth.String() || ClusterDNSIP != tenth.String() {
+		t.Errorf("kube-dns at %s (ClusterDNSIP %s), want %s: the tenth address of %s",
+			svc.Spec.ClusterIP, ClusterDNSIP, tenth, controlplane.DefaultServiceCIDR)
+	}
+	pod := objs["Deployment/coredns"].(*appsv1.Deployment).Spec.Template.Labels
+	if svc.Namespace != "kube-system" || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod)) {
+		t.Errorf("Service in %q selecting %v, want kube-system selecting the pod's labels %v", svc.Namespace, svc.Spec.Selector, pod)
+	}
+	var ports []string
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, p.Name+" "+string(p.Protocol)+" "+strconv.Itoa(int(p.Port)))
+	}
+	if diff := cmp.Diff([]string{"dns UDP 53", "dns-tcp TCP 53", "metrics TCP 9153"}, ports); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
 }
 
 // TestRenderDNS checks a test's Corefile replaces the manifest's and
