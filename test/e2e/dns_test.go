@@ -24,6 +24,12 @@ import (
 func TestCoreDNSInCell(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := t.Context()
+	// Registered first, so run last: once CoreDNS and the client are
+	// deleted, their cells end before the next test counts its own.
+	before := liveCells(t)
+	t.Cleanup(func() {
+		f.WaitFor(t, 60*time.Second, "the test's cells to end", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+	})
 	apiService, err := f.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +90,7 @@ func TestClusterDNS(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)
+	settle(t, ns)
 	helloDeployment(t, ns, "hello", 1, nil)
 	svc, err := f.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
