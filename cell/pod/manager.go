@@ -42,7 +42,13 @@ type Config struct {
 	// downwardAPI, projected), a directory per volume; it is removed on
 	// Delete. Empty: only hostPath volumes work.
 	VolumesDir string
-	Backoff    Backoff
+	// NoTmpfs is why a tmpfs the agent mounts would not be seen by the
+	// container runtime (runtime.MountsShared), nil when it would. Then
+	// secret and projected volumes and emptyDirs of medium Memory are
+	// directories on disk, which the containers do see, and the pod gets
+	// a Warning event (ReasonVolumeOnDisk) for each, saying why.
+	NoTmpfs error
+	Backoff Backoff
 	Logger     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -116,7 +122,7 @@ func New(cfg Config) *Manager {
 		now = time.Now
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}),
-		vols: newVolumes(cfg.VolumesDir, cfg.Logger)}
+		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.Logger)}
 	m.publishLocked()
 	return m
 }
@@ -134,8 +140,16 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (int64, error) {
 	}
 	// Volume files of the new generation are swapped in while the
 	// containers run, as the kubelet does for configMaps and secrets.
-	m.vols.sync(ctx, accepted)
+	m.syncVolumes(ctx, accepted)
 	return gen, nil
+}
+
+// syncVolumes sets up the volumes of d and tells of those on disk that
+// are meant for memory.
+func (m *Manager) syncVolumes(ctx context.Context, d *Desired) {
+	for _, msg := range m.vols.sync(ctx, d) {
+		m.emit(EventWarning, ReasonVolumeOnDisk, "", "%s", msg)
+	}
 }
 
 // accept makes d the desired pod if it is newer and starts the pod on the
@@ -317,7 +331,7 @@ func (m *Manager) run(ctx context.Context) {
 	m.mu.Lock()
 	d := m.desired
 	m.mu.Unlock()
-	m.vols.sync(ctx, d)
+	m.syncVolumes(ctx, d)
 	for _, cs := range m.inits {
 		if !m.runContainer(ctx, cs) {
 			return
