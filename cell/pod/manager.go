@@ -49,7 +49,7 @@ type Config struct {
 	// a Warning event (ReasonVolumeOnDisk) for each, saying why.
 	NoTmpfs error
 	Backoff Backoff
-	Logger     *slog.Logger
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
