@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,8 +79,22 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	}
 }
 
-// applyLoop sends the desired pod at start and after every change.
+// applyLoop keeps the agent's pod in step with the desired one. It
+// applies the pod at start and after every change; the first Apply also
+// proves the agent is up (it retries until the agent answers) and closes
+// applied. Between changes it resolves the pod again when one of its
+// service account tokens needs refreshing (dispatch.Tokens: at 80 % of
+// its lifetime or after 24 hours) and every Config.VolumeRefreshInterval
+// while it has configMap, secret or projected volumes, and applies it
+// under a new generation when what was resolved changed: the agent swaps
+// the files in under the running containers, as a kubelet does.
 func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address string, applied chan struct{}) {
+	tokens := dispatch.NewTokens(c.d.cfg.Now)
+	var (
+		sent    *cellv1.ApplyPodRequest // what the agent took last
+		sentGen int64                   // and under which generation
+		failing bool                    // the last refresh failed
+	)
 	first := true
 	for {
 		c.mu.Lock()
@@ -90,26 +105,44 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		if info != nil {
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
+		refresh := sentGen != 0 && gen == sentGen // the pod did not change
 		for n := 1; ; n++ {
-			req, err := dispatch.Resolve(ctx, c.d.source, pod, cellInfo)
+			req, err := dispatch.Resolve(ctx, c.d.source, pod, cellInfo, tokens)
 			if err == nil {
 				req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
-				req.Generation = gen
-				err = agent.Apply(ctx, req)
+				if refresh && sameResolution(req, sent) {
+					break // nothing new for the agent
+				}
+				if refresh {
+					gen = c.nextGeneration(gen)
+				}
+				gen, err = c.apply(ctx, agent, req, gen)
 			}
 			if err == nil {
+				sent, sentGen, failing = req, gen, false
 				break
 			}
 			if ctx.Err() != nil {
 				return
 			}
 			var rerr *dispatch.ResolveError
-			if errors.As(err, &rerr) {
+			isResolve := errors.As(err, &rerr)
+			if refresh {
+				// The pod runs on with the files it has; say so once and
+				// try again at the next refresh.
+				if !failing {
+					c.log.Warn("refreshing the pod's volumes failed", "error", err)
+					c.event(corev1.EventTypeWarning, ReasonFailedMount, "refreshing the pod's volumes: %s", err)
+				}
+				failing = true
+				break
+			}
+			if isResolve {
 				c.waiting(ReasonResolveFailed, rerr.Error())
 				c.event(corev1.EventTypeWarning, "Failed", "Error: %s", rerr.Error())
 			}
 			wait := c.d.cfg.Backoff(n)
-			if first && rerr == nil {
+			if first && !isResolve {
 				// The agent is still starting: look again soon, as a
 				// pod's start-up waits on this.
 				wait = min(wait, 50*time.Millisecond<<min(n-1, 3))
@@ -118,16 +151,97 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 				return
 			}
 		}
-		if first {
+		if first && sentGen != 0 {
 			close(applied)
 			first = false
 		}
-		select {
-		case <-ctx.Done():
+		if !c.waitApply(ctx, pod, tokens) {
 			return
-		case <-c.applyCh:
 		}
 	}
+}
+
+// waitApply waits for a new desired pod or the pod's next refresh
+// (refreshWait); it reports false when ctx ended.
+func (c *cell) waitApply(ctx context.Context, pod *corev1.Pod, tokens *dispatch.Tokens) bool {
+	var refresh <-chan time.Time
+	if wait, ok := c.refreshWait(pod, tokens); ok {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		refresh = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.applyCh:
+	case <-refresh:
+	}
+	return true
+}
+
+// apply sends req under generation gen and returns the generation the
+// agent took. An agent that already has a later generation (from the kip
+// process before a restart: an adopted cell) ignores req; then it is sent
+// again past that generation.
+func (c *cell) apply(ctx context.Context, agent *dispatch.Agent, req *cellv1.ApplyPodRequest, gen int64) (int64, error) {
+	for {
+		req.Generation = gen
+		took, err := agent.Apply(ctx, req)
+		if err != nil || took <= gen {
+			return gen, err
+		}
+		gen = c.nextGeneration(took)
+	}
+}
+
+// nextGeneration returns a generation past after, the cell's next.
+func (c *cell) nextGeneration(after int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.generation = max(c.generation, after) + 1
+	return c.generation
+}
+
+// sameResolution reports whether a and b carry the same environment,
+// volume files and credentials (their pods and generations aside: a
+// changed pod has a new generation anyway).
+func sameResolution(a, b *cellv1.ApplyPodRequest) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	a, b = proto.CloneOf(a), proto.CloneOf(b)
+	a.PodJson, a.Generation, b.PodJson, b.Generation = nil, 0, nil, 0
+	return proto.Equal(a, b)
+}
+
+// refreshWait is how long until the pod is resolved again without a
+// change: until its next token refresh, and at most
+// Config.VolumeRefreshInterval while it has volumes whose files come from
+// the API. ok is false when nothing needs refreshing.
+func (c *cell) refreshWait(pod *corev1.Pod, tokens *dispatch.Tokens) (time.Duration, bool) {
+	if !hasAPIVolumes(pod) {
+		return 0, false
+	}
+	wait := c.d.cfg.VolumeRefreshInterval
+	if at := tokens.Refresh(); !at.IsZero() {
+		// A refresh overdue (it failed, the old token still valid) waits
+		// for the next interval.
+		if d := at.Sub(c.d.cfg.Now()); d > 0 && d < wait {
+			wait = d
+		}
+	}
+	return wait, true
+}
+
+// hasAPIVolumes reports whether the pod has volumes whose files the host
+// reads from the API (configMap, secret, projected).
+func hasAPIVolumes(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // agentEvents records the agent's events on the pod, each on its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -69,13 +68,19 @@ func (e *ResolveError) Error() string { return e.Message }
 // Resolve builds the ApplyPod request for pod on cell (without the
 // generation): the environment of every container, the files of its
 // configMap, secret, downwardAPI and projected volumes, and the registry
-// credentials of its imagePullSecrets.
-func Resolve(ctx context.Context, src Source, pod *corev1.Pod, cell Cell) (*cellv1.ApplyPodRequest, error) {
+// credentials of its imagePullSecrets. Service account tokens come from
+// tokens, the pod's, which requests them when it has none or they need
+// refreshing; nil requests every one.
+func Resolve(ctx context.Context, src Source, pod *corev1.Pod, cell Cell, tokens *Tokens) (*cellv1.ApplyPodRequest, error) {
 	podJSON, err := json.Marshal(pod)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pod: %w", err)
 	}
-	r := &resolver{ctx: ctx, src: src, pod: pod, cell: cell}
+	if tokens == nil {
+		tokens = NewTokens(nil)
+	}
+	tokens.begin()
+	r := &resolver{ctx: ctx, src: src, tokens: tokens, pod: pod, cell: cell}
 	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}}
 	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i := range all {
@@ -99,14 +104,16 @@ func Resolve(ctx context.Context, src Source, pod *corev1.Pod, cell Cell) (*cell
 		return nil, err
 	}
 	req.RegistryCredentials = creds
+	tokens.prune()
 	return req, nil
 }
 
 type resolver struct {
-	ctx  context.Context
-	src  Source
-	pod  *corev1.Pod
-	cell Cell
+	ctx    context.Context
+	src    Source
+	tokens *Tokens
+	pod    *corev1.Pod
+	cell   Cell
 }
 
 func (r *resolver) missing(format string, args ...any) error {
@@ -466,8 +473,10 @@ func (r *resolver) addDownward(files *cellv1.VolumeFiles, items []corev1.Downwar
 	return nil
 }
 
-// addToken requests a token bound to the pod for its service account, as
-// the kubelet does for projected serviceAccountToken sources.
+// addToken gets a token bound to the pod for its service account, as the
+// kubelet does for projected serviceAccountToken sources: the projection's
+// audience (none: the API server's own) and expirationSeconds (default
+// one hour), the file mode of the projected volume.
 func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccountTokenProjection, def *int32) error {
 	sa := r.pod.Spec.ServiceAccountName
 	if sa == "" {
@@ -484,12 +493,9 @@ func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccoun
 	if src.Audience != "" {
 		req.Spec.Audiences = []string{src.Audience}
 	}
-	tr, err := r.src.ServiceAccountToken(r.ctx, r.pod.Namespace, sa, req)
+	tr, err := r.tokens.token(r.ctx, r.src, r.pod.Namespace, sa, req)
 	if err != nil {
 		return fmt.Errorf("requesting a token for service account %s/%s: %w", r.pod.Namespace, sa, err)
-	}
-	if tr.Status.Token == "" {
-		return errors.New("requesting a service account token: the API returned an empty token")
 	}
 	files.Files[src.Path] = []byte(tr.Status.Token)
 	files.Modes[src.Path] = mode(nil, def)
