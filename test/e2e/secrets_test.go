@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // saDir is where the API server mounts a pod's kube-api-access volume.
@@ -239,4 +241,70 @@ func waitFile(t *testing.T, ns, pod, path, want string, timeout time.Duration) {
 		out, code := kubectl(t, "exec", "-n", ns, pod, "-c", "main", "--", "cat", path)
 		return code == 0 && out == want, nil
 	})
+}
+
+// TestVolumesFollowTheirObjects: a changed Secret and ConfigMap, and an
+// optional Secret created after the pod, reach the running container's
+// volumes (kip resolves them again every
+// framework.VolumeRefreshInterval) without restarting it. Token refresh
+// follows the same path on its own schedule (80 % of a lifetime of at
+// least 10 minutes): host/cells and host/dispatch test that rule with a
+// clock they move.
+func TestVolumesFollowTheirObjects(t *testing.T) {
+	kipLogOnFailure(t)
+	ctx := t.Context()
+	ns := f.Namespace(t)
+	if _, err := f.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s1"}, Data: map[string][]byte{"k": []byte("one")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "c1"}, Data: map[string]string{"k": "one"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := onKip(sleeper(
+		corev1.VolumeMount{Name: "secret", MountPath: "/s"},
+		corev1.VolumeMount{Name: "config", MountPath: "/c"},
+		corev1.VolumeMount{Name: "later", MountPath: "/l"},
+	))
+	spec.Volumes = []corev1.Volume{
+		{Name: "secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s1"}}},
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "c1"}}}},
+		{Name: "later", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s2", Optional: ptr.To(true)}}},
+	}
+	runPod(t, ns, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "follows"}, Spec: spec})
+	if got := inPod(t, ns, "follows", "cat /s/k /c/k; ls /l | wc -l"); got != "oneone0\n" {
+		t.Fatalf("before the changes: %q", got)
+	}
+
+	if _, err := f.Client.CoreV1().Secrets(ns).Update(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s1"}, Data: map[string][]byte{"k": []byte("two")},
+	}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Client.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "c1"}, Data: map[string]string{"k": "two"},
+	}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "s2"}, Data: map[string][]byte{"new": []byte("here")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := 10*framework.VolumeRefreshInterval + 20*time.Second
+	waitFile(t, ns, "follows", "/s/k", "two", timeout)
+	waitFile(t, ns, "follows", "/c/k", "two", timeout)
+	waitFile(t, ns, "follows", "/l/new", "here", timeout)
+
+	pod, err := f.Client.CoreV1().Pods(ns).Get(ctx, "follows", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pod.Status.ContainerStatuses[0].RestartCount; n != 0 {
+		t.Errorf("the container restarted %d times: new files must not restart it", n)
+	}
 }
