@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -69,32 +70,14 @@ func (s *apiSource) readCount() int {
 	return s.reads
 }
 
-// testClock is a clock the test moves.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // refreshHarness runs a Manager whose pods refresh their volumes every few
 // milliseconds, on a clock the test moves, reading src.
-func refreshHarness(t *testing.T, agentGen int64) (*harness, *apiSource, *testClock) {
+func refreshHarness(t *testing.T, agentGen int64) (*harness, *apiSource, *clocktesting.FakeClock) {
 	t.Helper()
-	clk := &testClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	src := &apiSource{now: clk.now, secrets: map[string]map[string][]byte{"creds": {"k": []byte("v1")}}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	src := &apiSource{now: clk.Now, secrets: map[string]map[string][]byte{"creds": {"k": []byte("v1")}}}
 	h := newHarnessSetup(t, setup{source: src, agentGen: agentGen, config: func(c *Config) {
-		c.Now = clk.now
+		c.Now = clk.Now
 		c.VolumeRefreshInterval = 5 * time.Millisecond
 	}})
 	h.start(t)
@@ -159,13 +142,13 @@ func TestTokenIsRefreshedOnTheRunningPod(t *testing.T) {
 		t.Fatalf("agent took %v at generation %d, want token robot#1 and creds v1 at 1", files, gen)
 	}
 
-	clk.advance(8*time.Minute - time.Second)
+	clk.Step(8*time.Minute - time.Second)
 	waitReads(t, src, 3)
 	if files, gen := h.agentFiles(); files["token/token"] != "robot#1" || gen != 1 {
 		t.Errorf("before 80 %% of the token's life: agent took %v at generation %d, want robot#1 at 1 still", files, gen)
 	}
 
-	clk.advance(time.Second)
+	clk.Step(time.Second)
 	eventually(t, "the refreshed token at the agent", func() bool {
 		files, _ := h.agentFiles()
 		return files["token/token"] == "robot#2"

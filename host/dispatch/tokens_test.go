@@ -11,6 +11,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -37,11 +38,6 @@ func (s *issuer) ServiceAccountToken(_ context.Context, ns, sa string, req *auth
 	out.Status.ExpirationTimestamp = metav1.NewTime(s.now().Add(time.Duration(*out.Spec.ExpirationSeconds) * time.Second))
 	return out, nil
 }
-
-// clock is a settable test clock.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -103,9 +99,9 @@ func resolveTokens(t *testing.T, src Source, pod *corev1.Pod, tokens *Tokens) ma
 // A pod's tokens are reused until they need refreshing, each on its own
 // schedule, and Refresh says when the next one does.
 func TestTokensAreReusedUntilTheyNeedRefreshing(t *testing.T) {
-	clk := &clock{t: t0}
-	src := &issuer{fakeSource: newSource(), now: clk.now}
-	tokens := NewTokens(clk.now)
+	clk := clocktesting.NewFakeClock(t0)
+	src := &issuer{fakeSource: newSource(), now: clk.Now}
+	tokens := NewTokens(clk.Now)
 	pod := tokenPod()
 
 	steps := []struct {
@@ -119,7 +115,7 @@ func TestTokensAreReusedUntilTheyNeedRefreshing(t *testing.T) {
 		{96 * time.Minute, map[string]string{"kube-api-access": "ns/runner#4", "vault": "ns/runner#5"}, 144 * time.Minute},
 	}
 	for _, s := range steps {
-		clk.t = t0.Add(s.at)
+		clk.SetTime(t0.Add(s.at))
 		if diff := cmp.Diff(s.want, resolveTokens(t, src, pod, tokens)); diff != "" {
 			t.Errorf("at +%s, tokens (-want +got):\n%s", s.at, diff)
 		}
@@ -140,9 +136,9 @@ func TestTokensAreReusedUntilTheyNeedRefreshing(t *testing.T) {
 // A token the API server extends (kube-api-access asks for 3607 s and
 // gets a year) is still replaced after 24 hours.
 func TestExtendedTokensAreRefreshedDaily(t *testing.T) {
-	clk := &clock{t: t0}
-	src := &issuer{fakeSource: newSource(), now: clk.now, grant: 365 * 86400}
-	tokens := NewTokens(clk.now)
+	clk := clocktesting.NewFakeClock(t0)
+	src := &issuer{fakeSource: newSource(), now: clk.Now, grant: 365 * 86400}
+	tokens := NewTokens(clk.Now)
 	resolveTokens(t, src, tokenPod(), tokens)
 	if got, want := tokens.Refresh(), t0.Add(24*time.Hour); !got.Equal(want) {
 		t.Errorf("Refresh = %s, want %s", got, want)
@@ -152,19 +148,19 @@ func TestExtendedTokensAreRefreshedDaily(t *testing.T) {
 // A refresh that fails keeps the old token while it is valid; once it has
 // expired, the failure is the pod's.
 func TestFailedRefreshKeepsAValidToken(t *testing.T) {
-	clk := &clock{t: t0}
-	src := &issuer{fakeSource: newSource(), now: clk.now}
-	tokens := NewTokens(clk.now)
+	clk := clocktesting.NewFakeClock(t0)
+	src := &issuer{fakeSource: newSource(), now: clk.Now}
+	tokens := NewTokens(clk.Now)
 	pod := tokenPod()
 	pod.Spec.Volumes = pod.Spec.Volumes[:1]
 	resolveTokens(t, src, pod, tokens)
 
 	src.err = errors.New("API server unreachable")
-	clk.t = t0.Add(50 * time.Minute)
+	clk.SetTime(t0.Add(50 * time.Minute))
 	if got := resolveTokens(t, src, pod, tokens)["kube-api-access"]; got != "ns/runner#1" {
 		t.Errorf("after a failed refresh, token = %q, want the old one", got)
 	}
-	clk.t = t0.Add(time.Hour + time.Second)
+	clk.SetTime(t0.Add(time.Hour + time.Second))
 	if _, err := Resolve(t.Context(), src, pod, cell, tokens); !errors.Is(err, src.err) {
 		t.Errorf("refresh failing after expiry: %v, want the API's error", err)
 	}
@@ -177,9 +173,9 @@ func TestFailedRefreshKeepsAValidToken(t *testing.T) {
 // Tokens the pod no longer asks for are dropped by the next Resolve, and
 // no longer set the refresh time.
 func TestTokensNoLongerAskedForAreDropped(t *testing.T) {
-	clk := &clock{t: t0}
-	src := &issuer{fakeSource: newSource(), now: clk.now}
-	tokens := NewTokens(clk.now)
+	clk := clocktesting.NewFakeClock(t0)
+	src := &issuer{fakeSource: newSource(), now: clk.Now}
+	tokens := NewTokens(clk.Now)
 	pod := tokenPod()
 	resolveTokens(t, src, pod, tokens)
 	pod.Spec.Volumes = pod.Spec.Volumes[1:]

@@ -14,6 +14,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -62,19 +63,40 @@ func fsType(t *testing.T, ns, pod, path string) string {
 	return ""
 }
 
+// putSecret creates or replaces Secret name in ns.
+func putSecret(t *testing.T, ns, name string, data map[string][]byte) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}
+	_, err := f.Client.CoreV1().Secrets(ns).Update(t.Context(), s, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = f.Client.CoreV1().Secrets(ns).Create(t.Context(), s, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("writing secret %s: %v", name, err)
+	}
+}
+
+// putConfigMap creates or replaces ConfigMap name in ns.
+func putConfigMap(t *testing.T, ns, name string, data map[string]string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}
+	_, err := f.Client.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = f.Client.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("writing configmap %s: %v", name, err)
+	}
+}
+
 // TestSecretVolumes: a Secret volume and a projected Secret reach the
 // container with their contents and modes (defaultMode, items with their
 // own mode), on a tmpfs the container sees, and an optional Secret that
 // does not exist gives an empty volume.
 func TestSecretVolumes(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := t.Context()
 	ns := f.Namespace(t)
-	if _, err := f.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "s1"}, Data: map[string][]byte{"k": []byte("value-1"), "other": []byte("value-2")},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putSecret(t, ns, "s1", map[string][]byte{"k": []byte("value-1"), "other": []byte("value-2")})
 	spec := onKip(sleeper(
 		corev1.VolumeMount{Name: "plain", MountPath: "/s"},
 		corev1.VolumeMount{Name: "mapped", MountPath: "/p"},
@@ -252,18 +274,9 @@ func waitFile(t *testing.T, ns, pod, path, want string, timeout time.Duration) {
 // clock they move.
 func TestVolumesFollowTheirObjects(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := t.Context()
 	ns := f.Namespace(t)
-	if _, err := f.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "s1"}, Data: map[string][]byte{"k": []byte("one")},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "c1"}, Data: map[string]string{"k": "one"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putSecret(t, ns, "s1", map[string][]byte{"k": []byte("one")})
+	putConfigMap(t, ns, "c1", map[string]string{"k": "one"})
 	spec := onKip(sleeper(
 		corev1.VolumeMount{Name: "secret", MountPath: "/s"},
 		corev1.VolumeMount{Name: "config", MountPath: "/c"},
@@ -280,27 +293,15 @@ func TestVolumesFollowTheirObjects(t *testing.T) {
 		t.Fatalf("before the changes: %q", got)
 	}
 
-	if _, err := f.Client.CoreV1().Secrets(ns).Update(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "s1"}, Data: map[string][]byte{"k": []byte("two")},
-	}, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Client.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "c1"}, Data: map[string]string{"k": "two"},
-	}, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "s2"}, Data: map[string][]byte{"new": []byte("here")},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putSecret(t, ns, "s1", map[string][]byte{"k": []byte("two")})
+	putConfigMap(t, ns, "c1", map[string]string{"k": "two"})
+	putSecret(t, ns, "s2", map[string][]byte{"new": []byte("here")})
 	timeout := 10*framework.VolumeRefreshInterval + 20*time.Second
 	waitFile(t, ns, "follows", "/s/k", "two", timeout)
 	waitFile(t, ns, "follows", "/c/k", "two", timeout)
 	waitFile(t, ns, "follows", "/l/new", "here", timeout)
 
-	pod, err := f.Client.CoreV1().Pods(ns).Get(ctx, "follows", metav1.GetOptions{})
+	pod, err := f.Client.CoreV1().Pods(ns).Get(t.Context(), "follows", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
