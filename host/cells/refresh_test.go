@@ -3,6 +3,7 @@ package cells
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -206,5 +207,34 @@ func TestAdoptedAgentIsSentPastItsGeneration(t *testing.T) {
 	defer h.agent.mu.Unlock()
 	if got := h.agent.applied[:2]; got[0] != 1 || got[1] != 6 {
 		t.Errorf("applied generations %v, want 1 (ignored) then 6", h.agent.applied)
+	}
+}
+
+// advance moves the generation past the agent's for the pod it was
+// resolved from, and refuses when the desired pod changed meanwhile (the
+// change then goes under its own generation, past the agent's too).
+func TestAdvance(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		current        int64 // the cell's generation
+		from, past     int64
+		want           int64
+		wantOK         bool
+		wantGeneration int64 // the cell's generation after
+	}{
+		{"a refresh of the current pod", 3, 3, 3, 4, true, 4},
+		{"an agent ahead", 1, 1, 5, 6, true, 6},
+		{"the pod changed during a refresh", 4, 3, 3, 0, false, 4},
+		{"the pod changed, the agent ahead of it", 2, 1, 5, 0, false, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCell(&cellDeps{log: slog.New(slog.DiscardHandler)}, newPod("p", "uid-a"), nil)
+			c.generation = tc.current
+			got, ok := c.advance(tc.from, tc.past)
+			if got != tc.want || ok != tc.wantOK || c.generation != tc.wantGeneration {
+				t.Errorf("advance(%d, %d) at %d = %d, %v, then %d; want %d, %v, then %d",
+					tc.from, tc.past, tc.current, got, ok, c.generation, tc.want, tc.wantOK, tc.wantGeneration)
+			}
+		})
 	}
 }

@@ -96,7 +96,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		failing bool                    // the last refresh failed
 	)
 	first := true
-	for {
+	for n := 1; ; n++ {
 		c.mu.Lock()
 		pod, gen := c.desired.DeepCopy(), c.generation
 		info := c.instance
@@ -106,56 +106,59 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
 		refresh := sentGen != 0 && gen == sentGen // the pod did not change
-		for n := 1; ; n++ {
-			req, err := dispatch.Resolve(ctx, c.d.source, pod, cellInfo, tokens)
-			if err == nil {
-				req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
-				if refresh && sameResolution(req, sent) {
-					break // nothing new for the agent
-				}
-				if refresh {
-					gen = c.nextGeneration(gen)
-				}
-				gen, err = c.apply(ctx, agent, req, gen)
-			}
-			if err == nil {
-				sent, sentGen, failing = req, gen, false
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			var rerr *dispatch.ResolveError
-			isResolve := errors.As(err, &rerr)
-			if refresh {
-				// The pod runs on with the files it has; say so once and
-				// try again at the next refresh.
-				if !failing {
-					c.log.Warn("refreshing the pod's volumes failed", "error", err)
-					c.event(corev1.EventTypeWarning, ReasonFailedMount, "refreshing the pod's volumes: %s", err)
-				}
-				failing = true
-				break
-			}
-			if isResolve {
-				c.waiting(ReasonResolveFailed, rerr.Error())
-				c.event(corev1.EventTypeWarning, "Failed", "Error: %s", rerr.Error())
-			}
-			wait := c.d.cfg.Backoff(n)
-			if first && !isResolve {
-				// The agent is still starting: look again soon, as a
-				// pod's start-up waits on this.
-				wait = min(wait, 50*time.Millisecond<<min(n-1, 3))
-			}
-			if !sleep(ctx, wait) {
-				return
+		req, err := dispatch.Resolve(ctx, c.d.source, pod, cellInfo, tokens)
+		if err == nil {
+			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
+			if refresh && sameResolution(req, sent) {
+				req = sent // nothing new for the agent
+			} else {
+				gen, err = c.apply(ctx, agent, req, gen, refresh)
 			}
 		}
-		if first && sentGen != 0 {
-			close(applied)
-			first = false
+		if errors.Is(err, errPodChanged) {
+			n = 0
+			continue
 		}
-		if !c.waitApply(ctx, pod, tokens) {
+		if err == nil {
+			sent, sentGen, failing, n = req, gen, false, 0
+			if first {
+				close(applied)
+				first = false
+			}
+			if !c.waitApply(ctx, pod, tokens) {
+				return
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if refresh {
+			// The pod runs on with the files it has; say so once and try
+			// again at the next refresh.
+			if !failing {
+				c.log.Warn("refreshing the pod's volumes failed", "error", err)
+				c.event(corev1.EventTypeWarning, ReasonFailedMount, "refreshing the pod's volumes: %s", err)
+			}
+			failing, n = true, 0
+			if !c.waitApply(ctx, pod, tokens) {
+				return
+			}
+			continue
+		}
+		var rerr *dispatch.ResolveError
+		isResolve := errors.As(err, &rerr)
+		if isResolve {
+			c.waiting(ReasonResolveFailed, rerr.Error())
+			c.event(corev1.EventTypeWarning, "Failed", "Error: %s", rerr.Error())
+		}
+		wait := c.d.cfg.Backoff(n)
+		if first && !isResolve {
+			// The agent is still starting: look again soon, as a pod's
+			// start-up waits on this.
+			wait = min(wait, 50*time.Millisecond<<min(n-1, 3))
+		}
+		if !sleep(ctx, wait) {
 			return
 		}
 	}
@@ -179,27 +182,52 @@ func (c *cell) waitApply(ctx context.Context, pod *corev1.Pod, tokens *dispatch.
 	return true
 }
 
-// apply sends req under generation gen and returns the generation the
-// agent took. An agent that already has a later generation (from the kip
-// process before a restart: an adopted cell) ignores req; then it is sent
-// again past that generation.
-func (c *cell) apply(ctx context.Context, agent *dispatch.Agent, req *cellv1.ApplyPodRequest, gen int64) (int64, error) {
+// errPodChanged: the desired pod changed while its previous version was
+// being sent; the caller starts over with the new one.
+var errPodChanged = errors.New("the desired pod changed")
+
+// apply sends req, resolved from the desired pod of generation gen, and
+// returns the generation the agent took it under. A refresh (the pod
+// unchanged, what it references changed) goes under the next generation.
+// An agent that already has a later generation (from the kip process
+// before a restart: an adopted cell) ignores req; then req is sent again
+// past that generation. Either way, if the desired pod changed meanwhile,
+// req is stale: errPodChanged.
+func (c *cell) apply(ctx context.Context, agent *dispatch.Agent, req *cellv1.ApplyPodRequest, gen int64, refresh bool) (int64, error) {
+	if refresh {
+		next, ok := c.advance(gen, gen)
+		if !ok {
+			return 0, errPodChanged
+		}
+		gen = next
+	}
 	for {
 		req.Generation = gen
 		took, err := agent.Apply(ctx, req)
 		if err != nil || took <= gen {
 			return gen, err
 		}
-		gen = c.nextGeneration(took)
+		next, ok := c.advance(gen, took)
+		if !ok {
+			return 0, errPodChanged
+		}
+		gen = next
 	}
 }
 
-// nextGeneration returns a generation past after, the cell's next.
-func (c *cell) nextGeneration(after int64) int64 {
+// advance moves the cell's generation past past, for the desired pod of
+// generation from to be sent again under it, and returns it. If the
+// desired pod changed since from, it returns false instead (the change
+// is sent under its own generation, also moved past past if need be).
+func (c *cell) advance(from, past int64) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.generation = max(c.generation, after) + 1
-	return c.generation
+	if c.generation != from {
+		c.generation = max(c.generation, past+1)
+		return 0, false
+	}
+	c.generation = past + 1
+	return c.generation, true
 }
 
 // sameResolution reports whether a and b carry the same environment,
