@@ -19,8 +19,23 @@
 // namespace has; the agent reports it (--pod-ip, default $KIP_CELL_ADDRESS)
 // as podIP and hostIP. On a cloud cell the agent and the pod share the
 // instance's network, and with the local plugin the agent is started inside
-// the cell's namespace with `ip netns exec`, so in both cases the default
-// is right and nothing is configured.
+// the cell's network namespace with `nsenter --net`, so in both cases the
+// default is right and nothing is configured.
+//
+// # Mounts: where secrets live
+//
+// Secret and projected volumes (service account tokens) and emptyDirs of
+// medium Memory go on a tmpfs the agent mounts, so that secrets never
+// touch the disk, but only when containerd, which starts runc, shares the
+// agent's mount namespace (runtime.MountsShared asks the kernel for the
+// daemon's process behind its socket and compares namespaces): a tmpfs in
+// another namespace is invisible to runc, and the containers would see the
+// empty directory underneath. That is why the local plugin enters only the
+// network namespace (`ip netns exec` would also unshare the mount
+// namespace), as a cloud cell's agent, a systemd service, shares the
+// machine's with containerd. Where the namespaces differ or cannot be
+// read, the volumes are directories on disk, which the containers see, and
+// each pod gets a VolumeOnDisk Warning event saying so and why.
 //
 // Image pulls are made by the agent process (the containerd client
 // resolves and fetches, then streams into the daemon), from the agent's

@@ -118,10 +118,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.RemoveAll(etcDir); err != nil {
 		log.WarnContext(ctx, "removing the /etc files of an earlier agent", "error", err)
 	}
+	// Secrets go on a tmpfs only where containerd would see it.
+	noTmpfs := runtime.MountsShared(ctx, cfg.ContainerdAddress)
+	if noTmpfs != nil {
+		log.WarnContext(ctx, "secret and projected volumes will be on disk: the container runtime would not see a tmpfs the agent mounts", "reason", noTmpfs)
+	}
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, EtcDir: etcDir, ResolvConf: cfg.ResolvConf,
+		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, ResolvConf: cfg.ResolvConf,
 		Backoff: cfg.Backoff, Logger: log,
 	})
 	srv := agent.New(agent.Config{Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Logger: log})

@@ -36,9 +36,12 @@
 // Volumes live under Config.VolumesDir, a directory per volume: emptyDir
 // (a tmpfs with medium Memory, sized by sizeLimit), configMap, secret,
 // downwardAPI and projected (the host's files, written kubelet-style
-// behind a "..data" symlink that a new generation swaps atomically;
-// secrets and projections on a tmpfs where the agent may mount one) and
-// hostPath (checked or created per its type). Containers get them as bind
+// behind a "..data" symlink that a new generation swaps atomically, so a
+// refreshed token or a changed Secret reaches running containers; secrets
+// and projections on a tmpfs) and hostPath (checked or created per its
+// type). A tmpfs is mounted only where the runtime sees it
+// (Config.NoTmpfs is nil); otherwise those volumes are on disk and the pod
+// gets a Warning event VolumeOnDisk per volume, saying why. Containers get them as bind
 // mounts per volumeMounts (readOnly, subPath, subPathExpr; file volumes
 // always read-only). A volume that cannot be set up, or of a kind the cell
 // does not offer (persistentVolumeClaim, csi, ...), keeps every container

@@ -54,8 +54,14 @@ type Config struct {
 	// HostsFile is the cell's own hosts file, which a hostNetwork pod's
 	// /etc/hosts starts from; empty means /etc/hosts.
 	HostsFile string
-	Backoff   Backoff
-	Logger    *slog.Logger
+	// NoTmpfs is why a tmpfs the agent mounts would not be seen by the
+	// container runtime (runtime.MountsShared), nil when it would. Then
+	// secret and projected volumes and emptyDirs of medium Memory are
+	// directories on disk, which the containers do see, and the pod gets
+	// a Warning event (ReasonVolumeOnDisk) for each, saying why.
+	NoTmpfs error
+	Backoff Backoff
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -131,7 +137,7 @@ func New(cfg Config) *Manager {
 		now = time.Now
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}),
-		vols: newVolumes(cfg.VolumesDir, cfg.Logger),
+		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.Logger),
 		etc:  newEtcFiles(etcConfig{dir: cfg.EtcDir, resolvConf: cfg.ResolvConf, hostsFile: cfg.HostsFile, podIP: cfg.PodIP}, cfg.Logger)}
 	m.publishLocked()
 	return m
@@ -151,9 +157,17 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (int64, error) {
 	// Volume files of the new generation are swapped in while the
 	// containers run, as the kubelet does for configMaps and secrets; so
 	// are the /etc files.
-	m.vols.sync(ctx, accepted)
+	m.syncVolumes(ctx, accepted)
 	m.syncEtc(ctx, accepted)
 	return gen, nil
+}
+
+// syncVolumes sets up the volumes of d and tells of those on disk that
+// are meant for memory.
+func (m *Manager) syncVolumes(ctx context.Context, d *Desired) {
+	for _, msg := range m.vols.sync(ctx, d) {
+		m.emit(EventWarning, ReasonVolumeOnDisk, "", "%s", msg)
+	}
 }
 
 // syncEtc writes the pod's /etc files of d and records the DNS warnings
@@ -346,7 +360,7 @@ func (m *Manager) run(ctx context.Context) {
 	m.mu.Lock()
 	d := m.desired
 	m.mu.Unlock()
-	m.vols.sync(ctx, d)
+	m.syncVolumes(ctx, d)
 	m.syncEtc(ctx, d)
 	for _, cs := range m.inits {
 		if !m.runContainer(ctx, cs) {

@@ -248,7 +248,7 @@ func TestResolveServiceEnv(t *testing.T) {
 			if tt.noLister {
 				cluster = Cluster{}
 			}
-			req, err := Resolve(t.Context(), newSource(), cluster, pod, cell)
+			req, err := Resolve(t.Context(), newSource(), cluster, pod, cell, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,7 +284,7 @@ func without(pairs []string, name string) []string {
 // environment, and so does Resolve (an error the cell retries, not a
 // ResolveError the pod shows).
 func TestResolveServiceEnvUnsynced(t *testing.T) {
-	_, err := Resolve(t.Context(), newSource(), Cluster{Services: &fakeServices{unsynced: true}}, basePod(), cell)
+	_, err := Resolve(t.Context(), newSource(), Cluster{Services: &fakeServices{unsynced: true}}, basePod(), cell, nil)
 	var rerr *ResolveError
 	if !errors.Is(err, errServicesNotSynced) || errors.As(err, &rerr) {
 		t.Errorf("Resolve = %v, want errServicesNotSynced", err)
@@ -338,7 +338,7 @@ func TestResolveClusterDNS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cluster := Cluster{Services: &fakeServices{services: tt.services}, DNS: tt.dns}
-			req, err := Resolve(t.Context(), newSource(), cluster, basePod(), cell)
+			req, err := Resolve(t.Context(), newSource(), cluster, basePod(), cell, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,12 @@
 // ClusterIP; the cluster domain), from which the agent writes the pod's
 // /etc/resolv.conf, /etc/hosts and /etc/hostname.
 //
+// Tokens keeps a pod's service account tokens between resolutions, as the
+// kubelet's token manager does: a token is reused until 80 % of its
+// lifetime or 24 hours have passed, and Tokens.Refresh tells the caller
+// when to resolve the pod again so that the new one reaches the cell in
+// time.
+//
 // It imports cell/api, client-go types and virtual-kubelet's api types; it
 // never imports host/cells, host/node or host/services.
 package dispatch

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -70,8 +69,10 @@ func (e *ResolveError) Error() string { return e.Message }
 // generation): the environment of every container (with the service
 // variables of cluster's Services), the files of its configMap, secret,
 // downwardAPI and projected volumes, the registry credentials of its
-// imagePullSecrets, and the cluster's DNS settings.
-func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, cell Cell) (*cellv1.ApplyPodRequest, error) {
+// imagePullSecrets, and the cluster's DNS settings. Service account
+// tokens come from tokens, the pod's, which requests them when it has
+// none or they need refreshing; nil requests every one.
+func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, cell Cell, tokens *Tokens) (*cellv1.ApplyPodRequest, error) {
 	podJSON, err := json.Marshal(pod)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pod: %w", err)
@@ -86,7 +87,11 @@ func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, 
 	if err != nil {
 		return nil, err
 	}
-	r := &resolver{ctx: ctx, src: src, pod: pod, cell: cell, serviceEnv: serviceEnv}
+	if tokens == nil {
+		tokens = NewTokens(nil)
+	}
+	tokens.begin()
+	r := &resolver{ctx: ctx, src: src, tokens: tokens, pod: pod, cell: cell, serviceEnv: serviceEnv}
 	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}, ClusterDns: dns}
 	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i := range all {
@@ -110,14 +115,16 @@ func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, 
 		return nil, err
 	}
 	req.RegistryCredentials = creds
+	tokens.prune()
 	return req, nil
 }
 
 type resolver struct {
-	ctx  context.Context
-	src  Source
-	pod  *corev1.Pod
-	cell Cell
+	ctx    context.Context
+	src    Source
+	tokens *Tokens
+	pod    *corev1.Pod
+	cell   Cell
 	// serviceEnv are the variables of the Services the pod sees.
 	serviceEnv []*cellv1.EnvVar
 }
@@ -494,8 +501,10 @@ func (r *resolver) addDownward(files *cellv1.VolumeFiles, items []corev1.Downwar
 	return nil
 }
 
-// addToken requests a token bound to the pod for its service account, as
-// the kubelet does for projected serviceAccountToken sources.
+// addToken gets a token bound to the pod for its service account, as the
+// kubelet does for projected serviceAccountToken sources: the projection's
+// audience (none: the API server's own) and expirationSeconds (default
+// one hour), the file mode of the projected volume.
 func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccountTokenProjection, def *int32) error {
 	sa := r.pod.Spec.ServiceAccountName
 	if sa == "" {
@@ -512,12 +521,9 @@ func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccoun
 	if src.Audience != "" {
 		req.Spec.Audiences = []string{src.Audience}
 	}
-	tr, err := r.src.ServiceAccountToken(r.ctx, r.pod.Namespace, sa, req)
+	tr, err := r.tokens.token(r.ctx, r.src, r.pod.Namespace, sa, req)
 	if err != nil {
 		return fmt.Errorf("requesting a token for service account %s/%s: %w", r.pod.Namespace, sa, err)
-	}
-	if tr.Status.Token == "" {
-		return errors.New("requesting a service account token: the API returned an empty token")
 	}
 	files.Files[src.Path] = []byte(tr.Status.Token)
 	files.Modes[src.Path] = mode(nil, def)
