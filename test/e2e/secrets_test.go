@@ -24,9 +24,11 @@ import (
 // saDir is where the API server mounts a pod's kube-api-access volume.
 const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-// sleeper is a busybox container that sleeps, with mounts.
-func sleeper(mounts ...corev1.VolumeMount) corev1.Container {
-	return corev1.Container{Name: "main", Image: cells.Images.Busybox.Ref, Command: []string{"sleep", "3600"}, VolumeMounts: mounts}
+// mounting is a sleeper with mounts.
+func mounting(mounts ...corev1.VolumeMount) corev1.Container {
+	c := sleeper()
+	c.VolumeMounts = mounts
+	return c
 }
 
 // runPod creates pod in ns and waits until it runs.
@@ -37,17 +39,6 @@ func runPod(t *testing.T, ns string, pod *corev1.Pod) corev1.Pod {
 		t.Fatal(err)
 	}
 	return f.WaitForPods(t, ns, "pod="+pod.Name, 1, 90*time.Second, "Running", running)[0]
-}
-
-// inPod runs a shell script in the pod's main container and returns its
-// output; a script that fails fails the test.
-func inPod(t *testing.T, ns, pod, script string) string {
-	t.Helper()
-	out, code := kubectl(t, "exec", "-n", ns, pod, "-c", "main", "--", "sh", "-c", script)
-	if code != 0 {
-		t.Fatalf("in pod %s: %q exited %d: %s", pod, script, code, out)
-	}
-	return out
 }
 
 // fsType is the file system type of the mount at path inside the pod,
@@ -97,7 +88,7 @@ func TestSecretVolumes(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	putSecret(t, ns, "s1", map[string][]byte{"k": []byte("value-1"), "other": []byte("value-2")})
-	spec := onKip(sleeper(
+	spec := onKip(mounting(
 		corev1.VolumeMount{Name: "plain", MountPath: "/s"},
 		corev1.VolumeMount{Name: "mapped", MountPath: "/p"},
 		corev1.VolumeMount{Name: "missing", MountPath: "/m"},
@@ -138,7 +129,7 @@ func TestServiceAccountToken(t *testing.T) {
 	if _, err := f.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	spec := onKip(sleeper(corev1.VolumeMount{Name: "vault", MountPath: "/vault"}))
+	spec := onKip(mounting(corev1.VolumeMount{Name: "vault", MountPath: "/vault"}))
 	spec.ServiceAccountName = "robot"
 	spec.Volumes = []corev1.Volume{{Name: "vault", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
@@ -277,7 +268,7 @@ func TestVolumesFollowTheirObjects(t *testing.T) {
 	ns := f.Namespace(t)
 	putSecret(t, ns, "s1", map[string][]byte{"k": []byte("one")})
 	putConfigMap(t, ns, "c1", map[string]string{"k": "one"})
-	spec := onKip(sleeper(
+	spec := onKip(mounting(
 		corev1.VolumeMount{Name: "secret", MountPath: "/s"},
 		corev1.VolumeMount{Name: "config", MountPath: "/c"},
 		corev1.VolumeMount{Name: "later", MountPath: "/l"},
