@@ -19,8 +19,23 @@
 // namespace has; the agent reports it (--pod-ip, default $KIP_CELL_ADDRESS)
 // as podIP and hostIP. On a cloud cell the agent and the pod share the
 // instance's network, and with the local plugin the agent is started inside
-// the cell's namespace with `ip netns exec`, so in both cases the default
-// is right and nothing is configured.
+// the cell's network namespace with `nsenter --net`, so in both cases the
+// default is right and nothing is configured.
+//
+// # Mounts: where secrets live
+//
+// Secret and projected volumes (service account tokens) and emptyDirs of
+// medium Memory go on a tmpfs the agent mounts, so that secrets never
+// touch the disk, but only when containerd, which starts runc, shares the
+// agent's mount namespace (runtime.MountsShared asks the kernel for the
+// daemon's process behind its socket and compares namespaces): a tmpfs in
+// another namespace is invisible to runc, and the containers would see the
+// empty directory underneath. That is why the local plugin enters only the
+// network namespace (`ip netns exec` would also unshare the mount
+// namespace), as a cloud cell's agent, a systemd service, shares the
+// machine's with containerd. Where the namespaces differ or cannot be
+// read, the volumes are directories on disk, which the containers see, and
+// each pod gets a VolumeOnDisk Warning event saying so and why.
 //
 // Image pulls are made by the agent process (the containerd client
 // resolves and fetches, then streams into the daemon), from the agent's
@@ -31,6 +46,24 @@
 // address the cell routes to (the bridge gateway, or 0.0.0.0 and advertise
 // the gateway). The agent does not reach back into the root namespace for
 // pulls: that would be a local-only special case with its own privileges.
+//
+// # DNS: what dnsPolicy Default means on a cell
+//
+// A pod's /etc/resolv.conf is written by the agent (cell/pod) from the
+// cluster DNS settings the host sends and, for dnsPolicy Default (and a
+// ClusterFirst pod when the cluster has no DNS, and the host part of the
+// ClusterFirst search path), from the cell's own resolver configuration:
+// --resolv-conf, default /etc/resolv.conf, as a kubelet's --resolv-conf.
+// The cell is the pod's node, so Default means what the instance itself
+// uses. On a cloud cell that is the instance's /etc/resolv.conf (the
+// VPC's resolver); the pod shares the instance's network, so even a
+// loopback resolver there works. With the local plugin it is this
+// machine's /etc/resolv.conf as the agent sees it (`ip netns exec`
+// replaces it by /etc/netns/<namespace>/resolv.conf where that exists),
+// and the pod runs in the cell's network namespace: a loopback
+// nameserver such as systemd-resolved's 127.0.0.53 does not answer there,
+// so point --resolv-conf at a file with reachable servers
+// (/run/systemd/resolve/resolv.conf), as a kubelet on such a host does.
 //
 // Plain HTTP is used for loopback registries and for those named with
 // --insecure-registry (repeatable, host or host:port); every other registry

@@ -38,6 +38,9 @@ type Config struct {
 	Listen string
 	// InsecureRegistries are pulled from over plain HTTP.
 	InsecureRegistries []string
+	// ResolvConf is the cell's own resolver configuration, what a pod's
+	// dnsPolicy Default means (pod.Config.ResolvConf); empty: none.
+	ResolvConf string
 	// RuncRoot is runc's state directory; empty means containerd's default.
 	RuncRoot string
 	// Backoff is the restart back-off; zero means the kubelet's.
@@ -124,10 +127,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := pod.RemoveVolumes(volumesDir); err != nil {
 		log.WarnContext(ctx, "removing volumes of an earlier agent", "error", err)
 	}
+	etcDir := filepath.Join(cfg.StateDir, "etc")
+	if err := os.RemoveAll(etcDir); err != nil {
+		log.WarnContext(ctx, "removing the /etc files of an earlier agent", "error", err)
+	}
+	// Secrets go on a tmpfs only where containerd would see it.
+	noTmpfs := runtime.MountsShared(ctx, cfg.ContainerdAddress)
+	if noTmpfs != nil {
+		log.WarnContext(ctx, "secret and projected volumes will be on disk: the container runtime would not see a tmpfs the agent mounts", "reason", noTmpfs)
+	}
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, Backoff: cfg.Backoff, Logger: log,
+		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, ResolvConf: cfg.ResolvConf,
+		Backoff: cfg.Backoff, Logger: log,
 	})
 	proxy, noServices, err := serviceProxy(cfg, log)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 )
 
 // TestAgentVolumes: busybox containers see a configMap file, a secret file
-// with mode 0400, an emptyDir shared between two containers and a subPath
-// mount, through real containerd.
+// with mode 0400 on a tmpfs, an emptyDir shared between two containers and
+// a subPath mount, through real containerd.
 func TestAgentVolumes(t *testing.T) {
 	e := newEnv(t)
 	a := e.startAgent(t, "10.251.9.41")
@@ -80,6 +80,11 @@ func TestAgentVolumes(t *testing.T) {
 	}
 	if got := run("writer", "stat -L -c %a /etc/creds/token; cat /etc/creds/token"); got != "400\ns3cret" {
 		t.Errorf("secret file mode and content = %q, want 400 and s3cret", got)
+	}
+	// The agent shares containerd's mount namespace here, so the secret
+	// is on the tmpfs it mounted, and the container sees that tmpfs.
+	if got := run("writer", "grep ' /etc/creds ' /proc/mounts"); !strings.Contains(got, " tmpfs ") {
+		t.Errorf("secret volume mount = %q, want a tmpfs", got)
 	}
 	if got := run("reader", "cat /shared/note"); got != "from-writer\n" {
 		t.Errorf("emptyDir seen by the other container = %q", got)

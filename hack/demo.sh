@@ -43,12 +43,14 @@ else
   rm -f "$demo/ready"
   setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" > "$demo/demo.log" 2>&1 < /dev/null &
   echo $! > "$demo/pid"
-  for _ in $(seq 1 240); do
+  # Up to 5 minutes: with the cluster DNS, the first run builds CoreDNS
+  # from source (about 2.5 minutes).
+  for _ in $(seq 1 600); do
     [ -f "$demo/ready" ] && break
     kill -0 "$(cat "$demo/pid")" 2>/dev/null || { echo "the demo failed to start; its log:" >&2; tail -30 "$demo/demo.log" >&2; down >/dev/null 2>&1; exit 1; }
     sleep 0.5
   done
-  [ -f "$demo/ready" ] || { echo "the demo did not start in 2 minutes; its log: $demo/demo.log" >&2; exit 1; }
+  [ -f "$demo/ready" ] || { echo "the demo did not start in 5 minutes; its log: $demo/demo.log" >&2; exit 1; }
 fi
 
 eval "$(bin/kip-cluster --state "$state" env)"
@@ -66,6 +68,21 @@ pod=$(kubectl get pods -l app=hello --field-selector=status.phase=Running \
 step kubectl logs --tail=2 "$pod"
 step kubectl exec "$pod" -- hostname
 
+# The cluster DNS, when kip-demo deployed it (KIP_E2E_CLUSTER_DNS): CoreDNS
+# in a cell of its own, and a pod calling the hello Service by its name.
+dns=
+if kubectl -n kube-system get deployment coredns >/dev/null 2>&1; then
+  dns=1
+  step kubectl -n kube-system rollout status deployment/coredns --timeout=180s
+  step kubectl -n kube-system get pods,services -l k8s-app=kube-dns -o wide
+  big=$(kubectl get pods -l app=hello-big --field-selector=status.phase=Running \
+    -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}' | sed -n 1p)
+  [ -n "$big" ] || { echo "no Running hello-big pod: see kubectl get pods and $demo/kip/kip.log" >&2; exit 1; }
+  # /app -get is the hello program as a client (Go's resolver reads the
+  # pod's /etc/resolv.conf: its search path makes "hello" the Service).
+  step kubectl exec "$big" -- /app -get http://hello
+fi
+
 cat <<MSG
 
 Each pod above runs in its own cell: a kip-cell agent in its own network
@@ -78,3 +95,10 @@ one). Try:
 Logs: kip $demo/kip/kip.log, demo $demo/demo.log
 Stop everything: make demo-down
 MSG
+if [ -n "$dns" ]; then
+  cat <<MSG
+The cluster DNS is CoreDNS (deploy/coredns/coredns.yaml) in its own cell,
+behind the kube-dns Service; every pod's /etc/resolv.conf names it:
+  kubectl exec $big -- cat /etc/resolv.conf
+MSG
+fi

@@ -81,6 +81,9 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 			d.Volumes[name] = pod.VolumeFiles{Files: vf.GetFiles(), Modes: vf.GetModes()}
 		}
 	}
+	if dns := req.GetClusterDns(); dns != nil {
+		d.DNS = pod.ClusterDNS{Servers: dns.GetServers(), Domain: dns.GetDomain()}
+	}
 	for _, c := range req.GetRegistryCredentials() {
 		d.Credentials = append(d.Credentials, runtime.Credential{
 			Server: c.GetServer(), Username: c.GetUsername(), Password: c.GetPassword(), IdentityToken: c.GetIdentityToken(),

@@ -115,9 +115,14 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 
 		_, vars := containerEnv(c, d)
 		mounts, err := m.vols.mounts(d.Pod, c, vars)
+		if err == nil {
+			var etc []runtime.Mount
+			etc, err = m.etc.mounts(c)
+			mounts = append(mounts, etc...)
+		}
 		if err != nil {
 			cfgDly = m.nextDelay(cfgDly)
-			log.WarnContext(ctx, "resolving volume mounts", "error", err, "retry_in", cfgDly)
+			log.WarnContext(ctx, "resolving the container's mounts", "error", err, "retry_in", cfgDly)
 			m.update(func() {
 				cs.status.State = waiting("CreateContainerConfigError", err.Error())
 				m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
@@ -380,13 +385,6 @@ func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, 
 			args[i] = expansion.Expand(args[i], vars)
 		}
 	}
-	hostname := d.Pod.Spec.Hostname
-	if hostname == "" {
-		hostname = d.Pod.Name
-	}
-	if len(hostname) > 63 {
-		hostname = strings.TrimRight(hostname[:63], "-.")
-	}
 	var res runtime.Resources
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		res.MemoryLimitBytes = q.Value()
@@ -404,7 +402,7 @@ func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, 
 		Args:       args,
 		Env:        env,
 		WorkingDir: c.WorkingDir,
-		Hostname:   hostname,
+		Hostname:   m.etc.containerHostname(),
 		NetNSPath:  m.cfg.NetNSPath,
 		Resources:  res,
 	}

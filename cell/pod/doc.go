@@ -36,14 +36,38 @@
 // Volumes live under Config.VolumesDir, a directory per volume: emptyDir
 // (a tmpfs with medium Memory, sized by sizeLimit), configMap, secret,
 // downwardAPI and projected (the host's files, written kubelet-style
-// behind a "..data" symlink that a new generation swaps atomically;
-// secrets and projections on a tmpfs where the agent may mount one) and
-// hostPath (checked or created per its type). Containers get them as bind
+// behind a "..data" symlink that a new generation swaps atomically, so a
+// refreshed token or a changed Secret reaches running containers; secrets
+// and projections on a tmpfs) and hostPath (checked or created per its
+// type). A tmpfs is mounted only where the runtime sees it
+// (Config.NoTmpfs is nil); otherwise those volumes are on disk and the pod
+// gets a Warning event VolumeOnDisk per volume, saying why. Containers get them as bind
 // mounts per volumeMounts (readOnly, subPath, subPathExpr; file volumes
 // always read-only). A volume that cannot be set up, or of a kind the cell
 // does not offer (persistentVolumeClaim, csi, ...), keeps every container
 // Waiting CreateContainerConfigError with a message naming the volume and
 // its kind. Delete unmounts and removes them.
+//
+// The /etc files (etcfiles.go, dns.go): every container gets the pod's
+// /etc/hosts, /etc/hostname and /etc/resolv.conf as bind mounts of files
+// under Config.EtcDir, as on a node the kubelet (hosts) and containerd
+// (hostname, resolv.conf) provide them, never written into an image.
+// They are ported from the kubelet rule by rule: resolv.conf per
+// dnsPolicy (ClusterFirst: the host's cluster DNS servers, the search path
+// <ns>.svc.<domain> svc.<domain> <domain> before the cell's own, ndots:5;
+// without a cluster DNS it falls back to Default with a MissingClusterDNS
+// warning event; Default: the cell's own resolv.conf, Config.ResolvConf;
+// None: only dnsConfig; ClusterFirstWithHostNet; dnsConfig merged over
+// each; the resolver's limits with DNSConfigForming events); hosts as the
+// kubelet manages it (localhost, the pod IP with its hostname and, with a
+// subdomain, <hostname>.<subdomain>.<ns>.svc.<domain>, then hostAliases;
+// a hostNetwork pod gets the cell's own hosts file and its aliases);
+// hostname from hostnameOverride, hostname or the pod name (63
+// characters at most), the FQDN with setHostnameAsFQDN. A container that
+// mounts a volume at one of those paths keeps its own. Each generation
+// writes them again, in place, so running containers see a changed
+// cluster DNS; a pod whose files cannot be made (a FQDN longer than 64
+// characters) keeps its containers Waiting CreateContainerConfigError.
 //
 // Attach: a container with stdin: true gets a stdin pipe for its whole
 // attempt and, with tty: true, a terminal; its output goes to the log and
@@ -61,5 +85,6 @@
 // securityContext (fsGroup and volume ownership included), mount
 // propagation, and activeDeadlineSeconds.
 //
-// It imports cell/runtime, cell/logs, k8s.io/api and the standard library.
+// It imports cell/runtime, cell/logs, cell/api/expansion, k8s.io/api,
+// apimachinery's validation and the standard library.
 package pod

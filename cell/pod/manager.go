@@ -42,8 +42,26 @@ type Config struct {
 	// downwardAPI, projected), a directory per volume; it is removed on
 	// Delete. Empty: only hostPath volumes work.
 	VolumesDir string
-	Backoff    Backoff
-	Logger     *slog.Logger
+	// EtcDir holds the pod's hosts, hostname and resolv.conf files, which
+	// every container gets at /etc (etcfiles.go); it is removed on Delete.
+	// Empty: the containers keep their image's files.
+	EtcDir string
+	// ResolvConf is the cell's own resolver configuration, which dnsPolicy
+	// Default starts from (a kubelet's --resolv-conf). Empty: none, and
+	// such a pod gets the local resolver (127.0.0.1), as on a kubelet with
+	// --resolv-conf="".
+	ResolvConf string
+	// HostsFile is the cell's own hosts file, which a hostNetwork pod's
+	// /etc/hosts starts from; empty means /etc/hosts.
+	HostsFile string
+	// NoTmpfs is why a tmpfs the agent mounts would not be seen by the
+	// container runtime (runtime.MountsShared), nil when it would. Then
+	// secret and projected volumes and emptyDirs of medium Memory are
+	// directories on disk, which the containers do see, and the pod gets
+	// a Warning event (ReasonVolumeOnDisk) for each, saying why.
+	NoTmpfs error
+	Backoff Backoff
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -62,6 +80,8 @@ type Desired struct {
 	// volumes, by volume name.
 	Volumes     map[string]VolumeFiles
 	Credentials []runtime.Credential
+	// DNS are the node's DNS settings, for the pod's /etc files.
+	DNS ClusterDNS
 }
 
 // Errors of Apply.
@@ -77,6 +97,7 @@ type Manager struct {
 	log  *slog.Logger
 	now  func() time.Time
 	vols *volumes
+	etc  *etcFiles
 
 	mu        sync.Mutex
 	desired   *Desired
@@ -116,7 +137,8 @@ func New(cfg Config) *Manager {
 		now = time.Now
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}),
-		vols: newVolumes(cfg.VolumesDir, cfg.Logger)}
+		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.Logger),
+		etc:  newEtcFiles(etcConfig{dir: cfg.EtcDir, resolvConf: cfg.ResolvConf, hostsFile: cfg.HostsFile, podIP: cfg.PodIP}, cfg.Logger)}
 	m.publishLocked()
 	return m
 }
@@ -133,9 +155,27 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (int64, error) {
 		return gen, err
 	}
 	// Volume files of the new generation are swapped in while the
-	// containers run, as the kubelet does for configMaps and secrets.
-	m.vols.sync(ctx, accepted)
+	// containers run, as the kubelet does for configMaps and secrets; so
+	// are the /etc files.
+	m.syncVolumes(ctx, accepted)
+	m.syncEtc(ctx, accepted)
 	return gen, nil
+}
+
+// syncVolumes sets up the volumes of d and tells of those on disk that
+// are meant for memory.
+func (m *Manager) syncVolumes(ctx context.Context, d *Desired) {
+	for _, msg := range m.vols.sync(ctx, d) {
+		m.emit(EventWarning, ReasonVolumeOnDisk, "", "%s", msg)
+	}
+}
+
+// syncEtc writes the pod's /etc files of d and records the DNS warnings
+// as the kubelet does.
+func (m *Manager) syncEtc(ctx context.Context, d *Desired) {
+	for _, w := range m.etc.sync(ctx, d) {
+		m.emit(EventWarning, w.Reason, "", "%s", w.Message)
+	}
 }
 
 // accept makes d the desired pod if it is newer and starts the pod on the
@@ -215,6 +255,9 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
 	if err := m.vols.cleanup(); err != nil {
+		return fmt.Errorf("deleting pod: %w", err)
+	}
+	if err := m.etc.cleanup(); err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
 	m.mu.Lock()
@@ -317,7 +360,8 @@ func (m *Manager) run(ctx context.Context) {
 	m.mu.Lock()
 	d := m.desired
 	m.mu.Unlock()
-	m.vols.sync(ctx, d)
+	m.syncVolumes(ctx, d)
+	m.syncEtc(ctx, d)
 	for _, cs := range m.inits {
 		if !m.runContainer(ctx, cs) {
 			return

@@ -28,39 +28,57 @@ type VolumeFiles struct {
 // subdirectory per volume). It is safe for concurrent use.
 type volumes struct {
 	dir string
-	log *slog.Logger
+	// noTmpfs is why a tmpfs the agent mounts would not be seen by the
+	// runtime; nil when it would.
+	noTmpfs error
+	log     *slog.Logger
 
-	mu    sync.Mutex
-	gen   int64             // the generation last set up
-	paths map[string]string // volume name → host path to bind
-	kinds map[string]string // volume name → kind, for messages
-	errs  map[string]error  // volume name → why it cannot be used
-	tmpfs map[string]bool   // volume dirs with a tmpfs mounted
+	mu     sync.Mutex
+	gen    int64             // the generation last set up
+	paths  map[string]string // volume name → host path to bind
+	kinds  map[string]string // volume name → kind, for messages
+	errs   map[string]error  // volume name → why it cannot be used
+	tmpfs  map[string]bool   // volume dirs with a tmpfs mounted
+	onDisk map[string]bool   // volumes meant for memory, told to be on disk
 }
 
-func newVolumes(dir string, log *slog.Logger) *volumes {
-	return &volumes{dir: dir, log: log, paths: map[string]string{}, kinds: map[string]string{}, errs: map[string]error{}, tmpfs: map[string]bool{}}
+func newVolumes(dir string, noTmpfs error, log *slog.Logger) *volumes {
+	return &volumes{dir: dir, noTmpfs: noTmpfs, log: log, paths: map[string]string{}, kinds: map[string]string{},
+		errs: map[string]error{}, tmpfs: map[string]bool{}, onDisk: map[string]bool{}}
 }
 
 // ErrUnsupportedVolume marks a volume kind the cell cannot provide.
 var ErrUnsupportedVolume = errors.New("volume kind not supported on kip cells")
 
+// ReasonVolumeOnDisk is the Warning event of a volume the kubelet keeps in
+// memory (secret, projected, emptyDir with medium Memory) that is on the
+// cell's disk because the agent cannot mount a tmpfs the runtime sees.
+const ReasonVolumeOnDisk = "VolumeOnDisk"
+
 // sync sets up the volumes of d (once per generation): emptyDir and
 // hostPath directories on first sight, and the files of configMap,
 // secret, downwardAPI and projected volumes, swapped atomically when they
-// change. Failures are kept per volume and reported by mounts.
-func (v *volumes) sync(ctx context.Context, d *Desired) {
+// change. Failures are kept per volume and reported by mounts. It returns
+// a message for each volume meant for memory that is on disk instead, the
+// first time it is.
+func (v *volumes) sync(ctx context.Context, d *Desired) []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if d.Generation <= v.gen && v.gen != 0 {
-		return
+		return nil
 	}
 	v.gen = d.Generation
+	var onDisk []string
 	for i := range d.Pod.Spec.Volumes {
 		vol := &d.Pod.Spec.Volumes[i]
 		kind := volumeKind(vol)
 		v.kinds[vol.Name] = kind
-		path, err := v.setup(vol, kind, d.Volumes[vol.Name])
+		path, diskWhy, err := v.setup(vol, kind, d.Volumes[vol.Name])
+		if diskWhy != nil && !v.onDisk[vol.Name] {
+			v.onDisk[vol.Name] = true
+			v.log.WarnContext(ctx, "volume meant for memory is on disk", "volume", vol.Name, "kind", kind, "reason", diskWhy)
+			onDisk = append(onDisk, fmt.Sprintf("volume %q (%s) is on the cell's disk, not in memory: %v", vol.Name, kind, diskWhy))
+		}
 		if err != nil {
 			v.log.WarnContext(ctx, "setting up volume", "volume", vol.Name, "kind", kind, "error", err)
 			v.errs[vol.Name] = fmt.Errorf("volume %q (%s): %w", vol.Name, kind, err)
@@ -69,76 +87,77 @@ func (v *volumes) sync(ctx context.Context, d *Desired) {
 		delete(v.errs, vol.Name)
 		v.paths[vol.Name] = path
 	}
+	return onDisk
 }
 
-func (v *volumes) setup(vol *corev1.Volume, kind string, files VolumeFiles) (string, error) {
+// setup sets up one volume and returns the path to bind; diskWhy is set
+// when a volume meant for memory is on disk, saying why.
+func (v *volumes) setup(vol *corev1.Volume, kind string, files VolumeFiles) (path string, diskWhy, err error) {
 	src := &vol.VolumeSource
 	if src.HostPath != nil {
-		return src.HostPath.Path, prepareHostPath(src.HostPath)
+		return src.HostPath.Path, nil, prepareHostPath(src.HostPath)
 	}
 	if v.dir == "" {
-		return "", errors.New("the agent has no volume directory")
+		return "", nil, errors.New("the agent has no volume directory")
 	}
 	dir := filepath.Join(v.dir, vol.Name)
 	switch {
 	case src.EmptyDir != nil:
 		if err := os.MkdirAll(dir, 0o777); err != nil {
-			return "", fmt.Errorf("creating emptyDir: %w", err)
+			return "", nil, fmt.Errorf("creating emptyDir: %w", err)
 		}
-		if src.EmptyDir.Medium == corev1.StorageMediumMemory && !v.tmpfs[dir] && !sharedMountNS() {
-			v.log.Warn("emptyDir with medium Memory on disk: the agent's mounts are invisible to the runtime (private mount namespace, e.g. ip netns exec)", "volume", vol.Name)
-		} else if src.EmptyDir.Medium == corev1.StorageMediumMemory && !v.tmpfs[dir] {
+		if src.EmptyDir.Medium == corev1.StorageMediumMemory {
 			opts := "mode=0777"
 			if l := src.EmptyDir.SizeLimit; l != nil && l.Value() > 0 {
 				opts += ",size=" + strconv.FormatInt(l.Value(), 10)
 			}
-			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-				return "", fmt.Errorf("mounting tmpfs: %w", err)
+			diskWhy = v.mountTmpfs(dir, unix.MS_NOSUID|unix.MS_NODEV, opts)
+			if errors.Is(diskWhy, errMountFailed) {
+				return "", nil, diskWhy // asked for memory, and memory it must be
 			}
-			v.tmpfs[dir] = true
 		}
 		if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // G302: emptyDir is world-writable, as on a kubelet
-			return "", fmt.Errorf("setting emptyDir mode: %w", err)
+			return "", diskWhy, fmt.Errorf("setting emptyDir mode: %w", err)
 		}
-		return dir, nil
+		return dir, diskWhy, nil
 	case src.ConfigMap != nil, src.Secret != nil, src.DownwardAPI != nil, src.Projected != nil:
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", fmt.Errorf("creating volume directory: %w", err)
+			return "", nil, fmt.Errorf("creating volume directory: %w", err)
 		}
 		// Secrets (and projections, which may hold tokens) stay off disk
-		// where the agent may mount a tmpfs.
-		if (src.Secret != nil || src.Projected != nil) && !v.tmpfs[dir] && sharedMountNS() {
-			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755"); err != nil {
-				v.log.Warn("secret volume on disk: mounting tmpfs failed", "volume", vol.Name, "error", err)
-			} else {
-				v.tmpfs[dir] = true
-			}
+		// where the runtime sees the agent's tmpfs; otherwise they are
+		// on disk, where the container sees them.
+		if src.Secret != nil || src.Projected != nil {
+			diskWhy = v.mountTmpfs(dir, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755")
 		}
 		if _, err := writeAtomic(dir, files.Files, files.Modes); err != nil {
-			return "", fmt.Errorf("writing files: %w", err)
+			return "", diskWhy, fmt.Errorf("writing files: %w", err)
 		}
-		return dir, nil
+		return dir, diskWhy, nil
 	}
-	return "", ErrUnsupportedVolume
+	return "", nil, ErrUnsupportedVolume
 }
 
-// sharedMountNS reports whether the agent shares its mount namespace with
-// pid 1 (and so, presumably, with containerd and runc): only then can a
-// tmpfs the agent mounts be seen in the containers' bind mounts. An agent
-// started with `ip netns exec` has a private one.
-func sharedMountNS() bool {
-	mountNSOnce.Do(func() {
-		self, err1 := os.Readlink("/proc/self/ns/mnt")
-		pid1, err2 := os.Readlink("/proc/1/ns/mnt")
-		mountNSShared = err1 != nil || err2 != nil || self == pid1
-	})
-	return mountNSShared
-}
+// errMountFailed marks a tmpfs that could have been used but failed to
+// mount.
+var errMountFailed = errors.New("mounting a tmpfs failed")
 
-var (
-	mountNSOnce   sync.Once
-	mountNSShared bool
-)
+// mountTmpfs mounts a tmpfs at dir unless one is there already. It
+// returns why the volume is on disk instead: the runtime would not see the
+// mount (v.noTmpfs), or the mount failed (errMountFailed).
+func (v *volumes) mountTmpfs(dir string, flags uintptr, opts string) error {
+	if v.tmpfs[dir] {
+		return nil
+	}
+	if v.noTmpfs != nil {
+		return v.noTmpfs
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, opts); err != nil {
+		return fmt.Errorf("%w: %w", errMountFailed, err)
+	}
+	v.tmpfs[dir] = true
+	return nil
+}
 
 // prepareHostPath checks or creates a hostPath per its type.
 func prepareHostPath(hp *corev1.HostPathVolumeSource) error {

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -92,7 +93,7 @@ func TestWriteAtomic(t *testing.T) {
 
 func TestVolumeMounts(t *testing.T) {
 	dir := t.TempDir()
-	v := newVolumes(filepath.Join(dir, "volumes"), slog.New(slog.DiscardHandler))
+	v := newVolumes(filepath.Join(dir, "volumes"), nil, slog.New(slog.DiscardHandler))
 	hostDir := filepath.Join(dir, "host", "made")
 	hostFile := filepath.Join(dir, "hostfile")
 	dirOrCreate, fileOrCreate, mustDir := corev1.HostPathDirectoryOrCreate, corev1.HostPathFileOrCreate, corev1.HostPathDirectory
@@ -180,7 +181,7 @@ func TestMemoryVolumesOnTmpfs(t *testing.T) {
 		t.Skip("mounting tmpfs needs root")
 	}
 	dir := filepath.Join(t.TempDir(), "volumes")
-	v := newVolumes(dir, slog.New(slog.DiscardHandler))
+	v := newVolumes(dir, nil, slog.New(slog.DiscardHandler))
 	size := resource.MustParse("4Mi")
 	p := testPod(corev1.RestartPolicyAlways, "app")
 	p.Spec.Volumes = []corev1.Volume{
@@ -213,6 +214,60 @@ func TestMemoryVolumesOnTmpfs(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("volumes left: %v", err)
 	}
+}
+
+// When the runtime would not see the agent's tmpfs, the volumes meant for
+// memory are directories on disk, which the containers do see, written
+// as usual, and the pod is told once per volume why they are on disk.
+func TestVolumesOnDiskWhenTheRuntimeCannotSeeTmpfs(t *testing.T) {
+	rt := newFakeRuntime()
+	vdir := filepath.Join(t.TempDir(), "volumes")
+	why := errors.New("the runtime is in another mount namespace")
+	m := New(Config{Runtime: rt, Logs: newManager(t, rt).cfg.Logs, VolumesDir: vdir, NoTmpfs: why, Backoff: testBackoff})
+	p := testPod(corev1.RestartPolicyAlways, "app")
+	p.Spec.Volumes = []corev1.Volume{
+		{Name: "sec", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}},
+		{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
+		{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+	}
+	files := map[string]VolumeFiles{
+		"sec":   {Files: map[string][]byte{"k": []byte("s3cret")}},
+		"token": {Files: map[string][]byte{"token": []byte("jwt")}},
+		"cfg":   {Files: map[string][]byte{"c": []byte("v")}},
+	}
+	for gen := int64(1); gen <= 2; gen++ {
+		if _, err := m.Apply(t.Context(), Desired{Generation: gen, Pod: p, Volumes: files}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStatus(t, m, "running", func(s corev1.PodStatus) bool { return s.ContainerStatuses[0].State.Running != nil })
+	for name, file := range map[string]string{"sec": "k", "token": "token"} {
+		var st unix.Statfs_t
+		if err := unix.Statfs(filepath.Join(vdir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Type == unix.TMPFS_MAGIC {
+			t.Errorf("%s is on a tmpfs the runtime would not see", name)
+		}
+		if got := readVolFile(t, filepath.Join(vdir, name, file)); got != string(files[name].Files[file]) {
+			t.Errorf("%s/%s = %q", name, file, got)
+		}
+	}
+	var got []string
+	for _, e := range m.Events() {
+		if e.Reason == ReasonVolumeOnDisk {
+			if e.Type != EventWarning || e.Container != "" || !strings.Contains(e.Message, why.Error()) {
+				t.Errorf("event %+v, want a pod Warning saying why", e)
+			}
+			got = append(got, e.Message[:strings.Index(e.Message, " is on")])
+		}
+	}
+	want := []string{`volume "sec" (secret)`, `volume "token" (projected)`, `volume "mem" (emptyDir)`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("VolumeOnDisk events, once each over two generations (-want +got):\n%s", diff)
+	}
+	deletePod(t, m, time.Second)
 }
 
 // A pod with a volume the cell cannot provide fails clearly: its

@@ -536,9 +536,21 @@ func (p *containerdProcess) Wait(ctx context.Context) (int32, error) {
 		_ = p.p.Kill(kctx, syscall.SIGKILL)
 		st = <-p.exit
 	}
+	// The output copies end at the FIFOs' EOF, once the shim has passed
+	// on everything the process (and whatever inherited its output)
+	// wrote. Delete would cancel them and drop what they have not read
+	// yet, all of it when the process was quick, so wait for them first,
+	// as long as the caller waits, as containerd's CRI does for an exec.
+	if pio := p.p.IO(); pio != nil {
+		drained := make(chan struct{})
+		go func() { pio.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+		}
+	}
 	dctx, cancel := context.WithTimeout(p.r.ctx(context.WithoutCancel(ctx)), 10*time.Second)
 	defer cancel()
-	// Delete drains the output copies before it returns.
 	if _, err := p.p.Delete(dctx); err != nil && !errdefs.IsNotFound(err) {
 		return int32(st.ExitCode()), fmt.Errorf("deleting exec: %w", err)
 	}

@@ -135,6 +135,21 @@ func TestContainerd(t *testing.T) {
 		if out.String() != "out\n" || errOut.String() != "err\n" {
 			t.Errorf("exec output = %q / %q", out.String(), errOut.String())
 		}
+		// Wait returns with the whole output, however quickly the
+		// process exits: none of it is left unread in the FIFOs.
+		for i := range 100 {
+			var out syncBuffer
+			p, err := task.Exec(ctx, runtime.ExecSpec{Args: []string{"sh", "-c", "seq 1000"}, Stdout: &out})
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if _, err := p.Wait(ctx); err != nil {
+				t.Fatalf("exec Wait: %v", err)
+			}
+			if got := out.String(); !strings.HasSuffix(got, "\n1000\n") {
+				t.Fatalf("exec %d: output of %d bytes ends %q, want all of seq 1000", i, len(got), got[max(0, len(got)-20):])
+			}
+		}
 
 		var tty syncBuffer
 		inR, inW := io.Pipe()

@@ -18,6 +18,10 @@
 // ContainerdConfig.InsecureRegistries are pulled from over plain HTTP;
 // every other registry over HTTPS.
 //
-// It imports containerd, the OCI specs and the standard library; nothing of
-// Kubernetes.
+// MountsShared tells the agent whether containerd sees the mounts it
+// makes (same mount namespace), which decides whether secrets may live on
+// a tmpfs (see the cell package comment).
+//
+// It imports containerd, the OCI specs, x/sys/unix and the standard
+// library; nothing of Kubernetes.
 package runtime

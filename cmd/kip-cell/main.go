@@ -35,10 +35,11 @@ func main() {
 	flag.StringVar(&bootstrap, "bootstrap", os.Getenv(api.BootstrapEnv), "bootstrap file: the bootstrap JSON, or cloud user data holding it as a MIME part (default $"+api.BootstrapEnv+")")
 	flag.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
 	flag.StringVar(&cfg.NetNSPath, "netns", "", "network namespace the containers join (default: the agent's own)")
-	flag.StringVar(&cfg.StateDir, "state-dir", "", "directory for logs, FIFOs and volumes (default /var/lib/kip-cell/<cell ID>)")
+	flag.StringVar(&cfg.StateDir, "state-dir", os.Getenv("KIP_CELL_STATE_DIR"), "directory for logs, FIFOs and volumes (default $KIP_CELL_STATE_DIR, else /var/lib/kip-cell/<cell ID>)")
 	flag.StringVar(&cfg.PodIP, "pod-ip", os.Getenv("KIP_CELL_ADDRESS"), "pod IP to report (default $KIP_CELL_ADDRESS)")
 	flag.StringVar(&cfg.Listen, "listen", "", "gRPC listen address (default: the bootstrap's, else pod-ip:6421)")
 	flag.StringVar(&cfg.RuncRoot, "runc-root", "", "runc state directory (default: containerd's)")
+	flag.StringVar(&cfg.ResolvConf, "resolv-conf", "/etc/resolv.conf", "the cell's resolver configuration, which pods with dnsPolicy Default get (empty: the local resolver, 127.0.0.1)")
 	flag.Var(&insecure, "insecure-registry", "registry host[:port] to pull from over plain HTTP (repeatable; loopback always is)")
 	flag.StringVar(&cfg.ServiceProxy, "service-proxy", envOr("KIP_CELL_SERVICE_PROXY", cell.ServiceProxyIPTables),
 		"how ClusterIP services are programmed in the pod's network namespace: iptables, or none when the agent shares the machine's (default $KIP_CELL_SERVICE_PROXY, else iptables)")

@@ -28,6 +28,11 @@ const (
 	ReasonCellTerminated = "CellTerminated"
 )
 
+// ReasonFailedMount is the Warning event of a running pod whose volumes
+// could not be resolved again (a token refresh, a Secret gone); it runs on
+// with the files it has, as on a kubelet.
+const ReasonFailedMount = "FailedMount"
+
 // instanceAPI is the part of the plugin a cell calls about its own
 // instance; Terminate goes through the terminator, which retries it.
 type instanceAPI interface {

@@ -24,7 +24,10 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"unavailableTTL", c.UnavailableTTL}, {"catalogTTL", c.CatalogTTL}, {"rematchInterval", c.RematchInterval}} {
+	}{
+		{"unavailableTTL", c.UnavailableTTL}, {"catalogTTL", c.CatalogTTL}, {"rematchInterval", c.RematchInterval},
+		{"volumeRefreshInterval", c.VolumeRefreshInterval},
+	} {
 		if d.v <= 0 {
 			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))
 		}

@@ -11,8 +11,8 @@ import (
 
 func TestDefaultConfig(t *testing.T) {
 	d := DefaultConfig()
-	got := []time.Duration{d.UnavailableTTL, d.CatalogTTL, d.RematchInterval, d.RefusedRetry, d.BootPoll, d.BootPollWatched, d.BootTimeout, d.GCInterval}
-	want := []time.Duration{3 * time.Minute, 10 * time.Minute, time.Minute, 30 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Minute, 30 * time.Second}
+	got := []time.Duration{d.UnavailableTTL, d.CatalogTTL, d.RematchInterval, d.VolumeRefreshInterval, d.RefusedRetry, d.BootPoll, d.BootPollWatched, d.BootTimeout, d.GCInterval}
+	want := []time.Duration{3 * time.Minute, 10 * time.Minute, time.Minute, time.Minute, 30 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Minute, 30 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("DefaultConfig intervals (-want +got):\n%s", diff)
 	}
@@ -37,6 +37,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "zero unavailableTTL", mutate: func(c *Config) { c.UnavailableTTL = 0 }, wantKey: []string{"unavailableTTL"}},
 		{name: "zero catalogTTL", mutate: func(c *Config) { c.CatalogTTL = 0 }, wantKey: []string{"catalogTTL"}},
 		{name: "negative rematchInterval", mutate: func(c *Config) { c.RematchInterval = -time.Second }, wantKey: []string{"rematchInterval"}},
+		{name: "zero volumeRefreshInterval", mutate: func(c *Config) { c.VolumeRefreshInterval = 0 }, wantKey: []string{"volumeRefreshInterval"}},
 		{name: "all three", mutate: func(c *Config) { c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = 0, 0, 0 }, wantKey: []string{"unavailableTTL", "catalogTTL", "rematchInterval"}},
 	}
 	for _, tt := range tests {

@@ -64,6 +64,19 @@
 // a lost instance) and terminate.go (stopping the pod,
 // ending the instance, forgetting the cell).
 //
+// # Volumes that follow the API
+//
+// A running pod's references are resolved again, as a kubelet's are:
+// when one of its service account tokens needs refreshing
+// (dispatch.Tokens: at 80 % of its lifetime, or after 24 hours) and every
+// Config.VolumeRefreshInterval while it has configMap, secret or projected
+// volumes (serve.go, applyLoop). What changed goes to the agent under a
+// new generation, and the agent swaps the files in under the running
+// containers; what did not change sends nothing. A resolution that fails
+// leaves the pod running with the files it has and a FailedMount event.
+// An agent already at a later generation (a cell adopted after a restart)
+// is sent the pod again past it.
+//
 // No struct keeps a context. CreatePod starts a cell under its own
 // context, detached from its cancellation (the call ends long before the
 // cell); adoption starts one under Run's. A cell runs until its pod is

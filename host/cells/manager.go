@@ -32,6 +32,11 @@ type Config struct {
 	NodeName  string `koanf:"-"`
 	// Match tunes pod-to-instance matching (host/match).
 	Match match.Config `koanf:"-"`
+	// Cluster is what the cells' pods see of the cluster, as on a kubelet:
+	// the Services (their environment variables, the kube-dns address)
+	// and the DNS settings (the node section's clusterDNS and
+	// clusterDomain). The zero Cluster: no Service, no cluster DNS.
+	Cluster dispatch.Cluster `koanf:"-"`
 	// UnavailableTTL is how long an offering that ran out of capacity is
 	// skipped; default match.DefaultUnavailableTTL (3 minutes).
 	UnavailableTTL time.Duration `koanf:"unavailableTTL"`
@@ -41,6 +46,13 @@ type Config struct {
 	// RematchInterval is how often a pod nothing fits is matched again
 	// (also whenever it changes); default 1 minute.
 	RematchInterval time.Duration `koanf:"rematchInterval"`
+	// VolumeRefreshInterval is how often the configMap, secret and
+	// projected volumes of a running pod are resolved again, so that their
+	// files follow their objects, as a kubelet's do (its sync period);
+	// service account tokens are refreshed on their own schedule (at 80 %
+	// of their lifetime, or after 24 hours), and the pod is looked at by
+	// then whatever this says. Default 1 minute.
+	VolumeRefreshInterval time.Duration `koanf:"volumeRefreshInterval"`
 	// RefusedRetry is the least wait after the plugin refuses a launch
 	// (quota, bad request) before ranking again; default 30 s.
 	RefusedRetry time.Duration `koanf:"-"`
@@ -88,6 +100,9 @@ func (c *Config) defaults() {
 	}
 	if c.RematchInterval == 0 {
 		c.RematchInterval = time.Minute
+	}
+	if c.VolumeRefreshInterval == 0 {
+		c.VolumeRefreshInterval = time.Minute
 	}
 	if c.RefusedRetry == 0 {
 		c.RefusedRetry = 30 * time.Second

@@ -41,7 +41,12 @@ type fakeAgent struct {
 	cellv1.UnimplementedCellServer
 	mu      sync.Mutex
 	applied []int64
-	creds   []*cellv1.RegistryCredential // of the last ApplyPod
+	creds   []*cellv1.RegistryCredential   // of the last ApplyPod
+	volumes map[string]*cellv1.VolumeFiles // of the last ApplyPod taken
+	// gen is the generation the agent works towards: it ignores a lower
+	// or equal one, as a real agent does (set it to play an agent that an
+	// earlier kip process talked to).
+	gen     int64
 	deleted int
 	phases  chan corev1.PodPhase
 	// calls are the agent's ApplyPod and ApplyServices calls in order:
@@ -51,11 +56,15 @@ type fakeAgent struct {
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.calls = append(a.calls, fmt.Sprintf("pod %d", req.GetGeneration()))
 	a.applied = append(a.applied, req.GetGeneration())
 	a.creds = req.GetRegistryCredentials()
-	a.mu.Unlock()
-	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+	if req.GetGeneration() > a.gen {
+		a.gen = req.GetGeneration()
+		a.volumes = req.GetVolumes()
+	}
+	return &cellv1.ApplyPodResponse{Generation: a.gen}, nil
 }
 
 func (a *fakeAgent) ApplyServices(_ context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
@@ -140,6 +149,11 @@ type setup struct {
 	wrap func(*pluginfake.Provider) pluginapi.Client
 	// opts are the Manager's options.
 	opts []Option
+	// source replaces the empty fake API the pods' references are read
+	// from.
+	source dispatch.Source
+	// agentGen is the generation the fake agent starts at.
+	agentGen int64
 }
 
 // newHarnessSetup is newHarnessDeferred with a setup.
@@ -149,7 +163,7 @@ func newHarnessSetup(t *testing.T, s setup) *harness {
 	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4)}
+	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), gen: s.agentGen}
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
 	cellv1.RegisterCellServer(srv, agent)
@@ -160,7 +174,10 @@ func newHarnessSetup(t *testing.T, s setup) *harness {
 	recorder := record.NewFakeRecorder(100)
 	h := &harness{plugin: plugin, agent: agent, indexer: indexer, recorder: recorder,
 		notified: make(chan *corev1.Pod, 100), dialed: make(chan string, 10)}
-	src := dispatch.ClientSource(fake.NewClientset())
+	src := s.source
+	if src == nil {
+		src = dispatch.ClientSource(fake.NewClientset())
+	}
 	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond,
 		Match: match.DefaultConfig(), RefusedRetry: 50 * time.Millisecond, RematchInterval: time.Hour,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}

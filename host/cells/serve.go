@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -94,10 +95,24 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	}
 }
 
-// applyLoop sends the desired pod at start and after every change.
+// applyLoop keeps the agent's pod in step with the desired one. It
+// applies the pod at start and after every change; the first Apply also
+// proves the agent is up (it retries until the agent answers) and closes
+// applied. Between changes it resolves the pod again when one of its
+// service account tokens needs refreshing (dispatch.Tokens: at 80 % of
+// its lifetime or after 24 hours) and every Config.VolumeRefreshInterval
+// while it has configMap, secret or projected volumes, and applies it
+// under a new generation when what was resolved changed: the agent swaps
+// the files in under the running containers, as a kubelet does.
 func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address string, applied chan struct{}) {
+	tokens := dispatch.NewTokens(c.d.cfg.Now)
+	var (
+		sent    *cellv1.ApplyPodRequest // what the agent took last
+		sentGen int64                   // and under which generation
+		failing bool                    // the last refresh failed
+	)
 	first := true
-	for {
+	for n := 1; ; n++ {
 		c.mu.Lock()
 		pod, gen := c.desired.DeepCopy(), c.generation
 		info := c.instance
@@ -106,42 +121,169 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		if info != nil {
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
-		for n := 1; ; n++ {
-			req, err := dispatch.Resolve(ctx, c.d.source, pod, cellInfo)
-			if err == nil {
-				req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
-				req.Generation = gen
-				err = agent.Apply(ctx, req)
-			}
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			var rerr *dispatch.ResolveError
-			if errors.As(err, &rerr) {
-				c.waiting(ReasonResolveFailed, rerr.Error())
-				c.event(corev1.EventTypeWarning, "Failed", "Error: %s", rerr.Error())
-			}
-			wait := c.d.cfg.Backoff(n)
-			if first && rerr == nil {
-				wait = c.firstContactBackoff(n)
-			}
-			if !sleep(ctx, wait) {
-				return
+		refresh := sentGen != 0 && gen == sentGen // the pod did not change
+		req, err := dispatch.Resolve(ctx, c.d.source, c.d.cfg.Cluster, pod, cellInfo, tokens)
+		if err == nil {
+			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
+			if refresh && sameResolution(req, sent) {
+				req = sent // nothing new for the agent
+			} else {
+				gen, err = c.apply(ctx, agent, req, gen, refresh)
 			}
 		}
-		if first {
-			close(applied)
-			first = false
+		if errors.Is(err, errPodChanged) {
+			n = 0
+			continue
 		}
-		select {
-		case <-ctx.Done():
+		if err == nil {
+			sent, sentGen, failing, n = req, gen, false, 0
+			if first {
+				close(applied)
+				first = false
+			}
+			if !c.waitApply(ctx, pod, tokens) {
+				return
+			}
+			continue
+		}
+		if ctx.Err() != nil {
 			return
-		case <-c.applyCh:
+		}
+		if refresh {
+			// The pod runs on with the files it has; say so once and try
+			// again at the next refresh.
+			if !failing {
+				c.log.Warn("refreshing the pod's volumes failed", "error", err)
+				c.event(corev1.EventTypeWarning, ReasonFailedMount, "refreshing the pod's volumes: %s", err)
+			}
+			failing, n = true, 0
+			if !c.waitApply(ctx, pod, tokens) {
+				return
+			}
+			continue
+		}
+		var rerr *dispatch.ResolveError
+		isResolve := errors.As(err, &rerr)
+		if isResolve {
+			c.waiting(ReasonResolveFailed, rerr.Error())
+			c.event(corev1.EventTypeWarning, "Failed", "Error: %s", rerr.Error())
+		}
+		wait := c.d.cfg.Backoff(n)
+		if first && !isResolve {
+			wait = c.firstContactBackoff(n)
+		}
+		if !sleep(ctx, wait) {
+			return
 		}
 	}
+}
+
+// waitApply waits for a new desired pod or the pod's next refresh
+// (refreshWait); it reports false when ctx ended.
+func (c *cell) waitApply(ctx context.Context, pod *corev1.Pod, tokens *dispatch.Tokens) bool {
+	var refresh <-chan time.Time
+	if wait, ok := c.refreshWait(pod, tokens); ok {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		refresh = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.applyCh:
+	case <-refresh:
+	}
+	return true
+}
+
+// errPodChanged: the desired pod changed while its previous version was
+// being sent; the caller starts over with the new one.
+var errPodChanged = errors.New("the desired pod changed")
+
+// apply sends req, resolved from the desired pod of generation gen, and
+// returns the generation the agent took it under. A refresh (the pod
+// unchanged, what it references changed) goes under the next generation.
+// An agent that already has a later generation (from the kip process
+// before a restart: an adopted cell) ignores req; then req is sent again
+// past that generation. Either way, if the desired pod changed meanwhile,
+// req is stale: errPodChanged.
+func (c *cell) apply(ctx context.Context, agent *dispatch.Agent, req *cellv1.ApplyPodRequest, gen int64, refresh bool) (int64, error) {
+	if refresh {
+		next, ok := c.advance(gen, gen)
+		if !ok {
+			return 0, errPodChanged
+		}
+		gen = next
+	}
+	for {
+		req.Generation = gen
+		took, err := agent.Apply(ctx, req)
+		if err != nil || took <= gen {
+			return gen, err
+		}
+		next, ok := c.advance(gen, took)
+		if !ok {
+			return 0, errPodChanged
+		}
+		gen = next
+	}
+}
+
+// advance moves the cell's generation past past, for the desired pod of
+// generation from to be sent again under it, and returns it. If the
+// desired pod changed since from, it returns false instead (the change
+// is sent under its own generation, also moved past past if need be).
+func (c *cell) advance(from, past int64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.generation != from {
+		c.generation = max(c.generation, past+1)
+		return 0, false
+	}
+	c.generation = past + 1
+	return c.generation, true
+}
+
+// sameResolution reports whether a and b carry the same environment,
+// volume files and credentials (their pods and generations aside: a
+// changed pod has a new generation anyway).
+func sameResolution(a, b *cellv1.ApplyPodRequest) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	a, b = proto.CloneOf(a), proto.CloneOf(b)
+	a.PodJson, a.Generation, b.PodJson, b.Generation = nil, 0, nil, 0
+	return proto.Equal(a, b)
+}
+
+// refreshWait is how long until the pod is resolved again without a
+// change: until its next token refresh, and at most
+// Config.VolumeRefreshInterval while it has volumes whose files come from
+// the API. ok is false when nothing needs refreshing.
+func (c *cell) refreshWait(pod *corev1.Pod, tokens *dispatch.Tokens) (time.Duration, bool) {
+	if !hasAPIVolumes(pod) {
+		return 0, false
+	}
+	wait := c.d.cfg.VolumeRefreshInterval
+	if at := tokens.Refresh(); !at.IsZero() {
+		// A refresh overdue (it failed, the old token still valid) waits
+		// for the next interval.
+		if d := at.Sub(c.d.cfg.Now()); d > 0 && d < wait {
+			wait = d
+		}
+	}
+	return wait, true
+}
+
+// hasAPIVolumes reports whether the pod has volumes whose files the host
+// reads from the API (configMap, secret, projected).
+func hasAPIVolumes(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // firstContactBackoff is the wait before retry n while the agent is

@@ -42,8 +42,8 @@ func TestSettingsKeys(t *testing.T) {
 		"clusterID", "nodeName", "kubeconfig",
 		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.arch",
 		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
-		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers",
-		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.image", "cells.insecureRegistries",
+		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
+		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval", "cells.image", "cells.insecureRegistries",
 		"pki.namespace", "pki.secretName",
 		"match.agentReserveCPU", "match.agentReserveMemory", "match.ignoreLimits", "match.burstablePolicy",
 		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
@@ -80,7 +80,7 @@ func TestLoadDefaults(t *testing.T) {
 		"node.capacity.memory": "4Ti", "node.capacity.pods": "1000", "node.arch": "amd64", "node.listenAddress": ":10250",
 		"node.leaseDurationSeconds": 40, "node.statusUpdateInterval": time.Minute, "node.workers": 10,
 		"cells.unavailableTTL": 3 * time.Minute, "cells.catalogTTL": 10 * time.Minute, "cells.rematchInterval": time.Minute,
-		"pki.namespace": "kip-system", "pki.secretName": "kip-ca",
+		"cells.volumeRefreshInterval": time.Minute, "pki.namespace": "kip-system", "pki.secretName": "kip-ca",
 		"match.agentReserveCPU": match.MilliCPU(100), "match.agentReserveMemory": match.Bytes(256 << 20),
 		"match.burstablePolicy": match.BurstableBaseline, "match.surplusCreditPricePerVCPUHour": 0.05,
 		"match.unknownPrice": match.UnknownPriceLast, "match.defaultCapacityType": pluginapi.CapacityOnDemand, "match.maxCandidates": 20,
@@ -230,6 +230,7 @@ func TestEnvName(t *testing.T) {
 		"node.tlsCertFile":                    "KIP_NODE_TLS_CERT_FILE",
 		"node.leaseDurationSeconds":           "KIP_NODE_LEASE_DURATION_SECONDS",
 		"node.capacity.cpu":                   "KIP_NODE_CAPACITY_CPU",
+		"node.clusterDNS":                     "KIP_NODE_CLUSTER_DNS",
 		"cells.catalogTTL":                    "KIP_CELLS_CATALOG_TTL",
 		"match.agentReserveCPU":               "KIP_MATCH_AGENT_RESERVE_CPU",
 		"match.surplusCreditPricePerVCPUHour": "KIP_MATCH_SURPLUS_CREDIT_PRICE_PER_VCPU_HOUR",
@@ -451,8 +452,10 @@ node:
   internalIP: 10.1.2.3
   statusUpdateInterval: 30s
   clientCAFile: /etc/kip/ca.crt
+  clusterDomain: kip.example
 `)
-	env := []string{"KIP_NODE_WORKERS=4", "KIP_NODE_LEASE_DURATION_SECONDS=120", "KIP_NODE_LISTEN_ADDRESS=0.0.0.0:10260"}
+	env := []string{"KIP_NODE_WORKERS=4", "KIP_NODE_LEASE_DURATION_SECONDS=120", "KIP_NODE_LISTEN_ADDRESS=0.0.0.0:10260",
+		"KIP_NODE_CLUSTER_DNS=10.96.0.10,fd00::a"}
 	got, err := Load(path, env, map[string]any{"node.capacity.pods": "300"})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -467,6 +470,8 @@ node:
 		LeaseDurationSeconds: 120,
 		StatusUpdateInterval: 30 * time.Second,
 		Workers:              4,
+		ClusterDNS:           []string{"10.96.0.10", "fd00::a"},
+		ClusterDomain:        "kip.example",
 	}
 	if diff := cmp.Diff(want, got.Node); diff != "" {
 		t.Errorf("Load node mismatch (-want +got):\n%s", diff)

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kipcell/kip/host/pki"
+	"github.com/kipcell/kip/host/services"
 )
 
 // What kip does with the API server before it runs, and how long it waits.
@@ -38,7 +39,8 @@ const (
 	// preflightTimeout bounds the first request, so that a server that
 	// accepts connections and never answers is reported as unreachable.
 	preflightTimeout = 30 * time.Second
-	// podSyncTimeout bounds the first sync of the cache of the node's pods.
+	// podSyncTimeout bounds the first sync of the cache of the node's pods,
+	// and that of the Services.
 	podSyncTimeout = 2 * time.Minute
 	// caRBAC is the file that grants kip the CA Secret.
 	caRBAC = "deploy/rbac/kip-ca-secret.yaml"
@@ -396,39 +398,62 @@ func (s caSecrets) Create(ctx context.Context, secret *corev1.Secret, opts metav
 	return created, tag(s.request("create", ""), err)
 }
 
-// checkServices lists Services and EndpointSlices once, as the informers
-// of host/clusterip will without end, so that a server that forbids them
-// is reported at once, naming what grants them.
-func (a apiServer) checkServices(ctx context.Context, client kubernetes.Interface, nodeName string) error {
-	const doing = "watching the cluster's Services for the cells"
-	svcReq := request{verb: "list", resource: "services",
-		grant: fmt.Sprintf("run kip as the node, system:node:%s in group system:nodes, whom the Node authorizer lets read Services", nodeName)}
-	if _, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		return a.explain(doing, tag(svcReq, err))
-	}
-	sliceReq := request{verb: "list", resource: "endpointslices.discovery.k8s.io",
+// checkEndpointSlices lists EndpointSlices once, as the informer of
+// host/clusterip will without end, so that a server that forbids them is
+// reported at once, naming what grants them. (Services are checked as
+// their cache syncs: syncServices.)
+func (a apiServer) checkEndpointSlices(ctx context.Context, client kubernetes.Interface) error {
+	const doing = "watching the cluster's EndpointSlices for the cells' ClusterIP services"
+	req := request{verb: "list", resource: "endpointslices.discovery.k8s.io",
 		grant: "apply " + servicesRBAC + ", which grants list and watch of EndpointSlices to User system:node:kip (edit its User where kip's node name differs)"}
 	if _, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		return a.explain(doing, tag(sliceReq, err))
+		return a.explain(doing, tag(req, err))
 	}
 	return nil
 }
 
 // syncPods fills the cache of the node's pods from informer (of factory)
-// and waits until it is synced. It lists the pods once itself first, so that
-// an API server that is unreachable, refuses kip's credentials or forbids
-// the list is reported at once, by which of the three it is; the informer
-// retries such errors without end. After timeout it reports the informer's
-// last error.
+// and waits until it is synced (syncCache).
 func (a apiServer) syncPods(ctx context.Context, client kubernetes.Interface, factory informers.SharedInformerFactory,
 	informer cache.SharedIndexInformer, nodeName string, timeout time.Duration,
 ) error {
-	const doing = "syncing the cache of the node's pods"
 	req := request{
 		verb: "list", resource: "pods", fieldSelector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
 		grant: fmt.Sprintf("run kip as the node, system:node:%s in group system:nodes, whom the Node authorizer lets list and watch pods (deploy/rbac grants nothing for pods)", nodeName),
 	}
-	_, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: req.fieldSelector, Limit: 1})
+	list := func(ctx context.Context) error {
+		_, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: req.fieldSelector, Limit: 1})
+		return err
+	}
+	return a.syncCache(ctx, "syncing the cache of the node's pods", req, list, informer, func() { factory.Start(ctx.Done()) }, timeout)
+}
+
+// syncServices starts the informer of the cluster's Services (until ctx
+// ends) and waits until it is synced (syncCache): the environment of every
+// pod needs them.
+func (a apiServer) syncServices(ctx context.Context, client kubernetes.Interface, svcs *services.Informer, nodeName string, timeout time.Duration) error {
+	req := request{
+		verb: "list", resource: "services",
+		grant: fmt.Sprintf("run kip as the node, system:node:%s in group system:nodes, whom the Node authorizer lets list and watch Services as it does every kubelet (deploy/rbac grants nothing for Services)", nodeName),
+	}
+	list := func(ctx context.Context) error {
+		_, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	}
+	start := func() { go func() { _ = svcs.Run(ctx) }() }
+	return a.syncCache(ctx, "syncing the cache of Services", req, list, svcs.Informer(), start, timeout)
+}
+
+// syncCache starts informer (start) and waits until its cache is synced.
+// It makes req once itself first (list), so that an API server that is
+// unreachable, refuses kip's credentials or forbids the request is
+// reported at once, by which of the three it is; the informer retries
+// such errors without end. After timeout it reports the informer's last
+// error.
+func (a apiServer) syncCache(ctx context.Context, doing string, req request, list func(context.Context) error,
+	informer cache.SharedIndexInformer, start func(), timeout time.Duration,
+) error {
+	err := list(ctx)
 	if err != nil && classify(err) != failOther {
 		return a.explain(doing, tag(req, err))
 	}
@@ -443,7 +468,7 @@ func (a apiServer) syncPods(ctx context.Context, client kubernetes.Interface, fa
 	}); err != nil {
 		return fmt.Errorf("%s: %w", doing, err)
 	}
-	factory.Start(ctx.Done())
+	start()
 	syncCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {

@@ -26,6 +26,7 @@ import (
 	"github.com/kipcell/kip/cell/api/apitest"
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/node"
+	"github.com/kipcell/kip/host/services"
 )
 
 // pluginDir holds kip-plugin-fake, built by TestMain: Run starts it before
@@ -75,6 +76,8 @@ const (
 
 	emptyPodList = `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`
 
+	statusForbiddenListServices = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"services is forbidden: User \"system:node:kip\" cannot list resource \"services\" in API group \"\" at the cluster scope","reason":"Forbidden","details":{"kind":"services"},"code":403}`
+
 	emptyServiceList = `{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`
 
 	emptyEndpointSliceList = `{"kind":"EndpointSliceList","apiVersion":"discovery.k8s.io/v1","metadata":{"resourceVersion":"1"},"items":[]}`
@@ -84,13 +87,15 @@ const (
 
 // The routes kip uses at start-up, as "METHOD path".
 const (
-	routeVersion      = "GET /version"
-	routeGetSecret    = "GET /api/v1/namespaces/kip-system/secrets/kip-ca"
-	routeCreateSecret = "POST /api/v1/namespaces/kip-system/secrets"
-	routeListPods     = "GET /api/v1/pods"
-	routeWatchPods    = "WATCH /api/v1/pods"
-	routeListServices = "GET /api/v1/services"
-	routeListSlices   = "GET /apis/discovery.k8s.io/v1/endpointslices"
+	routeVersion       = "GET /version"
+	routeGetSecret     = "GET /api/v1/namespaces/kip-system/secrets/kip-ca"
+	routeCreateSecret  = "POST /api/v1/namespaces/kip-system/secrets"
+	routeListPods      = "GET /api/v1/pods"
+	routeWatchPods     = "WATCH /api/v1/pods"
+	routeListServices  = "GET /api/v1/services"
+	routeWatchServices = "WATCH /api/v1/services"
+	routeListSlices    = "GET /apis/discovery.k8s.io/v1/endpointslices"
+	routeWatchSlices   = "WATCH /apis/discovery.k8s.io/v1/endpointslices"
 )
 
 type answer struct {
@@ -102,13 +107,15 @@ type answer struct {
 // the CA Secret is absent and may be created, the node has no pods, and
 // watches fail (the informer then falls back to a list).
 var healthy = map[string]answer{
-	routeVersion:      {200, versionBody},
-	routeGetSecret:    {404, statusSecretNotFound},
-	routeCreateSecret: {201, ""},
-	routeListPods:     {200, emptyPodList},
-	routeWatchPods:    {500, statusInternal},
-	routeListServices: {200, emptyServiceList},
-	routeListSlices:   {200, emptyEndpointSliceList},
+	routeVersion:       {200, versionBody},
+	routeGetSecret:     {404, statusSecretNotFound},
+	routeCreateSecret:  {201, ""},
+	routeListPods:      {200, emptyPodList},
+	routeWatchPods:     {500, statusInternal},
+	routeListServices:  {200, emptyServiceList},
+	routeWatchServices: {500, statusInternal},
+	routeListSlices:    {200, emptyEndpointSliceList},
+	routeWatchSlices:   {500, statusInternal},
 }
 
 // fakeAPIServer answers as kube-apiserver does: healthy, with the routes
@@ -242,6 +249,21 @@ func check(t *testing.T, msg string, want, never []string) {
 		if strings.Contains(msg, n) {
 			t.Errorf("the error says %q, which is wrong here:\n%s", n, msg)
 		}
+	}
+}
+
+// checkErr checks the error of call: none when want is nil, else one
+// that names every substring of want and url, and none of never.
+func checkErr(t *testing.T, call string, err error, want []string, url string, never []string) {
+	t.Helper()
+	switch {
+	case want == nil && err != nil:
+		t.Fatalf("%s: %v", call, err)
+	case want == nil:
+	case err == nil:
+		t.Fatalf("%s returned no error", call)
+	default:
+		check(t, err.Error(), append(want, url), never)
 	}
 }
 
@@ -424,7 +446,7 @@ func TestRunAPIServerErrors(t *testing.T) {
 				return setup{srv.URL, writeKubeconfig(t, srv.URL, serverCA(srv), nodeCertUser(t))}
 			},
 			want: func(s setup) []string {
-				return []string{"watching the cluster's Services for the cells: kip's identity, a client certificate for system:node:kip in group system:nodes",
+				return []string{"watching the cluster's EndpointSlices for the cells' ClusterIP services: kip's identity, a client certificate for system:node:kip in group system:nodes",
 					"may not list endpointslices.discovery.k8s.io in all namespaces at " + s.url + " (403 Forbidden); apply deploy/rbac/kip-endpointslices.yaml"}
 			},
 			never: []string{"kip-ca-secret.yaml", "401 Unauthorized", "cannot reach"},
@@ -557,16 +579,45 @@ func TestSyncPods(t *testing.T) {
 			defer factory.Shutdown()
 			defer cancel() // runs before Shutdown, which waits for the informer
 			err := api.syncPods(ctx, client, factory, informer, "kip", time.Second)
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("syncPods: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("syncPods returned no error")
-			}
-			check(t, err.Error(), append(tt.want, url), tt.never)
+			checkErr(t, "syncPods", err, tt.want, url, tt.never)
+		})
+	}
+}
+
+// TestSyncServices checks the first sync of the Services, through the
+// same syncCache as TestSyncPods: synced, forbidden at once, or timed out
+// naming the last error.
+func TestSyncServices(t *testing.T) {
+	tests := []struct {
+		name     string
+		override map[string]answer
+		want     []string // nil: no error
+		never    []string
+	}{
+		{name: "synced"},
+		{
+			name:     "forbidden",
+			override: map[string]answer{routeListServices: {403, statusForbiddenListServices}},
+			want: []string{"syncing the cache of Services: kip's identity, a client certificate for system:node:kip in group system:nodes",
+				"may not list services in all namespaces at ", "(403 Forbidden)", "Node authorizer"},
+			never: []string{"timed out"},
+		},
+		{
+			name:     "other: the server keeps failing",
+			override: map[string]answer{routeListServices: {500, statusInternal}},
+			want:     []string{"syncing the cache of Services: timed out after 1s (list services in all namespaces at ", "etcdserver: request timed out"},
+			never:    append([]string{"cannot reach", "credentials"}, rbacHints...),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := fakeAPIServer(t, tt.override)
+			api, client := connect(t, writeKubeconfig(t, srv.URL, serverCA(srv), nodeCertUser(t)))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			svcs := services.New(informers.NewSharedInformerFactory(client, 0), nil)
+			err := api.syncServices(ctx, client, svcs, "kip", time.Second)
+			checkErr(t, "syncServices", err, tt.want, srv.URL, tt.never)
 		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/host/plugin"
+	"github.com/kipcell/kip/host/services"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -87,25 +88,26 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	recorder, stopEvents := node.NewEventRecorder(ctx, client, cfg.NodeName)
 	defer stopEvents()
 
-	// The cluster's Services and EndpointSlices, watched once for every
-	// cell (host/clusterip). The factory is the one place kip watches
-	// cluster-wide objects: other components that need Services take
-	// their informer from it, so that there is one watch.
-	if err := api.checkServices(ctx, client, cfg.NodeName); err != nil {
+	// The cluster's Services and EndpointSlices, watched once (one
+	// informer factory) for every cell: the service environment variables
+	// and the kube-dns address (host/services) and the ClusterIP table the
+	// cells' service proxies serve (host/clusterip).
+	if err := api.checkEndpointSlices(ctx, client); err != nil {
 		return err
 	}
 	clusterFactory := informers.NewSharedInformerFactory(client, 0)
-	services, err := clusterip.New(clusterip.Config{NodeName: cfg.NodeName, Recorder: recorder, Log: log.With("component", "clusterip")},
+	svcs := services.New(clusterFactory, log.With("component", "services"))
+	table, err := clusterip.New(clusterip.Config{NodeName: cfg.NodeName, Recorder: recorder, Log: log.With("component", "clusterip")},
 		clusterFactory.Core().V1().Services(), clusterFactory.Discovery().V1().EndpointSlices())
 	if err != nil {
 		return err
 	}
-
 	cellsCfg := cfg.Cells
 	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
+	cellsCfg.Cluster = dispatch.Cluster{Services: svcs, DNS: dispatch.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
 	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
-		cells.WithServices(services))
+		cells.WithServices(table))
 
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
 		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder))
@@ -121,10 +123,12 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	clusterFactory.Start(ctx.Done())
-	defer clusterFactory.Shutdown()
+	// A pod's environment needs the Services read once (as on a kubelet).
+	if err := api.syncServices(ctx, client, svcs, cfg.NodeName, podSyncTimeout); err != nil {
+		return err
+	}
 	go func() {
-		if err := services.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := table.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("ClusterIP services table", "error", err)
 		}
 	}()

@@ -53,13 +53,16 @@ func NewAgent(cellID string, cc *grpc.ClientConn) *Agent {
 // Close closes the connection.
 func (a *Agent) Close() error { return a.cc.Close() }
 
-// Apply sends the desired pod. Idempotent: the agent converges to the
-// highest generation it has seen.
-func (a *Agent) Apply(ctx context.Context, req *cellv1.ApplyPodRequest) error {
-	if _, err := a.c.ApplyPod(ctx, req); err != nil {
-		return fmt.Errorf("applying pod to cell %s: %w", a.cellID, err)
+// Apply sends the desired pod and returns the generation the agent now
+// works towards: req's, or a higher one it already has (then it ignored
+// req). Idempotent: the agent converges to the highest generation it has
+// seen.
+func (a *Agent) Apply(ctx context.Context, req *cellv1.ApplyPodRequest) (int64, error) {
+	resp, err := a.c.ApplyPod(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("applying pod to cell %s: %w", a.cellID, err)
 	}
-	return nil
+	return resp.GetGeneration(), nil
 }
 
 // ApplyServices sends the cell's ClusterIP services, the host's whole

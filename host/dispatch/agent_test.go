@@ -161,8 +161,8 @@ func TestAgentCalls(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 
-	if err := a.Apply(ctx, &cellv1.ApplyPodRequest{Generation: 3}); err != nil {
-		t.Fatalf("Apply: %v", err)
+	if gen, err := a.Apply(ctx, &cellv1.ApplyPodRequest{Generation: 3}); err != nil || gen != 3 {
+		t.Fatalf("Apply = %d, %v; want generation 3", gen, err)
 	}
 	var phases []corev1.PodPhase
 	var events []*cellv1.PodEvent

@@ -5,6 +5,21 @@
 // consumes the status stream, and bridges logs, exec, attach and
 // port-forward between the kubelet API and the agent.
 //
+// Resolve also adds what a kubelet knows of the cluster (Cluster,
+// cluster.go): the service environment variables of every container
+// (KUBERNETES_SERVICE_HOST and the other variables of the master Service
+// always, those of the pod's namespace with enableServiceLinks), read
+// from a ServiceLister (host/services' one informer), and the node's DNS
+// settings (the configured cluster DNS, else the kube-dns Service's
+// ClusterIP; the cluster domain), from which the agent writes the pod's
+// /etc/resolv.conf, /etc/hosts and /etc/hostname.
+//
+// Tokens keeps a pod's service account tokens between resolutions, as the
+// kubelet's token manager does: a token is reused until 80 % of its
+// lifetime or 24 hours have passed, and Tokens.Refresh tells the caller
+// when to resolve the pod again so that the new one reaches the cell in
+// time.
+//
 // It imports cell/api, client-go types and virtual-kubelet's api types; it
-// never imports host/cells or host/node.
+// never imports host/cells, host/node or host/services.
 package dispatch

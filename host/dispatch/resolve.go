@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -67,16 +66,33 @@ type ResolveError struct{ Message string }
 func (e *ResolveError) Error() string { return e.Message }
 
 // Resolve builds the ApplyPod request for pod on cell (without the
-// generation): the environment of every container, the files of its
-// configMap, secret, downwardAPI and projected volumes, and the registry
-// credentials of its imagePullSecrets.
-func Resolve(ctx context.Context, src Source, pod *corev1.Pod, cell Cell) (*cellv1.ApplyPodRequest, error) {
+// generation): the environment of every container (with the service
+// variables of cluster's Services), the files of its configMap, secret,
+// downwardAPI and projected volumes, the registry credentials of its
+// imagePullSecrets, and the cluster's DNS settings. Service account
+// tokens come from tokens, the pod's, which requests them when it has
+// none or they need refreshing; nil requests every one.
+func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, cell Cell, tokens *Tokens) (*cellv1.ApplyPodRequest, error) {
 	podJSON, err := json.Marshal(pod)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pod: %w", err)
 	}
-	r := &resolver{ctx: ctx, src: src, pod: pod, cell: cell}
-	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}}
+	// The API server defaults enableServiceLinks to true.
+	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+	serviceEnv, err := cluster.serviceEnv(pod.Namespace, links)
+	if err != nil {
+		return nil, err
+	}
+	dns, err := cluster.clusterDNS()
+	if err != nil {
+		return nil, err
+	}
+	if tokens == nil {
+		tokens = NewTokens(nil)
+	}
+	tokens.begin()
+	r := &resolver{ctx: ctx, src: src, tokens: tokens, pod: pod, cell: cell, serviceEnv: serviceEnv}
+	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}, ClusterDns: dns}
 	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i := range all {
 		env, err := r.env(&all[i])
@@ -99,14 +115,18 @@ func Resolve(ctx context.Context, src Source, pod *corev1.Pod, cell Cell) (*cell
 		return nil, err
 	}
 	req.RegistryCredentials = creds
+	tokens.prune()
 	return req, nil
 }
 
 type resolver struct {
-	ctx  context.Context
-	src  Source
-	pod  *corev1.Pod
-	cell Cell
+	ctx    context.Context
+	src    Source
+	tokens *Tokens
+	pod    *corev1.Pod
+	cell   Cell
+	// serviceEnv are the variables of the Services the pod sees.
+	serviceEnv []*cellv1.EnvVar
 }
 
 func (r *resolver) missing(format string, args ...any) error {
@@ -141,17 +161,27 @@ func (r *resolver) secret(name string, optional *bool) (*corev1.Secret, error) {
 	return s, nil
 }
 
-// env resolves a container's environment the way the kubelet does: envFrom
+// env resolves a container's environment the way the kubelet's
+// makeEnvironmentVariables does (pkg/kubelet/kubelet_pods.go): envFrom
 // sources in order, then env entries overriding them, with $(VAR)
-// references expanded against what is defined so far.
+// references expanded against what is defined so far and then the
+// service variables; last the service variables the container does not
+// define itself (they never override its own).
 func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 	var order []string
 	values := map[string]string{}
+	// scope is what $(VAR) sees: the container's variables over the
+	// services' (the kubelet's MappingFuncFor(tmpEnv, serviceEnv)).
+	scope := map[string]string{}
+	for _, v := range r.serviceEnv {
+		scope[v.GetName()] = v.GetValue()
+	}
 	set := func(name, value string) {
 		if _, ok := values[name]; !ok {
 			order = append(order, name)
 		}
 		values[name] = value
+		scope[name] = value
 	}
 	for _, from := range c.EnvFrom {
 		switch {
@@ -175,7 +205,7 @@ func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expansion.Expand(e.Value, values))
+			set(e.Name, expansion.Expand(e.Value, scope))
 			continue
 		}
 		v, ok, err := r.valueFrom(c, e.ValueFrom)
@@ -189,6 +219,11 @@ func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 	out := &cellv1.EnvList{}
 	for _, name := range order {
 		out.Vars = append(out.Vars, &cellv1.EnvVar{Name: name, Value: values[name]})
+	}
+	for _, v := range r.serviceEnv {
+		if _, own := values[v.GetName()]; !own {
+			out.Vars = append(out.Vars, &cellv1.EnvVar{Name: v.GetName(), Value: v.GetValue()})
+		}
 	}
 	return out, nil
 }
@@ -466,8 +501,10 @@ func (r *resolver) addDownward(files *cellv1.VolumeFiles, items []corev1.Downwar
 	return nil
 }
 
-// addToken requests a token bound to the pod for its service account, as
-// the kubelet does for projected serviceAccountToken sources.
+// addToken gets a token bound to the pod for its service account, as the
+// kubelet does for projected serviceAccountToken sources: the projection's
+// audience (none: the API server's own) and expirationSeconds (default
+// one hour), the file mode of the projected volume.
 func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccountTokenProjection, def *int32) error {
 	sa := r.pod.Spec.ServiceAccountName
 	if sa == "" {
@@ -484,12 +521,9 @@ func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccoun
 	if src.Audience != "" {
 		req.Spec.Audiences = []string{src.Audience}
 	}
-	tr, err := r.src.ServiceAccountToken(r.ctx, r.pod.Namespace, sa, req)
+	tr, err := r.tokens.token(r.ctx, r.src, r.pod.Namespace, sa, req)
 	if err != nil {
 		return fmt.Errorf("requesting a token for service account %s/%s: %w", r.pod.Namespace, sa, err)
-	}
-	if tr.Status.Token == "" {
-		return errors.New("requesting a service account token: the API returned an empty token")
 	}
 	files.Files[src.Path] = []byte(tr.Status.Token)
 	files.Modes[src.Path] = mode(nil, def)

@@ -142,7 +142,7 @@ func TestResolveEnv(t *testing.T) {
 			pod := basePod()
 			tt.c.Name = "main"
 			pod.Spec.Containers = []corev1.Container{tt.c}
-			req, err := Resolve(t.Context(), newSource(), pod, cell)
+			req, err := Resolve(t.Context(), newSource(), Cluster{}, pod, cell, nil)
 			if err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
@@ -156,7 +156,7 @@ func TestResolveEnv(t *testing.T) {
 func TestResolveEnvKeepsOrder(t *testing.T) {
 	pod := basePod()
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "Z", Value: "1"}, {Name: "A", Value: "2"}, {Name: "M", Value: "3"}}
-	req, err := Resolve(t.Context(), newSource(), pod, cell)
+	req, err := Resolve(t.Context(), newSource(), Cluster{}, pod, cell, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestResolveMissingReferences(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := basePod()
 			tt.mut(pod)
-			_, err := Resolve(t.Context(), newSource(), pod, cell)
+			_, err := Resolve(t.Context(), newSource(), Cluster{}, pod, cell, nil)
 			var rerr *ResolveError
 			if !errors.As(err, &rerr) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Resolve = %v, want a ResolveError saying %q", err, tt.want)
@@ -220,7 +220,7 @@ func TestResolveVolumes(t *testing.T) {
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 	src := newSource()
-	req, err := Resolve(t.Context(), src, pod, cell)
+	req, err := Resolve(t.Context(), src, Cluster{}, pod, cell, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestResolveVolumes(t *testing.T) {
 func TestResolvePullCredentials(t *testing.T) {
 	pod := basePod()
 	pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}, {Name: "absent"}}
-	req, err := Resolve(t.Context(), newSource(), pod, cell)
+	req, err := Resolve(t.Context(), newSource(), Cluster{}, pod, cell, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ const (
 	DefaultCPU                  = "1000"
 	DefaultMemory               = "4Ti"
 	DefaultPods                 = "1000"
+	DefaultClusterDomain        = "cluster.local"
 )
 
 // Well-known labels the node sets or deliberately leaves to an administrator.
@@ -93,6 +94,21 @@ type Config struct {
 	StatusUpdateInterval time.Duration `koanf:"statusUpdateInterval"`
 	// Workers is the number of pod-controller workers per queue.
 	Workers int `koanf:"workers"`
+	// ClusterDNS and ClusterDomain are kubelet settings this package only
+	// owns (defaults, Validate): the daemon hands them to the cells
+	// (dispatch.Cluster), whose agents write the pods' resolv.conf.
+	//
+	// ClusterDNS are the cluster DNS servers' IP addresses, a kubelet's
+	// --cluster-dns: the nameservers of a pod with dnsPolicy ClusterFirst.
+	// Empty: the ClusterIP of the kube-dns Service in kube-system while it
+	// has one; with neither, such a pod falls back to dnsPolicy Default
+	// with a MissingClusterDNS warning event, as on a kubelet.
+	ClusterDNS []string `koanf:"clusterDNS"`
+	// ClusterDomain is the cluster's DNS domain, a kubelet's
+	// --cluster-domain: the search path <ns>.svc.<domain> svc.<domain>
+	// <domain> and the FQDN of a pod with a subdomain; default
+	// cluster.local (it may not be empty).
+	ClusterDomain string `koanf:"clusterDomain"`
 	// HealthGrace is how long Pods.Healthy (when implemented) must fail
 	// without interruption before Ping fails and the lease stops being
 	// renewed. Backend restarts shorter than this never make the node
@@ -122,8 +138,13 @@ func DefaultConfig(name string) Config {
 		StatusUpdateInterval: DefaultStatusUpdateInterval,
 		Workers:              DefaultWorkers,
 		HealthGrace:          DefaultHealthGrace,
+		ClusterDomain:        DefaultClusterDomain,
 	}
 }
+
+// maxNameservers is how many nameservers a pod's resolv.conf may hold
+// (the API's validation.MaxDNSNameservers, glibc's MAXNS).
+const maxNameservers = 3
 
 var taintRE = regexp.MustCompile(`^([^=:]+)(?:=([^:]*))?:([A-Za-z]+)$`)
 
@@ -168,7 +189,7 @@ func (c Config) withDefaults() Config {
 	}
 	for _, f := range []struct{ v, d *string }{
 		{&c.Capacity.CPU, &d.Capacity.CPU}, {&c.Capacity.Memory, &d.Capacity.Memory}, {&c.Capacity.Pods, &d.Capacity.Pods},
-		{&c.Arch, &d.Arch}, {&c.ListenAddress, &d.ListenAddress},
+		{&c.Arch, &d.Arch}, {&c.ListenAddress, &d.ListenAddress}, {&c.ClusterDomain, &d.ClusterDomain},
 	} {
 		if *f.v == "" {
 			*f.v = *f.d
@@ -245,6 +266,17 @@ func (c Config) Validate() error {
 			key = "tlsCertFile"
 		}
 		bad(key, "tlsCertFile and tlsKeyFile are set together or not at all")
+	}
+	for _, ip := range c.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			bad("clusterDNS", "%q is not an IP address", ip)
+		}
+	}
+	if len(c.ClusterDNS) > maxNameservers {
+		bad("clusterDNS", "%d servers: a resolv.conf takes at most %d", len(c.ClusterDNS), maxNameservers)
+	}
+	if msgs := validation.IsDNS1123Subdomain(c.ClusterDomain); len(msgs) > 0 {
+		bad("clusterDomain", "%q is not a DNS domain such as cluster.local: %s", c.ClusterDomain, strings.Join(msgs, "; "))
 	}
 	if c.LeaseDurationSeconds < 4 {
 		bad("leaseDurationSeconds", "%d is less than 4", c.LeaseDurationSeconds)

@@ -87,6 +87,12 @@ func TestConfigValidate(t *testing.T) {
 		{name: "short lease", mutate: func(c *Config) { c.LeaseDurationSeconds = 2 }, wantKey: "leaseDurationSeconds"},
 		{name: "zero status interval", mutate: func(c *Config) { c.StatusUpdateInterval = 0 }, wantKey: "statusUpdateInterval"},
 		{name: "no workers", mutate: func(c *Config) { c.Workers = 0 }, wantKey: "workers"},
+		{name: "cluster DNS", mutate: func(c *Config) { c.ClusterDNS = []string{"10.96.0.10", "fd00::a"} }},
+		{name: "bad cluster DNS", mutate: func(c *Config) { c.ClusterDNS = []string{"10.96.0.10", "dns.local"} }, wantKey: "clusterDNS"},
+		{name: "four cluster DNS servers", mutate: func(c *Config) { c.ClusterDNS = []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"} }, wantKey: "clusterDNS"},
+		{name: "other cluster domain", mutate: func(c *Config) { c.ClusterDomain = "kip.example" }},
+		{name: "bad cluster domain", mutate: func(c *Config) { c.ClusterDomain = "Cluster_Local" }, wantKey: "clusterDomain"},
+		{name: "no cluster domain", mutate: func(c *Config) { c.ClusterDomain = "" }, wantKey: "clusterDomain"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -234,6 +234,9 @@ func netnsUsable(probe func() error) error {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return fmt.Errorf("needs the ip command (iproute2): %w", err)
 	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		return fmt.Errorf("needs the nsenter command (util-linux): %w", err)
+	}
 	return probe()
 }
 

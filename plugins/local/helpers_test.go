@@ -53,6 +53,7 @@ type agentReport struct {
 	PID       int
 	SID       int
 	Netns     string // readlink /proc/self/ns/net
+	Mountns   string // readlink /proc/self/ns/mnt
 	Bootstrap string
 }
 
@@ -61,13 +62,14 @@ type agentReport struct {
 // exits with status 3 when exit is set.
 func testAgent(bootstrapPath string, exit bool) {
 	rep := agentReport{Env: map[string]string{}, PID: os.Getpid()}
-	for _, k := range []string{EnvCellID, EnvCellBootstrap, EnvCellAddress, EnvCellPort, EnvCellServiceProxy, pluginapi.Handshake.MagicCookieKey} {
+	for _, k := range []string{EnvCellID, EnvCellBootstrap, EnvCellAddress, EnvCellPort, EnvCellServiceProxy, EnvCellStateDir, pluginapi.Handshake.MagicCookieKey} {
 		if v, ok := os.LookupEnv(k); ok {
 			rep.Env[k] = v
 		}
 	}
 	rep.SID = getsid()
 	rep.Netns, _ = os.Readlink("/proc/self/ns/net")
+	rep.Mountns, _ = os.Readlink("/proc/self/ns/mnt")
 	b, _ := os.ReadFile(bootstrapPath)
 	rep.Bootstrap = string(b)
 	data, _ := json.Marshal(rep)

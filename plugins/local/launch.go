@@ -205,7 +205,7 @@ func (p *provider) start(ctx context.Context, cfg *config, r *record, bootstrap 
 	if err != nil {
 		return err
 	}
-	cmd, err := startAgent(argv, agentEnv(r, bootstrapPath), dir)
+	cmd, err := startAgent(argv, agentEnv(r, bootstrapPath, filepath.Join(dir, agentStateDir)), dir)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ func TestLaunchLoopback(t *testing.T) {
 		EnvCellID: "cell-a", EnvCellBootstrap: bootstrap, EnvCellAddress: addr.String(), EnvCellPort: "6421",
 		// A loopback cell shares this machine's network namespace.
 		EnvCellServiceProxy: "none",
+		EnvCellStateDir:     filepath.Join(cellDir(e.stateDir(), "cell-a"), agentStateDir),
 	}
 	for k, v := range wantEnv {
 		if rep.Env[k] != v {
@@ -301,6 +302,58 @@ func TestTerminate(t *testing.T) {
 	}
 	if _, err := os.Stat(cellDir(e.stateDir(), "cell-t")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Launch of the terminated cell made its directory again (%v)", err)
+	}
+}
+
+// Terminate unmounts what the agent left mounted in its cell directory
+// (the tmpfs of a pod's secrets, when the agent was killed) before it
+// removes the directory.
+func TestTerminateUnmountsWhatTheAgentLeft(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	e := newTestEnv(t)
+	p := e.provider()
+	inst := e.launch(p, "cell-m")
+	e.report("cell-m")
+	volume := filepath.Join(cellDir(e.stateDir(), "cell-m"), agentStateDir, "volumes", "my secret")
+	if err := os.MkdirAll(volume, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", volume, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(volume, syscall.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(volume, "token"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
+		t.Fatal(err)
+	}
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), cellDir(e.stateDir(), "cell-m")) {
+		t.Errorf("still mounted below the cell directory:\n%s", mounts)
+	}
+	if _, err := os.Stat(cellDir(e.stateDir(), "cell-m")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cell directory still exists (%v)", err)
+	}
+}
+
+func TestUnescapeMountPath(t *testing.T) {
+	for in, want := range map[string]string{
+		`/var/lib/kip`:   "/var/lib/kip",
+		`/a\040b/c\011d`: "/a b/c\td",
+		`/back\134slash`: `/back\slash`,
+		`/not\9escape`:   `/not\9escape`,
+		`/short\04`:      `/short\04`,
+	} {
+		if got := unescapeMountPath(in); got != want {
+			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

@@ -55,7 +55,12 @@ func TestLaunchNetns(t *testing.T) {
 			t.Errorf("agent of %s got %s=%q; a cell in its own namespace programs its services", inst.CellID, EnvCellServiceProxy, v)
 		}
 		if rep.PID != r.PID {
-			t.Errorf("recorded PID %d, agent PID %d: ip netns exec should exec the agent", r.PID, rep.PID)
+			t.Errorf("recorded PID %d, agent PID %d: nsenter should exec the agent", r.PID, rep.PID)
+		}
+		// It shares the machine's mount namespace, where containerd and
+		// runc see the tmpfs it mounts for secrets.
+		if own, _ := os.Readlink("/proc/self/ns/mnt"); rep.Mountns != own {
+			t.Errorf("agent of %s is in mount namespace %s, want the plugin's %s", inst.CellID, rep.Mountns, own)
 		}
 		// Its eth0 has the allocated address, and the host reaches it
 		// through the bridge.

@@ -31,15 +31,30 @@ const (
 	EnvCellBootstrap = "KIP_CELL_BOOTSTRAP"
 	EnvCellAddress   = "KIP_CELL_ADDRESS"
 	EnvCellPort      = "KIP_CELL_PORT"
+	EnvCellStateDir  = "KIP_CELL_STATE_DIR"
 	// EnvCellServiceProxy is kip-cell's --service-proxy default. A
 	// loopback cell's agent shares this machine's network namespace, so
 	// it gets "none": rules for ClusterIP services would be the machine's.
 	EnvCellServiceProxy = "KIP_CELL_SERVICE_PROXY"
 )
 
+// agentStateDir is the agent's own directory (logs, volumes) inside the
+// cell directory, so that Terminate removes it with the cell.
+const agentStateDir = "agent"
+
 // agentCommand returns the agent's argv with {bootstrap}, {address} and
-// {cellID} substituted, wrapped in `ip netns exec` in netns mode (ip
-// enters the namespace and execs the agent, so the PID stays the agent's).
+// {cellID} substituted, wrapped in `nsenter --net=<namespace>` in netns
+// mode.
+//
+// nsenter enters the cell's network namespace and nothing else, then execs
+// the agent, so the PID stays the agent's. The agent must stay in the
+// machine's mount namespace, as a cloud cell's agent does (a systemd
+// service): the tmpfs it mounts for secret and projected volumes must be
+// seen by containerd and runc, which bind them into the containers. `ip
+// netns exec` would also give it a private mount namespace (to remount
+// /sys), where those mounts are invisible to the runtime and the
+// containers see the empty directories underneath; it would also hide
+// /sys/fs/cgroup from the agent.
 func agentCommand(cfg *config, r *record, bootstrapPath string) ([]string, error) {
 	sub := strings.NewReplacer("{bootstrap}", bootstrapPath, "{address}", r.Address, "{cellID}", r.CellID)
 	argv := []string{cfg.agentPath}
@@ -49,17 +64,17 @@ func agentCommand(cfg *config, r *record, bootstrapPath string) ([]string, error
 	if r.Network != NetworkNetns {
 		return argv, nil
 	}
-	ipPath, err := exec.LookPath("ip")
+	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("entering the cell's network namespace needs nsenter (util-linux): %w", err)
 	}
-	return append([]string{ipPath, "netns", "exec", r.Netns}, argv...), nil
+	return append([]string{nsenter, "--net=" + filepath.Join(netnsDir, r.Netns), "--"}, argv...), nil
 }
 
 // agentEnv is the plugin's environment without go-plugin's variables
 // (the handshake cookie, and with AutoMTLS the host's client certificate,
 // are the plugin's business, not the cell's), plus the cell's.
-func agentEnv(r *record, bootstrapPath string) []string {
+func agentEnv(r *record, bootstrapPath, stateDir string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "PLUGIN_") || strings.HasPrefix(kv, "KIP_PLUGIN_") || strings.HasPrefix(kv, "KIP_CELL_") {
@@ -72,6 +87,7 @@ func agentEnv(r *record, bootstrapPath string) []string {
 		EnvCellBootstrap+"="+bootstrapPath,
 		EnvCellAddress+"="+r.Address,
 		EnvCellPort+"="+strconv.Itoa(AgentPort),
+		EnvCellStateDir+"="+stateDir,
 	)
 	if r.Network != NetworkNetns {
 		env = append(env, EnvCellServiceProxy+"=none")

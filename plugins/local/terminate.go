@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -13,13 +17,14 @@ import (
 
 // Terminate stops the agent and removes everything Launch created for the
 // cell: the process group, the network namespace and veth, the cgroups and
-// the cell directory. The cell is gone when it returns (Describe and List
-// no longer show it), so a second Terminate, like one for an ID that never
-// existed, returns NotFound, which the host treats as done. If it fails
-// part way (or ctx ends), the record is still there and a retry carries on
-// from where this one stopped. First it leaves the cell's tombstone
-// (ended.go), so that a later Launch of the cell answers it, terminated,
-// instead of starting it again.
+// the cell directory, with whatever the agent left mounted in it. The cell
+// is gone when it returns (Describe and List no longer show it), so a
+// second Terminate, like one for an ID that never existed, returns
+// NotFound, which the host treats as done. If it fails part way (or ctx
+// ends), the record is still there and a retry carries on from where this
+// one stopped. First it leaves the cell's tombstone (ended.go), so that a
+// later Launch of the cell answers it, terminated, instead of starting it
+// again.
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -85,7 +90,11 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 	if err := removeCgroups(r.Cgroups); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(cellDir(cfg.stateDir, r.CellID)); err != nil {
+	dir := cellDir(cfg.stateDir, r.CellID)
+	if err := unmountBelow(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
 	// Removing the lock file while holding its lock is safe: flockFile
@@ -94,4 +103,55 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 		return err
 	}
 	return nil
+}
+
+// unmountBelow detaches whatever is mounted at or below dir: the tmpfs an
+// agent mounts for its pod's secrets is in the machine's mount namespace
+// and stays there if the agent is killed before it cleans up.
+func unmountBelow(dir string) error {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real // the kernel lists resolved paths
+	}
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return fmt.Errorf("reading mounts: %w", err)
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		p := unescapeMountPath(f[1])
+		if p == dir || strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			points = append(points, p)
+		}
+	}
+	// Deepest (latest) first: a mount below another goes before it.
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(points[i], syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("unmounting %s: %w", points[i], err)
+		}
+	}
+	return nil
+}
+
+// unescapeMountPath undoes the octal escapes (\040 for a space, ...) of a
+// path in /proc/self/mounts.
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -4,16 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kipcell/kip/test/modbuild"
 )
 
 // DefaultKubeVersion is the Kubernetes release built when none is asked for.
@@ -48,11 +47,11 @@ func (o *BuildOptions) defaults() error {
 		return fmt.Errorf("kubernetes version %q: want a release tag like %s", o.KubeVersion, DefaultKubeVersion)
 	}
 	if o.CacheDir == "" {
-		base, err := os.UserCacheDir()
+		dir, err := modbuild.CacheDir("controlplane")
 		if err != nil {
-			return fmt.Errorf("finding the cache directory: %w", err)
+			return err
 		}
-		o.CacheDir = filepath.Join(base, "kip", "controlplane")
+		o.CacheDir = dir
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -80,33 +79,25 @@ func Build(ctx context.Context, opts BuildOptions) (string, error) {
 		return "", err
 	}
 	bin, _ := BinDir(opts)
-	goVersion, err := goEnv(ctx, "GOVERSION")
+	goVersion, err := modbuild.GoVersion(ctx)
 	if err != nil {
 		return "", fmt.Errorf("finding the Go toolchain: %w (install Go; Kubernetes %s needs it)", err, opts.KubeVersion)
 	}
 	stamp := fmt.Sprintf("kube=%s bins=%s go=%s", opts.KubeVersion, strings.Join(Binaries, ","), goVersion)
-	if have, err := os.ReadFile(filepath.Join(bin, ".stamp")); err == nil && string(have) == stamp && allExecutable(bin) {
+	if modbuild.Current(bin, stamp, Binaries...) {
 		return bin, nil
 	}
 
 	src := filepath.Join(opts.CacheDir, opts.KubeVersion, "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return "", fmt.Errorf("creating build directory: %w", err)
-	}
-	kubeMod, err := downloadGoMod(ctx, "k8s.io/kubernetes@"+opts.KubeVersion)
+	kubeMod, err := modbuild.GoMod(ctx, "k8s.io/kubernetes@"+opts.KubeVersion)
 	if err != nil {
 		return "", fmt.Errorf("downloading k8s.io/kubernetes@%s: %w", opts.KubeVersion, err)
 	}
-	want := goDirective(kubeMod)
-	if !goAtLeast(goVersion, want) {
-		return "", fmt.Errorf("kubernetes %s needs Go %s or newer, but `go` is %s: install a newer Go toolchain (this machine cannot download one)",
-			opts.KubeVersion, want, goVersion)
+	if err := modbuild.CheckGo(goVersion, "kubernetes "+opts.KubeVersion, kubeMod); err != nil {
+		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), scratchGoMod(kubeMod, opts.KubeVersion), 0o644); err != nil {
-		return "", fmt.Errorf("writing scratch go.mod: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "doc.go"), []byte("package build\n"), 0o644); err != nil {
-		return "", fmt.Errorf("writing scratch package: %w", err)
+	if err := modbuild.ScratchModule(src, scratchGoMod(kubeMod, opts.KubeVersion)); err != nil {
+		return "", err
 	}
 
 	m := kubeVersionRE.FindStringSubmatch(opts.KubeVersion)
@@ -119,14 +110,14 @@ func Build(ctx context.Context, opts BuildOptions) (string, error) {
 	for _, p := range pkgs {
 		get = append(get, p+"@"+opts.KubeVersion)
 	}
-	if err := goCmd(ctx, src, opts.Log, get...); err != nil {
+	if err := modbuild.Run(ctx, src, opts.Log, get...); err != nil {
 		return "", fmt.Errorf("resolving modules: %w", err)
 	}
-	etcdVersion, err := goOutput(ctx, src, "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3")
+	etcdVersion, err := modbuild.Output(ctx, src, "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3")
 	if err != nil {
 		return "", fmt.Errorf("finding the etcd version kubernetes pins: %w", err)
 	}
-	if err := goCmd(ctx, src, opts.Log, "get", "go.etcd.io/etcd/server/v3@"+etcdVersion); err != nil {
+	if err := modbuild.Run(ctx, src, opts.Log, "get", "go.etcd.io/etcd/server/v3@"+etcdVersion); err != nil {
 		return "", fmt.Errorf("resolving etcd %s: %w", etcdVersion, err)
 	}
 
@@ -141,27 +132,17 @@ func Build(ctx context.Context, opts BuildOptions) (string, error) {
 	start := time.Now()
 	fmt.Fprintf(opts.Log, "controlplane: building kubernetes %s and etcd %s into %s (cold: about 9 minutes; cached afterwards)\n",
 		opts.KubeVersion, etcdVersion, bin)
-	if err := goCmd(ctx, src, opts.Log, append([]string{"build", "-trimpath", "-ldflags", ldflags, "-o", bin + "/"}, pkgs...)...); err != nil {
+	if err := modbuild.Run(ctx, src, opts.Log, append([]string{"build", "-trimpath", "-ldflags", ldflags, "-o", bin + "/"}, pkgs...)...); err != nil {
 		return "", fmt.Errorf("building kubernetes %s: %w", opts.KubeVersion, err)
 	}
-	if err := goCmd(ctx, src, opts.Log, "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(bin, "etcd"), "go.etcd.io/etcd/server/v3"); err != nil {
+	if err := modbuild.Run(ctx, src, opts.Log, "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(bin, "etcd"), "go.etcd.io/etcd/server/v3"); err != nil {
 		return "", fmt.Errorf("building etcd %s: %w", etcdVersion, err)
 	}
 	fmt.Fprintf(opts.Log, "controlplane: built in %s\n", time.Since(start).Round(time.Second))
-	if err := os.WriteFile(filepath.Join(bin, ".stamp"), []byte(stamp), 0o644); err != nil {
-		return "", fmt.Errorf("writing build stamp: %w", err)
+	if err := modbuild.WriteStamp(bin, stamp); err != nil {
+		return "", err
 	}
 	return bin, nil
-}
-
-func allExecutable(dir string) bool {
-	for _, b := range Binaries {
-		st, err := os.Stat(filepath.Join(dir, b))
-		if err != nil || st.Mode()&0o111 == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // scratchGoMod maps every k8s.io staging module, which k8s.io/kubernetes
@@ -171,7 +152,7 @@ func scratchGoMod(kubeMod []byte, kubeVersion string) []byte {
 	m := kubeVersionRE.FindStringSubmatch(kubeVersion)
 	staging := "v0." + m[1] + "." + m[2]
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "module local/kip-controlplane-build\n\ngo %s\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", goDirective(kubeMod), kubeVersion)
+	fmt.Fprintf(&b, "module local/kip-controlplane-build\n\ngo %s\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", modbuild.GoDirective(kubeMod), kubeVersion)
 	sc := bufio.NewScanner(bytes.NewReader(kubeMod))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -181,96 +162,4 @@ func scratchGoMod(kubeMod []byte, kubeVersion string) []byte {
 	}
 	b.WriteString(")\n")
 	return b.Bytes()
-}
-
-func goDirective(mod []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(mod))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "go "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "1.0"
-}
-
-// goAtLeast reports whether toolchain (like "go1.26.8") is at least want
-// (like "1.26.0").
-func goAtLeast(toolchain, want string) bool {
-	have := versionParts(strings.TrimPrefix(toolchain, "go"))
-	need := versionParts(want)
-	for i := range 3 {
-		if have[i] != need[i] {
-			return have[i] > need[i]
-		}
-	}
-	return true
-}
-
-func versionParts(v string) [3]int {
-	var out [3]int
-	for i, p := range strings.SplitN(v, ".", 3) {
-		digits := p
-		if end := strings.IndexFunc(p, func(r rune) bool { return r < '0' || r > '9' }); end >= 0 {
-			digits = p[:end] // "27rc1" → 27
-		}
-		out[i], _ = strconv.Atoi(digits)
-	}
-	return out
-}
-
-func downloadGoMod(ctx context.Context, modVersion string) ([]byte, error) {
-	out, err := goOutput(ctx, "", "mod", "download", "-json", modVersion)
-	if err != nil {
-		return nil, err
-	}
-	var info struct{ GoMod, Error string }
-	if err := json.Unmarshal([]byte(out), &info); err != nil {
-		return nil, fmt.Errorf("parsing go mod download output: %w", err)
-	}
-	if info.Error != "" {
-		return nil, fmt.Errorf("%s", info.Error)
-	}
-	return os.ReadFile(info.GoMod)
-}
-
-func goEnv(ctx context.Context, key string) (string, error) {
-	return goOutput(ctx, "", "env", key)
-}
-
-// goCommand runs the go tool outside any workspace, resolving modules.
-func goCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
-	return cmd
-}
-
-func goOutput(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := goCommand(ctx, dir, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-func goCmd(ctx context.Context, dir string, log io.Writer, args ...string) error {
-	cmd := goCommand(ctx, dir, args...)
-	var tail bytes.Buffer
-	cmd.Stdout = log
-	cmd.Stderr = io.MultiWriter(log, &tail)
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go %s: %w: %s", args[0], err, lastLines(tail.String(), 20))
-	}
-	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

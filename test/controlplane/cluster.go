@@ -18,7 +18,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kipcell/kip/test/modbuild"
 )
+
+// DefaultServiceCIDR is the service range of a cluster whose Options do
+// not name one (never routed: no kube-proxy runs). Its tenth address,
+// 10.0.0.10, is the cluster DNS's (deploy/coredns).
+const DefaultServiceCIDR = "10.0.0.0/24"
 
 // Options configure Start.
 type Options struct {
@@ -31,8 +38,7 @@ type Options struct {
 	NodeNames []string
 	// ReadyTimeout bounds the wait for each component; default 2 minutes.
 	ReadyTimeout time.Duration
-	// ServiceCIDR is the service range; default 10.0.0.0/24 (never routed:
-	// no kube-proxy runs).
+	// ServiceCIDR is the service range; default DefaultServiceCIDR.
 	ServiceCIDR string
 	// Ports fixes ports; zero fields get free ports on 127.0.0.1.
 	Ports Ports
@@ -115,7 +121,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts.ReadyTimeout = 2 * time.Minute
 	}
 	if opts.ServiceCIDR == "" {
-		opts.ServiceCIDR = "10.0.0.0/24"
+		opts.ServiceCIDR = DefaultServiceCIDR
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -399,7 +405,7 @@ func (c *Cluster) waitReady(ctx context.Context, name string, timeout time.Durat
 
 func (c *Cluster) failure(name, reason string) error {
 	data, _ := os.ReadFile(c.LogPath(name))
-	return &Error{Component: name, Reason: reason, LogPath: c.LogPath(name), LogTail: lastLines(string(data), 30)}
+	return &Error{Component: name, Reason: reason, LogPath: c.LogPath(name), LogTail: modbuild.LastLines(string(data), 30)}
 }
 
 func (c *Cluster) healthCheck(name string) (*http.Client, string, error) {

@@ -104,24 +104,6 @@ func TestScratchGoMod(t *testing.T) {
 	}
 }
 
-func TestGoAtLeast(t *testing.T) {
-	tests := []struct {
-		have, want string
-		ok         bool
-	}{
-		{"go1.26.8", "1.26.0", true},
-		{"go1.26.0", "1.26.0", true},
-		{"go1.25.9", "1.26.0", false},
-		{"go1.27rc1", "1.26.0", true},
-		{"go1.26.8", "1.27", false},
-	}
-	for _, tt := range tests {
-		if got := goAtLeast(tt.have, tt.want); got != tt.ok {
-			t.Errorf("goAtLeast(%s, %s) = %t, want %t", tt.have, tt.want, got, tt.ok)
-		}
-	}
-}
-
 func TestBuildRejectsBadVersion(t *testing.T) {
 	_, err := Build(t.Context(), BuildOptions{KubeVersion: "latest", CacheDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), `"latest"`) {

@@ -10,5 +10,7 @@
 // virtual node gets a system:node:<name> kubeconfig, so kip runs with a real
 // node identity rather than as an administrator.
 //
-// It imports only the standard library; it never imports host or cell.
+// It imports only the standard library and test/modbuild, which holds the
+// steps of a build from the module proxy that test/images shares; it never
+// imports host or cell.
 package controlplane

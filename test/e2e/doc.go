@@ -10,4 +10,8 @@
 //	                           runs against the EC2 simulator)
 //	KIP_E2E_KEEP_LOGS=DIR      copy kip's and the simulator's full logs
 //	                           into DIR when the run ends
+//	KIP_E2E_CLUSTER_DNS=1|0    deploy CoreDNS as the cluster DNS
+//	                           (kube-system/kube-dns) before the tests;
+//	                           off by default until cells can use it
+//	                           (framework.ClusterDNS)
 package e2e

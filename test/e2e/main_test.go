@@ -20,6 +20,9 @@ var (
 	// kip-cell agents and containerd.
 	cells *framework.Cells
 	kip   *framework.Kip
+	// clusterDNS is CoreDNS as the cluster DNS (kube-system/kube-dns) on
+	// node kip when framework.ClusterDNS() is on; nil otherwise.
+	clusterDNS *framework.DNS
 )
 
 func TestMain(m *testing.M) {
@@ -65,5 +68,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer kip.Stop()
+	if framework.ClusterDNS() {
+		if clusterDNS, err = f.DeployDNS(ctx, cells, framework.DNSOptions{Log: os.Stderr}); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: deploying the cluster DNS:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "cluster DNS: CoreDNS pod %s at %s, Service kube-dns at %s\n", clusterDNS.Pod, clusterDNS.PodIP, framework.ClusterDNSIP)
+	}
 	return m.Run()
 }

@@ -81,7 +81,7 @@ func TestClusterIPServices(t *testing.T) {
 	// The client also serves (hello), so that it is the only backend of
 	// Service self: a pod reaching itself through a ClusterIP.
 	clientSpec := onKip(
-		corev1.Container{Name: "fetch", Image: cells.Images.Fetch.Ref, Command: []string{"sleep", "3600"},
+		corev1.Container{Name: "fetch", Image: cells.Images.Hello.Ref, Command: []string{"sleep", "3600"},
 			VolumeMounts: []corev1.VolumeMount{{Name: "ca", MountPath: "/ca"}, {Name: "token", MountPath: "/token"}}},
 		corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref},
 	)
@@ -102,10 +102,10 @@ func TestClusterIPServices(t *testing.T) {
 	fetch := func(t *testing.T, n int, url string, flags ...string) []string {
 		t.Helper()
 		args := append([]string{"exec", "-n", ns, "client", "-c", "fetch", "--", "/app", "-n", fmt.Sprint(n)}, flags...)
-		out, _ := kubectl(t, append(args, url)...)
+		out, _ := kubectl(t, append(args, "-get", url)...)
 		return strings.Split(strings.TrimSpace(out), "\n")
 	}
-	// answerers waits until runs of fetch have heard from every name in
+	// answerers waits until runs of hello -get have heard from every name in
 	// want, and only from them.
 	answerers := func(t *testing.T, what, url string, want []string) {
 		t.Helper()

@@ -23,16 +23,8 @@ func TestReferencesEventsAndAttach(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)
-	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"greeting": "hello from a configmap"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "creds"}, Data: map[string][]byte{"token": []byte("s3cret")},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putConfigMap(t, ns, "settings", map[string]string{"greeting": "hello from a configmap"})
+	putSecret(t, ns, "creds", map[string][]byte{"token": []byte("s3cret")})
 	spec := onKip(corev1.Container{
 		Name: "main", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "cat; sleep 3600"},
 		Stdin: true,

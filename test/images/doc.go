@@ -12,11 +12,12 @@
 //     CGO_ENABLED=0 as /app, with Entrypoint ["/app"].
 //   - The programs under programs/ are the tiny workloads the end-to-end
 //     tests run: hello (prints "hello from <hostname>" and answers HTTP
-//     and UDP with it), crash (exits with $EXIT_CODE), logger (prints
-//     numbered lines) and fetch (a client: asks a URL, http, https or udp,
-//     n times on new connections and prints the answers).
+//     and UDP with it; with -get URL it is the tests' client instead: asks
+//     a URL, http, https or udp, n times on new connections and prints the
+//     answers, and finds a Service by name through the pod's resolver),
+//     crash (exits with $EXIT_CODE) and logger (prints numbered lines).
 //
-// PushAll pushes busybox, hello, crash, logger and fetch as
+// PushAll pushes busybox, hello, crash and logger as
 // <registry host>/kip-e2e/<name>:v1 and returns their references and
 // digests:
 //
@@ -32,11 +33,19 @@
 // are fixed, so the same inputs give the same digests. $KIP_BUSYBOX replaces
 // the path of the busybox binary, /bin/busybox by default.
 //
+// CoreDNS, the cluster DNS of the local cluster (deploy/coredns), is built
+// the same way but apart, since its build is costly: BuildCoreDNS compiles
+// CoreDNSVersion from the Go module proxy into ~/.cache/kip/coredns (cold:
+// about two and a half minutes on two cores, then cached by version and Go
+// toolchain), and PushCoreDNS pushes busybox plus /coredns as
+// kip-e2e/coredns:<CoreDNSTag>. The end-to-end harness and the demo push it
+// (test/e2e/framework's DeployDNS); make test builds only a stand-in.
+//
 // TestContainerdRunsImages, run as root where containerd and runc are
 // installed, proves the images run: it starts Debian's containerd as a child
 // process, pulls them over plain HTTP with basic auth and runs them with
 // runc.
 //
-// The package imports only the standard library, go-containerregistry and
-// test/registry; it never imports host or cell.
+// The package imports only the standard library, go-containerregistry,
+// test/registry and test/modbuild; it never imports host or cell.
 package images

@@ -21,7 +21,7 @@ const ProgramsPkg = "github.com/kipcell/kip/test/images/programs"
 
 // Programs are the test programs under programs/, in the order PushAll
 // pushes them.
-var Programs = []string{"hello", "crash", "logger", "fetch"}
+var Programs = []string{"hello", "crash", "logger"}
 
 // GoOptions configures GoProgram. The zero value builds in the current
 // directory on top of Busybox.
@@ -56,20 +56,34 @@ func GoProgram(pkg string, opts GoOptions) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.Append(base, mutate.Addendum{
-		Layer: layer,
-		History: v1.History{
-			Created:   v1.Time{Time: epoch},
-			CreatedBy: "kip test/images: go build " + pkg,
-		},
+	img, err := withEntrypoint(base, layer, "kip test/images: go build "+pkg, "/app", func(c *v1.Config) {
+		c.Env = append(append([]string(nil), c.Env...), opts.Env...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building image of %s: %w", pkg, err)
 	}
+	return img, nil
+}
+
+// withEntrypoint returns base plus layer, which holds the executable
+// entrypoint (an absolute path), recorded in the history as createdBy,
+// with Entrypoint [entrypoint], no Cmd, the working directory / and the
+// environment PATH when it has none; edit, if not nil, changes the config
+// further before that default.
+func withEntrypoint(base v1.Image, layer v1.Layer, createdBy, entrypoint string, edit func(*v1.Config)) (v1.Image, error) {
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: createdBy},
+	})
+	if err != nil {
+		return nil, err
+	}
 	return withConfig(img, func(c *v1.Config) {
-		c.Entrypoint = []string{"/app"}
+		c.Entrypoint = []string{entrypoint}
 		c.Cmd = nil
-		c.Env = append(append([]string(nil), c.Env...), opts.Env...)
+		if edit != nil {
+			edit(c)
+		}
 		if len(c.Env) == 0 {
 			c.Env = []string{Path}
 		}

@@ -80,24 +80,15 @@ func TestCrash(t *testing.T) {
 			if tt.env != "" {
 				cmd.Env = []string{"EXIT_CODE=" + tt.env}
 			}
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			stdout, stderr, code := run(t, cmd)
 			if code != tt.wantCode {
 				t.Errorf("exit code %d, want %d", code, tt.wantCode)
 			}
-			if stdout.String() != "crash: stdout\n" {
-				t.Errorf("stdout = %q", stdout.String())
+			if stdout != "crash: stdout\n" {
+				t.Errorf("stdout = %q", stdout)
 			}
-			if !strings.HasSuffix(stderr.String(), "crash: stderr\n") || !strings.Contains(stderr.String(), tt.wantError) {
-				t.Errorf("stderr = %q, want %q and crash: stderr", stderr.String(), tt.wantError)
+			if !strings.HasSuffix(stderr, "crash: stderr\n") || !strings.Contains(stderr, tt.wantError) {
+				t.Errorf("stderr = %q, want %q and crash: stderr", stderr, tt.wantError)
 			}
 		})
 	}
@@ -195,9 +186,9 @@ func TestHello(t *testing.T) {
 		t.Errorf("HTTP body = %q, want %q", body, want+"\n")
 	}
 	// The same address answers UDP.
-	out, err := exec.CommandContext(t.Context(), program(t, "fetch"), "udp://"+addr).Output()
+	out, err := exec.CommandContext(t.Context(), program(t, "hello"), "-get", "udp://"+addr).Output()
 	if err != nil || strings.TrimSpace(string(out)) != want {
-		t.Errorf("fetch udp://%s = %q, %v; want %q", addr, out, err, want)
+		t.Errorf("hello -get udp://%s = %q, %v; want %q", addr, out, err, want)
 	}
 
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
@@ -209,14 +200,21 @@ func TestHello(t *testing.T) {
 	}
 }
 
-func TestFetch(t *testing.T) {
+// TestHelloGet runs hello -get as the tests' client against a server: one
+// line per answer, each request on a new connection, a bearer token from a
+// file; a refusal, an error status or a closed port is an "error:" line and
+// exit 1.
+func TestHelloGet(t *testing.T) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer s3cret" {
+		switch {
+		case r.URL.Path == "/missing":
+			http.NotFound(w, r)
+		case r.URL.Path == "/secret" && r.Header.Get("Authorization") != "Bearer s3cret":
 			http.Error(w, "no token", http.StatusUnauthorized)
-			return
+		default:
+			fmt.Fprintf(w, "answer %d\nsecond line\n", n.Add(1))
 		}
-		fmt.Fprintf(w, "answer %d\nsecond line\n", n.Add(1))
 	}))
 	defer srv.Close()
 	token := filepath.Join(t.TempDir(), "token")
@@ -224,27 +222,24 @@ func TestFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name     string
-		args     []string
-		want     string
-		wantExit int
+		name string
+		args []string
+		want string // a prefix of the output
+		code int
 	}{
-		{"each answer on a line", []string{"-n", "3", "-token", token, srv.URL}, "answer 1 second line\nanswer 2 second line\nanswer 3 second line\n", 0},
-		{"a refusal is an error line", []string{"-n", "1", srv.URL}, "error: 401 Unauthorized: no token\n", 1},
-		{"a closed port is an error line", []string{"-timeout", "1s", "http://" + closedAddr(t) + "/"}, "error: ", 1},
+		{"each answer on a line", []string{"-n", "3", "-get", srv.URL + "/"}, "answer 1 second line\nanswer 2 second line\nanswer 3 second line\n", 0},
+		{"a token", []string{"-token", token, "-get", srv.URL + "/secret"}, "answer 4 second line\n", 0},
+		{"a refusal is an error line", []string{"-get", srv.URL + "/secret"}, "error: 401 Unauthorized: no token\n", 1},
+		{"not found", []string{"-get", srv.URL + "/missing"}, "error: 404 Not Found", 1},
+		{"a closed port is an error line", []string{"-timeout", "1s", "-get", "http://" + closedAddr(t) + "/"}, "error: ", 1},
+		{"a bad URL", []string{"-get", "::"}, "", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := exec.CommandContext(t.Context(), program(t, "fetch"), tt.args...).Output()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(string(out), tt.want) || code != tt.wantExit {
-				t.Errorf("fetch %v = %q exit %d, want %q… exit %d", tt.args, out, code, tt.want, tt.wantExit)
+			stdout, stderr, code := run(t, exec.CommandContext(t.Context(), program(t, "hello"), tt.args...))
+			if code != tt.code || !strings.HasPrefix(stdout, tt.want) {
+				t.Errorf("hello %v: exit %d, output %q (stderr %q); want exit %d, output %q…",
+					tt.args, code, stdout, stderr, tt.code, tt.want)
 			}
 		})
 	}
@@ -260,4 +255,20 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// run runs cmd and returns its output and exit code; it fails t when cmd
+// cannot run at all.
+func run(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
 }

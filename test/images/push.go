@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -25,9 +26,10 @@ const (
 
 // Image is one pushed image.
 type Image struct {
-	// Name is the short name: busybox, hello, crash, logger or fetch.
+	// Name is the short name: busybox, hello, crash, logger or coredns.
 	Name string
-	// Ref is registry.Host()/kip-e2e/<name>:v1.
+	// Ref is registry.Host()/kip-e2e/<name>:<tag>, the tag v1 for the
+	// images of PushAll.
 	Ref string
 	// Digest is the manifest digest, "sha256:…".
 	Digest string
@@ -35,18 +37,22 @@ type Image struct {
 
 // DigestRef returns the reference by digest, registry.Host()/kip-e2e/<name>@sha256:….
 func (i Image) DigestRef() string {
-	return i.Ref[:len(i.Ref)-len(":"+Tag)] + "@" + i.Digest
+	repo := i.Ref
+	if colon := strings.LastIndexByte(repo, ':'); colon > strings.LastIndexByte(repo, '/') {
+		repo = repo[:colon] // the tag, not a registry's port
+	}
+	return repo + "@" + i.Digest
 }
 
 // Set is the images PushAll pushed.
 type Set struct {
-	Busybox, Hello, Crash, Logger, Fetch Image
+	Busybox, Hello, Crash, Logger Image
 }
 
 // All returns the images of s in a fixed order: busybox, hello, crash,
-// logger, fetch.
+// logger.
 func (s Set) All() []Image {
-	return []Image{s.Busybox, s.Hello, s.Crash, s.Logger, s.Fetch}
+	return []Image{s.Busybox, s.Hello, s.Crash, s.Logger}
 }
 
 var built struct {
@@ -113,28 +119,6 @@ func PushAll(ctx context.Context, reg *registry.Registry) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
-	auth := authn.Anonymous
-	if reg.AuthRequired() {
-		u, p := reg.Credentials()
-		auth = &authn.Basic{Username: u, Password: p}
-	}
-	push := func(n string) (Image, error) {
-		img := imgs[n]
-		repo := Repo + "/" + n
-		ref, err := name.ParseReference(reg.LocalHost()+"/"+repo+":"+Tag, name.Insecure)
-		if err != nil {
-			return Image{}, err
-		}
-		if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithAuth(auth)); err != nil {
-			return Image{}, fmt.Errorf("pushing %s: %w", ref, err)
-		}
-		d, err := img.Digest()
-		if err != nil {
-			return Image{}, fmt.Errorf("digest of %s: %w", n, err)
-		}
-		return Image{Name: n, Ref: reg.Ref(repo, Tag), Digest: d.String()}, nil
-	}
-
 	var s Set
 	for _, p := range []struct {
 		name string
@@ -144,11 +128,34 @@ func PushAll(ctx context.Context, reg *registry.Registry) (Set, error) {
 		{"hello", &s.Hello},
 		{"crash", &s.Crash},
 		{"logger", &s.Logger},
-		{"fetch", &s.Fetch},
 	} {
-		if *p.dst, err = push(p.name); err != nil {
+		if *p.dst, err = push(ctx, reg, p.name, Tag, imgs[p.name]); err != nil {
 			return Set{}, err
 		}
 	}
 	return s, nil
+}
+
+// push pushes img to reg as kip-e2e/<n>:<tag> over plain HTTP, with reg's
+// credentials when it requires them, through reg.LocalHost, and reports it
+// under reg.Host.
+func push(ctx context.Context, reg *registry.Registry, n, tag string, img v1.Image) (Image, error) {
+	auth := authn.Anonymous
+	if reg.AuthRequired() {
+		u, p := reg.Credentials()
+		auth = &authn.Basic{Username: u, Password: p}
+	}
+	repo := Repo + "/" + n
+	ref, err := name.ParseReference(reg.LocalHost()+"/"+repo+":"+tag, name.Insecure)
+	if err != nil {
+		return Image{}, err
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithAuth(auth)); err != nil {
+		return Image{}, fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return Image{}, fmt.Errorf("digest of %s: %w", n, err)
+	}
+	return Image{Name: n, Ref: reg.Ref(repo, tag), Digest: d.String()}, nil
 }

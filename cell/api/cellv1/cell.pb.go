@@ -57,8 +57,12 @@ type ApplyPodRequest struct {
 	// Credentials for pulling the pod's images (imagePullSecrets, cloud
 	// registries), by registry host.
 	RegistryCredentials []*RegistryCredential `protobuf:"bytes,5,rep,name=registry_credentials,json=registryCredentials,proto3" json:"registry_credentials,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The node's DNS settings, from which the agent writes the pod's
+	// /etc/resolv.conf, /etc/hosts and /etc/hostname. Unset (a host older
+	// than this field): no cluster DNS and no cluster domain.
+	ClusterDns    *ClusterDNS `protobuf:"bytes,10,opt,name=cluster_dns,json=clusterDns,proto3" json:"cluster_dns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyPodRequest) Reset() {
@@ -126,6 +130,85 @@ func (x *ApplyPodRequest) GetRegistryCredentials() []*RegistryCredential {
 	return nil
 }
 
+func (x *ApplyPodRequest) GetClusterDns() *ClusterDNS {
+	if x != nil {
+		return x.ClusterDns
+	}
+	return nil
+}
+
+// ClusterDNS is what a kubelet is configured with (--cluster-dns,
+// --cluster-domain) and kip's host sends to the agent with every
+// generation; the agent renders the files.
+//
+// Who renders what, and why: the host knows the settings and the
+// Services (node.clusterDNS, else the kube-dns Service's ClusterIP;
+// node.clusterDomain); only the cell knows its own resolver configuration,
+// which dnsPolicy Default (and ClusterFirst without a cluster DNS, and the
+// host search path under ClusterFirst) starts from, and its pod IP. The
+// rest is in the pod (dnsPolicy, dnsConfig, hostname, subdomain,
+// setHostnameAsFQDN, hostNetwork, hostAliases). So the agent builds the
+// three files the kubelet's way (pkg/kubelet/network/dns GetPodDNS,
+// kubelet_pods.go's managedHostsFileContent and
+// GeneratePodHostNameAndDomain) and bind-mounts them into each container;
+// a new generation rewrites them in place. A ClusterFirst pod without a
+// cluster DNS falls back to Default with a MissingClusterDNS warning
+// event, as on a kubelet.
+type ClusterDNS struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster DNS servers (IP addresses); empty: none known.
+	Servers []string `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	// The cluster domain ("cluster.local"); empty: none, so no cluster
+	// search path.
+	Domain        string `protobuf:"bytes,2,opt,name=domain,proto3" json:"domain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterDNS) Reset() {
+	*x = ClusterDNS{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterDNS) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterDNS) ProtoMessage() {}
+
+func (x *ClusterDNS) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterDNS.ProtoReflect.Descriptor instead.
+func (*ClusterDNS) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClusterDNS) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ClusterDNS) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
 type EnvList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Vars          []*EnvVar              `protobuf:"bytes,1,rep,name=vars,proto3" json:"vars,omitempty"`
@@ -135,7 +218,7 @@ type EnvList struct {
 
 func (x *EnvList) Reset() {
 	*x = EnvList{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -147,7 +230,7 @@ func (x *EnvList) String() string {
 func (*EnvList) ProtoMessage() {}
 
 func (x *EnvList) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -160,7 +243,7 @@ func (x *EnvList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvList.ProtoReflect.Descriptor instead.
 func (*EnvList) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{1}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EnvList) GetVars() []*EnvVar {
@@ -180,7 +263,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +275,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,7 +288,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{2}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnvVar) GetName() string {
@@ -234,7 +317,7 @@ type VolumeFiles struct {
 
 func (x *VolumeFiles) Reset() {
 	*x = VolumeFiles{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +329,7 @@ func (x *VolumeFiles) String() string {
 func (*VolumeFiles) ProtoMessage() {}
 
 func (x *VolumeFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +342,7 @@ func (x *VolumeFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeFiles.ProtoReflect.Descriptor instead.
 func (*VolumeFiles) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{3}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *VolumeFiles) GetFiles() map[string][]byte {
@@ -288,7 +371,7 @@ type RegistryCredential struct {
 
 func (x *RegistryCredential) Reset() {
 	*x = RegistryCredential{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +383,7 @@ func (x *RegistryCredential) String() string {
 func (*RegistryCredential) ProtoMessage() {}
 
 func (x *RegistryCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +396,7 @@ func (x *RegistryCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryCredential.ProtoReflect.Descriptor instead.
 func (*RegistryCredential) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{4}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegistryCredential) GetServer() string {
@@ -354,7 +437,7 @@ type ApplyPodResponse struct {
 
 func (x *ApplyPodResponse) Reset() {
 	*x = ApplyPodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +449,7 @@ func (x *ApplyPodResponse) String() string {
 func (*ApplyPodResponse) ProtoMessage() {}
 
 func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +462,7 @@ func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPodResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{5}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyPodResponse) GetGeneration() int64 {
@@ -397,7 +480,7 @@ type WatchStatusRequest struct {
 
 func (x *WatchStatusRequest) Reset() {
 	*x = WatchStatusRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +492,7 @@ func (x *WatchStatusRequest) String() string {
 func (*WatchStatusRequest) ProtoMessage() {}
 
 func (x *WatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +505,7 @@ func (x *WatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{6}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{7}
 }
 
 type PodStatusUpdate struct {
@@ -443,7 +526,7 @@ type PodStatusUpdate struct {
 
 func (x *PodStatusUpdate) Reset() {
 	*x = PodStatusUpdate{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +538,7 @@ func (x *PodStatusUpdate) String() string {
 func (*PodStatusUpdate) ProtoMessage() {}
 
 func (x *PodStatusUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +551,7 @@ func (x *PodStatusUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatusUpdate.ProtoReflect.Descriptor instead.
 func (*PodStatusUpdate) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{7}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PodStatusUpdate) GetStatusJson() []byte {
@@ -516,7 +599,7 @@ type PodEvent struct {
 
 func (x *PodEvent) Reset() {
 	*x = PodEvent{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +611,7 @@ func (x *PodEvent) String() string {
 func (*PodEvent) ProtoMessage() {}
 
 func (x *PodEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +624,7 @@ func (x *PodEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodEvent.ProtoReflect.Descriptor instead.
 func (*PodEvent) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PodEvent) GetType() string {
@@ -596,7 +679,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +691,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +704,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LogsRequest) GetContainer() string {
@@ -689,7 +772,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +784,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +797,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -738,7 +821,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +833,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +846,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecInput) GetStart() *ExecStart {
@@ -809,7 +892,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +904,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +917,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecStart) GetContainer() string {
@@ -889,7 +972,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +984,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +997,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TerminalSize) GetWidth() uint32 {
@@ -943,7 +1026,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1038,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1051,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecOutput) GetStdout() []byte {
@@ -1001,7 +1084,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1096,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1109,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExitStatus) GetCode() int32 {
@@ -1049,7 +1132,7 @@ type PortForwardFrame struct {
 
 func (x *PortForwardFrame) Reset() {
 	*x = PortForwardFrame{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1144,7 @@ func (x *PortForwardFrame) String() string {
 func (*PortForwardFrame) ProtoMessage() {}
 
 func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1157,7 @@ func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardFrame.ProtoReflect.Descriptor instead.
 func (*PortForwardFrame) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PortForwardFrame) GetPort() int32 {
@@ -1106,7 +1189,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1201,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1214,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
 }
 
 type StatsResponse struct {
@@ -1144,7 +1227,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1239,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1252,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatsResponse) GetTime() *timestamppb.Timestamp {
@@ -1199,7 +1282,7 @@ type ContainerStats struct {
 
 func (x *ContainerStats) Reset() {
 	*x = ContainerStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1294,7 @@ func (x *ContainerStats) String() string {
 func (*ContainerStats) ProtoMessage() {}
 
 func (x *ContainerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1307,7 @@ func (x *ContainerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStats.ProtoReflect.Descriptor instead.
 func (*ContainerStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ContainerStats) GetName() string {
@@ -1273,7 +1356,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1368,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1381,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeletePodRequest) GetGracePeriodSeconds() int64 {
@@ -1316,7 +1399,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1411,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1424,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
 }
 
 type ApplyServicesRequest struct {
@@ -1365,7 +1448,7 @@ type ApplyServicesRequest struct {
 
 func (x *ApplyServicesRequest) Reset() {
 	*x = ApplyServicesRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1460,7 @@ func (x *ApplyServicesRequest) String() string {
 func (*ApplyServicesRequest) ProtoMessage() {}
 
 func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1473,7 @@ func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApplyServicesRequest) GetTable() string {
@@ -1446,7 +1529,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1541,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1554,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Service) GetNamespace() string {
@@ -1524,7 +1607,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1619,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1632,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ServicePort) GetName() string {
@@ -1590,7 +1673,7 @@ type ServiceEndpoint struct {
 
 func (x *ServiceEndpoint) Reset() {
 	*x = ServiceEndpoint{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1685,7 @@ func (x *ServiceEndpoint) String() string {
 func (*ServiceEndpoint) ProtoMessage() {}
 
 func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1698,7 @@ func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
 func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ServiceEndpoint) GetIp() string {
@@ -1643,7 +1726,7 @@ type ApplyServicesResponse struct {
 
 func (x *ApplyServicesResponse) Reset() {
 	*x = ApplyServicesResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1738,7 @@ func (x *ApplyServicesResponse) String() string {
 func (*ApplyServicesResponse) ProtoMessage() {}
 
 func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1751,7 @@ func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ApplyServicesResponse) GetTable() string {
@@ -1689,7 +1772,7 @@ var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
-	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x03\n" +
+	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x03\n" +
 	"\x0fApplyPodRequest\x12\x19\n" +
 	"\bpod_json\x18\x01 \x01(\fR\apodJson\x12\x1e\n" +
 	"\n" +
@@ -1697,13 +1780,20 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"generation\x127\n" +
 	"\x03env\x18\x03 \x03(\v2%.kip.cell.v1.ApplyPodRequest.EnvEntryR\x03env\x12C\n" +
 	"\avolumes\x18\x04 \x03(\v2).kip.cell.v1.ApplyPodRequest.VolumesEntryR\avolumes\x12R\n" +
-	"\x14registry_credentials\x18\x05 \x03(\v2\x1f.kip.cell.v1.RegistryCredentialR\x13registryCredentials\x1aL\n" +
+	"\x14registry_credentials\x18\x05 \x03(\v2\x1f.kip.cell.v1.RegistryCredentialR\x13registryCredentials\x128\n" +
+	"\vcluster_dns\x18\n" +
+	" \x01(\v2\x17.kip.cell.v1.ClusterDNSR\n" +
+	"clusterDns\x1aL\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.kip.cell.v1.EnvListR\x05value:\x028\x01\x1aT\n" +
 	"\fVolumesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.kip.cell.v1.VolumeFilesR\x05value:\x028\x01\"2\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.kip.cell.v1.VolumeFilesR\x05value:\x028\x01\">\n" +
+	"\n" +
+	"ClusterDNS\x12\x18\n" +
+	"\aservers\x18\x01 \x03(\tR\aservers\x12\x16\n" +
+	"\x06domain\x18\x02 \x01(\tR\x06domain\"2\n" +
 	"\aEnvList\x12'\n" +
 	"\x04vars\x18\x01 \x03(\v2\x13.kip.cell.v1.EnvVarR\x04vars\"2\n" +
 	"\x06EnvVar\x12\x12\n" +
@@ -1850,84 +1940,86 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
-	(*EnvList)(nil),               // 1: kip.cell.v1.EnvList
-	(*EnvVar)(nil),                // 2: kip.cell.v1.EnvVar
-	(*VolumeFiles)(nil),           // 3: kip.cell.v1.VolumeFiles
-	(*RegistryCredential)(nil),    // 4: kip.cell.v1.RegistryCredential
-	(*ApplyPodResponse)(nil),      // 5: kip.cell.v1.ApplyPodResponse
-	(*WatchStatusRequest)(nil),    // 6: kip.cell.v1.WatchStatusRequest
-	(*PodStatusUpdate)(nil),       // 7: kip.cell.v1.PodStatusUpdate
-	(*PodEvent)(nil),              // 8: kip.cell.v1.PodEvent
-	(*LogsRequest)(nil),           // 9: kip.cell.v1.LogsRequest
-	(*LogChunk)(nil),              // 10: kip.cell.v1.LogChunk
-	(*ExecInput)(nil),             // 11: kip.cell.v1.ExecInput
-	(*ExecStart)(nil),             // 12: kip.cell.v1.ExecStart
-	(*TerminalSize)(nil),          // 13: kip.cell.v1.TerminalSize
-	(*ExecOutput)(nil),            // 14: kip.cell.v1.ExecOutput
-	(*ExitStatus)(nil),            // 15: kip.cell.v1.ExitStatus
-	(*PortForwardFrame)(nil),      // 16: kip.cell.v1.PortForwardFrame
-	(*StatsRequest)(nil),          // 17: kip.cell.v1.StatsRequest
-	(*StatsResponse)(nil),         // 18: kip.cell.v1.StatsResponse
-	(*ContainerStats)(nil),        // 19: kip.cell.v1.ContainerStats
-	(*DeletePodRequest)(nil),      // 20: kip.cell.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),     // 21: kip.cell.v1.DeletePodResponse
-	(*ApplyServicesRequest)(nil),  // 22: kip.cell.v1.ApplyServicesRequest
-	(*Service)(nil),               // 23: kip.cell.v1.Service
-	(*ServicePort)(nil),           // 24: kip.cell.v1.ServicePort
-	(*ServiceEndpoint)(nil),       // 25: kip.cell.v1.ServiceEndpoint
-	(*ApplyServicesResponse)(nil), // 26: kip.cell.v1.ApplyServicesResponse
-	nil,                           // 27: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 28: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 29: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 30: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*ClusterDNS)(nil),            // 1: kip.cell.v1.ClusterDNS
+	(*EnvList)(nil),               // 2: kip.cell.v1.EnvList
+	(*EnvVar)(nil),                // 3: kip.cell.v1.EnvVar
+	(*VolumeFiles)(nil),           // 4: kip.cell.v1.VolumeFiles
+	(*RegistryCredential)(nil),    // 5: kip.cell.v1.RegistryCredential
+	(*ApplyPodResponse)(nil),      // 6: kip.cell.v1.ApplyPodResponse
+	(*WatchStatusRequest)(nil),    // 7: kip.cell.v1.WatchStatusRequest
+	(*PodStatusUpdate)(nil),       // 8: kip.cell.v1.PodStatusUpdate
+	(*PodEvent)(nil),              // 9: kip.cell.v1.PodEvent
+	(*LogsRequest)(nil),           // 10: kip.cell.v1.LogsRequest
+	(*LogChunk)(nil),              // 11: kip.cell.v1.LogChunk
+	(*ExecInput)(nil),             // 12: kip.cell.v1.ExecInput
+	(*ExecStart)(nil),             // 13: kip.cell.v1.ExecStart
+	(*TerminalSize)(nil),          // 14: kip.cell.v1.TerminalSize
+	(*ExecOutput)(nil),            // 15: kip.cell.v1.ExecOutput
+	(*ExitStatus)(nil),            // 16: kip.cell.v1.ExitStatus
+	(*PortForwardFrame)(nil),      // 17: kip.cell.v1.PortForwardFrame
+	(*StatsRequest)(nil),          // 18: kip.cell.v1.StatsRequest
+	(*StatsResponse)(nil),         // 19: kip.cell.v1.StatsResponse
+	(*ContainerStats)(nil),        // 20: kip.cell.v1.ContainerStats
+	(*DeletePodRequest)(nil),      // 21: kip.cell.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),     // 22: kip.cell.v1.DeletePodResponse
+	(*ApplyServicesRequest)(nil),  // 23: kip.cell.v1.ApplyServicesRequest
+	(*Service)(nil),               // 24: kip.cell.v1.Service
+	(*ServicePort)(nil),           // 25: kip.cell.v1.ServicePort
+	(*ServiceEndpoint)(nil),       // 26: kip.cell.v1.ServiceEndpoint
+	(*ApplyServicesResponse)(nil), // 27: kip.cell.v1.ApplyServicesResponse
+	nil,                           // 28: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 29: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 30: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 31: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	27, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	28, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
-	4,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
-	2,  // 3: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	29, // 4: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	30, // 5: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
-	8,  // 6: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
-	31, // 7: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	31, // 8: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	12, // 9: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
-	13, // 10: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
-	15, // 11: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	31, // 12: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
-	19, // 13: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
-	23, // 14: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
-	24, // 15: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
-	25, // 16: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
-	1,  // 17: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
-	3,  // 18: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
-	0,  // 19: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
-	6,  // 20: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
-	9,  // 21: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
-	11, // 22: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
-	11, // 23: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
-	16, // 24: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
-	17, // 25: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
-	20, // 26: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
-	22, // 27: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
-	5,  // 28: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	7,  // 29: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	10, // 30: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	14, // 31: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	14, // 32: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	16, // 33: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	18, // 34: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	21, // 35: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	26, // 36: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	28, // [28:37] is the sub-list for method output_type
-	19, // [19:28] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	28, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	29, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	5,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
+	1,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
+	3,  // 4: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
+	30, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	31, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	9,  // 7: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
+	32, // 8: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	32, // 9: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	13, // 10: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
+	14, // 11: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
+	16, // 12: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
+	32, // 13: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	20, // 14: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
+	24, // 15: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
+	25, // 16: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
+	26, // 17: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
+	2,  // 18: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
+	4,  // 19: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
+	0,  // 20: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
+	7,  // 21: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
+	10, // 22: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
+	12, // 23: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
+	12, // 24: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
+	17, // 25: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
+	18, // 26: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
+	21, // 27: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
+	23, // 28: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
+	6,  // 29: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	8,  // 30: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	11, // 31: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	15, // 32: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	15, // 33: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	17, // 34: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	19, // 35: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	22, // 36: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	27, // 37: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	29, // [29:38] is the sub-list for method output_type
+	20, // [20:29] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_kip_cell_v1_cell_proto_init() }
@@ -1941,7 +2033,7 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,9 +1,11 @@
 // Command kip-demo runs what make demo shows, on a control plane that
 // kip-cluster already started: a private containerd and a local registry
 // holding the demo image, kip with the local plugin (as the node's own
-// identity), and deploy/examples/hello.yaml. It writes a ready file once
-// the workload is applied, and stays in the foreground until SIGTERM,
-// when it deletes the workload (so every cell ends) and stops everything.
+// identity), the cluster DNS (deploy/coredns, when framework.ClusterDNS is
+// on) and deploy/examples/hello.yaml. It writes a ready file once the
+// workload is applied, and stays in the foreground until SIGTERM, when it
+// deletes the workload and the DNS (so every cell ends) and stops
+// everything.
 //
 // Everything it keeps lives in the demo's directory (--dir, by default
 // demo/ in kip-cluster's state directory): kip/ (kip.yaml, kip.log, the
@@ -87,12 +89,19 @@ func run(state, dir, bin, ready, manifest string) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", manifest, err)
 	}
-	workload := strings.ReplaceAll(string(data), "${KIP_DEMO_REGISTRY}", cells.Registry.Host())
+	workload := strings.ReplaceAll(string(data), framework.RegistryVar, cells.Registry.Host())
 	kubectl := func(stdin string, args ...string) error {
 		cmd := exec.Command(filepath.Join(cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		return cmd.Run()
+	}
+	// The cluster DNS first, so that the workload's pods find it.
+	var dns *framework.DNS
+	if framework.ClusterDNS() {
+		if dns, err = fw.ApplyDNS(ctx, cells, framework.DNSOptions{Log: os.Stderr}); err != nil {
+			return err
+		}
 	}
 	if err := kubectl(workload, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("applying %s: %w", manifest, err)
@@ -106,6 +115,11 @@ func run(state, dir, bin, ready, manifest string) error {
 	// Delete the workload while kip still runs, so that it ends every cell.
 	fmt.Fprintln(os.Stderr, "deleting the workload and waiting for its cells to end")
 	_ = kubectl(workload, "delete", "-f", "-", "--wait=true", "--timeout=60s")
+	if dns != nil {
+		if err := dns.Delete(context.Background(), fw); err != nil { // ctx has ended
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		entries, _ := os.ReadDir(filepath.Join(kip.StateDir, "cells"))

@@ -5,6 +5,12 @@
 // events, the pods' states and the control plane's logs into the test
 // output.
 //
-// It imports client-go and test/controlplane; tests under test/e2e use it
-// from TestMain.
+// It also starts what a node needs (StartCells, StartKip) and the cluster
+// DNS: DeployDNS builds CoreDNS (cached), pushes it to the cells' registry,
+// applies deploy/coredns/coredns.yaml and waits for its pod; ClusterDNS
+// says whether the run and make demo do so ($KIP_E2E_CLUSTER_DNS).
+//
+// It imports client-go and Kip's test packages (test/controlplane,
+// test/images, test/registry, test/containerdtest, the EC2 simulator);
+// tests under test/e2e use it from TestMain, and make demo's kip-demo.
 package framework

@@ -197,6 +197,19 @@ func (f *Framework) WaitForPods(t testing.TB, namespace, selector string, n int,
 	return pods
 }
 
+// PodRunning reports whether p is Running with every container running.
+func PodRunning(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // FromCluster builds a Framework on a control plane that is already
 // running (kip-cluster up), for tools such as the demo.
 func FromCluster(c *controlplane.Cluster) (*Framework, error) {

@@ -303,6 +303,7 @@ node:
 cells:
   insecureRegistries: [%[4]q]
   unavailableTTL: %[8]s
+  volumeRefreshInterval: %[10]s
 log:
   level: debug
   format: text
@@ -310,7 +311,8 @@ plugin:
   name: %[5]s
   dir: %[6]s
   config: %[7]s
-`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID)
+`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
+		VolumeRefreshInterval)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
@@ -401,6 +403,11 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, cells
 // capacity in the e2e runs (3 minutes by default): short, so that a test
 // that injects a shortage can wait for it to pass before the next test.
 const UnavailableTTL = 5 * time.Second
+
+// VolumeRefreshInterval is how often kip resolves a running pod's
+// volumes again in the e2e runs (a minute by default): short, so that a
+// test sees a changed Secret reach the container in seconds.
+const VolumeRefreshInterval = 2 * time.Second
 
 // ec2AccessKey is the only access key the simulator accepts.
 const ec2AccessKey = "AKIDE2ESIMULATOR"

@@ -3,6 +3,19 @@
 // it answers every HTTP request on -listen (default :8080), and every UDP
 // datagram to the same address, with the same line. It exits 0 on SIGTERM
 // or SIGINT, so a graceful stop is quick even as a container's pid 1.
+//
+// With -get URL it is the tests' client instead (client.go): it asks URL
+// -n times, each on a new connection (so that a Service balances every
+// request), prints one line per answer and exits, 1 if any request
+// failed.
+//
+//	hello -get URL [-n N] [-ca FILE] [-token FILE] [-timeout D]
+//
+// Its resolver is Go's own, which reads the pod's /etc/resolv.conf
+// (nameserver, search path, ndots), so a pod calls a Service by its short
+// name with it: kubectl exec POD -- /app -get http://hello. (busybox's
+// wget cannot: its static glibc crashes looking up the port of http
+// without the C library's shared objects.)
 package main
 
 import (
@@ -19,9 +32,17 @@ import (
 )
 
 func main() {
-	listen := flag.String("listen", ":8080", "HTTP listen address")
+	listen := flag.String("listen", ":8080", "HTTP and UDP listen address")
 	interval := flag.Duration("interval", time.Second, "time between printed lines")
+	get := flag.String("get", "", "be a client: ask this URL (http, https or udp://host:port), print the answers and exit")
+	n := flag.Int("n", 1, "with -get: requests, each on its own connection")
+	caFile := flag.String("ca", "", "with -get: CA bundle that verifies an https server (default: the system's)")
+	tokenFile := flag.String("token", "", "with -get: file holding a bearer token for http(s)")
+	timeout := flag.Duration("timeout", 3*time.Second, "with -get: time limit of each request")
 	flag.Parse()
+	if *get != "" {
+		os.Exit(client(*get, *n, *caFile, *tokenFile, *timeout))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

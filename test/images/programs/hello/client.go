@@ -1,22 +1,17 @@
-// Command fetch is Kip's test client: it asks a URL -n times, each time on
-// a new connection (so that a Service balances every request), and prints
-// one line per answer: the answer with its whitespace collapsed to single
-// spaces (a JSON body fits a line), or "error: ..." for a failed request.
-// It exits 1 if any request failed.
-//
-//	fetch [-n N] [-ca FILE] [-token FILE] [-timeout D] URL
-//
-// URL is http://, https:// (verified against -ca when given; -token adds
-// the file's content as a bearer token) or udp://host:port, for which it
-// sends one datagram and prints the first datagram that comes back.
 package main
+
+// The client of hello -get: one line per answer, the answer with its
+// whitespace collapsed to single spaces (a JSON body fits a line), or
+// "error: ..." for a failed request. URL is http://, https:// (verified
+// against -ca when given; -token adds the file's content as a bearer
+// token) or udp://host:port, for which it sends one datagram and prints
+// the first datagram that comes back.
 
 import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,23 +22,16 @@ import (
 	"time"
 )
 
-func main() {
-	n := flag.Int("n", 1, "requests, each on its own connection")
-	caFile := flag.String("ca", "", "CA bundle that verifies an https server (default: the system's)")
-	tokenFile := flag.String("token", "", "file holding a bearer token for http(s)")
-	timeout := flag.Duration("timeout", 3*time.Second, "time limit of each request")
-	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: fetch [-n N] [-ca FILE] [-token FILE] [-timeout D] URL")
-		os.Exit(2)
-	}
-	ask, err := asker(flag.Arg(0), *caFile, *tokenFile, *timeout)
+// client asks rawURL n times and prints the answers; it returns the exit
+// code: 0, 1 if any request failed, 2 for a bad URL or flag.
+func client(rawURL string, n int, caFile, tokenFile string, timeout time.Duration) int {
+	ask, err := asker(rawURL, caFile, tokenFile, timeout)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fetch:", err)
-		os.Exit(2)
+		fmt.Fprintln(os.Stderr, "hello:", err)
+		return 2
 	}
 	failed := false
-	for range *n {
+	for range n {
 		answer, err := ask()
 		if err != nil {
 			failed = true
@@ -53,8 +41,9 @@ func main() {
 		fmt.Println(answer)
 	}
 	if failed {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // asker returns a function that asks rawURL once and returns the answer
@@ -117,7 +106,7 @@ func askUDP(addr string, timeout time.Duration) (string, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte("fetch\n")); err != nil {
+	if _, err := c.Write([]byte("hello -get\n")); err != nil {
 		return "", err
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
