@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +25,8 @@ import (
 // reaches a ClusterIP Service backed by two pods in other cells and sees
 // both (TCP through a named target port, and UDP), sticks to one with
 // sessionAffinity ClientIP, calls the API server through the kubernetes
-// Service with a service account's token, reaches the backends' pod IPs
+// Service with its own service account token (as client-go's in-cluster
+// config does), reaches the backends' pod IPs
 // directly, and reaches itself through a Service whose only backend it
 // is; the API server reaches the pods (its
 // pod and service proxies, as webhooks and aggregated APIs are reached);
@@ -33,11 +34,69 @@ import (
 // answering, and no backend at all is refused.
 func TestClusterIPServices(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := t.Context()
-	ns := f.Namespace(t)
+	x := newServicesFixture(t)
+	t.Run("TCP through a named target port reaches both backends", func(t *testing.T) {
+		x.answerers(t, "answers from both backends", "http://"+x.backend.Spec.ClusterIP+"/", x.names)
+	})
+	t.Run("UDP reaches both backends", func(t *testing.T) {
+		x.answerers(t, "UDP answers from both backends", "udp://"+x.backend.Spec.ClusterIP+":53", x.names)
+	})
+	t.Run("sessionAffinity ClientIP sticks to one backend", func(t *testing.T) {
+		var got []string
+		f.WaitFor(t, 30*time.Second, "answers through the sticky Service", func(context.Context) (bool, error) {
+			got = x.fetch(t, 10, "http://"+x.sticky.Spec.ClusterIP+"/")
+			return !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "error") }), nil
+		})
+		if len(slices.Compact(slices.Sorted(slices.Values(got)))) != 1 {
+			t.Errorf("answers through a ClientIP Service: %q, want one backend", got)
+		}
+	})
+	t.Run("the kubernetes Service leads to the API server, with the pod's own token", x.apiServer)
+	t.Run("pod IPs of other cells are reachable", func(t *testing.T) {
+		for _, b := range x.backends {
+			got := x.fetch(t, 1, "http://"+b.Status.PodIP+":8080/")
+			if len(got) != 1 || got[0] != "hello from "+b.Name {
+				t.Errorf("GET %s:8080 from another cell: %q, want %s's answer", b.Status.PodIP, got, b.Name)
+			}
+		}
+	})
+	t.Run("a pod reaches itself through its Service", func(t *testing.T) {
+		got := x.fetch(t, 3, "http://"+x.self.Spec.ClusterIP+"/")
+		if !slices.Equal(got, []string{"hello from client", "hello from client", "hello from client"}) {
+			t.Errorf("the client through Service self, whose only backend it is: %q", got)
+		}
+	})
+	t.Run("the API server reaches pods", func(t *testing.T) {
+		b := x.backends[0]
+		body, err := f.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", x.ns, "pods", b.Name+":8080", "proxy/").DoRaw(t.Context())
+		if err != nil || strings.TrimSpace(string(body)) != "hello from "+b.Name {
+			t.Errorf("the API server's pod proxy to %s: %q, %v", b.Name, body, err)
+		}
+		body, err = f.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", x.ns, "services", "backend:http", "proxy/").DoRaw(t.Context())
+		if err != nil || !strings.HasPrefix(string(body), "hello from backend-") {
+			t.Errorf("the API server's service proxy to backend: %q, %v", body, err)
+		}
+	})
+	t.Run("an endpoint change reaches the cells", x.endpointChange)
+}
 
+// servicesFixture is TestClusterIPServices' namespace: Deployment backend
+// (two hello pods, each in its own cell) behind Services backend (TCP by
+// a named target port, UDP), sticky (ClientIP affinity) and self (whose
+// only backend is the client), and the client pod, which also serves.
+type servicesFixture struct {
+	ns                    string
+	backend, sticky, self *corev1.Service
+	backends              []corev1.Pod
+	names                 []string // of the backends, sorted
+}
+
+func newServicesFixture(t *testing.T) *servicesFixture {
+	t.Helper()
+	ctx := t.Context()
+	x := &servicesFixture{ns: f.Namespace(t)}
 	labels := map[string]string{"app": "backend"}
-	_, err := f.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+	_, err := f.Client.AppsV1().Deployments(x.ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "backend"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2),
@@ -54,166 +113,126 @@ func TestClusterIPServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := createService(t, ns, "backend", corev1.ServiceAffinityNone, []corev1.ServicePort{
+	x.backend = createService(t, x.ns, "backend", corev1.ServiceAffinityNone, []corev1.ServicePort{
 		{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("web")},
 		{Name: "echo", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromString("echo")},
 	})
-	sticky := createService(t, ns, "sticky", corev1.ServiceAffinityClientIP, []corev1.ServicePort{
+	x.sticky = createService(t, x.ns, "sticky", corev1.ServiceAffinityClientIP, []corev1.ServicePort{
 		{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)},
 	})
-	self := createService(t, ns, "self", corev1.ServiceAffinityNone, []corev1.ServicePort{
+	x.self = createService(t, x.ns, "self", corev1.ServiceAffinityNone, []corev1.ServicePort{
 		{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)},
 	}, "client")
-	// The client calls the API server with a token of its namespace's
-	// default service account, and checks the server's certificate with
-	// the cluster CA of the kube-root-ca.crt ConfigMap.
-	token, err := f.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "default",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	// The client also serves (hello), so that it is the only backend of
+	// Service self: a pod reaching itself through a ClusterIP. It calls
+	// with hello -get, and has the kube-api-access volume the API server
+	// adds to every pod (its token, ca.crt and namespace).
+	client := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client", Labels: map[string]string{"app": "client"}}, Spec: onKip(
+		corev1.Container{Name: "main", Image: cells.Images.Hello.Ref, Command: []string{"sleep", "3600"}},
+		corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref},
+	)}
+	if _, err := f.Client.CoreV1().Pods(x.ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x.backends = f.WaitForPods(t, x.ns, "app=backend", 2, 60*time.Second, "Running and Ready on kip", readyOnKip)
+	f.WaitForPods(t, x.ns, "app=client", 1, 60*time.Second, "Running on kip", func(p *corev1.Pod) bool { return p.Spec.NodeName == "kip" && running(p) })
+	x.names = []string{x.backends[0].Name, x.backends[1].Name}
+	slices.Sort(x.names)
+	waitEndpoints(t, x.ns, "backend", 2)
+	return x
+}
+
+// fetch runs hello -get in the client n times on url and returns its
+// lines.
+func (x *servicesFixture) fetch(t *testing.T, n int, url string, flags ...string) []string {
+	t.Helper()
+	args := append([]string{"exec", "-n", x.ns, "client", "-c", "main", "--", "/app", "-n", fmt.Sprint(n)}, flags...)
+	out, _ := kubectl(t, append(args, "-get", url)...)
+	return strings.Split(strings.TrimSpace(out), "\n")
+}
+
+// answerers waits until runs of hello -get have heard from every name in
+// want, and only from them.
+func (x *servicesFixture) answerers(t *testing.T, what, url string, want []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	var last []string
+	f.WaitFor(t, 30*time.Second, what, func(context.Context) (bool, error) {
+		last = x.fetch(t, 10, url)
+		for _, line := range last {
+			seen[strings.TrimPrefix(line, "hello from ")] = true
+		}
+		return cmpKeys(seen, want), nil
+	})
+	if t.Failed() {
+		t.Logf("answers %v; last run: %q", seen, last)
+	}
+}
+
+// apiServer: the client reaches the API server through the kubernetes
+// Service as client-go's in-cluster config does (KUBERNETES_SERVICE_HOST
+// and _PORT, the server verified with the kube-api-access volume's
+// ca.crt, its token as the bearer), and the API server knows it as its
+// service account.
+func (x *servicesFixture) apiServer(t *testing.T) {
+	env := envOf(inPod(t, x.ns, "client", "env"))
+	host, port := env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]
+	api, err := f.Client.CoreV1().Services("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A ConfigMap rather than a Secret: this test is about the network,
-	// and Secret volumes are issue 13's item 3, built beside it.
-	if _, err := f.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "api-token"},
-		Data: map[string]string{"token": token.Status.Token}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if host != api.Spec.ClusterIP {
+		t.Fatalf("KUBERNETES_SERVICE_HOST = %q, want the kubernetes Service's ClusterIP %s", host, api.Spec.ClusterIP)
 	}
-	// The client also serves (hello), so that it is the only backend of
-	// Service self: a pod reaching itself through a ClusterIP.
-	clientSpec := onKip(
-		corev1.Container{Name: "fetch", Image: cells.Images.Hello.Ref, Command: []string{"sleep", "3600"},
-			VolumeMounts: []corev1.VolumeMount{{Name: "ca", MountPath: "/ca"}, {Name: "token", MountPath: "/token"}}},
-		corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref},
-	)
-	clientSpec.Volumes = []corev1.Volume{
-		{Name: "ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}},
-		{Name: "token", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "api-token"}}}},
+	url := "https://" + net.JoinHostPort(host, port) + "/"
+	version := x.fetch(t, 1, url+"version", "-ca", saDir+"/ca.crt")
+	if len(version) != 1 || !strings.Contains(version[0], `"gitVersion"`) {
+		t.Errorf("GET /version through the kubernetes Service, verified with the cluster CA: %q", version)
 	}
-	client := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client", Labels: map[string]string{"app": "client"}}, Spec: clientSpec}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// With the pod's own token: the API server says who that is.
+	review := x.fetch(t, 1, url+"apis/authentication.k8s.io/v1/selfsubjectreviews", "-ca", saDir+"/ca.crt", "-token", saDir+"/token",
+		"-post", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	want := `"username":"system:serviceaccount:` + x.ns + `:default"`
+	if len(review) != 1 || !strings.Contains(review[0], want) {
+		t.Errorf("POST selfsubjectreviews with the pod's token: %q, want %s", review, want)
 	}
-	backends := f.WaitForPods(t, ns, "app=backend", 2, 60*time.Second, "Running and Ready on kip", readyOnKip)
-	f.WaitForPods(t, ns, "app=client", 1, 60*time.Second, "Running on kip", func(p *corev1.Pod) bool { return p.Spec.NodeName == "kip" && running(p) })
-	names := []string{backends[0].Name, backends[1].Name}
-	slices.Sort(names)
-	waitEndpoints(t, ns, "backend", 2)
+}
 
-	fetch := func(t *testing.T, n int, url string, flags ...string) []string {
-		t.Helper()
-		args := append([]string{"exec", "-n", ns, "client", "-c", "fetch", "--", "/app", "-n", fmt.Sprint(n)}, flags...)
-		out, _ := kubectl(t, append(args, "-get", url)...)
-		return strings.Split(strings.TrimSpace(out), "\n")
+// endpointChange: a backend scaled away stops answering through the
+// Service, and with no backend the Service refuses.
+func (x *servicesFixture) endpointChange(t *testing.T) {
+	clientPod, err := f.Client.CoreV1().Pods(x.ns).Get(t.Context(), "client", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// answerers waits until runs of hello -get have heard from every name in
-	// want, and only from them.
-	answerers := func(t *testing.T, what, url string, want []string) {
-		t.Helper()
-		seen := map[string]bool{}
-		var last []string
-		f.WaitFor(t, 30*time.Second, what, func(context.Context) (bool, error) {
-			last = fetch(t, 10, url)
-			for _, line := range last {
-				seen[strings.TrimPrefix(line, "hello from ")] = true
-			}
-			return cmpKeys(seen, want), nil
-		})
+	logRulesOnFailure(t, clientPod.Status.PodIP)
+	var last []string
+	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("answers %v; last run: %q", seen, last)
+			t.Logf("last run: %q", last)
 		}
-	}
+	})
+	scale(t, x.ns, "backend", 1)
+	var survivor string
+	f.WaitFor(t, 60*time.Second, "one backend left", func(ctx context.Context) (bool, error) {
+		pods, err := f.Client.CoreV1().Pods(x.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=backend"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, err
+		}
+		survivor = pods.Items[0].Name
+		return true, nil
+	})
+	// Every request answered by the survivor: the client's cell no longer
+	// sends any to the backend scaled away.
+	f.WaitFor(t, 30*time.Second, "only "+survivor+" answering", func(context.Context) (bool, error) {
+		last = x.fetch(t, 10, "http://"+x.backend.Spec.ClusterIP+"/")
+		return len(last) == 10 && !slices.ContainsFunc(last, func(l string) bool { return l != "hello from "+survivor }), nil
+	})
 
-	t.Run("TCP through a named target port reaches both backends", func(t *testing.T) {
-		answerers(t, "answers from both backends", "http://"+backend.Spec.ClusterIP+"/", names)
-	})
-	t.Run("UDP reaches both backends", func(t *testing.T) {
-		answerers(t, "UDP answers from both backends", "udp://"+backend.Spec.ClusterIP+":53", names)
-	})
-	t.Run("sessionAffinity ClientIP sticks to one backend", func(t *testing.T) {
-		var got []string
-		f.WaitFor(t, 30*time.Second, "answers through the sticky Service", func(context.Context) (bool, error) {
-			got = fetch(t, 10, "http://"+sticky.Spec.ClusterIP+"/")
-			return !slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "error") }), nil
-		})
-		if len(slices.Compact(slices.Sorted(slices.Values(got)))) != 1 {
-			t.Errorf("answers through a ClientIP Service: %q, want one backend", got)
-		}
-	})
-	t.Run("the kubernetes Service leads to the API server", func(t *testing.T) {
-		api, err := f.Client.CoreV1().Services("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		url := "https://" + api.Spec.ClusterIP + "/"
-		version := fetch(t, 1, url+"version", "-ca", "/ca/ca.crt")
-		if len(version) != 1 || !strings.Contains(version[0], `"gitVersion"`) {
-			t.Errorf("GET /version through the kubernetes Service, verified with the cluster CA: %q", version)
-		}
-		// With a service account's token, an authenticated request.
-		apis := fetch(t, 1, url+"api", "-ca", "/ca/ca.crt", "-token", "/token/token")
-		if len(apis) != 1 || !strings.Contains(apis[0], `"APIVersions"`) {
-			t.Errorf("GET /api with a service account token: %q", apis)
-		}
-	})
-	t.Run("pod IPs of other cells are reachable", func(t *testing.T) {
-		for _, b := range backends {
-			got := fetch(t, 1, "http://"+b.Status.PodIP+":8080/")
-			if len(got) != 1 || got[0] != "hello from "+b.Name {
-				t.Errorf("GET %s:8080 from another cell: %q, want %s's answer", b.Status.PodIP, got, b.Name)
-			}
-		}
-	})
-	t.Run("a pod reaches itself through its Service", func(t *testing.T) {
-		got := fetch(t, 3, "http://"+self.Spec.ClusterIP+"/")
-		if !slices.Equal(got, []string{"hello from client", "hello from client", "hello from client"}) {
-			t.Errorf("the client through Service self, whose only backend it is: %q", got)
-		}
-	})
-	t.Run("the API server reaches pods", func(t *testing.T) {
-		b := backends[0]
-		body, err := f.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", ns, "pods", b.Name+":8080", "proxy/").DoRaw(t.Context())
-		if err != nil || strings.TrimSpace(string(body)) != "hello from "+b.Name {
-			t.Errorf("the API server's pod proxy to %s: %q, %v", b.Name, body, err)
-		}
-		body, err = f.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", ns, "services", "backend:http", "proxy/").DoRaw(t.Context())
-		if err != nil || !strings.HasPrefix(string(body), "hello from backend-") {
-			t.Errorf("the API server's service proxy to backend: %q, %v", body, err)
-		}
-	})
-	t.Run("an endpoint change reaches the cells", func(t *testing.T) {
-		clientPod, err := f.Client.CoreV1().Pods(ns).Get(t.Context(), "client", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		logRulesOnFailure(t, clientPod.Status.PodIP)
-		var last []string
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("last run: %q", last)
-			}
-		})
-		scale(t, ns, "backend", 1)
-		var survivor string
-		f.WaitFor(t, 60*time.Second, "one backend left", func(ctx context.Context) (bool, error) {
-			pods, err := f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=backend"})
-			if err != nil || len(pods.Items) != 1 {
-				return false, err
-			}
-			survivor = pods.Items[0].Name
-			return true, nil
-		})
-		// Every request answered by the survivor: the client's cell no
-		// longer sends any to the backend scaled away.
-		f.WaitFor(t, 30*time.Second, "only "+survivor+" answering", func(context.Context) (bool, error) {
-			last = fetch(t, 10, "http://"+backend.Spec.ClusterIP+"/")
-			return len(last) == 10 && !slices.ContainsFunc(last, func(l string) bool { return l != "hello from "+survivor }), nil
-		})
-
-		scale(t, ns, "backend", 0)
-		f.WaitFor(t, 60*time.Second, "no backend left, and the Service refused", func(context.Context) (bool, error) {
-			last = fetch(t, 1, "http://"+backend.Spec.ClusterIP+"/")
-			return len(last) >= 1 && strings.Contains(last[0], "connection refused"), nil
-		})
+	scale(t, x.ns, "backend", 0)
+	f.WaitFor(t, 60*time.Second, "no backend left, and the Service refused", func(context.Context) (bool, error) {
+		last = x.fetch(t, 1, "http://"+x.backend.Spec.ClusterIP+"/")
+		return len(last) >= 1 && strings.Contains(last[0], "connection refused"), nil
 	})
 }
 

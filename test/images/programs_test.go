@@ -210,6 +210,10 @@ func TestHelloGet(t *testing.T) {
 		switch {
 		case r.URL.Path == "/missing":
 			http.NotFound(w, r)
+		case r.Method == http.MethodPost:
+			body, _ := io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, "posted %s as %s\n", body, r.Header.Get("Content-Type"))
 		case r.URL.Path == "/secret" && r.Header.Get("Authorization") != "Bearer s3cret":
 			http.Error(w, "no token", http.StatusUnauthorized)
 		default:
@@ -232,6 +236,7 @@ func TestHelloGet(t *testing.T) {
 		{"a refusal is an error line", []string{"-get", srv.URL + "/secret"}, "error: 401 Unauthorized: no token\n", 1},
 		{"not found", []string{"-get", srv.URL + "/missing"}, "error: 404 Not Found", 1},
 		{"a closed port is an error line", []string{"-timeout", "1s", "-get", "http://" + closedAddr(t) + "/"}, "error: ", 1},
+		{"a POST", []string{"-post", `{"a": 1}`, "-get", srv.URL + "/"}, "posted {\"a\": 1} as application/json\n", 0},
 		{"a bad URL", []string{"-get", "::"}, "", 2},
 	}
 	for _, tt := range tests {

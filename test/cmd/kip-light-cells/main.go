@@ -32,7 +32,10 @@ func main() {
 func run(dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no bootstrap files in %q (%v)", dir, err)
+		if err != nil {
+			return fmt.Errorf("listing bootstrap files in %q: %w", dir, err)
+		}
+		return fmt.Errorf("no bootstrap files in %q", dir)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

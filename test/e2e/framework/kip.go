@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -228,7 +229,10 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	}
 	files, err := filepath.Glob(filepath.Join(rbacDir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("reading RBAC: no deploy/rbac/*.yaml (%v)", err)
+		if err != nil {
+			return nil, fmt.Errorf("reading RBAC: %w", err)
+		}
+		return nil, errors.New("reading RBAC: no deploy/rbac/*.yaml")
 	}
 	var rbac []string
 	for _, file := range files {

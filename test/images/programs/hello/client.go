@@ -22,10 +22,18 @@ import (
 	"time"
 )
 
+// request is how the client asks: the flags of hello -get.
+type request struct {
+	caFile    string // verifies an https server; empty: the system's CAs
+	tokenFile string // holds a bearer token; empty: none
+	post      string // a JSON body to POST; empty: a GET
+	timeout   time.Duration
+}
+
 // client asks rawURL n times and prints the answers; it returns the exit
 // code: 0, 1 if any request failed, 2 for a bad URL or flag.
-func client(rawURL string, n int, caFile, tokenFile string, timeout time.Duration) int {
-	ask, err := asker(rawURL, caFile, tokenFile, timeout)
+func client(rawURL string, n int, r request) int {
+	ask, err := asker(rawURL, r)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hello:", err)
 		return 2
@@ -48,34 +56,41 @@ func client(rawURL string, n int, caFile, tokenFile string, timeout time.Duratio
 
 // asker returns a function that asks rawURL once and returns the answer
 // on one line.
-func asker(rawURL, caFile, tokenFile string, timeout time.Duration) (func() (string, error), error) {
+func asker(rawURL string, r request) (func() (string, error), error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	if u.Scheme == "udp" {
-		return func() (string, error) { return askUDP(u.Host, timeout) }, nil
+		return func() (string, error) { return askUDP(u.Host, r.timeout) }, nil
 	}
 	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+	if r.caFile != "" {
+		pem, err := os.ReadFile(r.caFile)
 		if err != nil {
 			return nil, err
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s holds no certificate", caFile)
+			return nil, fmt.Errorf("%s holds no certificate", r.caFile)
 		}
 		tr.TLSClientConfig.RootCAs = pool
 	}
-	client := &http.Client{Transport: tr, Timeout: timeout}
+	client := &http.Client{Transport: tr, Timeout: r.timeout}
 	return func() (string, error) {
-		req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+		method, body := http.MethodGet, io.Reader(nil)
+		if r.post != "" {
+			method, body = http.MethodPost, strings.NewReader(r.post)
+		}
+		req, err := http.NewRequest(method, rawURL, body)
 		if err != nil {
 			return "", err
 		}
-		if tokenFile != "" {
-			token, err := os.ReadFile(tokenFile)
+		if r.post != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if r.tokenFile != "" {
+			token, err := os.ReadFile(r.tokenFile)
 			if err != nil {
 				return "", err
 			}
@@ -86,12 +101,12 @@ func asker(rawURL, caFile, tokenFile string, timeout time.Duration) (func() (str
 			return "", err
 		}
 		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if err != nil {
 			return "", err
 		}
-		answer := strings.Join(strings.Fields(string(body)), " ")
-		if resp.StatusCode != http.StatusOK {
+		answer := strings.Join(strings.Fields(string(data)), " ")
+		if resp.StatusCode/100 != 2 {
 			return "", fmt.Errorf("%s: %s", resp.Status, answer)
 		}
 		return answer, nil
@@ -110,7 +125,7 @@ func askUDP(addr string, timeout time.Duration) (string, error) {
 		return "", err
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
+	if err != nil && (!errors.Is(err, io.EOF) || line == "") {
 		return "", err
 	}
 	return strings.Join(strings.Fields(line), " "), nil

@@ -9,7 +9,7 @@
 // request), prints one line per answer and exits, 1 if any request
 // failed.
 //
-//	hello -get URL [-n N] [-ca FILE] [-token FILE] [-timeout D]
+//	hello -get URL [-n N] [-ca FILE] [-token FILE] [-post JSON] [-timeout D]
 //
 // Its resolver is Go's own, which reads the pod's /etc/resolv.conf
 // (nameserver, search path, ndots), so a pod calls a Service by its short
@@ -38,10 +38,11 @@ func main() {
 	n := flag.Int("n", 1, "with -get: requests, each on its own connection")
 	caFile := flag.String("ca", "", "with -get: CA bundle that verifies an https server (default: the system's)")
 	tokenFile := flag.String("token", "", "with -get: file holding a bearer token for http(s)")
+	post := flag.String("post", "", "with -get: POST this body (JSON) instead of a GET")
 	timeout := flag.Duration("timeout", 3*time.Second, "with -get: time limit of each request")
 	flag.Parse()
 	if *get != "" {
-		os.Exit(client(*get, *n, *caFile, *tokenFile, *timeout))
+		os.Exit(client(*get, *n, request{caFile: *caFile, tokenFile: *tokenFile, post: *post, timeout: *timeout}))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
