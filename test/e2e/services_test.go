@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"os/exec"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -147,7 +147,10 @@ func newServicesFixture(t *testing.T) *servicesFixture {
 func (x *servicesFixture) fetch(t *testing.T, n int, url string, flags ...string) []string {
 	t.Helper()
 	args := append([]string{"exec", "-n", x.ns, "client", "-c", "main", "--", "/app", "-n", fmt.Sprint(n)}, flags...)
-	out, _ := kubectl(t, append(args, "-get", url)...)
+	if url != "" {
+		args = append(args, "-get", url)
+	}
+	out, _ := kubectl(t, args...)
 	return strings.Split(strings.TrimSpace(out), "\n")
 }
 
@@ -170,31 +173,41 @@ func (x *servicesFixture) answerers(t *testing.T, what, url string, want []strin
 }
 
 // apiServer: the client reaches the API server through the kubernetes
-// Service as client-go's in-cluster config does (KUBERNETES_SERVICE_HOST
-// and _PORT, the server verified with the kube-api-access volume's
-// ca.crt, its token as the bearer), and the API server knows it as its
-// service account.
+// Service as client-go's in-cluster config does (hello -api: the
+// KUBERNETES_SERVICE_* variables, the kube-api-access volume's ca.crt and
+// token, nothing else) and GETs its own pod, which a Role lets its
+// service account do; without the Role the API server knows it as that
+// service account and says no.
 func (x *servicesFixture) apiServer(t *testing.T) {
-	env := envOf(inPod(t, x.ns, "client", "env"))
-	host, port := env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]
-	api, err := f.Client.CoreV1().Services("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
-	if err != nil {
+	self := "/api/v1/namespaces/" + x.ns + "/pods/client"
+	forbidden := x.fetch(t, 1, "", "-api", self)
+	want := `pods \"client\" is forbidden: User \"system:serviceaccount:` + x.ns + `:default\"`
+	if len(forbidden) != 1 || !strings.Contains(forbidden[0], want) {
+		t.Errorf("GET its own pod before the Role: %q, want %s", forbidden, want)
+	}
+	grantPodReader(t, x.ns)
+	var got []string
+	f.WaitFor(t, 30*time.Second, "the client to GET its own pod with its token", func(context.Context) (bool, error) {
+		got = x.fetch(t, 1, "", "-api", self)
+		return len(got) == 1 && strings.Contains(got[0], `"kind":"Pod"`) && strings.Contains(got[0], `"name":"client"`), nil
+	})
+	if t.Failed() {
+		t.Logf("last answer: %q", got)
+	}
+}
+
+// grantPodReader lets the default service account of ns get its pods.
+func grantPodReader(t *testing.T, ns string) {
+	t.Helper()
+	rbac := f.Client.RbacV1()
+	if _, err := rbac.Roles(ns).Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if host != api.Spec.ClusterIP {
-		t.Fatalf("KUBERNETES_SERVICE_HOST = %q, want the kubernetes Service's ClusterIP %s", host, api.Spec.ClusterIP)
-	}
-	url := "https://" + net.JoinHostPort(host, port) + "/"
-	version := x.fetch(t, 1, url+"version", "-ca", saDir+"/ca.crt")
-	if len(version) != 1 || !strings.Contains(version[0], `"gitVersion"`) {
-		t.Errorf("GET /version through the kubernetes Service, verified with the cluster CA: %q", version)
-	}
-	// With the pod's own token: the API server says who that is.
-	review := x.fetch(t, 1, url+"apis/authentication.k8s.io/v1/selfsubjectreviews", "-ca", saDir+"/ca.crt", "-token", saDir+"/token",
-		"-post", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
-	want := `"username":"system:serviceaccount:` + x.ns + `:default"`
-	if len(review) != 1 || !strings.Contains(review[0], want) {
-		t.Errorf("POST selfsubjectreviews with the pod's token: %q, want %s", review, want)
+	if _, err := rbac.RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -130,3 +130,19 @@ func askUDP(addr string, timeout time.Duration) (string, error) {
 	}
 	return strings.Join(strings.Fields(line), " "), nil
 }
+
+// serviceAccountDir is where the API server mounts a pod's kube-api-access
+// volume (rest.InClusterConfig reads the same files).
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// inCluster sets r up as client-go's rest.InClusterConfig does and returns
+// the API server's URL: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT,
+// verified with the service account's ca.crt, with its token.
+func inCluster(r *request) (string, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return "", errors.New("not in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set")
+	}
+	r.caFile, r.tokenFile = serviceAccountDir+"/ca.crt", serviceAccountDir+"/token"
+	return "https://" + net.JoinHostPort(host, port), nil
+}

@@ -11,6 +11,11 @@
 //
 //	hello -get URL [-n N] [-ca FILE] [-token FILE] [-post JSON] [-timeout D]
 //
+// With -api PATH it asks the API server for PATH as client-go's
+// rest.InClusterConfig would: the server from KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT, verified with the service account volume's
+// ca.crt, its token as the bearer; nothing else is given.
+//
 // Its resolver is Go's own, which reads the pod's /etc/resolv.conf
 // (nameserver, search path, ndots), so a pod calls a Service by its short
 // name with it: kubectl exec POD -- /app -get http://hello. (busybox's
@@ -40,9 +45,19 @@ func main() {
 	tokenFile := flag.String("token", "", "with -get: file holding a bearer token for http(s)")
 	post := flag.String("post", "", "with -get: POST this body (JSON) instead of a GET")
 	timeout := flag.Duration("timeout", 3*time.Second, "with -get: time limit of each request")
+	api := flag.String("api", "", "be a client of the API server, as client-go's in-cluster config is: GET this path")
 	flag.Parse()
+	r := request{caFile: *caFile, tokenFile: *tokenFile, post: *post, timeout: *timeout}
+	if *api != "" {
+		url, err := inCluster(&r)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hello:", err)
+			os.Exit(2)
+		}
+		*get = url + *api
+	}
 	if *get != "" {
-		os.Exit(client(*get, *n, request{caFile: *caFile, tokenFile: *tokenFile, post: *post, timeout: *timeout}))
+		os.Exit(client(*get, *n, r))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
