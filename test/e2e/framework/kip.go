@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kipcell/kip/cell/pod"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
 	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
@@ -461,7 +462,11 @@ func (k *Kip) Stop() {
 	}
 	k.keepLogs()
 	if k.removeDir {
-		_ = os.RemoveAll(k.Dir)
+		// Unmounts first: a cell still running when kip stopped leaves the
+		// tmpfs its agent mounted for secrets (cells outlive kip).
+		if err := pod.RemoveVolumes(k.Dir); err != nil {
+			fmt.Fprintf(os.Stderr, "removing kip's directory %s: %v\n", k.Dir, err)
+		}
 	}
 }
 
