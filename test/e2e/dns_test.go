@@ -84,8 +84,7 @@ func TestCoreDNSInCell(t *testing.T) {
 // resolv.conf names kube-dns), and calls it by that name.
 func TestClusterDNS(t *testing.T) {
 	if clusterDNS == nil {
-		t.Skipf("the cluster DNS is off: %s=1 turns it on once cells have a service-account token, /etc/resolv.conf and ClusterIP reach",
-			framework.ClusterDNSEnv)
+		t.Skipf("%s=0 turned the cluster DNS off, and this test needs it", framework.ClusterDNSEnv)
 	}
 	kipLogOnFailure(t)
 	ctx := t.Context()

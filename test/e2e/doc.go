@@ -12,6 +12,5 @@
 //	                           into DIR when the run ends
 //	KIP_E2E_CLUSTER_DNS=1|0    deploy CoreDNS as the cluster DNS
 //	                           (kube-system/kube-dns) before the tests;
-//	                           off by default until cells can use it
-//	                           (framework.ClusterDNS)
+//	                           (on by default; framework.ClusterDNS)
 package e2e

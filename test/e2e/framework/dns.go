@@ -40,12 +40,14 @@ const RegistryVar = "${KIP_DEMO_REGISTRY}"
 // clusterDNSDefault.
 const ClusterDNSEnv = "KIP_E2E_CLUSTER_DNS"
 
-// clusterDNSDefault is off until cells have what CoreDNS's kubernetes
-// plugin and its clients need: the service-account token in the pod, the
-// kubernetes and kube-dns Services reachable from a cell, and
-// /etc/resolv.conf naming kube-dns. Until then TestCoreDNSInCell runs
-// CoreDNS with a static zone instead.
-const clusterDNSDefault = false
+// clusterDNSDefault is on: cells have what CoreDNS's kubernetes plugin
+// and its clients need (the service-account token in the pod, the
+// kubernetes and kube-dns Services reachable from a cell through its
+// service proxy, and /etc/resolv.conf naming kube-dns).
+// KIP_E2E_CLUSTER_DNS=0 turns it off, for a faster run without the
+// CoreDNS build; then TestClusterDNS is skipped (it needs it) and
+// TestCoreDNSInCell runs CoreDNS with a static zone.
+const clusterDNSDefault = true
 
 // ClusterDNS reports whether the end-to-end run (TestMain) and make demo
 // deploy DNSManifest as the cluster DNS: $KIP_E2E_CLUSTER_DNS, else
