@@ -82,13 +82,15 @@ func TestPodsAreRightSized(t *testing.T) {
 }
 
 // TestImpossiblePodStaysPending: a pod no instance type fits stays Pending
-// with reason NoInstanceType, an event saying why, and no cell.
+// with reason NoInstanceType, an event saying why, and no cell. It asks
+// for 900 vCPU: more than any type has, and less than the node's 1000,
+// some of which the cluster DNS's pod takes.
 func TestImpossiblePodStaysPending(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)
 	ctr := corev1.Container{Name: "huge", Image: cells.Images.Hello.Ref,
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}}}
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900")}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge", Labels: map[string]string{"app": "huge"}}, Spec: onKip(ctr)}
 	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -96,9 +98,9 @@ func TestImpossiblePodStaysPending(t *testing.T) {
 	got := f.WaitForPods(t, ns, "app=huge", 1, 30*time.Second, "reason NoInstanceType", func(p *corev1.Pod) bool {
 		return p.Status.Reason == "NoInstanceType"
 	})[0]
-	if msg := got.Status.Message; got.Status.Phase != corev1.PodPending || !strings.Contains(msg, "no instance type is large enough for the pod (1000 vCPU") ||
+	if msg := got.Status.Message; got.Status.Phase != corev1.PodPending || !strings.Contains(msg, "no instance type is large enough for the pod (900 vCPU") ||
 		!strings.Contains(msg, "the largest is ") {
-		t.Errorf("status = %s %q, want Pending with a message naming the 1000 vCPU asked and the largest type", got.Status.Phase, msg)
+		t.Errorf("status = %s %q, want Pending with a message naming the 900 vCPU asked and the largest type", got.Status.Phase, msg)
 	}
 	f.WaitFor(t, 20*time.Second, "a NoInstanceType event", func(context.Context) (bool, error) {
 		return strings.Contains(podEvents(t, ns, "huge"), "Warning NoInstanceType "), nil

@@ -50,7 +50,7 @@ func TestPluginSwapUnderRunningPods(t *testing.T) {
 
 	sk, err := f.StartKip(ctx, cells, framework.KipOptions{
 		NodeName: swapNode, Plugin: name, BinDir: kip.BinDir, PluginDir: pluginDir, PluginSHA256: sum1,
-		ClusterID: "e2e-swap", Log: testWriter{t},
+		ClusterID: "e2e-swap", Network: 1, Log: testWriter{t},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -136,6 +136,28 @@ func (c *Cells) Stop() {
 		c.stop()
 	}
 	_ = exec.Command("ip", "link", "del", c.Bridge).Run()
+	for n := 1; n <= maxNetworks; n++ {
+		bridge, _ := c.Network(n)
+		_ = exec.Command("ip", "link", "del", bridge).Run()
+	}
+}
+
+// maxNetworks is how many networks beside its own Cells.Network gives.
+const maxNetworks = 3
+
+// Network returns the bridge and subnet of the cells' n-th network: 0 is
+// Bridge and Subnet; 1 to maxNetworks are bridges of their own with the
+// next /24s, for a second kip whose local plugin must not hand out the
+// addresses the first one does (each plugin allocates from its subnet
+// alone, and a cell that outlives a test, CoreDNS's, keeps its address).
+// Cells on any of them reach the registry at Gateway, an address of this
+// machine. Stop deletes the bridges.
+func (c *Cells) Network(n int) (bridge, subnet string) {
+	if n <= 0 || n > maxNetworks {
+		return c.Bridge, c.Subnet
+	}
+	third, _ := strconv.Atoi(strings.Split(c.Subnet, ".")[2])
+	return fmt.Sprintf("%s%d", c.Bridge, n), fmt.Sprintf("10.213.%d.0/24", 10+(third-10+n)%200)
 }
 
 // portFree reports whether port can be listened on at every address.
@@ -212,6 +234,10 @@ type KipOptions struct {
 	PluginDir string
 	// PluginSHA256 is kip's plugin.sha256 pin; empty means none.
 	PluginSHA256 string
+	// Network is which of the cells' networks (Cells.Network) the local
+	// plugin puts this kip's cells on; a second kip running beside the
+	// run's takes its own.
+	Network int
 }
 
 // StartKip runs kip as a real process with the node's own identity
@@ -279,8 +305,9 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		removeDir: temporary, done: make(chan struct{})}
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
+	bridge, subnet := cells.Network(opts.Network)
 	pluginConfig := map[string]any{
-		"agentCommand": agent, "network": "netns", "bridge": cells.Bridge, "subnet": cells.Subnet,
+		"agentCommand": agent, "network": "netns", "bridge": bridge, "subnet": subnet,
 		"stateDir": k.StateDir, "terminationGrace": "5s",
 	}
 	switch opts.Plugin {
@@ -288,7 +315,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		k.Plugin = PluginLocal
 	case PluginAWS:
 		k.Plugin = PluginAWS
-		if pluginConfig, err = k.startEC2(ctx, opts.BinDir, agent, cells); err != nil {
+		if pluginConfig, err = k.startEC2(ctx, opts.BinDir, agent, bridge, subnet); err != nil {
 			return nil, err
 		}
 	default:
@@ -371,10 +398,10 @@ plugin:
 
 // startEC2 starts the EC2 simulator for the aws plugin: every instance it
 // runs is a real cell of the local plugin (kip-cell on the cells'
-// containerd, in its own network namespace), booted with the bootstrap the
-// aws plugin put in the instance's user data. It returns the aws plugin's
-// configuration for the simulator.
-func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, cells *Cells) (map[string]any, error) {
+// containerd, in its own network namespace on bridge and subnet), booted
+// with the bootstrap the aws plugin put in the instance's user data. It
+// returns the aws plugin's configuration for the simulator.
+func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
 	logFile, err := os.Create(filepath.Join(k.Dir, "ec2sim.log"))
 	if err != nil {
 		return nil, fmt.Errorf("creating the simulator's log: %w", err)
@@ -382,7 +409,7 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, cells
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	k.localCells, err = ec2sim.NewLocalCells(ctx, ec2sim.LocalCellsConfig{
 		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
-		PluginConfig: map[string]any{"bridge": cells.Bridge, "subnet": cells.Subnet, "terminationGrace": "5s"},
+		PluginConfig: map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
 		ClusterID:    "e2e-ec2sim", NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
 	})
 	if err != nil {
