@@ -52,11 +52,13 @@ func liveCellsTB(t testing.TB) int {
 	return n
 }
 
-// kipLogOnFailure adds kip's log to a failed test's output.
+// kipLogOnFailure adds kip's log and its live cells' agent logs to a
+// failed test's output.
 func kipLogOnFailure(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("last lines of kip's log (%s):\n%s", kip.LogPath, kip.LogTail(80))
+			t.Logf("agent logs of the cells still there:\n%s", kip.AgentLogTails(15))
 		}
 	})
 }
@@ -79,6 +81,13 @@ func kubectl(t *testing.T, args ...string) (string, int) {
 // image on kip, pods labelled app=<name> and annotated with annotations.
 func helloDeployment(t *testing.T, ns, name string, replicas int32, annotations map[string]string) {
 	t.Helper()
+	deployment(t, ns, name, replicas, annotations, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref})
+}
+
+// deployment creates Deployment name in ns: replicas of ctr on kip, pods
+// labelled app=<name> and annotated with annotations.
+func deployment(t *testing.T, ns, name string, replicas int32, annotations map[string]string, ctr corev1.Container) {
+	t.Helper()
 	labels := map[string]string{"app": name}
 	_, err := f.Client.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -87,7 +96,7 @@ func helloDeployment(t *testing.T, ns, name string, replicas int32, annotations 
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
-				Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
+				Spec:       onKip(ctr),
 			},
 		},
 	}, metav1.CreateOptions{})

@@ -12,13 +12,11 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 )
 
 // TestClusterIPServices is issue 13's items 4 and 5 end to end: a pod
@@ -95,24 +93,10 @@ func newServicesFixture(t *testing.T) *servicesFixture {
 	t.Helper()
 	ctx := t.Context()
 	x := &servicesFixture{ns: f.Namespace(t)}
-	labels := map[string]string{"app": "backend"}
-	_, err := f.Client.AppsV1().Deployments(x.ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "backend"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Ports: []corev1.ContainerPort{
-					{Name: "web", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
-					{Name: "echo", ContainerPort: 8080, Protocol: corev1.ProtocolUDP},
-				}}),
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	deployment(t, x.ns, "backend", 2, nil, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Ports: []corev1.ContainerPort{
+		{Name: "web", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+		{Name: "echo", ContainerPort: 8080, Protocol: corev1.ProtocolUDP},
+	}})
 	x.backend = createService(t, x.ns, "backend", corev1.ServiceAffinityNone, []corev1.ServicePort{
 		{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("web")},
 		{Name: "echo", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromString("echo")},

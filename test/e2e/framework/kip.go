@@ -462,6 +462,23 @@ func (k *Kip) LogTail(n int) string {
 	return tail(string(data), n)
 }
 
+// AgentLogTails returns the last n lines of the agent log of every cell
+// still in the local plugin's state directory (each cell's directory
+// holds one: <StateDir>/cells/<cell ID>/agent.log), each headed by its
+// path: what a cell's agent said when a pod did not start.
+func (k *Kip) AgentLogTails(n int) string {
+	logs, _ := filepath.Glob(filepath.Join(k.StateDir, "cells", "*", "agent.log"))
+	var b strings.Builder
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // the cell ended meanwhile
+		}
+		fmt.Fprintf(&b, "--- last lines of %s\n%s\n", path, tail(string(data), n))
+	}
+	return b.String()
+}
+
 // Stop stops kip (SIGTERM, then SIGKILL) and then whatever cells of its
 // local plugin are still running, so that nothing outlives the tests.
 func (k *Kip) Stop() {
