@@ -98,7 +98,10 @@ MSG
 if [ -n "$dns" ]; then
   cat <<MSG
 The cluster DNS is CoreDNS (deploy/coredns/coredns.yaml) in its own cell,
-behind the kube-dns Service; every pod's /etc/resolv.conf names it:
+behind the kube-dns Service; every pod's /etc/resolv.conf names it, and
+every cell leads ClusterIPs to their pods:
   kubectl exec $big -- cat /etc/resolv.conf
+  kubectl exec $big -- /app -n 4 -get http://hello   # answers from the hello pods
+  kubectl exec $big -- /app -api /api/v1/namespaces/default/pods/$big   # the pod's own token: 403 until RBAC allows it
 MSG
 fi

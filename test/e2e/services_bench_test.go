@@ -80,8 +80,11 @@ func measureFanout(b *testing.B, nServices, nEndpoints, nCells, nChanges int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	// The informers stop before Shutdown waits for them; b.Context()
+	// ends only after the benchmark returns.
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
+	defer func() { stopInformers(); factory.Shutdown() }()
 	if err := table.Run(ctx); err != nil {
 		b.Fatal(err)
 	}
