@@ -135,7 +135,7 @@ func ask(network, addr string) (string, error) {
 
 // newNetns creates a network namespace with lo up and podAddr on one end
 // of a veth pair (both ends inside) that holds the default route, and returns its path.
-func newNetns(t *testing.T) string {
+func newNetns(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -155,7 +155,7 @@ func newNetns(t *testing.T) string {
 	return "/var/run/netns/" + name
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
