@@ -7,7 +7,8 @@
 # kip-demo printed), kip/ (kip.yaml, kip.log, the cells), containerd/, and
 # cells.json (the registry's address, kept so that every run deploys the
 # same workload). $KIP_DEMO_FLAGS passes more options to kip-demo
-# (--insecure-registry HOST:PORT|:PORT, --untainted: see its doc comment).
+# (--insecure-registry HOST:PORT|:PORT, --untainted: see its doc comment),
+# $KIP_CLUSTER_FLAGS more to kip-cluster up (--apiserver-arg FLAG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${CLUSTER_STATE:?CLUSTER_STATE is set by make}
@@ -40,7 +41,9 @@ if [ -f "$demo/pid" ] && kill -0 "$(cat "$demo/pid")" 2>/dev/null; then
   echo "the demo is already running (make demo-down stops it)"
 else
   printf '\n\033[1m$ bin/kip-cluster up\033[0m   (the first run builds Kubernetes from source: about 9 minutes)\n'
-  bin/kip-cluster --state "$state" up >/dev/null
+  # KIP_CLUSTER_FLAGS: more kip-cluster up options (--apiserver-arg FLAG).
+  # shellcheck disable=SC2086
+  bin/kip-cluster --state "$state" up ${KIP_CLUSTER_FLAGS:-} >/dev/null
   rm -f "$demo/ready"
   # KIP_DEMO_FLAGS: more kip-demo options (--insecure-registry, --untainted),
   # e.g. for the conformance suite (docs/conformance.md).
