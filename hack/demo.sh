@@ -6,7 +6,9 @@
 # The demo's state and logs live in $CLUSTER_STATE/demo: demo.log (what
 # kip-demo printed), kip/ (kip.yaml, kip.log, the cells), containerd/, and
 # cells.json (the registry's address, kept so that every run deploys the
-# same workload).
+# same workload). $KIP_DEMO_FLAGS passes more options to kip-demo
+# (--insecure-registry HOST:PORT|:PORT, --untainted: see its doc comment),
+# $KIP_CLUSTER_FLAGS more to kip-cluster up (--apiserver-arg FLAG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${CLUSTER_STATE:?CLUSTER_STATE is set by make}
@@ -39,9 +41,14 @@ if [ -f "$demo/pid" ] && kill -0 "$(cat "$demo/pid")" 2>/dev/null; then
   echo "the demo is already running (make demo-down stops it)"
 else
   printf '\n\033[1m$ bin/kip-cluster up\033[0m   (the first run builds Kubernetes from source: about 9 minutes)\n'
-  bin/kip-cluster --state "$state" up >/dev/null
+  # KIP_CLUSTER_FLAGS: more kip-cluster up options (--apiserver-arg FLAG).
+  # shellcheck disable=SC2086
+  bin/kip-cluster --state "$state" up ${KIP_CLUSTER_FLAGS:-} >/dev/null
   rm -f "$demo/ready"
-  setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" > "$demo/demo.log" 2>&1 < /dev/null &
+  # KIP_DEMO_FLAGS: more kip-demo options (--insecure-registry, --untainted),
+  # e.g. for the conformance suite (docs/conformance.md).
+  # shellcheck disable=SC2086
+  setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" ${KIP_DEMO_FLAGS:-} > "$demo/demo.log" 2>&1 < /dev/null &
   echo $! > "$demo/pid"
   # Up to 5 minutes: with the cluster DNS, the first run builds CoreDNS
   # from source (about 2.5 minutes).

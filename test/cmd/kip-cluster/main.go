@@ -2,13 +2,18 @@
 // Kip's demo and end-to-end tests (see test/controlplane).
 //
 //	kip-cluster build                 build the binaries (cached per version)
-//	kip-cluster up [--nodes kip] [--apiserver-port N]
+//	kip-cluster up [--nodes kip] [--apiserver-port N] [--apiserver-arg FLAG]...
 //	                                  build if needed, start, print the KUBECONFIG export
 //	kip-cluster env                   print export lines for the running cluster
 //	kip-cluster down [--purge]        stop it (and delete its state)
 //
 // --state DIR picks the state directory (default $XDG_STATE_HOME/kip/cluster);
 // KIP_KUBE_VERSION picks the Kubernetes version (default v1.36.3).
+// --apiserver-arg adds a kube-apiserver flag when up starts the control
+// plane (not when it finds it running): --enable-aggregator-routing=true
+// makes the API server call webhooks and aggregated APIs at their Service's
+// endpoints (pod IPs) instead of its ClusterIP, which no kube-proxy leads to
+// on this host (docs/conformance.md).
 package main
 
 import (
@@ -45,26 +50,47 @@ func defaultStateDir() string {
 	return filepath.Join(base, "kip", "cluster")
 }
 
-func run(ctx context.Context, args []string) error {
+// options are kip-cluster's flags.
+type options struct {
+	state, nodes  string
+	purge         bool
+	timeout       time.Duration
+	apiPort       int
+	apiserverArgs []string
+}
+
+// parse reads the command and its flags, which may stand before or after
+// the command.
+func parse(args []string) (string, options, error) {
+	var o options
 	fs := flag.NewFlagSet("kip-cluster", flag.ContinueOnError)
-	state := fs.String("state", defaultStateDir(), "state directory")
-	nodes := fs.String("nodes", "kip", "comma-separated virtual node names that get a system:node kubeconfig")
-	purge := fs.Bool("purge", false, "down: also delete the state directory")
-	timeout := fs.Duration("ready-timeout", 2*time.Minute, "up: how long to wait for each component")
-	apiPort := fs.Int("apiserver-port", 0, "up: the API server's port on 127.0.0.1 (0: a free one)")
-	// Flags may stand before or after the command.
+	fs.StringVar(&o.state, "state", defaultStateDir(), "state directory")
+	fs.StringVar(&o.nodes, "nodes", "kip", "comma-separated virtual node names that get a system:node kubeconfig")
+	fs.BoolVar(&o.purge, "purge", false, "down: also delete the state directory")
+	fs.DurationVar(&o.timeout, "ready-timeout", 2*time.Minute, "up: how long to wait for each component")
+	fs.IntVar(&o.apiPort, "apiserver-port", 0, "up: the API server's port on 127.0.0.1 (0: a free one)")
+	fs.Func("apiserver-arg", "up: one more kube-apiserver flag, such as --enable-aggregator-routing=true (repeatable)",
+		func(s string) error { o.apiserverArgs = append(o.apiserverArgs, s); return nil })
 	if err := fs.Parse(args); err != nil {
-		return err
+		return "", o, err
 	}
 	if fs.NArg() == 0 {
-		return errors.New("usage: kip-cluster [--state DIR] build|up|env|down [--nodes a,b] [--purge]")
+		return "", o, errors.New("usage: kip-cluster [--state DIR] build|up|env|down [--nodes a,b] [--apiserver-arg FLAG]... [--purge]")
 	}
 	command := fs.Arg(0)
 	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return err
+		return "", o, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return "", o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return command, o, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	command, o, err := parse(args)
+	if err != nil {
+		return err
 	}
 	build := controlplane.BuildOptions{Log: os.Stderr}
 	switch command {
@@ -81,16 +107,17 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		c, err := controlplane.Start(ctx, controlplane.Options{
-			StateDir:     *state,
+			StateDir:     o.state,
 			BinDir:       bin,
-			NodeNames:    strings.Split(*nodes, ","),
-			ReadyTimeout: *timeout,
-			Ports:        controlplane.Ports{APIServer: *apiPort},
+			NodeNames:    strings.Split(o.nodes, ","),
+			ReadyTimeout: o.timeout,
+			Ports:        controlplane.Ports{APIServer: o.apiPort},
+			ExtraArgs:    map[string][]string{"kube-apiserver": o.apiserverArgs},
 			Log:          os.Stderr,
 		})
 		if errors.Is(err, controlplane.ErrRunning) {
 			// Already up: reuse it.
-			if c, lerr := controlplane.Load(*state); lerr == nil {
+			if c, lerr := controlplane.Load(o.state); lerr == nil {
 				fmt.Fprintf(os.Stderr, "kip-cluster: control plane already running at %s; to use it:\n", c.APIServerURL)
 				fmt.Print(c.Env())
 				return nil
@@ -103,19 +130,19 @@ func run(ctx context.Context, args []string) error {
 		fmt.Print(c.Env())
 		return nil
 	case "env":
-		c, err := controlplane.Load(*state)
+		c, err := controlplane.Load(o.state)
 		if err != nil {
 			return err
 		}
 		fmt.Print(c.Env())
 		return nil
 	case "down":
-		if err := controlplane.Stop(*state, 20*time.Second); err != nil {
+		if err := controlplane.Stop(o.state, 20*time.Second); err != nil {
 			return err
 		}
-		if *purge {
-			if err := os.RemoveAll(*state); err != nil {
-				return fmt.Errorf("removing %s: %w", *state, err)
+		if o.purge {
+			if err := os.RemoveAll(o.state); err != nil {
+				return fmt.Errorf("removing %s: %w", o.state, err)
 			}
 		}
 		fmt.Fprintln(os.Stderr, "kip-cluster: control plane stopped")

@@ -13,7 +13,25 @@
 // cells' bridge, subnet and registry port so that the next run advertises
 // the registry at the same address and the workload stays the same object.
 //
-//	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE
+// Two options make the node one that another test suite can use (the
+// upstream conformance suite, docs/conformance.md), both passed to kip as
+// KIP_* variables, which override what the framework writes in kip.yaml:
+//
+//   - --insecure-registry HOST:PORT (repeatable) adds a plain-HTTP
+//     registry that cells may pull from, beside the demo's own; ":PORT"
+//     means the cells' bridge address (the gateway, where the demo's
+//     registry is too) at that port, for a registry started after the
+//     demo on the bridge;
+//   - --untainted registers the node with no taint (node.taint ""), so that
+//     pods with no toleration are scheduled to it.
+//
+// hack/demo.sh passes $KIP_DEMO_FLAGS on to kip-demo, so that
+//
+//	KIP_DEMO_FLAGS='--insecure-registry :5055 --untainted' make demo
+//
+// starts such a node. The usage:
+//
+//	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE [--insecure-registry HOST:PORT]... [--untainted]
 package main
 
 import (
@@ -23,6 +41,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -41,17 +60,21 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding kip, kip-cell and kip-plugin-local")
 	ready := flag.String("ready", "", "file to write once the demo runs")
 	manifest := flag.String("manifest", "deploy/examples/hello.yaml", "the workload")
+	var node nodeOptions
+	flag.Func("insecure-registry", "another plain-HTTP registry cells may pull from, HOST:PORT or :PORT on the cells' bridge (repeatable)",
+		func(s string) error { node.insecureRegistries = append(node.insecureRegistries, s); return nil })
+	flag.BoolVar(&node.untainted, "untainted", false, "register the node with no taint")
 	flag.Parse()
 	if *dir == "" && *state != "" {
 		*dir = filepath.Join(*state, "demo")
 	}
-	if err := run(*state, *dir, *bin, *ready, *manifest); err != nil {
+	if err := run(*state, *dir, *bin, *ready, *manifest, node); err != nil {
 		fmt.Fprintln(os.Stderr, "kip-demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(state, dir, bin, ready, manifest string) error {
+func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
 	if state == "" || ready == "" {
 		return errors.New("usage: kip-demo --state DIR --bin DIR --ready FILE")
 	}
@@ -77,6 +100,17 @@ func run(state, dir, bin, ready, manifest string) error {
 		return err
 	}
 	defer cells.Stop()
+	env, err := node.kipEnv(cells.Registry.Host(), cells.Gateway)
+	if err != nil {
+		return err
+	}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(name, value); err != nil {
+			return fmt.Errorf("setting %s for kip: %w", name, err)
+		}
+		fmt.Fprintf(os.Stderr, "kip runs with %s\n", kv)
+	}
 	kip, err := fw.StartKip(ctx, cells, framework.KipOptions{
 		NodeName: "kip", ClusterID: "kip-demo", BinDir: bin, Dir: filepath.Join(dir, "kip"), Log: os.Stderr,
 	})
@@ -129,6 +163,39 @@ func run(state, dir, bin, ready, manifest string) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return nil
+}
+
+// nodeOptions are what kip-demo changes in kip's configuration.
+type nodeOptions struct {
+	insecureRegistries []string // HOST:PORT, or :PORT on the cells' gateway
+	untainted          bool
+}
+
+// kipEnv returns the KIP_* variables ("NAME=value") that give kip the
+// options: cells.insecureRegistries is the demo's registry (registry,
+// HOST:PORT) and the extra ones, a ":PORT" one on gateway; node.taint is
+// empty when untainted. No options, no variables: kip.yaml stays as the
+// framework writes it.
+func (o nodeOptions) kipEnv(registry, gateway string) ([]string, error) {
+	var env []string
+	if len(o.insecureRegistries) > 0 {
+		hosts := []string{registry}
+		for _, r := range o.insecureRegistries {
+			host, port, err := net.SplitHostPort(r)
+			if err != nil || port == "" {
+				return nil, fmt.Errorf("reading --insecure-registry %q: want HOST:PORT or :PORT", r)
+			}
+			if host == "" {
+				host = gateway
+			}
+			hosts = append(hosts, net.JoinHostPort(host, port))
+		}
+		env = append(env, "KIP_CELLS_INSECURE_REGISTRIES="+strings.Join(hosts, ","))
+	}
+	if o.untainted {
+		env = append(env, "KIP_NODE_TAINT=")
+	}
+	return env, nil
 }
 
 // cellsFile remembers the choices of the demo's first run.
