@@ -3,6 +3,7 @@ package local
 import (
 	"net/netip"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -116,23 +117,42 @@ func TestParseStat(t *testing.T) {
 func TestFreeAddress(t *testing.T) {
 	subnet := netip.MustParsePrefix("10.1.2.0/29") // .1 to .6 usable, .7 broadcast
 	gw := gateway(subnet)
-	used := map[netip.Addr]bool{netip.MustParseAddr("10.1.2.2"): true}
-	var got []string
-	for {
-		a, ok := freeAddress(subnet, used, gw)
-		if !ok {
-			break
-		}
-		used[a] = true
-		got = append(got, a.String())
+	addr := netip.MustParseAddr
+	tests := []struct {
+		name string
+		used []string
+		last netip.Addr
+		want []string // successive allocations until the subnet is full
+	}{
+		{"none handed out yet: from the start, gateway and used skipped", []string{"10.1.2.2"}, netip.Addr{},
+			[]string{"10.1.2.3", "10.1.2.4", "10.1.2.5", "10.1.2.6"}},
+		{"after the last one, round to the start", []string{"10.1.2.5"}, addr("10.1.2.4"),
+			[]string{"10.1.2.6", "10.1.2.2", "10.1.2.3", "10.1.2.4"}},
+		{"a freed address is not handed out again at once", nil, addr("10.1.2.3"),
+			[]string{"10.1.2.4", "10.1.2.5", "10.1.2.6", "10.1.2.2", "10.1.2.3"}},
+		{"a last outside the subnet starts at the start", nil, addr("10.9.9.9"),
+			[]string{"10.1.2.2", "10.1.2.3", "10.1.2.4", "10.1.2.5", "10.1.2.6"}},
+		{"full", []string{"10.1.2.2", "10.1.2.3", "10.1.2.4", "10.1.2.5", "10.1.2.6"}, netip.Addr{}, nil},
 	}
-	want := []string{"10.1.2.3", "10.1.2.4", "10.1.2.5", "10.1.2.6"}
-	if len(got) != len(want) {
-		t.Fatalf("allocated %q, want %q", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("allocated %q, want %q", got, want)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			used := map[netip.Addr]bool{}
+			for _, u := range tt.used {
+				used[addr(u)] = true
+			}
+			var got []string
+			last := tt.last
+			for {
+				a, ok := freeAddress(subnet, used, last, gw)
+				if !ok {
+					break
+				}
+				used[a], last = true, a
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("allocated %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -15,7 +15,7 @@
 //	ended.go      tombstones: a terminated cell's Launch answers it, terminated
 //	record.go     the on-disk record of a cell (instance.json): the truth
 //	lock.go       per-cell and per-state-dir locks (mutex + flock)
-//	address.go    race-free address allocation derived from the records
+//	address.go    race-free address allocation derived from the records, round the subnet
 //	network.go    network namespaces, bridge and veth through iproute2
 //	cgroup.go     CPU and memory limits through cgroup v1 or v2
 //	process.go    starting, watching and signalling the agent process

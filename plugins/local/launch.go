@@ -161,10 +161,13 @@ func (p *provider) plan(ctx context.Context, cfg *config, req *pluginapi.LaunchR
 	if err != nil {
 		return nil, err
 	}
-	addr, ok := freeAddress(subnet, usedAddresses(records), reserved...)
+	addr, ok := freeAddress(subnet, usedAddresses(records), readLastAddress(cfg.stateDir), reserved...)
 	if !ok {
 		return nil, pluginapi.NewInsufficientCapacity(typ.Name, cfg.zone, pluginapi.CapacityOnDemand,
 			fmt.Sprintf("no free address left in %s", subnet))
+	}
+	if err := writeLastAddress(cfg.stateDir, addr); err != nil {
+		return nil, fmt.Errorf("recording the address handed out: %w", err)
 	}
 	r.Address = addr.String()
 	return r, writeRecord(cfg.stateDir, r)

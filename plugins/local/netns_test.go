@@ -91,9 +91,20 @@ func TestLaunchNetns(t *testing.T) {
 	if !linkExists(t.Context(), bridge) {
 		t.Errorf("bridge %s was removed with a cell", bridge)
 	}
-	// Its address is free again for the next cell.
-	if c := e.launch(p, "cell-n3"); addrOf(c) != a.PrivateAddress() {
-		t.Errorf("next cell got %s, want the freed %s", c.PrivateAddress(), a.PrivateAddress())
+	// Its address is free again, but the next cell gets the address after
+	// the last one handed out, not the one just freed (neighbour caches
+	// still hold the old veth's MAC for it).
+	records, err := readRecords(e.stateDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usedAddresses(records)[netip.MustParseAddr(a.PrivateAddress())] {
+		t.Errorf("the terminated cell's address %s is still taken", a.PrivateAddress())
+	}
+	last := readLastAddress(e.stateDir())
+	if c := e.launch(p, "cell-n3"); addrOf(c) == a.PrivateAddress() || addrOf(c) != last.Next().String() {
+		t.Errorf("next cell got %s, want %s, the one after the last handed out (%s), not the freed %s",
+			c.PrivateAddress(), last.Next(), last, a.PrivateAddress())
 	}
 }
 
