@@ -318,6 +318,10 @@ func (c *Cluster) args(name string, opts Options) []string {
 			"--proxy-client-cert-file=" + filepath.Join(pk, "front-proxy-client.crt"),
 			"--proxy-client-key-file=" + filepath.Join(pk, "front-proxy-client.key"),
 			"--allow-privileged=true", "--profiling=false",
+			// Webhooks and aggregated APIs at their endpoints' pod IPs:
+			// this host runs no kube-proxy, so a ClusterIP leads nowhere
+			// from here (docs/networking.md).
+			"--enable-aggregator-routing=true",
 		}
 		if c.AdvertiseAddress != "" {
 			// Pods reach the API server at the advertised address, the

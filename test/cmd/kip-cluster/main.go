@@ -10,10 +10,11 @@
 // --state DIR picks the state directory (default $XDG_STATE_HOME/kip/cluster);
 // KIP_KUBE_VERSION picks the Kubernetes version (default v1.36.3).
 // --apiserver-arg adds a kube-apiserver flag when up starts the control
-// plane (not when it finds it running): --enable-aggregator-routing=true
-// makes the API server call webhooks and aggregated APIs at their Service's
-// endpoints (pod IPs) instead of its ClusterIP, which no kube-proxy leads to
-// on this host (docs/conformance.md).
+// plane (not when it finds it running), e.g. --v=4. (The control plane
+// always runs with --enable-aggregator-routing=true: the API server calls
+// webhooks and aggregated APIs at their Service's endpoints, pod IPs,
+// since no kube-proxy leads its ClusterIP anywhere on this host;
+// docs/networking.md.)
 package main
 
 import (
