@@ -33,6 +33,11 @@ const (
 // with the files it has, as on a kubelet.
 const ReasonFailedMount = "FailedMount"
 
+// ReasonLogsNotKept is the Warning event of a pod that ended when the log
+// of one of its containers could not be read from the cell before the
+// cell ended: kubectl logs will not show it.
+const ReasonLogsNotKept = "LogsNotKept"
+
 // instanceAPI is the part of the plugin a cell calls about its own
 // instance; Terminate goes through the terminator, which retries it.
 type instanceAPI interface {
@@ -68,6 +73,8 @@ type cellDeps struct {
 	statusChanged func(types.UID)
 	// forget drops a deleted cell from the Manager's set (cellSet).
 	forget func(*cell)
+	// logs keeps the logs of pods that ended.
+	logs podLogs
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -114,6 +121,9 @@ type cell struct {
 	// ended is set once terminate has ended the instance, so that a pod
 	// that finished and is then deleted costs one Terminate, not two.
 	ended bool
+	// logsKept is set once finish has kept the pod's logs (podLogs):
+	// from then on they are served from there, not from the agent.
+	logsKept bool
 }
 
 // newCell makes the cell of pod; adopted is its instance when the cell is

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +65,11 @@ type Config struct {
 	// over plain HTTP (loopback hosts always are); the daemon adds them to
 	// every cell's bootstrap.
 	InsecureRegistries []string `koanf:"insecureRegistries"`
+	// PodLogsDir is where kip keeps the logs of pods that ended, read from
+	// their cells before the cells end, until the pods are deleted (a
+	// kubelet keeps them on the node). Default
+	// $XDG_STATE_HOME/kip/pod-logs ($HOME/.local/state/kip/pod-logs).
+	PodLogsDir string `koanf:"podLogsDir"`
 	// BootPoll is the longest wait between two looks at a booting
 	// instance; default 2 s.
 	BootPoll time.Duration `koanf:"-"`
@@ -109,6 +116,9 @@ func (c *Config) defaults() {
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = 30 * time.Second
+	}
+	if c.PodLogsDir == "" {
+		c.PodLogsDir = filepath.Join(stateHome(), "kip", "pod-logs")
 	}
 	if c.Backoff == nil {
 		c.Backoff = func(n int) time.Duration {
@@ -169,6 +179,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		watching:      watch.watching,
 		statusChanged: notifier.statusChanged,
 		forget:        cells.remove,
+		logs:          podLogs{dir: cfg.PodLogsDir},
 	}
 	for _, opt := range opts {
 		opt(deps)
@@ -232,4 +243,16 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// stateHome is $XDG_STATE_HOME, else $HOME/.local/state, else the
+// temporary directory.
+func stateHome() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return d
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state")
+	}
+	return os.TempDir()
 }

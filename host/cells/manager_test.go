@@ -178,7 +178,7 @@ func newHarnessSetup(t *testing.T, s setup) *harness {
 	if src == nil {
 		src = dispatch.ClientSource(fake.NewClientset())
 	}
-	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond,
+	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond, PodLogsDir: t.TempDir(),
 		Match: match.DefaultConfig(), RefusedRetry: 50 * time.Millisecond, RematchInterval: time.Hour,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
 	if s.config != nil {

@@ -24,8 +24,17 @@ func (m *Manager) agentOf(namespace, pod string) (*dispatch.Agent, error) {
 	return agent, nil
 }
 
-// GetContainerLogs streams a container's log from its cell.
+// GetContainerLogs streams a container's log from its cell, or, once the
+// pod ended and its cell with it, from the logs kept of it (podLogs).
 func (m *Manager) GetContainerLogs(ctx context.Context, namespace, pod, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	if c := m.cells.byKey(namespace, pod); c != nil {
+		c.mu.Lock()
+		kept, uid := c.logsKept, c.uid
+		c.mu.Unlock()
+		if kept {
+			return m.deps.logs.read(ctx, namespace, pod, uid, container, opts)
+		}
+	}
 	a, err := m.agentOf(namespace, pod)
 	if err != nil {
 		return nil, err

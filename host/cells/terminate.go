@@ -37,8 +37,34 @@ func (c *cell) lost(ctx context.Context, message string) {
 // finish terminates the cell but keeps the pod's (terminal) status for the
 // API until the pod itself is deleted.
 func (c *cell) finish(ctx context.Context, reason string) {
+	c.keepLogs(ctx)
 	c.terminate(ctx, 0, reason, false)
 }
+
+// keepLogs reads the logs of the pod's containers from the agent before
+// its cell ends (podLogs), so that kubectl logs keeps working until the
+// pod is deleted, as on a kubelet.
+func (c *cell) keepLogs(ctx context.Context) {
+	c.mu.Lock()
+	agent, pod := c.agent, c.desired.DeepCopy()
+	c.mu.Unlock()
+	if agent == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepLogsTimeout)
+	defer cancel()
+	if err := c.d.logs.save(rctx, agent, pod); err != nil {
+		c.log.Warn("keeping the logs of the pod that ended", "error", err)
+		c.event(corev1.EventTypeWarning, ReasonLogsNotKept, "the log of a container could not be kept after the pod ended: %s", err)
+	}
+	c.mu.Lock()
+	c.logsKept = true
+	c.mu.Unlock()
+}
+
+// keepLogsTimeout bounds the reading of an ended pod's logs, which delays
+// the end of its cell.
+const keepLogsTimeout = 30 * time.Second
 
 // delete terminates the cell within grace and forgets the pod.
 func (c *cell) delete(ctx context.Context, grace time.Duration, reason string) {
@@ -82,7 +108,7 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 		// finish already ended the instance; a later delete only forgets.
 		c.log.Info("cell already terminated", "reason", reason)
 		if forget {
-			c.d.forget(c)
+			c.forget()
 		}
 		return
 	}
@@ -101,8 +127,19 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 	}
 	c.log.Info("cell terminated", "reason", reason)
 	if forget {
-		c.d.forget(c)
+		c.forget()
 	}
+}
+
+// forget drops the cell from the Manager and the logs kept of its pod.
+func (c *cell) forget() {
+	c.mu.Lock()
+	pod := c.desired
+	c.mu.Unlock()
+	if err := c.d.logs.remove(pod.Namespace, pod.Name, c.uid); err != nil {
+		c.log.Warn("forgetting the pod's logs", "error", err)
+	}
+	c.d.forget(c)
 }
 
 // terminatorAPI is the part of the plugin a terminator calls.

@@ -142,7 +142,7 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, decodeError(err, k)
 	}
-	for _, p := range []*string{&c.Kubeconfig, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path} {
+	for _, p := range []*string{&c.Kubeconfig, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir} {
 		*p = expandHome(*p)
 	}
 	return &c, nil

@@ -197,12 +197,14 @@ func TestCrashLoopBackOff(t *testing.T) {
 }
 
 // TestJobSucceedsAndCellEnds: a Job's pod reaches Succeeded and its cell
-// is terminated.
+// is terminated; its containers' logs (init container too) stay readable
+// with kubectl logs until the pod is deleted, and go with it.
 func TestJobSucceedsAndCellEnds(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	before := liveCells(t)
-	spec := onKip(corev1.Container{Name: "once", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo done"}})
+	spec := onKip(corev1.Container{Name: "once", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo computing; echo result 42"}})
+	spec.InitContainers = []corev1.Container{{Name: "prep", Image: cells.Images.Busybox.Ref, Command: []string{"echo", "prepared"}}}
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	_, err := f.Client.BatchV1().Jobs(ns).Create(t.Context(), &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "once"},
@@ -212,8 +214,39 @@ func TestJobSucceedsAndCellEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WaitForPods(t, ns, "app=once", 1, 60*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	pod := f.WaitForPods(t, ns, "app=once", 1, 60*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })[0]
 	f.WaitFor(t, 20*time.Second, "the Job's cell terminated", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+
+	// The cell is gone, and kubectl logs still shows what the Job printed,
+	// as on a kubelet, until the pod is deleted.
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"job/once", "-c", "once"}, "computing\nresult 42\n"},
+		{[]string{pod.Name, "-c", "once", "--tail=1"}, "result 42\n"},
+		{[]string{pod.Name, "-c", "prep"}, "prepared\n"},
+	} {
+		out, code := kubectl(t, append([]string{"logs", "-n", ns}, tt.args...)...)
+		if code != 0 || out != tt.want {
+			t.Errorf("kubectl logs %v after the cell ended: exit %d, %q; want %q", tt.args, code, out, tt.want)
+		}
+	}
+	out, code := kubectl(t, "logs", "-n", ns, pod.Name, "-c", "once", "--previous")
+	if code == 0 || !strings.Contains(out, `previous terminated container "once" in pod "`+pod.Name+`" not found`) {
+		t.Errorf("kubectl logs --previous of the ended pod: exit %d, %q; want an error saying why", code, out)
+	}
+	kept := filepath.Join(kip.PodLogsDir, ns+"_"+pod.Name+"_"+string(pod.UID))
+	if _, err := os.Stat(kept); err != nil {
+		t.Fatalf("the kept logs %s: %v", kept, err)
+	}
+	if err := f.Client.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor(t, 30*time.Second, "the kept logs removed with the pod", func(context.Context) (bool, error) {
+		_, err := os.Stat(kept)
+		return os.IsNotExist(err), nil
+	})
 }
 
 // TestMissingImage: a pod whose image does not exist shows ErrImagePull or

@@ -197,6 +197,9 @@ type Kip struct {
 	// the EC2 simulator starts its instances' cells with (plugin aws).
 	// Either way it holds one directory per live cell.
 	StateDir string
+	// PodLogsDir is kip's cells.podLogsDir, where it keeps the logs of
+	// pods that ended.
+	PodLogsDir string
 	// EC2 is the simulator kip's aws plugin talks to; nil for local.
 	EC2        *ec2sim.Server
 	localCells *ec2sim.LocalCells
@@ -301,6 +304,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		opts.PluginDir = opts.BinDir
 	}
 	k := &Kip{NodeName: opts.NodeName, Dir: dir, LogPath: filepath.Join(dir, "kip.log"), StateDir: filepath.Join(dir, "local"),
+		PodLogsDir: filepath.Join(dir, "pod-logs"),
 		ConfigPath: filepath.Join(dir, "kip.yaml"), BinDir: opts.BinDir, PluginDir: opts.PluginDir,
 		removeDir: temporary, done: make(chan struct{})}
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
@@ -336,6 +340,7 @@ cells:
   insecureRegistries: [%[4]q]
   unavailableTTL: %[8]s
   volumeRefreshInterval: %[10]s
+  podLogsDir: %[11]s
 log:
   level: debug
   format: text
@@ -344,7 +349,7 @@ plugin:
   dir: %[6]s
   config: %[7]s
 `, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		VolumeRefreshInterval)
+		VolumeRefreshInterval, k.PodLogsDir)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}

@@ -1,0 +1,158 @@
+package cells
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/host/dispatch"
+)
+
+// maxKeptLogBytes is how much of a container's log is kept once its pod
+// ended: the newest 10 MiB, the kubelet's default containerLogMaxSize.
+const maxKeptLogBytes = 10 << 20
+
+// podLogs keeps the logs of pods that ended. A kubelet keeps a
+// container's log until its pod is deleted, and `kubectl logs` of a
+// finished Job's pod is how most people read its result; kip ends a
+// pod's cell as soon as the pod ends, so it reads each container's log
+// from the agent first and keeps it under dir, one directory per pod
+// (<namespace>_<name>_<uid>/<container>.log) in the kubelet's CRI log
+// format that cell/logs reads back with kubectl's options. The directory
+// goes when the pod is deleted.
+type podLogs struct {
+	dir string
+}
+
+func (p podLogs) podDir(namespace, name string, uid types.UID) string {
+	return filepath.Join(p.dir, namespace+"_"+name+"_"+string(uid))
+}
+
+// save reads the current log of every container of pod from agent and
+// keeps it; a container the agent has no log of (it never started) is
+// left out. It returns the first error; what was read is kept.
+func (p podLogs) save(ctx context.Context, agent *dispatch.Agent, pod *corev1.Pod) error {
+	dir := p.podDir(pod.Namespace, pod.Name, pod.UID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("keeping the logs of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	var errs []error
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if err := p.saveContainer(ctx, agent, dir, c.Name); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p podLogs) saveContainer(ctx context.Context, agent *dispatch.Agent, dir, container string) error {
+	r, err := agent.Logs(ctx, container, api.ContainerLogOpts{Timestamps: true})
+	if err != nil {
+		return fmt.Errorf("keeping the log of container %s: %w", container, err)
+	}
+	defer r.Close()
+	var kept bytes.Buffer
+	if err := toCRI(r, &kept); err != nil {
+		return fmt.Errorf("keeping the log of container %s: %w", container, err)
+	}
+	data := newest(kept.Bytes(), maxKeptLogBytes)
+	path := filepath.Join(dir, container+".log")
+	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
+		return fmt.Errorf("keeping the log of container %s: %w", container, err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("keeping the log of container %s: %w", container, err)
+	}
+	return nil
+}
+
+// toCRI turns what the agent serves with timestamps ("<time> <content>"
+// a line) back into CRI log lines ("<time> stdout F <content>"). The
+// stream is not served, so every line counts as stdout; a last line
+// without a newline is kept as a partial one.
+func toCRI(r io.Reader, w *bytes.Buffer) error {
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			tag := "F"
+			if line[len(line)-1] == '\n' {
+				line = line[:len(line)-1]
+			} else {
+				tag = "P"
+			}
+			ts, content, ok := bytes.Cut(line, []byte{' '})
+			if _, perr := time.Parse(time.RFC3339Nano, string(ts)); !ok || perr != nil {
+				return fmt.Errorf("reading the agent's log line %q: no timestamp", line)
+			}
+			fmt.Fprintf(w, "%s stdout %s %s\n", ts, tag, content)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// newest returns the last max bytes of data, from a line's start.
+func newest(data []byte, limit int) []byte {
+	if len(data) <= limit {
+		return data
+	}
+	data = data[len(data)-limit:]
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return data[i+1:]
+	}
+	return nil
+}
+
+// read serves a kept container log with the kubelet API's options.
+func (p podLogs) read(ctx context.Context, namespace, name string, uid types.UID, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
+	if opts.Previous {
+		// The kubelet's words, as a 400 (the API server passes its
+		// message on; a 404's it hides).
+		return nil, errdefs.InvalidInputf("previous terminated container %q in pod %q not found (the pod ended: kip keeps only the last run of each container)", container, name)
+	}
+	path := filepath.Join(p.podDir(namespace, name, uid), container+".log")
+	if _, err := os.Stat(path); err != nil {
+		return nil, errdefs.NotFoundf("pod %s/%s ended and its cell with it: no log of container %s was kept", namespace, name, container)
+	}
+	o := logs.Options{TailLines: -1, Timestamps: opts.Timestamps, LimitBytes: int64(opts.LimitBytes)}
+	if opts.Tail > 0 {
+		o.TailLines = int64(opts.Tail)
+	}
+	if opts.SinceSeconds > 0 {
+		o.Since = time.Now().Add(-time.Duration(opts.SinceSeconds) * time.Second)
+	}
+	if !opts.SinceTime.IsZero() {
+		o.Since = opts.SinceTime
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		// Follow ends at the file's end: the container will not write again.
+		_ = pw.CloseWithError(logs.NewStore(p.dir).Read(ctx, path, o, pw))
+	}()
+	return pr, nil
+}
+
+// remove forgets the logs kept of a pod.
+func (p podLogs) remove(namespace, name string, uid types.UID) error {
+	if err := os.RemoveAll(p.podDir(namespace, name, uid)); err != nil {
+		return fmt.Errorf("removing the kept logs of pod %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package cells
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+)
+
+func TestToCRI(t *testing.T) {
+	in := "2026-11-24T10:00:00.000000001Z first line\n2026-11-24T10:00:01Z second  line\n2026-11-24T10:00:02Z no newline"
+	var out bytes.Buffer
+	if err := toCRI(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "2026-11-24T10:00:00.000000001Z stdout F first line\n2026-11-24T10:00:01Z stdout F second  line\n2026-11-24T10:00:02Z stdout P no newline\n"
+	if out.String() != want {
+		t.Errorf("toCRI =\n%q\nwant\n%q", out.String(), want)
+	}
+	if err := toCRI(strings.NewReader("no timestamp here\n"), &out); err == nil {
+		t.Error("a line without a timestamp was taken")
+	}
+}
+
+func TestNewest(t *testing.T) {
+	tests := []struct {
+		data  string
+		limit int
+		want  string
+	}{
+		{"a\nb\nc\n", 10, "a\nb\nc\n"},
+		{"aaaa\nbb\ncc\n", 6, "cc\n"},     // cut inside "bb": from the next line on
+		{"aaaa\nbb\ncc\n", 7, "bb\ncc\n"}, // cut just after a newline
+		{"aaaaaaaaaa", 4, ""},
+	}
+	for _, tt := range tests {
+		if got := string(newest([]byte(tt.data), tt.limit)); got != tt.want {
+			t.Errorf("newest(%q, %d) = %q, want %q", tt.data, tt.limit, got, tt.want)
+		}
+	}
+}
+
+// TestPodLogsRead: a kept log is served with kubectl's options; the
+// previous run is a bad request in the kubelet's words, an unknown
+// container NotFound, each with a reason.
+func TestPodLogsRead(t *testing.T) {
+	p := podLogs{dir: t.TempDir()}
+	dir := p.podDir("ns", "job-x", "uid-1")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	var log strings.Builder
+	for i, line := range []string{"one", "two", "three"} {
+		log.WriteString(now.Add(time.Duration(i-3)*time.Minute).Format(time.RFC3339Nano) + " stdout F " + line + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.log"), []byte(log.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		opts api.ContainerLogOpts
+		want string
+	}{
+		{"all", api.ContainerLogOpts{}, "one\ntwo\nthree\n"},
+		{"tail", api.ContainerLogOpts{Tail: 2}, "two\nthree\n"},
+		{"since", api.ContainerLogOpts{SinceSeconds: 150}, "two\nthree\n"},
+		{"limit", api.ContainerLogOpts{LimitBytes: 5}, "one\nt"},
+		{"follow ends at the end", api.ContainerLogOpts{Follow: true, Tail: 1}, "three\n"},
+		{"timestamps", api.ContainerLogOpts{Tail: 1, Timestamps: true}, now.Add(-time.Minute).Format(time.RFC3339Nano) + " three\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := p.read(t.Context(), "ns", "job-x", "uid-1", "main", tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			got, err := io.ReadAll(r)
+			if err != nil || string(got) != tt.want {
+				t.Errorf("read %+v = %q, %v; want %q", tt.opts, got, err, tt.want)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		container string
+		opts      api.ContainerLogOpts
+		want      string
+	}{
+		{"main", api.ContainerLogOpts{Previous: true}, `previous terminated container "main" in pod "job-x" not found`},
+		{"other", api.ContainerLogOpts{}, "no log of container other was kept"},
+	} {
+		_, err := p.read(t.Context(), "ns", "job-x", "uid-1", tt.container, tt.opts)
+		if notFoundOrBad := errdefs.IsNotFound(err) || errdefs.IsInvalidInput(err); !notFoundOrBad || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("read %s %+v: %v, want NotFound or InvalidInput saying %q", tt.container, tt.opts, err, tt.want)
+		}
+	}
+	if err := p.remove("ns", "job-x", "uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the pod's directory is still there after remove: %v", err)
+	}
+}
