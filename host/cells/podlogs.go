@@ -63,26 +63,59 @@ func (p podLogs) saveContainer(ctx context.Context, agent *dispatch.Agent, dir, 
 		return fmt.Errorf("keeping the log of container %s: %w", container, err)
 	}
 	defer r.Close()
-	var kept bytes.Buffer
-	if err := toCRI(r, &kept); err != nil {
-		return fmt.Errorf("keeping the log of container %s: %w", container, err)
-	}
-	data := newest(kept.Bytes(), maxKeptLogBytes)
 	path := filepath.Join(dir, container+".log")
-	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
-		return fmt.Errorf("keeping the log of container %s: %w", container, err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	if err := writeNewest(path, r, maxKeptLogBytes); err != nil {
 		return fmt.Errorf("keeping the log of container %s: %w", container, err)
 	}
 	return nil
+}
+
+// writeNewest converts r to CRI log lines (toCRI) into path, keeping the
+// newest limit bytes from a line's start. It streams through a temporary
+// file, so a long log costs disk for a moment, never memory, and path
+// holds either the whole result or nothing.
+func writeNewest(path string, r io.Reader, limit int64) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	defer tmp.Close()
+	w := bufio.NewWriter(tmp)
+	if err := toCRI(r, w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	size, err := tmp.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	if size > limit {
+		// One byte more than kept: the one before says whether the kept
+		// part starts a line.
+		tail := make([]byte, limit+1)
+		if _, err := tmp.ReadAt(tail, size-limit-1); err != nil {
+			return err
+		}
+		kept := newest(tail, int(limit))
+		if err := os.WriteFile(tmp.Name()+".newest", kept, 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp.Name()+".newest", path)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // toCRI turns what the agent serves with timestamps ("<time> <content>"
 // a line) back into CRI log lines ("<time> stdout F <content>"). The
 // stream is not served, so every line counts as stdout; a last line
 // without a newline is kept as a partial one.
-func toCRI(r io.Reader, w *bytes.Buffer) error {
+func toCRI(r io.Reader, w io.Writer) error {
 	br := bufio.NewReader(r)
 	for {
 		line, err := br.ReadBytes('\n')
@@ -108,12 +141,16 @@ func toCRI(r io.Reader, w *bytes.Buffer) error {
 	}
 }
 
-// newest returns the last max bytes of data, from a line's start.
+// newest returns at most the last limit bytes of data, from a line's
+// start: data whole when it fits, else the lines that begin within its
+// last limit bytes.
 func newest(data []byte, limit int) []byte {
 	if len(data) <= limit {
 		return data
 	}
-	data = data[len(data)-limit:]
+	// From the byte before the last limit: its newline, if any, ends the
+	// line before the first one kept.
+	data = data[len(data)-limit-1:]
 	if i := bytes.IndexByte(data, '\n'); i >= 0 {
 		return data[i+1:]
 	}

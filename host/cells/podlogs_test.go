@@ -35,13 +35,41 @@ func TestNewest(t *testing.T) {
 		want  string
 	}{
 		{"a\nb\nc\n", 10, "a\nb\nc\n"},
-		{"aaaa\nbb\ncc\n", 6, "cc\n"},     // cut inside "bb": from the next line on
+		{"aaaa\nbb\ncc\n", 5, "cc\n"},     // cut inside "bb": from the next line on
+		{"aaaa\nbb\ncc\n", 6, "bb\ncc\n"}, // cut at a line's start: that line is kept
 		{"aaaa\nbb\ncc\n", 7, "bb\ncc\n"}, // cut just after a newline
 		{"aaaaaaaaaa", 4, ""},
 	}
 	for _, tt := range tests {
 		if got := string(newest([]byte(tt.data), tt.limit)); got != tt.want {
 			t.Errorf("newest(%q, %d) = %q, want %q", tt.data, tt.limit, got, tt.want)
+		}
+	}
+}
+
+// TestWriteNewest: a log over the limit keeps its newest whole lines, in
+// CRI form; one under it is kept whole.
+func TestWriteNewest(t *testing.T) {
+	in := "2026-11-24T10:00:00Z one\n2026-11-24T10:00:01Z two\n2026-11-24T10:00:02Z three\n"
+	line := func(ts, s string) string { return "2026-11-24T10:00:0" + ts + "Z stdout F " + s + "\n" }
+	for _, tt := range []struct {
+		limit int64
+		want  string
+	}{
+		{1 << 20, line("0", "one") + line("1", "two") + line("2", "three")},
+		{int64(len(line("1", "two") + line("2", "three"))), line("1", "two") + line("2", "three")},
+		{int64(len(line("1", "two")+line("2", "three"))) - 1, line("2", "three")},
+	} {
+		path := filepath.Join(t.TempDir(), "c.log")
+		if err := writeNewest(path, strings.NewReader(in), tt.limit); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("limit %d: %q, %v; want %q", tt.limit, got, err, tt.want)
+		}
+		if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "c.log.*")); len(left) != 0 {
+			t.Errorf("limit %d: temporary files left: %v", tt.limit, left)
 		}
 	}
 }
