@@ -98,6 +98,9 @@ type Manager struct {
 	now  func() time.Time
 	vols *volumes
 	etc  *etcFiles
+	// probeUnit is a probe's second (its delays and periods); tests
+	// shorten it.
+	probeUnit time.Duration
 
 	mu        sync.Mutex
 	desired   *Desired
@@ -113,6 +116,9 @@ type Manager struct {
 	apps      []*containerState
 	initDone  bool
 	initFail  bool
+	// deadline is set once activeDeadlineSeconds passed: the pod is
+	// Failed with reason DeadlineExceeded and its containers are stopped.
+	deadline bool
 
 	// events wait here for the host (see Events).
 	events eventLog
@@ -136,7 +142,7 @@ func New(cfg Config) *Manager {
 	if now == nil {
 		now = time.Now
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}),
+	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}), probeUnit: time.Second,
 		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.Logger),
 		etc:  newEtcFiles(etcConfig{dir: cfg.EtcDir, resolvConf: cfg.ResolvConf, hostsFile: cfg.HostsFile, podIP: cfg.PodIP}, cfg.Logger)}
 	m.publishLocked()
@@ -213,10 +219,14 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		}
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.cancel = cancel
-		m.workers.Add(1)
+		m.workers.Add(2)
 		go func() {
 			defer m.workers.Done()
 			m.run(runCtx)
+		}()
+		go func() {
+			defer m.workers.Done()
+			m.watchDeadline(runCtx)
 		}()
 	}
 	m.publishLocked()
@@ -380,6 +390,62 @@ func (m *Manager) run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Reason and message of a pod past its activeDeadlineSeconds (the
+// kubelet's active_deadline.go).
+const (
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
+// watchDeadline fails the pod once it has been active longer than its
+// activeDeadlineSeconds, counted from its start time; a later generation
+// may change the deadline (the API server allows shortening it).
+func (m *Manager) watchDeadline(ctx context.Context) {
+	for {
+		m.mu.Lock()
+		secs, start, changed := m.desired.Pod.Spec.ActiveDeadlineSeconds, m.startTime.Time, m.specCh
+		m.mu.Unlock()
+		var (
+			expired <-chan time.Time
+			timer   *time.Timer
+		)
+		if secs != nil {
+			timer = time.NewTimer(start.Add(time.Duration(*secs) * time.Second).Sub(m.now()))
+			expired = timer.C
+		}
+		fired := false
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-expired:
+			fired = true
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !fired {
+			continue
+		}
+		m.mu.Lock()
+		phase := m.status.Phase
+		if phase == corev1.PodSucceeded || phase == corev1.PodFailed || m.deleting {
+			m.mu.Unlock()
+			return
+		}
+		m.deadline = true
+		m.emitLocked(EventNormal, ReasonDeadlineExceeded, "", "%s", messageDeadlineExceeded)
+		m.publishLocked()
+		cancel := m.cancel
+		m.mu.Unlock()
+		m.log.InfoContext(ctx, "pod passed its active deadline; stopping its containers", "active_deadline_seconds", *secs)
+		cancel()
+		return
+	}
 }
 
 // update changes a container's status under the lock and publishes.

@@ -37,6 +37,9 @@ func (m *Manager) computeStatusLocked() corev1.PodStatus {
 			st.Phase = corev1.PodSucceeded
 		}
 	}
+	if m.deadline {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, ReasonDeadlineExceeded, messageDeadlineExceeded
+	}
 	st.QOSClass = qosClass(m.desired.Pod)
 
 	completed := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
