@@ -25,7 +25,10 @@ import (
 type containerState struct {
 	name   string
 	isInit bool
-	status corev1.ContainerStatus
+	// sidecar: an init container with restartPolicy Always, which keeps
+	// running beside the app containers.
+	sidecar bool
+	status  corev1.ContainerStatus
 	// task is the running attempt, nil between attempts.
 	task runtime.Task
 	// aio is the running attempt's stdio for attach sessions.
@@ -46,6 +49,11 @@ func newContainerState(name, image string, isInit, afterInits bool) *containerSt
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}},
 	}}
 }
+
+// readiness reports whether the container has a readiness of its own:
+// app containers and sidecars do; a regular init container is Ready only
+// once it succeeded.
+func (cs *containerState) readiness() bool { return !cs.isInit || cs.sidecar }
 
 // runContainer runs a container's attempts until it should not restart or
 // the pod is deleted. It reports whether the container completed
@@ -142,13 +150,18 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			delay = 0
 		}
 		policy := d.Pod.Spec.RestartPolicy
-		if cs.isInit && policy == corev1.RestartPolicyAlways {
+		switch {
+		case cs.sidecar:
+			policy = corev1.RestartPolicyAlways
+		case cs.isInit && policy == corev1.RestartPolicyAlways:
 			policy = corev1.RestartPolicyOnFailure
 		}
 		switch {
 		case exit == nil:
 			// Restarted for a new spec: no back-off.
 			continue
+		case cs.sidecar:
+			// Restarted whatever its exit code, as long as the pod runs.
 		case cs.isInit && exit.Code == 0:
 			m.update(func() { cs.succeeded, cs.status.Ready = true, true })
 			return true
@@ -192,6 +205,12 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	}
 	spec := m.containerRuntimeSpec(cs, c, d, img, attempt)
 	spec.Mounts = mounts
+	termFile := ""
+	if tm, ok, err := m.terminationFile(c, attempt); err != nil {
+		log.WarnContext(ctx, "creating the termination message file", "error", err)
+	} else if ok {
+		spec.Mounts, termFile = append(append([]runtime.Mount(nil), mounts...), tm), tm.Source
+	}
 	aio := newAttachIO(c.Stdin, c.TTY, c.StdinOnce)
 	spec.Stdout = io.MultiWriter(lf.Stream(logs.Stdout), aio.stdout)
 	spec.Stderr = io.MultiWriter(lf.Stream(logs.Stderr), aio.stderr)
@@ -244,7 +263,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		cs.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
 		started := c.StartupProbe == nil
 		cs.status.Started = &started
-		cs.status.Ready = !cs.isInit && started && c.ReadinessProbe == nil
+		cs.status.Ready = cs.readiness() && started && c.ReadinessProbe == nil
 	})
 	restartForSpec := m.supervise(ctx, cs, tgt, d, img, specCh, started)
 	st := task.Status()
@@ -264,6 +283,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	case st.Code != 0:
 		reason = "Error"
 	}
+	msg := m.terminationMessage(context.WithoutCancel(ctx), c, termFile, st.Code, lf.Path())
 	log.InfoContext(ctx, "container exited", "exit_code", st.Code, "reason", reason)
 	m.update(func() {
 		cs.task = nil
@@ -272,7 +292,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		f := false
 		cs.status.Started = &f
 		cs.status.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: st.Code, Reason: reason, StartedAt: metav1.NewTime(started),
+			ExitCode: st.Code, Reason: reason, Message: msg, StartedAt: metav1.NewTime(started),
 			FinishedAt: metav1.NewTime(st.ExitedAt), ContainerID: cs.status.ContainerID,
 		}}
 	})

@@ -104,10 +104,22 @@
 // DeadlineExceeded and the kubelet's message, a DeadlineExceeded event,
 // and its containers are stopped and not restarted.
 //
-// Not yet: sidecar init containers (restartPolicy Always),
-// securityContext (fsGroup and volume ownership included), mount
-// propagation, terminationMessagePath, and readiness gates (the host
-// would have to merge the conditions others write).
+// Sidecars: an init container with restartPolicy Always starts in its
+// turn, the next init container waits until it has started (its startup
+// probe succeeded), it is restarted whatever its exit code, its readiness
+// counts for the pod's, and it is stopped once the app containers have
+// ended, so a Job's pod with a sidecar completes; its exit code does not
+// count for the phase.
+//
+// Termination messages (termination.go): each attempt gets an empty file,
+// mode 0666, under Config.TerminationDir, mounted at its
+// terminationMessagePath; the file's last 4 KiB become the Terminated
+// state's message, or with FallbackToLogsOnError, an empty file and a
+// failure, the last 2 KiB of the log's last 80 lines.
+//
+// Not yet: securityContext (fsGroup and volume ownership included), mount
+// propagation, and readiness gates (the host would have to merge the
+// conditions others write).
 //
 // It imports cell/runtime, cell/logs, cell/api/expansion, k8s.io/api,
 // apimachinery's validation, grpc's health client (gRPC probes) and the

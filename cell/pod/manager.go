@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -46,6 +47,10 @@ type Config struct {
 	// every container gets at /etc (etcfiles.go); it is removed on Delete.
 	// Empty: the containers keep their image's files.
 	EtcDir string
+	// TerminationDir holds the containers' termination message files
+	// (terminationMessagePath); it is removed on Delete. Empty: no
+	// termination messages.
+	TerminationDir string
 	// ResolvConf is the cell's own resolver configuration, which dnsPolicy
 	// Default starts from (a kubelet's --resolv-conf). Empty: none, and
 	// such a pod gets the local resolver (127.0.0.1), as on a kubelet with
@@ -212,7 +217,9 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		t := metav1.NewTime(m.now())
 		m.startTime = &t
 		for _, c := range d.Pod.Spec.InitContainers {
-			m.inits = append(m.inits, newContainerState(c.Name, c.Image, true, false))
+			cs := newContainerState(c.Name, c.Image, true, false)
+			cs.sidecar = c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+			m.inits = append(m.inits, cs)
 		}
 		for _, c := range d.Pod.Spec.Containers {
 			m.apps = append(m.apps, newContainerState(c.Name, c.Image, false, len(d.Pod.Spec.InitContainers) > 0))
@@ -269,6 +276,11 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 	}
 	if err := m.etc.cleanup(); err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
+	}
+	if m.cfg.TerminationDir != "" {
+		if err := os.RemoveAll(m.cfg.TerminationDir); err != nil {
+			return fmt.Errorf("deleting pod: removing termination messages: %w", err)
+		}
 	}
 	m.mu.Lock()
 	m.deleted = true
@@ -372,8 +384,30 @@ func (m *Manager) run(ctx context.Context) {
 	m.mu.Unlock()
 	m.syncVolumes(ctx, d)
 	m.syncEtc(ctx, d)
+	// Sidecars run until the app containers have ended (or the pod is
+	// deleted); then they are stopped, after the app containers, as by
+	// the kubelet.
+	sidecarCtx, stopSidecars := context.WithCancel(context.WithoutCancel(ctx))
+	var sidecars sync.WaitGroup
+	defer func() {
+		stopSidecars()
+		sidecars.Wait()
+	}()
 	for _, cs := range m.inits {
-		if !m.runContainer(ctx, cs) {
+		if !cs.sidecar {
+			if !m.runContainer(ctx, cs) {
+				return
+			}
+			continue
+		}
+		sidecars.Add(1)
+		go func() {
+			defer sidecars.Done()
+			m.runContainer(sidecarCtx, cs)
+		}()
+		// The next init container starts once the sidecar has started
+		// (its startup probe, if any, succeeded).
+		if !m.waitFor(ctx, func() bool { return cs.status.Started != nil && *cs.status.Started }) {
 			return
 		}
 	}
@@ -390,6 +424,24 @@ func (m *Manager) run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// waitFor waits until cond, called under the lock, holds or ctx ends; it
+// reports whether cond held.
+func (m *Manager) waitFor(ctx context.Context, cond func() bool) bool {
+	for {
+		m.mu.Lock()
+		ok, changed := cond(), m.changed
+		m.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // Reason and message of a pod past its activeDeadlineSeconds (the

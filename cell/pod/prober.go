@@ -206,7 +206,7 @@ func (a *attemptProbes) markStarted() {
 		}
 		t := true
 		a.cs.status.Started = &t
-		a.cs.status.Ready = !a.cs.isInit && a.t.c.ReadinessProbe == nil
+		a.cs.status.Ready = a.cs.readiness() && a.t.c.ReadinessProbe == nil
 	})
 	close(a.started)
 }

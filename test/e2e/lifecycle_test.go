@@ -242,3 +242,51 @@ func TestPreviousLogsAfterCrash(t *testing.T) {
 		t.Errorf("kubectl logs --previous: exit %d, %q; want the crashed attempt's output", code, out)
 	}
 }
+
+// TestTerminationMessage: what a container writes to its
+// terminationMessagePath is its Terminated state's message; with
+// FallbackToLogsOnError a failed container's last log lines are.
+func TestTerminationMessage(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	written := corev1.Container{Name: "main", Image: cells.Images.Busybox.Ref,
+		Command: []string{"sh", "-c", "echo -n all done > /dev/termination-log"}}
+	fallback := corev1.Container{Name: "main", Image: cells.Images.Busybox.Ref,
+		Command: []string{"sh", "-c", "echo first; echo it broke; exit 3"}, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
+	for name, ctr := range map[string]corev1.Container{"written": written, "fallback": fallback} {
+		spec := onKip(ctr)
+		spec.RestartPolicy = corev1.RestartPolicyNever
+		createPod(t, ns, name, spec)
+	}
+	for name, want := range map[string]string{"written": "all done", "fallback": "first\nit broke\n"} {
+		p := f.WaitForPods(t, ns, "app="+name, 1, 90*time.Second, "ended", func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		})[0]
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		if term == nil || term.Message != want {
+			t.Errorf("pod %s: terminated state %+v, want message %q", name, term, want)
+		}
+	}
+}
+
+// TestSidecarInitContainer: an init container with restartPolicy Always
+// starts first, keeps running beside the app container, and does not
+// keep a finished pod alive: the pod Succeeds when its app container has.
+func TestSidecarInitContainer(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	side := sleeper()
+	side.Name = "sidecar"
+	side.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	spec := onKip(corev1.Container{Name: "job", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "sleep 8; echo done"}})
+	spec.InitContainers = []corev1.Container{side}
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	createPod(t, ns, "withsidecar", spec)
+	f.WaitForPods(t, ns, "app=withsidecar", 1, 90*time.Second, "Running and Ready with its sidecar", func(p *corev1.Pod) bool {
+		return running(p) && podReady(p) && len(p.Status.InitContainerStatuses) == 1 && p.Status.InitContainerStatuses[0].State.Running != nil
+	})
+	p := f.WaitForPods(t, ns, "app=withsidecar", 1, 60*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })[0]
+	if term := p.Status.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 0 {
+		t.Errorf("app container state %+v, want Terminated 0", p.Status.ContainerStatuses[0].State)
+	}
+}
