@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kipcell/kip/host/clusterip"
@@ -75,6 +76,9 @@ type cellDeps struct {
 	forget func(*cell)
 	// logs keeps the logs of pods that ended.
 	logs podLogs
+	// pods is the node's pods as the API server has them (the conditions
+	// others own, conditions.go); nil in tests that do without.
+	pods corev1listers.PodLister
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -207,6 +211,11 @@ func (c *cell) podWithStatus() *corev1.Pod {
 	defer c.mu.Unlock()
 	pod := c.desired.DeepCopy()
 	pod.Status = *c.status.DeepCopy()
+	if c.d.pods != nil {
+		if api, err := c.d.pods.Pods(pod.Namespace).Get(pod.Name); err == nil && api.UID == pod.UID {
+			mergeConditions(&pod.Status, api)
+		}
+	}
 	if len(c.placed) > 0 {
 		// virtual-kubelet sends the whole pod with its status, and the
 		// API server keeps a node's annotation changes on pods/status:

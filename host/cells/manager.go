@@ -180,6 +180,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		statusChanged: notifier.statusChanged,
 		forget:        cells.remove,
 		logs:          podLogs{dir: cfg.PodLogsDir},
+		pods:          pods,
 	}
 	for _, opt := range opts {
 		opt(deps)

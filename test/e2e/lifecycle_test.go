@@ -290,3 +290,41 @@ func TestSidecarInitContainer(t *testing.T) {
 		t.Errorf("app container state %+v, want Terminated 0", p.Status.ContainerStatuses[0].State)
 	}
 }
+
+// TestReadinessGates: a pod with a readiness gate is not Ready until
+// another party sets the gate's condition True (reason
+// ReadinessGatesNotReady with the kubelet's message), and the condition it
+// set stays when kip writes the pod's status.
+func TestReadinessGates(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	const gate = corev1.PodConditionType("example.com/load-balancer")
+	spec := onKip(sleeper())
+	spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: gate}}
+	createPod(t, ns, "gated", spec)
+	f.WaitForPods(t, ns, "app=gated", 1, 90*time.Second, "running, containers ready, not Ready for its gate", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return running(p) && c.Status == corev1.ConditionFalse && c.Reason == "ReadinessGatesNotReady" &&
+					c.Message == `corresponding condition of pod readiness gate "example.com/load-balancer" does not exist.`
+			}
+		}
+		return false
+	})
+	f.WaitFor(t, 30*time.Second, "the gate's condition set", func(ctx context.Context) (bool, error) {
+		p, err := f.Client.CoreV1().Pods(ns).Get(ctx, "gated", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: gate, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
+		_, err = f.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err == nil, nil // a conflict with kip's own write: try again
+	})
+	f.WaitForPods(t, ns, "app=gated", 1, 30*time.Second, "Ready with the gate's condition kept", func(p *corev1.Pod) bool {
+		kept := false
+		for _, c := range p.Status.Conditions {
+			kept = kept || (c.Type == gate && c.Status == corev1.ConditionTrue)
+		}
+		return podReady(p) && kept
+	})
+}
