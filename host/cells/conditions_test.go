@@ -85,3 +85,36 @@ func TestForeignConditionsChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusCarriesTheAPIsMetadata: the pod sent with a status has the
+// API's finalizers and labels (a status write stores them), not those the
+// cell was created with, and a condition set by another party is kept and
+// sent at once.
+func TestStatusCarriesTheAPIsMetadata(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("tracked", "uid-tracked")
+	pod.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.m.CreatePod(t.Context(), pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	// The Job controller removes its finalizer; a controller sets the gate.
+	api := pod.DeepCopy()
+	api.Finalizers = nil
+	api.Labels = map[string]string{"added": "later"}
+	api.Status.Conditions = []corev1.PodCondition{{Type: "example.com/lb", Status: corev1.ConditionTrue}}
+	if err := h.indexer.Update(api); err != nil {
+		t.Fatal(err)
+	}
+	h.m.PodUpdated(pod, api)
+	// (The fake agent reports no conditions of its own: Ready is
+	// TestMergeConditions's.)
+	got := h.waitNotified(t, "the gate's condition", func(p *corev1.Pod) bool {
+		c := findCondition(p.Status.Conditions, "example.com/lb")
+		return c != nil && c.Status == corev1.ConditionTrue
+	})
+	if len(got.Finalizers) != 0 || got.Labels["added"] != "later" {
+		t.Errorf("status pod finalizers %v labels %v, want the API's (none, added=later)", got.Finalizers, got.Labels)
+	}
+}
