@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kipcell/kip/cell/api/sysctl"
 	"github.com/kipcell/kip/cell/runtime"
 )
 
@@ -65,7 +66,7 @@ func containerSecurity(pod *corev1.Pod, c *corev1.Container, img runtime.ImageCo
 			if sec.Sysctls == nil {
 				sec.Sysctls = map[string]string{}
 			}
-			sec.Sysctls[NormalizeSysctl(s.Name)] = s.Value
+			sec.Sysctls[sysctl.Normalize(s.Name)] = s.Value
 		}
 	}
 	return sec, nil
@@ -236,25 +237,6 @@ func readonlyPaths(pm *corev1.ProcMountType) []string {
 		return []string{}
 	}
 	return []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
-}
-
-// NormalizeSysctl turns a sysctl written with slashes
-// ("net/ipv4/conf/eth0.100/rp_filter") into the dotted form, as the
-// kubelet does (sysctl.NormalizeName).
-func NormalizeSysctl(name string) string {
-	i := strings.IndexAny(name, "./")
-	if i < 0 || name[i] == '.' {
-		return name
-	}
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case '.':
-			return '/'
-		case '/':
-			return '.'
-		}
-		return r
-	}, name)
 }
 
 // securityWarnings says what of pod's security settings a cell does not
