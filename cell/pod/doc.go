@@ -74,6 +74,24 @@
 // to every attach session (Attach). Sessions may follow one another; with
 // stdinOnce the first session that ends closes the process's stdin.
 //
+// Security context (security.go): each container attempt gets the
+// settings the kubelet would hand a CRI runtime, the container's
+// securityContext over the pod's: the user (runAsUser, else the image's
+// USER), runAsGroup, supplementalGroups and fsGroup as groups,
+// capabilities, privileged, no_new_privs (allowPrivilegeEscalation:
+// false), a read-only root, seccomp RuntimeDefault or Unconfined, the
+// kubelet's masked and read-only paths and the pod's sysctls (normalized
+// by cell/api/sysctl); the runtime turns them into the OCI spec as
+// containerd's CRI does, and an exec gets the same. runAsNonRoot that the
+// user breaks, and a Localhost seccomp profile (a cell has none), keep the
+// container Waiting CreateContainerConfigError with the kubelet's message.
+// With an fsGroup, emptyDir and file volumes belong to that group
+// (volumes.go, setVolumeOwnership). What a cell does not apply (AppArmor,
+// SELinux, hostUsers: false) gets a Warning event
+// SecurityContextNotHonoured when the pod starts. Which pods may be
+// privileged or set unsafe sysctls is the host's decision (host/cells
+// admits them before a cell exists).
+//
 // Delete stops every container with its stop signal (the image's
 // StopSignal, else SIGTERM), sends SIGKILL to those still running after the
 // grace period, and then removes everything from the runtime; the pod ends
@@ -82,9 +100,8 @@
 // Not yet: probes (startup, liveness, readiness — a container is ready as
 // soon as it runs; the worker loop is where a prober would hook in),
 // lifecycle hooks, sidecar init containers (restartPolicy Always),
-// securityContext (fsGroup and volume ownership included), mount
-// propagation, and activeDeadlineSeconds.
+// mount propagation, and activeDeadlineSeconds.
 //
-// It imports cell/runtime, cell/logs, cell/api/expansion, k8s.io/api,
+// It imports cell/runtime, cell/logs, cell/api/expansion, cell/api/sysctl, k8s.io/api,
 // apimachinery's validation and the standard library.
 package pod
