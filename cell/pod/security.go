@@ -85,34 +85,23 @@ func effectiveSecurityContext(pod *corev1.Pod, c *corev1.Container) *corev1.Secu
 	if csc == nil {
 		return eff
 	}
-	if csc.SELinuxOptions != nil {
-		eff.SELinuxOptions = csc.SELinuxOptions
-	}
-	if csc.Capabilities != nil {
-		eff.Capabilities = csc.Capabilities
-	}
-	if csc.Privileged != nil {
-		eff.Privileged = csc.Privileged
-	}
-	if csc.RunAsUser != nil {
-		eff.RunAsUser = csc.RunAsUser
-	}
-	if csc.RunAsGroup != nil {
-		eff.RunAsGroup = csc.RunAsGroup
-	}
-	if csc.RunAsNonRoot != nil {
-		eff.RunAsNonRoot = csc.RunAsNonRoot
-	}
-	if csc.ReadOnlyRootFilesystem != nil {
-		eff.ReadOnlyRootFilesystem = csc.ReadOnlyRootFilesystem
-	}
-	if csc.AllowPrivilegeEscalation != nil {
-		eff.AllowPrivilegeEscalation = csc.AllowPrivilegeEscalation
-	}
-	if csc.ProcMount != nil {
-		eff.ProcMount = csc.ProcMount
-	}
+	override(&eff.SELinuxOptions, csc.SELinuxOptions)
+	override(&eff.Capabilities, csc.Capabilities)
+	override(&eff.Privileged, csc.Privileged)
+	override(&eff.RunAsUser, csc.RunAsUser)
+	override(&eff.RunAsGroup, csc.RunAsGroup)
+	override(&eff.RunAsNonRoot, csc.RunAsNonRoot)
+	override(&eff.ReadOnlyRootFilesystem, csc.ReadOnlyRootFilesystem)
+	override(&eff.AllowPrivilegeEscalation, csc.AllowPrivilegeEscalation)
+	override(&eff.ProcMount, csc.ProcMount)
 	return eff
+}
+
+// override sets *dst to the container's value when it sets one.
+func override[T any](dst **T, v *T) {
+	if v != nil {
+		*dst = v
+	}
 }
 
 // imageUser is the image's USER as containerd's CRI reports it and the
