@@ -1,6 +1,7 @@
 package cell_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -39,12 +40,16 @@ func TestAgentSecurity(t *testing.T) {
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					}},
 				{Name: "plain", Image: e.img.Busybox.Ref, Command: sleep, SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}},
+				{Name: "priv", Image: e.img.Busybox.Ref, Command: sleep, SecurityContext: &corev1.SecurityContext{
+					RunAsUser: ptr.To[int64](0), Privileged: ptr.To(true),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}},
 			},
 		},
 	}
 	e.applyPod(t, a, p, nil)
 	watch(t, a, "both running", func(s *corev1.PodStatus) bool {
-		return containerStatus(s, "app").State.Running != nil && containerStatus(s, "plain").State.Running != nil
+		return containerStatus(s, "app").State.Running != nil && containerStatus(s, "plain").State.Running != nil &&
+			containerStatus(s, "priv").State.Running != nil
 	})
 	run := func(container, script string) string {
 		t.Helper()
@@ -99,5 +104,26 @@ func TestAgentSecurity(t *testing.T) {
 		if st[k] != v {
 			t.Errorf("plain: %s = %q, want %q", k, st[k], v)
 		}
+	}
+
+	// Privileged, as containerd's CRI runs it (the agent's host decides
+	// whether it may): every capability this process has, no seccomp
+	// whatever the profile, writable /sys, nothing masked.
+	st = status("priv")
+	self := map[string]string{}
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			self[k] = strings.TrimSpace(v)
+		}
+	}
+	if st["CapEff"] != self["CapEff"] || st["Seccomp"] != "0" {
+		t.Errorf("priv: CapEff %s (want this process's %s), Seccomp %s (want 0)", st["CapEff"], self["CapEff"], st["Seccomp"])
+	}
+	if got := run("priv", "grep ' /sys sysfs ' /proc/mounts; grep -c ' /proc/kcore ' /proc/mounts || true"); !strings.Contains(got, " rw,") || !strings.HasSuffix(got, "0") {
+		t.Errorf("priv: /sys and the masked /proc/kcore = %q, want /sys writable and kcore not masked", got)
 	}
 }
