@@ -1,7 +1,6 @@
 package pod
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -240,7 +239,7 @@ func TestVolumeOwnership(t *testing.T) {
 		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
 	}
 	files := map[string]VolumeFiles{"cfg": {Files: map[string][]byte{"k": []byte("v"), "sub/f": []byte("x")}, Modes: map[string]uint32{"k": 0o600}}}
-	v.sync(context.Background(), &Desired{Generation: 1, Pod: pod, Volumes: files})
+	v.sync(t.Context(), &Desired{Generation: 1, Pod: pod, Volumes: files})
 	if len(v.errs) > 0 {
 		t.Fatalf("setting up: %v", v.errs)
 	}
@@ -264,7 +263,7 @@ func TestVolumeOwnership(t *testing.T) {
 	// A new payload is owned before it is swapped in; an equal one is
 	// recognised as equal despite the added group bits.
 	files["cfg"].Files["k"] = []byte("v2")
-	v.sync(context.Background(), &Desired{Generation: 2, Pod: pod, Volumes: files})
+	v.sync(t.Context(), &Desired{Generation: 2, Pod: pod, Volumes: files})
 	check(filepath.Join(dir, "cfg", "k"), 0o640)
 	ts, _ := os.Readlink(filepath.Join(dir, "cfg", dataLink))
 	if !samePayload(filepath.Join(dir, "cfg", ts), files["cfg"].Files, files["cfg"].Modes, true) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -300,21 +301,32 @@ func setVolumeOwnership(dir string, fsGroup int64, readOnly bool) error {
 	if readOnly {
 		mask = roMask
 	}
-	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+	// Within an os.Root, so that a link a container makes in an emptyDir
+	// cannot lead the changes out of the volume.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("setting the volume's ownership to fsGroup %d: %w", fsGroup, err)
+	}
+	defer root.Close()
+	err = fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if err := os.Lchown(path, -1, int(fsGroup)); err != nil {
+		if err := root.Lchown(path, -1, int(fsGroup)); err != nil {
 			return err
 		}
-		if info.Mode()&os.ModeSymlink != 0 {
+		if d.Type()&fs.ModeSymlink != 0 {
 			return nil
 		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
 		m := mask
-		if info.IsDir() {
+		if d.IsDir() {
 			m |= os.ModeSetgid | execMask
 		}
-		return os.Chmod(path, info.Mode()|m)
+		return root.Chmod(path, info.Mode()|m)
 	})
 	if err != nil {
 		return fmt.Errorf("setting the volume's ownership to fsGroup %d: %w", fsGroup, err)
