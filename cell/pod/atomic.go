@@ -19,9 +19,11 @@ const dataLink = "..data"
 // payload goes to a new timestamped directory "..<time>", the "..data"
 // symlink is swapped to it with a rename (atomic for readers), and each
 // top-level entry is a symlink through "..data" ("key" → "..data/key").
-// Modes default to 0644. It reports whether anything changed: an equal
-// payload is left alone.
-func writeAtomic(dir string, files map[string][]byte, modes map[string]uint32) (bool, error) {
+// Modes default to 0644. With an fsGroup, the whole volume is given to
+// that group before the swap, as the kubelet's setPerms does
+// (setVolumeOwnership, read-only). It reports whether anything changed:
+// an equal payload is left alone.
+func writeAtomic(dir string, files map[string][]byte, modes map[string]uint32, fsGroup *int64) (bool, error) {
 	for p := range files {
 		if err := validateFilePath(p); err != nil {
 			return false, err
@@ -31,7 +33,7 @@ func writeAtomic(dir string, files map[string][]byte, modes map[string]uint32) (
 		return false, fmt.Errorf("creating volume directory: %w", err)
 	}
 	oldTS, _ := os.Readlink(filepath.Join(dir, dataLink))
-	if oldTS != "" && samePayload(filepath.Join(dir, oldTS), files, modes) {
+	if oldTS != "" && samePayload(filepath.Join(dir, oldTS), files, modes, fsGroup != nil) {
 		return false, nil
 	}
 	ts, err := os.MkdirTemp(dir, ".."+time.Now().UTC().Format("2006_01_02_15_04_05."))
@@ -51,6 +53,11 @@ func writeAtomic(dir string, files map[string][]byte, modes map[string]uint32) (
 		}
 		if err := os.Chmod(path, fileMode(modes, p)); err != nil {
 			return false, fmt.Errorf("setting mode of %s: %w", p, err)
+		}
+	}
+	if fsGroup != nil {
+		if err := setVolumeOwnership(dir, *fsGroup, true); err != nil {
+			return false, err
 		}
 	}
 	tmp := filepath.Join(dir, dataLink+"_tmp")
@@ -121,8 +128,9 @@ func validateFilePath(p string) error {
 	return nil
 }
 
-// samePayload reports whether dir holds exactly files with modes.
-func samePayload(dir string, files map[string][]byte, modes map[string]uint32) bool {
+// samePayload reports whether dir holds exactly files with modes (made
+// group-readable for an fsGroup).
+func samePayload(dir string, files map[string][]byte, modes map[string]uint32, fsGroup bool) bool {
 	n := 0
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -134,7 +142,11 @@ func samePayload(dir string, files map[string][]byte, modes map[string]uint32) b
 			return errors.New("extra file")
 		}
 		info, err := d.Info()
-		if err != nil || info.Mode().Perm() != fileMode(modes, rel) {
+		wantMode := fileMode(modes, rel)
+		if fsGroup {
+			wantMode |= roMask
+		}
+		if err != nil || info.Mode().Perm() != wantMode {
 			return errors.New("mode differs")
 		}
 		got, err := os.ReadFile(path) //nolint:gosec // G122: the walk is over the agent's own state directory, which containers cannot write

@@ -129,9 +129,13 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			etc, err = m.etc.mounts(c)
 			mounts = append(mounts, etc...)
 		}
+		var sec runtime.Security
+		if err == nil {
+			sec, err = containerSecurity(d.Pod, c, img.Config)
+		}
 		if err != nil {
 			cfgDly = m.nextDelay(cfgDly)
-			log.WarnContext(ctx, "resolving the container's mounts", "error", err, "retry_in", cfgDly)
+			log.WarnContext(ctx, "configuring the container", "error", err, "retry_in", cfgDly)
 			m.update(func() {
 				cs.status.State = waiting("CreateContainerConfigError", err.Error())
 				m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
@@ -142,7 +146,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			continue
 		}
 		cfgDly = 0
-		ranFor, exit, ok := m.runAttempt(ctx, cs, c, d, img, mounts, specCh)
+		ranFor, exit, ok := m.runAttempt(ctx, cs, c, d, img, mounts, sec, specCh)
 		if !ok {
 			return false
 		}
@@ -191,7 +195,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 // runAttempt starts one attempt and waits for it to end. exit is nil when
 // the attempt was stopped because the desired spec changed; ok is false
 // when the pod is being deleted (the attempt has then been stopped).
-func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, mounts []runtime.Mount, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
+func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, mounts []runtime.Mount, sec runtime.Security, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
 	log := m.log.With("container", cs.name)
 	m.mu.Lock()
 	attempt := cs.attempts
@@ -204,7 +208,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, &runtime.ExitStatus{Code: 128}, true
 	}
 	spec := m.containerRuntimeSpec(cs, c, d, img, attempt)
-	spec.Mounts = mounts
+	spec.Mounts, spec.Security = mounts, sec
 	termFile := ""
 	if tm, ok, err := m.terminationFile(c, attempt); err != nil {
 		log.WarnContext(ctx, "creating the termination message file", "error", err)

@@ -117,11 +117,27 @@
 // state's message, or with FallbackToLogsOnError, an empty file and a
 // failure, the last 2 KiB of the log's last 80 lines.
 //
-// Not yet: securityContext (fsGroup and volume ownership included), mount
-// propagation, and readiness gates (the host would have to merge the
-// conditions others write).
+// Security context (security.go): each container attempt gets the
+// settings the kubelet would hand a CRI runtime, the container's
+// securityContext over the pod's: the user (runAsUser, else the image's
+// USER), runAsGroup, supplementalGroups and fsGroup as groups,
+// capabilities, privileged, no_new_privs (allowPrivilegeEscalation:
+// false), a read-only root, seccomp RuntimeDefault or Unconfined, the
+// kubelet's masked and read-only paths and the pod's sysctls (normalized
+// by cell/api/sysctl); the runtime turns them into the OCI spec as
+// containerd's CRI does, and an exec gets the same. runAsNonRoot that the
+// user breaks, and a Localhost seccomp profile (a cell has none), keep the
+// container Waiting CreateContainerConfigError with the kubelet's message.
+// With an fsGroup, emptyDir and file volumes belong to that group
+// (volumes.go, setVolumeOwnership). What a cell does not apply (AppArmor,
+// SELinux, hostUsers: false) gets a Warning event
+// SecurityContextNotHonoured when the pod starts. Which pods may be
+// privileged or set unsafe sysctls is the host's decision (host/cells
+// admits them before a cell exists).
 //
-// It imports cell/runtime, cell/logs, cell/api/expansion, k8s.io/api,
-// apimachinery's validation, grpc's health client (gRPC probes) and the
-// standard library.
+// Not yet: mount propagation.
+//
+// It imports cell/runtime, cell/logs, cell/api/expansion, cell/api/sysctl,
+// k8s.io/api, apimachinery's validation, grpc's health client (gRPC
+// probes) and the standard library.
 package pod

@@ -214,6 +214,9 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		m.started = true
 		// Set once, before any worker reads it.
 		m.log = m.cfg.Logger.With("pod", d.Pod.Namespace+"/"+d.Pod.Name)
+		for _, w := range securityWarnings(d.Pod) {
+			m.emitLocked(EventWarning, ReasonSecurityNotHonoured, "", "%s", w)
+		}
 		t := metav1.NewTime(m.now())
 		m.startTime = &t
 		for _, c := range d.Pod.Spec.InitContainers {

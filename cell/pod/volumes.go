@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -40,11 +41,12 @@ type volumes struct {
 	errs   map[string]error  // volume name → why it cannot be used
 	tmpfs  map[string]bool   // volume dirs with a tmpfs mounted
 	onDisk map[string]bool   // volumes meant for memory, told to be on disk
+	owned  map[string]bool   // emptyDirs given to the pod's fsGroup
 }
 
 func newVolumes(dir string, noTmpfs error, log *slog.Logger) *volumes {
 	return &volumes{dir: dir, noTmpfs: noTmpfs, log: log, paths: map[string]string{}, kinds: map[string]string{},
-		errs: map[string]error{}, tmpfs: map[string]bool{}, onDisk: map[string]bool{}}
+		errs: map[string]error{}, tmpfs: map[string]bool{}, onDisk: map[string]bool{}, owned: map[string]bool{}}
 }
 
 // ErrUnsupportedVolume marks a volume kind the cell cannot provide.
@@ -68,12 +70,16 @@ func (v *volumes) sync(ctx context.Context, d *Desired) []string {
 		return nil
 	}
 	v.gen = d.Generation
+	var fsGroup *int64
+	if sc := d.Pod.Spec.SecurityContext; sc != nil {
+		fsGroup = sc.FSGroup
+	}
 	var onDisk []string
 	for i := range d.Pod.Spec.Volumes {
 		vol := &d.Pod.Spec.Volumes[i]
 		kind := volumeKind(vol)
 		v.kinds[vol.Name] = kind
-		path, diskWhy, err := v.setup(vol, kind, d.Volumes[vol.Name])
+		path, diskWhy, err := v.setup(vol, kind, d.Volumes[vol.Name], fsGroup)
 		if diskWhy != nil && !v.onDisk[vol.Name] {
 			v.onDisk[vol.Name] = true
 			v.log.WarnContext(ctx, "volume meant for memory is on disk", "volume", vol.Name, "kind", kind, "reason", diskWhy)
@@ -91,8 +97,11 @@ func (v *volumes) sync(ctx context.Context, d *Desired) []string {
 }
 
 // setup sets up one volume and returns the path to bind; diskWhy is set
-// when a volume meant for memory is on disk, saying why.
-func (v *volumes) setup(vol *corev1.Volume, kind string, files VolumeFiles) (path string, diskWhy, err error) {
+// when a volume meant for memory is on disk, saying why. With an fsGroup,
+// emptyDir, configMap, secret, downwardAPI and projected volumes belong
+// to that group (setVolumeOwnership), as on a kubelet; hostPath volumes
+// are left as they are.
+func (v *volumes) setup(vol *corev1.Volume, kind string, files VolumeFiles, fsGroup *int64) (path string, diskWhy, err error) {
 	src := &vol.VolumeSource
 	if src.HostPath != nil {
 		return src.HostPath.Path, nil, prepareHostPath(src.HostPath)
@@ -116,8 +125,20 @@ func (v *volumes) setup(vol *corev1.Volume, kind string, files VolumeFiles) (pat
 				return "", nil, diskWhy // asked for memory, and memory it must be
 			}
 		}
-		if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // G302: emptyDir is world-writable, as on a kubelet
+		mode := os.FileMode(0o777)
+		if fsGroup != nil {
+			mode |= os.ModeSetgid
+		}
+		if err := os.Chmod(dir, mode); err != nil { //nolint:gosec // G302: emptyDir is world-writable, as on a kubelet
 			return "", diskWhy, fmt.Errorf("setting emptyDir mode: %w", err)
+		}
+		// The kubelet gives an emptyDir to the fsGroup once, when it sets
+		// it up; later files are the containers' own.
+		if fsGroup != nil && !v.owned[vol.Name] {
+			if err := setVolumeOwnership(dir, *fsGroup, false); err != nil {
+				return "", diskWhy, err
+			}
+			v.owned[vol.Name] = true
 		}
 		return dir, diskWhy, nil
 	case src.ConfigMap != nil, src.Secret != nil, src.DownwardAPI != nil, src.Projected != nil:
@@ -130,7 +151,7 @@ func (v *volumes) setup(vol *corev1.Volume, kind string, files VolumeFiles) (pat
 		if src.Secret != nil || src.Projected != nil {
 			diskWhy = v.mountTmpfs(dir, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755")
 		}
-		if _, err := writeAtomic(dir, files.Files, files.Modes); err != nil {
+		if _, err := writeAtomic(dir, files.Files, files.Modes, fsGroup); err != nil {
 			return "", diskWhy, fmt.Errorf("writing files: %w", err)
 		}
 		return dir, diskWhy, nil
@@ -256,6 +277,59 @@ func RemoveVolumes(dir string) error {
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing volumes: %w", err)
+	}
+	return nil
+}
+
+// Volume ownership masks of the kubelet (pkg/volume/volume_linux.go).
+const (
+	rwMask   = os.FileMode(0o660)
+	roMask   = os.FileMode(0o440)
+	execMask = os.FileMode(0o110)
+)
+
+// setVolumeOwnership gives everything under dir to group fsGroup the way
+// the kubelet does (SetVolumeOwnership, changeFilePermission): group
+// fsGroup, group read and write (read only for a read-only volume:
+// configMap, secret, downwardAPI, projected), and on directories group
+// search and setgid, so that new files inherit the group. Symbolic links
+// change group only. fsGroupChangePolicy does not apply: the kubelet
+// reads it for persistent volumes only, and these volume kinds are
+// always changed whole.
+func setVolumeOwnership(dir string, fsGroup int64, readOnly bool) error {
+	mask := rwMask
+	if readOnly {
+		mask = roMask
+	}
+	// Within an os.Root, so that a link a container makes in an emptyDir
+	// cannot lead the changes out of the volume.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("setting the volume's ownership to fsGroup %d: %w", fsGroup, err)
+	}
+	defer root.Close()
+	err = fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := root.Lchown(path, -1, int(fsGroup)); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		m := mask
+		if d.IsDir() {
+			m |= os.ModeSetgid | execMask
+		}
+		return root.Chmod(path, info.Mode()|m)
+	})
+	if err != nil {
+		return fmt.Errorf("setting the volume's ownership to fsGroup %d: %w", fsGroup, err)
 	}
 	return nil
 }

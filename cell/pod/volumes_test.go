@@ -29,7 +29,7 @@ func readVolFile(t *testing.T, path string) string {
 
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cfg")
-	changed, err := writeAtomic(dir, map[string][]byte{"a": []byte("1"), "sub/b": []byte("2")}, map[string]uint32{"a": 0o400})
+	changed, err := writeAtomic(dir, map[string][]byte{"a": []byte("1"), "sub/b": []byte("2")}, map[string]uint32{"a": 0o400}, nil)
 	if err != nil || !changed {
 		t.Fatalf("first write = %v, %v", changed, err)
 	}
@@ -52,13 +52,13 @@ func TestWriteAtomic(t *testing.T) {
 	}
 
 	// The same payload changes nothing.
-	changed, err = writeAtomic(dir, map[string][]byte{"a": []byte("1"), "sub/b": []byte("2")}, map[string]uint32{"a": 0o400})
+	changed, err = writeAtomic(dir, map[string][]byte{"a": []byte("1"), "sub/b": []byte("2")}, map[string]uint32{"a": 0o400}, nil)
 	if err != nil || changed {
 		t.Fatalf("equal write = %v, %v; want no change", changed, err)
 	}
 
 	// An update swaps ..data, drops the old payload and stale links.
-	changed, err = writeAtomic(dir, map[string][]byte{"a": []byte("one"), "c": []byte("3")}, nil)
+	changed, err = writeAtomic(dir, map[string][]byte{"a": []byte("one"), "c": []byte("3")}, nil, nil)
 	if err != nil || !changed {
 		t.Fatalf("update = %v, %v", changed, err)
 	}
@@ -85,7 +85,7 @@ func TestWriteAtomic(t *testing.T) {
 	}
 
 	for _, bad := range []string{"/abs", "../up", "x/../../y", "..hidden"} {
-		if _, err := writeAtomic(dir, map[string][]byte{bad: nil}, nil); err == nil {
+		if _, err := writeAtomic(dir, map[string][]byte{bad: nil}, nil, nil); err == nil {
 			t.Errorf("path %q accepted", bad)
 		}
 	}

@@ -230,6 +230,7 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 	if s := spec.Resources.CPUShares; s > 0 {
 		specOpts = append(specOpts, oci.WithCPUShares(s))
 	}
+	specOpts = append(specOpts, securityOpts(spec.Security)...)
 	opts := []client.NewContainerOpts{
 		client.WithImage(img),
 		client.WithSnapshotter(Snapshotter),

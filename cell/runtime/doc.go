@@ -18,6 +18,16 @@
 // ContainerdConfig.InsecureRegistries are pulled from over plain HTTP;
 // every other registry over HTTPS.
 //
+// A ContainerSpec's Security (security.go) is applied with the spec
+// options containerd's CRI plugin uses, in its order: no_new_privs off
+// unless asked, masked and read-only paths, capabilities ("ALL" first),
+// privileged (every capability, the host's devices, writable sysfs and
+// cgroups, no seccomp), no ambient capabilities, a read-only root,
+// sysctls, the user and groups resolved in the image's /etc/passwd and
+// /etc/group, and containerd's default seccomp profile
+// (contrib/seccomp). An exec copies the container's process spec, so it
+// runs with the same user, groups and privileges.
+//
 // MountsShared tells the agent whether containerd sees the mounts it
 // makes (same mount namespace), which decides whether secrets may live on
 // a tmpfs (see the cell package comment).

@@ -98,6 +98,9 @@ type ContainerSpec struct {
 	Stdin io.Reader
 	// TTY gives the process a terminal.
 	TTY bool
+	// Security is who the process runs as and what it may do. Exec'd
+	// processes get the same (Task.Exec).
+	Security Security
 }
 
 // Mount is a bind mount of a host file or directory into a container.

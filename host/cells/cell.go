@@ -84,6 +84,8 @@ type cellDeps struct {
 	// pods is the node's pods as the API server has them (the conditions
 	// others own, conditions.go); nil in tests that do without.
 	pods corev1listers.PodLister
+	// admission rejects the pods the node does not run (admit.go).
+	admission admission
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -189,6 +191,16 @@ func (c *cell) stop() {
 // with the desired pod until the pod ends or is deleted.
 func (c *cell) run(ctx context.Context) {
 	defer close(c.done)
+	if c.adopted == nil {
+		c.mu.Lock()
+		reason, message, ok := c.d.admission.admit(c.desired)
+		c.mu.Unlock()
+		if !ok {
+			c.reject(reason, message)
+			<-ctx.Done()
+			return
+		}
+	}
 	inst, err := c.launch(ctx)
 	if err != nil {
 		return // deleted, or a failure already reported on the pod

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kipcell/kip/cell/api/sysctl"
 	"github.com/kipcell/kip/host/setting"
 )
 
@@ -30,6 +31,11 @@ func (c Config) Validate() error {
 	} {
 		if d.v <= 0 {
 			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))
+		}
+	}
+	for _, p := range c.AllowedUnsafeSysctls {
+		if err := sysctl.ValidatePattern(p); err != nil {
+			errs = append(errs, setting.Errorf("allowedUnsafeSysctls", "%v", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -31,6 +31,17 @@
 // without telling the provider) and cells nobody knows (after a restart),
 // and re-adopts running cells of pods that still exist.
 //
+// # Admission
+//
+// Before a cell is launched, the pod is admitted as a kubelet admits it
+// (admit.go): a privileged container where Config.AllowPrivileged is
+// false, or a sysctl outside the kubelet's safe set and
+// Config.AllowedUnsafeSysctls (or a net.* one with hostNetwork, an IPC
+// one with hostIPC), rejects the pod: phase Failed, reason
+// PrivilegedForbidden or SysctlForbidden, message "Pod was rejected:
+// ...", a Warning event with the reason, and no instance. An adopted
+// cell was admitted by the kip that launched it.
+//
 // # Layout
 //
 // The Manager (manager.go) only wires small types, each in its own file,
@@ -87,6 +98,6 @@
 // deleted or Run ends, which stops every cell; a termination, once begun,
 // finishes whatever context asked for it.
 //
-// It imports pluginapi, host/clusterip, host/match, host/dispatch, host/setting, cell/api and
-// client-go; never host/node's implementation or host/config.
+// It imports pluginapi, host/clusterip, host/match, host/dispatch, host/setting, cell/api,
+// cell/api/sysctl and client-go; never host/node's implementation or host/config.
 package cells

@@ -70,6 +70,19 @@ type Config struct {
 	// kubelet keeps them on the node). Default
 	// $XDG_STATE_HOME/kip/pod-logs ($HOME/.local/state/kip/pod-logs).
 	PodLogsDir string `koanf:"podLogsDir"`
+	// AllowPrivileged lets pods run privileged containers
+	// (securityContext.privileged: every capability, the cell's devices,
+	// no seccomp), as containerd's CRI runs them. Default false: such a pod
+	// is rejected, as a kubelet rejects a pod it does not admit (phase
+	// Failed, reason PrivilegedForbidden, a Warning event naming the
+	// container and this setting).
+	AllowPrivileged bool `koanf:"allowPrivileged"`
+	// AllowedUnsafeSysctls are the sysctls pods may set beyond the
+	// kubelet's safe set, as the kubelet's --allowed-unsafe-sysctls: names
+	// or prefixes ending in "*" ("net.core.*", "kernel.msg*"), namespaced
+	// ones only (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*).
+	// A pod with another one is rejected with reason SysctlForbidden.
+	AllowedUnsafeSysctls []string `koanf:"allowedUnsafeSysctls"`
 	// BootPoll is the longest wait between two looks at a booting
 	// instance; default 2 s.
 	BootPoll time.Duration `koanf:"-"`
@@ -181,6 +194,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		forget:        cells.remove,
 		logs:          podLogs{dir: cfg.PodLogsDir},
 		pods:          pods,
+		admission:     newAdmission(cfg),
 	}
 	for _, opt := range opts {
 		opt(deps)
