@@ -33,6 +33,17 @@ func (c Config) Validate() error {
 			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))
 		}
 	}
+	for _, b := range []struct {
+		key string
+		v   int
+	}{{"podLogsMaxBytes", c.PodLogsMaxBytes}, {"podLogsMaxTotalBytes", c.PodLogsMaxTotalBytes}} {
+		if b.v < 0 {
+			errs = append(errs, setting.Errorf(b.key, "%d is not a positive number of bytes", b.v))
+		}
+	}
+	if c.PodLogsMaxBytes > 0 && c.PodLogsMaxTotalBytes > 0 && c.PodLogsMaxTotalBytes < c.PodLogsMaxBytes {
+		errs = append(errs, setting.Errorf("podLogsMaxTotalBytes", "%d is less than podLogsMaxBytes (%d): not even one container's log would fit", c.PodLogsMaxTotalBytes, c.PodLogsMaxBytes))
+	}
 	for _, p := range c.AllowedUnsafeSysctls {
 		if err := sysctl.ValidatePattern(p); err != nil {
 			errs = append(errs, setting.Errorf("allowedUnsafeSysctls", "%v", err))

@@ -41,6 +41,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "unsafe sysctls", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax"} }},
 		{name: "sysctl not namespaced", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "vm.swappiness"} }, wantKey: []string{"allowedUnsafeSysctls"}},
 		{name: "bad sysctl pattern", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"Net.*"} }, wantKey: []string{"allowedUnsafeSysctls"}},
+		{name: "negative podLogsMaxBytes", mutate: func(c *Config) { c.PodLogsMaxBytes = -1 }, wantKey: []string{"podLogsMaxBytes"}},
+		{name: "total below one container's", mutate: func(c *Config) { c.PodLogsMaxTotalBytes = c.PodLogsMaxBytes - 1 }, wantKey: []string{"podLogsMaxTotalBytes"}},
 		{name: "all three", mutate: func(c *Config) { c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = 0, 0, 0 }, wantKey: []string{"unavailableTTL", "catalogTTL", "rematchInterval"}},
 	}
 	for _, tt := range tests {

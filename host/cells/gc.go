@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -87,6 +88,7 @@ func (g *collector) adopt(ctx context.Context) error {
 // force-deletes pods that never ran without calling DeletePod) and
 // instances of this node that no cell owns.
 func (g *collector) collect(ctx context.Context) {
+	g.pruneLogs()
 	for _, c := range g.cells.all() {
 		pod, err := g.pods.Pods(c.namespace).Get(c.name)
 		if (err == nil && pod.UID != c.uid) || isNotFound(err) {
@@ -108,5 +110,27 @@ func (g *collector) collect(ctx context.Context) {
 		}
 		g.log.Info("terminating orphaned instance", "instance", inst.ID, "cell", inst.CellID)
 		go g.end.terminate(ctx, inst.ID, inst.CellID)
+	}
+}
+
+// pruneLogs removes the kept logs of pods that are gone (deleted while kip
+// was down, or never seen by this run) and keeps the rest within
+// cells.podLogsMaxTotalBytes.
+func (g *collector) pruneLogs() {
+	pods, err := g.pods.List(labels.Everything())
+	if err != nil {
+		g.log.Warn("listing pods for the kept logs", "error", err)
+		return
+	}
+	live := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		live[p.UID] = true
+	}
+	removed, err := g.deps.logs.prune(func(uid types.UID) bool { return live[uid] })
+	if err != nil {
+		g.log.Warn("pruning the kept pod logs", "error", err)
+	}
+	if len(removed) > 0 {
+		g.log.Info("removed kept pod logs", "dirs", removed)
 	}
 }

@@ -70,6 +70,14 @@ type Config struct {
 	// kubelet keeps them on the node). Default
 	// $XDG_STATE_HOME/kip/pod-logs ($HOME/.local/state/kip/pod-logs).
 	PodLogsDir string `koanf:"podLogsDir"`
+	// PodLogsMaxBytes is how much of each container's log is kept once
+	// its pod ended: the newest bytes, from a line's start. Default
+	// 10 MiB, the kubelet's containerLogMaxSize.
+	PodLogsMaxBytes int `koanf:"podLogsMaxBytes"`
+	// PodLogsMaxTotalBytes bounds what PodLogsDir holds: past it the logs
+	// of the pods that ended first are removed (a warning in kip's log
+	// names each), even before those pods are deleted. Default 1 GiB.
+	PodLogsMaxTotalBytes int `koanf:"podLogsMaxTotalBytes"`
 	// AllowPrivileged lets pods run privileged containers
 	// (securityContext.privileged: every capability, the cell's devices,
 	// no seccomp), as containerd's CRI runs them. Default false: such a pod
@@ -133,6 +141,12 @@ func (c *Config) defaults() {
 	if c.PodLogsDir == "" {
 		c.PodLogsDir = filepath.Join(stateHome(), "kip", "pod-logs")
 	}
+	if c.PodLogsMaxBytes == 0 {
+		c.PodLogsMaxBytes = 10 << 20
+	}
+	if c.PodLogsMaxTotalBytes == 0 {
+		c.PodLogsMaxTotalBytes = 1 << 30
+	}
 	if c.Backoff == nil {
 		c.Backoff = func(n int) time.Duration {
 			d := 250 * time.Millisecond << min(n-1, 7)
@@ -192,7 +206,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		watching:      watch.watching,
 		statusChanged: notifier.statusChanged,
 		forget:        cells.remove,
-		logs:          podLogs{dir: cfg.PodLogsDir},
+		logs:          podLogs{dir: cfg.PodLogsDir, maxBytes: int64(cfg.PodLogsMaxBytes), maxTotal: int64(cfg.PodLogsMaxTotalBytes), log: log},
 		pods:          pods,
 		admission:     newAdmission(cfg),
 	}

@@ -7,8 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -20,10 +24,6 @@ import (
 	"github.com/kipcell/kip/host/dispatch"
 )
 
-// maxKeptLogBytes is how much of a container's log is kept once its pod
-// ended: the newest 10 MiB, the kubelet's default containerLogMaxSize.
-const maxKeptLogBytes = 10 << 20
-
 // podLogs keeps the logs of pods that ended. A kubelet keeps a
 // container's log until its pod is deleted, and `kubectl logs` of a
 // finished Job's pod is how most people read its result; kip ends a
@@ -31,9 +31,15 @@ const maxKeptLogBytes = 10 << 20
 // from the agent first and keeps it under dir, one directory per pod
 // (<namespace>_<name>_<uid>/<container>.log) in the kubelet's CRI log
 // format that cell/logs reads back with kubectl's options. The directory
-// goes when the pod is deleted.
+// goes when the pod is deleted, or when the collector finds its pod gone
+// (deleted while kip was down); past maxTotal bytes the pods that ended
+// first lose theirs (prune).
 type podLogs struct {
 	dir string
+	// maxBytes is what is kept of each container's log (the newest
+	// bytes); maxTotal bounds the whole directory. Zero: no bound.
+	maxBytes, maxTotal int64
+	log                *slog.Logger
 }
 
 func (p podLogs) podDir(namespace, name string, uid types.UID) string {
@@ -64,7 +70,11 @@ func (p podLogs) saveContainer(ctx context.Context, agent *dispatch.Agent, dir, 
 	}
 	defer r.Close()
 	path := filepath.Join(dir, container+".log")
-	if err := writeNewest(path, r, maxKeptLogBytes); err != nil {
+	limit := p.maxBytes
+	if limit <= 0 {
+		limit = math.MaxInt64 - 1
+	}
+	if err := writeNewest(path, r, limit); err != nil {
 		return fmt.Errorf("keeping the log of container %s: %w", container, err)
 	}
 	return nil
@@ -192,4 +202,92 @@ func (p podLogs) remove(namespace, name string, uid types.UID) error {
 		return fmt.Errorf("removing the kept logs of pod %s/%s: %w", namespace, name, err)
 	}
 	return nil
+}
+
+// has reports whether a log of container of the pod was kept.
+func (p podLogs) has(namespace, name string, uid types.UID, container string) bool {
+	_, err := os.Stat(filepath.Join(p.podDir(namespace, name, uid), container+".log"))
+	return err == nil
+}
+
+// keptPod is one pod's directory of kept logs.
+type keptPod struct {
+	path  string
+	uid   types.UID
+	size  int64
+	mtime time.Time
+}
+
+// kept lists the pods whose logs are kept.
+func (p podLogs) kept() ([]keptPod, error) {
+	entries, err := os.ReadDir(p.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the kept pod logs: %w", err)
+	}
+	var out []keptPod
+	for _, e := range entries {
+		// <namespace>_<name>_<uid>: neither a namespace nor a pod name
+		// has an underscore.
+		parts := strings.Split(e.Name(), "_")
+		if !e.IsDir() || len(parts) != 3 {
+			continue
+		}
+		k := keptPod{path: filepath.Join(p.dir, e.Name()), uid: types.UID(parts[2])}
+		files, _ := os.ReadDir(k.path)
+		for _, f := range files {
+			if fi, err := f.Info(); err == nil {
+				k.size += fi.Size()
+				if fi.ModTime().After(k.mtime) {
+					k.mtime = fi.ModTime()
+				}
+			}
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// prune removes the kept logs of pods that no longer exist (live says
+// which UIDs do), then, while the rest holds more than maxTotal bytes,
+// those of the pods that ended first. It returns what it removed.
+func (p podLogs) prune(live func(types.UID) bool) ([]string, error) {
+	pods, err := p.kept()
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var total int64
+	var rest []keptPod
+	for _, k := range pods {
+		if live(k.uid) {
+			total += k.size
+			rest = append(rest, k)
+			continue
+		}
+		if err := os.RemoveAll(k.path); err != nil {
+			return removed, fmt.Errorf("removing the kept logs of a deleted pod: %w", err)
+		}
+		removed = append(removed, k.path)
+	}
+	if p.maxTotal <= 0 || total <= p.maxTotal {
+		return removed, nil
+	}
+	slices.SortFunc(rest, func(a, b keptPod) int { return a.mtime.Compare(b.mtime) })
+	for _, k := range rest {
+		if total <= p.maxTotal {
+			break
+		}
+		if err := os.RemoveAll(k.path); err != nil {
+			return removed, fmt.Errorf("removing kept pod logs over podLogsMaxTotalBytes: %w", err)
+		}
+		total -= k.size
+		removed = append(removed, k.path)
+		if p.log != nil {
+			p.log.Warn("removed the kept logs of an ended pod: the kept logs are over cells.podLogsMaxTotalBytes", "dir", k.path, "bytes", k.size, "max_total_bytes", p.maxTotal)
+		}
+	}
+	return removed, nil
 }

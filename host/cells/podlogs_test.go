@@ -5,12 +5,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestToCRI(t *testing.T) {
@@ -134,5 +136,75 @@ func TestPodLogsRead(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the pod's directory is still there after remove: %v", err)
+	}
+}
+
+func TestPodLogsPrune(t *testing.T) {
+	dir := t.TempDir()
+	p := podLogs{dir: dir, maxTotal: 250}
+	write := func(ns, name, uid string, size int, age time.Duration) string {
+		d := p.podDir(ns, name, types.UID(uid))
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(d, "main.log")
+		if err := os.WriteFile(f, bytes.Repeat([]byte("x"), size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(f, when, when); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	gone := write("ns", "gone", "uid-gone", 10, time.Minute)
+	oldest := write("ns", "old", "uid-old", 100, 3*time.Hour)
+	middle := write("ns", "mid", "uid-mid", 100, 2*time.Hour)
+	newest := write("ns", "new", "uid-new", 100, time.Hour)
+	if err := os.WriteFile(filepath.Join(dir, "stray-file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := p.prune(func(uid types.UID) bool { return uid != "uid-gone" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The deleted pod's go; then 300 bytes are over 250: the oldest goes.
+	if want := []string{gone, oldest}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	for _, d := range []string{middle, newest} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stray-file")); err != nil {
+		t.Errorf("a file that is no pod's logs was removed: %v", err)
+	}
+}
+
+// TestKeptLogsAfterRestart: a pod that ended before kip restarted has no
+// cell in the new run; kubectl logs still reads what was kept.
+func TestKeptLogsAfterRestart(t *testing.T) {
+	h := newHarness(t)
+	pod := newPod("done", "uid-done")
+	pod.Status.Phase = "Succeeded"
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	dir := h.m.deps.logs.podDir(pod.Namespace, pod.Name, pod.UID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.log"), []byte("2026-11-24T10:00:00Z stdout F the result\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.m.GetContainerLogs(t.Context(), pod.Namespace, pod.Name, "main", api.ContainerLogOpts{})
+	if err != nil {
+		t.Fatalf("GetContainerLogs of an ended pod without a cell: %v", err)
+	}
+	defer r.Close()
+	got, _ := io.ReadAll(r)
+	if string(got) != "the result\n" {
+		t.Errorf("log = %q, want the kept line", got)
 	}
 }

@@ -35,6 +35,13 @@ func (m *Manager) GetContainerLogs(ctx context.Context, namespace, pod, containe
 			return m.deps.logs.read(ctx, namespace, pod, uid, container, opts)
 		}
 	}
+	if c := m.cells.byKey(namespace, pod); c == nil && m.deps.pods != nil {
+		// A pod that ended before kip restarted has no cell in this run;
+		// its logs were kept.
+		if p, err := m.deps.pods.Pods(namespace).Get(pod); err == nil && m.deps.logs.has(namespace, pod, p.UID, container) {
+			return m.deps.logs.read(ctx, namespace, pod, p.UID, container, opts)
+		}
+	}
 	a, err := m.agentOf(namespace, pod)
 	if err != nil {
 		return nil, err
