@@ -238,7 +238,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, &runtime.ExitStatus{Code: 128}, true
 	}
 	started := task.StartedAt()
-	tgt := target{c: c, task: task, podIP: m.cfg.PodIP}
+	tgt := target{c: c, task: task, podIP: m.cfg.PodIP, warn: func(reason, msg string) { m.emit(EventWarning, reason, "", "%s", msg) }}
 	m.update(func() {
 		if attempt > 0 {
 			cs.status.RestartCount++

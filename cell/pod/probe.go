@@ -64,6 +64,8 @@ type target struct {
 	c     *corev1.Container
 	task  runtime.Task
 	podIP string
+	// warn records a Warning event on the pod (nil: none).
+	warn func(reason, message string)
 }
 
 // runProbe runs p once (prober.runProbe), its timeout counted in unit
@@ -400,6 +402,9 @@ func runHTTPHook(ctx context.Context, a *corev1.HTTPGetAction, t target) error {
 		discard(resp)
 		if herr == nil {
 			err = nil
+			if t.warn != nil {
+				t.warn("LifecycleHTTPFallback", fmt.Sprintf("request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", req.URL.Host))
+			}
 		}
 	}
 	return err

@@ -406,3 +406,18 @@ func TestActiveDeadline(t *testing.T) {
 		t.Errorf("%d attempts: the container was restarted after the deadline", n)
 	}
 }
+
+func TestHTTPSHookFallsBackToHTTP(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got.Store(r.URL.Path) }))
+	defer srv.Close()
+	var warned []string
+	tgt := target{c: &corev1.Container{Name: "app"}, podIP: "127.0.0.1", warn: func(reason, msg string) { warned = append(warned, reason+": "+msg) }}
+	h := &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Path: "/hook", Port: podPort(t, srv.Listener.Addr().String())}}
+	if msg, err := runHook(t.Context(), h, tgt, "p_ns(uid)"); err != nil {
+		t.Fatalf("hook = %v (%s), want it retried over HTTP", err, msg)
+	}
+	if got.Load() != "/hook" || len(warned) != 1 || !strings.HasPrefix(warned[0], "LifecycleHTTPFallback: request to HTTPS lifecycle hook 127.0.0.1:") {
+		t.Errorf("server saw %v; events %v", got.Load(), warned)
+	}
+}
