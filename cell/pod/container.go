@@ -55,6 +55,19 @@ func newContainerState(name, image string, isInit, afterInits bool) *containerSt
 // once it succeeded.
 func (cs *containerState) readiness() bool { return !cs.isInit || cs.sidecar }
 
+// restartPolicy is the container's: a sidecar's is Always, a regular
+// init container's is the pod's but OnFailure for Always.
+func (cs *containerState) restartPolicy(p *corev1.Pod) corev1.RestartPolicy {
+	switch policy := p.Spec.RestartPolicy; {
+	case cs.sidecar:
+		return corev1.RestartPolicyAlways
+	case cs.isInit && policy == corev1.RestartPolicyAlways:
+		return corev1.RestartPolicyOnFailure
+	default:
+		return policy
+	}
+}
+
 // runContainer runs a container's attempts until it should not restart or
 // the pod is deleted. It reports whether the container completed
 // successfully (what an init container must do before the next may start).
@@ -153,13 +166,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 		if ranFor >= m.cfg.Backoff.Reset {
 			delay = 0
 		}
-		policy := d.Pod.Spec.RestartPolicy
-		switch {
-		case cs.sidecar:
-			policy = corev1.RestartPolicyAlways
-		case cs.isInit && policy == corev1.RestartPolicyAlways:
-			policy = corev1.RestartPolicyOnFailure
-		}
+		policy := cs.restartPolicy(d.Pod)
 		switch {
 		case exit == nil:
 			// Restarted for a new spec: no back-off.
