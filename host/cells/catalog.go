@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -81,4 +83,23 @@ func (c *catalogCache) hasCapability(ctx context.Context, capability pluginapi.C
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Contains(c.caps, capability)
+}
+
+// ExtendedResources implements host/node.ResourceReporter: the GPU
+// resources (match's gpuResources) when the plugin's catalog has an
+// instance type with a GPU, so that the Node lists them and the scheduler
+// places pods that request one here.
+func (m *Manager) ExtendedResources(ctx context.Context) ([]corev1.ResourceName, error) {
+	cat, err := m.catalog.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the plugin's catalog: %w", err)
+	}
+	if !cat.HasGPUs() {
+		return nil, nil
+	}
+	var out []corev1.ResourceName
+	for _, r := range m.deps.cfg.Match.GPUResourceNames() {
+		out = append(out, corev1.ResourceName(r))
+	}
+	return out, nil
 }

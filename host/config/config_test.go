@@ -40,7 +40,7 @@ func settingsOf(c *Config) map[string]any {
 func TestSettingsKeys(t *testing.T) {
 	want := []string{
 		"clusterID", "nodeName", "kubeconfig",
-		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.arch",
+		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.capacity.gpus", "node.arch",
 		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
 		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
 		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval", "cells.image", "cells.insecureRegistries", "cells.podLogsDir", "cells.podLogsMaxBytes", "cells.podLogsMaxTotalBytes", "cells.allowPrivileged", "cells.allowedUnsafeSysctls",
@@ -462,7 +462,7 @@ node:
 	}
 	want := node.Config{
 		SetRoleLabel:         true,
-		Capacity:             node.Capacity{CPU: "256", Memory: "1Ti", Pods: "300"},
+		Capacity:             node.Capacity{CPU: "256", Memory: "1Ti", Pods: "300", GPUs: node.DefaultGPUs},
 		Arch:                 "amd64",
 		InternalIP:           "10.1.2.3",
 		ListenAddress:        "0.0.0.0:10260",

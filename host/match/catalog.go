@@ -225,6 +225,16 @@ func intern[T comparable](list *[]T, v T) int32 {
 // Len is the number of instance types.
 func (c *Catalog) Len() int { return len(c.types) }
 
+// HasGPUs reports whether an instance type of the catalog has a GPU.
+func (c *Catalog) HasGPUs() bool {
+	for i := range c.hot {
+		if c.hot[i].gpuCount > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Size returns the vCPU (×1000) and memory of the named type.
 func (c *Catalog) Size(name string) (milliCPU, memoryBytes int64, ok bool) {
 	i, ok := c.byName[name]

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -290,6 +291,11 @@ func (c Config) maxCandidates() int {
 }
 
 var defaultGPUResources = []string{"nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"}
+
+// GPUResourceNames are the extended resources counted as GPUs
+// (GPUResources, or the default nvidia.com/gpu, amd.com/gpu and
+// gpu.intel.com/i915).
+func (c Config) GPUResourceNames() []string { return slices.Clone(c.gpuResources()) }
 
 func (c Config) gpuResources() []string {
 	if len(c.GPUResources) == 0 {

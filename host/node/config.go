@@ -28,6 +28,7 @@ const (
 	DefaultCPU                  = "1000"
 	DefaultMemory               = "4Ti"
 	DefaultPods                 = "1000"
+	DefaultGPUs                 = "64"
 	DefaultClusterDomain        = "cluster.local"
 )
 
@@ -124,6 +125,11 @@ type Capacity struct {
 	CPU    string `koanf:"cpu"`
 	Memory string `koanf:"memory"`
 	Pods   string `koanf:"pods"`
+	// GPUs is the capacity of each GPU resource (nvidia.com/gpu, ...) the
+	// cell backend offers (ResourceReporter: the plugin's catalog has GPU
+	// instance types); the scheduler places a pod that requests one only
+	// on a node that lists it. Default 64.
+	GPUs string `koanf:"gpus"`
 }
 
 // DefaultConfig returns the defaults for a node called name.
@@ -131,7 +137,7 @@ func DefaultConfig(name string) Config {
 	return Config{
 		Name:                 name,
 		Taint:                DefaultTaint,
-		Capacity:             Capacity{CPU: DefaultCPU, Memory: DefaultMemory, Pods: DefaultPods},
+		Capacity:             Capacity{CPU: DefaultCPU, Memory: DefaultMemory, Pods: DefaultPods, GPUs: DefaultGPUs},
 		Arch:                 DefaultArch,
 		ListenAddress:        DefaultListenAddress,
 		LeaseDurationSeconds: int(DefaultLeaseDuration / time.Second),
@@ -188,7 +194,7 @@ func (c Config) withDefaults() Config {
 		c.Name = d.Name
 	}
 	for _, f := range []struct{ v, d *string }{
-		{&c.Capacity.CPU, &d.Capacity.CPU}, {&c.Capacity.Memory, &d.Capacity.Memory}, {&c.Capacity.Pods, &d.Capacity.Pods},
+		{&c.Capacity.CPU, &d.Capacity.CPU}, {&c.Capacity.Memory, &d.Capacity.Memory}, {&c.Capacity.Pods, &d.Capacity.Pods}, {&c.Capacity.GPUs, &d.Capacity.GPUs},
 		{&c.Arch, &d.Arch}, {&c.ListenAddress, &d.ListenAddress}, {&c.ClusterDomain, &d.ClusterDomain},
 	} {
 		if *f.v == "" {
@@ -246,7 +252,7 @@ func (c Config) Validate() error {
 	if _, err := ParseTaint(c.Taint); err != nil {
 		bad("taint", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	for _, q := range []struct{ key, v string }{{"capacity.cpu", c.Capacity.CPU}, {"capacity.memory", c.Capacity.Memory}, {"capacity.pods", c.Capacity.Pods}} {
+	for _, q := range []struct{ key, v string }{{"capacity.cpu", c.Capacity.CPU}, {"capacity.memory", c.Capacity.Memory}, {"capacity.pods", c.Capacity.Pods}, {"capacity.gpus", c.Capacity.GPUs}} {
 		if !quantityRE.MatchString(q.v) {
 			bad(q.key, "%q is not a quantity such as 64, 500m or 256Gi", q.v)
 		}
@@ -301,11 +307,17 @@ func (c Config) taint() *corev1.Taint {
 
 // resources is the Node's capacity as a ResourceList; Validate has
 // checked the quantities.
-func (c Config) resources() corev1.ResourceList {
+// resources is the Node's capacity: the configured cpu, memory and pods,
+// and Capacity.GPUs of each extended resource the backend offers.
+func (c Config) resources(extended []corev1.ResourceName) corev1.ResourceList {
 	out := corev1.ResourceList{}
-	for name, v := range map[corev1.ResourceName]string{
+	values := map[corev1.ResourceName]string{
 		corev1.ResourceCPU: c.Capacity.CPU, corev1.ResourceMemory: c.Capacity.Memory, corev1.ResourcePods: c.Capacity.Pods,
-	} {
+	}
+	for _, r := range extended {
+		values[r] = c.Capacity.GPUs
+	}
+	for name, v := range values {
 		if q, err := resource.ParseQuantity(v); err == nil {
 			out[name] = q
 		}

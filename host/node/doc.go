@@ -27,6 +27,14 @@
 // the Node authorizer) may not list, and it hides the rate limiters, the
 // retry policy, the ping timeout and the client's QPS.
 //
+//   - The Node's capacity and allocatable are the configured ceiling
+//     (node.capacity: cpu, memory, pods) and, when Pods is a
+//     ResourceReporter that offers extended resources (the GPU resources
+//     of a catalog with GPU instance types), node.capacity.gpus of each:
+//     without them the scheduler would never place a pod that requests a
+//     GPU here. They are asked for at start and every
+//     Config.StatusUpdateInterval, and a change is sent as a new status
+//     (NotifyNodeStatus).
 //   - Pods are watched with a field selector spec.nodeName=<name>.
 //   - PodController insists on ConfigMap, Secret and Service informers but
 //     uses them only to resolve environment variables before CreatePod.

@@ -66,6 +66,9 @@ type Node struct {
 	podFactory informers.SharedInformerFactory
 	recorder   record.EventRecorder
 
+	// provider is virtual-kubelet's NodeProvider, set by Run.
+	provider *nodeProvider
+
 	mu   sync.Mutex
 	addr string // the kubelet API's address once listening
 	err  error  // Run's result once done is closed
@@ -247,7 +250,13 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("node: kubelet API listening on %s: %w", cfg.ListenAddress, err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	nodeObj := nodeObject(cfg, n.internalIP, int32(port), time.Now())
+	nodeObj := nodeObject(cfg, n.internalIP, int32(port), nil, time.Now())
+	provider := newNodeProvider(n.pods, cfg.HealthGrace, n.log)
+	provider.node = func(extended []corev1.ResourceName) *corev1.Node {
+		return nodeObject(cfg, n.internalIP, int32(port), extended, time.Now())
+	}
+	provider.interval = cfg.StatusUpdateInterval
+	n.provider = provider
 	n.checkExisting(ctx)
 
 	// Events are written as the node, which the Node authorizer allows.
@@ -270,7 +279,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("node: creating pod controller: %w", err)
 	}
 	nc, err := vknode.NewNodeController(
-		newNodeProvider(n.pods, cfg.HealthGrace, n.log),
+		provider,
 		nodeObj,
 		n.client.CoreV1().Nodes(),
 		vknode.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(n.client), int32(cfg.LeaseDurationSeconds)),
@@ -399,7 +408,7 @@ func (n *Node) reregister(port int) vknode.ErrorHandler {
 			return err
 		}
 		n.log.Warn("the Node was deleted; registering it again")
-		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.internalIP, int32(port), time.Now()), metav1.CreateOptions{})
+		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.internalIP, int32(port), n.provider.currentExtended(), time.Now()), metav1.CreateOptions{})
 		if cerr != nil && !apierrors.IsAlreadyExists(cerr) {
 			return fmt.Errorf("registering the deleted Node again: %w", cerr)
 		}

@@ -128,7 +128,7 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("a zero Config with the default taint (-DefaultConfig +withDefaults):\n%s", diff)
 	}
 	set := Config{Name: "n", Taint: "", Capacity: Capacity{CPU: "8"}, Arch: "arm64", LeaseDurationSeconds: 8}.withDefaults()
-	if set.Name != "n" || set.Taint != "" || set.Capacity != (Capacity{CPU: "8", Memory: DefaultMemory, Pods: DefaultPods}) || set.Arch != "arm64" || set.LeaseDurationSeconds != 8 {
+	if set.Name != "n" || set.Taint != "" || set.Capacity != (Capacity{CPU: "8", Memory: DefaultMemory, Pods: DefaultPods, GPUs: DefaultGPUs}) || set.Arch != "arm64" || set.LeaseDurationSeconds != 8 {
 		t.Errorf("withDefaults overwrote a field that was set: %+v", set)
 	}
 }
@@ -138,7 +138,7 @@ func TestNodeObject(t *testing.T) {
 	cfg := DefaultConfig("kip")
 	cfg.Labels = map[string]string{"topology.kubernetes.io/region": "local"}
 	cfg.Version = "v1.2.3"
-	n := nodeObject(cfg, "10.0.0.7", 12345, now)
+	n := nodeObject(cfg, "10.0.0.7", 12345, nil, now)
 
 	wantLabels := map[string]string{
 		"type": "virtual-kubelet", "kubernetes.io/hostname": "kip", "kubernetes.io/os": "linux",
@@ -188,7 +188,7 @@ func TestNodeObject(t *testing.T) {
 
 	cfg.SetRoleLabel = true
 	cfg.Taint = ""
-	n = nodeObject(cfg, "10.0.0.7", 1, now)
+	n = nodeObject(cfg, "10.0.0.7", 1, nil, now)
 	if n.Labels[LabelRole] != LabelRoleKip {
 		t.Errorf("SetRoleLabel: labels = %v, want %s=%s", n.Labels, LabelRole, LabelRoleKip)
 	}

@@ -11,8 +11,9 @@ import (
 
 // nodeObject is the Node kip registers: labels, taint, capacity, addresses,
 // the kubelet endpoint and Ready conditions. port is the kubelet API's
-// real port.
-func nodeObject(cfg Config, internalIP string, port int32, now time.Time) *corev1.Node {
+// real port; extended are the extended resources the backend offers
+// (ResourceReporter).
+func nodeObject(cfg Config, internalIP string, port int32, extended []corev1.ResourceName, now time.Time) *corev1.Node {
 	labels := maps.Clone(cfg.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -42,8 +43,8 @@ func nodeObject(cfg Config, internalIP string, port int32, now time.Time) *corev
 		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
-			Capacity:    cfg.resources(),
-			Allocatable: cfg.resources(),
+			Capacity:    cfg.resources(extended),
+			Allocatable: cfg.resources(extended),
 			Phase:       corev1.NodeRunning,
 			Conditions: []corev1.NodeCondition{
 				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kip is ready to run pods on cells"),

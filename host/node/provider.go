@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +21,16 @@ type HealthChecker interface {
 	Healthy(ctx context.Context) error
 }
 
+// ResourceReporter is an optional interface of Pods: the extended
+// resources the cells can offer (the GPU resources, when the plugin's
+// catalog has GPU instance types). The Node's capacity lists each
+// (Config.Capacity.GPUs), or the scheduler would never place a pod that
+// requests one here; it is asked again every status update, so a plugin
+// swap or a new catalog shows. It must answer quickly.
+type ResourceReporter interface {
+	ExtendedResources(ctx context.Context) ([]corev1.ResourceName, error)
+}
+
 // healthTimeout bounds one Healthy call; a call that times out counts as
 // a failure (subject to the grace period like any other).
 const healthTimeout = 5 * time.Second
@@ -29,13 +40,19 @@ const healthTimeout = 5 * time.Second
 // a lease duration later (pitfall A4.10), so Ping fails only after the
 // backend has been unhealthy for the whole grace period.
 type nodeProvider struct {
-	health HealthChecker // nil: always healthy
-	grace  time.Duration
-	log    *slog.Logger
-	now    func() time.Time
+	health    HealthChecker    // nil: always healthy
+	resources ResourceReporter // nil: no extended resources
+	grace     time.Duration
+	log       *slog.Logger
+	now       func() time.Time
+	// node builds the Node's status with the given extended resources;
+	// interval is how often those are asked for.
+	node     func(extended []corev1.ResourceName) *corev1.Node
+	interval time.Duration
 
 	mu           sync.Mutex
 	failingSince time.Time // zero while healthy
+	extended     []corev1.ResourceName
 }
 
 func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProvider {
@@ -43,7 +60,17 @@ func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProv
 	if h, ok := pods.(HealthChecker); ok {
 		p.health = h
 	}
+	if r, ok := pods.(ResourceReporter); ok {
+		p.resources = r
+	}
 	return p
+}
+
+// currentExtended is the extended resources last reported.
+func (p *nodeProvider) currentExtended() []corev1.ResourceName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.extended)
 }
 
 // Ping implements node.NodeProvider.
@@ -82,6 +109,46 @@ func (p *nodeProvider) Ping(ctx context.Context) error {
 }
 
 // NotifyNodeStatus implements node.NodeProvider. The node's status comes
-// from the configuration and does not change while kip runs; the periodic
-// status update refreshes heartbeats.
-func (p *nodeProvider) NotifyNodeStatus(context.Context, func(*corev1.Node)) {}
+// from the configuration, but for the extended resources the backend
+// offers: they are asked for at once and every interval, and a change is
+// sent as a new status. The periodic status update refreshes heartbeats.
+func (p *nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
+	if p.resources == nil || p.node == nil {
+		return
+	}
+	go func() {
+		t := time.NewTicker(p.interval)
+		defer t.Stop()
+		for {
+			p.refreshResources(ctx, cb)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// refreshResources asks for the extended resources and sends the node's
+// status when they changed.
+func (p *nodeProvider) refreshResources(ctx context.Context, cb func(*corev1.Node)) {
+	rctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	got, err := p.resources.ExtendedResources(rctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("asking the cell backend which extended resources it offers", "error", err)
+		}
+		return
+	}
+	slices.Sort(got)
+	p.mu.Lock()
+	changed := !slices.Equal(got, p.extended)
+	p.extended = got
+	p.mu.Unlock()
+	if changed {
+		p.log.Info("the node offers extended resources", "resources", got)
+		cb(p.node(got))
+	}
+}

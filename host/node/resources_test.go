@@ -1,0 +1,75 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// reporter is a ResourceReporter whose answer the test changes.
+type reporter struct {
+	mu  sync.Mutex
+	res []corev1.ResourceName
+}
+
+func (r *reporter) ExtendedResources(context.Context) ([]corev1.ResourceName, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]corev1.ResourceName(nil), r.res...), nil
+}
+
+func (r *reporter) set(res ...corev1.ResourceName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res = res
+}
+
+// TestNodeListsExtendedResources: the Node's capacity and allocatable
+// list each extended resource the backend offers, Capacity.GPUs of each,
+// and follow when that changes (a plugin swap).
+func TestNodeListsExtendedResources(t *testing.T) {
+	cfg := DefaultConfig("kip")
+	rep := &reporter{}
+	rep.set("nvidia.com/gpu")
+	p := &nodeProvider{resources: rep, log: slog.New(slog.DiscardHandler), now: time.Now, interval: 20 * time.Millisecond,
+		node: func(extended []corev1.ResourceName) *corev1.Node {
+			return nodeObject(cfg, "10.0.0.7", 10250, extended, time.Now())
+		}}
+	got := make(chan *corev1.Node, 10)
+	p.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { got <- n })
+	next := func() *corev1.Node {
+		t.Helper()
+		select {
+		case n := <-got:
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("no node status sent")
+			return nil
+		}
+	}
+	n := next()
+	want := resource.MustParse(DefaultGPUs)
+	for _, list := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+		if q, ok := list["nvidia.com/gpu"]; !ok || q.Cmp(want) != 0 {
+			t.Errorf("nvidia.com/gpu = %v (listed %v), want %s", q.String(), ok, DefaultGPUs)
+		}
+	}
+	if cpu := n.Status.Capacity[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse(DefaultCPU)) != 0 {
+		t.Errorf("cpu = %s, want %s", cpu.String(), DefaultCPU)
+	}
+	rep.set()
+	n = next()
+	if _, ok := n.Status.Capacity["nvidia.com/gpu"]; ok {
+		t.Error("nvidia.com/gpu still listed after the backend stopped offering it")
+	}
+	select {
+	case n := <-got:
+		t.Errorf("a status sent without a change: %v", n.Status.Capacity)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
