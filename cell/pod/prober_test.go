@@ -320,15 +320,23 @@ func TestGRPCProbe(t *testing.T) {
 	}
 }
 
-func TestPreStopRunsBeforeTheStopSignal(t *testing.T) {
+// deleteWithPreStop runs a pod whose container has an exec preStop hook
+// ("drain") answering out and code, and deletes it.
+func deleteWithPreStop(t *testing.T, out string, code int32) (*Manager, *fakeRuntime) {
+	t.Helper()
 	rt := newFakeRuntime()
-	rt.onExec = func(context.Context, string, []string) (string, int32) { return "", 0 }
+	rt.onExec = func(context.Context, string, []string) (string, int32) { return out, code }
 	m := probeManager(t, rt)
 	p := testPod(corev1.RestartPolicyAlways, "app")
 	p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"drain"}}}}
 	apply(t, m, 1, p)
 	waitStatus(t, m, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
 	deletePod(t, m, 5*time.Second)
+	return m, rt
+}
+
+func TestPreStopRunsBeforeTheStopSignal(t *testing.T) {
+	_, rt := deleteWithPreStop(t, "", 0)
 	want := []string{"exec app drain", fmt.Sprintf("signal app %d", 15)}
 	if diff := cmp.Diff(want, rt.history()); diff != "" {
 		t.Errorf("what happened on delete (-want +got):\n%s", diff)
@@ -336,14 +344,7 @@ func TestPreStopRunsBeforeTheStopSignal(t *testing.T) {
 }
 
 func TestPreStopFailureIsAnEvent(t *testing.T) {
-	rt := newFakeRuntime()
-	rt.onExec = func(context.Context, string, []string) (string, int32) { return "secret output", 1 }
-	m := probeManager(t, rt)
-	p := testPod(corev1.RestartPolicyAlways, "app")
-	p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"drain"}}}}
-	apply(t, m, 1, p)
-	waitStatus(t, m, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
-	deletePod(t, m, 5*time.Second)
+	m, _ := deleteWithPreStop(t, "secret output", 1)
 	if !hasEvent(m, "FailedPreStopHook", "PreStopHook failed") {
 		t.Errorf("no FailedPreStopHook event: %v", summary(m.Events()))
 	}
