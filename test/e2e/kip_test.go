@@ -203,6 +203,7 @@ func TestJobSucceedsAndCellEnds(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	before := liveCells(t)
+	logFrom := len(logLines(t))
 	spec := onKip(corev1.Container{Name: "once", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo computing; echo result 42"}})
 	spec.InitContainers = []corev1.Container{{Name: "prep", Image: cells.Images.Busybox.Ref, Command: []string{"echo", "prepared"}}}
 	spec.RestartPolicy = corev1.RestartPolicyNever
@@ -247,6 +248,13 @@ func TestJobSucceedsAndCellEnds(t *testing.T) {
 		_, err := os.Stat(kept)
 		return os.IsNotExist(err), nil
 	})
+	// The Job controller removed its job-tracking finalizer; kip's status
+	// writes must not have tried to put it back on the pod being deleted.
+	for _, l := range logLines(t)[logFrom:] {
+		if strings.Contains(l, "finalizers") && strings.Contains(l, pod.Name) {
+			t.Errorf("kip fought over the pod's finalizers: %s", l)
+		}
+	}
 }
 
 // TestMissingImage: a pod whose image does not exist shows ErrImagePull or
