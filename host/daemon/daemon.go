@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
-		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder))
+		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder), node.WithOwnedAnnotations(cells.AnnotationPlacedPrefix))
 	if err != nil {
 		return err
 	}

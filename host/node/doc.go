@@ -45,6 +45,12 @@
 //     three informers come from a factory that is never started.
 //   - Status is pushed: Pods is a PodNotifier, so virtual-kubelet never
 //     polls GetPodStatus every 5 s.
+//   - A pod status write carries the labels, annotations and finalizers
+//     of the cached pod of the same resource version, but for the
+//     annotations Pods owns (WithOwnedAnnotations): virtual-kubelet sends
+//     the pod as last reported, and its stale metadata would undo others'
+//     changes (a Job's pod being deleted had its job-tracking finalizer
+//     written back, which the API server refuses) (podStatusClient).
 //   - The work queues retry a failing key with backoff capped at a minute
 //     for 30 minutes rather than 20 times, under a 100 QPS budget instead
 //     of 10 (mass deletions are not throttled).

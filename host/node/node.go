@@ -66,6 +66,9 @@ type Node struct {
 	podFactory informers.SharedInformerFactory
 	recorder   record.EventRecorder
 
+	// ownedAnnotations is the prefix of the annotations a pod status
+	// write takes from Pods (WithOwnedAnnotations).
+	ownedAnnotations string
 	// provider is virtual-kubelet's NodeProvider, set by Run.
 	provider *nodeProvider
 
@@ -82,6 +85,14 @@ type Option func(*Node)
 // share the same cache of the node's pods. Run starts it.
 func WithPodInformerFactory(factory informers.SharedInformerFactory) Option {
 	return func(n *Node) { n.podFactory = factory }
+}
+
+// WithOwnedAnnotations names the prefix of the pod annotations the Pods
+// implementation reports with a status (kip's placement annotations);
+// every other label, annotation and finalizer of a status write is the
+// API server's (podStatusClient).
+func WithOwnedAnnotations(prefix string) Option {
+	return func(n *Node) { n.ownedAnnotations = prefix }
 }
 
 // WithEventRecorder makes the Node post events through recorder (from
@@ -364,7 +375,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 func (n *Node) newPodController(podInformer coreinformers.PodInformer, recorder record.EventRecorder) (*vknode.PodController, error) {
 	idleFactory := informers.NewSharedInformerFactory(n.client, 0)
 	return vknode.NewPodController(vknode.PodControllerConfig{
-		PodClient:                                n.client.CoreV1(),
+		PodClient:                                podStatusClient{PodsGetter: n.client.CoreV1(), pods: podInformer.Lister(), ownedPrefix: n.ownedAnnotations},
 		PodInformer:                              podInformer,
 		EventRecorder:                            recorder,
 		Provider:                                 n.pods,
