@@ -35,7 +35,10 @@
 //
 // The Manager (manager.go) only wires small types, each in its own file,
 // and implements host/node.Pods over them (pods.go; logs, exec, attach and
-// port-forward in streams.go):
+// port-forward in streams.go; host/node.StatsProvider in stats.go, which
+// asks every running cell's agent at once, each within
+// Config.StatsTimeout, and leaves out, with a log line, a cell that does
+// not answer):
 //
 //   - cellSet (cellset.go): the cells, by pod UID and by namespace/name.
 //   - notifier (notify.go): statuses pushed to virtual-kubelet, coalesced.
@@ -83,6 +86,7 @@
 // deleted or Run ends, which stops every cell; a termination, once begun,
 // finishes whatever context asked for it.
 //
-// It imports pluginapi, host/clusterip, host/match, host/dispatch, host/setting, cell/api and
+// It imports pluginapi, host/clusterip, host/match, host/dispatch, host/setting, cell/api,
+// the kubelet's stats API types and
 // client-go; never host/node's implementation or host/config.
 package cells
