@@ -157,7 +157,7 @@ type setup struct {
 }
 
 // newHarnessSetup is newHarnessDeferred with a setup.
-func newHarnessSetup(t *testing.T, s setup) *harness {
+func newHarnessSetup(t testing.TB, s setup) *harness {
 	t.Helper()
 	plugin := pluginfake.New(s.plugin...)
 	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
@@ -194,7 +194,7 @@ func newHarnessSetup(t *testing.T, s setup) *harness {
 }
 
 // serveAgent serves agent over an in-memory listener until the test ends.
-func serveAgent(t *testing.T, agent cellv1.CellServer) *bufconn.Listener {
+func serveAgent(t testing.TB, agent cellv1.CellServer) *bufconn.Listener {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()

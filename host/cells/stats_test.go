@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -127,5 +128,52 @@ func TestPodStats(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].CPU.UsageNanoCores != nil || got[0].Containers[0].CPU.UsageNanoCores != nil || got[0].Network != nil || got[0].EphemeralStorage != nil {
 		t.Errorf("first sample, CPU and memory only = %+v", got)
+	}
+}
+
+// BenchmarkPodStats is the host's cost of one stats answer over n running
+// cells: a Stats call to each agent (gRPC, in memory) with a pod's whole
+// summary (two containers, an interface, two volumes, the disk), and the
+// conversion to the kubelet's types. The agents answer at once: a cell's
+// own time (cgroup reads, the disk walks) is not in it.
+func BenchmarkPodStats(b *testing.B) {
+	now := timestamppb.Now()
+	fs := &cellv1.FsStats{CapacityBytes: 1 << 34, AvailableBytes: 1 << 33, Inodes: 1 << 20, InodesFree: 1 << 19, HasFilesystem: true,
+		UsedBytes: 1 << 20, InodesUsed: 9, HasUsage: true}
+	ctr := func(name string) *cellv1.ContainerStats {
+		return &cellv1.ContainerStats{Name: name, StartTime: now, CpuUsageCoreNanoSeconds: 3e9, CpuUsageNanoCores: 5e8, CpuRateKnown: true,
+			MemoryUsageBytes: 30 << 20, MemoryWorkingSetBytes: 20 << 20, MemoryRssBytes: 10 << 20, Rootfs: fs, Logs: fs}
+	}
+	agent := &statsAgent{only: make(chan bool, 1<<20), resp: &cellv1.StatsResponse{
+		Time: now, Containers: []*cellv1.ContainerStats{ctr("app"), ctr("side")},
+		Interfaces: []*cellv1.InterfaceStats{{Name: "eth0", RxBytes: 1 << 30, TxBytes: 1 << 29}},
+		Volumes:    []*cellv1.VolumeStats{{Name: "kube-api-access-x", Fs: fs}, {Name: "scratch", Fs: fs}},
+		Disk:       fs, EtcFiles: fs,
+	}}
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("cells=%d", n), func(b *testing.B) {
+			h := newHarnessSetup(b, setup{})
+			lis := serveAgent(b, agent)
+			for i := range n {
+				c := newCell(h.m.deps, newPod(fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))), nil)
+				a, err := dialAgent(c.id, lis)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = a.Close() })
+				c.agent = a
+				h.m.cells.add(c)
+			}
+			for b.Loop() {
+				pods, err := h.m.PodStats(b.Context(), false)
+				if err != nil || len(pods) != n {
+					b.Fatalf("PodStats = %d pods, %v", len(pods), err)
+				}
+				for range n {
+					<-agent.only
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/cell")
+		})
 	}
 }

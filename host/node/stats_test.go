@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -104,7 +105,7 @@ func statsServer(pods Pods) http.Handler {
 	return routes(pods, nil, statsRoutes{node: "kip", start: statsStart, log: slog.New(slog.DiscardHandler)})
 }
 
-func get(t *testing.T, h http.Handler, path string) *httptest.ResponseRecorder {
+func get(t testing.TB, h http.Handler, path string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "https://kip:10250"+path, nil))
@@ -289,5 +290,29 @@ func TestMetricsServerAuth(t *testing.T) {
 		if w.Code != tc.want {
 			t.Errorf("%s with token %q: %d, want %d (%s)", tc.path, tc.token, w.Code, tc.want, strings.TrimSpace(w.Body.String()))
 		}
+	}
+}
+
+// BenchmarkStatsRoutes is the node's cost of answering /stats/summary
+// (JSON) and /metrics/resource (text) for 100 pods of two containers, their
+// stats already read (host/cells' BenchmarkPodStats reads them).
+func BenchmarkStatsRoutes(b *testing.B) {
+	var pods []statsv1alpha1.PodStats
+	for i := range 50 {
+		for _, p := range twoPods() {
+			p.PodRef.Name = fmt.Sprintf("%s-%d", p.PodRef.Name, i)
+			p.Containers = append(p.Containers, p.Containers[0])
+			pods = append(pods, p)
+		}
+	}
+	h := statsServer(&statsPods{pods: pods})
+	for _, path := range []string{"/stats/summary", "/metrics/resource"} {
+		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
+			for b.Loop() {
+				if w := get(b, h, path); w.Code != http.StatusOK {
+					b.Fatal(w.Code)
+				}
+			}
+		})
 	}
 }
