@@ -329,12 +329,19 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
 	}
+	// The node's kubelet API is where pods reach the API server, so that
+	// a pod reaches it too (metrics-server scrapes it); 127.0.0.1 when
+	// the control plane serves loopback alone.
+	nodeIP := f.Cluster.AdvertiseAddress
+	if nodeIP == "" {
+		nodeIP = "127.0.0.1"
+	}
 	config := fmt.Sprintf(`clusterID: %[9]s
 nodeName: %[1]s
 kubeconfig: %[2]s
 node:
-  internalIP: 127.0.0.1
-  listenAddress: 127.0.0.1:0
+  internalIP: %[12]s
+  listenAddress: %[13]s
   clientCAFile: %[3]s
 cells:
   insecureRegistries: [%[4]q]
@@ -349,7 +356,7 @@ plugin:
   dir: %[6]s
   config: %[7]s
 `, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		VolumeRefreshInterval, k.PodLogsDir)
+		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"))
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
