@@ -41,7 +41,7 @@ type env struct {
 	ca  *apitest.CA
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	containerdtest.Require(t)
 	e := &env{d: containerdtest.StartDaemon(t), ca: apitest.NewCA(t)}
@@ -68,7 +68,7 @@ type agent struct {
 // startAgent runs cell.Run in this process (in the root network namespace,
 // where the registry on 127.0.0.1 is reachable) with the containers in a
 // network namespace of their own holding podIP.
-func (e *env) startAgent(t *testing.T, podIP string) *agent {
+func (e *env) startAgent(t testing.TB, podIP string) *agent {
 	t.Helper()
 	a := &agent{cellID: "c-" + containerdtest.Random(8), netns: containerdtest.NewNetns(t, podIP), done: make(chan error, 1)}
 	certPEM, keyPEM := e.ca.Issue(t, a.cellID, x509.ExtKeyUsageServerAuth, a.cellID)
@@ -133,7 +133,7 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 	return a
 }
 
-func (e *env) applyPod(t *testing.T, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {
+func (e *env) applyPod(t testing.TB, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {
 	t.Helper()
 	data, err := json.Marshal(p)
 	if err != nil {
@@ -150,7 +150,7 @@ func (e *env) applyPod(t *testing.T, a *agent, p *corev1.Pod, envs map[string]*c
 }
 
 // watch follows WatchStatus until cond holds.
-func watch(t *testing.T, a *agent, what string, cond func(*corev1.PodStatus) bool) *corev1.PodStatus {
+func watch(t testing.TB, a *agent, what string, cond func(*corev1.PodStatus) bool) *corev1.PodStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
