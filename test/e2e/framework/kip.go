@@ -243,6 +243,17 @@ type KipOptions struct {
 	Network int
 }
 
+// nodeIP is the address kip's kubelet API listens on and the node
+// reports: where pods reach the API server, so that a pod reaches the
+// node too (metrics-server scrapes it); 127.0.0.1 when the control plane
+// serves loopback alone.
+func (f *Framework) nodeIP() string {
+	if f.Cluster.AdvertiseAddress == "" {
+		return "127.0.0.1"
+	}
+	return f.Cluster.AdvertiseAddress
+}
+
 // StartKip runs kip as a real process with the node's own identity
 // (system:node:<name>), the local plugin launching kip-cell agents on
 // cells' containerd, and waits until the node is Ready. It grants the
@@ -329,13 +340,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
 	}
-	// The node's kubelet API is where pods reach the API server, so that
-	// a pod reaches it too (metrics-server scrapes it); 127.0.0.1 when
-	// the control plane serves loopback alone.
-	nodeIP := f.Cluster.AdvertiseAddress
-	if nodeIP == "" {
-		nodeIP = "127.0.0.1"
-	}
+	nodeIP := f.nodeIP()
 	config := fmt.Sprintf(`clusterID: %[9]s
 nodeName: %[1]s
 kubeconfig: %[2]s
