@@ -131,6 +131,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.RemoveAll(etcDir); err != nil {
 		log.WarnContext(ctx, "removing the /etc files of an earlier agent", "error", err)
 	}
+	termDir := filepath.Join(cfg.StateDir, "termination")
+	if err := os.RemoveAll(termDir); err != nil {
+		log.WarnContext(ctx, "removing the termination messages of an earlier agent", "error", err)
+	}
 	// Secrets go on a tmpfs only where containerd would see it.
 	noTmpfs := runtime.MountsShared(ctx, cfg.ContainerdAddress)
 	if noTmpfs != nil {
@@ -139,7 +143,7 @@ func Run(ctx context.Context, cfg Config) error {
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, ResolvConf: cfg.ResolvConf,
+		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
 		Backoff: cfg.Backoff, Logger: log,
 	})
 	proxy, noServices, err := serviceProxy(cfg, log)

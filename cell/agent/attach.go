@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
@@ -20,6 +21,11 @@ import (
 // Asking for stdin of a container without it only logs: the output
 // still flows, as kubectl then warns on its own.
 func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
+	// Headers at once commit the call: the host's gRPC does not retry a
+	// stream the agent has seen (dispatch's retryOnce).
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	first, err := stream.Recv()
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
@@ -21,7 +22,7 @@ import (
 func Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, srv cellv1.CellServer) error {
 	gs := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cellapi.KeepaliveTime, PermitWithoutStream: true}),
 	)
 	cellv1.RegisterCellServer(gs, srv)
 	errc := make(chan error, 1)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
@@ -201,6 +202,11 @@ func (s *Server) DeletePod(ctx context.Context, req *cellv1.DeletePodRequest) (*
 // PortForward implements cellv1.CellServer: it connects to 127.0.0.1:port
 // in the pod's network namespace and copies both ways.
 func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
+	// Headers at once commit the call: the host's gRPC does not retry a
+	// stream the agent has seen (dispatch's retryOnce).
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -267,6 +273,11 @@ func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
 
 // Exec implements cellv1.CellServer.
 func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
+	// Headers at once commit the call: the host's gRPC does not retry a
+	// stream the agent has seen (dispatch's retryOnce).
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	first, err := stream.Recv()
 	if err != nil {
 		return err

@@ -6,10 +6,21 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"time"
 )
 
 // Port is the agent's gRPC port.
 const Port = 6421
+
+// Keep-alive of the host's connections to agents: the host pings an idle
+// connection every KeepaliveTime and drops it when no answer comes within
+// KeepaliveTimeout, so a cell that went silent (its packets dropped, no
+// reset) is noticed within their sum; the agent allows pings that often
+// (its enforcement policy's MinTime), even without streams.
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+)
 
 // BootstrapEnv names the environment variable holding the bootstrap file's
 // path (the local plugin sets it; cloud cells get the file from user data).

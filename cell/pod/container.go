@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,7 +25,10 @@ import (
 type containerState struct {
 	name   string
 	isInit bool
-	status corev1.ContainerStatus
+	// sidecar: an init container with restartPolicy Always, which keeps
+	// running beside the app containers.
+	sidecar bool
+	status  corev1.ContainerStatus
 	// task is the running attempt, nil between attempts.
 	task runtime.Task
 	// aio is the running attempt's stdio for attach sessions.
@@ -45,6 +49,11 @@ func newContainerState(name, image string, isInit, afterInits bool) *containerSt
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}},
 	}}
 }
+
+// readiness reports whether the container has a readiness of its own:
+// app containers and sidecars do; a regular init container is Ready only
+// once it succeeded.
+func (cs *containerState) readiness() bool { return !cs.isInit || cs.sidecar }
 
 // runContainer runs a container's attempts until it should not restart or
 // the pod is deleted. It reports whether the container completed
@@ -141,15 +150,20 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			delay = 0
 		}
 		policy := d.Pod.Spec.RestartPolicy
-		if cs.isInit && policy == corev1.RestartPolicyAlways {
+		switch {
+		case cs.sidecar:
+			policy = corev1.RestartPolicyAlways
+		case cs.isInit && policy == corev1.RestartPolicyAlways:
 			policy = corev1.RestartPolicyOnFailure
 		}
 		switch {
 		case exit == nil:
 			// Restarted for a new spec: no back-off.
 			continue
+		case cs.sidecar:
+			// Restarted whatever its exit code, as long as the pod runs.
 		case cs.isInit && exit.Code == 0:
-			m.update(func() { cs.succeeded = true })
+			m.update(func() { cs.succeeded, cs.status.Ready = true, true })
 			return true
 		case policy == corev1.RestartPolicyNever,
 			policy == corev1.RestartPolicyOnFailure && exit.Code == 0:
@@ -191,6 +205,12 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	}
 	spec := m.containerRuntimeSpec(cs, c, d, img, attempt)
 	spec.Mounts = mounts
+	termFile := ""
+	if tm, ok, err := m.terminationFile(c, attempt); err != nil {
+		log.WarnContext(ctx, "creating the termination message file", "error", err)
+	} else if ok {
+		spec.Mounts, termFile = append(append([]runtime.Mount(nil), mounts...), tm), tm.Source
+	}
 	aio := newAttachIO(c.Stdin, c.TTY, c.StdinOnce)
 	spec.Stdout = io.MultiWriter(lf.Stream(logs.Stdout), aio.stdout)
 	spec.Stderr = io.MultiWriter(lf.Stream(logs.Stderr), aio.stderr)
@@ -214,6 +234,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, &runtime.ExitStatus{Code: 128}, true
 	}
 	started := task.StartedAt()
+	tgt := target{c: c, task: task, podIP: m.cfg.PodIP}
 	m.update(func() {
 		if attempt > 0 {
 			cs.status.RestartCount++
@@ -224,30 +245,27 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		cs.task = task
 		aio.setTask(task)
 		cs.aio = aio
-		cs.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
 		cs.status.ContainerID = "containerd://" + task.ID()
 		cs.status.ImageID = img.ID
 		cs.status.Image = c.Image
-		t := true
-		cs.status.Started = &t
-		// No probes yet: a running container is ready.
-		cs.status.Ready = !cs.isInit
 		m.emitLocked(EventNormal, "Created", cs.name, "Created container %s", cs.name)
 		m.emitLocked(EventNormal, "Started", cs.name, "Started container %s", cs.name)
 	})
 	log.InfoContext(ctx, "container started", "id", task.ID(), "attempt", attempt)
 
-	restartForSpec := false
-	select {
-	case <-task.Exited():
-	case <-ctx.Done():
-		m.stop(cs, task, img)
-	case <-m.imageChanged(cs, c.Image, specCh):
-		restartForSpec = true
-		log.InfoContext(ctx, "image changed, restarting container")
-		m.stop(cs, task, img)
-	}
-	<-task.Exited()
+	// The container shows Running once its postStart hook has succeeded,
+	// as on a kubelet; a failed hook kills it.
+	hookFailed := m.postStart(ctx, cs, tgt, d.Pod, img)
+	m.update(func() {
+		if cs.task != task || hookFailed {
+			return
+		}
+		cs.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
+		started := c.StartupProbe == nil
+		cs.status.Started = &started
+		cs.status.Ready = cs.readiness() && started && c.ReadinessProbe == nil
+	})
+	restartForSpec := m.supervise(ctx, cs, tgt, d, img, specCh, started)
 	st := task.Status()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	if err := task.Delete(dctx); err != nil {
@@ -265,6 +283,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	case st.Code != 0:
 		reason = "Error"
 	}
+	msg := m.terminationMessage(context.WithoutCancel(ctx), c, termFile, st.Code, lf.Path())
 	log.InfoContext(ctx, "container exited", "exit_code", st.Code, "reason", reason)
 	m.update(func() {
 		cs.task = nil
@@ -273,7 +292,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		f := false
 		cs.status.Started = &f
 		cs.status.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: st.Code, Reason: reason, StartedAt: metav1.NewTime(started),
+			ExitCode: st.Code, Reason: reason, Message: msg, StartedAt: metav1.NewTime(started),
 			FinishedAt: metav1.NewTime(st.ExitedAt), ContainerID: cs.status.ContainerID,
 		}}
 	})
@@ -284,6 +303,32 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, nil, true
 	}
 	return st.ExitedAt.Sub(started), &st, true
+}
+
+// supervise probes a running attempt until it exits, stopping it when
+// the pod is deleted, a liveness or startup probe fails, or a newer spec
+// changes its image; it reports the last (restart without back-off).
+func (m *Manager) supervise(ctx context.Context, cs *containerState, tgt target, d *Desired, img runtime.Image, specCh <-chan struct{}, started time.Time) (restartForSpec bool) {
+	log := m.log.With("container", cs.name)
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	var probes sync.WaitGroup
+	kill := m.startProbes(probeCtx, &probes, cs, tgt, d.Pod, started)
+	select {
+	case <-tgt.task.Exited():
+	case <-ctx.Done():
+		m.stop(cs, tgt, img, "", m.deleteGrace(d.Pod))
+	case k := <-kill:
+		log.InfoContext(ctx, "probe failed, stopping container", "reason", k.message)
+		m.stop(cs, tgt, img, k.message, k.grace)
+	case <-m.imageChanged(cs, tgt.c.Image, specCh):
+		restartForSpec = true
+		log.InfoContext(ctx, "image changed, restarting container")
+		m.stop(cs, tgt, img, fmt.Sprintf("Container %s definition changed, will be restarted", cs.name), podGrace(d.Pod))
+	}
+	<-tgt.task.Exited()
+	stopProbes()
+	probes.Wait()
+	return restartForSpec
 }
 
 // imageChanged returns a channel closed once a newer desired spec gives
@@ -321,34 +366,116 @@ func (cs *containerState) exitedOrNil(m *Manager) <-chan struct{} {
 	return cs.task.Exited()
 }
 
-// stop sends the stop signal, then SIGKILL after the grace period.
-func (m *Manager) stop(cs *containerState, task runtime.Task, img runtime.Image) {
-	ctx := context.Background()
+// deleteGrace is the grace period of a pod being stopped: the one Delete
+// was given, else the pod's.
+func (m *Manager) deleteGrace(p *corev1.Pod) time.Duration {
 	m.mu.Lock()
-	grace := m.grace
-	if !m.deleting && m.desired != nil && m.desired.Pod.Spec.TerminationGracePeriodSeconds != nil {
-		grace = time.Duration(*m.desired.Pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	defer m.mu.Unlock()
+	if m.deleting {
+		return m.grace
 	}
-	m.mu.Unlock()
-	sig := stopSignal(img.Config.StopSignal)
+	return podGrace(p)
+}
+
+// minStopGrace is the kubelet's minimumGracePeriodInSeconds: what a
+// container has left for its stop signal after a preStop hook used up its
+// grace period.
+const minStopGrace = 2 * time.Second
+
+// stop stops a container as the kubelet's killContainer does: a Killing
+// event (message, or "Stopping container <name>"), the preStop hook
+// within the grace period, the stop signal, and SIGKILL once the rest of
+// the grace period has passed.
+func (m *Manager) stop(cs *containerState, t target, img runtime.Image, message string, grace time.Duration) {
+	ctx := context.Background()
+	if message == "" {
+		message = fmt.Sprintf("Stopping container %s", cs.name)
+	}
 	log := m.log.With("container", cs.name)
+	m.emit(EventNormal, "Killing", cs.name, "%s", message)
+	if h := t.c.Lifecycle; h != nil && h.PreStop != nil && grace > 0 {
+		begin := time.Now()
+		m.runPreStop(ctx, cs, t, h.PreStop, grace)
+		// The kubelet counts in whole seconds.
+		grace = max(grace-time.Since(begin).Truncate(time.Second), minStopGrace)
+	}
+	sig := stopSignal(img.Config.StopSignal)
 	log.InfoContext(ctx, "stopping container", "signal", unix.SignalName(sig), "grace", grace)
-	m.emit(EventNormal, "Killing", cs.name, "Stopping container %s", cs.name)
 	if grace > 0 {
-		if err := task.Signal(ctx, sig, false); err != nil {
+		if err := t.task.Signal(ctx, sig, false); err != nil {
 			log.WarnContext(ctx, "signalling container", "error", err)
 		}
-		t := time.NewTimer(grace)
-		defer t.Stop()
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
 		select {
-		case <-task.Exited():
+		case <-t.task.Exited():
 			return
-		case <-t.C:
+		case <-timer.C:
 		}
 	}
-	if err := task.Signal(ctx, syscall.SIGKILL, true); err != nil {
+	if err := t.task.Signal(ctx, syscall.SIGKILL, true); err != nil {
 		log.WarnContext(ctx, "killing container", "error", err)
 	}
+}
+
+// runPreStop runs the preStop hook for at most grace; a failure is a
+// FailedPreStopHook event without the hook's output (it may hold
+// secrets), as on a kubelet.
+func (m *Manager) runPreStop(ctx context.Context, cs *containerState, t target, h *corev1.LifecycleHandler, grace time.Duration) {
+	hctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if msg, err := runHook(hctx, h, t, m.podName()); err != nil && hctx.Err() == nil {
+			m.log.WarnContext(ctx, "preStop hook failed", "container", cs.name, "error", err, "message", msg)
+			m.emit(EventWarning, "FailedPreStopHook", cs.name, "PreStopHook failed")
+		}
+	}()
+	select {
+	case <-done:
+	case <-hctx.Done():
+		m.log.InfoContext(ctx, "preStop hook not completed in grace period", "container", cs.name, "grace", grace)
+	}
+}
+
+// postStart runs the container's postStart hook, if any, and reports
+// whether it failed; then the container has been killed, as by the
+// kubelet (a FailedPostStartHook event, the Killing message
+// "FailedPostStartHook").
+func (m *Manager) postStart(ctx context.Context, cs *containerState, t target, p *corev1.Pod, img runtime.Image) bool {
+	h := t.c.Lifecycle
+	if h == nil || h.PostStart == nil {
+		return false
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-t.task.Exited():
+			cancel()
+		case <-hctx.Done():
+		}
+	}()
+	msg, err := runHook(hctx, h.PostStart, t, m.podName())
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	m.log.WarnContext(ctx, "postStart hook failed", "container", cs.name, "error", err, "message", msg)
+	m.emit(EventWarning, "FailedPostStartHook", cs.name, "PostStartHook failed")
+	m.stop(cs, t, img, "FailedPostStartHook", podGrace(p))
+	return true
+}
+
+// podName is "<name>_<namespace>(<uid>)", the kubelet's format.Pod.
+func (m *Manager) podName() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.desired == nil {
+		return ""
+	}
+	p := m.desired.Pod
+	return fmt.Sprintf("%s_%s(%s)", p.Name, p.Namespace, p.UID)
 }
 
 // containerSpec returns the container's desired spec, the desired pod and

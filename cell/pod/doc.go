@@ -74,17 +74,54 @@
 // to every attach session (Attach). Sessions may follow one another; with
 // stdinOnce the first session that ends closes the process's stdin.
 //
-// Delete stops every container with its stop signal (the image's
-// StopSignal, else SIGTERM), sends SIGKILL to those still running after the
-// grace period, and then removes everything from the runtime; the pod ends
-// Succeeded if every container exited 0, Failed otherwise.
+// Probes (prober.go, probe.go, ported from the kubelet's prober): startup,
+// liveness and readiness probes of kind exec (in the container, $(VAR)
+// from its literal env, output kept to 10 KiB, a timeout is a failure
+// "command timed out"), httpGet (the kubelet's request and User-Agent,
+// https without verification, 2xx-3xx succeed, a redirect to another host
+// is a ProbeWarning), tcpSocket and grpc (grpc.health.v1), with initial
+// delay, period, timeout and thresholds. A container with a startup probe
+// is not started, and its liveness and readiness probes wait, until that
+// probe succeeds; readiness starts false; a liveness or startup failure
+// kills the container (Killing "Container x failed liveness probe, will be
+// restarted", the probe's terminationGracePeriodSeconds when set) and the
+// restart policy decides what follows; every failure is an Unhealthy
+// event.
 //
-// Not yet: probes (startup, liveness, readiness — a container is ready as
-// soon as it runs; the worker loop is where a prober would hook in),
-// lifecycle hooks, sidecar init containers (restartPolicy Always),
-// securityContext (fsGroup and volume ownership included), mount
-// propagation, and activeDeadlineSeconds.
+// Lifecycle: a postStart hook (exec, httpGet, sleep) runs once the
+// container started, which shows Running only after it; a failed hook is a
+// FailedPostStartHook event and kills the container. Stopping a container
+// (delete, a liveness failure, a new image) runs its preStop hook within
+// the grace period (a failure is a FailedPreStopHook event without the
+// hook's output), then sends the stop signal (the image's StopSignal, else
+// SIGTERM) and SIGKILL once the rest of the grace period has passed (at
+// least 2 s after a hook, the kubelet's minimum; a grace period of 0
+// kills at once). Delete then removes everything from the runtime; the
+// pod ends Succeeded if every container exited 0, Failed otherwise.
+//
+// activeDeadlineSeconds: counted from the pod's start time (a later
+// generation may shorten it); once passed the pod is Failed with reason
+// DeadlineExceeded and the kubelet's message, a DeadlineExceeded event,
+// and its containers are stopped and not restarted.
+//
+// Sidecars: an init container with restartPolicy Always starts in its
+// turn, the next init container waits until it has started (its startup
+// probe succeeded), it is restarted whatever its exit code, its readiness
+// counts for the pod's, and it is stopped once the app containers have
+// ended, so a Job's pod with a sidecar completes; its exit code does not
+// count for the phase.
+//
+// Termination messages (termination.go): each attempt gets an empty file,
+// mode 0666, under Config.TerminationDir, mounted at its
+// terminationMessagePath; the file's last 4 KiB become the Terminated
+// state's message, or with FallbackToLogsOnError, an empty file and a
+// failure, the last 2 KiB of the log's last 80 lines.
+//
+// Not yet: securityContext (fsGroup and volume ownership included), mount
+// propagation, and readiness gates (the host would have to merge the
+// conditions others write).
 //
 // It imports cell/runtime, cell/logs, cell/api/expansion, k8s.io/api,
-// apimachinery's validation and the standard library.
+// apimachinery's validation, grpc's health client (gRPC probes) and the
+// standard library.
 package pod

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,6 +26,24 @@ type fakeRuntime struct {
 	// onStart decides what a started container does; nil: it runs until
 	// signalled.
 	onStart func(spec runtime.ContainerSpec, t *fakeTask)
+	// onExec answers an exec in a container (its output and exit code);
+	// nil: exec fails. It may block until ctx ends (a timeout).
+	onExec func(ctx context.Context, container string, args []string) (string, int32)
+	// log records what happened in order: "exec <container> <args>",
+	// "signal <container> <sig>".
+	log []string
+}
+
+func (f *fakeRuntime) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = append(f.log, s)
+}
+
+func (f *fakeRuntime) history() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.log...)
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -53,7 +73,7 @@ func (f *fakeRuntime) setPullErr(ref string, err error) {
 }
 
 func (f *fakeRuntime) Start(_ context.Context, spec runtime.ContainerSpec) (runtime.Task, error) {
-	t := &fakeTask{id: spec.ID, started: time.Now(), exited: make(chan struct{})}
+	t := &fakeTask{id: spec.ID, name: spec.Name, rt: f, started: time.Now(), exited: make(chan struct{})}
 	f.mu.Lock()
 	f.started = append(f.started, spec)
 	f.tasks = append(f.tasks, t)
@@ -96,6 +116,8 @@ func (f *fakeRuntime) startedSpecs() []runtime.ContainerSpec {
 
 type fakeTask struct {
 	id      string
+	name    string
+	rt      *fakeRuntime
 	started time.Time
 
 	mu         sync.Mutex
@@ -145,6 +167,7 @@ func (t *fakeTask) exitAfter(d time.Duration, code int32) {
 }
 
 func (t *fakeTask) Signal(_ context.Context, sig syscall.Signal, _ bool) error {
+	t.rt.record(fmt.Sprintf("signal %s %d", t.name, sig))
 	t.mu.Lock()
 	t.signals = append(t.signals, sig)
 	ignore := t.ignoreTerm
@@ -172,8 +195,41 @@ func (t *fakeTask) Delete(context.Context) error {
 	return nil
 }
 
-func (t *fakeTask) Exec(context.Context, runtime.ExecSpec) (runtime.Process, error) {
-	return nil, errors.New("fake: no exec")
+func (t *fakeTask) Exec(_ context.Context, spec runtime.ExecSpec) (runtime.Process, error) {
+	t.rt.mu.Lock()
+	onExec := t.rt.onExec
+	t.rt.mu.Unlock()
+	if onExec == nil {
+		return nil, errors.New("fake: no exec")
+	}
+	t.rt.record(fmt.Sprintf("exec %s %s", t.name, strings.Join(spec.Args, " ")))
+	return &fakeProcess{run: func(ctx context.Context) int32 {
+		out, code := onExec(ctx, t.name, spec.Args)
+		if spec.Stdout != nil {
+			_, _ = io.WriteString(spec.Stdout, out)
+		}
+		return code
+	}}, nil
+}
+
+// fakeProcess runs its function on Wait; a ctx that ends first kills it
+// (exit 137), as the containerd runtime does.
+type fakeProcess struct {
+	run func(ctx context.Context) int32
+}
+
+func (p *fakeProcess) Resize(context.Context, uint32, uint32) error { return nil }
+func (p *fakeProcess) CloseStdin(context.Context) error             { return nil }
+func (p *fakeProcess) Signal(context.Context, syscall.Signal) error { return nil }
+
+func (p *fakeProcess) Wait(ctx context.Context) (int32, error) {
+	code := p.run(ctx)
+	select {
+	case <-ctx.Done():
+		return 137, nil
+	default:
+		return code, nil
+	}
 }
 
 func (t *fakeTask) Resize(context.Context, uint32, uint32) error { return nil }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -46,6 +47,10 @@ type Config struct {
 	// every container gets at /etc (etcfiles.go); it is removed on Delete.
 	// Empty: the containers keep their image's files.
 	EtcDir string
+	// TerminationDir holds the containers' termination message files
+	// (terminationMessagePath); it is removed on Delete. Empty: no
+	// termination messages.
+	TerminationDir string
 	// ResolvConf is the cell's own resolver configuration, which dnsPolicy
 	// Default starts from (a kubelet's --resolv-conf). Empty: none, and
 	// such a pod gets the local resolver (127.0.0.1), as on a kubelet with
@@ -98,6 +103,9 @@ type Manager struct {
 	now  func() time.Time
 	vols *volumes
 	etc  *etcFiles
+	// probeUnit is a probe's second (its delays and periods); tests
+	// shorten it.
+	probeUnit time.Duration
 
 	mu        sync.Mutex
 	desired   *Desired
@@ -113,6 +121,9 @@ type Manager struct {
 	apps      []*containerState
 	initDone  bool
 	initFail  bool
+	// deadline is set once activeDeadlineSeconds passed: the pod is
+	// Failed with reason DeadlineExceeded and its containers are stopped.
+	deadline bool
 
 	// events wait here for the host (see Events).
 	events eventLog
@@ -136,7 +147,7 @@ func New(cfg Config) *Manager {
 	if now == nil {
 		now = time.Now
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}),
+	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}), probeUnit: time.Second,
 		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.Logger),
 		etc:  newEtcFiles(etcConfig{dir: cfg.EtcDir, resolvConf: cfg.ResolvConf, hostsFile: cfg.HostsFile, podIP: cfg.PodIP}, cfg.Logger)}
 	m.publishLocked()
@@ -206,17 +217,23 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		t := metav1.NewTime(m.now())
 		m.startTime = &t
 		for _, c := range d.Pod.Spec.InitContainers {
-			m.inits = append(m.inits, newContainerState(c.Name, c.Image, true, false))
+			cs := newContainerState(c.Name, c.Image, true, false)
+			cs.sidecar = c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+			m.inits = append(m.inits, cs)
 		}
 		for _, c := range d.Pod.Spec.Containers {
 			m.apps = append(m.apps, newContainerState(c.Name, c.Image, false, len(d.Pod.Spec.InitContainers) > 0))
 		}
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.cancel = cancel
-		m.workers.Add(1)
+		m.workers.Add(2)
 		go func() {
 			defer m.workers.Done()
 			m.run(runCtx)
+		}()
+		go func() {
+			defer m.workers.Done()
+			m.watchDeadline(runCtx)
 		}()
 	}
 	m.publishLocked()
@@ -259,6 +276,11 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 	}
 	if err := m.etc.cleanup(); err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
+	}
+	if m.cfg.TerminationDir != "" {
+		if err := os.RemoveAll(m.cfg.TerminationDir); err != nil {
+			return fmt.Errorf("deleting pod: removing termination messages: %w", err)
+		}
 	}
 	m.mu.Lock()
 	m.deleted = true
@@ -362,8 +384,30 @@ func (m *Manager) run(ctx context.Context) {
 	m.mu.Unlock()
 	m.syncVolumes(ctx, d)
 	m.syncEtc(ctx, d)
+	// Sidecars run until the app containers have ended (or the pod is
+	// deleted); then they are stopped, after the app containers, as by
+	// the kubelet.
+	sidecarCtx, stopSidecars := context.WithCancel(context.WithoutCancel(ctx))
+	var sidecars sync.WaitGroup
+	defer func() {
+		stopSidecars()
+		sidecars.Wait()
+	}()
 	for _, cs := range m.inits {
-		if !m.runContainer(ctx, cs) {
+		if !cs.sidecar {
+			if !m.runContainer(ctx, cs) {
+				return
+			}
+			continue
+		}
+		sidecars.Add(1)
+		go func() {
+			defer sidecars.Done()
+			m.runContainer(sidecarCtx, cs)
+		}()
+		// The next init container starts once the sidecar has started
+		// (its startup probe, if any, succeeded).
+		if !m.waitFor(ctx, func() bool { return cs.status.Started != nil && *cs.status.Started }) {
 			return
 		}
 	}
@@ -380,6 +424,80 @@ func (m *Manager) run(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+}
+
+// waitFor waits until cond, called under the lock, holds or ctx ends; it
+// reports whether cond held.
+func (m *Manager) waitFor(ctx context.Context, cond func() bool) bool {
+	for {
+		m.mu.Lock()
+		ok, changed := cond(), m.changed
+		m.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// Reason and message of a pod past its activeDeadlineSeconds (the
+// kubelet's active_deadline.go).
+const (
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
+// watchDeadline fails the pod once it has been active longer than its
+// activeDeadlineSeconds, counted from its start time; a later generation
+// may change the deadline (the API server allows shortening it).
+func (m *Manager) watchDeadline(ctx context.Context) {
+	for {
+		m.mu.Lock()
+		secs, start, changed := m.desired.Pod.Spec.ActiveDeadlineSeconds, m.startTime.Time, m.specCh
+		m.mu.Unlock()
+		var (
+			expired <-chan time.Time
+			timer   *time.Timer
+		)
+		if secs != nil {
+			timer = time.NewTimer(start.Add(time.Duration(*secs) * time.Second).Sub(m.now()))
+			expired = timer.C
+		}
+		fired := false
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-expired:
+			fired = true
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !fired {
+			continue
+		}
+		m.mu.Lock()
+		phase := m.status.Phase
+		if phase == corev1.PodSucceeded || phase == corev1.PodFailed || m.deleting {
+			m.mu.Unlock()
+			return
+		}
+		m.deadline = true
+		m.emitLocked(EventNormal, ReasonDeadlineExceeded, "", "%s", messageDeadlineExceeded)
+		m.publishLocked()
+		cancel := m.cancel
+		m.mu.Unlock()
+		m.log.InfoContext(ctx, "pod passed its active deadline; stopping its containers", "active_deadline_seconds", *secs)
+		cancel()
+		return
+	}
 }
 
 // update changes a container's status under the lock and publishes.

@@ -2,7 +2,9 @@ package pod
 
 import (
 	"errors"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -448,4 +450,45 @@ func TestStopSignal(t *testing.T) {
 			t.Errorf("stopSignal(%q) = %v, want %v", in, got, want)
 		}
 	}
+}
+
+func TestSidecarInitContainer(t *testing.T) {
+	rt := newFakeRuntime()
+	var sidecarRuns atomic.Int32
+	rt.onStart = func(spec runtime.ContainerSpec, task *fakeTask) {
+		switch spec.Name {
+		case "proxy":
+			if sidecarRuns.Add(1) == 1 {
+				task.exitAfter(20*time.Millisecond, 0) // exits 0 once: restarted all the same
+			}
+		case "setup":
+			task.exitAfter(10*time.Millisecond, 0)
+		case "app":
+			task.exitAfter(300*time.Millisecond, 0)
+		}
+	}
+	m := newManager(t, rt)
+	p := testPod(corev1.RestartPolicyNever, "app")
+	always := corev1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "reg/proxy", RestartPolicy: &always}, {Name: "setup", Image: "reg/setup"}}
+	apply(t, m, 1, p)
+	running := waitStatus(t, m, "app running beside its sidecar", func(s corev1.PodStatus) bool {
+		return s.Phase == corev1.PodRunning && s.InitContainerStatuses[0].State.Running != nil && s.InitContainerStatuses[0].RestartCount >= 1
+	})
+	for _, c := range running.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			t.Errorf("condition %s = %s (%s), want True with a running, ready sidecar", c.Type, c.Status, c.Message)
+		}
+	}
+	if got := rt.startedNames(); got[0] != "proxy" || !slices.Contains(got, "setup") || slices.Index(got, "setup") > slices.Index(got, "app") {
+		t.Errorf("start order %v: want the sidecar first, the init container before the app", got)
+	}
+	waitStatus(t, m, "Succeeded once the app ended", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
+	waitStatus(t, m, "the sidecar stopped after the app", func(s corev1.PodStatus) bool {
+		return s.InitContainerStatuses[0].State.Terminated != nil
+	})
+	if s := m.PodStatus(); s.Phase != corev1.PodSucceeded {
+		t.Errorf("phase after the sidecar was stopped = %s, want Succeeded (a sidecar's exit code does not count)", s.Phase)
+	}
+	deletePod(t, m, time.Second)
 }

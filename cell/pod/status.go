@@ -37,22 +37,14 @@ func (m *Manager) computeStatusLocked() corev1.PodStatus {
 			st.Phase = corev1.PodSucceeded
 		}
 	}
+	if m.deadline {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, ReasonDeadlineExceeded, messageDeadlineExceeded
+	}
 	st.QOSClass = qosClass(m.desired.Pod)
 
 	completed := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
 	initialized := m.initDone
-	var incompleteInit []string
-	for _, cs := range m.inits {
-		if !cs.succeeded {
-			incompleteInit = append(incompleteInit, cs.name)
-		}
-	}
-	var unready []string
-	for _, cs := range m.apps {
-		if !cs.status.Ready {
-			unready = append(unready, cs.name)
-		}
-	}
+	incompleteInit, unready := m.incompleteLocked()
 	cond := func(t corev1.PodConditionType, ok bool, reason, msg string) corev1.PodCondition {
 		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
 		if ok {
@@ -89,6 +81,27 @@ func (m *Manager) computeStatusLocked() corev1.PodStatus {
 		}
 	}
 	return st
+}
+
+// incompleteLocked lists the init containers that have not completed (a
+// sidecar is complete while started) and the containers that are not
+// ready (sidecars and app containers).
+func (m *Manager) incompleteLocked() (incompleteInit, unready []string) {
+	for _, cs := range m.inits {
+		started := cs.status.Started != nil && *cs.status.Started
+		if !cs.succeeded && (!cs.sidecar || !started) {
+			incompleteInit = append(incompleteInit, cs.name)
+		}
+		if cs.sidecar && !cs.status.Ready {
+			unready = append(unready, cs.name)
+		}
+	}
+	for _, cs := range m.apps {
+		if !cs.status.Ready {
+			unready = append(unready, cs.name)
+		}
+	}
+	return incompleteInit, unready
 }
 
 // phaseLocked is the kubelet's getPhase.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/kipcell/kip/host/clusterip"
@@ -75,6 +78,12 @@ type cellDeps struct {
 	forget func(*cell)
 	// logs keeps the logs of pods that ended.
 	logs podLogs
+	// ending tracks the goroutines that end cells whose pod ended
+	// (finish), which Manager.Run waits for before it returns.
+	ending sync.WaitGroup
+	// pods is the node's pods as the API server has them (the conditions
+	// others own, conditions.go); nil in tests that do without.
+	pods corev1listers.PodLister
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -109,6 +118,7 @@ type cell struct {
 	// stopped is set by stop, so that a start after it begins stopped.
 	stopped    bool
 	done       chan struct{}
+	started    bool // start was called: done will be closed
 	launchedAt time.Time
 	placed     map[string]string // placement annotations, once launched
 	// interrupted is the cloud's spot-interruption notice, if one came.
@@ -145,11 +155,22 @@ func (c *cell) start(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
 	c.cancel = cancel
+	c.started = true
 	if c.stopped {
 		cancel()
 	}
 	c.mu.Unlock()
 	go c.run(ctx)
+}
+
+// wait waits until the cell's goroutine, if it was started, has returned.
+func (c *cell) wait() {
+	c.mu.Lock()
+	started := c.started
+	c.mu.Unlock()
+	if started {
+		<-c.done
+	}
 }
 
 // stop ends the cell's goroutine, or makes it end at once if it has not
@@ -207,6 +228,19 @@ func (c *cell) podWithStatus() *corev1.Pod {
 	defer c.mu.Unlock()
 	pod := c.desired.DeepCopy()
 	pod.Status = *c.status.DeepCopy()
+	if c.d.pods != nil {
+		if api, err := c.d.pods.Pods(pod.Namespace).Get(pod.Name); err == nil && api.UID == pod.UID {
+			mergeConditions(&pod.Status, api)
+			// A status write carries the pod's labels, annotations and
+			// finalizers: send the API's, or a stale copy would undo what
+			// others changed since (the Job controller removing its
+			// job-tracking finalizer from a pod being deleted, which the
+			// API server then refuses to see re-added).
+			pod.Labels = maps.Clone(api.Labels)
+			pod.Annotations = maps.Clone(api.Annotations)
+			pod.Finalizers = slices.Clone(api.Finalizers)
+		}
+	}
 	if len(c.placed) > 0 {
 		// virtual-kubelet sends the whole pod with its status, and the
 		// API server keeps a node's annotation changes on pods/status:

@@ -42,6 +42,10 @@
 //
 //   - cellSet (cellset.go): the cells, by pod UID and by namespace/name.
 //   - notifier (notify.go): statuses pushed to virtual-kubelet, coalesced.
+//     Each status carries the conditions others own from the API's pod,
+//     and Ready honours the pod's readinessGates (conditions.go, the
+//     kubelet's rules); PodUpdated, the pod informer's update handler,
+//     sends a status again when those conditions change.
 //   - catalogCache (catalog.go): the plugin's catalog and capabilities,
 //     read together and kept for Config.CatalogTTL.
 //   - placement (placement.go): a pod's ranked candidates, the offerings

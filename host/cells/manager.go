@@ -186,6 +186,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		statusChanged: notifier.statusChanged,
 		forget:        cells.remove,
 		logs:          podLogs{dir: cfg.PodLogsDir},
+		pods:          pods,
 	}
 	for _, opt := range opts {
 		opt(deps)
@@ -202,7 +203,14 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 // goroutine stops (a termination under way finishes). Call it before the
 // pod controller starts, and wait for adopted.
 func (m *Manager) Run(ctx context.Context, adopted chan<- struct{}) error {
-	defer m.cells.stopAll()
+	defer func() {
+		m.cells.stopAll()
+		for _, c := range m.cells.all() {
+			c.wait()
+		}
+		// A pod that ended is having its logs kept and its cell ended.
+		m.deps.ending.Wait()
+	}()
 	if err := m.collector.adopt(ctx); err != nil {
 		m.log.Warn("adopting existing cells failed; the garbage collector will retry", "error", err)
 	}

@@ -174,7 +174,8 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	if src == nil {
 		src = dispatch.ClientSource(fake.NewClientset())
 	}
-	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond, PodLogsDir: t.TempDir(),
+	podLogsDir := t.TempDir()
+	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond, PodLogsDir: podLogsDir,
 		Match: match.DefaultConfig(), RefusedRetry: 50 * time.Millisecond, RematchInterval: time.Hour,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
 	if s.config != nil {
@@ -217,8 +218,14 @@ func dialAgent(cellID string, lis *bufconn.Listener) (*dispatch.Agent, error) {
 
 func (h *harness) start(t *testing.T) {
 	t.Helper()
-	adopted := make(chan struct{})
-	go func() { _ = h.m.Run(t.Context(), adopted) }()
+	adopted, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.m.Run(t.Context(), adopted)
+	}()
+	// Cleanups run last in first: Run (and a cell being ended, writing
+	// kept logs) returns before the temporary directories go.
+	t.Cleanup(func() { <-done })
 	<-adopted
 }
 

@@ -363,7 +363,7 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address st
 	c.d.statusChanged(c.uid)
 	if ended {
 		c.log.Info("pod ended; terminating its cell", "phase", next.Phase)
-		go c.finish(ctx, fmt.Sprintf("pod %s", next.Phase))
+		c.d.ending.Go(func() { c.finish(ctx, fmt.Sprintf("pod %s", next.Phase)) })
 	}
 }
 

@@ -31,7 +31,7 @@ func (c *cell) lost(ctx context.Context, message string) {
 			}
 		}
 	})
-	go c.finish(ctx, message)
+	c.d.ending.Go(func() { c.finish(ctx, message) })
 }
 
 // finish terminates the cell but keeps the pod's (terminal) status for the

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	cellapi "github.com/kipcell/kip/cell/api"
@@ -109,6 +111,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
 		cells.WithServices(table))
 
+	if err := watchPodConditions(podInformer.Informer(), manager); err != nil {
+		return err
+	}
+
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
 		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder))
 	if err != nil {
@@ -188,4 +194,22 @@ func restConfig(path string) (*rest.Config, string, error) {
 		return nil, "", fmt.Errorf("finding a Kubernetes configuration: no kubeconfig (%w) and not in a cluster (%w)", err, inErr)
 	}
 	return in, inClusterSource, nil
+}
+
+// watchPodConditions tells the cells of pod updates: conditions others
+// write (readiness gates) change a pod's Ready.
+func watchPodConditions(informer cache.SharedIndexInformer, manager *cells.Manager) error {
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.Pod)
+			c, ok2 := cur.(*corev1.Pod)
+			if ok1 && ok2 {
+				manager.PodUpdated(o, c)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching pod conditions: %w", err)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -34,16 +35,34 @@ type Agent struct {
 // pki.CA.ClientTLSConfig). The connection is lazy: errors show on the first
 // call.
 func Dial(cellID, address string, tlsConfig *tls.Config) (*Agent, error) {
-	target := net.JoinHostPort(address, strconv.Itoa(cellapi.Port))
+	return dial(cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), credentials.NewTLS(tlsConfig))
+}
+
+// dial is Dial to target (host:port) with creds.
+func dial(cellID, target string, creds credentials.TransportCredentials) (*Agent, error) {
 	cc, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: cellapi.KeepaliveTime, Timeout: cellapi.KeepaliveTimeout, PermitWithoutStream: true,
+		}),
+		grpc.WithDefaultServiceConfig(retryOnce),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dialing agent of cell %s at %s: %w", cellID, target, err)
 	}
 	return &Agent{cellID: cellID, cc: cc, c: cellv1.NewCellClient(cc)}, nil
 }
+
+// retryOnce is the agent connection's service config: a call that fails
+// UNAVAILABLE before the agent answered (a connection found dead when the
+// call was made) is tried once more on a new connection. gRPC retries a
+// stream only until the agent sent its headers, which the agent's
+// streaming handlers do at once, so an exec that started is never run
+// twice.
+const retryOnce = `{"methodConfig": [{"name": [{"service": "kip.cell.v1.Cell"}],
+  "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.1s", "maxBackoff": "1s",
+    "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
 
 // NewAgent wraps an existing connection (tests, custom transports).
 func NewAgent(cellID string, cc *grpc.ClientConn) *Agent {

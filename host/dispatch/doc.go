@@ -5,6 +5,14 @@
 // consumes the status stream, and bridges logs, exec, attach and
 // port-forward between the kubelet API and the agent.
 //
+// The connection to an agent pings it when idle (cell/api's
+// KeepaliveTime, within the agent's enforcement policy) and is dropped when
+// no answer comes within KeepaliveTimeout, so a cell gone silent (packets
+// dropped, no reset) ends its status stream with Unavailable within 15 s
+// and the host subscribes again; a call that fails Unavailable before the
+// agent answered (a connection found dead when the call was made, as by
+// kubectl exec) is tried once more on a new connection (retryOnce).
+//
 // Resolve also adds what a kubelet knows of the cluster (Cluster,
 // cluster.go): the service environment variables of every container
 // (KUBERNETES_SERVICE_HOST and the other variables of the master Service

@@ -98,7 +98,7 @@ func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
 		suffix := containerdtest.Random(6)
 		third, _ := strconv.ParseInt(suffix[:2], 16, 64)
 		c.Bridge = "kipe" + suffix
-		c.Subnet = fmt.Sprintf("10.213.%d.0/24", 10+third%200)
+		c.Subnet = fmt.Sprintf("10.213.%d.0/24", freeThird(int(10+third%200), usedThirds()))
 	}
 	if !strings.HasSuffix(c.Subnet, ".0/24") {
 		c.Stop()
@@ -158,6 +158,49 @@ func (c *Cells) Network(n int) (bridge, subnet string) {
 	}
 	third, _ := strconv.Atoi(strings.Split(c.Subnet, ".")[2])
 	return fmt.Sprintf("%s%d", c.Bridge, n), fmt.Sprintf("10.213.%d.0/24", 10+(third-10+n)%200)
+}
+
+// usedThirds returns the third octets of the 10.213.x.0/24 subnets that an
+// interface of this machine has an address in: a bridge of a run that was
+// killed keeps its route (a bridge without ports is only "linkdown", and
+// such routes are used), so a new run on the same subnet could not reach its
+// cells.
+func usedThirds() map[int]bool {
+	used := map[int]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return used
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip4 := ipn.IP.To4(); ip4 != nil && ip4[0] == 10 && ip4[1] == 213 {
+			used[int(ip4[2])] = true
+		}
+	}
+	return used
+}
+
+// freeThird returns the first third octet from want on (wrapping within
+// 10..209) whose subnet and the maxNetworks after it (Cells.Network) are
+// not in used; want itself when every choice collides.
+func freeThird(want int, used map[int]bool) int {
+	for i := range 200 {
+		third := 10 + (want-10+i)%200
+		free := true
+		for n := 0; n <= maxNetworks; n++ {
+			if used[10+(third-10+n)%200] {
+				free = false
+				break
+			}
+		}
+		if free {
+			return third
+		}
+	}
+	return want
 }
 
 // portFree reports whether port can be listened on at every address.

@@ -2,7 +2,9 @@
 // "hello from <hostname>", followed by ": $MESSAGE" when MESSAGE is set, and
 // it answers every HTTP request on -listen (default :8080), and every UDP
 // datagram to the same address, with the same line. It exits 0 on SIGTERM
-// or SIGINT, so a graceful stop is quick even as a container's pid 1.
+// or SIGINT, so a graceful stop is quick even as a container's pid 1;
+// with -on-term URL it first sends a GET to URL (how a test sees when the
+// stop signal came, e.g. after a preStop hook).
 //
 // With -get URL it is the tests' client instead (client.go): it asks URL
 // -n times, each on a new connection (so that a Service balances every
@@ -50,6 +52,7 @@ func main() {
 	post := flag.String("post", "", "with -get: POST this body (JSON) instead of a GET")
 	timeout := flag.Duration("timeout", 3*time.Second, "with -get: time limit of each request")
 	api := flag.String("api", "", "be a client of the API server, as client-go's in-cluster config is: GET this path")
+	onTerm := flag.String("on-term", "", "on SIGTERM or SIGINT, GET this URL before exiting")
 	burn := flag.Int("burn", 0, "also keep this many goroutines busy (CPU load)")
 	flag.Parse()
 	r := request{caFile: *caFile, tokenFile: *tokenFile, post: *post, timeout: *timeout}
@@ -106,6 +109,9 @@ func main() {
 		select {
 		case <-ctx.Done():
 			fmt.Println("hello: stopping")
+			if *onTerm != "" {
+				client(*onTerm, 1, request{timeout: *timeout})
+			}
 			return
 		case <-t.C:
 		}

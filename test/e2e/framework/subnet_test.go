@@ -1,0 +1,37 @@
+package framework
+
+import "testing"
+
+func TestFreeThird(t *testing.T) {
+	tests := []struct {
+		name string
+		want int
+		used []int
+		out  int
+	}{
+		{"nothing used", 40, nil, 40},
+		{"wanted one used", 40, []int{40}, 41},
+		{"a network of the run used", 40, []int{42}, 43},
+		{"wraps at the end of the range", 208, []int{209}, 10},
+		{"all used keeps the wish", 40, seq(10, 210), 40},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			used := map[int]bool{}
+			for _, u := range tt.used {
+				used[u] = true
+			}
+			if got := freeThird(tt.want, used); got != tt.out {
+				t.Errorf("freeThird(%d, %v) = %d, want %d", tt.want, tt.used, got, tt.out)
+			}
+		})
+	}
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
