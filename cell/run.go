@@ -150,7 +150,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	srv := agent.New(agent.Config{Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Services: proxy, NoServices: noServices, Logger: log})
+	srv := agent.New(agent.Config{
+		Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Services: proxy, NoServices: noServices,
+		DiskDir: cfg.StateDir, EtcDir: etcDir, Logger: log,
+	})
 
 	lis, err := net.Listen("tcp", cfg.ListenAddress())
 	if err != nil {

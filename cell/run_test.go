@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ type env struct {
 	ca  *apitest.CA
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	containerdtest.Require(t)
 	e := &env{d: containerdtest.StartDaemon(t), ca: apitest.NewCA(t)}
@@ -67,7 +68,7 @@ type agent struct {
 // startAgent runs cell.Run in this process (in the root network namespace,
 // where the registry on 127.0.0.1 is reachable) with the containers in a
 // network namespace of their own holding podIP.
-func (e *env) startAgent(t *testing.T, podIP string) *agent {
+func (e *env) startAgent(t testing.TB, podIP string) *agent {
 	t.Helper()
 	a := &agent{cellID: "c-" + containerdtest.Random(8), netns: containerdtest.NewNetns(t, podIP), done: make(chan error, 1)}
 	certPEM, keyPEM := e.ca.Issue(t, a.cellID, x509.ExtKeyUsageServerAuth, a.cellID)
@@ -132,7 +133,7 @@ func (e *env) startAgent(t *testing.T, podIP string) *agent {
 	return a
 }
 
-func (e *env) applyPod(t *testing.T, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {
+func (e *env) applyPod(t testing.TB, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {
 	t.Helper()
 	data, err := json.Marshal(p)
 	if err != nil {
@@ -149,7 +150,7 @@ func (e *env) applyPod(t *testing.T, a *agent, p *corev1.Pod, envs map[string]*c
 }
 
 // watch follows WatchStatus until cond holds.
-func watch(t *testing.T, a *agent, what string, cond func(*corev1.PodStatus) bool) *corev1.PodStatus {
+func watch(t testing.TB, a *agent, what string, cond func(*corev1.PodStatus) bool) *corev1.PodStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -253,6 +254,8 @@ func TestAgentEndToEnd(t *testing.T) {
 				{Name: "crasher", Image: e.img.Crash.Ref},
 				{Name: "hello", Image: e.img.Hello.Ref},
 			},
+			// Mounted nowhere: its directory is there for the stats.
+			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
 	e.applyPod(t, a, p, map[string]*cellv1.EnvList{
@@ -401,6 +404,38 @@ func TestAgentEndToEnd(t *testing.T) {
 		}
 		if !names["main"] || !names["hello"] {
 			t.Errorf("stats = %v", resp.GetContainers())
+		}
+		for _, c := range resp.GetContainers() {
+			if c.GetStartTime().AsTime().IsZero() || !c.GetRootfs().GetHasUsage() || c.GetLogs().GetUsedBytes() == 0 {
+				t.Errorf("container %s: start time, writable layer or logs missing: %v", c.GetName(), c)
+			}
+		}
+		var ifaces []string
+		for _, i := range resp.GetInterfaces() {
+			ifaces = append(ifaces, i.GetName())
+		}
+		if !slices.Contains(ifaces, "eth0") || slices.Contains(ifaces, "lo") {
+			t.Errorf("interfaces = %v, want eth0 of the pod's namespace and no lo", ifaces)
+		}
+		if v := resp.GetVolumes(); len(v) != 1 || v[0].GetName() != "scratch" || !v[0].GetFs().GetHasFilesystem() || v[0].GetFs().GetInodesUsed() == 0 {
+			t.Errorf("volumes = %v, want scratch with its filesystem and usage", v)
+		}
+		if d := resp.GetDisk(); d.GetCapacityBytes() == 0 || !resp.GetEtcFiles().GetHasUsage() {
+			t.Errorf("disk = %v, etc files = %v", d, resp.GetEtcFiles())
+		}
+
+		// The second sample has a CPU rate; CPU and memory only leaves the rest out.
+		again, err := a.client.Stats(t.Context(), &cellv1.StatsRequest{OnlyCpuAndMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range again.GetContainers() {
+			if !c.GetCpuRateKnown() || c.GetRootfs() != nil || c.GetLogs() != nil {
+				t.Errorf("second sample of %s = %v, want a CPU rate and no disk figures", c.GetName(), c)
+			}
+		}
+		if again.GetInterfaces() != nil || again.GetVolumes() != nil || again.GetDisk() != nil {
+			t.Errorf("CPU and memory only = %v", again)
 		}
 	})
 

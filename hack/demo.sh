@@ -50,14 +50,14 @@ else
   # shellcheck disable=SC2086
   setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" ${KIP_DEMO_FLAGS:-} > "$demo/demo.log" 2>&1 < /dev/null &
   echo $! > "$demo/pid"
-  # Up to 5 minutes: with the cluster DNS, the first run builds CoreDNS
-  # from source (about 2.5 minutes).
-  for _ in $(seq 1 600); do
+  # Up to 8 minutes: the first run builds CoreDNS (about 2.5 minutes) and
+  # metrics-server (about 2) from source.
+  for _ in $(seq 1 960); do
     [ -f "$demo/ready" ] && break
     kill -0 "$(cat "$demo/pid")" 2>/dev/null || { echo "the demo failed to start; its log:" >&2; tail -30 "$demo/demo.log" >&2; down >/dev/null 2>&1; exit 1; }
     sleep 0.5
   done
-  [ -f "$demo/ready" ] || { echo "the demo did not start in 5 minutes; its log: $demo/demo.log" >&2; exit 1; }
+  [ -f "$demo/ready" ] || { echo "the demo did not start in 8 minutes; its log: $demo/demo.log" >&2; exit 1; }
 fi
 
 eval "$(bin/kip-cluster --state "$state" env)"
@@ -90,6 +90,15 @@ if kubectl -n kube-system get deployment coredns >/dev/null 2>&1; then
   step kubectl exec "$big" -- /app -get http://hello
 fi
 
+# metrics-server in a cell of its own scrapes the Kip node's kubelet API:
+# kubectl top has the pods once it has scraped them twice (15 s apart).
+step kubectl wait apiservice/v1beta1.metrics.k8s.io --for=condition=Available --timeout=180s
+for _ in $(seq 1 45); do
+  kubectl top pod --no-headers 2>/dev/null | grep -q . && break
+  sleep 2
+done
+step kubectl top pod
+
 cat <<MSG
 
 Each pod above runs in its own cell: a kip-cell agent in its own network
@@ -99,6 +108,7 @@ one). Try:
   eval "\$(make -s cluster-env)"
   kubectl scale deployment hello --replicas=5
   kubectl get events --field-selector reason=CellRunning
+  kubectl top pod                  # metrics-server, from each cell's cgroups
 Logs: kip $demo/kip/kip.log, demo $demo/demo.log
 Stop everything: make demo-down
 MSG

@@ -5,7 +5,10 @@
 // resize, stdin, exit code in the last message), Attach (the main
 // process's output and exit code, plus stdin, TTY and resize for
 // containers with stdin/tty, stdinOnce honoured), PortForward (127.0.0.1:port inside the pod's network
-// namespace), Stats, DeletePod and ApplyServices (the host's table of
+// namespace), Stats (cgroup CPU and memory of the running containers; unless
+// only CPU and memory are asked for, the pod's network interfaces read in
+// its network namespace, its volumes' and the containers' writable layers'
+// and logs' disk usage, and the cell's disk), DeletePod and ApplyServices (the host's table of
 // ClusterIP services, handed to a cell/services Proxy that programs the
 // pod's network namespace). Serve runs it over mutual TLS.
 //

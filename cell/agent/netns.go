@@ -11,50 +11,57 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dialInNetns connects to addr from the network namespace at nsPath. The
-// socket is created by a thread that has entered the namespace (a socket
-// belongs to the namespace it was created in) and then returns to the
-// agent's own. An empty nsPath, or the agent's own namespace, dials
-// directly.
+// dialInNetns connects to addr from the network namespace at nsPath (see
+// inNetns).
 func dialInNetns(ctx context.Context, nsPath, addr string) (net.Conn, error) {
 	var d net.Dialer
+	var conn net.Conn
+	var derr error
+	if err := inNetns(nsPath, func() { conn, derr = d.DialContext(ctx, "tcp", addr) }); err != nil {
+		return nil, err
+	}
+	return conn, derr
+}
+
+// inNetns runs fn on a thread that has entered the network namespace at
+// nsPath (a socket belongs to the namespace it was created in, and
+// /proc/thread-self/net shows the thread's), then returns the thread to
+// the agent's own namespace. An empty nsPath, or the agent's own
+// namespace, runs fn directly.
+func inNetns(nsPath string, fn func()) error {
 	if nsPath == "" || sameFile(nsPath, "/proc/self/ns/net") {
-		return d.DialContext(ctx, "tcp", addr)
+		fn()
+		return nil
 	}
 	target, err := os.Open(nsPath)
 	if err != nil {
-		return nil, fmt.Errorf("opening network namespace: %w", err)
+		return fmt.Errorf("opening network namespace: %w", err)
 	}
 	defer target.Close()
 
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	ch := make(chan result, 1)
+	ch := make(chan error, 1)
 	go func() {
 		// This goroutine's thread changes namespace; if it cannot change
 		// back, it stays locked and the thread dies with the goroutine.
 		runtime.LockOSThread()
 		own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 		if err != nil {
-			ch <- result{err: fmt.Errorf("opening own network namespace: %w", err)}
+			ch <- fmt.Errorf("opening own network namespace: %w", err)
 			return
 		}
 		defer own.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("entering network namespace: %w", err)}
+			ch <- fmt.Errorf("entering network namespace: %w", err)
 			return
 		}
-		conn, err := d.DialContext(ctx, "tcp", addr)
+		fn()
 		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err == nil {
 			runtime.UnlockOSThread()
 		}
-		ch <- result{conn, err}
+		ch <- nil
 	}()
-	r := <-ch
-	return r.conn, r.err
+	return <-ch
 }
 
 func sameFile(a, b string) bool {

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
@@ -36,7 +35,13 @@ type Config struct {
 	// says why.
 	Services   *services.Proxy
 	NoServices string
-	Logger     *slog.Logger
+	// DiskDir is a directory on the cell's disk (the agent's state
+	// directory) whose filesystem Stats reports; empty: none.
+	DiskDir string
+	// EtcDir holds the pod's /etc files (pod.Config.EtcDir), counted in
+	// its ephemeral storage; empty: none.
+	EtcDir string
+	Logger *slog.Logger
 }
 
 // Server implements cellv1.CellServer over a pod.Manager.
@@ -171,39 +176,6 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// Stats implements cellv1.CellServer.
-func (s *Server) Stats(ctx context.Context, _ *cellv1.StatsRequest) (*cellv1.StatsResponse, error) {
-	resp := &cellv1.StatsResponse{Time: timestamppb.Now()}
-	s.statsMu.Lock()
-	defer s.statsMu.Unlock()
-	seen := map[string]bool{}
-	for name, t := range s.cfg.Pod.Tasks() {
-		m, err := t.Metrics(ctx)
-		if err != nil {
-			s.log.WarnContext(ctx, "reading container metrics", "container", name, "error", err)
-			continue
-		}
-		cs := &cellv1.ContainerStats{
-			Name:                    name,
-			CpuUsageCoreNanoSeconds: m.CPUUsageNanos,
-			MemoryWorkingSetBytes:   m.MemoryWorkingSet,
-			MemoryUsageBytes:        m.MemoryUsageBytes,
-		}
-		if prev, ok := s.last[t.ID()]; ok && m.Time.After(prev.Time) && m.CPUUsageNanos >= prev.CPUUsageNanos {
-			cs.CpuUsageNanoCores = uint64(float64(m.CPUUsageNanos-prev.CPUUsageNanos) / m.Time.Sub(prev.Time).Seconds())
-		}
-		s.last[t.ID()] = m
-		seen[t.ID()] = true
-		resp.Containers = append(resp.Containers, cs)
-	}
-	for id := range s.last {
-		if !seen[id] {
-			delete(s.last, id)
-		}
-	}
-	return resp, nil
 }
 
 // DeletePod implements cellv1.CellServer. Deletion goes on if the call's

@@ -250,6 +250,24 @@ func fileVolume(src *corev1.VolumeSource) bool {
 	return src.ConfigMap != nil || src.Secret != nil || src.DownwardAPI != nil || src.Projected != nil
 }
 
+// VolumeDirs returns the directories of the pod's volumes the agent made
+// (emptyDir, configMap, secret, downwardAPI, projected), by volume name,
+// for their usage figures. hostPath volumes are the cell's own directories
+// and are left out, as the kubelet reports no usage of them.
+func (m *Manager) VolumeDirs() map[string]string { return m.vols.dirs() }
+
+func (v *volumes) dirs() map[string]string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make(map[string]string, len(v.paths))
+	for name, path := range v.paths {
+		if v.kinds[name] != "hostPath" {
+			out[name] = path
+		}
+	}
+	return out
+}
+
 // cleanup unmounts and removes every volume directory.
 func (v *volumes) cleanup() error {
 	v.mu.Lock()

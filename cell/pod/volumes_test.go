@@ -131,6 +131,10 @@ func TestVolumeMounts(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
 	}
+	wantDirs := map[string]string{"cfg": filepath.Join(vols, "cfg"), "scratch": filepath.Join(vols, "scratch")}
+	if diff := cmp.Diff(wantDirs, v.dirs()); diff != "" {
+		t.Errorf("dirs, hostPath left out (-want +got):\n%s", diff)
+	}
 	if info, err := os.Stat(filepath.Join(vols, "scratch")); err != nil || info.Mode().Perm() != 0o777 {
 		t.Errorf("emptyDir = %v, %v; want mode 0777", info, err)
 	}

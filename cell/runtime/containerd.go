@@ -483,6 +483,9 @@ func (t *containerdTask) Metrics(ctx context.Context) (Metrics, error) {
 		if inactive := mem.GetTotalInactiveFile(); inactive < out.MemoryWorkingSet {
 			out.MemoryWorkingSet -= inactive
 		}
+		out.MemoryRSSBytes = mem.GetTotalRSS()
+		out.PageFaults = mem.GetTotalPgFault()
+		out.MajorPageFaults = mem.GetTotalPgMajFault()
 		out.ProcessesCurrent = s.GetPids().GetCurrent()
 	case *cgroup2stats.Metrics:
 		out.CPUUsageNanos = s.GetCPU().GetUsageUsec() * 1000
@@ -493,11 +496,29 @@ func (t *containerdTask) Metrics(ctx context.Context) (Metrics, error) {
 		if inactive := mem.GetInactiveFile(); inactive < out.MemoryWorkingSet {
 			out.MemoryWorkingSet -= inactive
 		}
+		out.MemoryRSSBytes = mem.GetAnon()
+		out.PageFaults = mem.GetPgfault()
+		out.MajorPageFaults = mem.GetPgmajfault()
 		out.ProcessesCurrent = s.GetPids().GetCurrent()
 	default:
 		return Metrics{}, fmt.Errorf("decoding metrics of %s: unknown type %T", t.ID(), v)
 	}
 	return out, nil
+}
+
+// WritableLayerUsage implements LayerUser: the snapshotter's usage of the
+// container's active snapshot (for overlayfs, its upper directory).
+func (t *containerdTask) WritableLayerUsage(ctx context.Context) (DiskUsage, error) {
+	ctx = t.r.ctx(ctx)
+	info, err := t.ctr.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return DiskUsage{}, fmt.Errorf("reading container %s: %w", t.ID(), err)
+	}
+	u, err := t.r.c.SnapshotService(info.Snapshotter).Usage(ctx, info.SnapshotKey)
+	if err != nil {
+		return DiskUsage{}, fmt.Errorf("reading the writable layer's usage of %s: %w", t.ID(), err)
+	}
+	return DiskUsage{Bytes: uint64(max(u.Size, 0)), Inodes: uint64(max(u.Inodes, 0))}, nil
 }
 
 type containerdProcess struct {

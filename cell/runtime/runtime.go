@@ -182,4 +182,23 @@ type Metrics struct {
 	MemoryWorkingSet uint64
 	MemoryLimitBytes uint64
 	ProcessesCurrent uint64
+	// MemoryRSSBytes is anonymous memory (cgroup v2 anon, v1 total_rss),
+	// the kubelet's rssBytes.
+	MemoryRSSBytes  uint64
+	PageFaults      uint64
+	MajorPageFaults uint64
+}
+
+// DiskUsage is what a directory tree or a writable layer holds: bytes in
+// use (allocated blocks) and inodes.
+type DiskUsage struct {
+	Bytes  uint64
+	Inodes uint64
+}
+
+// LayerUser is a Task that can tell the size of its container's writable
+// layer (the kubelet's rootfs usage). Containerd's tasks are; an agent
+// asks by type assertion, so fakes need not be.
+type LayerUser interface {
+	WritableLayerUsage(ctx context.Context) (DiskUsage, error)
 }

@@ -46,7 +46,10 @@
 //
 // The Manager (manager.go) only wires small types, each in its own file,
 // and implements host/node.Pods over them (pods.go; logs, exec, attach and
-// port-forward in streams.go):
+// port-forward in streams.go; host/node.StatsProvider in stats.go, which
+// asks every running cell's agent at once, each within
+// Config.StatsTimeout, and leaves out, with a log line, a cell that does
+// not answer):
 //
 //   - cellSet (cellset.go): the cells, by pod UID and by namespace/name.
 //   - notifier (notify.go): statuses pushed to virtual-kubelet, coalesced.
@@ -99,5 +102,6 @@
 // finishes whatever context asked for it.
 //
 // It imports pluginapi, host/clusterip, host/match, host/dispatch, host/setting, cell/api,
-// cell/api/sysctl and client-go; never host/node's implementation or host/config.
+// cell/api/sysctl, the kubelet's stats API types and client-go; never
+// host/node's implementation or host/config.
 package cells

@@ -58,6 +58,9 @@ type Config struct {
 	// RefusedRetry is the least wait after the plugin refuses a launch
 	// (quota, bad request) before ranking again; default 30 s.
 	RefusedRetry time.Duration `koanf:"-"`
+	// StatsTimeout bounds how long PodStats waits for one cell's agent; a
+	// cell that has not answered by then is left out. Default 5 s.
+	StatsTimeout time.Duration `koanf:"-"`
 	// Image is the cell image passed to Launch (plugin-specific; empty
 	// means the plugin's default).
 	Image string `koanf:"image"`
@@ -134,6 +137,9 @@ func (c *Config) defaults() {
 	}
 	if c.RefusedRetry == 0 {
 		c.RefusedRetry = 30 * time.Second
+	}
+	if c.StatsTimeout == 0 {
+		c.StatsTimeout = 5 * time.Second
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = 30 * time.Second

@@ -157,18 +157,14 @@ type setup struct {
 }
 
 // newHarnessSetup is newHarnessDeferred with a setup.
-func newHarnessSetup(t *testing.T, s setup) *harness {
+func newHarnessSetup(t testing.TB, s setup) *harness {
 	t.Helper()
 	plugin := pluginfake.New(s.plugin...)
 	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), gen: s.agentGen}
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	cellv1.RegisterCellServer(srv, agent)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	lis := serveAgent(t, agent)
 
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	recorder := record.NewFakeRecorder(100)
@@ -192,16 +188,32 @@ func newHarnessSetup(t *testing.T, s setup) *harness {
 	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler), s.opts...)
 	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
 		h.dialed <- cellID + "@" + address
-		cc, err := grpc.NewClient("passthrough:///bufnet",
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		return dispatch.NewAgent(cellID, cc), nil
+		return dialAgent(cellID, lis)
 	}
 	h.m.NotifyPods(t.Context(), func(p *corev1.Pod) { h.notified <- p })
 	return h
+}
+
+// serveAgent serves agent over an in-memory listener until the test ends.
+func serveAgent(t testing.TB, agent cellv1.CellServer) *bufconn.Listener {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	cellv1.RegisterCellServer(srv, agent)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis
+}
+
+// dialAgent connects to the agent serveAgent serves on lis.
+func dialAgent(cellID string, lis *bufconn.Listener) (*dispatch.Agent, error) {
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return dispatch.NewAgent(cellID, cc), nil
 }
 
 func (h *harness) start(t *testing.T) {

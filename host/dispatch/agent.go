@@ -124,6 +124,17 @@ func (a *Agent) Delete(ctx context.Context, grace time.Duration) error {
 	return nil
 }
 
+// Stats reads the cell's stats (cellv1.StatsRequest): with
+// onlyCPUAndMemory, the containers' CPU and memory alone, without the disk
+// walks.
+func (a *Agent) Stats(ctx context.Context, onlyCPUAndMemory bool) (*cellv1.StatsResponse, error) {
+	resp, err := a.c.Stats(ctx, &cellv1.StatsRequest{OnlyCpuAndMemory: onlyCPUAndMemory})
+	if err != nil {
+		return nil, fmt.Errorf("reading stats of cell %s: %w", a.cellID, err)
+	}
+	return resp, nil
+}
+
 // Logs streams a container's log as the kubelet API serves it.
 func (a *Agent) Logs(ctx context.Context, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
 	req := &cellv1.LogsRequest{

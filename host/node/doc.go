@@ -3,8 +3,8 @@
 // Pods interface, and the kubelet API on :10250 that kubectl logs, exec,
 // attach and port-forward reach through the API server.
 //
-// It imports virtual-kubelet, client-go, the Kubernetes API types and
-// host/setting; it never imports host/config or the cell manager
+// It imports virtual-kubelet, client-go, the Kubernetes API types, the
+// kubelet's stats API types and host/setting; it never imports host/config or the cell manager
 // (host/cells), which implements Pods. Config is the node section of
 // kip.yaml: its koanf tags are the keys, DefaultConfig the defaults and
 // Validate the rules.
@@ -104,8 +104,15 @@
 // generated self-signed in memory for the IP and the node name.
 //
 // Routes are virtual-kubelet's api.PodHandler backed by Pods:
-// /containerLogs, /exec, /attach, /portForward, /pods and /runningpods/;
-// /stats and /metrics answer 501 until cells report them. RunInContainer
+// /containerLogs, /exec, /attach, /portForward, /pods and /runningpods/.
+// When Pods is a StatsProvider (host/cells is), /stats/summary answers the
+// kubelet's Summary (k8s.io/kubelet's stats/v1alpha1, JSON;
+// ?only_cpu_and_memory=true as metrics-server asks) with the node as the
+// sum of its pods, and /metrics/resource the kubelet's resource metrics
+// in the Prometheus text format, names, labels and help texts as in
+// pkg/kubelet/metrics/collectors/resource_metrics.go (no swap metrics: a
+// cell reports no swap). Other /stats and /metrics paths (cAdvisor's,
+// probes') answer 501. RunInContainer
 // reports a command's non-zero exit with ExitCode(n); kubectl exec then
 // exits with n.
 //

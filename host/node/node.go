@@ -261,7 +261,8 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("node: kubelet API listening on %s: %w", cfg.ListenAddress, err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	nodeObj := nodeObject(cfg, n.internalIP, int32(port), nil, time.Now())
+	start := time.Now()
+	nodeObj := nodeObject(cfg, n.internalIP, int32(port), nil, start)
 	provider := newNodeProvider(n.pods, cfg.HealthGrace, n.log)
 	provider.node = func(extended []corev1.ResourceName) *corev1.Node {
 		return nodeObject(cfg, n.internalIP, int32(port), extended, time.Now())
@@ -304,7 +305,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 
 	srv := &http.Server{
-		Handler:           withAuth(n.auth, routes(n.pods, podInformer.Lister()), n.log),
+		Handler:           withAuth(n.auth, routes(n.pods, podInformer.Lister(), statsRoutes{node: cfg.Name, start: start, log: n.log}), n.log),
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		// TLS handshake failures from scanners are not kip's problem.

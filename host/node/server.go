@@ -74,12 +74,21 @@ func withAuth(auth nodeutil.Auth, next http.Handler, log *slog.Logger) http.Hand
 
 // routes is the kubelet API: virtual-kubelet's pod routes (pods,
 // runningpods, containerLogs, exec, attach, portForward) backed by Pods,
-// and 501 for stats and metrics, which cells do not report yet.
-func routes(pods Pods, podLister corev1listers.PodLister) http.Handler {
+// /stats/summary and /metrics/resource when Pods is a StatsProvider
+// (stats), and 501 for the other stats and metrics paths, which a
+// virtual node does not have (cAdvisor's, probes').
+func routes(pods Pods, podLister corev1listers.PodLister, stats statsRoutes) http.Handler {
 	mux := http.NewServeMux()
 	notImplemented := http.HandlerFunc(api.NotImplemented)
 	for _, p := range []string{"/stats", "/stats/", "/metrics", "/metrics/"} {
 		mux.Handle(p, notImplemented)
+	}
+	if sp, ok := pods.(StatsProvider); ok {
+		stats.stats = sp
+		mux.HandleFunc(summaryPath, stats.serveSummary)
+		mux.HandleFunc(summaryPath+"/", stats.serveSummary)
+		mux.HandleFunc(metricsResourcePath, stats.serveMetricsResource)
+		mux.HandleFunc(metricsResourcePath+"/", stats.serveMetricsResource)
 	}
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		RunInContainer:    pods.RunInContainer,

@@ -2,6 +2,7 @@ package images_test
 
 import (
 	"archive/tar"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -139,67 +140,75 @@ func TestCoreDNSTagIsItsVersion(t *testing.T) {
 	}
 }
 
-// TestPushCoreDNS builds the CoreDNS image around a stand-in binary,
-// pushes it and pulls it back: busybox's layer, then /coredns, with the
-// entrypoint and ports of upstream's image.
-func TestPushCoreDNS(t *testing.T) {
+// TestPushProxyImages builds the CoreDNS and metrics-server images around
+// stand-in binaries, pushes them and pulls them back: busybox's layer,
+// then the binary, with the entrypoint and ports of upstream's image.
+func TestPushProxyImages(t *testing.T) {
 	needBusybox(t)
-	stand := filepath.Join(t.TempDir(), "coredns")
-	body := "#!/bin/sh\necho CoreDNS-1.15.0\n"
-	if err := os.WriteFile(stand, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	reg := startRegistry(t, registry.Options{Username: "kip", Password: "pull-secret"})
-	img, err := images.PushCoreDNS(t.Context(), reg, stand)
-	if err != nil {
-		t.Fatalf("PushCoreDNS: %v", err)
-	}
-	if want := reg.Host() + "/kip-e2e/coredns:1.15.0"; img.Ref != want || img.Name != "coredns" {
-		t.Errorf("image = %+v, want name coredns and ref %s", img, want)
-	}
-	u, p := reg.Credentials()
-	auth := remote.WithAuth(&authn.Basic{Username: u, Password: p})
-	for _, ref := range []string{img.Ref, img.DigestRef()} {
-		pulled, err := pull(t, ref, auth)
-		if err != nil {
-			t.Fatalf("pulling %s: %v", ref, err)
-		}
-		if d, err := pulled.Digest(); err != nil || d.String() != img.Digest {
-			t.Errorf("%s has digest %s (%v), PushCoreDNS reported %s", ref, d, err, img.Digest)
-		}
-	}
-	pulled, err := pull(t, img.Ref, auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := pulled.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := v1.Config{
-		Entrypoint: []string{"/coredns"}, Env: []string{images.Path}, WorkingDir: "/",
-		ExposedPorts: map[string]struct{}{"53/tcp": {}, "53/udp": {}},
-	}
-	if diff := cmp.Diff(want, cf.Config); diff != "" {
-		t.Errorf("config (-want +got):\n%s", diff)
-	}
-	layers, err := pulled.Layers()
-	if err != nil || len(layers) != 2 {
-		t.Fatalf("layers: %d, %v; want busybox and coredns", len(layers), err)
-	}
-	bb, err := images.Busybox()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bbLayers, err := bb.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := digestOf(t, layers[0]), digestOf(t, bbLayers[0]); got != want {
-		t.Errorf("first layer %s, want busybox's %s", got, want)
-	}
-	if got, want := layerFile(t, layers[1], "coredns"), body; got != want {
-		t.Errorf("/coredns = %q, want the binary %q", got, want)
+	for _, tc := range []struct {
+		name, ref string
+		push      func(ctx context.Context, reg *registry.Registry, path string) (images.Image, error)
+		ports     map[string]struct{}
+	}{
+		{"coredns", "kip-e2e/coredns:1.15.0", images.PushCoreDNS, map[string]struct{}{"53/tcp": {}, "53/udp": {}}},
+		{"metrics-server", "kip-e2e/metrics-server:v0.9.0", images.PushMetricsServer, map[string]struct{}{"10250/tcp": {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stand := filepath.Join(t.TempDir(), tc.name)
+			body := "#!/bin/sh\necho " + tc.name + "\n"
+			if err := os.WriteFile(stand, []byte(body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			img, err := tc.push(t.Context(), reg, stand)
+			if err != nil {
+				t.Fatalf("pushing: %v", err)
+			}
+			if want := reg.Host() + "/" + tc.ref; img.Ref != want || img.Name != tc.name {
+				t.Errorf("image = %+v, want name %s and ref %s", img, tc.name, want)
+			}
+			u, p := reg.Credentials()
+			auth := remote.WithAuth(&authn.Basic{Username: u, Password: p})
+			for _, ref := range []string{img.Ref, img.DigestRef()} {
+				pulled, err := pull(t, ref, auth)
+				if err != nil {
+					t.Fatalf("pulling %s: %v", ref, err)
+				}
+				if d, err := pulled.Digest(); err != nil || d.String() != img.Digest {
+					t.Errorf("%s has digest %s (%v), the push reported %s", ref, d, err, img.Digest)
+				}
+			}
+			pulled, err := pull(t, img.Ref, auth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := pulled.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := v1.Config{Entrypoint: []string{"/" + tc.name}, Env: []string{images.Path}, WorkingDir: "/", ExposedPorts: tc.ports}
+			if diff := cmp.Diff(want, cf.Config); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+			layers, err := pulled.Layers()
+			if err != nil || len(layers) != 2 {
+				t.Fatalf("layers: %d, %v; want busybox and %s", len(layers), err, tc.name)
+			}
+			bb, err := images.Busybox()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bbLayers, err := bb.Layers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := digestOf(t, layers[0]), digestOf(t, bbLayers[0]); got != want {
+				t.Errorf("first layer %s, want busybox's %s", got, want)
+			}
+			if got := layerFile(t, layers[1], tc.name); got != body {
+				t.Errorf("/%s = %q, want the binary %q", tc.name, got, body)
+			}
+		})
 	}
 }
 

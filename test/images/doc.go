@@ -40,6 +40,11 @@
 // toolchain), and PushCoreDNS pushes busybox plus /coredns as
 // kip-e2e/coredns:<CoreDNSTag>. The end-to-end harness and the demo push it
 // (test/e2e/framework's DeployDNS); make test builds only a stand-in.
+// metrics-server (deploy/metrics-server), behind kubectl top and the
+// HorizontalPodAutoscaler, is built and pushed the same way
+// (BuildMetricsServer into ~/.cache/kip/metrics-server, PushMetricsServer
+// as kip-e2e/metrics-server:<MetricsServerTag>; proxybuild.go holds what
+// the two share).
 //
 // TestContainerdRunsImages, run as root where containerd and runc are
 // installed, proves the images run: it starts Debian's containerd as a child

@@ -1181,10 +1181,19 @@ func (x *PortForwardFrame) GetClose() bool {
 	return false
 }
 
+// Stats is what the host's kubelet API (/stats/summary, /metrics/resource)
+// is made of: the running containers' cgroup counters and, unless
+// only_cpu_and_memory, the pod's network interfaces, volumes and disk use.
+// CPU usage in nano-cores is the rate since the agent's previous Stats
+// call for the same container; the first call for a container has none
+// (0 with cpu_rate_known false).
 type StatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only CPU and memory (what metrics-server reads): no network, volume or
+	// disk figures, which walk directories.
+	OnlyCpuAndMemory bool `protobuf:"varint,1,opt,name=only_cpu_and_memory,json=onlyCpuAndMemory,proto3" json:"only_cpu_and_memory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatsRequest) Reset() {
@@ -1217,10 +1226,31 @@ func (*StatsRequest) Descriptor() ([]byte, []int) {
 	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
 }
 
+func (x *StatsRequest) GetOnlyCpuAndMemory() bool {
+	if x != nil {
+		return x.OnlyCpuAndMemory
+	}
+	return false
+}
+
 type StatsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
-	Containers    []*ContainerStats      `protobuf:"bytes,2,rep,name=containers,proto3" json:"containers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the agent sampled the containers.
+	Time       *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	Containers []*ContainerStats      `protobuf:"bytes,2,rep,name=containers,proto3" json:"containers,omitempty"`
+	// The pod's network interfaces in its network namespace, loopback left
+	// out, in the kernel's order.
+	Interfaces []*InterfaceStats `protobuf:"bytes,10,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	// The pod's volumes the agent made (emptyDir, configMap, secret,
+	// downwardAPI, projected; not hostPath), by name.
+	Volumes []*VolumeStats `protobuf:"bytes,11,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// The cell's disk (the agent's state directory: containers' writable
+	// layers, logs and emptyDirs), its capacity and free space; used_bytes
+	// is unset (the pod's share is the sum of its parts).
+	Disk *FsStats `protobuf:"bytes,12,opt,name=disk,proto3" json:"disk,omitempty"`
+	// The pod's /etc/hosts, /etc/resolv.conf and /etc/hostname, as the
+	// kubelet counts the etc-hosts file in the pod's ephemeral storage.
+	EtcFiles      *FsStats `protobuf:"bytes,13,opt,name=etc_files,json=etcFiles,proto3" json:"etc_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1269,6 +1299,34 @@ func (x *StatsResponse) GetContainers() []*ContainerStats {
 	return nil
 }
 
+func (x *StatsResponse) GetInterfaces() []*InterfaceStats {
+	if x != nil {
+		return x.Interfaces
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetVolumes() []*VolumeStats {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetDisk() *FsStats {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetEtcFiles() *FsStats {
+	if x != nil {
+		return x.EtcFiles
+	}
+	return nil
+}
+
 type ContainerStats struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
 	Name                    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1276,8 +1334,21 @@ type ContainerStats struct {
 	CpuUsageCoreNanoSeconds uint64                 `protobuf:"varint,3,opt,name=cpu_usage_core_nano_seconds,json=cpuUsageCoreNanoSeconds,proto3" json:"cpu_usage_core_nano_seconds,omitempty"`
 	MemoryWorkingSetBytes   uint64                 `protobuf:"varint,4,opt,name=memory_working_set_bytes,json=memoryWorkingSetBytes,proto3" json:"memory_working_set_bytes,omitempty"`
 	MemoryUsageBytes        uint64                 `protobuf:"varint,5,opt,name=memory_usage_bytes,json=memoryUsageBytes,proto3" json:"memory_usage_bytes,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// When the container's current attempt started.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// Whether cpu_usage_nano_cores is a rate (false on the first sample).
+	CpuRateKnown          bool   `protobuf:"varint,11,opt,name=cpu_rate_known,json=cpuRateKnown,proto3" json:"cpu_rate_known,omitempty"`
+	MemoryRssBytes        uint64 `protobuf:"varint,12,opt,name=memory_rss_bytes,json=memoryRssBytes,proto3" json:"memory_rss_bytes,omitempty"`
+	MemoryPageFaults      uint64 `protobuf:"varint,13,opt,name=memory_page_faults,json=memoryPageFaults,proto3" json:"memory_page_faults,omitempty"`
+	MemoryMajorPageFaults uint64 `protobuf:"varint,14,opt,name=memory_major_page_faults,json=memoryMajorPageFaults,proto3" json:"memory_major_page_faults,omitempty"`
+	// The container's writable layer (used bytes and inodes); unset with
+	// only_cpu_and_memory or when the runtime cannot tell.
+	Rootfs *FsStats `protobuf:"bytes,15,opt,name=rootfs,proto3" json:"rootfs,omitempty"`
+	// The container's log files, every attempt kept; unset with
+	// only_cpu_and_memory.
+	Logs          *FsStats `protobuf:"bytes,16,opt,name=logs,proto3" json:"logs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContainerStats) Reset() {
@@ -1345,6 +1416,289 @@ func (x *ContainerStats) GetMemoryUsageBytes() uint64 {
 	return 0
 }
 
+func (x *ContainerStats) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ContainerStats) GetCpuRateKnown() bool {
+	if x != nil {
+		return x.CpuRateKnown
+	}
+	return false
+}
+
+func (x *ContainerStats) GetMemoryRssBytes() uint64 {
+	if x != nil {
+		return x.MemoryRssBytes
+	}
+	return 0
+}
+
+func (x *ContainerStats) GetMemoryPageFaults() uint64 {
+	if x != nil {
+		return x.MemoryPageFaults
+	}
+	return 0
+}
+
+func (x *ContainerStats) GetMemoryMajorPageFaults() uint64 {
+	if x != nil {
+		return x.MemoryMajorPageFaults
+	}
+	return 0
+}
+
+func (x *ContainerStats) GetRootfs() *FsStats {
+	if x != nil {
+		return x.Rootfs
+	}
+	return nil
+}
+
+func (x *ContainerStats) GetLogs() *FsStats {
+	if x != nil {
+		return x.Logs
+	}
+	return nil
+}
+
+type InterfaceStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	RxBytes       uint64                 `protobuf:"varint,2,opt,name=rx_bytes,json=rxBytes,proto3" json:"rx_bytes,omitempty"`
+	RxErrors      uint64                 `protobuf:"varint,3,opt,name=rx_errors,json=rxErrors,proto3" json:"rx_errors,omitempty"`
+	TxBytes       uint64                 `protobuf:"varint,4,opt,name=tx_bytes,json=txBytes,proto3" json:"tx_bytes,omitempty"`
+	TxErrors      uint64                 `protobuf:"varint,5,opt,name=tx_errors,json=txErrors,proto3" json:"tx_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterfaceStats) Reset() {
+	*x = InterfaceStats{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterfaceStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterfaceStats) ProtoMessage() {}
+
+func (x *InterfaceStats) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterfaceStats.ProtoReflect.Descriptor instead.
+func (*InterfaceStats) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *InterfaceStats) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *InterfaceStats) GetRxBytes() uint64 {
+	if x != nil {
+		return x.RxBytes
+	}
+	return 0
+}
+
+func (x *InterfaceStats) GetRxErrors() uint64 {
+	if x != nil {
+		return x.RxErrors
+	}
+	return 0
+}
+
+func (x *InterfaceStats) GetTxBytes() uint64 {
+	if x != nil {
+		return x.TxBytes
+	}
+	return 0
+}
+
+func (x *InterfaceStats) GetTxErrors() uint64 {
+	if x != nil {
+		return x.TxErrors
+	}
+	return 0
+}
+
+type VolumeStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Fs            *FsStats               `protobuf:"bytes,2,opt,name=fs,proto3" json:"fs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeStats) Reset() {
+	*x = VolumeStats{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeStats) ProtoMessage() {}
+
+func (x *VolumeStats) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeStats.ProtoReflect.Descriptor instead.
+func (*VolumeStats) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *VolumeStats) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *VolumeStats) GetFs() *FsStats {
+	if x != nil {
+		return x.Fs
+	}
+	return nil
+}
+
+// FsStats is a filesystem's or a directory tree's figures: capacity,
+// available and inodes/inodes_free of the filesystem, used_bytes and
+// inodes_used of the tree. A figure not known is 0 with its has_ flag
+// false.
+type FsStats struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	CapacityBytes  uint64                 `protobuf:"varint,1,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	AvailableBytes uint64                 `protobuf:"varint,2,opt,name=available_bytes,json=availableBytes,proto3" json:"available_bytes,omitempty"`
+	UsedBytes      uint64                 `protobuf:"varint,3,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	Inodes         uint64                 `protobuf:"varint,4,opt,name=inodes,proto3" json:"inodes,omitempty"`
+	InodesFree     uint64                 `protobuf:"varint,5,opt,name=inodes_free,json=inodesFree,proto3" json:"inodes_free,omitempty"`
+	InodesUsed     uint64                 `protobuf:"varint,6,opt,name=inodes_used,json=inodesUsed,proto3" json:"inodes_used,omitempty"`
+	// Whether the filesystem figures (capacity, available, inodes,
+	// inodes_free) are set, and whether the usage (used, inodes_used) is.
+	HasFilesystem bool `protobuf:"varint,7,opt,name=has_filesystem,json=hasFilesystem,proto3" json:"has_filesystem,omitempty"`
+	HasUsage      bool `protobuf:"varint,8,opt,name=has_usage,json=hasUsage,proto3" json:"has_usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FsStats) Reset() {
+	*x = FsStats{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FsStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FsStats) ProtoMessage() {}
+
+func (x *FsStats) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FsStats.ProtoReflect.Descriptor instead.
+func (*FsStats) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *FsStats) GetCapacityBytes() uint64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *FsStats) GetAvailableBytes() uint64 {
+	if x != nil {
+		return x.AvailableBytes
+	}
+	return 0
+}
+
+func (x *FsStats) GetUsedBytes() uint64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *FsStats) GetInodes() uint64 {
+	if x != nil {
+		return x.Inodes
+	}
+	return 0
+}
+
+func (x *FsStats) GetInodesFree() uint64 {
+	if x != nil {
+		return x.InodesFree
+	}
+	return 0
+}
+
+func (x *FsStats) GetInodesUsed() uint64 {
+	if x != nil {
+		return x.InodesUsed
+	}
+	return 0
+}
+
+func (x *FsStats) GetHasFilesystem() bool {
+	if x != nil {
+		return x.HasFilesystem
+	}
+	return false
+}
+
+func (x *FsStats) GetHasUsage() bool {
+	if x != nil {
+		return x.HasUsage
+	}
+	return false
+}
+
 type DeletePodRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seconds between SIGTERM and SIGKILL; negative: the pod's own
@@ -1356,7 +1710,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1722,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1735,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeletePodRequest) GetGracePeriodSeconds() int64 {
@@ -1399,7 +1753,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1765,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1778,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
 }
 
 type ApplyServicesRequest struct {
@@ -1448,7 +1802,7 @@ type ApplyServicesRequest struct {
 
 func (x *ApplyServicesRequest) Reset() {
 	*x = ApplyServicesRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1814,7 @@ func (x *ApplyServicesRequest) String() string {
 func (*ApplyServicesRequest) ProtoMessage() {}
 
 func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1827,7 @@ func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApplyServicesRequest) GetTable() string {
@@ -1529,7 +1883,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1895,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1908,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Service) GetNamespace() string {
@@ -1607,7 +1961,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1973,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1986,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ServicePort) GetName() string {
@@ -1673,7 +2027,7 @@ type ServiceEndpoint struct {
 
 func (x *ServiceEndpoint) Reset() {
 	*x = ServiceEndpoint{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +2039,7 @@ func (x *ServiceEndpoint) String() string {
 func (*ServiceEndpoint) ProtoMessage() {}
 
 func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +2052,7 @@ func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
 func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ServiceEndpoint) GetIp() string {
@@ -1726,7 +2080,7 @@ type ApplyServicesResponse struct {
 
 func (x *ApplyServicesResponse) Reset() {
 	*x = ApplyServicesResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +2092,7 @@ func (x *ApplyServicesResponse) String() string {
 func (*ApplyServicesResponse) ProtoMessage() {}
 
 func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +2105,7 @@ func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyServicesResponse) GetTable() string {
@@ -1877,19 +2231,57 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\x10PortForwardFrame\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x14\n" +
-	"\x05close\x18\x03 \x01(\bR\x05close\"\x0e\n" +
-	"\fStatsRequest\"|\n" +
+	"\x05close\x18\x03 \x01(\bR\x05close\"=\n" +
+	"\fStatsRequest\x12-\n" +
+	"\x13only_cpu_and_memory\x18\x01 \x01(\bR\x10onlyCpuAndMemory\"\xca\x02\n" +
 	"\rStatsResponse\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12;\n" +
 	"\n" +
 	"containers\x18\x02 \x03(\v2\x1b.kip.cell.v1.ContainerStatsR\n" +
-	"containers\"\xfa\x01\n" +
+	"containers\x12;\n" +
+	"\n" +
+	"interfaces\x18\n" +
+	" \x03(\v2\x1b.kip.cell.v1.InterfaceStatsR\n" +
+	"interfaces\x122\n" +
+	"\avolumes\x18\v \x03(\v2\x18.kip.cell.v1.VolumeStatsR\avolumes\x12(\n" +
+	"\x04disk\x18\f \x01(\v2\x14.kip.cell.v1.FsStatsR\x04disk\x121\n" +
+	"\tetc_files\x18\r \x01(\v2\x14.kip.cell.v1.FsStatsR\betcFiles\"\xc4\x04\n" +
 	"\x0eContainerStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x14cpu_usage_nano_cores\x18\x02 \x01(\x04R\x11cpuUsageNanoCores\x12<\n" +
 	"\x1bcpu_usage_core_nano_seconds\x18\x03 \x01(\x04R\x17cpuUsageCoreNanoSeconds\x127\n" +
 	"\x18memory_working_set_bytes\x18\x04 \x01(\x04R\x15memoryWorkingSetBytes\x12,\n" +
-	"\x12memory_usage_bytes\x18\x05 \x01(\x04R\x10memoryUsageBytes\"D\n" +
+	"\x12memory_usage_bytes\x18\x05 \x01(\x04R\x10memoryUsageBytes\x129\n" +
+	"\n" +
+	"start_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12$\n" +
+	"\x0ecpu_rate_known\x18\v \x01(\bR\fcpuRateKnown\x12(\n" +
+	"\x10memory_rss_bytes\x18\f \x01(\x04R\x0ememoryRssBytes\x12,\n" +
+	"\x12memory_page_faults\x18\r \x01(\x04R\x10memoryPageFaults\x127\n" +
+	"\x18memory_major_page_faults\x18\x0e \x01(\x04R\x15memoryMajorPageFaults\x12,\n" +
+	"\x06rootfs\x18\x0f \x01(\v2\x14.kip.cell.v1.FsStatsR\x06rootfs\x12(\n" +
+	"\x04logs\x18\x10 \x01(\v2\x14.kip.cell.v1.FsStatsR\x04logs\"\x94\x01\n" +
+	"\x0eInterfaceStats\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\brx_bytes\x18\x02 \x01(\x04R\arxBytes\x12\x1b\n" +
+	"\trx_errors\x18\x03 \x01(\x04R\brxErrors\x12\x19\n" +
+	"\btx_bytes\x18\x04 \x01(\x04R\atxBytes\x12\x1b\n" +
+	"\ttx_errors\x18\x05 \x01(\x04R\btxErrors\"G\n" +
+	"\vVolumeStats\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12$\n" +
+	"\x02fs\x18\x02 \x01(\v2\x14.kip.cell.v1.FsStatsR\x02fs\"\x96\x02\n" +
+	"\aFsStats\x12%\n" +
+	"\x0ecapacity_bytes\x18\x01 \x01(\x04R\rcapacityBytes\x12'\n" +
+	"\x0favailable_bytes\x18\x02 \x01(\x04R\x0eavailableBytes\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\x03 \x01(\x04R\tusedBytes\x12\x16\n" +
+	"\x06inodes\x18\x04 \x01(\x04R\x06inodes\x12\x1f\n" +
+	"\vinodes_free\x18\x05 \x01(\x04R\n" +
+	"inodesFree\x12\x1f\n" +
+	"\vinodes_used\x18\x06 \x01(\x04R\n" +
+	"inodesUsed\x12%\n" +
+	"\x0ehas_filesystem\x18\a \x01(\bR\rhasFilesystem\x12\x1b\n" +
+	"\thas_usage\x18\b \x01(\bR\bhasUsage\"D\n" +
 	"\x10DeletePodRequest\x120\n" +
 	"\x14grace_period_seconds\x18\x01 \x01(\x03R\x12gracePeriodSeconds\"\x13\n" +
 	"\x11DeletePodResponse\"\xb9\x01\n" +
@@ -1940,7 +2332,7 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
 	(*ClusterDNS)(nil),            // 1: kip.cell.v1.ClusterDNS
@@ -1963,63 +2355,74 @@ var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*StatsRequest)(nil),          // 18: kip.cell.v1.StatsRequest
 	(*StatsResponse)(nil),         // 19: kip.cell.v1.StatsResponse
 	(*ContainerStats)(nil),        // 20: kip.cell.v1.ContainerStats
-	(*DeletePodRequest)(nil),      // 21: kip.cell.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),     // 22: kip.cell.v1.DeletePodResponse
-	(*ApplyServicesRequest)(nil),  // 23: kip.cell.v1.ApplyServicesRequest
-	(*Service)(nil),               // 24: kip.cell.v1.Service
-	(*ServicePort)(nil),           // 25: kip.cell.v1.ServicePort
-	(*ServiceEndpoint)(nil),       // 26: kip.cell.v1.ServiceEndpoint
-	(*ApplyServicesResponse)(nil), // 27: kip.cell.v1.ApplyServicesResponse
-	nil,                           // 28: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 29: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 30: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 31: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*InterfaceStats)(nil),        // 21: kip.cell.v1.InterfaceStats
+	(*VolumeStats)(nil),           // 22: kip.cell.v1.VolumeStats
+	(*FsStats)(nil),               // 23: kip.cell.v1.FsStats
+	(*DeletePodRequest)(nil),      // 24: kip.cell.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),     // 25: kip.cell.v1.DeletePodResponse
+	(*ApplyServicesRequest)(nil),  // 26: kip.cell.v1.ApplyServicesRequest
+	(*Service)(nil),               // 27: kip.cell.v1.Service
+	(*ServicePort)(nil),           // 28: kip.cell.v1.ServicePort
+	(*ServiceEndpoint)(nil),       // 29: kip.cell.v1.ServiceEndpoint
+	(*ApplyServicesResponse)(nil), // 30: kip.cell.v1.ApplyServicesResponse
+	nil,                           // 31: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 32: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 33: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 34: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	28, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	29, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	31, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	32, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
 	5,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
 	1,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
 	3,  // 4: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	30, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	31, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	33, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	34, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
 	9,  // 7: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
-	32, // 8: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	32, // 9: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	35, // 8: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	35, // 9: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
 	13, // 10: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
 	14, // 11: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
 	16, // 12: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	32, // 13: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	35, // 13: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
 	20, // 14: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
-	24, // 15: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
-	25, // 16: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
-	26, // 17: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
-	2,  // 18: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
-	4,  // 19: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
-	0,  // 20: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
-	7,  // 21: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
-	10, // 22: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
-	12, // 23: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
-	12, // 24: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
-	17, // 25: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
-	18, // 26: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
-	21, // 27: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
-	23, // 28: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
-	6,  // 29: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	8,  // 30: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	11, // 31: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	15, // 32: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	15, // 33: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	17, // 34: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	19, // 35: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	22, // 36: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	27, // 37: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 15: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
+	22, // 16: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
+	23, // 17: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
+	23, // 18: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
+	35, // 19: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
+	23, // 20: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
+	23, // 21: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
+	23, // 22: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
+	27, // 23: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
+	28, // 24: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
+	29, // 25: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
+	2,  // 26: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
+	4,  // 27: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
+	0,  // 28: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
+	7,  // 29: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
+	10, // 30: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
+	12, // 31: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
+	12, // 32: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
+	17, // 33: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
+	18, // 34: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
+	24, // 35: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
+	26, // 36: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
+	6,  // 37: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	8,  // 38: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	11, // 39: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	15, // 40: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	15, // 41: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	17, // 42: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	19, // 43: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	25, // 44: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	30, // 45: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_kip_cell_v1_cell_proto_init() }
@@ -2033,7 +2436,7 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

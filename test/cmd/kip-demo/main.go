@@ -2,10 +2,11 @@
 // kip-cluster already started: a private containerd and a local registry
 // holding the demo image, kip with the local plugin (as the node's own
 // identity), the cluster DNS (deploy/coredns, when framework.ClusterDNS is
-// on) and deploy/examples/hello.yaml. It writes a ready file once the
-// workload is applied, and stays in the foreground until SIGTERM, when it
-// deletes the workload and the DNS (so every cell ends) and stops
-// everything.
+// on), metrics-server (deploy/metrics-server: kubectl top, the
+// HorizontalPodAutoscaler) and deploy/examples/hello.yaml. It writes a
+// ready file once the workload is applied, and stays in the foreground
+// until SIGTERM, when it deletes the workload, metrics-server and the DNS
+// (so every cell ends) and stops everything.
 //
 // Everything it keeps lives in the demo's directory (--dir, by default
 // demo/ in kip-cluster's state directory): kip/ (kip.yaml, kip.log, the
@@ -137,6 +138,11 @@ func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
 			return err
 		}
 	}
+	// metrics-server, behind kubectl top and the HorizontalPodAutoscaler.
+	ms, err := fw.ApplyMetricsServer(ctx, cells, os.Stderr)
+	if err != nil {
+		return err
+	}
 	if err := kubectl(workload, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("applying %s: %w", manifest, err)
 	}
@@ -149,6 +155,9 @@ func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
 	// Delete the workload while kip still runs, so that it ends every cell.
 	fmt.Fprintln(os.Stderr, "deleting the workload and waiting for its cells to end")
 	_ = kubectl(workload, "delete", "-f", "-", "--wait=true", "--timeout=60s")
+	if err := ms.Delete(context.Background(), fw); err != nil { // ctx has ended
+		fmt.Fprintln(os.Stderr, err)
+	}
 	if dns != nil {
 		if err := dns.Delete(context.Background(), fw); err != nil { // ctx has ended
 			fmt.Fprintln(os.Stderr, err)

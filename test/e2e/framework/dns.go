@@ -90,13 +90,9 @@ func (f *Framework) ApplyDNS(ctx context.Context, cells *Cells, opts DNSOptions)
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	path, err := repoFile(DNSManifest)
+	manifest, err := readManifest(DNSManifest)
 	if err != nil {
 		return nil, err
-	}
-	manifest, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the DNS manifest: %w", err)
 	}
 	bin, err := images.BuildCoreDNS(ctx, images.CoreDNSOptions{Log: opts.Log})
 	if err != nil {
@@ -199,13 +195,9 @@ func corefileDoc(manifest string) (docs []string, index int, cm *corev1.ConfigMa
 // without the API server, which a cell cannot reach before it has a
 // token and the kubernetes Service.
 func StaticCorefile(hosts map[string]string) (string, error) {
-	path, err := repoFile(DNSManifest)
+	manifest, err := readManifest(DNSManifest)
 	if err != nil {
 		return "", err
-	}
-	manifest, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the DNS manifest: %w", err)
 	}
 	_, _, cm, err := corefileDoc(string(manifest))
 	if err != nil {
@@ -241,6 +233,20 @@ func withHosts(corefile string, hosts map[string]string) (string, error) {
 	}
 	block = append(block, indent+"}")
 	return strings.Join(slices.Concat(lines[:start], block, lines[end+1:]), "\n"), nil
+}
+
+// readManifest reads the manifest at path, relative to the repository
+// root.
+func readManifest(path string) ([]byte, error) {
+	full, err := repoFile(path)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(full)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return data, nil
 }
 
 // kubectl runs the control plane's kubectl as cluster-admin with stdin;

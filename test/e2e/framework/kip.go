@@ -286,6 +286,17 @@ type KipOptions struct {
 	Network int
 }
 
+// nodeIP is the address kip's kubelet API listens on and the node
+// reports: where pods reach the API server, so that a pod reaches the
+// node too (metrics-server scrapes it); 127.0.0.1 when the control plane
+// serves loopback alone.
+func (f *Framework) nodeIP() string {
+	if f.Cluster.AdvertiseAddress == "" {
+		return "127.0.0.1"
+	}
+	return f.Cluster.AdvertiseAddress
+}
+
 // StartKip runs kip as a real process with the node's own identity
 // (system:node:<name>), the local plugin launching kip-cell agents on
 // cells' containerd, and waits until the node is Ready. It grants the
@@ -372,12 +383,13 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
 	}
+	nodeIP := f.nodeIP()
 	config := fmt.Sprintf(`clusterID: %[9]s
 nodeName: %[1]s
 kubeconfig: %[2]s
 node:
-  internalIP: 127.0.0.1
-  listenAddress: 127.0.0.1:0
+  internalIP: %[12]s
+  listenAddress: %[13]s
   clientCAFile: %[3]s
 cells:
   insecureRegistries: [%[4]q]
@@ -392,7 +404,7 @@ plugin:
   dir: %[6]s
   config: %[7]s
 `, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		VolumeRefreshInterval, k.PodLogsDir)
+		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"))
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}

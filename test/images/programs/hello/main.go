@@ -18,6 +18,10 @@
 // KUBERNETES_SERVICE_PORT, verified with the service account volume's
 // ca.crt, its token as the bearer; nothing else is given.
 //
+// With -burn N it also keeps N goroutines busy, about N cores less what
+// its CPU limit allows: the CPU-burning pod of the stats and autoscaling
+// tests.
+//
 // Its resolver is Go's own, which reads the pod's /etc/resolv.conf
 // (nameserver, search path, ndots), so a pod calls a Service by its short
 // name with it: kubectl exec POD -- /app -get http://hello. (busybox's
@@ -49,6 +53,7 @@ func main() {
 	timeout := flag.Duration("timeout", 3*time.Second, "with -get: time limit of each request")
 	api := flag.String("api", "", "be a client of the API server, as client-go's in-cluster config is: GET this path")
 	onTerm := flag.String("on-term", "", "on SIGTERM or SIGINT, GET this URL before exiting")
+	burn := flag.Int("burn", 0, "also keep this many goroutines busy (CPU load)")
 	flag.Parse()
 	r := request{caFile: *caFile, tokenFile: *tokenFile, post: *post, timeout: *timeout}
 	if *api != "" {
@@ -65,6 +70,9 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	for range *burn {
+		go spin(ctx)
+	}
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -106,6 +114,15 @@ func main() {
 			}
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// spin keeps a core busy until ctx ends.
+func spin(ctx context.Context) {
+	for n := uint64(0); ; n++ {
+		if n%(1<<20) == 0 && ctx.Err() != nil {
+			return
 		}
 	}
 }
