@@ -217,6 +217,11 @@ func TestJobSucceedsAndCellEnds(t *testing.T) {
 	}
 	pod := f.WaitForPods(t, ns, "app=once", 1, 60*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })[0]
 	f.WaitFor(t, 20*time.Second, "the Job's cell terminated", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+	// Nothing of the cell stays on this machine: not the agent's default
+	// state directory either (every cell once left one there).
+	if _, err := os.Stat(filepath.Join("/var/lib/kip-cell", "kip-"+string(pod.UID))); !os.IsNotExist(err) {
+		t.Errorf("the ended cell left /var/lib/kip-cell/kip-%s (stat: %v)", pod.UID, err)
+	}
 
 	// The cell is gone, and kubectl logs still shows what the Job printed,
 	// as on a kubelet, until the pod is deleted.
