@@ -103,30 +103,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 					}
 					pullDly = m.nextDelay(pullDly)
 					log.WarnContext(ctx, "pulling image", "image", c.Image, "error", err, "retry_in", pullDly)
-					reason, msg := pullFailure(c.Image, err)
-					m.update(func() {
-						cs.status.State = waiting(reason, msg)
-						if reason == "ErrImagePull" {
-							m.emitLocked(EventWarning, "Failed", cs.name, "Failed to pull image %q: %s", c.Image, msg)
-						} else {
-							m.emitLocked(EventWarning, reason, cs.name, "%s", msg)
-						}
-						m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", reason)
-					})
-					// Show ErrImagePull for a moment, as the kubelet does, then
-					// ImagePullBackOff until the retry.
-					if !sleep(ctx, min(pullDly/4, time.Second)) {
-						return false
-					}
-					if reason == "ErrImagePull" {
-						m.update(func() {
-							cs.status.State = waiting("ImagePullBackOff",
-								fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", c.Image, msg))
-							m.emitLocked(EventNormal, "BackOff", cs.name, "Back-off pulling image %q", c.Image)
-							m.emitLocked(EventWarning, "Failed", cs.name, "Error: ImagePullBackOff")
-						})
-					}
-					if !sleep(ctx, pullDly-min(pullDly/4, time.Second)) {
+					if !m.pullBackOff(ctx, cs, c.Image, err, pullDly) {
 						return false
 					}
 					continue
@@ -203,6 +180,35 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			return false
 		}
 	}
+}
+
+// pullBackOff reports a failed pull and waits delay before the next;
+// it reports false when ctx ended first.
+func (m *Manager) pullBackOff(ctx context.Context, cs *containerState, image string, err error, delay time.Duration) bool {
+	reason, msg := pullFailure(image, err)
+	m.update(func() {
+		cs.status.State = waiting(reason, msg)
+		if reason == "ErrImagePull" {
+			m.emitLocked(EventWarning, "Failed", cs.name, "Failed to pull image %q: %s", image, msg)
+		} else {
+			m.emitLocked(EventWarning, reason, cs.name, "%s", msg)
+		}
+		m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", reason)
+	})
+	// Show ErrImagePull for a moment, as the kubelet does, then
+	// ImagePullBackOff until the retry.
+	if !sleep(ctx, min(delay/4, time.Second)) {
+		return false
+	}
+	if reason == "ErrImagePull" {
+		m.update(func() {
+			cs.status.State = waiting("ImagePullBackOff",
+				fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", image, msg))
+			m.emitLocked(EventNormal, "BackOff", cs.name, "Back-off pulling image %q", image)
+			m.emitLocked(EventWarning, "Failed", cs.name, "Error: ImagePullBackOff")
+		})
+	}
+	return sleep(ctx, delay-min(delay/4, time.Second))
 }
 
 // runAttempt starts one attempt and waits for it to end. exit is nil when
