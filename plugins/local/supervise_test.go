@@ -60,3 +60,35 @@ func TestRestartDelay(t *testing.T) {
 		}
 	}
 }
+
+func TestRestartedPluginAdoptsTheSupervision(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	old := e.provider()
+	// The old plugin process does not supervise this cell (as if it had
+	// exited after the launch).
+	old.supervisedMu.Lock()
+	old.supervised["cell-a"] = true
+	old.supervisedMu.Unlock()
+	inst := e.launch(old, "cell-a")
+	first := e.report("cell-a")
+	// A new plugin process on the same state directory.
+	p := e.provider()
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		r, err := readRecord(e.stateDir(), "cell-a")
+		if err != nil {
+			return err
+		}
+		if r.PID == first.PID || !alive(r.PID, r.StartTime) {
+			return fmt.Errorf("agent not restarted: record %+v", r)
+		}
+		_, err = dial(addrOf(inst))
+		return err
+	})
+	if got, _ := describe(t, p, inst.ID); got.State != pluginapi.StateRunning {
+		t.Errorf("cell after the restart: %+v", got)
+	}
+}
