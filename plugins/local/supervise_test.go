@@ -21,22 +21,7 @@ func TestDeadAgentIsRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cell runs all along: a new agent answers at the same address.
-	var r *record
-	eventually(t, 10*time.Second, func() error {
-		got, ok := describe(t, p, inst.ID)
-		if !ok || got.State != pluginapi.StateRunning {
-			t.Fatalf("cell after its agent died: %+v", got)
-		}
-		var err error
-		if r, err = readRecord(e.stateDir(), "cell-r"); err != nil {
-			return err
-		}
-		if r.PID == first.PID || !alive(r.PID, r.StartTime) {
-			return fmt.Errorf("agent not restarted: record %+v", r)
-		}
-		_, err = dial(addrOf(inst))
-		return err
-	})
+	r := waitRestarted(t, e, p, inst, first.PID)
 	if r.Restarts != 1 || r.QuickExits != 1 || r.GaveUp {
 		t.Errorf("record after one restart: restarts %d, quick exits %d, gave up %v", r.Restarts, r.QuickExits, r.GaveUp)
 	}
@@ -77,18 +62,28 @@ func TestRestartedPluginAdoptsTheSupervision(t *testing.T) {
 	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	waitRestarted(t, e, p, inst, first.PID)
+}
+
+// waitRestarted waits until the cell of inst has an agent other than
+// pid that answers, and checks that Describe says the cell runs all the
+// while; it returns the cell's record then.
+func waitRestarted(t *testing.T, e *testEnv, p *provider, inst pluginapi.Instance, pid int) *record {
+	t.Helper()
+	var r *record
 	eventually(t, 10*time.Second, func() error {
-		r, err := readRecord(e.stateDir(), "cell-a")
-		if err != nil {
+		if got, ok := describe(t, p, inst.ID); !ok || got.State != pluginapi.StateRunning {
+			t.Fatalf("cell after its agent died: %+v", got)
+		}
+		var err error
+		if r, err = readRecord(e.stateDir(), inst.CellID); err != nil {
 			return err
 		}
-		if r.PID == first.PID || !alive(r.PID, r.StartTime) {
+		if r.PID == pid || !alive(r.PID, r.StartTime) {
 			return fmt.Errorf("agent not restarted: record %+v", r)
 		}
 		_, err = dial(addrOf(inst))
 		return err
 	})
-	if got, _ := describe(t, p, inst.ID); got.State != pluginapi.StateRunning {
-		t.Errorf("cell after the restart: %+v", got)
-	}
+	return r
 }
