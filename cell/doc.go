@@ -9,8 +9,21 @@
 // "kip-<cellID>", so many cells can share one containerd daemon (the local
 // plugin's case) without seeing each other's containers, and the agent can
 // remove everything of its cell by removing that namespace. The agent
-// cleans the namespace when it starts (left-overs of a previous agent) and
-// when it stops (the cell is going away).
+// cleans the namespace when it stops (SIGTERM: the cell is going away).
+//
+// # An agent that dies leaves its pod running
+//
+// An agent killed (kill -9) or crashed stops nothing: the containers run
+// on under containerd, and the pod's state is in StateDir (StateFile,
+// kept by cell/pod). The cell's service manager starts the agent again
+// (systemd on a cloud instance, Restart=always; the local plugin for a
+// local cell), and Run, finding that state for the bootstrap's pod,
+// resumes the pod (pod.Manager.Restore): it takes the running containers
+// over without restarting them, keeps the volumes and /etc files, and
+// reports the same status as before; the host's connections simply come
+// back. Only when there is no state (or it is another pod's) does Run
+// clean up what an earlier agent left: the namespace, volumes, /etc files
+// and termination messages.
 //
 // # Networks: where containers run and where images come from
 //

@@ -29,7 +29,9 @@ type Config struct {
 	// NetNSPath is the network namespace the containers join; empty means
 	// the agent's own.
 	NetNSPath string
-	// StateDir holds logs, FIFOs and the pod's volumes.
+	// StateDir holds logs, FIFOs, the pod's volumes and its state
+	// (StateFile): an agent started on the same StateDir after one that
+	// died resumes its pod.
 	StateDir string
 	// PodIP is reported as podIP and hostIP.
 	PodIP string
@@ -66,6 +68,10 @@ const (
 	ServiceProxyNone     = "none"
 )
 
+// StateFile is the file under Config.StateDir where the agent keeps its
+// pod's state for the next agent of the cell (pod.Config.StatePath).
+const StateFile = "pod.json"
+
 // Namespace is the containerd namespace of a cell.
 func Namespace(cellID string) string { return "kip-" + cellID }
 
@@ -83,7 +89,9 @@ func (c *Config) ListenAddress() string {
 }
 
 // Run runs the agent until ctx ends; then it stops the pod and removes it
-// from containerd.
+// from containerd. An agent that dies instead (kill -9, a crash) leaves
+// the pod running and its state in StateDir, and the next Run on the same
+// StateDir and bootstrap takes it over (pod.Manager.Restore).
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Bootstrap == nil {
 		return errors.New("running cell agent: no bootstrap")
@@ -120,21 +128,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
-	if err := rt.Cleanup(ctx); err != nil {
-		log.WarnContext(ctx, "cleaning up left-overs of an earlier agent", "error", err)
-	}
 	volumesDir := filepath.Join(cfg.StateDir, "volumes")
-	if err := pod.RemoveVolumes(volumesDir); err != nil {
-		log.WarnContext(ctx, "removing volumes of an earlier agent", "error", err)
-	}
 	etcDir := filepath.Join(cfg.StateDir, "etc")
-	if err := os.RemoveAll(etcDir); err != nil {
-		log.WarnContext(ctx, "removing the /etc files of an earlier agent", "error", err)
-	}
 	termDir := filepath.Join(cfg.StateDir, "termination")
-	if err := os.RemoveAll(termDir); err != nil {
-		log.WarnContext(ctx, "removing the termination messages of an earlier agent", "error", err)
-	}
 	// Secrets go on a tmpfs only where containerd would see it.
 	noTmpfs := runtime.MountsShared(ctx, cfg.ContainerdAddress)
 	if noTmpfs != nil {
@@ -144,8 +140,18 @@ func Run(ctx context.Context, cfg Config) error {
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
 		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
-		Backoff: cfg.Backoff, Logger: log,
+		StatePath: filepath.Join(cfg.StateDir, StateFile), Backoff: cfg.Backoff, Logger: log,
 	})
+	// An earlier agent of this cell (it died; its service manager started
+	// this one) left its pod running: take it over. Otherwise whatever it
+	// left goes.
+	resumed, err := mgr.Restore(ctx, cfg.Bootstrap.PodUID)
+	if err != nil {
+		log.WarnContext(ctx, "not resuming the pod of an earlier agent", "error", err)
+	}
+	if !resumed {
+		cleanup(ctx, rt, log, volumesDir, etcDir, termDir)
+	}
 	proxy, noServices, err := serviceProxy(cfg, log)
 	if err != nil {
 		return err
@@ -175,6 +181,23 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.Join(serveErr, fmt.Errorf("stopping pod: %w", err))
 	}
 	return serveErr
+}
+
+// cleanup removes what an earlier agent left that is not resumed: its
+// containers, volumes, /etc files and termination messages.
+func cleanup(ctx context.Context, rt *runtime.Containerd, log *slog.Logger, volumesDir, etcDir, termDir string) {
+	if err := rt.Cleanup(ctx); err != nil {
+		log.WarnContext(ctx, "cleaning up left-overs of an earlier agent", "error", err)
+	}
+	if err := pod.RemoveVolumes(volumesDir); err != nil {
+		log.WarnContext(ctx, "removing volumes of an earlier agent", "error", err)
+	}
+	if err := os.RemoveAll(etcDir); err != nil {
+		log.WarnContext(ctx, "removing the /etc files of an earlier agent", "error", err)
+	}
+	if err := os.RemoveAll(termDir); err != nil {
+		log.WarnContext(ctx, "removing the termination messages of an earlier agent", "error", err)
+	}
 }
 
 // serviceProxy is what programs the ClusterIP services the host sends

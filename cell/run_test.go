@@ -115,22 +115,28 @@ func (e *env) startAgent(t testing.TB, podIP string) *agent {
 		}
 	})
 
+	a.client = e.dial(t, a.cellID, addr.String())
+	return a
+}
+
+// dial is the host's client of the agent of cellID at addr.
+func (e *env) dial(t *testing.T, cellID, addr string) cellv1.CellClient {
+	t.Helper()
 	hostPEM, hostKey := e.ca.Issue(t, api.HostCommonName, x509.ExtKeyUsageClientAuth)
 	hostCert, err := tls.X509KeyPair(hostPEM, hostKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsConf, err := api.ClientTLSConfig(e.ca.PEM, hostCert, a.cellID)
+	tlsConf, err := api.ClientTLSConfig(e.ca.PEM, hostCert, cellID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(credentials.NewTLS(tlsConf)))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsConf)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	a.client = cellv1.NewCellClient(cc)
-	return a
+	return cellv1.NewCellClient(cc)
 }
 
 func (e *env) applyPod(t testing.TB, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {

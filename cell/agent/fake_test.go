@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,10 @@ func (fakeRuntime) EnsureImage(_ context.Context, ref string, _ runtime.PullPoli
 
 func (fakeRuntime) Start(_ context.Context, spec runtime.ContainerSpec) (runtime.Task, error) {
 	return &fakeTask{id: spec.ID, exited: make(chan struct{})}, nil
+}
+
+func (fakeRuntime) Reattach(_ context.Context, spec runtime.ReattachSpec) (runtime.Task, error) {
+	return nil, fmt.Errorf("container %s: %w", spec.ID, runtime.ErrNotFound)
 }
 
 func (fakeRuntime) Cleanup(context.Context) error { return nil }

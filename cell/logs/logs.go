@@ -47,18 +47,32 @@ func (s *Store) Path(container string, attempt int) string {
 // Create creates (truncating) the file of a container's attempt and
 // removes the files of attempts older than the previous one.
 func (s *Store) Create(container string, attempt int) (*File, error) {
-	path := s.Path(container, attempt)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating log directory: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	lf, err := s.open(container, attempt, os.O_TRUNC)
 	if err != nil {
-		return nil, fmt.Errorf("creating log file: %w", err)
+		return nil, err
 	}
 	for old := attempt - 2; old >= 0; old-- {
 		if err := os.Remove(s.Path(container, old)); errors.Is(err, os.ErrNotExist) {
 			break
 		}
+	}
+	return lf, nil
+}
+
+// Append opens the file of a container's attempt to write on at its end:
+// the attempt an earlier agent wrote, which this agent took over.
+func (s *Store) Append(container string, attempt int) (*File, error) {
+	return s.open(container, attempt, os.O_APPEND)
+}
+
+func (s *Store) open(container string, attempt, flag int) (*File, error) {
+	path := s.Path(container, attempt)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating log directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening log file: %w", err)
 	}
 	lf := &File{path: path, f: f, now: s.now, changed: make(chan struct{}), done: make(chan struct{}), store: s}
 	s.mu.Lock()

@@ -112,3 +112,29 @@ func TestOldAttemptsArePruned(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendKeepsWhatWasWritten(t *testing.T) {
+	dir := t.TempDir()
+	// The first agent writes, then dies without closing; the next one,
+	// with a store of its own, goes on in the same file.
+	first, err := NewStore(dir).Create("app", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = first.Stream(Stdout).Write([]byte("before\n"))
+	s := NewStore(dir)
+	f, err := s.Append("app", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Stream(Stdout).Write([]byte("after\n"))
+	var b strings.Builder
+	if err := s.Read(t.Context(), s.Path("app", 1), Options{TailLines: -1}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("before\nafter\n", b.String()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	_ = f.Close()
+	_ = first.Close()
+}

@@ -37,6 +37,9 @@ type containerState struct {
 	attempts int
 	// succeeded: an init container that exited 0.
 	succeeded bool
+	// resumed is what an earlier agent left of the container (Restore),
+	// taken over by the first turn of runContainer.
+	resumed *resumedAttempt
 }
 
 func newContainerState(name, image string, isInit, afterInits bool) *containerState {
@@ -88,78 +91,65 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 		if c == nil {
 			return false
 		}
-		// Pull (IfNotPresent is cheap once the image is there).
-		if pulled != c.Image {
-			m.update(func() {
-				cs.status.Image = c.Image
-				if cs.status.State.Waiting != nil && cs.status.State.Waiting.Reason == "PodInitializing" && !cs.isInit {
-					cs.status.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
-				}
-			})
-			var err error
-			img, err = m.pullImage(ctx, cs, c, d)
-			if err != nil {
-				if ctx.Err() != nil {
-					return false
-				}
-				pullDly = m.nextDelay(pullDly)
-				log.WarnContext(ctx, "pulling image", "image", c.Image, "error", err, "retry_in", pullDly)
-				reason, msg := pullFailure(c.Image, err)
+		var (
+			ranFor time.Duration
+			exit   *runtime.ExitStatus
+			ok     bool
+		)
+		if r := m.takeResumed(cs); r != nil {
+			img, pulled = m.resumedImage(ctx, cs, c, d), c.Image
+			ranFor, exit, ok = m.resumeAttempt(ctx, cs, c, d, img, r, specCh)
+		} else {
+			// Pull (IfNotPresent is cheap once the image is there).
+			if pulled != c.Image {
 				m.update(func() {
-					cs.status.State = waiting(reason, msg)
-					if reason == "ErrImagePull" {
-						m.emitLocked(EventWarning, "Failed", cs.name, "Failed to pull image %q: %s", c.Image, msg)
-					} else {
-						m.emitLocked(EventWarning, reason, cs.name, "%s", msg)
+					cs.status.Image = c.Image
+					if cs.status.State.Waiting != nil && cs.status.State.Waiting.Reason == "PodInitializing" && !cs.isInit {
+						cs.status.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
 					}
-					m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", reason)
 				})
-				// Show ErrImagePull for a moment, as the kubelet does, then
-				// ImagePullBackOff until the retry.
-				if !sleep(ctx, min(pullDly/4, time.Second)) {
-					return false
+				var err error
+				img, err = m.pullImage(ctx, cs, c, d)
+				if err != nil {
+					if ctx.Err() != nil {
+						return false
+					}
+					pullDly = m.nextDelay(pullDly)
+					log.WarnContext(ctx, "pulling image", "image", c.Image, "error", err, "retry_in", pullDly)
+					if !m.pullBackOff(ctx, cs, c.Image, err, pullDly) {
+						return false
+					}
+					continue
 				}
-				if reason == "ErrImagePull" {
-					m.update(func() {
-						cs.status.State = waiting("ImagePullBackOff",
-							fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", c.Image, msg))
-						m.emitLocked(EventNormal, "BackOff", cs.name, "Back-off pulling image %q", c.Image)
-						m.emitLocked(EventWarning, "Failed", cs.name, "Error: ImagePullBackOff")
-					})
-				}
-				if !sleep(ctx, pullDly-min(pullDly/4, time.Second)) {
+				pullDly, pulled = 0, c.Image
+			}
+
+			_, vars := containerEnv(c, d)
+			mounts, err := m.vols.mounts(d.Pod, c, vars)
+			if err == nil {
+				var etc []runtime.Mount
+				etc, err = m.etc.mounts(c)
+				mounts = append(mounts, etc...)
+			}
+			var sec runtime.Security
+			if err == nil {
+				sec, err = containerSecurity(d.Pod, c, img.Config)
+			}
+			if err != nil {
+				cfgDly = m.nextDelay(cfgDly)
+				log.WarnContext(ctx, "configuring the container", "error", err, "retry_in", cfgDly)
+				m.update(func() {
+					cs.status.State = waiting("CreateContainerConfigError", err.Error())
+					m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
+				})
+				if !sleep(ctx, cfgDly) {
 					return false
 				}
 				continue
 			}
-			pullDly, pulled = 0, c.Image
+			cfgDly = 0
+			ranFor, exit, ok = m.runAttempt(ctx, cs, c, d, img, mounts, sec, specCh)
 		}
-
-		_, vars := containerEnv(c, d)
-		mounts, err := m.vols.mounts(d.Pod, c, vars)
-		if err == nil {
-			var etc []runtime.Mount
-			etc, err = m.etc.mounts(c)
-			mounts = append(mounts, etc...)
-		}
-		var sec runtime.Security
-		if err == nil {
-			sec, err = containerSecurity(d.Pod, c, img.Config)
-		}
-		if err != nil {
-			cfgDly = m.nextDelay(cfgDly)
-			log.WarnContext(ctx, "configuring the container", "error", err, "retry_in", cfgDly)
-			m.update(func() {
-				cs.status.State = waiting("CreateContainerConfigError", err.Error())
-				m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
-			})
-			if !sleep(ctx, cfgDly) {
-				return false
-			}
-			continue
-		}
-		cfgDly = 0
-		ranFor, exit, ok := m.runAttempt(ctx, cs, c, d, img, mounts, sec, specCh)
 		if !ok {
 			return false
 		}
@@ -197,6 +187,35 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			return false
 		}
 	}
+}
+
+// pullBackOff reports a failed pull and waits delay before the next;
+// it reports false when ctx ended first.
+func (m *Manager) pullBackOff(ctx context.Context, cs *containerState, image string, err error, delay time.Duration) bool {
+	reason, msg := pullFailure(image, err)
+	m.update(func() {
+		cs.status.State = waiting(reason, msg)
+		if reason == "ErrImagePull" {
+			m.emitLocked(EventWarning, "Failed", cs.name, "Failed to pull image %q: %s", image, msg)
+		} else {
+			m.emitLocked(EventWarning, reason, cs.name, "%s", msg)
+		}
+		m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", reason)
+	})
+	// Show ErrImagePull for a moment, as the kubelet does, then
+	// ImagePullBackOff until the retry.
+	if !sleep(ctx, min(delay/4, time.Second)) {
+		return false
+	}
+	if reason == "ErrImagePull" {
+		m.update(func() {
+			cs.status.State = waiting("ImagePullBackOff",
+				fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", image, msg))
+			m.emitLocked(EventNormal, "BackOff", cs.name, "Back-off pulling image %q", image)
+			m.emitLocked(EventWarning, "Failed", cs.name, "Error: ImagePullBackOff")
+		})
+	}
+	return sleep(ctx, delay-min(delay/4, time.Second))
 }
 
 // runAttempt starts one attempt and waits for it to end. exit is nil when
@@ -276,17 +295,42 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		cs.status.Started = &started
 		cs.status.Ready = cs.readiness() && started && c.ReadinessProbe == nil
 	})
-	restartForSpec := m.supervise(ctx, cs, tgt, d, img, specCh, started)
+	return m.awaitAttempt(ctx, cs, d, img, liveAttempt{target: tgt, lf: lf, aio: aio, termFile: termFile, started: started}, specCh)
+}
+
+// liveAttempt is a running attempt: its task, log file, stdio for attach
+// sessions and termination message file.
+type liveAttempt struct {
+	target
+	lf       *logs.File
+	aio      *attachIO
+	termFile string
+	started  time.Time
+	// alreadyStarted: taken over from an earlier agent after its startup
+	// probe, if any, had succeeded.
+	alreadyStarted bool
+}
+
+// awaitAttempt supervises a running attempt until it ends, then records
+// how it ended; it returns what runAttempt returns.
+func (m *Manager) awaitAttempt(ctx context.Context, cs *containerState, d *Desired, img runtime.Image, a liveAttempt, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
+	log := m.log.With("container", cs.name)
+	c, task, lf, started := a.c, a.task, a.lf, a.started
+	restartForSpec := m.supervise(ctx, cs, a.target, d, img, specCh, started, a.alreadyStarted)
 	st := task.Status()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	if err := task.Delete(dctx); err != nil {
 		log.WarnContext(ctx, "deleting container", "error", err)
 	}
 	cancel()
-	if err := lf.Close(); err != nil {
-		log.WarnContext(ctx, "closing log", "error", err)
+	logPath := ""
+	if lf != nil { // nil: a resumed attempt whose log could not be opened
+		logPath = lf.Path()
+		if err := lf.Close(); err != nil {
+			log.WarnContext(ctx, "closing log", "error", err)
+		}
 	}
-	aio.close()
+	a.aio.close()
 	reason := "Completed"
 	switch {
 	case st.OOMKilled:
@@ -294,7 +338,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	case st.Code != 0:
 		reason = "Error"
 	}
-	msg := m.terminationMessage(context.WithoutCancel(ctx), c, termFile, st.Code, lf.Path())
+	msg := m.terminationMessage(context.WithoutCancel(ctx), c, a.termFile, st.Code, logPath)
 	log.InfoContext(ctx, "container exited", "exit_code", st.Code, "reason", reason)
 	m.update(func() {
 		cs.task = nil
@@ -319,11 +363,11 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 // supervise probes a running attempt until it exits, stopping it when
 // the pod is deleted, a liveness or startup probe fails, or a newer spec
 // changes its image; it reports the last (restart without back-off).
-func (m *Manager) supervise(ctx context.Context, cs *containerState, tgt target, d *Desired, img runtime.Image, specCh <-chan struct{}, started time.Time) (restartForSpec bool) {
+func (m *Manager) supervise(ctx context.Context, cs *containerState, tgt target, d *Desired, img runtime.Image, specCh <-chan struct{}, started time.Time, alreadyStarted bool) (restartForSpec bool) {
 	log := m.log.With("container", cs.name)
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes sync.WaitGroup
-	kill := m.startProbes(probeCtx, &probes, cs, tgt, d.Pod, started)
+	kill := m.startProbes(probeCtx, &probes, cs, tgt, d.Pod, started, alreadyStarted)
 	select {
 	case <-tgt.task.Exited():
 	case <-ctx.Done():

@@ -135,6 +135,22 @@
 // privileged or set unsafe sysctls is the host's decision (host/cells
 // admits them before a cell exists).
 //
+// Restarts of the agent (state.go): the manager keeps what a new agent
+// needs to resume the pod in Config.StatePath, rewritten atomically when
+// the published status changes or a generation is accepted (the desired
+// pod without its volumes' files, the status, and per container the
+// attempts, whether an init container succeeded, and the running
+// attempt's container ID and start time), and removes it on Delete.
+// Restore, in a new manager, resumes that pod: running attempts are taken
+// over (Runtime.Reattach) with their logs appended, attach and exec
+// working and probes running again (a started container is not probed
+// for startup again, its readiness kept until the readiness probe says
+// otherwise); an attempt that exited while no agent ran is Terminated
+// with its exit code and restarted per policy; one that is gone is
+// Terminated with reason ContainerStatusUnknown; volumes and /etc files
+// are taken over as they are. The status is what it was: same container
+// IDs, start times, restart counts and condition times.
+//
 // Not yet: mount propagation.
 //
 // It imports cell/runtime, cell/logs, cell/api/expansion, cell/api/sysctl,

@@ -16,13 +16,15 @@ import (
 // fakeRuntime is a hand-written runtime.Runtime: tests script what each
 // started container does through onStart.
 type fakeRuntime struct {
-	mu       sync.Mutex
-	pullErr  map[string]error // by image ref
-	pulls    []string
-	present  map[string]bool // pulled images
-	started  []runtime.ContainerSpec
-	tasks    []*fakeTask
-	cleanups int
+	mu      sync.Mutex
+	pullErr map[string]error // by image ref
+	pulls   []string
+	present map[string]bool // pulled images
+	started []runtime.ContainerSpec
+	tasks   []*fakeTask
+	// reattached are the Reattach calls.
+	reattached []runtime.ReattachSpec
+	cleanups   int
 	// onStart decides what a started container does; nil: it runs until
 	// signalled.
 	onStart func(spec runtime.ContainerSpec, t *fakeTask)
@@ -85,11 +87,55 @@ func (f *fakeRuntime) Start(_ context.Context, spec runtime.ContainerSpec) (runt
 	return t, nil
 }
 
+// Reattach takes over a task this fake started and did not delete, as
+// a new agent does: the returned task is a new object (the earlier
+// agent's goroutines keep the old one), with the same ID and start, and
+// already exited when the old one had (its exit status kept, as by
+// containerd's shim until the task is deleted). Exiting the returned task
+// ends the container for the new agent only.
+func (f *fakeRuntime) Reattach(_ context.Context, spec runtime.ReattachSpec) (runtime.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reattached = append(f.reattached, spec)
+	for _, old := range f.tasks {
+		old.mu.Lock()
+		deleted, status, unseen := old.deleted, old.status, old.endedUnseen
+		if old.id == spec.ID && !deleted {
+			old.takenOver = true
+		}
+		old.mu.Unlock()
+		if old.id != spec.ID || deleted {
+			continue
+		}
+		t := &fakeTask{id: old.id, name: old.name, rt: f, started: spec.StartedAt, exited: make(chan struct{})}
+		switch {
+		case unseen != nil:
+			t.status = *unseen
+			close(t.exited)
+		case old.isExited():
+			t.status = status
+			close(t.exited)
+		}
+		f.tasks = append(f.tasks, t)
+		return t, nil
+	}
+	return nil, fmt.Errorf("container %s: %w", spec.ID, runtime.ErrNotFound)
+}
+
+func (f *fakeRuntime) reattachedSpecs() []runtime.ReattachSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]runtime.ReattachSpec(nil), f.reattached...)
+}
+
 func (f *fakeRuntime) Cleanup(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, t := range f.tasks {
-		if !t.isExited() {
+		t.mu.Lock()
+		takenOver := t.takenOver
+		t.mu.Unlock()
+		if !t.isExited() && !takenOver {
 			return errors.New("cleanup with a running task")
 		}
 	}
@@ -126,6 +172,29 @@ type fakeTask struct {
 	signals    []syscall.Signal
 	ignoreTerm bool
 	deleted    bool
+	// takenOver: a later agent reattached to it (the earlier agent's view
+	// of the container, which never ends).
+	takenOver bool
+	// endedUnseen is how the container ended while no agent ran
+	// (endUnseen): the earlier agent's view does not end.
+	endedUnseen *runtime.ExitStatus
+}
+
+// endUnseen ends the container for a later agent only: it exited after
+// the agent that started it died.
+func (t *fakeTask) endUnseen(code int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.endedUnseen = &runtime.ExitStatus{Code: code, ExitedAt: time.Now()}
+	t.takenOver = true
+}
+
+// removeUnseen makes the container vanish for a later agent (the
+// machine's runtime lost it).
+func (t *fakeTask) removeUnseen() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deleted, t.takenOver = true, true
 }
 
 func (t *fakeTask) ID() string              { return t.id }

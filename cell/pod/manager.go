@@ -56,6 +56,9 @@ type Config struct {
 	// such a pod gets the local resolver (127.0.0.1), as on a kubelet with
 	// --resolv-conf="".
 	ResolvConf string
+	// StatePath is the file where the manager keeps what a restarted
+	// agent needs to resume the pod (Restore); empty: nothing is kept.
+	StatePath string
 	// HostsFile is the cell's own hosts file, which a hostNetwork pod's
 	// /etc/hosts starts from; empty means /etc/hosts.
 	HostsFile string
@@ -127,6 +130,11 @@ type Manager struct {
 
 	// events wait here for the host (see Events).
 	events eventLog
+
+	// desiredJSON is the saved form of desired, savedJSON the state last
+	// written to Config.StatePath (state.go).
+	desiredJSON []byte
+	savedJSON   []byte
 
 	// Published status.
 	status     corev1.PodStatus
@@ -207,40 +215,52 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		}
 	}
 	dd := d
-	m.desired = &dd
+	m.setDesiredLocked(&dd)
 	close(m.specCh)
 	m.specCh = make(chan struct{})
 	if !m.started {
-		m.started = true
-		// Set once, before any worker reads it.
-		m.log = m.cfg.Logger.With("pod", d.Pod.Namespace+"/"+d.Pod.Name)
+		m.beginLocked(&dd)
 		for _, w := range securityWarnings(d.Pod) {
 			m.emitLocked(EventWarning, ReasonSecurityNotHonoured, "", "%s", w)
 		}
 		t := metav1.NewTime(m.now())
 		m.startTime = &t
-		for _, c := range d.Pod.Spec.InitContainers {
-			cs := newContainerState(c.Name, c.Image, true, false)
-			cs.sidecar = c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-			m.inits = append(m.inits, cs)
-		}
-		for _, c := range d.Pod.Spec.Containers {
-			m.apps = append(m.apps, newContainerState(c.Name, c.Image, false, len(d.Pod.Spec.InitContainers) > 0))
-		}
-		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		m.cancel = cancel
-		m.workers.Add(2)
-		go func() {
-			defer m.workers.Done()
-			m.run(runCtx)
-		}()
-		go func() {
-			defer m.workers.Done()
-			m.watchDeadline(runCtx)
-		}()
+		m.startWorkersLocked(ctx)
 	}
 	m.publishLocked()
+	m.saveLocked()
 	return d.Generation, &dd, nil
+}
+
+// beginLocked marks the pod started and makes the state of its
+// containers.
+func (m *Manager) beginLocked(d *Desired) {
+	m.started = true
+	// Set once, before any worker reads it.
+	m.log = m.cfg.Logger.With("pod", d.Pod.Namespace+"/"+d.Pod.Name)
+	for _, c := range d.Pod.Spec.InitContainers {
+		cs := newContainerState(c.Name, c.Image, true, false)
+		cs.sidecar = c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		m.inits = append(m.inits, cs)
+	}
+	for _, c := range d.Pod.Spec.Containers {
+		m.apps = append(m.apps, newContainerState(c.Name, c.Image, false, len(d.Pod.Spec.InitContainers) > 0))
+	}
+}
+
+// startWorkersLocked starts the pod's life (run) and its deadline.
+func (m *Manager) startWorkersLocked(ctx context.Context) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel = cancel
+	m.workers.Add(2)
+	go func() {
+		defer m.workers.Done()
+		m.run(runCtx)
+	}()
+	go func() {
+		defer m.workers.Done()
+		m.watchDeadline(runCtx)
+	}()
 }
 
 // Delete stops the pod's containers, giving each grace between its stop
@@ -286,9 +306,13 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 		}
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.deleted = true
 	m.publishLocked()
-	m.mu.Unlock()
+	// A later agent of the cell has nothing to resume.
+	if err := m.removeStateLocked(); err != nil {
+		return fmt.Errorf("deleting pod: %w", err)
+	}
 	return nil
 }
 
@@ -396,7 +420,16 @@ func (m *Manager) run(ctx context.Context) {
 		stopSidecars()
 		sidecars.Wait()
 	}()
+	m.mu.Lock()
+	failed := m.initFail
+	m.mu.Unlock()
+	if failed {
+		return // resumed (Restore) after an init container failed the pod
+	}
 	for _, cs := range m.inits {
+		if cs.succeeded && !cs.sidecar {
+			continue // resumed (Restore) after it completed
+		}
 		if !cs.sidecar {
 			if !m.runContainer(ctx, cs) {
 				return
@@ -526,4 +559,5 @@ func (m *Manager) publishLocked() {
 	m.seq++
 	close(m.changed)
 	m.changed = make(chan struct{})
+	m.saveLocked()
 }

@@ -65,14 +65,18 @@ type attemptProbes struct {
 }
 
 // startProbes starts the attempt's probes; they run until ctx ends. The
-// returned channel receives at most one request to kill the attempt.
-func (m *Manager) startProbes(ctx context.Context, wg *sync.WaitGroup, cs *containerState, t target, pod *corev1.Pod, since time.Time) <-chan killRequest {
+// returned channel receives at most one request to kill the attempt. An
+// attempt taken over from an earlier agent that had already started
+// (alreadyStarted) is not probed for startup again, as the kubelet's
+// prober keeps a started container started across its restarts; its
+// readiness stays what it was until the readiness probe says otherwise.
+func (m *Manager) startProbes(ctx context.Context, wg *sync.WaitGroup, cs *containerState, t target, pod *corev1.Pod, since time.Time, alreadyStarted bool) <-chan killRequest {
 	a := &attemptProbes{m: m, cs: cs, t: t, pod: pod, since: since, started: make(chan struct{}), kill: make(chan killRequest, 1)}
-	if t.c.StartupProbe == nil {
+	if t.c.StartupProbe == nil || alreadyStarted {
 		close(a.started)
 	}
 	for kind, p := range map[probeKind]*corev1.Probe{startupProbe: t.c.StartupProbe, livenessProbe: t.c.LivenessProbe, readinessProbe: t.c.ReadinessProbe} {
-		if p == nil {
+		if p == nil || (kind == startupProbe && alreadyStarted) {
 			continue
 		}
 		wg.Add(1)

@@ -32,13 +32,13 @@ const (
 // returns its mount; ok is false when the container has no
 // terminationMessagePath or the pod has no directory for them.
 func (m *Manager) terminationFile(c *corev1.Container, attempt int) (mount runtime.Mount, ok bool, err error) {
-	if c.TerminationMessagePath == "" || m.cfg.TerminationDir == "" {
+	path := m.terminationPath(c, attempt)
+	if path == "" {
 		return runtime.Mount{}, false, nil
 	}
 	if err := os.MkdirAll(m.cfg.TerminationDir, 0o755); err != nil {
 		return runtime.Mount{}, false, fmt.Errorf("creating the termination message directory: %w", err)
 	}
-	path := filepath.Join(m.cfg.TerminationDir, c.Name+"-"+strconv.Itoa(attempt))
 	if err := os.WriteFile(path, nil, 0o666); err != nil {
 		return runtime.Mount{}, false, fmt.Errorf("creating termination message file %s: %w", path, err)
 	}
@@ -47,6 +47,15 @@ func (m *Manager) terminationFile(c *corev1.Container, attempt int) (mount runti
 		return runtime.Mount{}, false, fmt.Errorf("making termination message file %s writable: %w", path, err)
 	}
 	return runtime.Mount{Source: path, Destination: c.TerminationMessagePath}, true, nil
+}
+
+// terminationPath is the attempt's termination message file, empty when
+// the container has none (see terminationFile).
+func (m *Manager) terminationPath(c *corev1.Container, attempt int) string {
+	if c.TerminationMessagePath == "" || m.cfg.TerminationDir == "" {
+		return ""
+	}
+	return filepath.Join(m.cfg.TerminationDir, c.Name+"-"+strconv.Itoa(attempt))
 }
 
 // terminationMessage reads an ended attempt's termination message (see

@@ -282,21 +282,75 @@ func (v *volumes) cleanup() error {
 // RemoveVolumes unmounts whatever is mounted under dir and removes it:
 // the volumes of a deleted pod, or those an earlier agent left.
 func RemoveVolumes(dir string) error {
-	if data, err := os.ReadFile("/proc/self/mounts"); err == nil {
-		lines := strings.Split(string(data), "\n")
-		for i := len(lines) - 1; i >= 0; i-- {
-			f := strings.Fields(lines[i])
-			if len(f) > 1 && (f[1] == dir || strings.HasPrefix(f[1], dir+"/")) {
-				if err := unix.Unmount(f[1], unix.MNT_DETACH); err != nil {
-					return fmt.Errorf("unmounting %s: %w", f[1], err)
-				}
-			}
+	points := mountsUnder(dir)
+	for i := len(points) - 1; i >= 0; i-- {
+		if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting %s: %w", points[i], err)
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing volumes: %w", err)
 	}
 	return nil
+}
+
+// mountsUnder lists the mount points at or under dir, in mount order.
+func mountsUnder(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && (f[1] == dir || strings.HasPrefix(f[1], dir+"/")) {
+			out = append(out, f[1])
+		}
+	}
+	return out
+}
+
+// restore takes over the volumes of d that an earlier agent set up
+// (Restore): their directories and tmpfs mounts are there, with the files
+// of the last generation it wrote, so nothing is written; volumes that
+// are not there count as failed, as sync would leave them.
+func (v *volumes) restore(d *Desired) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.gen = d.Generation
+	mounted := map[string]bool{}
+	if v.dir != "" {
+		for _, p := range mountsUnder(v.dir) {
+			mounted[p] = true
+		}
+	}
+	for i := range d.Pod.Spec.Volumes {
+		vol := &d.Pod.Spec.Volumes[i]
+		kind := volumeKind(vol)
+		v.kinds[vol.Name] = kind
+		if hp := vol.HostPath; hp != nil {
+			v.paths[vol.Name] = hp.Path
+			continue
+		}
+		switch {
+		case vol.EmptyDir == nil && !fileVolume(&vol.VolumeSource):
+			v.errs[vol.Name] = fmt.Errorf("volume %q (%s): %w", vol.Name, kind, ErrUnsupportedVolume)
+			continue
+		case v.dir == "":
+			v.errs[vol.Name] = fmt.Errorf("volume %q (%s): the agent has no volume directory", vol.Name, kind)
+			continue
+		}
+		dir := filepath.Join(v.dir, vol.Name)
+		if _, err := os.Stat(dir); err != nil {
+			v.errs[vol.Name] = fmt.Errorf("volume %q (%s): not found after the cell agent restarted: %w", vol.Name, kind, err)
+			continue
+		}
+		v.paths[vol.Name] = dir
+		v.tmpfs[dir] = mounted[dir]
+		v.owned[vol.Name] = true
+		// Told once already, by the earlier agent.
+		v.onDisk[vol.Name] = true
+	}
 }
 
 // Volume ownership masks of the kubelet (pkg/volume/volume_linux.go).

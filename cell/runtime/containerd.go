@@ -242,6 +242,15 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 	}
 	opts = append(opts, client.WithNewSpec(specOpts...))
 	ctr, err := r.c.NewContainer(ctx, spec.ID, opts...)
+	if errdefs.IsAlreadyExists(err) {
+		// An earlier agent started this attempt and died before it
+		// recorded it: nobody watches that container, so it goes.
+		r.log.InfoContext(ctx, "removing a container an earlier agent left", "container", spec.ID)
+		if rerr := r.remove(ctx, spec.ID); rerr != nil {
+			return nil, fmt.Errorf("creating container %s: %w", spec.ID, rerr)
+		}
+		ctr, err = r.c.NewContainer(ctx, spec.ID, opts...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", spec.ID, err)
 	}
@@ -287,6 +296,73 @@ func (r *Containerd) startTask(ctx context.Context, ctr client.Container, spec C
 
 func (r *Containerd) fifoDir() string { return filepath.Join(r.cfg.StateDir, "fifo") }
 
+// remove deletes a container (killing its task) and its rootfs snapshot,
+// also a snapshot left without its container. ctx carries the namespace.
+func (r *Containerd) remove(ctx context.Context, id string) error {
+	ctr, err := r.c.LoadContainer(ctx, id)
+	if err == nil {
+		if task, terr := ctr.Task(ctx, nil); terr == nil {
+			if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+				return fmt.Errorf("deleting task %s: %w", id, err)
+			}
+		}
+		err = ctr.Delete(ctx, client.WithSnapshotCleanup)
+	}
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("deleting container %s: %w", id, err)
+	}
+	if err := r.c.SnapshotService(Snapshotter).Remove(ctx, id+"-rootfs"); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("removing snapshot of %s: %w", id, err)
+	}
+	return nil
+}
+
+// Reattach implements Runtime. The attempt's FIFOs are where Start made
+// them, under StateDir, and the shim kept them open (it holds a reader of
+// each output FIFO, so the container never got EPIPE; what it wrote while
+// no agent read is in the pipe, up to the pipe's size, after which its
+// writes blocked until now). cio.NewAttach opens them again.
+func (r *Containerd) Reattach(ctx context.Context, spec ReattachSpec) (Task, error) {
+	ctx = r.ctx(ctx)
+	ctr, err := r.c.LoadContainer(ctx, spec.ID)
+	if errdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("loading container %s: %w", spec.ID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading container %s: %w", spec.ID, err)
+	}
+	stdout, stderr := spec.Stdout, spec.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	cioOpts := []cio.Opt{cio.WithStreams(spec.Stdin, stdout, stderr)}
+	if spec.TTY {
+		cioOpts = []cio.Opt{cio.WithStreams(spec.Stdin, stdout, nil), cio.WithTerminal}
+	}
+	task, err := ctr.Task(ctx, cio.NewAttach(cioOpts...))
+	if errdefs.IsNotFound(err) {
+		// The container is there but its process is not (the shim died
+		// with the machine): nothing can be observed of it any more.
+		if rerr := r.remove(ctx, spec.ID); rerr != nil {
+			r.log.WarnContext(ctx, "removing a container without its process", "container", spec.ID, "error", rerr)
+		}
+		return nil, fmt.Errorf("loading task %s: %w", spec.ID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attaching to task %s: %w", spec.ID, err)
+	}
+	exitCh, err := task.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("waiting for task %s: %w", spec.ID, err)
+	}
+	t := &containerdTask{r: r, ctr: ctr, task: task, started: spec.StartedAt, exited: make(chan struct{})}
+	go t.waitExit(exitCh)
+	return t, nil
+}
+
 // Cleanup implements Runtime: tasks and containers, images, the namespace,
 // and the cgroup and runc directories containerd leaves behind.
 func (r *Containerd) Cleanup(ctx context.Context) error {
@@ -297,13 +373,8 @@ func (r *Containerd) Cleanup(ctx context.Context) error {
 		return fmt.Errorf("listing containers: %w", err)
 	}
 	for _, ctr := range ctrs {
-		if task, err := ctr.Task(ctx, nil); err == nil {
-			if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("deleting task %s: %w", ctr.ID(), err))
-			}
-		}
-		if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting container %s: %w", ctr.ID(), err))
+		if err := r.remove(ctx, ctr.ID()); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	imgs, err := r.c.ImageService().List(ctx)

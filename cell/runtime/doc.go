@@ -28,6 +28,14 @@
 // (contrib/seccomp). An exec copies the container's process spec, so it
 // runs with the same user, groups and privileges.
 //
+// Reattach takes over an attempt an earlier agent of the cell started
+// (the agent restarted): the container is loaded by ID and its task
+// attached with cio.NewAttach to the FIFOs it was started with, which are
+// under StateDir and which the shim kept open, so its output goes on to
+// the new writers and its exit, even one while no agent ran, is seen.
+// Start removes a container an earlier agent created under the same ID
+// but never recorded.
+//
 // MountsShared tells the agent whether containerd sees the mounts it
 // makes (same mount namespace), which decides whether secrets may live on
 // a tmpfs (see the cell package comment).

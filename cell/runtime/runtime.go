@@ -15,8 +15,18 @@ type Runtime interface {
 	// returns it. Errors wrap ErrImagePull (the registry refused or could
 	// not be reached; the message says why) or ErrImageNeverPull.
 	EnsureImage(ctx context.Context, ref string, policy PullPolicy, creds []Credential) (Image, error)
-	// Start creates a container from spec and starts its process.
+	// Start creates a container from spec and starts its process. A
+	// container of the same ID that an earlier agent left (it started the
+	// attempt but died before recording it) is removed first.
 	Start(ctx context.Context, spec ContainerSpec) (Task, error)
+	// Reattach takes over a container attempt an earlier agent of the cell
+	// started (the agent restarted; the container kept running): its
+	// output goes to spec.Stdout and spec.Stderr from now on, spec.Stdin
+	// (when the attempt has a stdin) to its stdin, and its exit is
+	// observed as if this agent had started it, even one that happened
+	// while no agent ran. Errors wrap ErrNotFound when the container or
+	// its process is gone (whatever is left of it is removed).
+	Reattach(ctx context.Context, spec ReattachSpec) (Task, error)
 	// Cleanup removes every container, image and other trace of the cell
 	// from the runtime. Running tasks are killed.
 	Cleanup(ctx context.Context) error
@@ -37,6 +47,23 @@ var (
 	ErrImagePull      = errors.New("pulling image failed")
 	ErrImageNeverPull = errors.New("image not present with pull policy Never")
 )
+
+// ErrNotFound is Reattach's error for a container that is gone.
+var ErrNotFound = errors.New("container not found")
+
+// ReattachSpec names a running attempt to take over and where its stdio
+// goes now.
+type ReattachSpec struct {
+	// ID is the container ID the attempt was started with.
+	ID string
+	// StartedAt is when the attempt started (the runtime does not keep
+	// it); Task.StartedAt returns it.
+	StartedAt time.Time
+	// Stdout, Stderr, Stdin and TTY are as in ContainerSpec.
+	Stdout, Stderr io.Writer
+	Stdin          io.Reader
+	TTY            bool
+}
 
 // Credential is one registry's login (imagePullSecrets, cloud registries).
 type Credential struct {

@@ -63,6 +63,7 @@ const (
 	reasonLaunching     = "launching"
 	reasonLaunchAborted = "launch did not complete"
 	reasonAgentExited   = "agent exited"
+	reasonRestarting    = "agent exited; restarting it"
 	reasonTerminated    = "terminated on request"
 	reasonLimitsPrefix  = "limits not enforced: "
 )
@@ -71,20 +72,22 @@ const (
 //   - no PID yet: pending while a Launch holds the cell's lock, otherwise
 //     a launch that was interrupted and not retried, which counts as
 //     terminated (Terminate cleans it up; Launch would resume it);
-//   - running while the recorded process (PID and start time) lives;
-//   - terminated once it has exited.
+//   - running while the recorded process (PID and start time) lives, and
+//     while it is dead but to be restarted (supervise.go): the instance
+//     runs, its service does not, for a moment;
+//   - terminated once it exited too often in a row (given up).
 func cellState(stateDir string, r *record) (pluginapi.InstanceState, string) {
 	switch {
 	case r.PID == 0 && lockHeld(cellLockPath(stateDir, r.CellID)):
 		return pluginapi.StatePending, reasonLaunching
 	case r.PID == 0:
 		return pluginapi.StateTerminated, reasonLaunchAborted
-	case alive(r.PID, r.StartTime):
-		if r.LimitsNotEnforced != "" {
-			return pluginapi.StateRunning, reasonLimitsPrefix + r.LimitsNotEnforced
-		}
-		return pluginapi.StateRunning, ""
-	default:
+	case r.GaveUp:
 		return pluginapi.StateTerminated, reasonAgentExited
+	case !alive(r.PID, r.StartTime):
+		return pluginapi.StateRunning, reasonRestarting
+	case r.LimitsNotEnforced != "":
+		return pluginapi.StateRunning, reasonLimitsPrefix + r.LimitsNotEnforced
 	}
+	return pluginapi.StateRunning, ""
 }

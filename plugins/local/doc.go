@@ -19,6 +19,7 @@
 //	network.go    network namespaces, bridge and veth through iproute2
 //	cgroup.go     CPU and memory limits through cgroup v1 or v2
 //	process.go    starting, watching and signalling the agent process
+//	supervise.go  restarting an agent that died while its cell runs
 //
 // The contract a plugin implements is pluginapi.Provider; its rules (every
 // call retryable, Launch idempotent, no state only in memory) shape this

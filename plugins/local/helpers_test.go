@@ -185,7 +185,14 @@ func destroyAll(t *testing.T, p *provider) {
 	}
 	for _, r := range records {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) //nolint:usetesting // a Cleanup: t.Context() has ended
-		if err := p.destroy(ctx, cfg, r); err != nil {
+		// Under the cell's lock, as Terminate: a supervisor does not
+		// restart the agent destroy stops.
+		unlock, err := p.cellLock(ctx, cfg, r.CellID)
+		if err == nil {
+			err = p.destroy(ctx, cfg, r)
+			unlock()
+		}
+		if err != nil {
 			t.Errorf("cleanup of cell %s: %v", r.CellID, err)
 		}
 		cancel()

@@ -90,6 +90,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
 	}
 	log.Info("launched", "type", r.InstanceType, "address", r.Address, "network", r.Network, "pid", r.PID)
+	go p.supervise(cfg, r.CellID)
 	return &pluginapi.LaunchResponse{Instance: p.instance(cfg, r)}, nil
 }
 
@@ -204,6 +205,16 @@ func (p *provider) start(ctx context.Context, cfg *config, r *record, bootstrap 
 	if err := ctx.Err(); err != nil {
 		return err // the last chance to give up before there is a process
 	}
+	r.AgentStartedAt = time.Now().UTC()
+	return p.spawn(cfg, r, log)
+}
+
+// spawn starts the cell's agent process (the first time, or again after
+// it exited: supervise.go) and records it: PID and start time, in the
+// cell's cgroups. The caller holds the cell's lock.
+func (p *provider) spawn(cfg *config, r *record, log *slog.Logger) error {
+	dir := cellDir(cfg.stateDir, r.CellID)
+	bootstrapPath := filepath.Join(dir, bootstrapFile)
 	argv, err := agentCommand(cfg, r, bootstrapPath)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -21,7 +22,8 @@ var Version = "0.1.0-dev"
 
 // provider implements pluginapi.Provider for cells that are processes on
 // this machine. Its only fields are the configuration, the in-process half
-// of the locks and seams for tests: everything about cells is on disk.
+// of the locks, which cells this process supervises, and seams for tests:
+// everything about cells is on disk.
 type provider struct {
 	log   *slog.Logger
 	cfg   atomic.Pointer[config] // nil until Configure succeeds
@@ -34,13 +36,18 @@ type provider struct {
 	cgroupParent string
 	// probeNetns reports whether network namespaces work (network auto).
 	probeNetns func(context.Context) error
+
+	// supervised are the cells whose agent this process supervises
+	// (supervise.go).
+	supervisedMu sync.Mutex
+	supervised   map[string]bool
 }
 
 // New returns the local plugin's provider; it is the plugin's Factory:
 //
 //	func main() { pluginapi.Serve(local.New) }
 func New(log *slog.Logger) pluginapi.Provider {
-	return &provider{log: log, cgroupRoot: defaultCgroupRoot, cgroupParent: defaultCgroupParent, probeNetns: probeNetns}
+	return &provider{log: log, cgroupRoot: defaultCgroupRoot, cgroupParent: defaultCgroupParent, probeNetns: probeNetns, supervised: map[string]bool{}}
 }
 
 // GetInfo describes the plugin. It needs no configuration.
@@ -83,6 +90,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	}
 	p.log.Info("configured", "cluster", cfg.clusterID, "state_dir", cfg.stateDir,
 		"network", cfg.network, "agent", cfg.agentPath, "instance_types", len(cfg.catalog))
+	p.superviseAll(cfg)
 	return &pluginapi.ConfigureResponse{Warnings: warnings}, nil
 }
 

@@ -52,6 +52,15 @@ type record struct {
 	PID        int       `json:"pid,omitempty"`
 	StartTime  uint64    `json:"startTime,omitempty"`
 	LaunchedAt time.Time `json:"launchedAt"`
+
+	// Supervision (supervise.go): when the agent process last started,
+	// how often it was restarted, how many times in a row it exited
+	// within stableAfter of its start, and whether the cell was given up
+	// for it (then it counts as terminated).
+	AgentStartedAt time.Time `json:"agentStartedAt,omitzero"`
+	Restarts       int       `json:"restarts,omitempty"`
+	QuickExits     int       `json:"quickExits,omitempty"`
+	GaveUp         bool      `json:"gaveUp,omitempty"`
 }
 
 // File names inside a cell directory.

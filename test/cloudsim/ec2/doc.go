@@ -44,7 +44,9 @@
 //
 // Every instance gets a real cell through a CellStarter: LocalCells starts
 // a cell agent through the kip-plugin-local binary (driven by host/plugin),
-// so an instance's privateIpAddress is where its kip-cell listens. With no
+// so an instance's privateIpAddress is where its kip-cell listens, and an
+// agent that dies is started again by the local plugin, as the instance's
+// systemd does (deploy/aws/cloud-init.yaml: Restart=always). With no
 // CellStarter, instances get an address from their subnet and no process.
 // The cell receives the kip bootstrap document, taken from the
 // application/vnd.kipcell.bootstrap+json part of the MIME multipart user

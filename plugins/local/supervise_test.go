@@ -1,0 +1,89 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+func TestDeadAgentIsRestarted(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	p := e.provider()
+	inst := e.launch(p, "cell-r")
+	first := e.report("cell-r")
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The cell runs all along: a new agent answers at the same address.
+	r := waitRestarted(t, e, p, inst, first.PID)
+	if r.Restarts != 1 || r.QuickExits != 1 || r.GaveUp {
+		t.Errorf("record after one restart: restarts %d, quick exits %d, gave up %v", r.Restarts, r.QuickExits, r.GaveUp)
+	}
+	// Terminate is not undone by the supervisor.
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * superviseInterval)
+	if alive(r.PID, r.StartTime) {
+		t.Error("agent survived Terminate")
+	}
+	if _, err := os.Stat(cellDir(e.stateDir(), "cell-r")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cell directory after Terminate: %v", err)
+	}
+}
+
+func TestRestartDelay(t *testing.T) {
+	for quick, want := range map[int]time.Duration{0: restartInitial, 1: 2 * restartInitial, 3: 8 * restartInitial, 20: restartMax} {
+		if got := restartDelay(quick); got != want {
+			t.Errorf("restartDelay(%d) = %s, want %s", quick, got, want)
+		}
+	}
+}
+
+func TestRestartedPluginAdoptsTheSupervision(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	old := e.provider()
+	// The old plugin process does not supervise this cell (as if it had
+	// exited after the launch).
+	old.supervisedMu.Lock()
+	old.supervised["cell-a"] = true
+	old.supervisedMu.Unlock()
+	inst := e.launch(old, "cell-a")
+	first := e.report("cell-a")
+	// A new plugin process on the same state directory.
+	p := e.provider()
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitRestarted(t, e, p, inst, first.PID)
+}
+
+// waitRestarted waits until the cell of inst has an agent other than
+// pid that answers, and checks that Describe says the cell runs all the
+// while; it returns the cell's record then.
+func waitRestarted(t *testing.T, e *testEnv, p *provider, inst pluginapi.Instance, pid int) *record {
+	t.Helper()
+	var r *record
+	eventually(t, 10*time.Second, func() error {
+		if got, ok := describe(t, p, inst.ID); !ok || got.State != pluginapi.StateRunning {
+			t.Fatalf("cell after its agent died: %+v", got)
+		}
+		var err error
+		if r, err = readRecord(e.stateDir(), inst.CellID); err != nil {
+			return err
+		}
+		if r.PID == pid || !alive(r.PID, r.StartTime) {
+			return fmt.Errorf("agent not restarted: record %+v", r)
+		}
+		_, err = dial(addrOf(inst))
+		return err
+	})
+	return r
+}
