@@ -120,7 +120,7 @@ func (e *env) startAgent(t testing.TB, podIP string) *agent {
 }
 
 // dial is the host's client of the agent of cellID at addr.
-func (e *env) dial(t *testing.T, cellID, addr string) cellv1.CellClient {
+func (e *env) dial(t testing.TB, cellID, addr string) cellv1.CellClient {
 	t.Helper()
 	hostPEM, hostKey := e.ca.Issue(t, api.HostCommonName, x509.ExtKeyUsageClientAuth)
 	hostCert, err := tls.X509KeyPair(hostPEM, hostKey)
