@@ -12,7 +12,7 @@
 //
 // F ends a line, P is a partial line (a line longer than MaxLineSize, or
 // output that ended without a newline). Files of a container's current and
-// previous attempts are kept; older ones are removed (see Store.Prune).
+// previous attempts are kept; Store.Create removes older ones.
 // Store.Append opens an attempt's file again at its end, for an agent that
 // took the attempt over from an earlier one.
 //
