@@ -492,3 +492,30 @@ func TestSidecarInitContainer(t *testing.T) {
 	}
 	deletePod(t, m, time.Second)
 }
+
+// TestConditionsOfAFailedInit: a pod whose init container failed under
+// restartPolicy Never has the kubelet's conditions: Initialized False
+// ContainersNotInitialized naming it, ContainersReady and Ready False
+// PodFailed.
+func TestConditionsOfAFailedInit(t *testing.T) {
+	rt := newFakeRuntime()
+	rt.onStart = func(_ runtime.ContainerSpec, task *fakeTask) { task.exit(5) }
+	m := newManager(t, rt)
+	p := testPod(corev1.RestartPolicyNever, "app")
+	p.Spec.InitContainers = []corev1.Container{{Name: "init1", Image: "reg/i"}}
+	apply(t, m, 1, p)
+	st := waitStatus(t, m, "Failed", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
+	got := map[corev1.PodConditionType]string{}
+	for _, c := range st.Conditions {
+		got[c.Type] = string(c.Status) + " " + c.Reason + " " + c.Message
+	}
+	want := map[corev1.PodConditionType]string{
+		corev1.PodInitialized:  "False ContainersNotInitialized containers with incomplete status: [init1]",
+		corev1.ContainersReady: "False PodFailed ",
+		corev1.PodReady:        "False PodFailed ",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	deletePod(t, m, time.Second)
+}

@@ -42,34 +42,7 @@ func (m *Manager) computeStatusLocked() corev1.PodStatus {
 	}
 	st.QOSClass = qosClass(m.desired.Pod)
 
-	completed := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
-	initialized := m.initDone
-	incompleteInit, unready := m.incompleteLocked()
-	cond := func(t corev1.PodConditionType, ok bool, reason, msg string) corev1.PodCondition {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
-		if ok {
-			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
-		}
-		if completed {
-			c.Reason = "PodCompleted"
-			c.Message = ""
-		}
-		return c
-	}
-	initCond := cond(corev1.PodInitialized, initialized || (completed && len(incompleteInit) == 0), "ContainersNotInitialized",
-		fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
-	readyMsg := fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
-	reason := "ContainersNotReady"
-	if !initialized {
-		readyMsg = fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " "))
-		reason = "ContainersNotInitialized"
-	}
-	ready := initialized && len(unready) == 0 && !completed
-	st.Conditions = []corev1.PodCondition{
-		initCond,
-		cond(corev1.ContainersReady, ready, reason, readyMsg),
-		cond(corev1.PodReady, ready, reason, readyMsg),
-	}
+	st.Conditions = m.conditionsLocked(st.Phase)
 	now := metav1.NewTime(m.now())
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
@@ -81,6 +54,52 @@ func (m *Manager) computeStatusLocked() corev1.PodStatus {
 		}
 	}
 	return st
+}
+
+// conditionsLocked are the Initialized, ContainersReady and Ready
+// conditions as the kubelet generates them (pkg/kubelet/status/generate.go
+// of v1.36), without their times.
+func (m *Manager) conditionsLocked(phase corev1.PodPhase) []corev1.PodCondition {
+	incompleteInit, unready := m.incompleteLocked()
+	condition := func(t corev1.PodConditionType, ok bool, reason, msg string) corev1.PodCondition {
+		if ok {
+			return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue}
+		}
+		return corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+	}
+	var initialized, containersReady corev1.PodCondition
+	switch {
+	case phase == corev1.PodSucceeded:
+		initialized = corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, Reason: "PodCompleted"}
+	case m.anyAppStartedLocked():
+		initialized = condition(corev1.PodInitialized, true, "", "")
+	default:
+		initialized = condition(corev1.PodInitialized, len(incompleteInit) == 0, "ContainersNotInitialized",
+			fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incompleteInit, " ")))
+	}
+	switch phase {
+	case corev1.PodSucceeded:
+		containersReady = condition(corev1.ContainersReady, false, "PodCompleted", "")
+	case corev1.PodFailed:
+		containersReady = condition(corev1.ContainersReady, false, "PodFailed", "")
+	default:
+		containersReady = condition(corev1.ContainersReady, len(unready) == 0, "ContainersNotReady",
+			fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " ")))
+	}
+	ready := containersReady
+	ready.Type = corev1.PodReady
+	return []corev1.PodCondition{initialized, containersReady, ready}
+}
+
+// anyAppStartedLocked is the kubelet's HasAnyRegularContainerStarted: an
+// app container runs or has run.
+func (m *Manager) anyAppStartedLocked() bool {
+	for _, cs := range m.apps {
+		if cs.status.State.Running != nil || cs.status.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // incompleteLocked lists the init containers that have not completed (a

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -220,11 +218,17 @@ func (c *cell) setDesired(pod *corev1.Pod) {
 	changed := !equality.Semantic.DeepEqual(c.desired.Spec, pod.Spec) ||
 		!equality.Semantic.DeepEqual(c.desired.Labels, pod.Labels) ||
 		!equality.Semantic.DeepEqual(withoutPlaced(c.desired.Annotations), withoutPlaced(pod.Annotations))
+	newGeneration := c.desired.Generation != pod.Generation
 	c.desired = pod.DeepCopy()
 	if changed {
 		c.generation++
 	}
 	c.mu.Unlock()
+	if newGeneration && c.d.statusChanged != nil {
+		// The status reports the generation seen (observedGeneration),
+		// even when nothing the cell acts on changed.
+		c.d.statusChanged(c.uid)
+	}
 	if !changed {
 		return
 	}
@@ -243,14 +247,16 @@ func (c *cell) podWithStatus() *corev1.Pod {
 	if c.d.pods != nil {
 		if api, err := c.d.pods.Pods(pod.Namespace).Get(pod.Name); err == nil && api.UID == pod.UID {
 			mergeConditions(&pod.Status, api)
-			// A status write carries the pod's labels, annotations and
-			// finalizers: send the API's, or a stale copy would undo what
-			// others changed since (the Job controller removing its
-			// job-tracking finalizer from a pod being deleted, which the
-			// API server then refuses to see re-added).
-			pod.Labels = maps.Clone(api.Labels)
-			pod.Annotations = maps.Clone(api.Annotations)
-			pod.Finalizers = slices.Clone(api.Finalizers)
+		}
+	}
+	// The kubelet reports the generation it acted on (GA in v1.35), on the
+	// pod and on its conditions. (The labels, annotations and finalizers
+	// stay the desired pod's: virtual-kubelet compares them with the API's
+	// to see a change; host/node writes the API's with a status.)
+	pod.Status.ObservedGeneration = pod.Generation
+	for i := range pod.Status.Conditions {
+		if t := pod.Status.Conditions[i].Type; kubeletCondition(t) && t != corev1.PodScheduled {
+			pod.Status.Conditions[i].ObservedGeneration = pod.Generation
 		}
 	}
 	if len(c.placed) > 0 {
@@ -294,6 +300,11 @@ func (c *cell) setStatus(mutate func(*corev1.PodStatus)) {
 
 // waiting reports every container as waiting for reason, with the pod Pending.
 func (c *cell) waiting(reason, message string) {
+	if reason == "ContainerCreating" && len(c.desired.Spec.InitContainers) > 0 {
+		// The kubelet's word for every container of a pod with init
+		// containers that has not started (convertToAPIContainerStatuses).
+		reason = "PodInitializing"
+	}
 	c.setStatus(func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodPending
 		st.Reason, st.Message = "", ""

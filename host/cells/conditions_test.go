@@ -86,20 +86,22 @@ func TestForeignConditionsChanged(t *testing.T) {
 	}
 }
 
-// TestStatusCarriesTheAPIsMetadata: the pod sent with a status has the
-// API's finalizers and labels (a status write stores them), not those the
-// cell was created with, and a condition set by another party is kept and
-// sent at once.
-func TestStatusCarriesTheAPIsMetadata(t *testing.T) {
+// TestStatusOfAPod: the pod sent with a status keeps a condition another
+// party set (sent again at once), reports the generation seen on the pod
+// and the node's conditions, and keeps the desired pod's labels and
+// finalizers: virtual-kubelet compares GetPod's labels with the API's to
+// call UpdatePod, so the API's there would hide a label change from the
+// cell (host/node writes the API's metadata with a status).
+func TestStatusOfAPod(t *testing.T) {
 	h := newHarness(t)
 	pod := newPod("tracked", "uid-tracked")
+	pod.Generation = 3
 	pod.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
 	_ = h.m.CreatePod(t.Context(), pod)
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	// The Job controller removes its finalizer; a controller sets the gate.
 	api := pod.DeepCopy()
 	api.Finalizers = nil
 	api.Labels = map[string]string{"added": "later"}
@@ -114,7 +116,17 @@ func TestStatusCarriesTheAPIsMetadata(t *testing.T) {
 		c := findCondition(p.Status.Conditions, "example.com/lb")
 		return c != nil && c.Status == corev1.ConditionTrue
 	})
-	if len(got.Finalizers) != 0 || got.Labels["added"] != "later" {
-		t.Errorf("status pod finalizers %v labels %v, want the API's (none, added=later)", got.Finalizers, got.Labels)
+	if got.Status.ObservedGeneration != 3 {
+		t.Errorf("observedGeneration = %d, want 3", got.Status.ObservedGeneration)
+	}
+	if len(got.Finalizers) != 1 || got.Labels["added"] != "" {
+		t.Errorf("status pod finalizers %v labels %v, want the desired pod's", got.Finalizers, got.Labels)
+	}
+	p, err := h.m.GetPod(t.Context(), pod.Namespace, pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Labels["added"] != "" {
+		t.Errorf("GetPod labels %v: the API's, so virtual-kubelet would not see the change", p.Labels)
 	}
 }
