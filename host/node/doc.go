@@ -62,12 +62,17 @@
 //
 // # Readiness and Ping (pitfall: Ping gates the lease)
 //
-// virtual-kubelet renews the Lease only after a successful Ping; a lease
-// left to expire makes the node NotReady and, after tolerationSeconds
-// (300 s by default), gets every pod on it evicted. Ping therefore succeeds
-// unless Pods implements HealthChecker and Healthy has failed without
-// interruption for Config.HealthGrace (2 min). A plugin restart or a cell
-// booting must never fail Healthy.
+// virtual-kubelet renews the Lease only after a successful Ping, and
+// writes no node status while Ping fails. Ping therefore fails only when
+// kip is stopping: like a kubelet whose container runtime broke, kip keeps
+// its Lease and reports the cell backend's health in the Ready condition.
+// When Pods implements HealthChecker and Healthy has failed without
+// interruption for Config.HealthGrace (2 min), Ready turns False
+// (KubeletNotReady, "cell backend unhealthy since <time>: <error>") and
+// the status is sent at once; the node lifecycle controller then taints
+// the node not-ready, and after tolerationSeconds (300 s by default) its
+// pods are evicted. The first success turns Ready True again. A plugin
+// restart or a cell booting must never fail Healthy.
 //
 // # Labels, the role label and the taint
 //

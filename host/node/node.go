@@ -262,10 +262,10 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	start := time.Now()
-	nodeObj := nodeObject(cfg, n.internalIP, int32(port), nil, start)
+	nodeObj := nodeObject(cfg, n.internalIP, int32(port), nodeState{}, start)
 	provider := newNodeProvider(n.pods, cfg.HealthGrace, n.log)
-	provider.node = func(extended []corev1.ResourceName) *corev1.Node {
-		return nodeObject(cfg, n.internalIP, int32(port), extended, time.Now())
+	provider.node = func(st nodeState) *corev1.Node {
+		return nodeObject(cfg, n.internalIP, int32(port), st, time.Now())
 	}
 	provider.interval = cfg.StatusUpdateInterval
 	n.provider = provider
@@ -420,7 +420,7 @@ func (n *Node) reregister(port int) vknode.ErrorHandler {
 			return err
 		}
 		n.log.Warn("the Node was deleted; registering it again")
-		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.internalIP, int32(port), n.provider.currentExtended(), time.Now()), metav1.CreateOptions{})
+		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.internalIP, int32(port), n.provider.state(), time.Now()), metav1.CreateOptions{})
 		if cerr != nil && !apierrors.IsAlreadyExists(cerr) {
 			return fmt.Errorf("registering the deleted Node again: %w", cerr)
 		}

@@ -138,7 +138,7 @@ func TestNodeObject(t *testing.T) {
 	cfg := DefaultConfig("kip")
 	cfg.Labels = map[string]string{"topology.kubernetes.io/region": "local"}
 	cfg.Version = "v1.2.3"
-	n := nodeObject(cfg, "10.0.0.7", 12345, nil, now)
+	n := nodeObject(cfg, "10.0.0.7", 12345, nodeState{}, now)
 
 	wantLabels := map[string]string{
 		"type": "virtual-kubelet", "kubernetes.io/hostname": "kip", "kubernetes.io/os": "linux",
@@ -188,7 +188,7 @@ func TestNodeObject(t *testing.T) {
 
 	cfg.SetRoleLabel = true
 	cfg.Taint = ""
-	n = nodeObject(cfg, "10.0.0.7", 1, nil, now)
+	n = nodeObject(cfg, "10.0.0.7", 1, nodeState{}, now)
 	if n.Labels[LabelRole] != LabelRoleKip {
 		t.Errorf("SetRoleLabel: labels = %v, want %s=%s", n.Labels, LabelRole, LabelRoleKip)
 	}
@@ -217,17 +217,25 @@ type fakeHealth struct{ err error }
 
 func (f *fakeHealth) Healthy(context.Context) error { return f.err }
 
-func TestPingGrace(t *testing.T) {
+// TestReadyAfterGrace: Ping keeps the Lease alive whatever the backend's
+// health (kip runs); the Ready condition turns False, with why, only once
+// Healthy has failed without interruption for the grace period, and True
+// with the first success, each change sent as a status.
+func TestReadyAfterGrace(t *testing.T) {
 	h := &fakeHealth{}
 	now := time.Unix(0, 0)
-	p := &nodeProvider{health: h, grace: time.Minute, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now }}
+	p := &nodeProvider{health: h, grace: time.Minute, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now },
+		kick: make(chan struct{}, 1)}
 	ctx := t.Context()
-	step := func(d time.Duration, err error, wantFail bool) {
+	step := func(d time.Duration, err error, wantNotReady bool) {
 		t.Helper()
 		now = now.Add(d)
 		h.err = err
-		if got := p.Ping(ctx); (got != nil) != wantFail {
-			t.Errorf("at %s with health %v: Ping = %v, want failure %v", now.Sub(time.Unix(0, 0)), err, got, wantFail)
+		if got := p.Ping(ctx); got != nil {
+			t.Errorf("at %s: Ping = %v, want nil (the lease goes on)", now.Sub(time.Unix(0, 0)), got)
+		}
+		if got := p.NotReady(); (got != "") != wantNotReady {
+			t.Errorf("at %s with health %v: not ready %q, want not ready %v", now.Sub(time.Unix(0, 0)), err, got, wantNotReady)
 		}
 	}
 	down := errors.New("plugin restarting")
@@ -238,7 +246,24 @@ func TestPingGrace(t *testing.T) {
 	step(10*time.Second, down, false) // failing since 70s
 	step(59*time.Second, down, false) // 59s
 	step(time.Second, down, true)     // a whole minute: NotReady
-	step(time.Second, nil, false)     // and back
+	if got := p.NotReady(); !strings.Contains(got, "cell backend unhealthy since 1970-01-01T00:01:10Z: plugin restarting") {
+		t.Errorf("why = %q", got)
+	}
+	select {
+	case <-p.kick:
+	default:
+		t.Error("no status sent when the node turned NotReady")
+	}
+	step(time.Second, nil, false) // and back
+	select {
+	case <-p.kick:
+	default:
+		t.Error("no status sent when the node turned Ready")
+	}
+	n := nodeObject(DefaultConfig("kip"), "10.0.0.7", 1, nodeState{notReady: "why"}, now)
+	if c := n.Status.Conditions[0]; c.Type != corev1.NodeReady || c.Status != corev1.ConditionFalse || c.Reason != "KubeletNotReady" || c.Message != "why" {
+		t.Errorf("Ready = %+v, want False KubeletNotReady why", c)
+	}
 
 	var none nodeProvider
 	if err := none.Ping(ctx); err != nil {

@@ -11,9 +11,10 @@ import (
 
 // nodeObject is the Node kip registers: labels, taint, capacity, addresses,
 // the kubelet endpoint and Ready conditions. port is the kubelet API's
-// real port; extended are the extended resources the backend offers
-// (ResourceReporter).
-func nodeObject(cfg Config, internalIP string, port int32, extended []corev1.ResourceName, now time.Time) *corev1.Node {
+// real port; st is what changes while kip runs: the extended resources the
+// backend offers (ResourceReporter) and why the node is not ready.
+func nodeObject(cfg Config, internalIP string, port int32, st nodeState, now time.Time) *corev1.Node {
+	extended := st.extended
 	labels := maps.Clone(cfg.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -47,7 +48,7 @@ func nodeObject(cfg Config, internalIP string, port int32, extended []corev1.Res
 			Allocatable: cfg.resources(extended),
 			Phase:       corev1.NodeRunning,
 			Conditions: []corev1.NodeCondition{
-				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kip is ready to run pods on cells"),
+				ready(st.notReady, cond),
 				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "every pod gets its own cell"),
 				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "every pod gets its own cell"),
 				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "every pod gets its own cell"),
@@ -81,4 +82,13 @@ func missingTaint(n *corev1.Node, want *corev1.Taint) bool {
 		}
 	}
 	return true
+}
+
+// ready is the Ready condition: True, or False with the kubelet's reason
+// KubeletNotReady and why.
+func ready(notReady string, cond func(corev1.NodeConditionType, corev1.ConditionStatus, string, string) corev1.NodeCondition) corev1.NodeCondition {
+	if notReady != "" {
+		return cond(corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", notReady)
+	}
+	return cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kip is ready to run pods on cells")
 }

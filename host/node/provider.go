@@ -45,18 +45,22 @@ type nodeProvider struct {
 	grace     time.Duration
 	log       *slog.Logger
 	now       func() time.Time
-	// node builds the Node's status with the given extended resources;
-	// interval is how often those are asked for.
-	node     func(extended []corev1.ResourceName) *corev1.Node
+	// node builds the Node's status; interval is how often the extended
+	// resources are asked for.
+	node     func(nodeState) *corev1.Node
 	interval time.Duration
+
+	// kick asks the status loop to send the status now.
+	kick chan struct{}
 
 	mu           sync.Mutex
 	failingSince time.Time // zero while healthy
+	notReady     string    // why the node is not Ready; "" while it is
 	extended     []corev1.ResourceName
 }
 
 func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProvider {
-	p := &nodeProvider{grace: grace, log: log, now: time.Now}
+	p := &nodeProvider{grace: grace, log: log, now: time.Now, kick: make(chan struct{}, 1)}
 	if h, ok := pods.(HealthChecker); ok {
 		p.health = h
 	}
@@ -66,14 +70,13 @@ func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProv
 	return p
 }
 
-// currentExtended is the extended resources last reported.
-func (p *nodeProvider) currentExtended() []corev1.ResourceName {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.extended)
-}
-
-// Ping implements node.NodeProvider.
+// Ping implements node.NodeProvider. It fails only when ctx has ended: a
+// failed Ping stops the Lease's renewal, and kip itself is alive. The cell
+// backend's health goes into the Ready condition instead, as a kubelet
+// reports a broken container runtime: once Healthy has failed without
+// interruption for the grace period, Ready turns False (KubeletNotReady,
+// saying why) and the status is sent; it turns True again with the first
+// success.
 func (p *nodeProvider) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -96,43 +99,85 @@ func (p *nodeProvider) Ping(ctx context.Context) error {
 			p.log.Info("cell backend healthy again", "unhealthy_for", now.Sub(p.failingSince).Round(time.Second))
 			p.failingSince = time.Time{}
 		}
+		p.setNotReadyLocked("")
 		return nil
 	}
 	if p.failingSince.IsZero() {
 		p.failingSince = now
 		p.log.Warn("cell backend unhealthy; the node stays Ready during the grace period", "error", err, "grace", p.grace)
 	}
-	if failing := now.Sub(p.failingSince); failing >= p.grace {
-		return fmt.Errorf("cell backend unhealthy for %s: %w", failing.Round(time.Second), err)
+	if failing := now.Sub(p.failingSince); failing >= p.grace && p.notReady == "" {
+		p.log.Error("cell backend unhealthy for the whole grace period; the node is NotReady", "error", err, "unhealthy_for", failing.Round(time.Second))
+		p.setNotReadyLocked(fmt.Sprintf("cell backend unhealthy since %s: %v", p.failingSince.UTC().Format(time.RFC3339), err))
 	}
 	return nil
 }
 
+// setNotReadyLocked records why the node is not ready ("" when it is) and,
+// when that changed, asks for the status to be sent.
+func (p *nodeProvider) setNotReadyLocked(why string) {
+	if why == p.notReady {
+		return
+	}
+	p.notReady = why
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// NotReady is why the node is not ready, "" when it is.
+func (p *nodeProvider) NotReady() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.notReady
+}
+
 // NotifyNodeStatus implements node.NodeProvider. The node's status comes
 // from the configuration, but for the extended resources the backend
-// offers: they are asked for at once and every interval, and a change is
-// sent as a new status. The periodic status update refreshes heartbeats.
+// offers (asked for at once and every interval) and the Ready condition
+// (Ping): a change of either is sent as a new status. The periodic status
+// update refreshes heartbeats.
 func (p *nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
-	if p.resources == nil || p.node == nil {
+	if p.node == nil {
 		return
 	}
 	go func() {
 		t := time.NewTicker(p.interval)
 		defer t.Stop()
 		for {
-			p.refreshResources(ctx, cb)
+			if p.refreshResources(ctx) {
+				cb(p.node(p.state()))
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-p.kick:
+				cb(p.node(p.state()))
 			}
 		}
 	}()
 }
 
-// refreshResources asks for the extended resources and sends the node's
-// status when they changed.
-func (p *nodeProvider) refreshResources(ctx context.Context, cb func(*corev1.Node)) {
+// nodeState is what of the Node's status changes while kip runs.
+type nodeState struct {
+	extended []corev1.ResourceName
+	notReady string
+}
+
+func (p *nodeProvider) state() nodeState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return nodeState{extended: slices.Clone(p.extended), notReady: p.notReady}
+}
+
+// refreshResources asks for the extended resources and reports whether
+// they changed.
+func (p *nodeProvider) refreshResources(ctx context.Context) bool {
+	if p.resources == nil {
+		return false
+	}
 	rctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	got, err := p.resources.ExtendedResources(rctx)
 	cancel()
@@ -140,7 +185,7 @@ func (p *nodeProvider) refreshResources(ctx context.Context, cb func(*corev1.Nod
 		if ctx.Err() == nil {
 			p.log.Warn("asking the cell backend which extended resources it offers", "error", err)
 		}
-		return
+		return false
 	}
 	slices.Sort(got)
 	p.mu.Lock()
@@ -149,6 +194,6 @@ func (p *nodeProvider) refreshResources(ctx context.Context, cb func(*corev1.Nod
 	p.mu.Unlock()
 	if changed {
 		p.log.Info("the node offers extended resources", "resources", got)
-		cb(p.node(got))
 	}
+	return changed
 }

@@ -37,8 +37,9 @@ func TestNodeListsExtendedResources(t *testing.T) {
 	rep := &reporter{}
 	rep.set("nvidia.com/gpu")
 	p := &nodeProvider{resources: rep, log: slog.New(slog.DiscardHandler), now: time.Now, interval: 20 * time.Millisecond,
-		node: func(extended []corev1.ResourceName) *corev1.Node {
-			return nodeObject(cfg, "10.0.0.7", 10250, extended, time.Now())
+		kick: make(chan struct{}, 1),
+		node: func(st nodeState) *corev1.Node {
+			return nodeObject(cfg, "10.0.0.7", 10250, st, time.Now())
 		}}
 	got := make(chan *corev1.Node, 10)
 	p.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { got <- n })
