@@ -35,6 +35,10 @@
 //     GPU here. They are asked for at start and every
 //     Config.StatusUpdateInterval, and a change is sent as a new status
 //     (NotifyNodeStatus).
+//   - Without node.internalIP the node's address is this host's first
+//     global IPv4 address, looked at again every status update: a new one
+//     is reported (and the self-signed serving certificate made for it;
+//     a configured certificate stays).
 //   - Pods are watched with a field selector spec.nodeName=<name>.
 //   - PodController insists on ConfigMap, Secret and Service informers but
 //     uses them only to resolve environment variables before CreatePod.

@@ -53,8 +53,9 @@ type Node struct {
 	pods       Pods
 	cfg        Config
 	log        *slog.Logger
-	internalIP string
+	internalIP string // as picked at New; address() is the current one
 	tlsConfig  *tls.Config
+	cert       *atomic.Pointer[tls.Certificate] // the serving certificate tlsConfig serves
 	auth       nodeutil.Auth
 
 	started atomic.Bool
@@ -146,7 +147,9 @@ func New(client kubernetes.Interface, pods Pods, cfg Config, log *slog.Logger, o
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	tlsConfig, err := serverTLS(cert, cfg)
+	current := &atomic.Pointer[tls.Certificate]{}
+	current.Store(&cert)
+	tlsConfig, err := serverTLS(current, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -159,7 +162,7 @@ func New(client kubernetes.Interface, pods Pods, cfg Config, log *slog.Logger, o
 	}
 	n := &Node{
 		client: client, pods: pods, cfg: cfg, log: log, internalIP: ip,
-		tlsConfig: tlsConfig, auth: auth,
+		tlsConfig: tlsConfig, cert: current, auth: auth,
 		ready: make(chan struct{}), done: make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -197,7 +200,41 @@ func ExitCode(code int) error {
 func (n *Node) Config() Config { return n.cfg }
 
 // InternalIP returns the address the Node advertises for its kubelet API.
-func (n *Node) InternalIP() string { return n.internalIP }
+func (n *Node) InternalIP() string { return n.address() }
+
+// address is the node's current internal IP.
+func (n *Node) address() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.internalIP
+}
+
+// refreshAddress picks this host's address again when none is configured
+// and, if it changed, serves a self-signed certificate for the new one
+// (a configured certificate stays); it returns the current address.
+func (n *Node) refreshAddress() string {
+	cur := n.address()
+	if n.cfg.InternalIP != "" {
+		return cur
+	}
+	ip, err := hostIP()
+	if err != nil || ip == cur {
+		return cur
+	}
+	if n.cfg.TLSCertFile == "" {
+		cert, err := selfSignedCert(n.cfg.Name, net.ParseIP(ip), time.Now())
+		if err != nil {
+			n.log.Warn("the host's address changed, but no certificate could be made for it; keeping the old address", "old", cur, "new", ip, "error", err)
+			return cur
+		}
+		n.cert.Store(&cert)
+	}
+	n.log.Info("the host's address changed; the node reports the new one", "old", cur, "new", ip)
+	n.mu.Lock()
+	n.internalIP = ip
+	n.mu.Unlock()
+	return ip
+}
 
 // Addr returns the kubelet API's listening address, or "" before Run
 // listens.
@@ -262,10 +299,12 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	start := time.Now()
-	nodeObj := nodeObject(cfg, n.internalIP, int32(port), nodeState{}, start)
+	nodeObj := nodeObject(cfg, n.address(), int32(port), nodeState{}, start)
 	provider := newNodeProvider(n.pods, cfg.HealthGrace, n.log)
+	provider.address = n.address()
+	provider.refreshAddress = n.refreshAddress
 	provider.node = func(st nodeState) *corev1.Node {
-		return nodeObject(cfg, n.internalIP, int32(port), st, time.Now())
+		return nodeObject(cfg, st.address, int32(port), st, time.Now())
 	}
 	provider.interval = cfg.StatusUpdateInterval
 	n.provider = provider
@@ -323,7 +362,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	n.mu.Lock()
 	n.addr = ln.Addr().String()
 	n.mu.Unlock()
-	n.log.Info("kubelet API listening", "addr", ln.Addr().String(), "internal_ip", n.internalIP, "port", port)
+	n.log.Info("kubelet API listening", "addr", ln.Addr().String(), "internal_ip", n.address(), "port", port)
 
 	podFactory.Start(ctx.Done())
 	defer podFactory.Shutdown()
@@ -420,7 +459,7 @@ func (n *Node) reregister(port int) vknode.ErrorHandler {
 			return err
 		}
 		n.log.Warn("the Node was deleted; registering it again")
-		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.internalIP, int32(port), n.provider.state(), time.Now()), metav1.CreateOptions{})
+		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.address(), int32(port), n.provider.state(), time.Now()), metav1.CreateOptions{})
 		if cerr != nil && !apierrors.IsAlreadyExists(cerr) {
 			return fmt.Errorf("registering the deleted Node again: %w", cerr)
 		}

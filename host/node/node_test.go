@@ -319,7 +319,11 @@ func TestNewDefaults(t *testing.T) {
 	if c.Taint != "" {
 		t.Errorf("a zero Config's empty taint became %q; empty means no taint", c.Taint)
 	}
-	if leaf := n.tlsConfig.Certificates[0].Leaf; leaf == nil || leaf.IPAddresses[0].String() != "127.0.0.1" || leaf.DNSNames[0] != "kip" {
+	cert, err := n.tlsConfig.GetCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaf := cert.Leaf; leaf == nil || leaf.IPAddresses[0].String() != "127.0.0.1" || leaf.DNSNames[0] != "kip" {
 		t.Errorf("self-signed certificate does not name 127.0.0.1 and kip: %+v", leaf)
 	}
 	if n.tlsConfig.ClientAuth != tls.NoClientCert {

@@ -52,10 +52,14 @@ type nodeProvider struct {
 
 	// kick asks the status loop to send the status now.
 	kick chan struct{}
+	// refreshAddress returns the node's current address (picked again
+	// when none is configured); nil: it does not change.
+	refreshAddress func() string
 
 	mu           sync.Mutex
 	failingSince time.Time // zero while healthy
 	notReady     string    // why the node is not Ready; "" while it is
+	address      string    // the node's InternalIP
 	extended     []corev1.ResourceName
 }
 
@@ -146,7 +150,7 @@ func (p *nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Nod
 		t := time.NewTicker(p.interval)
 		defer t.Stop()
 		for {
-			if p.refreshResources(ctx) {
+			if changed := p.refreshResources(ctx); p.refreshAddressChanged() || changed {
 				cb(p.node(p.state()))
 			}
 			select {
@@ -164,12 +168,27 @@ func (p *nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Nod
 type nodeState struct {
 	extended []corev1.ResourceName
 	notReady string
+	address  string
 }
 
 func (p *nodeProvider) state() nodeState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return nodeState{extended: slices.Clone(p.extended), notReady: p.notReady}
+	return nodeState{extended: slices.Clone(p.extended), notReady: p.notReady, address: p.address}
+}
+
+// refreshAddressChanged looks at the node's address again and reports
+// whether it changed.
+func (p *nodeProvider) refreshAddressChanged() bool {
+	if p.refreshAddress == nil {
+		return false
+	}
+	addr := p.refreshAddress()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := addr != p.address
+	p.address = addr
+	return changed
 }
 
 // refreshResources asks for the extended resources and reports whether

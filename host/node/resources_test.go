@@ -74,3 +74,33 @@ func TestNodeListsExtendedResources(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestNodeFollowsItsAddress: when the host's address changes (none
+// configured), the next status reports the new InternalIP.
+func TestNodeFollowsItsAddress(t *testing.T) {
+	cfg := DefaultConfig("kip")
+	var mu sync.Mutex
+	addr := "10.0.0.7"
+	p := &nodeProvider{log: slog.New(slog.DiscardHandler), now: time.Now, interval: 20 * time.Millisecond,
+		kick: make(chan struct{}, 1), address: addr,
+		refreshAddress: func() string { mu.Lock(); defer mu.Unlock(); return addr },
+		node:           func(st nodeState) *corev1.Node { return nodeObject(cfg, st.address, 10250, st, time.Now()) }}
+	got := make(chan *corev1.Node, 10)
+	p.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { got <- n })
+	select {
+	case n := <-got:
+		t.Fatalf("a status sent without a change: %v", n.Status.Addresses)
+	case <-time.After(100 * time.Millisecond):
+	}
+	mu.Lock()
+	addr = "10.0.0.8"
+	mu.Unlock()
+	select {
+	case n := <-got:
+		if a := n.Status.Addresses; len(a) != 1 || a[0].Address != "10.0.0.8" {
+			t.Errorf("addresses %v, want the new 10.0.0.8", a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no status sent after the address changed")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
@@ -109,12 +110,14 @@ func routes(pods Pods, podLister corev1listers.PodLister, stats statsRoutes) htt
 // serverTLS is the kubelet API's TLS configuration: TLS 1.2+, the serving
 // certificate, and client certificates verified against the client CA
 // when one is configured (optional, so bearer tokens still work).
-func serverTLS(cert tls.Certificate, cfg Config) (*tls.Config, error) {
+func serverTLS(cert *atomic.Pointer[tls.Certificate], cfg Config) (*tls.Config, error) {
 	t := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		CipherSuites: nodeutil.DefaultServerCiphers(),
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.NoClientCert,
+		// The current one: a self-signed certificate follows the node's
+		// address (Node.refreshAddress).
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert.Load(), nil },
+		ClientAuth:     tls.NoClientCert,
 		// HTTP/1.1 only: exec, attach and port-forward upgrade the connection.
 		NextProtos: []string{"http/1.1"},
 	}
