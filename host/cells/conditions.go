@@ -47,7 +47,7 @@ func foreignConditions(p *corev1.Pod) []corev1.PodCondition {
 // gate is not True, with the kubelet's reason and message.
 func mergeConditions(st *corev1.PodStatus, api *corev1.Pod) {
 	for _, c := range foreignConditions(api) {
-		if !hasCondition(st.Conditions, c.Type) {
+		if findCondition(st.Conditions, c.Type) == nil {
 			st.Conditions = append(st.Conditions, c)
 		}
 	}

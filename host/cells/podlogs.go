@@ -17,6 +17,8 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -55,12 +57,26 @@ func (p podLogs) save(ctx context.Context, agent *dispatch.Agent, pod *corev1.Po
 		return fmt.Errorf("keeping the logs of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	var errs []error
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		if err := p.saveContainer(ctx, agent, dir, c.Name); err != nil && !errdefs.IsNotFound(err) {
+	for _, c := range allContainers(pod) {
+		if err := p.saveContainer(ctx, agent, dir, c.Name); err != nil && !nothingToKeep(err) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nothingToKeep reports whether a log read failed because the container
+// has no log: it never started (the agent's NotFound or
+// FailedPrecondition, which reach here as a gRPC status).
+func nothingToKeep(err error) bool {
+	if errdefs.IsNotFound(err) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.NotFound, codes.FailedPrecondition:
+		return true
+	}
+	return false
 }
 
 func (p podLogs) saveContainer(ctx context.Context, agent *dispatch.Agent, dir, container string) error {

@@ -2,6 +2,8 @@ package cells
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -206,5 +210,23 @@ func TestKeptLogsAfterRestart(t *testing.T) {
 	got, _ := io.ReadAll(r)
 	if string(got) != "the result\n" {
 		t.Errorf("log = %q, want the kept line", got)
+	}
+}
+
+func TestNothingToKeep(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("keeping the log of container app: %w", grpcstatus.Error(codes.FailedPrecondition, `container "app" has not started yet`)), true},
+		{fmt.Errorf("reading logs: %w", grpcstatus.Error(codes.NotFound, "no such container")), true},
+		{errdefs.NotFound("gone"), true},
+		{fmt.Errorf("reading logs: %w", grpcstatus.Error(codes.Unavailable, "connection reset")), false},
+		{errors.New("disk full"), false},
+	}
+	for _, tt := range tests {
+		if got := nothingToKeep(tt.err); got != tt.want {
+			t.Errorf("nothingToKeep(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }

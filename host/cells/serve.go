@@ -350,7 +350,7 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address st
 		}
 	}
 	for _, cond := range prev.Conditions {
-		if cond.Type == corev1.PodScheduled && !hasCondition(next.Conditions, corev1.PodScheduled) {
+		if cond.Type == corev1.PodScheduled && findCondition(next.Conditions, corev1.PodScheduled) == nil {
 			next.Conditions = append(next.Conditions, cond)
 		}
 	}
@@ -365,15 +365,6 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address st
 		c.log.Info("pod ended; terminating its cell", "phase", next.Phase)
 		c.d.ending.Go(func() { c.finish(ctx, fmt.Sprintf("pod %s", next.Phase)) })
 	}
-}
-
-func hasCondition(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
-	for _, c := range conds {
-		if c.Type == t {
-			return true
-		}
-	}
-	return false
 }
 
 // checkLost asks the plugin whether the instance still runs; if not, the

@@ -27,19 +27,21 @@ func (m *Manager) agentOf(namespace, pod string) (*dispatch.Agent, error) {
 // GetContainerLogs streams a container's log from its cell, or, once the
 // pod ended and its cell with it, from the logs kept of it (podLogs).
 func (m *Manager) GetContainerLogs(ctx context.Context, namespace, pod, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
-	if c := m.cells.byKey(namespace, pod); c != nil {
+	c := m.cells.byKey(namespace, pod)
+	if c == nil {
+		// A pod that ended before kip restarted has no cell in this run;
+		// its logs were kept.
+		if m.deps.pods != nil {
+			if p, err := m.deps.pods.Pods(namespace).Get(pod); err == nil && m.deps.logs.has(namespace, pod, p.UID, container) {
+				return m.deps.logs.read(ctx, namespace, pod, p.UID, container, opts)
+			}
+		}
+	} else {
 		c.mu.Lock()
 		kept, uid := c.logsKept, c.uid
 		c.mu.Unlock()
 		if kept {
 			return m.deps.logs.read(ctx, namespace, pod, uid, container, opts)
-		}
-	}
-	if c := m.cells.byKey(namespace, pod); c == nil && m.deps.pods != nil {
-		// A pod that ended before kip restarted has no cell in this run;
-		// its logs were kept.
-		if p, err := m.deps.pods.Pods(namespace).Get(pod); err == nil && m.deps.logs.has(namespace, pod, p.UID, container) {
-			return m.deps.logs.read(ctx, namespace, pod, p.UID, container, opts)
 		}
 	}
 	a, err := m.agentOf(namespace, pod)

@@ -31,7 +31,8 @@ func (c *cell) lost(ctx context.Context, message string) {
 			}
 		}
 	})
-	c.d.ending.Go(func() { c.finish(ctx, message) })
+	// The cell is gone: there is no agent to read the logs from.
+	c.d.ending.Go(func() { c.terminate(ctx, 0, message, false) })
 }
 
 // finish terminates the cell but keeps the pod's (terminal) status for the

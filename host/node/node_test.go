@@ -234,7 +234,7 @@ func TestReadyAfterGrace(t *testing.T) {
 		if got := p.Ping(ctx); got != nil {
 			t.Errorf("at %s: Ping = %v, want nil (the lease goes on)", now.Sub(time.Unix(0, 0)), got)
 		}
-		if got := p.NotReady(); (got != "") != wantNotReady {
+		if got := p.state().notReady; (got != "") != wantNotReady {
 			t.Errorf("at %s with health %v: not ready %q, want not ready %v", now.Sub(time.Unix(0, 0)), err, got, wantNotReady)
 		}
 	}
@@ -246,7 +246,7 @@ func TestReadyAfterGrace(t *testing.T) {
 	step(10*time.Second, down, false) // failing since 70s
 	step(59*time.Second, down, false) // 59s
 	step(time.Second, down, true)     // a whole minute: NotReady
-	if got := p.NotReady(); !strings.Contains(got, "cell backend unhealthy since 1970-01-01T00:01:10Z: plugin restarting") {
+	if got := p.state().notReady; !strings.Contains(got, "cell backend unhealthy since 1970-01-01T00:01:10Z: plugin restarting") {
 		t.Errorf("why = %q", got)
 	}
 	select {

@@ -130,13 +130,6 @@ func (p *nodeProvider) setNotReadyLocked(why string) {
 	}
 }
 
-// NotReady is why the node is not ready, "" when it is.
-func (p *nodeProvider) NotReady() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.notReady
-}
-
 // NotifyNodeStatus implements node.NodeProvider. The node's status comes
 // from the configuration, but for the extended resources the backend
 // offers (asked for at once and every interval) and the Ready condition
