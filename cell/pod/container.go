@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -249,6 +250,9 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 	if err != nil {
 		aio.close()
 		_ = lf.Close()
+		if termFile != "" {
+			_ = os.Remove(termFile)
+		}
 		log.WarnContext(ctx, "starting container", "error", err)
 		now := metav1.NewTime(m.now())
 		m.update(func() {
@@ -264,7 +268,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, &runtime.ExitStatus{Code: 128}, true
 	}
 	started := task.StartedAt()
-	tgt := target{c: c, task: task, podIP: m.cfg.PodIP, warn: func(reason, msg string) { m.emit(EventWarning, reason, "", "%s", msg) }}
+	tgt := m.newTarget(c, task)
 	m.update(func() {
 		if attempt > 0 {
 			cs.status.RestartCount++
@@ -520,6 +524,11 @@ func (m *Manager) postStart(ctx context.Context, cs *containerState, t target, p
 	m.emit(EventWarning, "FailedPostStartHook", cs.name, "PostStartHook failed")
 	m.stop(cs, t, img, "FailedPostStartHook", podGrace(p))
 	return true
+}
+
+// newTarget is what a container's probes and hooks run against.
+func (m *Manager) newTarget(c *corev1.Container, task runtime.Task) target {
+	return target{c: c, task: task, podIP: m.cfg.PodIP, warn: func(reason, msg string) { m.emit(EventWarning, reason, "", "%s", msg) }}
 }
 
 // podName is "<name>_<namespace>(<uid>)", the kubelet's format.Pod.

@@ -279,6 +279,11 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 		if m.cancel != nil {
 			m.cancel()
 		}
+		// An agent that dies while the pod is being deleted must not have
+		// the next one resume it: without state it cleans up.
+		if err := m.removeStateLocked(); err != nil {
+			m.log.WarnContext(ctx, "removing the state file at deletion", "error", err)
+		}
 	}
 	grace2, log := m.grace, m.log
 	m.mu.Unlock()

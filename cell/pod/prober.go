@@ -217,12 +217,13 @@ func (a *attemptProbes) markStarted() {
 
 // setReady records a readiness result that reached its threshold.
 func (a *attemptProbes) setReady(ready bool) {
-	a.m.update(func() {
-		if a.cs.task != a.t.task || a.cs.status.Started == nil || !*a.cs.status.Started {
-			return
-		}
-		a.cs.status.Ready = ready
-	})
+	a.m.mu.Lock()
+	defer a.m.mu.Unlock()
+	if a.cs.task != a.t.task || a.cs.status.Started == nil || !*a.cs.status.Started || a.cs.status.Ready == ready {
+		return // nothing changed: no status to compute again
+	}
+	a.cs.status.Ready = ready
+	a.m.publishLocked()
 }
 
 // podGrace is the pod's terminationGracePeriodSeconds (30 s when unset).

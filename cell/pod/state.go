@@ -94,7 +94,7 @@ func (m *Manager) setDesiredLocked(d *Desired) {
 
 // saveLocked writes the state file when what it would hold changed.
 func (m *Manager) saveLocked() {
-	if m.cfg.StatePath == "" || m.desiredJSON == nil || m.deleted {
+	if m.cfg.StatePath == "" || m.desiredJSON == nil || m.deleting {
 		return
 	}
 	st := savedState{Version: stateVersion, Desired: m.desiredJSON, StartTime: m.startTime,
@@ -311,7 +311,7 @@ func (m *Manager) reattach(ctx context.Context, cs *containerState) {
 	cs.task, cs.aio = task, aio
 	aio.setTask(task)
 	r.live = &liveAttempt{
-		target:   target{c: c, task: task, podIP: m.cfg.PodIP},
+		target:   m.newTarget(c, task),
 		lf:       lf,
 		aio:      aio,
 		termFile: m.terminationPath(c, attempt),
