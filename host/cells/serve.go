@@ -81,6 +81,11 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		if ctx.Err() != nil {
 			return
 		}
+		if !nudged {
+			// Said when noticed: asking the plugin about the instance
+			// (checkLost) can take a while.
+			c.log.Warn("status stream from cell broke; re-subscribing", "error", err)
+		}
 		if c.checkLost(ctx, inst) {
 			return
 		}
@@ -88,7 +93,6 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 			n = 0 // an event asked for the check; the stream itself was fine
 			continue
 		}
-		c.log.Warn("status stream from cell broke; re-subscribing", "error", err)
 		if !sleep(ctx, c.d.cfg.Backoff(n)) {
 			return
 		}
