@@ -68,10 +68,11 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		c.mu.Lock()
 		c.stopWatch = stop
 		c.mu.Unlock()
-		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent) {
+		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent, notices []*cellv1.InstanceNotice) {
 			n = 1
 			c.agentEvents(events)
 			c.agentStatus(ctx, st, address)
+			c.agentNotices(ctx, notices)
 		})
 		c.mu.Lock()
 		c.stopWatch = nil
@@ -357,6 +358,9 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address st
 		if cond.Type == corev1.PodScheduled && findCondition(next.Conditions, corev1.PodScheduled) == nil {
 			next.Conditions = append(next.Conditions, cond)
 		}
+	}
+	if c.evicted != "" {
+		evictedStatus(&next, c.evicted) // evict ends the cell
 	}
 	c.status = next
 	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase)
