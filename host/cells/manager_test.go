@@ -629,9 +629,11 @@ func TestUnlimitedCreditsReachTheLaunch(t *testing.T) {
 	}
 }
 
-func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
-	h := newHarness(t)
-	pod := newPod("spotty", "uid-spot")
+// runningPod creates a pod, waits until it runs on its cell and returns
+// its instance's ID.
+func (h *harness) runningPod(t *testing.T, name string, uid types.UID) string {
+	t.Helper()
+	pod := newPod(name, uid)
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
@@ -641,7 +643,12 @@ func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
 	if len(insts) != 1 {
 		t.Fatalf("%d instances, want 1", len(insts))
 	}
-	id := insts[0].ID
+	return insts[0].ID
+}
+
+func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
+	h := newHarness(t)
+	id := h.runningPod(t, "spotty", "uid-spot")
 	// A notice with no time left (EC2 is reclaiming the instance now: the
 	// aws plugin's state-reason event) evicts nothing; with time left, see
 	// TestSpotInterruptionNoticeEvictsThePod.
@@ -690,13 +697,7 @@ func TestSpotInterruptionNoticeEvictsThePod(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			pod := newPod("spotty", "uid-spot")
-			if err := h.indexer.Add(pod); err != nil {
-				t.Fatal(err)
-			}
-			_ = h.m.CreatePod(t.Context(), pod)
-			h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-			id := h.plugin.Store().Instances()[0].ID
+			id := h.runningPod(t, "spotty", "uid-spot")
 			at := time.Now().Add(30 * time.Second).Truncate(time.Second)
 			var events string
 			eventually(t, "the notice delivered", func() bool {
@@ -748,13 +749,7 @@ func TestSpotInterruptionNoticeEvictsThePod(t *testing.T) {
 
 func TestCloudNoticesBecomePodEvents(t *testing.T) {
 	h := newHarness(t)
-	pod := newPod("noticed", "uid-notice")
-	if err := h.indexer.Add(pod); err != nil {
-		t.Fatal(err)
-	}
-	_ = h.m.CreatePod(t.Context(), pod)
-	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	id := h.plugin.Store().Instances()[0].ID
+	id := h.runningPod(t, "noticed", "uid-notice")
 	var seen string
 	eventually(t, "rebalance and maintenance events", func() bool {
 		_ = h.plugin.Store().Notify(id, pluginapi.EventRebalance, "capacity rebalancing", time.Time{})

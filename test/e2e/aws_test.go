@@ -74,27 +74,35 @@ func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
 	}
 }
 
+// spotDeployment runs a Deployment of one spot pod named name in a
+// namespace of its own, and returns the namespace, the pod once Running
+// and its instance.
+func spotDeployment(t *testing.T, name string) (ns string, pod corev1.Pod, instanceID string) {
+	t.Helper()
+	needEC2(t)
+	kipLogOnFailure(t)
+	ns = f.Namespace(t)
+	settle(t, ns)
+	helloDeployment(t, ns, name, 1, map[string]string{"kipcell.io/capacity-type": "spot"})
+	pod = f.WaitForPods(t, ns, "app="+name, 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
+		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
+	})[0]
+	for _, in := range kip.EC2.Instances() {
+		if in.Tags[pluginapi.TagPodUID] == string(pod.UID) && in.State == "running" {
+			instanceID = in.ID
+		}
+	}
+	if instanceID == "" {
+		t.Fatalf("no running instance for pod %s", pod.Name)
+	}
+	return ns, pod, instanceID
+}
+
 // TestSpotInterruptionReplacesThePod: a Deployment's spot pod whose
 // instance the cloud reclaims fails with the reason, and the Deployment
 // replaces it.
 func TestSpotInterruptionReplacesThePod(t *testing.T) {
-	needEC2(t)
-	kipLogOnFailure(t)
-	ns := f.Namespace(t)
-	settle(t, ns)
-	helloDeployment(t, ns, "spotty", 1, map[string]string{"kipcell.io/capacity-type": "spot"})
-	first := f.WaitForPods(t, ns, "app=spotty", 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
-		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
-	})[0]
-	var id string
-	for _, in := range kip.EC2.Instances() {
-		if in.Tags[pluginapi.TagPodUID] == string(first.UID) && in.State == "running" {
-			id = in.ID
-		}
-	}
-	if id == "" {
-		t.Fatalf("no running instance for pod %s", first.Name)
-	}
+	ns, first, id := spotDeployment(t, "spotty")
 	if err := kip.EC2.Interrupt(id); err != nil {
 		t.Fatal(err)
 	}
@@ -123,23 +131,7 @@ func TestSpotInterruptionReplacesThePod(t *testing.T) {
 // Deployment replaces it, and ends the cell itself: the instance is
 // terminated by kip (Client.UserInitiatedShutdown), not reclaimed by EC2.
 func TestSpotInterruptionNoticeDrainsThePod(t *testing.T) {
-	needEC2(t)
-	kipLogOnFailure(t)
-	ns := f.Namespace(t)
-	settle(t, ns)
-	helloDeployment(t, ns, "noticed", 1, map[string]string{"kipcell.io/capacity-type": "spot"})
-	first := f.WaitForPods(t, ns, "app=noticed", 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
-		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
-	})[0]
-	var id string
-	for _, in := range kip.EC2.Instances() {
-		if in.Tags[pluginapi.TagPodUID] == string(first.UID) && in.State == "running" {
-			id = in.ID
-		}
-	}
-	if id == "" {
-		t.Fatalf("no running instance for pod %s", first.Name)
-	}
+	ns, first, id := spotDeployment(t, "noticed")
 	at, err := kip.EC2.NoticeInterruption(id, 90*time.Second)
 	if err != nil {
 		t.Fatal(err)
