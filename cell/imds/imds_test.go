@@ -87,10 +87,10 @@ func simInstance(t *testing.T, simClock *clock) (*ec2sim.Server, string, *Client
 	return sim, id, client, counter
 }
 
-func TestClient(t *testing.T) {
+func TestClientGetAndToken(t *testing.T) {
 	ctx := t.Context()
 	simClock := &clock{t: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)}
-	sim, id, c, counter := simInstance(t, simClock)
+	_, id, c, counter := simInstance(t, simClock)
 	agentClock := &clock{t: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)}
 	c.now = agentClock.Now
 
@@ -127,9 +127,13 @@ func TestClient(t *testing.T) {
 		t.Errorf("%d token requests after a 401, want 3", n)
 	}
 
-	// The identity document and its signature, which verifies with the
-	// simulator's certificate.
-	doc, sig, err := c.IdentityDocument(ctx)
+}
+
+// TestClientIdentityDocument: the identity document and its signature,
+// which verifies with the simulator's certificate.
+func TestClientIdentityDocument(t *testing.T) {
+	sim, id, c, _ := simInstance(t, &clock{t: time.Now()})
+	doc, sig, err := c.IdentityDocument(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +159,13 @@ func TestClient(t *testing.T) {
 		t.Errorf("signature does not verify: %v", err)
 	}
 
-	// No notices, then both.
+}
+
+// TestClientNotices: no notices, then both.
+func TestClientNotices(t *testing.T) {
+	ctx := t.Context()
+	simClock := &clock{t: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)}
+	sim, id, c, _ := simInstance(t, simClock)
 	if a, err := c.InstanceAction(ctx); a != nil || err != nil {
 		t.Errorf("InstanceAction before a notice = %+v, %v; want nil, nil", a, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 )
 
@@ -31,8 +32,19 @@ func unixHTTP(path string) *http.Client {
 	}}
 }
 
-func TestIMDS(t *testing.T) {
-	ctx := t.Context()
+// imdsFixture is a running spot instance launched with HttpTokens
+// required and user data, and clients of its IMDS: plain HTTP and the
+// SDK's own (IMDSv2, no fallback).
+type imdsFixture struct {
+	sim    *Server
+	ec2    *ec2.Client
+	id     string
+	hc     *http.Client
+	client *imds.Client
+}
+
+func newIMDSFixture(t *testing.T) *imdsFixture {
+	t.Helper()
 	sim, url := startSim(t, Options{Cells: newFakeCells()})
 	c := ec2Client(url, noRetries)
 	in := runInput("t3.micro", "", "")
@@ -46,9 +58,14 @@ func TestIMDS(t *testing.T) {
 		t.Fatal("no IMDS socket for a running instance")
 	}
 	hc := unixHTTP(sock)
-
-	// The SDK's own IMDS client (IMDSv2, no fallback) reads it.
 	client := imds.New(imds.Options{Endpoint: "http://169.254.169.254", HTTPClient: hc, EnableFallback: aws.FalseTernary})
+	return &imdsFixture{sim: sim, ec2: c, id: id, hc: hc, client: client}
+}
+
+func TestIMDSMetadata(t *testing.T) {
+	ctx := t.Context()
+	x := newIMDSFixture(t)
+	c, id, client := x.ec2, x.id, x.client
 	got := map[string]string{}
 	for _, p := range []string{"instance-id", "local-ipv4", "placement/availability-zone", "instance-life-cycle", "instance-type"} {
 		out, err := client.GetMetadata(ctx, &imds.GetMetadataInput{Path: p})
@@ -83,6 +100,11 @@ func TestIMDS(t *testing.T) {
 		doc.PrivateIP != want["local-ipv4"] || doc.ImageID != "ami-0de0000000000a002" || doc.Version != identityDocVersion || doc.PendingTime.IsZero() {
 		t.Errorf("identity document %+v", doc.InstanceIdentityDocument)
 	}
+}
+
+func TestIMDSIdentitySignature(t *testing.T) {
+	x := newIMDSFixture(t)
+	sim, id, client := x.sim, x.id, x.client
 
 	// The signature verifies with the simulator's certificate, as EC2's
 	// with the region's AWS certificate (openssl dgst -sha256 -verify).
@@ -120,7 +142,11 @@ func TestIMDS(t *testing.T) {
 		}
 	}
 
-	// IMDSv2's errors, as EC2 answers them.
+}
+
+// TestIMDSv2Errors: IMDSv2's errors, as EC2 answers them.
+func TestIMDSv2Errors(t *testing.T) {
+	hc := newIMDSFixture(t).hc
 	for _, tc := range []struct {
 		name   string
 		method string
@@ -143,7 +169,14 @@ func TestIMDS(t *testing.T) {
 		})
 	}
 
-	// No notice yet: 404; then the notice, and the interruption at its time.
+}
+
+// TestIMDSNotices: no notice yet is 404; then the notice, and the
+// interruption at its time.
+func TestIMDSNotices(t *testing.T) {
+	ctx := t.Context()
+	x := newIMDSFixture(t)
+	sim, c, id, client := x.sim, x.ec2, x.id, x.client
 	for _, p := range []string{"spot/instance-action", "events/recommendations/rebalance"} {
 		if _, err := client.GetMetadata(ctx, &imds.GetMetadataInput{Path: p}); err == nil || httpStatus(err) != 404 {
 			t.Errorf("%s before a notice: %v, want 404", p, err)
