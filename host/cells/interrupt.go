@@ -83,11 +83,15 @@ func (c *cell) notice(ctx context.Context, n notice) {
 		}
 		msg := fmt.Sprintf("the cloud is reclaiming cell %s (instance %s, spot)%s%s; %s", c.id, n.instanceID, by, reason, then)
 		c.interrupted = msg
+		if evict {
+			// From now on every status keeps the eviction (agentStatus).
+			c.evicted = fmt.Sprintf("%s: the cloud reclaims cell %s (spot instance %s)%s.", evictionMessage, c.id, n.instanceID, by)
+		}
+		cause := c.evicted
 		c.mu.Unlock()
 		c.log.Warn("spot interruption", "instance", n.instanceID, "deadline", n.at, "reason", n.reason, "evict", evict, "grace", grace)
 		c.event(corev1.EventTypeWarning, ReasonSpotInterruption, "%s", msg)
 		if evict {
-			cause := fmt.Sprintf("%s: the cloud reclaims cell %s (spot instance %s)%s.", evictionMessage, c.id, n.instanceID, by)
 			c.d.ending.Go(func() { c.evict(ctx, grace, cause) })
 		}
 	}
@@ -108,9 +112,6 @@ func evictionGrace(pod *corev1.Pod, left time.Duration) time.Duration {
 // evict fails the pod at once (evictedStatus), stops its containers within
 // grace, keeps their logs and ends the cell.
 func (c *cell) evict(ctx context.Context, grace time.Duration, message string) {
-	c.mu.Lock()
-	c.evicted = message
-	c.mu.Unlock()
 	c.setStatus(func(st *corev1.PodStatus) { evictedStatus(st, message) })
 	c.log.Info("evicting the pod for the spot interruption", "grace", grace)
 	if agent := c.connectedAgent(); agent != nil {

@@ -359,11 +359,12 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address st
 			next.Conditions = append(next.Conditions, cond)
 		}
 	}
-	if c.evicted != "" {
-		evictedStatus(&next, c.evicted) // evict ends the cell
+	evicted := c.evicted != ""
+	if evicted {
+		evictedStatus(&next, c.evicted)
 	}
 	c.status = next
-	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase)
+	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase) && !evicted // evict ends the cell
 	c.mu.Unlock()
 	if next.Phase != prev.Phase {
 		c.log.Info("cell reported pod phase", "phase", next.Phase)
