@@ -141,11 +141,7 @@ func TestClientIdentityDocument(t *testing.T) {
 	if err := json.Unmarshal(doc, &fields); err != nil || fields.InstanceID != id {
 		t.Errorf("identity document %s: %v", doc, err)
 	}
-	certPEM, err := sim.IdentityCertificatePEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(certPEM)
+	block, _ := pem.Decode(sim.IdentityCertificatePEM())
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,12 +132,13 @@ func (g *identitySigner) sign(doc []byte) (string, error) {
 
 // IdentityCertificatePEM is the certificate (PEM) of the key that signs
 // the instances' identity documents: what a plugin verifying them must be
-// configured with, as it would be with AWS's public certificate.
-func (s *Server) IdentityCertificatePEM() ([]byte, error) {
+// configured with, as it would be with AWS's public certificate. It
+// panics if the key cannot be made (the system has no randomness).
+func (s *Server) IdentityCertificatePEM() []byte {
 	if err := s.signer.init(); err != nil {
-		return nil, err
+		panic("ec2sim: " + err.Error())
 	}
-	return s.signer.certPEM, nil
+	return slices.Clone(s.signer.certPEM)
 }
 
 // IMDSSocket returns the unix socket of an instance's metadata service,

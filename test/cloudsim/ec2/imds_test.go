@@ -110,11 +110,7 @@ func TestIMDSIdentitySignature(t *testing.T) {
 	// with the region's AWS certificate (openssl dgst -sha256 -verify).
 	raw := dynamic(t, client, "instance-identity/document")
 	sig := dynamic(t, client, "instance-identity/signature")
-	certPEM, err := sim.IdentityCertificatePEM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(certPEM)
+	block, _ := pem.Decode(sim.IdentityCertificatePEM())
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		t.Fatal(err)
