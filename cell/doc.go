@@ -85,5 +85,17 @@
 // from the host's config); until cell/api has it, the local plugin passes
 // the flag through its agentArgs.
 //
+// # The cloud's notices: spot interruptions
+//
+// EC2 announces the reclaim of a spot instance two minutes ahead, and
+// recommends a rebalance earlier, only in the instance's metadata (and in
+// EventBridge). With --imds-endpoint (EC2's address by default; a unix
+// socket for the EC2 simulator; "none" where there is no EC2 metadata, as
+// the local plugin says through $KIP_CELL_IMDS_ENDPOINT) the agent reads
+// both every five seconds through cell/imds and reports them with every
+// status update (cellv1.InstanceNotice), for the host to evict the pod in
+// time. A metadata service that never answers (a cell on another cloud)
+// is given up after a few tries.
+//
 // It imports the cell packages, cell/api, containerd's client and gRPC.
 package cell

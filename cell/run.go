@@ -15,6 +15,7 @@ import (
 
 	"github.com/kipcell/kip/cell/agent"
 	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/imds"
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/runtime"
@@ -53,6 +54,14 @@ type Config struct {
 	// (the local plugin's loopback cells), whose rules would be the
 	// machine's.
 	ServiceProxy string
+	// IMDSEndpoint is the instance metadata service (cell/imds: http:// or
+	// unix://) the agent reads the cloud's spot interruption notices and
+	// rebalance recommendations from, and reports them to the host; empty:
+	// none (not an EC2 instance).
+	IMDSEndpoint string
+	// NoticeInterval is how often it reads them; zero means
+	// agent.NoticeInterval (5 s).
+	NoticeInterval time.Duration
 	// StopGrace bounds the grace given to the containers when the agent
 	// itself stops.
 	StopGrace time.Duration
@@ -61,6 +70,9 @@ type Config struct {
 	// agent serves.
 	Ready func(addr net.Addr)
 }
+
+// DefaultIMDSEndpoint is kip-cell's instance metadata service: EC2's.
+const DefaultIMDSEndpoint = imds.DefaultEndpoint
 
 // Values of Config.ServiceProxy.
 const (
@@ -156,9 +168,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	notices, err := watchNotices(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
 	srv := agent.New(agent.Config{
 		Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Services: proxy, NoServices: noServices,
-		DiskDir: cfg.StateDir, EtcDir: etcDir, Logger: log,
+		DiskDir: cfg.StateDir, EtcDir: etcDir, Notices: notices, Logger: log,
 	})
 
 	lis, err := net.Listen("tcp", cfg.ListenAddress())
@@ -198,6 +214,22 @@ func cleanup(ctx context.Context, rt *runtime.Containerd, log *slog.Logger, volu
 	if err := os.RemoveAll(termDir); err != nil {
 		log.WarnContext(ctx, "removing the termination messages of an earlier agent", "error", err)
 	}
+}
+
+// watchNotices starts reading the cloud's notices from the instance
+// metadata at cfg.IMDSEndpoint, in the background until ctx ends, and
+// returns where they go; nil when the cell has no metadata to read.
+func watchNotices(ctx context.Context, cfg Config, log *slog.Logger) (*agent.Notices, error) {
+	if cfg.IMDSEndpoint == "" {
+		return nil, nil
+	}
+	client, err := imds.New(cfg.IMDSEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("running cell agent: %w", err)
+	}
+	notices := agent.NewNotices()
+	go agent.WatchInstanceMetadata(ctx, client, cfg.NoticeInterval, notices, log.With("imds", cfg.IMDSEndpoint))
+	return notices, nil
 }
 
 // serviceProxy is what programs the ClusterIP services the host sends

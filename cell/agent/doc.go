@@ -12,6 +12,11 @@
 // ClusterIP services, handed to a cell/services Proxy that programs the
 // pod's network namespace). Serve runs it over mutual TLS.
 //
+// WatchInstanceMetadata reads the cloud's notices about the instance (the
+// spot interruption notice, the rebalance recommendation) from its
+// metadata (cell/imds) into Notices, which WatchStatus sends with every
+// update.
+//
 // gRPC errors: NotFound for an unknown container or missing log,
 // FailedPrecondition for a container that is not running, a pod being
 // deleted or a second pod, InvalidArgument for a malformed request;
@@ -19,6 +24,6 @@
 // the cell does not have, Internal when programming failed and
 // Unimplemented when the cell programs no services.
 //
-// It imports cell/api, cell/pod, cell/logs, cell/runtime, cell/services, gRPC and
-// k8s.io/api.
+// It imports cell/api, cell/imds, cell/pod, cell/logs, cell/runtime,
+// cell/services, gRPC and k8s.io/api.
 package agent

@@ -41,7 +41,10 @@ type Config struct {
 	// EtcDir holds the pod's /etc files (pod.Config.EtcDir), counted in
 	// its ephemeral storage; empty: none.
 	EtcDir string
-	Logger *slog.Logger
+	// Notices are the cloud's notices about the instance that WatchStatus
+	// sends (WatchInstanceMetadata fills them); nil: none.
+	Notices *Notices
+	Logger  *slog.Logger
 }
 
 // Server implements cellv1.CellServer over a pod.Manager.
@@ -113,14 +116,18 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 // coalesced into the latest. Each update carries the pod events not yet
 // sent (see pod.Manager.Events): events wake the stream too, and those a
 // broken stream did not send go with the next subscription's first update.
+// Each also carries the instance's notices in force (Config.Notices),
+// whose changes wake it as well; its seq counts both.
 func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_WatchStatusServer) error {
 	ctx := stream.Context()
 	var sent uint64
 	for {
-		data, gen, seq, changed := s.cfg.Pod.Status()
+		data, gen, podSeq, changed := s.cfg.Pod.Status()
+		notices, noticesSeq, noticesChanged := s.cfg.Notices.snapshot()
+		seq := podSeq + noticesSeq
 		events := s.cfg.Pod.Events()
 		if seq != sent {
-			u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq, Events: podEvents(events)}
+			u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq, Events: podEvents(events), Notices: notices}
 			if err := stream.Send(u); err != nil {
 				return err
 			}
@@ -133,6 +140,7 @@ func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_Wa
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-noticesChanged:
 		}
 	}
 }

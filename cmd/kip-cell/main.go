@@ -43,9 +43,14 @@ func main() {
 	flag.Var(&insecure, "insecure-registry", "registry host[:port] to pull from over plain HTTP (repeatable; loopback always is)")
 	flag.StringVar(&cfg.ServiceProxy, "service-proxy", envOr("KIP_CELL_SERVICE_PROXY", cell.ServiceProxyIPTables),
 		"how ClusterIP services are programmed in the pod's network namespace: iptables, or none when the agent shares the machine's (default $KIP_CELL_SERVICE_PROXY, else iptables)")
+	flag.StringVar(&cfg.IMDSEndpoint, "imds-endpoint", envOr("KIP_CELL_IMDS_ENDPOINT", cell.DefaultIMDSEndpoint),
+		"the instance metadata service whose spot interruption notices and rebalance recommendations the agent reports (http://host or unix:///socket); none or empty: no instance metadata (default $KIP_CELL_IMDS_ENDPOINT, else EC2's)")
 	flag.BoolVar(&debug, "debug", false, "log at debug level")
 	flag.Parse()
 	cfg.InsecureRegistries = insecure
+	if cfg.IMDSEndpoint == "none" {
+		cfg.IMDSEndpoint = ""
+	}
 
 	level := slog.LevelInfo
 	if debug {

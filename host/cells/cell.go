@@ -121,8 +121,14 @@ type cell struct {
 	started    bool // start was called: done will be closed
 	launchedAt time.Time
 	placed     map[string]string // placement annotations, once launched
-	// interrupted is the cloud's spot-interruption notice, if one came.
+	// interrupted is the cloud's spot-interruption notice, if one came
+	// (interrupt.go); rebalanced is set once a rebalance recommendation
+	// was recorded.
 	interrupted string
+	rebalanced  bool
+	// evicted is the message of the pod's eviction for the interruption,
+	// which every status from the agent keeps (evictedStatus).
+	evicted string
 	// stopWatch ends the current status stream so that serve checks the
 	// instance at once (an event said it ended); nil between streams.
 	stopWatch context.CancelFunc

@@ -82,6 +82,22 @@
 // a lost instance) and terminate.go (stopping the pod,
 // ending the instance, forgetting the cell).
 //
+// # Spot interruptions
+//
+// The cloud's notice that it reclaims a spot instance comes either from
+// the plugin's events (WatchEvents: EventBridge, the instance's state
+// reason) or from the agent's status stream (cellv1.InstanceNotice: EC2's
+// two-minute warning, which appears only in the instance's metadata);
+// both take one path (interrupt.go). The first notice records a
+// SpotInterruption event. With time left before the instance goes, the
+// pod is evicted as the kubelet's graceful node shutdown does it: Failed
+// at once with reason Terminated and a DisruptionTarget condition, so that
+// its controller replaces it, its containers stopped within their grace
+// period cut to the time left, their logs kept, and the cell ended. A
+// notice without time left evicts nothing: the instance's end fails the
+// pod as CellLost, its message naming the interruption. Rebalance
+// recommendations become a RebalanceRecommended event, once.
+//
 // # Volumes that follow the API
 //
 // A running pod's references are resolved again, as a kubelet's are:

@@ -2,13 +2,13 @@ package cells
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -49,7 +49,7 @@ func (w *eventWatch) run(ctx context.Context) {
 		w.up.Store(true)
 		err := w.plugin.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
 			if c := w.cells.find(e.CellID, e.InstanceID); c != nil {
-				c.cloudEvent(e)
+				c.cloudEvent(ctx, e)
 			}
 			return nil
 		})
@@ -73,28 +73,23 @@ func (w *eventWatch) run(ctx context.Context) {
 	}
 }
 
-// cloudEvent turns one plugin event about the cell's instance into pod
-// events and, for an instance that ended or runs, an early look at it.
-func (c *cell) cloudEvent(e *pluginapi.Event) {
-	by := ""
-	if !e.Deadline.IsZero() {
-		by = " by " + e.Deadline.UTC().Format(time.RFC3339)
-	}
-	reason := ""
-	if e.Reason != "" {
-		reason = ": " + e.Reason
-	}
+// cloudEvent turns one plugin event about the cell's instance into a
+// notice (interrupt.go, the same path as the agent's notices) or pod
+// event and, for an instance that ended or runs, an early look at it.
+func (c *cell) cloudEvent(ctx context.Context, e *pluginapi.Event) {
 	switch e.Type {
 	case pluginapi.EventInterruption:
-		msg := fmt.Sprintf("the cloud is reclaiming cell %s (instance %s, spot)%s%s; the pod will fail and its controller can replace it", c.id, e.InstanceID, by, reason)
-		c.mu.Lock()
-		c.interrupted = msg
-		c.mu.Unlock()
-		c.log.Warn("spot interruption", "instance", e.InstanceID, "deadline", e.Deadline, "reason", e.Reason)
-		c.event(corev1.EventTypeWarning, ReasonSpotInterruption, "%s", msg)
+		c.notice(ctx, notice{kind: cellapi.NoticeInterruption, at: e.Deadline, instanceID: e.InstanceID, reason: e.Reason})
 	case pluginapi.EventRebalance:
-		c.event(corev1.EventTypeWarning, ReasonRebalance, "the cloud recommends replacing cell %s (instance %s) soon%s", c.id, e.InstanceID, reason)
+		c.notice(ctx, notice{kind: cellapi.NoticeRebalance, instanceID: e.InstanceID, reason: e.Reason})
 	case pluginapi.EventMaintenance:
+		by, reason := "", ""
+		if !e.Deadline.IsZero() {
+			by = " by " + e.Deadline.UTC().Format(time.RFC3339)
+		}
+		if e.Reason != "" {
+			reason = ": " + e.Reason
+		}
 		c.event(corev1.EventTypeWarning, ReasonMaintenance, "the cloud will stop or move cell %s (instance %s) for maintenance%s%s", c.id, e.InstanceID, by, reason)
 	case pluginapi.EventStateChange:
 		switch e.State {

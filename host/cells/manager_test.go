@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +49,11 @@ type fakeAgent struct {
 	// earlier kip process talked to).
 	gen     int64
 	deleted int
+	graces  []int64 // of the DeletePod calls
 	phases  chan corev1.PodPhase
+	// notices are sent, each in an update of its own with the last phase,
+	// as the agent's instance-metadata watch reports them.
+	notices chan []*cellv1.InstanceNotice
 	// calls are the agent's ApplyPod and ApplyServices calls in order:
 	// "pod 1" (generation), "services 3" (revision).
 	calls []string
@@ -92,15 +97,21 @@ func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStrea
 			if err := send(p); err != nil {
 				return err
 			}
+		case n := <-a.notices:
+			data, _ := json.Marshal(corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true}}})
+			if err := s.Send(&cellv1.PodStatusUpdate{StatusJson: data, Notices: n}); err != nil {
+				return err
+			}
 		case <-s.Context().Done():
 			return nil
 		}
 	}
 }
 
-func (a *fakeAgent) DeletePod(context.Context, *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
+func (a *fakeAgent) DeletePod(_ context.Context, req *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
 	a.mu.Lock()
 	a.deleted++
+	a.graces = append(a.graces, req.GetGracePeriodSeconds())
 	a.mu.Unlock()
 	return &cellv1.DeletePodResponse{}, nil
 }
@@ -163,7 +174,7 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), gen: s.agentGen}
+	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), notices: make(chan []*cellv1.InstanceNotice, 4), gen: s.agentGen}
 	lis := serveAgent(t, agent)
 
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -618,9 +629,11 @@ func TestUnlimitedCreditsReachTheLaunch(t *testing.T) {
 	}
 }
 
-func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
-	h := newHarness(t)
-	pod := newPod("spotty", "uid-spot")
+// runningPod creates a pod, waits until it runs on its cell and returns
+// its instance's ID.
+func (h *harness) runningPod(t *testing.T, name string, uid types.UID) string {
+	t.Helper()
+	pod := newPod(name, uid)
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
 	}
@@ -630,14 +643,22 @@ func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
 	if len(insts) != 1 {
 		t.Fatalf("%d instances, want 1", len(insts))
 	}
-	id := insts[0].ID
-	deadline := time.Now().Add(2 * time.Minute)
+	return insts[0].ID
+}
+
+func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
+	h := newHarness(t)
+	id := h.runningPod(t, "spotty", "uid-spot")
+	// A notice with no time left (EC2 is reclaiming the instance now: the
+	// aws plugin's state-reason event) evicts nothing; with time left, see
+	// TestSpotInterruptionNoticeEvictsThePod.
+	deadline := time.Now()
 	eventually(t, "the notice delivered", func() bool {
 		// WatchEvents may not be subscribed yet: repeat the notice.
 		if err := h.plugin.Store().Notify(id, pluginapi.EventInterruption, "Server.SpotInstanceTermination", deadline); err != nil {
 			t.Fatal(err)
 		}
-		return strings.Contains(h.events(), "Warning SpotInterruption the cloud is reclaiming cell kip-uid-spot (instance "+id+", spot) by ")
+		return strings.Contains(h.events(), "Warning SpotInterruption the cloud is reclaiming cell kip-uid-spot (instance "+id+", spot) by ") // …; the pod will fail
 	})
 	// The agent's status stream is healthy: only the state-change event
 	// makes kip look at the instance now.
@@ -651,15 +672,84 @@ func TestSpotInterruptionFailsThePodWithTheReason(t *testing.T) {
 	}
 }
 
+// TestSpotInterruptionNoticeEvictsThePod: a spot interruption notice with
+// time left, from the plugin's events or from the agent's status stream
+// (the instance's metadata), fails the pod at once as the kubelet's node
+// shutdown does (Failed, Terminated, DisruptionTarget), stops its
+// containers within its grace period cut to the time left, and ends the
+// cell.
+func TestSpotInterruptionNoticeEvictsThePod(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		notify func(h *harness, id string, at time.Time) error
+		reason string // in the SpotInterruption event
+	}{
+		{"plugin event", func(h *harness, id string, at time.Time) error {
+			return h.plugin.Store().Notify(id, pluginapi.EventInterruption, "instance-action terminate (EventBridge)", at)
+		}, ": instance-action terminate (EventBridge)"},
+		{"instance metadata", func(h *harness, _ string, at time.Time) error {
+			select {
+			case h.agent.notices <- []*cellv1.InstanceNotice{{Kind: cellapi.NoticeInterruption, Action: "terminate", Time: timestamppb.New(at)}}:
+			default: // the cell ended: nobody reads them
+			}
+			return nil
+		}, ": spot/instance-action terminate from the instance's metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			id := h.runningPod(t, "spotty", "uid-spot")
+			at := time.Now().Add(30 * time.Second).Truncate(time.Second)
+			var events string
+			eventually(t, "the notice delivered", func() bool {
+				// WatchEvents may not be subscribed yet: repeat the notice
+				// (until the evicted cell's instance is gone).
+				_ = tc.notify(h, id, at)
+				events += h.events()
+				return strings.Contains(events, "Warning SpotInterruption ")
+			})
+			want := "Warning SpotInterruption the cloud is reclaiming cell kip-uid-spot (instance " + id + ", spot) by " + at.UTC().Format(time.RFC3339) + tc.reason +
+				"; the pod is evicted with a grace period of "
+			if !strings.Contains(events, want) {
+				t.Errorf("events lack %q:\n%s", want, events)
+			}
+			failed := h.waitNotified(t, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+			wantMsg := "Pod was terminated in response to imminent node shutdown: the cloud reclaims cell kip-uid-spot (spot instance " + id + ") by " + at.UTC().Format(time.RFC3339) + "."
+			if failed.Status.Reason != ReasonTerminated || failed.Status.Message != wantMsg {
+				t.Errorf("failed status = %s %q, want %s %q", failed.Status.Reason, failed.Status.Message, ReasonTerminated, wantMsg)
+			}
+			cond := findCondition(failed.Status.Conditions, corev1.DisruptionTarget)
+			if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != corev1.PodReasonTerminationByKubelet {
+				t.Errorf("DisruptionTarget condition = %+v, want True TerminationByKubelet", cond)
+			}
+			// The containers stop within the pod's grace (30 s) cut to the
+			// 30 s left less the margin, then the cell ends.
+			eventually(t, "the instance terminated", func() bool {
+				for _, in := range h.plugin.Store().Instances() {
+					if in.ID == id && in.State != pluginapi.StateTerminated && in.State != pluginapi.StateTerminating {
+						return false
+					}
+				}
+				return true
+			})
+			h.agent.mu.Lock()
+			graces := slices.Clone(h.agent.graces)
+			h.agent.mu.Unlock()
+			if len(graces) == 0 || graces[0] > 20 || graces[0] < 10 {
+				t.Errorf("DeletePod graces %v, want first about 20 s (30 s left less the 10 s margin)", graces)
+			}
+			// The notice repeated (the agent sends it with every update)
+			// is recorded once.
+			_ = tc.notify(h, id, at)
+			if n := strings.Count(events+h.events(), "Warning SpotInterruption"); n != 1 {
+				t.Errorf("%d SpotInterruption events, want 1:\n%s", n, events)
+			}
+		})
+	}
+}
+
 func TestCloudNoticesBecomePodEvents(t *testing.T) {
 	h := newHarness(t)
-	pod := newPod("noticed", "uid-notice")
-	if err := h.indexer.Add(pod); err != nil {
-		t.Fatal(err)
-	}
-	_ = h.m.CreatePod(t.Context(), pod)
-	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	id := h.plugin.Store().Instances()[0].ID
+	id := h.runningPod(t, "noticed", "uid-notice")
 	var seen string
 	eventually(t, "rebalance and maintenance events", func() bool {
 		_ = h.plugin.Store().Notify(id, pluginapi.EventRebalance, "capacity rebalancing", time.Time{})

@@ -68,10 +68,11 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		c.mu.Lock()
 		c.stopWatch = stop
 		c.mu.Unlock()
-		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent) {
+		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent, notices []*cellv1.InstanceNotice) {
 			n = 1
 			c.agentEvents(events)
 			c.agentStatus(ctx, st, address)
+			c.agentNotices(ctx, notices)
 		})
 		c.mu.Lock()
 		c.stopWatch = nil
@@ -358,8 +359,12 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address st
 			next.Conditions = append(next.Conditions, cond)
 		}
 	}
+	evicted := c.evicted != ""
+	if evicted {
+		evictedStatus(&next, c.evicted)
+	}
 	c.status = next
-	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase)
+	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase) && !evicted // evict ends the cell
 	c.mu.Unlock()
 	if next.Phase != prev.Phase {
 		c.log.Info("cell reported pod phase", "phase", next.Phase)

@@ -16,7 +16,13 @@ func (c *cell) lost(ctx context.Context, message string) {
 	if c.interrupted != "" {
 		message = "spot interruption: " + message
 	}
+	evicted := c.evicted != ""
 	c.mu.Unlock()
+	if evicted {
+		// The pod was failed by its eviction already (evict ends the cell).
+		c.log.Info("evicted pod's cell ended", "reason", message)
+		return
+	}
 	c.log.Warn("cell lost", "reason", message)
 	c.event(corev1.EventTypeWarning, ReasonCellLost, "%s", message)
 	c.setStatus(func(st *corev1.PodStatus) {

@@ -96,9 +96,10 @@ func (a *Agent) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequ
 }
 
 // WatchStatus calls fn with every status the agent reports, starting with
-// the current one, and the pod events that came with it, until ctx ends or
-// the stream breaks; it returns the reason. The caller re-subscribes.
-func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatus, generation int64, events []*cellv1.PodEvent)) error {
+// the current one, the pod events that came with it and the instance's
+// notices in force (cellv1.InstanceNotice), until ctx ends or the stream
+// breaks; it returns the reason. The caller re-subscribes.
+func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatus, generation int64, events []*cellv1.PodEvent, notices []*cellv1.InstanceNotice)) error {
 	stream, err := a.c.WatchStatus(ctx, &cellv1.WatchStatusRequest{})
 	if err != nil {
 		return fmt.Errorf("watching status of cell %s: %w", a.cellID, err)
@@ -112,7 +113,7 @@ func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatu
 		if err := json.Unmarshal(u.GetStatusJson(), &st); err != nil {
 			return fmt.Errorf("decoding status from cell %s: %w", a.cellID, err)
 		}
-		fn(&st, u.GetGeneration(), u.GetEvents())
+		fn(&st, u.GetGeneration(), u.GetEvents(), u.GetNotices())
 	}
 }
 

@@ -166,7 +166,7 @@ func TestAgentCalls(t *testing.T) {
 	}
 	var phases []corev1.PodPhase
 	var events []*cellv1.PodEvent
-	err := a.WatchStatus(ctx, func(st *corev1.PodStatus, gen int64, evs []*cellv1.PodEvent) {
+	err := a.WatchStatus(ctx, func(st *corev1.PodStatus, gen int64, evs []*cellv1.PodEvent, _ []*cellv1.InstanceNotice) {
 		events = append(events, evs...)
 		if gen != 4 || st.PodIP != "10.0.0.9" {
 			t.Errorf("status gen %d IP %q", gen, st.PodIP)

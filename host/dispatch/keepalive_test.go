@@ -148,7 +148,9 @@ func TestSilentAgentIsNoticed(t *testing.T) {
 		errc, first := make(chan error, 1), make(chan struct{})
 		var once sync.Once
 		go func() {
-			errc <- a.WatchStatus(t.Context(), func(*corev1.PodStatus, int64, []*cellv1.PodEvent) { once.Do(func() { close(first) }) })
+			errc <- a.WatchStatus(t.Context(), func(*corev1.PodStatus, int64, []*cellv1.PodEvent, []*cellv1.InstanceNotice) {
+				once.Do(func() { close(first) })
+			})
 		}()
 		return errc, first
 	}

@@ -56,6 +56,8 @@ func TestLaunchLoopback(t *testing.T) {
 		// A loopback cell shares this machine's network namespace.
 		EnvCellServiceProxy: "none",
 		EnvCellStateDir:     filepath.Join(cellDir(e.stateDir(), "cell-a"), agentStateDir),
+		// A local cell has no cloud instance metadata.
+		EnvCellIMDSEndpoint: "none",
 	}
 	for k, v := range wantEnv {
 		if rep.Env[k] != v {

@@ -36,6 +36,10 @@ const (
 	// loopback cell's agent shares this machine's network namespace, so
 	// it gets "none": rules for ClusterIP services would be the machine's.
 	EnvCellServiceProxy = "KIP_CELL_SERVICE_PROXY"
+	// EnvCellIMDSEndpoint is kip-cell's --imds-endpoint default: "none",
+	// as a local cell has no cloud instance metadata to watch (an agent
+	// command's --imds-endpoint wins: the EC2 simulator's cells).
+	EnvCellIMDSEndpoint = "KIP_CELL_IMDS_ENDPOINT"
 )
 
 // agentStateDir is the agent's own directory (logs, volumes) inside the
@@ -88,6 +92,7 @@ func agentEnv(r *record, bootstrapPath, stateDir string) []string {
 		EnvCellAddress+"="+r.Address,
 		EnvCellPort+"="+strconv.Itoa(AgentPort),
 		EnvCellStateDir+"="+stateDir,
+		EnvCellIMDSEndpoint+"=none",
 	)
 	if r.Network != NetworkNetns {
 		env = append(env, EnvCellServiceProxy+"=none")

@@ -519,7 +519,13 @@ type PodStatusUpdate struct {
 	// Events since the previous update, which the host records on the pod
 	// as a kubelet would (Pulling, Pulled, Created, Started, Killing,
 	// BackOff, Failed). An update may carry events and an unchanged status.
-	Events        []*PodEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	Events []*PodEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	// The cloud's notices about the cell's instance that are in force now,
+	// as the agent read them from the instance's metadata (EC2: the spot
+	// two-minute warning, the rebalance recommendation). Every update
+	// carries all of them, so a new subscription learns of them at once; a
+	// new notice wakes the stream like a status change.
+	Notices       []*InstanceNotice `protobuf:"bytes,5,rep,name=notices,proto3" json:"notices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -582,6 +588,80 @@ func (x *PodStatusUpdate) GetEvents() []*PodEvent {
 	return nil
 }
 
+func (x *PodStatusUpdate) GetNotices() []*InstanceNotice {
+	if x != nil {
+		return x.Notices
+	}
+	return nil
+}
+
+// A notice from the cloud about the cell's instance.
+type InstanceNotice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "interruption": the cloud reclaims the instance at time (EC2
+	// spot/instance-action); "rebalance": the cloud recommends replacing it
+	// soon, time is when it said so (EC2
+	// events/recommendations/rebalance).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// What the cloud will do for an interruption: terminate, stop or
+	// hibernate.
+	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceNotice) Reset() {
+	*x = InstanceNotice{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceNotice) ProtoMessage() {}
+
+func (x *InstanceNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceNotice.ProtoReflect.Descriptor instead.
+func (*InstanceNotice) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *InstanceNotice) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *InstanceNotice) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *InstanceNotice) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 type PodEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "Normal" or "Warning".
@@ -599,7 +679,7 @@ type PodEvent struct {
 
 func (x *PodEvent) Reset() {
 	*x = PodEvent{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +691,7 @@ func (x *PodEvent) String() string {
 func (*PodEvent) ProtoMessage() {}
 
 func (x *PodEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +704,7 @@ func (x *PodEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodEvent.ProtoReflect.Descriptor instead.
 func (*PodEvent) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PodEvent) GetType() string {
@@ -679,7 +759,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +771,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +784,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LogsRequest) GetContainer() string {
@@ -772,7 +852,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +864,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +877,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -821,7 +901,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +913,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +926,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecInput) GetStart() *ExecStart {
@@ -892,7 +972,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +984,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +997,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecStart) GetContainer() string {
@@ -972,7 +1052,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1064,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1077,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TerminalSize) GetWidth() uint32 {
@@ -1026,7 +1106,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1118,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1131,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecOutput) GetStdout() []byte {
@@ -1084,7 +1164,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1176,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1189,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExitStatus) GetCode() int32 {
@@ -1132,7 +1212,7 @@ type PortForwardFrame struct {
 
 func (x *PortForwardFrame) Reset() {
 	*x = PortForwardFrame{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1224,7 @@ func (x *PortForwardFrame) String() string {
 func (*PortForwardFrame) ProtoMessage() {}
 
 func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1237,7 @@ func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardFrame.ProtoReflect.Descriptor instead.
 func (*PortForwardFrame) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PortForwardFrame) GetPort() int32 {
@@ -1198,7 +1278,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1290,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1303,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatsRequest) GetOnlyCpuAndMemory() bool {
@@ -1257,7 +1337,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1349,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1362,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatsResponse) GetTime() *timestamppb.Timestamp {
@@ -1353,7 +1433,7 @@ type ContainerStats struct {
 
 func (x *ContainerStats) Reset() {
 	*x = ContainerStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1445,7 @@ func (x *ContainerStats) String() string {
 func (*ContainerStats) ProtoMessage() {}
 
 func (x *ContainerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1458,7 @@ func (x *ContainerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStats.ProtoReflect.Descriptor instead.
 func (*ContainerStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ContainerStats) GetName() string {
@@ -1478,7 +1558,7 @@ type InterfaceStats struct {
 
 func (x *InterfaceStats) Reset() {
 	*x = InterfaceStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1570,7 @@ func (x *InterfaceStats) String() string {
 func (*InterfaceStats) ProtoMessage() {}
 
 func (x *InterfaceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1583,7 @@ func (x *InterfaceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfaceStats.ProtoReflect.Descriptor instead.
 func (*InterfaceStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InterfaceStats) GetName() string {
@@ -1551,7 +1631,7 @@ type VolumeStats struct {
 
 func (x *VolumeStats) Reset() {
 	*x = VolumeStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1643,7 @@ func (x *VolumeStats) String() string {
 func (*VolumeStats) ProtoMessage() {}
 
 func (x *VolumeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1656,7 @@ func (x *VolumeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStats.ProtoReflect.Descriptor instead.
 func (*VolumeStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VolumeStats) GetName() string {
@@ -1615,7 +1695,7 @@ type FsStats struct {
 
 func (x *FsStats) Reset() {
 	*x = FsStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1707,7 @@ func (x *FsStats) String() string {
 func (*FsStats) ProtoMessage() {}
 
 func (x *FsStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1720,7 @@ func (x *FsStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsStats.ProtoReflect.Descriptor instead.
 func (*FsStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FsStats) GetCapacityBytes() uint64 {
@@ -1710,7 +1790,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1802,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1815,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeletePodRequest) GetGracePeriodSeconds() int64 {
@@ -1753,7 +1833,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1845,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1858,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
 }
 
 type ApplyServicesRequest struct {
@@ -1802,7 +1882,7 @@ type ApplyServicesRequest struct {
 
 func (x *ApplyServicesRequest) Reset() {
 	*x = ApplyServicesRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1894,7 @@ func (x *ApplyServicesRequest) String() string {
 func (*ApplyServicesRequest) ProtoMessage() {}
 
 func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1907,7 @@ func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ApplyServicesRequest) GetTable() string {
@@ -1883,7 +1963,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +1975,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +1988,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Service) GetNamespace() string {
@@ -1961,7 +2041,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2053,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2066,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{28}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2027,7 +2107,7 @@ type ServiceEndpoint struct {
 
 func (x *ServiceEndpoint) Reset() {
 	*x = ServiceEndpoint{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2119,7 @@ func (x *ServiceEndpoint) String() string {
 func (*ServiceEndpoint) ProtoMessage() {}
 
 func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2132,7 @@ func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
 func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{29}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ServiceEndpoint) GetIp() string {
@@ -2080,7 +2160,7 @@ type ApplyServicesResponse struct {
 
 func (x *ApplyServicesResponse) Reset() {
 	*x = ApplyServicesResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2172,7 @@ func (x *ApplyServicesResponse) String() string {
 func (*ApplyServicesResponse) ProtoMessage() {}
 
 func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2185,7 @@ func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{30}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ApplyServicesResponse) GetTable() string {
@@ -2173,7 +2253,7 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\"\x14\n" +
-	"\x12WatchStatusRequest\"\x93\x01\n" +
+	"\x12WatchStatusRequest\"\xca\x01\n" +
 	"\x0fPodStatusUpdate\x12\x1f\n" +
 	"\vstatus_json\x18\x01 \x01(\fR\n" +
 	"statusJson\x12\x1e\n" +
@@ -2181,7 +2261,12 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x03R\n" +
 	"generation\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12-\n" +
-	"\x06events\x18\x04 \x03(\v2\x15.kip.cell.v1.PodEventR\x06events\"\x9e\x01\n" +
+	"\x06events\x18\x04 \x03(\v2\x15.kip.cell.v1.PodEventR\x06events\x125\n" +
+	"\anotices\x18\x05 \x03(\v2\x1b.kip.cell.v1.InstanceNoticeR\anotices\"l\n" +
+	"\x0eInstanceNotice\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9e\x01\n" +
 	"\bPodEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
@@ -2332,7 +2417,7 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
 	(*ClusterDNS)(nil),            // 1: kip.cell.v1.ClusterDNS
@@ -2343,86 +2428,89 @@ var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodResponse)(nil),      // 6: kip.cell.v1.ApplyPodResponse
 	(*WatchStatusRequest)(nil),    // 7: kip.cell.v1.WatchStatusRequest
 	(*PodStatusUpdate)(nil),       // 8: kip.cell.v1.PodStatusUpdate
-	(*PodEvent)(nil),              // 9: kip.cell.v1.PodEvent
-	(*LogsRequest)(nil),           // 10: kip.cell.v1.LogsRequest
-	(*LogChunk)(nil),              // 11: kip.cell.v1.LogChunk
-	(*ExecInput)(nil),             // 12: kip.cell.v1.ExecInput
-	(*ExecStart)(nil),             // 13: kip.cell.v1.ExecStart
-	(*TerminalSize)(nil),          // 14: kip.cell.v1.TerminalSize
-	(*ExecOutput)(nil),            // 15: kip.cell.v1.ExecOutput
-	(*ExitStatus)(nil),            // 16: kip.cell.v1.ExitStatus
-	(*PortForwardFrame)(nil),      // 17: kip.cell.v1.PortForwardFrame
-	(*StatsRequest)(nil),          // 18: kip.cell.v1.StatsRequest
-	(*StatsResponse)(nil),         // 19: kip.cell.v1.StatsResponse
-	(*ContainerStats)(nil),        // 20: kip.cell.v1.ContainerStats
-	(*InterfaceStats)(nil),        // 21: kip.cell.v1.InterfaceStats
-	(*VolumeStats)(nil),           // 22: kip.cell.v1.VolumeStats
-	(*FsStats)(nil),               // 23: kip.cell.v1.FsStats
-	(*DeletePodRequest)(nil),      // 24: kip.cell.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),     // 25: kip.cell.v1.DeletePodResponse
-	(*ApplyServicesRequest)(nil),  // 26: kip.cell.v1.ApplyServicesRequest
-	(*Service)(nil),               // 27: kip.cell.v1.Service
-	(*ServicePort)(nil),           // 28: kip.cell.v1.ServicePort
-	(*ServiceEndpoint)(nil),       // 29: kip.cell.v1.ServiceEndpoint
-	(*ApplyServicesResponse)(nil), // 30: kip.cell.v1.ApplyServicesResponse
-	nil,                           // 31: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 32: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 33: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 34: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*InstanceNotice)(nil),        // 9: kip.cell.v1.InstanceNotice
+	(*PodEvent)(nil),              // 10: kip.cell.v1.PodEvent
+	(*LogsRequest)(nil),           // 11: kip.cell.v1.LogsRequest
+	(*LogChunk)(nil),              // 12: kip.cell.v1.LogChunk
+	(*ExecInput)(nil),             // 13: kip.cell.v1.ExecInput
+	(*ExecStart)(nil),             // 14: kip.cell.v1.ExecStart
+	(*TerminalSize)(nil),          // 15: kip.cell.v1.TerminalSize
+	(*ExecOutput)(nil),            // 16: kip.cell.v1.ExecOutput
+	(*ExitStatus)(nil),            // 17: kip.cell.v1.ExitStatus
+	(*PortForwardFrame)(nil),      // 18: kip.cell.v1.PortForwardFrame
+	(*StatsRequest)(nil),          // 19: kip.cell.v1.StatsRequest
+	(*StatsResponse)(nil),         // 20: kip.cell.v1.StatsResponse
+	(*ContainerStats)(nil),        // 21: kip.cell.v1.ContainerStats
+	(*InterfaceStats)(nil),        // 22: kip.cell.v1.InterfaceStats
+	(*VolumeStats)(nil),           // 23: kip.cell.v1.VolumeStats
+	(*FsStats)(nil),               // 24: kip.cell.v1.FsStats
+	(*DeletePodRequest)(nil),      // 25: kip.cell.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),     // 26: kip.cell.v1.DeletePodResponse
+	(*ApplyServicesRequest)(nil),  // 27: kip.cell.v1.ApplyServicesRequest
+	(*Service)(nil),               // 28: kip.cell.v1.Service
+	(*ServicePort)(nil),           // 29: kip.cell.v1.ServicePort
+	(*ServiceEndpoint)(nil),       // 30: kip.cell.v1.ServiceEndpoint
+	(*ApplyServicesResponse)(nil), // 31: kip.cell.v1.ApplyServicesResponse
+	nil,                           // 32: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 33: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 34: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 35: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	31, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	32, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	32, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	33, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
 	5,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
 	1,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
 	3,  // 4: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	33, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	34, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
-	9,  // 7: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
-	35, // 8: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	35, // 9: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	13, // 10: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
-	14, // 11: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
-	16, // 12: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	35, // 13: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
-	20, // 14: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
-	21, // 15: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
-	22, // 16: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
-	23, // 17: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
-	23, // 18: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
-	35, // 19: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
-	23, // 20: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
-	23, // 21: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
-	23, // 22: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
-	27, // 23: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
-	28, // 24: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
-	29, // 25: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
-	2,  // 26: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
-	4,  // 27: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
-	0,  // 28: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
-	7,  // 29: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
-	10, // 30: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
-	12, // 31: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
-	12, // 32: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
-	17, // 33: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
-	18, // 34: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
-	24, // 35: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
-	26, // 36: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
-	6,  // 37: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	8,  // 38: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	11, // 39: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	15, // 40: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	15, // 41: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	17, // 42: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	19, // 43: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	25, // 44: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	30, // 45: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	37, // [37:46] is the sub-list for method output_type
-	28, // [28:37] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	34, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	35, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	10, // 7: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
+	9,  // 8: kip.cell.v1.PodStatusUpdate.notices:type_name -> kip.cell.v1.InstanceNotice
+	36, // 9: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
+	36, // 10: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	36, // 11: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	14, // 12: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
+	15, // 13: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
+	17, // 14: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
+	36, // 15: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 16: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
+	22, // 17: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
+	23, // 18: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
+	24, // 19: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
+	24, // 20: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
+	36, // 21: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
+	24, // 22: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
+	24, // 23: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
+	24, // 24: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
+	28, // 25: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
+	29, // 26: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
+	30, // 27: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
+	2,  // 28: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
+	4,  // 29: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
+	0,  // 30: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
+	7,  // 31: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
+	11, // 32: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
+	13, // 33: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
+	13, // 34: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
+	18, // 35: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
+	19, // 36: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
+	25, // 37: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
+	27, // 38: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
+	6,  // 39: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	8,  // 40: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	12, // 41: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	16, // 42: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	16, // 43: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	18, // 44: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	20, // 45: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	26, // 46: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	31, // 47: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_kip_cell_v1_cell_proto_init() }
@@ -2436,7 +2524,7 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

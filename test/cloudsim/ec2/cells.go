@@ -27,6 +27,7 @@ const stopTimeout = time.Minute
 // CellStarter (an address from the subnet), in the background with one.
 // The caller holds s.mu.
 func (s *Server) startCell(in *instance) {
+	s.startIMDS(in)
 	if s.opts.Cells == nil {
 		if a, ok := in.subnet.allocate(); ok {
 			in.subnetAddr, in.address = a, a.String()
@@ -77,12 +78,14 @@ func (s *Server) stopCell(in *instance) {
 			delete(in.subnet.used, in.subnetAddr)
 		}
 		in.cellStopped, in.stoppedAt = true, s.now()
+		s.stopIMDS(in.id)
 	case in.cellStarting:
 		// The start goroutine stops it when Start returns.
 	case in.cellStarted:
 		s.stopCellLocked(in)
 	default:
 		in.cellStopped, in.stoppedAt = true, s.now()
+		s.stopIMDS(in.id)
 	}
 }
 
@@ -107,5 +110,6 @@ func (s *Server) stopCellLocked(in *instance) {
 			s.log.Info("cell stopped", "instance", id, "cell", in.cellAttr())
 		}
 		in.cellStopped, in.stoppedAt = true, s.now()
+		s.stopIMDS(id)
 	}()
 }

@@ -52,6 +52,14 @@
 // application/vnd.kipcell.bootstrap+json part of the MIME multipart user
 // data (or the whole user data when it is not MIME).
 //
+// Every instance has its own instance metadata service (imds.go): IMDSv2
+// (tokens, and IMDSv1 refused with 401 when launched with HttpTokens
+// required) over HTTP on a unix socket, which reaches into a cell's network
+// namespace (IMDSSocket; LocalCells puts it where its agent command's
+// {imds} says). It serves the instance's metadata, user data and identity
+// document, signed as EC2 signs it by a key whose certificate
+// IdentityCertificatePEM returns.
+//
 // # Knobs
 //
 // Every knob is safe for concurrent use: SetBootDelay, SetShutdownDelay,
@@ -60,7 +68,9 @@
 // answering RequestLimitExceeded above it), InjectInsufficientCapacity per
 // instance type and zone, Inject5xx, InjectFault (any code, any operation,
 // optionally after the call took effect: a lost response), Interrupt (spot
-// interruption), ScheduleMaintenance, ScheduleEvent and CompleteEvent
+// interruption), NoticeInterruption (the two-minute warning in the
+// instance's metadata, then Interrupt at its time), RecommendRebalance,
+// ScheduleMaintenance, ScheduleEvent and CompleteEvent
 // (DescribeInstanceStatus events), SetLatency. Calls, MaxCallsPerSecond and
 // Throttled count what the server received; Instance and Instances show
 // what was launched, with the parameters the client sent.
@@ -74,6 +84,6 @@
 //
 // This package is test support: it may import the standard library,
 // golang.org/x/time/rate, and host/plugin and pluginapi (for LocalCells);
-// only its tests import the AWS SDK, so that the simulator checks the
+// only its tests import the AWS SDK (its IMDS client too), so that the simulator checks the
 // SDK's wire format instead of sharing its types.
 package ec2sim

@@ -149,6 +149,13 @@ type instance struct {
 	cellStarted   bool
 	stopRequested bool
 	cellStopped   bool
+
+	// Instance metadata (imds.go): the IMDSv2 tokens handed out and when
+	// they expire, the interruption notice and the rebalance
+	// recommendation, once given.
+	imdsTokens  map[string]time.Time
+	spotAction  *spotAction
+	rebalanceAt time.Time
 }
 
 // reservation is one RunInstances call, remembered for its client token.

@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +25,9 @@ type LocalCellsConfig struct {
 	PluginPath string
 	// AgentCommand is the local plugin's agentCommand: the cell agent's
 	// command line, with {bootstrap}, {address} and {cellID} placeholders
-	// (for a real cell: kip-cell --bootstrap {bootstrap} …).
+	// (for a real cell: kip-cell --bootstrap {bootstrap} …), and {imds}:
+	// the unix socket of the instance's metadata service (kip-cell
+	// --imds-endpoint unix://{imds}).
 	AgentCommand []string
 	// StateDir is the local plugin's stateDir (required: cells of
 	// different simulators must not share one).
@@ -53,12 +59,18 @@ type LocalCellsConfig struct {
 type LocalCells struct {
 	sup *plugin.Supervisor
 	log *slog.Logger
+	// imdsDir holds the instances' IMDS sockets when the agent command
+	// has {imds}; empty otherwise.
+	imdsDir string
 
 	mu    sync.Mutex
 	cells map[string]string // EC2 instance ID → local instance ID
 }
 
-var _ CellStarter = (*LocalCells)(nil)
+var (
+	_ CellStarter = (*LocalCells)(nil)
+	_ IMDSLocator = (*LocalCells)(nil)
+)
 
 // NewLocalCells starts the local plugin under a host/plugin Supervisor and
 // configures it.
@@ -74,8 +86,12 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 	for _, t := range types {
 		localTypes = append(localTypes, map[string]any{"name": t.Name, "milliCPU": int64(t.VCPUs) * 1000, "memoryMiB": t.MemoryMiB})
 	}
+	agent, imdsDir, err := imdsCommand(cfg.AgentCommand)
+	if err != nil {
+		return nil, err
+	}
 	conf := map[string]any{
-		"agentCommand":  cfg.AgentCommand,
+		"agentCommand":  agent,
 		"stateDir":      cfg.StateDir,
 		"network":       cmp.Or(cfg.Network, "loopback"),
 		"instanceTypes": localTypes,
@@ -83,6 +99,7 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 	maps.Copy(conf, cfg.PluginConfig)
 	raw, err := json.Marshal(conf)
 	if err != nil {
+		_ = os.RemoveAll(imdsDir)
 		return nil, fmt.Errorf("encoding local plugin configuration: %w", err)
 	}
 	log := cfg.Logger
@@ -100,9 +117,38 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 		Logger: log,
 	})
 	if err != nil {
+		_ = os.RemoveAll(imdsDir)
 		return nil, fmt.Errorf("starting local cells: %w", err)
 	}
-	return &LocalCells{sup: sup, log: log.With("cells", "local"), cells: map[string]string{}}, nil
+	return &LocalCells{sup: sup, log: log.With("cells", "local"), imdsDir: imdsDir, cells: map[string]string{}}, nil
+}
+
+// imdsCommand replaces {imds} in an agent command with a socket path in a
+// new directory, named by the cell ID (the instance ID, which the local
+// plugin substitutes for {cellID}). Without {imds} it changes nothing.
+func imdsCommand(argv []string) ([]string, string, error) {
+	if !slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "{imds}") }) {
+		return argv, "", nil
+	}
+	// A short path: a unix socket's is limited to 107 bytes.
+	dir, err := os.MkdirTemp("", "ec2sim-imds-")
+	if err != nil {
+		return nil, "", fmt.Errorf("making the IMDS socket directory: %w", err)
+	}
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, "{imds}", filepath.Join(dir, "{cellID}.sock"))
+	}
+	return out, dir, nil
+}
+
+// IMDSSocket is where the instance's cell finds its metadata ({imds}), or
+// "" when the agent command has no {imds}.
+func (c *LocalCells) IMDSSocket(instanceID string) string {
+	if c.imdsDir == "" {
+		return ""
+	}
+	return filepath.Join(c.imdsDir, instanceID+".sock")
 }
 
 // Client is the local plugin's client, for tests that look at the cells.
@@ -207,5 +253,8 @@ func (c *LocalCells) Close() error {
 		cancel()
 	}
 	errs = append(errs, c.sup.Close())
+	if c.imdsDir != "" {
+		errs = append(errs, os.RemoveAll(c.imdsDir))
+	}
 	return errors.Join(errs...)
 }

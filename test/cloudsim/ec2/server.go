@@ -149,6 +149,12 @@ type Server struct {
 	recent           []time.Time
 	maxPerSecond     int
 	throttled        int
+
+	// Instance metadata (imds.go).
+	signer  identitySigner
+	imds    map[string]*imdsServer
+	imdsDir string        // the sockets' directory, when the server made one
+	timers  []*time.Timer // interruptions after their notice
 }
 
 // New returns a Server for opts, with defaults applied. It panics on
@@ -189,7 +195,7 @@ func New(opts Options) *Server {
 		ctx: ctx, cancel: cancel,
 		instances: map[string]*instance{}, tokens: map[string]*reservation{},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, latency: cmp.Or(opts.Latency, DefaultLatency),
-		insufficientCap: map[capacityKey]bool{}, calls: map[string]int{},
+		insufficientCap: map[capacityKey]bool{}, calls: map[string]int{}, imds: map[string]*imdsServer{},
 	}
 	s.SetRateLimit(opts.RateLimit)
 	return s
@@ -243,6 +249,9 @@ func (s *Server) Close() error {
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
+		if err := s.closeIMDS(); err != nil {
+			s.log.Warn("closing instance metadata", "error", err)
+		}
 		s.log.Info("EC2 simulator stopped")
 	})
 	return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -467,6 +468,9 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridg
 		return nil, fmt.Errorf("creating the simulator's log: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The instance's metadata (the spot interruption notice) at the unix
+	// socket the simulator serves for it.
+	agent = append(slices.Clone(agent), "--imds-endpoint", "unix://{imds}")
 	k.localCells, err = ec2sim.NewLocalCells(ctx, ec2sim.LocalCellsConfig{
 		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
 		PluginConfig: map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},

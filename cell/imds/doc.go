@@ -1,0 +1,16 @@
+// Package imds is the cell agent's client of the EC2 instance metadata
+// service (IMDS): IMDSv2 only (a session token from PUT /latest/api/token,
+// kept until shortly before it expires and fetched again after a 401),
+// over HTTP (http://169.254.169.254, EC2's address) or a unix socket
+// (unix:///path: the EC2 simulator's per-instance IMDS,
+// test/cloudsim/ec2). Get reads any path; IdentityDocument,
+// InstanceAction and RebalanceRecommendation read the ones the agent
+// uses: the signed identity document (for the cell's join) and the spot
+// interruption notice and rebalance recommendation, which EC2 publishes
+// only there (and in EventBridge).
+//
+// Requests never go through a proxy (HTTP_PROXY does not apply to the
+// link-local address).
+//
+// It imports the standard library only.
+package imds
