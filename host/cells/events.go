@@ -76,6 +76,7 @@ func (w *eventWatch) run(ctx context.Context) {
 // cloudEvent turns one plugin event about the cell's instance into pod
 // events and, for an instance that ended or runs, an early look at it.
 func (c *cell) cloudEvent(e *pluginapi.Event) {
+	id := c.cellID()
 	by := ""
 	if !e.Deadline.IsZero() {
 		by = " by " + e.Deadline.UTC().Format(time.RFC3339)
@@ -86,16 +87,16 @@ func (c *cell) cloudEvent(e *pluginapi.Event) {
 	}
 	switch e.Type {
 	case pluginapi.EventInterruption:
-		msg := fmt.Sprintf("the cloud is reclaiming cell %s (instance %s, spot)%s%s; the pod will fail and its controller can replace it", c.id, e.InstanceID, by, reason)
+		msg := fmt.Sprintf("the cloud is reclaiming cell %s (instance %s, spot)%s%s; the pod will fail and its controller can replace it", id, e.InstanceID, by, reason)
 		c.mu.Lock()
 		c.interrupted = msg
 		c.mu.Unlock()
 		c.log.Warn("spot interruption", "instance", e.InstanceID, "deadline", e.Deadline, "reason", e.Reason)
 		c.event(corev1.EventTypeWarning, ReasonSpotInterruption, "%s", msg)
 	case pluginapi.EventRebalance:
-		c.event(corev1.EventTypeWarning, ReasonRebalance, "the cloud recommends replacing cell %s (instance %s) soon%s", c.id, e.InstanceID, reason)
+		c.event(corev1.EventTypeWarning, ReasonRebalance, "the cloud recommends replacing cell %s (instance %s) soon%s", id, e.InstanceID, reason)
 	case pluginapi.EventMaintenance:
-		c.event(corev1.EventTypeWarning, ReasonMaintenance, "the cloud will stop or move cell %s (instance %s) for maintenance%s%s", c.id, e.InstanceID, by, reason)
+		c.event(corev1.EventTypeWarning, ReasonMaintenance, "the cloud will stop or move cell %s (instance %s) for maintenance%s%s", id, e.InstanceID, by, reason)
 	case pluginapi.EventStateChange:
 		switch e.State {
 		case pluginapi.StateTerminated, pluginapi.StateTerminating:
