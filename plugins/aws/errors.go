@@ -46,7 +46,7 @@ var (
 		"SpotMaxPriceTooLow", "Unsupported")
 	throttleCodes = codeSet(codeRequestLimitExceeded, "Throttling", "ThrottlingException",
 		"RequestThrottled", "TooManyRequestsException")
-	quotaCodes = codeSet(codeVcpuQuota, codeInstanceQuota, codeSpotQuota, "VolumeLimitExceeded")
+	quotaCodes    = codeSet(codeVcpuQuota, codeInstanceQuota, codeSpotQuota, "VolumeLimitExceeded")
 	notFoundCodes = codeSet(codeInstanceNotFound, "InvalidInstanceID.Malformed")
 	// The account or its credentials, not the request.
 	credentialCodes = codeSet("AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException",
@@ -63,15 +63,15 @@ var (
 	// iam:CreateServiceLinkedRole.
 	configCodes = map[string]string{
 		"AuthFailure.ServiceLinkedRoleCreationNotPermitted": "credentials",
-		"InvalidAMIID.NotFound":           "image",
-		"InvalidAMIID.Malformed":          "image",
-		"InvalidAMIID.Unavailable":        "image",
-		"InvalidSubnetID.NotFound":        "subnets",
-		"InvalidSubnetID.Malformed":       "subnets",
-		"InvalidVpcID.NotFound":           "vpcID",
-		"InvalidGroup.NotFound":           "securityGroups",
-		"InvalidSecurityGroupID.NotFound": "securityGroups",
-		"InvalidGroupId.Malformed":        "securityGroups",
+		"InvalidAMIID.NotFound":                             "image",
+		"InvalidAMIID.Malformed":                            "image",
+		"InvalidAMIID.Unavailable":                          "image",
+		"InvalidSubnetID.NotFound":                          "subnets",
+		"InvalidSubnetID.Malformed":                         "subnets",
+		"InvalidVpcID.NotFound":                             "vpcID",
+		"InvalidGroup.NotFound":                             "securityGroups",
+		"InvalidSecurityGroupID.NotFound":                   "securityGroups",
+		"InvalidGroupId.Malformed":                          "securityGroups",
 	}
 )
 
