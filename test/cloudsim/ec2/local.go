@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -50,15 +52,20 @@ type LocalCellsConfig struct {
 // instance type has the EC2 type's name, CPU and memory (the local
 // plugin's catalog is configured from InstanceTypes). The cell's address
 // (127.77.0.N in loopback mode) becomes the instance's private IP.
+//
+// The agent of each cell waits for StartAgent (LocalCells is an
+// AgentStarter): its command line runs behind a shell loop that waits for
+// a file named after the cell in a directory of its own.
 type LocalCells struct {
-	sup *plugin.Supervisor
-	log *slog.Logger
+	sup   *plugin.Supervisor
+	log   *slog.Logger
+	gates string // the directory of the files that let agents start
 
 	mu    sync.Mutex
 	cells map[string]string // EC2 instance ID → local instance ID
 }
 
-var _ CellStarter = (*LocalCells)(nil)
+var _ AgentStarter = (*LocalCells)(nil)
 
 // NewLocalCells starts the local plugin under a host/plugin Supervisor and
 // configures it.
@@ -74,8 +81,16 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 	for _, t := range types {
 		localTypes = append(localTypes, map[string]any{"name": t.Name, "milliCPU": int64(t.VCPUs) * 1000, "memoryMiB": t.MemoryMiB})
 	}
+	gates, err := os.MkdirTemp("", "ec2sim-agent-gates-")
+	if err != nil {
+		return nil, fmt.Errorf("starting local cells: %w", err)
+	}
+	// The instance (the cell, its address) runs at once; its agent once
+	// StartAgent has made the cell's file.
+	gated := append([]string{"/bin/sh", "-c", `while [ ! -e "$0" ]; do sleep 0.1; done; exec "$@"`,
+		filepath.Join(gates, "{cellID}")}, cfg.AgentCommand...)
 	conf := map[string]any{
-		"agentCommand":  cfg.AgentCommand,
+		"agentCommand":  gated,
 		"stateDir":      cfg.StateDir,
 		"network":       cmp.Or(cfg.Network, "loopback"),
 		"instanceTypes": localTypes,
@@ -100,9 +115,10 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 		Logger: log,
 	})
 	if err != nil {
+		_ = os.RemoveAll(gates)
 		return nil, fmt.Errorf("starting local cells: %w", err)
 	}
-	return &LocalCells{sup: sup, log: log.With("cells", "local"), cells: map[string]string{}}, nil
+	return &LocalCells{sup: sup, log: log.With("cells", "local"), gates: gates, cells: map[string]string{}}, nil
 }
 
 // Client is the local plugin's client, for tests that look at the cells.
@@ -159,6 +175,14 @@ func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string,
 	return inst.PrivateAddress(), nil
 }
 
+// StartAgent lets the agent of an instance's cell start.
+func (c *LocalCells) StartAgent(_ context.Context, instanceID string) error {
+	if err := os.WriteFile(filepath.Join(c.gates, instanceID), nil, 0o600); err != nil {
+		return fmt.Errorf("starting the agent of %s: %w", instanceID, err)
+	}
+	return nil
+}
+
 // Stop terminates the local cell of an instance; a cell that is gone is
 // stopped.
 func (c *LocalCells) Stop(ctx context.Context, instanceID string) error {
@@ -206,6 +230,6 @@ func (c *LocalCells) Close() error {
 		errs = append(errs, c.Stop(ctx, id))
 		cancel()
 	}
-	errs = append(errs, c.sup.Close())
+	errs = append(errs, c.sup.Close(), os.RemoveAll(c.gates))
 	return errors.Join(errs...)
 }
