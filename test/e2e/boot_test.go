@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/test/e2e/framework"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // instancesOf is the simulator's instances of a pod, oldest first.
