@@ -94,8 +94,9 @@ func TestVersion(t *testing.T) {
 	if want := "kip " + Version + " ("; !strings.HasPrefix(lines[0], want) {
 		t.Errorf("kip version's first line = %q, want it to start with %q", lines[0], want)
 	}
-	// This kip speaks API 1.0 (pluginapi.APIVersion); within major 1 a later
-	// pluginapi adds minors, so 1.0 stays in the list.
+	// This kip speaks pluginapi.APIVersion (1.1 since the console-output
+	// call); within major 1 a later pluginapi adds minors, so 1.0 stays in
+	// the list.
 	want := fmt.Sprintf("plugin API %s (protocol 1): accepts plugins listing API %s, or any other 1.x",
 		pluginapi.APIVersion, strings.Join(pluginapi.SupportedAPIVersions(), ", "))
 	if lines[1] != want {
