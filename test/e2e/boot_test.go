@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipcell/kip/pluginapi"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
@@ -122,11 +123,12 @@ func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 // TestKillBetweenLaunchAndAnswer: kip is killed after EC2 took its
 // RunInstances but before the answer arrived; the new instance is not yet
 // visible to Describe (EC2's eventual consistency), and the placement has
-// changed (the first type has no capacity now). The restarted kip neither
+// changed (the pod now asks for another type). The restarted kip neither
 // adopts it at start (it cannot see it) nor launches the cell a second
 // time elsewhere: EC2 refuses the reused ClientToken with other
-// parameters, and kip looks the cell up again before each launch, and
-// takes the instance once it shows. One instance, for good.
+// parameters (another type, and the new bootstrap in the user data), and
+// kip looks the cell up again before each launch and takes the instance
+// once it shows. One instance, for good.
 func TestKillBetweenLaunchAndAnswer(t *testing.T) {
 	needEC2(t)
 	kipLogOnFailure(t)
@@ -135,14 +137,9 @@ func TestKillBetweenLaunchAndAnswer(t *testing.T) {
 	kip.EC2.SetEventualConsistency(20 * time.Second)
 	kip.EC2.InjectFault(ec2sim.Fault{Operation: "RunInstances", Code: "InternalError", Message: "We encountered an internal error.",
 		HTTPStatus: 500, AfterEffect: true, Times: 1000})
-	var first string
 	t.Cleanup(func() {
 		kip.EC2.ClearFaults()
 		kip.EC2.SetEventualConsistency(0)
-		if first != "" {
-			kip.EC2.ClearInsufficientCapacity(first, "")
-			time.Sleep(framework.UnavailableTTL + time.Second)
-		}
 	})
 	pod, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "lost-answer", Labels: map[string]string{"app": "lost-answer"}}, Spec: onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
@@ -159,9 +156,17 @@ func TestKillBetweenLaunchAndAnswer(t *testing.T) {
 		return len(ins) > 0, nil
 	})
 	kip.Kill()
-	first = launched.InstanceType
+	first := launched.InstanceType
 	kip.EC2.ClearFaults()
-	kip.EC2.InjectInsufficientCapacity(first, "") // the next placement differs
+	other := "t3.small"
+	if first == other {
+		other = "t3.medium"
+	}
+	// The next placement differs: the pod asks for another type now.
+	if _, err := f.Client.CoreV1().Pods(ns).Patch(t.Context(), pod.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"kipcell.io/instance-type":"`+other+`"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := kip.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,5 +183,8 @@ func TestKillBetweenLaunchAndAnswer(t *testing.T) {
 	}
 	if typ := got.Annotations["cell.kipcell.io/instance-type"]; typ != first {
 		t.Errorf("placed type %q, want %s: the instance launched before the kill", typ, first)
+	}
+	if events := podEvents(t, ns, pod.Name); !strings.Contains(events, "LaunchingCell launching cell kip-"+string(pod.UID)+" on "+other+" in ") {
+		t.Errorf("the restarted kip did not try the new placement (%s):\n%s", other, events)
 	}
 }
