@@ -203,6 +203,9 @@ const (
 	FieldInstanceProfile = "instance_profile"
 	// FieldVolumeSizeGiB: VolumeSizeGiB without CapabilityVolumeSize.
 	FieldVolumeSizeGiB = "volume_size_gib"
+	// FieldUnlimitedCPUCredits: UnlimitedCPUCredits for a type the cloud
+	// gives no CPU credits.
+	FieldUnlimitedCPUCredits = "unlimited_cpu_credits" //nolint:gosec // a field name, not a credential
 )
 
 // IsUnsupported reports whether err is or wraps an UnsupportedError.

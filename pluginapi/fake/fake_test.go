@@ -576,7 +576,7 @@ func TestTerminatedCellSurvivesRestart(t *testing.T) {
 }
 
 func TestConsoleOutput(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	p := configured(t, "c1")
 	resp, err := p.Launch(ctx, launchReq("cell-1"))
 	if err != nil {

@@ -83,13 +83,9 @@ var (
 // block device mapping ... is not valid"), here the root volume size asked
 // for, smaller than the image's snapshot.
 var unsupportedCodes = map[string]string{
-	"InstanceCreditSpecification.NotSupported": fieldUnlimitedCPUCredits,
+	"InstanceCreditSpecification.NotSupported": pluginapi.FieldUnlimitedCPUCredits,
 	"InvalidBlockDeviceMapping":                pluginapi.FieldVolumeSizeGiB,
 }
-
-// fieldUnlimitedCPUCredits is LaunchRequest.UnlimitedCPUCredits as
-// plugin.proto names it.
-const fieldUnlimitedCPUCredits = "unlimited_cpu_credits"
 
 func codeSet(codes ...string) map[string]bool {
 	m := make(map[string]bool, len(codes))
