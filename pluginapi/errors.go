@@ -3,6 +3,7 @@ package pluginapi
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -67,11 +68,40 @@ func IsInsufficientCapacity(err error) bool { return isKind[*InsufficientCapacit
 
 // QuotaExceededError: an account limit (vCPUs, instances) stops the launch.
 // Retrying the same request will not help until the quota changes.
+//
+// A quota may say what it covers (since 1.1): InstanceTypes lists the
+// instance types it counts (EC2's vCPU limit covers a group of families,
+// "Standard (A, C, D, H, I, M, R, T, Z)"), empty for every type;
+// CapacityType is the capacity type it counts, empty for every one. The
+// host then marks those offerings unavailable, as after
+// InsufficientCapacity, and tries its next candidate (a spot pod that may
+// fall back gets on-demand). A quota with neither is unscoped: the host
+// reports it on the pod and ranks again slowly.
 type QuotaExceededError struct {
-	Message string
+	InstanceTypes []string
+	CapacityType  CapacityType
+	Message       string
 }
 
 func (e *QuotaExceededError) Error() string { return "quota exceeded: " + e.Message }
+
+// Scoped reports whether the quota says which offerings it covers.
+func (e *QuotaExceededError) Scoped() bool { return len(e.InstanceTypes) > 0 || e.CapacityType != "" }
+
+// Covers reports whether the quota counts instances of typ with capacity
+// type ct.
+func (e *QuotaExceededError) Covers(typ string, ct CapacityType) bool {
+	if e.CapacityType != "" && e.CapacityType != ct {
+		return false
+	}
+	return len(e.InstanceTypes) == 0 || slices.Contains(e.InstanceTypes, typ)
+}
+
+// NewQuotaExceededFor returns a QuotaExceededError scoped to instanceTypes
+// (nil: every type) with capacity type ct (empty: every one).
+func NewQuotaExceededFor(instanceTypes []string, ct CapacityType, message string) error {
+	return &QuotaExceededError{InstanceTypes: instanceTypes, CapacityType: ct, Message: message}
+}
 
 // NewQuotaExceeded returns a QuotaExceededError with a formatted message.
 func NewQuotaExceeded(format string, args ...any) error {
@@ -173,6 +203,9 @@ const (
 	FieldInstanceProfile = "instance_profile"
 	// FieldVolumeSizeGiB: VolumeSizeGiB without CapabilityVolumeSize.
 	FieldVolumeSizeGiB = "volume_size_gib"
+	// FieldUnlimitedCPUCredits: UnlimitedCPUCredits for a type the cloud
+	// gives no CPU credits.
+	FieldUnlimitedCPUCredits = "unlimited_cpu_credits" //nolint:gosec // a field name, not a credential
 )
 
 // IsUnsupported reports whether err is or wraps an UnsupportedError.

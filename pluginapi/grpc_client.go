@@ -152,3 +152,11 @@ func (c *grpcClient) RegistryAuth(ctx context.Context, req *RegistryAuthRequest)
 	}
 	return registryAuthFromProto(resp), nil
 }
+
+func (c *grpcClient) ConsoleOutput(ctx context.Context, req *ConsoleOutputRequest) (*ConsoleOutputResponse, error) {
+	resp, err := c.c.ConsoleOutput(ctx, &pb.ConsoleOutputRequest{InstanceId: req.InstanceID})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return &ConsoleOutputResponse{Output: resp.GetOutput(), Timestamp: fromTimestamp(resp.GetTimestamp())}, nil
+}

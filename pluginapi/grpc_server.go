@@ -197,3 +197,18 @@ func (s *grpcServer) RegistryAuth(ctx context.Context, req *pb.RegistryAuthReque
 	}
 	return registryAuthToProto(resp), nil
 }
+
+func (s *grpcServer) ConsoleOutput(ctx context.Context, req *pb.ConsoleOutputRequest) (*pb.ConsoleOutputResponse, error) {
+	if err := s.ready("ConsoleOutput"); err != nil {
+		return nil, err
+	}
+	r, ok := s.impl.(ConsoleOutputReader)
+	if !ok {
+		return nil, toStatus(NewUnsupported("plugin does not implement ConsoleOutput"))
+	}
+	resp, err := r.ConsoleOutput(ctx, &ConsoleOutputRequest{InstanceID: req.GetInstanceId()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ConsoleOutputResponse{Output: resp.Output, Timestamp: toTimestamp(resp.Timestamp)}, nil
+}

@@ -29,7 +29,11 @@ const ProtocolVersion = 1
 // FailedPrecondition and an Unsupported without its Field. (No pluginapi
 // had been released without them: the first tag, pluginapi/v1.0.0,
 // carries them.)
-const APIVersion = "1.0"
+//
+// 1.1 added the optional ConsoleOutput call (CapabilityConsoleOutput) and
+// the scope of a QuotaExceededError (its InstanceTypes and CapacityType):
+// a 1.0 host sees a scoped quota as an unscoped one.
+const APIVersion = "1.1"
 
 // Provider is the contract between the kip host and one cloud: it knows
 // compute instances, not Kubernetes. A cloud plugin implements it and calls
@@ -170,6 +174,18 @@ type RegistryAuthenticator interface {
 	RegistryAuth(ctx context.Context, req *RegistryAuthRequest) (*RegistryAuthResponse, error)
 }
 
+// ConsoleOutputReader is implemented by plugins that report
+// CapabilityConsoleOutput.
+type ConsoleOutputReader interface {
+	// ConsoleOutput returns the instance's serial console output as the
+	// cloud keeps it (EC2 GetConsoleOutput: the last 64 KiB), decoded
+	// text, for an operator to see why an instance never came up; the host
+	// puts its last lines into the pod's CellBootFailed event. NotFound for
+	// an instance that does not exist; an empty Output when the cloud has
+	// none yet. Read-only; safe to retry.
+	ConsoleOutput(ctx context.Context, req *ConsoleOutputRequest) (*ConsoleOutputResponse, error)
+}
+
 // Client is the host's view of a plugin: every call of the contract,
 // including the optional ones, which answer Unsupported when the plugin
 // lacks the capability.
@@ -177,6 +193,7 @@ type Client interface {
 	Provider
 	EventWatcher
 	RegistryAuthenticator
+	ConsoleOutputReader
 }
 
 // Capability names an optional feature of a plugin. New capabilities are
@@ -202,6 +219,9 @@ const (
 	CapabilityInterruptionEvents Capability = "interruption-events"
 	// CapabilityRegistryAuth: the plugin implements RegistryAuthenticator.
 	CapabilityRegistryAuth Capability = "registry-auth"
+	// CapabilityConsoleOutput: the plugin implements ConsoleOutputReader
+	// (since 1.1).
+	CapabilityConsoleOutput Capability = "console-output"
 )
 
 // GetInfoRequest asks a plugin for its identity.
@@ -527,6 +547,19 @@ type RegistryAuthResponse struct {
 	Username  string
 	Password  string
 	ExpiresAt time.Time
+}
+
+// ConsoleOutputRequest names the instance whose console output is read.
+type ConsoleOutputRequest struct {
+	InstanceID string
+}
+
+// ConsoleOutputResponse is an instance's console output.
+type ConsoleOutputResponse struct {
+	// Output is the console text, empty when the cloud has none yet.
+	Output string
+	// Timestamp is when the cloud captured it; zero when unknown.
+	Timestamp time.Time
 }
 
 // Standard tag keys. Launch puts these on every resource it creates.

@@ -75,7 +75,10 @@ func classify(err error) (codes.Code, *pb.ErrorDetail) {
 			Message:      capacity.Message,
 		}
 	case errors.As(err, &quota):
-		return codes.ResourceExhausted, &pb.ErrorDetail{Kind: kindQuotaExceeded, Message: quota.Message}
+		return codes.ResourceExhausted, &pb.ErrorDetail{
+			Kind: kindQuotaExceeded, Message: quota.Message,
+			InstanceTypes: quota.InstanceTypes, CapacityType: string(quota.CapacityType),
+		}
 	case errors.As(err, &throttle):
 		d := &pb.ErrorDetail{Kind: kindThrottled, Message: throttle.Message}
 		if throttle.RetryAfter > 0 {
@@ -164,7 +167,7 @@ func kindFromDetail(detail *pb.ErrorDetail) error {
 			Message:      msg,
 		}
 	case kindQuotaExceeded:
-		return &QuotaExceededError{Message: msg}
+		return &QuotaExceededError{InstanceTypes: detail.GetInstanceTypes(), CapacityType: CapacityType(detail.GetCapacityType()), Message: msg}
 	case kindThrottled:
 		return &ThrottledError{RetryAfter: detail.GetRetryAfter().AsDuration(), Message: msg}
 	case kindInvalidConfig:

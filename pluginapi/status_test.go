@@ -51,6 +51,11 @@ func TestErrorKindsRoundTrip(t *testing.T) {
 			is: IsQuotaExceeded, wantKind: &QuotaExceededError{Message: "vCPU limit 64"},
 		},
 		{
+			name: "scoped quota exceeded", err: NewQuotaExceededFor([]string{"c5.large", "m5.large"}, CapacityOnDemand, "vCPU limit"),
+			code: codes.ResourceExhausted, is: IsQuotaExceeded,
+			wantKind: &QuotaExceededError{InstanceTypes: []string{"c5.large", "m5.large"}, CapacityType: CapacityOnDemand, Message: "vCPU limit"},
+		},
+		{
 			name: "throttled with retry after", err: NewThrottled(1500*time.Millisecond, "rate exceeded"), code: codes.Unavailable,
 			is: IsThrottled, wantKind: &ThrottledError{RetryAfter: 1500 * time.Millisecond, Message: "rate exceeded"},
 		},

@@ -27,6 +27,14 @@ const (
 	ReasonResolveFailed  = "CreateContainerConfigError"
 	ReasonTerminating    = "TerminatingCell"
 	ReasonCellTerminated = "CellTerminated"
+	// ReasonCellBootFailed: the cell's instance ran but its agent did
+	// not answer within Config.AgentTimeout; the instance was terminated
+	// and the cell launched again, or the pod failed (boot.go).
+	ReasonCellBootFailed = "CellBootFailed"
+	// ReasonQuotaExceeded: an account quota covers an offering; the
+	// offerings it covers are skipped for Config.UnavailableTTL and the
+	// next candidate is tried.
+	ReasonQuotaExceeded = "QuotaExceeded"
 )
 
 // ReasonFailedMount is the Warning event of a running pod whose volumes
@@ -45,6 +53,7 @@ type instanceAPI interface {
 	Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error)
 	Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error)
 	List(ctx context.Context, req *pluginapi.ListRequest) (*pluginapi.ListResponse, error)
+	ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutputRequest) (*pluginapi.ConsoleOutputResponse, error)
 }
 
 // cellDeps is everything a cell uses beyond its own pod. The Manager
@@ -96,8 +105,12 @@ type ServiceTable interface {
 // life: launch (launch.go), boot (boot.go), serve (serve.go) and
 // terminate (terminate.go).
 type cell struct {
-	d         *cellDeps
+	d *cellDeps
+	// id is the cell's ID (cellIDAttempt of uid and attempt): written
+	// under mu by the cell's goroutine only, when a cell that never booted
+	// is launched again; other goroutines read it with cellID.
 	id        string
+	attempt   int
 	uid       types.UID
 	namespace string
 	name      string
@@ -134,6 +147,9 @@ type cell struct {
 	stopWatch context.CancelFunc
 	// booted wakes waitRunning early: an event said the instance runs.
 	booted chan struct{}
+	// answered is closed (and set to nil) once the agent first answers;
+	// nil when nothing waits for it (serveWithin).
+	answered chan struct{}
 	// ended is set once terminate has ended the instance, so that a pod
 	// that finished and is then deleted costs one Terminate, not two.
 	ended bool
@@ -150,7 +166,12 @@ func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 		key: key(pod.Namespace, pod.Name), adopted: adopted, desired: pod.DeepCopy(), generation: 1,
 		applyCh: make(chan struct{}, 1), done: make(chan struct{}), booted: make(chan struct{}, 1),
 	}
-	c.log = d.log.With("pod", c.key, "cell", c.id)
+	if adopted != nil {
+		if _, n, ok := cellOf(adopted.CellID); ok {
+			c.id, c.attempt = adopted.CellID, n
+		}
+	}
+	c.log = d.log.With("pod", c.key, "cell", CellID(pod.UID))
 	c.status = *pod.Status.DeepCopy()
 	c.status.Phase = corev1.PodPending
 	return c
@@ -205,15 +226,19 @@ func (c *cell) run(ctx context.Context) {
 			return
 		}
 	}
-	inst, err := c.launch(ctx)
-	if err != nil {
-		return // deleted, or a failure already reported on the pod
+	for {
+		inst, err := c.launch(ctx)
+		if err != nil {
+			return // deleted, or a failure already reported on the pod
+		}
+		inst, err = c.waitRunning(ctx, inst)
+		if err != nil {
+			return
+		}
+		if c.serveWithin(ctx, inst) || !c.bootFailed(ctx, inst) {
+			return
+		}
 	}
-	inst, err = c.waitRunning(ctx, inst)
-	if err != nil {
-		return
-	}
-	c.serve(ctx, inst)
 }
 
 // setDesired records a new desired pod and, if what the agent acts on
@@ -277,6 +302,13 @@ func (c *cell) podWithStatus() *corev1.Pod {
 		}
 	}
 	return pod
+}
+
+// cellID is the cell's current ID, for goroutines other than the cell's.
+func (c *cell) cellID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id
 }
 
 // instanceID is the ID of the cell's instance, once known.

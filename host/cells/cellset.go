@@ -1,7 +1,6 @@
 package cells
 
 import (
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -72,19 +71,23 @@ func (s *cellSet) ids() map[string]bool {
 	defer s.mu.Unlock()
 	out := make(map[string]bool, len(s.byUID))
 	for _, c := range s.byUID {
-		out[c.id] = true
+		out[c.cellID()] = true
 	}
 	return out
 }
 
-// find returns the cell of a plugin event: its cell ID is CellID of the
-// pod UID, so the UID is derived, not searched for; an event with no cell
-// ID is matched by instance ID.
+// find returns the cell of a plugin event: its cell ID is derived from
+// the pod UID (cellOf), so the UID is derived, not searched for (an event
+// about an earlier cell of the pod, one that never booted, finds none); an
+// event with no cell ID is matched by instance ID.
 func (s *cellSet) find(cellID, instanceID string) *cell {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if uid, ok := strings.CutPrefix(cellID, cellIDPrefix); ok {
-		return s.byUID[types.UID(uid)]
+	if uid, _, ok := cellOf(cellID); ok {
+		if c := s.byUID[uid]; c != nil && c.cellID() == cellID {
+			return c
+		}
+		return nil
 	}
 	if instanceID == "" {
 		return nil

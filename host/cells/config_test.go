@@ -11,12 +11,12 @@ import (
 
 func TestDefaultConfig(t *testing.T) {
 	d := DefaultConfig()
-	got := []time.Duration{d.UnavailableTTL, d.CatalogTTL, d.RematchInterval, d.VolumeRefreshInterval, d.RefusedRetry, d.BootPoll, d.BootPollWatched, d.BootTimeout, d.GCInterval}
-	want := []time.Duration{3 * time.Minute, 10 * time.Minute, time.Minute, time.Minute, 30 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Minute, 30 * time.Second}
+	got := []time.Duration{d.UnavailableTTL, d.CatalogTTL, d.RematchInterval, d.VolumeRefreshInterval, d.RefusedRetry, d.BootPoll, d.BootPollWatched, d.BootTimeout, d.GCInterval, d.AgentTimeout, d.BootRetry}
+	want := []time.Duration{3 * time.Minute, 10 * time.Minute, time.Minute, time.Minute, 30 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Minute, 30 * time.Second, 10 * time.Minute, 30 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("DefaultConfig intervals (-want +got):\n%s", diff)
 	}
-	if d.Backoff == nil || d.Now == nil || d.Image != "" || d.InsecureRegistries != nil {
+	if d.Backoff == nil || d.Now == nil || d.BootAttempts != 3 || d.Image != "" || d.InsecureRegistries != nil {
 		t.Errorf("DefaultConfig = %+v", d)
 	}
 	if err := d.Validate(); err != nil {
@@ -38,6 +38,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "zero catalogTTL", mutate: func(c *Config) { c.CatalogTTL = 0 }, wantKey: []string{"catalogTTL"}},
 		{name: "negative rematchInterval", mutate: func(c *Config) { c.RematchInterval = -time.Second }, wantKey: []string{"rematchInterval"}},
 		{name: "zero volumeRefreshInterval", mutate: func(c *Config) { c.VolumeRefreshInterval = 0 }, wantKey: []string{"volumeRefreshInterval"}},
+		{name: "negative agentTimeout", mutate: func(c *Config) { c.AgentTimeout = -time.Minute }, wantKey: []string{"agentTimeout"}},
 		{name: "unsafe sysctls", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax"} }},
 		{name: "sysctl not namespaced", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "vm.swappiness"} }, wantKey: []string{"allowedUnsafeSysctls"}},
 		{name: "bad sysctl pattern", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"Net.*"} }, wantKey: []string{"allowedUnsafeSysctls"}},

@@ -24,9 +24,32 @@
 // explanation, and no instance; it is matched again when it changes or
 // after Config.RematchInterval.
 //
+// An offering out of capacity, or covered by a quota that says what it
+// covers (pluginapi.QuotaExceededError's scope: a spot quota, a vCPU
+// quota's types), is skipped for Config.UnavailableTTL (QuotaExceeded
+// event). A launch refused for good (InvalidConfig, Unsupported) leaves the
+// pod Pending with a LaunchFailed event, tried again after RefusedRetry,
+// doubling to 30 minutes, or when the pod changes (launch.go says why not
+// Failed).
+//
 // The cell ID is derived from the pod UID, so a Launch retried after any
 // crash lands on the same instance (the plugin contract makes Launch
-// idempotent on it). The Manager also terminates cells whose pod is gone
+// idempotent on it); and before a cell is launched anywhere it is looked
+// up by its cell ID, so that an instance whose Launch answer was lost is
+// taken rather than a second one launched elsewhere.
+//
+// # Boot deadline
+//
+// Once its instance runs, a cell's agent has Config.AgentTimeout to
+// answer (boot.go, serveWithin): whatever keeps it silent (a broken image,
+// a security group, a join refused) ends there. The instance is
+// terminated, the pod gets a CellBootFailed event with the last lines of
+// the instance's console output (the plugin's ConsoleOutput, where
+// offered), and the cell is launched again under a new cell ID (a cell ID
+// names one instance for good): kip-<uid>-r<n>, after Config.BootRetry,
+// doubling, up to Config.BootAttempts cells; a pod with restartPolicy
+// Never, or past the last attempt, fails with reason CellBootFailed.
+// Adoption after a restart takes a pod's newest cell and ends the others. The Manager also terminates cells whose pod is gone
 // without a DeletePod (virtual-kubelet force-deletes pods that never ran
 // without telling the provider) and cells nobody knows (after a restart),
 // and re-adopts running cells of pods that still exist.
@@ -76,7 +99,7 @@
 // back into the Manager. Its life is one goroutine (cell.run), in a file
 // per phase: launch.go (placement and Launch, capacity fallback; the
 // annotations that shape the instance in launchopts.go), boot.go
-// (waiting for the instance to run), serve.go (the agent: the cluster's
+// (waiting for the instance to run, the agent's deadline), serve.go (the agent: the cluster's
 // ClusterIP services first when the Manager has a ServiceTable
 // (WithServices; host/clusterip's Sync), then Apply, the status stream,
 // a lost instance) and terminate.go (stopping the pod,

@@ -90,7 +90,7 @@ func (c *cell) cloudEvent(ctx context.Context, e *pluginapi.Event) {
 		if e.Reason != "" {
 			reason = ": " + e.Reason
 		}
-		c.event(corev1.EventTypeWarning, ReasonMaintenance, "the cloud will stop or move cell %s (instance %s) for maintenance%s%s", c.id, e.InstanceID, by, reason)
+		c.event(corev1.EventTypeWarning, ReasonMaintenance, "the cloud will stop or move cell %s (instance %s) for maintenance%s%s", c.cellID(), e.InstanceID, by, reason)
 	case pluginapi.EventStateChange:
 		switch e.State {
 		case pluginapi.StateTerminated, pluginapi.StateTerminating:

@@ -50,7 +50,9 @@ func (g *collector) run(ctx context.Context) {
 
 // adopt finds this node's instances left by an earlier run: those whose
 // pod still exists get their cell back (reconnected, not relaunched),
-// running until ctx ends; the rest are terminated.
+// running until ctx ends; the rest are terminated. A pod whose earlier
+// cells never booted (cellIDAttempt) gets its newest cell back; the
+// older ones are terminated.
 func (g *collector) adopt(ctx context.Context) error {
 	list, err := g.plugin.List(ctx, &pluginapi.ListRequest{})
 	if err != nil {
@@ -64,13 +66,20 @@ func (g *collector) adopt(ctx context.Context) error {
 	for _, p := range pods {
 		byUID[string(p.UID)] = p
 	}
+	newest := map[types.UID]int{} // pod UID → its newest cell's attempt
+	for _, inst := range list.Instances {
+		if uid, n, ok := cellOf(inst.CellID); ok && inst.Tags[pluginapi.TagNode] == g.nodeName && inst.State != pluginapi.StateTerminated {
+			newest[uid] = max(newest[uid], n)
+		}
+	}
 	for i := range list.Instances {
 		inst := list.Instances[i]
 		if inst.Tags[pluginapi.TagNode] != g.nodeName || inst.State == pluginapi.StateTerminated {
 			continue
 		}
 		pod := byUID[inst.Tags[pluginapi.TagPodUID]]
-		if pod == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) || CellID(pod.UID) != inst.CellID {
+		if pod == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) ||
+			cellIDAttempt(pod.UID, newest[pod.UID]) != inst.CellID {
 			g.log.Info("terminating an instance no pod needs", "instance", inst.ID, "cell", inst.CellID)
 			go g.end.terminate(ctx, inst.ID, inst.CellID)
 			continue

@@ -61,7 +61,7 @@ func (c *cell) notice(ctx context.Context, n notice) {
 		c.rebalanced = true
 		c.mu.Unlock()
 		if !seen {
-			c.event(corev1.EventTypeWarning, ReasonRebalance, "the cloud recommends replacing cell %s (instance %s) soon%s", c.id, n.instanceID, reason)
+			c.event(corev1.EventTypeWarning, ReasonRebalance, "the cloud recommends replacing cell %s (instance %s) soon%s", c.cellID(), n.instanceID, reason)
 		}
 	case cellapi.NoticeInterruption:
 		by := ""

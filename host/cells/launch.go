@@ -15,11 +15,25 @@ import (
 // launch starts the instance (or, for an adopted cell, takes the one that
 // exists). The pod's requirements are ranked against the plugin's catalog
 // and the first candidate launched; on InsufficientCapacity the offering is
-// marked unavailable and the next one tried. A pod nothing fits stays
+// marked unavailable and the next one tried, and so on a quota that says
+// what it covers (every offering it covers). A pod nothing fits stays
 // Pending with an event saying why and is matched again when it changes or
 // after RematchInterval. Transient failures are retried with backoff; a
 // request the plugin refuses leaves the pod Pending with an event saying
-// why, and is retried slowly, since capacity and quotas change.
+// why, and is retried slowly, since capacity and quotas change (after
+// RefusedRetry), or, when the refusal is for good until someone changes
+// something (InvalidConfig, Unsupported), ever more slowly: the wait
+// doubles from RefusedRetry to refusedRetryMax, and starts again when the
+// pod changes. Such a pod is not failed: a kubelet keeps a pod whose
+// configuration it cannot use Pending (CreateContainerConfigError) and
+// cluster-autoscaler backs off a node group that fails to scale up, and a
+// failed pod of a Deployment would only make its ReplicaSet create the
+// next one, which fails the same way.
+//
+// Before it launches anywhere, the cell is looked up by its cell ID
+// (existing): an instance a Launch created whose answer never arrived (a
+// crash, a restart in between) is taken, not launched a second time
+// elsewhere when the placement has changed meanwhile.
 func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 	if c.adopted != nil {
 		c.mu.Lock()
@@ -42,6 +56,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 	c.launchedAt = c.d.cfg.Now()
 	c.mu.Unlock()
 	lastMsg := ""
+	var refusals int // launches refused for good in a row (refusalWait)
 	for n := 1; ; n++ {
 		c.mu.Lock()
 		pod := c.desired.DeepCopy()
@@ -49,7 +64,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		opts, err := podLaunchOptions(pod)
 		if err != nil {
 			c.refused(fmt.Sprintf("launching cell %s: %v", c.id, err), &lastMsg)
-			if !c.waitChange(ctx, c.d.cfg.RematchInterval) {
+			if c.waitChange(ctx, c.d.cfg.RematchInterval) == cancelled {
 				return nil, ctx.Err()
 			}
 			continue
@@ -60,7 +75,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			return nil, ctx.Err()
 		case match.IsUnsatisfiable(err):
 			c.unplaceable(err.Error(), &lastMsg)
-			if !c.waitChange(ctx, c.d.cfg.RematchInterval) {
+			if c.waitChange(ctx, c.d.cfg.RematchInterval) == cancelled {
 				return nil, ctx.Err()
 			}
 			continue
@@ -74,7 +89,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			continue
 		}
 		n = 0
-		if inst := c.launchFirst(ctx, cands, opts, bootstrap, &lastMsg); inst != nil {
+		if inst := c.launchFirst(ctx, cands, opts, bootstrap, &lastMsg, &refusals); inst != nil {
 			return inst, nil
 		}
 		if ctx.Err() != nil {
@@ -84,11 +99,30 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 }
 
 // launchFirst launches the first candidate that has capacity. It returns
-// nil when every candidate ran out of capacity (they are then marked
-// unavailable), or the plugin refused a launch (reported on the pod, after
-// a slow back-off), so that the caller ranks again.
-func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts launchOptions, bootstrap []byte, lastMsg *string) *pluginapi.Instance {
+// nil when every candidate ran out of capacity or quota (they are then
+// marked unavailable), or the plugin refused a launch (reported on the
+// pod, after a slow back-off), so that the caller ranks again.
+func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts launchOptions, bootstrap []byte, lastMsg *string, refusals *int) *pluginapi.Instance {
 	for _, cand := range cands {
+		if c.d.placement.isUnavailable(cand.InstanceType, cand.Zone, cand.CapacityType) {
+			continue // a quota met on an earlier candidate covers it
+		}
+		inst, err := c.existing(ctx)
+		if err != nil {
+			// Without knowing whether the cell has an instance, none is
+			// launched.
+			c.log.Warn("looking the cell up before launching it", "error", err)
+			sleep(ctx, c.d.cfg.Backoff(1))
+			return nil
+		}
+		if inst != nil {
+			c.mu.Lock()
+			c.instance = inst
+			c.placed = placedAnnotations(match.Candidate{InstanceType: inst.InstanceType, CapacityType: inst.CapacityType}, inst.Zone)
+			c.mu.Unlock()
+			c.log.Info("cell found launched; taking its instance", "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
+			return inst
+		}
 		req := &pluginapi.LaunchRequest{
 			CellID: c.id, NodeName: c.d.cfg.NodeName, PodUID: string(c.uid), PodNamespace: c.namespace, PodName: c.name,
 			InstanceType: cand.InstanceType, CapacityType: cand.CapacityType, Image: c.d.cfg.Image, Bootstrap: bootstrap,
@@ -129,6 +163,15 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 				c.event(corev1.EventTypeWarning, ReasonInsufficientCapacity, "%s: %v; trying the next offering", what, err)
 				break
 			}
+			var quota *pluginapi.QuotaExceededError
+			if errors.As(err, &quota) && quota.Scoped() {
+				c.d.placement.markQuota(quota)
+				c.log.Info("an account quota covers the offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
+					"capacity_type", cand.CapacityType, "quota_types", len(quota.InstanceTypes), "quota_capacity_type", quota.CapacityType, "error", err)
+				c.event(corev1.EventTypeWarning, ReasonQuotaExceeded, "%s: %v; skipping the offerings the quota covers for %s and trying the next",
+					what, err, c.d.cfg.UnavailableTTL)
+				break
+			}
 			wait := c.d.cfg.Backoff(n)
 			var throttled *pluginapi.ThrottledError
 			if errors.As(err, &throttled) && throttled.RetryAfter > wait {
@@ -141,13 +184,53 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 				}
 				continue
 			}
-			// Refused: say why on the pod, then rank again slowly.
-			c.refused(fmt.Sprintf("launching cell %s on %s: %v", c.id, what, err), lastMsg)
-			c.waitChange(ctx, max(wait, c.d.cfg.RefusedRetry))
+			// Refused: say why on the pod, then rank again slowly; a
+			// refusal for good ever more slowly, until the pod changes.
+			msg := fmt.Sprintf("launching cell %s on %s: %v", c.id, what, err)
+			wait = max(wait, c.d.cfg.RefusedRetry)
+			if pluginapi.IsInvalidConfig(err) || pluginapi.IsUnsupported(err) {
+				wait = refusalWait(c.d.cfg.RefusedRetry, *refusals)
+				*refusals++
+				msg += fmt.Sprintf(" (refused until the configuration changes; trying again in %s or when the pod changes)", wait)
+			}
+			c.refused(msg, lastMsg)
+			if c.waitChange(ctx, wait) == changed {
+				*refusals = 0
+			}
 			return nil
 		}
 	}
 	return nil
+}
+
+// refusedRetryMax bounds the wait after launches refused for good
+// (cluster-autoscaler's longest node-group back-off).
+const refusedRetryMax = 30 * time.Minute
+
+// refusalWait is the wait after the n+1st launch in a row refused for good:
+// first doubling from first to refusedRetryMax.
+func refusalWait(first time.Duration, n int) time.Duration {
+	return min(first<<min(n, 16), refusedRetryMax)
+}
+
+// existing is the cell's instance if one exists already (it is neither
+// terminated nor terminating): a Launch whose answer was lost created it.
+// A Launch elsewhere (another type, zone or capacity type) would reuse
+// the cell's idempotency key with other parameters, which the cloud
+// refuses (EC2: IdempotentParameterMismatch) or, for a plugin whose key
+// does not carry over, would start a second instance for the cell.
+func (c *cell) existing(ctx context.Context) (*pluginapi.Instance, error) {
+	list, err := c.d.plugin.List(ctx, &pluginapi.ListRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing instances: %w", err)
+	}
+	for i := range list.Instances {
+		inst := &list.Instances[i]
+		if inst.CellID == c.id && inst.State != pluginapi.StateTerminated && inst.State != pluginapi.StateTerminating {
+			return inst, nil
+		}
+	}
+	return nil, nil
 }
 
 // refused reports a launch the plugin refused, once per distinct message.
@@ -177,16 +260,26 @@ func (c *cell) unplaceable(message string, last *string) {
 	c.event(corev1.EventTypeWarning, ReasonNoInstanceType, "%s", message)
 }
 
-// waitChange waits until the pod changes, d passes, or ctx ends (false).
-func (c *cell) waitChange(ctx context.Context, d time.Duration) bool {
+// waitChange waits until the pod changes, d passes, or ctx ends, and says
+// which.
+func (c *cell) waitChange(ctx context.Context, d time.Duration) waited {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return cancelled
 	case <-c.applyCh:
-		return true
+		return changed
 	case <-t.C:
-		return true
+		return timedOut
 	}
 }
+
+// waited is how waitChange ended.
+type waited int
+
+const (
+	cancelled waited = iota // ctx ended
+	changed                 // the pod changed
+	timedOut                // the wait passed
+)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,8 +103,25 @@ type Config struct {
 	// up: its running event ends the wait, so the looks are a safety net
 	// and cost cloud API calls; default 10 s.
 	BootPollWatched time.Duration `koanf:"-"`
-	// BootTimeout bounds launch-to-agent-reachable; default 10 minutes.
+	// BootTimeout bounds the wait from launch until the cloud says the
+	// instance runs and has an address; default 10 minutes.
 	BootTimeout time.Duration `koanf:"-"`
+	// AgentTimeout bounds the wait, once the instance runs, until its
+	// cell agent answers (a cloud reports an instance running minutes
+	// before its boot recipe has started the agent). When it passes, the
+	// instance is terminated, the pod gets a CellBootFailed event with
+	// the last lines of the instance's console output where the plugin
+	// offers them (capability console-output), and the cell is launched
+	// again after BootRetry (a new cell ID), up to BootAttempts launches,
+	// or, for a pod with restartPolicy Never or after the last attempt,
+	// the pod fails with reason CellBootFailed. Default 10 minutes.
+	AgentTimeout time.Duration `koanf:"agentTimeout"`
+	// BootAttempts is how many cells a pod gets whose agents never
+	// answer before it fails (restartPolicy Never: 1); default 3.
+	BootAttempts int `koanf:"-"`
+	// BootRetry is the wait before the second launch after a boot failure,
+	// doubling for each further one; default 30 s.
+	BootRetry time.Duration `koanf:"-"`
 	// GCInterval is how often cells of vanished pods and unknown instances
 	// are looked for; default 30 s.
 	GCInterval time.Duration `koanf:"-"`
@@ -116,6 +135,15 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.BootTimeout == 0 {
 		c.BootTimeout = 10 * time.Minute
+	}
+	if c.AgentTimeout == 0 {
+		c.AgentTimeout = 10 * time.Minute
+	}
+	if c.BootAttempts == 0 {
+		c.BootAttempts = 3
+	}
+	if c.BootRetry == 0 {
+		c.BootRetry = 30 * time.Second
 	}
 	if c.BootPoll == 0 {
 		c.BootPoll = 2 * time.Second
@@ -199,11 +227,12 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	watch := &eventWatch{plugin: plugin, catalog: catalog, cells: cells, backoff: cfg.Backoff, now: cfg.Now, log: log}
 	end := terminator{plugin: plugin, backoff: cfg.Backoff, log: log}
 	deps := &cellDeps{
-		cfg:           cfg,
-		plugin:        plugin,
-		end:           end,
-		identity:      identity,
-		placement:     &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match},
+		cfg:      cfg,
+		plugin:   plugin,
+		end:      end,
+		identity: identity,
+		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match,
+			ttl: cfg.UnavailableTTL, now: cfg.Now},
 		dial:          dispatch.Dial,
 		source:        source,
 		creds:         &registryCreds{plugin: plugin, catalog: catalog, now: cfg.Now, log: log, byHost: map[string]cachedCred{}},
@@ -264,12 +293,44 @@ func (m *Manager) RefreshCatalog() { m.catalog.refresh() }
 
 func key(namespace, name string) string { return namespace + "/" + name }
 
-// CellID is the cell of pod UID uid: stable, a DNS label, at most 40
-// characters.
-func CellID(uid types.UID) string { return cellIDPrefix + string(uid) }
+// CellID is the first cell of pod UID uid: stable, a DNS label, at most 40
+// characters. A pod whose cell never booted gets another cell, with
+// another ID (cellIDAttempt), since a cell ID names one instance for good.
+func CellID(uid types.UID) string { return cellIDAttempt(uid, 0) }
 
-// cellIDPrefix starts every cell ID; the rest is the pod UID.
-const cellIDPrefix = "kip-"
+// cellIDAttempt is the cell ID of launch attempt n (0 first) of pod UID
+// uid: "kip-<uid>", then "kip-<uid>-r<n>" (at most 46 characters: a pod
+// UID is 36), derived, never stored, so that a restarted kip finds it
+// again (cellOf).
+func cellIDAttempt(uid types.UID, n int) string {
+	if n == 0 {
+		return cellIDPrefix + string(uid)
+	}
+	return cellIDPrefix + string(uid) + cellIDAttemptSep + strconv.Itoa(n)
+}
+
+// cellOf parses a cell ID into its pod UID and attempt; ok is false for an
+// ID kip did not make.
+func cellOf(cellID string) (uid types.UID, attempt int, ok bool) {
+	rest, ok := strings.CutPrefix(cellID, cellIDPrefix)
+	if !ok || rest == "" {
+		return "", 0, false
+	}
+	if i := strings.LastIndex(rest, cellIDAttemptSep); i > 0 {
+		if n, err := strconv.Atoi(rest[i+len(cellIDAttemptSep):]); err == nil && n > 0 {
+			return types.UID(rest[:i]), n, true
+		}
+	}
+	return types.UID(rest), 0, true
+}
+
+// cellIDPrefix starts every cell ID; then comes the pod UID and, from the
+// second launch attempt, cellIDAttemptSep and the attempt (an "r" is in no
+// UID's hexadecimal).
+const (
+	cellIDPrefix     = "kip-"
+	cellIDAttemptSep = "-r"
+)
 
 func isTerminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
 

@@ -165,6 +165,8 @@ type setup struct {
 	source dispatch.Source
 	// agentGen is the generation the fake agent starts at.
 	agentGen int64
+	// silent, when set, says which cells' agents never answer.
+	silent func(cellID string) bool
 }
 
 // newHarnessSetup is newHarnessDeferred with a setup.
@@ -199,6 +201,11 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler), s.opts...)
 	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
 		h.dialed <- cellID + "@" + address
+		if s.silent != nil && s.silent(cellID) {
+			gone := bufconn.Listen(1 << 10)
+			_ = gone.Close() // every connection is refused
+			return dialAgent(cellID, gone)
+		}
 		return dialAgent(cellID, lis)
 	}
 	h.m.NotifyPods(t.Context(), func(p *corev1.Pod) { h.notified <- p })

@@ -2,12 +2,16 @@ package cells
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/pluginapi"
 )
 
 // Annotations kip sets on a pod once its cell is placed: what was
@@ -35,11 +39,24 @@ const (
 )
 
 // placement ranks a pod's candidate offerings against the plugin's
-// catalog, leaving out those that recently ran out of capacity.
+// catalog, leaving out those that recently ran out of capacity and those
+// an account quota recently refused.
 type placement struct {
 	catalog     *catalogCache
 	unavailable *match.Unavailable // offerings that recently ran out of capacity
 	match       match.Config
+	ttl         time.Duration // how long a quota refusal is remembered (Config.UnavailableTTL)
+	now         func() time.Time
+
+	mu     sync.Mutex
+	quotas []quotaMark // scoped quota refusals, until they expire
+}
+
+// quotaMark is a scoped quota refusal (QuotaExceededError.Scoped),
+// remembered until expires.
+type quotaMark struct {
+	quota   pluginapi.QuotaExceededError
+	expires time.Time
 }
 
 // rank turns the pod into its ranked candidates. An *match.UnsatisfiableError
@@ -53,13 +70,48 @@ func (p *placement) rank(ctx context.Context, pod *corev1.Pod) ([]match.Candidat
 	if err != nil {
 		return nil, err
 	}
-	return cat.Rank(req, p.unavailable.Contains, p.match)
+	return cat.Rank(req, p.isUnavailable, p.match)
 }
 
 // markUnavailable skips cand's offering for a while: the cloud had no
 // capacity for it.
 func (p *placement) markUnavailable(cand match.Candidate) {
 	p.unavailable.Mark(cand.InstanceType, cand.Zone, cand.CapacityType)
+}
+
+// markQuota skips every offering a scoped quota covers (its instance
+// types, or all; its capacity type, or all), in every zone, for the TTL:
+// an account quota is not a zone's capacity, and a spot quota leaves
+// on-demand to a pod that may fall back.
+func (p *placement) markQuota(q *pluginapi.QuotaExceededError) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.quotas = slices.DeleteFunc(p.quotas, func(m quotaMark) bool { return !now.Before(m.expires) })
+	p.quotas = append(p.quotas, quotaMark{
+		quota:   pluginapi.QuotaExceededError{InstanceTypes: slices.Clone(q.InstanceTypes), CapacityType: q.CapacityType},
+		expires: now.Add(p.ttl),
+	})
+}
+
+// isUnavailable reports whether an offering recently ran out of capacity
+// or is covered by a quota refusal; its signature is Rank's unavailable.
+func (p *placement) isUnavailable(typ, zone string, ct pluginapi.CapacityType) bool {
+	if p.unavailable.Contains(typ, zone, ct) {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.quotas) == 0 {
+		return false
+	}
+	now := p.now()
+	for _, m := range p.quotas {
+		if now.Before(m.expires) && m.quota.Covers(typ, ct) {
+			return true
+		}
+	}
+	return false
 }
 
 // sizeOf returns the CPU and memory of an instance type from the catalog

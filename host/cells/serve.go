@@ -45,6 +45,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		})
 		select {
 		case <-reached:
+			c.agentAnswered()
 		case <-ctx.Done():
 			return
 		}
@@ -56,6 +57,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	go c.applyLoop(ctx, agent, address, applied)
 	select {
 	case <-applied:
+		c.agentAnswered()
 	case <-ctx.Done():
 		return
 	}

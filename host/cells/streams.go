@@ -19,7 +19,7 @@ func (m *Manager) agentOf(namespace, pod string) (*dispatch.Agent, error) {
 	}
 	agent := c.connectedAgent()
 	if agent == nil {
-		return nil, errdefs.NotFoundf("pod %s/%s: its cell %s is not running yet", namespace, pod, c.id)
+		return nil, errdefs.NotFoundf("pod %s/%s: its cell %s is not running yet", namespace, pod, c.cellID())
 	}
 	return agent, nil
 }

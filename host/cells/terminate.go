@@ -25,14 +25,20 @@ func (c *cell) lost(ctx context.Context, message string) {
 	}
 	c.log.Warn("cell lost", "reason", message)
 	c.event(corev1.EventTypeWarning, ReasonCellLost, "%s", message)
+	c.fail(ctx, ReasonCellLost, message)
+}
+
+// fail fails the pod with reason and message (its containers end with
+// exit code 137, as on a node that died), and ends the cell.
+func (c *cell) fail(ctx context.Context, reason, message string) {
 	c.setStatus(func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodFailed
-		st.Reason = ReasonCellLost
+		st.Reason = reason
 		st.Message = message
 		for i := range st.ContainerStatuses {
 			cs := &st.ContainerStatuses[i]
 			if cs.State.Terminated == nil {
-				cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: ReasonCellLost, Message: message}}
+				cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: reason, Message: message}}
 				cs.Ready = false
 			}
 		}
@@ -108,7 +114,7 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 		_ = agent.Close()
 	}
 	c.mu.Lock()
-	inst, ended := c.instance, c.ended
+	inst, ended, id := c.instance, c.ended, c.id
 	c.ended = true
 	c.mu.Unlock()
 	if ended {
@@ -119,16 +125,17 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 		}
 		return
 	}
-	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", c.id, reason)
+	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", id, reason)
 	if inst != nil {
-		c.d.end.terminate(ctx, inst.ID, c.id)
+		c.d.end.terminate(ctx, inst.ID, id)
 	}
 	// A Launch whose answer was lost may still have created an instance:
-	// find it by cell ID.
+	// find it by cell ID (any cell of the pod: one that never booted
+	// was ended when it was given up, but its Terminate may have failed).
 	if list, err := c.d.plugin.List(ctx, &pluginapi.ListRequest{}); err == nil {
 		for _, other := range list.Instances {
-			if other.CellID == c.id && (inst == nil || other.ID != inst.ID) && other.State != pluginapi.StateTerminated {
-				c.d.end.terminate(ctx, other.ID, c.id)
+			if uid, _, ok := cellOf(other.CellID); ok && uid == c.uid && (inst == nil || other.ID != inst.ID) && other.State != pluginapi.StateTerminated {
+				c.d.end.terminate(ctx, other.ID, other.CellID)
 			}
 		}
 	}

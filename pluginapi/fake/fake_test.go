@@ -574,3 +574,22 @@ func TestTerminatedCellSurvivesRestart(t *testing.T) {
 		t.Errorf("after a restart the store holds %v, want nothing live", got)
 	}
 }
+
+func TestConsoleOutput(t *testing.T) {
+	ctx := t.Context()
+	p := configured(t, "c1")
+	resp, err := p.Launch(ctx, launchReq("cell-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Store().SetConsoleOutput(resp.Instance.ID, "cloud-init: boot failed\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.ConsoleOutput(ctx, &pluginapi.ConsoleOutputRequest{InstanceID: resp.Instance.ID})
+	if err != nil || got.Output != "cloud-init: boot failed\n" {
+		t.Errorf("ConsoleOutput = %+v, %v; want the output set", got, err)
+	}
+	if _, err := p.ConsoleOutput(ctx, &pluginapi.ConsoleOutputRequest{InstanceID: "i-none"}); !pluginapi.IsNotFound(err) {
+		t.Errorf("ConsoleOutput of an unknown instance = %v, want NotFound", err)
+	}
+}

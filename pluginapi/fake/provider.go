@@ -13,8 +13,8 @@ import (
 )
 
 // Provider is an in-memory pluginapi.Provider over a Store. It also
-// implements pluginapi.EventWatcher and pluginapi.RegistryAuthenticator, and
-// records every call for tests.
+// implements pluginapi.EventWatcher, pluginapi.RegistryAuthenticator and
+// pluginapi.ConsoleOutputReader, and records every call for tests.
 type Provider struct {
 	store        *Store
 	name         string
@@ -36,6 +36,7 @@ var (
 	_ pluginapi.Provider              = (*Provider)(nil)
 	_ pluginapi.EventWatcher          = (*Provider)(nil)
 	_ pluginapi.RegistryAuthenticator = (*Provider)(nil)
+	_ pluginapi.ConsoleOutputReader   = (*Provider)(nil)
 )
 
 // ErrNotConfigured is returned (wrapped) by every call but GetInfo and
@@ -82,7 +83,7 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 func WithVersion(version string) Option { return func(o *options) { o.version = version } }
 
 // WithCapabilities sets the capabilities GetInfo reports and Launch honours,
-// replacing the default (watch-events and registry-auth).
+// replacing the default (watch-events, registry-auth and console-output).
 func WithCapabilities(caps ...pluginapi.Capability) Option {
 	return func(o *options) { o.capabilities = append([]pluginapi.Capability{}, caps...) }
 }
@@ -128,7 +129,7 @@ func New(opts ...Option) *Provider {
 	o := options{
 		name:         "fake",
 		version:      "0.0.0-dev",
-		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth},
+		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth, pluginapi.CapabilityConsoleOutput},
 		types:        DefaultInstanceTypes(),
 		clock:        time.Now,
 	}
@@ -508,6 +509,24 @@ func (p *Provider) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuth
 		Password:  "fake-token",
 		ExpiresAt: p.clock().Add(time.Hour),
 	}, nil
+}
+
+// ConsoleOutput returns what Store.SetConsoleOutput set for the
+// instance (empty by default), NotFound for an instance of another cluster
+// or none.
+func (p *Provider) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutputRequest) (*pluginapi.ConsoleOutputResponse, error) {
+	cluster, err := p.begin(ctx, "ConsoleOutput", copyPtr(req), true)
+	if err != nil {
+		return nil, err
+	}
+	s := p.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.instances[req.InstanceID]
+	if !ok || r.ClusterID != cluster {
+		return nil, pluginapi.NewNotFound("instance %s", req.InstanceID)
+	}
+	return &pluginapi.ConsoleOutputResponse{Output: r.Console, Timestamp: p.clock()}, nil
 }
 
 // copyPtr returns a pointer to a shallow copy of *v, or nil.

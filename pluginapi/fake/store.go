@@ -39,6 +39,8 @@ type record struct {
 	ClusterID string             `json:"clusterID"`
 	ReadyAt   time.Time          `json:"readyAt"`
 	Instance  pluginapi.Instance `json:"instance"`
+	// Console is what ConsoleOutput answers (SetConsoleOutput).
+	Console string `json:"console,omitempty"`
 }
 
 // stateFileContents is the JSON written to a state file.
@@ -91,6 +93,19 @@ func (s *Store) SetState(id string, state pluginapi.InstanceState, reason string
 		return pluginapi.NewNotFound("instance %s", id)
 	}
 	s.setStateLocked(r, state, reason, time.Now())
+	return s.persistLocked()
+}
+
+// SetConsoleOutput sets what ConsoleOutput answers for an instance. It
+// returns a NotFoundError for an unknown ID.
+func (s *Store) SetConsoleOutput(id, output string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.instances[id]
+	if !ok {
+		return pluginapi.NewNotFound("instance %s", id)
+	}
+	r.Console = output
 	return s.persistLocked()
 }
 

@@ -468,6 +468,9 @@ func checkInfo(ctx context.Context, e *env) error {
 	if _, ok := raw.(pluginapi.RegistryAuthenticator); info.Has(pluginapi.CapabilityRegistryAuth) && !ok {
 		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.RegistryAuthenticator", pluginapi.CapabilityRegistryAuth))
 	}
+	if _, ok := raw.(pluginapi.ConsoleOutputReader); info.Has(pluginapi.CapabilityConsoleOutput) && !ok {
+		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.ConsoleOutputReader", pluginapi.CapabilityConsoleOutput))
+	}
 	if info.Has(pluginapi.CapabilityInterruptionEvents) && !info.Has(pluginapi.CapabilityWatchEvents) {
 		errs = append(errs, fmt.Errorf("GetInfo reports %q without %q", pluginapi.CapabilityInterruptionEvents, pluginapi.CapabilityWatchEvents))
 	}

@@ -33,6 +33,7 @@ var (
 	_ pluginapi.Provider              = (*timed)(nil)
 	_ pluginapi.EventWatcher          = (*timed)(nil)
 	_ pluginapi.RegistryAuthenticator = (*timed)(nil)
+	_ pluginapi.ConsoleOutputReader   = (*timed)(nil)
 )
 
 // begin records the start of a call; the returned func records its end.
@@ -124,4 +125,13 @@ func (t *timed) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthReq
 	}
 	defer t.begin(ctx, "RegistryAuth")()
 	return a.RegistryAuth(ctx, req)
+}
+
+func (t *timed) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutputRequest) (*pluginapi.ConsoleOutputResponse, error) {
+	r, ok := t.p.(pluginapi.ConsoleOutputReader)
+	if !ok {
+		return nil, pluginapi.NewUnsupported("plugin does not implement ConsoleOutput")
+	}
+	defer t.begin(ctx, "ConsoleOutput")()
+	return r.ConsoleOutput(ctx, req)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,6 +131,86 @@ func TestMapLaunchError(t *testing.T) {
 	}
 	if err := mapLaunchError(apiError("RunInstances", "VcpuLimitExceeded", 400), "m5.large", "a", pluginapi.CapacityOnDemand); !pluginapi.IsQuotaExceeded(err) {
 		t.Errorf("VcpuLimitExceeded at launch = %v, want QuotaExceeded", err)
+	}
+}
+
+// Each error code issue 15 names, as RunInstances answers it, and the kind
+// (with what the host needs of it) it maps to. The codes and their
+// meanings are EC2's error code list,
+// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html.
+func TestLaunchErrorCodes(t *testing.T) {
+	tests := []struct {
+		code     string
+		capacity pluginapi.CapacityType
+		want     string
+	}{
+		// "You've reached the limit on the number of Spot Instances that
+		// you can launch": every spot offering, whatever the type.
+		{"MaxSpotInstanceCountExceeded", pluginapi.CapacitySpot, "QuotaExceeded types=all capacity=spot"},
+		// "You've reached the limit on the number of vCPUs ... assigned
+		// to the running instances in your account" (per quota group:
+		// ec2/latest/instancetypes/ec2-instance-quotas.html).
+		{"VcpuLimitExceeded", pluginapi.CapacityOnDemand, "QuotaExceeded types=standard capacity=on-demand"},
+		// "You've reached the limit on the number of instances you can
+		// run concurrently."
+		{"InstanceLimitExceeded", pluginapi.CapacityOnDemand, "QuotaExceeded types=all capacity=on-demand"},
+		// "The specified instance type is not supported in this
+		// Availability Zone" (among others): that offering only.
+		{"Unsupported", pluginapi.CapacityOnDemand, "InsufficientCapacity m5.large us-east-1b on-demand"},
+		// "The user who made the request does not have the required
+		// permissions to create the service-linked role."
+		{"AuthFailure.ServiceLinkedRoleCreationNotPermitted", pluginapi.CapacitySpot, "InvalidConfig:credentials"},
+		// "The specified instance does not support CPU credits."
+		{"InstanceCreditSpecification.NotSupported", pluginapi.CapacityOnDemand, "Unsupported:unlimited_cpu_credits"},
+		// "The block device mapping is not valid."
+		{"InvalidBlockDeviceMapping", pluginapi.CapacityOnDemand, "Unsupported:volume_size_gib"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			err := mapLaunchError(apiError("RunInstances", tt.code, 400), "m5.large", "us-east-1b", tt.capacity)
+			var (
+				quota *pluginapi.QuotaExceededError
+				ic    *pluginapi.InsufficientCapacityError
+				un    *pluginapi.UnsupportedError
+			)
+			got := kind(err)
+			switch {
+			case errors.As(err, &quota):
+				types := "all"
+				if len(quota.InstanceTypes) > 0 {
+					types = "?"
+					if quota.InstanceTypes[0] == "m5.large" && slices.Contains(quota.InstanceTypes, "c5.large") &&
+						slices.Contains(quota.InstanceTypes, "t3.micro") && !slices.Contains(quota.InstanceTypes, "p3.2xlarge") {
+						types = "standard"
+					}
+				}
+				got = fmt.Sprintf("QuotaExceeded types=%s capacity=%s", types, quota.CapacityType)
+			case errors.As(err, &ic):
+				got = fmt.Sprintf("InsufficientCapacity %s %s %s", ic.InstanceType, ic.Zone, ic.CapacityType)
+			case errors.As(err, &un):
+				got = "Unsupported:" + un.Field
+			}
+			if got != tt.want {
+				t.Errorf("%s = %s (%v), want %s", tt.code, got, err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.code) {
+				t.Errorf("error %q does not name the code", err)
+			}
+		})
+	}
+}
+
+func TestQuotaGroup(t *testing.T) {
+	for typ, want := range map[string]string{
+		"m5.large": "standard", "c7g.xlarge": "standard", "t3.micro": "standard", "im4gn.large": "standard", "z1d.large": "standard",
+		"d3.xlarge": "standard", "h1.2xlarge": "standard", "r7iz.large": "standard",
+		"g4dn.xlarge": "g", "vt1.3xlarge": "g", "p4d.24xlarge": "p", "x2idn.16xlarge": "x", "f1.2xlarge": "f",
+		"inf2.xlarge": "inf", "trn1.2xlarge": "trn", "dl1.24xlarge": "dl", "hpc6a.48xlarge": "hpc",
+		"u-6tb1.metal": "high-memory", "mac2.metal": "mac",
+	} {
+		if got := quotaGroup(typ); got != want {
+			t.Errorf("quotaGroup(%s) = %s, want %s", typ, got, want)
+		}
 	}
 }
 

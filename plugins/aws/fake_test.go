@@ -201,6 +201,8 @@ func (f *fakeEC2) serve(w http.ResponseWriter, r *http.Request) {
 		resp, err = f.describeOfferings(form)
 	case "DescribeInstanceStatus":
 		resp, err = f.describeStatus(form)
+	case "GetConsoleOutput":
+		resp, err = f.getConsoleOutput(form)
 	default:
 		err = &fakeError{code: "InvalidAction", message: "the fake does not know " + op}
 	}
@@ -481,6 +483,24 @@ func (f *fakeEC2) terminateInstances(form url.Values) (any, *fakeError) {
 		resp.Instances = append(resp.Instances, xStateChange{id, xState{stateCodes[i.state], i.state}, xState{stateCodes[prev], prev}})
 	}
 	return resp, nil
+}
+
+type xGetConsoleOutput struct {
+	XMLName    xml.Name `xml:"GetConsoleOutputResponse"`
+	InstanceID string   `xml:"instanceId"`
+	Timestamp  string   `xml:"timestamp"`
+	Output     string   `xml:"output"`
+}
+
+// fakeConsole is every instance's console output.
+const fakeConsole = "[    0.000000] Linux version 6.1.0-13-cloud-amd64\ncloud-init[512]: kip-cell: bootstrap unreadable\n"
+
+func (f *fakeEC2) getConsoleOutput(form url.Values) (any, *fakeError) {
+	id := form.Get("InstanceId")
+	if _, ok := f.instances[id]; !ok {
+		return nil, &fakeError{code: "InvalidInstanceID.NotFound", message: fmt.Sprintf("The instance ID '%s' does not exist", id)}
+	}
+	return xGetConsoleOutput{InstanceID: id, Timestamp: "2026-01-02T03:04:05.000Z", Output: base64.StdEncoding.EncodeToString([]byte(fakeConsole))}, nil
 }
 
 // ---- network, images, offerings, status ----

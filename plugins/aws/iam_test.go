@@ -131,6 +131,10 @@ func TestEveryCallableOperationIsCalled(t *testing.T) {
 	if _, err := p.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: fakeOwner + ".dkr.ecr.us-east-1.amazonaws.com/app"}); err != nil {
 		t.Fatal(err)
 	}
+	console, err := p.ConsoleOutput(ctx, &pluginapi.ConsoleOutputRequest{InstanceID: launched.Instance.ID})
+	if err != nil || console.Output != fakeConsole || console.Timestamp.IsZero() {
+		t.Fatalf("ConsoleOutput = %+v, %v; want the decoded console and its time", console, err)
+	}
 	if _, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: launched.Instance.ID}); err != nil {
 		t.Fatal(err)
 	}

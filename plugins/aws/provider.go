@@ -116,6 +116,7 @@ var capabilities = []pluginapi.Capability{
 	pluginapi.CapabilityWatchEvents,
 	pluginapi.CapabilityInterruptionEvents,
 	pluginapi.CapabilityRegistryAuth,
+	pluginapi.CapabilityConsoleOutput,
 }
 
 // GetInfo describes the plugin. It needs no configuration and calls no AWS

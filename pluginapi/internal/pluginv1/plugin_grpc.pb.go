@@ -12,7 +12,7 @@
 //     kip.plugin.v2 served beside this one for a while.
 //   - Within v1, changes are additive only: new fields with new numbers, new
 //     RPCs, new capability strings. A field number is never reused.
-//   - Optional RPCs (WatchEvents, RegistryAuth) are offered by capability in
+//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput) are offered by capability in
 //     GetInfoResponse.capabilities; a plugin without the capability answers
 //     UNIMPLEMENTED.
 //   - Errors are gRPC statuses carrying one ErrorDetail (below) so that error
@@ -48,6 +48,7 @@ const (
 	Provider_Terminate_FullMethodName         = "/kip.plugin.v1.Provider/Terminate"
 	Provider_WatchEvents_FullMethodName       = "/kip.plugin.v1.Provider/WatchEvents"
 	Provider_RegistryAuth_FullMethodName      = "/kip.plugin.v1.Provider/RegistryAuth"
+	Provider_ConsoleOutput_FullMethodName     = "/kip.plugin.v1.Provider/ConsoleOutput"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -63,6 +64,8 @@ type ProviderClient interface {
 	Terminate(ctx context.Context, in *TerminateRequest, opts ...grpc.CallOption) (*TerminateResponse, error)
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	RegistryAuth(ctx context.Context, in *RegistryAuthRequest, opts ...grpc.CallOption) (*RegistryAuthResponse, error)
+	// Since 1.1, capability "console-output".
+	ConsoleOutput(ctx context.Context, in *ConsoleOutputRequest, opts ...grpc.CallOption) (*ConsoleOutputResponse, error)
 }
 
 type providerClient struct {
@@ -172,6 +175,16 @@ func (c *providerClient) RegistryAuth(ctx context.Context, in *RegistryAuthReque
 	return out, nil
 }
 
+func (c *providerClient) ConsoleOutput(ctx context.Context, in *ConsoleOutputRequest, opts ...grpc.CallOption) (*ConsoleOutputResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsoleOutputResponse)
+	err := c.cc.Invoke(ctx, Provider_ConsoleOutput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
@@ -185,6 +198,8 @@ type ProviderServer interface {
 	Terminate(context.Context, *TerminateRequest) (*TerminateResponse, error)
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[Event]) error
 	RegistryAuth(context.Context, *RegistryAuthRequest) (*RegistryAuthResponse, error)
+	// Since 1.1, capability "console-output".
+	ConsoleOutput(context.Context, *ConsoleOutputRequest) (*ConsoleOutputResponse, error)
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -221,6 +236,9 @@ func (UnimplementedProviderServer) WatchEvents(*WatchEventsRequest, grpc.ServerS
 }
 func (UnimplementedProviderServer) RegistryAuth(context.Context, *RegistryAuthRequest) (*RegistryAuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegistryAuth not implemented")
+}
+func (UnimplementedProviderServer) ConsoleOutput(context.Context, *ConsoleOutputRequest) (*ConsoleOutputResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConsoleOutput not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -398,6 +416,24 @@ func _Provider_RegistryAuth_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_ConsoleOutput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConsoleOutputRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).ConsoleOutput(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_ConsoleOutput_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).ConsoleOutput(ctx, req.(*ConsoleOutputRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -436,6 +472,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RegistryAuth",
 			Handler:    _Provider_RegistryAuth_Handler,
+		},
+		{
+			MethodName: "ConsoleOutput",
+			Handler:    _Provider_ConsoleOutput_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2,10 +2,14 @@ package ec2sim_test
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kipcell/kip/pluginapi"
 	"github.com/kipcell/kip/pluginapi/plugintest"
 	"github.com/kipcell/kip/plugins/aws"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
@@ -55,4 +59,66 @@ func TestAWSPluginConformance(t *testing.T) {
 		}
 	}
 	t.Logf("EC2 calls: %v", sim.Calls())
+}
+
+// Each refusal of RunInstances the simulator injects reaches the host as
+// the kind its reaction needs (plugins/aws/errors.go says why).
+func TestAWSPluginLaunchErrorCodes(t *testing.T) {
+	sim := ec2sim.New(ec2sim.Options{Logger: slog.New(slog.DiscardHandler)})
+	url, err := sim.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	config, err := json.Marshal(map[string]any{
+		"region": "us-east-1", "endpointURL": url, "ecrEndpointURL": url,
+		"credentials": map[string]any{"accessKeyID": "AKIDSIM", "secretAccessKey": "secret"},
+		"vpcID":       ec2sim.DefaultVPCID,
+		"image":       map[string]any{"owner": ec2sim.DebianOwnerID, "name": "debian-12-amd64-*"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := aws.New(slog.New(slog.DiscardHandler))
+	if _, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "sim", NodeName: "kip", Config: config}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]func(error) bool{
+		"MaxSpotInstanceCountExceeded": func(err error) bool {
+			var q *pluginapi.QuotaExceededError
+			return errors.As(err, &q) && q.CapacityType == pluginapi.CapacitySpot && len(q.InstanceTypes) == 0
+		},
+		"VcpuLimitExceeded": func(err error) bool {
+			var q *pluginapi.QuotaExceededError
+			return errors.As(err, &q) && q.CapacityType == pluginapi.CapacitySpot && slices.Contains(q.InstanceTypes, "t3.small") &&
+				slices.Contains(q.InstanceTypes, "m5.large") && !slices.Contains(q.InstanceTypes, "p3.2xlarge")
+		},
+		"InstanceLimitExceeded": func(err error) bool {
+			var q *pluginapi.QuotaExceededError
+			return errors.As(err, &q) && q.CapacityType == pluginapi.CapacitySpot && len(q.InstanceTypes) == 0
+		},
+		"Unsupported": pluginapi.IsInsufficientCapacity,
+		"AuthFailure.ServiceLinkedRoleCreationNotPermitted": pluginapi.IsInvalidConfig,
+		"InstanceCreditSpecification.NotSupported":          pluginapi.IsUnsupported,
+		"InvalidBlockDeviceMapping":                         pluginapi.IsUnsupported,
+	}
+	for code := range ec2sim.LaunchErrorCodes {
+		t.Run(code, func(t *testing.T) {
+			is := want[code]
+			if is == nil {
+				t.Fatalf("no expectation for %s", code)
+			}
+			sim.InjectLaunchError(code, 1)
+			_, err := p.Launch(t.Context(), &pluginapi.LaunchRequest{
+				CellID: "cell-" + strings.ToLower(strings.ReplaceAll(code, ".", "-")), NodeName: "kip", PodUID: "uid",
+				InstanceType: "t3.small", CapacityType: pluginapi.CapacitySpot, Bootstrap: []byte(`{}`),
+			})
+			if err == nil || !is(err) || !strings.Contains(err.Error(), code) {
+				t.Errorf("Launch with %s injected = %v", code, err)
+			}
+		})
+	}
+	if n := len(sim.Instances()); n != 0 {
+		t.Errorf("%d instances launched, want none", n)
+	}
 }

@@ -20,6 +20,16 @@ type CellStarter interface {
 	Stop(ctx context.Context, instanceID string) error
 }
 
+// AgentStarter is a CellStarter that starts a cell's agent apart from the
+// cell: Start brings up the instance's machine (its address) with the
+// agent held back, and StartAgent lets it start. The simulator calls it
+// Options.AgentDelay after the instance runs, and never for an instance
+// whose agent is silenced (SilenceAgents). It must be idempotent.
+type AgentStarter interface {
+	CellStarter
+	StartAgent(ctx context.Context, instanceID string) error
+}
+
 // stopTimeout bounds one Stop of a cell.
 const stopTimeout = time.Minute
 
@@ -36,6 +46,11 @@ func (s *Server) startCell(in *instance) {
 		return
 	}
 	in.cellStarting = true
+	if s.silentAgents > 0 {
+		s.silentAgents--
+		in.silent = true
+	}
+	in.agentDelay = s.agentDelay
 	id, typ, bootstrap := in.id, in.itype.Name, in.bootstrap
 	s.wg.Add(1)
 	go func() {
@@ -60,7 +75,73 @@ func (s *Server) startCell(in *instance) {
 		s.log.Info("cell started", "instance", id, "cell", in.cellAttr(), "address", addr)
 		if in.stopRequested {
 			s.stopCellLocked(in)
+			return
 		}
+		s.startAgentLocked(in)
+	}()
+}
+
+// startAgentLocked arranges for the agent of an instance whose cell
+// started to start s.agentDelay after the instance runs, where the
+// CellStarter holds agents back (AgentStarter) and the agent is not
+// silenced: at that time by the wall clock, or when the instance is read
+// past it by the injected one (advance). The caller holds s.mu.
+func (s *Server) startAgentLocked(in *instance) {
+	if _, ok := s.opts.Cells.(AgentStarter); !ok {
+		in.agentStarted = true // it started with the cell
+		return
+	}
+	if in.silent {
+		s.log.Info("cell agent silenced: it never starts", "instance", in.id, "cell", in.cellAttr())
+		return
+	}
+	s.agentDueLocked(in, s.now())
+	wait := in.readyAt.Add(in.agentDelay).Sub(s.now())
+	if in.agentStarting || wait <= 0 {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.agentDueLocked(in, s.now())
+	}()
+}
+
+// agentDueLocked starts the agent of an instance, in the background, once
+// it is due (its cell started, the instance ran agentDelay ago, not
+// silenced, not shutting down) and not started yet. The caller holds s.mu.
+func (s *Server) agentDueLocked(in *instance, now time.Time) {
+	starter, ok := s.opts.Cells.(AgentStarter)
+	if !ok || in.silent || in.agentStarting || in.agentStarted || !in.cellStarted || in.stopRequested ||
+		in.state != stateRunning && now.Before(in.readyAt) || now.Before(in.readyAt.Add(in.agentDelay)) {
+		return
+	}
+	in.agentStarting = true
+	id := in.id
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, s.opts.CellStartTimeout)
+		err := starter.StartAgent(ctx, id)
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		in.agentStarting = false
+		if err != nil {
+			s.log.Error("starting cell agent failed", "instance", id, "cell", in.cellAttr(), "error", err)
+			return
+		}
+		in.agentStarted = true
+		s.log.Info("cell agent started", "instance", id, "cell", in.cellAttr())
 	}()
 }
 

@@ -20,7 +20,8 @@
 //
 // Operations: RunInstances, DescribeInstances, TerminateInstances,
 // DescribeInstanceStatus, DescribeInstanceTypeOfferings, DescribeSubnets,
-// DescribeImages, DescribeAvailabilityZones, and ECR GetAuthorizationToken.
+// DescribeImages, DescribeAvailabilityZones, GetConsoleOutput (a Debian
+// cloud image's boot log, base64), and ECR GetAuthorizationToken.
 // Any other action is answered with InvalidAction. Form keys and XML element
 // names follow the SDK's serializers and deserializers (ec2 v1.344.0), not
 // the API reference; errors use EC2's
@@ -30,12 +31,16 @@
 // it does against AWS.
 //
 // Instances move pending → running once their cell has started and the boot
-// delay has passed, and shutting-down → terminated once their cell has
+// delay has passed; where the CellStarter holds agents back (AgentStarter,
+// as LocalCells does), the cell agent starts Options.AgentDelay after
+// that, as kip-cell starts minutes after EC2 says running, or never
+// (SilenceAgents); and shutting-down → terminated once their cell has
 // stopped and the shutdown delay has passed; terminated instances stay
 // visible for Options.TerminatedVisible (an hour by default), as in EC2.
 // States are computed when read, from the injected clock (Options.Now), so
 // tests can move time instead of sleeping. RunInstances is idempotent on
-// ClientToken (a repeat with other parameters is IdempotentParameterMismatch).
+// ClientToken (a repeat with other parameters but the zone is
+// IdempotentParameterMismatch).
 // DescribeInstances supports InstanceId, the filters listed in
 // instanceFilters (tags, state, id, client token, type, zone, subnet, VPC,
 // lifecycle, …) with EC2's * and ? wildcards, and MaxResults/NextToken
@@ -63,11 +68,13 @@
 // # Knobs
 //
 // Every knob is safe for concurrent use: SetBootDelay, SetShutdownDelay,
+// SetAgentDelay, SilenceAgents (the next instances never start their agent),
 // SetEventualConsistency (new instances invisible to Describe for a while),
 // InjectThrottle, SetRateLimit (a token bucket over all EC2 calls,
 // answering RequestLimitExceeded above it), InjectInsufficientCapacity per
 // instance type and zone, Inject5xx, InjectFault (any code, any operation,
-// optionally after the call took effect: a lost response), Interrupt (spot
+// optionally after the call took effect: a lost response; the quota and
+// refusal codes of RunInstances are in LaunchErrorCodes), Interrupt (spot
 // interruption), NoticeInterruption (the two-minute warning in the
 // instance's metadata, then Interrupt at its time), RecommendRebalance,
 // ScheduleMaintenance, ScheduleEvent and CompleteEvent

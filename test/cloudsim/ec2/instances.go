@@ -145,8 +145,14 @@ type instance struct {
 	address    string
 	subnetAddr netip.Addr
 
-	cellStarting  bool
-	cellStarted   bool
+	cellStarting bool
+	cellStarted  bool
+	// silent: the agent never starts (SilenceAgents); agentStarted: it
+	// did, agentDelay after the instance ran (AgentStarter).
+	silent        bool
+	agentStarting bool
+	agentStarted  bool
+	agentDelay    time.Duration
 	stopRequested bool
 	cellStopped   bool
 
@@ -191,7 +197,10 @@ func (s *Server) advance(in *instance, now time.Time) {
 		if in.cellStarted && !now.Before(in.readyAt) {
 			in.state = stateRunning
 			s.log.Info("instance running", "instance", in.id, "cell", in.cellAttr(), "address", in.address)
+			s.agentDueLocked(in, now)
 		}
+	case stateRunning:
+		s.agentDueLocked(in, now)
 	case stateShuttingDown:
 		if in.cellStopped && !now.Before(in.doneAt) {
 			in.state = stateTerminated
@@ -657,7 +666,14 @@ func (s *Server) runInstances(f form) (response, error) {
 	if len(token) > maxClientTokenLength {
 		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter clientToken is invalid. The length must be at most %d.", token, maxClientTokenLength)
 	}
-	canonical := f.canonical("ClientToken")
+	// EC2 compares a repeated request's parameters "other than the Region
+	// or Availability Zone" (ec2/latest/devguide/ec2-api-idempotency.html):
+	// the same token with another zone answers the first instances, with
+	// any other difference (a subnet, an instance type, a market) it is
+	// IdempotentParameterMismatch. (A token is per Region; the simulator is
+	// one Region, and keeps tokens for good, beyond EC2's 24 hours after
+	// the instance ended.)
+	canonical := f.canonical("ClientToken", "Placement.AvailabilityZone")
 	if r := s.tokens[token]; token != "" && r != nil {
 		if r.canonical != canonical {
 			return nil, clientError(codeIdempotentMismatch, idempotentMismatchMsg)

@@ -166,6 +166,18 @@ func TestClientTokenIdempotency(t *testing.T) {
 		{name: "same token, same parameters", in: runInput("t3.micro", "", "token-1"), wantSame: true},
 		{name: "same token, other type", in: runInput("t3.small", "", "token-1"), wantCode: "IdempotentParameterMismatch"},
 		{name: "same token, other subnet", in: runInput("t3.micro", "subnet-00000000000000003", "token-1"), wantCode: "IdempotentParameterMismatch"},
+		// EC2 compares the parameters "other than the Region or
+		// Availability Zone" (ec2/latest/devguide/ec2-api-idempotency.html).
+		{name: "same token, other zone", in: func() *ec2.RunInstancesInput {
+			in := runInput("t3.micro", "", "token-1")
+			in.Placement = &types.Placement{AvailabilityZone: aws.String("us-east-1c")}
+			return in
+		}(), wantSame: true},
+		{name: "same token, other market", in: func() *ec2.RunInstancesInput {
+			in := runInput("t3.micro", "", "token-1")
+			in.InstanceMarketOptions = &types.InstanceMarketOptionsRequest{MarketType: types.MarketTypeSpot}
+			return in
+		}(), wantCode: "IdempotentParameterMismatch"},
 		{name: "other token", in: runInput("t3.micro", "", "token-2")},
 		{name: "no token", in: runInput("t3.micro", "", "")},
 	}

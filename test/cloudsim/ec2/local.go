@@ -56,9 +56,14 @@ type LocalCellsConfig struct {
 // instance type has the EC2 type's name, CPU and memory (the local
 // plugin's catalog is configured from InstanceTypes). The cell's address
 // (127.77.0.N in loopback mode) becomes the instance's private IP.
+//
+// The agent of each cell waits for StartAgent (LocalCells is an
+// AgentStarter): its command line runs behind a shell loop that waits for
+// a file named after the cell in a directory of its own.
 type LocalCells struct {
-	sup *plugin.Supervisor
-	log *slog.Logger
+	sup   *plugin.Supervisor
+	log   *slog.Logger
+	gates string // the directory of the files that let agents start
 	// imdsDir holds the instances' IMDS sockets when the agent command
 	// has {imds}; empty otherwise.
 	imdsDir string
@@ -68,8 +73,8 @@ type LocalCells struct {
 }
 
 var (
-	_ CellStarter = (*LocalCells)(nil)
-	_ IMDSLocator = (*LocalCells)(nil)
+	_ AgentStarter = (*LocalCells)(nil)
+	_ IMDSLocator  = (*LocalCells)(nil)
 )
 
 // NewLocalCells starts the local plugin under a host/plugin Supervisor and
@@ -90,8 +95,17 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 	if err != nil {
 		return nil, err
 	}
+	gates, err := os.MkdirTemp("", "ec2sim-agent-gates-")
+	if err != nil {
+		_ = os.RemoveAll(imdsDir)
+		return nil, fmt.Errorf("starting local cells: %w", err)
+	}
+	// The instance (the cell, its address) runs at once; its agent once
+	// StartAgent has made the cell's file.
+	gated := append([]string{"/bin/sh", "-c", `while [ ! -e "$0" ]; do sleep 0.1; done; exec "$@"`,
+		filepath.Join(gates, "{cellID}")}, agent...)
 	conf := map[string]any{
-		"agentCommand":  agent,
+		"agentCommand":  gated,
 		"stateDir":      cfg.StateDir,
 		"network":       cmp.Or(cfg.Network, "loopback"),
 		"instanceTypes": localTypes,
@@ -118,9 +132,10 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 	})
 	if err != nil {
 		_ = os.RemoveAll(imdsDir)
+		_ = os.RemoveAll(gates)
 		return nil, fmt.Errorf("starting local cells: %w", err)
 	}
-	return &LocalCells{sup: sup, log: log.With("cells", "local"), imdsDir: imdsDir, cells: map[string]string{}}, nil
+	return &LocalCells{sup: sup, log: log.With("cells", "local"), gates: gates, imdsDir: imdsDir, cells: map[string]string{}}, nil
 }
 
 // imdsCommand replaces {imds} in an agent command with a socket path in a
@@ -205,6 +220,14 @@ func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string,
 	return inst.PrivateAddress(), nil
 }
 
+// StartAgent lets the agent of an instance's cell start.
+func (c *LocalCells) StartAgent(_ context.Context, instanceID string) error {
+	if err := os.WriteFile(filepath.Join(c.gates, instanceID), nil, 0o600); err != nil {
+		return fmt.Errorf("starting the agent of %s: %w", instanceID, err)
+	}
+	return nil
+}
+
 // Stop terminates the local cell of an instance; a cell that is gone is
 // stopped.
 func (c *LocalCells) Stop(ctx context.Context, instanceID string) error {
@@ -252,7 +275,7 @@ func (c *LocalCells) Close() error {
 		errs = append(errs, c.Stop(ctx, id))
 		cancel()
 	}
-	errs = append(errs, c.sup.Close())
+	errs = append(errs, c.sup.Close(), os.RemoveAll(c.gates))
 	if c.imdsDir != "" {
 		errs = append(errs, os.RemoveAll(c.imdsDir))
 	}

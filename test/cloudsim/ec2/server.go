@@ -71,6 +71,11 @@ type Options struct {
 	// least (also SetShutdownDelay).
 	BootDelay     time.Duration
 	ShutdownDelay time.Duration
+	// AgentDelay is how long after an instance runs its cell agent starts
+	// (also SetAgentDelay), where the CellStarter can hold an agent back
+	// (AgentStarter): a real instance runs minutes before cloud-init has
+	// started kip-cell.
+	AgentDelay time.Duration
 	// TerminatedVisible is how long a terminated instance stays visible;
 	// zero means DefaultTerminatedVisible (EC2: about an hour).
 	TerminatedVisible time.Duration
@@ -140,6 +145,8 @@ type Server struct {
 	seq              int64
 	bootDelay        time.Duration
 	shutdownDelay    time.Duration
+	agentDelay       time.Duration
+	silentAgents     int // the next launches whose agents never start
 	consistencyDelay time.Duration
 	latency          time.Duration
 	faults           []*Fault
@@ -194,7 +201,7 @@ func New(opts Options) *Server {
 		opts: opts, region: r, log: opts.Logger.With("sim", "ec2", "region", opts.Region), now: opts.Now,
 		ctx: ctx, cancel: cancel,
 		instances: map[string]*instance{}, tokens: map[string]*reservation{},
-		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, latency: cmp.Or(opts.Latency, DefaultLatency),
+		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, agentDelay: opts.AgentDelay, latency: cmp.Or(opts.Latency, DefaultLatency),
 		insufficientCap: map[capacityKey]bool{}, calls: map[string]int{}, imds: map[string]*imdsServer{},
 	}
 	s.SetRateLimit(opts.RateLimit)
@@ -364,6 +371,8 @@ func (s *Server) dispatchEC2(op string, f form) (response, error) {
 		return s.describeImages(f)
 	case "DescribeAvailabilityZones":
 		return s.describeAvailabilityZones(f)
+	case "GetConsoleOutput":
+		return s.getConsoleOutput(f)
 	default:
 		return nil, clientError(codeInvalidAction, "The action %s is not valid for this web service.", op)
 	}
@@ -466,6 +475,25 @@ func (s *Server) SetBootDelay(d time.Duration) {
 	s.bootDelay = d
 }
 
+// SetAgentDelay sets how long after they run the instances launched from
+// now on start their cell agents (Options.AgentDelay).
+func (s *Server) SetAgentDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.agentDelay = d
+}
+
+// SilenceAgents makes the next n instances launched never start their
+// cell agents: they run, with an address and a console output that says
+// why, and nothing answers there, as an instance whose image or boot
+// recipe is broken. It needs a CellStarter that is an AgentStarter
+// (LocalCells); without one an instance has no agent anyway.
+func (s *Server) SilenceAgents(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.silentAgents = n
+}
+
 // SetShutdownDelay sets how long instances shut down from now on stay
 // shutting-down at least.
 func (s *Server) SetShutdownDelay(d time.Duration) {
@@ -511,6 +539,29 @@ func (s *Server) InjectFault(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &f)
+}
+
+// LaunchErrorCodes are the refusals of RunInstances an account meets on a
+// first real day, each as EC2 words it (errors-overview.html), for
+// InjectLaunchError: the quotas, a type the zone does not sell, and the
+// refusals for good.
+var LaunchErrorCodes = map[string]string{
+	"MaxSpotInstanceCountExceeded": "Max spot instance count exceeded",
+	"VcpuLimitExceeded": "You have requested more vCPU capacity than your current vCPU limit of 32 allows for the instance bucket " +
+		"that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit.",
+	"InstanceLimitExceeded": "Your quota allows for 0 more running instance(s). You requested at least 1.",
+	"Unsupported": "Your requested instance type is not supported in your requested Availability Zone. " +
+		"Please retry your request by not specifying an Availability Zone or choosing another one.",
+	"AuthFailure.ServiceLinkedRoleCreationNotPermitted": "The provided credentials do not have permission to create the service-linked role for EC2 Spot Instances.",
+	"InstanceCreditSpecification.NotSupported":          "The specified instance type does not support CPU credits.",
+	"InvalidBlockDeviceMapping":                         "Volume of size 4GB is smaller than snapshot 'snap-0123456789abcdef0', expect size >= 8GB",
+}
+
+// InjectLaunchError makes the next n RunInstances calls fail with code (a
+// key of LaunchErrorCodes, with its message; any other code with the code
+// as message), status 400 as EC2 answers them.
+func (s *Server) InjectLaunchError(code string, n int) {
+	s.InjectFault(Fault{Operation: "RunInstances", Code: code, Message: cmp.Or(LaunchErrorCodes[code], code), Times: n})
 }
 
 // InjectThrottle answers the next n calls with RequestLimitExceeded (HTTP

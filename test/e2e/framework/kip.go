@@ -395,6 +395,7 @@ node:
 cells:
   insecureRegistries: [%[4]q]
   unavailableTTL: %[8]s
+  agentTimeout: %[14]s
   volumeRefreshInterval: %[10]s
   podLogsDir: %[11]s
 log:
@@ -405,7 +406,7 @@ plugin:
   dir: %[6]s
   config: %[7]s
 `, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"))
+		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
@@ -417,15 +418,9 @@ plugin:
 	if err != nil {
 		return nil, fmt.Errorf("creating kip log: %w", err)
 	}
-	k.cmd = exec.Command(filepath.Join(opts.BinDir, "kip"), "run", "--config", configPath)
-	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
-	k.cmd.Env = append(os.Environ(), "KUBECONFIG=")
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := k.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting kip: %w", err)
+	if err := k.start(logFile); err != nil {
+		return nil, err
 	}
-	go func() { _ = k.cmd.Wait(); _ = logFile.Close(); close(k.done) }()
 
 	err = Poll(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		select {
@@ -505,8 +500,51 @@ const UnavailableTTL = 5 * time.Second
 // test sees a changed Secret reach the container in seconds.
 const VolumeRefreshInterval = 2 * time.Second
 
+// AgentTimeout is how long kip waits for a cell's agent to answer once
+// its instance runs in the e2e runs (10 minutes by default): short, so
+// that a test of an agent that never starts sees the cell given up in
+// seconds, and long enough for any agent on a busy machine.
+const AgentTimeout = 30 * time.Second
+
 // ec2AccessKey is the only access key the simulator accepts.
 const ec2AccessKey = "AKIDE2ESIMULATOR"
+
+// start runs `kip run` with the configuration file, its output to
+// logFile, which it closes when kip exits (then k.done closes).
+func (k *Kip) start(logFile *os.File) error {
+	k.cmd = exec.Command(filepath.Join(k.BinDir, "kip"), "run", "--config", k.ConfigPath)
+	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
+	k.cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := k.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting kip: %w", err)
+	}
+	done := k.done
+	go func() { _ = k.cmd.Wait(); _ = logFile.Close(); close(done) }()
+	return nil
+}
+
+// Kill ends kip and its plugin at once (SIGKILL to its process group), as
+// a crash would, and waits until kip has exited. With the aws plugin the
+// EC2 simulator and its instances' cells run on (the local plugin's cells
+// may not: they are kip's children). Restart starts kip again.
+func (k *Kip) Kill() {
+	_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
+	<-k.done
+}
+
+// Restart starts kip again after Kill, with the same configuration,
+// appending to its log. It does not wait for anything: the node stays
+// Ready through a short outage (its lease lasts 40 s).
+func (k *Kip) Restart() error {
+	logFile, err := os.OpenFile(k.LogPath, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("reopening kip's log: %w", err)
+	}
+	k.done = make(chan struct{})
+	return k.start(logFile)
+}
 
 // Signal sends sig to the kip process (not its plugin or cells): SIGHUP
 // makes kip read its configuration again and swap its plugin process.
