@@ -30,9 +30,13 @@ type Config struct {
 	// the agent's own.
 	NetNSPath string
 	// StateDir holds logs, FIFOs, the pod's volumes and its state
-	// (StateFile): an agent started on the same StateDir after one that
-	// died resumes its pod.
+	// (StateFile), and the agent's key and certificate (IdentityDir): an
+	// agent started on the same StateDir after one that died serves as
+	// the joined cell again and resumes its pod.
 	StateDir string
+	// InstanceIdentity, when set, reads the cloud's signed instance
+	// identity, sent with the join request (agent.InstanceIdentity).
+	InstanceIdentity agent.InstanceIdentity
 	// PodIP is reported as podIP and hostIP.
 	PodIP string
 	// Listen is the gRPC address; empty means Bootstrap.ListenAddress, else
@@ -72,6 +76,10 @@ const (
 // pod's state for the next agent of the cell (pod.Config.StatePath).
 const StateFile = "pod.json"
 
+// IdentityDir is the directory under Config.StateDir (0700) where the
+// agent keeps its key and certificate (agent.Identity).
+const IdentityDir = "identity"
+
 // Namespace is the containerd namespace of a cell.
 func Namespace(cellID string) string { return "kip-" + cellID }
 
@@ -106,12 +114,12 @@ func Run(ctx context.Context, cfg Config) error {
 		// /proc/self in its own process.
 		cfg.NetNSPath = fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
 	}
-	tlsConfig, err := api.ServerTLSConfig(cfg.Bootstrap)
-	if err != nil {
-		return fmt.Errorf("running cell agent: %w", err)
-	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)
+	}
+	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, cfg.InstanceIdentity, log)
+	if err != nil {
+		return fmt.Errorf("running cell agent: %w", err)
 	}
 	c, err := client.New(cfg.ContainerdAddress, client.WithTimeout(10*time.Second))
 	if err != nil {
@@ -165,11 +173,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listening for the host: %w", err)
 	}
-	log.InfoContext(ctx, "cell agent serving", "address", lis.Addr().String(), "namespace", Namespace(cfg.Bootstrap.CellID))
+	log.InfoContext(ctx, "cell agent serving", "address", lis.Addr().String(), "namespace", Namespace(cfg.Bootstrap.CellID), "joined", id.Joined())
 	if cfg.Ready != nil {
 		cfg.Ready(lis.Addr())
 	}
-	serveErr := agent.Serve(ctx, lis, tlsConfig, srv)
+	serveErr := agent.Serve(ctx, lis, id, srv)
 
 	grace := cfg.StopGrace
 	if grace <= 0 {

@@ -2122,6 +2122,197 @@ func (x *ApplyServicesResponse) GetRevision() uint64 {
 	return 0
 }
 
+type JoinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRequest) Reset() {
+	*x = JoinRequest{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRequest) ProtoMessage() {}
+
+func (x *JoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
+func (*JoinRequest) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{31}
+}
+
+type JoinResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The join token from the cell's bootstrap.
+	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// A PKCS #10 certificate request (DER) for the agent's key, naming the
+	// cell ID as its DNS name and nothing else.
+	Csr []byte `protobuf:"bytes,2,opt,name=csr,proto3" json:"csr,omitempty"`
+	// The cloud's signed instance identity, as the instance's metadata
+	// service gives it (EC2: the identity document and its signature);
+	// empty where the agent has none.
+	IdentityDocument  []byte `protobuf:"bytes,3,opt,name=identity_document,json=identityDocument,proto3" json:"identity_document,omitempty"`
+	IdentitySignature []byte `protobuf:"bytes,4,opt,name=identity_signature,json=identitySignature,proto3" json:"identity_signature,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *JoinResponse) Reset() {
+	*x = JoinResponse{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinResponse) ProtoMessage() {}
+
+func (x *JoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
+func (*JoinResponse) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *JoinResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *JoinResponse) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetIdentityDocument() []byte {
+	if x != nil {
+		return x.IdentityDocument
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetIdentitySignature() []byte {
+	if x != nil {
+		return x.IdentitySignature
+	}
+	return nil
+}
+
+type CompleteJoinRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cell's certificate (PEM), signed by the cluster CA.
+	Certificate   []byte `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteJoinRequest) Reset() {
+	*x = CompleteJoinRequest{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteJoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteJoinRequest) ProtoMessage() {}
+
+func (x *CompleteJoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteJoinRequest.ProtoReflect.Descriptor instead.
+func (*CompleteJoinRequest) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CompleteJoinRequest) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+type CompleteJoinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteJoinResponse) Reset() {
+	*x = CompleteJoinResponse{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteJoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteJoinResponse) ProtoMessage() {}
+
+func (x *CompleteJoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteJoinResponse.ProtoReflect.Descriptor instead.
+func (*CompleteJoinResponse) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{34}
+}
+
 var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
@@ -2308,7 +2499,16 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\"I\n" +
 	"\x15ApplyServicesResponse\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x04R\brevision2\x8b\x05\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\"\r\n" +
+	"\vJoinRequest\"\x92\x01\n" +
+	"\fJoinResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n" +
+	"\x03csr\x18\x02 \x01(\fR\x03csr\x12+\n" +
+	"\x11identity_document\x18\x03 \x01(\fR\x10identityDocument\x12-\n" +
+	"\x12identity_signature\x18\x04 \x01(\fR\x11identitySignature\"7\n" +
+	"\x13CompleteJoinRequest\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\"\x16\n" +
+	"\x14CompleteJoinResponse2\x8b\x05\n" +
 	"\x04Cell\x12G\n" +
 	"\bApplyPod\x12\x1c.kip.cell.v1.ApplyPodRequest\x1a\x1d.kip.cell.v1.ApplyPodResponse\x12N\n" +
 	"\vWatchStatus\x12\x1f.kip.cell.v1.WatchStatusRequest\x1a\x1c.kip.cell.v1.PodStatusUpdate0\x01\x129\n" +
@@ -2318,7 +2518,10 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\vPortForward\x12\x1d.kip.cell.v1.PortForwardFrame\x1a\x1d.kip.cell.v1.PortForwardFrame(\x010\x01\x12>\n" +
 	"\x05Stats\x12\x19.kip.cell.v1.StatsRequest\x1a\x1a.kip.cell.v1.StatsResponse\x12J\n" +
 	"\tDeletePod\x12\x1d.kip.cell.v1.DeletePodRequest\x1a\x1e.kip.cell.v1.DeletePodResponse\x12V\n" +
-	"\rApplyServices\x12!.kip.cell.v1.ApplyServicesRequest\x1a\".kip.cell.v1.ApplyServicesResponseB/Z-github.com/kipcell/kip/cell/api/cellv1;cellv1b\x06proto3"
+	"\rApplyServices\x12!.kip.cell.v1.ApplyServicesRequest\x1a\".kip.cell.v1.ApplyServicesResponse2\x98\x01\n" +
+	"\x04Join\x12;\n" +
+	"\x04Join\x12\x18.kip.cell.v1.JoinRequest\x1a\x19.kip.cell.v1.JoinResponse\x12S\n" +
+	"\fCompleteJoin\x12 .kip.cell.v1.CompleteJoinRequest\x1a!.kip.cell.v1.CompleteJoinResponseB/Z-github.com/kipcell/kip/cell/api/cellv1;cellv1b\x06proto3"
 
 var (
 	file_kip_cell_v1_cell_proto_rawDescOnce sync.Once
@@ -2332,7 +2535,7 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
 	(*ClusterDNS)(nil),            // 1: kip.cell.v1.ClusterDNS
@@ -2365,33 +2568,37 @@ var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ServicePort)(nil),           // 28: kip.cell.v1.ServicePort
 	(*ServiceEndpoint)(nil),       // 29: kip.cell.v1.ServiceEndpoint
 	(*ApplyServicesResponse)(nil), // 30: kip.cell.v1.ApplyServicesResponse
-	nil,                           // 31: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 32: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 33: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 34: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*JoinRequest)(nil),           // 31: kip.cell.v1.JoinRequest
+	(*JoinResponse)(nil),          // 32: kip.cell.v1.JoinResponse
+	(*CompleteJoinRequest)(nil),   // 33: kip.cell.v1.CompleteJoinRequest
+	(*CompleteJoinResponse)(nil),  // 34: kip.cell.v1.CompleteJoinResponse
+	nil,                           // 35: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 36: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 37: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 38: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	31, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	32, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	35, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	36, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
 	5,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
 	1,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
 	3,  // 4: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	33, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	34, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	37, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	38, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
 	9,  // 7: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
-	35, // 8: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	35, // 9: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	39, // 8: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	39, // 9: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
 	13, // 10: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
 	14, // 11: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
 	16, // 12: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	35, // 13: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	39, // 13: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
 	20, // 14: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
 	21, // 15: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
 	22, // 16: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
 	23, // 17: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
 	23, // 18: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
-	35, // 19: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
+	39, // 19: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
 	23, // 20: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
 	23, // 21: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
 	23, // 22: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
@@ -2409,17 +2616,21 @@ var file_kip_cell_v1_cell_proto_depIdxs = []int32{
 	18, // 34: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
 	24, // 35: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
 	26, // 36: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
-	6,  // 37: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	8,  // 38: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	11, // 39: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	15, // 40: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	15, // 41: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	17, // 42: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	19, // 43: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	25, // 44: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	30, // 45: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	37, // [37:46] is the sub-list for method output_type
-	28, // [28:37] is the sub-list for method input_type
+	31, // 37: kip.cell.v1.Join.Join:input_type -> kip.cell.v1.JoinRequest
+	33, // 38: kip.cell.v1.Join.CompleteJoin:input_type -> kip.cell.v1.CompleteJoinRequest
+	6,  // 39: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	8,  // 40: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	11, // 41: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	15, // 42: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	15, // 43: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	17, // 44: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	19, // 45: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	25, // 46: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	30, // 47: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	32, // 48: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
+	34, // 49: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
+	39, // [39:50] is the sub-list for method output_type
+	28, // [28:39] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -2436,9 +2647,9 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_kip_cell_v1_cell_proto_goTypes,
 		DependencyIndexes: file_kip_cell_v1_cell_proto_depIdxs,
