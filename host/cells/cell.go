@@ -56,10 +56,16 @@ type cellDeps struct {
 	cfg       Config
 	plugin    instanceAPI
 	end       terminator
-	identity  Identity   // the cell's bootstrap, the agent's client TLS
+	identity  Identity   // the cell's bootstrap, its join, the agent's client TLS
 	placement *placement // ranking, unavailable offerings, instance sizes
 	// dial connects to a cell's agent; tests replace it.
-	dial   func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
+	dial func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
+	// join joins a cell's agent before it is dialled (join.go); tests
+	// replace it.
+	join joinFunc
+	// identityCheck asks the plugin about a joining cell's instance
+	// identity.
+	identityCheck *identityCheck
 	source dispatch.Source // what the pod refers to (secrets, config maps, tokens)
 	creds  *registryCreds  // the cloud registry's credentials for the pod's images
 	// services streams the cluster's ClusterIP services to the agent;
@@ -123,6 +129,9 @@ type cell struct {
 	placed     map[string]string // placement annotations, once launched
 	// interrupted is the cloud's spot-interruption notice, if one came.
 	interrupted string
+	// joinRefused is the last refusal of the cell's join, said once
+	// (join.go).
+	joinRefused string
 	// stopWatch ends the current status stream so that serve checks the
 	// instance at once (an event said it ended); nil between streams.
 	stopWatch context.CancelFunc

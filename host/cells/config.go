@@ -27,7 +27,7 @@ func (c Config) Validate() error {
 		v   time.Duration
 	}{
 		{"unavailableTTL", c.UnavailableTTL}, {"catalogTTL", c.CatalogTTL}, {"rematchInterval", c.RematchInterval},
-		{"volumeRefreshInterval", c.VolumeRefreshInterval},
+		{"volumeRefreshInterval", c.VolumeRefreshInterval}, {"joinTokenTTL", c.JoinTokenTTL},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))

@@ -27,7 +27,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		c.mu.Unlock()
 		return c.adopted, nil
 	}
-	boot, err := c.d.identity.Bootstrap(c.id, c.d.cfg.ClusterID, c.d.cfg.NodeName, string(c.uid))
+	boot, err := c.d.identity.Bootstrap(c.id, c.d.cfg.ClusterID, c.d.cfg.NodeName, string(c.uid), c.d.cfg.JoinTokenTTL)
 	if err != nil {
 		c.log.Error("issuing cell identity", "error", err)
 		c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "issuing the cell's certificate: %v", err)

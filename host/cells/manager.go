@@ -20,10 +20,16 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
-// Identity issues cell identities; host/pki's CA implements it.
+// Identity issues cell identities; host/pki's CA implements it. A cell's
+// bootstrap carries a join token (for tokenTTL) and no key; the host joins
+// the cell's agent (JoinTLSConfig, Join: it signs the certificate of the
+// agent's own key) before it talks to it over ClientTLSConfig.
 type Identity interface {
-	Bootstrap(cellID, clusterID, nodeName, podUID string) (*cellapi.Bootstrap, error)
+	Bootstrap(cellID, clusterID, nodeName, podUID string, tokenTTL time.Duration) (*cellapi.Bootstrap, error)
 	ClientTLSConfig(cellID string) (*tls.Config, error)
+	JoinTLSConfig(cellID string) (*tls.Config, error)
+	Join(ctx context.Context, cellID string, req cellapi.JoinRequest, check func(context.Context) error) ([]byte, error)
+	CertPEM() []byte
 }
 
 // Config tunes the Manager. Its fields with a koanf tag are the cells
@@ -103,6 +109,12 @@ type Config struct {
 	BootPollWatched time.Duration `koanf:"-"`
 	// BootTimeout bounds launch-to-agent-reachable; default 10 minutes.
 	BootTimeout time.Duration `koanf:"-"`
+	// JoinTokenTTL is the lifetime of the join token in a cell's
+	// bootstrap (its user data): the host joins the cell's agent within
+	// it, after which the token is worth nothing to whoever reads the user
+	// data. Default BootTimeout plus 15 minutes for the agent to start
+	// once its instance runs (a stock image installs it as it boots).
+	JoinTokenTTL time.Duration `koanf:"joinTokenTTL"`
 	// GCInterval is how often cells of vanished pods and unknown instances
 	// are looked for; default 30 s.
 	GCInterval time.Duration `koanf:"-"`
@@ -116,6 +128,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.BootTimeout == 0 {
 		c.BootTimeout = 10 * time.Minute
+	}
+	if c.JoinTokenTTL == 0 {
+		c.JoinTokenTTL = c.BootTimeout + 15*time.Minute
 	}
 	if c.BootPoll == 0 {
 		c.BootPoll = 2 * time.Second
@@ -205,6 +220,8 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		identity:      identity,
 		placement:     &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match},
 		dial:          dispatch.Dial,
+		join:          dispatch.Join,
+		identityCheck: &identityCheck{plugin: plugin, catalog: catalog, log: log},
 		source:        source,
 		creds:         &registryCreds{plugin: plugin, catalog: catalog, now: cfg.Now, log: log, byHost: map[string]cachedCred{}},
 		recorder:      recorder,

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,9 +34,10 @@ type Provider struct {
 }
 
 var (
-	_ pluginapi.Provider              = (*Provider)(nil)
-	_ pluginapi.EventWatcher          = (*Provider)(nil)
-	_ pluginapi.RegistryAuthenticator = (*Provider)(nil)
+	_ pluginapi.Provider                 = (*Provider)(nil)
+	_ pluginapi.EventWatcher             = (*Provider)(nil)
+	_ pluginapi.RegistryAuthenticator    = (*Provider)(nil)
+	_ pluginapi.InstanceIdentityVerifier = (*Provider)(nil)
 )
 
 // ErrNotConfigured is returned (wrapped) by every call but GetInfo and
@@ -128,7 +130,7 @@ func New(opts ...Option) *Provider {
 	o := options{
 		name:         "fake",
 		version:      "0.0.0-dev",
-		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth},
+		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth, pluginapi.CapabilityInstanceIdentity},
 		types:        DefaultInstanceTypes(),
 		clock:        time.Now,
 	}
@@ -508,6 +510,30 @@ func (p *Provider) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuth
 		Password:  "fake-token",
 		ExpiresAt: p.clock().Add(time.Hour),
 	}, nil
+}
+
+// IdentityDocument is the instance identity the fake accepts for the
+// instance id (VerifyInstanceIdentity); its signature is
+// IdentitySignature(id).
+func IdentityDocument(id string) []byte { return []byte(`{"instanceId":"` + id + `"}`) }
+
+// IdentitySignature is the signature of IdentityDocument(id).
+func IdentitySignature(id string) []byte { return []byte("fake-signature:" + id) }
+
+// VerifyInstanceIdentity accepts IdentityDocument and IdentitySignature of
+// the instance asked about, and an empty identity answered NotChecked (the
+// fake cells have no metadata service); anything else is refused.
+func (p *Provider) VerifyInstanceIdentity(ctx context.Context, req *pluginapi.VerifyInstanceIdentityRequest) (*pluginapi.VerifyInstanceIdentityResponse, error) {
+	if _, err := p.begin(ctx, "VerifyInstanceIdentity", copyPtr(req), true); err != nil {
+		return nil, err
+	}
+	if len(req.Document) == 0 && len(req.Signature) == 0 {
+		return &pluginapi.VerifyInstanceIdentityResponse{NotChecked: "the fake has no identity for this instance"}, nil
+	}
+	if !bytes.Equal(req.Document, IdentityDocument(req.InstanceID)) || !bytes.Equal(req.Signature, IdentitySignature(req.InstanceID)) {
+		return nil, fmt.Errorf("the instance identity is not instance %s's", req.InstanceID)
+	}
+	return &pluginapi.VerifyInstanceIdentityResponse{}, nil
 }
 
 // copyPtr returns a pointer to a shallow copy of *v, or nil.

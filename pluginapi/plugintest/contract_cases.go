@@ -56,7 +56,8 @@ type contractCall struct {
 
 // calls returns one call of each method of p: GetInfo, ListInstanceTypes,
 // a Launch of cell (remembered for clean-up in cluster), a Describe, List,
-// a Terminate of the unknown ID, and WatchEvents and RegistryAuth where p
+// a Terminate of the unknown ID, and WatchEvents, RegistryAuth and
+// VerifyInstanceIdentity where p
 // implements them and info (if not nil) offers them.
 func (e *env) calls(p pluginapi.Provider, info *pluginapi.GetInfoResponse, cluster, cell string) []contractCall {
 	calls := []contractCall{
@@ -93,6 +94,12 @@ func (e *env) calls(p pluginapi.Provider, info *pluginapi.GetInfoResponse, clust
 	if r, ok := p.(pluginapi.RegistryAuthenticator); ok && info.Has(pluginapi.CapabilityRegistryAuth) {
 		calls = append(calls, contractCall{"RegistryAuth", func(ctx context.Context) error {
 			_, err := r.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: probeImage})
+			return err
+		}})
+	}
+	if v, ok := p.(pluginapi.InstanceIdentityVerifier); ok && info.Has(pluginapi.CapabilityInstanceIdentity) {
+		calls = append(calls, contractCall{"VerifyInstanceIdentity", func(ctx context.Context) error {
+			_, err := v.VerifyInstanceIdentity(ctx, &pluginapi.VerifyInstanceIdentityRequest{InstanceID: e.cfg.UnknownInstanceID})
 			return err
 		}})
 	}
@@ -286,7 +293,9 @@ func checkDeadline(ctx context.Context, e *env) error {
 	calls = slices.DeleteFunc(calls, func(call contractCall) bool {
 		_, watches := tp.p.(pluginapi.EventWatcher)
 		_, auths := tp.p.(pluginapi.RegistryAuthenticator)
-		return call.name == "WatchEvents" && !watches || call.name == "RegistryAuth" && !auths
+		_, verifies := tp.p.(pluginapi.InstanceIdentityVerifier)
+		return call.name == "WatchEvents" && !watches || call.name == "RegistryAuth" && !auths ||
+			call.name == "VerifyInstanceIdentity" && !verifies
 	})
 	for _, call := range calls {
 		errs = append(errs, deadlineCall(ctx, tp, call.name, func(ctx context.Context) { _ = call.call(ctx) }))

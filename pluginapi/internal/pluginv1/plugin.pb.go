@@ -12,7 +12,7 @@
 //     kip.plugin.v2 served beside this one for a while.
 //   - Within v1, changes are additive only: new fields with new numbers, new
 //     RPCs, new capability strings. A field number is never reused.
-//   - Optional RPCs (WatchEvents, RegistryAuth) are offered by capability in
+//   - Optional RPCs (WatchEvents, RegistryAuth, VerifyInstanceIdentity) are offered by capability in
 //     GetInfoResponse.capabilities; a plugin without the capability answers
 //     UNIMPLEMENTED.
 //   - Errors are gRPC statuses carrying one ErrorDetail (below) so that error
@@ -1495,6 +1495,111 @@ func (x *RegistryAuthResponse) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type VerifyInstanceIdentityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Document      []byte                 `protobuf:"bytes,2,opt,name=document,proto3" json:"document,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyInstanceIdentityRequest) Reset() {
+	*x = VerifyInstanceIdentityRequest{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyInstanceIdentityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyInstanceIdentityRequest) ProtoMessage() {}
+
+func (x *VerifyInstanceIdentityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyInstanceIdentityRequest.ProtoReflect.Descriptor instead.
+func (*VerifyInstanceIdentityRequest) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *VerifyInstanceIdentityRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *VerifyInstanceIdentityRequest) GetDocument() []byte {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+func (x *VerifyInstanceIdentityRequest) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+type VerifyInstanceIdentityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Non-empty: the plugin did not check, and says why.
+	NotChecked    string `protobuf:"bytes,1,opt,name=not_checked,json=notChecked,proto3" json:"not_checked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyInstanceIdentityResponse) Reset() {
+	*x = VerifyInstanceIdentityResponse{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyInstanceIdentityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyInstanceIdentityResponse) ProtoMessage() {}
+
+func (x *VerifyInstanceIdentityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyInstanceIdentityResponse.ProtoReflect.Descriptor instead.
+func (*VerifyInstanceIdentityResponse) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *VerifyInstanceIdentityResponse) GetNotChecked() string {
+	if x != nil {
+		return x.NotChecked
+	}
+	return ""
+}
+
 // ErrorDetail rides in the details of a non-OK gRPC status and names the
 // error kind, so that both sides map it to the same pluginapi error.
 type ErrorDetail struct {
@@ -1521,7 +1626,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1638,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1651,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ErrorDetail) GetKind() string {
@@ -1713,7 +1818,15 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\busername\x18\x02 \x01(\tR\busername\x12\x1a\n" +
 	"\bpassword\x18\x03 \x01(\tR\bpassword\x129\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xe7\x01\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"z\n" +
+	"\x1dVerifyInstanceIdentityRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x1a\n" +
+	"\bdocument\x18\x02 \x01(\fR\bdocument\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\"A\n" +
+	"\x1eVerifyInstanceIdentityResponse\x12\x1f\n" +
+	"\vnot_checked\x18\x01 \x01(\tR\n" +
+	"notChecked\"\xe7\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12#\n" +
@@ -1722,7 +1835,7 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\rcapacity_type\x18\x05 \x01(\tR\fcapacityType\x12:\n" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x10\n" +
-	"\x03key\x18\a \x01(\tR\x03key2\xd4\x05\n" +
+	"\x03key\x18\a \x01(\tR\x03key2\xcb\x06\n" +
 	"\bProvider\x12H\n" +
 	"\aGetInfo\x12\x1d.kip.plugin.v1.GetInfoRequest\x1a\x1e.kip.plugin.v1.GetInfoResponse\x12N\n" +
 	"\tConfigure\x12\x1f.kip.plugin.v1.ConfigureRequest\x1a .kip.plugin.v1.ConfigureResponse\x12f\n" +
@@ -1732,7 +1845,8 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04List\x12\x1a.kip.plugin.v1.ListRequest\x1a\x1b.kip.plugin.v1.ListResponse\x12N\n" +
 	"\tTerminate\x12\x1f.kip.plugin.v1.TerminateRequest\x1a .kip.plugin.v1.TerminateResponse\x12H\n" +
 	"\vWatchEvents\x12!.kip.plugin.v1.WatchEventsRequest\x1a\x14.kip.plugin.v1.Event0\x01\x12W\n" +
-	"\fRegistryAuth\x12\".kip.plugin.v1.RegistryAuthRequest\x1a#.kip.plugin.v1.RegistryAuthResponseB=Z;github.com/kipcell/kip/pluginapi/internal/pluginv1;pluginv1b\x06proto3"
+	"\fRegistryAuth\x12\".kip.plugin.v1.RegistryAuthRequest\x1a#.kip.plugin.v1.RegistryAuthResponse\x12u\n" +
+	"\x16VerifyInstanceIdentity\x12,.kip.plugin.v1.VerifyInstanceIdentityRequest\x1a-.kip.plugin.v1.VerifyInstanceIdentityResponseB=Z;github.com/kipcell/kip/pluginapi/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_kip_plugin_v1_plugin_proto_rawDescOnce sync.Once
@@ -1746,56 +1860,58 @@ func file_kip_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_kip_plugin_v1_plugin_proto_rawDescData
 }
 
-var file_kip_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_kip_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_kip_plugin_v1_plugin_proto_goTypes = []any{
-	(*GetInfoRequest)(nil),            // 0: kip.plugin.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),           // 1: kip.plugin.v1.GetInfoResponse
-	(*CatalogInfo)(nil),               // 2: kip.plugin.v1.CatalogInfo
-	(*ConfigureRequest)(nil),          // 3: kip.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 4: kip.plugin.v1.ConfigureResponse
-	(*ListInstanceTypesRequest)(nil),  // 5: kip.plugin.v1.ListInstanceTypesRequest
-	(*ListInstanceTypesResponse)(nil), // 6: kip.plugin.v1.ListInstanceTypesResponse
-	(*InstanceType)(nil),              // 7: kip.plugin.v1.InstanceType
-	(*GPU)(nil),                       // 8: kip.plugin.v1.GPU
-	(*Offering)(nil),                  // 9: kip.plugin.v1.Offering
-	(*LaunchRequest)(nil),             // 10: kip.plugin.v1.LaunchRequest
-	(*LaunchResponse)(nil),            // 11: kip.plugin.v1.LaunchResponse
-	(*Instance)(nil),                  // 12: kip.plugin.v1.Instance
-	(*Address)(nil),                   // 13: kip.plugin.v1.Address
-	(*DescribeRequest)(nil),           // 14: kip.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 15: kip.plugin.v1.DescribeResponse
-	(*ListRequest)(nil),               // 16: kip.plugin.v1.ListRequest
-	(*ListResponse)(nil),              // 17: kip.plugin.v1.ListResponse
-	(*TerminateRequest)(nil),          // 18: kip.plugin.v1.TerminateRequest
-	(*TerminateResponse)(nil),         // 19: kip.plugin.v1.TerminateResponse
-	(*WatchEventsRequest)(nil),        // 20: kip.plugin.v1.WatchEventsRequest
-	(*Event)(nil),                     // 21: kip.plugin.v1.Event
-	(*RegistryAuthRequest)(nil),       // 22: kip.plugin.v1.RegistryAuthRequest
-	(*RegistryAuthResponse)(nil),      // 23: kip.plugin.v1.RegistryAuthResponse
-	(*ErrorDetail)(nil),               // 24: kip.plugin.v1.ErrorDetail
-	nil,                               // 25: kip.plugin.v1.LaunchRequest.TagsEntry
-	nil,                               // 26: kip.plugin.v1.Instance.TagsEntry
-	(*timestamppb.Timestamp)(nil),     // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 28: google.protobuf.Duration
+	(*GetInfoRequest)(nil),                 // 0: kip.plugin.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),                // 1: kip.plugin.v1.GetInfoResponse
+	(*CatalogInfo)(nil),                    // 2: kip.plugin.v1.CatalogInfo
+	(*ConfigureRequest)(nil),               // 3: kip.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),              // 4: kip.plugin.v1.ConfigureResponse
+	(*ListInstanceTypesRequest)(nil),       // 5: kip.plugin.v1.ListInstanceTypesRequest
+	(*ListInstanceTypesResponse)(nil),      // 6: kip.plugin.v1.ListInstanceTypesResponse
+	(*InstanceType)(nil),                   // 7: kip.plugin.v1.InstanceType
+	(*GPU)(nil),                            // 8: kip.plugin.v1.GPU
+	(*Offering)(nil),                       // 9: kip.plugin.v1.Offering
+	(*LaunchRequest)(nil),                  // 10: kip.plugin.v1.LaunchRequest
+	(*LaunchResponse)(nil),                 // 11: kip.plugin.v1.LaunchResponse
+	(*Instance)(nil),                       // 12: kip.plugin.v1.Instance
+	(*Address)(nil),                        // 13: kip.plugin.v1.Address
+	(*DescribeRequest)(nil),                // 14: kip.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),               // 15: kip.plugin.v1.DescribeResponse
+	(*ListRequest)(nil),                    // 16: kip.plugin.v1.ListRequest
+	(*ListResponse)(nil),                   // 17: kip.plugin.v1.ListResponse
+	(*TerminateRequest)(nil),               // 18: kip.plugin.v1.TerminateRequest
+	(*TerminateResponse)(nil),              // 19: kip.plugin.v1.TerminateResponse
+	(*WatchEventsRequest)(nil),             // 20: kip.plugin.v1.WatchEventsRequest
+	(*Event)(nil),                          // 21: kip.plugin.v1.Event
+	(*RegistryAuthRequest)(nil),            // 22: kip.plugin.v1.RegistryAuthRequest
+	(*RegistryAuthResponse)(nil),           // 23: kip.plugin.v1.RegistryAuthResponse
+	(*VerifyInstanceIdentityRequest)(nil),  // 24: kip.plugin.v1.VerifyInstanceIdentityRequest
+	(*VerifyInstanceIdentityResponse)(nil), // 25: kip.plugin.v1.VerifyInstanceIdentityResponse
+	(*ErrorDetail)(nil),                    // 26: kip.plugin.v1.ErrorDetail
+	nil,                                    // 27: kip.plugin.v1.LaunchRequest.TagsEntry
+	nil,                                    // 28: kip.plugin.v1.Instance.TagsEntry
+	(*timestamppb.Timestamp)(nil),          // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 30: google.protobuf.Duration
 }
 var file_kip_plugin_v1_plugin_proto_depIdxs = []int32{
 	2,  // 0: kip.plugin.v1.GetInfoResponse.catalog:type_name -> kip.plugin.v1.CatalogInfo
-	27, // 1: kip.plugin.v1.CatalogInfo.generated_at:type_name -> google.protobuf.Timestamp
+	29, // 1: kip.plugin.v1.CatalogInfo.generated_at:type_name -> google.protobuf.Timestamp
 	7,  // 2: kip.plugin.v1.ListInstanceTypesResponse.instance_types:type_name -> kip.plugin.v1.InstanceType
 	8,  // 3: kip.plugin.v1.InstanceType.gpu:type_name -> kip.plugin.v1.GPU
 	9,  // 4: kip.plugin.v1.InstanceType.offerings:type_name -> kip.plugin.v1.Offering
-	25, // 5: kip.plugin.v1.LaunchRequest.tags:type_name -> kip.plugin.v1.LaunchRequest.TagsEntry
+	27, // 5: kip.plugin.v1.LaunchRequest.tags:type_name -> kip.plugin.v1.LaunchRequest.TagsEntry
 	12, // 6: kip.plugin.v1.LaunchResponse.instance:type_name -> kip.plugin.v1.Instance
 	13, // 7: kip.plugin.v1.Instance.addresses:type_name -> kip.plugin.v1.Address
-	26, // 8: kip.plugin.v1.Instance.tags:type_name -> kip.plugin.v1.Instance.TagsEntry
-	27, // 9: kip.plugin.v1.Instance.launched_at:type_name -> google.protobuf.Timestamp
+	28, // 8: kip.plugin.v1.Instance.tags:type_name -> kip.plugin.v1.Instance.TagsEntry
+	29, // 9: kip.plugin.v1.Instance.launched_at:type_name -> google.protobuf.Timestamp
 	12, // 10: kip.plugin.v1.DescribeResponse.instances:type_name -> kip.plugin.v1.Instance
 	12, // 11: kip.plugin.v1.ListResponse.instances:type_name -> kip.plugin.v1.Instance
 	12, // 12: kip.plugin.v1.TerminateResponse.instance:type_name -> kip.plugin.v1.Instance
-	27, // 13: kip.plugin.v1.Event.time:type_name -> google.protobuf.Timestamp
-	27, // 14: kip.plugin.v1.Event.deadline:type_name -> google.protobuf.Timestamp
-	27, // 15: kip.plugin.v1.RegistryAuthResponse.expires_at:type_name -> google.protobuf.Timestamp
-	28, // 16: kip.plugin.v1.ErrorDetail.retry_after:type_name -> google.protobuf.Duration
+	29, // 13: kip.plugin.v1.Event.time:type_name -> google.protobuf.Timestamp
+	29, // 14: kip.plugin.v1.Event.deadline:type_name -> google.protobuf.Timestamp
+	29, // 15: kip.plugin.v1.RegistryAuthResponse.expires_at:type_name -> google.protobuf.Timestamp
+	30, // 16: kip.plugin.v1.ErrorDetail.retry_after:type_name -> google.protobuf.Duration
 	0,  // 17: kip.plugin.v1.Provider.GetInfo:input_type -> kip.plugin.v1.GetInfoRequest
 	3,  // 18: kip.plugin.v1.Provider.Configure:input_type -> kip.plugin.v1.ConfigureRequest
 	5,  // 19: kip.plugin.v1.Provider.ListInstanceTypes:input_type -> kip.plugin.v1.ListInstanceTypesRequest
@@ -1805,17 +1921,19 @@ var file_kip_plugin_v1_plugin_proto_depIdxs = []int32{
 	18, // 23: kip.plugin.v1.Provider.Terminate:input_type -> kip.plugin.v1.TerminateRequest
 	20, // 24: kip.plugin.v1.Provider.WatchEvents:input_type -> kip.plugin.v1.WatchEventsRequest
 	22, // 25: kip.plugin.v1.Provider.RegistryAuth:input_type -> kip.plugin.v1.RegistryAuthRequest
-	1,  // 26: kip.plugin.v1.Provider.GetInfo:output_type -> kip.plugin.v1.GetInfoResponse
-	4,  // 27: kip.plugin.v1.Provider.Configure:output_type -> kip.plugin.v1.ConfigureResponse
-	6,  // 28: kip.plugin.v1.Provider.ListInstanceTypes:output_type -> kip.plugin.v1.ListInstanceTypesResponse
-	11, // 29: kip.plugin.v1.Provider.Launch:output_type -> kip.plugin.v1.LaunchResponse
-	15, // 30: kip.plugin.v1.Provider.Describe:output_type -> kip.plugin.v1.DescribeResponse
-	17, // 31: kip.plugin.v1.Provider.List:output_type -> kip.plugin.v1.ListResponse
-	19, // 32: kip.plugin.v1.Provider.Terminate:output_type -> kip.plugin.v1.TerminateResponse
-	21, // 33: kip.plugin.v1.Provider.WatchEvents:output_type -> kip.plugin.v1.Event
-	23, // 34: kip.plugin.v1.Provider.RegistryAuth:output_type -> kip.plugin.v1.RegistryAuthResponse
-	26, // [26:35] is the sub-list for method output_type
-	17, // [17:26] is the sub-list for method input_type
+	24, // 26: kip.plugin.v1.Provider.VerifyInstanceIdentity:input_type -> kip.plugin.v1.VerifyInstanceIdentityRequest
+	1,  // 27: kip.plugin.v1.Provider.GetInfo:output_type -> kip.plugin.v1.GetInfoResponse
+	4,  // 28: kip.plugin.v1.Provider.Configure:output_type -> kip.plugin.v1.ConfigureResponse
+	6,  // 29: kip.plugin.v1.Provider.ListInstanceTypes:output_type -> kip.plugin.v1.ListInstanceTypesResponse
+	11, // 30: kip.plugin.v1.Provider.Launch:output_type -> kip.plugin.v1.LaunchResponse
+	15, // 31: kip.plugin.v1.Provider.Describe:output_type -> kip.plugin.v1.DescribeResponse
+	17, // 32: kip.plugin.v1.Provider.List:output_type -> kip.plugin.v1.ListResponse
+	19, // 33: kip.plugin.v1.Provider.Terminate:output_type -> kip.plugin.v1.TerminateResponse
+	21, // 34: kip.plugin.v1.Provider.WatchEvents:output_type -> kip.plugin.v1.Event
+	23, // 35: kip.plugin.v1.Provider.RegistryAuth:output_type -> kip.plugin.v1.RegistryAuthResponse
+	25, // 36: kip.plugin.v1.Provider.VerifyInstanceIdentity:output_type -> kip.plugin.v1.VerifyInstanceIdentityResponse
+	27, // [27:37] is the sub-list for method output_type
+	17, // [17:27] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1833,7 +1951,7 @@ func file_kip_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_plugin_v1_plugin_proto_rawDesc), len(file_kip_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -12,7 +12,7 @@
 //     kip.plugin.v2 served beside this one for a while.
 //   - Within v1, changes are additive only: new fields with new numbers, new
 //     RPCs, new capability strings. A field number is never reused.
-//   - Optional RPCs (WatchEvents, RegistryAuth) are offered by capability in
+//   - Optional RPCs (WatchEvents, RegistryAuth, VerifyInstanceIdentity) are offered by capability in
 //     GetInfoResponse.capabilities; a plugin without the capability answers
 //     UNIMPLEMENTED.
 //   - Errors are gRPC statuses carrying one ErrorDetail (below) so that error
@@ -39,15 +39,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Provider_GetInfo_FullMethodName           = "/kip.plugin.v1.Provider/GetInfo"
-	Provider_Configure_FullMethodName         = "/kip.plugin.v1.Provider/Configure"
-	Provider_ListInstanceTypes_FullMethodName = "/kip.plugin.v1.Provider/ListInstanceTypes"
-	Provider_Launch_FullMethodName            = "/kip.plugin.v1.Provider/Launch"
-	Provider_Describe_FullMethodName          = "/kip.plugin.v1.Provider/Describe"
-	Provider_List_FullMethodName              = "/kip.plugin.v1.Provider/List"
-	Provider_Terminate_FullMethodName         = "/kip.plugin.v1.Provider/Terminate"
-	Provider_WatchEvents_FullMethodName       = "/kip.plugin.v1.Provider/WatchEvents"
-	Provider_RegistryAuth_FullMethodName      = "/kip.plugin.v1.Provider/RegistryAuth"
+	Provider_GetInfo_FullMethodName                = "/kip.plugin.v1.Provider/GetInfo"
+	Provider_Configure_FullMethodName              = "/kip.plugin.v1.Provider/Configure"
+	Provider_ListInstanceTypes_FullMethodName      = "/kip.plugin.v1.Provider/ListInstanceTypes"
+	Provider_Launch_FullMethodName                 = "/kip.plugin.v1.Provider/Launch"
+	Provider_Describe_FullMethodName               = "/kip.plugin.v1.Provider/Describe"
+	Provider_List_FullMethodName                   = "/kip.plugin.v1.Provider/List"
+	Provider_Terminate_FullMethodName              = "/kip.plugin.v1.Provider/Terminate"
+	Provider_WatchEvents_FullMethodName            = "/kip.plugin.v1.Provider/WatchEvents"
+	Provider_RegistryAuth_FullMethodName           = "/kip.plugin.v1.Provider/RegistryAuth"
+	Provider_VerifyInstanceIdentity_FullMethodName = "/kip.plugin.v1.Provider/VerifyInstanceIdentity"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -63,6 +64,8 @@ type ProviderClient interface {
 	Terminate(ctx context.Context, in *TerminateRequest, opts ...grpc.CallOption) (*TerminateResponse, error)
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	RegistryAuth(ctx context.Context, in *RegistryAuthRequest, opts ...grpc.CallOption) (*RegistryAuthResponse, error)
+	// Since 1.1, capability instance-identity.
+	VerifyInstanceIdentity(ctx context.Context, in *VerifyInstanceIdentityRequest, opts ...grpc.CallOption) (*VerifyInstanceIdentityResponse, error)
 }
 
 type providerClient struct {
@@ -172,6 +175,16 @@ func (c *providerClient) RegistryAuth(ctx context.Context, in *RegistryAuthReque
 	return out, nil
 }
 
+func (c *providerClient) VerifyInstanceIdentity(ctx context.Context, in *VerifyInstanceIdentityRequest, opts ...grpc.CallOption) (*VerifyInstanceIdentityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyInstanceIdentityResponse)
+	err := c.cc.Invoke(ctx, Provider_VerifyInstanceIdentity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
@@ -185,6 +198,8 @@ type ProviderServer interface {
 	Terminate(context.Context, *TerminateRequest) (*TerminateResponse, error)
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[Event]) error
 	RegistryAuth(context.Context, *RegistryAuthRequest) (*RegistryAuthResponse, error)
+	// Since 1.1, capability instance-identity.
+	VerifyInstanceIdentity(context.Context, *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error)
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -221,6 +236,9 @@ func (UnimplementedProviderServer) WatchEvents(*WatchEventsRequest, grpc.ServerS
 }
 func (UnimplementedProviderServer) RegistryAuth(context.Context, *RegistryAuthRequest) (*RegistryAuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegistryAuth not implemented")
+}
+func (UnimplementedProviderServer) VerifyInstanceIdentity(context.Context, *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyInstanceIdentity not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -398,6 +416,24 @@ func _Provider_RegistryAuth_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_VerifyInstanceIdentity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyInstanceIdentityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).VerifyInstanceIdentity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_VerifyInstanceIdentity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).VerifyInstanceIdentity(ctx, req.(*VerifyInstanceIdentityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -436,6 +472,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RegistryAuth",
 			Handler:    _Provider_RegistryAuth_Handler,
+		},
+		{
+			MethodName: "VerifyInstanceIdentity",
+			Handler:    _Provider_VerifyInstanceIdentity_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
