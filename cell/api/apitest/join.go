@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -50,15 +51,23 @@ func (ca *CA) Join(t testing.TB, addr, cellID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	certPEM := ca.SignKey(t, csr.PublicKey, cellID, x509.ExtKeyUsageServerAuth, cellID)
+	if _, err := c.CompleteJoin(ctx, &cellv1.CompleteJoinRequest{Certificate: certPEM}); err != nil {
+		t.Fatalf("handing cell %s its certificate: %v", cellID, err)
+	}
+}
+
+// SignKey returns the PEM certificate of pub for common name cn with one
+// extended key usage and the given DNS names, signed by ca.
+func (ca *CA) SignKey(t testing.TB, pub crypto.PublicKey, cn string, usage x509.ExtKeyUsage, dns ...string) []byte {
+	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cellID}, DNSNames: []string{cellID},
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, DNSNames: dns,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, ca.Cert, csr.PublicKey, ca.key)
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}, ca.Cert, pub, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CompleteJoin(ctx, &cellv1.CompleteJoinRequest{Certificate: encodeCert(der)}); err != nil {
-		t.Fatalf("handing cell %s its certificate: %v", cellID, err)
-	}
+	return encodeCert(der)
 }
