@@ -93,9 +93,10 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 			return
 		}
 		// An agent started again with its key serves as the cell at
-		// once; one that lost it waits to be joined, which its spent
-		// token no longer can (joinOnce says so).
-		if err := c.joinOnce(ctx, inst); err == nil {
+		// once; one that lost it serves a certificate the host refuses
+		// and waits to be joined, which its spent token no longer can
+		// (joinOnce says so).
+		if dispatch.HandshakeFailed(err) && c.joinOnce(ctx, inst) == nil {
 			agent.ResetBackoff()
 		}
 		if nudged {

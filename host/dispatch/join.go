@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
@@ -76,6 +79,13 @@ func join(ctx context.Context, cellID, target string, tlsConfig *tls.Config, caP
 		return false, fmt.Errorf("handing cell %s its certificate: %w", cellID, err)
 	}
 	return true, nil
+}
+
+// HandshakeFailed reports whether err is a call's failure to set up TLS
+// with the agent: among others, an agent that serves a certificate the
+// host does not accept, as an unjoined one does (try Join).
+func HandshakeFailed(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "authentication handshake failed")
 }
 
 // peerChain is the certificate chain p presented over TLS, if any.

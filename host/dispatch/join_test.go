@@ -197,3 +197,44 @@ func TestJoinOfNoAgent(t *testing.T) {
 		t.Errorf("join = %v, want an error that is no refusal", err)
 	}
 }
+
+// TestHandshakeFailed: a call to an unjoined agent over the host's strict
+// TLS fails its handshake, which says to try Join; one to no agent does
+// not.
+func TestHandshakeFailed(t *testing.T) {
+	ca, err := pki.Load(t.Context(), fake.NewClientset(), "kip-system", "kip-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newKey(t)
+	unjoined := serveJoin(t, ca, &joinAgent{cellID: "c-1", key: key, csrKey: key})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := lis.Addr().String()
+	lis.Close()
+	for _, tt := range []struct {
+		name, target string
+		want         bool
+	}{
+		{"an unjoined agent", unjoined, true},
+		{"no agent", nobody, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ca.ClientTLSConfig("c-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := dial("c-1", tt.target, credentials.NewTLS(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			_, err = a.Apply(t.Context(), &cellv1.ApplyPodRequest{})
+			if err == nil || HandshakeFailed(err) != tt.want {
+				t.Errorf("Apply = %v: HandshakeFailed %t, want %t", err, HandshakeFailed(err), tt.want)
+			}
+		})
+	}
+}
