@@ -147,8 +147,8 @@ func TestPluginsListShowsLocalAndBrokenPlugins(t *testing.T) {
 	if lines[1] == "" || !strings.HasPrefix(lines[2], "local ") {
 		t.Fatalf("rows not sorted by name or local missing:\n%s", out)
 	}
-	if local[2] != "1.0" || !strings.Contains(lines[2], filepath.Join(dir, "kip-plugin-local")) || !strings.Contains(lines[2], sum) {
-		t.Errorf("local row = %q, want API 1.0, its path and sha256 %s", lines[2], sum)
+	if local[2] != pluginapi.APIVersion || !strings.Contains(lines[2], filepath.Join(dir, "kip-plugin-local")) || !strings.Contains(lines[2], sum) {
+		t.Errorf("local row = %q, want API %s, its path and sha256 %s", lines[2], pluginapi.APIVersion, sum)
 	}
 	if !strings.HasPrefix(lines[1], "impostor ") || !strings.Contains(lines[1], "error:") {
 		t.Errorf("impostor row = %q, want an error", lines[1])
@@ -204,7 +204,7 @@ func TestPluginsVerify(t *testing.T) {
 			plugin:   "local",
 			config:   localConfig(t, ""),
 			wantCode: 0,
-			want:     []string{"handshake   ok (protocol 1, API 1.0)", "configure   ok (cluster cli-test, node kip)", "catalog     ok"},
+			want:     []string{"handshake   ok (protocol 1, API " + pluginapi.APIVersion + ")", "configure   ok (cluster cli-test, node kip)", "catalog     ok"},
 		},
 		{
 			name:     "plugin refuses a setting",
