@@ -74,7 +74,7 @@ func LoadIdentity(dir string, b *api.Bootstrap, identity InstanceIdentity, log *
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating identity directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory, searchable by its owner only
 		return nil, fmt.Errorf("restricting identity directory: %w", err)
 	}
 	key, err := loadKey(filepath.Join(dir, KeyFile))
@@ -209,7 +209,7 @@ func (id *Identity) CompleteJoin(ctx context.Context, req *cellv1.CompleteJoinRe
 		return nil, status.Errorf(codes.Internal, "saving the certificate: %v", err)
 	}
 	id.joined.Store(cert)
-	id.log.InfoContext(ctx, "joined: serving the certificate the host signed", "notAfter", cert.Leaf.NotAfter)
+	id.log.InfoContext(ctx, "joined: serving the certificate the host signed", "not_after", cert.Leaf.NotAfter)
 	return &cellv1.CompleteJoinResponse{}, nil
 }
 

@@ -43,7 +43,12 @@ func serveIdentity(t *testing.T, ca *apitest.CA, dir string, identity InstanceId
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, lis, id, applyOnly{}) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
 	return lis.Addr().String(), id
 }
 
