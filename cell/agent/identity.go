@@ -176,7 +176,10 @@ func (id *Identity) TLSConfig() (*tls.Config, error) {
 
 // Join returns the join request: the bootstrap's token, the certificate
 // request for the agent's key and the instance identity where there is
-// one. FailedPrecondition once joined.
+// one. An identity that cannot be read is left out, with a warning in the
+// agent's log: a host whose plugin checks identities refuses the join and
+// says why on the pod, then asks again; one whose plugin does not joins
+// the cell. FailedPrecondition once joined.
 func (id *Identity) Join(ctx context.Context, _ *cellv1.JoinRequest) (*cellv1.JoinResponse, error) {
 	if id.Joined() {
 		return nil, status.Errorf(codes.FailedPrecondition, "cell %s has joined already", id.cellID)
@@ -185,11 +188,10 @@ func (id *Identity) Join(ctx context.Context, _ *cellv1.JoinRequest) (*cellv1.Jo
 	if id.identity != nil {
 		doc, sig, err := id.identity(ctx)
 		if err != nil {
-			// The host may need it: let it ask again.
-			id.log.WarnContext(ctx, "reading the instance identity for the join", "error", err)
-			return nil, status.Errorf(codes.Unavailable, "reading the instance identity: %v", err)
+			id.log.WarnContext(ctx, "joining without the instance identity: reading it failed", "error", err)
+		} else {
+			resp.IdentityDocument, resp.IdentitySignature = doc, sig
 		}
-		resp.IdentityDocument, resp.IdentitySignature = doc, sig
 	}
 	id.log.InfoContext(ctx, "the host asked to join this cell")
 	return resp, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -161,6 +162,23 @@ func TestJoinedAgentServesItsCertificate(t *testing.T) {
 	after, _ := again.Certificate()
 	if !api.SamePublicKey(before.Leaf.PublicKey, after.Leaf.PublicKey) {
 		t.Error("the restarted agent has another key")
+	}
+}
+
+// TestJoinWithoutAnIdentity: an identity that cannot be read is left out
+// of the request rather than failing it.
+func TestJoinWithoutAnIdentity(t *testing.T) {
+	ca := apitest.NewCA(t)
+	b := &api.Bootstrap{Version: api.BootstrapVersion, CellID: "c-1", PodUID: "u", CACert: string(ca.PEM), JoinToken: "t"}
+	id, err := LoadIdentity(t.TempDir(), b, func(context.Context) ([]byte, []byte, error) {
+		return nil, nil, errors.New("no metadata service")
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := id.Join(t.Context(), &cellv1.JoinRequest{})
+	if err != nil || resp.GetToken() != "t" || len(resp.GetIdentityDocument()) != 0 {
+		t.Errorf("Join = %v, %v; want the token and no identity", resp, err)
 	}
 }
 
