@@ -27,6 +27,10 @@ import (
 // same request gets the same answer.
 var ErrJoinRefused = errors.New("join refused")
 
+// MaxJoinTokenTTL bounds the lifetime of a join token (the host's
+// cells.joinTokenTTL): a token is for one boot, not for keeps.
+const MaxJoinTokenTTL = 24 * time.Hour
+
 // JoinRequest is what an agent sent to join (cell.proto's JoinResponse),
 // with the key the host saw it hold; the host's CA checks it.
 type JoinRequest struct {

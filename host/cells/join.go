@@ -27,7 +27,7 @@ const ReasonCellJoinFailed = "CellJoinFailed"
 const joinTimeout = 30 * time.Second
 
 // joinFunc joins a cell's agent (dispatch.Join); tests replace it.
-type joinFunc func(ctx context.Context, cellID, address string, tlsConfig *tls.Config, caPEM []byte, sign dispatch.JoinSigner) (bool, error)
+type joinFunc func(ctx context.Context, cellID, address string, tlsConfig *tls.Config, caPEM []byte, sign dispatch.JoinSigner) (dispatch.Joined, error)
 
 // identityVerifier is the part of the plugin that checks a cell's
 // instance identity (capability instance-identity).
@@ -94,7 +94,9 @@ func (c *cell) join(ctx context.Context, inst *pluginapi.Instance) bool {
 
 // joinOnce joins the cell's agent if it has not joined (dispatch.Join):
 // the host's CA checks the join request and the plugin the instance
-// identity. A refusal is logged and recorded on the pod
+// identity. One that has joined (before a restart of the host, say) is
+// reported to the CA (SawJoined), which then refuses the cell's older
+// tokens to any other key. A refusal is logged and recorded on the pod
 // (ReasonCellJoinFailed), once per distinct message.
 func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
@@ -103,16 +105,21 @@ func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
 	if err != nil {
 		return err
 	}
-	joined, err := c.d.join(ctx, c.id, inst.PrivateAddress(), tlsConfig, c.d.identity.CertPEM(),
+	got, err := c.d.join(ctx, c.id, inst.PrivateAddress(), tlsConfig, c.d.identity.CertPEM(),
 		func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
 			return c.d.identity.Join(ctx, c.id, req, func(ctx context.Context) error {
 				return c.d.identityCheck.check(ctx, inst.ID, req)
 			})
 		})
 	switch {
+	case err == nil && got.Now:
+		c.log.Info("cell joined: its agent holds a certificate for its own key")
+		return nil
 	case err == nil:
-		if joined {
-			c.log.Info("cell joined: its agent holds a certificate for its own key")
+		// Joined before (by this host, or the one before a restart):
+		// no token of the cell issued before may join another key.
+		if got.Key != nil {
+			c.d.identity.SawJoined(c.id, got.Key)
 		}
 		return nil
 	case errors.Is(err, cellapi.ErrJoinRefused):

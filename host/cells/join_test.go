@@ -49,14 +49,14 @@ func TestCellJoinsBeforeItIsServed(t *testing.T) {
 		mu       sync.Mutex
 		attempts int
 	)
-	h.m.deps.join = func(ctx context.Context, cellID, _ string, _ *tls.Config, _ []byte, sign dispatch.JoinSigner) (bool, error) {
+	h.m.deps.join = func(ctx context.Context, cellID, _ string, _ *tls.Config, _ []byte, sign dispatch.JoinSigner) (dispatch.Joined, error) {
 		mu.Lock()
 		attempts++
 		n := attempts
 		mu.Unlock()
 		resp, err := h.plugin.List(ctx, &pluginapi.ListRequest{})
 		if err != nil {
-			return false, err
+			return dispatch.Joined{}, err
 		}
 		var id string
 		for _, in := range resp.Instances {
@@ -70,9 +70,9 @@ func TestCellJoinsBeforeItIsServed(t *testing.T) {
 			req = cellapi.JoinRequest{IdentityDocument: pluginfake.IdentityDocument(id), IdentitySignature: pluginfake.IdentitySignature(id)}
 		}
 		if _, err := sign(ctx, req); err != nil {
-			return false, fmt.Errorf("joining cell %s: %w", cellID, err)
+			return dispatch.Joined{}, fmt.Errorf("joining cell %s: %w", cellID, err)
 		}
-		return true, nil
+		return dispatch.Joined{Now: true}, nil
 	}
 	h.start(t)
 	pod := newPod("web", "uid-1")

@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"log/slog"
 	"os"
@@ -29,6 +30,7 @@ type Identity interface {
 	ClientTLSConfig(cellID string) (*tls.Config, error)
 	JoinTLSConfig(cellID string) (*tls.Config, error)
 	Join(ctx context.Context, cellID string, req cellapi.JoinRequest, check func(context.Context) error) ([]byte, error)
+	SawJoined(cellID string, pub crypto.PublicKey)
 	CertPEM() []byte
 }
 

@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -120,6 +121,8 @@ func (fakeIdentity) Join(context.Context, string, cellapi.JoinRequest, func(cont
 	return nil, errors.New("the fake identity joins no cell")
 }
 
+func (fakeIdentity) SawJoined(string, crypto.PublicKey) {}
+
 func (fakeIdentity) CertPEM() []byte { return []byte("ca") }
 
 func (fakeIdentity) ClientTLSConfig(string) (*tls.Config, error) {
@@ -197,8 +200,8 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	}
 	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler), s.opts...)
 	// The fake agent has joined: no join is asked of it.
-	h.m.deps.join = func(context.Context, string, string, *tls.Config, []byte, dispatch.JoinSigner) (bool, error) {
-		return false, nil
+	h.m.deps.join = func(context.Context, string, string, *tls.Config, []byte, dispatch.JoinSigner) (dispatch.Joined, error) {
+		return dispatch.Joined{}, nil
 	}
 	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
 		h.dialed <- cellID + "@" + address

@@ -116,7 +116,7 @@ func TestJoin(t *testing.T) {
 	tests := []struct {
 		name       string
 		agent      func(t *testing.T) *joinAgent
-		wantJoined bool
+		wantJoined bool   // by this call
 		wantErr    string // "" for none
 		refused    bool   // the error wraps ErrJoinRefused
 	}{
@@ -156,8 +156,11 @@ func TestJoin(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tt.wantJoined {
-				t.Fatalf("join = %t, %v; want %t", got, err, tt.wantJoined)
+			if err != nil || got.Now != tt.wantJoined {
+				t.Fatalf("join = %+v, %v; want joined now: %t", got, err, tt.wantJoined)
+			}
+			if !cellapi.SamePublicKey(got.Key, a.key.Public()) {
+				t.Error("join did not report the agent's key")
 			}
 			if !tt.wantJoined {
 				if a.served != 0 {

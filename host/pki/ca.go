@@ -73,7 +73,8 @@ type CA struct {
 	mu          sync.Mutex
 	host        *tls.Certificate // nil until first HostCertificate
 	hostRenewAt time.Time
-	spent       map[string]spent // join tokens spent, by token ID
+	spent       map[string]spent  // join tokens spent, by token ID
+	joined      map[string]joined // cells seen joined, by cell ID
 }
 
 // Option configures Load.
@@ -184,7 +185,7 @@ func parseCA(certPEM, keyPEM []byte, now func() time.Time) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", DataKey, err)
 	}
-	return &CA{cert: cert, key: key, certPEM: bytes.Clone(certPEM), now: now, tokenKey: tk, spent: map[string]spent{}}, nil
+	return &CA{cert: cert, key: key, certPEM: bytes.Clone(certPEM), now: now, tokenKey: tk, spent: map[string]spent{}, joined: map[string]joined{}}, nil
 }
 
 // newCASecret generates a CA and returns the Secret to store it in.

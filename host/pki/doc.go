@@ -11,8 +11,11 @@
 // alone; the caller's check, the plugin's instance identity, passes) and
 // signs a server certificate whose DNS name is the cell ID (SignCell).
 // Tokens are MACs under a key derived from the CA's, so any replica, and a
-// restarted host, verifies them without a store; which ones were spent is
-// kept in memory until they expire (Join says what that leaves open).
+// restarted host, verifies them without a store. Which ones were spent is
+// kept in memory until they expire, with which key each cell was seen
+// joined (SawJoined): a restarted host learns the latter again from the
+// cells, and refuses tokens issued before to any other key (Join says
+// what that leaves open).
 //
 // For itself the host has a client certificate with common name
 // api.HostCommonName, kept fresh in memory (HostCertificate).

@@ -164,7 +164,7 @@ func TestBootstrap(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bootstrap (-want +got):\n%s", diff)
 	}
-	if _, _, err := ca.checkToken("c-abc", b.JoinToken); err != nil {
+	if _, err := ca.checkToken("c-abc", b.JoinToken); err != nil {
 		t.Errorf("the bootstrap's join token does not check out: %v", err)
 	}
 	data, err := b.Marshal()

@@ -215,6 +215,7 @@ func TestJoinTokenRejectsBadInput(t *testing.T) {
 	}{
 		{"not a DNS label", "Cell_1", 0, "not a DNS label"},
 		{"negative lifetime", "c-1", -time.Second, "negative lifetime"},
+		{"longer than a day", "c-1", api.MaxJoinTokenTTL + time.Second, "longer than"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := ca.JoinToken(tt.cellID, tt.ttl); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -242,5 +243,48 @@ func TestJoinTokenOutlivesTheHost(t *testing.T) {
 	}
 	if _, err := next.Join(t.Context(), "c-1", joinRequest(t, "c-1", token, newKey(t)), nil); err != nil {
 		t.Errorf("the next host's Join = %v, want a certificate", err)
+	}
+}
+
+// TestJoinedCellRefusesOlderTokens: a host that restarted has forgotten
+// which tokens were spent, but learns which cells joined with which key
+// as it looks at them (SawJoined): a token issued before that is refused
+// to any other key, while a token issued after (the cell launched again)
+// is not, nor the same key (an agent that lost only its certificate).
+func TestJoinedCellRefusesOlderTokens(t *testing.T) {
+	clock := newFakeClock()
+	client := fake.NewClientset()
+	first, err := Load(t.Context(), client, testNS, testName, WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := first.JoinToken("c-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newKey(t)
+	if _, err := first.Join(t.Context(), "c-1", joinRequest(t, "c-1", token, key), nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	next, err := Load(t.Context(), client, testNS, testName, WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.SawJoined("c-1", key.Public())
+	if _, err := next.Join(t.Context(), "c-1", joinRequest(t, "c-1", token, newKey(t)), nil); !errors.Is(err, api.ErrJoinRefused) ||
+		!strings.Contains(err.Error(), "has joined with another key") {
+		t.Errorf("the old token with another key = %v, want a refusal: joined", err)
+	}
+	if _, err := next.Join(t.Context(), "c-1", joinRequest(t, "c-1", token, key), nil); err != nil {
+		t.Errorf("the old token with the cell's key = %v, want a certificate", err)
+	}
+	clock.Advance(time.Millisecond)
+	fresh, err := next.JoinToken("c-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.Join(t.Context(), "c-1", joinRequest(t, "c-1", fresh, newKey(t)), nil); err != nil {
+		t.Errorf("a token issued after the cell was seen, with a new key = %v, want a certificate", err)
 	}
 }
