@@ -2,7 +2,6 @@ package cell_test
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -86,11 +85,10 @@ func (e *env) newProcessAgent(t *testing.T, podIP string) *processAgent {
 	t.Helper()
 	cellID := "c-" + containerdtest.Random(8)
 	netns := containerdtest.NewNetns(t, podIP)
-	certPEM, keyPEM := e.ca.Issue(t, cellID, x509.ExtKeyUsageServerAuth, cellID)
 	dir := t.TempDir()
 	return &processAgent{e: e, dir: dir, conf: agentConfig{
 		Bootstrap: &api.Bootstrap{Version: api.BootstrapVersion, CellID: cellID, PodUID: "uid-restart",
-			CACert: string(e.ca.PEM), Cert: string(certPEM), Key: string(keyPEM)},
+			CACert: string(e.ca.PEM), JoinToken: "token-" + cellID},
 		ContainerdAddress: e.d.Socket, NetNSPath: netns.Path,
 		StateDir: filepath.Join(e.d.Dir, cellID), PodIP: podIP, RuncRoot: e.d.RuncRoot,
 	}}
@@ -127,6 +125,11 @@ func (p *processAgent) start(t *testing.T) *agent {
 	for {
 		addr, err := os.ReadFile(p.conf.AddrFile)
 		if err == nil {
+			// Only the first agent is joined: the next ones serve the
+			// certificate it saved.
+			if p.n == 1 {
+				p.e.ca.Join(t, string(addr), p.conf.Bootstrap.CellID)
+			}
 			return &agent{cellID: p.conf.Bootstrap.CellID, client: p.e.dial(t, p.conf.Bootstrap.CellID, string(addr))}
 		}
 		if time.Now().After(deadline) {

@@ -31,9 +31,13 @@ type Config struct {
 	// the agent's own.
 	NetNSPath string
 	// StateDir holds logs, FIFOs, the pod's volumes and its state
-	// (StateFile): an agent started on the same StateDir after one that
-	// died resumes its pod.
+	// (StateFile), and the agent's key and certificate (IdentityDir): an
+	// agent started on the same StateDir after one that died serves as
+	// the joined cell again and resumes its pod.
 	StateDir string
+	// InstanceIdentity, when set, reads the cloud's signed instance
+	// identity, sent with the join request (agent.InstanceIdentity).
+	InstanceIdentity agent.InstanceIdentity
 	// PodIP is reported as podIP and hostIP.
 	PodIP string
 	// Listen is the gRPC address; empty means Bootstrap.ListenAddress, else
@@ -84,6 +88,10 @@ const (
 // pod's state for the next agent of the cell (pod.Config.StatePath).
 const StateFile = "pod.json"
 
+// IdentityDir is the directory under Config.StateDir (0700) where the
+// agent keeps its key and certificate (agent.Identity).
+const IdentityDir = "identity"
+
 // Namespace is the containerd namespace of a cell.
 func Namespace(cellID string) string { return "kip-" + cellID }
 
@@ -118,12 +126,23 @@ func Run(ctx context.Context, cfg Config) error {
 		// /proc/self in its own process.
 		cfg.NetNSPath = fmt.Sprintf("/proc/%d/ns/net", os.Getpid())
 	}
-	tlsConfig, err := api.ServerTLSConfig(cfg.Bootstrap)
-	if err != nil {
-		return fmt.Errorf("running cell agent: %w", err)
-	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)
+	}
+	var meta *imds.Client
+	if cfg.IMDSEndpoint != "" {
+		var err error
+		if meta, err = imds.New(cfg.IMDSEndpoint); err != nil {
+			return fmt.Errorf("running cell agent: %w", err)
+		}
+		if cfg.InstanceIdentity == nil {
+			// The join sends the instance's signed identity document.
+			cfg.InstanceIdentity = meta.IdentityDocument
+		}
+	}
+	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, cfg.InstanceIdentity, log)
+	if err != nil {
+		return fmt.Errorf("running cell agent: %w", err)
 	}
 	c, err := client.New(cfg.ContainerdAddress, client.WithTimeout(10*time.Second))
 	if err != nil {
@@ -168,10 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	notices, err := watchNotices(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
+	notices := watchNotices(ctx, meta, cfg, log)
 	srv := agent.New(agent.Config{
 		Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Services: proxy, NoServices: noServices,
 		DiskDir: cfg.StateDir, EtcDir: etcDir, Notices: notices, Logger: log,
@@ -181,11 +197,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listening for the host: %w", err)
 	}
-	log.InfoContext(ctx, "cell agent serving", "address", lis.Addr().String(), "namespace", Namespace(cfg.Bootstrap.CellID))
+	log.InfoContext(ctx, "cell agent serving", "address", lis.Addr().String(), "namespace", Namespace(cfg.Bootstrap.CellID), "joined", id.Joined())
 	if cfg.Ready != nil {
 		cfg.Ready(lis.Addr())
 	}
-	serveErr := agent.Serve(ctx, lis, tlsConfig, srv)
+	serveErr := agent.Serve(ctx, lis, id, srv)
 
 	grace := cfg.StopGrace
 	if grace <= 0 {
@@ -217,19 +233,15 @@ func cleanup(ctx context.Context, rt *runtime.Containerd, log *slog.Logger, volu
 }
 
 // watchNotices starts reading the cloud's notices from the instance
-// metadata at cfg.IMDSEndpoint, in the background until ctx ends, and
-// returns where they go; nil when the cell has no metadata to read.
-func watchNotices(ctx context.Context, cfg Config, log *slog.Logger) (*agent.Notices, error) {
-	if cfg.IMDSEndpoint == "" {
-		return nil, nil
-	}
-	client, err := imds.New(cfg.IMDSEndpoint)
-	if err != nil {
-		return nil, fmt.Errorf("running cell agent: %w", err)
+// metadata meta, in the background until ctx ends, and returns where they
+// go; nil when the cell has no metadata to read (meta nil).
+func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.Logger) *agent.Notices {
+	if meta == nil {
+		return nil
 	}
 	notices := agent.NewNotices()
-	go agent.WatchInstanceMetadata(ctx, client, cfg.NoticeInterval, notices, log.With("imds", cfg.IMDSEndpoint))
-	return notices, nil
+	go agent.WatchInstanceMetadata(ctx, meta, cfg.NoticeInterval, notices, log.With("imds", cfg.IMDSEndpoint))
+	return notices
 }
 
 // serviceProxy is what programs the ClusterIP services the host sends

@@ -71,9 +71,8 @@ type agent struct {
 func (e *env) startAgent(t testing.TB, podIP string) *agent {
 	t.Helper()
 	a := &agent{cellID: "c-" + containerdtest.Random(8), netns: containerdtest.NewNetns(t, podIP), done: make(chan error, 1)}
-	certPEM, keyPEM := e.ca.Issue(t, a.cellID, x509.ExtKeyUsageServerAuth, a.cellID)
 	b := &api.Bootstrap{Version: api.BootstrapVersion, CellID: a.cellID, PodUID: "uid-" + a.cellID,
-		CACert: string(e.ca.PEM), Cert: string(certPEM), Key: string(keyPEM)}
+		CACert: string(e.ca.PEM), JoinToken: "token-" + a.cellID}
 	ready := make(chan net.Addr, 1)
 	// The agent runs until t.Context() ends, just before the Cleanups; the
 	// one below checks how it ended.
@@ -115,6 +114,7 @@ func (e *env) startAgent(t testing.TB, podIP string) *agent {
 		}
 	})
 
+	e.ca.Join(t, addr.String(), a.cellID)
 	a.client = e.dial(t, a.cellID, addr.String())
 	return a
 }

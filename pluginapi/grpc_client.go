@@ -145,6 +145,16 @@ func (c *grpcClient) WatchEvents(ctx context.Context, _ *WatchEventsRequest, sen
 	}
 }
 
+func (c *grpcClient) VerifyInstanceIdentity(ctx context.Context, req *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error) {
+	resp, err := c.c.VerifyInstanceIdentity(ctx, &pb.VerifyInstanceIdentityRequest{
+		InstanceId: req.InstanceID, Document: req.Document, Signature: req.Signature,
+	})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return &VerifyInstanceIdentityResponse{NotChecked: resp.GetNotChecked()}, nil
+}
+
 func (c *grpcClient) RegistryAuth(ctx context.Context, req *RegistryAuthRequest) (*RegistryAuthResponse, error) {
 	resp, err := c.c.RegistryAuth(ctx, &pb.RegistryAuthRequest{Image: req.Image})
 	if err != nil {

@@ -183,6 +183,23 @@ func (s *grpcServer) WatchEvents(_ *pb.WatchEventsRequest, stream grpc.ServerStr
 	return toStatus(err)
 }
 
+func (s *grpcServer) VerifyInstanceIdentity(ctx context.Context, req *pb.VerifyInstanceIdentityRequest) (*pb.VerifyInstanceIdentityResponse, error) {
+	if err := s.ready("VerifyInstanceIdentity"); err != nil {
+		return nil, err
+	}
+	v, ok := s.impl.(InstanceIdentityVerifier)
+	if !ok {
+		return nil, toStatus(NewUnsupported("plugin does not implement VerifyInstanceIdentity"))
+	}
+	resp, err := v.VerifyInstanceIdentity(ctx, &VerifyInstanceIdentityRequest{
+		InstanceID: req.GetInstanceId(), Document: req.GetDocument(), Signature: req.GetSignature(),
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.VerifyInstanceIdentityResponse{NotChecked: resp.NotChecked}, nil
+}
+
 func (s *grpcServer) RegistryAuth(ctx context.Context, req *pb.RegistryAuthRequest) (*pb.RegistryAuthResponse, error) {
 	if err := s.ready("RegistryAuth"); err != nil {
 		return nil, err

@@ -30,9 +30,10 @@ const ProtocolVersion = 1
 // had been released without them: the first tag, pluginapi/v1.0.0,
 // carries them.)
 //
-// 1.1 added the optional ConsoleOutput call (CapabilityConsoleOutput) and
+// 1.1 added the optional ConsoleOutput call (CapabilityConsoleOutput),
 // the scope of a QuotaExceededError (its InstanceTypes and CapacityType):
-// a 1.0 host sees a scoped quota as an unscoped one.
+// a 1.0 host sees a scoped quota as an unscoped one, and the optional
+// VerifyInstanceIdentity call (CapabilityInstanceIdentity).
 const APIVersion = "1.1"
 
 // Provider is the contract between the kip host and one cloud: it knows
@@ -186,6 +187,24 @@ type ConsoleOutputReader interface {
 	ConsoleOutput(ctx context.Context, req *ConsoleOutputRequest) (*ConsoleOutputResponse, error)
 }
 
+// InstanceIdentityVerifier is implemented by plugins that report
+// CapabilityInstanceIdentity (since API 1.1).
+type InstanceIdentityVerifier interface {
+	// VerifyInstanceIdentity checks the cloud's signed identity of an
+	// instance, as a cell's agent read it from the instance's metadata
+	// and sent when the host joined it (EC2: the instance identity
+	// document and its signature), before the host signs the cell's
+	// certificate. It answers nil when the document is the cloud's and
+	// names req.InstanceID; an error refuses the join: a plain error (the
+	// identity is missing, forged, or another instance's: the message says
+	// which), InvalidConfig when the plugin's own identity settings are
+	// wrong, Transient when the plugin could not check now. A plugin that
+	// cannot check (it was not given what it needs) answers a response
+	// whose NotChecked says why: the host joins the cell and logs that.
+	// Read-only; safe to retry.
+	VerifyInstanceIdentity(ctx context.Context, req *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error)
+}
+
 // Client is the host's view of a plugin: every call of the contract,
 // including the optional ones, which answer Unsupported when the plugin
 // lacks the capability.
@@ -194,6 +213,7 @@ type Client interface {
 	EventWatcher
 	RegistryAuthenticator
 	ConsoleOutputReader
+	InstanceIdentityVerifier
 }
 
 // Capability names an optional feature of a plugin. New capabilities are
@@ -222,6 +242,9 @@ const (
 	// CapabilityConsoleOutput: the plugin implements ConsoleOutputReader
 	// (since 1.1).
 	CapabilityConsoleOutput Capability = "console-output"
+	// CapabilityInstanceIdentity: the plugin implements
+	// InstanceIdentityVerifier (since API 1.1).
+	CapabilityInstanceIdentity Capability = "instance-identity"
 )
 
 // GetInfoRequest asks a plugin for its identity.
@@ -582,4 +605,24 @@ func StandardTags(clusterID string, req *LaunchRequest) map[string]string {
 	tags[TagCell] = req.CellID
 	tags[TagPodUID] = req.PodUID
 	return tags
+}
+
+// VerifyInstanceIdentityRequest is a cell's signed instance identity.
+type VerifyInstanceIdentityRequest struct {
+	// InstanceID is the instance the host launched the cell on: the
+	// identity must name it.
+	InstanceID string
+	// Document and Signature are what the agent read from the instance's
+	// metadata, verbatim (EC2: /latest/dynamic/instance-identity/document
+	// and .../signature); empty when the agent had none.
+	Document  []byte
+	Signature []byte
+}
+
+// VerifyInstanceIdentityResponse is a verifier's answer when it has not
+// refused.
+type VerifyInstanceIdentityResponse struct {
+	// NotChecked, when not empty, says why the plugin did not check the
+	// identity (it is not configured to); empty: the identity checked out.
+	NotChecked string
 }

@@ -10,7 +10,11 @@
 // its network namespace, its volumes' and the containers' writable layers'
 // and logs' disk usage, and the cell's disk), DeletePod and ApplyServices (the host's table of
 // ClusterIP services, handed to a cell/services Proxy that programs the
-// pod's network namespace). Serve runs it over mutual TLS.
+// pod's network namespace). Serve runs it over mutual TLS with the agent's
+// Identity (identity.go): the key the agent made and keeps in its state
+// directory, and the certificate the host signed for it when it joined the
+// cell (the Join service); until then every call but Join's fails
+// FailedPrecondition "not joined".
 //
 // WatchInstanceMetadata reads the cloud's notices about the instance (the
 // spot interruption notice, the rebalance recommendation) from its

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -16,15 +15,23 @@ import (
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
-// Serve serves srv on lis over TLS (api.ServerTLSConfig) until ctx ends,
-// then stops gracefully, cutting streams still open after a few seconds
-// (follows and watches never end on their own).
-func Serve(ctx context.Context, lis net.Listener, tlsConfig *tls.Config, srv cellv1.CellServer) error {
-	gs := grpc.NewServer(
+// Serve serves srv and id's Join service on lis over mutual TLS
+// (Identity.TLSConfig) until ctx ends, then stops gracefully, cutting
+// streams still open after a few seconds (follows and watches never end on
+// their own). Until id has joined, every call but Join's fails
+// FailedPrecondition.
+func Serve(ctx context.Context, lis net.Listener, id *Identity, srv cellv1.CellServer) error {
+	tlsConfig, err := id.TLSConfig()
+	if err != nil {
+		return fmt.Errorf("serving cell API: %w", err)
+	}
+	opts := append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cellapi.KeepaliveTime, PermitWithoutStream: true}),
-	)
+	}, id.interceptors()...)
+	gs := grpc.NewServer(opts...)
 	cellv1.RegisterCellServer(gs, srv)
+	cellv1.RegisterJoinServer(gs, id)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()
 	select {

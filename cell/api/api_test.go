@@ -24,9 +24,12 @@ func (applyServer) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*ce
 
 func TestMutualTLS(t *testing.T) {
 	ca := apitest.NewCA(t)
-	cellCert, cellKey := ca.Issue(t, "c-abc", x509.ExtKeyUsageServerAuth, "c-abc")
-	b := &Bootstrap{Version: BootstrapVersion, CellID: "c-abc", PodUID: "uid", CACert: string(ca.PEM), Cert: string(cellCert), Key: string(cellKey)}
-	serverTLS, err := ServerTLSConfig(b)
+	cellPEM, cellKey := ca.Issue(t, "c-abc", x509.ExtKeyUsageServerAuth, "c-abc")
+	cellCert, err := tls.X509KeyPair(cellPEM, cellKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverTLS, err := ServerTLSConfig(ca.PEM, func() (*tls.Certificate, error) { return &cellCert, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestBootstrap(t *testing.T) {
-	good := Bootstrap{Version: BootstrapVersion, CellID: "c-1", PodUID: "u", CACert: "ca", Cert: "c", Key: "k",
+	good := Bootstrap{Version: BootstrapVersion, CellID: "c-1", PodUID: "u", CACert: "ca", JoinToken: "t",
 		InsecureRegistries: []string{"10.213.0.1:5000"}}
 	data, err := good.Marshal()
 	if err != nil {
@@ -87,7 +90,8 @@ func TestBootstrap(t *testing.T) {
 	}{
 		{"wrong version", func(b *Bootstrap) { b.Version = 9 }, "version 9"},
 		{"cell ID not a DNS label", func(b *Bootstrap) { b.CellID = "Cell_1" }, `cellID "Cell_1"`},
-		{"no key", func(b *Bootstrap) { b.Key = "" }, "key is empty"},
+		{"no join token", func(b *Bootstrap) { b.JoinToken = "" }, "joinToken is empty"},
+		{"version 1, which carried the key", func(b *Bootstrap) { b.Version = 1 }, "version 1 carries the cell's private key"},
 		{"no CA", func(b *Bootstrap) { b.CACert = "" }, "caCert is empty"},
 	}
 	for _, tt := range tests {

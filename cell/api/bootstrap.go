@@ -26,12 +26,17 @@ const (
 // path (the local plugin sets it; cloud cells get the file from user data).
 const BootstrapEnv = "KIP_CELL_BOOTSTRAP"
 
-// BootstrapVersion is the version of the Bootstrap format.
-const BootstrapVersion = 1
+// BootstrapVersion is the version of the Bootstrap format. Version 1
+// carried the cell's certificate and private key; version 2 carries a join
+// token instead (the agent makes its own key and joins, join.go).
+const BootstrapVersion = 2
 
 // Bootstrap is everything a cell agent needs to start: who it is, where to
-// listen, and its TLS identity. It is created by the host for each cell and
-// delivered through the cloud plugin (user data; a file for local cells).
+// listen, the CA it trusts and the token it joins with. It is created by
+// the host for each cell and delivered through the cloud plugin (user data;
+// a file for local cells). It holds no private key: whoever reads it (user
+// data stays readable for the instance's life) learns a token that is
+// single-use and expires within the boot (see JoinToken).
 type Bootstrap struct {
 	Version   int    `json:"version"`
 	CellID    string `json:"cellID"`
@@ -44,9 +49,10 @@ type Bootstrap struct {
 	// CACert is the cluster CA (PEM); the agent trusts host certificates
 	// it signed.
 	CACert string `json:"caCert"`
-	// Cert and Key are the cell's certificate (DNS name = CellID) and key.
-	Cert string `json:"cert"`
-	Key  string `json:"key"`
+	// JoinToken is what the agent presents, with a certificate request for
+	// its own key, when the host joins it (cell.proto's Join service). The
+	// host accepts it once, for this cell, until it expires.
+	JoinToken string `json:"joinToken"`
 	// InsecureRegistries are registry hosts (host or host:port) the agent
 	// pulls from over plain HTTP; loopback hosts always are.
 	InsecureRegistries []string `json:"insecureRegistries,omitempty"`
@@ -61,13 +67,16 @@ func ValidCellID(id string) bool { return cellIDRE.MatchString(id) }
 // Validate checks that every field a cell needs is there.
 func (b *Bootstrap) Validate() error {
 	var errs []error
+	if b.Version == 1 {
+		return errors.New("version 1 carries the cell's private key, which this agent no longer accepts: it makes its own key and joins (version 2); run a kip host as new as this agent")
+	}
 	if b.Version != BootstrapVersion {
 		errs = append(errs, fmt.Errorf("version %d, want %d", b.Version, BootstrapVersion))
 	}
 	if !ValidCellID(b.CellID) {
 		errs = append(errs, fmt.Errorf("cellID %q is not a DNS label", b.CellID))
 	}
-	for name, v := range map[string]string{"caCert": b.CACert, "cert": b.Cert, "key": b.Key, "podUID": b.PodUID} {
+	for name, v := range map[string]string{"caCert": b.CACert, "joinToken": b.JoinToken, "podUID": b.PodUID} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is empty", name))
 		}

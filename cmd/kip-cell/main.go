@@ -35,7 +35,7 @@ func main() {
 	flag.StringVar(&bootstrap, "bootstrap", os.Getenv(api.BootstrapEnv), "bootstrap file: the bootstrap JSON, or cloud user data holding it as a MIME part (default $"+api.BootstrapEnv+")")
 	flag.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
 	flag.StringVar(&cfg.NetNSPath, "netns", "", "network namespace the containers join (default: the agent's own)")
-	flag.StringVar(&cfg.StateDir, "state-dir", os.Getenv("KIP_CELL_STATE_DIR"), "directory for logs, FIFOs, volumes and the pod's state, which an agent started again on it resumes (default $KIP_CELL_STATE_DIR, else /var/lib/kip-cell/<cell ID>)")
+	flag.StringVar(&cfg.StateDir, "state-dir", os.Getenv("KIP_CELL_STATE_DIR"), "directory for logs, FIFOs, volumes, the pod's state and the agent's key and certificate (identity/, 0700), which an agent started again on it resumes without a join (default $KIP_CELL_STATE_DIR, else /var/lib/kip-cell/<cell ID>)")
 	flag.StringVar(&cfg.PodIP, "pod-ip", os.Getenv("KIP_CELL_ADDRESS"), "pod IP to report (default $KIP_CELL_ADDRESS)")
 	flag.StringVar(&cfg.Listen, "listen", "", "gRPC listen address (default: the bootstrap's, else pod-ip:6421)")
 	flag.StringVar(&cfg.RuncRoot, "runc-root", "", "runc state directory (default: containerd's)")

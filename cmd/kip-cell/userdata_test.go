@@ -11,7 +11,7 @@ import (
 	"github.com/kipcell/kip/cell/api"
 )
 
-const testBootstrap = `{"version":1,"cellID":"cell-1","podUID":"uid-1","caCert":"ca","cert":"cert","key":"key"}`
+const testBootstrap = `{"version":2,"cellID":"cell-1","podUID":"uid-1","caCert":"ca","joinToken":"token"}`
 
 // userData is what a cloud plugin sends (pluginapi/userdata.Build, whose
 // golden file is pluginapi/userdata/testdata/user-data.golden): CRLF line
@@ -41,6 +41,10 @@ func TestReadBootstrap(t *testing.T) {
 			file:    strings.Replace(userData, `"cellID":"cell-1"`, `"cellID":"Cell_1"`, 1),
 			wantErr: "invalid bootstrap",
 		},
+		"a version 1 bootstrap, with the cell's key": {
+			file:    `{"version":1,"cellID":"cell-1","podUID":"uid-1","caCert":"ca","cert":"cert","key":"key"}`,
+			wantErr: "version 1 carries the cell's private key",
+		},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -58,7 +62,7 @@ func TestReadBootstrap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := &api.Bootstrap{Version: 1, CellID: "cell-1", PodUID: "uid-1", CACert: "ca", Cert: "cert", Key: "key"}
+			want := &api.Bootstrap{Version: 2, CellID: "cell-1", PodUID: "uid-1", CACert: "ca", JoinToken: "token"}
 			if diff := cmp.Diff(want, b); diff != "" {
 				t.Errorf("bootstrap (-want +got):\n%s", diff)
 			}

@@ -65,12 +65,18 @@ type cellDeps struct {
 	cfg       Config
 	plugin    instanceAPI
 	end       terminator
-	identity  Identity   // the cell's bootstrap, the agent's client TLS
+	identity  Identity   // the cell's bootstrap, its join, the agent's client TLS
 	placement *placement // ranking, unavailable offerings, instance sizes
 	// dial connects to a cell's agent; tests replace it.
-	dial   func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
-	source dispatch.Source // what the pod refers to (secrets, config maps, tokens)
-	creds  *registryCreds  // the cloud registry's credentials for the pod's images
+	dial func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
+	// join joins a cell's agent before it is dialled (join.go); tests
+	// replace it.
+	join joinFunc
+	// identityCheck asks the plugin about a joining cell's instance
+	// identity.
+	identityCheck *identityCheck
+	source        dispatch.Source // what the pod refers to (secrets, config maps, tokens)
+	creds         *registryCreds  // the cloud registry's credentials for the pod's images
 	// services streams the cluster's ClusterIP services to the agent;
 	// nil when the Manager has none (WithServices).
 	services ServiceTable
@@ -142,6 +148,9 @@ type cell struct {
 	// evicted is the message of the pod's eviction for the interruption,
 	// which every status from the agent keeps (evictedStatus).
 	evicted string
+	// joinRefused is the last refusal of the cell's join, said once
+	// (join.go).
+	joinRefused string
 	// stopWatch ends the current status stream so that serve checks the
 	// instance at once (an event said it ended); nil between streams.
 	stopWatch context.CancelFunc

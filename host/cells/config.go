@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/sysctl"
 	"github.com/kipcell/kip/host/setting"
 )
@@ -27,11 +28,14 @@ func (c Config) Validate() error {
 		v   time.Duration
 	}{
 		{"unavailableTTL", c.UnavailableTTL}, {"catalogTTL", c.CatalogTTL}, {"rematchInterval", c.RematchInterval},
-		{"volumeRefreshInterval", c.VolumeRefreshInterval}, {"agentTimeout", c.AgentTimeout},
+		{"volumeRefreshInterval", c.VolumeRefreshInterval}, {"agentTimeout", c.AgentTimeout}, {"joinTokenTTL", c.JoinTokenTTL},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))
 		}
+	}
+	if c.JoinTokenTTL > cellapi.MaxJoinTokenTTL {
+		errs = append(errs, setting.Errorf("joinTokenTTL", "%s is longer than %s: a join token is for one boot", c.JoinTokenTTL, cellapi.MaxJoinTokenTTL))
 	}
 	for _, b := range []struct {
 		key string

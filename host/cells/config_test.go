@@ -39,6 +39,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "negative rematchInterval", mutate: func(c *Config) { c.RematchInterval = -time.Second }, wantKey: []string{"rematchInterval"}},
 		{name: "zero volumeRefreshInterval", mutate: func(c *Config) { c.VolumeRefreshInterval = 0 }, wantKey: []string{"volumeRefreshInterval"}},
 		{name: "negative agentTimeout", mutate: func(c *Config) { c.AgentTimeout = -time.Minute }, wantKey: []string{"agentTimeout"}},
+		{name: "zero joinTokenTTL", mutate: func(c *Config) { c.JoinTokenTTL = 0 }, wantKey: []string{"joinTokenTTL"}},
+		{name: "joinTokenTTL over a day", mutate: func(c *Config) { c.JoinTokenTTL = 25 * time.Hour }, wantKey: []string{"joinTokenTTL"}},
 		{name: "unsafe sysctls", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax"} }},
 		{name: "sysctl not namespaced", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "vm.swappiness"} }, wantKey: []string{"allowedUnsafeSysctls"}},
 		{name: "bad sysctl pattern", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"Net.*"} }, wantKey: []string{"allowedUnsafeSysctls"}},

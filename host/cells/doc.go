@@ -99,7 +99,12 @@
 // back into the Manager. Its life is one goroutine (cell.run), in a file
 // per phase: launch.go (placement and Launch, capacity fallback; the
 // annotations that shape the instance in launchopts.go), boot.go
-// (waiting for the instance to run, the agent's deadline), serve.go (the agent: the cluster's
+// (waiting for the instance to run, the agent's deadline), join.go (joining the agent before it
+// is dialled: the CA signs the certificate of the agent's own key for the
+// bootstrap's token, after the plugin's instance identity check where it
+// offers one; a refusal is a CellJoinFailed event, once per message, and
+// is tried again; an agent found unjoined after its status stream broke
+// is asked again too), serve.go (the agent: the cluster's
 // ClusterIP services first when the Manager has a ServiceTable
 // (WithServices; host/clusterip's Sync), then Apply, the status stream,
 // a lost instance) and terminate.go (stopping the pod,

@@ -41,14 +41,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		c.mu.Unlock()
 		return c.adopted, nil
 	}
-	boot, err := c.d.identity.Bootstrap(c.id, c.d.cfg.ClusterID, c.d.cfg.NodeName, string(c.uid))
-	if err != nil {
-		c.log.Error("issuing cell identity", "error", err)
-		c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "issuing the cell's certificate: %v", err)
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	bootstrap, err := boot.Marshal()
+	bootstrap, issued, err := c.bootstrap(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +82,12 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			continue
 		}
 		n = 0
+		if c.d.cfg.Now().Sub(issued) > c.d.cfg.JoinTokenTTL/2 {
+			// The token would not last the boot: launch with a fresh one.
+			if bootstrap, issued, err = c.bootstrap(ctx); err != nil {
+				return nil, err
+			}
+		}
 		if inst := c.launchFirst(ctx, cands, opts, bootstrap, &lastMsg, &refusals); inst != nil {
 			return inst, nil
 		}
@@ -96,6 +95,24 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// bootstrap returns the cell's bootstrap document with a fresh join token
+// and when it was issued. A failure to issue it is said on the pod and
+// ends the cell's run (it returns when ctx ends).
+func (c *cell) bootstrap(ctx context.Context) ([]byte, time.Time, error) {
+	issued := c.d.cfg.Now()
+	boot, err := c.d.identity.Bootstrap(c.id, c.d.cfg.ClusterID, c.d.cfg.NodeName, string(c.uid), c.d.cfg.JoinTokenTTL)
+	if err == nil {
+		var data []byte
+		if data, err = boot.Marshal(); err == nil {
+			return data, issued, nil
+		}
+	}
+	c.log.Error("issuing cell identity", "error", err)
+	c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "issuing the cell's bootstrap: %v", err)
+	<-ctx.Done()
+	return nil, time.Time{}, ctx.Err()
 }
 
 // launchFirst launches the first candidate that has capacity. It returns

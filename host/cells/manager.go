@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"log/slog"
 	"os"
@@ -22,10 +23,17 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
-// Identity issues cell identities; host/pki's CA implements it.
+// Identity issues cell identities; host/pki's CA implements it. A cell's
+// bootstrap carries a join token (for tokenTTL) and no key; the host joins
+// the cell's agent (JoinTLSConfig, Join: it signs the certificate of the
+// agent's own key) before it talks to it over ClientTLSConfig.
 type Identity interface {
-	Bootstrap(cellID, clusterID, nodeName, podUID string) (*cellapi.Bootstrap, error)
+	Bootstrap(cellID, clusterID, nodeName, podUID string, tokenTTL time.Duration) (*cellapi.Bootstrap, error)
 	ClientTLSConfig(cellID string) (*tls.Config, error)
+	JoinTLSConfig(cellID string) (*tls.Config, error)
+	Join(ctx context.Context, cellID string, req cellapi.JoinRequest, check func(context.Context) error) ([]byte, error)
+	SawJoined(cellID string, pub crypto.PublicKey)
+	CertPEM() []byte
 }
 
 // Config tunes the Manager. Its fields with a koanf tag are the cells
@@ -122,6 +130,15 @@ type Config struct {
 	// BootRetry is the wait before the second launch after a boot failure,
 	// doubling for each further one; default 30 s.
 	BootRetry time.Duration `koanf:"-"`
+	// JoinTokenTTL is the lifetime of the join token in a cell's
+	// bootstrap (its user data): the host joins the cell's agent within
+	// it, after which the token is worth nothing to whoever reads the user
+	// data. Default BootTimeout plus AgentTimeout plus 5 minutes: the
+	// longest a launched cell may take to boot and start its agent
+	// before kip gives up on it. A cell still waiting to be launched
+	// (no capacity, a refusal) gets a fresh token once half of it
+	// has passed.
+	JoinTokenTTL time.Duration `koanf:"joinTokenTTL"`
 	// GCInterval is how often cells of vanished pods and unknown instances
 	// are looked for; default 30 s.
 	GCInterval time.Duration `koanf:"-"`
@@ -144,6 +161,9 @@ func (c *Config) defaults() {
 	}
 	if c.BootRetry == 0 {
 		c.BootRetry = 30 * time.Second
+	}
+	if c.JoinTokenTTL == 0 {
+		c.JoinTokenTTL = c.BootTimeout + c.AgentTimeout + 5*time.Minute
 	}
 	if c.BootPoll == 0 {
 		c.BootPoll = 2 * time.Second
@@ -234,6 +254,8 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match,
 			ttl: cfg.UnavailableTTL, now: cfg.Now},
 		dial:          dispatch.Dial,
+		join:          dispatch.Join,
+		identityCheck: &identityCheck{plugin: plugin, catalog: catalog, log: log},
 		source:        source,
 		creds:         &registryCreds{plugin: plugin, catalog: catalog, now: cfg.Now, log: log, byHost: map[string]cachedCred{}},
 		recorder:      recorder,

@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -118,10 +119,22 @@ func (a *fakeAgent) DeletePod(_ context.Context, req *cellv1.DeletePodRequest) (
 
 type fakeIdentity struct{}
 
-func (fakeIdentity) Bootstrap(cellID, clusterID, nodeName, podUID string) (*cellapi.Bootstrap, error) {
+func (fakeIdentity) Bootstrap(cellID, clusterID, nodeName, podUID string, _ time.Duration) (*cellapi.Bootstrap, error) {
 	return &cellapi.Bootstrap{Version: cellapi.BootstrapVersion, CellID: cellID, ClusterID: clusterID, NodeName: nodeName, PodUID: podUID,
-		CACert: "ca", Cert: "cert", Key: "key"}, nil
+		CACert: "ca", JoinToken: "token"}, nil
 }
+
+func (fakeIdentity) JoinTLSConfig(string) (*tls.Config, error) {
+	return &tls.Config{MinVersion: tls.VersionTLS13}, nil
+}
+
+func (fakeIdentity) Join(context.Context, string, cellapi.JoinRequest, func(context.Context) error) ([]byte, error) {
+	return nil, errors.New("the fake identity joins no cell")
+}
+
+func (fakeIdentity) SawJoined(string, crypto.PublicKey) {}
+
+func (fakeIdentity) CertPEM() []byte { return []byte("ca") }
 
 func (fakeIdentity) ClientTLSConfig(string) (*tls.Config, error) {
 	return &tls.Config{MinVersion: tls.VersionTLS13}, nil
@@ -199,6 +212,10 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 		client = s.wrap(plugin)
 	}
 	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler), s.opts...)
+	// The fake agent has joined: no join is asked of it.
+	h.m.deps.join = func(context.Context, string, string, *tls.Config, []byte, dispatch.JoinSigner) (dispatch.Joined, error) {
+		return dispatch.Joined{}, nil
+	}
 	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
 		h.dialed <- cellID + "@" + address
 		if s.silent != nil && s.silent(cellID) {

@@ -20,6 +20,9 @@ import (
 // agent's status until the pod ends or the cell is deleted.
 func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	address := inst.PrivateAddress()
+	if !c.join(ctx, inst) {
+		return
+	}
 	tlsConfig, err := c.d.identity.ClientTLSConfig(c.id)
 	if err != nil {
 		c.lost(ctx, fmt.Sprintf("building the TLS configuration for cell %s: %v", c.id, err))
@@ -91,6 +94,13 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		}
 		if c.checkLost(ctx, inst) {
 			return
+		}
+		// An agent started again with its key serves as the cell at
+		// once; one that lost it serves a certificate the host refuses
+		// and waits to be joined, which its spent token no longer can
+		// (joinOnce says so).
+		if dispatch.HandshakeFailed(err) && c.joinOnce(ctx, inst) == nil {
+			agent.ResetBackoff()
 		}
 		if nudged {
 			n = 0 // an event asked for the check; the stream itself was fine

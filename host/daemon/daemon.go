@@ -166,8 +166,8 @@ type insecureRegistries struct {
 	registries []string
 }
 
-func (i insecureRegistries) Bootstrap(cellID, clusterID, nodeName, podUID string) (*cellapi.Bootstrap, error) {
-	b, err := i.CA.Bootstrap(cellID, clusterID, nodeName, podUID)
+func (i insecureRegistries) Bootstrap(cellID, clusterID, nodeName, podUID string, tokenTTL time.Duration) (*cellapi.Bootstrap, error) {
+	b, err := i.CA.Bootstrap(cellID, clusterID, nodeName, podUID, tokenTTL)
 	if err != nil {
 		return nil, err
 	}

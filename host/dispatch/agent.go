@@ -69,6 +69,11 @@ func NewAgent(cellID string, cc *grpc.ClientConn) *Agent {
 	return &Agent{cellID: cellID, cc: cc, c: cellv1.NewCellClient(cc)}
 }
 
+// ResetBackoff makes the connection try the agent again at once, when
+// it is next used, rather than after its reconnect back-off (the agent
+// was just joined).
+func (a *Agent) ResetBackoff() { a.cc.ResetConnectBackoff() }
+
 // Close closes the connection.
 func (a *Agent) Close() error { return a.cc.Close() }
 

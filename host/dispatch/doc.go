@@ -1,5 +1,6 @@
 // Package dispatch is the host's side of the cell protocol (cell/api): it
-// dials a cell's agent over mutual TLS, resolves what the pod references
+// joins a cell's agent (Join: the agent's request, pinned to the key it
+// serves, signed by a JoinSigner), dials it over mutual TLS, resolves what the pod references
 // (ConfigMaps, Secrets, service account tokens, the Downward API, image
 // pull secrets) into the ApplyPod request, pushes the desired pod,
 // consumes the status stream, and bridges logs, exec, attach and

@@ -47,7 +47,7 @@ const (
 	AnnotationCluster = "kipcell.io/cluster"
 )
 
-// Validities. A zero validity passed to IssueCell or HostCertificate means
+// Validities. A zero validity passed to SignCell or HostCertificate means
 // the default; no certificate outlives the CA that signed it.
 const (
 	CAValidity          = 10 * 365 * 24 * time.Hour
@@ -68,9 +68,13 @@ type CA struct {
 	certPEM []byte
 	now     func() time.Time
 
+	tokenKey []byte // keys the join tokens' MAC (join.go)
+
 	mu          sync.Mutex
 	host        *tls.Certificate // nil until first HostCertificate
 	hostRenewAt time.Time
+	spent       map[string]spent  // join tokens spent, by token ID
+	joined      map[string]joined // cells seen joined, by cell ID
 }
 
 // Option configures Load.
@@ -177,7 +181,11 @@ func parseCA(certPEM, keyPEM []byte, now func() time.Time) (*CA, error) {
 	if t.After(cert.NotAfter) {
 		return nil, fmt.Errorf("%s: certificate %q expired at %s", DataCert, subject, cert.NotAfter.UTC().Format(time.RFC3339))
 	}
-	return &CA{cert: cert, key: key, certPEM: bytes.Clone(certPEM), now: now}, nil
+	tk, err := tokenKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", DataKey, err)
+	}
+	return &CA{cert: cert, key: key, certPEM: bytes.Clone(certPEM), now: now, tokenKey: tk, spent: map[string]spent{}, joined: map[string]joined{}}, nil
 }
 
 // newCASecret generates a CA and returns the Secret to store it in.

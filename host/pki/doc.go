@@ -3,12 +3,25 @@
 // host itself stays stateless; the first replica to start creates it and
 // nobody ever overwrites it.
 //
-// From the CA the host issues, for each cell, a server certificate whose
-// DNS name is the cell ID (IssueCell), delivered to the cell in its
-// bootstrap document (Bootstrap), and for itself a client certificate with
-// common name api.HostCommonName, kept fresh in memory (HostCertificate).
+// A cell's bootstrap document (Bootstrap) carries the CA certificate and a
+// join token (JoinToken), never a key: the cell's agent makes its own, and
+// when the host joins it, Join checks the agent's request (the token is
+// this CA's, the cell's, not expired and not spent for another key; the
+// certificate request is for the key the agent serves and names the cell
+// alone; the caller's check, the plugin's instance identity, passes) and
+// signs a server certificate whose DNS name is the cell ID (SignCell).
+// Tokens are MACs under a key derived from the CA's, so any replica, and a
+// restarted host, verifies them without a store. Which ones were spent is
+// kept in memory until they expire, with which key each cell was seen
+// joined (SawJoined): a restarted host learns the latter again from the
+// cells, and refuses tokens issued before to any other key (Join says
+// what that leaves open).
+//
+// For itself the host has a client certificate with common name
+// api.HostCommonName, kept fresh in memory (HostCertificate).
 // ClientTLSConfig ties the two together: the host verifies on every
-// connection that the peer's certificate names the cell it means to reach.
+// connection that the peer's certificate names the cell it means to reach;
+// JoinTLSConfig is the join's, which pins the agent's self-signed one.
 //
 // Config (the pki section of kip.yaml) says where the Secret is.
 //

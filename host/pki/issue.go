@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -22,30 +23,27 @@ var errExpired = errors.New("cluster CA has expired")
 // that talks to them trust.
 func (ca *CA) CertPEM() []byte { return bytes.Clone(ca.certPEM) }
 
-// IssueCell returns a server certificate and its key (PEM) for the cell
-// cellID, whose only DNS name is cellID and whose only extended key usage
-// is server auth, so it cannot pass for the host. A zero validity means
-// DefaultCellValidity.
-func (ca *CA) IssueCell(cellID string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+// SignCell returns a server certificate (PEM) for pub as the cell
+// cellID: its only DNS name is cellID and its only extended key usage is
+// server auth, so it cannot pass for the host. A zero validity means
+// DefaultCellValidity. The key is the cell's own: the host never holds it
+// (Join).
+func (ca *CA) SignCell(cellID string, pub crypto.PublicKey, validity time.Duration) ([]byte, error) {
 	if !api.ValidCellID(cellID) {
-		return nil, nil, fmt.Errorf("issuing certificate for cell %q: cell ID is not a DNS label", cellID)
+		return nil, fmt.Errorf("signing certificate for cell %q: cell ID is not a DNS label", cellID)
 	}
 	if validity == 0 {
 		validity = DefaultCellValidity
 	}
-	der, key, _, err := ca.issue(&x509.Certificate{
+	der, _, err := ca.sign(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: cellID},
 		DNSNames:    []string{cellID},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, validity)
+	}, pub, validity)
 	if err != nil {
-		return nil, nil, fmt.Errorf("issuing certificate for cell %s: %w", cellID, err)
+		return nil, fmt.Errorf("signing certificate for cell %s: %w", cellID, err)
 	}
-	keyPEM, err = encodeKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("issuing certificate for cell %s: %w", cellID, err)
-	}
-	return encodeCert(der), keyPEM, nil
+	return encodeCert(der), nil
 }
 
 // HostCertificate returns the host's client certificate (common name
@@ -76,10 +74,12 @@ func (ca *CA) HostCertificate(validity time.Duration) (tls.Certificate, error) {
 	return *ca.host, nil
 }
 
-// Bootstrap returns the bootstrap document for a new cell, with a fresh
-// certificate for cellID (DefaultCellValidity) and the CA it trusts.
-func (ca *CA) Bootstrap(cellID, clusterID, nodeName, podUID string) (*api.Bootstrap, error) {
-	certPEM, keyPEM, err := ca.IssueCell(cellID, 0)
+// Bootstrap returns the bootstrap document for a new cell: the CA it
+// trusts and a join token for cellID that expires after tokenTTL (zero:
+// DefaultJoinTokenTTL). It holds no key: the agent makes its own and the
+// host signs its certificate when it joins it (Join).
+func (ca *CA) Bootstrap(cellID, clusterID, nodeName, podUID string, tokenTTL time.Duration) (*api.Bootstrap, error) {
+	token, err := ca.JoinToken(cellID, tokenTTL)
 	if err != nil {
 		return nil, fmt.Errorf("building bootstrap: %w", err)
 	}
@@ -90,8 +90,7 @@ func (ca *CA) Bootstrap(cellID, clusterID, nodeName, podUID string) (*api.Bootst
 		NodeName:  nodeName,
 		PodUID:    podUID,
 		CACert:    string(ca.certPEM),
-		Cert:      string(certPEM),
-		Key:       string(keyPEM),
+		JoinToken: token,
 	}
 	if err := b.Validate(); err != nil {
 		return nil, fmt.Errorf("building bootstrap for cell %s: %w", cellID, err)
@@ -106,11 +105,29 @@ func (ca *CA) Bootstrap(cellID, clusterID, nodeName, podUID string) (*api.Bootst
 // than fixed, so a long-lived gRPC connection that reconnects presents a
 // current one.
 func (ca *CA) ClientTLSConfig(cellID string) (*tls.Config, error) {
+	return ca.hostTLSConfig(cellID, func(cert tls.Certificate) (*tls.Config, error) {
+		return api.ClientTLSConfig(ca.certPEM, cert, cellID)
+	})
+}
+
+// JoinTLSConfig returns the host's TLS configuration for joining the cell
+// cellID (api.JoinClientTLSConfig): it presents the host certificate as
+// ClientTLSConfig does and accepts the agent's self-signed certificate,
+// which the join pins (Join's JoinRequest.PeerKey).
+func (ca *CA) JoinTLSConfig(cellID string) (*tls.Config, error) {
+	return ca.hostTLSConfig(cellID, func(cert tls.Certificate) (*tls.Config, error) {
+		return api.JoinClientTLSConfig(cert, cellID)
+	})
+}
+
+// hostTLSConfig builds a configuration with build and makes it fetch the
+// host certificate at each handshake.
+func (ca *CA) hostTLSConfig(cellID string, build func(tls.Certificate) (*tls.Config, error)) (*tls.Config, error) {
 	cert, err := ca.HostCertificate(0)
 	if err != nil {
 		return nil, fmt.Errorf("building TLS config for cell %s: %w", cellID, err)
 	}
-	cfg, err := api.ClientTLSConfig(ca.certPEM, cert, cellID)
+	cfg, err := build(cert)
 	if err != nil {
 		return nil, fmt.Errorf("building TLS config for cell %s: %w", cellID, err)
 	}
@@ -128,20 +145,27 @@ func (ca *CA) ClientTLSConfig(cellID string) (*tls.Config, error) {
 // issue signs tmpl, completed with a new P-256 key, a serial number and a
 // validity that starts slightly in the past and ends no later than the CA.
 func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) ([]byte, *ecdsa.PrivateKey, *x509.Certificate, error) {
-	if validity < 0 {
-		return nil, nil, nil, fmt.Errorf("negative validity %s", validity)
-	}
-	now := ca.now()
-	if !now.Before(ca.cert.NotAfter) {
-		return nil, nil, nil, fmt.Errorf("%w at %s", errExpired, ca.cert.NotAfter.UTC().Format(time.RFC3339))
-	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("generating key: %w", err)
 	}
+	der, leaf, err := ca.sign(tmpl, &key.PublicKey, validity)
+	return der, key, leaf, err
+}
+
+// sign signs tmpl for pub, completed with a serial number and a validity
+// that starts slightly in the past and ends no later than the CA.
+func (ca *CA) sign(tmpl *x509.Certificate, pub crypto.PublicKey, validity time.Duration) ([]byte, *x509.Certificate, error) {
+	if validity < 0 {
+		return nil, nil, fmt.Errorf("negative validity %s", validity)
+	}
+	now := ca.now()
+	if !now.Before(ca.cert.NotAfter) {
+		return nil, nil, fmt.Errorf("%w at %s", errExpired, ca.cert.NotAfter.UTC().Format(time.RFC3339))
+	}
 	serial, err := newSerial()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	tmpl.SerialNumber = serial
 	tmpl.NotBefore = now.Add(-backdate)
@@ -151,13 +175,13 @@ func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration) ([]byte, *ec
 	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.BasicConstraintsValid = true
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("signing certificate: %w", err)
+		return nil, nil, fmt.Errorf("signing certificate: %w", err)
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("parsing issued certificate: %w", err)
+		return nil, nil, fmt.Errorf("parsing issued certificate: %w", err)
 	}
-	return der, key, leaf, nil
+	return der, leaf, nil
 }

@@ -2,6 +2,7 @@ package pki
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -40,7 +41,17 @@ func (ca *CA) pool() *x509.CertPool {
 	return pool
 }
 
-func TestIssueCellRejectsBadInput(t *testing.T) {
+// newKey returns a fresh cell key.
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := api.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func TestSignCellRejectsBadInput(t *testing.T) {
 	ca := mustLoad(t)
 	tests := []struct {
 		name     string
@@ -57,18 +68,18 @@ func TestIssueCellRejectsBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			certPEM, keyPEM, err := ca.IssueCell(tt.cellID, tt.validity)
+			certPEM, err := ca.SignCell(tt.cellID, &newKey(t).PublicKey, tt.validity)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("IssueCell error = %v, want one containing %q", err, tt.want)
+				t.Fatalf("SignCell error = %v, want one containing %q", err, tt.want)
 			}
-			if certPEM != nil || keyPEM != nil {
-				t.Error("IssueCell returned a certificate with its error")
+			if certPEM != nil {
+				t.Error("SignCell returned a certificate with its error")
 			}
 		})
 	}
 }
 
-func TestIssueCell(t *testing.T) {
+func TestSignCell(t *testing.T) {
 	ca := mustLoad(t)
 	tests := []struct {
 		name     string
@@ -82,14 +93,15 @@ func TestIssueCell(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			certPEM, keyPEM, err := ca.IssueCell(tt.cellID, tt.validity)
+			key := newKey(t)
+			certPEM, err := ca.SignCell(tt.cellID, &key.PublicKey, tt.validity)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
-				t.Fatalf("certificate and key are not a pair: %v", err)
-			}
 			cert := parseCertPEM(t, certPEM)
+			if !key.PublicKey.Equal(cert.PublicKey) {
+				t.Error("the certificate is not for the cell's key")
+			}
 			if diff := cmp.Diff([]string{tt.cellID}, cert.DNSNames); diff != "" {
 				t.Errorf("DNS names (-want +got):\n%s", diff)
 			}
@@ -129,8 +141,8 @@ func TestIssueAfterCAExpired(t *testing.T) {
 	clock := newFakeClock()
 	ca := mustLoad(t, WithClock(clock.Now))
 	clock.Advance(CAValidity + time.Hour)
-	if _, _, err := ca.IssueCell("c1", 0); !errors.Is(err, errExpired) {
-		t.Errorf("IssueCell error = %v, want %v", err, errExpired)
+	if _, err := ca.SignCell("c1", &newKey(t).PublicKey, 0); !errors.Is(err, errExpired) {
+		t.Errorf("SignCell error = %v, want %v", err, errExpired)
 	}
 	if _, err := ca.HostCertificate(0); !errors.Is(err, errExpired) {
 		t.Errorf("HostCertificate error = %v, want %v", err, errExpired)
@@ -139,7 +151,7 @@ func TestIssueAfterCAExpired(t *testing.T) {
 
 func TestBootstrap(t *testing.T) {
 	ca := mustLoad(t)
-	b, err := ca.Bootstrap("c-abc", "cluster-1", "kip", "pod-uid")
+	b, err := ca.Bootstrap("c-abc", "cluster-1", "kip", "pod-uid", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +160,12 @@ func TestBootstrap(t *testing.T) {
 		NodeName: "kip", PodUID: "pod-uid", CACert: string(ca.CertPEM()),
 	}
 	got := *b
-	got.Cert, got.Key = "", ""
+	got.JoinToken = ""
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bootstrap (-want +got):\n%s", diff)
 	}
-	if cert := parseCertPEM(t, []byte(b.Cert)); !cmp.Equal(cert.DNSNames, []string{"c-abc"}) {
-		t.Errorf("bootstrap certificate names %v, want [c-abc]", cert.DNSNames)
+	if _, err := ca.checkToken("c-abc", b.JoinToken); err != nil {
+		t.Errorf("the bootstrap's join token does not check out: %v", err)
 	}
 	data, err := b.Marshal()
 	if err != nil {
@@ -168,7 +180,7 @@ func TestBootstrap(t *testing.T) {
 		{name: "no pod UID", cellID: "c1", podUID: "", want: "podUID is empty"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := ca.Bootstrap(tt.cellID, "cluster-1", "kip", tt.podUID); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := ca.Bootstrap(tt.cellID, "cluster-1", "kip", tt.podUID, 0); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Bootstrap error = %v, want one containing %q", err, tt.want)
 			}
 		})
@@ -181,11 +193,20 @@ func (applyServer) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*ce
 	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
 }
 
-// serveCell runs a cell agent's gRPC server for b on 127.0.0.1 and returns
-// its address.
-func serveCell(t *testing.T, b *api.Bootstrap) string {
+// serveCell runs a cell agent's gRPC server for the cell cellID, with a
+// certificate ca signed, on 127.0.0.1 and returns its address.
+func serveCell(t *testing.T, ca *CA, cellID string) string {
 	t.Helper()
-	serverTLS, err := api.ServerTLSConfig(b)
+	key := newKey(t)
+	certPEM, err := ca.SignCell(cellID, &key.PublicKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := api.VerifyCellCertificate(certPEM, ca.CertPEM(), cellID, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverTLS, err := api.ServerTLSConfig(ca.CertPEM(), func() (*tls.Certificate, error) { return cert, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +223,7 @@ func serveCell(t *testing.T, b *api.Bootstrap) string {
 
 func TestMutualTLS(t *testing.T) {
 	ca := mustLoad(t, WithClusterID("cluster-1"))
-	b, err := ca.Bootstrap("c-abc", "cluster-1", "kip", "pod-uid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveCell(t, b)
+	addr := serveCell(t, ca, "c-abc")
 	otherCA := mustLoad(t, WithClusterID("cluster-2"))
 
 	tests := []struct {

@@ -187,6 +187,12 @@ func (c *routingClient) ConsoleOutput(ctx context.Context, req *pluginapi.Consol
 	})
 }
 
+func (c *routingClient) VerifyInstanceIdentity(ctx context.Context, req *pluginapi.VerifyInstanceIdentityRequest) (*pluginapi.VerifyInstanceIdentityResponse, error) {
+	return call(ctx, c.s, "VerifyInstanceIdentity", func(ctx context.Context, api pluginapi.Client) (*pluginapi.VerifyInstanceIdentityResponse, error) {
+		return api.VerifyInstanceIdentity(ctx, req)
+	})
+}
+
 // WatchEvents streams the plugin's events and subscribes again on the new
 // process after a restart or Reload; events in between are lost, which the
 // contract allows (events are hints). It returns when ctx ends, when send

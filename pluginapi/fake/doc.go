@@ -1,6 +1,8 @@
 // Package fake is an in-memory Kip cloud plugin for tests: Provider
-// implements pluginapi.Provider, pluginapi.EventWatcher and
-// pluginapi.RegistryAuthenticator over a Store, the simulated cloud.
+// implements pluginapi.Provider, pluginapi.EventWatcher,
+// pluginapi.RegistryAuthenticator and pluginapi.InstanceIdentityVerifier
+// (IdentityDocument and IdentitySignature make an identity it accepts) over
+// a Store, the simulated cloud.
 //
 // Host tests use it directly or behind plugintest.Serve's real gRPC wire:
 //

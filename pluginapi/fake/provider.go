@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,10 +34,11 @@ type Provider struct {
 }
 
 var (
-	_ pluginapi.Provider              = (*Provider)(nil)
-	_ pluginapi.EventWatcher          = (*Provider)(nil)
-	_ pluginapi.RegistryAuthenticator = (*Provider)(nil)
-	_ pluginapi.ConsoleOutputReader   = (*Provider)(nil)
+	_ pluginapi.Provider                 = (*Provider)(nil)
+	_ pluginapi.EventWatcher             = (*Provider)(nil)
+	_ pluginapi.RegistryAuthenticator    = (*Provider)(nil)
+	_ pluginapi.ConsoleOutputReader      = (*Provider)(nil)
+	_ pluginapi.InstanceIdentityVerifier = (*Provider)(nil)
 )
 
 // ErrNotConfigured is returned (wrapped) by every call but GetInfo and
@@ -129,7 +131,7 @@ func New(opts ...Option) *Provider {
 	o := options{
 		name:         "fake",
 		version:      "0.0.0-dev",
-		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth, pluginapi.CapabilityConsoleOutput},
+		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth, pluginapi.CapabilityConsoleOutput, pluginapi.CapabilityInstanceIdentity},
 		types:        DefaultInstanceTypes(),
 		clock:        time.Now,
 	}
@@ -527,6 +529,30 @@ func (p *Provider) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutp
 		return nil, pluginapi.NewNotFound("instance %s", req.InstanceID)
 	}
 	return &pluginapi.ConsoleOutputResponse{Output: r.Console, Timestamp: p.clock()}, nil
+}
+
+// IdentityDocument is the instance identity the fake accepts for the
+// instance id (VerifyInstanceIdentity); its signature is
+// IdentitySignature(id).
+func IdentityDocument(id string) []byte { return []byte(`{"instanceId":"` + id + `"}`) }
+
+// IdentitySignature is the signature of IdentityDocument(id).
+func IdentitySignature(id string) []byte { return []byte("fake-signature:" + id) }
+
+// VerifyInstanceIdentity accepts IdentityDocument and IdentitySignature of
+// the instance asked about, and an empty identity answered NotChecked (the
+// fake cells have no metadata service); anything else is refused.
+func (p *Provider) VerifyInstanceIdentity(ctx context.Context, req *pluginapi.VerifyInstanceIdentityRequest) (*pluginapi.VerifyInstanceIdentityResponse, error) {
+	if _, err := p.begin(ctx, "VerifyInstanceIdentity", copyPtr(req), true); err != nil {
+		return nil, err
+	}
+	if len(req.Document) == 0 && len(req.Signature) == 0 {
+		return &pluginapi.VerifyInstanceIdentityResponse{NotChecked: "the fake has no identity for this instance"}, nil
+	}
+	if !bytes.Equal(req.Document, IdentityDocument(req.InstanceID)) || !bytes.Equal(req.Signature, IdentitySignature(req.InstanceID)) {
+		return nil, fmt.Errorf("the instance identity is not instance %s's", req.InstanceID)
+	}
+	return &pluginapi.VerifyInstanceIdentityResponse{}, nil
 }
 
 // copyPtr returns a pointer to a shallow copy of *v, or nil.

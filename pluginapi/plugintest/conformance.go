@@ -75,6 +75,7 @@ const (
 	CaseLaunchAfterTerminate = "launch-after-terminate"
 	CaseTerminateUnknown     = "terminate-unknown"
 	CaseDescribeUnknown      = "describe-unknown"
+	CaseInstanceIdentity     = "instance-identity"
 	CaseUnsupportedFields    = "unsupported-fields"
 	CaseConcurrentLaunches   = "concurrent-launches"
 	CaseContextCancellation  = "context-cancellation"
@@ -100,6 +101,7 @@ var cases = []conformanceCase{
 	{CaseLaunchAfterTerminate, checkLaunchAfterTerminate},
 	{CaseTerminateUnknown, checkTerminateUnknown},
 	{CaseDescribeUnknown, checkDescribeUnknown},
+	{CaseInstanceIdentity, checkInstanceIdentity},
 	{CaseUnsupportedFields, checkUnsupportedFields},
 	{CaseConcurrentLaunches, checkConcurrentLaunches},
 	{CaseContextCancellation, checkContextCancellation},
@@ -471,6 +473,9 @@ func checkInfo(ctx context.Context, e *env) error {
 	if _, ok := raw.(pluginapi.ConsoleOutputReader); info.Has(pluginapi.CapabilityConsoleOutput) && !ok {
 		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.ConsoleOutputReader", pluginapi.CapabilityConsoleOutput))
 	}
+	if _, ok := raw.(pluginapi.InstanceIdentityVerifier); info.Has(pluginapi.CapabilityInstanceIdentity) && !ok {
+		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.InstanceIdentityVerifier", pluginapi.CapabilityInstanceIdentity))
+	}
 	if info.Has(pluginapi.CapabilityInterruptionEvents) && !info.Has(pluginapi.CapabilityWatchEvents) {
 		errs = append(errs, fmt.Errorf("GetInfo reports %q without %q", pluginapi.CapabilityInterruptionEvents, pluginapi.CapabilityWatchEvents))
 	}
@@ -741,6 +746,34 @@ func checkDescribeUnknown(ctx context.Context, e *env) error {
 	}
 	if len(resp.Instances) != 0 {
 		return fmt.Errorf("describing unknown instance %s answered %d instances; want none", e.cfg.UnknownInstanceID, len(resp.Instances))
+	}
+	return nil
+}
+
+// checkInstanceIdentity: a plugin that offers instance-identity never
+// lets a forged identity through: a garbage document for an unknown
+// instance is refused (an error) or answered NotChecked. Without the
+// capability there is nothing to check.
+func checkInstanceIdentity(ctx context.Context, e *env) error {
+	c, err := e.configured(ctx, e.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	info, err := c.GetInfo(ctx, &pluginapi.GetInfoRequest{})
+	if err != nil {
+		return fmt.Errorf("GetInfo failed: %w", err)
+	}
+	if !info.Has(pluginapi.CapabilityInstanceIdentity) {
+		return nil
+	}
+	for _, req := range []*pluginapi.VerifyInstanceIdentityRequest{
+		{InstanceID: e.cfg.UnknownInstanceID},
+		{InstanceID: e.cfg.UnknownInstanceID, Document: []byte(`{"instanceId":"` + e.cfg.UnknownInstanceID + `"}`), Signature: []byte("not a signature")},
+	} {
+		resp, err := c.VerifyInstanceIdentity(ctx, req)
+		if err == nil && resp.NotChecked == "" {
+			return fmt.Errorf("VerifyInstanceIdentity accepted a forged identity (document %q) for unknown instance %s", req.Document, req.InstanceID)
+		}
 	}
 	return nil
 }

@@ -57,8 +57,8 @@ type contractCall struct {
 // calls returns one call of each method of p: GetInfo, ListInstanceTypes,
 // a Launch of cell (remembered for clean-up in cluster), a Describe, List,
 // a Terminate of the unknown ID, and WatchEvents, RegistryAuth and
-// ConsoleOutput (of the unknown ID) where p implements them and info (if
-// not nil) offers them.
+// ConsoleOutput (of the unknown ID) and VerifyInstanceIdentity where p
+// implements them and info (if not nil) offers them.
 func (e *env) calls(p pluginapi.Provider, info *pluginapi.GetInfoResponse, cluster, cell string) []contractCall {
 	calls := []contractCall{
 		{"GetInfo", func(ctx context.Context) error { _, err := p.GetInfo(ctx, &pluginapi.GetInfoRequest{}); return err }},
@@ -100,6 +100,12 @@ func (e *env) calls(p pluginapi.Provider, info *pluginapi.GetInfoResponse, clust
 	if r, ok := p.(pluginapi.ConsoleOutputReader); ok && info.Has(pluginapi.CapabilityConsoleOutput) {
 		calls = append(calls, contractCall{"ConsoleOutput", func(ctx context.Context) error {
 			_, err := r.ConsoleOutput(ctx, &pluginapi.ConsoleOutputRequest{InstanceID: e.cfg.UnknownInstanceID})
+			return err
+		}})
+	}
+	if v, ok := p.(pluginapi.InstanceIdentityVerifier); ok && info.Has(pluginapi.CapabilityInstanceIdentity) {
+		calls = append(calls, contractCall{"VerifyInstanceIdentity", func(ctx context.Context) error {
+			_, err := v.VerifyInstanceIdentity(ctx, &pluginapi.VerifyInstanceIdentityRequest{InstanceID: e.cfg.UnknownInstanceID})
 			return err
 		}})
 	}
@@ -294,8 +300,9 @@ func checkDeadline(ctx context.Context, e *env) error {
 		_, watches := tp.p.(pluginapi.EventWatcher)
 		_, auths := tp.p.(pluginapi.RegistryAuthenticator)
 		_, consoles := tp.p.(pluginapi.ConsoleOutputReader)
+		_, verifies := tp.p.(pluginapi.InstanceIdentityVerifier)
 		return call.name == "WatchEvents" && !watches || call.name == "RegistryAuth" && !auths ||
-			call.name == "ConsoleOutput" && !consoles
+			call.name == "ConsoleOutput" && !consoles || call.name == "VerifyInstanceIdentity" && !verifies
 	})
 	for _, call := range calls {
 		errs = append(errs, deadlineCall(ctx, tp, call.name, func(ctx context.Context) { _ = call.call(ctx) }))

@@ -30,10 +30,11 @@ type timedCall struct {
 }
 
 var (
-	_ pluginapi.Provider              = (*timed)(nil)
-	_ pluginapi.EventWatcher          = (*timed)(nil)
-	_ pluginapi.RegistryAuthenticator = (*timed)(nil)
-	_ pluginapi.ConsoleOutputReader   = (*timed)(nil)
+	_ pluginapi.Provider                 = (*timed)(nil)
+	_ pluginapi.EventWatcher             = (*timed)(nil)
+	_ pluginapi.RegistryAuthenticator    = (*timed)(nil)
+	_ pluginapi.ConsoleOutputReader      = (*timed)(nil)
+	_ pluginapi.InstanceIdentityVerifier = (*timed)(nil)
 )
 
 // begin records the start of a call; the returned func records its end.
@@ -116,6 +117,15 @@ func (t *timed) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsReque
 	}
 	defer t.begin(ctx, "WatchEvents")()
 	return w.WatchEvents(ctx, req, send)
+}
+
+func (t *timed) VerifyInstanceIdentity(ctx context.Context, req *pluginapi.VerifyInstanceIdentityRequest) (*pluginapi.VerifyInstanceIdentityResponse, error) {
+	v, ok := t.p.(pluginapi.InstanceIdentityVerifier)
+	if !ok {
+		return nil, pluginapi.NewUnsupported("plugin does not implement VerifyInstanceIdentity")
+	}
+	defer t.begin(ctx, "VerifyInstanceIdentity")()
+	return v.VerifyInstanceIdentity(ctx, req)
 }
 
 func (t *timed) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthRequest) (*pluginapi.RegistryAuthResponse, error) {

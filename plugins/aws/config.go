@@ -51,6 +51,9 @@ type Config struct {
 	CloudInit string `json:"cloudInit,omitempty"`
 	// RateLimit bounds the plugin's EC2 request rate.
 	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// Identity configures the check of a joining cell's instance
+	// identity (identity.go).
+	Identity *IdentityConfig `json:"identity,omitempty"`
 }
 
 // Credentials are static AWS credentials.
@@ -128,7 +131,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = []byte("{}")
 	}
-	var creds, image, rate json.RawMessage
+	var creds, image, rate, identity json.RawMessage
 	if err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
 		"region":          &c.Region,
 		"endpointURL":     &c.EndpointURL,
@@ -143,6 +146,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 		"tags":            &c.Tags,
 		"cloudInit":       &c.CloudInit,
 		"rateLimit":       &rate,
+		"identity":        &identity,
 	}); err != nil {
 		return nil, err
 	}
@@ -176,6 +180,15 @@ func decodeConfig(raw []byte) (*Config, error) {
 			return nil, err
 		}
 	}
+	if identity != nil {
+		c.Identity = &IdentityConfig{}
+		if err := pluginapi.DecodeConfigObject(identity, "identity.", map[string]any{
+			"certificates": &c.Identity.Certificates,
+			"accountIDs":   &c.Identity.AccountIDs,
+		}); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -195,6 +208,7 @@ type settings struct {
 	tags            map[string]string
 	cloudConfig     []byte // nil without cloudInit
 	rate            RateLimit
+	identity        identitySettings
 }
 
 // validate checks c and applies defaults. It reads the files c names (the
@@ -283,6 +297,10 @@ func validate(c *Config) (*settings, error) {
 			return nil, pluginapi.NewInvalidConfig("cloudInit", "%s is %d bytes; at most %d fit in EC2's 16 KiB of user data beside the bootstrap", c.CloudInit, len(data), maxCloudInit)
 		}
 		s.cloudConfig = data
+	}
+
+	if s.identity, err = validateIdentity(c.Identity); err != nil {
+		return nil, err
 	}
 
 	s.rate = RateLimit{DescribePerSecond: defaultDescribePerSecond, MutatePerSecond: defaultMutatePerSecond, Burst: defaultBurst}

@@ -22,6 +22,7 @@
 //	events.go     WatchEvents: state changes, spot interruptions, maintenance
 //	registry.go   RegistryAuth: ECR pull credentials
 //	console.go    ConsoleOutput: GetConsoleOutput, decoded
+//	identity.go   VerifyInstanceIdentity: EC2's signed identity documents
 //
 // The contract is pluginapi.Provider. Its rules shape this package: every
 // call is safe to retry (Launch passes the cell ID as RunInstances'

@@ -117,6 +117,7 @@ var capabilities = []pluginapi.Capability{
 	pluginapi.CapabilityInterruptionEvents,
 	pluginapi.CapabilityRegistryAuth,
 	pluginapi.CapabilityConsoleOutput,
+	pluginapi.CapabilityInstanceIdentity,
 }
 
 // GetInfo describes the plugin. It needs no configuration and calls no AWS
@@ -228,6 +229,9 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	p.cfg.Store(cfg)
 	for _, w := range warnings {
 		p.log.Warn(w)
+	}
+	if len(s.identity.keys) == 0 {
+		p.log.Info("cells' instance identities are not checked: identity.certificates is not set")
 	}
 	p.log.Info("configured", "cluster", cfg.clusterID, "region", s.region, "endpoint", s.endpointURL,
 		"zones", cfg.zones, "image", cfg.image.id, "arch", cfg.image.arch,

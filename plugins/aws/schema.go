@@ -91,6 +91,15 @@ const configSchema = `{
         "mutatePerSecond": {"type": "number", "exclusiveMinimum": 0, "default": 5},
         "burst": {"type": "integer", "minimum": 1, "default": 20}
       }
+    },
+    "identity": {
+      "description": "The check of a joining cell's signed instance identity document (capability instance-identity). Without certificates no identity is checked: cells join with their bootstrap's token alone.",
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "certificates": {"description": "Path of a PEM file of AWS's public RSA certificates for instance identity signatures, one per region in use (EC2 User Guide, AWS public certificates).", "type": "string"},
+        "accountIDs": {"description": "The AWS accounts a cell's instance may be in; empty: any.", "type": "array", "items": {"type": "string", "pattern": "^[0-9]{12}$"}}
+      }
     }
   }
 }`

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/pki"
@@ -111,6 +112,15 @@ func measureFanout(b *testing.B, nServices, nEndpoints, nCells, nChanges int) {
 	start = time.Now()
 	for i := range nCells {
 		id := lightCellID(i)
+		joinTLS, err := ca.JoinTLSConfig(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := dispatch.Join(ctx, id, lightCellAddr(i), joinTLS, ca.CertPEM(), func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
+			return ca.Join(ctx, id, req, nil)
+		}); err != nil {
+			b.Fatal(err)
+		}
 		tlsConfig, err := ca.ClientTLSConfig(id)
 		if err != nil {
 			b.Fatal(err)
@@ -344,7 +354,7 @@ func startLightCells(b *testing.B, ca *pki.CA, n int) func() {
 		b.Fatal(err)
 	}
 	for i := range n {
-		bs, err := ca.Bootstrap(lightCellID(i), "e2e", "kip", "bench-"+strconv.Itoa(i))
+		bs, err := ca.Bootstrap(lightCellID(i), "e2e", "kip", "bench-"+strconv.Itoa(i), 0)
 		if err != nil {
 			b.Fatal(err)
 		}

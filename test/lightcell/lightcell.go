@@ -96,10 +96,12 @@ func (a *Agent) DeletePod(context.Context, *cellv1.DeletePodRequest) (*cellv1.De
 }
 
 // Serve serves the agent as the cell of b on b.ListenAddress (all
-// addresses on the agent port when empty) until ctx ends. listening, if
-// set, is called once it accepts connections.
-func (a *Agent) Serve(ctx context.Context, b *cellapi.Bootstrap, listening func()) error {
-	tlsConfig, err := cellapi.ServerTLSConfig(b)
+// addresses on the agent port when empty) until ctx ends, keeping its key
+// and certificate in identityDir: it waits to be joined, as a real agent
+// does (agent.Identity). listening, if set, is called once it accepts
+// connections.
+func (a *Agent) Serve(ctx context.Context, b *cellapi.Bootstrap, identityDir string, listening func()) error {
+	id, err := agent.LoadIdentity(identityDir, b, nil, nil)
 	if err != nil {
 		return fmt.Errorf("serving light cell %s: %w", b.CellID, err)
 	}
@@ -114,5 +116,5 @@ func (a *Agent) Serve(ctx context.Context, b *cellapi.Bootstrap, listening func(
 	if listening != nil {
 		listening()
 	}
-	return agent.Serve(ctx, lis, tlsConfig, a)
+	return agent.Serve(ctx, lis, id, a)
 }

@@ -18,7 +18,6 @@ import (
 // mutual TLS and keeps the host's services table, whole and in deltas.
 func TestLightCellTakesServices(t *testing.T) {
 	ca := apitest.NewCA(t)
-	cert, key := ca.Issue(t, "cell-1", x509.ExtKeyUsageServerAuth, "cell-1")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -26,16 +25,17 @@ func TestLightCellTakesServices(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	b := &cellapi.Bootstrap{Version: cellapi.BootstrapVersion, CellID: "cell-1", PodUID: "u", ListenAddress: addr,
-		CACert: string(ca.PEM), Cert: string(cert), Key: string(key)}
+		CACert: string(ca.PEM), JoinToken: "token"}
 	listening := make(chan struct{})
 	done := make(chan error, 1)
 	light := New()
-	go func() { done <- light.Serve(t.Context(), b, func() { close(listening) }) }()
+	go func() { done <- light.Serve(t.Context(), b, t.TempDir(), func() { close(listening) }) }()
 	select {
 	case <-listening:
 	case err := <-done:
 		t.Fatal(err)
 	}
+	ca.Join(t, addr, "cell-1")
 
 	hostPEM, hostKey := ca.Issue(t, cellapi.HostCommonName, x509.ExtKeyUsageClientAuth)
 	hostCert, err := tls.X509KeyPair(hostPEM, hostKey)

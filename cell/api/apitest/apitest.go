@@ -1,10 +1,12 @@
 // Package apitest issues throwaway certificates for tests: a CA, cell
 // server certificates and host client certificates, valid for an hour, and
 // any certificate a test needs wrong on purpose (expired, not a CA, in a
-// group) through a Template. Production certificates come from host/pki.
+// group) through a Template, and joins a test's agent as the host would
+// (CA.Join). Production certificates come from host/pki.
 //
-// It imports the standard library only, so that every test may use it:
-// cell's, host's (host imports cell/api) and test/'s.
+// It imports the standard library, gRPC and cell/api/cellv1 only (not
+// cell/api, whose tests import it), so that every test may use it: cell's,
+// host's (host imports cell/api) and test/'s.
 package apitest
 
 import (

@@ -2202,6 +2202,197 @@ func (x *ApplyServicesResponse) GetRevision() uint64 {
 	return 0
 }
 
+type JoinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRequest) Reset() {
+	*x = JoinRequest{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRequest) ProtoMessage() {}
+
+func (x *JoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
+func (*JoinRequest) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{32}
+}
+
+type JoinResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The join token from the cell's bootstrap.
+	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// A PKCS #10 certificate request (DER) for the agent's key, naming the
+	// cell ID as its DNS name and nothing else.
+	Csr []byte `protobuf:"bytes,2,opt,name=csr,proto3" json:"csr,omitempty"`
+	// The cloud's signed instance identity, as the instance's metadata
+	// service gives it (EC2: the identity document and its signature);
+	// empty where the agent has none.
+	IdentityDocument  []byte `protobuf:"bytes,3,opt,name=identity_document,json=identityDocument,proto3" json:"identity_document,omitempty"`
+	IdentitySignature []byte `protobuf:"bytes,4,opt,name=identity_signature,json=identitySignature,proto3" json:"identity_signature,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *JoinResponse) Reset() {
+	*x = JoinResponse{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinResponse) ProtoMessage() {}
+
+func (x *JoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
+func (*JoinResponse) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *JoinResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *JoinResponse) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetIdentityDocument() []byte {
+	if x != nil {
+		return x.IdentityDocument
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetIdentitySignature() []byte {
+	if x != nil {
+		return x.IdentitySignature
+	}
+	return nil
+}
+
+type CompleteJoinRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cell's certificate (PEM), signed by the cluster CA.
+	Certificate   []byte `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteJoinRequest) Reset() {
+	*x = CompleteJoinRequest{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteJoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteJoinRequest) ProtoMessage() {}
+
+func (x *CompleteJoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteJoinRequest.ProtoReflect.Descriptor instead.
+func (*CompleteJoinRequest) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *CompleteJoinRequest) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+type CompleteJoinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteJoinResponse) Reset() {
+	*x = CompleteJoinResponse{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteJoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteJoinResponse) ProtoMessage() {}
+
+func (x *CompleteJoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteJoinResponse.ProtoReflect.Descriptor instead.
+func (*CompleteJoinResponse) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{35}
+}
+
 var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
@@ -2393,7 +2584,16 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\"I\n" +
 	"\x15ApplyServicesResponse\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x04R\brevision2\x8b\x05\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\"\r\n" +
+	"\vJoinRequest\"\x92\x01\n" +
+	"\fJoinResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n" +
+	"\x03csr\x18\x02 \x01(\fR\x03csr\x12+\n" +
+	"\x11identity_document\x18\x03 \x01(\fR\x10identityDocument\x12-\n" +
+	"\x12identity_signature\x18\x04 \x01(\fR\x11identitySignature\"7\n" +
+	"\x13CompleteJoinRequest\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\"\x16\n" +
+	"\x14CompleteJoinResponse2\x8b\x05\n" +
 	"\x04Cell\x12G\n" +
 	"\bApplyPod\x12\x1c.kip.cell.v1.ApplyPodRequest\x1a\x1d.kip.cell.v1.ApplyPodResponse\x12N\n" +
 	"\vWatchStatus\x12\x1f.kip.cell.v1.WatchStatusRequest\x1a\x1c.kip.cell.v1.PodStatusUpdate0\x01\x129\n" +
@@ -2403,7 +2603,10 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\vPortForward\x12\x1d.kip.cell.v1.PortForwardFrame\x1a\x1d.kip.cell.v1.PortForwardFrame(\x010\x01\x12>\n" +
 	"\x05Stats\x12\x19.kip.cell.v1.StatsRequest\x1a\x1a.kip.cell.v1.StatsResponse\x12J\n" +
 	"\tDeletePod\x12\x1d.kip.cell.v1.DeletePodRequest\x1a\x1e.kip.cell.v1.DeletePodResponse\x12V\n" +
-	"\rApplyServices\x12!.kip.cell.v1.ApplyServicesRequest\x1a\".kip.cell.v1.ApplyServicesResponseB/Z-github.com/kipcell/kip/cell/api/cellv1;cellv1b\x06proto3"
+	"\rApplyServices\x12!.kip.cell.v1.ApplyServicesRequest\x1a\".kip.cell.v1.ApplyServicesResponse2\x98\x01\n" +
+	"\x04Join\x12;\n" +
+	"\x04Join\x12\x18.kip.cell.v1.JoinRequest\x1a\x19.kip.cell.v1.JoinResponse\x12S\n" +
+	"\fCompleteJoin\x12 .kip.cell.v1.CompleteJoinRequest\x1a!.kip.cell.v1.CompleteJoinResponseB/Z-github.com/kipcell/kip/cell/api/cellv1;cellv1b\x06proto3"
 
 var (
 	file_kip_cell_v1_cell_proto_rawDescOnce sync.Once
@@ -2417,7 +2620,7 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
 	(*ClusterDNS)(nil),            // 1: kip.cell.v1.ClusterDNS
@@ -2451,35 +2654,39 @@ var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ServicePort)(nil),           // 29: kip.cell.v1.ServicePort
 	(*ServiceEndpoint)(nil),       // 30: kip.cell.v1.ServiceEndpoint
 	(*ApplyServicesResponse)(nil), // 31: kip.cell.v1.ApplyServicesResponse
-	nil,                           // 32: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 33: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 34: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 35: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*JoinRequest)(nil),           // 32: kip.cell.v1.JoinRequest
+	(*JoinResponse)(nil),          // 33: kip.cell.v1.JoinResponse
+	(*CompleteJoinRequest)(nil),   // 34: kip.cell.v1.CompleteJoinRequest
+	(*CompleteJoinResponse)(nil),  // 35: kip.cell.v1.CompleteJoinResponse
+	nil,                           // 36: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 37: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 38: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 39: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	32, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	33, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	36, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	37, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
 	5,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
 	1,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
 	3,  // 4: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	34, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	35, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	38, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	39, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
 	10, // 7: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
 	9,  // 8: kip.cell.v1.PodStatusUpdate.notices:type_name -> kip.cell.v1.InstanceNotice
-	36, // 9: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
-	36, // 10: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	36, // 11: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	40, // 9: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
+	40, // 10: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	40, // 11: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
 	14, // 12: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
 	15, // 13: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
 	17, // 14: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	36, // 15: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	40, // 15: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
 	21, // 16: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
 	22, // 17: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
 	23, // 18: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
 	24, // 19: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
 	24, // 20: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
-	36, // 21: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
+	40, // 21: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
 	24, // 22: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
 	24, // 23: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
 	24, // 24: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
@@ -2497,17 +2704,21 @@ var file_kip_cell_v1_cell_proto_depIdxs = []int32{
 	19, // 36: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
 	25, // 37: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
 	27, // 38: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
-	6,  // 39: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	8,  // 40: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	12, // 41: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	16, // 42: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	16, // 43: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	18, // 44: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	20, // 45: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	26, // 46: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	31, // 47: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	39, // [39:48] is the sub-list for method output_type
-	30, // [30:39] is the sub-list for method input_type
+	32, // 39: kip.cell.v1.Join.Join:input_type -> kip.cell.v1.JoinRequest
+	34, // 40: kip.cell.v1.Join.CompleteJoin:input_type -> kip.cell.v1.CompleteJoinRequest
+	6,  // 41: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	8,  // 42: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	12, // 43: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	16, // 44: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	16, // 45: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	18, // 46: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	20, // 47: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	26, // 48: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	31, // 49: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	33, // 50: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
+	35, // 51: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -2524,9 +2735,9 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_kip_cell_v1_cell_proto_goTypes,
 		DependencyIndexes: file_kip_cell_v1_cell_proto_depIdxs,

@@ -434,3 +434,185 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kip/cell/v1/cell.proto",
 }
+
+const (
+	Join_Join_FullMethodName         = "/kip.cell.v1.Join/Join"
+	Join_CompleteJoin_FullMethodName = "/kip.cell.v1.Join/CompleteJoin"
+)
+
+// JoinClient is the client API for Join service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Join: how a cell gets its certificate (see cell/api/join.go).
+//
+// The bootstrap carries no key: the agent makes its own (P-256) on first
+// start and keeps it on its disk. Until it holds a certificate the host
+// signed, it is unjoined: it serves TLS with a self-signed certificate of
+// that key, still requires the host's client certificate, and answers
+// only this service (every Cell call fails FAILED_PRECONDITION "not
+// joined"). The host connects accepting that self-signed certificate but
+// pinning it: the request's CSR must be for the TLS peer's own key. It
+// checks the request (the bootstrap's join token, single-use and short
+// lived; the cloud's instance identity where the plugin checks it), signs
+// a certificate for the cell ID only, and hands it to CompleteJoin; the
+// agent keeps it and serves as the cell from then on, a restarted agent
+// too, with no token.
+type JoinClient interface {
+	// Join returns the agent's join request. Idempotent: the key stays the
+	// same until the agent holds a certificate; a joined agent answers
+	// FAILED_PRECONDITION.
+	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// CompleteJoin installs the certificate the host signed for the
+	// agent's key. INVALID_ARGUMENT when it is not for this cell and key
+	// or not signed by the cluster CA. Idempotent.
+	CompleteJoin(ctx context.Context, in *CompleteJoinRequest, opts ...grpc.CallOption) (*CompleteJoinResponse, error)
+}
+
+type joinClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewJoinClient(cc grpc.ClientConnInterface) JoinClient {
+	return &joinClient{cc}
+}
+
+func (c *joinClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinResponse)
+	err := c.cc.Invoke(ctx, Join_Join_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *joinClient) CompleteJoin(ctx context.Context, in *CompleteJoinRequest, opts ...grpc.CallOption) (*CompleteJoinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteJoinResponse)
+	err := c.cc.Invoke(ctx, Join_CompleteJoin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// JoinServer is the server API for Join service.
+// All implementations must embed UnimplementedJoinServer
+// for forward compatibility.
+//
+// Join: how a cell gets its certificate (see cell/api/join.go).
+//
+// The bootstrap carries no key: the agent makes its own (P-256) on first
+// start and keeps it on its disk. Until it holds a certificate the host
+// signed, it is unjoined: it serves TLS with a self-signed certificate of
+// that key, still requires the host's client certificate, and answers
+// only this service (every Cell call fails FAILED_PRECONDITION "not
+// joined"). The host connects accepting that self-signed certificate but
+// pinning it: the request's CSR must be for the TLS peer's own key. It
+// checks the request (the bootstrap's join token, single-use and short
+// lived; the cloud's instance identity where the plugin checks it), signs
+// a certificate for the cell ID only, and hands it to CompleteJoin; the
+// agent keeps it and serves as the cell from then on, a restarted agent
+// too, with no token.
+type JoinServer interface {
+	// Join returns the agent's join request. Idempotent: the key stays the
+	// same until the agent holds a certificate; a joined agent answers
+	// FAILED_PRECONDITION.
+	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// CompleteJoin installs the certificate the host signed for the
+	// agent's key. INVALID_ARGUMENT when it is not for this cell and key
+	// or not signed by the cluster CA. Idempotent.
+	CompleteJoin(context.Context, *CompleteJoinRequest) (*CompleteJoinResponse, error)
+	mustEmbedUnimplementedJoinServer()
+}
+
+// UnimplementedJoinServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedJoinServer struct{}
+
+func (UnimplementedJoinServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedJoinServer) CompleteJoin(context.Context, *CompleteJoinRequest) (*CompleteJoinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteJoin not implemented")
+}
+func (UnimplementedJoinServer) mustEmbedUnimplementedJoinServer() {}
+func (UnimplementedJoinServer) testEmbeddedByValue()              {}
+
+// UnsafeJoinServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to JoinServer will
+// result in compilation errors.
+type UnsafeJoinServer interface {
+	mustEmbedUnimplementedJoinServer()
+}
+
+func RegisterJoinServer(s grpc.ServiceRegistrar, srv JoinServer) {
+	// If the following call panics, it indicates UnimplementedJoinServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Join_ServiceDesc, srv)
+}
+
+func _Join_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JoinServer).Join(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Join_Join_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JoinServer).Join(ctx, req.(*JoinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Join_CompleteJoin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteJoinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JoinServer).CompleteJoin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Join_CompleteJoin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JoinServer).CompleteJoin(ctx, req.(*CompleteJoinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Join_ServiceDesc is the grpc.ServiceDesc for Join service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Join_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kip.cell.v1.Join",
+	HandlerType: (*JoinServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Join",
+			Handler:    _Join_Join_Handler,
+		},
+		{
+			MethodName: "CompleteJoin",
+			Handler:    _Join_CompleteJoin_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "kip/cell/v1/cell.proto",
+}

@@ -12,7 +12,7 @@
 //     kip.plugin.v2 served beside this one for a while.
 //   - Within v1, changes are additive only: new fields with new numbers, new
 //     RPCs, new capability strings. A field number is never reused.
-//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput) are offered by capability in
+//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput, VerifyInstanceIdentity) are offered by capability in
 //     GetInfoResponse.capabilities; a plugin without the capability answers
 //     UNIMPLEMENTED.
 //   - Errors are gRPC statuses carrying one ErrorDetail (below) so that error
@@ -1594,6 +1594,111 @@ func (x *ConsoleOutputResponse) GetTimestamp() *timestamppb.Timestamp {
 	return nil
 }
 
+type VerifyInstanceIdentityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Document      []byte                 `protobuf:"bytes,2,opt,name=document,proto3" json:"document,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyInstanceIdentityRequest) Reset() {
+	*x = VerifyInstanceIdentityRequest{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyInstanceIdentityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyInstanceIdentityRequest) ProtoMessage() {}
+
+func (x *VerifyInstanceIdentityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyInstanceIdentityRequest.ProtoReflect.Descriptor instead.
+func (*VerifyInstanceIdentityRequest) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *VerifyInstanceIdentityRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *VerifyInstanceIdentityRequest) GetDocument() []byte {
+	if x != nil {
+		return x.Document
+	}
+	return nil
+}
+
+func (x *VerifyInstanceIdentityRequest) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+type VerifyInstanceIdentityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Non-empty: the plugin did not check, and says why.
+	NotChecked    string `protobuf:"bytes,1,opt,name=not_checked,json=notChecked,proto3" json:"not_checked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyInstanceIdentityResponse) Reset() {
+	*x = VerifyInstanceIdentityResponse{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyInstanceIdentityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyInstanceIdentityResponse) ProtoMessage() {}
+
+func (x *VerifyInstanceIdentityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyInstanceIdentityResponse.ProtoReflect.Descriptor instead.
+func (*VerifyInstanceIdentityResponse) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *VerifyInstanceIdentityResponse) GetNotChecked() string {
+	if x != nil {
+		return x.NotChecked
+	}
+	return ""
+}
+
 // ErrorDetail rides in the details of a non-OK gRPC status and names the
 // error kind, so that both sides map it to the same pluginapi error.
 type ErrorDetail struct {
@@ -1624,7 +1729,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1741,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1754,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ErrorDetail) GetKind() string {
@@ -1829,7 +1934,15 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"instanceId\"i\n" +
 	"\x15ConsoleOutputResponse\x12\x16\n" +
 	"\x06output\x18\x01 \x01(\tR\x06output\x128\n" +
-	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\x8e\x02\n" +
+	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"z\n" +
+	"\x1dVerifyInstanceIdentityRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x1a\n" +
+	"\bdocument\x18\x02 \x01(\fR\bdocument\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\"A\n" +
+	"\x1eVerifyInstanceIdentityResponse\x12\x1f\n" +
+	"\vnot_checked\x18\x01 \x01(\tR\n" +
+	"notChecked\"\x8e\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12#\n" +
@@ -1839,7 +1952,7 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x10\n" +
 	"\x03key\x18\a \x01(\tR\x03key\x12%\n" +
-	"\x0einstance_types\x18\b \x03(\tR\rinstanceTypes2\xb0\x06\n" +
+	"\x0einstance_types\x18\b \x03(\tR\rinstanceTypes2\xa7\a\n" +
 	"\bProvider\x12H\n" +
 	"\aGetInfo\x12\x1d.kip.plugin.v1.GetInfoRequest\x1a\x1e.kip.plugin.v1.GetInfoResponse\x12N\n" +
 	"\tConfigure\x12\x1f.kip.plugin.v1.ConfigureRequest\x1a .kip.plugin.v1.ConfigureResponse\x12f\n" +
@@ -1850,7 +1963,8 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tTerminate\x12\x1f.kip.plugin.v1.TerminateRequest\x1a .kip.plugin.v1.TerminateResponse\x12H\n" +
 	"\vWatchEvents\x12!.kip.plugin.v1.WatchEventsRequest\x1a\x14.kip.plugin.v1.Event0\x01\x12W\n" +
 	"\fRegistryAuth\x12\".kip.plugin.v1.RegistryAuthRequest\x1a#.kip.plugin.v1.RegistryAuthResponse\x12Z\n" +
-	"\rConsoleOutput\x12#.kip.plugin.v1.ConsoleOutputRequest\x1a$.kip.plugin.v1.ConsoleOutputResponseB=Z;github.com/kipcell/kip/pluginapi/internal/pluginv1;pluginv1b\x06proto3"
+	"\rConsoleOutput\x12#.kip.plugin.v1.ConsoleOutputRequest\x1a$.kip.plugin.v1.ConsoleOutputResponse\x12u\n" +
+	"\x16VerifyInstanceIdentity\x12,.kip.plugin.v1.VerifyInstanceIdentityRequest\x1a-.kip.plugin.v1.VerifyInstanceIdentityResponseB=Z;github.com/kipcell/kip/pluginapi/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_kip_plugin_v1_plugin_proto_rawDescOnce sync.Once
@@ -1864,59 +1978,61 @@ func file_kip_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_kip_plugin_v1_plugin_proto_rawDescData
 }
 
-var file_kip_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_kip_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_kip_plugin_v1_plugin_proto_goTypes = []any{
-	(*GetInfoRequest)(nil),            // 0: kip.plugin.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),           // 1: kip.plugin.v1.GetInfoResponse
-	(*CatalogInfo)(nil),               // 2: kip.plugin.v1.CatalogInfo
-	(*ConfigureRequest)(nil),          // 3: kip.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),         // 4: kip.plugin.v1.ConfigureResponse
-	(*ListInstanceTypesRequest)(nil),  // 5: kip.plugin.v1.ListInstanceTypesRequest
-	(*ListInstanceTypesResponse)(nil), // 6: kip.plugin.v1.ListInstanceTypesResponse
-	(*InstanceType)(nil),              // 7: kip.plugin.v1.InstanceType
-	(*GPU)(nil),                       // 8: kip.plugin.v1.GPU
-	(*Offering)(nil),                  // 9: kip.plugin.v1.Offering
-	(*LaunchRequest)(nil),             // 10: kip.plugin.v1.LaunchRequest
-	(*LaunchResponse)(nil),            // 11: kip.plugin.v1.LaunchResponse
-	(*Instance)(nil),                  // 12: kip.plugin.v1.Instance
-	(*Address)(nil),                   // 13: kip.plugin.v1.Address
-	(*DescribeRequest)(nil),           // 14: kip.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil),          // 15: kip.plugin.v1.DescribeResponse
-	(*ListRequest)(nil),               // 16: kip.plugin.v1.ListRequest
-	(*ListResponse)(nil),              // 17: kip.plugin.v1.ListResponse
-	(*TerminateRequest)(nil),          // 18: kip.plugin.v1.TerminateRequest
-	(*TerminateResponse)(nil),         // 19: kip.plugin.v1.TerminateResponse
-	(*WatchEventsRequest)(nil),        // 20: kip.plugin.v1.WatchEventsRequest
-	(*Event)(nil),                     // 21: kip.plugin.v1.Event
-	(*RegistryAuthRequest)(nil),       // 22: kip.plugin.v1.RegistryAuthRequest
-	(*RegistryAuthResponse)(nil),      // 23: kip.plugin.v1.RegistryAuthResponse
-	(*ConsoleOutputRequest)(nil),      // 24: kip.plugin.v1.ConsoleOutputRequest
-	(*ConsoleOutputResponse)(nil),     // 25: kip.plugin.v1.ConsoleOutputResponse
-	(*ErrorDetail)(nil),               // 26: kip.plugin.v1.ErrorDetail
-	nil,                               // 27: kip.plugin.v1.LaunchRequest.TagsEntry
-	nil,                               // 28: kip.plugin.v1.Instance.TagsEntry
-	(*timestamppb.Timestamp)(nil),     // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),       // 30: google.protobuf.Duration
+	(*GetInfoRequest)(nil),                 // 0: kip.plugin.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),                // 1: kip.plugin.v1.GetInfoResponse
+	(*CatalogInfo)(nil),                    // 2: kip.plugin.v1.CatalogInfo
+	(*ConfigureRequest)(nil),               // 3: kip.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),              // 4: kip.plugin.v1.ConfigureResponse
+	(*ListInstanceTypesRequest)(nil),       // 5: kip.plugin.v1.ListInstanceTypesRequest
+	(*ListInstanceTypesResponse)(nil),      // 6: kip.plugin.v1.ListInstanceTypesResponse
+	(*InstanceType)(nil),                   // 7: kip.plugin.v1.InstanceType
+	(*GPU)(nil),                            // 8: kip.plugin.v1.GPU
+	(*Offering)(nil),                       // 9: kip.plugin.v1.Offering
+	(*LaunchRequest)(nil),                  // 10: kip.plugin.v1.LaunchRequest
+	(*LaunchResponse)(nil),                 // 11: kip.plugin.v1.LaunchResponse
+	(*Instance)(nil),                       // 12: kip.plugin.v1.Instance
+	(*Address)(nil),                        // 13: kip.plugin.v1.Address
+	(*DescribeRequest)(nil),                // 14: kip.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),               // 15: kip.plugin.v1.DescribeResponse
+	(*ListRequest)(nil),                    // 16: kip.plugin.v1.ListRequest
+	(*ListResponse)(nil),                   // 17: kip.plugin.v1.ListResponse
+	(*TerminateRequest)(nil),               // 18: kip.plugin.v1.TerminateRequest
+	(*TerminateResponse)(nil),              // 19: kip.plugin.v1.TerminateResponse
+	(*WatchEventsRequest)(nil),             // 20: kip.plugin.v1.WatchEventsRequest
+	(*Event)(nil),                          // 21: kip.plugin.v1.Event
+	(*RegistryAuthRequest)(nil),            // 22: kip.plugin.v1.RegistryAuthRequest
+	(*RegistryAuthResponse)(nil),           // 23: kip.plugin.v1.RegistryAuthResponse
+	(*ConsoleOutputRequest)(nil),           // 24: kip.plugin.v1.ConsoleOutputRequest
+	(*ConsoleOutputResponse)(nil),          // 25: kip.plugin.v1.ConsoleOutputResponse
+	(*VerifyInstanceIdentityRequest)(nil),  // 26: kip.plugin.v1.VerifyInstanceIdentityRequest
+	(*VerifyInstanceIdentityResponse)(nil), // 27: kip.plugin.v1.VerifyInstanceIdentityResponse
+	(*ErrorDetail)(nil),                    // 28: kip.plugin.v1.ErrorDetail
+	nil,                                    // 29: kip.plugin.v1.LaunchRequest.TagsEntry
+	nil,                                    // 30: kip.plugin.v1.Instance.TagsEntry
+	(*timestamppb.Timestamp)(nil),          // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 32: google.protobuf.Duration
 }
 var file_kip_plugin_v1_plugin_proto_depIdxs = []int32{
 	2,  // 0: kip.plugin.v1.GetInfoResponse.catalog:type_name -> kip.plugin.v1.CatalogInfo
-	29, // 1: kip.plugin.v1.CatalogInfo.generated_at:type_name -> google.protobuf.Timestamp
+	31, // 1: kip.plugin.v1.CatalogInfo.generated_at:type_name -> google.protobuf.Timestamp
 	7,  // 2: kip.plugin.v1.ListInstanceTypesResponse.instance_types:type_name -> kip.plugin.v1.InstanceType
 	8,  // 3: kip.plugin.v1.InstanceType.gpu:type_name -> kip.plugin.v1.GPU
 	9,  // 4: kip.plugin.v1.InstanceType.offerings:type_name -> kip.plugin.v1.Offering
-	27, // 5: kip.plugin.v1.LaunchRequest.tags:type_name -> kip.plugin.v1.LaunchRequest.TagsEntry
+	29, // 5: kip.plugin.v1.LaunchRequest.tags:type_name -> kip.plugin.v1.LaunchRequest.TagsEntry
 	12, // 6: kip.plugin.v1.LaunchResponse.instance:type_name -> kip.plugin.v1.Instance
 	13, // 7: kip.plugin.v1.Instance.addresses:type_name -> kip.plugin.v1.Address
-	28, // 8: kip.plugin.v1.Instance.tags:type_name -> kip.plugin.v1.Instance.TagsEntry
-	29, // 9: kip.plugin.v1.Instance.launched_at:type_name -> google.protobuf.Timestamp
+	30, // 8: kip.plugin.v1.Instance.tags:type_name -> kip.plugin.v1.Instance.TagsEntry
+	31, // 9: kip.plugin.v1.Instance.launched_at:type_name -> google.protobuf.Timestamp
 	12, // 10: kip.plugin.v1.DescribeResponse.instances:type_name -> kip.plugin.v1.Instance
 	12, // 11: kip.plugin.v1.ListResponse.instances:type_name -> kip.plugin.v1.Instance
 	12, // 12: kip.plugin.v1.TerminateResponse.instance:type_name -> kip.plugin.v1.Instance
-	29, // 13: kip.plugin.v1.Event.time:type_name -> google.protobuf.Timestamp
-	29, // 14: kip.plugin.v1.Event.deadline:type_name -> google.protobuf.Timestamp
-	29, // 15: kip.plugin.v1.RegistryAuthResponse.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 16: kip.plugin.v1.ConsoleOutputResponse.timestamp:type_name -> google.protobuf.Timestamp
-	30, // 17: kip.plugin.v1.ErrorDetail.retry_after:type_name -> google.protobuf.Duration
+	31, // 13: kip.plugin.v1.Event.time:type_name -> google.protobuf.Timestamp
+	31, // 14: kip.plugin.v1.Event.deadline:type_name -> google.protobuf.Timestamp
+	31, // 15: kip.plugin.v1.RegistryAuthResponse.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 16: kip.plugin.v1.ConsoleOutputResponse.timestamp:type_name -> google.protobuf.Timestamp
+	32, // 17: kip.plugin.v1.ErrorDetail.retry_after:type_name -> google.protobuf.Duration
 	0,  // 18: kip.plugin.v1.Provider.GetInfo:input_type -> kip.plugin.v1.GetInfoRequest
 	3,  // 19: kip.plugin.v1.Provider.Configure:input_type -> kip.plugin.v1.ConfigureRequest
 	5,  // 20: kip.plugin.v1.Provider.ListInstanceTypes:input_type -> kip.plugin.v1.ListInstanceTypesRequest
@@ -1927,18 +2043,20 @@ var file_kip_plugin_v1_plugin_proto_depIdxs = []int32{
 	20, // 25: kip.plugin.v1.Provider.WatchEvents:input_type -> kip.plugin.v1.WatchEventsRequest
 	22, // 26: kip.plugin.v1.Provider.RegistryAuth:input_type -> kip.plugin.v1.RegistryAuthRequest
 	24, // 27: kip.plugin.v1.Provider.ConsoleOutput:input_type -> kip.plugin.v1.ConsoleOutputRequest
-	1,  // 28: kip.plugin.v1.Provider.GetInfo:output_type -> kip.plugin.v1.GetInfoResponse
-	4,  // 29: kip.plugin.v1.Provider.Configure:output_type -> kip.plugin.v1.ConfigureResponse
-	6,  // 30: kip.plugin.v1.Provider.ListInstanceTypes:output_type -> kip.plugin.v1.ListInstanceTypesResponse
-	11, // 31: kip.plugin.v1.Provider.Launch:output_type -> kip.plugin.v1.LaunchResponse
-	15, // 32: kip.plugin.v1.Provider.Describe:output_type -> kip.plugin.v1.DescribeResponse
-	17, // 33: kip.plugin.v1.Provider.List:output_type -> kip.plugin.v1.ListResponse
-	19, // 34: kip.plugin.v1.Provider.Terminate:output_type -> kip.plugin.v1.TerminateResponse
-	21, // 35: kip.plugin.v1.Provider.WatchEvents:output_type -> kip.plugin.v1.Event
-	23, // 36: kip.plugin.v1.Provider.RegistryAuth:output_type -> kip.plugin.v1.RegistryAuthResponse
-	25, // 37: kip.plugin.v1.Provider.ConsoleOutput:output_type -> kip.plugin.v1.ConsoleOutputResponse
-	28, // [28:38] is the sub-list for method output_type
-	18, // [18:28] is the sub-list for method input_type
+	26, // 28: kip.plugin.v1.Provider.VerifyInstanceIdentity:input_type -> kip.plugin.v1.VerifyInstanceIdentityRequest
+	1,  // 29: kip.plugin.v1.Provider.GetInfo:output_type -> kip.plugin.v1.GetInfoResponse
+	4,  // 30: kip.plugin.v1.Provider.Configure:output_type -> kip.plugin.v1.ConfigureResponse
+	6,  // 31: kip.plugin.v1.Provider.ListInstanceTypes:output_type -> kip.plugin.v1.ListInstanceTypesResponse
+	11, // 32: kip.plugin.v1.Provider.Launch:output_type -> kip.plugin.v1.LaunchResponse
+	15, // 33: kip.plugin.v1.Provider.Describe:output_type -> kip.plugin.v1.DescribeResponse
+	17, // 34: kip.plugin.v1.Provider.List:output_type -> kip.plugin.v1.ListResponse
+	19, // 35: kip.plugin.v1.Provider.Terminate:output_type -> kip.plugin.v1.TerminateResponse
+	21, // 36: kip.plugin.v1.Provider.WatchEvents:output_type -> kip.plugin.v1.Event
+	23, // 37: kip.plugin.v1.Provider.RegistryAuth:output_type -> kip.plugin.v1.RegistryAuthResponse
+	25, // 38: kip.plugin.v1.Provider.ConsoleOutput:output_type -> kip.plugin.v1.ConsoleOutputResponse
+	27, // 39: kip.plugin.v1.Provider.VerifyInstanceIdentity:output_type -> kip.plugin.v1.VerifyInstanceIdentityResponse
+	29, // [29:40] is the sub-list for method output_type
+	18, // [18:29] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -1956,7 +2074,7 @@ func file_kip_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_plugin_v1_plugin_proto_rawDesc), len(file_kip_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

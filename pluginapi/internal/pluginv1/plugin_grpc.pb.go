@@ -12,7 +12,7 @@
 //     kip.plugin.v2 served beside this one for a while.
 //   - Within v1, changes are additive only: new fields with new numbers, new
 //     RPCs, new capability strings. A field number is never reused.
-//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput) are offered by capability in
+//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput, VerifyInstanceIdentity) are offered by capability in
 //     GetInfoResponse.capabilities; a plugin without the capability answers
 //     UNIMPLEMENTED.
 //   - Errors are gRPC statuses carrying one ErrorDetail (below) so that error
@@ -39,16 +39,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Provider_GetInfo_FullMethodName           = "/kip.plugin.v1.Provider/GetInfo"
-	Provider_Configure_FullMethodName         = "/kip.plugin.v1.Provider/Configure"
-	Provider_ListInstanceTypes_FullMethodName = "/kip.plugin.v1.Provider/ListInstanceTypes"
-	Provider_Launch_FullMethodName            = "/kip.plugin.v1.Provider/Launch"
-	Provider_Describe_FullMethodName          = "/kip.plugin.v1.Provider/Describe"
-	Provider_List_FullMethodName              = "/kip.plugin.v1.Provider/List"
-	Provider_Terminate_FullMethodName         = "/kip.plugin.v1.Provider/Terminate"
-	Provider_WatchEvents_FullMethodName       = "/kip.plugin.v1.Provider/WatchEvents"
-	Provider_RegistryAuth_FullMethodName      = "/kip.plugin.v1.Provider/RegistryAuth"
-	Provider_ConsoleOutput_FullMethodName     = "/kip.plugin.v1.Provider/ConsoleOutput"
+	Provider_GetInfo_FullMethodName                = "/kip.plugin.v1.Provider/GetInfo"
+	Provider_Configure_FullMethodName              = "/kip.plugin.v1.Provider/Configure"
+	Provider_ListInstanceTypes_FullMethodName      = "/kip.plugin.v1.Provider/ListInstanceTypes"
+	Provider_Launch_FullMethodName                 = "/kip.plugin.v1.Provider/Launch"
+	Provider_Describe_FullMethodName               = "/kip.plugin.v1.Provider/Describe"
+	Provider_List_FullMethodName                   = "/kip.plugin.v1.Provider/List"
+	Provider_Terminate_FullMethodName              = "/kip.plugin.v1.Provider/Terminate"
+	Provider_WatchEvents_FullMethodName            = "/kip.plugin.v1.Provider/WatchEvents"
+	Provider_RegistryAuth_FullMethodName           = "/kip.plugin.v1.Provider/RegistryAuth"
+	Provider_ConsoleOutput_FullMethodName          = "/kip.plugin.v1.Provider/ConsoleOutput"
+	Provider_VerifyInstanceIdentity_FullMethodName = "/kip.plugin.v1.Provider/VerifyInstanceIdentity"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -66,6 +67,8 @@ type ProviderClient interface {
 	RegistryAuth(ctx context.Context, in *RegistryAuthRequest, opts ...grpc.CallOption) (*RegistryAuthResponse, error)
 	// Since 1.1, capability "console-output".
 	ConsoleOutput(ctx context.Context, in *ConsoleOutputRequest, opts ...grpc.CallOption) (*ConsoleOutputResponse, error)
+	// Since 1.1, capability instance-identity.
+	VerifyInstanceIdentity(ctx context.Context, in *VerifyInstanceIdentityRequest, opts ...grpc.CallOption) (*VerifyInstanceIdentityResponse, error)
 }
 
 type providerClient struct {
@@ -185,6 +188,16 @@ func (c *providerClient) ConsoleOutput(ctx context.Context, in *ConsoleOutputReq
 	return out, nil
 }
 
+func (c *providerClient) VerifyInstanceIdentity(ctx context.Context, in *VerifyInstanceIdentityRequest, opts ...grpc.CallOption) (*VerifyInstanceIdentityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyInstanceIdentityResponse)
+	err := c.cc.Invoke(ctx, Provider_VerifyInstanceIdentity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
@@ -200,6 +213,8 @@ type ProviderServer interface {
 	RegistryAuth(context.Context, *RegistryAuthRequest) (*RegistryAuthResponse, error)
 	// Since 1.1, capability "console-output".
 	ConsoleOutput(context.Context, *ConsoleOutputRequest) (*ConsoleOutputResponse, error)
+	// Since 1.1, capability instance-identity.
+	VerifyInstanceIdentity(context.Context, *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error)
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -239,6 +254,9 @@ func (UnimplementedProviderServer) RegistryAuth(context.Context, *RegistryAuthRe
 }
 func (UnimplementedProviderServer) ConsoleOutput(context.Context, *ConsoleOutputRequest) (*ConsoleOutputResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConsoleOutput not implemented")
+}
+func (UnimplementedProviderServer) VerifyInstanceIdentity(context.Context, *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyInstanceIdentity not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -434,6 +452,24 @@ func _Provider_ConsoleOutput_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_VerifyInstanceIdentity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyInstanceIdentityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).VerifyInstanceIdentity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_VerifyInstanceIdentity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).VerifyInstanceIdentity(ctx, req.(*VerifyInstanceIdentityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -476,6 +512,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConsoleOutput",
 			Handler:    _Provider_ConsoleOutput_Handler,
+		},
+		{
+			MethodName: "VerifyInstanceIdentity",
+			Handler:    _Provider_VerifyInstanceIdentity_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

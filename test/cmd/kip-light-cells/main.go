@@ -1,7 +1,8 @@
 // Command kip-light-cells runs many light cell agents (test/lightcell) in
 // one process, one per bootstrap file (*.json) in a directory, each on its
-// bootstrap's listenAddress. It prints "ready <n>" once all of them
-// listen, and runs until SIGTERM or SIGINT.
+// bootstrap's listenAddress, keeping each one's key in DIR/<cell
+// ID>.identity. It prints "ready <n>" once all of them listen, and runs
+// until SIGTERM or SIGINT; a light cell waits to be joined as a real one.
 //
 //	kip-light-cells -bootstraps DIR
 package main
@@ -53,7 +54,7 @@ func run(dir string) error {
 		wg.Go(func() {
 			once := sync.OnceFunc(listening.Done)
 			defer once()
-			if err := lightcell.New().Serve(ctx, b, once); err != nil {
+			if err := lightcell.New().Serve(ctx, b, filepath.Join(dir, b.CellID+".identity"), once); err != nil {
 				errs <- err
 				stop()
 			}

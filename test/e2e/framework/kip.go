@@ -482,7 +482,18 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridg
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting the EC2 simulator: %w", err)
 	}
+	// kip checks each cell's signed identity document (served by its
+	// instance's metadata) against the simulator's certificate before it
+	// signs the cell's certificate.
+	identityCert := filepath.Join(k.StateDir, "ec2sim-identity.pem")
+	if err := os.WriteFile(identityCert, k.EC2.IdentityCertificatePEM(), 0o600); err != nil {
+		_ = k.EC2.Close()
+		_ = k.localCells.Close()
+		_ = logFile.Close()
+		return nil, fmt.Errorf("writing the simulator's identity certificate: %w", err)
+	}
 	return map[string]any{
+		"identity": map[string]any{"certificates": identityCert},
 		"region": "us-east-1", "endpointURL": url, "ecrEndpointURL": url,
 		"credentials": map[string]any{"accessKeyID": ec2AccessKey, "secretAccessKey": "e2e-secret"},
 		"vpcID":       ec2sim.DefaultVPCID,

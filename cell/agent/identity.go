@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/cellv1"
+)
+
+// The files of an Identity, in its directory (0700): the agent's key and
+// the certificate the host signed for it, each 0600.
+const (
+	KeyFile  = "key.pem"
+	CertFile = "cert.pem"
+)
+
+// InstanceIdentity returns the cloud's signed identity of the instance
+// the agent runs on (EC2: the instance identity document and its
+// signature, from instance metadata), which the agent sends with its join
+// request for the host's plugin to check. Nil where there is none.
+type InstanceIdentity func(ctx context.Context) (document, signature []byte, err error)
+
+// Identity is the agent's TLS identity and the Join service
+// (cellv1.JoinServer, see cell.proto). The agent makes its key on first
+// start and keeps it in its directory; until the host has signed a
+// certificate for it (Join, CompleteJoin) the agent is unjoined: it serves
+// a self-signed certificate of the key and answers nothing but Join (the
+// interceptors of Serve). The certificate is kept beside the key, so an
+// agent started again on the same directory serves at once, with no
+// token. It is safe for concurrent use.
+type Identity struct {
+	cellv1.UnimplementedJoinServer
+
+	dir      string
+	cellID   string
+	caPEM    []byte
+	token    string
+	identity InstanceIdentity
+	log      *slog.Logger
+
+	key  crypto.Signer
+	self tls.Certificate // served until joined
+	csr  []byte
+
+	mu     sync.Mutex // serialises CompleteJoin
+	joined atomic.Pointer[tls.Certificate]
+}
+
+// LoadIdentity returns the identity of the cell b describes, kept in dir:
+// the key found there, or a new one saved there, and the certificate
+// found there if it is still good for the key, the cell and b's CA.
+// identity may be nil.
+func LoadIdentity(dir string, b *api.Bootstrap, identity InstanceIdentity, log *slog.Logger) (*Identity, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating identity directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory, searchable by its owner only
+		return nil, fmt.Errorf("restricting identity directory: %w", err)
+	}
+	key, err := loadKey(filepath.Join(dir, KeyFile))
+	if err != nil {
+		return nil, err
+	}
+	self, err := api.SelfSigned(key, b.CellID)
+	if err != nil {
+		return nil, err
+	}
+	csr, err := api.NewCSR(key, b.CellID)
+	if err != nil {
+		return nil, err
+	}
+	id := &Identity{
+		dir: dir, cellID: b.CellID, caPEM: []byte(b.CACert), token: b.JoinToken, identity: identity, log: log,
+		key: key, self: self, csr: csr,
+	}
+	certPEM, err := os.ReadFile(filepath.Join(dir, CertFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("reading cell certificate: %w", err)
+	default:
+		cert, err := api.VerifyCellCertificate(certPEM, id.caPEM, id.cellID, key)
+		if err != nil {
+			// Expired, or from another CA: only a new join helps.
+			log.Warn("the saved cell certificate is no longer good; waiting to be joined again", "error", err)
+			break
+		}
+		id.joined.Store(cert)
+	}
+	return id, nil
+}
+
+// loadKey reads the key at path, or makes one and saves it there first.
+func loadKey(path string) (crypto.Signer, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key, err := api.NewKey()
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			return nil, fmt.Errorf("encoding cell key: %w", err)
+		}
+		if err := writeFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+			return nil, fmt.Errorf("saving cell key: %w", err)
+		}
+		return key, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading cell key: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("reading cell key %s: no PEM block", path)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("parsing cell key %s: %w", path, err)
+	}
+	key, ok := parsed.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("parsing cell key %s: a %T cannot sign", path, parsed)
+	}
+	return key, nil
+}
+
+// writeFile writes data to path (0600) through a temporary file, so that
+// a crash leaves the old file or the new one.
+func writeFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Joined reports whether the agent holds a certificate the host signed.
+func (id *Identity) Joined() bool { return id.joined.Load() != nil }
+
+// Certificate is the certificate the agent serves: the cell's once
+// joined, the self-signed one until then.
+func (id *Identity) Certificate() (*tls.Certificate, error) {
+	if c := id.joined.Load(); c != nil {
+		return c, nil
+	}
+	return &id.self, nil
+}
+
+// TLSConfig is the agent's server TLS configuration (api.ServerTLSConfig
+// over Certificate): a joined certificate is served from the next
+// handshake on, without a restart.
+func (id *Identity) TLSConfig() (*tls.Config, error) {
+	return api.ServerTLSConfig(id.caPEM, id.Certificate)
+}
+
+// Join returns the join request: the bootstrap's token, the certificate
+// request for the agent's key and the instance identity where there is
+// one. An identity that cannot be read is left out, with a warning in the
+// agent's log: a host whose plugin checks identities refuses the join and
+// says why on the pod, then asks again; one whose plugin does not joins
+// the cell. FailedPrecondition once joined.
+func (id *Identity) Join(ctx context.Context, _ *cellv1.JoinRequest) (*cellv1.JoinResponse, error) {
+	if id.Joined() {
+		return nil, status.Errorf(codes.FailedPrecondition, "cell %s has joined already", id.cellID)
+	}
+	resp := &cellv1.JoinResponse{Token: id.token, Csr: id.csr}
+	if id.identity != nil {
+		doc, sig, err := id.identity(ctx)
+		if err != nil {
+			id.log.WarnContext(ctx, "joining without the instance identity: reading it failed", "error", err)
+		} else {
+			resp.IdentityDocument, resp.IdentitySignature = doc, sig
+		}
+	}
+	id.log.InfoContext(ctx, "the host asked to join this cell")
+	return resp, nil
+}
+
+// CompleteJoin checks the certificate the host signed (for this key and
+// cell, by the cluster CA), saves it and serves it from the next
+// handshake on. Idempotent.
+func (id *Identity) CompleteJoin(ctx context.Context, req *cellv1.CompleteJoinRequest) (*cellv1.CompleteJoinResponse, error) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	cert, err := api.VerifyCellCertificate(req.GetCertificate(), id.caPEM, id.cellID, id.key)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "refusing the certificate: %v", err)
+	}
+	if err := writeFile(filepath.Join(id.dir, CertFile), req.GetCertificate()); err != nil {
+		return nil, status.Errorf(codes.Internal, "saving the certificate: %v", err)
+	}
+	id.joined.Store(cert)
+	id.log.InfoContext(ctx, "joined: serving the certificate the host signed", "not_after", cert.Leaf.NotAfter)
+	return &cellv1.CompleteJoinResponse{}, nil
+}
+
+// errNotJoined is what an unjoined agent answers to anything but Join.
+func (id *Identity) errNotJoined(method string) error {
+	return status.Errorf(codes.FailedPrecondition, "cell %s has not joined: %s waits for the host to join it", id.cellID, method)
+}
+
+// gate lets only the Join service through until the agent has joined.
+func (id *Identity) gate(method string) error {
+	if id.Joined() || strings.HasPrefix(method, api.JoinMethodPrefix) {
+		return nil
+	}
+	return id.errNotJoined(method)
+}
+
+// interceptors are the server options that gate every call (gate).
+func (id *Identity) interceptors() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := id.gate(info.FullMethod); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := id.gate(info.FullMethod); err != nil {
+				return err
+			}
+			return h(srv, ss)
+		}),
+	}
+}
