@@ -82,6 +82,15 @@ func loadPolicy(t *testing.T) []policyStatement {
 	if diff := cmp.Diff(slices.Sorted(maps.Keys(policyPlaceholders)), slices.Compact(slices.Sorted(slices.Values(found)))); diff != "" {
 		t.Errorf("%s has other placeholders than deploy/aws/README.md explains (-want +got):\n%s", policyPath, diff)
 	}
+	readme, err := os.ReadFile("../../deploy/aws/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range policyPlaceholders {
+		if !strings.Contains(string(readme), "`${"+k+"}`") {
+			t.Errorf("deploy/aws/README.md does not explain the policy's placeholder ${%s}", k)
+		}
+	}
 	for _, hard := range []string{"arn:aws:", "arn:aws-", `"aws"`, "us-east-1"} {
 		if strings.Contains(text, hard) {
 			t.Errorf("%s hard-codes %s: use the placeholders", policyPath, hard)
