@@ -94,14 +94,7 @@ func TestLaunchRequestGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeEC2(t)
-			cfg := testConfig(f)
-			if tt.config != nil {
-				cfg = tt.config(cfg)
-			}
-			p := configured(t, cfg)
-			req := launchRequest("cell-" + tt.name)
-			tt.req(req)
+			f, p, req := launchCase(t, "cell-"+tt.name, tt.config, tt.req)
 			if _, err := p.Launch(t.Context(), req); err != nil {
 				t.Fatal(err)
 			}
@@ -112,6 +105,21 @@ func TestLaunchRequestGolden(t *testing.T) {
 			golden(t, "run-instances-"+tt.name+".golden", formDump(t, reqs[0]))
 		})
 	}
+}
+
+// launchCase returns a fake EC2, a provider configured for it (the test
+// configuration changed by config, if not nil) and a launch request for
+// cell changed by req.
+func launchCase(t *testing.T, cell string, config func(map[string]any) map[string]any, req func(*pluginapi.LaunchRequest)) (*fakeEC2, *provider, *pluginapi.LaunchRequest) {
+	t.Helper()
+	f := newFakeEC2(t)
+	cfg := testConfig(f)
+	if config != nil {
+		cfg = config(cfg)
+	}
+	r := launchRequest(cell)
+	req(r)
+	return f, configured(t, cfg), r
 }
 
 func TestLaunchReturnsTheInstance(t *testing.T) {
@@ -351,14 +359,7 @@ func TestLaunchAllowLists(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeEC2(t)
-			cfg := testConfig(f)
-			if tt.config != nil {
-				cfg = tt.config(cfg)
-			}
-			p := configured(t, cfg)
-			req := launchRequest("cell-annotated")
-			tt.req(req)
+			f, p, req := launchCase(t, "cell-annotated", tt.config, tt.req)
 			resp, err := p.Launch(t.Context(), req)
 			if tt.refused != "" {
 				if kind(err) != "InvalidConfig:"+tt.refused || !strings.Contains(fmt.Sprint(err), tt.text) {
