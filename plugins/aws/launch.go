@@ -146,9 +146,10 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 		MaxCount:     aws.Int32(1),
 		SubnetId:     aws.String(subnet),
 		// IMDSv2 only, one hop: the agent reads metadata (its address,
-		// spot notices), a pod behind the cell's NAT cannot (the boot
-		// recipe also drops pods' traffic to it). Tags stay out of
-		// metadata unless the operator asks.
+		// spot notices); a container behind a bridge or NAT would get no
+		// token, but the pod shares the instance's network, so the boot
+		// recipe drops its traffic to metadata (deploy/aws/cloud-init.yaml).
+		// Tags stay out of metadata unless the operator asks.
 		MetadataOptions: &types.InstanceMetadataOptionsRequest{
 			HttpEndpoint:            types.InstanceMetadataEndpointStateEnabled,
 			HttpTokens:              types.HttpTokensStateRequired,
