@@ -297,29 +297,8 @@ func validate(c *Config) (*settings, error) {
 		s.image = *im
 	}
 
-	if p := c.InstanceProfile; p != "" && !isProfile(p) {
-		return nil, pluginapi.NewInvalidConfig("instanceProfile", "%q is neither an instance profile name nor an instance profile ARN", p)
-	}
-	for i, p := range c.AllowedInstanceProfiles {
-		k := fmt.Sprintf("allowedInstanceProfiles[%d]", i)
-		if !isProfile(p) {
-			return nil, pluginapi.NewInvalidConfig(k, "%q is neither an instance profile name nor an instance profile ARN", p)
-		}
-		if j := slices.Index(c.AllowedInstanceProfiles, p); j < i {
-			return nil, pluginapi.NewInvalidConfig(k, "%q is listed twice", p)
-		}
-	}
-	s.allowedProfiles = dedupe(append(slices.Clone(c.AllowedInstanceProfiles), c.InstanceProfile))
-	allowedGroups, err := checkIDs("allowedSecurityGroups", c.AllowedSecurityGroups, groupRE, "a security group ID such as \"sg-0abc\"")
-	if err != nil {
+	if err := s.launchOptions(c); err != nil {
 		return nil, err
-	}
-	s.allowedGroups = dedupe(append(allowedGroups, s.securityGroups...))
-	if k := c.RootVolumeKMSKeyID; k != "" {
-		if !kmsKeyRE.MatchString(k) {
-			return nil, pluginapi.NewInvalidConfig("rootVolumeKMSKeyID", "%q is not a KMS key ID, alias (alias/name), key ARN or alias ARN", k)
-		}
-		s.kmsKeyID = k
 	}
 	if s.tags, err = checkTags(c.Tags); err != nil {
 		return nil, err
@@ -362,6 +341,37 @@ func validate(c *Config) (*settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// launchOptions checks what shapes a cell's instance beyond its type: the
+// instance profile, what pods may ask for beside the defaults (the
+// allow-lists), and the root volume's KMS key.
+func (s *settings) launchOptions(c *Config) error {
+	if p := c.InstanceProfile; p != "" && !isProfile(p) {
+		return pluginapi.NewInvalidConfig("instanceProfile", "%q is neither an instance profile name nor an instance profile ARN", p)
+	}
+	for i, p := range c.AllowedInstanceProfiles {
+		k := fmt.Sprintf("allowedInstanceProfiles[%d]", i)
+		if !isProfile(p) {
+			return pluginapi.NewInvalidConfig(k, "%q is neither an instance profile name nor an instance profile ARN", p)
+		}
+		if j := slices.Index(c.AllowedInstanceProfiles, p); j < i {
+			return pluginapi.NewInvalidConfig(k, "%q is listed twice", p)
+		}
+	}
+	s.allowedProfiles = dedupe(append(slices.Clone(c.AllowedInstanceProfiles), c.InstanceProfile))
+	allowedGroups, err := checkIDs("allowedSecurityGroups", c.AllowedSecurityGroups, groupRE, "a security group ID such as \"sg-0abc\"")
+	if err != nil {
+		return err
+	}
+	s.allowedGroups = dedupe(append(allowedGroups, s.securityGroups...))
+	if k := c.RootVolumeKMSKeyID; k != "" {
+		if !kmsKeyRE.MatchString(k) {
+			return pluginapi.NewInvalidConfig("rootVolumeKMSKeyID", "%q is not a KMS key ID, alias (alias/name), key ARN or alias ARN", k)
+		}
+		s.kmsKeyID = k
+	}
+	return nil
 }
 
 // checkURL checks an endpoint URL: http or https with a host.
