@@ -11,6 +11,9 @@ EXAMPLES := examples/plugin-toy
 # kip's own tags are vX.Y.Z; pluginapi/v* and plugins/<name>/v* tag the other modules.
 VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo 0.0.0-dev)
 BIN := $(CURDIR)/bin
+# make dist's output (gitignored), and the platforms it builds for.
+DIST := $(CURDIR)/dist
+DIST_PLATFORMS := linux/amd64 linux/arm64
 TOOLS := $(shell hack/tools.sh dir)
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 LDFLAGS_KIP := -X github.com/kipcell/kip/host/cli.Version=$(VERSION)
@@ -51,6 +54,18 @@ build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-pl
 	go build -ldflags '-X main.version=$(VERSION)' -o $(BIN)/kip-cell ./cmd/kip-cell
 	go build -o $(BIN)/kip-cluster ./test/cmd/kip-cluster
 	go build -o $(BIN)/kip-demo ./test/cmd/kip-demo
+
+.PHONY: dist
+dist: ## Build kip, kip-cell and the plugins for linux/amd64 and linux/arm64 (static, CGO off) into ./dist, with SHA256SUMS.
+	@rm -rf $(DIST); mkdir -p $(DIST)
+	@for platform in $(DIST_PLATFORMS); do os=$${platform%/*}; arch=$${platform#*/}; echo "== dist $$os/$$arch"; \
+	  build() { CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "$$2" -o "$(DIST)/$$1-$$os-$$arch" "$$3"; }; \
+	  build kip '$(LDFLAGS_KIP)' ./cmd/kip; \
+	  build kip-cell '-X main.version=$(VERSION)' ./cmd/kip-cell; \
+	  build kip-plugin-local '$(LDFLAGS_LOCAL)' ./plugins/local/cmd/kip-plugin-local; \
+	  build kip-plugin-aws '$(LDFLAGS_AWS)' ./plugins/aws/cmd/kip-plugin-aws; \
+	done
+	@cd $(DIST) && sha256sum -- kip* > SHA256SUMS && echo "== $(DIST)/SHA256SUMS ($(VERSION))" && cat SHA256SUMS
 
 .PHONY: test
 test: deps ## Run every module's tests with -race.
@@ -133,6 +148,6 @@ demo-down: ## Stop everything make demo started.
 	@if [ -x $(BIN)/kip-cluster ]; then CLUSTER_STATE=$(CLUSTER_STATE) hack/demo.sh down; else $(MAKE) -s cluster-down; fi
 
 .PHONY: clean
-clean: ## Remove ./bin and test caches (the tool and control-plane caches stay).
-	rm -rf $(BIN)
+clean: ## Remove ./bin, ./dist and test caches (the tool and control-plane caches stay).
+	rm -rf $(BIN) $(DIST)
 	go clean -testcache

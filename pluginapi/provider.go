@@ -421,7 +421,13 @@ type LaunchRequest struct {
 	Tags map[string]string
 	// SecurityGroups and InstanceProfile apply where the plugin has the
 	// capability; a plugin without it returns Unsupported naming the field
-	// (FieldSecurityGroups, FieldInstanceProfile) if they are set.
+	// (FieldSecurityGroups, FieldInstanceProfile) if they are set. They
+	// come from the pod's annotations, and a pod author is not trusted
+	// with the account: a plugin with the capability accepts only values
+	// its operator allowed in its configuration (its defaults, and an
+	// allow-list that refuses everything while empty), and refuses others
+	// with InvalidConfig naming the allow-list key, its message naming the
+	// annotation and the value, which the host shows on the pod.
 	SecurityGroups  []string
 	InstanceProfile string
 	// VolumeSizeGiB is the root volume size; zero means the default. A

@@ -11,7 +11,11 @@ import (
 
 // Annotations that shape a cell's instance beyond its type. A plugin
 // without the matching capability refuses them (Unsupported), which the
-// pod shows as a LaunchFailed event.
+// pod shows as a LaunchFailed event. Which security groups and instance
+// profiles a pod may ask for is the plugin's to decide, from allow-lists
+// in its configuration (pluginapi.LaunchRequest says so): the values are
+// the cloud's, and the plugin holds the defaults they extend, so the host
+// passes them on without a second list of its own.
 const (
 	// AnnotationSecurityGroups lists security group IDs, comma-separated,
 	// added to the plugin's base groups.

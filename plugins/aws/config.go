@@ -42,8 +42,24 @@ type Config struct {
 	// Image is the cells' AMI.
 	Image *Image `json:"image,omitempty"`
 	// InstanceProfile is the default instance profile of cells, a name or
-	// an ARN; a pod may name another.
+	// an ARN; a pod may name another from AllowedInstanceProfiles.
 	InstanceProfile string `json:"instanceProfile,omitempty"`
+	// AllowedInstanceProfiles are the instance profiles a pod may name in
+	// its kipcell.io/instance-profile annotation, written as the pod
+	// writes them (a name or an ARN; compared exactly). Empty, the
+	// annotation is refused; InstanceProfile is always allowed.
+	AllowedInstanceProfiles []string `json:"allowedInstanceProfiles,omitempty"`
+	// AllowedSecurityGroups are the security groups a pod may add in its
+	// kipcell.io/security-groups annotation. Empty, the annotation is
+	// refused; SecurityGroups are always allowed.
+	AllowedSecurityGroups []string `json:"allowedSecurityGroups,omitempty"`
+	// InstanceMetadataTags makes the instances' tags readable in instance
+	// metadata (MetadataOptions.InstanceMetadataTags); off by default.
+	InstanceMetadataTags bool `json:"instanceMetadataTags,omitempty"`
+	// RootVolumeKMSKeyID is the KMS key (ID, alias, or their ARN) that
+	// encrypts the cells' root volumes; empty, EBS's default key for the
+	// account and region. Root volumes are always encrypted.
+	RootVolumeKMSKeyID string `json:"rootVolumeKMSKeyID,omitempty"`
 	// Tags are put on every instance and volume, beside the standard tags.
 	Tags map[string]string `json:"tags,omitempty"`
 	// CloudInit is a cloud-config file run at the cells' first boot (the
@@ -121,7 +137,13 @@ var (
 	ownerRE    = regexp.MustCompile(`^([0-9]{12}|self|amazon|aws-marketplace)$`)
 	profileRE  = regexp.MustCompile(`^[\w+=,.@-]{1,128}$`)
 	profileARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:instance-profile/[\w+=,.@/-]{1,512}$`)
+	// kmsKeyRE is a KMS key as EBS takes it: a key ID (a UUID or a
+	// multi-Region mrk- ID), an alias, or the ARN of either.
+	kmsKeyRE = regexp.MustCompile(`^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/)?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$|^(arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:)?alias/[\w/-]{1,250}$`)
 )
+
+// isProfile reports whether p is an instance profile name or ARN.
+func isProfile(p string) bool { return profileRE.MatchString(p) || profileARN.MatchString(p) }
 
 // decodeConfig parses raw strictly: it refuses unknown keys and values of
 // the wrong type, naming the key. It does not contact AWS or read files.
@@ -147,6 +169,11 @@ func decodeConfig(raw []byte) (*Config, error) {
 		"cloudInit":       &c.CloudInit,
 		"rateLimit":       &rate,
 		"identity":        &identity,
+
+		"allowedInstanceProfiles": &c.AllowedInstanceProfiles,
+		"allowedSecurityGroups":   &c.AllowedSecurityGroups,
+		"instanceMetadataTags":    &c.InstanceMetadataTags,
+		"rootVolumeKMSKeyID":      &c.RootVolumeKMSKeyID,
 	}); err != nil {
 		return nil, err
 	}
@@ -209,12 +236,18 @@ type settings struct {
 	cloudConfig     []byte // nil without cloudInit
 	rate            RateLimit
 	identity        identitySettings
+	// allowedProfiles and allowedGroups are what a pod's annotations may
+	// ask for: the allow-lists and the defaults.
+	allowedProfiles []string
+	allowedGroups   []string
+	metadataTags    bool
+	kmsKeyID        string
 }
 
 // validate checks c and applies defaults. It reads the files c names (the
 // CA bundle, the cloud-init file) but contacts nothing.
 func validate(c *Config) (*settings, error) {
-	s := &settings{region: c.Region, vpcID: c.VPCID, instanceProfile: c.InstanceProfile}
+	s := &settings{region: c.Region, vpcID: c.VPCID, instanceProfile: c.InstanceProfile, metadataTags: c.InstanceMetadataTags}
 	if c.Region == "" {
 		return nil, pluginapi.NewInvalidConfig("region", "is required, such as \"us-east-1\"")
 	}
@@ -278,8 +311,8 @@ func validate(c *Config) (*settings, error) {
 		s.image = *im
 	}
 
-	if p := c.InstanceProfile; p != "" && !profileRE.MatchString(p) && !profileARN.MatchString(p) {
-		return nil, pluginapi.NewInvalidConfig("instanceProfile", "%q is neither an instance profile name nor an instance profile ARN", p)
+	if err := s.launchOptions(c); err != nil {
+		return nil, err
 	}
 	if s.tags, err = checkTags(c.Tags); err != nil {
 		return nil, err
@@ -326,6 +359,37 @@ func validate(c *Config) (*settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// launchOptions checks what shapes a cell's instance beyond its type: the
+// instance profile, what pods may ask for beside the defaults (the
+// allow-lists), and the root volume's KMS key.
+func (s *settings) launchOptions(c *Config) error {
+	if p := c.InstanceProfile; p != "" && !isProfile(p) {
+		return pluginapi.NewInvalidConfig("instanceProfile", "%q is neither an instance profile name nor an instance profile ARN", p)
+	}
+	for i, p := range c.AllowedInstanceProfiles {
+		k := fmt.Sprintf("allowedInstanceProfiles[%d]", i)
+		if !isProfile(p) {
+			return pluginapi.NewInvalidConfig(k, "%q is neither an instance profile name nor an instance profile ARN", p)
+		}
+		if j := slices.Index(c.AllowedInstanceProfiles, p); j < i {
+			return pluginapi.NewInvalidConfig(k, "%q is listed twice", p)
+		}
+	}
+	s.allowedProfiles = dedupe(append(slices.Clone(c.AllowedInstanceProfiles), c.InstanceProfile))
+	allowedGroups, err := checkIDs("allowedSecurityGroups", c.AllowedSecurityGroups, groupRE, "a security group ID such as \"sg-0abc\"")
+	if err != nil {
+		return err
+	}
+	s.allowedGroups = dedupe(append(allowedGroups, s.securityGroups...))
+	if k := c.RootVolumeKMSKeyID; k != "" {
+		if !kmsKeyRE.MatchString(k) {
+			return pluginapi.NewInvalidConfig("rootVolumeKMSKeyID", "%q is not a KMS key ID, alias (alias/name), key ARN or alias ARN", k)
+		}
+		s.kmsKeyID = k
+	}
+	return nil
 }
 
 // checkURL checks an endpoint URL: http or https with a host.

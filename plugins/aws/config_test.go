@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -70,6 +71,16 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 		{"image owner malformed", with(good, "image", map[string]any{"owner": "debian", "name": "x"}), "image.owner"},
 		{"image unknown key", with(good, "image", map[string]any{"ami": fakeAMI}), "image.ami"},
 		{"instance profile", with(good, "instanceProfile", "arn:aws:iam::1:role/x"), "instanceProfile"},
+		{"allowed instance profiles not a list", with(good, "allowedInstanceProfiles", "kip-cell"), "allowedInstanceProfiles"},
+		{"allowed instance profile a role ARN", with(good, "allowedInstanceProfiles", []string{"kip-cell", "arn:aws:iam::123456789012:role/admin"}), "allowedInstanceProfiles[1]"},
+		{"allowed instance profile empty", with(good, "allowedInstanceProfiles", []string{""}), "allowedInstanceProfiles[0]"},
+		{"allowed instance profile twice", with(good, "allowedInstanceProfiles", []string{"a", "b", "a"}), "allowedInstanceProfiles[2]"},
+		{"allowed security group malformed", with(good, "allowedSecurityGroups", []string{"sg-0a", "web"}), "allowedSecurityGroups[1]"},
+		{"allowed security group twice", with(good, "allowedSecurityGroups", []string{"sg-0a", "sg-0a"}), "allowedSecurityGroups[1]"},
+		{"instance metadata tags not a boolean", with(good, "instanceMetadataTags", "enabled"), "instanceMetadataTags"},
+		{"KMS key not a key", with(good, "rootVolumeKMSKeyID", "my-key"), "rootVolumeKMSKeyID"},
+		{"KMS key ARN of another service", with(good, "rootVolumeKMSKeyID", "arn:aws:iam::123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"), "rootVolumeKMSKeyID"},
+		{"KMS key ID without its ARN", with(good, "rootVolumeKMSKeyID", "key/1234abcd-12ab-34cd-56ef-1234567890ab"), "rootVolumeKMSKeyID"},
 		{"tags not strings", with(good, "tags", map[string]any{"team": 7}), "tags"},
 		{"tag aws: prefix", with(good, "tags", map[string]string{"aws:cloudformation:stack": "x"}), "tags.aws:cloudformation:stack"},
 		{"tag standard key", with(good, "tags", map[string]string{pluginapi.TagCluster: "other"}), "tags." + pluginapi.TagCluster},
@@ -233,6 +244,52 @@ func TestConfigDefaults(t *testing.T) {
 	cfg, _ = configured(t, with(testConfig(f), "rateLimit", map[string]any{"mutatePerSecond": 0.5})).config()
 	if want.MutatePerSecond = 0.5; cfg.rate != want {
 		t.Errorf("rate limit = %+v, want %+v", cfg.rate, want)
+	}
+}
+
+// What pods' annotations may ask for is the allow-lists plus the
+// defaults; the KMS key takes each form EBS accepts.
+func TestConfigAllowLists(t *testing.T) {
+	f := newFakeEC2(t)
+	const keyID = "1234abcd-12ab-34cd-56ef-1234567890ab"
+	tests := []struct {
+		name                     string
+		config                   map[string]any
+		profiles, groups         []string
+		kmsKeyID                 string
+		metadataTags             bool
+		wantProfiles, wantGroups []string
+	}{
+		{name: "nothing allowed", config: testConfig(f)},
+		{
+			name:         "defaults only",
+			config:       with(with(testConfig(f), "instanceProfile", "kip-cell"), "securityGroups", []string{"sg-0a"}),
+			wantProfiles: []string{"kip-cell"}, wantGroups: []string{"sg-0a"},
+		},
+		{
+			name: "lists and defaults",
+			config: with(with(with(with(testConfig(f), "instanceProfile", "kip-cell"), "securityGroups", []string{"sg-0a", "sg-0b"}),
+				"allowedInstanceProfiles", []string{"arn:aws:iam::123456789012:instance-profile/batch/s3-reader", "kip-cell"}),
+				"allowedSecurityGroups", []string{"sg-0c", "sg-0a"}),
+			wantProfiles: []string{"arn:aws:iam::123456789012:instance-profile/batch/s3-reader", "kip-cell"},
+			wantGroups:   []string{"sg-0c", "sg-0a", "sg-0b"},
+		},
+		{name: "KMS key ID", config: with(testConfig(f), "rootVolumeKMSKeyID", keyID), kmsKeyID: keyID},
+		{name: "KMS multi-Region key", config: with(testConfig(f), "rootVolumeKMSKeyID", "mrk-1234abcd12ab34cd56ef1234567890ab"), kmsKeyID: "mrk-1234abcd12ab34cd56ef1234567890ab"},
+		{name: "KMS alias", config: with(testConfig(f), "rootVolumeKMSKeyID", "alias/kip-cells"), kmsKeyID: "alias/kip-cells"},
+		{name: "KMS key ARN", config: with(testConfig(f), "rootVolumeKMSKeyID", "arn:aws-us-gov:kms:us-gov-west-1:123456789012:key/"+keyID), kmsKeyID: "arn:aws-us-gov:kms:us-gov-west-1:123456789012:key/" + keyID},
+		{name: "KMS alias ARN", config: with(testConfig(f), "rootVolumeKMSKeyID", "arn:aws:kms:us-east-1:123456789012:alias/kip-cells"), kmsKeyID: "arn:aws:kms:us-east-1:123456789012:alias/kip-cells"},
+		{name: "metadata tags", config: with(testConfig(f), "instanceMetadataTags", true), metadataTags: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _ := configured(t, tt.config).config()
+			got := []any{cfg.allowedProfiles, cfg.allowedGroups, cfg.kmsKeyID, cfg.metadataTags}
+			want := []any{tt.wantProfiles, tt.wantGroups, tt.kmsKeyID, tt.metadataTags}
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("allowed profiles, groups, KMS key, metadata tags (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

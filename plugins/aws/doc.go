@@ -32,6 +32,13 @@
 // memory is a cache: the view of the cluster's instances, the instance-type
 // offerings and ECR tokens, all rebuilt from EC2 on demand.
 //
+// A pod's annotations are not trusted with the account: the instance
+// profile and security groups a pod names pass to RunInstances only when
+// the configuration allows them (allowedInstanceProfiles,
+// allowedSecurityGroups, beside the defaults instanceProfile and
+// securityGroups); otherwise Launch refuses with InvalidConfig naming the
+// allow-list, the annotation and the value (launch.go, allowed).
+//
 // EC2 calls are few by design, since an account's request rate is shared:
 // Describe and List of every cell are served from one snapshot of the
 // cluster's instances (one paginated DescribeInstances filtered by the

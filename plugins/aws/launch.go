@@ -105,6 +105,9 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 	default:
 		return nil, fmt.Errorf("capacity type %q is neither %s nor %s", capacity, pluginapi.CapacityOnDemand, pluginapi.CapacitySpot)
 	}
+	if err := cfg.allowed(req); err != nil {
+		return nil, err
+	}
 	cat, err := catalog.Load()
 	if err != nil {
 		return nil, fmt.Errorf("loading the embedded catalog: %w", err)
@@ -142,11 +145,20 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 		MinCount:     aws.Int32(1),
 		MaxCount:     aws.Int32(1),
 		SubnetId:     aws.String(subnet),
+		// IMDSv2 only, one hop: the agent reads metadata (its address,
+		// spot notices); a container behind a bridge or NAT would get no
+		// token, but the pod shares the instance's network, so the boot
+		// recipe drops its traffic to metadata (deploy/aws/cloud-init.yaml).
+		// Tags stay out of metadata unless the operator asks.
 		MetadataOptions: &types.InstanceMetadataOptionsRequest{
 			HttpEndpoint:            types.InstanceMetadataEndpointStateEnabled,
 			HttpTokens:              types.HttpTokensStateRequired,
 			HttpPutResponseHopLimit: aws.Int32(1),
+			InstanceMetadataTags:    types.InstanceMetadataTagsStateDisabled,
 		},
+		// A cell that shuts itself down is gone: a stopped instance
+		// would keep its volume (billed) and its cell ID.
+		InstanceInitiatedShutdownBehavior: types.ShutdownBehaviorTerminate,
 		TagSpecifications: []types.TagSpecification{
 			{ResourceType: types.ResourceTypeInstance, Tags: ec2Tags(tags)},
 			{ResourceType: types.ResourceTypeVolume, Tags: ec2Tags(tags)},
@@ -183,17 +195,54 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 	case known && spec.BaselineMilliCPU > 0:
 		input.CreditSpecification = &types.CreditSpecificationRequest{CpuCredits: aws.String("standard")}
 	}
-	if req.VolumeSizeGiB > 0 {
-		input.BlockDeviceMappings = []types.BlockDeviceMapping{{
-			DeviceName: aws.String(cfg.image.rootDevice),
-			Ebs: &types.EbsBlockDevice{
-				VolumeSize:          aws.Int32(req.VolumeSizeGiB),
-				VolumeType:          types.VolumeTypeGp3,
-				DeleteOnTermination: aws.Bool(true),
-			},
-		}}
+	if cfg.metadataTags {
+		input.MetadataOptions.InstanceMetadataTags = types.InstanceMetadataTagsStateEnabled
 	}
+	// The root volume is always encrypted (with the configured key, or
+	// EBS's default one), whatever the AMI's snapshot is, and ends with
+	// the instance; its size and type change only when the pod asks.
+	root := &types.EbsBlockDevice{Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}
+	if cfg.kmsKeyID != "" {
+		root.KmsKeyId = aws.String(cfg.kmsKeyID)
+	}
+	if req.VolumeSizeGiB > 0 {
+		root.VolumeSize, root.VolumeType = aws.Int32(req.VolumeSizeGiB), types.VolumeTypeGp3
+	}
+	input.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String(cfg.image.rootDevice), Ebs: root}}
 	return &launchPlan{input: input, zone: zone, capacity: capacity, tags: tags}, nil
+}
+
+// Pod annotations the host turns into LaunchRequest fields; the plugin
+// names them when it refuses a value.
+const (
+	annotationInstanceProfile = "kipcell.io/instance-profile"
+	annotationSecurityGroups  = "kipcell.io/security-groups"
+)
+
+// allowed refuses an instance profile or security group the operator did
+// not allow. The request's values come from the pod's annotations, and a
+// pod author is not trusted with the account: an instance profile passes
+// its role's credentials to whatever runs on the cell, and a security
+// group opens the cell's network. Only the configured defaults and the
+// allow-lists pass. The refusal is InvalidConfig naming the allow-list
+// key, so that the operator knows what to change, and its message names
+// the annotation and the value, which the host shows on the pod.
+func (cfg *config) allowed(req *pluginapi.LaunchRequest) error {
+	if p := req.InstanceProfile; p != "" && !slices.Contains(cfg.allowedProfiles, p) {
+		return pluginapi.NewInvalidConfig("allowedInstanceProfiles",
+			"the pod's annotation %s asks for instance profile %q, which allowedInstanceProfiles does not list", annotationInstanceProfile, p)
+	}
+	var refused []string
+	for _, g := range req.SecurityGroups {
+		if !slices.Contains(cfg.allowedGroups, g) {
+			refused = append(refused, g)
+		}
+	}
+	if len(refused) > 0 {
+		return pluginapi.NewInvalidConfig("allowedSecurityGroups",
+			"the pod's annotation %s asks for security group %s, which allowedSecurityGroups does not list", annotationSecurityGroups, strings.Join(refused, ", "))
+	}
+	return nil
 }
 
 // placement picks the zone and subnet: the first of req.Zones with a

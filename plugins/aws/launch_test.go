@@ -60,6 +60,7 @@ func TestLaunchRequestGolden(t *testing.T) {
 			config: func(c map[string]any) map[string]any {
 				c = with(c, "securityGroups", []string{"sg-0aaa"})
 				c = with(c, "instanceProfile", "kip-cell")
+				c = with(c, "allowedSecurityGroups", []string{"sg-0bbb"})
 				c = with(c, "tags", map[string]string{"team": "platform", "Name": "kip cell"})
 				return with(c, "cloudInit", cloudInit)
 			},
@@ -71,6 +72,11 @@ func TestLaunchRequestGolden(t *testing.T) {
 		},
 		{
 			name: "spot-unlimited",
+			config: func(c map[string]any) map[string]any {
+				c = with(c, "allowedInstanceProfiles", []string{"arn:aws:iam::123456789012:instance-profile/pod-role"})
+				c = with(c, "instanceMetadataTags", true)
+				return with(c, "rootVolumeKMSKeyID", "alias/kip-cells")
+			},
 			req: func(r *pluginapi.LaunchRequest) {
 				r.InstanceType, r.CapacityType, r.UnlimitedCPUCredits = "t3.medium", pluginapi.CapacitySpot, true
 				r.Zones = []string{"us-east-1c", "us-east-1b"}
@@ -88,14 +94,7 @@ func TestLaunchRequestGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeEC2(t)
-			cfg := testConfig(f)
-			if tt.config != nil {
-				cfg = tt.config(cfg)
-			}
-			p := configured(t, cfg)
-			req := launchRequest("cell-" + tt.name)
-			tt.req(req)
+			f, p, req := launchCase(t, "cell-"+tt.name, tt.config, tt.req)
 			if _, err := p.Launch(t.Context(), req); err != nil {
 				t.Fatal(err)
 			}
@@ -106,6 +105,21 @@ func TestLaunchRequestGolden(t *testing.T) {
 			golden(t, "run-instances-"+tt.name+".golden", formDump(t, reqs[0]))
 		})
 	}
+}
+
+// launchCase returns a fake EC2, a provider configured for it (the test
+// configuration changed by config, if not nil) and a launch request for
+// cell changed by req.
+func launchCase(t *testing.T, cell string, config func(map[string]any) map[string]any, req func(*pluginapi.LaunchRequest)) (*fakeEC2, *provider, *pluginapi.LaunchRequest) {
+	t.Helper()
+	f := newFakeEC2(t)
+	cfg := testConfig(f)
+	if config != nil {
+		cfg = config(cfg)
+	}
+	r := launchRequest(cell)
+	req(r)
+	return f, configured(t, cfg), r
 }
 
 func TestLaunchReturnsTheInstance(t *testing.T) {
@@ -270,6 +284,105 @@ func TestLaunchRefuses(t *testing.T) {
 	}
 	if n := f.callCount("RunInstances"); n != 0 {
 		t.Errorf("refused launches made %d RunInstances calls", n)
+	}
+}
+
+// A pod's instance profile and security groups pass only when the
+// operator allowed them (the defaults always are); a refusal names the
+// annotation, the value and the allow-list key, and calls nothing.
+func TestLaunchAllowLists(t *testing.T) {
+	const s3Reader = "arn:aws:iam::123456789012:instance-profile/s3-reader"
+	tests := []struct {
+		name    string
+		config  func(map[string]any) map[string]any
+		req     func(*pluginapi.LaunchRequest)
+		refused string // the InvalidConfig key; empty when allowed
+		text    string
+		profile string   // the launched instance's, when allowed
+		groups  []string // the launched instance's, when allowed
+	}{
+		{
+			name:    "no annotation",
+			config:  func(c map[string]any) map[string]any { return with(c, "instanceProfile", "kip-cell") },
+			req:     func(*pluginapi.LaunchRequest) {},
+			profile: "kip-cell",
+		},
+		{
+			name:    "profile with no allow-list",
+			req:     func(r *pluginapi.LaunchRequest) { r.InstanceProfile = "admin" },
+			refused: "allowedInstanceProfiles", text: `annotation kipcell.io/instance-profile asks for instance profile "admin"`,
+		},
+		{
+			name: "profile not listed",
+			config: func(c map[string]any) map[string]any {
+				return with(with(c, "instanceProfile", "kip-cell"), "allowedInstanceProfiles", []string{s3Reader})
+			},
+			req:     func(r *pluginapi.LaunchRequest) { r.InstanceProfile = "s3-reader" },
+			refused: "allowedInstanceProfiles", text: `annotation kipcell.io/instance-profile asks for instance profile "s3-reader"`,
+		},
+		{
+			name: "profile listed",
+			config: func(c map[string]any) map[string]any {
+				return with(with(c, "instanceProfile", "kip-cell"), "allowedInstanceProfiles", []string{s3Reader})
+			},
+			req:     func(r *pluginapi.LaunchRequest) { r.InstanceProfile = s3Reader },
+			profile: s3Reader,
+		},
+		{
+			name:    "the default profile named",
+			config:  func(c map[string]any) map[string]any { return with(c, "instanceProfile", "kip-cell") },
+			req:     func(r *pluginapi.LaunchRequest) { r.InstanceProfile = "kip-cell" },
+			profile: "kip-cell",
+		},
+		{
+			name:    "groups with no allow-list",
+			config:  func(c map[string]any) map[string]any { return with(c, "securityGroups", []string{"sg-0a"}) },
+			req:     func(r *pluginapi.LaunchRequest) { r.SecurityGroups = []string{"sg-0a", "sg-0bad"} },
+			refused: "allowedSecurityGroups", text: "annotation kipcell.io/security-groups asks for security group sg-0bad,",
+		},
+		{
+			name: "a group not listed",
+			config: func(c map[string]any) map[string]any {
+				return with(with(c, "securityGroups", []string{"sg-0a"}), "allowedSecurityGroups", []string{"sg-0eb"})
+			},
+			req:     func(r *pluginapi.LaunchRequest) { r.SecurityGroups = []string{"sg-0eb", "sg-0bad", "sg-0fee"} },
+			refused: "allowedSecurityGroups", text: "asks for security group sg-0bad, sg-0fee,",
+		},
+		{
+			name: "groups listed",
+			config: func(c map[string]any) map[string]any {
+				return with(with(c, "securityGroups", []string{"sg-0a"}), "allowedSecurityGroups", []string{"sg-0eb", "sg-0db"})
+			},
+			req:    func(r *pluginapi.LaunchRequest) { r.SecurityGroups = []string{"sg-0db", "sg-0a"} },
+			groups: []string{"sg-0a", "sg-0db"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, p, req := launchCase(t, "cell-annotated", tt.config, tt.req)
+			resp, err := p.Launch(t.Context(), req)
+			if tt.refused != "" {
+				if kind(err) != "InvalidConfig:"+tt.refused || !strings.Contains(fmt.Sprint(err), tt.text) {
+					t.Errorf("Launch = %v (%s), want InvalidConfig:%s saying %q", err, kind(err), tt.refused, tt.text)
+				}
+				if n := f.callCount("RunInstances"); n != 0 {
+					t.Errorf("a refused launch made %d RunInstances calls", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Launch = %v, want it allowed", err)
+			}
+			form := f.instance(resp.Instance.ID).form
+			profile := form.Get("IamInstanceProfile.Arn") + form.Get("IamInstanceProfile.Name")
+			var groups []string
+			for n := 1; form.Has(fmt.Sprintf("SecurityGroupId.%d", n)); n++ {
+				groups = append(groups, form.Get(fmt.Sprintf("SecurityGroupId.%d", n)))
+			}
+			if diff := cmp.Diff([]any{tt.profile, tt.groups}, []any{profile, groups}, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("instance profile and security groups (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -69,7 +69,28 @@ const configSchema = `{
       "oneOf": [{"required": ["id"]}, {"required": ["owner", "name"]}]
     },
     "instanceProfile": {
-      "description": "Default instance profile of cells, a name or an ARN; a pod's kipcell.io/instance-profile replaces it.",
+      "description": "Default instance profile of cells, a name or an ARN; a pod's kipcell.io/instance-profile replaces it with one of allowedInstanceProfiles.",
+      "type": "string"
+    },
+    "allowedInstanceProfiles": {
+      "description": "Instance profiles a pod may name in its kipcell.io/instance-profile annotation, written as the pod writes them (a name or an ARN, compared exactly). Empty, the annotation is refused with an event on the pod; instanceProfile is always allowed. Scope the policy's iam:PassRole to their roles.",
+      "type": "array",
+      "items": {"type": "string"},
+      "uniqueItems": true
+    },
+    "allowedSecurityGroups": {
+      "description": "Security groups a pod may add in its kipcell.io/security-groups annotation. Empty, the annotation is refused with an event on the pod; securityGroups are always allowed.",
+      "type": "array",
+      "items": {"type": "string", "pattern": "^sg-[0-9a-f]+$"},
+      "uniqueItems": true
+    },
+    "instanceMetadataTags": {
+      "description": "Make the instances' tags readable in instance metadata (EC2 MetadataOptions.InstanceMetadataTags). Off by default: the tags name the pod and the cluster.",
+      "type": "boolean",
+      "default": false
+    },
+    "rootVolumeKMSKeyID": {
+      "description": "KMS key that encrypts the cells' root volumes: a key ID, alias/<name>, or the ARN of either. Omitted, EBS's default key of the account and region. Root volumes are always encrypted.",
       "type": "string"
     },
     "tags": {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/kipcell/kip/pluginapi"
 	"github.com/kipcell/kip/pluginapi/plugintest"
 	"github.com/kipcell/kip/plugins/aws"
@@ -56,6 +58,14 @@ func TestAWSPluginConformance(t *testing.T) {
 	for _, in := range sim.Instances() {
 		if in.State != "shutting-down" && in.State != "terminated" {
 			t.Errorf("the suite left instance %s %s", in.ID, in.State)
+		}
+		// The launch settings a real account needs, as EC2 recorded them.
+		got := []any{in.MetadataHTTPTokens, in.MetadataHopLimit, in.MetadataTags, in.ShutdownBehavior, len(in.BlockDevices)}
+		want := []any{"required", 1, "disabled", "terminate", 1}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("instance %s: HttpTokens, hop limit, metadata tags, shutdown behaviour, block devices (-want +got):\n%s", in.ID, diff)
+		} else if bd := in.BlockDevices[0]; bd.DeviceName != "/dev/xvda" || bd.Encrypted == nil || !*bd.Encrypted || bd.KMSKeyID != "" {
+			t.Errorf("instance %s: root volume %+v, want /dev/xvda encrypted with the default key", in.ID, bd)
 		}
 	}
 	t.Logf("EC2 calls: %v", sim.Calls())

@@ -47,6 +47,7 @@ type BlockDevice struct {
 	VolumeType          string
 	DeleteOnTermination *bool
 	Encrypted           *bool
+	KMSKeyID            string
 }
 
 // ScheduledEvent is a scheduled event of an instance, as
@@ -98,9 +99,15 @@ type Instance struct {
 	SpotMaxPrice             string
 	MetadataHTTPTokens       string
 	MetadataHopLimit         int
-	CPUCredits               string
-	BlockDevices             []BlockDevice
-	Events                   []ScheduledEvent
+	// MetadataTags is MetadataOptions.InstanceMetadataTags, enabled or
+	// disabled (EC2's default).
+	MetadataTags string
+	// ShutdownBehavior is InstanceInitiatedShutdownBehavior, stop (EC2's
+	// default) or terminate.
+	ShutdownBehavior string
+	CPUCredits       string
+	BlockDevices     []BlockDevice
+	Events           []ScheduledEvent
 }
 
 // instance is the server's record of one instance. Its fields are guarded
@@ -127,6 +134,8 @@ type instance struct {
 	spotRequestID string
 	httpTokens    string
 	hopLimit      int
+	metadataTags  string
+	shutdown      string
 	cpuCredits    string
 	blockDevices  []BlockDevice
 	events        []ScheduledEvent
@@ -180,7 +189,8 @@ func (in *instance) snapshot() Instance {
 		Tags: maps.Clone(in.tags), VolumeTags: maps.Clone(in.volumeTags),
 		UserData: slices.Clone(in.userData), Bootstrap: slices.Clone(in.bootstrap),
 		Spot: in.spot, SpotInstanceType: in.spotType, SpotInterruptionBehavior: in.spotBehavior, SpotMaxPrice: in.spotMaxPrice,
-		MetadataHTTPTokens: in.httpTokens, MetadataHopLimit: in.hopLimit, CPUCredits: in.cpuCredits,
+		MetadataHTTPTokens: in.httpTokens, MetadataHopLimit: in.hopLimit, MetadataTags: in.metadataTags, ShutdownBehavior: in.shutdown,
+		CPUCredits:   in.cpuCredits,
 		BlockDevices: slices.Clone(in.blockDevices), Events: slices.Clone(in.events),
 	}
 	return out
@@ -273,6 +283,8 @@ type runRequest struct {
 	spotMaxPrice string
 	httpTokens   string
 	hopLimit     int
+	metadataTags string
+	shutdown     string
 	cpuCredits   string
 	blockDevices []BlockDevice
 }
@@ -431,6 +443,16 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 		return nil, clientError(codeInvalidParameter, "Value (%d) for parameter httpPutResponseHopLimit is invalid. Expecting a value between 1 and 64.", hop)
 	}
 	req.hopLimit = hop
+	switch req.metadataTags = cmp.Or(f.get("MetadataOptions.InstanceMetadataTags"), "disabled"); req.metadataTags {
+	case "enabled", "disabled":
+	default:
+		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter instanceMetadataTags is invalid.", req.metadataTags)
+	}
+	switch req.shutdown = cmp.Or(f.get("InstanceInitiatedShutdownBehavior"), "stop"); req.shutdown {
+	case "stop", "terminate":
+	default:
+		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter instanceInitiatedShutdownBehavior is invalid. Valid values are 'stop' and 'terminate'.", req.shutdown)
+	}
 
 	if c := f.get("CreditSpecification.CpuCredits"); c != "" {
 		if c != "standard" && c != "unlimited" {
@@ -462,6 +484,11 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 				}
 				*dst = &v
 			}
+		}
+		// EC2 encrypts with a KMS key only when asked to encrypt: a key
+		// alone is refused, not taken as a request for encryption.
+		if bd.KMSKeyID = f.get(p + ".Ebs.KmsKeyId"); bd.KMSKeyID != "" && (bd.Encrypted == nil || !*bd.Encrypted) {
+			return nil, clientError(codeInvalidParameterDependency, "The parameter KmsKeyId requires the parameter Encrypted to be set.")
 		}
 		req.blockDevices = append(req.blockDevices, bd)
 	}
@@ -539,6 +566,7 @@ type xmlMetadataOptions struct {
 	HTTPTokens              string `xml:"httpTokens"`
 	HTTPPutResponseHopLimit int    `xml:"httpPutResponseHopLimit"`
 	HTTPEndpoint            string `xml:"httpEndpoint"`
+	InstanceMetadataTags    string `xml:"instanceMetadataTags"`
 }
 
 type xmlEBS struct {
@@ -604,7 +632,8 @@ func (s *Server) xmlOf(in *instance) xmlInstance {
 		Monitoring: xmlMonitoring{"disabled"}, SubnetID: in.subnet.ID, VpcID: in.subnet.VPCID,
 		PrivateIPAddress: in.address, Architecture: in.itype.Arch, RootDeviceType: "ebs", RootDeviceName: defaultInstanceRootName,
 		VirtualizationType: "hvm", ClientToken: in.clientToken, Tags: xmlTags(in.tags), Hypervisor: "xen", EnaSupport: true,
-		MetadataOptions: xmlMetadataOptions{State: "applied", HTTPTokens: in.httpTokens, HTTPPutResponseHopLimit: in.hopLimit, HTTPEndpoint: "enabled"},
+		MetadataOptions: xmlMetadataOptions{State: "applied", HTTPTokens: in.httpTokens, HTTPPutResponseHopLimit: in.hopLimit, HTTPEndpoint: "enabled",
+			InstanceMetadataTags: in.metadataTags},
 	}
 	if in.state == statePending {
 		x.MetadataOptions.State = "pending"
@@ -703,7 +732,8 @@ func (s *Server) runInstances(f form) (response, error) {
 			itype: req.itype, image: req.image, subnet: req.subnet, groups: req.groups, profile: req.profile,
 			tags: maps.Clone(req.tags), volumeTags: maps.Clone(req.volumeTags), userData: req.userData, bootstrap: req.bootstrap,
 			spot: req.spot, spotType: req.spotType, spotBehavior: req.spotBehavior, spotMaxPrice: req.spotMaxPrice,
-			httpTokens: req.httpTokens, hopLimit: req.hopLimit, cpuCredits: req.cpuCredits, blockDevices: req.blockDevices,
+			httpTokens: req.httpTokens, hopLimit: req.hopLimit, metadataTags: req.metadataTags, shutdown: req.shutdown,
+			cpuCredits: req.cpuCredits, blockDevices: req.blockDevices,
 			launchTime: now, readyAt: now.Add(s.bootDelay), visibleAt: now.Add(s.consistencyDelay), state: statePending,
 		}
 		if in.spot {

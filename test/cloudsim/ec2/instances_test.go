@@ -40,9 +40,12 @@ func TestRunPendingToRunning(t *testing.T) {
 			{ResourceType: types.ResourceTypeInstance, Tags: []types.Tag{{Key: aws.String("kipcell.io/cell"), Value: aws.String("cell-a")}, {Key: aws.String("Name"), Value: aws.String("cell-a")}}},
 			{ResourceType: types.ResourceTypeVolume, Tags: []types.Tag{{Key: aws.String("kipcell.io/cell"), Value: aws.String("cell-a")}}},
 		},
-		MetadataOptions:     &types.InstanceMetadataOptionsRequest{HttpTokens: types.HttpTokensStateRequired, HttpPutResponseHopLimit: aws.Int32(1)},
-		CreditSpecification: &types.CreditSpecificationRequest{CpuCredits: aws.String("unlimited")},
-		BlockDeviceMappings: []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{VolumeSize: aws.Int32(30), VolumeType: types.VolumeTypeGp3}}},
+		MetadataOptions: &types.InstanceMetadataOptionsRequest{HttpTokens: types.HttpTokensStateRequired, HttpPutResponseHopLimit: aws.Int32(1),
+			InstanceMetadataTags: types.InstanceMetadataTagsStateEnabled},
+		InstanceInitiatedShutdownBehavior: types.ShutdownBehaviorTerminate,
+		CreditSpecification:               &types.CreditSpecificationRequest{CpuCredits: aws.String("unlimited")},
+		BlockDeviceMappings: []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{
+			VolumeSize: aws.Int32(30), VolumeType: types.VolumeTypeGp3, Encrypted: aws.Bool(true), KmsKeyId: aws.String("alias/kip-cells")}}},
 	})
 	if err != nil {
 		t.Fatalf("RunInstances: %v", err)
@@ -90,13 +93,15 @@ func TestRunPendingToRunning(t *testing.T) {
 		"type": string(in.InstanceType), "image": aws.ToString(in.ImageId), "token": aws.ToString(in.ClientToken),
 		"tags": tags, "groups": groups, "profile": aws.ToString(in.IamInstanceProfile.Arn),
 		"tokens": string(in.MetadataOptions.HttpTokens), "arch": string(in.Architecture), "vpc": aws.ToString(in.VpcId),
-		"launched": in.LaunchTime.Equal(clk.Now().Add(-30 * time.Second)),
+		"metadata tags": string(in.MetadataOptions.InstanceMetadataTags),
+		"launched":      in.LaunchTime.Equal(clk.Now().Add(-30 * time.Second)),
 	}
 	wantDesc := map[string]any{
 		"type": "t3.micro", "image": "ami-0de0000000000a002", "token": "cell-a",
 		"tags": []string{"Name=cell-a", "kipcell.io/cell=cell-a"}, "groups": []string{"sg-0123456789abcdef0", "sg-0fedcba9876543210"},
 		"profile": "arn:aws:iam::123456789012:instance-profile/kip-cell", "tokens": "required", "arch": "x86_64", "vpc": DefaultVPCID,
-		"launched": true,
+		"metadata tags": "enabled",
+		"launched":      true,
 	}
 	if d := cmp.Diff(wantDesc, gotDesc); d != "" {
 		t.Errorf("DescribeInstances (-want +got):\n%s", d)
@@ -115,8 +120,8 @@ func TestRunPendingToRunning(t *testing.T) {
 		Tags:               map[string]string{"kipcell.io/cell": "cell-a", "Name": "cell-a"},
 		VolumeTags:         map[string]string{"kipcell.io/cell": "cell-a"},
 		UserData:           rec.UserData, Bootstrap: []byte(bootstrap),
-		MetadataHTTPTokens: "required", MetadataHopLimit: 1, CPUCredits: "unlimited",
-		BlockDevices: []BlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 30, VolumeType: "gp3"}},
+		MetadataHTTPTokens: "required", MetadataHopLimit: 1, MetadataTags: "enabled", ShutdownBehavior: "terminate", CPUCredits: "unlimited",
+		BlockDevices: []BlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 30, VolumeType: "gp3", Encrypted: aws.Bool(true), KMSKeyID: "alias/kip-cells"}},
 	}, rec); d != "" {
 		t.Errorf("Instance (-want +got):\n%s", d)
 	}
@@ -433,6 +438,22 @@ func TestRunInstancesValidation(t *testing.T) {
 			in.CreditSpecification = &types.CreditSpecificationRequest{CpuCredits: aws.String("unlimited")}
 		}), wantCode: "InvalidParameterValue"},
 		{name: "dry run", in: mod(func(in *ec2.RunInstancesInput) { in.DryRun = aws.Bool(true) }), wantCode: "DryRunOperation"},
+		{name: "shutdown behaviour", in: mod(func(in *ec2.RunInstancesInput) { in.InstanceInitiatedShutdownBehavior = "hibernate" }), wantCode: "InvalidParameterValue"},
+		{name: "metadata tags", in: mod(func(in *ec2.RunInstancesInput) {
+			in.MetadataOptions = &types.InstanceMetadataOptionsRequest{InstanceMetadataTags: "on"}
+		}), wantCode: "InvalidParameterValue"},
+		// "The parameter KmsKeyId requires the parameter Encrypted to be
+		// set." (InvalidParameterDependency), as EC2 answered in
+		// github.com/keithvassallomt/parsec-aws-automation/issues/12.
+		{name: "KMS key without encryption", in: mod(func(in *ec2.RunInstancesInput) {
+			in.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{KmsKeyId: aws.String("alias/kip-cells")}}}
+		}), wantCode: "InvalidParameterDependency"},
+		{name: "KMS key with encryption off", in: mod(func(in *ec2.RunInstancesInput) {
+			in.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{Encrypted: aws.Bool(false), KmsKeyId: aws.String("alias/kip-cells")}}}
+		}), wantCode: "InvalidParameterDependency"},
+		{name: "KMS key with encryption", in: mod(func(in *ec2.RunInstancesInput) {
+			in.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{Encrypted: aws.Bool(true), KmsKeyId: aws.String("alias/kip-cells")}}}
+		})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -493,11 +493,11 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridg
 		return nil, fmt.Errorf("writing the simulator's identity certificate: %w", err)
 	}
 	return map[string]any{
-		"identity": map[string]any{"certificates": identityCert},
 		"region": "us-east-1", "endpointURL": url, "ecrEndpointURL": url,
 		"credentials": map[string]any{"accessKeyID": ec2AccessKey, "secretAccessKey": "e2e-secret"},
 		"vpcID":       ec2sim.DefaultVPCID,
 		"image":       map[string]any{"owner": ec2sim.DebianOwnerID, "name": "debian-12-amd64-*"},
+		"identity":    map[string]any{"certificates": identityCert},
 	}, nil
 }
 
