@@ -15,7 +15,8 @@
 //	catalog.go    ListInstanceTypes: the embedded catalog, with availability
 //	              from DescribeInstanceTypeOfferings
 //	launch.go     Launch: RunInstances, idempotent on the cell ID (ClientToken)
-//	userdata.go   the user data: MIME multipart with cloud-config and bootstrap
+//	              and the user data (pluginapi/userdata: MIME multipart with
+//	              the cloud-config and the bootstrap)
 //	view.go       the cluster's instances as one shared, coalesced snapshot
 //	describe.go   Describe and List, answered from the view
 //	terminate.go  Terminate: TerminateInstances, idempotent

@@ -402,9 +402,13 @@ func TestLaunchWithCancelledContext(t *testing.T) {
 func TestBootRecipeFits(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, with(testConfig(f), "cloudInit", "../../deploy/aws/cloud-init.yaml"))
-	pem := strings.Repeat("MIIBszCCAVmgAwIBAgIRAK", 100) // 2.2 KB of PEM-like text
+	pem := strings.Repeat("MIIBszCCAVmgAwIBAgIRAK", 100) // 2.2 KB of PEM-like text: the CA bundle
 	req := launchRequest("cell-recipe")
-	req.Bootstrap = []byte(`{"version":1,"cellID":"cell-recipe","caCert":"` + pem + `","cert":"` + pem + `","key":"` + pem[:500] + `"}`)
+	// A version 2 bootstrap (cell/api): names, the CA bundle and a join
+	// token, at its longest.
+	req.Bootstrap = []byte(`{"version":2,"cellID":"kip-0123456789abcdef0123456789abcdef-r9","clusterID":"` + strings.Repeat("c", 63) +
+		`","nodeName":"` + strings.Repeat("n", 63) + `","podUID":"01234567-89ab-cdef-0123-456789abcdef","caCert":"` + pem +
+		`","joinToken":"` + strings.Repeat("t", 120) + `"}`)
 	plan, err := p.cfg.Load().plan(req)
 	if err != nil {
 		t.Fatal(err)
