@@ -1,13 +1,16 @@
 package cells
 
 import (
+	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
@@ -171,5 +174,59 @@ func TestLaunchTakesTheCellsInstanceFromALostAnswer(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{lost.Instance.ID}, mine); diff != "" {
 		t.Errorf("instances of the cell (-want +got):\n%s", diff)
+	}
+}
+
+// A cell that waits long to be launched (a refusal, no capacity) gets a
+// fresh join token once half of its lifetime has passed, so that the
+// instance it finally launches can still join; before that, every retry
+// carries the same bootstrap.
+func TestLaunchRenewsAnAgingJoinToken(t *testing.T) {
+	tests := []struct {
+		name    string
+		wait    time.Duration // between the first launch and the retry
+		renewed bool
+	}{
+		{name: "young token kept", wait: 20 * time.Minute},
+		{name: "aged token renewed", wait: 31 * time.Minute, renewed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var now atomic.Int64
+			now.Store(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC).UnixNano())
+			h := newHarnessSetup(t, setup{config: func(c *Config) {
+				c.JoinTokenTTL = time.Hour
+				c.RefusedRetry = 300 * time.Millisecond
+				c.Now = func() time.Time { return time.Unix(0, now.Load()) }
+			}})
+			h.start(t)
+			h.plugin.FailNext("Launch", pluginapi.NewInvalidConfig("credentials", "AuthFailure.ServiceLinkedRoleCreationNotPermitted"))
+			pod := newPod("aging", "uid-aging")
+			if err := h.indexer.Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			_ = h.m.CreatePod(t.Context(), pod)
+			// The first launch is refused; the clock moves while the cell
+			// waits to try again.
+			for len(h.launches()) == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			now.Add(int64(tt.wait))
+			h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			l := h.launches()
+			if len(l) != 2 {
+				t.Fatalf("%d launches, want 2", len(l))
+			}
+			token := func(req *pluginapi.LaunchRequest) string {
+				var b cellapi.Bootstrap
+				if err := json.Unmarshal(req.Bootstrap, &b); err != nil || b.JoinToken == "" {
+					t.Fatalf("launch bootstrap %q: %v", req.Bootstrap, err)
+				}
+				return b.JoinToken
+			}
+			if renewed := token(l[0]) != token(l[1]); renewed != tt.renewed {
+				t.Errorf("after %s the retry's token renewed = %v, want %v (%s, %s)", tt.wait, renewed, tt.renewed, token(l[0]), token(l[1]))
+			}
+		})
 	}
 }

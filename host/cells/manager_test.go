@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,9 +120,12 @@ func (a *fakeAgent) DeletePod(_ context.Context, req *cellv1.DeletePodRequest) (
 
 type fakeIdentity struct{}
 
+// fakeTokens numbers the join tokens fakeIdentity issues.
+var fakeTokens atomic.Int64
+
 func (fakeIdentity) Bootstrap(cellID, clusterID, nodeName, podUID string, _ time.Duration) (*cellapi.Bootstrap, error) {
 	return &cellapi.Bootstrap{Version: cellapi.BootstrapVersion, CellID: cellID, ClusterID: clusterID, NodeName: nodeName, PodUID: podUID,
-		CACert: "ca", JoinToken: "token"}, nil
+		CACert: "ca", JoinToken: fmt.Sprintf("token-%d", fakeTokens.Add(1))}, nil
 }
 
 func (fakeIdentity) JoinTLSConfig(string) (*tls.Config, error) {
