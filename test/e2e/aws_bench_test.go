@@ -43,7 +43,7 @@ func BenchmarkBurstStartup(b *testing.B) {
 func burst(b *testing.B, pods int, boot time.Duration) {
 	// The cells and instances of the run (CoreDNS's, when the cluster DNS
 	// runs), which outlive each round.
-	cellsBefore, instancesBefore := liveCellsTB(b), liveInstances()
+	cellsBefore, instancesBefore := cellNames(b), liveInstances()
 	for b.Loop() {
 		ctx := b.Context()
 		ns := f.Namespace(b)
@@ -88,7 +88,7 @@ func burst(b *testing.B, pods int, boot time.Duration) {
 			b.Fatal(err)
 		}
 		f.WaitFor(b, 90*time.Second, "every instance terminated", func(context.Context) (bool, error) {
-			return liveInstances() == instancesBefore && liveCellsTB(b) == cellsBefore, nil
+			return liveInstances() == instancesBefore && newCells(b, cellsBefore) == 0, nil
 		})
 		if kip.EC2 == nil {
 			b.StartTimer()

@@ -22,12 +22,12 @@ import (
 // and pods and wait until their cells are gone, so that the next test
 // counts only its own cells. Call it right after f.Namespace.
 func settle(t *testing.T, ns string) {
-	before := liveCells(t)
+	before := cellNames(t)
 	t.Cleanup(func() {
 		ctx := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		_ = f.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		f.WaitFor(t, 60*time.Second, "the test's cells to end", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+		f.WaitFor(t, 60*time.Second, "the test's cells to end", func(context.Context) (bool, error) { return newCells(t, before) == 0, nil })
 	})
 }
 

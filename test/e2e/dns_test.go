@@ -26,9 +26,9 @@ func TestCoreDNSInCell(t *testing.T) {
 	ctx := t.Context()
 	// Registered first, so run last: once CoreDNS and the client are
 	// deleted, their cells end before the next test counts its own.
-	before := liveCells(t)
+	before := cellNames(t)
 	t.Cleanup(func() {
-		f.WaitFor(t, 60*time.Second, "the test's cells to end", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+		f.WaitFor(t, 60*time.Second, "the test's cells to end", func(context.Context) (bool, error) { return newCells(t, before) == 0, nil })
 	})
 	apiService, err := f.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil {

@@ -32,21 +32,34 @@ func onKip(containers ...corev1.Container) corev1.PodSpec {
 	}
 }
 
-// liveCells counts the local plugin's cells (one directory each).
-func liveCells(t *testing.T) int { return liveCellsTB(t) }
-
-func liveCellsTB(t testing.TB) int {
+// cellNames is the set of the local plugin's cells on this machine now
+// (one directory each, named by cell; in the aws pass by instance).
+func cellNames(t testing.TB) map[string]bool {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(kip.StateDir, "cells"))
 	if errors.Is(err, os.ErrNotExist) {
-		return 0
+		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	names := map[string]bool{}
 	for _, e := range entries {
 		if e.IsDir() {
+			names[e.Name()] = true
+		}
+	}
+	return names
+}
+
+// newCells counts the cells there are now that were not in before: a
+// test's own cells, whatever the cells of earlier tests, still ending
+// when it started, do meanwhile.
+func newCells(t testing.TB, before map[string]bool) int {
+	t.Helper()
+	n := 0
+	for name := range cellNames(t) {
+		if !before[name] {
 			n++
 		}
 	}
@@ -115,7 +128,7 @@ func TestDeploymentRunsInCells(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)
-	before := liveCells(t) // CoreDNS's, when the cluster DNS runs
+	before := cellNames(t) // CoreDNS's, when the cluster DNS runs
 	start := time.Now()
 	helloDeployment(t, ns, "hello", 3, nil)
 	pods := f.WaitForPods(t, ns, "app=hello", 3, 30*time.Second, "Running on kip", func(p *corev1.Pod) bool {
@@ -129,7 +142,7 @@ func TestDeploymentRunsInCells(t *testing.T) {
 		}
 		ips[p.Status.PodIP] = true
 	}
-	if n := liveCells(t) - before; n != 3 {
+	if n := newCells(t, before); n != 3 {
 		t.Errorf("%d cells for 3 pods", n)
 	}
 
@@ -169,7 +182,7 @@ func TestDeploymentRunsInCells(t *testing.T) {
 	if err := f.Client.AppsV1().Deployments(ns).Delete(ctx, "hello", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitFor(t, 15*time.Second, "every cell terminated", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+	f.WaitFor(t, 15*time.Second, "every cell terminated", func(context.Context) (bool, error) { return newCells(t, before) == 0, nil })
 	t.Logf("cells gone %.1fs after the Deployment was deleted", time.Since(start).Seconds())
 }
 
@@ -203,7 +216,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 func TestJobSucceedsAndCellEnds(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
-	before := liveCells(t)
+	before := cellNames(t)
 	spec := onKip(corev1.Container{Name: "once", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo computing; echo result 42"}})
 	spec.InitContainers = []corev1.Container{{Name: "prep", Image: cells.Images.Busybox.Ref, Command: []string{"echo", "prepared"}}}
 	spec.RestartPolicy = corev1.RestartPolicyNever
@@ -216,7 +229,7 @@ func TestJobSucceedsAndCellEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := f.WaitForPods(t, ns, "app=once", 1, 60*time.Second, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })[0]
-	f.WaitFor(t, 20*time.Second, "the Job's cell terminated", func(context.Context) (bool, error) { return liveCells(t) <= before, nil })
+	f.WaitFor(t, 20*time.Second, "the Job's cell terminated", func(context.Context) (bool, error) { return newCells(t, before) == 0, nil })
 	// Nothing of the cell stays on this machine: not the agent's default
 	// state directory either (every cell once left one there).
 	if _, err := os.Stat(filepath.Join("/var/lib/kip-cell", "kip-"+string(pod.UID))); !os.IsNotExist(err) {
@@ -261,6 +274,7 @@ func TestJobSucceedsAndCellEnds(t *testing.T) {
 func TestMissingImage(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
+	start := cellNames(t)
 	ref := cells.Registry.Ref("kip-e2e/absent", "v1")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "absent", Labels: map[string]string{"app": "absent"}},
 		Spec: onKip(corev1.Container{Name: "absent", Image: ref})}
@@ -280,12 +294,14 @@ func TestMissingImage(t *testing.T) {
 	if !strings.Contains(msg, "not found") && !strings.Contains(msg, "NAME_UNKNOWN") && !strings.Contains(msg, "MANIFEST_UNKNOWN") {
 		t.Errorf("waiting message %q does not carry the registry's answer", msg)
 	}
-	before := liveCells(t)
+	if n := newCells(t, start); n != 1 {
+		t.Errorf("%d cells for the pod, want 1", n)
+	}
 	if err := f.Client.CoreV1().Pods(ns).Delete(ctx, "absent", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.WaitFor(t, 45*time.Second, "the cell of the deleted pod terminated", func(context.Context) (bool, error) {
-		return liveCells(t) < before, nil
+		return newCells(t, start) == 0, nil
 	})
 }
 

@@ -47,7 +47,7 @@ type startup struct {
 func measureStartup(b *testing.B, n int) {
 	ctx := b.Context()
 	ns := f.Namespace(b)
-	before := liveCellsTB(b) // CoreDNS's, when the cluster DNS runs
+	before := cellNames(b) // CoreDNS's, when the cluster DNS runs
 	w, err := f.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -108,7 +108,7 @@ func measureStartup(b *testing.B, n int) {
 	if err := f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=startup"}); err != nil {
 		b.Fatal(err)
 	}
-	f.WaitFor(b, 60*time.Second, "the benchmark's cells to end", func(context.Context) (bool, error) { return liveCellsTB(b) == before, nil })
+	f.WaitFor(b, 60*time.Second, "the benchmark's cells to end", func(context.Context) (bool, error) { return newCells(b, before) == 0, nil })
 	b.StartTimer()
 }
 
