@@ -183,6 +183,11 @@ func mapLaunchError(err error, instanceType, zone string, capacity pluginapi.Cap
 		return pluginapi.NewQuotaExceededFor(quotaGroupTypes(instanceType), capacity, text)
 	case code == codeInstanceQuota:
 		return pluginapi.NewQuotaExceededFor(nil, capacity, text)
+	case code == codeIdempotentMismatch:
+		// Launch looked for the cell's instance and did not see it yet:
+		// EC2 shows a new instance to Describe a while after it answered
+		// RunInstances. A retry soon finds it (it starts nothing).
+		return pluginapi.NewTransient("%s (the cell's instance, launched earlier with other parameters, is not visible yet)", text)
 	}
 	return mapError("RunInstances", err)
 }

@@ -164,6 +164,11 @@ func TestLaunchErrorCodes(t *testing.T) {
 		{"InstanceCreditSpecification.NotSupported", pluginapi.CapacityOnDemand, "Unsupported:unlimited_cpu_credits"},
 		// "The block device mapping is not valid."
 		{"InvalidBlockDeviceMapping", pluginapi.CapacityOnDemand, "Unsupported:volume_size_gib"},
+		// "The request uses the same client token as a previous, but
+		// non-identical request" (ec2/latest/devguide/ec2-api-idempotency.html):
+		// the cell's instance exists from a launch whose answer was lost,
+		// and Launch did not find it yet (eventual consistency).
+		{"IdempotentParameterMismatch", pluginapi.CapacityOnDemand, "Transient"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
