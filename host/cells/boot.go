@@ -90,7 +90,20 @@ var errDeleted = errors.New("cell deleted")
 // when the time passed first: serving was given up, and the caller decides
 // what comes next (bootFailed). It reports true once serve returned for any
 // other reason (the pod ended or was deleted, ctx ended).
+//
+// A cell adopted after a restart of kip whose pod has started (the API
+// server has its StartTime, which kip sets from the agent's first status)
+// booted long ago: no deadline applies, and an agent silent now is the
+// business of serve, which finds a lost instance, never a reason to launch
+// the running pod again somewhere else.
 func (c *cell) serveWithin(ctx context.Context, inst *pluginapi.Instance) bool {
+	c.mu.Lock()
+	booted := c.adopted != nil && c.status.StartTime != nil
+	c.mu.Unlock()
+	if booted {
+		c.serve(ctx, inst)
+		return true
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answered := make(chan struct{})

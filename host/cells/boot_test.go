@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
@@ -217,5 +218,63 @@ func TestLastLines(t *testing.T) {
 		if got := lastLines(tt.in, tt.n, tt.limit); got != tt.want {
 			t.Errorf("%s: lastLines = %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// A cell adopted after a restart is held to the agent deadline only when
+// its pod never started: a silent agent of a pod that ran is not a failed
+// boot (no CellBootFailed, no second launch).
+func TestAdoptedCellDeadline(t *testing.T) {
+	tests := []struct {
+		name    string
+		started bool
+		failed  bool
+	}{
+		{name: "pod never started", started: false, failed: true},
+		{name: "pod started before the restart", started: true, failed: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := pluginfake.NewStore()
+			earlier := pluginfake.New(pluginfake.WithStore(store))
+			if _, err := earlier.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := earlier.Launch(t.Context(), &pluginapi.LaunchRequest{CellID: "kip-uid-adopted", NodeName: "kip", PodUID: "uid-adopted",
+				InstanceType: "fake.small", CapacityType: pluginapi.CapacityOnDemand}); err != nil {
+				t.Fatal(err)
+			}
+			h := newHarnessSetup(t, setup{
+				plugin: []pluginfake.Option{pluginfake.WithStore(store)},
+				silent: func(string) bool { return true },
+				config: func(c *Config) {
+					c.AgentTimeout = 200 * time.Millisecond
+					c.BootRetry = 10 * time.Millisecond
+				},
+			})
+			pod := newPod("adopted", "uid-adopted")
+			pod.Status.Phase = corev1.PodPending
+			if tt.started {
+				pod.Status.Phase = corev1.PodRunning
+				start := metav1.NewTime(time.Now().Add(-time.Hour))
+				pod.Status.StartTime = &start
+			}
+			if err := h.indexer.Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			h.start(t)
+			if tt.failed {
+				eventually(t, "a CellBootFailed event", func() bool { return strings.Contains(h.events(), ReasonCellBootFailed) })
+				return
+			}
+			// Well past the deadline: nothing ended the cell.
+			time.Sleep(1 * time.Second)
+			if ev := h.events(); strings.Contains(ev, ReasonCellBootFailed) {
+				t.Errorf("a started pod's silent adopted cell was taken for a failed boot:\n%s", ev)
+			}
+			if n := h.plugin.Calls("Launch"); n != 0 {
+				t.Errorf("Launch called %d times, want 0", n)
+			}
+		})
 	}
 }
