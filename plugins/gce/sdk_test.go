@@ -1,7 +1,6 @@
 package gce
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -23,7 +22,7 @@ func TestSDKReachesALocalEndpoint(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"name": "cell-1", "id": "42", "status": "RUNNING"})
 	}))
 	defer srv.Close()
-	ctx := context.Background()
+	ctx := t.Context()
 	c, err := compute.NewInstancesRESTClient(ctx, option.WithEndpoint(srv.URL), option.WithoutAuthentication())
 	if err != nil {
 		t.Fatalf("creating the client: %v", err)
