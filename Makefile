@@ -39,7 +39,7 @@ KARPENTER_DIR = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd "$$tmp" &&
 # catalog_gens FLAGS: run every plugin's catalog generator with FLAGS.
 catalog_gens = kdir=$$($(KARPENTER_DIR)); [ -d "$$kdir" ] || { echo "cannot find $(KARPENTER): go mod download failed"; exit 1; }; \
   echo "== catalog aws"; (cd plugins/aws && go run ./catalog/gen -karpenter "$$kdir" $(1)); \
-  echo "== catalog gce"; (cd plugins/gce && go run ./catalog/gen $(1)); \
+  echo "== catalog gce"; (cd plugins/gce && GOWORK=off go run ./catalog/gen $(1)); \
   echo "== catalog azure"; (cd plugins/azure && go run ./catalog/gen $(1))
 
 .PHONY: help

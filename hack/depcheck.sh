@@ -24,7 +24,7 @@ deps() {
   local dir=$1; shift
   local work=
   grep -qE "^[[:space:]]*\./${dir%/}[[:space:]]*\$" go.work || work=off
-  (cd "$dir" && GOWORK=${work:-$GOWORK} go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$@" | sort -u)
+  (cd "$dir" && GOWORK=${work:-${GOWORK:-}} go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$@" | sort -u)
 }
 # few LINES: the first three lines, and how many more.
 few() {
