@@ -80,7 +80,8 @@
 //
 // # Not yet
 //
-// The next steps of issue 16, not started here:
+// The next steps of issue 16, not started here (only the HTTP server's
+// start and stop are shared with ec2sim so far, through simhttp):
 //
 //   - Every RUNNING instance a real local cell, the bootstrap read from
 //     the instance's metadata (the boot recipe's key), as ec2sim does it.
@@ -106,8 +107,9 @@
 //     STOCKOUT, ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS, join
 //     InjectStockout as operation errors.
 //
-// This package is test support: it imports only the standard library;
-// only the tests of test/cloudsim/gce/sdktest (a module of its own,
+// This package is test support: it imports the standard library and
+// test/cloudsim/simhttp (the HTTP server's start and stop, shared with
+// ec2sim); only the tests of test/cloudsim/gce/sdktest (a module of its own,
 // outside go.work, see plugins/gce/doc.go) import the Google Cloud SDK, so
 // that the simulator checks the SDK's wire format instead of sharing its
 // types, and the root module's build list does not carry the SDK.

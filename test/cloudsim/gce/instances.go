@@ -109,6 +109,15 @@ func requestID(q request) (string, error) {
 	return id, nil
 }
 
+// repeated returns the operation a request with requestId rid started
+// before, or nil. The caller holds s.mu.
+func (s *Server) repeated(rid string) *operation {
+	if rid == "" {
+		return nil
+	}
+	return s.requests[rid]
+}
+
 // insertInstance answers instances.insert. A repeat of a requestId
 // returns the first operation and changes nothing; another insert of a
 // name that exists is alreadyExists. A stock-out answers an operation
@@ -144,7 +153,7 @@ func (s *Server) insertInstance(q request) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if op := s.requests[rid]; rid != "" && op != nil {
+	if op := s.repeated(rid); op != nil {
 		return s.operationJSON(op, now), nil
 	}
 	if s.live(zone, name, now) != nil {
@@ -208,7 +217,7 @@ func (s *Server) deleteInstance(q request) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if op := s.requests[rid]; rid != "" && op != nil {
+	if op := s.repeated(rid); op != nil {
 		return s.operationJSON(op, now), nil
 	}
 	in := s.live(zone, name, now)

@@ -2,17 +2,16 @@ package gcesim
 
 import (
 	"cmp"
-	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kipcell/kip/test/cloudsim/simhttp"
 )
 
 // Defaults of Options.
@@ -86,9 +85,7 @@ type Server struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	httpMu  sync.Mutex
-	httpSrv *http.Server
-	url     string
+	http simhttp.Endpoint
 
 	mu            sync.Mutex
 	instances     map[instanceKey]*instance  // the latest of each name
@@ -131,50 +128,13 @@ func New(opts Options) *Server {
 
 // Start serves on a free port of 127.0.0.1 and returns the endpoint URL
 // to give the client as option.WithEndpoint.
-func (s *Server) Start() (string, error) {
-	s.httpMu.Lock()
-	defer s.httpMu.Unlock()
-	if s.httpSrv != nil {
-		return s.url, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("starting the GCE simulator: %w", err)
-	}
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String()
-	go func() {
-		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("serving the GCE simulator", "error", err)
-		}
-	}()
-	s.log.Info("GCE simulator started", "url", s.url)
-	return s.url, nil
-}
+func (s *Server) Start() (string, error) { return s.http.Start(s, "GCE simulator", s.log) }
 
 // URL is the endpoint Start returned, or "".
-func (s *Server) URL() string {
-	s.httpMu.Lock()
-	defer s.httpMu.Unlock()
-	return s.url
-}
+func (s *Server) URL() string { return s.http.URL() }
 
 // Close stops serving. It is idempotent.
-func (s *Server) Close() error {
-	s.httpMu.Lock()
-	defer s.httpMu.Unlock()
-	if s.httpSrv == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.httpSrv.Shutdown(ctx)
-	s.httpSrv = nil
-	if err != nil {
-		return fmt.Errorf("stopping the GCE simulator: %w", err)
-	}
-	return nil
-}
+func (s *Server) Close() error { return s.http.Stop() }
 
 // ---- knobs ----
 
