@@ -36,7 +36,8 @@ func TestEndpoint(t *testing.T) {
 	if err := e.Stop(); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
-	if _, err := http.Get(url); err == nil {
+	if resp, err := http.Get(url); err == nil {
+		_ = resp.Body.Close()
 		t.Errorf("GET after Stop succeeded, want the connection refused")
 	}
 }
