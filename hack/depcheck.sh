@@ -18,8 +18,14 @@ kip=github.com/kipcell/kip
 fail=0
 bad() { echo "dependency direction: $*" >&2; fail=1; }
 
-# deps DIR PATTERN...: every package (transitively) linked by PATTERN in DIR.
-deps() { local dir=$1; shift; (cd "$dir" && go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$@" | sort -u); }
+# deps DIR PATTERN...: every package (transitively) linked by PATTERN in DIR,
+# with GOWORK=off for a module go.work does not list (plugins/gce).
+deps() {
+  local dir=$1; shift
+  local work=
+  grep -qE "^[[:space:]]*\./${dir%/}[[:space:]]*\$" go.work || work=off
+  (cd "$dir" && GOWORK=${work:-${GOWORK:-}} go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "$@" | sort -u)
+}
 # few LINES: the first three lines, and how many more.
 few() {
   local n

@@ -90,7 +90,9 @@
 // SDK still reads the answer ("use of closed network connection").
 //
 // This package is test support: it may import the standard library,
-// golang.org/x/time/rate, and host/plugin and pluginapi (for LocalCells);
+// golang.org/x/time/rate, test/cloudsim/simhttp (its HTTP server's start
+// and stop, shared with gcesim), and host/plugin and pluginapi (for
+// LocalCells);
 // only its tests import the AWS SDK (its IMDS client too), so that the simulator checks the
 // SDK's wire format instead of sharing its types.
 package ec2sim

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/kipcell/kip/test/cloudsim/simhttp"
 )
 
 // Defaults of Options.
@@ -132,9 +133,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	httpMu  sync.Mutex
-	httpSrv *http.Server
-	url     string
+	http simhttp.Endpoint
 
 	closeOnce sync.Once
 
@@ -210,45 +209,18 @@ func New(opts Options) *Server {
 
 // Start serves on a free port of 127.0.0.1 and returns the endpoint URL
 // to give the SDK as BaseEndpoint.
-func (s *Server) Start() (string, error) {
-	s.httpMu.Lock()
-	defer s.httpMu.Unlock()
-	if s.httpSrv != nil {
-		return s.url, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("starting EC2 simulator: %w", err)
-	}
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String()
-	go func() {
-		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("serving EC2 simulator", "error", err)
-		}
-	}()
-	s.log.Info("EC2 simulator started", "url", s.url)
-	return s.url, nil
-}
+func (s *Server) Start() (string, error) { return s.http.Start(s, "EC2 simulator", s.log) }
 
 // URL is the endpoint Start returned, or "".
-func (s *Server) URL() string {
-	s.httpMu.Lock()
-	defer s.httpMu.Unlock()
-	return s.url
-}
+func (s *Server) URL() string { return s.http.URL() }
 
 // Close stops serving and stops every cell still running, waiting for
 // them. It is idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.httpMu.Lock()
-		if s.httpSrv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = s.httpSrv.Shutdown(ctx)
-			cancel()
+		if err := s.http.Stop(); err != nil {
+			s.log.Warn("stopping EC2 simulator", "error", err)
 		}
-		s.httpMu.Unlock()
 		s.cancel() // starts in progress give up
 		s.mu.Lock()
 		for _, in := range s.order {

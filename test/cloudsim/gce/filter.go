@@ -1,0 +1,64 @@
+package gcesim
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// filterTerm is one comparison of a list filter: `labels.cell = "c-1"`,
+// `status != RUNNING`, `labels.pool:*` (the label is set), `name:cell`
+// (contains).
+var filterTerm = regexp.MustCompile(`^\(?\s*([A-Za-z][\w.-]*)\s*(!=|=|:)\s*("(?:[^"\\]|\\.)*"|[^\s()]+)\s*\)?`)
+
+// filterFields are the fields a filter may name, beside labels.<key>; any
+// other is refused, so a client that relies on one the simulator does not
+// evaluate finds out.
+var filterFields = map[string]bool{"name": true, "status": true, "zone": true, "machineType": true}
+
+// parseFilter reads GCE's list filter: comparisons joined by spaces or
+// AND (all must hold), each optionally in parentheses. It returns the
+// predicate over an instance's fields, or GCE's invalid error.
+func parseFilter(expr string) (func(field func(string) (string, bool)) bool, error) {
+	type term struct{ field, op, value string }
+	var terms []term
+	rest := strings.TrimSpace(expr)
+	for rest != "" {
+		rest = strings.TrimSpace(strings.TrimPrefix(rest, "AND "))
+		m := filterTerm.FindStringSubmatch(rest)
+		if m == nil {
+			return nil, invalid("filter", expr, "Invalid list filter expression.")
+		}
+		field, value := m[1], m[3]
+		if _, isLabel := strings.CutPrefix(field, "labels."); !isLabel && !filterFields[field] {
+			return nil, invalid("filter", expr, "Invalid list filter expression.")
+		}
+		if strings.HasPrefix(value, `"`) {
+			v, err := strconv.Unquote(value)
+			if err != nil {
+				return nil, invalid("filter", expr, "Invalid list filter expression.")
+			}
+			value = v
+		}
+		terms = append(terms, term{field, m[2], value})
+		rest = strings.TrimSpace(rest[len(m[0]):])
+	}
+	return func(field func(string) (string, bool)) bool {
+		for _, t := range terms {
+			v, ok := field(t.field)
+			var hold bool
+			switch t.op {
+			case "=":
+				hold = ok && v == t.value
+			case "!=":
+				hold = !ok || v != t.value
+			case ":":
+				hold = ok && (t.value == "*" || strings.Contains(v, t.value))
+			}
+			if !hold {
+				return false
+			}
+		}
+		return true
+	}, nil
+}

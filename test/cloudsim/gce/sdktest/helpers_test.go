@@ -1,0 +1,137 @@
+package sdktest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/googleapis/gax-go/v2/apierror"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+	"google.golang.org/protobuf/proto"
+
+	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
+)
+
+const (
+	project = "kip-test"
+	zoneA   = "us-central1-a"
+	zoneB   = "us-central1-b"
+)
+
+// clock is a manual clock for Options.Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// clients are the SDK's REST clients, pointed at a simulator.
+type clients struct {
+	instances  *compute.InstancesClient
+	operations *compute.ZoneOperationsClient
+}
+
+// startSim starts a simulator for project with opts and returns it with
+// the SDK's clients pointed at it, as the plugin will point them
+// (option.WithEndpoint, option.WithoutAuthentication).
+func startSim(t *testing.T, opts gcesim.Options) (*gcesim.Server, clients) {
+	t.Helper()
+	opts.Project = project
+	sim := gcesim.New(opts)
+	url, err := sim.Start()
+	if err != nil {
+		t.Fatalf("starting the simulator: %v", err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	ctx := t.Context()
+	o := []option.ClientOption{option.WithEndpoint(url), option.WithoutAuthentication()}
+	ic, err := compute.NewInstancesRESTClient(ctx, o...)
+	if err != nil {
+		t.Fatalf("creating the instances client: %v", err)
+	}
+	oc, err := compute.NewZoneOperationsRESTClient(ctx, o...)
+	if err != nil {
+		t.Fatalf("creating the zone operations client: %v", err)
+	}
+	t.Cleanup(func() { _ = ic.Close(); _ = oc.Close() })
+	return sim, clients{ic, oc}
+}
+
+// spec is the instance a test inserts.
+type spec struct {
+	name, zone, machineType, requestID string
+	labels                             map[string]string
+}
+
+func insert(ctx context.Context, c clients, s spec) (*compute.Operation, error) {
+	req := &computepb.InsertInstanceRequest{
+		Project: project, Zone: s.zone,
+		InstanceResource: &computepb.Instance{
+			Name:        proto.String(s.name),
+			MachineType: proto.String("zones/" + s.zone + "/machineTypes/" + s.machineType),
+			Labels:      s.labels,
+			Scheduling: &computepb.Scheduling{
+				ProvisioningModel:         proto.String("SPOT"),
+				InstanceTerminationAction: proto.String("DELETE"),
+			},
+			NetworkInterfaces: []*computepb.NetworkInterface{{Subnetwork: proto.String("regions/us-central1/subnetworks/kip")}},
+		},
+	}
+	if s.requestID != "" {
+		req.RequestId = proto.String(s.requestID)
+	}
+	return c.instances.Insert(ctx, req)
+}
+
+// mustInsert inserts s and waits for its operation, which must succeed.
+func mustInsert(t *testing.T, c clients, s spec) {
+	t.Helper()
+	ctx := t.Context()
+	op, err := insert(ctx, c, s)
+	if err != nil {
+		t.Fatalf("inserting %s: %v", s.name, err)
+	}
+	if err := op.Wait(ctx); err != nil {
+		t.Fatalf("waiting for the insert of %s: %v", s.name, err)
+	}
+	if e := op.Proto().GetError(); e != nil {
+		t.Fatalf("insert of %s failed: %v", s.name, e)
+	}
+}
+
+func get(ctx context.Context, c clients, zone, name string) (*computepb.Instance, error) {
+	return c.instances.Get(ctx, &computepb.GetInstanceRequest{Project: project, Zone: zone, Instance: name})
+}
+
+// apiReason is the HTTP status and the first reason of an error from the
+// client, as the plugin will read them; 0 and "" for another error.
+func apiReason(err error) (int, string) {
+	var ae *apierror.APIError
+	if !errors.As(err, &ae) {
+		return 0, ""
+	}
+	var ge *googleapi.Error
+	reason := ""
+	if errors.As(err, &ge) && len(ge.Errors) > 0 {
+		reason = ge.Errors[0].Reason
+	}
+	return ae.HTTPCode(), reason
+}

@@ -1,0 +1,326 @@
+package gcesim
+
+import (
+	"cmp"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kipcell/kip/test/cloudsim/simhttp"
+)
+
+// Defaults of Options.
+const (
+	DefaultProject = "kip-sim"
+	DefaultRegion  = "us-central1"
+	// DefaultMaxWait bounds zoneOperations.wait, as GCE's two-minute
+	// deadline does.
+	DefaultMaxWait = 2 * time.Minute
+)
+
+// apiBase is the prefix of every selfLink, zone and machine type URL, as
+// GCE writes them whatever endpoint the client called.
+const apiBase = "https://www.googleapis.com/compute/v1/"
+
+// maxBody bounds a request body (GCE's own limit on an instance's
+// metadata is 512 KiB).
+const maxBody = 1 << 20
+
+// Options configure a Server. The zero value is project kip-sim in
+// us-central1 with zones a, b and c, no delays, and the real clock.
+type Options struct {
+	// Project is the only project served; another is notFound.
+	Project string
+	// Region names the region of the zones and of the default subnetwork.
+	Region string
+	// Zones default to <region>-a, -b and -c.
+	Zones []string
+	// BootDelay is how long a new instance takes to be RUNNING: it is
+	// PROVISIONING for the first half, STAGING for the second.
+	BootDelay time.Duration
+	// ShutdownDelay is how long a deleted instance is STOPPING before it
+	// is TERMINATED.
+	ShutdownDelay time.Duration
+	// TerminatedVisible is how long a TERMINATED instance is still
+	// returned by get and list after its delete (0: it is gone at once,
+	// as GCE removes a deleted instance).
+	TerminatedVisible time.Duration
+	// OperationDelay is how long an operation is RUNNING before it is DONE
+	// (a delete's operation also waits for the instance to be
+	// TERMINATED). With 0 an operation is DONE on the client's first poll,
+	// which costs Operation.Wait no sleep.
+	OperationDelay time.Duration
+	// MaxWait bounds how long zoneOperations.wait holds a request in real
+	// time before it answers with the operation as it is.
+	MaxWait time.Duration
+	// Now is the clock every state and timestamp is computed from.
+	Now func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Stockout makes instances.insert of a machine type in a zone fail as GCE
+// fails it when the zone has no capacity: the operation is DONE with
+// ZONE_RESOURCE_POOL_EXHAUSTED and no instance is created. Empty
+// MachineType or Zone match any.
+type Stockout struct {
+	MachineType string
+	Zone        string
+	// WithoutHTTPStatus leaves httpErrorStatusCode and httpErrorMessage
+	// out of the failed operation, as some of GCE's do; the client's
+	// Operation.Wait then returns nil and only the operation's error
+	// tells.
+	WithoutHTTPStatus bool
+}
+
+// Server is a simulated Compute Engine project. Create it with New; use it
+// with Start or as an http.Handler.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	http simhttp.Endpoint
+
+	mu            sync.Mutex
+	instances     map[instanceKey]*instance  // the latest of each name
+	order         []*instance                // every instance, in insert order
+	operations    map[instanceKey]*operation // by zone and operation name
+	requests      map[string]*operation      // by requestId
+	seq           uint64
+	bootDelay     time.Duration
+	shutdownDelay time.Duration
+	opDelay       time.Duration
+	stockouts     []Stockout
+	calls         map[string]int
+}
+
+// instanceKey names an instance (or an operation) in a zone.
+type instanceKey struct{ zone, name string }
+
+// New returns a Server for opts, with defaults applied.
+func New(opts Options) *Server {
+	opts.Project = cmp.Or(opts.Project, DefaultProject)
+	opts.Region = cmp.Or(opts.Region, DefaultRegion)
+	if opts.Zones == nil {
+		opts.Zones = []string{opts.Region + "-a", opts.Region + "-b", opts.Region + "-c"}
+	}
+	opts.Zones = slices.Clone(opts.Zones)
+	opts.MaxWait = cmp.Or(opts.MaxWait, DefaultMaxWait)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Server{
+		opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
+		instances: map[instanceKey]*instance{}, operations: map[instanceKey]*operation{}, requests: map[string]*operation{},
+		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, opDelay: opts.OperationDelay,
+		calls: map[string]int{},
+	}
+}
+
+// Start serves on a free port of 127.0.0.1 and returns the endpoint URL
+// to give the client as option.WithEndpoint.
+func (s *Server) Start() (string, error) { return s.http.Start(s, "GCE simulator", s.log) }
+
+// URL is the endpoint Start returned, or "".
+func (s *Server) URL() string { return s.http.URL() }
+
+// Close stops serving. It is idempotent.
+func (s *Server) Close() error { return s.http.Stop() }
+
+// ---- knobs ----
+
+// SetBootDelay sets Options.BootDelay for instances inserted from now on.
+func (s *Server) SetBootDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bootDelay = d
+}
+
+// SetShutdownDelay sets Options.ShutdownDelay for deletes from now on.
+func (s *Server) SetShutdownDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shutdownDelay = d
+}
+
+// SetOperationDelay sets Options.OperationDelay for operations started
+// from now on.
+func (s *Server) SetOperationDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opDelay = d
+}
+
+// InjectStockout makes inserts that match so fail with
+// ZONE_RESOURCE_POOL_EXHAUSTED until ClearStockouts.
+func (s *Server) InjectStockout(so Stockout) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stockouts = append(s.stockouts, so)
+}
+
+// ClearStockouts removes every injected stock-out.
+func (s *Server) ClearStockouts() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stockouts = nil
+}
+
+// stockout returns the stock-out that an insert of machineType in zone
+// meets, if any. The caller holds s.mu.
+func (s *Server) stockout(machineType, zone string) (Stockout, bool) {
+	for _, so := range s.stockouts {
+		if (so.MachineType == "" || so.MachineType == machineType) && (so.Zone == "" || so.Zone == zone) {
+			return so, true
+		}
+	}
+	return Stockout{}, false
+}
+
+// ---- inspection ----
+
+// Calls returns how many requests each method received (by GCE's method
+// name, compute.instances.insert, compute.zoneOperations.get, …),
+// including the ones answered with an error.
+func (s *Server) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.calls)
+}
+
+// ResetCalls zeroes Calls.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = map[string]int{}
+}
+
+// Instance returns what the server knows of the instance named name in
+// zone, as it is now, including one that is gone after its delete.
+func (s *Server) Instance(zone, name string) (Instance, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.instances[instanceKey{zone, name}]
+	if in == nil {
+		return Instance{}, false
+	}
+	return in.snapshot(s.now()), true
+}
+
+// Instances returns every instance ever inserted, in insert order.
+func (s *Server) Instances() []Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out := make([]Instance, 0, len(s.order))
+	for _, in := range s.order {
+		out = append(out, in.snapshot(now))
+	}
+	return out
+}
+
+// ---- HTTP ----
+
+// ServeHTTP answers one Compute REST request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/compute/v1/projects/")
+	if !ok {
+		writeError(w, s.log, unserved(r))
+		return
+	}
+	parts := strings.Split(rest, "/")
+	rt, ok := route(r.Method, parts[1:])
+	if !ok {
+		writeError(w, s.log, unserved(r))
+		return
+	}
+	s.mu.Lock()
+	s.calls[rt.method]++
+	s.mu.Unlock()
+	req := request{r: r, project: parts[0], args: rt.args}
+	if req.project != s.opts.Project {
+		writeError(w, s.log, notFound("projects/"+req.project))
+		return
+	}
+	if rt.zonal && !slices.Contains(s.opts.Zones, req.zone()) {
+		writeError(w, s.log, invalid("zone", req.zone(), "Unknown zone."))
+		return
+	}
+	body, err := rt.handle(s, req)
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = &apiError{Status: http.StatusInternalServerError, Reason: "backendError", Message: err.Error()}
+		}
+		s.log.Debug("GCE call failed", "method", rt.method, "status", ae.Status, "reason", ae.Reason)
+		writeError(w, s.log, ae)
+		return
+	}
+	s.log.Debug("GCE call", "method", rt.method)
+	writeJSON(w, s.log, http.StatusOK, body)
+}
+
+// request is one routed call: its project and the path's variables
+// (zone first, where the path has one).
+type request struct {
+	r       *http.Request
+	project string
+	args    []string
+}
+
+func (q request) zone() string { return q.args[0] }
+
+// routed is what route found: the method's name, whether its first
+// argument is a zone, and its handler.
+type routed struct {
+	method string
+	zonal  bool
+	args   []string
+	handle func(*Server, request) (any, error)
+}
+
+// route maps a method and the path after projects/{project} to a
+// handler, or false.
+func route(method string, p []string) (routed, bool) {
+	switch {
+	case len(p) == 3 && p[0] == "zones" && p[2] == "instances":
+		switch method {
+		case http.MethodPost:
+			return routed{"compute.instances.insert", true, []string{p[1]}, (*Server).insertInstance}, true
+		case http.MethodGet:
+			return routed{"compute.instances.list", true, []string{p[1]}, (*Server).listInstances}, true
+		}
+	case len(p) == 4 && p[0] == "zones" && p[2] == "instances":
+		switch method {
+		case http.MethodGet:
+			return routed{"compute.instances.get", true, []string{p[1], p[3]}, (*Server).getInstance}, true
+		case http.MethodDelete:
+			return routed{"compute.instances.delete", true, []string{p[1], p[3]}, (*Server).deleteInstance}, true
+		}
+	case len(p) == 2 && p[0] == "aggregated" && p[1] == "instances" && method == http.MethodGet:
+		return routed{"compute.instances.aggregatedList", false, nil, (*Server).aggregatedInstances}, true
+	case len(p) == 4 && p[0] == "zones" && p[2] == "operations" && method == http.MethodGet:
+		return routed{"compute.zoneOperations.get", true, []string{p[1], p[3]}, (*Server).getOperation}, true
+	case len(p) == 5 && p[0] == "zones" && p[2] == "operations" && p[4] == "wait" && method == http.MethodPost:
+		return routed{"compute.zoneOperations.wait", true, []string{p[1], p[3]}, (*Server).waitOperation}, true
+	}
+	return routed{}, false
+}
+
+// zoneURL and friends write the URLs GCE puts in its resources.
+func (s *Server) zoneURL(zone string) string {
+	return apiBase + "projects/" + s.opts.Project + "/zones/" + zone
+}
+
+// formatTime writes a timestamp as GCE does (RFC 3339 with milliseconds
+// and the offset).
+func formatTime(t time.Time) string { return t.Format("2006-01-02T15:04:05.000-07:00") }
