@@ -97,6 +97,13 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 	}
 }
 
+// earlier reports whether Launch answered an instance other than the
+// candidate asked for: the cell's own, from an earlier launch elsewhere.
+func earlier(inst pluginapi.Instance, cand match.Candidate) bool {
+	return inst.InstanceType != "" && inst.InstanceType != cand.InstanceType ||
+		inst.CapacityType != "" && inst.CapacityType != cand.CapacityType
+}
+
 // bootstrap returns the cell's bootstrap document with a fresh join token
 // and when it was issued. A failure to issue it is said on the pod and
 // ends the cell's run (it returns when ctx ends).
@@ -162,12 +169,20 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			resp, err := c.d.plugin.Launch(ctx, req)
 			if err == nil {
 				inst := resp.Instance
+				placed := cand
+				if earlier(inst, cand) {
+					// The cell's instance from a launch whose answer was lost,
+					// placed otherwise (Launch is idempotent on the cell ID).
+					placed = match.Candidate{InstanceType: inst.InstanceType, CapacityType: inst.CapacityType}
+					c.log.Info("the cell was launched before, elsewhere; taking that instance", "instance", inst.ID,
+						"type", inst.InstanceType, "capacity_type", inst.CapacityType, "asked", cand.InstanceType)
+				}
 				c.mu.Lock()
 				c.instance = &inst
-				c.placed = placedAnnotations(cand, inst.Zone)
+				c.placed = placedAnnotations(placed, inst.Zone)
 				c.mu.Unlock()
-				c.log.Info("cell launched", "instance", inst.ID, "type", cand.InstanceType, "zone", inst.Zone,
-					"capacity_type", cand.CapacityType, "price", priceText(cand))
+				c.log.Info("cell launched", "instance", inst.ID, "type", placed.InstanceType, "zone", inst.Zone,
+					"capacity_type", placed.CapacityType, "price", priceText(placed))
 				return &inst
 			}
 			if ctx.Err() != nil {

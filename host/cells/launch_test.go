@@ -230,3 +230,26 @@ func TestLaunchRenewsAnAgingJoinToken(t *testing.T) {
 		})
 	}
 }
+
+// A Launch that answers the cell's instance from an earlier launch placed
+// otherwise (idempotent on the cell ID) is told apart from the candidate.
+func TestEarlierInstance(t *testing.T) {
+	cand := match.Candidate{InstanceType: "t3.small", CapacityType: pluginapi.CapacityOnDemand}
+	tests := []struct {
+		name string
+		inst pluginapi.Instance
+		want bool
+	}{
+		{name: "the candidate", inst: pluginapi.Instance{InstanceType: "t3.small", CapacityType: pluginapi.CapacityOnDemand}, want: false},
+		{name: "plugin leaves type and capacity out", inst: pluginapi.Instance{}, want: false},
+		{name: "another type", inst: pluginapi.Instance{InstanceType: "t3a.nano", CapacityType: pluginapi.CapacityOnDemand}, want: true},
+		{name: "another capacity type", inst: pluginapi.Instance{InstanceType: "t3.small", CapacityType: pluginapi.CapacitySpot}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := earlier(tt.inst, cand); got != tt.want {
+				t.Errorf("earlier(%+v) = %v, want %v", tt.inst, got, tt.want)
+			}
+		})
+	}
+}
