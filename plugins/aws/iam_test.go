@@ -185,15 +185,20 @@ func TestIAMPolicyMatchesTheCalls(t *testing.T) {
 
 // recorder is a middleware recording every operation a client calls.
 type recorder struct {
-	mu  sync.Mutex
-	ops map[string]bool
+	mu     sync.Mutex
+	ops    map[string]bool
+	counts map[string]int // calls per operation, when not nil
 }
 
 func (r *recorder) middleware(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("RecordOperation",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			r.mu.Lock()
-			r.ops[awsmiddleware.GetServiceID(ctx)+":"+awsmiddleware.GetOperationName(ctx)] = true
+			op := awsmiddleware.GetServiceID(ctx) + ":" + awsmiddleware.GetOperationName(ctx)
+			r.ops[op] = true
+			if r.counts != nil {
+				r.counts[op]++
+			}
 			r.mu.Unlock()
 			return next.HandleInitialize(ctx, in)
 		}), middleware.Before)
