@@ -402,14 +402,19 @@ func (s *Server) getNetwork(q request) (any, error) {
 
 // ---- references in instances.insert ----
 
+// urlPrefix is what may come before a resource's path in a reference:
+// the API's address and the project (the group), both optional.
+const urlPrefix = `(?:https?://[^/]+/compute/(?:v1|beta|alpha)/)?(?:projects/([^/]+)/)?`
+
 var (
-	// subnetworkPattern reads a subnetwork's full or partial URL.
-	subnetworkPattern = regexp.MustCompile(`^(?:.*/)?(?:projects/([^/]+)/)?regions/([^/]+)/subnetworks/([^/]+)$`)
+	// subnetworkPattern reads a subnetwork's full or partial URL (with or
+	// without the API's address and the project).
+	subnetworkPattern = regexp.MustCompile(`^` + urlPrefix + `regions/([^/]+)/subnetworks/([^/]+)$`)
 	// networkPattern reads a network's full or partial URL.
-	networkPattern = regexp.MustCompile(`^(?:.*/)?(?:projects/([^/]+)/)?global/networks/([^/]+)$`)
+	networkPattern = regexp.MustCompile(`^` + urlPrefix + `global/networks/([^/]+)$`)
 	// imagePattern reads a sourceImage: an image or a family, of a project
 	// or the instance's.
-	imagePattern = regexp.MustCompile(`^(?:.*/)?(?:projects/([^/]+)/)?global/images/(family/)?([^/]+)$`)
+	imagePattern = regexp.MustCompile(`^` + urlPrefix + `global/images/(family/)?([^/]+)$`)
 )
 
 // checkReferences checks what an inserted instance names as GCE checks
