@@ -267,15 +267,9 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 			nic = maps.Clone(first)
 		}
 	}
-	region := apiBase + "projects/" + s.opts.Project + "/regions/" + s.opts.Region
 	nic["name"] = "nic0"
 	nic["networkIP"] = in.networkIP
-	if _, ok := nic["network"]; !ok {
-		nic["network"] = apiBase + "projects/" + s.opts.Project + "/global/networks/default"
-	}
-	if _, ok := nic["subnetwork"]; !ok {
-		nic["subnetwork"] = region + "/subnetworks/default"
-	}
+	s.linkNIC(nic)
 	out["networkInterfaces"] = []any{nic}
 	return out
 }

@@ -475,6 +475,34 @@ func (s *Server) checkNIC(i int, nic map[string]any) error {
 	return nil
 }
 
+// linkNIC writes an instance's network interface's network and
+// subnetwork as GCE answers them: full URLs, the subnetwork's network when
+// the client named only the subnetwork, and the default network's
+// subnetwork in the region when it named neither. insert checked both.
+func (s *Server) linkNIC(nic map[string]any) {
+	region, subnetwork, network := s.opts.Region, "", ""
+	if u, _ := nic["subnetwork"].(string); u != "" {
+		if m := subnetworkPattern.FindStringSubmatch(u); m != nil {
+			region, subnetwork = m[2], m[3]
+		}
+	}
+	if u, _ := nic["network"].(string); u != "" {
+		if m := networkPattern.FindStringSubmatch(u); m != nil {
+			network = m[2]
+		}
+	}
+	for _, sn := range s.surface.subnetworks {
+		switch {
+		case subnetwork == "" && sn.Region == region && sn.Network == cmp.Or(network, "default"):
+			subnetwork = sn.Name
+		case network == "" && sn.Region == region && sn.Name == subnetwork:
+			network = sn.Network
+		}
+	}
+	nic["network"] = s.networkURL(cmp.Or(network, "default"))
+	nic["subnetwork"] = s.subnetworkURL(region, cmp.Or(subnetwork, "default"))
+}
+
 // checkImage checks a boot disk's sourceImage: an image or a family that
 // exists, not OBSOLETE or DELETED.
 func (s *Server) checkImage(field, src string) error {

@@ -391,3 +391,29 @@ func TestZonesRegionsNetworks(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
+
+// TestLinkNIC: an instance's interface answers with full URLs, the
+// network taken from the subnetwork and the other way round.
+func TestLinkNIC(t *testing.T) {
+	sim := newTestSim(Options{Project: "p", Subnetworks: []Subnetwork{{Name: "default"}, {Name: "cells", Network: "kip"}}})
+	base := apiBase + "projects/p/"
+	tests := []struct {
+		name                string
+		nic                 map[string]any
+		wantNet, wantSubnet string
+	}{
+		{name: "neither", nic: map[string]any{}, wantNet: "default", wantSubnet: "default"},
+		{name: "subnetwork", nic: map[string]any{"subnetwork": "regions/us-central1/subnetworks/cells"}, wantNet: "kip", wantSubnet: "cells"},
+		{name: "network", nic: map[string]any{"network": base + "global/networks/kip"}, wantNet: "kip", wantSubnet: "cells"},
+		{name: "both", nic: map[string]any{"network": "global/networks/kip", "subnetwork": "projects/p/regions/us-central1/subnetworks/cells"}, wantNet: "kip", wantSubnet: "cells"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sim.linkNIC(tt.nic)
+			want := map[string]any{"network": base + "global/networks/" + tt.wantNet, "subnetwork": base + "regions/us-central1/subnetworks/" + tt.wantSubnet}
+			if diff := cmp.Diff(want, tt.nic); diff != "" {
+				t.Errorf("interface (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
