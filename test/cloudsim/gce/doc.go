@@ -54,7 +54,8 @@
 // does not exist; an OBSOLETE or DELETED image is 400 invalid) are
 // checked as GCE checks them. An instance answers with what the client sent plus what GCE fills
 // in (id as a string, status, zone and machineType URLs, selfLink,
-// creationTimestamp, lastStartTimestamp, nic0 with a networkIP).
+// creationTimestamp, lastStartTimestamp, nic0 with a networkIP and its
+// network and subnetwork as full URLs).
 //
 // An instance is PROVISIONING for the first half of the boot delay,
 // STAGING for the second and RUNNING after; a deleted one is STOPPING for

@@ -313,22 +313,8 @@ func (s *Server) listMachineTypes(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	all := s.zoneMachineTypes(q.zone(), match)
-	from, to, next, err := staticPage(q, len(all))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]any{
-		"kind": "compute#machineTypeList", "id": "projects/" + s.opts.Project + "/zones/" + q.zone() + "/machineTypes",
-		"selfLink": s.zoneURL(q.zone()) + "/machineTypes",
-	}
-	if to > from {
-		out["items"] = all[from:to]
-	}
-	if next != "" {
-		out["nextPageToken"] = next
-	}
-	return out, nil
+	return pagedList(q, "compute#machineTypeList", "projects/"+s.opts.Project+"/zones/"+q.zone()+"/machineTypes",
+		s.zoneURL(q.zone())+"/machineTypes", s.zoneMachineTypes(q.zone(), match))
 }
 
 // aggregatedMachineTypes answers machineTypes.aggregatedList: every zone

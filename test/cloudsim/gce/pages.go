@@ -54,6 +54,25 @@ func staticPage(q request, n int) (from, to int, next string, err error) {
 	return from, to, next, nil
 }
 
+// pagedList is the page of all, a list that does not change between
+// calls, that the request asks for, as GCE writes a list: kind, id,
+// selfLink, items (left out when empty) and nextPageToken (left out on
+// the last page).
+func pagedList[T any](q request, kind, id, selfLink string, all []T) (map[string]any, error) {
+	from, to, next, err := staticPage(q, len(all))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"kind": kind, "id": id, "selfLink": selfLink}
+	if to > from {
+		out["items"] = all[from:to]
+	}
+	if next != "" {
+		out["nextPageToken"] = next
+	}
+	return out, nil
+}
+
 // noResultsOnPage is an aggregatedList's scope without items on the page,
 // as GCE writes it.
 func noResultsOnPage(scope string) map[string]any {

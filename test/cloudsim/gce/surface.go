@@ -244,21 +244,7 @@ func (s *Server) listZones(q request) (any, error) {
 			all = append(all, z)
 		}
 	}
-	from, to, next, err := staticPage(q, len(all))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]any{
-		"kind": "compute#zoneList", "id": "projects/" + s.opts.Project + "/zones",
-		"selfLink": s.projectURL(s.opts.Project) + "/zones",
-	}
-	if to > from {
-		out["items"] = all[from:to]
-	}
-	if next != "" {
-		out["nextPageToken"] = next
-	}
-	return out, nil
+	return pagedList(q, "compute#zoneList", "projects/"+s.opts.Project+"/zones", s.projectURL(s.opts.Project)+"/zones", all)
 }
 
 // getRegion answers regions.get for Options.Region; another is notFound.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,24 +38,6 @@ func reason(out map[string]any) string {
 	first, _ := errs[0].(map[string]any)
 	r, _ := first["reason"].(string)
 	return r
-}
-
-// testClock is a manual clock for Options.Now.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 func newTestSim(opts Options) *Server {
@@ -300,8 +281,9 @@ func TestInsertChecksReferences(t *testing.T) {
 // TestSerialPortOutput: nothing before the instance runs, then the boot
 // log with the startup script's lines; start and next page through it.
 func TestSerialPortOutput(t *testing.T) {
-	clk := &testClock{t: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)}
-	sim := newTestSim(Options{Project: "p", Now: clk.Now, BootDelay: 20 * time.Second})
+	// The calls are synchronous (ServeHTTP): the clock needs no lock.
+	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	sim := newTestSim(Options{Project: "p", Now: func() time.Time { return now }, BootDelay: 20 * time.Second})
 	body := `{"name":"cell-a","machineType":"zones/us-central1-a/machineTypes/e2-small",` +
 		`"metadata":{"items":[{"key":"startup-script","value":"#!/bin/sh\nexec kip-cell --bootstrap /run/kip/bootstrap.json\n"}]}}`
 	if status, out := call(t, sim, http.MethodPost, "zones/us-central1-a/instances", body); status != http.StatusOK {
@@ -314,7 +296,7 @@ func TestSerialPortOutput(t *testing.T) {
 	if out["contents"] != "" || out["start"] != "0" || out["next"] != "0" {
 		t.Errorf("while PROVISIONING: %v, want nothing", out)
 	}
-	clk.Add(20 * time.Second)
+	now = now.Add(20 * time.Second)
 	_, out = serial("?port=1")
 	all, _ := out["contents"].(string)
 	for _, want := range []string{"Linux version", "Found startup-script in metadata.", "kip-cell boot:", "cell-a login:"} {

@@ -83,15 +83,7 @@ func TestMachineTypesAggregatedList(t *testing.T) {
 		}
 		got := map[string][]string{}
 		var g2 *computepb.MachineType
-		it := rc.machineTypes.AggregatedList(t.Context(), req)
-		for {
-			pair, err := it.Next()
-			if errors.Is(err, iterator.Done) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("aggregatedList: %v", err)
-			}
+		for _, pair := range all(t, rc.machineTypes.AggregatedList(t.Context(), req).Next) {
 			for _, mt := range pair.Value.GetMachineTypes() {
 				got[pair.Key] = append(got[pair.Key], mt.GetName())
 				if mt.GetName() == "g2-standard-4" {
@@ -155,14 +147,7 @@ func TestMachineTypesGetAndList(t *testing.T) {
 
 	var names []string
 	it := rc.machineTypes.List(ctx, &computepb.ListMachineTypesRequest{Project: project, Zone: zoneA, Filter: proto.String("isSharedCpu = true"), MaxResults: proto.Uint32(2)})
-	for {
-		mt, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("list: %v", err)
-		}
+	for _, mt := range all(t, it.Next) {
 		names = append(names, mt.GetName())
 	}
 	if diff := cmp.Diff([]string{"e2-micro", "e2-small", "e2-medium", "f1-micro", "g1-small"}, names); diff != "" {
@@ -175,15 +160,7 @@ func TestZonesAndRegion(t *testing.T) {
 	ctx := t.Context()
 	_, _, rc := startReadSim(t, gcesim.Options{})
 	var names []string
-	it := rc.zones.List(ctx, &computepb.ListZonesRequest{Project: project})
-	for {
-		z, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("zones.list: %v", err)
-		}
+	for _, z := range all(t, rc.zones.List(ctx, &computepb.ListZonesRequest{Project: project}).Next) {
 		if z.GetStatus() != "UP" || z.GetRegion() != apiBase+project+"/regions/us-central1" {
 			t.Errorf("zone %s: status %s, region %s", z.GetName(), z.GetStatus(), z.GetRegion())
 		}
@@ -352,4 +329,20 @@ func TestInsertChecksReferencesWithTheSDK(t *testing.T) {
 func isStatus(err error, status int, reason string) bool {
 	code, r := apiReason(err)
 	return code == status && r == reason
+}
+
+// all reads an SDK iterator to its end (next is its Next method).
+func all[T any](t *testing.T, next func() (T, error)) []T {
+	t.Helper()
+	var out []T
+	for {
+		v, err := next()
+		if errors.Is(err, iterator.Done) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("listing: %v", err)
+		}
+		out = append(out, v)
+	}
 }
