@@ -137,37 +137,59 @@ func newSurface(opts *Options) *surface {
 // Options.Project: public images live in their publishers' projects.
 var crossProject = map[string]bool{"compute.images.get": true, "compute.images.getFromFamily": true}
 
-// surfaceRoute maps the read methods of this file (machine types, zones,
-// regions, images, networks, the serial port) to their handlers.
+// surfaceRoutes are the read methods of this file (machine types, zones,
+// regions, images, networks, the serial port), all GET: the path after
+// projects/{project}, with * for each variable; the variables are the
+// handler's arguments, the zone first where the method is zonal.
+var surfaceRoutes = []struct {
+	path, method string
+	zonal        bool
+	handle       func(*Server, request) (any, error)
+}{
+	{"zones/*/machineTypes", "compute.machineTypes.list", true, (*Server).listMachineTypes},
+	{"zones/*/machineTypes/*", "compute.machineTypes.get", true, (*Server).getMachineType},
+	{"aggregated/machineTypes", "compute.machineTypes.aggregatedList", false, (*Server).aggregatedMachineTypes},
+	{"zones", "compute.zones.list", false, (*Server).listZones},
+	{"zones/*", "compute.zones.get", false, (*Server).getZone},
+	{"regions/*", "compute.regions.get", false, (*Server).getRegion},
+	{"global/images/*", "compute.images.get", false, (*Server).getImage},
+	{"global/images/family/*", "compute.images.getFromFamily", false, (*Server).getImageFromFamily},
+	{"regions/*/subnetworks/*", "compute.subnetworks.get", false, (*Server).getSubnetwork},
+	{"global/networks/*", "compute.networks.get", false, (*Server).getNetwork},
+	{"zones/*/instances/*/serialPort", "compute.instances.getSerialPortOutput", true, (*Server).getSerialPortOutput},
+}
+
+// surfaceRoute maps a method and the path after projects/{project} to one
+// of surfaceRoutes, or false.
 func surfaceRoute(method string, p []string) (routed, bool) {
 	if method != http.MethodGet {
 		return routed{}, false
 	}
-	switch {
-	case len(p) == 3 && p[0] == "zones" && p[2] == "machineTypes":
-		return routed{"compute.machineTypes.list", true, []string{p[1]}, (*Server).listMachineTypes}, true
-	case len(p) == 4 && p[0] == "zones" && p[2] == "machineTypes":
-		return routed{"compute.machineTypes.get", true, []string{p[1], p[3]}, (*Server).getMachineType}, true
-	case len(p) == 2 && p[0] == "aggregated" && p[1] == "machineTypes":
-		return routed{"compute.machineTypes.aggregatedList", false, nil, (*Server).aggregatedMachineTypes}, true
-	case len(p) == 1 && p[0] == "zones":
-		return routed{"compute.zones.list", false, nil, (*Server).listZones}, true
-	case len(p) == 2 && p[0] == "zones":
-		return routed{"compute.zones.get", false, []string{p[1]}, (*Server).getZone}, true
-	case len(p) == 2 && p[0] == "regions":
-		return routed{"compute.regions.get", false, []string{p[1]}, (*Server).getRegion}, true
-	case len(p) == 3 && p[0] == "global" && p[1] == "images":
-		return routed{"compute.images.get", false, []string{p[2]}, (*Server).getImage}, true
-	case len(p) == 4 && p[0] == "global" && p[1] == "images" && p[2] == "family":
-		return routed{"compute.images.getFromFamily", false, []string{p[3]}, (*Server).getImageFromFamily}, true
-	case len(p) == 4 && p[0] == "regions" && p[2] == "subnetworks":
-		return routed{"compute.subnetworks.get", false, []string{p[1], p[3]}, (*Server).getSubnetwork}, true
-	case len(p) == 3 && p[0] == "global" && p[1] == "networks":
-		return routed{"compute.networks.get", false, []string{p[2]}, (*Server).getNetwork}, true
-	case len(p) == 5 && p[0] == "zones" && p[2] == "instances" && p[4] == "serialPort":
-		return routed{"compute.instances.getSerialPortOutput", true, []string{p[1], p[3]}, (*Server).getSerialPortOutput}, true
+	for _, r := range surfaceRoutes {
+		if args, ok := matchPath(r.path, p); ok {
+			return routed{r.method, r.zonal, args, r.handle}, true
+		}
 	}
 	return routed{}, false
+}
+
+// matchPath matches p against pattern (segments, * for a variable) and
+// returns the variables.
+func matchPath(pattern string, p []string) ([]string, bool) {
+	parts := strings.Split(pattern, "/")
+	if len(parts) != len(p) {
+		return nil, false
+	}
+	var args []string
+	for i, part := range parts {
+		switch {
+		case part == "*":
+			args = append(args, p[i])
+		case part != p[i]:
+			return nil, false
+		}
+	}
+	return args, true
 }
 
 // ---- URLs and IDs ----
