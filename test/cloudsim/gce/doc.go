@@ -51,7 +51,8 @@
 // zone, one the zone offers: 400 invalid otherwise), labels (lowercase, 63
 // characters), the network interfaces' network and subnetwork and the
 // boot disk's sourceImage (an image or a family, 404 notFound when it
-// does not exist; an OBSOLETE or DELETED image is 400 invalid) are
+// does not exist; an OBSOLETE or DELETED image, or a boot image of
+// another architecture than the machine type's, is 400 invalid) are
 // checked as GCE checks them. An instance answers with what the client sent plus what GCE fills
 // in (id as a string, status, zone and machineType URLs, selfLink,
 // creationTimestamp, lastStartTimestamp, nic0 with a networkIP and its

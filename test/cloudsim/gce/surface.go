@@ -428,11 +428,13 @@ var (
 // checkReferences checks what an inserted instance names as GCE checks
 // it: its machine type in zone (400 invalid, as GCE answers a type that
 // does not exist), its network interfaces' network and subnetwork and its
-// disks' sourceImage (404 notFound for one that does not exist).
+// disks' sourceImage (404 notFound for one that does not exist), and that
+// the boot image's architecture is the machine type's (400 invalid).
 func (s *Server) checkReferences(zone string, body map[string]any) error {
 	mtURL, _ := body["machineType"].(string)
 	name := mtURL[strings.LastIndex(mtURL, "/")+1:]
-	if _, ok, why := s.machineType(zone, name); !ok {
+	mt, ok, why := s.machineType(zone, name)
+	if !ok {
 		return invalid("resource.machineType", mtURL, cmp.Or(why, fmt.Sprintf("Machine type with name '%s' does not exist in zone '%s'.", name, zone)))
 	}
 	nics, _ := body["networkInterfaces"].([]any)
@@ -446,10 +448,18 @@ func (s *Server) checkReferences(zone string, body map[string]any) error {
 	for i, d := range disks {
 		disk, _ := d.(map[string]any)
 		params, _ := disk["initializeParams"].(map[string]any)
-		if src, ok := params["sourceImage"].(string); ok {
-			if err := s.checkImage(fmt.Sprintf("resource.disks[%d].initializeParams.sourceImage", i), src); err != nil {
-				return err
-			}
+		src, ok := params["sourceImage"].(string)
+		if !ok {
+			continue
+		}
+		field := fmt.Sprintf("resource.disks[%d].initializeParams.sourceImage", i)
+		im, err := s.checkImage(field, src)
+		if err != nil {
+			return err
+		}
+		if boot, _ := disk["boot"].(bool); (boot || i == 0) && cmp.Or(im.Arch, "X86_64") != cmp.Or(mt.Arch, "X86_64") {
+			return invalid(field, src, fmt.Sprintf("The image's architecture %s is not compatible with the machine type %s, whose architecture is %s.",
+				cmp.Or(im.Arch, "X86_64"), name, cmp.Or(mt.Arch, "X86_64")))
 		}
 	}
 	return nil
@@ -511,12 +521,12 @@ func (s *Server) linkNIC(nic map[string]any) {
 	nic["subnetwork"] = s.subnetworkURL(region, cmp.Or(subnetwork, "default"))
 }
 
-// checkImage checks a boot disk's sourceImage: an image or a family that
-// exists, not OBSOLETE or DELETED.
-func (s *Server) checkImage(field, src string) error {
+// checkImage checks a disk's sourceImage, an image or a family, and
+// returns the image: one that exists, not OBSOLETE or DELETED.
+func (s *Server) checkImage(field, src string) (Image, error) {
 	m := imagePattern.FindStringSubmatch(src)
 	if m == nil {
-		return invalid(field, src, "The URL is malformed.")
+		return Image{}, invalid(field, src, "The URL is malformed.")
 	}
 	project, family, name := cmp.Or(m[1], s.opts.Project), m[2] != "", m[3]
 	var im Image
@@ -527,10 +537,10 @@ func (s *Server) checkImage(field, src string) error {
 		im, ok = s.image(project, name)
 	}
 	if !ok {
-		return notFound("projects/" + project + "/global/images/" + m[2] + name)
+		return Image{}, notFound("projects/" + project + "/global/images/" + m[2] + name)
 	}
 	if im.Deprecated == "OBSOLETE" || im.Deprecated == "DELETED" {
-		return invalid(field, src, fmt.Sprintf("The image 'projects/%s/global/images/%s' is %s.", project, im.Name, strings.ToLower(im.Deprecated)))
+		return Image{}, invalid(field, src, fmt.Sprintf("The image 'projects/%s/global/images/%s' is %s.", project, im.Name, strings.ToLower(im.Deprecated)))
 	}
-	return nil
+	return im, nil
 }

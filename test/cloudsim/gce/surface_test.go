@@ -260,6 +260,12 @@ func TestInsertChecksReferences(t *testing.T) {
 			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","disks":[{"initializeParams":{"sourceImage":"global/images/debian-12-bookworm-v20261103"}}]}`},
 		{name: "obsolete image", wantStatus: http.StatusBadRequest, wantReason: "invalid",
 			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","disks":[{"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/debian-11-bullseye-v20250101"}}]}`},
+		{name: "arm64 image on an x86 type", wantStatus: http.StatusBadRequest, wantReason: "invalid",
+			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12-arm64"}}]}`},
+		{name: "x86 image on an arm64 type", wantStatus: http.StatusBadRequest, wantReason: "invalid",
+			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/t2a-standard-1","disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12"}}]}`},
+		{name: "arm64 image on an arm64 type", wantStatus: http.StatusOK,
+			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/t2a-standard-1","disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12-arm64"}}]}`},
 		{name: "malformed image", wantStatus: http.StatusBadRequest, wantReason: "invalid",
 			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","disks":[{"initializeParams":{"sourceImage":"debian-12"}}]}`},
 	}
