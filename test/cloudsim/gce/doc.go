@@ -31,16 +31,32 @@
 //	compute.instances.aggregatedList    GET    aggregated/instances (same parameters)
 //	compute.zoneOperations.get          GET    zones/{z}/operations/{op}
 //	compute.zoneOperations.wait         POST   zones/{z}/operations/{op}/wait
+//	compute.instances.getSerialPortOutput GET  zones/{z}/instances/{name}/serialPort?port=&start=
+//	compute.machineTypes.get            GET    zones/{z}/machineTypes/{type}
+//	compute.machineTypes.list           GET    zones/{z}/machineTypes?filter=&maxResults=&pageToken=
+//	compute.machineTypes.aggregatedList GET    aggregated/machineTypes (same parameters)
+//	compute.zones.get                   GET    zones/{z}
+//	compute.zones.list                  GET    zones?filter=&maxResults=&pageToken=
+//	compute.regions.get                 GET    regions/{r}
+//	compute.images.get                  GET    global/images/{name}          (any project)
+//	compute.images.getFromFamily        GET    global/images/family/{family} (any project)
+//	compute.subnetworks.get             GET    regions/{r}/subnetworks/{s}
+//	compute.networks.get                GET    global/networks/{n}
 //
 // Insert is idempotent on requestId (a UUID, as GCE requires): a repeat
 // returns the first operation and changes nothing, whatever its body. The
 // instance's name is GCE's uniqueness key in a zone: another insert of a
 // name that exists, with another or no requestId, is a 409 alreadyExists.
 // Names, machine types (zones/{z}/machineTypes/{type}, in the request's
-// zone) and labels (lowercase, 63 characters) are checked as GCE checks
-// them. An instance answers with what the client sent plus what GCE fills
+// zone, one the zone offers: 400 invalid otherwise), labels (lowercase, 63
+// characters), the network interfaces' network and subnetwork and the
+// boot disk's sourceImage (an image or a family, 404 notFound when it
+// does not exist; an OBSOLETE or DELETED image, or a boot image of
+// another architecture than the machine type's, is 400 invalid) are
+// checked as GCE checks them. An instance answers with what the client sent plus what GCE fills
 // in (id as a string, status, zone and machineType URLs, selfLink,
-// creationTimestamp, lastStartTimestamp, nic0 with a networkIP).
+// creationTimestamp, lastStartTimestamp, nic0 with a networkIP and its
+// network and subnetwork as full URLs).
 //
 // An instance is PROVISIONING for the first half of the boot delay,
 // STAGING for the second and RUNNING after; a deleted one is STOPPING for
@@ -61,11 +77,39 @@
 // *apierror.APIError wrapping a *googleapi.Error. list's filter takes
 // comparisons (=, !=, and : for contains or :* for set) of name, status,
 // zone, machineType and labels.<key>, joined by spaces or AND, each
-// optionally in parentheses; any other field is an invalid filter, so a
-// client that relies on one the simulator does not evaluate finds out.
+// optionally in parentheses (machineTypes' of name, zone, guestCpus,
+// memoryMb and isSharedCpu; zones' of name, status and region); any other
+// field is an invalid filter, so a client that relies on one the
+// simulator does not evaluate finds out.
 // Pages hold maxResults (0 to 500; 500 by default) instances in insert
 // order; pageToken is opaque. aggregatedList has a scope per zone, with its
 // instances on the page or GCE's NO_RESULTS_ON_PAGE warning.
+//
+// # The project's resources
+//
+// Options.MachineTypes (DefaultMachineTypes: common E2, N1, N2, N2D, N4,
+// C2D, C3, T2D, T2A, G2 and A2 types with GCE's vCPUs and memory, which a
+// test keeps equal to plugins/gce/catalog/gce.json, in every zone; a
+// type's Zones restrict it) are what machineTypes answers: guestCpus,
+// memoryMb, isSharedCpu, accelerators (guestAcceleratorType,
+// guestAcceleratorCount) for the GPU types, architecture, zone by name,
+// no deprecated. Custom machine types (custom-4-8192 for N1,
+// e2-custom-2-4096, e2-custom-small-2048, n2-, n2d-, n4-custom-…, with
+// -ext for extended memory) resolve on get and insert in a zone that
+// offers a predefined type of the series, within GCE's documented limits
+// (vCPU counts, 256 MiB steps, memory per vCPU; 400 invalid outside
+// them); list and aggregatedList leave them out, as GCE does. Options.Zones
+// are zones.list's (status UP, region URL) and Options.Region the only
+// region. Options.Images (DefaultImages: Debian 12 for amd64 and arm64 and
+// Debian 13 in project debian-cloud, each family with a DEPRECATED older
+// build) are answered in their own projects; getFromFamily is the newest
+// image of the family that is not deprecated. Options.Subnetworks and
+// Options.Networks default to the auto-mode network default with its
+// subnetwork default (10.128.0.0/20) in the region. The serial port
+// (port 1) shows a Debian boot log once the instance is RUNNING, with the
+// guest agent running the startup-script of its metadata; start and next
+// are byte positions in it (a negative start counts from the end), as
+// GCE's.
 //
 // # Knobs
 //
@@ -92,8 +136,7 @@
 //     agentDueLocked, stopCell, stopCellLocked), moved into a package both
 //     simulators import (test/cloudsim/cells, say) with its instance
 //     bookkeeping behind a small interface.
-//   - machineTypes (list, aggregatedList), zones, images.getFromFamily,
-//     subnetworks.get, global operations.
+//   - Global operations.
 //   - Knobs ec2sim has, from the same shared package: Fault, InjectFault,
 //     takeFault and faultError (any error, any method, optionally after
 //     the call took effect: a lost answer), RateLimit and SetRateLimit (its

@@ -16,10 +16,24 @@ var filterTerm = regexp.MustCompile(`^\(?\s*([A-Za-z][\w.-]*)\s*(!=|=|:)\s*("(?:
 // evaluate finds out.
 var filterFields = map[string]bool{"name": true, "status": true, "zone": true, "machineType": true}
 
-// parseFilter reads GCE's list filter: comparisons joined by spaces or
-// AND (all must hold), each optionally in parentheses. It returns the
-// predicate over an instance's fields, or GCE's invalid error.
+// parseFilter reads GCE's list filter of instances: comparisons joined
+// by spaces or AND (all must hold), each optionally in parentheses. It
+// returns the predicate over an instance's fields, or GCE's invalid error.
 func parseFilter(expr string) (func(field func(string) (string, bool)) bool, error) {
+	return parseFilterOver(expr, func(field string) bool {
+		_, isLabel := strings.CutPrefix(field, "labels.")
+		return isLabel || filterFields[field]
+	})
+}
+
+// fieldSet is the known of parseFilterOver for resources without labels.
+func fieldSet(fields map[string]bool) func(string) bool {
+	return func(field string) bool { return fields[field] }
+}
+
+// parseFilterOver is parseFilter for a resource whose fields known
+// accepts.
+func parseFilterOver(expr string, known func(field string) bool) (func(field func(string) (string, bool)) bool, error) {
 	type term struct{ field, op, value string }
 	var terms []term
 	rest := strings.TrimSpace(expr)
@@ -30,7 +44,7 @@ func parseFilter(expr string) (func(field func(string) (string, bool)) bool, err
 			return nil, invalid("filter", expr, "Invalid list filter expression.")
 		}
 		field, value := m[1], m[3]
-		if _, isLabel := strings.CutPrefix(field, "labels."); !isLabel && !filterFields[field] {
+		if !known(field) {
 			return nil, invalid("filter", expr, "Invalid list filter expression.")
 		}
 		if strings.HasPrefix(value, `"`) {

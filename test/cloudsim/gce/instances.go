@@ -1,7 +1,6 @@
 package gcesim
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -149,6 +148,9 @@ func (s *Server) insertInstance(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkReferences(zone, body); err != nil {
+		return nil, err
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -265,15 +267,9 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 			nic = maps.Clone(first)
 		}
 	}
-	region := apiBase + "projects/" + s.opts.Project + "/regions/" + s.opts.Region
 	nic["name"] = "nic0"
 	nic["networkIP"] = in.networkIP
-	if _, ok := nic["network"]; !ok {
-		nic["network"] = apiBase + "projects/" + s.opts.Project + "/global/networks/default"
-	}
-	if _, ok := nic["subnetwork"]; !ok {
-		nic["subnetwork"] = region + "/subnetworks/default"
-	}
+	s.linkNIC(nic)
 	out["networkInterfaces"] = []any{nic}
 	return out
 }
@@ -294,25 +290,9 @@ func (s *Server) listPage(q request, zones []string, now time.Time) (page, error
 	if err != nil {
 		return page{}, err
 	}
-	limit := 500
-	if m := v.Get("maxResults"); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 0 || n > 500 {
-			return page{}, invalid("maxResults", m, "Must be between 0 and 500.")
-		}
-		if n > 0 {
-			limit = n
-		}
-	}
-	var from uint64
-	if t := v.Get("pageToken"); t != "" {
-		b, err := base64.RawURLEncoding.DecodeString(t)
-		if err == nil {
-			from, err = strconv.ParseUint(string(b), 10, 64)
-		}
-		if err != nil {
-			return page{}, invalid("pageToken", t, "Invalid page token.")
-		}
+	limit, from, err := pageParams(v)
+	if err != nil {
+		return page{}, err
 	}
 	var out page
 	for _, in := range s.order {
@@ -320,7 +300,7 @@ func (s *Server) listPage(q request, zones []string, now time.Time) (page, error
 			continue
 		}
 		if len(out.items) == limit {
-			out.next = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatUint(in.seq, 10)))
+			out.next = pageToken(in.seq)
 			break
 		}
 		out.items = append(out.items, in)
@@ -399,11 +379,7 @@ func (s *Server) aggregatedInstances(q request) (any, error) {
 			items[scope] = map[string]any{"instances": list}
 			continue
 		}
-		items[scope] = map[string]any{"warning": map[string]any{
-			"code":    "NO_RESULTS_ON_PAGE",
-			"message": fmt.Sprintf("There are no results for scope '%s' on this page.", scope),
-			"data":    []any{map[string]any{"key": "scope", "value": scope}},
-		}}
+		items[scope] = noResultsOnPage(scope)
 	}
 	out := map[string]any{
 		"kind": "compute#instanceAggregatedList", "id": "projects/" + s.opts.Project + "/aggregated/instances",

@@ -40,6 +40,13 @@ type Options struct {
 	Region string
 	// Zones default to <region>-a, -b and -c.
 	Zones []string
+	// MachineTypes default to DefaultMachineTypes, Images to DefaultImages,
+	// Subnetworks to DefaultSubnetworks and Networks to DefaultNetworks
+	// (surface.go).
+	MachineTypes []MachineType
+	Images       []Image
+	Subnetworks  []Subnetwork
+	Networks     []Network
 	// BootDelay is how long a new instance takes to be RUNNING: it is
 	// PROVISIONING for the first half, STAGING for the second.
 	BootDelay time.Duration
@@ -85,7 +92,8 @@ type Server struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	http simhttp.Endpoint
+	http    simhttp.Endpoint
+	surface *surface // machine types, images, networks: fixed by New
 
 	mu            sync.Mutex
 	instances     map[instanceKey]*instance  // the latest of each name
@@ -118,8 +126,9 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	sf := newSurface(&opts)
 	return &Server{
-		opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
+		surface: sf, opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
 		instances: map[instanceKey]*instance{}, operations: map[instanceKey]*operation{}, requests: map[string]*operation{},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, opDelay: opts.OperationDelay,
 		calls: map[string]int{},
@@ -247,7 +256,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.calls[rt.method]++
 	s.mu.Unlock()
 	req := request{r: r, project: parts[0], args: rt.args}
-	if req.project != s.opts.Project {
+	if req.project != s.opts.Project && !crossProject[rt.method] {
 		writeError(w, s.log, notFound("projects/"+req.project))
 		return
 	}
@@ -313,7 +322,7 @@ func route(method string, p []string) (routed, bool) {
 	case len(p) == 5 && p[0] == "zones" && p[2] == "operations" && p[4] == "wait" && method == http.MethodPost:
 		return routed{"compute.zoneOperations.wait", true, []string{p[1], p[3]}, (*Server).waitOperation}, true
 	}
-	return routed{}, false
+	return surfaceRoute(method, p)
 }
 
 // zoneURL and friends write the URLs GCE puts in its resources.

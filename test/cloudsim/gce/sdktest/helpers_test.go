@@ -55,6 +55,10 @@ type clients struct {
 func startSim(t *testing.T, opts gcesim.Options) (*gcesim.Server, clients) {
 	t.Helper()
 	opts.Project = project
+	if opts.Subnetworks == nil {
+		// insert's instances are in the kip subnetwork, as the plugin's.
+		opts.Subnetworks = []gcesim.Subnetwork{{Name: "default"}, {Name: "kip", Network: "kip", IPCIDRRange: "10.10.0.0/20"}}
+	}
 	sim := gcesim.New(opts)
 	url, err := sim.Start()
 	if err != nil {

@@ -108,12 +108,14 @@ func TestInstanceAsGCEWritesIt(t *testing.T) {
 		"creationTimestamp": in.GetCreationTimestamp(), "status": in.GetStatus(),
 		"provisioningModel": in.GetScheduling().GetProvisioningModel(), "label": in.GetLabels()["kip-cell"],
 		"nic": in.GetNetworkInterfaces()[0].GetName(), "subnetwork": in.GetNetworkInterfaces()[0].GetSubnetwork(),
+		"network": in.GetNetworkInterfaces()[0].GetNetwork(),
 	}
 	want := map[string]string{
 		"zone": base, "machineType": base + "/machineTypes/n2-standard-2", "selfLink": base + "/instances/cell-b",
 		"creationTimestamp": "2026-11-24T09:00:00.000+00:00", "status": "RUNNING",
 		"provisioningModel": "SPOT", "label": "cell-b",
-		"nic": "nic0", "subnetwork": "regions/us-central1/subnetworks/kip",
+		"nic": "nic0", "subnetwork": "https://www.googleapis.com/compute/v1/projects/" + project + "/regions/us-central1/subnetworks/kip",
+		"network": "https://www.googleapis.com/compute/v1/projects/" + project + "/global/networks/kip",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("instance (-want +got):\n%s", diff)
