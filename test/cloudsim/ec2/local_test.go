@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,19 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 )
-
-// buildLocalPlugin builds kip-plugin-local from the workspace, as
-// test/e2e/framework.BuildBinaries does.
-func buildLocalPlugin(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "kip-plugin-local")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/kipcell/kip/plugins/local/cmd/kip-plugin-local")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building kip-plugin-local: %v\n%s", err, b)
-	}
-	return out
-}
 
 // TestLocalCells launches an instance whose cell is a real local cell: the
 // kip-plugin-local binary under host/plugin's supervisor, in loopback
@@ -37,12 +25,13 @@ func TestLocalCells(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	stateDir := t.TempDir()
-	cells, err := NewLocalCells(ctx, LocalCellsConfig{
-		PluginPath:   buildLocalPlugin(t),
-		AgentCommand: []string{"/bin/sleep", "300"},
-		StateDir:     stateDir,
-		Network:      "loopback",
-		Logger:       testLogger(t),
+	cells, err := localcells.New(ctx, localcells.Config{
+		PluginPath:    localcells.BuildPlugin(t),
+		InstanceTypes: CellTypes(DefaultInstanceTypes),
+		AgentCommand:  []string{"/bin/sleep", "300"},
+		StateDir:      stateDir,
+		Network:       "loopback",
+		Logger:        testLogger(t),
 	})
 	if err != nil {
 		t.Fatalf("NewLocalCells: %v", err)
