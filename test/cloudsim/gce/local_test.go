@@ -1,0 +1,86 @@
+package gcesim
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/cloudsim/simcells"
+	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
+)
+
+// TestLocalCells inserts an instance whose cell is a real local cell: the
+// kip-plugin-local binary under host/plugin's supervisor, in loopback
+// network mode, with /bin/sleep standing in for the cell agent, booted
+// from the instance's kip-bootstrap metadata item.
+func TestLocalCells(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	stateDir := t.TempDir()
+	cells, err := localcells.New(ctx, localcells.Config{
+		PluginPath:    localcells.BuildPlugin(t),
+		AgentCommand:  []string{"/bin/sleep", "300"},
+		StateDir:      stateDir,
+		Network:       "loopback",
+		InstanceTypes: []simcells.InstanceType{{Name: "e2-small", VCPUs: 2, MemoryMiB: 2048}},
+	})
+	if err != nil {
+		t.Fatalf("localcells.New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cells.Close(); err != nil {
+			t.Errorf("closing local cells: %v", err)
+		}
+	})
+	sim := startSim(t, Options{Cells: cells})
+
+	const name, bootstrap = "kip-local-1", `{"cellID":"kip-local-1"}`
+	if code, op := sim.insert(insertBody(name, "e2-small", "SPOT", "DELETE", bootstrap), rid1); code != http.StatusOK || op["error"] != nil {
+		t.Fatalf("insert: %d %v", code, op)
+	}
+	eventually(t, "RUNNING", func() bool { return sim.status(name) == "RUNNING" })
+	_, in := sim.get(name)
+	ip := nic0IP(in)
+
+	// The address is the one the local plugin gave the cell, which runs.
+	localID, ok := cells.LocalID(name)
+	if !ok {
+		t.Fatalf("no local cell recorded for %s", name)
+	}
+	d, err := cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
+	if err != nil || len(d.Instances) != 1 {
+		t.Fatalf("describing local cell %s: %v (%d found)", localID, err, len(d.Instances))
+	}
+	local := d.Instances[0]
+	if local.State != pluginapi.StateRunning || local.PrivateAddress() != ip || local.CellID != name || local.InstanceType != "e2-small" {
+		t.Errorf("local cell %+v; want running, cell ID %s, type e2-small, address %s", local, name, ip)
+	}
+	if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix("127.77.0.0/16").Contains(a) {
+		t.Errorf("networkIP %q is not in the local plugin's loopback subnet", ip)
+	}
+	cellDir := filepath.Join(stateDir, "cells", name)
+	if got, err := os.ReadFile(filepath.Join(cellDir, "bootstrap")); err != nil || string(got) != bootstrap {
+		t.Errorf("the cell's bootstrap file: %q, %v; want %q", got, err, bootstrap)
+	}
+
+	// Preemption (instanceTerminationAction DELETE): the instance ends
+	// and the local cell is gone.
+	if err := sim.Preempt(testZone, name); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the instance gone", func() bool { return sim.status(name) == "" })
+	d, err = cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
+	if err != nil || len(d.Instances) != 0 {
+		t.Errorf("local cell after preemption: %+v, %v; want none", d, err)
+	}
+	if _, err := os.Stat(cellDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("cell directory %s still there: %v", cellDir, err)
+	}
+}
