@@ -22,6 +22,11 @@ type apiError struct {
 	Message string
 	// Domain is the error's domain; empty means global.
 	Domain string
+	// RPCStatus and Details are the error's status and details, which
+	// GCE's quota system adds (PERMISSION_DENIED and a
+	// google.rpc.ErrorInfo); empty for the API's own errors.
+	RPCStatus string
+	Details   []any
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Reason, e.Message) }
@@ -55,6 +60,8 @@ type errorDetail struct {
 	Code    int         `json:"code"`
 	Message string      `json:"message"`
 	Errors  []errorItem `json:"errors"`
+	Status  string      `json:"status,omitempty"`
+	Details []any       `json:"details,omitempty"`
 }
 
 type errorItem struct {
@@ -69,6 +76,14 @@ func rateLimited(project string) *apiError {
 		Status: http.StatusForbidden, Reason: "rateLimitExceeded", Domain: "usageLimits",
 		Message: fmt.Sprintf("Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service "+
 			"'compute.googleapis.com' for consumer 'project:%s'.", project),
+		RPCStatus: "PERMISSION_DENIED",
+		Details: []any{map[string]any{
+			"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com",
+			"metadata": map[string]any{
+				"service": "compute.googleapis.com", "consumer": "projects/" + project, "quota_metric": "compute.googleapis.com/default",
+				"quota_limit": "defaultPerMinutePerProject", "quota_location": "global",
+			},
+		}},
 	}
 }
 
@@ -88,6 +103,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, e *api
 	writeJSON(w, r, log, e.Status, errorBody{errorDetail{
 		Code: e.Status, Message: e.Message,
 		Errors: []errorItem{{Message: e.Message, Domain: cmp.Or(e.Domain, "global"), Reason: e.Reason}},
+		Status: e.RPCStatus, Details: e.Details,
 	}})
 }
 

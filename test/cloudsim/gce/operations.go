@@ -200,10 +200,12 @@ func newID() uint64 {
 	return 1_000_000_000_000_000_000 + v%8_000_000_000_000_000_000
 }
 
-// routeGlobalOperation routes global/operations/{op}[/wait]. Global
+// routeGlobalOperation routes global/operations[/{op}[/wait]]. Global
 // operations are kept under the zone "".
 func routeGlobalOperation(method string, p []string) (routed, bool) {
 	switch {
+	case len(p) == 0 && method == http.MethodGet:
+		return routed{"compute.globalOperations.list", false, []string{""}, (*Server).listOperations}, true
 	case len(p) == 1 && method == http.MethodGet:
 		return routed{"compute.globalOperations.get", false, []string{"", p[0]}, (*Server).getOperation}, true
 	case len(p) == 2 && p[1] == "wait" && method == http.MethodPost:
@@ -250,18 +252,24 @@ func (s *Server) operationPage(q request, scopes []string, now time.Time) (page[
 		func(op *operation) func(string) (string, bool) { return s.operationField(op, now) })
 }
 
-// listOperations answers zoneOperations.list.
+// listOperations answers zoneOperations.list and globalOperations.list
+// (zone "").
 func (s *Server) listOperations(q request) (any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	p, err := s.operationPage(q, []string{q.zone()}, now)
+	zone := q.args[0]
+	p, err := s.operationPage(q, []string{zone}, now)
 	if err != nil {
 		return nil, err
 	}
+	scope := "zones/" + zone
+	if zone == "" {
+		scope = "global"
+	}
 	out := map[string]any{
-		"kind": "compute#operationList", "id": "projects/" + s.opts.Project + "/zones/" + q.zone() + "/operations",
-		"selfLink": s.zoneURL(q.zone()) + "/operations",
+		"kind": "compute#operationList", "id": "projects/" + s.opts.Project + "/" + scope + "/operations",
+		"selfLink": apiBase + "projects/" + s.opts.Project + "/" + scope + "/operations",
 	}
 	if len(p.items) > 0 {
 		items := make([]any, 0, len(p.items))

@@ -47,6 +47,7 @@ func (c *clock) Add(d time.Duration) {
 type clients struct {
 	instances  *compute.InstancesClient
 	operations *compute.ZoneOperationsClient
+	global     *compute.GlobalOperationsClient
 }
 
 // startSim starts a simulator for project with opts and returns it with
@@ -71,8 +72,12 @@ func startSim(t *testing.T, opts gcesim.Options) (*gcesim.Server, clients) {
 	if err != nil {
 		t.Fatalf("creating the zone operations client: %v", err)
 	}
-	t.Cleanup(func() { _ = ic.Close(); _ = oc.Close() })
-	return sim, clients{ic, oc}
+	gc, err := compute.NewGlobalOperationsRESTClient(ctx, o...)
+	if err != nil {
+		t.Fatalf("creating the global operations client: %v", err)
+	}
+	t.Cleanup(func() { _ = ic.Close(); _ = oc.Close(); _ = gc.Close() })
+	return sim, clients{ic, oc, gc}
 }
 
 // spec is the instance a test inserts.
