@@ -196,13 +196,7 @@ func (s *Server) Close() error {
 		if err := s.http.Stop(); err != nil {
 			s.log.Warn("stopping EC2 simulator", "error", err)
 		}
-		s.cells.Cancel() // starts in progress give up
-		s.mu.Lock()
-		for _, in := range s.order {
-			s.stopCell(in)
-		}
-		s.mu.Unlock()
-		s.cells.Wait()
+		s.cells.Close()
 		if err := s.closeIMDS(); err != nil {
 			s.log.Warn("closing instance metadata", "error", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/kipcell/kip/test/cloudsim/simcells/cellstest"
 )
 
 // TestCellsFollowInstances: an inserted instance's cell starts from its
@@ -13,28 +15,27 @@ import (
 // the instance is TERMINATED once it stopped.
 func TestCellsFollowInstances(t *testing.T) {
 	clk := newClock()
-	cells := newFakeCells()
-	cells.gate = make(chan struct{})
+	cells := cellstest.NewFakeCells()
+	cells.Gate = make(chan struct{})
 	sim := startSim(t, Options{Now: clk.Now, Cells: cells, BootDelay: 30 * time.Second, ShutdownDelay: 10 * time.Second})
 
 	const bootstrap = `{"cellID":"kip-cell-1"}`
 	if code, op := sim.insert(insertBody("kip-cell-1", "e2-small", "", "", bootstrap), ""); code != http.StatusOK || op["error"] != nil {
 		t.Fatalf("insert: %d %v", code, op)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if st := sim.status("kip-cell-1"); st != "STAGING" {
 		t.Errorf("status after the boot delay, cell not started: %s, want STAGING", st)
 	}
 	if _, in := sim.get("kip-cell-1"); nic0IP(in) != "" {
 		t.Errorf("networkIP before the cell started: %q, want none", nic0IP(in))
 	}
-	close(cells.gate)
-	eventually(t, "the cell started", func() bool { return cells.isStarted("kip-cell-1") })
+	close(cells.Gate)
+	eventually(t, "the cell started", func() bool { return cells.IsStarted("kip-cell-1") })
 	eventually(t, "RUNNING", func() bool { return sim.status("kip-cell-1") == "RUNNING" })
 	_, in := sim.get("kip-cell-1")
-	cells.mu.Lock()
-	addr, typ, got := cells.started["kip-cell-1"], cells.types["kip-cell-1"], cells.bootstraps["kip-cell-1"]
-	cells.mu.Unlock()
+	started, _ := cells.Started("kip-cell-1")
+	addr, typ, got := started.Address, started.Type, started.Bootstrap
 	if nic0IP(in) != addr || typ != "e2-small" || got != bootstrap {
 		t.Errorf("networkIP %q, cell type %q, bootstrap %q; want %q, e2-small, %q", nic0IP(in), typ, got, addr, bootstrap)
 	}
@@ -45,11 +46,11 @@ func TestCellsFollowInstances(t *testing.T) {
 	if code, op := sim.do(http.MethodDelete, "zones/"+testZone+"/instances/kip-cell-1", nil); code != http.StatusOK || op["status"] != "RUNNING" {
 		t.Fatalf("delete: %d %v; want a RUNNING operation", code, op)
 	}
-	eventually(t, "the cell stopped", func() bool { return cells.stops("kip-cell-1") == 1 })
+	eventually(t, "the cell stopped", func() bool { return cells.Stops("kip-cell-1") == 1 })
 	if st := sim.status("kip-cell-1"); st != "STOPPING" {
 		t.Errorf("status within the shutdown delay: %s, want STOPPING", st)
 	}
-	clk.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	if st := sim.status("kip-cell-1"); st != "" {
 		t.Errorf("status after the shutdown delay: %q, want gone (notFound)", st)
 	}
@@ -63,7 +64,7 @@ func TestCellsFollowInstances(t *testing.T) {
 // silenced one never does.
 func TestAgentDelayAndSilence(t *testing.T) {
 	clk := newClock()
-	cells := agentCells{newFakeCells()}
+	cells := cellstest.NewAgentCells()
 	sim := startSim(t, Options{Now: clk.Now, Cells: cells, BootDelay: time.Minute, AgentDelay: 2 * time.Minute})
 	sim.SilenceAgents(1)
 	for _, name := range []string{"silent", "normal"} {
@@ -71,17 +72,17 @@ func TestAgentDelayAndSilence(t *testing.T) {
 			t.Fatalf("insert %s: %d %v", name, code, op)
 		}
 	}
-	eventually(t, "both cells started", func() bool { return cells.isStarted("silent") && cells.isStarted("normal") })
-	clk.Add(time.Minute)
-	if st := sim.status("normal"); st != "RUNNING" || cells.agentStarted("normal") {
-		t.Errorf("after the boot delay: %s, agent started %v; want RUNNING without the agent", st, cells.agentStarted("normal"))
+	eventually(t, "both cells started", func() bool { return cells.IsStarted("silent") && cells.IsStarted("normal") })
+	clk.Advance(time.Minute)
+	if st := sim.status("normal"); st != "RUNNING" || cells.AgentStarted("normal") {
+		t.Errorf("after the boot delay: %s, agent started %v; want RUNNING without the agent", st, cells.AgentStarted("normal"))
 	}
-	clk.Add(2 * time.Minute)
-	eventually(t, "the agent started", func() bool { sim.status("normal"); return cells.agentStarted("normal") })
+	clk.Advance(2 * time.Minute)
+	eventually(t, "the agent started", func() bool { sim.status("normal"); return cells.AgentStarted("normal") })
 	sim.status("silent")
 	time.Sleep(50 * time.Millisecond) // a silenced agent that started would have by now
-	if got, _ := sim.Instance(testZone, "silent"); cells.agentStarted("silent") || !got.Silent {
-		t.Errorf("the silenced agent started (%v) or the instance does not say it is silent (%v)", cells.agentStarted("silent"), got.Silent)
+	if got, _ := sim.Instance(testZone, "silent"); cells.AgentStarted("silent") || !got.Silent {
+		t.Errorf("the silenced agent started (%v) or the instance does not say it is silent (%v)", cells.AgentStarted("silent"), got.Silent)
 	}
 }
 

@@ -2,15 +2,14 @@ package gcesim
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kipcell/kip/test/cloudsim/simcells/cellstest"
 )
 
 const (
@@ -18,94 +17,9 @@ const (
 	testZone    = "us-central1-a"
 )
 
-// clock is a manual clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// fakeCells is a CellStarter (an AgentStarter with agents set) that
-// records calls; with a gate, Start blocks until it is closed.
-type fakeCells struct {
-	gate chan struct{}
-
-	mu         sync.Mutex
-	n          int
-	started    map[string]string // name → address
-	types      map[string]string
-	bootstraps map[string]string
-	stopped    map[string]int
-	agents     map[string]bool
-}
-
-func newFakeCells() *fakeCells {
-	return &fakeCells{started: map[string]string{}, types: map[string]string{}, bootstraps: map[string]string{}, stopped: map[string]int{}, agents: map[string]bool{}}
-}
-
-func (f *fakeCells) Start(ctx context.Context, id, typ string, bootstrap []byte) (string, error) {
-	if f.gate != nil {
-		select {
-		case <-f.gate:
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n++
-	addr := fmt.Sprintf("127.77.0.%d", f.n+1)
-	f.started[id], f.types[id], f.bootstraps[id] = addr, typ, string(bootstrap)
-	return addr, nil
-}
-
-func (f *fakeCells) Stop(_ context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stopped[id]++
-	return nil
-}
-
-func (f *fakeCells) isStarted(id string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, ok := f.started[id]
-	return ok
-}
-
-func (f *fakeCells) stops(id string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stopped[id]
-}
-
-// agentCells is fakeCells whose agents start apart (an AgentStarter).
-type agentCells struct{ *fakeCells }
-
-func (a agentCells) StartAgent(_ context.Context, id string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.agents[id] = true
-	return nil
-}
-
-func (a agentCells) agentStarted(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.agents[id]
+// newClock is a manual clock for Options.Now.
+func newClock() *cellstest.Clock {
+	return cellstest.NewClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 }
 
 // eventually polls cond for a few seconds.

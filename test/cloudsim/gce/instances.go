@@ -470,21 +470,25 @@ func (s *Server) listInstances(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{
-		"kind": "compute#instanceList", "id": "projects/" + s.opts.Project + "/zones/" + q.zone() + "/instances",
-		"selfLink": s.zoneURL(q.zone()) + "/instances",
-	}
+	return listJSON(s, "compute#instanceList", "zones/"+q.zone()+"/instances", p,
+		func(in *instance) any { return s.instanceJSON(in, now) }), nil
+}
+
+// listJSON is a list's answer: its kind, the path of the list (after
+// projects/{project}/), and the page's items as render writes them.
+func listJSON[T any](s *Server, kind, path string, p page[T], render func(T) any) map[string]any {
+	out := map[string]any{"kind": kind, "id": "projects/" + s.opts.Project + "/" + path, "selfLink": apiBase + "projects/" + s.opts.Project + "/" + path}
 	if len(p.items) > 0 {
 		items := make([]any, 0, len(p.items))
-		for _, in := range p.items {
-			items = append(items, s.instanceJSON(in, now))
+		for _, it := range p.items {
+			items = append(items, render(it))
 		}
 		out["items"] = items
 	}
 	if p.next != "" {
 		out["nextPageToken"] = p.next
 	}
-	return out, nil
+	return out
 }
 
 // aggregatedInstances answers instances.aggregatedList: every zone as a

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kipcell/kip/test/cloudsim/simcells/cellstest"
 )
 
 const (
@@ -84,7 +86,7 @@ func TestRateLimit(t *testing.T) {
 	if sim.Throttled() != 1 || sim.MaxCallsPerSecond() != 3 || sim.Calls()["compute.instances.get"] != 3 {
 		t.Errorf("throttled %d, max/s %d, calls %v; want 1, 3, 3 gets", sim.Throttled(), sim.MaxCallsPerSecond(), sim.Calls())
 	}
-	clk.Add(time.Second)
+	clk.Advance(time.Second)
 	if code, _ := sim.get("kip-a"); code != http.StatusNotFound {
 		t.Errorf("get after the bucket refilled: %d, want 404", code)
 	}
@@ -196,7 +198,7 @@ func TestRefusals(t *testing.T) {
 // TERMINATED; a standard instance is not preempted.
 func TestPreempt(t *testing.T) {
 	clk := newClock()
-	cells := newFakeCells()
+	cells := cellstest.NewFakeCells()
 	sim := startSim(t, Options{Now: clk.Now, Cells: cells, ShutdownDelay: 30 * time.Second})
 	sim.insert(insertBody("kip-del", "e2-small", "SPOT", "DELETE", "{}"), "")
 	sim.insert(insertBody("kip-stop", "e2-small", "SPOT", "", "{}"), "")
@@ -244,15 +246,15 @@ func TestPreempt(t *testing.T) {
 		t.Errorf("preemptions of kip-stop: %v, want one", l["items"])
 	}
 
-	eventually(t, "cells stopped", func() bool { return cells.stops("kip-del") == 1 && cells.stops("kip-stop") == 1 })
-	clk.Add(30 * time.Second)
+	eventually(t, "cells stopped", func() bool { return cells.Stops("kip-del") == 1 && cells.Stops("kip-stop") == 1 })
+	clk.Advance(30 * time.Second)
 	if st := sim.status("kip-del"); st != "" {
 		t.Errorf("kip-del (DELETE) after shutdown: %q, want gone", st)
 	}
 	if st := sim.status("kip-stop"); st != "TERMINATED" {
 		t.Errorf("kip-stop (STOP) after shutdown: %q, want TERMINATED", st)
 	}
-	if cells.stops("kip-std") != 0 || sim.status("kip-std") != "RUNNING" {
+	if cells.Stops("kip-std") != 0 || sim.status("kip-std") != "RUNNING" {
 		t.Error("the standard instance was stopped")
 	}
 }
@@ -282,11 +284,11 @@ func TestScheduleMaintenance(t *testing.T) {
 	if diff := cmp.Diff(want, upcoming()); diff != "" {
 		t.Errorf("upcomingMaintenance (-want +got):\n%s", diff)
 	}
-	clk.Add(25 * time.Hour)
+	clk.Advance(25 * time.Hour)
 	if got := upcoming(); got["maintenanceStatus"] != "ONGOING" || got["canReschedule"] != false {
 		t.Errorf("in the window: %v, want ONGOING, not reschedulable", got)
 	}
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	if got := upcoming(); got != nil {
 		t.Errorf("after the window: %v, want none", got)
 	}

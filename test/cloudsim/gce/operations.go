@@ -267,21 +267,8 @@ func (s *Server) listOperations(q request) (any, error) {
 	if zone == "" {
 		scope = "global"
 	}
-	out := map[string]any{
-		"kind": "compute#operationList", "id": "projects/" + s.opts.Project + "/" + scope + "/operations",
-		"selfLink": apiBase + "projects/" + s.opts.Project + "/" + scope + "/operations",
-	}
-	if len(p.items) > 0 {
-		items := make([]any, 0, len(p.items))
-		for _, op := range p.items {
-			items = append(items, s.operationJSON(op, now))
-		}
-		out["items"] = items
-	}
-	if p.next != "" {
-		out["nextPageToken"] = p.next
-	}
-	return out, nil
+	return listJSON(s, "compute#operationList", scope+"/operations", p,
+		func(op *operation) any { return s.operationJSON(op, now) }), nil
 }
 
 // aggregatedOperations answers globalOperations.aggregatedList: a scope

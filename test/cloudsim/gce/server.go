@@ -172,13 +172,7 @@ func (s *Server) Close() error {
 		if err := s.http.Stop(); err != nil {
 			s.log.Warn("stopping GCE simulator", "error", err)
 		}
-		s.cells.Cancel() // starts in progress give up
-		s.mu.Lock()
-		for _, in := range s.order {
-			s.cells.StopLocked(cellInstance{s, in})
-		}
-		s.mu.Unlock()
-		s.cells.Wait()
+		s.cells.Close()
 	})
 	return nil
 }

@@ -122,7 +122,8 @@ type Lifecycle struct {
 
 	// Guarded by mu.
 	agentDelay time.Duration
-	silent     int // the next starts whose agents never start
+	silent     int        // the next starts whose agents never start
+	all        []Instance // every instance started, for Close
 }
 
 // NewLifecycle returns a Lifecycle for cfg.
@@ -164,9 +165,18 @@ func (l *Lifecycle) Silence(n int) {
 	l.silent = n
 }
 
-// Cancel makes starts in progress give up; stops still finish. Call it
-// when the simulator closes, then stop every instance, then Wait.
-func (l *Lifecycle) Cancel() { l.cancel() }
+// Close makes starts in progress give up, stops the cell of every
+// instance started, and waits for every start and stop in the background.
+// The simulator calls it without its lock, once it no longer serves.
+func (l *Lifecycle) Close() {
+	l.cancel()
+	l.mu.Lock()
+	for _, in := range l.all {
+		l.StopLocked(in)
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}
 
 // Wait waits for every start and stop in the background.
 func (l *Lifecycle) Wait() { l.wg.Wait() }
@@ -174,6 +184,7 @@ func (l *Lifecycle) Wait() { l.wg.Wait() }
 // StartLocked brings up the cell of a new instance: at once without a
 // CellStarter, in the background with one.
 func (l *Lifecycle) StartLocked(in Instance) {
+	l.all = append(l.all, in)
 	c := in.Cell()
 	if l.starter == nil {
 		c.Started = true

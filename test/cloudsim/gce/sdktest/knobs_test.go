@@ -157,7 +157,7 @@ func TestPreemptionAsTheSDKSeesIt(t *testing.T) {
 	if in, err := get(ctx, c, zoneA, "cell-a"); err != nil || in.GetStatus() != "STOPPING" {
 		t.Errorf("preempted instance: %v, %v; want STOPPING", in.GetStatus(), err)
 	}
-	clk.Add(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	if _, err := get(ctx, c, zoneA, "cell-a"); err == nil {
 		t.Error("the preempted instance (DELETE) is still there")
 	}
