@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"net/netip"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -60,25 +58,7 @@ func TestLocalCells(t *testing.T) {
 	ip := aws.ToString(out.Reservations[0].Instances[0].PrivateIpAddress)
 
 	// The address is the one the local plugin gave the cell, which runs.
-	localID, ok := cells.LocalID(id)
-	if !ok {
-		t.Fatalf("no local cell recorded for %s", id)
-	}
-	d, err := cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
-	if err != nil || len(d.Instances) != 1 {
-		t.Fatalf("describing local cell %s: %v (%d found)", localID, err, len(d.Instances))
-	}
-	local := d.Instances[0]
-	if local.State != pluginapi.StateRunning || local.PrivateAddress() != ip || local.CellID != id || local.InstanceType != "t3.small" {
-		t.Errorf("local cell %+v; want running, cell ID %s, type t3.small, address %s", local, id, ip)
-	}
-	if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix("127.77.0.0/16").Contains(a) {
-		t.Errorf("address %q is not in the local plugin's loopback subnet", ip)
-	}
-	cellDir := filepath.Join(stateDir, "cells", id)
-	if got, err := os.ReadFile(filepath.Join(cellDir, "bootstrap")); err != nil || string(got) != bootstrap {
-		t.Errorf("the cell's bootstrap file: %q, %v; want %q", got, err, bootstrap)
-	}
+	localID, cellDir := localcells.CheckCell(ctx, t, cells, stateDir, id, "t3.small", ip, bootstrap)
 
 	// Terminate: the instance ends and the local cell is gone.
 	if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
@@ -90,7 +70,7 @@ func TestLocalCells(t *testing.T) {
 	if err := tw.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}, time.Minute); err != nil {
 		t.Fatalf("waiting for terminated: %v", err)
 	}
-	d, err = cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
+	d, err := cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
 	if err != nil || len(d.Instances) != 0 {
 		t.Errorf("local cell after terminate: %+v, %v; want none", d, err)
 	}

@@ -502,23 +502,32 @@ func (s *Server) aggregatedInstances(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	scopes := make([]string, 0, len(s.opts.Zones))
+	for _, z := range s.opts.Zones {
+		scopes = append(scopes, "zones/"+z)
+	}
+	return aggregatedJSON(s, "compute#instanceAggregatedList", "instances", scopes, p,
+		func(in *instance) string { return "zones/" + in.key.zone },
+		func(in *instance) any { return s.instanceJSON(in, now) }), nil
+}
+
+// aggregatedJSON is an aggregated list's answer: its kind, what it lists
+// (instances, operations), and a scope for each of scopes with the page's
+// items of that scope (scopeOf) as render writes them, or GCE's
+// NO_RESULTS_ON_PAGE warning.
+func aggregatedJSON[T any](s *Server, kind, what string, scopes []string, p page[T], scopeOf func(T) string, render func(T) any) map[string]any {
+	lists := map[string][]any{}
+	for _, it := range p.items {
+		lists[scopeOf(it)] = append(lists[scopeOf(it)], render(it))
+	}
 	items := map[string]any{}
-	for _, zone := range s.opts.Zones {
-		scope := "zones/" + zone
-		var list []any
-		for _, in := range p.items {
-			if in.key.zone == zone {
-				list = append(list, s.instanceJSON(in, now))
-			}
-		}
-		items[scope] = scopeItems("instances", scope, list)
+	for _, scope := range scopes {
+		items[scope] = scopeItems(what, scope, lists[scope])
 	}
-	out := map[string]any{
-		"kind": "compute#instanceAggregatedList", "id": "projects/" + s.opts.Project + "/aggregated/instances",
-		"items": items, "selfLink": apiBase + "projects/" + s.opts.Project + "/aggregated/instances",
-	}
+	path := "projects/" + s.opts.Project + "/aggregated/" + what
+	out := map[string]any{"kind": kind, "id": path, "items": items, "selfLink": apiBase + path}
 	if p.next != "" {
 		out["nextPageToken"] = p.next
 	}
-	return out, nil
+	return out
 }

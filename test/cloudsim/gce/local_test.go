@@ -5,9 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"net/netip"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -50,25 +48,7 @@ func TestLocalCells(t *testing.T) {
 	ip := nic0IP(in)
 
 	// The address is the one the local plugin gave the cell, which runs.
-	localID, ok := cells.LocalID(name)
-	if !ok {
-		t.Fatalf("no local cell recorded for %s", name)
-	}
-	d, err := cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
-	if err != nil || len(d.Instances) != 1 {
-		t.Fatalf("describing local cell %s: %v (%d found)", localID, err, len(d.Instances))
-	}
-	local := d.Instances[0]
-	if local.State != pluginapi.StateRunning || local.PrivateAddress() != ip || local.CellID != name || local.InstanceType != "e2-small" {
-		t.Errorf("local cell %+v; want running, cell ID %s, type e2-small, address %s", local, name, ip)
-	}
-	if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix("127.77.0.0/16").Contains(a) {
-		t.Errorf("networkIP %q is not in the local plugin's loopback subnet", ip)
-	}
-	cellDir := filepath.Join(stateDir, "cells", name)
-	if got, err := os.ReadFile(filepath.Join(cellDir, "bootstrap")); err != nil || string(got) != bootstrap {
-		t.Errorf("the cell's bootstrap file: %q, %v; want %q", got, err, bootstrap)
-	}
+	localID, cellDir := localcells.CheckCell(ctx, t, cells, stateDir, name, "e2-small", ip, bootstrap)
 
 	// Preemption (instanceTerminationAction DELETE): the instance ends
 	// and the local cell is gone.
@@ -76,7 +56,7 @@ func TestLocalCells(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the instance gone", func() bool { return sim.status(name) == "" })
-	d, err = cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
+	d, err := cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
 	if err != nil || len(d.Instances) != 0 {
 		t.Errorf("local cell after preemption: %+v, %v; want none", d, err)
 	}

@@ -282,28 +282,16 @@ func (s *Server) aggregatedOperations(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	scopes := map[string][]any{}
-	for _, op := range p.items {
-		scope := "global"
-		if op.zone != "" {
-			scope = "zones/" + op.zone
-		}
-		scopes[scope] = append(scopes[scope], s.operationJSON(op, now))
-	}
-	items := map[string]any{}
-	names := []string{"global", "regions/" + s.opts.Region}
+	scopes := []string{"global", "regions/" + s.opts.Region}
 	for _, z := range s.opts.Zones {
-		names = append(names, "zones/"+z)
+		scopes = append(scopes, "zones/"+z)
 	}
-	for _, scope := range names {
-		items[scope] = scopeItems("operations", scope, scopes[scope])
-	}
-	out := map[string]any{
-		"kind": "compute#operationAggregatedList", "id": "projects/" + s.opts.Project + "/aggregated/operations",
-		"items": items, "selfLink": apiBase + "projects/" + s.opts.Project + "/aggregated/operations",
-	}
-	if p.next != "" {
-		out["nextPageToken"] = p.next
-	}
-	return out, nil
+	return aggregatedJSON(s, "compute#operationAggregatedList", "operations", scopes, p,
+		func(op *operation) string {
+			if op.zone == "" {
+				return "global"
+			}
+			return "zones/" + op.zone
+		},
+		func(op *operation) any { return s.operationJSON(op, now) }), nil
 }

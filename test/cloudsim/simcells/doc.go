@@ -15,5 +15,8 @@
 // that move an injected clock start agents (AgentDueLocked) without
 // sleeping.
 //
+// The simulators' tests share a manual clock and recording CellStarter
+// fakes from test/cloudsim/simcells/cellstest.
+//
 // This package is test support: it imports only the standard library.
 package simcells

@@ -1,0 +1,54 @@
+package localcells
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// BuildPlugin builds kip-plugin-local from the workspace into the test's
+// temporary directory and returns its path, as
+// test/e2e/framework.BuildBinaries does, for simulator tests that start
+// real cells.
+func BuildPlugin(t testing.TB) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "kip-plugin-local")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/kipcell/kip/plugins/local/cmd/kip-plugin-local")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building kip-plugin-local: %v\n%s", err, b)
+	}
+	return out
+}
+
+// CheckCell checks, for a simulator's test, that the instance's cell is a
+// running local cell of its type at address (in the local plugin's
+// loopback subnet) whose cell directory under stateDir holds bootstrap,
+// and returns the cell's local instance ID and directory.
+func CheckCell(ctx context.Context, t testing.TB, c *LocalCells, stateDir, instanceID, instanceType, address, bootstrap string) (string, string) {
+	t.Helper()
+	localID, ok := c.LocalID(instanceID)
+	if !ok {
+		t.Fatalf("no local cell recorded for %s", instanceID)
+	}
+	d, err := c.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
+	if err != nil || len(d.Instances) != 1 {
+		t.Fatalf("describing local cell %s: %v (%v found)", localID, err, d)
+	}
+	local := d.Instances[0]
+	if local.State != pluginapi.StateRunning || local.PrivateAddress() != address || local.CellID != instanceID || local.InstanceType != instanceType {
+		t.Errorf("local cell %+v; want running, cell ID %s, type %s, address %s", local, instanceID, instanceType, address)
+	}
+	if a, err := netip.ParseAddr(address); err != nil || !netip.MustParsePrefix("127.77.0.0/16").Contains(a) {
+		t.Errorf("address %q is not in the local plugin's loopback subnet", address)
+	}
+	cellDir := filepath.Join(stateDir, "cells", instanceID)
+	if got, err := os.ReadFile(filepath.Join(cellDir, "bootstrap")); err != nil || string(got) != bootstrap {
+		t.Errorf("the cell's bootstrap file: %q, %v; want %q", got, err, bootstrap)
+	}
+	return localID, cellDir
+}
