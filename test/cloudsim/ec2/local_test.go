@@ -22,23 +22,7 @@ import (
 func TestLocalCells(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	stateDir := t.TempDir()
-	cells, err := localcells.New(ctx, localcells.Config{
-		PluginPath:    localcells.BuildPlugin(t),
-		InstanceTypes: CellTypes(DefaultInstanceTypes),
-		AgentCommand:  []string{"/bin/sleep", "300"},
-		StateDir:      stateDir,
-		Network:       "loopback",
-		Logger:        testLogger(t),
-	})
-	if err != nil {
-		t.Fatalf("NewLocalCells: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cells.Close(); err != nil {
-			t.Errorf("closing local cells: %v", err)
-		}
-	})
+	cells, stateDir := localcells.StartForTest(ctx, t, CellTypes(DefaultInstanceTypes), testLogger(t))
 	sim, url := startSim(t, Options{Cells: cells})
 	c := ec2Client(url)
 

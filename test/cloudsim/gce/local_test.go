@@ -21,22 +21,7 @@ import (
 func TestLocalCells(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	stateDir := t.TempDir()
-	cells, err := localcells.New(ctx, localcells.Config{
-		PluginPath:    localcells.BuildPlugin(t),
-		AgentCommand:  []string{"/bin/sleep", "300"},
-		StateDir:      stateDir,
-		Network:       "loopback",
-		InstanceTypes: []simcells.InstanceType{{Name: "e2-small", VCPUs: 2, MemoryMiB: 2048}},
-	})
-	if err != nil {
-		t.Fatalf("localcells.New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cells.Close(); err != nil {
-			t.Errorf("closing local cells: %v", err)
-		}
-	})
+	cells, stateDir := localcells.StartForTest(ctx, t, []simcells.InstanceType{{Name: "e2-small", VCPUs: 2, MemoryMiB: 2048}}, nil)
 	sim := startSim(t, Options{Cells: cells})
 
 	const name, bootstrap = "kip-local-1", `{"cellID":"kip-local-1"}`

@@ -2,6 +2,7 @@ package localcells
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 )
 
 // BuildPlugin builds kip-plugin-local from the workspace into the test's
@@ -23,6 +25,28 @@ func BuildPlugin(t testing.TB) string {
 		t.Fatalf("building kip-plugin-local: %v\n%s", err, b)
 	}
 	return out
+}
+
+// StartForTest starts LocalCells for a simulator's test, closed when
+// the test ends: the kip-plugin-local binary built from the workspace, in
+// loopback network mode, with /bin/sleep standing in for the cell agent,
+// sized like types. It returns them with their state directory.
+func StartForTest(ctx context.Context, t testing.TB, types []simcells.InstanceType, log *slog.Logger) (*LocalCells, string) {
+	t.Helper()
+	stateDir := t.TempDir()
+	cells, err := New(ctx, Config{
+		PluginPath: BuildPlugin(t), InstanceTypes: types, AgentCommand: []string{"/bin/sleep", "300"},
+		StateDir: stateDir, Network: "loopback", Logger: log,
+	})
+	if err != nil {
+		t.Fatalf("starting local cells: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cells.Close(); err != nil {
+			t.Errorf("closing local cells: %v", err)
+		}
+	})
+	return cells, stateDir
 }
 
 // CheckCell checks, for a simulator's test, that the instance's cell is a
