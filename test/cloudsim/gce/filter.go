@@ -31,7 +31,8 @@ func parseFilter(expr string, known map[string]bool) (func(field func(string) (s
 			return nil, invalid("filter", expr, "Invalid list filter expression.")
 		}
 		field, value := m[1], m[3]
-		if _, isLabel := strings.CutPrefix(field, "labels."); !(isLabel && known["labels"]) && (isLabel || !known[field]) {
+		label := strings.HasPrefix(field, "labels.")
+		if label && !known["labels"] || !label && !known[field] {
 			return nil, invalid("filter", expr, "Invalid list filter expression.")
 		}
 		if strings.HasPrefix(value, `"`) {

@@ -135,16 +135,6 @@ func (s *testSim) status(name string) string {
 	return st
 }
 
-// operation reads an operation by its selfLink's name.
-func (s *testSim) operation(op map[string]any) map[string]any {
-	s.t.Helper()
-	code, out := s.do(http.MethodGet, "zones/"+testZone+"/operations/"+op["name"].(string), nil)
-	if code != http.StatusOK {
-		s.t.Fatalf("get operation: %d %v", code, out)
-	}
-	return out
-}
-
 // reason is the first reason and the domain of an error answer.
 func reason(body map[string]any) (string, string) {
 	e, _ := body["error"].(map[string]any)

@@ -200,16 +200,26 @@ func newID() uint64 {
 	return 1_000_000_000_000_000_000 + v%8_000_000_000_000_000_000
 }
 
-// routeGlobalOperation routes global/operations[/{op}[/wait]]. Global
-// operations are kept under the zone "".
-func routeGlobalOperation(method string, p []string) (routed, bool) {
+// routeOperation routes the operations' paths: zones/{z}/operations[/{op}[/wait]],
+// global/operations[/{op}[/wait]] (global operations are kept under the
+// zone "") and aggregated/operations.
+func routeOperation(method string, p []string) (routed, bool) {
+	get, post := method == http.MethodGet, method == http.MethodPost
 	switch {
-	case len(p) == 0 && method == http.MethodGet:
+	case p[0] == "zones" && len(p) == 3 && get:
+		return routed{"compute.zoneOperations.list", true, []string{p[1]}, (*Server).listOperations}, true
+	case p[0] == "zones" && len(p) == 4 && get:
+		return routed{"compute.zoneOperations.get", true, []string{p[1], p[3]}, (*Server).getOperation}, true
+	case p[0] == "zones" && len(p) == 5 && p[4] == "wait" && post:
+		return routed{"compute.zoneOperations.wait", true, []string{p[1], p[3]}, (*Server).waitOperation}, true
+	case p[0] == "global" && len(p) == 2 && get:
 		return routed{"compute.globalOperations.list", false, []string{""}, (*Server).listOperations}, true
-	case len(p) == 1 && method == http.MethodGet:
-		return routed{"compute.globalOperations.get", false, []string{"", p[0]}, (*Server).getOperation}, true
-	case len(p) == 2 && p[1] == "wait" && method == http.MethodPost:
-		return routed{"compute.globalOperations.wait", false, []string{"", p[0]}, (*Server).waitOperation}, true
+	case p[0] == "global" && len(p) == 3 && get:
+		return routed{"compute.globalOperations.get", false, []string{"", p[2]}, (*Server).getOperation}, true
+	case p[0] == "global" && len(p) == 4 && p[3] == "wait" && post:
+		return routed{"compute.globalOperations.wait", false, []string{"", p[2]}, (*Server).waitOperation}, true
+	case p[0] == "aggregated" && len(p) == 2 && get:
+		return routed{"compute.globalOperations.aggregatedList", false, nil, (*Server).aggregatedOperations}, true
 	}
 	return routed{}, false
 }

@@ -322,16 +322,8 @@ func route(method string, p []string) (routed, bool) {
 		}
 	case len(p) == 2 && p[0] == "aggregated" && p[1] == "instances" && method == http.MethodGet:
 		return routed{"compute.instances.aggregatedList", false, nil, (*Server).aggregatedInstances}, true
-	case len(p) == 4 && p[0] == "zones" && p[2] == "operations" && method == http.MethodGet:
-		return routed{"compute.zoneOperations.get", true, []string{p[1], p[3]}, (*Server).getOperation}, true
-	case len(p) == 5 && p[0] == "zones" && p[2] == "operations" && p[4] == "wait" && method == http.MethodPost:
-		return routed{"compute.zoneOperations.wait", true, []string{p[1], p[3]}, (*Server).waitOperation}, true
-	case len(p) == 3 && p[0] == "zones" && p[2] == "operations" && method == http.MethodGet:
-		return routed{"compute.zoneOperations.list", true, []string{p[1]}, (*Server).listOperations}, true
-	case len(p) >= 2 && p[0] == "global" && p[1] == "operations":
-		return routeGlobalOperation(method, p[2:])
-	case len(p) == 2 && p[0] == "aggregated" && p[1] == "operations" && method == http.MethodGet:
-		return routed{"compute.globalOperations.aggregatedList", false, nil, (*Server).aggregatedOperations}, true
+	case len(p) >= 3 && p[0] == "zones" && p[2] == "operations", len(p) >= 2 && p[1] == "operations":
+		return routeOperation(method, p)
 	}
 	return routed{}, false
 }
