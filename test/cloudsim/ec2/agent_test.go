@@ -1,36 +1,16 @@
 package ec2sim
 
 import (
-	"context"
 	"encoding/base64"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/kipcell/kip/test/cloudsim/simcells/cellstest"
 )
-
-// agentCells is fakeCells whose agents start apart (an AgentStarter).
-type agentCells struct {
-	*fakeCells
-	mu     sync.Mutex
-	agents map[string]bool
-}
-
-func (a *agentCells) StartAgent(_ context.Context, id string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.agents[id] = true
-	return nil
-}
-
-func (a *agentCells) agentStarted(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.agents[id]
-}
 
 // consoleText is an instance's console output, decoded.
 func consoleText(t *testing.T, c *ec2.Client, id string) string {
@@ -53,7 +33,7 @@ func consoleText(t *testing.T, c *ec2.Client, id string) string {
 // after, and a silenced instance runs and never starts it; the console
 // says which.
 func TestAgentStartsAfterRunningOrNever(t *testing.T) {
-	cells := &agentCells{fakeCells: newFakeCells(), agents: map[string]bool{}}
+	cells := cellstest.NewAgentCells()
 	clock := newClock()
 	sim, url := startSim(t, Options{Cells: cells, Now: clock.Now, BootDelay: time.Minute, AgentDelay: 2 * time.Minute})
 	c := ec2Client(url, noRetries)
@@ -61,7 +41,7 @@ func TestAgentStartsAfterRunningOrNever(t *testing.T) {
 	sim.SilenceAgents(1)
 	silent := launch(t, c, runInput("t3.micro", "", ""))
 	normal := launch(t, c, runInput("t3.micro", "", ""))
-	eventually(t, "both cells started", func() bool { return cells.isStarted(silent) && cells.isStarted(normal) })
+	eventually(t, "both cells started", func() bool { return cells.IsStarted(silent) && cells.IsStarted(normal) })
 	if text := consoleText(t, c, normal); text != "" {
 		t.Errorf("console of a pending instance = %q, want none", text)
 	}
@@ -72,7 +52,7 @@ func TestAgentStartsAfterRunningOrNever(t *testing.T) {
 			t.Errorf("%s is %s after the boot delay, want running", id, s)
 		}
 	}
-	if cells.agentStarted(normal) {
+	if cells.AgentStarted(normal) {
 		t.Error("the agent started with the instance, want AgentDelay after")
 	}
 	if text := consoleText(t, c, normal); !strings.Contains(text, "Cloud-init v. 22.4.2 running") || strings.Contains(text, "Started kip-cell") {
@@ -82,13 +62,13 @@ func TestAgentStartsAfterRunningOrNever(t *testing.T) {
 	clock.Advance(2 * time.Minute)
 	// Times are read from the injected clock: a look at the instance
 	// starts its agent once due.
-	eventually(t, "the agent started", func() bool { describe(t, c, normal); return cells.agentStarted(normal) })
+	eventually(t, "the agent started", func() bool { describe(t, c, normal); return cells.AgentStarted(normal) })
 	if text := consoleText(t, c, normal); !strings.Contains(text, "Started kip-cell.service") {
 		t.Errorf("console once the agent started:\n%s", text)
 	}
 	describe(t, c, silent)
 	time.Sleep(50 * time.Millisecond) // a silenced agent that started would have by now
-	if cells.agentStarted(silent) {
+	if cells.AgentStarted(silent) {
 		t.Error("the silenced instance's agent started")
 	}
 	if text := consoleText(t, c, silent); !strings.Contains(text, "Failed to start kip-cell.service") {

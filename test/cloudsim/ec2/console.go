@@ -59,16 +59,16 @@ func consoleOf(in *instance, now time.Time) string {
 	line(0, "Linux version 6.1.0-28-cloud-amd64 (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1")
 	line(1200*time.Millisecond, "EXT4-fs (nvme0n1p1): mounted filesystem with ordered data mode")
 	fmt.Fprintf(&b, "cloud-init[412]: Cloud-init v. 22.4.2 running 'init' at %s. Up 4.12 seconds.\n", in.launchTime.UTC().Format(time.RFC1123))
-	fmt.Fprintf(&b, "cloud-init[412]: ci-info: | ens5 | True | %s | 255.255.240.0 | global |\n", in.address)
+	fmt.Fprintf(&b, "cloud-init[412]: ci-info: | ens5 | True | %s | 255.255.240.0 | global |\n", in.cell.Address)
 	b.WriteString("cloud-init[640]: Cloud-init v. 22.4.2 running 'modules:config' at " + in.launchTime.UTC().Format(time.RFC1123) + ".\n")
 	switch {
-	case in.silent:
+	case in.cell.Silent:
 		b.WriteString("cloud-init[702]: kip-cell: sha256 of /usr/local/bin/kip-cell does not match the bootstrap's; refusing to start it\n")
 		b.WriteString("cloud-init[702]: " + in.launchTime.UTC().Format("2006-01-02 15:04:05,000") +
 			" - cc_scripts_user.py[WARNING]: Failed to run module scripts-user (scripts in /var/lib/cloud/instance/scripts)\n")
 		b.WriteString("systemd[1]: kip-cell.service: Failed with result 'exit-code'.\n")
 		b.WriteString("systemd[1]: Failed to start kip-cell.service - Kip cell agent.\n")
-	case in.agentStarted:
+	case in.cell.AgentStarted:
 		b.WriteString("systemd[1]: Starting kip-cell.service - Kip cell agent...\n")
 		b.WriteString("systemd[1]: Started kip-cell.service - Kip cell agent.\n")
 		fmt.Fprintf(&b, "cloud-init[760]: Cloud-init v. 22.4.2 finished. Datasource DataSourceEc2Local. Up %.2f seconds\n",

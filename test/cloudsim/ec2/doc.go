@@ -47,8 +47,11 @@
 // pagination. An unknown filter name is an error, as in EC2, so a plugin
 // that relies on an unsupported filter finds out here.
 //
-// Every instance gets a real cell through a CellStarter: LocalCells starts
-// a cell agent through the kip-plugin-local binary (driven by host/plugin),
+// Every instance gets a real cell through a CellStarter (the cell lifecycle
+// is simcells.Lifecycle, shared with gcesim): localcells.LocalCells
+// (test/cloudsim/simcells/localcells) starts a cell agent through the
+// kip-plugin-local binary (driven by host/plugin), sized like the
+// instance's type (CellTypes),
 // so an instance's privateIpAddress is where its kip-cell listens, and an
 // agent that dies is started again by the local plugin, as the instance's
 // systemd does (deploy/aws/cloud-init.yaml: Restart=always). With no
@@ -67,7 +70,8 @@
 //
 // # Knobs
 //
-// Every knob is safe for concurrent use: SetBootDelay, SetShutdownDelay,
+// Every knob is safe for concurrent use (the faults, rate limit, latency
+// and counters are simknobs.Knobs, shared with gcesim): SetBootDelay, SetShutdownDelay,
 // SetAgentDelay, SilenceAgents (the next instances never start their agent),
 // SetEventualConsistency (new instances invisible to Describe for a while),
 // InjectThrottle, SetRateLimit (a token bucket over all EC2 calls,
@@ -90,9 +94,10 @@
 // SDK still reads the answer ("use of closed network connection").
 //
 // This package is test support: it may import the standard library,
-// golang.org/x/time/rate, test/cloudsim/simhttp (its HTTP server's start
-// and stop, shared with gcesim), and host/plugin and pluginapi (for
-// LocalCells);
+// pluginapi/userdata, and what it shares with gcesim:
+// test/cloudsim/simhttp (its HTTP server's start, stop and gzip),
+// test/cloudsim/simcells (the cell lifecycle) and test/cloudsim/simknobs
+// (faults, rate limit, latency, counters);
 // only its tests import the AWS SDK (its IMDS client too), so that the simulator checks the
 // SDK's wire format instead of sharing its types.
 package ec2sim

@@ -2,15 +2,12 @@ package ec2sim
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"log/slog"
 	"mime/multipart"
 	"net/textproto"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,84 +20,16 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kipcell/kip/pluginapi/userdata"
+	"github.com/kipcell/kip/test/cloudsim/simcells/cellstest"
 )
 
-// clock is a manual clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+// newClock is a manual clock for Options.Now.
+func newClock() *cellstest.Clock {
+	return cellstest.NewClock(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// fakeCells is a CellStarter that records calls. With a gate, Start
-// blocks until the gate is closed; failStart makes Start fail.
-type fakeCells struct {
-	gate      chan struct{}
-	failStart error
-
-	mu         sync.Mutex
-	n          int
-	started    map[string]string // instance → address
-	types      map[string]string
-	bootstraps map[string][]byte
-	stopped    map[string]int
-}
-
-func newFakeCells() *fakeCells {
-	return &fakeCells{started: map[string]string{}, types: map[string]string{}, bootstraps: map[string][]byte{}, stopped: map[string]int{}}
-}
-
-func (f *fakeCells) Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (string, error) {
-	if f.gate != nil {
-		select {
-		case <-f.gate:
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
-	if f.failStart != nil {
-		return "", f.failStart
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.n++
-	addr := fmt.Sprintf("127.77.0.%d", f.n+1)
-	f.started[instanceID], f.types[instanceID], f.bootstraps[instanceID] = addr, instanceType, bootstrap
-	return addr, nil
-}
-
-func (f *fakeCells) Stop(ctx context.Context, instanceID string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stopped[instanceID]++
-	return nil
-}
-
-func (f *fakeCells) isStarted(id string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, ok := f.started[id]
-	return ok
-}
-
-func (f *fakeCells) stops(id string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stopped[id]
-}
+// newFakeCells is a CellStarter that records calls.
+func newFakeCells() *cellstest.FakeCells { return cellstest.NewFakeCells() }
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))

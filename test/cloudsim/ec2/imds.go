@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 )
 
 // The instance metadata service (IMDS) of every simulated instance: an
@@ -64,13 +66,10 @@ const (
 const DefaultInterruptionNotice = 2 * time.Minute
 
 // IMDSLocator is implemented by a CellStarter whose cells reach their
-// instance metadata at a unix socket of its choosing (LocalCells: the
-// {imds} placeholder of its agent command). The server serves an
-// instance's IMDS there; without a locator, in a directory of its own
-// (IMDSSocket says where).
-type IMDSLocator interface {
-	IMDSSocket(instanceID string) string
-}
+// instance metadata at a unix socket of its choosing
+// (simcells.IMDSLocator). The server serves an instance's IMDS there;
+// without a locator, in a directory of its own (IMDSSocket says where).
+type IMDSLocator = simcells.IMDSLocator
 
 // imdsServer is the IMDS of one instance.
 type imdsServer struct {
@@ -156,10 +155,8 @@ func (s *Server) IMDSSocket(instanceID string) (string, bool) {
 // imdsPath is where the IMDS of an instance listens. The caller holds
 // s.mu.
 func (s *Server) imdsPath(id string) (string, error) {
-	if l, ok := s.opts.Cells.(IMDSLocator); ok {
-		if p := l.IMDSSocket(id); p != "" {
-			return p, nil
-		}
+	if p := s.cells.IMDSSocket(id); p != "" {
+		return p, nil
 	}
 	if s.imdsDir == "" {
 		dir, err := os.MkdirTemp("", "ec2sim-imds-")
@@ -311,12 +308,12 @@ func (s *Server) metadata(in *instance, path string) (string, int) {
 		"instance-id":                 in.id,
 		"instance-type":               in.itype.Name,
 		"instance-life-cycle":         lifecycle,
-		"local-ipv4":                  in.address,
+		"local-ipv4":                  in.cell.Address,
 		"placement/availability-zone": in.subnet.Zone,
 		"placement/region":            s.region.name,
 	}
-	if in.address != "" {
-		values["hostname"] = privateDNSName(s.region.name, in.address)
+	if in.cell.Address != "" {
+		values["hostname"] = privateDNSName(s.region.name, in.cell.Address)
 		values["local-hostname"] = values["hostname"]
 	}
 	if a := in.spotAction; a != nil {
@@ -345,8 +342,8 @@ func (s *Server) metadata(in *instance, path string) (string, int) {
 func (s *Server) identityDocument(in *instance) ([]byte, error) {
 	arch := cmp.Or(in.itype.Arch, "x86_64")
 	var privateIP *string
-	if in.address != "" {
-		privateIP = &in.address
+	if in.cell.Address != "" {
+		privateIP = &in.cell.Address
 	}
 	doc := struct {
 		AccountID               string   `json:"accountId"`

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi/userdata"
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 )
 
 // Instance states and their EC2 codes.
@@ -148,22 +149,13 @@ type instance struct {
 	reason           string // stateReason code
 	transitionReason string
 	doneAt           time.Time // shutting-down ends no earlier than this
-	stoppedAt        time.Time // when the cell stopped
 	terminatedAt     time.Time
 
-	address    string
+	// cell is the instance's cell (its address, whether it and its agent
+	// started and stopped), kept by s.cells; subnetAddr is the address
+	// taken from the subnet when there is no CellStarter.
+	cell       simcells.Cell
 	subnetAddr netip.Addr
-
-	cellStarting bool
-	cellStarted  bool
-	// silent: the agent never starts (SilenceAgents); agentStarted: it
-	// did, agentDelay after the instance ran (AgentStarter).
-	silent        bool
-	agentStarting bool
-	agentStarted  bool
-	agentDelay    time.Duration
-	stopRequested bool
-	cellStopped   bool
 
 	// Instance metadata (imds.go): the IMDSv2 tokens handed out and when
 	// they expire, the interruption notice and the rebalance
@@ -184,7 +176,7 @@ func (in *instance) snapshot() Instance {
 	out := Instance{
 		ID: in.id, ReservationID: in.reservationID, ClientToken: in.clientToken, ImageID: in.imageID,
 		InstanceType: in.itype.Name, Zone: in.subnet.Zone, SubnetID: in.subnet.ID, VPCID: in.subnet.VPCID,
-		State: in.state, StateReason: in.reason, PrivateIP: in.address, LaunchTime: in.launchTime,
+		State: in.state, StateReason: in.reason, PrivateIP: in.cell.Address, LaunchTime: in.launchTime,
 		SecurityGroupIDs: slices.Clone(in.groups), IamInstanceProfile: in.profile,
 		Tags: maps.Clone(in.tags), VolumeTags: maps.Clone(in.volumeTags),
 		UserData: slices.Clone(in.userData), Bootstrap: slices.Clone(in.bootstrap),
@@ -204,19 +196,19 @@ func (in *instance) cellAttr() string { return in.tags["kipcell.io/cell"] }
 func (s *Server) advance(in *instance, now time.Time) {
 	switch in.state {
 	case statePending:
-		if in.cellStarted && !now.Before(in.readyAt) {
+		if in.cell.Started && !now.Before(in.readyAt) {
 			in.state = stateRunning
-			s.log.Info("instance running", "instance", in.id, "cell", in.cellAttr(), "address", in.address)
-			s.agentDueLocked(in, now)
+			s.log.Info("instance running", "instance", in.id, "cell", in.cellAttr(), "address", in.cell.Address)
+			s.cells.AgentDueLocked(cellInstance{s, in}, now)
 		}
 	case stateRunning:
-		s.agentDueLocked(in, now)
+		s.cells.AgentDueLocked(cellInstance{s, in}, now)
 	case stateShuttingDown:
-		if in.cellStopped && !now.Before(in.doneAt) {
+		if in.cell.Stopped && !now.Before(in.doneAt) {
 			in.state = stateTerminated
 			in.terminatedAt = in.doneAt
-			if in.stoppedAt.After(in.doneAt) {
-				in.terminatedAt = in.stoppedAt
+			if in.cell.StoppedAt.After(in.doneAt) {
+				in.terminatedAt = in.cell.StoppedAt
 			}
 			s.log.Info("instance terminated", "instance", in.id, "cell", in.cellAttr(), "reason", in.reason)
 		}
@@ -630,7 +622,7 @@ func (s *Server) xmlOf(in *instance) xmlInstance {
 		InstanceType: in.itype.Name, LaunchTime: in.launchTime.UTC().Truncate(time.Second).Format(timeLayout),
 		Placement:  xmlPlacement{AvailabilityZone: in.subnet.Zone, AvailabilityZoneID: s.region.zoneIDs[in.subnet.Zone], Tenancy: "default"},
 		Monitoring: xmlMonitoring{"disabled"}, SubnetID: in.subnet.ID, VpcID: in.subnet.VPCID,
-		PrivateIPAddress: in.address, Architecture: in.itype.Arch, RootDeviceType: "ebs", RootDeviceName: defaultInstanceRootName,
+		PrivateIPAddress: in.cell.Address, Architecture: in.itype.Arch, RootDeviceType: "ebs", RootDeviceName: defaultInstanceRootName,
 		VirtualizationType: "hvm", ClientToken: in.clientToken, Tags: xmlTags(in.tags), Hypervisor: "xen", EnaSupport: true,
 		MetadataOptions: xmlMetadataOptions{State: "applied", HTTPTokens: in.httpTokens, HTTPPutResponseHopLimit: in.hopLimit, HTTPEndpoint: "enabled",
 			InstanceMetadataTags: in.metadataTags},
@@ -638,8 +630,8 @@ func (s *Server) xmlOf(in *instance) xmlInstance {
 	if in.state == statePending {
 		x.MetadataOptions.State = "pending"
 	}
-	if in.address != "" {
-		x.PrivateDNSName = privateDNSName(s.region.name, in.address)
+	if in.cell.Address != "" {
+		x.PrivateDNSName = privateDNSName(s.region.name, in.cell.Address)
 	}
 	for _, g := range in.groups {
 		x.Groups = append(x.Groups, xmlGroup{g})
@@ -736,6 +728,7 @@ func (s *Server) runInstances(f form) (response, error) {
 			cpuCredits: req.cpuCredits, blockDevices: req.blockDevices,
 			launchTime: now, readyAt: now.Add(s.bootDelay), visibleAt: now.Add(s.consistencyDelay), state: statePending,
 		}
+		in.cell = simcells.Cell{ID: in.id, Type: in.itype.Name, Bootstrap: in.bootstrap, LogAttr: in.cellAttr()}
 		if in.spot {
 			in.spotRequestID = "sir-" + randomHex(8)
 		}
@@ -755,8 +748,8 @@ func (s *Server) runInstances(f form) (response, error) {
 	for _, in := range r.instances {
 		x := s.xmlOf(in)
 		x.State, x.PrivateIPAddress, x.PrivateDNSName = stateOf(statePending), "", ""
-		if in.cellStarted {
-			x.PrivateIPAddress, x.PrivateDNSName = in.address, privateDNSName(s.region.name, in.address)
+		if in.cell.Started {
+			x.PrivateIPAddress, x.PrivateDNSName = in.cell.Address, privateDNSName(s.region.name, in.cell.Address)
 		}
 		resp.Instances = append(resp.Instances, x)
 	}
@@ -787,7 +780,7 @@ var instanceFields = map[string]fieldFunc[*instance]{
 	"vpc-id":                   func(in *instance) []string { return []string{in.subnet.VPCID} },
 	"image-id":                 func(in *instance) []string { return []string{in.imageID} },
 	"reservation-id":           func(in *instance) []string { return []string{in.reservationID} },
-	"private-ip-address":       func(in *instance) []string { return []string{in.address} },
+	"private-ip-address":       func(in *instance) []string { return []string{in.cell.Address} },
 	"architecture":             func(in *instance) []string { return []string{in.itype.Arch} },
 	"instance-lifecycle":       func(in *instance) []string { return lifecycle(in) },
 	"spot-instance-request-id": func(in *instance) []string { return []string{in.spotRequestID} },

@@ -19,7 +19,7 @@ func TestRunPendingToRunning(t *testing.T) {
 	ctx := t.Context()
 	clk := newClock()
 	cells := newFakeCells()
-	cells.gate = make(chan struct{})
+	cells.Gate = make(chan struct{})
 	sim, url := startSim(t, Options{Cells: cells, Now: clk.Now, BootDelay: 30 * time.Second})
 	c := ec2Client(url, noRetries)
 
@@ -62,22 +62,22 @@ func TestRunPendingToRunning(t *testing.T) {
 		t.Errorf("before the cell started: state %q, want pending", stateName(in))
 	}
 
-	close(cells.gate)
-	eventually(t, "the cell to start", func() bool { return cells.isStarted(id) })
+	close(cells.Gate)
+	eventually(t, "the cell to start", func() bool { return cells.IsStarted(id) })
 	eventually(t, "the address", func() bool { return describe(t, c, id).PrivateIpAddress != nil })
 	if in := describe(t, c, id); stateName(in) != "pending" {
 		t.Errorf("cell started, boot delay not over: state %q, want pending", stateName(in))
 	}
 	clk.Advance(30 * time.Second)
 	in := describe(t, c, id)
-	if stateName(in) != "running" || aws.ToString(in.PrivateIpAddress) != cells.started[id] {
-		t.Fatalf("after the boot delay: state %q address %q, want running at %q", stateName(in), aws.ToString(in.PrivateIpAddress), cells.started[id])
+	if stateName(in) != "running" || aws.ToString(in.PrivateIpAddress) != cells.Address(id) {
+		t.Fatalf("after the boot delay: state %q address %q, want running at %q", stateName(in), aws.ToString(in.PrivateIpAddress), cells.Address(id))
 	}
-	if aws.ToString(in.PrivateDnsName) != "ip-"+strings.ReplaceAll(cells.started[id], ".", "-")+".ec2.internal" {
+	if aws.ToString(in.PrivateDnsName) != "ip-"+strings.ReplaceAll(cells.Address(id), ".", "-")+".ec2.internal" {
 		t.Errorf("privateDnsName %q", aws.ToString(in.PrivateDnsName))
 	}
-	if string(cells.bootstraps[id]) != bootstrap || cells.types[id] != "t3.micro" {
-		t.Errorf("cell started with type %q bootstrap %q, want t3.micro %q", cells.types[id], cells.bootstraps[id], bootstrap)
+	if cells.Bootstrap(id) != bootstrap || cells.Type(id) != "t3.micro" {
+		t.Errorf("cell started with type %q bootstrap %q, want t3.micro %q", cells.Type(id), cells.Bootstrap(id), bootstrap)
 	}
 
 	// What DescribeInstances says, through the SDK's decoding.
@@ -114,7 +114,7 @@ func TestRunPendingToRunning(t *testing.T) {
 	}
 	if d := cmp.Diff(Instance{
 		ID: id, ReservationID: rec.ReservationID, ClientToken: "cell-a", ImageID: "ami-0de0000000000a002", InstanceType: "t3.micro",
-		Zone: "us-east-1b", SubnetID: "subnet-00000000000000002", VPCID: DefaultVPCID, State: "running", PrivateIP: cells.started[id],
+		Zone: "us-east-1b", SubnetID: "subnet-00000000000000002", VPCID: DefaultVPCID, State: "running", PrivateIP: cells.Address(id),
 		LaunchTime: rec.LaunchTime, SecurityGroupIDs: []string{"sg-0123456789abcdef0", "sg-0fedcba9876543210"},
 		IamInstanceProfile: "arn:aws:iam::123456789012:instance-profile/kip-cell",
 		Tags:               map[string]string{"kipcell.io/cell": "cell-a", "Name": "cell-a"},
@@ -144,7 +144,7 @@ func TestInstanceRunningWaiter(t *testing.T) {
 
 func TestCellStartFailure(t *testing.T) {
 	cells := newFakeCells()
-	cells.failStart = errors.New("no room")
+	cells.FailStart = errors.New("no room")
 	_, url := startSim(t, Options{Cells: cells})
 	c := ec2Client(url, noRetries)
 	id := launch(t, c, runInput("t3.small", "", ""))
@@ -153,7 +153,7 @@ func TestCellStartFailure(t *testing.T) {
 	if aws.ToString(in.StateReason.Code) != ReasonInternalError {
 		t.Errorf("stateReason %q, want %s", aws.ToString(in.StateReason.Code), ReasonInternalError)
 	}
-	eventually(t, "the failed cell to be cleaned up", func() bool { return cells.stops(id) == 1 })
+	eventually(t, "the failed cell to be cleaned up", func() bool { return cells.Stops(id) == 1 })
 }
 
 func TestClientTokenIdempotency(t *testing.T) {
@@ -358,7 +358,7 @@ func TestTerminate(t *testing.T) {
 	if stateName(in) != "shutting-down" || aws.ToString(in.StateReason.Code) != ReasonUserShutdown || !strings.HasPrefix(aws.ToString(in.StateTransitionReason), "User initiated (") {
 		t.Errorf("after terminate: %s reason %q transition %q", stateName(in), aws.ToString(in.StateReason.Code), aws.ToString(in.StateTransitionReason))
 	}
-	eventually(t, "the cell to stop", func() bool { return cells.stops(id) == 1 })
+	eventually(t, "the cell to stop", func() bool { return cells.Stops(id) == 1 })
 	if s := stateName(describe(t, c, id)); s != "shutting-down" {
 		t.Errorf("cell stopped, shutdown delay not over: %s", s)
 	}
@@ -372,8 +372,8 @@ func TestTerminate(t *testing.T) {
 	if err != nil || out.TerminatingInstances[0].CurrentState.Name != types.InstanceStateNameTerminated || out.TerminatingInstances[0].PreviousState.Name != types.InstanceStateNameTerminated {
 		t.Errorf("second terminate: %v %+v", err, out)
 	}
-	if cells.stops(id) != 1 {
-		t.Errorf("cell stopped %d times, want once", cells.stops(id))
+	if cells.Stops(id) != 1 {
+		t.Errorf("cell stopped %d times, want once", cells.Stops(id))
 	}
 	if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{"i-0000000000000000f"}}); apiCode(err) != "InvalidInstanceID.NotFound" {
 		t.Errorf("terminate unknown: %v, want InvalidInstanceID.NotFound", err)
@@ -381,13 +381,13 @@ func TestTerminate(t *testing.T) {
 
 	// Terminating a pending instance whose cell is still starting stops
 	// the cell once it has started.
-	cells.gate = make(chan struct{})
+	cells.Gate = make(chan struct{})
 	p := launch(t, c, runInput("t3.micro", "", ""))
 	if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{p}}); err != nil {
 		t.Fatal(err)
 	}
-	close(cells.gate)
-	eventually(t, "the started cell to stop", func() bool { return cells.stops(p) == 1 })
+	close(cells.Gate)
+	eventually(t, "the started cell to stop", func() bool { return cells.Stops(p) == 1 })
 	clk.Advance(10 * time.Second)
 	if got, _ := sim.Instance(p); got.State != "terminated" {
 		t.Errorf("pending instance after terminate: %s", got.State)

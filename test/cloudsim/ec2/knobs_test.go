@@ -207,7 +207,7 @@ func TestInterrupt(t *testing.T) {
 	if stateName(got) != "shutting-down" || aws.ToString(got.StateReason.Code) != "Server.SpotInstanceTermination" {
 		t.Errorf("interrupted: %s reason %q, want shutting-down Server.SpotInstanceTermination", stateName(got), aws.ToString(got.StateReason.Code))
 	}
-	eventually(t, "the cell to stop", func() bool { return cells.stops(spot) == 1 })
+	eventually(t, "the cell to stop", func() bool { return cells.Stops(spot) == 1 })
 	clk.Advance(time.Minute)
 	got = describe(t, c, spot)
 	if stateName(got) != "terminated" || aws.ToString(got.StateReason.Code) != "Server.SpotInstanceTermination" {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,19 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 )
-
-// buildLocalPlugin builds kip-plugin-local from the workspace, as
-// test/e2e/framework.BuildBinaries does.
-func buildLocalPlugin(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "kip-plugin-local")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/kipcell/kip/plugins/local/cmd/kip-plugin-local")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building kip-plugin-local: %v\n%s", err, b)
-	}
-	return out
-}
 
 // TestLocalCells launches an instance whose cell is a real local cell: the
 // kip-plugin-local binary under host/plugin's supervisor, in loopback
@@ -36,22 +22,7 @@ func buildLocalPlugin(t *testing.T) string {
 func TestLocalCells(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	stateDir := t.TempDir()
-	cells, err := NewLocalCells(ctx, LocalCellsConfig{
-		PluginPath:   buildLocalPlugin(t),
-		AgentCommand: []string{"/bin/sleep", "300"},
-		StateDir:     stateDir,
-		Network:      "loopback",
-		Logger:       testLogger(t),
-	})
-	if err != nil {
-		t.Fatalf("NewLocalCells: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cells.Close(); err != nil {
-			t.Errorf("closing local cells: %v", err)
-		}
-	})
+	cells, stateDir := localcells.StartForTest(ctx, t, CellTypes(DefaultInstanceTypes), testLogger(t))
 	sim, url := startSim(t, Options{Cells: cells})
 	c := ec2Client(url)
 
@@ -71,25 +42,7 @@ func TestLocalCells(t *testing.T) {
 	ip := aws.ToString(out.Reservations[0].Instances[0].PrivateIpAddress)
 
 	// The address is the one the local plugin gave the cell, which runs.
-	localID, ok := cells.LocalID(id)
-	if !ok {
-		t.Fatalf("no local cell recorded for %s", id)
-	}
-	d, err := cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
-	if err != nil || len(d.Instances) != 1 {
-		t.Fatalf("describing local cell %s: %v (%d found)", localID, err, len(d.Instances))
-	}
-	local := d.Instances[0]
-	if local.State != pluginapi.StateRunning || local.PrivateAddress() != ip || local.CellID != id || local.InstanceType != "t3.small" {
-		t.Errorf("local cell %+v; want running, cell ID %s, type t3.small, address %s", local, id, ip)
-	}
-	if a, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix("127.77.0.0/16").Contains(a) {
-		t.Errorf("address %q is not in the local plugin's loopback subnet", ip)
-	}
-	cellDir := filepath.Join(stateDir, "cells", id)
-	if got, err := os.ReadFile(filepath.Join(cellDir, "bootstrap")); err != nil || string(got) != bootstrap {
-		t.Errorf("the cell's bootstrap file: %q, %v; want %q", got, err, bootstrap)
-	}
+	localID, cellDir := localcells.CheckCell(ctx, t, cells, stateDir, id, "t3.small", ip, bootstrap)
 
 	// Terminate: the instance ends and the local cell is gone.
 	if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
@@ -101,7 +54,7 @@ func TestLocalCells(t *testing.T) {
 	if err := tw.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}, time.Minute); err != nil {
 		t.Fatalf("waiting for terminated: %v", err)
 	}
-	d, err = cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
+	d, err := cells.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{localID}})
 	if err != nil || len(d.Instances) != 0 {
 		t.Errorf("local cell after terminate: %+v, %v; want none", d, err)
 	}

@@ -1,28 +1,23 @@
 package ec2sim
 
 import (
-	"bytes"
 	"cmp"
-	"compress/gzip"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 	"github.com/kipcell/kip/test/cloudsim/simhttp"
+	"github.com/kipcell/kip/test/cloudsim/simknobs"
 )
 
 // Defaults of Options.
@@ -97,41 +92,29 @@ type Options struct {
 // RateLimit is a token bucket over all EC2 calls, like EC2's request-rate
 // limits: Burst calls at once, refilled at PerSecond. A call finding the
 // bucket empty is answered with RequestLimitExceeded (HTTP 503).
-type RateLimit struct {
-	PerSecond float64
-	Burst     int
-}
+type RateLimit = simknobs.RateLimit
 
-// Fault is an error answered instead of a call's result.
-type Fault struct {
-	// Operation is the action it applies to ("RunInstances",
-	// "GetAuthorizationToken"); empty means any.
-	Operation string
-	// Code and Message are the error; HTTPStatus zero means 400.
-	Code       string
-	Message    string
-	HTTPStatus int
-	// Times is how many calls get it; zero means one.
-	Times int
-	// AfterEffect lets the call take effect first and then answers the
-	// fault: the response was lost, and a retry must be idempotent.
-	AfterEffect bool
-}
-
-// capacityKey names an instance type in a zone; empty fields match any.
-type capacityKey struct{ instanceType, zone string }
+// Fault is an error answered instead of a call's result: Operation is
+// the action it applies to ("RunInstances", "GetAuthorizationToken"; empty
+// means any), Code and Message EC2's error.
+type Fault = simknobs.Fault
 
 // Server is a simulated EC2 region. Create it with New; use it with Start
 // or as an http.Handler.
+//
+// Its knobs and counters shared with gcesim (InjectFault, ClearFaults,
+// SetRateLimit, SetLatency, Calls, MaxCallsPerSecond, Throttled,
+// ResetCalls) come from the embedded simknobs.Knobs.
 type Server struct {
+	*simknobs.Knobs
+
 	opts   Options
 	region *region
 	log    *slog.Logger
 	now    func() time.Time
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cells           *simcells.Lifecycle
+	insufficientCap simknobs.Shortages[bool]
 
 	http simhttp.Endpoint
 
@@ -144,17 +127,7 @@ type Server struct {
 	seq              int64
 	bootDelay        time.Duration
 	shutdownDelay    time.Duration
-	agentDelay       time.Duration
-	silentAgents     int // the next launches whose agents never start
 	consistencyDelay time.Duration
-	latency          time.Duration
-	faults           []*Fault
-	insufficientCap  map[capacityKey]bool
-	limiter          *rate.Limiter
-	calls            map[string]int
-	recent           []time.Time
-	maxPerSecond     int
-	throttled        int
 
 	// Instance metadata (imds.go).
 	signer  identitySigner
@@ -195,15 +168,17 @@ func New(opts Options) *Server {
 	if err != nil {
 		panic("ec2sim: " + err.Error())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		opts: opts, region: r, log: opts.Logger.With("sim", "ec2", "region", opts.Region), now: opts.Now,
-		ctx: ctx, cancel: cancel,
+		Knobs: simknobs.New(cmp.Or(opts.Latency, DefaultLatency), opts.RateLimit),
+		opts:  opts, region: r, log: opts.Logger.With("sim", "ec2", "region", opts.Region), now: opts.Now,
 		instances: map[string]*instance{}, tokens: map[string]*reservation{},
-		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, agentDelay: opts.AgentDelay, latency: cmp.Or(opts.Latency, DefaultLatency),
-		insufficientCap: map[capacityKey]bool{}, calls: map[string]int{}, imds: map[string]*imdsServer{},
+		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay,
+		imds: map[string]*imdsServer{},
 	}
-	s.SetRateLimit(opts.RateLimit)
+	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
+		Starter: opts.Cells, StartTimeout: opts.CellStartTimeout, Lock: &s.mu,
+		AgentDelay: opts.AgentDelay, Now: opts.Now, Logger: s.log,
+	})
 	return s
 }
 
@@ -221,13 +196,7 @@ func (s *Server) Close() error {
 		if err := s.http.Stop(); err != nil {
 			s.log.Warn("stopping EC2 simulator", "error", err)
 		}
-		s.cancel() // starts in progress give up
-		s.mu.Lock()
-		for _, in := range s.order {
-			s.stopCell(in)
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
+		s.cells.Close()
 		if err := s.closeIMDS(); err != nil {
 			s.log.Warn("closing instance metadata", "error", err)
 		}
@@ -291,38 +260,8 @@ func (s *Server) replyEC2Error(w http.ResponseWriter, r *http.Request, requestID
 // a compressed answer usually arrives whole in the transport's first read,
 // so a closed connection no longer matters.
 func (s *Server) reply(w http.ResponseWriter, r *http.Request, status int, contentType string, body []byte) {
-	s.mu.Lock()
-	latency := s.latency
-	s.mu.Unlock()
-	if latency > 0 {
-		time.Sleep(latency)
-	}
-	if len(body) > gzipAbove && acceptsGzip(r) {
-		var b bytes.Buffer
-		zw := gzip.NewWriter(&b)
-		_, _ = zw.Write(body)
-		_ = zw.Close()
-		body = b.Bytes()
-		w.Header().Set("Content-Encoding", "gzip")
-	}
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// gzipAbove is the body size from which answers are compressed.
-const gzipAbove = 1024
-
-func acceptsGzip(r *http.Request) bool {
-	for _, v := range r.Header.Values("Accept-Encoding") {
-		for _, enc := range strings.Split(v, ",") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(enc), ";"); name == "gzip" {
-				return true
-			}
-		}
-	}
-	return false
+	s.Delay()
+	simhttp.Write(w, r, status, contentType, body)
 }
 
 func (s *Server) dispatchEC2(op string, f form) (response, error) {
@@ -356,15 +295,14 @@ func (s *Server) call(op string, isEC2 bool, r *http.Request, handle func() (res
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	s.count(op, now)
+	s.Count(op, now)
 	if err := s.authenticate(r); err != nil {
 		return nil, err
 	}
-	if isEC2 && s.limiter != nil && !s.limiter.AllowN(now, 1) {
-		s.throttled++
+	if isEC2 && !s.Allow(now) {
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: codeThrottle, Message: defaultThrottleMessage}
 	}
-	fault := s.takeFault(op)
+	fault := s.TakeFault(op)
 	if fault != nil && !fault.AfterEffect {
 		return nil, faultError(fault)
 	}
@@ -380,18 +318,6 @@ func (s *Server) call(op string, isEC2 bool, r *http.Request, handle func() (res
 		return nil, &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: err.Error()}
 	}
 	return resp, nil
-}
-
-// count records a call for Calls and MaxCallsPerSecond. The caller holds
-// s.mu.
-func (s *Server) count(op string, now time.Time) {
-	s.calls[op]++
-	cut := 0
-	for cut < len(s.recent) && !s.recent[cut].After(now.Add(-time.Second)) {
-		cut++
-	}
-	s.recent = append(s.recent[cut:], now)
-	s.maxPerSecond = max(s.maxPerSecond, len(s.recent))
 }
 
 // authenticate checks what a regional endpoint checks before anything
@@ -417,22 +343,6 @@ func (s *Server) authenticate(r *http.Request) *apiError {
 	return nil
 }
 
-// takeFault returns the first injected fault for op and uses one of its
-// times. The caller holds s.mu.
-func (s *Server) takeFault(op string) *Fault {
-	for i, f := range s.faults {
-		if f.Operation != "" && f.Operation != op {
-			continue
-		}
-		out := *f
-		if f.Times--; f.Times <= 0 {
-			s.faults = slices.Delete(s.faults, i, i+1)
-		}
-		return &out
-	}
-	return nil
-}
-
 func faultError(f *Fault) *apiError {
 	return &apiError{Status: cmp.Or(f.HTTPStatus, http.StatusBadRequest), Code: f.Code, Message: cmp.Or(f.Message, f.Code)}
 }
@@ -449,22 +359,14 @@ func (s *Server) SetBootDelay(d time.Duration) {
 
 // SetAgentDelay sets how long after they run the instances launched from
 // now on start their cell agents (Options.AgentDelay).
-func (s *Server) SetAgentDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.agentDelay = d
-}
+func (s *Server) SetAgentDelay(d time.Duration) { s.cells.SetAgentDelay(d) }
 
 // SilenceAgents makes the next n instances launched never start their
 // cell agents: they run, with an address and a console output that says
 // why, and nothing answers there, as an instance whose image or boot
 // recipe is broken. It needs a CellStarter that is an AgentStarter
 // (LocalCells); without one an instance has no agent anyway.
-func (s *Server) SilenceAgents(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.silentAgents = n
-}
+func (s *Server) SilenceAgents(n int) { s.cells.Silence(n) }
 
 // SetShutdownDelay sets how long instances shut down from now on stay
 // shutting-down at least.
@@ -482,35 +384,6 @@ func (s *Server) SetEventualConsistency(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.consistencyDelay = d
-}
-
-// SetLatency sets how long every answer waits; it applies to calls from
-// now on. Below DefaultLatency, the SDK may see the connection race
-// described at Server.reply.
-func (s *Server) SetLatency(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.latency = d
-}
-
-// SetRateLimit replaces the rate limit over EC2 calls; the zero RateLimit
-// removes it. The bucket starts full.
-func (s *Server) SetRateLimit(l RateLimit) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l.PerSecond <= 0 {
-		s.limiter = nil
-		return
-	}
-	s.limiter = rate.NewLimiter(rate.Limit(l.PerSecond), max(l.Burst, 1))
-}
-
-// InjectFault queues f; calls take queued faults in order.
-func (s *Server) InjectFault(f Fault) {
-	f.Times = max(f.Times, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
 }
 
 // LaunchErrorCodes are the refusals of RunInstances an account meets on a
@@ -547,39 +420,23 @@ func (s *Server) Inject5xx(n int) {
 	s.InjectFault(Fault{Code: codeInternal, Message: defaultInternalMessage, HTTPStatus: http.StatusInternalServerError, Times: n})
 }
 
-// ClearFaults drops every queued fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
-
 // InjectInsufficientCapacity makes RunInstances of instanceType in zone
 // fail with InsufficientInstanceCapacity (HTTP 500) until cleared. An
 // empty instanceType or zone matches any.
 func (s *Server) InjectInsufficientCapacity(instanceType, zone string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.insufficientCap[capacityKey{instanceType, zone}] = true
+	s.insufficientCap.Inject(instanceType, zone, true)
 }
 
 // ClearInsufficientCapacity undoes InjectInsufficientCapacity with the
 // same arguments.
 func (s *Server) ClearInsufficientCapacity(instanceType, zone string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.insufficientCap, capacityKey{instanceType, zone})
+	s.insufficientCap.Clear(instanceType, zone)
 }
 
-// insufficient reports whether zone lacks capacity for instanceType. The
-// caller holds s.mu.
+// insufficient reports whether zone lacks capacity for instanceType.
 func (s *Server) insufficient(instanceType, zone string) bool {
-	for _, k := range []capacityKey{{instanceType, zone}, {"", zone}, {instanceType, ""}, {"", ""}} {
-		if s.insufficientCap[k] {
-			return true
-		}
-	}
-	return false
+	_, short := s.insufficientCap.Short(instanceType, zone)
+	return short
 }
 
 // Interrupt reclaims a spot instance as EC2 does: it goes to
@@ -684,37 +541,6 @@ func (s *Server) Instances() []Instance {
 		out = append(out, in.snapshot())
 	}
 	return out
-}
-
-// Calls returns how many requests each operation received, including the
-// ones answered with an error.
-func (s *Server) Calls() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.calls)
-}
-
-// MaxCallsPerSecond is the largest number of requests (all operations)
-// received within one second.
-func (s *Server) MaxCallsPerSecond() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.maxPerSecond
-}
-
-// Throttled is how many calls the rate limit refused (injected throttles
-// not included).
-func (s *Server) Throttled() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.throttled
-}
-
-// ResetCalls zeroes Calls, MaxCallsPerSecond and Throttled.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls, s.recent, s.maxPerSecond, s.throttled = map[string]int{}, nil, 0, 0
 }
 
 // randomHex returns n random lowercase hex digits.

@@ -88,7 +88,7 @@ func serialOutput(in *instance, now time.Time) string {
 	line(1100*time.Millisecond, "EXT4-fs (sda1): mounted filesystem with ordered data mode. Quota mode: none.")
 	line(2300*time.Millisecond, "systemd[1]: Hostname set to <%s>.", in.key.name)
 	fmt.Fprintf(&b, "%s google_guest_agent[520]: GCE Agent Started (version 20261001.00).\n", logTime(in.runningAt))
-	if script, ok := metadataItem(in.body, "startup-script"); ok {
+	if script := string(metadataItem(in.body, "startup-script")); script != "" {
 		fmt.Fprintf(&b, "%s google_metadata_script_runner[612]: Starting startup scripts (version 20261001.00).\n", logTime(in.runningAt))
 		fmt.Fprintf(&b, "%s google_metadata_script_runner[612]: Found startup-script in metadata.\n", logTime(in.runningAt))
 		if strings.Contains(script, "kip-cell") {
@@ -98,26 +98,12 @@ func serialOutput(in *instance, now time.Time) string {
 		fmt.Fprintf(&b, "%s google_metadata_script_runner[612]: Finished running startup scripts.\n", logTime(in.runningAt))
 	}
 	fmt.Fprintf(&b, "\nDebian GNU/Linux 12 %s ttyS0\n\n%s login: \n", in.key.name, in.key.name)
-	if in.deleted && !now.Before(in.deletedAt) {
-		fmt.Fprintf(&b, "%s systemd[1]: Stopping kip-cell.service - Kip cell agent...\n", logTime(in.deletedAt))
-		line(in.deletedAt.Sub(in.runningAt)+time.Second, "reboot: Power down")
+	if in.stopping && !now.Before(in.stopAt) {
+		fmt.Fprintf(&b, "%s systemd[1]: Stopping kip-cell.service - Kip cell agent...\n", logTime(in.stopAt))
+		line(in.stopAt.Sub(in.runningAt)+time.Second, "reboot: Power down")
 	}
 	return b.String()
 }
 
 // logTime writes t as the journal on a serial console does.
 func logTime(t time.Time) string { return t.UTC().Format("Jan 02 15:04:05") }
-
-// metadataItem returns the value of the instance metadata item key.
-func metadataItem(body map[string]any, key string) (string, bool) {
-	md, _ := body["metadata"].(map[string]any)
-	items, _ := md["items"].([]any)
-	for _, it := range items {
-		item, _ := it.(map[string]any)
-		if k, _ := item["key"].(string); k == key {
-			v, ok := item["value"].(string)
-			return v, ok
-		}
-	}
-	return "", false
-}

@@ -42,6 +42,11 @@
 //	compute.images.getFromFamily        GET    global/images/family/{family} (any project)
 //	compute.subnetworks.get             GET    regions/{r}/subnetworks/{s}
 //	compute.networks.get                GET    global/networks/{n}
+//	compute.zoneOperations.list         GET    zones/{z}/operations?filter=&maxResults=&pageToken=
+//	compute.globalOperations.get        GET    global/operations/{op}
+//	compute.globalOperations.wait       POST   global/operations/{op}/wait
+//	compute.globalOperations.list       GET    global/operations (same parameters)
+//	compute.globalOperations.aggregatedList GET aggregated/operations (same parameters)
 //
 // Insert is idempotent on requestId (a UUID, as GCE requires): a repeat
 // returns the first operation and changes nothing, whatever its body. The
@@ -56,12 +61,17 @@
 // checked as GCE checks them. An instance answers with what the client sent plus what GCE fills
 // in (id as a string, status, zone and machineType URLs, selfLink,
 // creationTimestamp, lastStartTimestamp, nic0 with a networkIP and its
-// network and subnetwork as full URLs).
+// network and subnetwork as full URLs,
+// resourceStatus.upcomingMaintenance while a maintenance is scheduled).
+// scheduling.provisioningModel (STANDARD, SPOT) and
+// instanceTerminationAction (STOP, DELETE; Spot or preemptible only) are
+// checked as GCE checks them.
 //
 // An instance is PROVISIONING for the first half of the boot delay,
-// STAGING for the second and RUNNING after; a deleted one is STOPPING for
-// the shutdown delay, then TERMINATED, and gone (get is notFound, list
-// leaves it out, the name is free) Options.TerminatedVisible later. States
+// STAGING for the second (and until its cell started) and RUNNING after; a
+// deleted one is STOPPING for the shutdown delay (and until its cell
+// stopped), then TERMINATED, and gone (get is notFound, list leaves it
+// out, the name is free) Options.TerminatedVisible later. States
 // and timestamps are computed when read, from the injected clock
 // (Options.Now), so tests move time instead of sleeping. An operation is
 // RUNNING until Options.OperationDelay has passed (a delete's also until
@@ -76,14 +86,32 @@
 // alreadyExists 409, invalid 400), which the client surfaces as an
 // *apierror.APIError wrapping a *googleapi.Error. list's filter takes
 // comparisons (=, !=, and : for contains or :* for set) of name, status,
-// zone, machineType and labels.<key>, joined by spaces or AND, each
-// optionally in parentheses (machineTypes' of name, zone, guestCpus,
-// memoryMb and isSharedCpu; zones' of name, status and region); any other
-// field is an invalid filter, so a client that relies on one the
+// zone, machineType and labels.<key> (machineTypes': name, zone,
+// guestCpus, memoryMb and isSharedCpu; zones': name, status and region;
+// operations': name, operationType, targetLink, targetId, status, user,
+// zone), joined by spaces or AND, each optionally in parentheses; any
+// other field is an invalid filter, so a client that relies on one the
 // simulator does not evaluate finds out.
-// Pages hold maxResults (0 to 500; 500 by default) instances in insert
-// order; pageToken is opaque. aggregatedList has a scope per zone, with its
-// instances on the page or GCE's NO_RESULTS_ON_PAGE warning.
+// Pages hold maxResults (0 to 500; 500 by default) items in insert
+// order; pageToken is opaque. aggregatedList has a scope per zone (for
+// operations also global and the region), with its items on the page or
+// GCE's NO_RESULTS_ON_PAGE warning. Nothing the simulator does starts a
+// global operation yet; global ones are served for the plugin's lookups.
+//
+// # Real cells
+//
+// Every instance gets a real cell through Options.Cells, a
+// simcells.CellStarter (localcells.LocalCells runs the kip-plugin-local
+// binary; the lifecycle is simcells.Lifecycle, shared with ec2sim): the
+// cell's ID is the instance's name, its type the machine type's name, its
+// bootstrap the instance's kip-bootstrap metadata item (BootstrapKey,
+// LaunchRequest.Bootstrap verbatim, as the startup script hands it to
+// kip-cell --bootstrap), and its address nic0's networkIP (absent until
+// the cell started). The agent starts Options.AgentDelay after the
+// instance runs (SetAgentDelay) or never (SilenceAgents). Delete and
+// preemption stop the cell; Close stops every cell still running. With
+// no CellStarter, instances get an address of 10.128.0.0/16 and no
+// process.
 //
 // # The project's resources
 //
@@ -113,47 +141,57 @@
 //
 // # Knobs
 //
-// SetBootDelay, SetShutdownDelay, SetOperationDelay, and InjectStockout
-// (per machine type and zone; ClearStockouts): an insert that meets one
-// gets an operation that ends DONE with ZONE_RESOURCE_POOL_EXHAUSTED and
-// creates no instance, with httpErrorStatusCode 503 and httpErrorMessage,
-// or without them (Stockout.WithoutHTTPStatus), the form on which the
-// client's Operation.Wait returns nil. Calls and ResetCalls count what the
-// server received; Instance and Instances show what was inserted, with the
-// body the client sent.
+// Every knob is safe for concurrent use. SetBootDelay, SetShutdownDelay,
+// SetOperationDelay, SetAgentDelay, SilenceAgents; from simknobs (shared
+// with ec2sim): InjectFault and ClearFaults (any reason and status, any
+// method by GCE's name, optionally AfterEffect: the call takes effect and
+// its answer is lost, so a retry must use the same requestId),
+// SetRateLimit (a token bucket over all calls, answering 403
+// rateLimitExceeded in the usageLimits domain with status
+// PERMISSION_DENIED and a google.rpc.ErrorInfo RATE_LIMIT_EXCEEDED, as
+// GCE's quota system does; GCE may also answer 429 RESOURCE_EXHAUSTED,
+// which InjectFault can play), SetLatency, and the counters Calls (by
+// method name, errors included), MaxCallsPerSecond, Throttled and
+// ResetCalls.
+//
+// Inserts can end in a failed operation (DONE, no instance created):
+// InjectStockout per machine type and zone (the most specific applies;
+// ClearStockouts) with ZONE_RESOURCE_POOL_EXHAUSTED,
+// ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS or STOCKOUT, with
+// httpErrorStatusCode 503 and httpErrorMessage, or without them
+// (Stockout.WithoutHTTPStatus), the form on which the client's
+// Operation.Wait returns nil; InjectQuota per metric and region
+// (ClearQuotas): QUOTA_EXCEEDED "Quota 'CPUS' exceeded.  Limit: 24.0 in
+// region us-central1." with errorDetails quotaInfo {metricName,
+// limitName, dimensions{region}, limit} and httpErrorStatusCode 403, for
+// the inserts that use the metric (CPUS for standard instances,
+// PREEMPTIBLE_CPUS for Spot, NVIDIA_T4_GPUS and PREEMPTIBLE_NVIDIA_T4_GPUS
+// for guestAccelerators nvidia-tesla-t4, and so on).
+//
+// Preempt reclaims a Spot instance: a DONE compute.instances.preempted
+// operation in its zone (user system, statusMessage "Instance was
+// preempted."), STOPPING for the shutdown delay while its cell stops,
+// TERMINATED, and deleted after with instanceTerminationAction DELETE.
+// ScheduleMaintenance puts resourceStatus.upcomingMaintenance {type
+// SCHEDULED, maintenanceStatus PENDING, windowStartTime, windowEndTime,
+// canReschedule} on an instance, a day ahead for two hours (ONGOING in
+// the window, gone after). Instance and Instances show what was inserted,
+// with the body the client sent, its address and whether its agent
+// started.
 //
 // # Not yet
 //
-// The next steps of issue 16, not started here (only the HTTP server's
-// start and stop are shared with ec2sim so far, through simhttp):
+// Operations of host maintenance (compute.instances.hostMaintenance, migrations) are not
+// emitted; a maintenance window passes without touching the instance.
 //
-//   - Every RUNNING instance a real local cell, the bootstrap read from
-//     the instance's metadata (the boot recipe's key), as ec2sim does it.
-//     Shared with ec2sim instead of copied: its CellStarter and
-//     AgentStarter interfaces and LocalCells/LocalCellsConfig
-//     (NewLocalCells, Start, StartAgent, Stop, Client, LocalID), and the
-//     lifecycle in cells.go (Server.startCell, startAgentLocked,
-//     agentDueLocked, stopCell, stopCellLocked), moved into a package both
-//     simulators import (test/cloudsim/cells, say) with its instance
-//     bookkeeping behind a small interface.
-//   - Global operations.
-//   - Knobs ec2sim has, from the same shared package: Fault, InjectFault,
-//     takeFault and faultError (any error, any method, optionally after
-//     the call took effect: a lost answer), RateLimit and SetRateLimit (its
-//     golang.org/x/time/rate bucket, answered here with 403
-//     rateLimitExceeded), count, Calls, MaxCallsPerSecond, Throttled and
-//     ResetCalls, SetLatency and reply's gzip, capacityKey with
-//     InjectInsufficientCapacity and insufficient (which InjectStockout
-//     restates today), Interrupt (here: the compute.instances.preempted
-//     operation and TERMINATED), ScheduleMaintenance. GCE's quota errors
-//     (QUOTA_EXCEEDED for CPUS, PREEMPTIBLE_CPUS, GPUS by region) and
-//     STOCKOUT, ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS, join
-//     InjectStockout as operation errors.
-//
-// This package is test support: it imports the standard library and
-// test/cloudsim/simhttp (the HTTP server's start and stop, shared with
-// ec2sim); only the tests of test/cloudsim/gce/sdktest (a module of its own,
-// outside go.work, see plugins/gce/doc.go) import the Google Cloud SDK, so
+// This package is test support: it imports the standard library and what
+// it shares with ec2sim: test/cloudsim/simhttp (the HTTP server's start,
+// stop and gzip), test/cloudsim/simcells (the cell lifecycle) and
+// test/cloudsim/simknobs (faults, rate limit, latency, counters; it
+// brings golang.org/x/time). Its own tests also import
+// test/cloudsim/simcells/localcells (real cells). Only the tests of
+// test/cloudsim/gce/sdktest (a module of its own, outside go.work, see
+// plugins/gce/doc.go) import the Google Cloud SDK, so
 // that the simulator checks the SDK's wire format instead of sharing its
 // types, and the root module's build list does not carry the SDK.
 package gcesim

@@ -11,29 +11,16 @@ import (
 // (contains).
 var filterTerm = regexp.MustCompile(`^\(?\s*([A-Za-z][\w.-]*)\s*(!=|=|:)\s*("(?:[^"\\]|\\.)*"|[^\s()]+)\s*\)?`)
 
-// filterFields are the fields a filter may name, beside labels.<key>; any
-// other is refused, so a client that relies on one the simulator does not
-// evaluate finds out.
-var filterFields = map[string]bool{"name": true, "status": true, "zone": true, "machineType": true}
+// instanceFields are the fields an instances list filter may name, and
+// labels.<key> ("labels"); any other is refused, so a client that relies
+// on one the simulator does not evaluate finds out.
+var instanceFields = map[string]bool{"name": true, "status": true, "zone": true, "machineType": true, "labels": true}
 
-// parseFilter reads GCE's list filter of instances: comparisons joined
-// by spaces or AND (all must hold), each optionally in parentheses. It
-// returns the predicate over an instance's fields, or GCE's invalid error.
-func parseFilter(expr string) (func(field func(string) (string, bool)) bool, error) {
-	return parseFilterOver(expr, func(field string) bool {
-		_, isLabel := strings.CutPrefix(field, "labels.")
-		return isLabel || filterFields[field]
-	})
-}
-
-// fieldSet is the known of parseFilterOver for resources without labels.
-func fieldSet(fields map[string]bool) func(string) bool {
-	return func(field string) bool { return fields[field] }
-}
-
-// parseFilterOver is parseFilter for a resource whose fields known
-// accepts.
-func parseFilterOver(expr string, known func(field string) bool) (func(field func(string) (string, bool)) bool, error) {
+// parseFilter reads GCE's list filter: comparisons joined by spaces or
+// AND (all must hold), each optionally in parentheses, of the known
+// fields ("labels" allows labels.<key>). It returns the predicate over a
+// resource's fields, or GCE's invalid error.
+func parseFilter(expr string, known map[string]bool) (func(field func(string) (string, bool)) bool, error) {
 	type term struct{ field, op, value string }
 	var terms []term
 	rest := strings.TrimSpace(expr)
@@ -44,7 +31,8 @@ func parseFilterOver(expr string, known func(field string) bool) (func(field fun
 			return nil, invalid("filter", expr, "Invalid list filter expression.")
 		}
 		field, value := m[1], m[3]
-		if !known(field) {
+		label := strings.HasPrefix(field, "labels.")
+		if label && !known["labels"] || !label && !known[field] {
 			return nil, invalid("filter", expr, "Invalid list filter expression.")
 		}
 		if strings.HasPrefix(value, `"`) {

@@ -28,7 +28,7 @@ func TestParseFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.filter, func(t *testing.T) {
-			match, err := parseFilter(tt.filter)
+			match, err := parseFilter(tt.filter, instanceFields)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("parseFilter(%q) accepted it, want an invalid filter", tt.filter)

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 )
 
 // Instance is what the server knows of an instance, as it is at the time
@@ -24,6 +26,20 @@ type Instance struct {
 	Labels      map[string]string
 	// Gone is true once a deleted instance is no longer visible.
 	Gone bool
+	// Address is nic0's networkIP: the cell's address with a
+	// CellStarter ("" until the cell started).
+	Address string
+	// Spot is provisioningModel SPOT; TerminationAction is
+	// scheduling.instanceTerminationAction (STOP or DELETE).
+	Spot              bool
+	TerminationAction string
+	// Preempted is true once Preempt reclaimed it.
+	Preempted bool
+	// Bootstrap is its kip-bootstrap metadata item.
+	Bootstrap []byte
+	// AgentStarted is true once its cell's agent started; Silent when it
+	// never will (SilenceAgents).
+	AgentStarted, Silent bool
 	// RequestID is the requestId of the insert ("" without one).
 	RequestID string
 	Created   time.Time
@@ -40,37 +56,97 @@ type instance struct {
 	labels      map[string]string
 	requestID   string
 	body        map[string]any
-	networkIP   string
+	spot        bool
+	action      string // scheduling.instanceTerminationAction
+
+	// cell is the instance's cell (its address, whether it and its agent
+	// started and stopped), kept by s.cells.
+	cell simcells.Cell
 
 	created, stagingAt, runningAt time.Time
-	deleted                       bool
-	deletedAt, terminatedAt       time.Time
-	goneAt                        time.Time
+	// stopping: deleted, preempted, or its cell failed to start; it is
+	// STOPPING until stopAt plus the shutdown delay (terminatedAt) and its
+	// cell has stopped, then TERMINATED.
+	stopping     bool
+	stopAt       time.Time
+	terminatedAt time.Time
+	preempted    bool
+	// deleted: it goes away visibleFor after it is TERMINATED.
+	deleted    bool
+	visibleFor time.Duration
+
+	maintenance *maintenance
+}
+
+// maintenance is a scheduled host maintenance of an instance.
+type maintenance struct{ start, end time.Time }
+
+// terminated returns when the instance became TERMINATED: no earlier
+// than terminatedAt, and once its cell has stopped.
+func (in *instance) terminated() (time.Time, bool) {
+	if !in.stopping || !in.cell.Stopped {
+		return time.Time{}, false
+	}
+	return later(in.terminatedAt, in.cell.StoppedAt), true
 }
 
 func (in *instance) status(now time.Time) string {
-	switch {
-	case in.deleted && now.Before(in.terminatedAt):
+	if in.stopping {
+		if t, ok := in.terminated(); ok && !now.Before(t) {
+			return "TERMINATED"
+		}
 		return "STOPPING"
-	case in.deleted:
-		return "TERMINATED"
+	}
+	switch {
 	case now.Before(in.stagingAt):
 		return "PROVISIONING"
-	case now.Before(in.runningAt):
+	case now.Before(in.runningAt) || !in.cell.Started:
 		return "STAGING"
 	}
 	return "RUNNING"
 }
 
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // visible reports whether get and list still return the instance.
-func (in *instance) visible(now time.Time) bool { return !in.deleted || now.Before(in.goneAt) }
+func (in *instance) visible(now time.Time) bool {
+	if !in.deleted {
+		return true
+	}
+	t, ok := in.terminated()
+	return !ok || now.Before(t.Add(in.visibleFor))
+}
 
 func (in *instance) snapshot(now time.Time) Instance {
 	return Instance{
 		Name: in.key.name, Zone: in.key.zone, ID: in.id, MachineType: in.machineType,
 		Status: in.status(now), Labels: maps.Clone(in.labels), Gone: !in.visible(now),
 		RequestID: in.requestID, Created: in.created, Body: in.body,
+		Address: in.cell.Address, Spot: in.spot, TerminationAction: in.action, Preempted: in.preempted,
+		Bootstrap: in.cell.Bootstrap, AgentStarted: in.cell.AgentStarted, Silent: in.cell.Silent,
 	}
+}
+
+// stop starts the shutdown of an instance that is not stopping yet:
+// STOPPING for the shutdown delay and until its cell stopped. The caller
+// holds s.mu.
+func (s *Server) stop(in *instance, now time.Time) {
+	if in.stopping {
+		return
+	}
+	in.beginStop(now, s.shutdownDelay)
+	s.cells.StopLocked(cellInstance{s, in})
+}
+
+// beginStop marks the instance STOPPING from now for at least delay.
+func (in *instance) beginStop(now time.Time, delay time.Duration) {
+	in.stopping, in.stopAt, in.terminatedAt = true, now, now.Add(delay)
 }
 
 // live returns the visible instance named name in zone, or nil. The
@@ -133,7 +209,7 @@ func (s *Server) insertInstance(q request) (any, error) {
 	}
 	var body map[string]any
 	if err := json.Unmarshal(raw, &body); err != nil {
-		return nil, &apiError{http.StatusBadRequest, "parseError", "This API does not support parsing form-encoded input."}
+		return nil, &apiError{Status: http.StatusBadRequest, Reason: "parseError", Message: "This API does not support parsing form-encoded input."}
 	}
 	name, _ := body["name"].(string)
 	if !namePattern.MatchString(name) {
@@ -151,6 +227,10 @@ func (s *Server) insertInstance(q request) (any, error) {
 	if err := s.checkReferences(zone, body); err != nil {
 		return nil, err
 	}
+	sched, err := parseScheduling(body["scheduling"])
+	if err != nil {
+		return nil, err
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,20 +242,25 @@ func (s *Server) insertInstance(q request) (any, error) {
 		return nil, alreadyExists(s.instancePath(zone, name))
 	}
 	link := apiBase + s.instancePath(zone, name)
-	if so, ok := s.stockout(m[2], zone); ok {
-		s.log.Info("insert refused: stock-out", "instance", name, "zone", zone, "machine_type", m[2])
-		op := s.newOperation(zone, "insert", link, newID(), rid, now, now.Add(s.opDelay), s.stockoutError(zone, so))
+	if e := s.refusal(zone, m[2], sched.spot, body); e != nil {
+		s.log.Info("insert refused", "instance", name, "zone", zone, "machine_type", m[2], "code", e.code)
+		op := s.newOperation(zone, "insert", link, newID(), rid, now, now.Add(s.opDelay), e)
 		return s.operationJSON(op, now), nil
 	}
 	s.seq++
 	in := &instance{
 		key: instanceKey{zone, name}, seq: s.seq, id: newID(), machineType: m[2], labels: labels,
-		requestID: rid, body: body, networkIP: fmt.Sprintf("10.128.%d.%d", s.seq/250, s.seq%250+2),
+		requestID: rid, body: body, spot: sched.spot, action: sched.action,
 		created: now, stagingAt: now.Add(s.bootDelay / 2), runningAt: now.Add(s.bootDelay),
+	}
+	in.cell = simcells.Cell{ID: name, Type: m[2], Bootstrap: metadataItem(body, BootstrapKey), LogAttr: labels["kip-cell"]}
+	if !s.cells.HasStarter() {
+		in.cell.Address = fmt.Sprintf("10.128.%d.%d", s.seq/250, s.seq%250+2)
 	}
 	s.instances[in.key] = in
 	s.order = append(s.order, in)
-	s.log.Info("instance inserted", "instance", name, "zone", zone, "machine_type", m[2])
+	s.log.Info("instance inserted", "instance", name, "zone", zone, "machine_type", m[2], "spot", in.spot)
+	s.cells.StartLocked(cellInstance{s, in})
 	op := s.newOperation(zone, "insert", link, in.id, rid, now, now.Add(s.opDelay), nil)
 	return s.operationJSON(op, now), nil
 }
@@ -227,21 +312,19 @@ func (s *Server) deleteInstance(q request) (any, error) {
 		return nil, notFound(s.instancePath(zone, name))
 	}
 	if !in.deleted {
-		in.deleted, in.deletedAt, in.terminatedAt = true, now, now.Add(s.shutdownDelay)
-		in.goneAt = in.terminatedAt.Add(s.opts.TerminatedVisible)
+		in.deleted, in.visibleFor = true, s.opts.TerminatedVisible
+		s.stop(in, now)
 		s.log.Info("instance deleted", "instance", name, "zone", zone)
 	}
-	doneAt := now.Add(s.opDelay)
-	if in.terminatedAt.After(doneAt) {
-		doneAt = in.terminatedAt
-	}
-	op := s.newOperation(zone, "delete", apiBase+s.instancePath(zone, name), in.id, rid, now, doneAt, nil)
+	op := s.newOperation(zone, "delete", apiBase+s.instancePath(zone, name), in.id, rid, now, now.Add(s.opDelay), nil)
+	op.until = in
 	return s.operationJSON(op, now), nil
 }
 
 // instanceJSON renders in as GCE does: what the client sent, with the
 // fields GCE fills in.
 func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
+	s.cells.AgentDueLocked(cellInstance{s, in}, now)
 	out := maps.Clone(in.body)
 	status := in.status(now)
 	out["kind"] = "compute#instance"
@@ -255,11 +338,14 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 	if len(in.labels) > 0 {
 		out["labels"] = in.labels
 	}
-	if !now.Before(in.runningAt) {
+	if in.cell.Started && !now.Before(in.runningAt) {
 		out["lastStartTimestamp"] = formatTime(in.runningAt)
 	}
-	if status == "TERMINATED" {
-		out["lastStopTimestamp"] = formatTime(in.terminatedAt)
+	if t, ok := in.terminated(); ok && !now.Before(t) {
+		out["lastStopTimestamp"] = formatTime(t)
+	}
+	if rs := s.resourceStatus(in, now); rs != nil {
+		out["resourceStatus"] = rs
 	}
 	nic := map[string]any{}
 	if nics, _ := in.body["networkInterfaces"].([]any); len(nics) > 0 {
@@ -268,44 +354,66 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 		}
 	}
 	nic["name"] = "nic0"
-	nic["networkIP"] = in.networkIP
+	if in.cell.Address != "" {
+		nic["networkIP"] = in.cell.Address
+	}
 	s.linkNIC(nic)
 	out["networkInterfaces"] = []any{nic}
 	return out
 }
 
-// page is one page of a list: the instances on it and the token of the
+// page is one page of a list: the items on it and the token of the
 // next, "" on the last.
-type page struct {
-	items []*instance
+type page[T any] struct {
+	items []T
 	next  string
 }
 
-// listPage selects the visible instances of zones that match the
-// request's filter, in insert order, and returns the page its maxResults
-// and pageToken ask for. The caller holds s.mu.
-func (s *Server) listPage(q request, zones []string, now time.Time) (page, error) {
+// paginate selects the items of all (in their order, each with its
+// increasing seq) that keep and the request's filter (over known fields)
+// select, and returns the page its maxResults and pageToken ask for.
+func paginate[T any](q request, all []T, known map[string]bool, seq func(T) uint64, keep func(T) bool,
+	fields func(T) func(string) (string, bool),
+) (page[T], error) {
 	v := q.r.URL.Query()
-	match, err := parseFilter(v.Get("filter"))
+	match, err := parseFilter(v.Get("filter"), known)
 	if err != nil {
-		return page{}, err
+		return page[T]{}, err
 	}
 	limit, from, err := pageParams(v)
 	if err != nil {
-		return page{}, err
+		return page[T]{}, err
 	}
-	var out page
-	for _, in := range s.order {
-		if in.seq < from || !slices.Contains(zones, in.key.zone) || !in.visible(now) || !match(s.fields(in, now)) {
+	var out page[T]
+	for _, it := range all {
+		if seq(it) < from || !keep(it) || !match(fields(it)) {
 			continue
 		}
 		if len(out.items) == limit {
-			out.next = pageToken(in.seq)
+			out.next = pageToken(seq(it))
 			break
 		}
-		out.items = append(out.items, in)
+		out.items = append(out.items, it)
 	}
 	return out, nil
+}
+
+// listPage is the page of the visible instances of zones that q asks
+// for, in insert order. The caller holds s.mu.
+func (s *Server) listPage(q request, zones []string, now time.Time) (page[*instance], error) {
+	return paginate(q, s.order, instanceFields,
+		func(in *instance) uint64 { return in.seq },
+		func(in *instance) bool { return slices.Contains(zones, in.key.zone) && in.visible(now) },
+		func(in *instance) func(string) (string, bool) { return s.fields(in, now) })
+}
+
+// scopeItems is one scope of an aggregated list: its items under key, or
+// GCE's NO_RESULTS_ON_PAGE warning.
+func scopeItems(key, scope string, list []any) map[string]any {
+	if len(list) > 0 {
+		return map[string]any{key: list}
+	}
+	return noResultsOnPage(scope)
 }
 
 // fields are the values a filter can name.
@@ -338,21 +446,25 @@ func (s *Server) listInstances(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{
-		"kind": "compute#instanceList", "id": "projects/" + s.opts.Project + "/zones/" + q.zone() + "/instances",
-		"selfLink": s.zoneURL(q.zone()) + "/instances",
-	}
+	return listJSON(s, "compute#instanceList", "zones/"+q.zone()+"/instances", p,
+		func(in *instance) any { return s.instanceJSON(in, now) }), nil
+}
+
+// listJSON is a list's answer: its kind, the path of the list (after
+// projects/{project}/), and the page's items as render writes them.
+func listJSON[T any](s *Server, kind, path string, p page[T], render func(T) any) map[string]any {
+	out := map[string]any{"kind": kind, "id": "projects/" + s.opts.Project + "/" + path, "selfLink": apiBase + "projects/" + s.opts.Project + "/" + path}
 	if len(p.items) > 0 {
 		items := make([]any, 0, len(p.items))
-		for _, in := range p.items {
-			items = append(items, s.instanceJSON(in, now))
+		for _, it := range p.items {
+			items = append(items, render(it))
 		}
 		out["items"] = items
 	}
 	if p.next != "" {
 		out["nextPageToken"] = p.next
 	}
-	return out, nil
+	return out
 }
 
 // aggregatedInstances answers instances.aggregatedList: every zone as a
@@ -366,27 +478,32 @@ func (s *Server) aggregatedInstances(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	scopes := make([]string, 0, len(s.opts.Zones))
+	for _, z := range s.opts.Zones {
+		scopes = append(scopes, "zones/"+z)
+	}
+	return aggregatedJSON(s, "compute#instanceAggregatedList", "instances", scopes, p,
+		func(in *instance) string { return "zones/" + in.key.zone },
+		func(in *instance) any { return s.instanceJSON(in, now) }), nil
+}
+
+// aggregatedJSON is an aggregated list's answer: its kind, what it lists
+// (instances, operations), and a scope for each of scopes with the page's
+// items of that scope (scopeOf) as render writes them, or GCE's
+// NO_RESULTS_ON_PAGE warning.
+func aggregatedJSON[T any](s *Server, kind, what string, scopes []string, p page[T], scopeOf func(T) string, render func(T) any) map[string]any {
+	lists := map[string][]any{}
+	for _, it := range p.items {
+		lists[scopeOf(it)] = append(lists[scopeOf(it)], render(it))
+	}
 	items := map[string]any{}
-	for _, zone := range s.opts.Zones {
-		scope := "zones/" + zone
-		var list []any
-		for _, in := range p.items {
-			if in.key.zone == zone {
-				list = append(list, s.instanceJSON(in, now))
-			}
-		}
-		if len(list) > 0 {
-			items[scope] = map[string]any{"instances": list}
-			continue
-		}
-		items[scope] = noResultsOnPage(scope)
+	for _, scope := range scopes {
+		items[scope] = scopeItems(what, scope, lists[scope])
 	}
-	out := map[string]any{
-		"kind": "compute#instanceAggregatedList", "id": "projects/" + s.opts.Project + "/aggregated/instances",
-		"items": items, "selfLink": apiBase + "projects/" + s.opts.Project + "/aggregated/instances",
-	}
+	path := "projects/" + s.opts.Project + "/aggregated/" + what
+	out := map[string]any{"kind": kind, "id": path, "items": items, "selfLink": apiBase + path}
 	if p.next != "" {
 		out["nextPageToken"] = p.next
 	}
-	return out, nil
+	return out
 }

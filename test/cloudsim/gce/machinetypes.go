@@ -309,7 +309,7 @@ func (s *Server) getMachineType(q request) (any, error) {
 // listMachineTypes answers machineTypes.list: the zone's predefined
 // types (GCE lists no custom type), filtered and paged.
 func (s *Server) listMachineTypes(q request) (any, error) {
-	match, err := parseFilterOver(q.r.URL.Query().Get("filter"), fieldSet(machineTypeFields))
+	match, err := parseFilter(q.r.URL.Query().Get("filter"), machineTypeFields)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +321,7 @@ func (s *Server) listMachineTypes(q request) (any, error) {
 // a scope, its types on this page or GCE's NO_RESULTS_ON_PAGE warning;
 // maxResults counts types over all zones.
 func (s *Server) aggregatedMachineTypes(q request) (any, error) {
-	match, err := parseFilterOver(q.r.URL.Query().Get("filter"), fieldSet(machineTypeFields))
+	match, err := parseFilter(q.r.URL.Query().Get("filter"), machineTypeFields)
 	if err != nil {
 		return nil, err
 	}

@@ -4,14 +4,15 @@ import (
 	"cmp"
 	"errors"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 	"github.com/kipcell/kip/test/cloudsim/simhttp"
+	"github.com/kipcell/kip/test/cloudsim/simknobs"
 )
 
 // Defaults of Options.
@@ -20,7 +21,8 @@ const (
 	DefaultRegion  = "us-central1"
 	// DefaultMaxWait bounds zoneOperations.wait, as GCE's two-minute
 	// deadline does.
-	DefaultMaxWait = 2 * time.Minute
+	DefaultMaxWait          = 2 * time.Minute
+	DefaultCellStartTimeout = 2 * time.Minute
 )
 
 // apiBase is the prefix of every selfLink, zone and machine type URL, as
@@ -65,25 +67,43 @@ type Options struct {
 	// MaxWait bounds how long zoneOperations.wait holds a request in real
 	// time before it answers with the operation as it is.
 	MaxWait time.Duration
+	// Cells starts a cell for every instance (simcells.CellStarter, e.g.
+	// localcells.LocalCells) from its kip-bootstrap metadata item; the
+	// cell's address is nic0's networkIP. nil means instances are only
+	// records, with an address of 10.128.0.0/16.
+	Cells simcells.CellStarter
+	// CellStartTimeout bounds one CellStarter.Start; zero means
+	// DefaultCellStartTimeout.
+	CellStartTimeout time.Duration
+	// AgentDelay is how long after an instance runs its cell agent starts
+	// (also SetAgentDelay), where the CellStarter holds agents back
+	// (simcells.AgentStarter): the startup script starts kip-cell a while
+	// after GCE says RUNNING.
+	AgentDelay time.Duration
+	// Latency is how long every answer waits (also SetLatency).
+	Latency time.Duration
+	// RateLimit throttles every call (also SetRateLimit), answered with
+	// 403 rateLimitExceeded; zero is no limit.
+	RateLimit RateLimit
 	// Now is the clock every state and timestamp is computed from.
 	Now func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// Stockout makes instances.insert of a machine type in a zone fail as GCE
-// fails it when the zone has no capacity: the operation is DONE with
-// ZONE_RESOURCE_POOL_EXHAUSTED and no instance is created. Empty
-// MachineType or Zone match any.
-type Stockout struct {
-	MachineType string
-	Zone        string
-	// WithoutHTTPStatus leaves httpErrorStatusCode and httpErrorMessage
-	// out of the failed operation, as some of GCE's do; the client's
-	// Operation.Wait then returns nil and only the operation's error
-	// tells.
-	WithoutHTTPStatus bool
-}
+// RateLimit is a token bucket over all calls: Burst calls at once,
+// refilled at PerSecond. A call finding the bucket empty is answered with
+// 403 rateLimitExceeded (domain usageLimits), as GCE answers a project
+// over its API rate quota.
+type RateLimit = simknobs.RateLimit
+
+// Fault is an error answered instead of a call's result: Operation is
+// GCE's method name ("compute.instances.insert"; empty means any), Code
+// the reason (notFound, backendError, rateLimitExceeded, …), HTTPStatus
+// its status (zero means 400), Message the message (empty means the
+// reason). AfterEffect answers it after the call took effect: a lost
+// answer, which a retry with the same requestId must survive.
+type Fault = simknobs.Fault
 
 // Server is a simulated Compute Engine project. Create it with New; use it
 // with Start or as an http.Handler.
@@ -95,6 +115,11 @@ type Server struct {
 	http    simhttp.Endpoint
 	surface *surface // machine types, images, networks: fixed by New
 
+	*simknobs.Knobs
+	cells     *simcells.Lifecycle
+	stockouts simknobs.Shortages[Stockout]
+	closeOnce sync.Once
+
 	mu            sync.Mutex
 	instances     map[instanceKey]*instance  // the latest of each name
 	order         []*instance                // every instance, in insert order
@@ -104,8 +129,9 @@ type Server struct {
 	bootDelay     time.Duration
 	shutdownDelay time.Duration
 	opDelay       time.Duration
-	stockouts     []Stockout
-	calls         map[string]int
+	quotas        []Quota
+	opOrder       []*operation // every operation, in insert order
+	opSeq         uint64
 }
 
 // instanceKey names an instance (or an operation) in a zone.
@@ -120,19 +146,24 @@ func New(opts Options) *Server {
 	}
 	opts.Zones = slices.Clone(opts.Zones)
 	opts.MaxWait = cmp.Or(opts.MaxWait, DefaultMaxWait)
+	opts.CellStartTimeout = cmp.Or(opts.CellStartTimeout, DefaultCellStartTimeout)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	sf := newSurface(&opts)
-	return &Server{
-		surface: sf, opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
+	s := &Server{
+		surface: newSurface(&opts), opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
+		Knobs:     simknobs.New(opts.Latency, opts.RateLimit),
 		instances: map[instanceKey]*instance{}, operations: map[instanceKey]*operation{}, requests: map[string]*operation{},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, opDelay: opts.OperationDelay,
-		calls: map[string]int{},
 	}
+	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
+		Starter: opts.Cells, StartTimeout: opts.CellStartTimeout, Lock: &s.mu,
+		AgentDelay: opts.AgentDelay, Now: opts.Now, Logger: s.log,
+	})
+	return s
 }
 
 // Start serves on a free port of 127.0.0.1 and returns the endpoint URL
@@ -142,8 +173,17 @@ func (s *Server) Start() (string, error) { return s.http.Start(s, "GCE simulator
 // URL is the endpoint Start returned, or "".
 func (s *Server) URL() string { return s.http.URL() }
 
-// Close stops serving. It is idempotent.
-func (s *Server) Close() error { return s.http.Stop() }
+// Close stops serving and stops every cell still running, waiting for
+// them. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.http.Stop(); err != nil {
+			s.log.Warn("stopping GCE simulator", "error", err)
+		}
+		s.cells.Close()
+	})
+	return nil
+}
 
 // ---- knobs ----
 
@@ -169,49 +209,7 @@ func (s *Server) SetOperationDelay(d time.Duration) {
 	s.opDelay = d
 }
 
-// InjectStockout makes inserts that match so fail with
-// ZONE_RESOURCE_POOL_EXHAUSTED until ClearStockouts.
-func (s *Server) InjectStockout(so Stockout) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stockouts = append(s.stockouts, so)
-}
-
-// ClearStockouts removes every injected stock-out.
-func (s *Server) ClearStockouts() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stockouts = nil
-}
-
-// stockout returns the stock-out that an insert of machineType in zone
-// meets, if any. The caller holds s.mu.
-func (s *Server) stockout(machineType, zone string) (Stockout, bool) {
-	for _, so := range s.stockouts {
-		if (so.MachineType == "" || so.MachineType == machineType) && (so.Zone == "" || so.Zone == zone) {
-			return so, true
-		}
-	}
-	return Stockout{}, false
-}
-
 // ---- inspection ----
-
-// Calls returns how many requests each method received (by GCE's method
-// name, compute.instances.insert, compute.zoneOperations.get, …),
-// including the ones answered with an error.
-func (s *Server) Calls() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.calls)
-}
-
-// ResetCalls zeroes Calls.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = map[string]int{}
-}
 
 // Instance returns what the server knows of the instance named name in
 // zone, as it is now, including one that is gone after its delete.
@@ -243,39 +241,54 @@ func (s *Server) Instances() []Instance {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/compute/v1/projects/")
 	if !ok {
-		writeError(w, s.log, unserved(r))
+		writeError(w, r, s.log, unserved(r))
 		return
 	}
 	parts := strings.Split(rest, "/")
 	rt, ok := route(r.Method, parts[1:])
 	if !ok {
-		writeError(w, s.log, unserved(r))
+		writeError(w, r, s.log, unserved(r))
 		return
 	}
-	s.mu.Lock()
-	s.calls[rt.method]++
-	s.mu.Unlock()
+	s.Count(rt.method, s.now())
 	req := request{r: r, project: parts[0], args: rt.args}
-	if req.project != s.opts.Project && !crossProject[rt.method] {
-		writeError(w, s.log, notFound("projects/"+req.project))
-		return
-	}
-	if rt.zonal && !slices.Contains(s.opts.Zones, req.zone()) {
-		writeError(w, s.log, invalid("zone", req.zone(), "Unknown zone."))
-		return
-	}
-	body, err := rt.handle(s, req)
+	body, err := s.call(rt, req)
+	s.Delay()
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
 			ae = &apiError{Status: http.StatusInternalServerError, Reason: "backendError", Message: err.Error()}
 		}
 		s.log.Debug("GCE call failed", "method", rt.method, "status", ae.Status, "reason", ae.Reason)
-		writeError(w, s.log, ae)
+		writeError(w, r, s.log, ae)
 		return
 	}
 	s.log.Debug("GCE call", "method", rt.method)
-	writeJSON(w, s.log, http.StatusOK, body)
+	writeJSON(w, r, s.log, http.StatusOK, body)
+}
+
+// call checks the project and the zone, applies the rate limit and
+// injected faults, and runs the handler.
+func (s *Server) call(rt routed, req request) (any, error) {
+	if req.project != s.opts.Project && !crossProject[rt.method] {
+		return nil, notFound("projects/" + req.project)
+	}
+	if rt.zonal && !slices.Contains(s.opts.Zones, req.zone()) {
+		return nil, invalid("zone", req.zone(), "Unknown zone.")
+	}
+	if !s.Allow(s.now()) {
+		return nil, rateLimited(s.opts.Project)
+	}
+	fault := s.TakeFault(rt.method)
+	if fault != nil && !fault.AfterEffect {
+		return nil, faultError(fault)
+	}
+	body, err := rt.handle(s, req)
+	if fault != nil {
+		s.log.Info("answer lost after the call took effect", "method", rt.method, "reason", fault.Code)
+		return nil, faultError(fault)
+	}
+	return body, err
 }
 
 // request is one routed call: its project and the path's variables
@@ -317,10 +330,8 @@ func route(method string, p []string) (routed, bool) {
 		}
 	case len(p) == 2 && p[0] == "aggregated" && p[1] == "instances" && method == http.MethodGet:
 		return routed{"compute.instances.aggregatedList", false, nil, (*Server).aggregatedInstances}, true
-	case len(p) == 4 && p[0] == "zones" && p[2] == "operations" && method == http.MethodGet:
-		return routed{"compute.zoneOperations.get", true, []string{p[1], p[3]}, (*Server).getOperation}, true
-	case len(p) == 5 && p[0] == "zones" && p[2] == "operations" && p[4] == "wait" && method == http.MethodPost:
-		return routed{"compute.zoneOperations.wait", true, []string{p[1], p[3]}, (*Server).waitOperation}, true
+	case len(p) >= 3 && p[0] == "zones" && p[2] == "operations", len(p) >= 2 && p[1] == "operations":
+		return routeOperation(method, p)
 	}
 	return surfaceRoute(method, p)
 }

@@ -254,7 +254,7 @@ func (s *Server) getZone(q request) (any, error) {
 // listZones answers zones.list: Options.Zones, filtered by name, status
 // or region, and paged.
 func (s *Server) listZones(q request) (any, error) {
-	match, err := parseFilterOver(q.r.URL.Query().Get("filter"), fieldSet(map[string]bool{"name": true, "status": true, "region": true}))
+	match, err := parseFilter(q.r.URL.Query().Get("filter"), map[string]bool{"name": true, "status": true, "region": true})
 	if err != nil {
 		return nil, err
 	}

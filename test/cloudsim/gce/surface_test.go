@@ -28,18 +28,6 @@ func call(t *testing.T, sim *Server, method, path, body string) (int, map[string
 	return rec.Code, out
 }
 
-// reason is the first reason of an error answer.
-func reason(out map[string]any) string {
-	e, _ := out["error"].(map[string]any)
-	errs, _ := e["errors"].([]any)
-	if len(errs) == 0 {
-		return ""
-	}
-	first, _ := errs[0].(map[string]any)
-	r, _ := first["reason"].(string)
-	return r
-}
-
 func newTestSim(opts Options) *Server {
 	opts.Logger = slog.New(slog.DiscardHandler)
 	return New(opts)
@@ -172,8 +160,8 @@ func TestMachineTypesPerZone(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.zone+"/"+tt.name, func(t *testing.T) {
 			status, out := call(t, sim, http.MethodGet, "zones/"+tt.zone+"/machineTypes/"+tt.name, "")
-			if status != tt.wantStatus || reason(out) != tt.wantReason {
-				t.Errorf("get = %d %q, want %d %q: %v", status, reason(out), tt.wantStatus, tt.wantReason, out)
+			if status != tt.wantStatus || reasonOf(out) != tt.wantReason {
+				t.Errorf("get = %d %q, want %d %q: %v", status, reasonOf(out), tt.wantStatus, tt.wantReason, out)
 			}
 		})
 	}
@@ -215,7 +203,7 @@ func TestFamilyImage(t *testing.T) {
 			var out map[string]any
 			_ = json.Unmarshal(rec.Body.Bytes(), &out)
 			if tt.want == "" {
-				if rec.Code != http.StatusNotFound || reason(out) != "notFound" {
+				if rec.Code != http.StatusNotFound || reasonOf(out) != "notFound" {
 					t.Errorf("got %d %v, want 404 notFound", rec.Code, out)
 				}
 				return
@@ -274,8 +262,8 @@ func TestInsertChecksReferences(t *testing.T) {
 			images := append([]Image{{Project: DebianProject, Name: "debian-11-bullseye-v20250101", Family: "debian-11", Deprecated: "OBSOLETE"}}, DefaultImages...)
 			sim := newTestSim(Options{Project: "p", Images: images})
 			status, out := call(t, sim, http.MethodPost, "zones/us-central1-a/instances", tt.body)
-			if status != tt.wantStatus || reason(out) != tt.wantReason {
-				t.Errorf("insert = %d %q, want %d %q: %v", status, reason(out), tt.wantStatus, tt.wantReason, out)
+			if status != tt.wantStatus || reasonOf(out) != tt.wantReason {
+				t.Errorf("insert = %d %q, want %d %q: %v", status, reasonOf(out), tt.wantStatus, tt.wantReason, out)
 			}
 			if created := len(sim.Instances()) == 1; created != (tt.wantStatus == http.StatusOK) {
 				t.Errorf("instance created = %v, want %v", created, tt.wantStatus == http.StatusOK)
@@ -327,7 +315,7 @@ func TestSerialPortOutput(t *testing.T) {
 			t.Errorf("%s: start %v, contents %q; want %s, %q", tt.query, out["start"], out["contents"], tt.wantStart, tt.wantContents)
 		}
 	}
-	if status, out := serial("?port=5"); status != http.StatusBadRequest || reason(out) != "invalid" {
+	if status, out := serial("?port=5"); status != http.StatusBadRequest || reasonOf(out) != "invalid" {
 		t.Errorf("port 5 = %d %v, want 400 invalid", status, out)
 	}
 	if status, out := call(t, sim, http.MethodGet, "zones/us-central1-a/instances/none/serialPort", ""); status != http.StatusNotFound {
@@ -404,4 +392,10 @@ func TestLinkNIC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reasonOf is the reason of the error body's first error.
+func reasonOf(out map[string]any) string {
+	r, _ := reason(out)
+	return r
 }

@@ -1,6 +1,7 @@
 // Package simhttp serves a cloud simulator's handler on loopback: the
 // start, URL and stop that every simulator of test/cloudsim shares
-// (ec2sim, gcesim).
+// (ec2sim, gcesim), and Write, which answers gzip-compressed where the
+// client accepts it.
 //
 // It imports only the standard library.
 package simhttp

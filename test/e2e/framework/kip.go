@@ -22,6 +22,7 @@ import (
 
 	"github.com/kipcell/kip/cell/pod"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
+	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
@@ -246,7 +247,7 @@ type Kip struct {
 	PodLogsDir string
 	// EC2 is the simulator kip's aws plugin talks to; nil for local.
 	EC2        *ec2sim.Server
-	localCells *ec2sim.LocalCells
+	localCells *localcells.LocalCells
 	// removeDir: Dir is a temporary directory that Stop removes.
 	removeDir bool
 	cmd       *exec.Cmd
@@ -466,10 +467,11 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridg
 	// The instance's metadata (the spot interruption notice) at the unix
 	// socket the simulator serves for it.
 	agent = append(slices.Clone(agent), "--imds-endpoint", "unix://{imds}")
-	k.localCells, err = ec2sim.NewLocalCells(ctx, ec2sim.LocalCellsConfig{
+	k.localCells, err = localcells.New(ctx, localcells.Config{
 		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
-		PluginConfig: map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
-		ClusterID:    "e2e-ec2sim", NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
+		InstanceTypes: ec2sim.CellTypes(ec2sim.DefaultInstanceTypes),
+		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
+		ClusterID:     "e2e-ec2sim", NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
 	})
 	if err != nil {
 		_ = logFile.Close()

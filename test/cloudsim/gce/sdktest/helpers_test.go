@@ -3,7 +3,6 @@ package sdktest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
+	"github.com/kipcell/kip/test/cloudsim/simcells/cellstest"
 )
 
 const (
@@ -23,30 +23,16 @@ const (
 	zoneB   = "us-central1-b"
 )
 
-// clock is a manual clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newClock is a manual clock for Options.Now.
+func newClock() *cellstest.Clock {
+	return cellstest.NewClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 }
 
 // clients are the SDK's REST clients, pointed at a simulator.
 type clients struct {
 	instances  *compute.InstancesClient
 	operations *compute.ZoneOperationsClient
+	global     *compute.GlobalOperationsClient
 }
 
 // startSim starts a simulator for project with opts and returns it with
@@ -75,8 +61,12 @@ func startSim(t *testing.T, opts gcesim.Options) (*gcesim.Server, clients) {
 	if err != nil {
 		t.Fatalf("creating the zone operations client: %v", err)
 	}
-	t.Cleanup(func() { _ = ic.Close(); _ = oc.Close() })
-	return sim, clients{ic, oc}
+	gc, err := compute.NewGlobalOperationsRESTClient(ctx, o...)
+	if err != nil {
+		t.Fatalf("creating the global operations client: %v", err)
+	}
+	t.Cleanup(func() { _ = ic.Close(); _ = oc.Close(); _ = gc.Close() })
+	return sim, clients{ic, oc, gc}
 }
 
 // spec is the instance a test inserts.

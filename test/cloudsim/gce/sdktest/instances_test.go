@@ -53,7 +53,7 @@ func TestInstanceLifecycle(t *testing.T) {
 		{name: "no longer visible", advance: time.Minute, want: ""},
 	}
 	for _, st := range steps {
-		clk.Add(st.advance)
+		clk.Advance(st.advance)
 		if st.del {
 			op, err := c.instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: project, Zone: zoneA, Instance: "cell-a", RequestId: proto.String(rid2)})
 			if err != nil {

@@ -41,7 +41,7 @@ func TestOperations(t *testing.T) {
 		}
 		done <- got
 	}()
-	clk.Add(20 * time.Second)
+	clk.Advance(20 * time.Second)
 	got := <-done
 	if got.GetStatus() != computepb.Operation_DONE || got.GetEndTime() != "2026-11-24T09:00:20.000+00:00" || got.GetProgress() != 100 {
 		t.Errorf("wait after the delay = %s, end %s, progress %d; want DONE at 09:00:20, 100", got.GetStatus(), got.GetEndTime(), got.GetProgress())
@@ -84,7 +84,7 @@ func TestDeleteIsIdempotentOnRequestID(t *testing.T) {
 	if err != nil || again != first {
 		t.Errorf("repeated delete = %s, %v; want the first operation %s", again, err, first)
 	}
-	clk.Add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	if _, err := del(rid2); err == nil {
 		t.Errorf("delete of a gone instance succeeded, want 404")
 	} else if code, reason := apiReason(err); code != http.StatusNotFound || reason != "notFound" {

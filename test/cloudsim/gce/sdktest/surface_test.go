@@ -256,7 +256,7 @@ func TestGetSerialPortOutput(t *testing.T) {
 	if out := read(0); out.GetContents() != "" || out.GetNext() != 0 {
 		t.Errorf("before the boot: %v, want nothing", out)
 	}
-	clk.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	first := read(0)
 	if !strings.Contains(first.GetContents(), "Linux version") || first.GetNext() != int64(len(first.GetContents())) {
 		t.Errorf("after the boot: %v", first)

@@ -1,4 +1,4 @@
-package ec2sim
+package localcells
 
 import (
 	"cmp"
@@ -17,10 +17,11 @@ import (
 
 	"github.com/kipcell/kip/host/plugin"
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 )
 
-// LocalCellsConfig configures LocalCells.
-type LocalCellsConfig struct {
+// Config configures LocalCells.
+type Config struct {
 	// PluginPath is the kip-plugin-local binary.
 	PluginPath string
 	// AgentCommand is the local plugin's agentCommand: the cell agent's
@@ -39,11 +40,12 @@ type LocalCellsConfig struct {
 	// (bridge, subnet, terminationGrace, …); they win over the fields
 	// above.
 	PluginConfig map[string]any
-	// InstanceTypes are the EC2 types to size local cells like; nil means
-	// DefaultInstanceTypes. Pass the same list as Options.InstanceTypes.
-	InstanceTypes []InstanceType
+	// InstanceTypes are the cloud's types to size local cells like
+	// (required): the types the simulator launches (ec2sim.CellTypes of
+	// its instance types, gcesim's machine types).
+	InstanceTypes []simcells.InstanceType
 	// ClusterID and NodeName are what the local plugin is configured with;
-	// empty means "ec2sim".
+	// empty means "simcells".
 	ClusterID string
 	NodeName  string
 	// Logger receives the supervisor's and the plugin's logs; nil means
@@ -52,10 +54,11 @@ type LocalCellsConfig struct {
 }
 
 // LocalCells is a CellStarter backed by the real local plugin: each
-// instance is a local cell whose cell ID is the EC2 instance ID and whose
-// instance type has the EC2 type's name, CPU and memory (the local
-// plugin's catalog is configured from InstanceTypes). The cell's address
-// (127.77.0.N in loopback mode) becomes the instance's private IP.
+// instance is a local cell whose cell ID is the simulated instance's ID
+// (EC2) or name (GCE) and whose instance type has the cloud type's name,
+// CPU and memory (the local plugin's catalog is configured from
+// InstanceTypes). The cell's address (127.77.0.N in loopback mode)
+// becomes the instance's private IP.
 //
 // The agent of each cell waits for StartAgent (LocalCells is an
 // AgentStarter): its command line runs behind a shell loop that waits for
@@ -69,33 +72,29 @@ type LocalCells struct {
 	imdsDir string
 
 	mu    sync.Mutex
-	cells map[string]string // EC2 instance ID → local instance ID
+	cells map[string]string // simulated instance ID → local instance ID
 }
 
 var (
-	_ AgentStarter = (*LocalCells)(nil)
-	_ IMDSLocator  = (*LocalCells)(nil)
+	_ simcells.AgentStarter = (*LocalCells)(nil)
+	_ simcells.IMDSLocator  = (*LocalCells)(nil)
 )
 
-// NewLocalCells starts the local plugin under a host/plugin Supervisor and
+// New starts the local plugin under a host/plugin Supervisor and
 // configures it.
-func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, error) {
-	if cfg.PluginPath == "" || len(cfg.AgentCommand) == 0 || cfg.StateDir == "" {
-		return nil, errors.New("starting local cells: PluginPath, AgentCommand and StateDir are required")
+func New(ctx context.Context, cfg Config) (*LocalCells, error) {
+	if cfg.PluginPath == "" || len(cfg.AgentCommand) == 0 || cfg.StateDir == "" || len(cfg.InstanceTypes) == 0 {
+		return nil, errors.New("starting local cells: PluginPath, AgentCommand, StateDir and InstanceTypes are required")
 	}
-	types := cfg.InstanceTypes
-	if types == nil {
-		types = DefaultInstanceTypes
-	}
-	localTypes := make([]map[string]any, 0, len(types))
-	for _, t := range types {
+	localTypes := make([]map[string]any, 0, len(cfg.InstanceTypes))
+	for _, t := range cfg.InstanceTypes {
 		localTypes = append(localTypes, map[string]any{"name": t.Name, "milliCPU": int64(t.VCPUs) * 1000, "memoryMiB": t.MemoryMiB})
 	}
 	agent, imdsDir, err := imdsCommand(cfg.AgentCommand)
 	if err != nil {
 		return nil, err
 	}
-	gates, err := os.MkdirTemp("", "ec2sim-agent-gates-")
+	gates, err := os.MkdirTemp("", "simcells-agent-gates-")
 	if err != nil {
 		_ = os.RemoveAll(imdsDir)
 		return nil, fmt.Errorf("starting local cells: %w", err)
@@ -124,8 +123,8 @@ func NewLocalCells(ctx context.Context, cfg LocalCellsConfig) (*LocalCells, erro
 		Name: "local",
 		Path: cfg.PluginPath,
 		Configure: &pluginapi.ConfigureRequest{
-			ClusterID: cmp.Or(cfg.ClusterID, "ec2sim"),
-			NodeName:  cmp.Or(cfg.NodeName, "ec2sim"),
+			ClusterID: cmp.Or(cfg.ClusterID, "simcells"),
+			NodeName:  cmp.Or(cfg.NodeName, "simcells"),
 			Config:    raw,
 		},
 		Logger: log,
@@ -146,7 +145,7 @@ func imdsCommand(argv []string) ([]string, string, error) {
 		return argv, "", nil
 	}
 	// A short path: a unix socket's is limited to 107 bytes.
-	dir, err := os.MkdirTemp("", "ec2sim-imds-")
+	dir, err := os.MkdirTemp("", "simcells-imds-")
 	if err != nil {
 		return nil, "", fmt.Errorf("making the IMDS socket directory: %w", err)
 	}
@@ -169,8 +168,8 @@ func (c *LocalCells) IMDSSocket(instanceID string) string {
 // Client is the local plugin's client, for tests that look at the cells.
 func (c *LocalCells) Client() pluginapi.Client { return c.sup.Client() }
 
-// LocalID returns the local plugin's instance ID of the cell of an EC2
-// instance.
+// LocalID returns the local plugin's instance ID of the cell of a
+// simulated instance.
 func (c *LocalCells) LocalID(instanceID string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -183,12 +182,12 @@ func (c *LocalCells) LocalID(instanceID string) (string, bool) {
 func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (string, error) {
 	resp, err := c.sup.Client().Launch(ctx, &pluginapi.LaunchRequest{
 		CellID:       instanceID,
-		NodeName:     "ec2sim",
+		NodeName:     "simcells",
 		PodUID:       instanceID,
 		InstanceType: instanceType,
 		CapacityType: pluginapi.CapacityOnDemand,
 		Bootstrap:    bootstrap,
-		Tags:         map[string]string{"ec2sim/instance-id": instanceID},
+		Tags:         map[string]string{"simcells/instance-id": instanceID},
 	})
 	if err != nil {
 		return "", fmt.Errorf("launching local cell for %s: %w", instanceID, err)
@@ -271,7 +270,7 @@ func (c *LocalCells) Close() error {
 	c.mu.Unlock()
 	var errs []error
 	for _, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), simcells.StopTimeout)
 		errs = append(errs, c.Stop(ctx, id))
 		cancel()
 	}

@@ -1,0 +1,14 @@
+// Package localcells is a simcells.CellStarter backed by the real local
+// plugin (kip-plugin-local under host/plugin's Supervisor): every
+// simulated instance of ec2sim or gcesim that runs is a local cell whose
+// address is the instance's private IP, with its agent held back until
+// the simulator lets it start (simcells.AgentStarter) and its instance
+// metadata at a socket of its choosing (simcells.IMDSLocator).
+// BuildPlugin and CheckCell help the simulators' tests that start real
+// cells.
+//
+// This package is test support: it may import the standard library,
+// test/cloudsim/simcells, host/plugin, pluginapi and testing. The simulators
+// themselves do not import it (they see only simcells' interfaces);
+// their tests and test/e2e/framework do.
+package localcells
