@@ -102,9 +102,9 @@ const aggregatedPage = 500
 func (p *provider) fetchCluster(cfg *config) func(context.Context) (map[string]gceInstance, error) {
 	return func(ctx context.Context) (map[string]gceInstance, error) {
 		it := cfg.clients.instances.AggregatedList(ctx, &computepb.AggregatedListInstancesRequest{
-			Project:              cfg.project,
-			Filter:               proto.String(fmt.Sprintf("labels.%s = %q", labelCluster, cfg.clusterLabel)),
-			MaxResults:           proto.Uint32(aggregatedPage),
+			Project:    cfg.project,
+			Filter:     proto.String(fmt.Sprintf("labels.%s = %q", labelCluster, cfg.clusterLabel)),
+			MaxResults: proto.Uint32(aggregatedPage),
 		})
 		out := map[string]gceInstance{}
 		for {

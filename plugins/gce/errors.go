@@ -193,9 +193,9 @@ func mapOperationError(oe *operationError) error {
 // sold in the zone (no capacity, for good), or a configuration key is
 // wrong, or the pod's volume size is.
 var launchFields = []struct {
-	match []string
-	key   string // configuration key; "" with capacity or field
-	field string // LaunchRequest field
+	match    []string
+	key      string // configuration key; "" with capacity or field
+	field    string // LaunchRequest field
 	capacity bool
 }{
 	{match: []string{"machinetype", "machine type"}, capacity: true},

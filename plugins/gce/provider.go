@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/auth/credentials"
+	compute "cloud.google.com/go/compute/apiv1"
 	"google.golang.org/api/option"
 
 	"github.com/kipcell/kip/pluginapi"

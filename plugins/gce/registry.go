@@ -59,4 +59,3 @@ func registryHost(image string) string {
 func googleRegistry(host string) bool {
 	return strings.HasSuffix(host, ".pkg.dev") || host == "gcr.io" || strings.HasSuffix(host, ".gcr.io")
 }
-
