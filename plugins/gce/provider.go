@@ -227,10 +227,7 @@ const computeScope = "https://www.googleapis.com/auth/compute"
 // fetches a token now, so that missing credentials say so here rather than
 // as a failure of the first call.
 func findCredentials(ctx context.Context, s *settings) (*auth.Credentials, error) {
-	key := "credentialsFile"
-	if s.credentialsFile == "" {
-		key = "credentials"
-	}
+	const key = "credentialsFile"
 	creds, err := credentials.DetectDefault(&credentials.DetectOptions{
 		Scopes:          []string{computeScope, defaultScope},
 		CredentialsFile: s.credentialsFile,
