@@ -286,29 +286,37 @@ func validate(c *Config) (*settings, error) {
 		s.startupScript = data
 	}
 
-	s.rate = RateLimit{ReadPerSecond: defaultReadPerSecond, MutatePerSecond: defaultMutatePerSecond, Burst: defaultBurst}
-	if r := c.RateLimit; r != nil {
+	if s.rate, err = rateLimit(c.RateLimit); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// rateLimit checks the rate limit and applies its defaults.
+func rateLimit(r *RateLimit) (RateLimit, error) {
+	out := RateLimit{ReadPerSecond: defaultReadPerSecond, MutatePerSecond: defaultMutatePerSecond, Burst: defaultBurst}
+	if r != nil {
 		for _, f := range []struct {
 			key string
 			v   float64
 			dst *float64
-		}{{"rateLimit.readPerSecond", r.ReadPerSecond, &s.rate.ReadPerSecond}, {"rateLimit.mutatePerSecond", r.MutatePerSecond, &s.rate.MutatePerSecond}} {
+		}{{"rateLimit.readPerSecond", r.ReadPerSecond, &out.ReadPerSecond}, {"rateLimit.mutatePerSecond", r.MutatePerSecond, &out.MutatePerSecond}} {
 			switch {
 			case f.v == 0: // default
 			case f.v < 0 || math.IsInf(f.v, 0) || math.IsNaN(f.v):
-				return nil, pluginapi.NewInvalidConfig(f.key, "must be a positive number of calls per second")
+				return RateLimit{}, pluginapi.NewInvalidConfig(f.key, "must be a positive number of calls per second")
 			default:
 				*f.dst = f.v
 			}
 		}
 		switch {
 		case r.Burst < 0:
-			return nil, pluginapi.NewInvalidConfig("rateLimit.burst", "must be a positive number of calls")
+			return RateLimit{}, pluginapi.NewInvalidConfig("rateLimit.burst", "must be a positive number of calls")
 		case r.Burst > 0:
-			s.rate.Burst = r.Burst
+			out.Burst = r.Burst
 		}
 	}
-	return s, nil
+	return out, nil
 }
 
 // identity checks the cells' service account and scopes.

@@ -136,6 +136,19 @@ func TestConfigureResolves(t *testing.T) {
 		t.Errorf("amd64 type with an arm64 image = %v", err)
 	}
 
+	odd := filepath.Join(t.TempDir(), "odd.json")
+	if err := os.WriteFile(odd, []byte(`{"type": "api_key"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{odd, script} {
+		_, err := newProvider().Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: testCluster,
+			Config: mustJSON(t, with(with(testConfig(f), "withoutAuthentication", nil), "credentialsFile", file))})
+		var ic *pluginapi.InvalidConfigError
+		if !errors.As(err, &ic) || ic.Key != "credentialsFile" {
+			t.Errorf("Configure with credentials file %s = %v, want InvalidConfig for credentialsFile", file, err)
+		}
+	}
+
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "none.json"))
 	_, err := newProvider().Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: testCluster, Config: mustJSON(t, with(testConfig(f), "withoutAuthentication", nil))})
 	var ic *pluginapi.InvalidConfigError

@@ -206,69 +206,10 @@ func (f *fakeCompute) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 403, "forbidden", "project "+m[1]+" is not the fake's")
 		return
 	}
-	q := r.URL.Query()
-	switch rt.method {
-	case "instances.insert":
-		f.insert(w, m[2], q.Get("requestId"), body)
-	case "instances.get":
-		in := f.instances[m[2]+"/"+m[3]]
-		if in == nil {
-			writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' was not found", m[1], m[2], m[3]))
-			return
-		}
-		writeJSON(w, f.instanceJSON(in))
-	case "instances.delete":
-		f.delete(w, m[2], m[3], q.Get("requestId"))
-	case "instances.getSerialPortOutput":
-		in := f.instances[m[2]+"/"+m[3]]
-		if in == nil {
-			writeError(w, 404, "notFound", "instance not found")
-			return
-		}
-		writeJSON(w, map[string]any{"contents": in.console, "start": "0", "next": strconv.Itoa(len(in.console))})
-	case "instances.aggregatedList":
-		f.aggregated(w, q.Get("filter"), q.Get("pageToken"))
-	case "zoneOperations.wait", "zoneOperations.get":
-		op := f.ops[m[3]]
-		if op == nil {
-			writeError(w, 404, "notFound", "no operation "+m[3])
-			return
-		}
-		f.finish(op)
-		writeJSON(w, op)
-	case "machineTypes.aggregatedList":
-		items := map[string]any{}
-		for zone, types := range f.sold {
-			var list []map[string]any
-			for _, t := range types {
-				list = append(list, map[string]any{"name": t, "zone": zone})
-			}
-			items["zones/"+zone] = map[string]any{"machineTypes": list}
-		}
-		writeJSON(w, map[string]any{"items": items})
-	case "images.get", "images.getFromFamily":
-		images := map[string]map[string]any{
-			"kip-cell":     {"name": "kip-cell-1", "family": "kip-cell", "architecture": "X86_64"},
-			"kip-cell-arm": {"name": "kip-cell-arm-1", "family": "kip-cell-arm", "architecture": "ARM64"},
-		}
-		for fam, img := range images {
-			if m[1] == fakeProject && ((rt.method == "images.getFromFamily" && m[2] == fam) || (rt.method == "images.get" && m[2] == img["name"])) {
-				img["selfLink"] = fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/global/images/%s", m[1], img["name"])
-				writeJSON(w, img)
-				return
-			}
-		}
-		writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/global/images/%s' was not found", m[1], m[2]))
-	case "subnetworks.get":
-		if m[2] != fakeRegion || m[3] != fakeSubnet {
-			writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/regions/%s/subnetworks/%s' was not found", m[1], m[2], m[3]))
-			return
-		}
-		writeJSON(w, map[string]any{
-			"name":     fakeSubnet,
-			"selfLink": fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/regions/%s/subnetworks/%s", m[1], m[2], m[3]),
-			"network":  fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/global/networks/%s", m[1], fakeNetwork),
-		})
+	if strings.HasPrefix(rt.method, "instances.") {
+		f.serveInstances(w, r, rt.method, m, body)
+	} else {
+		f.serveOther(w, rt.method, m)
 	}
 }
 
@@ -423,4 +364,78 @@ func writeError(w http.ResponseWriter, status int, reason, message string) {
 		"code": status, "message": message,
 		"errors": []any{map[string]any{"reason": reason, "message": message, "domain": "global"}},
 	}})
+}
+
+// serveInstances answers the instances methods; f.mu is held.
+func (f *fakeCompute) serveInstances(w http.ResponseWriter, r *http.Request, method string, m []string, body map[string]any) {
+	q := r.URL.Query()
+	switch method {
+	case "instances.insert":
+		f.insert(w, m[2], q.Get("requestId"), body)
+	case "instances.get":
+		in := f.instances[m[2]+"/"+m[3]]
+		if in == nil {
+			writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' was not found", m[1], m[2], m[3]))
+			return
+		}
+		writeJSON(w, f.instanceJSON(in))
+	case "instances.delete":
+		f.delete(w, m[2], m[3], q.Get("requestId"))
+	case "instances.getSerialPortOutput":
+		in := f.instances[m[2]+"/"+m[3]]
+		if in == nil {
+			writeError(w, 404, "notFound", "instance not found")
+			return
+		}
+		writeJSON(w, map[string]any{"contents": in.console, "start": "0", "next": strconv.Itoa(len(in.console))})
+	case "instances.aggregatedList":
+		f.aggregated(w, q.Get("filter"), q.Get("pageToken"))
+	}
+}
+
+// serveOther answers the other methods; f.mu is held.
+func (f *fakeCompute) serveOther(w http.ResponseWriter, method string, m []string) {
+	switch method {
+	case "zoneOperations.wait", "zoneOperations.get":
+		op := f.ops[m[3]]
+		if op == nil {
+			writeError(w, 404, "notFound", "no operation "+m[3])
+			return
+		}
+		f.finish(op)
+		writeJSON(w, op)
+	case "machineTypes.aggregatedList":
+		items := map[string]any{}
+		for zone, types := range f.sold {
+			var list []map[string]any
+			for _, t := range types {
+				list = append(list, map[string]any{"name": t, "zone": zone})
+			}
+			items["zones/"+zone] = map[string]any{"machineTypes": list}
+		}
+		writeJSON(w, map[string]any{"items": items})
+	case "images.get", "images.getFromFamily":
+		images := map[string]map[string]any{
+			"kip-cell":     {"name": "kip-cell-1", "family": "kip-cell", "architecture": "X86_64"},
+			"kip-cell-arm": {"name": "kip-cell-arm-1", "family": "kip-cell-arm", "architecture": "ARM64"},
+		}
+		for fam, img := range images {
+			if m[1] == fakeProject && ((method == "images.getFromFamily" && m[2] == fam) || (method == "images.get" && m[2] == img["name"])) {
+				img["selfLink"] = fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/global/images/%s", m[1], img["name"])
+				writeJSON(w, img)
+				return
+			}
+		}
+		writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/global/images/%s' was not found", m[1], m[2]))
+	case "subnetworks.get":
+		if m[2] != fakeRegion || m[3] != fakeSubnet {
+			writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/regions/%s/subnetworks/%s' was not found", m[1], m[2], m[3]))
+			return
+		}
+		writeJSON(w, map[string]any{
+			"name":     fakeSubnet,
+			"selfLink": fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/regions/%s/subnetworks/%s", m[1], m[2], m[3]),
+			"network":  fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/global/networks/%s", m[1], fakeNetwork),
+		})
+	}
 }

@@ -31,47 +31,7 @@ func TestLaunchInsertsTheCell(t *testing.T) {
 	if n := f.callCount("instances.insert"); n != 1 {
 		t.Fatalf("%d inserts, want 1", n)
 	}
-	body := f.body("instances.insert", 0)
-	if body["name"] != "kip-cell-1" || body["machineType"] != "zones/us-central1-a/machineTypes/e2-small" {
-		t.Errorf("insert name %v, machineType %v", body["name"], body["machineType"])
-	}
-	labels := body["labels"].(map[string]any)
-	wantLabels := map[string]any{"kip-cluster": "test-cluster", "kip-node": "kip", "kip-cell": "kip-cell-1", "kip-pod-uid": "uid-kip-cell-1"}
-	if diff := cmp.Diff(wantLabels, labels); diff != "" {
-		t.Errorf("labels (-want +got):\n%s", diff)
-	}
-	meta := map[string]string{}
-	for _, it := range body["metadata"].(map[string]any)["items"].([]any) {
-		m := it.(map[string]any)
-		meta[m["key"].(string)] = m["value"].(string)
-	}
-	if meta[metadataBootstrap] != string(req.Bootstrap) || !strings.Contains(meta[metadataTags], `"kipcell.io/extra":"Some Value"`) {
-		t.Errorf("metadata = %v", meta)
-	}
-	if _, ok := meta[metadataStartup]; ok {
-		t.Error("a startup-script without startupScript")
-	}
-	nic := body["networkInterfaces"].([]any)[0].(map[string]any)
-	if !strings.HasSuffix(nic["subnetwork"].(string), "/regions/us-central1/subnetworks/cells") || nic["accessConfigs"] != nil {
-		t.Errorf("network interface %v", nic)
-	}
-	disk := body["disks"].([]any)[0].(map[string]any)
-	init := disk["initializeParams"].(map[string]any)
-	if disk["boot"] != true || disk["autoDelete"] != true || !strings.HasSuffix(init["sourceImage"].(string), "/global/images/kip-cell-1") ||
-		init["diskType"] != "zones/us-central1-a/diskTypes/pd-balanced" {
-		t.Errorf("boot disk %v", disk)
-	}
-	sched := body["scheduling"].(map[string]any)
-	if sched["provisioningModel"] != "STANDARD" || sched["instanceTerminationAction"] != nil {
-		t.Errorf("scheduling %v", sched)
-	}
-	if tags := body["tags"].(map[string]any)["items"].([]any); len(tags) != 1 || tags[0] != "kip-cell" {
-		t.Errorf("network tags %v", tags)
-	}
-	sa := body["serviceAccounts"].([]any)[0].(map[string]any)
-	if sa["email"] != "cells@kip-test.iam.gserviceaccount.com" || sa["scopes"].([]any)[0] != defaultScope {
-		t.Errorf("service account %v", sa)
-	}
+	checkInsert(t, f.body("instances.insert", 0), req)
 	if q := f.query("instances.insert", 0); !strings.HasPrefix(q, "requestId=") || !strings.Contains(q, requestID("instances.insert", fakeProject, "us-central1-a", "kip-cell-1", "e2-small", "on-demand")) {
 		t.Errorf("insert query %q: want the cell's requestId", q)
 	}
@@ -264,5 +224,52 @@ func TestLaunchRefusesBadCellIDs(t *testing.T) {
 	}
 	if n := f.callCount("instances.insert"); n != 0 {
 		t.Errorf("%d inserts", n)
+	}
+}
+
+// checkInsert checks the insert of TestLaunchInsertsTheCell: name, type,
+// labels, metadata, network, boot disk, scheduling, network tags and
+// service account.
+func checkInsert(t *testing.T, body map[string]any, req *pluginapi.LaunchRequest) {
+	t.Helper()
+	if body["name"] != "kip-cell-1" || body["machineType"] != "zones/us-central1-a/machineTypes/e2-small" {
+		t.Errorf("insert name %v, machineType %v", body["name"], body["machineType"])
+	}
+	labels := body["labels"].(map[string]any)
+	wantLabels := map[string]any{"kip-cluster": "test-cluster", "kip-node": "kip", "kip-cell": "kip-cell-1", "kip-pod-uid": "uid-kip-cell-1"}
+	if diff := cmp.Diff(wantLabels, labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	meta := map[string]string{}
+	for _, it := range body["metadata"].(map[string]any)["items"].([]any) {
+		m := it.(map[string]any)
+		meta[m["key"].(string)] = m["value"].(string)
+	}
+	if meta[metadataBootstrap] != string(req.Bootstrap) || !strings.Contains(meta[metadataTags], `"kipcell.io/extra":"Some Value"`) {
+		t.Errorf("metadata = %v", meta)
+	}
+	if _, ok := meta[metadataStartup]; ok {
+		t.Error("a startup-script without startupScript")
+	}
+	nic := body["networkInterfaces"].([]any)[0].(map[string]any)
+	if !strings.HasSuffix(nic["subnetwork"].(string), "/regions/us-central1/subnetworks/cells") || nic["accessConfigs"] != nil {
+		t.Errorf("network interface %v", nic)
+	}
+	disk := body["disks"].([]any)[0].(map[string]any)
+	init := disk["initializeParams"].(map[string]any)
+	if disk["boot"] != true || disk["autoDelete"] != true || !strings.HasSuffix(init["sourceImage"].(string), "/global/images/kip-cell-1") ||
+		init["diskType"] != "zones/us-central1-a/diskTypes/pd-balanced" {
+		t.Errorf("boot disk %v", disk)
+	}
+	sched := body["scheduling"].(map[string]any)
+	if sched["provisioningModel"] != "STANDARD" || sched["instanceTerminationAction"] != nil {
+		t.Errorf("scheduling %v", sched)
+	}
+	if tags := body["tags"].(map[string]any)["items"].([]any); len(tags) != 1 || tags[0] != "kip-cell" {
+		t.Errorf("network tags %v", tags)
+	}
+	sa := body["serviceAccounts"].([]any)[0].(map[string]any)
+	if sa["email"] != "cells@kip-test.iam.gserviceaccount.com" || sa["scopes"].([]any)[0] != defaultScope {
+		t.Errorf("service account %v", sa)
 	}
 }

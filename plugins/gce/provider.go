@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,17 +224,29 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 // computeScope is what the plugin's own credentials are asked for.
 const computeScope = "https://www.googleapis.com/auth/compute"
 
-// findCredentials finds the plugin's credentials: the credentials file, or
-// Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's
-// file, the metadata server of a GCE VM or GKE workload identity). It
-// fetches a token now, so that missing credentials say so here rather than
-// as a failure of the first call.
+// credentialTypes are the credential files the plugin takes: the
+// operator's own file, of one of the types Google's tools write.
+var credentialTypes = []credentials.CredType{
+	credentials.ServiceAccount, credentials.AuthorizedUser, credentials.ExternalAccount,
+	credentials.ImpersonatedServiceAccount, credentials.ExternalAccountAuthorizedUser,
+}
+
+// findCredentials finds the plugin's credentials: the credentials file (of
+// a type credentialTypes lists), or Application Default Credentials
+// (GOOGLE_APPLICATION_CREDENTIALS, gcloud's file, the metadata server of a
+// GCE VM or GKE workload identity). It fetches a token now, so that
+// missing credentials say so here rather than as a failure of the first
+// call.
 func findCredentials(ctx context.Context, s *settings) (*auth.Credentials, error) {
 	const key = "credentialsFile"
-	creds, err := credentials.DetectDefault(&credentials.DetectOptions{
-		Scopes:          []string{computeScope, defaultScope},
-		CredentialsFile: s.credentialsFile,
-	})
+	opts := &credentials.DetectOptions{Scopes: []string{computeScope, defaultScope}}
+	var creds *auth.Credentials
+	var err error
+	if s.credentialsFile != "" {
+		creds, err = credentialsFromFile(s.credentialsFile, opts)
+	} else {
+		creds, err = credentials.DetectDefault(opts)
+	}
 	if err != nil {
 		return nil, pluginapi.NewInvalidConfig(key, "finding Google credentials (set credentialsFile, GOOGLE_APPLICATION_CREDENTIALS, or run kip with a service account): %v", err)
 	}
@@ -242,6 +257,25 @@ func findCredentials(ctx context.Context, s *settings) (*auth.Credentials, error
 		return nil, pluginapi.NewInvalidConfig(key, "getting a token with the Google credentials: %v", err)
 	}
 	return creds, nil
+}
+
+// credentialsFromFile reads a credentials file whose type the plugin
+// takes.
+func credentialsFromFile(path string, opts *credentials.DetectOptions) (*auth.Credentials, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("%s is not a JSON credentials file: %w", path, err)
+	}
+	if !slices.Contains(credentialTypes, credentials.CredType(head.Type)) {
+		return nil, fmt.Errorf("%s has credentials of type %q; the plugin takes %v", path, head.Type, credentialTypes)
+	}
+	return credentials.NewCredentialsFromJSON(credentials.CredType(head.Type), data, opts)
 }
 
 // newClients builds the REST clients on one HTTP client: the base
