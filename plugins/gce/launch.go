@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -215,7 +216,9 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 
 	image := cfg.imageURL
 	if req.Image != "" {
-		image = req.Image
+		if image, err = requestedImage(cfg.project, req.Image); err != nil {
+			return nil, err
+		}
 	} else if known && cfg.imageArch != "" && pluginapi.Arch(spec.Arch) != cfg.imageArch {
 		return nil, pluginapi.NewInvalidConfig("image", "image %s is %s; machine type %s is %s", cfg.imageURL, cfg.imageArch, req.InstanceType, spec.Arch)
 	}
@@ -295,6 +298,22 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 		},
 		cellID: req.CellID, zone: zone, capacity: capacity, tags: tags, spec: req.InstanceType,
 	}, nil
+}
+
+// imageRE is an image as instances.insert takes it: a URL or partial URL
+// of an image or image family.
+var imageRE = regexp.MustCompile(`^(https://[a-z.]+/compute/v1/)?(projects/[^/]+/)?global/images/(family/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// requestedImage is the sourceImage of a request's image: an image name
+// (in the cells' project), or an image's or family's URL.
+func requestedImage(project, image string) (string, error) {
+	switch {
+	case nameRE.MatchString(image):
+		return fmt.Sprintf("projects/%s/global/images/%s", project, image), nil
+	case imageRE.MatchString(image):
+		return image, nil
+	}
+	return "", pluginapi.NewInvalidConfig("image", "the requested image %q is neither an image name nor an image URL such as projects/debian-cloud/global/images/family/debian-12", image)
 }
 
 // acceleratorName is Compute Engine's accelerator type of a catalog GPU

@@ -273,3 +273,20 @@ func checkInsert(t *testing.T, body map[string]any, req *pluginapi.LaunchRequest
 		t.Errorf("service account %v", sa)
 	}
 }
+
+// A request's image is an image name in the cells' project or an image
+// URL; anything else is refused.
+func TestRequestedImage(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"kip-cell-2", "projects/kip-test/global/images/kip-cell-2"},
+		{"projects/debian-cloud/global/images/family/debian-12", "projects/debian-cloud/global/images/family/debian-12"},
+		{"https://www.googleapis.com/compute/v1/projects/p/global/images/img-1", "https://www.googleapis.com/compute/v1/projects/p/global/images/img-1"},
+		{"global/images/img-1", "global/images/img-1"},
+		{"Ami_0abc", ""}, {"projects/p/global/images/", ""}, {"gs://bucket/image.tar.gz", ""},
+	} {
+		got, err := requestedImage(fakeProject, tc.in)
+		if got != tc.want || (err != nil) != (tc.want == "") {
+			t.Errorf("requestedImage(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
