@@ -40,6 +40,9 @@ type fakeCompute struct {
 	queries    map[string][]string         // method → raw queries
 	pageSize   int
 	insertDone bool // insert answers a DONE operation (as a replay does)
+	// waitsPending is how many zoneOperations.wait calls answer an
+	// operation still RUNNING before the first that finishes it.
+	waitsPending int
 	nextOp     int
 	nextID     int
 }
@@ -400,6 +403,11 @@ func (f *fakeCompute) serveOther(w http.ResponseWriter, method string, m []strin
 		op := f.ops[m[3]]
 		if op == nil {
 			writeError(w, 404, "notFound", "no operation "+m[3])
+			return
+		}
+		if f.waitsPending > 0 && method == "zoneOperations.wait" {
+			f.waitsPending--
+			writeJSON(w, op)
 			return
 		}
 		f.finish(op)

@@ -49,9 +49,15 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	if err != nil {
 		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
 	}
-	if inst, ok, err := cfg.knownCell(ctx, req.CellID); err != nil {
-		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
-	} else if ok {
+	inst, ok, err := cfg.knownCell(ctx, req.CellID)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil:
+		// The insert is idempotent in its zone by itself: go on without
+		// the view rather than fail the launch for a listing.
+		p.log.Warn("launching a cell without the view of the cluster (an instance of the cell in another zone is not looked for)", "cell", req.CellID, "error", err)
+	case ok:
 		p.log.Info("cell launched before; returning its instance", "cell", req.CellID, "instance", inst.ID, "state", inst.State)
 		return &pluginapi.LaunchResponse{Instance: inst}, nil
 	}
@@ -68,7 +74,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	done := op.Proto()
 	replay := done.GetStatus() == computepb.Operation_DONE
 	if !replay {
-		if done, err = cfg.wait(ctx, plan.zone, done.GetName()); err != nil {
+		if done, err = p.wait(ctx, cfg, plan.zone, done.GetName()); err != nil {
 			cfg.view.Uncertain()
 			return nil, fmt.Errorf("launching cell %s: waiting for the insert: %w", req.CellID, mapError("zoneOperations.wait", err))
 		}
@@ -82,18 +88,22 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	if replay {
 		return p.existing(ctx, cfg, plan, true)
 	}
-	inst := plan.instance(p.now())
+	inst = plan.instance(p.now())
 	cfg.view.Launched(inst.ID, gceInstance{Instance: inst, spot: plan.capacity == pluginapi.CapacitySpot})
 	p.log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
 		"zone", plan.zone, "capacity_type", plan.capacity)
 	return &pluginapi.LaunchResponse{Instance: inst}, nil
 }
 
-// wait waits for a zone operation to finish, with zoneOperations.wait
-// (Compute Engine holds each call up to two minutes, so a launch costs one
-// or two calls, not a poll a second).
-func (cfg *config) wait(ctx context.Context, zone, name string) (*computepb.Operation, error) {
+// wait waits for a zone operation to finish, with zoneOperations.wait:
+// Compute Engine holds each call up to two minutes, so a launch costs one
+// or two calls, not a poll a second. A wait that answers at once without
+// the operation done (an endpoint that does not hold the call) is followed
+// by a pause, from a quarter second doubling to two seconds.
+func (p *provider) wait(ctx context.Context, cfg *config, zone, name string) (*computepb.Operation, error) {
+	pause := 250 * time.Millisecond
 	for {
+		start := p.now()
 		op, err := cfg.clients.zoneOps.Wait(ctx, &computepb.WaitZoneOperationRequest{Project: cfg.project, Zone: zone, Operation: name})
 		if err != nil {
 			return nil, err
@@ -101,8 +111,11 @@ func (cfg *config) wait(ctx context.Context, zone, name string) (*computepb.Oper
 		if op.GetStatus() == computepb.Operation_DONE {
 			return op, nil
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		if p.now().Sub(start) < time.Second {
+			if err := p.sleep(ctx, pause); err != nil {
+				return nil, err
+			}
+			pause = min(2*pause, 2*time.Second)
 		}
 	}
 }

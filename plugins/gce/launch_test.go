@@ -1,8 +1,11 @@
 package gce
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -288,5 +291,30 @@ func TestRequestedImage(t *testing.T) {
 		if got != tc.want || (err != nil) != (tc.want == "") {
 			t.Errorf("requestedImage(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// A wait that answers the operation still running is waited again, after
+// a pause; a failed listing of the view does not fail the launch.
+func TestLaunchWaitsAndGoesOnWithoutTheView(t *testing.T) {
+	f := newFakeCompute(t)
+	var pauses []time.Duration
+	p := configured(t, testConfig(f), func(p *provider) {
+		p.sleep = func(ctx context.Context, d time.Duration) error { pauses = append(pauses, d); return nil }
+	})
+	f.waitsPending = 2
+	f.failHTTP("instances.aggregatedList", 500, "internalError", "injected", 1)
+	resp, err := p.Launch(t.Context(), launchRequest("kip-slow"))
+	if err != nil || resp.Instance.State != pluginapi.StatePending {
+		t.Fatalf("Launch = %+v, %v", resp, err)
+	}
+	if n := f.callCount("zoneOperations.wait"); n != 3 {
+		t.Errorf("%d waits, want 3", n)
+	}
+	if want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond}; !slices.Equal(pauses, want) {
+		t.Errorf("pauses %v, want %v", pauses, want)
+	}
+	if n := f.callCount("instances.insert"); n != 1 {
+		t.Errorf("%d inserts, want 1", n)
 	}
 }
