@@ -3,11 +3,14 @@ package gce
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -223,5 +226,54 @@ func TestSchemaMatchesConfig(t *testing.T) {
 		if diff := cmp.Diff(keys(typ), props(nested)); diff != "" {
 			t.Errorf("schema keys of %s differ from %s's (-Go +schema):\n%s", key, typ.Name(), diff)
 		}
+	}
+}
+
+// With a credentials file, Configure gets a token (here from a local token
+// endpoint) and every request carries it; without withoutAuthentication
+// nothing goes out unauthenticated.
+func TestCredentialsFileAuthenticatesEveryCall(t *testing.T) {
+	f := newFakeCompute(t)
+	var tokens int
+	var mu sync.Mutex
+	tokenSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tokens++
+		mu.Unlock()
+		if err := r.ParseForm(); err != nil || r.Form.Get("refresh_token") != "refresh-1" {
+			http.Error(w, "bad refresh", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"ya29.test","token_type":"Bearer","expires_in":3600}`))
+	}))
+	t.Cleanup(tokenSrv.Close)
+	file := filepath.Join(t.TempDir(), "adc.json")
+	if err := os.WriteFile(file, []byte(`{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"refresh-1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := configured(t, with(with(testConfig(f), "withoutAuthentication", nil), "credentialsFile", file),
+		func(p *provider) { p.tokenURL = tokenSrv.URL })
+	if _, err := p.Launch(t.Context(), launchRequest("kip-authed")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.RegistryAuth(t.Context(), &pluginapi.RegistryAuthRequest{Image: "us-docker.pkg.dev/kip-test/cells/app"})
+	if err != nil || resp.Password != "ya29.test" || resp.Username != registryUser {
+		t.Errorf("RegistryAuth = %+v, %v", resp, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.authz) < 4 {
+		t.Fatalf("%d requests", len(f.authz))
+	}
+	for i, a := range f.authz {
+		if a != "Bearer ya29.test" {
+			t.Errorf("request %d: Authorization %q", i, a)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tokens != 1 {
+		t.Errorf("%d token requests, want 1 (cached)", tokens)
 	}
 }

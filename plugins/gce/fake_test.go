@@ -38,13 +38,14 @@ type fakeCompute struct {
 	calls      map[string]int
 	bodies     map[string][]map[string]any // method → request bodies
 	queries    map[string][]string         // method → raw queries
+	authz      []string                    // Authorization headers, in order
 	pageSize   int
 	insertDone bool // insert answers a DONE operation (as a replay does)
 	// waitsPending is how many zoneOperations.wait calls answer an
 	// operation still RUNNING before the first that finishes it.
 	waitsPending int
-	nextOp     int
-	nextID     int
+	nextOp       int
+	nextID       int
 }
 
 type fakeInstance struct {
@@ -200,6 +201,7 @@ func (f *fakeCompute) serve(w http.ResponseWriter, r *http.Request) {
 	f.calls[rt.method]++
 	f.bodies[rt.method] = append(f.bodies[rt.method], body)
 	f.queries[rt.method] = append(f.queries[rt.method], r.URL.RawQuery)
+	f.authz = append(f.authz, r.Header.Get("Authorization"))
 	if errs := f.httpErrs[rt.method]; len(errs) > 0 {
 		f.httpErrs[rt.method] = errs[1:]
 		writeError(w, errs[0].status, errs[0].reason, errs[0].message)

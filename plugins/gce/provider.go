@@ -63,6 +63,7 @@ type provider struct {
 	now               func() time.Time
 	sleep             func(context.Context, time.Duration) error
 	httpClient        *http.Client // the transport under the limiter; nil: one of its own
+	tokenURL          string       // OAuth token endpoint of user credentials; "": Google's
 	snapshotAge       time.Duration
 	pollFast          time.Duration
 	pollSlow          time.Duration
@@ -190,7 +191,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	}
 	cfg := &config{settings: s, clusterID: req.ClusterID, clusterLabel: labelValue(req.ClusterID)}
 	if !s.noAuth {
-		if cfg.creds, err = findCredentials(ctx, s); err != nil {
+		if cfg.creds, err = findCredentials(ctx, s, p.tokenURL); err != nil {
 			return nil, err
 		}
 	}
@@ -237,9 +238,9 @@ var credentialTypes = []credentials.CredType{
 // GCE VM or GKE workload identity). It fetches a token now, so that
 // missing credentials say so here rather than as a failure of the first
 // call.
-func findCredentials(ctx context.Context, s *settings) (*auth.Credentials, error) {
+func findCredentials(ctx context.Context, s *settings, tokenURL string) (*auth.Credentials, error) {
 	const key = "credentialsFile"
-	opts := &credentials.DetectOptions{Scopes: []string{computeScope, defaultScope}}
+	opts := &credentials.DetectOptions{Scopes: []string{computeScope, defaultScope}, TokenURL: tokenURL}
 	var creds *auth.Credentials
 	var err error
 	if s.credentialsFile != "" {
