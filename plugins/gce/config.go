@@ -17,7 +17,7 @@ import (
 
 // Config is the plugin's configuration as the operator writes it (the
 // plugin.config section of kip's configuration), one JSON object. project,
-// region, zones, subnetwork and image are required; unknown keys are
+// region, subnetwork and image are required; unknown keys are
 // refused so that a typo does not silently fall back to a default.
 type Config struct {
 	// Project is the Google Cloud project ID of the cells.
@@ -25,8 +25,9 @@ type Config struct {
 	// Region is the cells' region, such as us-central1.
 	Region string `json:"region"`
 	// Zones are the region's zones the cells may use, such as
-	// us-central1-a; the catalog offers them.
-	Zones []string `json:"zones"`
+	// us-central1-a; the catalog offers them. Omitted, every zone of the
+	// region (regions.get at Configure).
+	Zones []string `json:"zones,omitempty"`
 	// Network is the VPC network's name; omitted, the subnetwork's.
 	// Set, it must be the subnetwork's.
 	Network string `json:"network,omitempty"`
@@ -200,7 +201,8 @@ func decodeConfig(raw []byte) (*Config, error) {
 type settings struct {
 	project         string
 	region          string
-	zones           []string // sorted
+	zones           []string // sorted; empty: the region's, resolved
+	configuredZones []string // as written, for the keys of errors
 	network         string
 	subnetwork      string
 	serviceAccount  string
@@ -232,8 +234,6 @@ func validate(c *Config) (*settings, error) {
 		return nil, pluginapi.NewInvalidConfig("region", "is required, such as \"us-central1\"")
 	case !regionRE.MatchString(c.Region):
 		return nil, pluginapi.NewInvalidConfig("region", "%q is not a Compute Engine region such as \"us-central1\"", c.Region)
-	case len(c.Zones) == 0:
-		return nil, pluginapi.NewInvalidConfig("zones", "is required: the region's zones of the cells, such as [\"%s-a\"]", c.Region)
 	}
 	for i, z := range c.Zones {
 		k := fmt.Sprintf("zones[%d]", i)
@@ -244,7 +244,7 @@ func validate(c *Config) (*settings, error) {
 			return nil, pluginapi.NewInvalidConfig(k, "%q is listed twice", z)
 		}
 	}
-	s.zones = slices.Sorted(slices.Values(c.Zones))
+	s.zones, s.configuredZones = slices.Sorted(slices.Values(c.Zones)), slices.Clone(c.Zones)
 
 	switch {
 	case c.Subnetwork == "":

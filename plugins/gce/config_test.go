@@ -43,7 +43,8 @@ func TestConfigureRefusesWithTheKey(t *testing.T) {
 		{"project malformed", with(base, "project", "Kip_Test"), "project", false},
 		{"region missing", with(base, "region", nil), "region", false},
 		{"region malformed", with(base, "region", "US-Central"), "region", false},
-		{"zones missing", with(base, "zones", nil), "zones", false},
+		{"region does not exist", with(with(base, "region", "europe-west9"), "zones", nil), "region", true},
+		{"zone the region does not have", with(base, "zones", []string{"us-central1-a", "us-central1-z"}), "zones[1]", true},
 		{"zone of another region", with(base, "zones", []string{"us-central1-a", "us-east1-b"}), "zones[1]", false},
 		{"zone twice", with(base, "zones", []string{"us-central1-a", "us-central1-a"}), "zones[1]", false},
 		{"zone wrong type", with(base, "zones", "us-central1-a"), "zones", false},
@@ -89,13 +90,13 @@ func TestConfigureRefusesWithTheKey(t *testing.T) {
 		{"image project does not exist", with(base, "image", map[string]any{"family": "kip-cell", "project": "debian-cloud"}), "image.family", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := f.callCount("subnetworks.get")
+			before := f.callCount("regions.get")
 			_, err := newProvider().Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: testCluster, Config: mustJSON(t, tc.cfg)})
 			var ic *pluginapi.InvalidConfigError
 			if !errors.As(err, &ic) || ic.Key != tc.key {
 				t.Fatalf("Configure = %v, want InvalidConfig for %s", err, tc.key)
 			}
-			if asked := f.callCount("subnetworks.get") > before; asked != tc.calls {
+			if asked := f.callCount("regions.get") > before; asked != tc.calls {
 				t.Errorf("Compute Engine asked: %v, want %v", asked, tc.calls)
 			}
 		})
@@ -275,5 +276,14 @@ func TestCredentialsFileAuthenticatesEveryCall(t *testing.T) {
 	defer mu.Unlock()
 	if tokens != 1 {
 		t.Errorf("%d token requests, want 1 (cached)", tokens)
+	}
+}
+
+// Without zones the cells use every zone of the region.
+func TestConfigureTakesTheRegionsZones(t *testing.T) {
+	f := newFakeCompute(t)
+	p := configured(t, with(testConfig(f), "zones", nil))
+	if got, want := p.cfg.Load().zones, []string{"us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"}; !slices.Equal(got, want) {
+		t.Errorf("zones %v, want the region's %v", got, want)
 	}
 }

@@ -9,7 +9,8 @@
 //	              and the REST clients on one rate-limited HTTP client
 //	config.go     the configuration: strict decoding, validation, defaults
 //	schema.go     the same configuration as a JSON Schema (GetInfo)
-//	resolve.go    what Configure asks Compute Engine: the subnetwork, the image
+//	resolve.go    what Configure asks Compute Engine: the region's zones, the
+//	              subnetwork, the image
 //	ratelimit.go  client-side token buckets (pluginapi/ratelimit) under the SDK,
 //	              in front of every request, retries included
 //	errors.go     HTTP errors and failed operations → pluginapi error kinds

@@ -175,6 +175,7 @@ var routes = []route{
 	{"images.getFromFamily", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/global/images/family/([^/]+)$`)},
 	{"images.get", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/global/images/([^/]+)$`)},
 	{"subnetworks.get", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/regions/([^/]+)/subnetworks/([^/]+)$`)},
+	{"regions.get", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/regions/([^/]+)$`)},
 }
 
 func (f *fakeCompute) serve(w http.ResponseWriter, r *http.Request) {
@@ -437,6 +438,16 @@ func (f *fakeCompute) serveOther(w http.ResponseWriter, method string, m []strin
 			}
 		}
 		writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/global/images/%s' was not found", m[1], m[2]))
+	case "regions.get":
+		if m[2] != fakeRegion {
+			writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/regions/%s' was not found", m[1], m[2]))
+			return
+		}
+		var zones []string
+		for _, z := range []string{"us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"} {
+			zones = append(zones, "https://www.googleapis.com/compute/v1/projects/"+m[1]+"/zones/"+z)
+		}
+		writeJSON(w, map[string]any{"name": m[2], "status": "UP", "zones": zones})
 	case "subnetworks.get":
 		if m[2] != fakeRegion || m[3] != fakeSubnet {
 			writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/regions/%s/subnetworks/%s' was not found", m[1], m[2], m[3]))

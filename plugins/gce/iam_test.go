@@ -39,6 +39,7 @@ var permissions = map[string][]string{
 	"images.get":                    {"compute.images.get"},
 	"images.getFromFamily":          {"compute.images.getFromFamily"},
 	"subnetworks.get":               {"compute.subnetworks.get"},
+	"regions.get":                   {"compute.regions.get"},
 }
 
 // impliedPermissions are needed for no API call: the token RegistryAuth

@@ -148,13 +148,14 @@ type config struct {
 type clients struct {
 	instances    *compute.InstancesClient
 	zoneOps      *compute.ZoneOperationsClient
+	regions      *compute.RegionsClient
 	machineTypes *compute.MachineTypesClient
 	images       *compute.ImagesClient
 	subnetworks  *compute.SubnetworksClient
 }
 
 func (c *clients) close() {
-	for _, cl := range []interface{ Close() error }{c.instances, c.zoneOps, c.machineTypes, c.images, c.subnetworks} {
+	for _, cl := range []interface{ Close() error }{c.instances, c.zoneOps, c.regions, c.machineTypes, c.images, c.subnetworks} {
 		_ = cl.Close()
 	}
 }
@@ -173,8 +174,9 @@ func (p *provider) config() (*config, error) {
 }
 
 // Configure validates the configuration, finds the credentials, builds the
-// clients and resolves the subnetwork and the image with Compute Engine
-// (subnetworks.get, images.get or images.getFromFamily). The host calls it
+// clients and resolves the zones, the subnetwork and the image with Compute
+// Engine (regions.get, subnetworks.get, images.get or
+// images.getFromFamily). The host calls it
 // after every start of the plugin; a newer image of image.family is picked
 // up then.
 func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureRequest) (*pluginapi.ConfigureResponse, error) {
@@ -312,6 +314,9 @@ func (p *provider) newClients(ctx context.Context, cfg *config) (*clients, error
 	}
 	if c.zoneOps, err = compute.NewZoneOperationsRESTClient(ctx, opts...); err != nil {
 		return nil, fmt.Errorf("creating the zone operations client: %w", err)
+	}
+	if c.regions, err = compute.NewRegionsRESTClient(ctx, opts...); err != nil {
+		return nil, fmt.Errorf("creating the regions client: %w", err)
 	}
 	if c.machineTypes, err = compute.NewMachineTypesRESTClient(ctx, opts...); err != nil {
 		return nil, fmt.Errorf("creating the machine types client: %w", err)

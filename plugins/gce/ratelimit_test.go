@@ -44,15 +44,15 @@ func TestLimiterBuckets(t *testing.T) {
 }
 
 // Every Compute Engine request goes through the limiter, and what it holds
-// back never reaches Compute Engine: with a burst of 4 and a rate of one
-// call in 1000 s, the fifth insert waits (here: until its context ends)
-// and the fake sees four, while reads spend their own bucket.
+// back never reaches Compute Engine: with a burst of 5 and a rate of one
+// call in 1000 s, the sixth read waits (here: until its context ends) and
+// the fake sees five, while the inserts spend their own bucket.
 func TestLimiterHoldsCallsBack(t *testing.T) {
 	f := newFakeCompute(t)
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var waits []time.Duration
 	var mu sync.Mutex
-	p := configured(t, with(testConfig(f), "rateLimit", map[string]any{"readPerSecond": 0.001, "mutatePerSecond": 0.001, "burst": 4}),
+	p := configured(t, with(testConfig(f), "rateLimit", map[string]any{"readPerSecond": 0.001, "mutatePerSecond": 0.001, "burst": 5}),
 		func(p *provider) {
 			p.now = clock.Now
 			p.sleep = func(ctx context.Context, d time.Duration) error {
@@ -62,8 +62,10 @@ func TestLimiterHoldsCallsBack(t *testing.T) {
 				return context.DeadlineExceeded // the caller gives up
 			}
 		})
-	// Configure spent 2 of the 4 read tokens (subnetworks.get,
-	// images.getFromFamily); the first Launch's view refresh a third.
+	// Configure spent 3 of the 5 read tokens (regions.get,
+	// subnetworks.get, images.getFromFamily); the first Launch's view
+	// refresh and its wait the others; later launches insert and wait in
+	// vain.
 	ctx := t.Context()
 	for i := range 4 {
 		req := launchRequest("kip-rate-" + string(rune('a'+i)))
@@ -74,12 +76,13 @@ func TestLimiterHoldsCallsBack(t *testing.T) {
 	mu.Lock()
 	waited := append([]time.Duration(nil), waits...)
 	mu.Unlock()
-	if got := f.callCount("instances.insert"); got > 4 {
-		t.Errorf("Compute Engine saw %d inserts, want at most the burst of 4", got)
+	if got := f.callCount("instances.insert"); got != 4 {
+		t.Errorf("Compute Engine saw %d inserts, want 4 (within their bucket's burst)", got)
 	}
-	reads := f.callCount("subnetworks.get") + f.callCount("images.getFromFamily") + f.callCount("instances.aggregatedList") + f.callCount("zoneOperations.wait")
-	if reads > 4 {
-		t.Errorf("Compute Engine saw %d reads, want at most the burst of 4", reads)
+	reads := f.callCount("regions.get") + f.callCount("subnetworks.get") + f.callCount("images.getFromFamily") +
+		f.callCount("instances.aggregatedList") + f.callCount("zoneOperations.wait")
+	if reads != 5 {
+		t.Errorf("Compute Engine saw %d reads, want the burst of 5", reads)
 	}
 	if len(waited) == 0 || waited[0] < 900*time.Second {
 		t.Errorf("waits = %v, want some of about 1000s", waited)

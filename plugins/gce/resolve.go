@@ -4,15 +4,21 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
+	"strings"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 
 	"github.com/kipcell/kip/pluginapi"
 )
 
-// resolve asks Compute Engine for the configured subnetwork and image,
-// failing with the key named when either does not exist.
+// resolve asks Compute Engine for the region (its zones), the configured
+// subnetwork and image, failing with the key named when one does not
+// exist.
 func (cfg *config) resolve(ctx context.Context) error {
+	if err := cfg.resolveZones(ctx); err != nil {
+		return err
+	}
 	sub, err := cfg.clients.subnetworks.Get(ctx, &computepb.GetSubnetworkRequest{Project: cfg.project, Region: cfg.region, Subnetwork: cfg.subnetwork})
 	if err != nil {
 		if isNotFound(err) {
@@ -51,6 +57,35 @@ func (cfg *config) resolve(ctx context.Context) error {
 		cfg.imageURL = fmt.Sprintf("projects/%s/global/images/%s", cfg.image.Project, img.GetName())
 	}
 	cfg.imageArch = archOf(img.GetArchitecture())
+	return nil
+}
+
+// resolveZones checks the configured zones against the region's
+// (regions.get), or takes the region's when none are configured.
+func (cfg *config) resolveZones(ctx context.Context) error {
+	region, err := cfg.clients.regions.Get(ctx, &computepb.GetRegionRequest{Project: cfg.project, Region: cfg.region})
+	if err != nil {
+		if isNotFound(err) {
+			return pluginapi.NewInvalidConfig("region", "region %q does not exist (or project %s cannot see it)", cfg.region, cfg.project)
+		}
+		return fmt.Errorf("resolving region %s: %w", cfg.region, configError("region", mapError("regions.get", err)))
+	}
+	var zones []string
+	for _, z := range region.GetZones() {
+		zones = append(zones, last(z))
+	}
+	if len(zones) == 0 {
+		return pluginapi.NewInvalidConfig("region", "region %s answers no zones", cfg.region)
+	}
+	if len(cfg.zones) == 0 {
+		cfg.settings.zones = slices.Sorted(slices.Values(zones))
+		return nil
+	}
+	for _, z := range cfg.zones {
+		if !slices.Contains(zones, z) {
+			return pluginapi.NewInvalidConfig(fmt.Sprintf("zones[%d]", slices.Index(cfg.configuredZones, z)), "region %s has no zone %s (its zones: %s)", cfg.region, z, strings.Join(zones, ", "))
+		}
+	}
 	return nil
 }
 

@@ -9,12 +9,12 @@ const configSchema = `{
   "title": "kip-plugin-gce configuration",
   "type": "object",
   "additionalProperties": false,
-  "required": ["project", "region", "zones", "subnetwork", "image"],
+  "required": ["project", "region", "subnetwork", "image"],
   "properties": {
     "project": {"description": "The Google Cloud project ID of the cells.", "type": "string"},
     "region": {"description": "The cells' region, such as us-central1.", "type": "string", "pattern": "^[a-z]+(-[a-z]+)*[0-9]+$"},
     "zones": {
-      "description": "The region's zones the cells may use, such as us-central1-a; the catalog offers them.",
+      "description": "The region's zones the cells may use, such as us-central1-a; the catalog offers them. Omitted, every zone of the region.",
       "type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": true
     },
     "network": {"description": "The VPC network's name; omitted, the subnetwork's. Set, it must be the subnetwork's.", "type": "string"},
