@@ -78,7 +78,7 @@ func (cfg *config) resolveZones(ctx context.Context) error {
 		return pluginapi.NewInvalidConfig("region", "region %s answers no zones", cfg.region)
 	}
 	if len(cfg.zones) == 0 {
-		cfg.settings.zones = slices.Sorted(slices.Values(zones))
+		cfg.zones = slices.Sorted(slices.Values(zones))
 		return nil
 	}
 	for _, z := range cfg.zones {
