@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -65,6 +66,9 @@ type Config struct {
 	// startup-script (deploy/gce/startup.sh); omitted, the image runs
 	// kip-cell by itself.
 	StartupScript string `json:"startupScript,omitempty"`
+	// Metadata are extra metadata items of every cell, such as
+	// kip-cell-url and kip-cell-sha256 for the boot recipe.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // Image names the cells' boot image: by name or by family (the family's
@@ -164,6 +168,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 		"withoutAuthentication": &c.WithoutAuthentication,
 		"rateLimit":             &rate,
 		"startupScript":         &c.StartupScript,
+		"metadata":              &c.Metadata,
 	}); err != nil {
 		return nil, err
 	}
@@ -218,6 +223,7 @@ type settings struct {
 	noAuth          bool
 	rate            RateLimit
 	startupScript   []byte // nil without startupScript
+	metadata        map[string]string
 }
 
 // validate checks c and applies defaults. It reads the files c names (the
@@ -286,6 +292,9 @@ func validate(c *Config) (*settings, error) {
 		s.startupScript = data
 	}
 
+	if s.metadata, err = checkMetadata(c.Metadata, len(s.startupScript)); err != nil {
+		return nil, err
+	}
 	if s.rate, err = rateLimit(c.RateLimit); err != nil {
 		return nil, err
 	}
@@ -414,6 +423,30 @@ func (s *settings) access(c *Config) error {
 	}
 	s.credentialsFile, s.noAuth = c.CredentialsFile, c.WithoutAuthentication
 	return nil
+}
+
+// metadataKeyRE is a metadata key (Compute Engine: letters, digits, - and
+// _, at most 128).
+var metadataKeyRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
+
+// checkMetadata checks the extra metadata items: valid keys, none of the
+// plugin's own, and room left for the bootstrap beside the startup script.
+func checkMetadata(items map[string]string, startup int) (map[string]string, error) {
+	size := startup
+	for _, k := range slices.Sorted(maps.Keys(items)) {
+		key := "metadata." + k
+		switch {
+		case !metadataKeyRE.MatchString(k):
+			return nil, pluginapi.NewInvalidConfig(key, "a metadata key has 1 to 128 letters, digits, - and _")
+		case k == metadataBootstrap || k == metadataTags || k == metadataStartup:
+			return nil, pluginapi.NewInvalidConfig(key, "is an item the plugin sets itself (startup-script: set startupScript)")
+		}
+		size += len(k) + len(items[k])
+	}
+	if size > maxStartup {
+		return nil, pluginapi.NewInvalidConfig("metadata", "the metadata items and the startup script are %d bytes; at most %d leave room for the bootstrap in the instance's %d bytes of metadata", size, maxStartup, maxMetadata)
+	}
+	return items, nil
 }
 
 // checkNames checks a list of resource names: each a Compute Engine name,

@@ -83,6 +83,9 @@ func TestConfigureRefusesWithTheKey(t *testing.T) {
 		{"startup script empty", with(base, "startupScript", empty), "startupScript", false},
 		{"startup script too big", with(base, "startupScript", big), "startupScript", false},
 		{"unknown key", with(base, "subnet", "cells"), "subnet", false},
+		{"metadata key malformed", with(base, "metadata", map[string]string{"kip cell": "x"}), "metadata.kip cell", false},
+		{"metadata key the plugin's", with(base, "metadata", map[string]string{"kip-bootstrap": "x"}), "metadata.kip-bootstrap", false},
+		{"metadata too big", with(base, "metadata", map[string]string{"big": strings.Repeat("x", maxStartup)}), "metadata", false},
 		{"subnetwork does not exist", with(base, "subnetwork", "other"), "subnetwork", true},
 		{"network is not the subnetwork's", with(base, "network", "default"), "network", true},
 		{"image family does not exist", with(base, "image", map[string]any{"family": "none"}), "image.family", true},
@@ -115,7 +118,7 @@ func TestConfigureResolves(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec kip-cell --bootstrap\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := with(with(with(with(testConfig(f), "network", fakeNetwork), "startupScript", script),
+	cfg := with(with(with(with(with(testConfig(f), "network", fakeNetwork), "startupScript", script), "metadata", map[string]string{"kip-cell-sha256": "abc123"}),
 		"image", map[string]any{"name": "kip-cell-arm-1", "project": fakeProject}), "bootDisk", map[string]any{"sizeGb": 20, "type": "pd-ssd"})
 	p := configured(t, cfg)
 	c := p.cfg.Load()
@@ -132,8 +135,8 @@ func TestConfigureResolves(t *testing.T) {
 	if init["diskSizeGb"] != "20" || init["diskType"] != "zones/us-central1-a/diskTypes/pd-ssd" {
 		t.Errorf("boot disk %v", init)
 	}
-	if !strings.Contains(mustString(t, body["metadata"]), "exec kip-cell --bootstrap") {
-		t.Error("the startup script is not in the metadata")
+	if meta := mustString(t, body["metadata"]); !strings.Contains(meta, "exec kip-cell --bootstrap") || !strings.Contains(meta, `{"key":"kip-cell-sha256","value":"abc123"}`) {
+		t.Errorf("metadata %s: want the startup script and kip-cell-sha256", meta)
 	}
 	// An amd64 type with the arm64 image is refused.
 	if _, err := p.Launch(t.Context(), launchRequest("kip-amd")); !pluginapi.IsInvalidConfig(err) {

@@ -84,6 +84,8 @@
 // and startup-script is the file startupScript names (deploy/gce/startup.sh
 // reads kip-bootstrap from the metadata server and runs kip-cell
 // --bootstrap); without startupScript the image runs kip-cell by itself.
+// The configuration's metadata adds items of its own, such as the boot
+// recipe's kip-cell-url and kip-cell-sha256.
 //
 // # Calls
 //

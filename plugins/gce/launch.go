@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -248,6 +249,9 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 	}
 	if cfg.startupScript != nil {
 		items = append(items, &computepb.Items{Key: proto.String(metadataStartup), Value: proto.String(string(cfg.startupScript))})
+	}
+	for _, k := range slices.Sorted(maps.Keys(cfg.metadata)) {
+		items = append(items, &computepb.Items{Key: proto.String(k), Value: proto.String(cfg.metadata[k])})
 	}
 	size := 0
 	for _, it := range items {

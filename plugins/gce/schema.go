@@ -68,6 +68,11 @@ const configSchema = `{
         "burst": {"type": "integer", "minimum": 1, "default": 20}
       }
     },
+    "metadata": {
+      "description": "Extra metadata items of every cell, such as kip-cell-url and kip-cell-sha256 for the boot recipe (deploy/gce/startup.sh); kip-bootstrap, kip-tags and startup-script are the plugin's.",
+      "type": "object",
+      "additionalProperties": {"type": "string"}
+    },
     "startupScript": {"description": "Path of the cells' startup script (metadata startup-script, deploy/gce/startup.sh); omitted, the image runs kip-cell by itself.", "type": "string"}
   }
 }`
