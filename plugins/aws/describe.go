@@ -33,7 +33,7 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	if len(ids) == 0 {
 		return &pluginapi.DescribeResponse{}, nil
 	}
-	snap, err := cfg.view.get(ctx, p.snapshotAge)
+	snap, err := cfg.view.Get(ctx, p.snapshotAge)
 	if err != nil {
 		return nil, fmt.Errorf("describing instances: %w", err)
 	}
@@ -66,7 +66,7 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	snap, err := cfg.view.get(ctx, p.snapshotAge)
+	snap, err := cfg.view.Get(ctx, p.snapshotAge)
 	if err != nil {
 		return nil, fmt.Errorf("listing instances: %w", err)
 	}

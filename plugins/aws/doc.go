@@ -10,15 +10,16 @@
 //	resolve.go    what Configure asks EC2: the subnets per zone, the image
 //	sdk.go        the SDK clients behind narrow interfaces (every operation
 //	              the plugin may call is a method there, and nothing else)
-//	ratelimit.go  client-side token buckets in front of every EC2 call
+//	ratelimit.go  client-side token buckets (pluginapi/ratelimit) in front
+//	              of every EC2 call
 //	errors.go     SDK errors → pluginapi error kinds, at the edge
 //	catalog.go    ListInstanceTypes: the embedded catalog, with availability
 //	              from DescribeInstanceTypeOfferings
 //	launch.go     Launch: RunInstances, idempotent on the cell ID (ClientToken)
 //	              and the user data (pluginapi/userdata: MIME multipart with
 //	              the cloud-config and the bootstrap)
-//	view.go       the cluster's instances as one shared, coalesced snapshot
-//	describe.go   Describe and List, answered from the view
+//	describe.go   Describe and List, answered from the view of the cluster's
+//	              instances: one shared, coalesced snapshot (pluginapi/snapshot)
 //	terminate.go  Terminate: TerminateInstances, idempotent
 //	events.go     WatchEvents: state changes, spot interruptions, maintenance
 //	registry.go   RegistryAuth: ECR pull credentials

@@ -58,7 +58,7 @@ func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRe
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		snap, err := cfg.view.get(ctx, min(interval, p.snapshotAge))
+		snap, err := cfg.view.Get(ctx, min(interval, p.snapshotAge))
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()

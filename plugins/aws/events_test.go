@@ -151,7 +151,7 @@ func TestWatchEventsPollsSlowlyWhenSteady(t *testing.T) {
 	}
 	clock := newFakeClock()
 	p.now = clock.Now
-	p.cfg.Load().view.now = clock.Now
+	p.cfg.Load().view.SetClock(clock.Now)
 	err := p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("WatchEvents = %v", err)
@@ -173,7 +173,7 @@ func TestWatchEventsPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 		p.snapshotAge = time.Second / 4 // every poll of the test calls EC2
 		p.now = clock.Now
 	})
-	p.cfg.Load().view.now = clock.Now
+	p.cfg.Load().view.SetClock(clock.Now)
 	f.bootPolls = 1000 // the steps say when instances run
 	first := f.add("pending", cellTags(testCluster, "cell-1"))
 	f.setLaunched(first, clock.Now())

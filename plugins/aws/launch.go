@@ -47,18 +47,18 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		// AMI matching image.name since, say): its instance is the answer.
 		if inst, ferr := cfg.findCell(ctx, req.CellID); ferr == nil && inst != nil {
 			p.log.Info("cell launched before with other parameters; returning its instance", "cell", req.CellID, "instance", inst.ID)
-			cfg.view.launched(*inst)
+			cfg.view.Launched(inst.ID, *inst)
 			return &pluginapi.LaunchResponse{Instance: *inst}, nil
 		}
 	}
 	if err != nil {
 		// The instance may exist even so (the answer was lost): the next
 		// List must ask EC2 rather than trust the snapshot.
-		cfg.view.uncertain()
+		cfg.view.Uncertain()
 		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, mapLaunchError(err, req.InstanceType, plan.zone, plan.capacity))
 	}
 	if len(out.Instances) != 1 {
-		cfg.view.uncertain()
+		cfg.view.Uncertain()
 		return nil, fmt.Errorf("launching cell %s: RunInstances answered %d instances, want 1", req.CellID, len(out.Instances))
 	}
 	inst := instanceFromEC2(out.Instances[0])
@@ -71,7 +71,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		inst.Tags = plan.tags
 	}
 	inst.CellID = req.CellID
-	cfg.view.launched(inst)
+	cfg.view.Launched(inst.ID, inst)
 	p.log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
 		"zone", inst.Zone, "capacity_type", plan.capacity, "subnet", aws.ToString(plan.input.SubnetId))
 	return &pluginapi.LaunchResponse{Instance: inst}, nil

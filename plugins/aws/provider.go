@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 	"github.com/kipcell/kip/plugins/aws/catalog"
 )
 
@@ -151,7 +152,7 @@ type config struct {
 	zones   []string
 	image   resolvedImage
 
-	view      *view
+	view      *snapshot.View[pluginapi.Instance]
 	offerings *offerings
 	registry  *registry
 	warnOnce  sync.Once // catalog warnings, once per configuration
@@ -223,7 +224,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if cfg.image.arch == "" {
 		warnings = append(warnings, fmt.Sprintf("image %s has architecture %q, which the plugin does not know: the catalog lists types of every architecture", cfg.image.id, cfg.image.rawArch))
 	}
-	cfg.view = newView(p.fetchCluster(cfg), p.now, p.consistencyWindow)
+	cfg.view = snapshot.New(p.fetchCluster(cfg), p.now, p.consistencyWindow)
 	cfg.offerings = &offerings{api: cfg.ec2, zones: cfg.zones, ttl: p.offeringsTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
 
 	p.cfg.Store(cfg)

@@ -27,7 +27,7 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	inst, known := cfg.view.lookup(req.ID)
+	inst, known := cfg.view.Lookup(req.ID)
 	if !known {
 		found, err := cfg.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: []string{req.ID}}})
 		if err != nil {
@@ -54,7 +54,7 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 		inst.ID = req.ID
 	}
 	if inst.CellID != "" {
-		cfg.view.changed(inst)
+		cfg.view.Changed(inst.ID, inst)
 	}
 	p.log.Info("instance terminating", "instance", req.ID, "cell", inst.CellID, "state", inst.State)
 	return &pluginapi.TerminateResponse{Instance: inst}, nil
@@ -67,7 +67,7 @@ func (p *provider) terminate(ctx context.Context, cfg *config, id string) (*ec2.
 	delay := 250 * time.Millisecond
 	for {
 		out, err := cfg.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
-		if errorCode(err) != codeInstanceNotFound || !cfg.view.recentlyLaunched(id) {
+		if errorCode(err) != codeInstanceNotFound || !cfg.view.RecentlyLaunched(id) {
 			return out, mapError("TerminateInstances", err)
 		}
 		if err := p.sleep(ctx, delay); err != nil {

@@ -1,8 +1,110 @@
-// Package gce will be Kip's Google Compute Engine cloud plugin (issue 16):
-// a cell is one Compute Engine instance, launched with instances.insert,
-// found again by its labels and ended with instances.delete. It is not
-// written yet; today the package holds only what pins its SDK, and the
-// catalog (plugins/gce/catalog).
+// Package gce is Kip's Google Compute Engine cloud plugin: a cell is one
+// Compute Engine instance, launched with instances.insert, found again by
+// its labels and ended with instances.delete. The kip host runs it as
+// kip-plugin-gce.
+//
+// Read it in this order; each file holds one concern:
+//
+//	provider.go   New, GetInfo, Configure: the plugin's face; the credentials
+//	              and the REST clients on one rate-limited HTTP client
+//	config.go     the configuration: strict decoding, validation, defaults
+//	schema.go     the same configuration as a JSON Schema (GetInfo)
+//	resolve.go    what Configure asks Compute Engine: the region's zones, the
+//	              subnetwork, the image
+//	ratelimit.go  client-side token buckets (pluginapi/ratelimit) under the SDK,
+//	              in front of every request, retries included
+//	errors.go     HTTP errors and failed operations → pluginapi error kinds
+//	labels.go     the labels and metadata of a cell's instance
+//	catalog.go    ListInstanceTypes: the embedded catalog, with availability
+//	              from machineTypes.aggregatedList
+//	launch.go     Launch: instances.insert named after the cell, waited for
+//	describe.go   Describe and List from the view of the cluster's instances:
+//	              one shared, coalesced aggregatedList (pluginapi/snapshot)
+//	terminate.go  Terminate: instances.delete, idempotent
+//	events.go     WatchEvents: state changes, Spot preemption, host maintenance
+//	registry.go   RegistryAuth: Artifact Registry and Container Registry tokens
+//	console.go    ConsoleOutput: instances.getSerialPortOutput
+//
+// The contract is pluginapi.Provider. Its rules shape this package: every
+// call is safe to retry, and no state lives only in memory (instances carry
+// the plugin's labels, and List finds them by the cluster label after any
+// restart). What the plugin keeps in memory is a cache: the view of the
+// cluster's instances and the machine types sold per zone.
+//
+// # Instances, names and IDs
+//
+// A cell's instance is named after the cell ID (Kip's cell IDs, kip-<pod
+// UID> and kip-<uid>-r<n>, are Compute Engine names; Launch refuses any
+// other). Compute Engine names an instance within its zone, so the
+// contract's instance ID is zone/name, such as us-central1-a/kip-<uid>.
+//
+// Launch waits for the insert's operation and reads its error, always:
+// Operation.Wait of the SDK returns nil for an operation that failed
+// without httpErrorStatusCode (ZONE_RESOURCE_POOL_EXHAUSTED is one), so
+// the plugin waits with zoneOperations.wait itself and inspects
+// operation.error. It is idempotent three ways (launch.go): the insert's
+// requestId is a name-based UUID of the cell ID and the offering (zone,
+// type, capacity type), so a retried insert is the first one; the name is
+// the cell's, so alreadyExists answers the existing instance when it is
+// this cluster's (and refuses another's with a clear error); and a cell
+// the view already knows, launched or terminated, is answered without an
+// insert. A cell whose instance has been deleted answers terminated for
+// as long as Compute Engine remembers the requestId (at least an hour,
+// where EC2 keeps a ClientToken a day), or while the plugin's view still
+// shows it; later, a Launch of that cell would start a new instance (the
+// host never launches a cell that old).
+//
+// Spot is provisioningModel SPOT with instanceTerminationAction DELETE (a
+// preempted cell is gone, not stopped); machine types with GPUs (A2, G2:
+// bundled) get onHostMaintenance TERMINATE, and a catalog type whose GPUs
+// are not bundled gets them as guestAccelerators. Custom machine types
+// (custom-2-4096, n2-custom-2-4096) are named in machineType as they are.
+// Cells get no external address: they reach the internet through Cloud
+// NAT, and kip reaches them on their internal address.
+//
+// # Labels and metadata
+//
+// Every instance and its boot disk carry the configured labels and four of
+// the plugin's: kip-cluster, kip-node, kip-cell and kip-pod-uid, whose
+// values are the standard tags' (pluginapi.StandardTags) encoded as label
+// values (labelValue): a value that already is a label value (lowercase
+// a-z, 0-9, _ and -, at most 63 characters) is itself; any other is
+// lowercased, every other character replaced by -, cut to 54 characters
+// and suffixed with - and the first 8 hex digits of the original's
+// SHA-256. Cell IDs and pod UIDs are label values already; a cluster ID or
+// node name with capitals or dots is encoded. List filters
+// aggregatedList by labels.kip-cluster.
+//
+// Labels cannot hold the tags exactly (keys like kipcell.io/cluster, any
+// values), so the metadata item kip-tags holds them as a JSON object, and
+// Describe and List answer it as the instance's Tags (an instance without
+// it answers the standard tags back from the labels, encoded). The other
+// metadata items are the cell's boot (the contract with deploy/gce and the
+// simulator): kip-bootstrap is LaunchRequest.Bootstrap verbatim (JSON),
+// and startup-script is the file startupScript names (deploy/gce/startup.sh
+// reads kip-bootstrap from the metadata server and runs kip-cell
+// --bootstrap); without startupScript the image runs kip-cell by itself.
+// The configuration's metadata adds items of its own, such as the boot
+// recipe's kip-cell-url and kip-cell-sha256.
+//
+// # Calls
+//
+// Compute Engine calls are few by design, since a project's request rate
+// is shared: a cell costs an insert and one or two operation waits, and a
+// delete; Describe, List and WatchEvents of every cell are served from one
+// snapshot of the cluster's instances (one paginated aggregatedList),
+// refreshed at most once per snapshot age however many cells ask. Every
+// request passes the plugin's token buckets (rateLimit: reads, including
+// operation waits, and writes), so the plugin never exceeds its limit.
+// deploy/gce/role.yaml is the custom IAM role with exactly the permissions
+// of those calls; iam_test.go keeps the two equal.
+//
+// Not yet: VerifyInstanceIdentity (capability instance-identity; Compute
+// Engine's signed identity tokens would be its input) is not implemented
+// this round, so cells join with their bootstrap's token alone. Security
+// groups and instance profiles have no per-pod meaning here (firewall
+// rules follow networkTags; the cells' service account is serviceAccount):
+// the plugin does not report those capabilities.
 //
 // # The SDK and the build list
 //
@@ -10,10 +112,9 @@
 // clients) with google.golang.org/api v0.288.0, the version compute
 // requires (at most v0.309.0 may be used: v0.310.0 and later, like compute
 // v1.74.1, need genproto versions the module proxy cannot serve; see
-// ../shared/research/cloud-sdks.md §2.1). sdk_test.go drives the real
-// InstancesRESTClient against a local endpoint, so go mod tidy keeps the
-// requirement for a reason that make verify checks (vet, lint, the test),
-// and no binary links the SDK until the plugin does.
+// ../shared/research/cloud-sdks.md §2.1). go mod tidy must keep them: pin
+// them back by hand if it raises them. sdk_test.go drives the real
+// InstancesRESTClient against a local endpoint.
 //
 // That SDK cannot share go.work's single build list with the root module:
 // compute v1.74.0 requires, among others, google.golang.org/grpc v1.83.2,
@@ -27,14 +128,15 @@
 // minimum version selection would move kip's gRPC, OpenTelemetry and
 // genproto (and about 150 other lines of `go list -m all`) for a plugin
 // kip never links. So this module is not in go.work: the Makefile lists it
-// in STANDALONE and vets, lints, tidies, tests and builds it with
-// GOWORK=off, as a third party's plugin module is built; it requires
-// pluginapi v1.0.0, replaced by the checkout, like every plugin. The two
-// sides meet only over go-plugin's gRPC wire protocol, which does not
-// depend on both ends linking the same grpc-go. The same holds for the
-// simulator's client tests (test/cloudsim/gce/sdktest, its own module), so
-// the root module's build list stays as it was.
+// in STANDALONE and vets, lints, tidies, tests and builds it (make build,
+// make dist) with GOWORK=off, as a third party's plugin module is built;
+// it requires pluginapi v1.0.0, replaced by the checkout, like every
+// plugin. The two sides meet only over go-plugin's gRPC wire protocol,
+// which does not depend on both ends linking the same grpc-go. The same
+// holds for the simulator's client tests (test/cloudsim/gce/sdktest, its
+// own module), so the root module's build list stays as it was.
 //
-// The package imports pluginapi, its own catalog and the Google Cloud SDK;
-// never host, cell, Kubernetes or another plugin (hack/depcheck.sh).
+// The package imports pluginapi (and its catalog, snapshot and ratelimit
+// packages), its own catalog and the Google Cloud SDK; never host, cell,
+// Kubernetes or another plugin (hack/depcheck.sh).
 package gce

@@ -5,14 +5,16 @@ go 1.26.0
 replace github.com/kipcell/kip/pluginapi => ../../pluginapi
 
 require (
+	cloud.google.com/go/auth v0.20.0
 	cloud.google.com/go/compute v1.74.0
+	github.com/google/go-cmp v0.7.0
 	github.com/kipcell/kip/pluginapi v1.0.0
 	golang.org/x/oauth2 v0.36.0
 	google.golang.org/api v0.288.0
+	google.golang.org/protobuf v1.36.11
 )
 
 require (
-	cloud.google.com/go/auth v0.20.0 // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.2.8 // indirect
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -43,5 +45,4 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260715232425-e75dac1f907d // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260715232425-e75dac1f907d // indirect
 	google.golang.org/grpc v1.83.2 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
 )

@@ -1,0 +1,10 @@
+// Package snapshot is a plugin's shared, coalesced picture of its cluster's
+// instances: one paginated listing of the cloud (by the cluster's tag or
+// label) serves every Describe, List and WatchEvents of its age, however
+// many callers ask, and the plugin's own changes (instances it launched or
+// terminated since) overlay it. The aws and gce plugins answer Describe and
+// List from a View; a third party's plugin may do the same to keep its
+// cloud calls per pod low.
+//
+// The package imports only the standard library.
+package snapshot

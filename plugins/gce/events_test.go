@@ -1,0 +1,116 @@
+package gce
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kipcell/kip/pluginapi"
+)
+
+// watch runs WatchEvents on p until the test ends and returns its events.
+func watch(t *testing.T, p *provider) <-chan *pluginapi.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	events := make(chan *pluginapi.Event, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
+			select {
+			case events <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return events
+}
+
+// waitEvent returns the first event that matches, failing after a while.
+func waitEvent(t *testing.T, events <-chan *pluginapi.Event, what string, match func(*pluginapi.Event) bool) *pluginapi.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if match(e) {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s event", what)
+		}
+	}
+}
+
+// A Spot instance Compute Engine stops or deletes without the plugin
+// asking is an interruption; one the plugin deleted is not; announced
+// host maintenance is a maintenance event with the window's start as the
+// deadline, once.
+func TestWatchEvents(t *testing.T) {
+	f := newFakeCompute(t)
+	ctx := t.Context()
+	p := configured(t, testConfig(f), func(p *provider) { p.snapshotAge = time.Millisecond })
+	spot := func(cell string) string {
+		req := launchRequest(cell)
+		req.CapacityType = pluginapi.CapacitySpot
+		resp, err := p.Launch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Instance.ID
+	}
+	preempted, deleted, gone := spot("kip-preempted"), spot("kip-deleted"), spot("kip-gone")
+	onDemand, err := p.Launch(ctx, launchRequest("kip-maint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The watcher's first poll is its baseline: wait until it has listed
+	// the instances before changing them.
+	before := f.callCount("instances.aggregatedList")
+	events := watch(t, p)
+	for deadline := time.Now().Add(10 * time.Second); f.callCount("instances.aggregatedList") == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("WatchEvents never polled")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	if _, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: deleted}); err != nil {
+		t.Fatal(err)
+	}
+	f.set(preempted, func(in *fakeInstance) { in.status = "STOPPING" })
+	f.mu.Lock()
+	delete(f.instances, gone)
+	f.mu.Unlock()
+	start := "2026-12-01T03:00:00Z"
+	f.set(onDemand.Instance.ID, func(in *fakeInstance) {
+		in.body["resourceStatus"] = map[string]any{"upcomingMaintenance": map[string]any{
+			"type": "SCHEDULED", "maintenanceStatus": "PENDING", "windowStartTime": start, "windowEndTime": "2026-12-01T04:00:00Z", "canReschedule": true}}
+	})
+
+	got := map[string]bool{}
+	for len(got) < 3 {
+		e := waitEvent(t, events, "interruption or maintenance", func(e *pluginapi.Event) bool {
+			return e.Type == pluginapi.EventInterruption || e.Type == pluginapi.EventMaintenance
+		})
+		key := string(e.Type) + " " + e.InstanceID
+		if got[key] {
+			t.Errorf("%s sent twice", key)
+		}
+		got[key] = true
+		if e.InstanceID == deleted {
+			t.Errorf("the plugin's own deletion is an interruption: %+v", e)
+		}
+		if e.Type == pluginapi.EventMaintenance && (e.InstanceID != onDemand.Instance.ID || e.Deadline.Format(time.RFC3339) != start) {
+			t.Errorf("maintenance event %+v", e)
+		}
+	}
+	for _, want := range []string{"interruption " + preempted, "interruption " + gone, "maintenance " + onDemand.Instance.ID} {
+		if !got[want] {
+			t.Errorf("no %s event (got %v)", want, got)
+		}
+	}
+}
