@@ -227,6 +227,8 @@ type env struct {
 	launched map[string]string // instance ID → cluster ID
 	cells    map[string]string // cell ID → cluster ID
 	nextCell int
+	// abandoned: the case gave up on a launch in flight.
+	abandoned bool
 }
 
 func (s *suite) newEnv() *env {
@@ -371,13 +373,43 @@ func (e *env) list(ctx context.Context, cluster string) ([]pluginapi.Instance, e
 	return resp.Instances, nil
 }
 
+// lateArrival is how long cleanup waits before it looks for the cells
+// again: a launch the case gave up on (a cancelled or expired context) may
+// have left a request in flight that the cloud carries out after the
+// first look, as a real cloud would.
+const lateArrival = time.Second
+
 // cleanup terminates every instance the case launched or that List shows
-// for one of its cells, and stops its providers. It uses a context of its
-// own so that a case's cancelled context does not leave instances behind.
+// for one of its cells, and stops its providers; then, after lateArrival,
+// once more for the instances that showed up since. It uses a context of
+// its own so that a case's cancelled context does not leave instances
+// behind.
 func (e *env) cleanup(parent context.Context) error {
 	defer e.close()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 2*time.Minute)
 	defer cancel()
+	first := e.terminateAll(ctx)
+	e.mu.Lock()
+	gaveUp := e.abandoned
+	e.mu.Unlock()
+	if !gaveUp {
+		return first
+	}
+	select {
+	case <-ctx.Done():
+		return errors.Join(first, ctx.Err())
+	case <-time.After(lateArrival):
+	}
+	// Fresh providers, whose List cannot answer from a cache of the
+	// first pass.
+	e.mu.Lock()
+	e.clients = map[string]pluginapi.Client{}
+	e.mu.Unlock()
+	return errors.Join(first, e.terminateAll(ctx))
+}
+
+// terminateAll is one pass of cleanup.
+func (e *env) terminateAll(ctx context.Context) error {
 	e.mu.Lock()
 	byCluster := map[string]map[string]bool{}
 	for id, cluster := range e.launched {
@@ -869,6 +901,9 @@ func checkContextCancellation(ctx context.Context, e *env) error {
 	// the instance, but never more than one.
 	short, cancelShort := context.WithTimeout(ctx, time.Millisecond)
 	defer cancelShort()
+	e.mu.Lock()
+	e.abandoned = true
+	e.mu.Unlock()
 	if resp, err := c.Launch(short, e.launchRequest(cell)); err == nil {
 		e.remember(resp.Instance.ID, cluster)
 	}

@@ -13,8 +13,21 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/googleapis/gax-go/v2 v2.26.2
 	github.com/kipcell/kip v0.0.0-00010101000000-000000000000
+	github.com/kipcell/kip/pluginapi v1.0.0
+	github.com/kipcell/kip/plugins/gce v0.0.0-00010101000000-000000000000
 	google.golang.org/api v0.288.0
 	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/fatih/color v1.13.0 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/hashicorp/go-hclog v1.6.3 // indirect
+	github.com/hashicorp/go-plugin v1.8.0 // indirect
+	github.com/hashicorp/yamux v0.1.2 // indirect
+	github.com/mattn/go-colorable v0.1.12 // indirect
+	github.com/mattn/go-isatty v0.0.17 // indirect
+	github.com/oklog/run v1.1.0 // indirect
 )
 
 require (
@@ -43,3 +56,5 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/grpc v1.83.2 // indirect
 )
+
+replace github.com/kipcell/kip/plugins/gce => ../../../../plugins/gce
