@@ -123,7 +123,7 @@ func (w *watcher) diff(snap map[string]gceInstance) error {
 // preempted sends the interruption of a Spot instance.
 func (w *watcher) preempted(gi gceInstance, now time.Time) error {
 	return w.send(&pluginapi.Event{Type: pluginapi.EventInterruption, InstanceID: gi.ID, CellID: gi.CellID,
-		State: gi.State, Reason: "spot preemption: Compute Engine is reclaiming the instance", Time: now, Deadline: now})
+		State: gi.State, Reason: preemptionReason, Time: now, Deadline: now})
 }
 
 // maintenance sends an EventMaintenance for an instance's announced host
