@@ -31,12 +31,12 @@ func settle(t *testing.T, ns string) {
 	})
 }
 
-// needEC2 skips a test that drives the EC2 simulator's knobs; it runs in
-// the aws pass of make e2e (KIP_E2E_PLUGIN=aws).
-func needEC2(t *testing.T) {
+// needEC2 skips a test about EC2 itself (what, with the EC2 simulator's
+// knobs); it runs in the aws pass of make e2e (KIP_E2E_PLUGIN=aws).
+func needEC2(t *testing.T, what string) {
 	t.Helper()
 	if kip.EC2 == nil {
-		t.Skip("needs the EC2 simulator: runs with KIP_E2E_PLUGIN=aws")
+		t.Skipf("about %s, with the EC2 simulator: runs with KIP_E2E_PLUGIN=aws", what)
 	}
 }
 
@@ -44,7 +44,7 @@ func needEC2(t *testing.T) {
 // cheapest type that fits (t3a.small, in every zone), the pod runs on the
 // next candidate, and says why.
 func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
-	needEC2(t)
+	needEC2(t, "EC2's InsufficientInstanceCapacity (the gce pass has TestGCEStockoutFallsToTheNextType)")
 	kipLogOnFailure(t)
 	kip.EC2.InjectInsufficientCapacity("t3a.small", "")
 	t.Cleanup(func() {
@@ -79,7 +79,7 @@ func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
 // and its instance.
 func spotDeployment(t *testing.T, name string) (ns string, pod corev1.Pod, instanceID string) {
 	t.Helper()
-	needEC2(t)
+	needEC2(t, "EC2's spot interruptions (the gce pass has TestGCEPreemptionReplacesThePod)")
 	kipLogOnFailure(t)
 	ns = f.Namespace(t)
 	settle(t, ns)
@@ -187,7 +187,7 @@ func TestSpotInterruptionNoticeDrainsThePod(t *testing.T) {
 // Describe* and 5/s for the rest, so at most 2×20+10+5 = 55 calls in any
 // second).
 func TestThrottledPluginStillRunsEveryPod(t *testing.T) {
-	needEC2(t)
+	needEC2(t, "the aws plugin's rate limit and EC2's RequestLimitExceeded (the gce pass has TestGCEThrottledPluginStillRunsEveryPod)")
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
