@@ -602,7 +602,10 @@ func (k *Kip) startGCE(ctx context.Context, binDir string, agent []string, bridg
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting the simulator's local cells: %w", err)
 	}
-	k.GCE = gcesim.New(gcesim.Options{Cells: k.localCells, Logger: log.With("component", "gcesim")})
+	// An insert's operation is RUNNING for a moment, as on Compute Engine
+	// (never DONE in the insert's answer, which the plugin takes for a
+	// replayed insert): the plugin waits for it with zoneOperations.wait.
+	k.GCE = gcesim.New(gcesim.Options{Cells: k.localCells, OperationDelay: gceOperationDelay, Logger: log.With("component", "gcesim")})
 	url, err := k.GCE.Start()
 	if err != nil {
 		_ = k.localCells.Close()
@@ -615,6 +618,10 @@ func (k *Kip) startGCE(ctx context.Context, binDir string, agent []string, bridg
 		"endpoint": url, "withoutAuthentication": true,
 	}, nil
 }
+
+// gceOperationDelay is how long the Compute Engine simulator's operations
+// run before they are DONE.
+const gceOperationDelay = 200 * time.Millisecond
 
 // UnavailableTTL is how long kip skips an offering that ran out of
 // capacity in the e2e runs (3 minutes by default): short, so that a test
