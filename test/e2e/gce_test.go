@@ -10,11 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
-	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // TestGCEStockoutFallsToTheNextType: with no capacity for the cheapest
@@ -25,25 +23,10 @@ func TestGCEStockoutFallsToTheNextType(t *testing.T) {
 	needGCE(t)
 	kipLogOnFailure(t)
 	kip.GCE.InjectStockout(gcesim.Stockout{MachineType: "e2-small"})
-	t.Cleanup(func() {
-		kip.GCE.ClearStockouts()
-		// kip skips e2-small for framework.UnavailableTTL: let that pass,
-		// or the next test's pods would not get it either.
-		time.Sleep(framework.UnavailableTTL + time.Second)
-	})
-	ns := f.Namespace(t)
-	settle(t, ns)
-	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got := f.WaitForPods(t, ns, "app=squeezed", 1, 60*time.Second, "Running", running)[0]
+	got, events := squeezedPod(t, kip.GCE.ClearStockouts)
 	if typ := got.Annotations["cell.kipcell.io/instance-type"]; typ != "g1-small" {
 		t.Errorf("placed on %q, want g1-small: the next candidate after e2-small ($0.01675) is g1-small ($0.0257)", typ)
 	}
-	events := podEvents(t, ns, "squeezed")
 	for _, zone := range []string{"us-central1-a", "us-central1-b", "us-central1-c"} {
 		if !strings.Contains(events, "Warning InsufficientCapacity e2-small in "+zone+" (on-demand, $") ||
 			!strings.Contains(events, `insufficient capacity for e2-small (zone "`+zone+`", on-demand)`) ||
@@ -124,26 +107,8 @@ func namesPreemption(message string) bool {
 // inserts and deletes, so at most 2×20+10+5 = 55 calls in any second).
 func TestGCEThrottledPluginStillRunsEveryPod(t *testing.T) {
 	needGCE(t)
-	kipLogOnFailure(t)
-	ns := f.Namespace(t)
-	settle(t, ns)
-	kip.GCE.ResetCalls()
-	kip.GCE.InjectFault(gcesim.Fault{Code: "rateLimitExceeded", HTTPStatus: http.StatusForbidden,
-		Message: "Rate Limit Exceeded", Times: 15})
 	t.Cleanup(kip.GCE.ClearFaults)
-	helloDeployment(t, ns, "throttled", 6, nil)
-	f.WaitForPods(t, ns, "app=throttled", 6, 120*time.Second, "Running", running)
-	calls := 0
-	for _, n := range kip.GCE.Calls() {
-		calls += n
-	}
-	// Six inserts cannot take fewer than 6 calls; the 15 refused ones
-	// come on top.
-	if calls < 6+15 {
-		t.Errorf("the simulator saw %d calls, fewer than the 15 throttled plus 6 inserts", calls)
-	}
-	if peak := kip.GCE.MaxCallsPerSecond(); peak > 55 {
-		t.Errorf("the plugin made %d Compute Engine calls in one second, above its limit of 55", peak)
-	}
-	t.Logf("Compute Engine calls: %v, peak %d/s", kip.GCE.Calls(), kip.GCE.MaxCallsPerSecond())
+	throttledDeployment(t, kip.GCE, 15, func() {
+		kip.GCE.InjectFault(gcesim.Fault{Code: "rateLimitExceeded", HTTPStatus: http.StatusForbidden, Message: "Rate Limit Exceeded", Times: 15})
+	}, 55)
 }

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -31,7 +34,7 @@ type simInstance struct {
 	// Ended is true from the instance's shutdown on (EC2's shutting-down,
 	// GCE's STOPPING), Terminated once it is terminated (or gone).
 	Running, Ended, Terminated bool
-	Launched        time.Time
+	Launched                   time.Time
 	// UserData is what the instance was given to boot with: EC2's user
 	// data, GCE's kip-bootstrap metadata item (the startup script beside
 	// it is deploy/gce/startup.sh, the same for every cell).
@@ -63,7 +66,7 @@ func simInstances(t testing.TB, k *framework.Kip) (ins []simInstance, podUIDs []
 				ID: in.Zone + "/" + in.Name, Cell: in.Name, LocalCell: in.Name, Type: in.MachineType,
 				Running: in.Status == "RUNNING", Ended: in.Gone || in.Status == "STOPPING" || in.Status == "TERMINATED",
 				Terminated: in.Gone || in.Status == "TERMINATED",
-				Launched: in.Created, UserData: in.Bootstrap,
+				Launched:   in.Created, UserData: in.Bootstrap,
 			}, in.Labels[gceLabelPodUID]})
 		}
 	}
@@ -128,4 +131,59 @@ func needGCE(t *testing.T) {
 	if kip.GCE == nil {
 		t.Skip("needs the Compute Engine simulator: runs with KIP_E2E_PLUGIN=gce")
 	}
+}
+
+// squeezedPod runs pod "squeezed" (300m CPU, 300Mi: the cheapest type
+// that fits is EC2's t3a.small, GCE's e2-small) in a namespace of its
+// own, once the caller made a type short; clear ends the shortage when the
+// test ends, which then waits out framework.UnavailableTTL, for which kip
+// skips the type, so that the next test's pods get it. It returns the pod
+// once Running, and its events.
+func squeezedPod(t *testing.T, clear func()) (corev1.Pod, string) {
+	t.Helper()
+	kipLogOnFailure(t)
+	t.Cleanup(func() {
+		clear()
+		time.Sleep(framework.UnavailableTTL + time.Second)
+	})
+	ns := f.Namespace(t)
+	settle(t, ns)
+	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.WaitForPods(t, ns, "app=squeezed", 1, 60*time.Second, "Running", running)[0]
+	return got, podEvents(t, ns, "squeezed")
+}
+
+// throttledDeployment runs a Deployment of six pods while the simulator
+// refuses the next refused calls (inject makes it so), and checks that
+// every pod ends Running, that the simulator saw the refused calls beside
+// at least six launches, and that the plugin never made more than limit
+// calls in one second (its own rate limit).
+func throttledDeployment(t *testing.T, sim framework.Sim, refused int, inject func(), limit int) {
+	t.Helper()
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	settle(t, ns)
+	sim.ResetCalls()
+	inject()
+	helloDeployment(t, ns, "throttled", 6, nil)
+	f.WaitForPods(t, ns, "app=throttled", 6, 120*time.Second, "Running", running)
+	calls := 0
+	for _, n := range sim.Calls() {
+		calls += n
+	}
+	// Six launches cannot take fewer than 6 calls; the refused ones come
+	// on top (Throttled counts only the rate limit's refusals, not
+	// injected ones).
+	if calls < 6+refused {
+		t.Errorf("the simulator saw %d calls, fewer than the %d refused plus 6 launches", calls, refused)
+	}
+	if peak := sim.MaxCallsPerSecond(); peak > limit {
+		t.Errorf("the plugin made %d %s calls in one second, above its limit of %d", peak, kip.Plugin, limit)
+	}
+	t.Logf("%s calls: %v, peak %d/s, throttled %d", kip.Plugin, sim.Calls(), sim.MaxCallsPerSecond(), sim.Throttled())
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/kipcell/kip/cell/pod"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 	"github.com/kipcell/kip/test/cloudsim/simknobs"
 	"github.com/kipcell/kip/test/containerdtest"
@@ -535,23 +536,12 @@ plugin:
 // with the bootstrap the aws plugin put in the instance's user data. It
 // returns the aws plugin's configuration for the simulator.
 func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
-	logFile, err := os.Create(filepath.Join(k.Dir, "ec2sim.log"))
-	if err != nil {
-		return nil, fmt.Errorf("creating the simulator's log: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The instance's metadata (the spot interruption notice) at the unix
 	// socket the simulator serves for it.
 	agent = append(slices.Clone(agent), "--imds-endpoint", "unix://{imds}")
-	k.localCells, err = localcells.New(ctx, localcells.Config{
-		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
-		InstanceTypes: ec2sim.CellTypes(ec2sim.DefaultInstanceTypes),
-		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
-		ClusterID:     "e2e-ec2sim", NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
-	})
+	log, logFile, err := k.startSimCells(ctx, "ec2sim", binDir, agent, bridge, subnet, ec2sim.CellTypes(ec2sim.DefaultInstanceTypes))
 	if err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting the simulator's local cells: %w", err)
+		return nil, err
 	}
 	k.EC2 = ec2sim.New(ec2sim.Options{Cells: k.localCells, AccessKeyID: ec2AccessKey, Logger: log.With("component", "ec2sim")})
 	url, err := k.EC2.Start()
@@ -579,6 +569,31 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridg
 	}, nil
 }
 
+// startSimCells creates the log of simulator name (<name>.log in k.Dir,
+// and the logger writing to it) and starts k.localCells, the local
+// plugin's cells its instances run as (agent on bridge and subnet), sized
+// as types. The caller closes logFile if it fails later.
+func (k *Kip) startSimCells(ctx context.Context, name, binDir string, agent []string, bridge, subnet string,
+	types []simcells.InstanceType,
+) (log *slog.Logger, logFile *os.File, err error) {
+	logFile, err = os.Create(filepath.Join(k.Dir, name+".log"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the simulator's log: %w", err)
+	}
+	log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	k.localCells, err = localcells.New(ctx, localcells.Config{
+		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
+		InstanceTypes: types,
+		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
+		ClusterID:     "e2e-" + name, NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
+	})
+	if err != nil {
+		_ = logFile.Close()
+		return nil, nil, fmt.Errorf("starting the simulator's local cells: %w", err)
+	}
+	return log, logFile, nil
+}
+
 // startGCE starts the Compute Engine simulator for the gce plugin: every
 // instance it runs is a real cell of the local plugin (kip-cell on the
 // cells' containerd, in its own network namespace on bridge and subnet),
@@ -587,20 +602,9 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridg
 // metadata item. It returns the gce plugin's configuration for the
 // simulator: its endpoint, without credentials.
 func (k *Kip) startGCE(ctx context.Context, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
-	logFile, err := os.Create(filepath.Join(k.Dir, "gcesim.log"))
+	log, logFile, err := k.startSimCells(ctx, "gcesim", binDir, agent, bridge, subnet, gcesim.CellTypes(gcesim.DefaultMachineTypes))
 	if err != nil {
-		return nil, fmt.Errorf("creating the simulator's log: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	k.localCells, err = localcells.New(ctx, localcells.Config{
-		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
-		InstanceTypes: gcesim.CellTypes(gcesim.DefaultMachineTypes),
-		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
-		ClusterID:     "e2e-gcesim", NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
-	})
-	if err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting the simulator's local cells: %w", err)
+		return nil, err
 	}
 	// An insert's operation is RUNNING for a moment, as on Compute Engine
 	// (never DONE in the insert's answer, which the plugin takes for a
