@@ -438,25 +438,9 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
 	bridge, subnet := cells.Network(opts.Network)
-	pluginConfig := map[string]any{
-		"agentCommand": agent, "network": "netns", "bridge": bridge, "subnet": subnet,
-		"stateDir": k.StateDir, "terminationGrace": "5s",
-	}
-	switch opts.Plugin {
-	case "", PluginLocal:
-		k.Plugin = PluginLocal
-	case PluginAWS:
-		k.Plugin = PluginAWS
-		if pluginConfig, err = k.startEC2(ctx, opts.BinDir, agent, bridge, subnet); err != nil {
-			return nil, err
-		}
-	case PluginGCE:
-		k.Plugin = PluginGCE
-		if pluginConfig, err = k.startGCE(ctx, opts.BinDir, agent, bridge, subnet); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("starting kip: unknown plugin %q (want %s, %s or %s)", opts.Plugin, PluginLocal, PluginAWS, PluginGCE)
+	pluginConfig, err := k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet)
+	if err != nil {
+		return nil, err
 	}
 	pluginJSON, err := json.Marshal(pluginConfig)
 	if err != nil {
@@ -528,6 +512,27 @@ plugin:
 	}
 	fmt.Fprintf(opts.Log, "kip running as node %s (log %s)\n", opts.NodeName, k.LogPath)
 	return k, nil
+}
+
+// startPlugin sets k.Plugin and returns its configuration: the local
+// plugin's cells on bridge and subnet, or a simulator started for the aws
+// or gce plugin whose instances are such cells.
+func (k *Kip) startPlugin(ctx context.Context, plugin, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
+	switch plugin {
+	case "", PluginLocal:
+		k.Plugin = PluginLocal
+		return map[string]any{
+			"agentCommand": agent, "network": "netns", "bridge": bridge, "subnet": subnet,
+			"stateDir": k.StateDir, "terminationGrace": "5s",
+		}, nil
+	case PluginAWS:
+		k.Plugin = PluginAWS
+		return k.startEC2(ctx, binDir, agent, bridge, subnet)
+	case PluginGCE:
+		k.Plugin = PluginGCE
+		return k.startGCE(ctx, binDir, agent, bridge, subnet)
+	}
+	return nil, fmt.Errorf("starting kip: unknown plugin %q (want %s, %s or %s)", plugin, PluginLocal, PluginAWS, PluginGCE)
 }
 
 // startEC2 starts the EC2 simulator for the aws plugin: every instance it
