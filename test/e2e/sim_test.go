@@ -98,14 +98,14 @@ func simInstancesOf(t testing.TB, k *framework.Kip, uid types.UID) []simInstance
 	return out
 }
 
-// liveInstances counts the simulator's instances that have not ended; 0
-// with the local plugin.
+// liveInstances counts the simulator's instances that are not terminated
+// (EC2's terminated, GCE's TERMINATED or gone); 0 with the local plugin.
 func liveInstances(t testing.TB) int {
 	t.Helper()
 	n := 0
 	ins, _ := simInstances(t, kip)
 	for _, in := range ins {
-		if !in.Ended {
+		if !in.Terminated {
 			n++
 		}
 	}
