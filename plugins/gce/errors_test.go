@@ -100,6 +100,18 @@ var launchErrorCases = []launchErrorCase{
 				t.Errorf("PREEMPTIBLE_CPUS = %v %q, want every spot offering", q.InstanceTypes, q.CapacityType)
 			}
 		}},
+	// As Compute Engine writes the detail: the service's metric name.
+	{name: "QUOTA_EXCEEDED compute.googleapis.com/preemptible_cpus", capacity: pluginapi.CapacitySpot, kind: "QuotaExceeded",
+		inject: func(f *fakeCompute) {
+			f.failOp("QUOTA_EXCEEDED", "Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 0.0 in region us-central1.", "compute.googleapis.com/preemptible_cpus", 0, 1)
+		},
+		check: func(t *testing.T, err error) {
+			var q *pluginapi.QuotaExceededError
+			errors.As(err, &q)
+			if q.CapacityType != pluginapi.CapacitySpot || len(q.InstanceTypes) != 0 {
+				t.Errorf("compute.googleapis.com/preemptible_cpus = %v %q, want every spot offering", q.InstanceTypes, q.CapacityType)
+			}
+		}},
 	{name: "QUOTA_EXCEEDED NVIDIA_L4_GPUS", typ: "g2-standard-4", kind: "QuotaExceeded",
 		inject: func(f *fakeCompute) {
 			f.failOp("QUOTA_EXCEEDED", "Quota 'NVIDIA_L4_GPUS' exceeded.  Limit: 0.0 in region us-central1.", "NVIDIA_L4_GPUS", 0, 1)
