@@ -355,14 +355,19 @@ func deletePodsAndCells(t *testing.T, k *framework.Kip, ns string) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting the pods: %v", err)
 	}
+	var left []string
 	err = framework.Poll(bg, 60*time.Second, func(context.Context) (bool, error) {
 		entries, err := os.ReadDir(filepath.Join(k.StateDir, "cells"))
 		if errors.Is(err, os.ErrNotExist) {
 			return true, nil
 		}
+		left = left[:0]
+		for _, e := range entries {
+			left = append(left, e.Name())
+		}
 		return len(entries) == 0, err
 	})
 	if err != nil {
-		t.Errorf("waiting for %s's cells to end: %v", swapNode, err)
+		t.Errorf("waiting for %s's cells to end: %v; left in %s: %v", swapNode, err, filepath.Join(k.StateDir, "cells"), left)
 	}
 }
