@@ -5,7 +5,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -42,7 +41,7 @@ var maintenanceCodes = []string{
 //
 // It polls every pollSlow, and faster while an instance boots: every
 // pollFast until it has seen a boot, then every pollBoot from shortly
-// before the time the quickest of the last boots took (see bootTimes), so
+// before the time the quickest of the last boots took (pluginapi/boottime), so
 // that a 20-second boot costs a few calls instead of twenty and is seen
 // sooner. A poll within snapshotAge of a
 // Describe costs no call. Failed polls are logged and retried; the stream
@@ -107,7 +106,7 @@ func (w *watcher) diff(snap map[string]pluginapi.Instance) error {
 			continue
 		}
 		if seen && old.State == pluginapi.StatePending && inst.State == pluginapi.StateRunning && inst.LaunchedAt.Before(now) {
-			w.p.boots.add(now.Sub(inst.LaunchedAt))
+			w.p.boots.Add(now.Sub(inst.LaunchedAt))
 		}
 		if err := w.send(&pluginapi.Event{Type: pluginapi.EventStateChange, InstanceID: id, CellID: inst.CellID,
 			State: inst.State, Reason: inst.StateReason, Time: now}); err != nil {
@@ -130,7 +129,7 @@ func (w *watcher) diff(snap map[string]pluginapi.Instance) error {
 // already.
 func (w *watcher) next(snap map[string]pluginapi.Instance) time.Duration {
 	interval := w.p.pollSlow
-	boot, known := w.p.boots.quickest()
+	boot, known := w.p.boots.Quickest()
 	now := w.p.now()
 	for _, inst := range snap {
 		if inst.State != pluginapi.StatePending {
@@ -145,37 +144,6 @@ func (w *watcher) next(snap map[string]pluginapi.Instance) time.Duration {
 		interval = min(interval, max(wake.Sub(now), w.p.pollBoot))
 	}
 	return interval
-}
-
-// bootTimes remembers how long the last instances took from launch to
-// running, as the watcher saw them (late by up to a poll, early by
-// EC2's rounding of launch times).
-type bootTimes struct {
-	mu   sync.Mutex
-	last []time.Duration // oldest first, at most bootMemory
-}
-
-// bootMemory is how many boots bootTimes keeps: enough to ride out one
-// slow boot, few enough to follow a change of instance types.
-const bootMemory = 16
-
-func (b *bootTimes) add(d time.Duration) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.last = append(b.last, d)
-	if len(b.last) > bootMemory {
-		b.last = b.last[1:]
-	}
-}
-
-// quickest returns the shortest boot remembered, if any.
-func (b *bootTimes) quickest() (time.Duration, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.last) == 0 {
-		return 0, false
-	}
-	return slices.Min(b.last), true
 }
 
 // spotReclaimed reports whether EC2 is taking a spot instance back.

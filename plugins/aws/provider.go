@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/boottime"
 	"github.com/kipcell/kip/pluginapi/snapshot"
 	"github.com/kipcell/kip/plugins/aws/catalog"
 )
@@ -82,7 +83,7 @@ type provider struct {
 
 	// boots are the last boot times WatchEvents saw; they outlive a
 	// stream, so a re-subscribed host does not cost a relearning.
-	boots bootTimes
+	boots boottime.Times
 }
 
 // New returns the AWS plugin's provider; it is the plugin's Factory:

@@ -48,7 +48,7 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	out := make([]pluginapi.Instance, 0, len(ids))
 	for _, id := range ids {
 		if gi, ok := snap[id]; ok {
-			out = append(out, gi.Instance)
+			out = append(out, cfg.reported(gi))
 			continue
 		}
 		zone, name, ok := parseID(id)
@@ -63,7 +63,7 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 			return nil, fmt.Errorf("describing instance %s: %w", id, mapError("instances.get", err))
 		}
 		if gi := instanceFromGCE(got); gi.CellID != "" {
-			out = append(out, gi.Instance)
+			out = append(out, cfg.reported(gi))
 		}
 	}
 	return &pluginapi.DescribeResponse{Instances: out}, nil
@@ -85,9 +85,27 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	}
 	out := make([]pluginapi.Instance, 0, len(snap))
 	for _, id := range slices.Sorted(maps.Keys(snap)) {
-		out = append(out, snap[id].Instance)
+		out = append(out, cfg.reported(snap[id]))
 	}
 	return &pluginapi.ListResponse{Instances: out}, nil
+}
+
+// preemptionReason is why a Spot instance stops that this plugin did not
+// delete: Compute Engine is preempting it. Compute Engine puts no reason
+// on the instance itself (the compute.instances.preempted operation is
+// the same news, for another call).
+const preemptionReason = "spot preemption: Compute Engine is reclaiming the instance"
+
+// reported is an instance as Describe and List return it: a Spot instance
+// that is terminating though this plugin did not delete it says it is
+// preempted, as WatchEvents infers it, so that the host that finds the
+// cell gone before the interruption event arrives still tells why.
+func (cfg *config) reported(gi gceInstance) pluginapi.Instance {
+	in := gi.Instance
+	if gi.spot && in.State == pluginapi.StateTerminating && !cfg.deleting.has(in.ID) {
+		in.StateReason = preemptionReason + " (" + in.StateReason + ")"
+	}
+	return in
 }
 
 // aggregatedPage is how many instances one aggregatedList page holds

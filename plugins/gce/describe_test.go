@@ -3,6 +3,7 @@ package gce
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -61,6 +62,54 @@ func TestDescribeAndListShareOneSnapshot(t *testing.T) {
 	got, err := p.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{"us-central1-a/kip-other"}})
 	if err != nil || len(got.Instances) != 1 {
 		t.Errorf("Describe of another cluster's cell = %+v, %v", got, err)
+	}
+}
+
+// A Spot instance that stops though the plugin did not delete it is
+// described as preempted (Compute Engine says so only in an operation);
+// one the plugin deletes, or an on-demand one that stops, is not.
+func TestDescribePreemptedSpot(t *testing.T) {
+	f := newFakeCompute(t)
+	ctx := t.Context()
+	p := configured(t, testConfig(f), func(p *provider) { p.snapshotAge = time.Millisecond })
+	launch := func(cell string, ct pluginapi.CapacityType) string {
+		req := launchRequest(cell)
+		req.CapacityType = ct
+		resp, err := p.Launch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Instance.ID
+	}
+	preempted, deleted := launch("kip-preempted", pluginapi.CapacitySpot), launch("kip-deleted", pluginapi.CapacitySpot)
+	stopped, running := launch("kip-stopped", pluginapi.CapacityOnDemand), launch("kip-running", pluginapi.CapacitySpot)
+	if _, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: deleted}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{preempted, deleted, stopped} {
+		f.set(id, func(in *fakeInstance) { in.status = "STOPPING" })
+	}
+	time.Sleep(2 * time.Millisecond) // past the snapshot's age
+	want := map[string]string{
+		preempted: preemptionReason + " (instance STOPPING)", deleted: "instance STOPPING", stopped: "instance STOPPING", running: "",
+	}
+	desc, err := p.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{preempted, deleted, stopped, running}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := p.List(ctx, &pluginapi.ListRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for call, got := range map[string][]pluginapi.Instance{"Describe": desc.Instances, "List": list.Instances} {
+		if len(got) != len(want) {
+			t.Errorf("%s = %d instances, want %d", call, len(got), len(want))
+		}
+		for _, in := range got {
+			if in.StateReason != want[in.ID] {
+				t.Errorf("%s: %s has state reason %q, want %q", call, in.ID, in.StateReason, want[in.ID])
+			}
+		}
 	}
 }
 

@@ -22,6 +22,8 @@
 //	              one shared, coalesced aggregatedList (pluginapi/snapshot)
 //	terminate.go  Terminate: instances.delete, idempotent
 //	events.go     WatchEvents: state changes, Spot preemption, host maintenance
+//	              (Describe and List say preempted too: a Spot instance
+//	              stopping that the plugin did not delete)
 //	registry.go   RegistryAuth: Artifact Registry and Container Registry tokens
 //	console.go    ConsoleOutput: instances.getSerialPortOutput
 //
@@ -93,7 +95,10 @@
 // is shared: a cell costs an insert and one or two operation waits, and a
 // delete; Describe, List and WatchEvents of every cell are served from one
 // snapshot of the cluster's instances (one paginated aggregatedList),
-// refreshed at most once per snapshot age however many cells ask. Every
+// refreshed at most once per snapshot age however many cells ask; the
+// watch polls it every second only until it has seen a boot, then from
+// shortly before the quickest recent boot may end (pluginapi/boottime).
+// Every
 // request passes the plugin's token buckets (rateLimit: reads, including
 // operation waits, and writes), so the plugin never exceeds its limit.
 // deploy/gce/role.yaml is the custom IAM role with exactly the permissions

@@ -68,6 +68,14 @@ func (e *operationError) Error() string {
 // Limit: 24.0 in region us-central1."
 var quotaRE = regexp.MustCompile(`Quota '([A-Z0-9_]+)' exceeded`)
 
+// quotaMetric is the quota a quotaInfo.metricName names, as the quota
+// messages and quotaScope write it: Compute Engine's metric names are
+// services' ("compute.googleapis.com/preemptible_cpus" for
+// PREEMPTIBLE_CPUS, limit name "PREEMPTIBLE-CPUS-per-project-region").
+func quotaMetric(name string) string {
+	return strings.ToUpper(strings.TrimPrefix(name, "compute.googleapis.com/"))
+}
+
 // opError returns the error of a finished operation, or nil: Wait
 // returns nil for an operation that failed without httpErrorStatusCode,
 // so every caller checks the operation itself.
@@ -81,7 +89,7 @@ func opError(name string, op *computepb.Operation) error {
 	}
 	e := &operationError{op: name, code: errs[0].GetCode(), message: errs[0].GetMessage(), httpStatus: op.GetHttpErrorStatusCode()}
 	for _, d := range errs[0].GetErrorDetails() {
-		if m := d.GetQuotaInfo().GetMetricName(); m != "" {
+		if m := quotaMetric(d.GetQuotaInfo().GetMetricName()); m != "" {
 			e.metric = m
 		}
 	}

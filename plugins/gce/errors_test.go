@@ -89,17 +89,9 @@ var launchErrorCases = []launchErrorCase{
 				t.Errorf("N2_CPUS covers %v", q.InstanceTypes)
 			}
 		}},
-	{name: "QUOTA_EXCEEDED PREEMPTIBLE_CPUS", capacity: pluginapi.CapacitySpot, kind: "QuotaExceeded",
-		inject: func(f *fakeCompute) {
-			f.failOp("QUOTA_EXCEEDED", "Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 0.0 in region us-central1.", "PREEMPTIBLE_CPUS", 0, 1)
-		},
-		check: func(t *testing.T, err error) {
-			var q *pluginapi.QuotaExceededError
-			errors.As(err, &q)
-			if q.CapacityType != pluginapi.CapacitySpot || len(q.InstanceTypes) != 0 {
-				t.Errorf("PREEMPTIBLE_CPUS = %v %q, want every spot offering", q.InstanceTypes, q.CapacityType)
-			}
-		}},
+	spotQuotaCase("PREEMPTIBLE_CPUS"),
+	// As Compute Engine writes the detail: the service's metric name.
+	spotQuotaCase("compute.googleapis.com/preemptible_cpus"),
 	{name: "QUOTA_EXCEEDED NVIDIA_L4_GPUS", typ: "g2-standard-4", kind: "QuotaExceeded",
 		inject: func(f *fakeCompute) {
 			f.failOp("QUOTA_EXCEEDED", "Quota 'NVIDIA_L4_GPUS' exceeded.  Limit: 0.0 in region us-central1.", "NVIDIA_L4_GPUS", 0, 1)
@@ -163,6 +155,23 @@ var launchErrorCases = []launchErrorCase{
 		}},
 	{name: "401", kind: "InvalidConfig", key: "credentialsFile",
 		inject: func(f *fakeCompute) { f.failHTTP("instances.insert", 401, "authError", "Invalid Credentials", 1) }},
+}
+
+// spotQuotaCase is a refused Spot insert whose quotaInfo names the
+// region's PREEMPTIBLE_CPUS quota by metric: it covers every spot
+// offering.
+func spotQuotaCase(metric string) launchErrorCase {
+	return launchErrorCase{name: "QUOTA_EXCEEDED " + metric, capacity: pluginapi.CapacitySpot, kind: "QuotaExceeded",
+		inject: func(f *fakeCompute) {
+			f.failOp("QUOTA_EXCEEDED", "Quota 'PREEMPTIBLE_CPUS' exceeded.  Limit: 0.0 in region us-central1.", metric, 0, 1)
+		},
+		check: func(t *testing.T, err error) {
+			var q *pluginapi.QuotaExceededError
+			errors.As(err, &q)
+			if q.CapacityType != pluginapi.CapacitySpot || len(q.InstanceTypes) != 0 {
+				t.Errorf("%s = %v %q, want every spot offering", metric, q.InstanceTypes, q.CapacityType)
+			}
+		}}
 }
 
 // Every refusal of a launch as Compute Engine sends it, as an HTTP error

@@ -114,3 +114,52 @@ func TestWatchEvents(t *testing.T) {
 		}
 	}
 }
+
+// While an instance boots, the watcher polls every pollFast until it has
+// seen one boot, then sleeps until shortly before a boot as quick as the
+// quickest it saw may have ended, then polls every pollBoot; while an
+// instance is terminating it polls every pollFast, and pollSlow when
+// nothing changes.
+func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	p := &provider{now: func() time.Time { return now }, pollFast: time.Second, pollSlow: time.Minute, pollBoot: time.Second / 2}
+	w := &watcher{p: p, send: func(*pluginapi.Event) error { return nil }, sentMaintenance: map[string]bool{}}
+	inst := func(state pluginapi.InstanceState, launched time.Time) map[string]gceInstance {
+		return map[string]gceInstance{"us-central1-a/kip-1": {Instance: pluginapi.Instance{
+			ID: "us-central1-a/kip-1", CellID: "kip-1", State: state, LaunchedAt: launched}}}
+	}
+	launched := now
+	if got := w.next(inst(pluginapi.StatePending, launched)); got != time.Second {
+		t.Errorf("no boot seen: next = %v, want pollFast", got)
+	}
+	// The first boot, seen 21 s after its launch.
+	if err := w.diff(inst(pluginapi.StatePending, launched)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.diff(inst(pluginapi.StatePending, launched)); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(21 * time.Second)
+	if err := w.diff(inst(pluginapi.StateRunning, launched)); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := p.boots.Quickest(); !ok || d != 21*time.Second {
+		t.Fatalf("boot recorded = %v, %v; want 21s", d, ok)
+	}
+	for _, tt := range []struct {
+		name string
+		snap map[string]gceInstance
+		want time.Duration
+	}{
+		{"running", inst(pluginapi.StateRunning, launched), time.Minute},
+		// Launched now: the next look is at 21 s less a boot poll and a
+		// second, then every boot poll.
+		{"a new boot", inst(pluginapi.StatePending, now), 19*time.Second + time.Second/2},
+		{"the boot may have ended", inst(pluginapi.StatePending, now.Add(-20*time.Second)), time.Second / 2},
+		{"terminating", inst(pluginapi.StateTerminating, launched), time.Second},
+	} {
+		if got := w.next(tt.snap); got != tt.want {
+			t.Errorf("%s: next = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -51,6 +51,7 @@ func newProvider() *provider {
 	p := New(slog.New(slog.DiscardHandler)).(*provider)
 	p.pollFast = 5 * time.Millisecond
 	p.pollSlow = 20 * time.Millisecond
+	p.pollBoot = 5 * time.Millisecond
 	return p
 }
 

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/boottime"
 	"github.com/kipcell/kip/pluginapi/ratelimit"
 	"github.com/kipcell/kip/pluginapi/snapshot"
 	"github.com/kipcell/kip/plugins/gce/catalog"
@@ -43,6 +44,9 @@ const (
 	// intervals while some instance is changing state, and while none is.
 	defaultPollFast = time.Second
 	defaultPollSlow = 10 * time.Second
+	// defaultPollBoot is the interval around the moment a booting instance
+	// may be running, once WatchEvents has seen a boot (pluginapi/boottime).
+	defaultPollBoot = time.Second / 2
 	// defaultConsistencyWindow is how long after instances.insert a new
 	// instance may be missing from aggregatedList: Describe reports it as
 	// launched for that long.
@@ -67,8 +71,13 @@ type provider struct {
 	snapshotAge       time.Duration
 	pollFast          time.Duration
 	pollSlow          time.Duration
+	pollBoot          time.Duration
 	consistencyWindow time.Duration
 	machineTypesTTL   time.Duration
+
+	// boots are the last boot times WatchEvents saw; they outlive a
+	// stream, so a re-subscribed host does not cost a relearning.
+	boots boottime.Times
 }
 
 // New returns the GCE plugin's provider; it is the plugin's Factory:
@@ -85,6 +94,7 @@ func New(log *slog.Logger) pluginapi.Provider {
 		snapshotAge:       defaultSnapshotAge,
 		pollFast:          defaultPollFast,
 		pollSlow:          defaultPollSlow,
+		pollBoot:          defaultPollBoot,
 		consistencyWindow: defaultConsistencyWindow,
 		machineTypesTTL:   defaultMachineTypesTTL,
 	}

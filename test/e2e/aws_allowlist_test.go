@@ -19,7 +19,7 @@ import (
 // gets a Warning event naming the annotation and the profile, and no
 // instance is launched for it.
 func TestAnnotationRefusedByTheAllowList(t *testing.T) {
-	needEC2(t)
+	needEC2(t, "the aws plugin's instance-profile annotation")
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)

@@ -11,26 +11,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // BenchmarkBurstStartup measures 1 pod, then 20 pods started at once.
-// With the aws plugin (KIP_E2E_PLUGIN=aws) the EC2 simulator boots every
-// instance in 20 s: it reports each pod's created → Running minus that
-// boot delay (what kip and the plugin add to the cloud's boot) and the EC2
-// calls per pod lifecycle (launch, boot, run, delete, until the instance
-// is terminated). The one-pod run comes first: it shows the path without
+// With the aws plugin (KIP_E2E_PLUGIN=aws) the EC2 simulator, with the
+// gce plugin (KIP_E2E_PLUGIN=gce) the Compute Engine simulator, boots
+// every instance in 20 s: it reports each pod's created → Running minus
+// that boot delay (what kip and the plugin add to the cloud's boot) and
+// the cloud API calls per pod lifecycle (launch, boot, run, delete, until
+// the instance is terminated): ec2-calls/pod or gce-calls/pod. The one-pod run comes first: it shows the path without
 // contention, and the plugin has seen a boot when the burst starts, as in
 // any cluster that has run a pod. With the local plugin there is no boot
 // delay: the burst shows what 20 simultaneous cell starts cost this
 // machine, whose two cores run every cell of the burst.
 //
 //	KIP_E2E_PLUGIN=aws go test -tags e2e -run '^$' -bench BurstStartup -benchtime=1x ./test/e2e/
+//	KIP_E2E_PLUGIN=gce go test -tags e2e -run '^$' -bench BurstStartup -benchtime=1x ./test/e2e/
 func BenchmarkBurstStartup(b *testing.B) {
 	boot := time.Duration(0)
-	if kip.EC2 != nil {
+	if sim := kip.Sim(); sim != nil {
 		boot = 20 * time.Second
-		kip.EC2.SetBootDelay(boot)
-		b.Cleanup(func() { kip.EC2.SetBootDelay(0) })
+		sim.SetBootDelay(boot)
+		b.Cleanup(func() { sim.SetBootDelay(0) })
 	}
 	for _, pods := range []int{1, 20} {
 		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) { burst(b, pods, boot) })
@@ -38,12 +42,13 @@ func BenchmarkBurstStartup(b *testing.B) {
 }
 
 // burst starts pods at once, each on its own cell, and reports their
-// created → Running less boot, then deletes them and reports the EC2 calls
-// per pod once every instance is terminated.
+// created → Running less boot, then deletes them and reports the cloud
+// API calls per pod once every instance is terminated.
 func burst(b *testing.B, pods int, boot time.Duration) {
 	// The cells and instances of the run (CoreDNS's, when the cluster DNS
 	// runs), which outlive each round.
-	cellsBefore, instancesBefore := cellNames(b), liveInstances()
+	cellsBefore, instancesBefore := cellNames(b), liveInstances(b)
+	sim := kip.Sim()
 	for b.Loop() {
 		ctx := b.Context()
 		ns := f.Namespace(b)
@@ -51,8 +56,8 @@ func burst(b *testing.B, pods int, boot time.Duration) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if kip.EC2 != nil {
-			kip.EC2.ResetCalls()
+		if sim != nil {
+			sim.ResetCalls()
 		}
 		created := map[string]time.Time{}
 		for i := range pods {
@@ -88,32 +93,18 @@ func burst(b *testing.B, pods int, boot time.Duration) {
 			b.Fatal(err)
 		}
 		f.WaitFor(b, 90*time.Second, "every instance terminated", func(context.Context) (bool, error) {
-			return liveInstances() == instancesBefore && newCells(b, cellsBefore) == 0, nil
+			return liveInstances(b) == instancesBefore && newCells(b, cellsBefore) == 0, nil
 		})
-		if kip.EC2 == nil {
+		if sim == nil {
 			b.StartTimer()
 			continue
 		}
 		calls := 0
-		for _, n := range kip.EC2.Calls() {
+		for _, n := range sim.Calls() {
 			calls += n
 		}
-		b.ReportMetric(float64(calls)/float64(pods), "ec2-calls/pod")
-		b.Logf("EC2 calls for %d pod lifecycles: %v (%.2f per pod)", pods, kip.EC2.Calls(), float64(calls)/float64(pods))
+		b.ReportMetric(float64(calls)/float64(pods), map[string]string{framework.PluginAWS: "ec2", framework.PluginGCE: "gce"}[kip.Plugin]+"-calls/pod")
+		b.Logf("%s calls for %d pod lifecycles: %v (%.2f per pod)", kip.Plugin, pods, sim.Calls(), float64(calls)/float64(pods))
 		b.StartTimer()
 	}
-}
-
-// liveInstances counts the EC2 simulator's instances that are not
-// terminated; 0 with the local plugin.
-func liveInstances() int {
-	n := 0
-	if kip.EC2 != nil {
-		for _, in := range kip.EC2.Instances() {
-			if in.State != "terminated" {
-				n++
-			}
-		}
-	}
-	return n
 }

@@ -10,12 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/pluginapi"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
-	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // settle makes the test, when it ends, delete its namespace's Deployments
@@ -31,12 +29,12 @@ func settle(t *testing.T, ns string) {
 	})
 }
 
-// needEC2 skips a test that drives the EC2 simulator's knobs; it runs in
-// the aws pass of make e2e (KIP_E2E_PLUGIN=aws).
-func needEC2(t *testing.T) {
+// needEC2 skips a test about EC2 itself (what, with the EC2 simulator's
+// knobs); it runs in the aws pass of make e2e (KIP_E2E_PLUGIN=aws).
+func needEC2(t *testing.T, what string) {
 	t.Helper()
 	if kip.EC2 == nil {
-		t.Skip("needs the EC2 simulator: runs with KIP_E2E_PLUGIN=aws")
+		t.Skipf("about %s, with the EC2 simulator: runs with KIP_E2E_PLUGIN=aws", what)
 	}
 }
 
@@ -44,28 +42,13 @@ func needEC2(t *testing.T) {
 // cheapest type that fits (t3a.small, in every zone), the pod runs on the
 // next candidate, and says why.
 func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
-	needEC2(t)
+	needEC2(t, "EC2's InsufficientInstanceCapacity (the gce pass has TestGCEStockoutFallsToTheNextType)")
 	kipLogOnFailure(t)
 	kip.EC2.InjectInsufficientCapacity("t3a.small", "")
-	t.Cleanup(func() {
-		kip.EC2.ClearInsufficientCapacity("t3a.small", "")
-		// kip skips t3a.small for framework.UnavailableTTL: let that pass,
-		// or the next test's pods would not get it either.
-		time.Sleep(framework.UnavailableTTL + time.Second)
-	})
-	ns := f.Namespace(t)
-	settle(t, ns)
-	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got := f.WaitForPods(t, ns, "app=squeezed", 1, 60*time.Second, "Running", running)[0]
+	got, events := squeezedPod(t, func() { kip.EC2.ClearInsufficientCapacity("t3a.small", "") })
 	if typ := got.Annotations["cell.kipcell.io/instance-type"]; typ != "t3.small" {
 		t.Errorf("placed on %q, want t3.small: the next candidate after t3a.small ($0.0188) is t3.small ($0.0208)", typ)
 	}
-	events := podEvents(t, ns, "squeezed")
 	for _, zone := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
 		if !strings.Contains(events, "Warning InsufficientCapacity t3a.small in "+zone+" (on-demand, $0.0188/h): ") ||
 			!strings.Contains(events, `insufficient capacity for t3a.small (zone "`+zone+`", on-demand)`) {
@@ -79,7 +62,7 @@ func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
 // and its instance.
 func spotDeployment(t *testing.T, name string) (ns string, pod corev1.Pod, instanceID string) {
 	t.Helper()
-	needEC2(t)
+	needEC2(t, "EC2's spot interruptions (the gce pass has TestGCEPreemptionReplacesThePod)")
 	kipLogOnFailure(t)
 	ns = f.Namespace(t)
 	settle(t, ns)
@@ -187,26 +170,6 @@ func TestSpotInterruptionNoticeDrainsThePod(t *testing.T) {
 // Describe* and 5/s for the rest, so at most 2×20+10+5 = 55 calls in any
 // second).
 func TestThrottledPluginStillRunsEveryPod(t *testing.T) {
-	needEC2(t)
-	kipLogOnFailure(t)
-	ns := f.Namespace(t)
-	settle(t, ns)
-	kip.EC2.ResetCalls()
-	kip.EC2.InjectThrottle(15)
-	helloDeployment(t, ns, "throttled", 6, nil)
-	f.WaitForPods(t, ns, "app=throttled", 6, 120*time.Second, "Running", running)
-	calls := 0
-	for _, n := range kip.EC2.Calls() {
-		calls += n
-	}
-	// Six launches and the polls of their boot cannot take fewer than 6
-	// calls; the 15 refused ones come on top (Throttled counts only the
-	// rate limit's refusals, not injected ones).
-	if calls < 6+15 {
-		t.Errorf("the simulator saw %d calls, fewer than the 15 throttled plus 6 launches", calls)
-	}
-	if peak := kip.EC2.MaxCallsPerSecond(); peak > 55 {
-		t.Errorf("the plugin made %d EC2 calls in one second, above its limit of 55", peak)
-	}
-	t.Logf("EC2 calls: %v, peak %d/s, throttled %d", kip.EC2.Calls(), kip.EC2.MaxCallsPerSecond(), kip.EC2.Throttled())
+	needEC2(t, "the aws plugin's rate limit and EC2's RequestLimitExceeded (the gce pass has TestGCEThrottledPluginStillRunsEveryPod)")
+	throttledDeployment(t, kip.EC2, 15, func() { kip.EC2.InjectThrottle(15) }, 55)
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,36 +12,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kipcell/kip/pluginapi"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
+	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
-
-// instancesOf is the simulator's instances of a pod, oldest first.
-func instancesOf(uid string) []ec2sim.Instance {
-	var out []ec2sim.Instance
-	for _, in := range kip.EC2.Instances() {
-		if in.Tags[pluginapi.TagPodUID] == uid {
-			out = append(out, in)
-		}
-	}
-	slices.SortFunc(out, func(a, b ec2sim.Instance) int { return a.LaunchTime.Compare(b.LaunchTime) })
-	return out
-}
-
-func ended(in ec2sim.Instance) bool { return in.State == "shutting-down" || in.State == "terminated" }
 
 // TestNeverBootingAgentFailsAPodThatNeverRestarts: an instance runs and
 // its agent never starts (a broken image): after cells.agentTimeout the
 // instance is terminated and the pod, restartPolicy Never, fails with
 // reason CellBootFailed and an event carrying the console's last lines.
 func TestNeverBootingAgentFailsAPodThatNeverRestarts(t *testing.T) {
-	needEC2(t)
+	sim := needSim(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
-	kip.EC2.SilenceAgents(1)
-	t.Cleanup(func() { kip.EC2.SilenceAgents(0) })
+	sim.SilenceAgents(1)
+	t.Cleanup(func() { sim.SilenceAgents(0) })
 	spec := onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref})
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	pod, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mute"}, Spec: spec}, metav1.CreateOptions{})
@@ -57,12 +42,16 @@ func TestNeverBootingAgentFailsAPodThatNeverRestarts(t *testing.T) {
 		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "CellBootFailed", nil
 	})
 	f.WaitFor(t, 30*time.Second, "the instance ended", func(context.Context) (bool, error) {
-		ins := instancesOf(string(pod.UID))
-		return len(ins) == 1 && ended(ins[0]), nil
+		ins := instancesOf(t, pod.UID)
+		return len(ins) == 1 && ins[0].Ended, nil
 	})
+	// The console's last lines, as each simulator writes a boot whose
+	// agent never answers: EC2's cloud-init fails the unit, GCE's serial
+	// port shows the Debian image up to its login prompt.
+	console := map[string]string{framework.PluginAWS: "Failed to start kip-cell.service", framework.PluginGCE: "Debian GNU/Linux 12"}[kip.Plugin]
 	events := podEvents(t, ns, pod.Name)
 	for _, want := range []string{"Warning CellBootFailed the agent of cell kip-" + string(pod.UID), "restartPolicy is Never",
-		"its console output ends:", "Failed to start kip-cell.service"} {
+		"its console output ends:", console} {
 		if !strings.Contains(events, want) {
 			t.Errorf("events lack %q:\n%s", want, events)
 		}
@@ -73,18 +62,17 @@ func TestNeverBootingAgentFailsAPodThatNeverRestarts(t *testing.T) {
 // instance never starts its agent gets a second cell (a new cell ID, a
 // new instance) and runs; the first instance is terminated.
 func TestNeverBootingAgentIsRelaunched(t *testing.T) {
-	needEC2(t)
+	sim := needSim(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
-	kip.EC2.SilenceAgents(1)
-	t.Cleanup(func() { kip.EC2.SilenceAgents(0) })
+	sim.SilenceAgents(1)
+	t.Cleanup(func() { sim.SilenceAgents(0) })
 	helloDeployment(t, ns, "relaunched", 1, nil)
 	// AgentTimeout, the 30 s back-off before the second launch, its boot.
 	pod := f.WaitForPods(t, ns, "app=relaunched", 1, framework.AgentTimeout+90*time.Second, "Running on a second cell", running)[0]
-	ins := instancesOf(string(pod.UID))
-	if len(ins) != 2 || !ended(ins[0]) || ins[1].State != "running" ||
-		ins[1].Tags[pluginapi.TagCell] != "kip-"+string(pod.UID)+"-r1" {
+	ins := instancesOf(t, pod.UID)
+	if len(ins) != 2 || !ins[0].Ended || !ins[1].Running || ins[1].Cell != "kip-"+string(pod.UID)+"-r1" {
 		t.Errorf("instances of the pod = %+v; want the first ended and a running one of cell kip-%s-r1", ins, pod.UID)
 	}
 	events := podEvents(t, ns, pod.Name)
@@ -93,17 +81,27 @@ func TestNeverBootingAgentIsRelaunched(t *testing.T) {
 	}
 }
 
-// TestSpotQuotaFallsBackToOnDemand: EC2 refuses a spot launch for the
-// account's spot quota (MaxSpotInstanceCountExceeded); a pod that may
-// fall back runs on demand at once, with an event saying why.
+// TestSpotQuotaFallsBackToOnDemand: the cloud refuses a spot launch for
+// the account's spot quota (EC2: MaxSpotInstanceCountExceeded; GCE: the
+// region's PREEMPTIBLE_CPUS quota, QUOTA_EXCEEDED); a pod that may fall
+// back runs on demand at once, with an event saying why.
 func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
-	needEC2(t)
+	sim := needSim(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
-	kip.EC2.InjectLaunchError("MaxSpotInstanceCountExceeded", 1)
+	code := "MaxSpotInstanceCountExceeded"
+	if kip.GCE != nil {
+		code = "PREEMPTIBLE_CPUS"
+		kip.GCE.InjectQuota(gcesim.Quota{Metric: code})
+	} else {
+		kip.EC2.InjectLaunchError(code, 1)
+	}
 	t.Cleanup(func() {
-		kip.EC2.ClearFaults()
+		sim.ClearFaults()
+		if kip.GCE != nil {
+			kip.GCE.ClearQuotas()
+		}
 		// kip skips spot for framework.UnavailableTTL: let that pass.
 		time.Sleep(framework.UnavailableTTL + time.Second)
 	})
@@ -112,10 +110,10 @@ func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 	if ct := pod.Annotations["cell.kipcell.io/capacity-type"]; ct != "on-demand" {
 		t.Errorf("placed on %q capacity, want on-demand after the spot quota", ct)
 	}
-	if n := len(instancesOf(string(pod.UID))); n != 1 {
+	if n := len(instancesOf(t, pod.UID)); n != 1 {
 		t.Errorf("%d instances for the pod, want 1", n)
 	}
-	if events := podEvents(t, ns, pod.Name); !strings.Contains(events, "Warning QuotaExceeded ") || !strings.Contains(events, "MaxSpotInstanceCountExceeded") {
+	if events := podEvents(t, ns, pod.Name); !strings.Contains(events, "Warning QuotaExceeded ") || !strings.Contains(events, code) {
 		t.Errorf("no QuotaExceeded event:\n%s", events)
 	}
 }
@@ -130,7 +128,7 @@ func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 // kip looks the cell up again before each launch and takes the instance
 // once it shows. One instance, for good.
 func TestKillBetweenLaunchAndAnswer(t *testing.T) {
-	needEC2(t)
+	needEC2(t, "EC2's eventual consistency and RunInstances' ClientToken")
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
@@ -147,16 +145,16 @@ func TestKillBetweenLaunchAndAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var launched ec2sim.Instance
+	var launched simInstance
 	f.WaitFor(t, 30*time.Second, "RunInstances to take effect", func(context.Context) (bool, error) {
-		ins := instancesOf(string(pod.UID))
+		ins := instancesOf(t, pod.UID)
 		if len(ins) > 0 {
 			launched = ins[0]
 		}
 		return len(ins) > 0, nil
 	})
 	kip.Kill()
-	first := launched.InstanceType
+	first := launched.Type
 	kip.EC2.ClearFaults()
 	other := "t3.small"
 	if first == other {
@@ -171,11 +169,11 @@ func TestKillBetweenLaunchAndAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := f.WaitForPods(t, ns, "app=lost-answer", 1, 120*time.Second, "Running", running)[0]
-	ins := instancesOf(string(pod.UID))
+	ins := instancesOf(t, pod.UID)
 	var live []string
 	for _, in := range ins {
-		if !ended(in) {
-			live = append(live, in.ID+" "+in.InstanceType)
+		if !in.Ended {
+			live = append(live, in.ID+" "+in.Type)
 		}
 	}
 	if len(ins) != 1 || ins[0].ID != launched.ID {

@@ -6,8 +6,9 @@
 //
 // Environment:
 //
-//	KIP_E2E_PLUGIN=local|aws   the plugin kip runs with (default local; aws
-//	                           runs against the EC2 simulator)
+//	KIP_E2E_PLUGIN=local|aws|gce  the plugin kip runs with (default local;
+//	                           aws runs against the EC2 simulator, gce
+//	                           against the Compute Engine simulator)
 //	KIP_E2E_KEEP_LOGS=DIR      copy kip's and the simulator's full logs
 //	                           into DIR when the run ends
 //	KIP_E2E_CLUSTER_DNS=1|0    deploy CoreDNS as the cluster DNS

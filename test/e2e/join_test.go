@@ -15,7 +15,6 @@ import (
 
 	"github.com/kipcell/kip/cell"
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/pluginapi"
 	"github.com/kipcell/kip/pluginapi/userdata"
 )
 
@@ -36,8 +35,9 @@ func processEnv(t *testing.T, pid int) map[string]string {
 }
 
 // TestUserDataHoldsNoWorkingSecret: what a cell boots from (the user data
-// the EC2 simulator recorded, in the aws pass; the bootstrap file the
-// local plugin wrote, in both) holds no private key, and its join token no
+// the EC2 simulator recorded, in the aws pass; the kip-bootstrap metadata
+// item the Compute simulator recorded, in the gce pass; the bootstrap file
+// the local plugin wrote, in all) holds no private key, and its join token no
 // longer works once the cell joined: an agent of the cell that lost its key
 // and asks again with that token and a fresh key, over the wire as the
 // real agent does, is refused by kip, which says so on the pod
@@ -63,14 +63,12 @@ func TestUserDataHoldsNoWorkingSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	sources := map[string][]byte{"the bootstrap file " + bootFile: booted}
-	if kip.EC2 != nil {
-		for _, in := range kip.EC2.Instances() {
-			if in.Tags[pluginapi.TagPodUID] == string(p.UID) {
-				sources["the user data of "+in.ID] = in.UserData
-			}
+	if kip.Sim() != nil {
+		for _, in := range instancesOf(t, p.UID) {
+			sources["the user data of "+in.ID] = in.UserData
 		}
 		if len(sources) != 2 {
-			t.Fatalf("no instance of pod %s in the EC2 simulator", p.Name)
+			t.Fatalf("no instance of pod %s in the %s simulator", p.Name, kip.Plugin)
 		}
 	}
 	var token string

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kipcell/kip/pluginapi"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
 
@@ -33,15 +32,21 @@ func TestPodsAreRightSized(t *testing.T) {
 	// small 500m/512Mi, medium 1/1Gi, large 2/2Gi, xlarge 4/4Gi. AWS: the
 	// simulator's amd64 types at the catalog's us-east-1 prices; t3a types'
 	// baselines are 2 × 5/10/20% of a vCPU, and c5.large and c6i.large
-	// both cost $0.085 (the name decides).
+	// both cost $0.085 (the name decides). GCE: the simulator's machine
+	// types (custom ones sold where their family is) at the catalog's
+	// us-central1 prices (plugins/gce/catalog/gce.json): f1-micro
+	// $0.0076, e2-small $0.01675 (then g1-small $0.0257), e2-highcpu-2
+	// $0.04947 (then e2-custom-2-2048 $0.05191), e2-highcpu-4 $0.09894
+	// (then e2-custom-4-4096 $0.10383); all zones cost the same, and the
+	// first zone wins.
 	tests := []struct {
 		name, cpu, mem string
 		want           map[string]string // by plugin
 	}{
-		{"tiny", "", "", map[string]string{framework.PluginLocal: "local.nano", framework.PluginAWS: "t3a.nano"}},
-		{"some-memory", "300m", "300Mi", map[string]string{framework.PluginLocal: "local.medium", framework.PluginAWS: "t3a.small"}},
-		{"two-cpus", "1500m", "64Mi", map[string]string{framework.PluginLocal: "local.large", framework.PluginAWS: "c5.large"}},
-		{"big", "3", "3Gi", map[string]string{framework.PluginLocal: "local.xlarge", framework.PluginAWS: "c5.xlarge"}},
+		{"tiny", "", "", map[string]string{framework.PluginLocal: "local.nano", framework.PluginAWS: "t3a.nano", framework.PluginGCE: "f1-micro"}},
+		{"some-memory", "300m", "300Mi", map[string]string{framework.PluginLocal: "local.medium", framework.PluginAWS: "t3a.small", framework.PluginGCE: "e2-small"}},
+		{"two-cpus", "1500m", "64Mi", map[string]string{framework.PluginLocal: "local.large", framework.PluginAWS: "c5.large", framework.PluginGCE: "e2-highcpu-2"}},
+		{"big", "3", "3Gi", map[string]string{framework.PluginLocal: "local.xlarge", framework.PluginAWS: "c5.xlarge", framework.PluginGCE: "e2-highcpu-4"}},
 	}
 	for _, tt := range tests {
 		ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}
@@ -60,7 +65,7 @@ func TestPodsAreRightSized(t *testing.T) {
 	for i := range pods {
 		byName[pods[i].Name] = &pods[i]
 	}
-	zone := map[string]string{framework.PluginLocal: "local", framework.PluginAWS: "us-east-1a"}[kip.Plugin]
+	zone := map[string]string{framework.PluginLocal: "local", framework.PluginAWS: "us-east-1a", framework.PluginGCE: "us-central1-a"}[kip.Plugin]
 	for _, tt := range tests {
 		p, want := byName[tt.name], tt.want[kip.Plugin]
 		if p == nil {
@@ -107,7 +112,7 @@ func TestImpossiblePodStaysPending(t *testing.T) {
 	})
 	// Long enough for a launch to have shown up, had there been one.
 	time.Sleep(3 * time.Second)
-	if id := cellDirOf(got.UID); id != "" {
+	if id := cellDirOf(t, got.UID); id != "" {
 		t.Errorf("a cell exists for the impossible pod: %s", id)
 	}
 	if ev := podEvents(t, ns, "huge"); strings.Contains(ev, "LaunchingCell") {
@@ -131,15 +136,17 @@ func placement(a map[string]string) map[string]string {
 
 // cellDirOf returns the local cell directory of the pod's cell: named
 // after the cell ID with the local plugin, after the EC2 instance ID with
-// the aws plugin (whose simulator runs each instance as a local cell); ""
+// the aws plugin and after the GCE instance name (the cell ID) with the
+// gce plugin (whose simulators run each instance as a local cell); ""
 // when there is none.
-func cellDirOf(uid types.UID) string {
+func cellDirOf(t testing.TB, uid types.UID) string {
+	t.Helper()
 	id := "kip-" + string(uid)
-	if kip.EC2 != nil {
+	if kip.Sim() != nil {
 		id = ""
-		for _, in := range kip.EC2.Instances() {
-			if in.Tags[pluginapi.TagPodUID] == string(uid) && in.State != "terminated" {
-				id = in.ID
+		for _, in := range instancesOf(t, uid) {
+			if !in.Terminated {
+				id = in.LocalCell
 			}
 		}
 		if id == "" {
@@ -154,11 +161,11 @@ func cellDirOf(uid types.UID) string {
 }
 
 // launchedType reads the instance type the local plugin recorded for the
-// pod's cell (with the aws plugin: the simulator's instance type, which
-// names the local cell's type too).
+// pod's cell (with the aws and gce plugins: the simulator's instance or
+// machine type, which names the local cell's type too).
 func launchedType(t *testing.T, uid types.UID) string {
 	t.Helper()
-	dir := cellDirOf(uid)
+	dir := cellDirOf(t, uid)
 	if dir == "" {
 		t.Fatalf("no cell for pod %s", uid)
 	}
@@ -172,10 +179,18 @@ func launchedType(t *testing.T, uid types.UID) string {
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
 	}
-	if kip.EC2 != nil {
-		in, ok := kip.EC2.Instance(filepath.Base(dir))
-		if !ok || in.InstanceType != r.InstanceType {
-			t.Errorf("EC2 instance %s is %+v; its local cell is %s", filepath.Base(dir), in.InstanceType, r.InstanceType)
+	if kip.Sim() != nil {
+		found := false
+		for _, in := range instancesOf(t, uid) {
+			if in.LocalCell == filepath.Base(dir) {
+				found = true
+				if in.Type != r.InstanceType {
+					t.Errorf("%s instance %s is %s; its local cell is %s", kip.Plugin, in.ID, in.Type, r.InstanceType)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %s instance runs local cell %s", kip.Plugin, filepath.Base(dir))
 		}
 	}
 	return r.InstanceType

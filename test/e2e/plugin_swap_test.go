@@ -79,10 +79,8 @@ func TestPluginSwapUnderRunningPods(t *testing.T) {
 	// checksum pinned in kip.yaml, then SIGHUP.
 	const version2 = "e2e-swap"
 	next := pluginPath + ".new"
-	build := exec.Command("go", "build", "-o", next,
-		"-ldflags", "-X github.com/kipcell/kip/plugins/"+name+".Version="+version2, framework.Binaries[binary])
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building %s %s: %v\n%s", binary, version2, err, out)
+	if err := framework.BuildBinary(ctx, binary, next, "-ldflags", "-X github.com/kipcell/kip/plugins/"+name+".Version="+version2); err != nil {
+		t.Fatalf("%s %s: %v", binary, version2, err)
 	}
 	sum2 := fileSum(t, next)
 	if err := os.Rename(next, pluginPath); err != nil {
@@ -293,15 +291,16 @@ func runPodOn(t *testing.T, ns, name string) *corev1.Pod {
 }
 
 // cellOf is the cell of the pod: its local cell directory's name, the
-// cell ID with the local plugin, the EC2 instance ID with the aws plugin.
+// cell ID with the local plugin, the EC2 instance ID with the aws plugin,
+// the GCE instance name (the cell ID) with the gce plugin.
 func cellOf(t *testing.T, k *framework.Kip, uid types.UID) string {
 	t.Helper()
 	id := "kip-" + string(uid)
-	if k.EC2 != nil {
+	if k.Sim() != nil {
 		id = ""
-		for _, in := range k.EC2.Instances() {
-			if in.Tags[pluginapi.TagPodUID] == string(uid) && in.State != "terminated" {
-				id = in.ID
+		for _, in := range simInstancesOf(t, k, uid) {
+			if !in.Terminated {
+				id = in.LocalCell
 			}
 		}
 	}
@@ -356,14 +355,19 @@ func deletePodsAndCells(t *testing.T, k *framework.Kip, ns string) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting the pods: %v", err)
 	}
+	var left []string
 	err = framework.Poll(bg, 60*time.Second, func(context.Context) (bool, error) {
 		entries, err := os.ReadDir(filepath.Join(k.StateDir, "cells"))
 		if errors.Is(err, os.ErrNotExist) {
 			return true, nil
 		}
+		left = left[:0]
+		for _, e := range entries {
+			left = append(left, e.Name())
+		}
 		return len(entries) == 0, err
 	})
 	if err != nil {
-		t.Errorf("waiting for %s's cells to end: %v", swapNode, err)
+		t.Errorf("waiting for %s's cells to end: %v; left in %s: %v", swapNode, err, filepath.Join(k.StateDir, "cells"), left)
 	}
 }

@@ -55,3 +55,14 @@ func (s *Server) SetAgentDelay(d time.Duration) { s.cells.SetAgentDelay(d) }
 // an instance whose image or startup script is broken. It needs a
 // CellStarter that is an AgentStarter (localcells.LocalCells).
 func (s *Server) SilenceAgents(n int) { s.cells.Silence(n) }
+
+// CellTypes are the local cell sizes of machine types (for a CellStarter
+// such as localcells.LocalCells, which sizes cells like the types the
+// simulator launches), as ec2sim.CellTypes does for EC2's.
+func CellTypes(types []MachineType) []simcells.InstanceType {
+	out := make([]simcells.InstanceType, 0, len(types))
+	for _, t := range types {
+		out = append(out, simcells.InstanceType{Name: t.Name, VCPUs: int32(t.GuestCPUs), MemoryMiB: int64(t.MemoryMiB)}) //nolint:gosec // GCE's vCPU counts fit
+	}
+	return out
+}

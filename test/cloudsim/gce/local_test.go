@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/test/cloudsim/simcells"
 	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 )
 
@@ -21,7 +20,7 @@ import (
 func TestLocalCells(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cells, stateDir := localcells.StartForTest(ctx, t, []simcells.InstanceType{{Name: "e2-small", VCPUs: 2, MemoryMiB: 2048}}, nil)
+	cells, stateDir := localcells.StartForTest(ctx, t, CellTypes(DefaultMachineTypes), nil)
 	sim := startSim(t, Options{Cells: cells})
 
 	const name, bootstrap = "kip-local-1", `{"cellID":"kip-local-1"}`

@@ -22,28 +22,64 @@ import (
 
 	"github.com/kipcell/kip/cell/pod"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
+	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
+	"github.com/kipcell/kip/test/cloudsim/simknobs"
 	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
 )
 
-// Binaries are the programs BuildBinaries makes.
+// Binaries are the programs BuildBinaries makes, by package.
 var Binaries = map[string]string{
 	"kip":              "github.com/kipcell/kip/cmd/kip",
 	"kip-cell":         "github.com/kipcell/kip/cmd/kip-cell",
 	"kip-plugin-local": "github.com/kipcell/kip/plugins/local/cmd/kip-plugin-local",
 	"kip-plugin-aws":   "github.com/kipcell/kip/plugins/aws/cmd/kip-plugin-aws",
+	"kip-plugin-gce":   "github.com/kipcell/kip/plugins/gce/cmd/kip-plugin-gce",
 }
 
+// standalone are the modules outside go.work (the Makefile's
+// STANDALONE), by module path, with their directories: the workspace
+// cannot build them (plugins/gce's build list is its own), so their
+// packages are built in their directory with GOWORK=off.
+var standalone = map[string]string{"github.com/kipcell/kip/plugins/gce": "plugins/gce"}
+
 // BuildBinaries builds kip, kip-cell and the plugins into dir (from the
-// workspace the tests run in).
+// workspace the tests run in, or a standalone module's own).
 func BuildBinaries(ctx context.Context, dir string) error {
-	for name, pkg := range Binaries {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w\n%s", name, err, out)
+	for name := range Binaries {
+		if err := BuildBinary(ctx, name, filepath.Join(dir, name)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// BuildBinary builds the program name of Binaries to out, with more go
+// build flags (-ldflags …) before the package.
+func BuildBinary(ctx context.Context, name, out string, flags ...string) error {
+	pkg, ok := Binaries[name]
+	if !ok {
+		return fmt.Errorf("building %s: not one of framework.Binaries", name)
+	}
+	out, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("building %s: %w", name, err)
+	}
+	args := append(append([]string{"build", "-o", out}, flags...), pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	for module, dir := range standalone {
+		if pkg == module || strings.HasPrefix(pkg, module+"/") {
+			if cmd.Dir, err = repoFile(dir); err != nil {
+				return fmt.Errorf("building %s: %w", name, err)
+			}
+			cmd.Env = append(os.Environ(), "GOWORK=off")
+		}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
 	return nil
 }
@@ -236,17 +272,22 @@ type Kip struct {
 	// directory kip runs its plugin from (BinDir unless
 	// KipOptions.PluginDir).
 	BinDir, PluginDir string
-	// Plugin is the cloud plugin kip runs: "local" or "aws".
+	// Plugin is the cloud plugin kip runs: "local", "aws" or "gce".
 	Plugin string
 	// StateDir is the local plugin's: kip's own (plugin local), or the one
-	// the EC2 simulator starts its instances' cells with (plugin aws).
-	// Either way it holds one directory per live cell.
+	// the EC2 or Compute simulator starts its instances' cells with
+	// (plugin aws or gce). Either way it holds one directory per live
+	// cell.
 	StateDir string
 	// PodLogsDir is kip's cells.podLogsDir, where it keeps the logs of
 	// pods that ended.
 	PodLogsDir string
-	// EC2 is the simulator kip's aws plugin talks to; nil for local.
-	EC2        *ec2sim.Server
+	// EC2 is the simulator kip's aws plugin talks to; nil for another
+	// plugin.
+	EC2 *ec2sim.Server
+	// GCE is the Compute Engine simulator kip's gce plugin talks to; nil
+	// for another plugin.
+	GCE        *gcesim.Server
 	localCells *localcells.LocalCells
 	// removeDir: Dir is a temporary directory that Stop removes.
 	removeDir bool
@@ -258,13 +299,44 @@ type Kip struct {
 const (
 	PluginLocal = "local"
 	PluginAWS   = "aws"
+	PluginGCE   = "gce"
 )
+
+// Sim is what the EC2 and the Compute Engine simulators both offer, by
+// the same names (simknobs.Knobs, their cells' agents, their boot): a
+// test about kip rather than about one cloud drives either through it.
+type Sim interface {
+	// SilenceAgents makes the next n instances run without their cell
+	// agent ever starting.
+	SilenceAgents(n int)
+	SetBootDelay(d time.Duration)
+	InjectFault(f simknobs.Fault)
+	ClearFaults()
+	Calls() map[string]int
+	MaxCallsPerSecond() int
+	Throttled() int
+	ResetCalls()
+}
+
+// Sim is the simulator kip's cloud plugin talks to; nil for the local
+// plugin.
+func (k *Kip) Sim() Sim {
+	switch {
+	case k.EC2 != nil:
+		return k.EC2
+	case k.GCE != nil:
+		return k.GCE
+	}
+	return nil
+}
 
 // KipOptions configure StartKip.
 type KipOptions struct {
 	NodeName string
-	// Plugin is PluginLocal (the default) or PluginAWS: the aws plugin
-	// against an EC2 simulator whose instances are real local cells.
+	// Plugin is PluginLocal (the default), PluginAWS (the aws plugin
+	// against an EC2 simulator whose instances are real local cells) or
+	// PluginGCE (the gce plugin against a Compute Engine simulator whose
+	// instances are real local cells).
 	Plugin string
 	// BinDir holds kip, kip-cell and the plugins (BuildBinaries).
 	BinDir string
@@ -366,20 +438,9 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
 	bridge, subnet := cells.Network(opts.Network)
-	pluginConfig := map[string]any{
-		"agentCommand": agent, "network": "netns", "bridge": bridge, "subnet": subnet,
-		"stateDir": k.StateDir, "terminationGrace": "5s",
-	}
-	switch opts.Plugin {
-	case "", PluginLocal:
-		k.Plugin = PluginLocal
-	case PluginAWS:
-		k.Plugin = PluginAWS
-		if pluginConfig, err = k.startEC2(ctx, opts.BinDir, agent, bridge, subnet); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("starting kip: unknown plugin %q (want %s or %s)", opts.Plugin, PluginLocal, PluginAWS)
+	pluginConfig, err := k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet)
+	if err != nil {
+		return nil, err
 	}
 	pluginJSON, err := json.Marshal(pluginConfig)
 	if err != nil {
@@ -453,29 +514,39 @@ plugin:
 	return k, nil
 }
 
+// startPlugin sets k.Plugin and returns its configuration: the local
+// plugin's cells on bridge and subnet, or a simulator started for the aws
+// or gce plugin whose instances are such cells.
+func (k *Kip) startPlugin(ctx context.Context, plugin, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
+	switch plugin {
+	case "", PluginLocal:
+		k.Plugin = PluginLocal
+		return map[string]any{
+			"agentCommand": agent, "network": "netns", "bridge": bridge, "subnet": subnet,
+			"stateDir": k.StateDir, "terminationGrace": "5s",
+		}, nil
+	case PluginAWS:
+		k.Plugin = PluginAWS
+		return k.startEC2(ctx, binDir, agent, bridge, subnet)
+	case PluginGCE:
+		k.Plugin = PluginGCE
+		return k.startGCE(ctx, binDir, agent, bridge, subnet)
+	}
+	return nil, fmt.Errorf("starting kip: unknown plugin %q (want %s, %s or %s)", plugin, PluginLocal, PluginAWS, PluginGCE)
+}
+
 // startEC2 starts the EC2 simulator for the aws plugin: every instance it
 // runs is a real cell of the local plugin (kip-cell on the cells'
 // containerd, in its own network namespace on bridge and subnet), booted
 // with the bootstrap the aws plugin put in the instance's user data. It
 // returns the aws plugin's configuration for the simulator.
 func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
-	logFile, err := os.Create(filepath.Join(k.Dir, "ec2sim.log"))
-	if err != nil {
-		return nil, fmt.Errorf("creating the simulator's log: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The instance's metadata (the spot interruption notice) at the unix
 	// socket the simulator serves for it.
 	agent = append(slices.Clone(agent), "--imds-endpoint", "unix://{imds}")
-	k.localCells, err = localcells.New(ctx, localcells.Config{
-		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
-		InstanceTypes: ec2sim.CellTypes(ec2sim.DefaultInstanceTypes),
-		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
-		ClusterID:     "e2e-ec2sim", NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
-	})
+	log, logFile, err := k.startSimCells(ctx, "ec2sim", binDir, agent, bridge, subnet, ec2sim.CellTypes(ec2sim.DefaultInstanceTypes))
 	if err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting the simulator's local cells: %w", err)
+		return nil, err
 	}
 	k.EC2 = ec2sim.New(ec2sim.Options{Cells: k.localCells, AccessKeyID: ec2AccessKey, Logger: log.With("component", "ec2sim")})
 	url, err := k.EC2.Start()
@@ -502,6 +573,64 @@ func (k *Kip) startEC2(ctx context.Context, binDir string, agent []string, bridg
 		"identity":    map[string]any{"certificates": identityCert},
 	}, nil
 }
+
+// startSimCells creates the log of simulator name (<name>.log in k.Dir,
+// and the logger writing to it) and starts k.localCells, the local
+// plugin's cells its instances run as (agent on bridge and subnet), sized
+// as types. The caller closes logFile if it fails later.
+func (k *Kip) startSimCells(ctx context.Context, name, binDir string, agent []string, bridge, subnet string,
+	types []simcells.InstanceType,
+) (log *slog.Logger, logFile *os.File, err error) {
+	logFile, err = os.Create(filepath.Join(k.Dir, name+".log"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the simulator's log: %w", err)
+	}
+	log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	k.localCells, err = localcells.New(ctx, localcells.Config{
+		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
+		InstanceTypes: types,
+		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
+		ClusterID:     "e2e-" + name, NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
+	})
+	if err != nil {
+		_ = logFile.Close()
+		return nil, nil, fmt.Errorf("starting the simulator's local cells: %w", err)
+	}
+	return log, logFile, nil
+}
+
+// startGCE starts the Compute Engine simulator for the gce plugin: every
+// instance it runs is a real cell of the local plugin (kip-cell on the
+// cells' containerd, in its own network namespace on bridge and subnet),
+// sized as its machine type (gcesim.DefaultMachineTypes) and booted with
+// the bootstrap the gce plugin put in the instance's kip-bootstrap
+// metadata item. It returns the gce plugin's configuration for the
+// simulator: its endpoint, without credentials.
+func (k *Kip) startGCE(ctx context.Context, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
+	log, logFile, err := k.startSimCells(ctx, "gcesim", binDir, agent, bridge, subnet, gcesim.CellTypes(gcesim.DefaultMachineTypes))
+	if err != nil {
+		return nil, err
+	}
+	// An insert's operation is RUNNING for a moment, as on Compute Engine
+	// (never DONE in the insert's answer, which the plugin takes for a
+	// replayed insert): the plugin waits for it with zoneOperations.wait.
+	k.GCE = gcesim.New(gcesim.Options{Cells: k.localCells, OperationDelay: gceOperationDelay, Logger: log.With("component", "gcesim")})
+	url, err := k.GCE.Start()
+	if err != nil {
+		_ = k.localCells.Close()
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting the Compute Engine simulator: %w", err)
+	}
+	return map[string]any{
+		"project": gcesim.DefaultProject, "region": gcesim.DefaultRegion, "subnetwork": "default",
+		"image":    map[string]any{"project": gcesim.DebianProject, "family": "debian-12"},
+		"endpoint": url, "withoutAuthentication": true,
+	}, nil
+}
+
+// gceOperationDelay is how long the Compute Engine simulator's operations
+// run before they are DONE.
+const gceOperationDelay = 200 * time.Millisecond
 
 // UnavailableTTL is how long kip skips an offering that ran out of
 // capacity in the e2e runs (3 minutes by default): short, so that a test
@@ -539,8 +668,8 @@ func (k *Kip) start(logFile *os.File) error {
 }
 
 // Kill ends kip and its plugin at once (SIGKILL to its process group), as
-// a crash would, and waits until kip has exited. With the aws plugin the
-// EC2 simulator and its instances' cells run on (the local plugin's cells
+// a crash would, and waits until kip has exited. With the aws or gce
+// plugin the simulator and its instances' cells run on (the local plugin's cells
 // may not: they are kip's children). Restart starts kip again.
 func (k *Kip) Kill() {
 	_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
@@ -606,6 +735,11 @@ func (k *Kip) Stop() {
 	}
 	if k.EC2 != nil {
 		_ = k.EC2.Close() // stops the instances' cells
+	}
+	if k.GCE != nil {
+		_ = k.GCE.Close() // stops the instances' cells
+	}
+	if k.localCells != nil {
 		_ = k.localCells.Close()
 	}
 	killUnder(k.StateDir)
@@ -641,7 +775,7 @@ func (k *Kip) keepLogs() {
 		fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		return
 	}
-	for _, name := range []string{"kip.log", "ec2sim.log"} {
+	for _, name := range []string{"kip.log", "ec2sim.log", "gcesim.log"} {
 		data, err := os.ReadFile(filepath.Join(k.Dir, name))
 		if err != nil {
 			continue // no simulator on the local plugin

@@ -1,0 +1,114 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
+)
+
+// TestGCEStockoutFallsToTheNextType: with no capacity for the cheapest
+// machine type that fits (e2-small, $0.01675 in us-central1: every zone
+// answers ZONE_RESOURCE_POOL_EXHAUSTED), the pod runs on the next
+// candidate, g1-small ($0.0257), and its events name every zone tried.
+func TestGCEStockoutFallsToTheNextType(t *testing.T) {
+	needGCE(t)
+	kipLogOnFailure(t)
+	kip.GCE.InjectStockout(gcesim.Stockout{MachineType: "e2-small"})
+	got, events := squeezedPod(t, kip.GCE.ClearStockouts)
+	if typ := got.Annotations["cell.kipcell.io/instance-type"]; typ != "g1-small" {
+		t.Errorf("placed on %q, want g1-small: the next candidate after e2-small ($0.01675) is g1-small ($0.0257)", typ)
+	}
+	for _, zone := range []string{"us-central1-a", "us-central1-b", "us-central1-c"} {
+		if !strings.Contains(events, "Warning InsufficientCapacity e2-small in "+zone+" (on-demand, $") ||
+			!strings.Contains(events, `insufficient capacity for e2-small (zone "`+zone+`", on-demand)`) ||
+			!strings.Contains(events, "The zone 'projects/"+gcesim.DefaultProject+"/zones/"+zone+"' does not have enough resources") {
+			t.Errorf("no InsufficientCapacity event for e2-small in %s:\n%s", zone, events)
+		}
+	}
+	if !strings.Contains(events, gcesim.CodeZoneResourcePoolExhausted) {
+		t.Errorf("the events do not name GCE's error code %s:\n%s", gcesim.CodeZoneResourcePoolExhausted, events)
+	}
+	t.Logf("events of the squeezed pod:\n%s", events)
+}
+
+// TestGCEPreemptionReplacesThePod: a Deployment's Spot pod whose instance
+// Compute Engine preempts (instanceTerminationAction DELETE: STOPPING,
+// TERMINATED, deleted) fails with CellLost naming the preemption, and the
+// Deployment's replacement runs. kip learns it either way the plugin
+// tells: the interruption event of its watch ("spot interruption: …"), or
+// the instance's state when kip finds the cell gone first (the plugin
+// describes a Spot instance stopping that it did not delete as "spot
+// preemption: …").
+func TestGCEPreemptionReplacesThePod(t *testing.T) {
+	needGCE(t)
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	settle(t, ns)
+	helloDeployment(t, ns, "preempted", 1, map[string]string{"kipcell.io/capacity-type": "spot"})
+	first := f.WaitForPods(t, ns, "app=preempted", 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
+		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
+	})[0]
+	var zone, name string
+	for _, in := range kip.GCE.Instances() {
+		if in.Labels[gceLabelPodUID] == string(first.UID) && in.Status == "RUNNING" {
+			zone, name = in.Zone, in.Name
+			if !in.Spot || in.TerminationAction != "DELETE" {
+				t.Errorf("instance %s/%s: Spot %v, instanceTerminationAction %q; want a Spot instance deleted when preempted", zone, name, in.Spot, in.TerminationAction)
+			}
+		}
+	}
+	if name == "" {
+		t.Fatalf("no running instance for pod %s", first.Name)
+	}
+	if err := kip.GCE.Preempt(zone, name); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor(t, 60*time.Second, "the preempted pod Failed with the reason", func(ctx context.Context) (bool, error) {
+		p, err := f.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "CellLost" && namesPreemption(p.Status.Message), nil
+	})
+	f.WaitForPods(t, ns, "app=preempted", 2, 60*time.Second, "a replacement Running beside the failed pod", func(p *corev1.Pod) bool {
+		return p.Name == first.Name || running(p)
+	})
+	events := podEvents(t, ns, first.Name)
+	lost := false
+	for _, line := range strings.Split(events, "\n") {
+		lost = lost || strings.HasPrefix(line, "Warning CellLost ") && namesPreemption(line)
+	}
+	if !lost {
+		t.Errorf("the preempted pod's events do not say why:\n%s", events)
+	}
+	t.Logf("events of the preempted pod:\n%s", events)
+}
+
+// namesPreemption reports whether a CellLost message says the cell was
+// preempted: by kip's interruption prefix or by the plugin's state reason.
+func namesPreemption(message string) bool {
+	return strings.Contains(message, "spot interruption: ") || strings.Contains(message, "spot preemption: Compute Engine is reclaiming the instance")
+}
+
+// TestGCEThrottledPluginStillRunsEveryPod: with Compute Engine answering
+// 403 rateLimitExceeded to a run of calls, every pod of a Deployment ends
+// Running, and the plugin never calls faster than its own rate limit
+// allows (plugins/gce's defaults, rateLimit unset: two token buckets of
+// burst 20, refilled at 10/s for reads and operation waits and 5/s for
+// inserts and deletes, so at most 2×20+10+5 = 55 calls in any second).
+func TestGCEThrottledPluginStillRunsEveryPod(t *testing.T) {
+	needGCE(t)
+	t.Cleanup(kip.GCE.ClearFaults)
+	throttledDeployment(t, kip.GCE, 15, func() {
+		kip.GCE.InjectFault(gcesim.Fault{Code: "rateLimitExceeded", HTTPStatus: http.StatusForbidden, Message: "Rate Limit Exceeded", Times: 15})
+	}, 55)
+}

@@ -1,0 +1,189 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/e2e/framework"
+)
+
+// gceLabelPodUID is the label the gce plugin puts a cell's pod UID in
+// (plugins/gce/doc.go); a pod UID is a valid GCE label value as it is.
+const gceLabelPodUID = "kip-pod-uid"
+
+// simInstance is an instance of the EC2 or the Compute Engine simulator,
+// as the tests that run against either compare them.
+type simInstance struct {
+	// ID is EC2's instance ID, or GCE's zone/name (the gce plugin's
+	// instance ID).
+	ID string
+	// Cell is the cell ID it runs (EC2's kip-cell tag, GCE's instance
+	// name); LocalCell the name of its local cell's directory in
+	// kip.StateDir (EC2's instance ID, GCE's instance name).
+	Cell, LocalCell string
+	Type            string
+	// Ended is true from the instance's shutdown on (EC2's shutting-down,
+	// GCE's STOPPING), Terminated once it is terminated (or gone).
+	Running, Ended, Terminated bool
+	Launched                   time.Time
+	// UserData is what the instance was given to boot with: EC2's user
+	// data, GCE's kip-bootstrap metadata item (the startup script beside
+	// it is deploy/gce/startup.sh, the same for every cell).
+	UserData []byte
+}
+
+// simInstances lists the instances of the simulator k's plugin talks
+// to, oldest first, with the pod UID each runs; none with the local
+// plugin.
+func simInstances(t testing.TB, k *framework.Kip) (ins []simInstance, podUIDs []string) {
+	t.Helper()
+	type withUID struct {
+		simInstance
+		uid string
+	}
+	var all []withUID
+	switch {
+	case k.EC2 != nil:
+		for _, in := range k.EC2.Instances() {
+			all = append(all, withUID{simInstance{
+				ID: in.ID, Cell: in.Tags[pluginapi.TagCell], LocalCell: in.ID, Type: in.InstanceType,
+				Running: in.State == "running", Ended: in.State == "shutting-down" || in.State == "terminated", Terminated: in.State == "terminated",
+				Launched: in.LaunchTime, UserData: in.UserData,
+			}, in.Tags[pluginapi.TagPodUID]})
+		}
+	case k.GCE != nil:
+		for _, in := range k.GCE.Instances() {
+			all = append(all, withUID{simInstance{
+				ID: in.Zone + "/" + in.Name, Cell: in.Name, LocalCell: in.Name, Type: in.MachineType,
+				Running: in.Status == "RUNNING", Ended: in.Gone || in.Status == "STOPPING" || in.Status == "TERMINATED",
+				Terminated: in.Gone || in.Status == "TERMINATED",
+				Launched:   in.Created, UserData: in.Bootstrap,
+			}, in.Labels[gceLabelPodUID]})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b withUID) int { return a.Launched.Compare(b.Launched) })
+	for _, in := range all {
+		ins, podUIDs = append(ins, in.simInstance), append(podUIDs, in.uid)
+	}
+	return ins, podUIDs
+}
+
+// instancesOf is the simulator's instances of a pod of node kip, oldest
+// first.
+func instancesOf(t testing.TB, uid types.UID) []simInstance {
+	t.Helper()
+	return simInstancesOf(t, kip, uid)
+}
+
+// simInstancesOf is the instances of a pod of k's simulator, oldest
+// first.
+func simInstancesOf(t testing.TB, k *framework.Kip, uid types.UID) []simInstance {
+	t.Helper()
+	var out []simInstance
+	ins, uids := simInstances(t, k)
+	for i, in := range ins {
+		if uids[i] == string(uid) {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// liveInstances counts the simulator's instances that are not terminated
+// (EC2's terminated, GCE's TERMINATED or gone); 0 with the local plugin.
+func liveInstances(t testing.TB) int {
+	t.Helper()
+	n := 0
+	ins, _ := simInstances(t, kip)
+	for _, in := range ins {
+		if !in.Terminated {
+			n++
+		}
+	}
+	return n
+}
+
+// needSim skips a test that drives a cloud simulator's knobs (those both
+// simulators share, framework.Sim); it runs in the aws and gce passes of
+// make e2e.
+func needSim(t *testing.T) framework.Sim {
+	t.Helper()
+	sim := kip.Sim()
+	if sim == nil {
+		t.Skip("needs a cloud simulator: runs with KIP_E2E_PLUGIN=aws and KIP_E2E_PLUGIN=gce")
+	}
+	return sim
+}
+
+// needGCE skips a test that drives the Compute Engine simulator's knobs;
+// it runs in the gce pass of make e2e (KIP_E2E_PLUGIN=gce).
+func needGCE(t *testing.T) {
+	t.Helper()
+	if kip.GCE == nil {
+		t.Skip("needs the Compute Engine simulator: runs with KIP_E2E_PLUGIN=gce")
+	}
+}
+
+// squeezedPod runs pod "squeezed" (300m CPU, 300Mi: the cheapest type
+// that fits is EC2's t3a.small, GCE's e2-small) in a namespace of its
+// own, once the caller made a type short; clear ends the shortage when the
+// test ends, which then waits out framework.UnavailableTTL, for which kip
+// skips the type, so that the next test's pods get it. It returns the pod
+// once Running, and its events.
+func squeezedPod(t *testing.T, clear func()) (corev1.Pod, string) {
+	t.Helper()
+	kipLogOnFailure(t)
+	t.Cleanup(func() {
+		clear()
+		time.Sleep(framework.UnavailableTTL + time.Second)
+	})
+	ns := f.Namespace(t)
+	settle(t, ns)
+	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.WaitForPods(t, ns, "app=squeezed", 1, 60*time.Second, "Running", running)[0]
+	return got, podEvents(t, ns, "squeezed")
+}
+
+// throttledDeployment runs a Deployment of six pods while the simulator
+// refuses the next refused calls (inject makes it so), and checks that
+// every pod ends Running, that the simulator saw the refused calls beside
+// at least six launches, and that the plugin never made more than limit
+// calls in one second (its own rate limit).
+func throttledDeployment(t *testing.T, sim framework.Sim, refused int, inject func(), limit int) {
+	t.Helper()
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	settle(t, ns)
+	sim.ResetCalls()
+	inject()
+	helloDeployment(t, ns, "throttled", 6, nil)
+	f.WaitForPods(t, ns, "app=throttled", 6, 120*time.Second, "Running", running)
+	calls := 0
+	for _, n := range sim.Calls() {
+		calls += n
+	}
+	// Six launches cannot take fewer than 6 calls; the refused ones come
+	// on top (Throttled counts only the rate limit's refusals, not
+	// injected ones).
+	if calls < 6+refused {
+		t.Errorf("the simulator saw %d calls, fewer than the %d refused plus 6 launches", calls, refused)
+	}
+	if peak := sim.MaxCallsPerSecond(); peak > limit {
+		t.Errorf("the plugin made %d %s calls in one second, above its limit of %d", peak, kip.Plugin, limit)
+	}
+	t.Logf("%s calls: %v, peak %d/s, throttled %d", kip.Plugin, sim.Calls(), sim.MaxCallsPerSecond(), sim.Throttled())
+}
