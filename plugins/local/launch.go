@@ -60,6 +60,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		return nil, pluginapi.NewInvalidConfig("stateDir", "cell %s already existed as instance %s of another cluster; give each cluster its own stateDir", req.CellID, t.Instance.ID)
 	default:
 		log.Info("cell was terminated; answering its instance, starting nothing", "ended_at", t.EndedAt)
+		p.dropCellLock(cfg, req.CellID)
 		return &pluginapi.LaunchResponse{Instance: t.Instance}, nil
 	}
 

@@ -302,8 +302,12 @@ func TestTerminate(t *testing.T) {
 			t.Errorf("Launch of the terminated cell = %+v, %v; want instance %s, terminated", again, err, inst.ID)
 		}
 	}
-	if _, err := os.Stat(cellDir(e.stateDir(), "cell-t")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Launch of the terminated cell made its directory again (%v)", err)
+	// Neither the Launches of the ended cell nor the second Terminate
+	// leave its lock file behind: the cells directory holds nothing of it.
+	for _, path := range []string{cellDir(e.stateDir(), "cell-t"), cellLockPath(e.stateDir(), "cell-t")} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after the Launches of the terminated cell, %s exists (%v)", path, err)
+		}
 	}
 }
 

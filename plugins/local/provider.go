@@ -2,7 +2,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -123,6 +125,16 @@ func (p *provider) cellLock(ctx context.Context, cfg *config, cellID string) (un
 		return nil, fmt.Errorf("locking cell %s: %w", cellID, err)
 	}
 	return u, nil
+}
+
+// dropCellLock removes the lock file of a cell that has no record (it
+// ended, or never was) once a call holding its lock found so, so that the
+// cells directory keeps nothing of it; as in destroy, removing the file
+// under its lock is safe (flockFile notices). The caller holds the lock.
+func (p *provider) dropCellLock(cfg *config, cellID string) {
+	if err := os.Remove(cellLockPath(cfg.stateDir, cellID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		p.log.Warn("removing the lock file of an ended cell", "cell", cellID, "error", err)
+	}
 }
 
 // cellLockPath is the cell's lock file, beside (not in) its directory.

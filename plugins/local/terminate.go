@@ -48,7 +48,11 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	defer unlock()
 	// Another Terminate may have finished while this one waited.
 	r, err := readRecord(cfg.stateDir, found.CellID)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && r.ID != req.ID) {
+	if errors.Is(err, fs.ErrNotExist) {
+		p.dropCellLock(cfg, found.CellID)
+		return nil, pluginapi.NewNotFound("instance %s", req.ID)
+	}
+	if err == nil && r.ID != req.ID {
 		return nil, pluginapi.NewNotFound("instance %s", req.ID)
 	}
 	if err != nil {
