@@ -119,7 +119,10 @@ func (p *provider) restartAgent(cfg *config, cellID string, pid int, log *slog.L
 	r, err := readRecord(cfg.stateDir, cellID)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return false // terminated meanwhile
+		// Terminated meanwhile: Terminate removed the lock file, and
+		// taking the lock made it again.
+		p.dropCellLock(cfg, cellID)
+		return false
 	case err != nil:
 		log.Warn("reading the cell's record", "error", err)
 		return true

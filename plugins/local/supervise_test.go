@@ -38,6 +38,21 @@ func TestDeadAgentIsRestarted(t *testing.T) {
 	}
 }
 
+// A supervisor that saw the agent dead while Terminate stopped it takes
+// the cell's lock after Terminate removed the lock file (and so makes the
+// file again); finding the record gone, it must not leave the file behind.
+func TestRestartAfterTerminateLeavesNoLockFile(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	p := e.provider()
+	if p.restartAgent(p.cfg.Load(), "cell-gone", 1, p.log) {
+		t.Error("restartAgent of a terminated cell: still to be supervised")
+	}
+	if _, err := os.Stat(cellLockPath(e.stateDir(), "cell-gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("lock file of a terminated cell after restartAgent: %v", err)
+	}
+}
+
 func TestRestartDelay(t *testing.T) {
 	for quick, want := range map[int]time.Duration{0: restartInitial, 1: 2 * restartInitial, 3: 8 * restartInitial, 20: restartMax} {
 		if got := restartDelay(quick); got != want {
