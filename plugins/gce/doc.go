@@ -18,6 +18,8 @@
 //	catalog.go    ListInstanceTypes: the embedded catalog, with availability
 //	              from machineTypes.aggregatedList
 //	launch.go     Launch: instances.insert named after the cell, waited for
+//	operations.go the waits for insert operations, shared by the launches of
+//	              a zone under way together
 //	describe.go   Describe and List from the view of the cluster's instances:
 //	              one shared, coalesced aggregatedList (pluginapi/snapshot)
 //	terminate.go  Terminate: instances.delete, idempotent
@@ -43,8 +45,9 @@
 // Launch waits for the insert's operation and reads its error, always:
 // Operation.Wait of the SDK returns nil for an operation that failed
 // without httpErrorStatusCode (ZONE_RESOURCE_POOL_EXHAUSTED is one), so
-// the plugin waits with zoneOperations.wait itself and inspects
-// operation.error. It is idempotent three ways (launch.go): the insert's
+// the plugin waits for it itself (operations.go: zoneOperations.wait for
+// one launch alone, one zoneOperations.list by name for the launches of a
+// zone under way together) and inspects operation.error. It is idempotent three ways (launch.go): the insert's
 // requestId is a name-based UUID of the cell ID and the offering (zone,
 // type, capacity type), so a retried insert is the first one; the name is
 // the cell's, so alreadyExists answers the existing instance when it is
@@ -92,12 +95,15 @@
 // # Calls
 //
 // Compute Engine calls are few by design, since a project's request rate
-// is shared: a cell costs an insert and one or two operation waits, and a
-// delete; Describe, List and WatchEvents of every cell are served from one
+// is shared: a cell costs an insert, at most one operation wait (launches
+// under way together share zoneOperations.list calls), and a delete;
+// Describe, List and WatchEvents of every cell are served from one
 // snapshot of the cluster's instances (one paginated aggregatedList),
 // refreshed at most once per snapshot age however many cells ask; the
 // watch polls it every second only until it has seen a boot, then from
-// shortly before the quickest recent boot may end (pluginapi/boottime).
+// shortly before the quickest recent boot may end (pluginapi/boottime),
+// and every second while an instance it did not delete is stopping (a
+// preemption), not while its own deletions end.
 // Every
 // request passes the plugin's token buckets (rateLimit: reads, including
 // operation waits, and writes), so the plugin never exceeds its limit.

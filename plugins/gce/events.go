@@ -25,8 +25,8 @@ import (
 //     announces host maintenance, with the window's start as the deadline,
 //     once per window.
 //
-// It polls every pollSlow, every pollFast while an instance is
-// terminating, and faster while one boots: every pollFast until it has
+// It polls every pollSlow, every pollFast while an instance it did not
+// delete is terminating, and faster while one boots: every pollFast until it has
 // seen a boot, then every pollBoot from shortly before the time the
 // quickest of the last boots took (pluginapi/boottime, as the aws plugin
 // does), so that a 20-second boot costs a few aggregatedList calls instead
@@ -162,7 +162,9 @@ func (w *watcher) maintenance(gi gceInstance, now time.Time) error {
 }
 
 // next returns the wait before the next poll: pollFast while an instance
-// is terminating (a preemption shows there), pollSlow otherwise, or less
+// the plugin did not delete is terminating (a preemption shows there; the
+// plugin's own deletions need no watching, the host has ended those
+// cells), pollSlow otherwise, or less
 // while an instance boots (pollFast while no boot has been seen, else
 // until shortly before the instance may be running, then pollBoot).
 func (w *watcher) next(snap map[string]gceInstance) time.Duration {
@@ -171,7 +173,7 @@ func (w *watcher) next(snap map[string]gceInstance) time.Duration {
 	now := w.p.now()
 	for _, gi := range snap {
 		switch {
-		case gi.State == pluginapi.StateTerminating:
+		case gi.State == pluginapi.StateTerminating && !w.cfg.deleting.has(gi.ID):
 			return w.p.pollFast
 		case gi.State != pluginapi.StatePending:
 			continue

@@ -118,12 +118,13 @@ func TestWatchEvents(t *testing.T) {
 // While an instance boots, the watcher polls every pollFast until it has
 // seen one boot, then sleeps until shortly before a boot as quick as the
 // quickest it saw may have ended, then polls every pollBoot; while an
-// instance is terminating it polls every pollFast, and pollSlow when
-// nothing changes.
+// instance it did not delete is terminating it polls every pollFast, and
+// pollSlow when nothing changes.
 func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	p := &provider{now: func() time.Time { return now }, pollFast: time.Second, pollSlow: time.Minute, pollBoot: time.Second / 2}
-	w := &watcher{p: p, send: func(*pluginapi.Event) error { return nil }, sentMaintenance: map[string]bool{}}
+	cfg := &config{deleting: &deletions{now: p.now, at: map[string]time.Time{}}}
+	w := &watcher{p: p, cfg: cfg, send: func(*pluginapi.Event) error { return nil }, sentMaintenance: map[string]bool{}}
 	inst := func(state pluginapi.InstanceState, launched time.Time) map[string]gceInstance {
 		return map[string]gceInstance{"us-central1-a/kip-1": {Instance: pluginapi.Instance{
 			ID: "us-central1-a/kip-1", CellID: "kip-1", State: state, LaunchedAt: launched}}}
@@ -161,5 +162,10 @@ func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 		if got := w.next(tt.snap); got != tt.want {
 			t.Errorf("%s: next = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+	// An instance the plugin deletes itself is no preemption to watch for.
+	cfg.deleting.add("us-central1-a/kip-1")
+	if got := w.next(inst(pluginapi.StateTerminating, launched)); got != time.Minute {
+		t.Errorf("terminating, deleted by the plugin: next = %v, want pollSlow", got)
 	}
 }

@@ -44,6 +44,8 @@ type fakeCompute struct {
 	// waitsPending is how many zoneOperations.wait calls answer an
 	// operation still RUNNING before the first that finishes it.
 	waitsPending int
+	// holdOps keeps every operation RUNNING, however it is asked for.
+	holdOps bool
 	nextOp       int
 	nextID       int
 }
@@ -171,6 +173,7 @@ var routes = []route{
 	{"instances.aggregatedList", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/aggregated/instances$`)},
 	{"zoneOperations.wait", "POST", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)/wait$`)},
 	{"zoneOperations.get", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)$`)},
+	{"zoneOperations.list", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations$`)},
 	{"machineTypes.aggregatedList", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/aggregated/machineTypes$`)},
 	{"images.getFromFamily", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/global/images/family/([^/]+)$`)},
 	{"images.get", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/global/images/([^/]+)$`)},
@@ -215,7 +218,7 @@ func (f *fakeCompute) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(rt.method, "instances.") {
 		f.serveInstances(w, r, rt.method, m, body)
 	} else {
-		f.serveOther(w, rt.method, m)
+		f.serveOther(w, rt.method, m, r.URL.Query().Get("filter"))
 	}
 }
 
@@ -294,6 +297,8 @@ func (f *fakeCompute) delete(w http.ResponseWriter, zone, name, requestID string
 	}
 	writeJSON(w, op)
 }
+
+var opNameTerm = regexp.MustCompile(`^\(name = "([^"]+)"\)$`)
 
 var filterRE = regexp.MustCompile(`^labels\.([a-z][a-z0-9_-]*) = "([^"]*)"$`)
 
@@ -400,7 +405,7 @@ func (f *fakeCompute) serveInstances(w http.ResponseWriter, r *http.Request, met
 }
 
 // serveOther answers the other methods; f.mu is held.
-func (f *fakeCompute) serveOther(w http.ResponseWriter, method string, m []string) {
+func (f *fakeCompute) serveOther(w http.ResponseWriter, method string, m []string, filter string) {
 	switch method {
 	case "zoneOperations.wait", "zoneOperations.get":
 		op := f.ops[m[3]]
@@ -408,13 +413,32 @@ func (f *fakeCompute) serveOther(w http.ResponseWriter, method string, m []strin
 			writeError(w, 404, "notFound", "no operation "+m[3])
 			return
 		}
-		if f.waitsPending > 0 && method == "zoneOperations.wait" {
-			f.waitsPending--
+		if f.holdOps || f.waitsPending > 0 && method == "zoneOperations.wait" {
+			if !f.holdOps {
+				f.waitsPending--
+			}
 			writeJSON(w, op)
 			return
 		}
 		f.finish(op)
 		writeJSON(w, op)
+	case "zoneOperations.list":
+		// Only the filter the plugin sends: names joined by OR.
+		var items []any
+		for term := range strings.SplitSeq(filter, " OR ") {
+			n := opNameTerm.FindStringSubmatch(term)
+			if n == nil {
+				writeError(w, 400, "invalid", "Invalid value for field 'filter': '"+filter+"'")
+				return
+			}
+			if op := f.ops[n[1]]; op != nil {
+				if !f.holdOps {
+					f.finish(op)
+				}
+				items = append(items, op)
+			}
+		}
+		writeJSON(w, map[string]any{"items": items})
 	case "machineTypes.aggregatedList":
 		items := map[string]any{}
 		for zone, types := range f.sold {

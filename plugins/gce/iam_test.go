@@ -35,6 +35,7 @@ var permissions = map[string][]string{
 	"instances.aggregatedList":      {"compute.instances.list"},
 	"instances.getSerialPortOutput": {"compute.instances.getSerialPortOutput"},
 	"zoneOperations.wait":           {"compute.zoneOperations.get"},
+	"zoneOperations.list":           {"compute.zoneOperations.list"},
 	"machineTypes.aggregatedList":   {"compute.machineTypes.list"},
 	"images.get":                    {"compute.images.get"},
 	"images.getFromFamily":          {"compute.images.getFromFamily"},
@@ -113,11 +114,14 @@ func TestEveryCalledMethodHasItsPermissions(t *testing.T) {
 	if _, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	launched, err := p.Launch(ctx, launchRequest("kip-iam"))
-	if err != nil {
-		t.Fatal(err)
+	// Two launches at once: their operations are waited for with a
+	// wait, then a list.
+	for _, err := range launchTogether(t, p, f, "kip-iam", "kip-iam-2") {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	id := launched.Instance.ID
+	id := "us-central1-a/kip-iam"
 	if _, err := p.List(ctx, &pluginapi.ListRequest{}); err != nil {
 		t.Fatal(err)
 	}

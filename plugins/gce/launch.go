@@ -22,7 +22,7 @@ import (
 
 // Launch starts the cell's instance with one instances.insert named after
 // the cell ID, in the zone the request prefers, and waits for the insert's
-// operation (zoneOperations.wait), whose error is the launch's: a zone out
+// operation (operations.go), whose error is the launch's: a zone out
 // of capacity or a quota fails the operation, not the call.
 //
 // It is idempotent three ways. The insert's requestId is a UUID derived
@@ -94,31 +94,6 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	p.log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
 		"zone", plan.zone, "capacity_type", plan.capacity)
 	return &pluginapi.LaunchResponse{Instance: inst}, nil
-}
-
-// wait waits for a zone operation to finish, with zoneOperations.wait:
-// Compute Engine holds each call up to two minutes, so a launch costs one
-// or two calls, not a poll a second. A wait that answers at once without
-// the operation done (an endpoint that does not hold the call) is followed
-// by a pause, from a quarter second doubling to two seconds.
-func (p *provider) wait(ctx context.Context, cfg *config, zone, name string) (*computepb.Operation, error) {
-	pause := 250 * time.Millisecond
-	for {
-		start := p.now()
-		op, err := cfg.clients.zoneOps.Wait(ctx, &computepb.WaitZoneOperationRequest{Project: cfg.project, Zone: zone, Operation: name})
-		if err != nil {
-			return nil, err
-		}
-		if op.GetStatus() == computepb.Operation_DONE {
-			return op, nil
-		}
-		if p.now().Sub(start) < time.Second {
-			if err := p.sleep(ctx, pause); err != nil {
-				return nil, err
-			}
-			pause = min(2*pause, 2*time.Second)
-		}
-	}
 }
 
 // existing answers a launch whose instance Compute Engine already has

@@ -2,6 +2,7 @@ package gce
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -316,5 +317,159 @@ func TestLaunchWaitsAndGoesOnWithoutTheView(t *testing.T) {
 	}
 	if n := f.callCount("instances.insert"); n != 1 {
 		t.Errorf("%d inserts, want 1", n)
+	}
+}
+
+// launchTogether launches cells at once while the fake holds every
+// operation running: the first alone (its operation waited for with
+// zoneOperations.wait), then the others, until one zoneOperations.list
+// asks for all of them; then it lets the operations end and returns the
+// launches' errors.
+func launchTogether(t *testing.T, p *provider, f *fakeCompute, cells ...string) []error {
+	t.Helper()
+	f.mu.Lock()
+	f.holdOps = true
+	f.mu.Unlock()
+	errs := make([]chan error, len(cells))
+	for i, cell := range cells {
+		errs[i] = make(chan error, 1)
+		go func() {
+			_, err := p.Launch(t.Context(), launchRequest(cell))
+			errs[i] <- err
+		}()
+		if i == 0 {
+			eventuallyFake(t, f, "a wait for the first operation", func() bool { return f.calls["zoneOperations.wait"] > 0 })
+		}
+	}
+	eventuallyFake(t, f, "a list of every operation", func() bool {
+		q := f.queries["zoneOperations.list"]
+		return len(q) > 0 && strings.Count(q[len(q)-1], "name") == len(cells)
+	})
+	f.mu.Lock()
+	f.holdOps = false
+	f.mu.Unlock()
+	out := make([]error, len(cells))
+	for i := range cells {
+		out[i] = <-errs[i]
+	}
+	return out
+}
+
+// eventuallyFake waits until cond, called with f.mu held, holds.
+func eventuallyFake(t *testing.T, f *fakeCompute, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		ok := cond()
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: timed out", what)
+		}
+	}
+}
+
+// Launches of a zone under way together share their operations' calls:
+// one alone is waited for with zoneOperations.wait, several with one
+// zoneOperations.list of all their names, and the held wait of the first
+// gives way as soon as a second joins.
+func TestConcurrentLaunchesShareOperationCalls(t *testing.T) {
+	f := newFakeCompute(t)
+	p := configured(t, testConfig(f), func(p *provider) {
+		p.sleep = func(ctx context.Context, d time.Duration) error { time.Sleep(time.Millisecond); return ctx.Err() }
+	})
+	cells := []string{"kip-a", "kip-b", "kip-c"}
+	for i, err := range launchTogether(t, p, f, cells...) {
+		if err != nil {
+			t.Errorf("Launch %s: %v", cells[i], err)
+		}
+	}
+	waitsBefore := f.callCount("zoneOperations.wait")
+	if n := f.callCount("instances.insert"); n != 3 {
+		t.Errorf("%d inserts, want 3", n)
+	}
+	// Every launch is answered from the lists: after the first list, no
+	// wait. The last list named all three operations.
+	q := f.query("zoneOperations.list", f.callCount("zoneOperations.list")-1)
+	for _, op := range []string{"operation-1", "operation-2", "operation-3"} {
+		if !strings.Contains(q, op) {
+			t.Errorf("the last zoneOperations.list (%s) does not ask for %s", q, op)
+		}
+	}
+	// One launch alone again: one wait, no list.
+	lists := f.callCount("zoneOperations.list")
+	if _, err := p.Launch(t.Context(), launchRequest("kip-d")); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.callCount("zoneOperations.wait") - waitsBefore; n != 1 {
+		t.Errorf("a launch alone made %d waits, want 1", n)
+	}
+	if n := f.callCount("zoneOperations.list"); n != lists {
+		t.Errorf("a launch alone listed operations (%d lists, want %d)", n, lists)
+	}
+}
+
+// A launch whose ctx ends stops waiting, and the zone's poller ends with
+// the last waiter; an operation the lists stop showing fails its launch
+// with a transient error (the host's retry replays the insert).
+func TestOperationWaitsEnd(t *testing.T) {
+	f := newFakeCompute(t)
+	p := configured(t, testConfig(f), func(p *provider) {
+		p.sleep = func(ctx context.Context, d time.Duration) error { time.Sleep(time.Millisecond); return ctx.Err() }
+	})
+	f.mu.Lock()
+	f.holdOps = true
+	f.mu.Unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Launch(ctx, launchRequest("kip-cancelled"))
+		done <- err
+	}()
+	eventuallyFake(t, f, "a wait", func() bool { return f.calls["zoneOperations.wait"] > 0 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Launch after its ctx ended: %v, want context.Canceled", err)
+	}
+	ops := p.cfg.Load().ops
+	eventuallyFake(t, f, "the poller's end", func() bool {
+		ops.mu.Lock()
+		defer ops.mu.Unlock()
+		return len(ops.zones) == 0
+	})
+
+	// Two launches listed together; then the second's operation is
+	// gone from Compute Engine's answers.
+	errs := make(chan error, 2)
+	for _, cell := range []string{"kip-kept", "kip-lost"} {
+		go func() {
+			_, err := p.Launch(t.Context(), launchRequest(cell))
+			errs <- err
+		}()
+	}
+	eventuallyFake(t, f, "a list of both operations", func() bool {
+		q := f.queries["zoneOperations.list"]
+		return len(q) > 0 && strings.Count(q[len(q)-1], "name") == 2
+	})
+	f.mu.Lock()
+	var lost string
+	for name, op := range f.ops {
+		if strings.HasSuffix(op["targetLink"].(string), "/kip-lost") {
+			lost = name
+		}
+	}
+	delete(f.ops, lost)
+	f.mu.Unlock()
+	err := <-errs
+	if !pluginapi.IsTransient(err) || !strings.Contains(err.Error(), lost) {
+		t.Errorf("Launch whose operation is no longer listed: %v, want a transient error naming %s", err, lost)
+	}
+	f.mu.Lock()
+	f.holdOps = false
+	f.mu.Unlock()
+	if err := <-errs; err != nil {
+		t.Errorf("the other launch: %v", err)
 	}
 }

@@ -150,6 +150,7 @@ type config struct {
 	view         *snapshot.View[gceInstance]
 	machineTypes *machineTypes
 	deleting     *deletions
+	ops          *opWaits
 	warnOnce     sync.Once // catalog warnings, once per configuration
 }
 
@@ -217,6 +218,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	cfg.view = snapshot.New(p.fetchCluster(cfg), p.now, p.consistencyWindow)
 	cfg.machineTypes = &machineTypes{client: cfg.clients.machineTypes, project: s.project, zones: s.zones, ttl: p.machineTypesTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
 	cfg.deleting = &deletions{now: p.now, at: map[string]time.Time{}}
+	cfg.ops = newOpWaits()
 
 	// Calls under way keep the configuration they started with; its
 	// clients hold no more than idle connections.

@@ -89,9 +89,10 @@
 // zone, machineType and labels.<key> (machineTypes': name, zone,
 // guestCpus, memoryMb and isSharedCpu; zones': name, status and region;
 // operations': name, operationType, targetLink, targetId, status, user,
-// zone), joined by spaces or AND, each optionally in parentheses; any
-// other field is an invalid filter, so a client that relies on one the
-// simulator does not evaluate finds out.
+// zone), joined by spaces or AND, or all by OR (a filter that mixes the
+// two is invalid: GCE documents no precedence), each optionally in
+// parentheses; any other field is an invalid filter, so a client that
+// relies on one the simulator does not evaluate finds out.
 // Pages hold maxResults (0 to 500; 500 by default) items in insert
 // order; pageToken is opaque. aggregatedList has a scope per zone (for
 // operations also global and the region), with its items on the page or

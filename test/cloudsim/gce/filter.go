@@ -17,15 +17,31 @@ var filterTerm = regexp.MustCompile(`^\(?\s*([A-Za-z][\w.-]*)\s*(!=|=|:)\s*("(?:
 var instanceFields = map[string]bool{"name": true, "status": true, "zone": true, "machineType": true, "labels": true}
 
 // parseFilter reads GCE's list filter: comparisons joined by spaces or
-// AND (all must hold), each optionally in parentheses, of the known
-// fields ("labels" allows labels.<key>). It returns the predicate over a
-// resource's fields, or GCE's invalid error.
+// AND (all must hold) or by OR (one must hold), each optionally in
+// parentheses, of the known fields ("labels" allows labels.<key>). A
+// filter that mixes AND and OR is refused: GCE's precedence between them
+// is not documented, and the simulator refuses what it cannot evaluate as
+// GCE does. It returns the predicate over a resource's fields, or GCE's
+// invalid error.
 func parseFilter(expr string, known map[string]bool) (func(field func(string) (string, bool)) bool, error) {
 	type term struct{ field, op, value string }
 	var terms []term
+	var and, or bool
 	rest := strings.TrimSpace(expr)
 	for rest != "" {
-		rest = strings.TrimSpace(strings.TrimPrefix(rest, "AND "))
+		if len(terms) > 0 {
+			switch {
+			case strings.HasPrefix(rest, "OR "):
+				or, rest = true, strings.TrimSpace(rest[len("OR "):])
+			case strings.HasPrefix(rest, "AND "):
+				and, rest = true, strings.TrimSpace(rest[len("AND "):])
+			default:
+				and = true
+			}
+			if and && or {
+				return nil, invalid("filter", expr, "Invalid list filter expression.")
+			}
+		}
 		m := filterTerm.FindStringSubmatch(rest)
 		if m == nil {
 			return nil, invalid("filter", expr, "Invalid list filter expression.")
@@ -57,10 +73,13 @@ func parseFilter(expr string, known map[string]bool) (func(field func(string) (s
 			case ":":
 				hold = ok && (t.value == "*" || strings.Contains(v, t.value))
 			}
-			if !hold {
+			if or && hold {
+				return true
+			}
+			if !or && !hold {
 				return false
 			}
 		}
-		return true
+		return !or
 	}, nil
 }

@@ -25,6 +25,12 @@ func TestParseFilter(t *testing.T) {
 		{filter: `metadata.items = "x"`, wantErr: true},
 		{filter: `labels.kip-cluster ~ "c1"`, wantErr: true},
 		{filter: `labels.kip-cluster = "c1`, wantErr: true},
+		{filter: `(name = "cell-b") OR (name = "cell-a")`, want: true},
+		{filter: `(name = "cell-b") OR (name = "cell-c")`, want: false},
+		{filter: `(name = "cell-b") OR (status = RUNNING) OR (name = "x")`, want: true},
+		{filter: `(name = "cell-a") OR (name = "x") AND (status = RUNNING)`, wantErr: true},
+		{filter: `(name = "cell-a") (status = RUNNING) OR (name = "x")`, wantErr: true},
+		{filter: `OR (name = "cell-a")`, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.filter, func(t *testing.T) {

@@ -2,10 +2,12 @@ package sdktest
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/proto"
 
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
 )
@@ -50,6 +52,25 @@ func TestOperations(t *testing.T) {
 	if err != nil || polled.GetStatus() != computepb.Operation_DONE || polled.GetOperationType() != "insert" ||
 		polled.GetTargetLink() != "https://www.googleapis.com/compute/v1/projects/"+project+"/zones/"+zoneA+"/instances/cell-a" {
 		t.Errorf("get = %v, %v; want the DONE insert of cell-a", polled, err)
+	}
+
+	// list finds operations by an OR of their names, as the plugin asks
+	// for the operations of launches under way together.
+	other, err := insert(ctx, c, spec{name: "cell-b", zone: zoneA, machineType: "e2-small"})
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	var listed []string
+	for o, err := range c.operations.List(ctx, &computepb.ListZoneOperationsRequest{
+		Project: project, Zone: zoneA, Filter: proto.String(`(name = "` + op.Name() + `") OR (name = "` + other.Name() + `") OR (name = "operation-0-none")`),
+	}).All() {
+		if err != nil {
+			t.Fatalf("listing operations by name: %v", err)
+		}
+		listed = append(listed, o.GetName())
+	}
+	if want := []string{op.Name(), other.Name()}; !slices.Equal(listed, want) {
+		t.Errorf("operations listed by name: %v, want %v", listed, want)
 	}
 
 	_, err = c.operations.Get(ctx, &computepb.GetZoneOperationRequest{Project: project, Zone: zoneA, Operation: "operation-0-none"})
