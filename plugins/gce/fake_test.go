@@ -46,8 +46,8 @@ type fakeCompute struct {
 	waitsPending int
 	// holdOps keeps every operation RUNNING, however it is asked for.
 	holdOps bool
-	nextOp       int
-	nextID       int
+	nextOp  int
+	nextID  int
 }
 
 type fakeInstance struct {
