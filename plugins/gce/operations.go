@@ -74,7 +74,9 @@ func newOpWaits() *opWaits { return &opWaits{zones: map[string]*zoneWaits{}} }
 func (p *provider) wait(ctx context.Context, cfg *config, zone, name string) (*computepb.Operation, error) {
 	ch := make(chan opResult, 1)
 	if cfg.ops.add(zone, name, ch) {
-		go p.pollZone(cfg, zone)
+		// The poller serves every launch of the zone and ends with the
+		// last: no one launch's ctx may end it.
+		go p.pollZone(cfg, zone) //nolint:gosec // G118, as said above
 	}
 	select {
 	case r := <-ch:
