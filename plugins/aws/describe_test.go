@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/go-cmp/cmp"
 
@@ -113,10 +112,10 @@ func sizes(batches [][]string) []int {
 
 // Many cells polling at once share one DescribeInstances call.
 //
-// The SDK's retries stay on here (the production default): the test is about
-// coalescing, and a connection the Go transport closes under a read (a known
-// race, aws-sdk-go-v2#2737, which the SDK retries) must not fail it. It counts
-// operations, not HTTP requests, so a retried attempt is still one call.
+// A connection the Go transport closes under a read (a known race,
+// aws-sdk-go-v2#2737) is retried by the SDK, in every test as in production
+// (newProvider): the test counts operations, not HTTP requests, so a
+// retried attempt is still one call.
 func TestDescribeCoalesces(t *testing.T) {
 	f := newFakeEC2(t)
 	var ids []string
@@ -126,7 +125,6 @@ func TestDescribeCoalesces(t *testing.T) {
 	rec := &recorder{ops: map[string]bool{}, counts: map[string]int{}}
 	p := configured(t, testConfig(f), func(p *provider) {
 		p.snapshotAge = time.Minute
-		p.maxAttempts = retry.DefaultMaxAttempts
 		p.apiOptions = append(p.apiOptions, rec.middleware)
 	})
 	var wg sync.WaitGroup

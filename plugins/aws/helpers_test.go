@@ -45,11 +45,12 @@ func mustJSON(t testing.TB, v any) []byte {
 	return data
 }
 
-// newProvider returns an unconfigured provider with test timings: one SDK
-// attempt per call (injected errors are seen once), fast polling.
+// newProvider returns an unconfigured provider with test timings: the SDK
+// retries connection errors only (injected errors are seen once, a closed
+// keep-alive connection does not fail a test), fast polling.
 func newProvider() *provider {
 	p := New(slog.New(slog.DiscardHandler)).(*provider)
-	p.maxAttempts = 1
+	p.connectionRetriesOnly = true
 	p.pollFast = 5 * time.Millisecond
 	p.pollSlow = 20 * time.Millisecond
 	p.pollBoot = 5 * time.Millisecond

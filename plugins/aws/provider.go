@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,17 +70,22 @@ type provider struct {
 	cfg atomic.Pointer[config] // nil until Configure succeeds
 
 	// Seams for tests.
-	now               func() time.Time
-	sleep             func(context.Context, time.Duration) error
-	apiOptions        []func(*middleware.Stack) error // added to every SDK client
-	maxAttempts       int                             // of the SDK's retryer
-	snapshotAge       time.Duration
-	pollFast          time.Duration
-	pollSlow          time.Duration
-	pollBoot          time.Duration
-	statusEvery       time.Duration
-	consistencyWindow time.Duration
-	offeringsTTL      time.Duration
+	now         func() time.Time
+	sleep       func(context.Context, time.Duration) error
+	apiOptions  []func(*middleware.Stack) error // added to every SDK client
+	maxAttempts int                             // of the SDK's retryer
+	// connectionRetriesOnly makes the SDK retry only a keep-alive
+	// connection the server closed under a request (aws-sdk-go-v2#2737),
+	// as in production, and nothing else (tests: an injected EC2 error,
+	// or a limiter's wait error, is seen once).
+	connectionRetriesOnly bool
+	snapshotAge           time.Duration
+	pollFast              time.Duration
+	pollSlow              time.Duration
+	pollBoot              time.Duration
+	statusEvery           time.Duration
+	consistencyWindow     time.Duration
+	offeringsTTL          time.Duration
 
 	// boots are the last boot times WatchEvents saw; they outlive a
 	// stream, so a re-subscribed host does not cost a relearning.
@@ -263,6 +269,9 @@ func (p *provider) awsConfig(ctx context.Context, s *settings) (aws.Config, erro
 				// which the standard retryer would retry three times:
 				// the host moves to its next candidate instead.
 				o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(noRetryForRefusals)}, o.Retryables...)
+				if p.connectionRetriesOnly {
+					o.Retryables = []retry.IsErrorRetryable{retry.IsErrorRetryableFunc(closedConnection)}
+				}
 				o.MaxAttempts = p.maxAttempts
 				o.MaxBackoff = maxRetryBackoff
 				o.RateLimiter = ratelimit.None
@@ -296,4 +305,15 @@ func (p *provider) awsConfig(ctx context.Context, s *settings) (aws.Config, erro
 			"no AWS credentials: set credentials, or give kip a role (EKS pod identity or IRSA, an instance profile) or the AWS_ environment variables: %v", err)
 	}
 	return cfg, nil
+}
+
+// closedConnection says retry for the errors of a connection closed under
+// a request ("use of closed network connection", "connection reset", as
+// the SDK's RetryableConnectionError matches them), and nothing for any
+// other error.
+func closedConnection(err error) aws.Ternary {
+	if msg := err.Error(); strings.Contains(msg, "use of closed network connection") || strings.Contains(msg, "connection reset") {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
 }
