@@ -10,7 +10,9 @@
 //	                           aws runs against the EC2 simulator, gce
 //	                           against the Compute Engine simulator)
 //	KIP_E2E_KEEP_LOGS=DIR      copy kip's and the simulator's full logs
-//	                           into DIR when the run ends
+//	                           into DIR when the run ends, named after
+//	                           each kip's node (DIR/kip.kip.log,
+//	                           DIR/kip.gcesim.log)
 //	KIP_E2E_CLUSTER_DNS=1|0    deploy CoreDNS as the cluster DNS
 //	                           (kube-system/kube-dns) before the tests;
 //	                           (on by default; framework.ClusterDNS)

@@ -766,6 +766,9 @@ func (k *Kip) Stop() {
 // keepLogs copies kip's and the simulator's logs into the directory
 // KIP_E2E_KEEP_LOGS names, if set, before Stop removes kip's directory: a
 // run's full logs for reading afterwards (the failure dumps show tails).
+// They are named after the node (kip.kip.log, kip.gcesim.log;
+// kip-swap.kip.log for a test's second kip), so that the kips of a run
+// do not overwrite each other's.
 func (k *Kip) keepLogs() {
 	dst := os.Getenv("KIP_E2E_KEEP_LOGS")
 	if dst == "" {
@@ -780,7 +783,7 @@ func (k *Kip) keepLogs() {
 		if err != nil {
 			continue // no simulator on the local plugin
 		}
-		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil { //nolint:gosec // as above
+		if err := os.WriteFile(filepath.Join(dst, k.NodeName+"."+name), data, 0o644); err != nil { //nolint:gosec // as above
 			fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		}
 	}
