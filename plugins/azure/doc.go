@@ -1,0 +1,2 @@
+// Package azure is Kip's Azure cloud plugin (pre-alpha).
+package azure
