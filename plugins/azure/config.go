@@ -463,7 +463,7 @@ func checkTags(tags map[string]string) (map[string]string, error) {
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		key := "tags." + k
 		switch {
-		case k == "" || len(k) > maxTagName || strings.ContainsAny(k, forbiddenTagChars):
+		case k == "" || len(azureTagName(k)) > maxTagName || strings.ContainsAny(k, forbiddenTagChars):
 			return nil, pluginapi.NewInvalidConfig(key, "an Azure tag name has 1 to %d characters, none of %s", maxTagName, forbiddenTagChars)
 		case isReservedTag(k):
 			return nil, pluginapi.NewInvalidConfig(key, "is a tag the plugin sets itself")

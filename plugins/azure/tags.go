@@ -40,34 +40,33 @@ func isReservedTag(name string) bool {
 	return false
 }
 
+// tagEscapes write the characters Azure refuses in a tag name, and ~
+// itself, as ~ and a digit, so that any tag key is a tag name and reads
+// back as it was: kipcell.io/plugintest is kipcell.io~1plugintest.
+var (
+	tagEscaper   = strings.NewReplacer("~", "~0", "/", "~1", "<", "~2", ">", "~3", "%", "~4", "&", "~5", `\`, "~6", "?", "~7")
+	tagUnescaper = strings.NewReplacer("~0", "~", "~1", "/", "~2", "<", "~3", ">", "~4", "%", "~5", "&", "~6", `\`, "~7", "?")
+)
+
 // azureTagName is the Azure tag name of a tag key: the plugin's name of a
-// standard key, else the key with every forbidden character replaced by
-// -, cut to 512 characters.
+// standard key, else the key escaped (tagEscaper).
 func azureTagName(key string) string {
 	if t, ok := tagOfStandard[key]; ok {
 		return t
 	}
-	out := strings.Map(func(r rune) rune {
-		if strings.ContainsRune(forbiddenTagChars, r) {
-			return '-'
-		}
-		return r
-	}, key)
-	if len(out) > maxTagName {
-		out = out[:maxTagName]
-	}
-	return out
+	return tagEscaper.Replace(key)
 }
 
 // vmTags are the tags of a cell's VM: the configured tags, the request's
-// extra tags (names made Azure tag names, values cut to 256 characters)
+// extra tags (names escaped, values cut to 256 characters)
 // and the standard tags under the plugin's names, which win. Tags beyond
-// Azure's 50 are left out, the request's first (by name), never the
-// plugin's or the configuration's.
+// Azure's 50, or with a name longer than 512 once escaped, are left out,
+// the request's (the last by name first), never the plugin's or the
+// configuration's.
 func (cfg *config) vmTags(tags map[string]string) map[string]*string {
 	out := map[string]*string{}
 	for k, v := range cfg.tags {
-		out[k] = ptr(v)
+		out[azureTagName(k)] = ptr(v)
 	}
 	standard := map[string]*string{}
 	var extra []string
@@ -87,7 +86,7 @@ func (cfg *config) vmTags(tags map[string]string) map[string]*string {
 		if len(v) > maxTagValue {
 			v = v[:maxTagValue]
 		}
-		if n := azureTagName(k); out[n] == nil && !isReservedTag(n) {
+		if n := azureTagName(k); len(n) <= maxTagName && out[n] == nil && !isReservedTag(n) {
 			out[n] = ptr(v)
 		}
 	}
@@ -96,14 +95,14 @@ func (cfg *config) vmTags(tags map[string]string) map[string]*string {
 }
 
 // tagsFromAzure are a VM's tags as the contract's Tags: the plugin's names
-// under the standard keys, every other tag as it is.
+// under the standard keys, every other tag's name unescaped.
 func tagsFromAzure(tags map[string]*string) map[string]string {
 	out := make(map[string]string, len(tags))
 	for k, v := range tags {
 		if v == nil {
 			continue
 		}
-		out[k] = *v
+		out[tagUnescaper.Replace(k)] = *v
 	}
 	for std, t := range tagOfStandard {
 		for k, v := range out {
