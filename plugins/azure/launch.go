@@ -103,13 +103,13 @@ func (p *provider) create(ctx context.Context, cfg *config, plan *launchPlan) (*
 			vm, gerr := cfg.getVM(ctx, cell)
 			switch {
 			case isNotFound(gerr):
-				return nil, pluginapi.NewTransient("launching cell %s: VM %s existed and is gone now", cell, cell)
+				return nil, pluginapi.NewTransient("launching cell %s: VM %s existed and is gone now (%v)", cell, cell, mapError("VirtualMachines_CreateOrUpdate", err))
 			case gerr != nil:
 				return nil, fmt.Errorf("launching cell %s: getting its existing VM: %w", cell, mapError("VirtualMachines_Get", gerr))
 			}
 			resp, err, gone := p.existing(ctx, cfg, plan, vm)
 			if gone {
-				return nil, pluginapi.NewTransient("launching cell %s: VM %s existed and is gone now", cell, cell)
+				return nil, pluginapi.NewTransient("launching cell %s: VM %s existed and is gone now (%v)", cell, cell, mapError("VirtualMachines_CreateOrUpdate", err))
 			}
 			return resp, err
 		}
