@@ -306,7 +306,7 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 		DeleteOption: ptr(armcompute.DiskDeleteOptionTypesDelete),
 	}
 	if req.VolumeSizeGiB > 0 {
-		osDisk.DiskSizeGB = ptr(int32(req.VolumeSizeGiB))
+		osDisk.DiskSizeGB = ptr(req.VolumeSizeGiB)
 	}
 	nic := &armcompute.VirtualMachineNetworkInterfaceConfigurationProperties{
 		Primary:      ptr(true),

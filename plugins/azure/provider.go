@@ -203,7 +203,6 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if err != nil {
 		return nil, err
 	}
-	var warnings []string
 	if s.sshPublicKey == "" {
 		if s.sshPublicKey, err = throwawayKey(); err != nil {
 			return nil, fmt.Errorf("generating the cells' throw-away SSH key: %w", err)
@@ -226,13 +225,10 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 
 	// Calls under way keep the configuration they started with.
 	p.cfg.Store(cfg)
-	for _, w := range warnings {
-		p.log.Warn(w)
-	}
 	p.log.Info("configured", "cluster", cfg.clusterID, "subscription", s.subscription, "resource_group", s.resourceGroup,
 		"location", s.location, "zones", s.zones, "endpoint", s.endpoint, "subnet", s.subnetID,
 		"read_per_second", s.rate.ReadPerSecond, "mutate_per_second", s.rate.MutatePerSecond, "burst", s.rate.Burst)
-	return &pluginapi.ConfigureResponse{Warnings: warnings}, nil
+	return &pluginapi.ConfigureResponse{}, nil
 }
 
 // armAudience is Azure Resource Manager's token audience; a private
@@ -299,8 +295,11 @@ func credential(s *settings) (azcore.TokenCredential, error) {
 // token that a simulator accepts.
 type staticToken struct{}
 
+// staticTokenValue is staticToken's bearer token: no secret, a marker.
+const staticTokenValue = "kip-without-authentication" //nolint:gosec // a marker a simulator accepts, not a credential
+
 func (staticToken) GetToken(ctx context.Context, _ policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	return azcore.AccessToken{Token: "kip-without-authentication", ExpiresOn: time.Now().Add(time.Hour)}, nil
+	return azcore.AccessToken{Token: staticTokenValue, ExpiresOn: time.Now().Add(time.Hour)}, nil
 }
 
 // newClients builds the clients on one set of options: the transport
