@@ -27,6 +27,7 @@ func TestLaunchErrorKinds(t *testing.T) {
 		name    string
 		spot    bool
 		sync    *fakeError // the PUT's answer
+		repeat  bool       // every PUT's, not the first's only
 		async   *fakeError // the operation's error
 		skusFor bool       // list the SKUs first (families known)
 		want    want
@@ -59,7 +60,7 @@ func TestLaunchErrorKinds(t *testing.T) {
 			want: want{kind: "capacity", capacity: pluginapi.CapacityOnDemand}},
 		{name: "ResourceNotFound of the group", sync: &fakeError{status: 404, code: "ResourceGroupNotFound", message: "Resource group 'kip-cells' could not be found."},
 			want: want{kind: "notfound"}},
-		{name: "Conflict of a VM being deleted", async: nil, sync: &fakeError{status: 409, code: "Conflict", message: "The operation conflicts with another operation on the VM."},
+		{name: "Conflict of a VM being deleted", repeat: true, sync: &fakeError{status: 409, code: "Conflict", message: "The operation conflicts with another operation on the VM."},
 			want: want{kind: "transient"}},
 		{name: "server error", sync: &fakeError{status: 500, code: "InternalServerError", message: "An unexpected error occurred."},
 			want: want{kind: "transient"}},
@@ -75,6 +76,9 @@ func TestLaunchErrorKinds(t *testing.T) {
 			if tc.sync != nil {
 				f.mu.Lock()
 				f.errs["VirtualMachines_CreateOrUpdate"] = []fakeError{*tc.sync}
+				if tc.repeat {
+					f.errs["VirtualMachines_CreateOrUpdate"] = append(f.errs["VirtualMachines_CreateOrUpdate"], *tc.sync)
+				}
 				f.mu.Unlock()
 			}
 			if tc.async != nil {

@@ -1,7 +1,6 @@
 package azure
 
 import (
-	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -93,32 +92,37 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	return p.create(ctx, cfg, plan)
 }
 
-// create sends the PUT and follows its operation.
+// create sends the PUT and follows its operation. A PUT that finds the
+// name taken reads the VM (existing); a VM gone meanwhile (or a failed
+// one of another offering, deleted) is created once more.
 func (p *provider) create(ctx context.Context, cfg *config, plan *launchPlan) (*pluginapi.LaunchResponse, error) {
 	cell := plan.cellID
-	poller, err := cfg.clients.vms.BeginCreateOrUpdate(ctx, cfg.resourceGroup, cell, plan.vm,
-		&armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{IfNoneMatch: ptr("*")})
-	if err != nil {
-		if ctx.Err() == nil && nameTaken(err) {
-			vm, gerr := cfg.getVM(ctx, cell)
-			switch {
-			case isNotFound(gerr):
-				return nil, pluginapi.NewTransient("launching cell %s: VM %s existed and is gone now (%v)", cell, cell, mapError("VirtualMachines_CreateOrUpdate", err))
-			case gerr != nil:
-				return nil, fmt.Errorf("launching cell %s: getting its existing VM: %w", cell, mapError("VirtualMachines_Get", gerr))
-			}
-			resp, err, gone := p.existing(ctx, cfg, plan, vm)
-			if gone {
-				return nil, pluginapi.NewTransient("launching cell %s: VM %s existed and is gone now (%v)", cell, cell, mapError("VirtualMachines_CreateOrUpdate", err))
-			}
-			return resp, err
+	for attempt := 0; ; attempt++ {
+		poller, err := cfg.clients.vms.BeginCreateOrUpdate(ctx, cfg.resourceGroup, cell, plan.vm,
+			&armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{IfNoneMatch: ptr("*")})
+		if err == nil {
+			return p.follow(ctx, cfg, plan, poller)
 		}
-		// The VM may exist even so (the answer was lost): the next List
-		// must ask Azure rather than trust the snapshot.
-		cfg.view.Uncertain()
-		return nil, fmt.Errorf("launching cell %s: %w", cell, cfg.mapLaunchError(err, plan.spec, plan.zone, plan.capacity))
+		if ctx.Err() != nil || !nameTaken(err) {
+			// The VM may exist even so (the answer was lost): the next
+			// List must ask Azure rather than trust the snapshot.
+			cfg.view.Uncertain()
+			return nil, fmt.Errorf("launching cell %s: %w", cell, cfg.mapLaunchError(err, plan.spec, plan.zone, plan.capacity))
+		}
+		vm, gerr := cfg.getVM(ctx, cell)
+		switch {
+		case isNotFound(gerr):
+		case gerr != nil:
+			return nil, fmt.Errorf("launching cell %s: getting its existing VM: %w", cell, mapError("VirtualMachines_Get", gerr))
+		default:
+			if resp, err, gone := p.existing(ctx, cfg, plan, vm); !gone {
+				return resp, err
+			}
+		}
+		if attempt > 0 {
+			return nil, pluginapi.NewTransient("launching cell %s: VM %s existed and is gone now (%v)", cell, cell, mapError("VirtualMachines_CreateOrUpdate", err))
+		}
 	}
-	return p.follow(ctx, cfg, plan, poller)
 }
 
 // nameTaken reports whether a PUT was refused because a VM of that name
@@ -183,9 +187,10 @@ func (p *provider) failed(ctx context.Context, cfg *config, plan *launchPlan, op
 
 // existing answers a launch whose VM Azure already has: another cluster's
 // is refused; one being created is followed with VirtualMachines_Get
-// until its provisioning ends; a failed one is deleted and its failure
-// answered; any other is the answer. gone is true when the VM no longer
-// exists (the caller creates it).
+// until its provisioning ends; a failed one is deleted, and its failure
+// answered when it was this offering's (a launch retried after a
+// restart), else the name is free for this one; any other is the answer.
+// gone is true when the VM no longer exists (the caller creates it).
 func (p *provider) existing(ctx context.Context, cfg *config, plan *launchPlan, vm azVM) (resp *pluginapi.LaunchResponse, err error, gone bool) {
 	cell := plan.cellID
 	for {
@@ -211,9 +216,12 @@ func (p *provider) existing(ctx context.Context, cfg *config, plan *launchPlan, 
 			return nil, fmt.Errorf("launching cell %s: deleting its failed VM: %w", cell, mapError("VirtualMachines_Delete", err)), false
 		}
 		cfg.view.Uncertain()
+		if vm.InstanceType != plan.spec || vm.Zone != plan.zone || vm.CapacityType != plan.capacity {
+			return nil, nil, true
+		}
 		text := fmt.Sprintf("VirtualMachines_CreateOrUpdate: the cell's VM failed: %s", vm.StateReason)
 		if slices.Contains(capacityCodes, vm.failure) {
-			return nil, fmt.Errorf("launching cell %s: %w", cell, pluginapi.NewInsufficientCapacity(cmp.Or(vm.InstanceType, plan.spec), cmp.Or(vm.Zone, plan.zone), vm.CapacityType, text)), false
+			return nil, fmt.Errorf("launching cell %s: %w", cell, pluginapi.NewInsufficientCapacity(plan.spec, plan.zone, plan.capacity, text)), false
 		}
 		return nil, pluginapi.NewTransient("launching cell %s: %s (the VM is deleted; a retry creates it again)", cell, text), false
 	}

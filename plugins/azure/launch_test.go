@@ -202,25 +202,31 @@ func TestLaunchResumesTheOperation(t *testing.T) {
 
 // A restarted plugin finds the cell's VM by the VM list: one being created
 // is followed by GET until it is provisioned; one that failed for want of
-// capacity is deleted and answered InsufficientCapacity; one that runs is
-// the answer. No PUT either way.
+// capacity is deleted and answered InsufficientCapacity when it was this
+// offering's, and replaced when the request is another offering's; one
+// that runs is the answer. No second PUT but for the replacement.
 func TestLaunchAfterRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		state    string
 		failCode string
+		size     string // the retried request's; "" the first's
 		want     func(*pluginapi.LaunchResponse, error) bool
 		gone     bool
+		puts     int
 	}{
-		{"creating", "Creating", "", func(r *pluginapi.LaunchResponse, err error) bool {
+		{"creating", "Creating", "", "", func(r *pluginapi.LaunchResponse, err error) bool {
 			return err == nil && r.Instance.State == pluginapi.StateRunning
-		}, false},
-		{"failed", "Failed", "AllocationFailed", func(_ *pluginapi.LaunchResponse, err error) bool {
+		}, false, 1},
+		{"failed", "Failed", "AllocationFailed", "", func(_ *pluginapi.LaunchResponse, err error) bool {
 			return pluginapi.IsInsufficientCapacity(err)
-		}, true},
-		{"succeeded", "Succeeded", "", func(r *pluginapi.LaunchResponse, err error) bool {
+		}, true, 1},
+		{"failed, another offering", "Failed", "AllocationFailed", "Standard_D2s_v3", func(r *pluginapi.LaunchResponse, err error) bool {
+			return err == nil && r.Instance.InstanceType == "Standard_D2s_v3"
+		}, false, 2},
+		{"succeeded", "Succeeded", "", "", func(r *pluginapi.LaunchResponse, err error) bool {
 			return err == nil && r.Instance.State == pluginapi.StateRunning
-		}, false},
+		}, false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeARM(t)
@@ -244,12 +250,16 @@ func TestLaunchAfterRestart(t *testing.T) {
 					f.set("kip-restart", func(v *fakeVM) { v.provisioning, v.power = "Succeeded", "running" })
 				}()
 			}
-			resp, err := p.Launch(t.Context(), launchRequest("kip-restart"))
+			req := launchRequest("kip-restart")
+			if tc.size != "" {
+				req.InstanceType = tc.size
+			}
+			resp, err := p.Launch(t.Context(), req)
 			if !tc.want(resp, err) {
 				t.Errorf("Launch = %+v, %v", resp, err)
 			}
-			if got := f.callCount("VirtualMachines_CreateOrUpdate"); got != 1 {
-				t.Errorf("%d PUTs; want the first process's only", got)
+			if got := f.callCount("VirtualMachines_CreateOrUpdate"); got != tc.puts {
+				t.Errorf("%d PUTs; want %d", got, tc.puts)
 			}
 			if _, ok := f.vm("kip-restart"); ok == tc.gone {
 				t.Errorf("the VM exists: %v; want %v", ok, !tc.gone)
