@@ -159,12 +159,14 @@ func mapError(op string, err error) error {
 
 // isCredentialError reports whether err is azidentity's: a token it could
 // not get (AuthenticationFailedError), or no credential of the chain
-// available (its errors are NonRetriable, which no ARM answer is).
+// available (an unexported NonRetriable error that names its credential
+// type, such as DefaultAzureCredential or ManagedIdentityCredential).
 func isCredentialError(err error) bool {
 	var afe *azidentity.AuthenticationFailedError
 	var nr interface{ NonRetriable() }
 	var re *azcore.ResponseError
-	return errors.As(err, &afe) || (errors.As(err, &nr) && !errors.As(err, &re))
+	return errors.As(err, &afe) ||
+		(errors.As(err, &nr) && !errors.As(err, &re) && strings.Contains(err.Error(), "Credential"))
 }
 
 // quotaRE finds what a quota message names: "…exceeding approved

@@ -165,7 +165,7 @@ func (p *provider) follow(ctx context.Context, cfg *config, plan *launchPlan, po
 		return nil, fmt.Errorf("launching cell %s: VM %s in resource group %s is tagged for cluster %q, not this cluster's %q; cell IDs must be unique in the resource group",
 			cell, cell, cfg.resourceGroup, c, cfg.clusterID)
 	}
-	if vm.State == pluginapi.StateUnknown || vm.State == pluginapi.StateTerminated {
+	if vm.State == pluginapi.StateUnknown {
 		vm.State = pluginapi.StatePending
 	}
 	cfg.view.Launched(vm.ID, vm)
