@@ -29,12 +29,15 @@ import (
 type fakeARM struct {
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	vms      map[string]*fakeVM // by name
-	ops      map[string]*fakeOp
-	skus     []map[string]any
-	subnets  []string // subnet resource IDs that exist
-	errs     map[string][]fakeError
+	mu      sync.Mutex
+	vms     map[string]*fakeVM // by name
+	ops     map[string]*fakeOp
+	skus    []map[string]any
+	subnets []string // subnet resource IDs that exist
+	errs    map[string][]fakeError
+	// lose is how many of the next calls of an operation are applied and
+	// their answers lost (the connection closed).
+	lose     map[string]int
 	allocErr []fakeError // the next creates' operations fail so
 	calls    map[string]int
 	bodies   map[string][]map[string]any
@@ -89,6 +92,7 @@ func newFakeARM(t testing.TB) *fakeARM {
 		ops:     map[string]*fakeOp{},
 		subnets: []string{fakeSubnetID},
 		errs:    map[string][]fakeError{},
+		lose:    map[string]int{},
 		calls:   map[string]int{},
 		bodies:  map[string][]map[string]any{},
 		headers: map[string][]http.Header{},
@@ -248,6 +252,11 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs[0])
 		return
 	}
+	if f.lose[rt.op] > 0 {
+		f.lose[rt.op]--
+		defer loseAnswer(w)
+		w = httptest.NewRecorder()
+	}
 	if m[1] != fakeSub && rt.op != "Subnets_Get" {
 		writeError(w, fakeError{status: 404, code: "SubscriptionNotFound", message: "The subscription '" + m[1] + "' could not be found."})
 		return
@@ -256,6 +265,13 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 	case "VirtualMachines_CreateOrUpdate":
 		f.put(w, r, m[3], body)
 	case "VirtualMachines_Get":
+		// A VM goes on being created whoever looks: a GET moves its
+		// create on as a poll does.
+		for _, o := range f.ops {
+			if o.vm == m[3] && !o.delete && !o.done {
+				f.step(o)
+			}
+		}
 		v := f.vms[m[3]]
 		if v == nil || m[2] != fakeRG {
 			writeError(w, notFound("Microsoft.Compute/virtualMachines/"+m[3], m[2]))
@@ -290,6 +306,15 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, 200, map[string]any{"id": r.URL.Path, "name": m[4], "properties": map[string]any{"addressPrefix": "10.1.0.0/16", "provisioningState": "Succeeded"}})
+	}
+}
+
+// loseAnswer closes the connection of an answer not written, as a network
+// that loses it does.
+func loseAnswer(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		_ = conn.Close()
 	}
 }
 
@@ -377,8 +402,7 @@ func (f *fakeARM) poll(w http.ResponseWriter, op, id string) {
 		writeError(w, fakeError{status: 404, code: "NotFound", message: "no operation " + id})
 		return
 	}
-	if o.pollsLeft > 0 && !o.done {
-		o.pollsLeft--
+	if !f.step(o) {
 		w.Header().Set("Retry-After", "0")
 		if op == "OperationResults_Get" {
 			w.WriteHeader(202)
@@ -386,19 +410,6 @@ func (f *fakeARM) poll(w http.ResponseWriter, op, id string) {
 		}
 		writeJSON(w, 200, map[string]any{"name": id, "status": "InProgress"})
 		return
-	}
-	if !o.done {
-		o.done = true
-		v := f.vms[o.vm]
-		switch {
-		case o.delete:
-			delete(f.vms, o.vm)
-		case v == nil:
-		case o.err != nil:
-			v.provisioning, v.failCode, v.failMessage = "Failed", o.err.code, o.err.message
-		default:
-			v.provisioning, v.power = "Succeeded", "running"
-		}
 	}
 	if op == "OperationResults_Get" {
 		w.WriteHeader(204)
@@ -409,6 +420,31 @@ func (f *fakeARM) poll(w http.ResponseWriter, op, id string) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"name": id, "status": "Succeeded"})
+}
+
+// step moves an operation on by one look (a poll, or a GET of its VM): it
+// stays in progress while polls are left, then ends, its end applied to
+// the VM once. It reports whether the operation has ended.
+func (f *fakeARM) step(o *fakeOp) bool {
+	if o.done {
+		return true
+	}
+	if o.pollsLeft > 0 {
+		o.pollsLeft--
+		return false
+	}
+	o.done = true
+	v := f.vms[o.vm]
+	switch {
+	case o.delete:
+		delete(f.vms, o.vm)
+	case v == nil:
+	case o.err != nil:
+		v.provisioning, v.failCode, v.failMessage = "Failed", o.err.code, o.err.message
+	default:
+		v.provisioning, v.power = "Succeeded", "running"
+	}
+	return true
 }
 
 // vmJSON is a VM as ARM answers it: the PUT's body with the fields ARM

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -310,5 +311,45 @@ func TestLaunchRefusesBadCellIDs(t *testing.T) {
 	}
 	if got := f.callCount("VirtualMachines_CreateOrUpdate"); got != 0 {
 		t.Errorf("%d PUTs; want none", got)
+	}
+}
+
+// A PUT that Azure applied but whose answer was lost is not a second VM:
+// with the SDK's retries, the retried PUT (If-None-Match: *) answers 412
+// and the plugin follows the VM it made; without them, Launch answers
+// Transient, and the host's retry finds the VM in the (refreshed) view and
+// follows it by GET. One VM either way.
+func TestLaunchLostAnswer(t *testing.T) {
+	for _, sdkRetries := range []bool{true, false} {
+		f := newFakeARM(t)
+		f.polls = 2
+		p := configured(t, f, testConfig(f), func(p *provider) {
+			if sdkRetries {
+				p.retry = policy.RetryOptions{RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}
+			}
+		})
+		f.mu.Lock()
+		f.lose["VirtualMachines_CreateOrUpdate"] = 1
+		f.mu.Unlock()
+		resp, err := p.Launch(t.Context(), launchRequest("kip-lost"))
+		if !sdkRetries {
+			if !pluginapi.IsTransient(err) {
+				t.Fatalf("without SDK retries, the lost answer's Launch: %v; want Transient", err)
+			}
+			resp, err = p.Launch(t.Context(), launchRequest("kip-lost"))
+		}
+		if err != nil || resp.Instance.ID != "kip-lost" {
+			t.Fatalf("SDK retries %v: Launch = %+v, %v", sdkRetries, resp, err)
+		}
+		if v, _ := f.vm("kip-lost"); v.provisioning != "Succeeded" {
+			t.Errorf("SDK retries %v: the VM is %s; want Succeeded", sdkRetries, v.provisioning)
+		}
+		wantPUTs := 1
+		if sdkRetries {
+			wantPUTs = 2 // the lost one, and the retry that found the VM
+		}
+		if got := f.callCount("VirtualMachines_CreateOrUpdate"); got != wantPUTs {
+			t.Errorf("SDK retries %v: %d PUTs; want %d", sdkRetries, got, wantPUTs)
+		}
 	}
 }
