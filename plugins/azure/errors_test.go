@@ -58,6 +58,8 @@ func TestLaunchErrorKinds(t *testing.T) {
 			want: want{kind: "unsupported", field: pluginapi.FieldVolumeSizeGiB}},
 		{name: "BadRequest VM size", sync: &fakeError{status: 400, code: "BadRequest", message: "The value Standard_B2s provided for the VM size is not valid. hardwareProfile.vmSize"},
 			want: want{kind: "capacity", capacity: pluginapi.CapacityOnDemand}},
+		{name: "ResourceNotFound of the subnet", sync: &fakeError{status: 404, code: "ResourceNotFound", message: "The Resource 'Microsoft.Network/virtualNetworks/kip-vnet/subnets/cells' under resource group 'kip-net' was not found."},
+			want: want{kind: "config", key: "subnetID"}},
 		{name: "ResourceNotFound of the group", sync: &fakeError{status: 404, code: "ResourceGroupNotFound", message: "Resource group 'kip-cells' could not be found."},
 			want: want{kind: "notfound"}},
 		{name: "Conflict of a VM being deleted", repeat: true, sync: &fakeError{status: 409, code: "Conflict", message: "The operation conflicts with another operation on the VM."},
