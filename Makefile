@@ -25,6 +25,7 @@ LDFLAGS_KIP := -X github.com/kipcell/kip/host/cli.Version=$(VERSION)
 LDFLAGS_LOCAL := -X github.com/kipcell/kip/plugins/local.Version=$(VERSION)
 LDFLAGS_AWS := -X github.com/kipcell/kip/plugins/aws.Version=$(VERSION)
 LDFLAGS_GCE := -X github.com/kipcell/kip/plugins/gce.Version=$(VERSION)
+LDFLAGS_AZURE := -X github.com/kipcell/kip/plugins/azure.Version=$(VERSION)
 STATE_HOME := $(or $(XDG_STATE_HOME),$(HOME)/.local/state)
 # The local control plane's state (PKI, etcd data, logs, kubeconfigs).
 CLUSTER_STATE ?= $(STATE_HOME)/kip/cluster
@@ -52,12 +53,13 @@ deps: ## Install the Debian packages the project needs (only those missing).
 	@hack/install-deps.sh
 
 .PHONY: build
-build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-plugin-aws, kip-plugin-gce, kip-cluster).
+build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-plugin-aws, kip-plugin-gce, kip-plugin-azure, kip-cluster).
 	@mkdir -p $(BIN)
 	go build -ldflags '$(LDFLAGS_KIP)' -o $(BIN)/kip ./cmd/kip
 	go build -ldflags '$(LDFLAGS_LOCAL)' -o $(BIN)/kip-plugin-local ./plugins/local/cmd/kip-plugin-local
 	go build -ldflags '$(LDFLAGS_AWS)' -o $(BIN)/kip-plugin-aws ./plugins/aws/cmd/kip-plugin-aws
 	cd plugins/gce && GOWORK=off go build -ldflags '$(LDFLAGS_GCE)' -o $(BIN)/kip-plugin-gce ./cmd/kip-plugin-gce
+	go build -ldflags '$(LDFLAGS_AZURE)' -o $(BIN)/kip-plugin-azure ./plugins/azure/cmd/kip-plugin-azure
 	go build -ldflags '-X main.version=$(VERSION)' -o $(BIN)/kip-cell ./cmd/kip-cell
 	go build -o $(BIN)/kip-cluster ./test/cmd/kip-cluster
 	go build -o $(BIN)/kip-demo ./test/cmd/kip-demo
@@ -72,6 +74,7 @@ dist: ## Build kip, kip-cell and the plugins for linux/amd64 and linux/arm64 (st
 	  build kip-plugin-local '$(LDFLAGS_LOCAL)' ./plugins/local/cmd/kip-plugin-local; \
 	  build kip-plugin-aws '$(LDFLAGS_AWS)' ./plugins/aws/cmd/kip-plugin-aws; \
 	  (cd plugins/gce && GOWORK=off build kip-plugin-gce '$(LDFLAGS_GCE)' ./cmd/kip-plugin-gce); \
+	  build kip-plugin-azure '$(LDFLAGS_AZURE)' ./plugins/azure/cmd/kip-plugin-azure; \
 	done
 	@cd $(DIST) && sha256sum -- kip* > SHA256SUMS && echo "== $(DIST)/SHA256SUMS ($(VERSION))" && cat SHA256SUMS
 
