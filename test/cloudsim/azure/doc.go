@@ -1,0 +1,2 @@
+// Package azuresim is a wire-level Azure Resource Manager simulator.
+package azuresim
