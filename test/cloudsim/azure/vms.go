@@ -198,10 +198,10 @@ type spec struct {
 			Configs    []nicConfigSpec  `json:"networkInterfaceConfigurations"`
 			NICs       []map[string]any `json:"networkInterfaces"`
 		} `json:"networkProfile"`
-		Priority       string `json:"priority"`
-		EvictionPolicy string `json:"evictionPolicy"`
+		Priority       string       `json:"priority"`
+		EvictionPolicy string       `json:"evictionPolicy"`
 		Billing        *billingSpec `json:"billingProfile"`
-		UserData string `json:"userData"`
+		UserData       string       `json:"userData"`
 	} `json:"properties"`
 }
 
