@@ -484,7 +484,8 @@ func (s *Server) putVM(q request) (*answer, error) {
 	}
 	v := s.create(q, body, sp, size, zone, nc, old, now)
 	op := s.newOperation("create", v, now)
-	return &answer{status: createdStatus(old), header: s.lroHeader(q.r, op, false), body: s.vmJSON(v, now, false, false)}, nil
+	// ARM answers a create with the VM Creating, whatever follows.
+	return &answer{status: createdStatus(old), header: s.lroHeader(q.r, op, false), body: withState(s.vmJSON(v, now, false, false), StateCreating)}, nil
 }
 
 // createdStatus is 201 for a new VM, 200 for one created again.
@@ -507,7 +508,13 @@ func (s *Server) updateVM(q request, v *vm, sp *spec, size Size, zone string, no
 	}
 	v.tags = maps.Clone(sp.Tags)
 	op := s.newOperation("update", v, now)
-	return &answer{status: http.StatusOK, header: s.lroHeader(q.r, op, false), body: s.vmJSON(v, now, false, false)}, nil
+	return &answer{status: http.StatusOK, header: s.lroHeader(q.r, op, false), body: withState(s.vmJSON(v, now, false, false), "Updating")}, nil
+}
+
+// withState sets the provisioningState of a VM's JSON.
+func withState(vm map[string]any, state string) map[string]any {
+	vm["properties"].(map[string]any)["provisioningState"] = state
+	return vm
 }
 
 // create records a new VM (replacing a Failed one), its NIC, and starts
