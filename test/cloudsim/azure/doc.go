@@ -39,7 +39,7 @@
 //	VirtualMachines_CreateOrUpdate PUT    resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{vm}
 //	VirtualMachines_Get            GET    …/virtualMachines/{vm}?$expand=instanceView|userData
 //	VirtualMachines_InstanceView   GET    …/virtualMachines/{vm}/instanceView
-//	VirtualMachines_Delete         DELETE …/virtualMachines/{vm}?forceDeletion=
+//	VirtualMachines_Delete         DELETE …/virtualMachines/{vm}  (forceDeletion= accepted, ignored)
 //	VirtualMachines_List           GET    resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines?$expand=instanceView&$skiptoken=
 //	VirtualMachines_ListAll        GET    providers/Microsoft.Compute/virtualMachines?statusOnly=true&$expand=instanceView&$skiptoken=
 //	Operations_Get                 GET    providers/Microsoft.Compute/locations/{loc}/operations/{id}        (Azure-AsyncOperation)

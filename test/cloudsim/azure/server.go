@@ -397,69 +397,68 @@ func pathSubscription(path string) string {
 	return p[1]
 }
 
+// routes are the paths served: their method, ARM's operation ID, the
+// handler, and the path's segments, matched case-insensitively, where
+// {sub} is the subscription, {rg} the resource group, {name} the
+// resource's name and {sub2} a second name (a subnet's, an operation's
+// location).
+var routes = []struct {
+	method, op, path string
+	handle           func(*Server, request) (*answer, error)
+}{
+	{http.MethodGet, "VirtualMachines_ListAll", "subscriptions/{sub}/providers/Microsoft.Compute/virtualMachines", (*Server).listAllVMs},
+	{http.MethodGet, "ResourceSkus_List", "subscriptions/{sub}/providers/Microsoft.Compute/skus", (*Server).listSkus},
+	{http.MethodGet, "Operations_Get", "subscriptions/{sub}/providers/Microsoft.Compute/locations/{sub2}/operations/{name}", (*Server).getOperation},
+	{http.MethodGet, "OperationResults_Get", "subscriptions/{sub}/providers/Microsoft.Compute/locations/{sub2}/operationResults/{name}", (*Server).getOperationResult},
+	{http.MethodGet, "VirtualMachines_List", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines", (*Server).listVMs},
+	{http.MethodGet, "VirtualMachines_Get", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}", (*Server).getVM},
+	{http.MethodPut, "VirtualMachines_CreateOrUpdate", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}", (*Server).putVM},
+	{http.MethodDelete, "VirtualMachines_Delete", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}", (*Server).deleteVM},
+	{http.MethodGet, "VirtualMachines_InstanceView", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}/instanceView", (*Server).getInstanceView},
+	{http.MethodGet, "NetworkInterfaces_List", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces", (*Server).listNICs},
+	{http.MethodGet, "NetworkInterfaces_Get", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}", (*Server).getNIC},
+	{http.MethodGet, "Subnets_Get", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/virtualNetworks/{name}/subnets/{sub2}", (*Server).getSubnet},
+	{http.MethodGet, "NetworkSecurityGroups_Get", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkSecurityGroups/{name}", (*Server).getSecurityGroup},
+}
+
 // route maps a request to ARM's operation and its handler, or false.
-// Path segments are case-insensitive, as ARM's.
 func route(r *http.Request) (routed, request, bool) {
 	p := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	q := request{r: r}
-	is := func(i int, want string) bool { return i < len(p) && strings.EqualFold(p[i], want) }
-	if len(p) < 4 || !is(0, "subscriptions") || !is(2, "providers") && !is(2, "resourceGroups") {
-		return routed{}, q, false
+	for _, rt := range routes {
+		if rt.method != r.Method {
+			continue
+		}
+		if q, ok := match(strings.Split(rt.path, "/"), p); ok {
+			q.r = r
+			return routed{rt.op, rt.handle}, q, true
+		}
 	}
-	get, put, del := r.Method == http.MethodGet, r.Method == http.MethodPut, r.Method == http.MethodDelete
-	if is(2, "providers") {
-		// /subscriptions/{sub}/providers/{namespace}/…
-		switch {
-		case len(p) == 5 && is(3, "Microsoft.Compute") && is(4, "virtualMachines") && get:
-			return routed{"VirtualMachines_ListAll", (*Server).listAllVMs}, q, true
-		case len(p) == 5 && is(3, "Microsoft.Compute") && is(4, "skus") && get:
-			return routed{"ResourceSkus_List", (*Server).listSkus}, q, true
-		case len(p) == 8 && is(3, "Microsoft.Compute") && is(4, "locations") && get:
-			q.sub, q.name = p[5], p[7]
-			switch {
-			case is(6, "operations"):
-				return routed{"Operations_Get", (*Server).getOperation}, q, true
-			case is(6, "operationResults"):
-				return routed{"OperationResults_Get", (*Server).getOperationResult}, q, true
+	return routed{}, request{r: r}, false
+}
+
+// match matches a path's segments against a route's, filling in the
+// request's variables.
+func match(pattern, p []string) (request, bool) {
+	var q request
+	if len(pattern) != len(p) {
+		return q, false
+	}
+	for i, seg := range pattern {
+		switch seg {
+		case "{sub}":
+		case "{rg}":
+			q.rg = p[i]
+		case "{name}":
+			q.name = p[i]
+		case "{sub2}":
+			q.sub = p[i]
+		default:
+			if !strings.EqualFold(seg, p[i]) {
+				return q, false
 			}
 		}
-		return routed{}, q, false
 	}
-	// /subscriptions/{sub}/resourceGroups/{rg}/providers/{namespace}/{type}[/{name}[/…]]
-	if len(p) < 6 || !is(4, "providers") {
-		return routed{}, q, false
-	}
-	q.rg = p[3]
-	compute, network := is(5, "Microsoft.Compute"), is(5, "Microsoft.Network")
-	switch {
-	case compute && is(6, "virtualMachines") && len(p) == 7 && get:
-		return routed{"VirtualMachines_List", (*Server).listVMs}, q, true
-	case compute && is(6, "virtualMachines") && len(p) == 8:
-		q.name = p[7]
-		switch {
-		case get:
-			return routed{"VirtualMachines_Get", (*Server).getVM}, q, true
-		case put:
-			return routed{"VirtualMachines_CreateOrUpdate", (*Server).putVM}, q, true
-		case del:
-			return routed{"VirtualMachines_Delete", (*Server).deleteVM}, q, true
-		}
-	case compute && is(6, "virtualMachines") && len(p) == 9 && is(8, "instanceView") && get:
-		q.name = p[7]
-		return routed{"VirtualMachines_InstanceView", (*Server).getInstanceView}, q, true
-	case network && is(6, "networkInterfaces") && len(p) == 7 && get:
-		return routed{"NetworkInterfaces_List", (*Server).listNICs}, q, true
-	case network && is(6, "networkInterfaces") && len(p) == 8 && get:
-		q.name = p[7]
-		return routed{"NetworkInterfaces_Get", (*Server).getNIC}, q, true
-	case network && is(6, "virtualNetworks") && len(p) == 10 && is(8, "subnets") && get:
-		q.name, q.sub = p[7], p[9]
-		return routed{"Subnets_Get", (*Server).getSubnet}, q, true
-	case network && is(6, "networkSecurityGroups") && len(p) == 8 && get:
-		q.name = p[7]
-		return routed{"NetworkSecurityGroups_Get", (*Server).getSecurityGroup}, q, true
-	}
-	return routed{}, q, false
+	return q, true
 }
 
 // resourceID is the ARM ID of a resource of typ (Microsoft.Compute/virtualMachines)

@@ -265,3 +265,12 @@ func str(p *string) string {
 	}
 	return *p
 }
+
+// pollOnce polls once and reports whether the operation is done.
+func pollOnce[T any](ctx context.Context, p *runtime.Poller[T]) (bool, error) {
+	resp, err := p.Poll(ctx)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	return p.Done(), err
+}

@@ -187,8 +187,8 @@ func TestTimeKnobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the cell stopped", func() bool { return cells.Stops("kip-slow") == 1 })
-	if _, err := dp.Poll(ctx); err != nil || dp.Done() {
-		t.Fatalf("delete before the shutdown delay: done %v, %v", dp.Done(), err)
+	if done, err := pollOnce(ctx, dp); err != nil || done {
+		t.Fatalf("delete before the shutdown delay: done %v, %v", done, err)
 	}
 	clock.Advance(5 * time.Second)
 	if _, err := dp.PollUntilDone(ctx, pollEvery); err != nil {

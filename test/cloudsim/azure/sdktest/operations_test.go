@@ -34,8 +34,8 @@ func TestResumeToken(t *testing.T) {
 	if err != nil {
 		t.Fatalf("resuming the create: %v", err)
 	}
-	if _, err := resumed.Poll(ctx); err != nil || resumed.Done() {
-		t.Fatalf("resumed poller before the boot: done %v, %v", resumed.Done(), err)
+	if done, err := pollOnce(ctx, resumed); err != nil || done {
+		t.Fatalf("resumed poller before the boot: done %v, %v", done, err)
 	}
 	clock.Advance(time.Minute)
 	r, err := resumed.PollUntilDone(ctx, pollEvery)
@@ -88,8 +88,8 @@ func TestAllocationFailure(t *testing.T) {
 			if err != nil {
 				t.Fatalf("PUT: %v; an allocation failure is not a refusal of the PUT", err)
 			}
-			if _, err := p.Poll(ctx); err != nil || p.Done() {
-				t.Fatalf("poll before the allocation: done %v, %v", p.Done(), err)
+			if done, err := pollOnce(ctx, p); err != nil || done {
+				t.Fatalf("poll before the allocation: done %v, %v", done, err)
 			}
 			clock.Advance(5 * time.Second)
 			_, err = p.PollUntilDone(ctx, pollEvery)

@@ -31,8 +31,8 @@ func TestVMLifecycle(t *testing.T) {
 		t.Fatal("the create's poller is done at once; want it to follow the operation")
 	}
 	assertState(t, c, s.name, "Creating", []string{"ProvisioningState/creating"})
-	if _, err := p.Poll(ctx); err != nil || p.Done() {
-		t.Fatalf("poll before the boot: done %v, %v; want InProgress", p.Done(), err)
+	if done, err := pollOnce(ctx, p); err != nil || done {
+		t.Fatalf("poll before the boot: done %v, %v; want InProgress", done, err)
 	}
 	clock.Advance(15 * time.Second) // allocated, booting
 	assertState(t, c, s.name, "Creating", []string{"ProvisioningState/creating", "PowerState/starting"})
@@ -85,17 +85,7 @@ func TestVMLifecycle(t *testing.T) {
 		t.Errorf("instanceView: %+v, %v", iv.VirtualMachineInstanceView, err)
 	}
 
-	// The NIC has the cell's address and names the VM.
-	nic, err := c.nics.Get(ctx, rg, s.name+"-nic", nil)
-	if err != nil {
-		t.Fatalf("getting the NIC: %v", err)
-	}
-	ip := nic.Properties.IPConfigurations[0].Properties
-	if str(ip.PrivateIPAddress) != in.Address || in.Address == "" || str(ip.Subnet.ID) != subnetID ||
-		str(nic.Properties.VirtualMachine.ID) != str(vm.ID) || str(nic.Properties.NetworkSecurityGroup.ID) != nsgID {
-		t.Errorf("NIC: ip %s subnet %s vm %s nsg %s; want %s, the subnet, the VM, the NSG",
-			str(ip.PrivateIPAddress), str(ip.Subnet.ID), str(nic.Properties.VirtualMachine.ID), str(nic.Properties.NetworkSecurityGroup.ID), in.Address)
-	}
+	checkNIC(t, c, s.name, in.Address, str(vm.ID))
 
 	// Delete: 202, Deleting for the shutdown delay, then gone with its NIC.
 	dp, err := c.vms.BeginDelete(ctx, rg, s.name, nil)
@@ -103,8 +93,8 @@ func TestVMLifecycle(t *testing.T) {
 		t.Fatalf("BeginDelete: %v", err)
 	}
 	assertState(t, c, s.name, "Deleting", []string{"ProvisioningState/deleting", "PowerState/stopped"})
-	if _, err := dp.Poll(ctx); err != nil || dp.Done() {
-		t.Fatalf("poll of the delete before the shutdown: done %v, %v", dp.Done(), err)
+	if done, err := pollOnce(ctx, dp); err != nil || done {
+		t.Fatalf("poll of the delete before the shutdown: done %v, %v", done, err)
 	}
 	clock.Advance(20 * time.Second)
 	if _, err := dp.PollUntilDone(ctx, pollEvery); err != nil {
@@ -148,4 +138,22 @@ func assertState(t *testing.T, c clients, name, state string, codes []string) {
 	if gotState != state || !cmp.Equal(gotCodes, codes) {
 		t.Errorf("%s: %s %v; want %s %v", name, gotState, gotCodes, state, codes)
 	}
+}
+
+// checkNIC checks that the VM's NIC has its address and names it, its
+// subnet and security group.
+func checkNIC(t *testing.T, c clients, name, address, vmID string) {
+	t.Helper()
+	ctx := t.Context()
+	nic, err := c.nics.Get(ctx, rg, name+"-nic", nil)
+	if err != nil {
+		t.Fatalf("getting the NIC: %v", err)
+	}
+	ip := nic.Properties.IPConfigurations[0].Properties
+	if str(ip.PrivateIPAddress) != address || address == "" || str(ip.Subnet.ID) != subnetID ||
+		str(nic.Properties.VirtualMachine.ID) != vmID || str(nic.Properties.NetworkSecurityGroup.ID) != nsgID {
+		t.Errorf("NIC: ip %s subnet %s vm %s nsg %s; want %s, the subnet, the VM, the NSG",
+			str(ip.PrivateIPAddress), str(ip.Subnet.ID), str(nic.Properties.VirtualMachine.ID), str(nic.Properties.NetworkSecurityGroup.ID), address)
+	}
+
 }
