@@ -100,63 +100,55 @@ func (s *Server) retryAfter() string {
 	return strconv.Itoa(int(s.opts.RetryAfter.Round(time.Second) / time.Second))
 }
 
-// findOperation returns the operation q names, or 404. The caller holds
-// s.mu.
-func (s *Server) findOperation(q request, now time.Time) (*operation, error) {
+// readOperation answers with render of the operation q names, settled
+// now, or 404.
+func (s *Server) readOperation(q request, render func(*operation) (*answer, error)) (*answer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	op := s.operations[strings.ToLower(q.name)]
 	if op == nil || !strings.EqualFold(q.sub, s.opts.Location) {
 		return nil, &armError{Status: http.StatusNotFound, Code: CodeResourceNotFound,
 			Message: fmt.Sprintf("The operation '%s' in location '%s' was not found.", q.name, q.sub)}
 	}
-	op.settle(now)
-	return op, nil
+	op.settle(s.now())
+	return render(op)
 }
 
 // getOperation answers Operations_Get, the Azure-AsyncOperation URL:
 // {"status":"InProgress"}, then Succeeded, or Failed or Canceled with
 // ARM's error object.
 func (s *Server) getOperation(q request) (*answer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	op, err := s.findOperation(q, now)
-	if err != nil {
-		return nil, err
-	}
-	body := map[string]any{"name": op.id, "startTime": formatTime(op.startedAt), "status": OperationInProgress}
-	a := &answer{status: http.StatusOK, header: http.Header{}, body: body}
-	if op.final == "" {
-		a.header.Set("Retry-After", s.retryAfter())
+	return s.readOperation(q, func(op *operation) (*answer, error) {
+		body := map[string]any{"name": op.id, "startTime": formatTime(op.startedAt), "status": OperationInProgress}
+		a := &answer{status: http.StatusOK, header: http.Header{}, body: body}
+		if op.final == "" {
+			a.header.Set("Retry-After", s.retryAfter())
+			return a, nil
+		}
+		body["status"], body["endTime"] = op.final, formatTime(op.endedAt)
+		if op.err != nil {
+			body["error"] = op.err.detail()
+		}
 		return a, nil
-	}
-	body["status"], body["endTime"] = op.final, formatTime(op.endedAt)
-	if op.err != nil {
-		body["error"] = op.err.detail()
-	}
-	return a, nil
+	})
 }
 
 // getOperationResult answers OperationResults_Get, the Location URL: 202
 // with Location and Retry-After while the operation runs, 204 once it
 // succeeded, and its error once it failed.
 func (s *Server) getOperationResult(q request) (*answer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	op, err := s.findOperation(q, now)
-	if err != nil {
-		return nil, err
-	}
-	switch op.final {
-	case "":
-		h := http.Header{}
-		h.Set("Location", s.operationURL(q.r, "operationResults", op.id))
-		h.Set("Retry-After", s.retryAfter())
-		return &answer{status: http.StatusAccepted, header: h}, nil
-	case OperationSucceeded:
-		return &answer{status: http.StatusNoContent}, nil
-	}
-	e := *op.err
-	e.Status = http.StatusConflict
-	return nil, &e
+	return s.readOperation(q, func(op *operation) (*answer, error) {
+		switch op.final {
+		case "":
+			h := http.Header{}
+			h.Set("Location", s.operationURL(q.r, "operationResults", op.id))
+			h.Set("Retry-After", s.retryAfter())
+			return &answer{status: http.StatusAccepted, header: h}, nil
+		case OperationSucceeded:
+			return &answer{status: http.StatusNoContent}, nil
+		}
+		e := *op.err
+		e.Status = http.StatusConflict
+		return nil, &e
+	})
 }

@@ -569,18 +569,18 @@ func (s *Server) getVM(q request) (*answer, error) {
 	if expand != "" && expand != "instanceview" && expand != "userdata" {
 		return nil, invalidParameter("$expand", fmt.Sprintf("The value '%s' of parameter '$expand' is invalid: instanceView or userData.", expand))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	v := s.live(q.rg, q.name, now)
-	if v == nil {
-		return nil, notFound("Microsoft.Compute/virtualMachines", q.rg, q.name)
-	}
-	return answerOK(s.vmJSON(v, now, expand == "instanceview", expand == "userdata")), nil
+	return s.readVM(q, func(v *vm, now time.Time) any {
+		return s.vmJSON(v, now, expand == "instanceview", expand == "userdata")
+	})
 }
 
 // getInstanceView answers VirtualMachines_InstanceView.
 func (s *Server) getInstanceView(q request) (*answer, error) {
+	return s.readVM(q, s.instanceView)
+}
+
+// readVM answers with render of the VM q names, or 404.
+func (s *Server) readVM(q request, render func(*vm, time.Time) any) (*answer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -588,7 +588,7 @@ func (s *Server) getInstanceView(q request) (*answer, error) {
 	if v == nil {
 		return nil, notFound("Microsoft.Compute/virtualMachines", q.rg, q.name)
 	}
-	return answerOK(s.instanceView(v, now)), nil
+	return answerOK(render(v, now)), nil
 }
 
 // deleteVM answers VirtualMachines_Delete: 202 with Location and
@@ -696,7 +696,7 @@ func (s *Server) vmJSON(v *vm, now time.Time, withView, withUserData bool) map[s
 
 // instanceView is a VM's instance view: its provisioning and power
 // states as statuses, as ARM writes them.
-func (s *Server) instanceView(v *vm, now time.Time) map[string]any {
+func (s *Server) instanceView(v *vm, now time.Time) any {
 	state := v.provisioningState(now)
 	status := map[string]any{"code": "ProvisioningState/" + strings.ToLower(state), "level": "Info", "displayStatus": state}
 	switch state {
