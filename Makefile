@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 # The Go modules of the workspace (go.work lists the same).
-MODULES := . pluginapi plugins/local plugins/aws plugins/azure
+MODULES := . pluginapi plugins/local plugins/aws plugins/azure test/cloudsim/azure/sdktest
 # The repository's modules outside go.work, built, vetted, linted and tested
 # with GOWORK=off as a third party's plugin module is: the GCE SDK's build
 # list (gRPC, genproto, OpenTelemetry) would raise the root module's
