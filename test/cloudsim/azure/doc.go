@@ -202,8 +202,9 @@
 // own (a VM's networkProfile.networkInterfaces references are 400); only
 // the primary NIC configuration of a VM is created; disks are not served.
 // Resizing a VM, start, stop, deallocate and restart calls, Spot
-// priority SpotPlus, scale sets, availability sets, If-Match and
-// If-None-Match, scheduled events (IMDS) and the activity log are not
+// priority SpotPlus, scale sets, availability sets, If-Match (If-None-Match
+// is: a PUT with If-None-Match: * of a VM that exists, in any state, is
+// 412 PreconditionFailed), scheduled events (IMDS) and the activity log are not
 // modelled; an evicted VM's cell simply stops. Operations never expire.
 //
 // This package is test support: it imports the standard library and what

@@ -20,6 +20,7 @@ const (
 	CodeSkuNotAvailable                  = "SkuNotAvailable"
 	CodeOperationNotAllowed              = "OperationNotAllowed"
 	CodeConflict                         = "Conflict"
+	CodePreconditionFailed               = "PreconditionFailed"
 	CodeResourceNotFound                 = "ResourceNotFound"
 	CodeInvalidParameter                 = "InvalidParameter"
 	CodeTooManyRequests                  = "TooManyRequests"

@@ -465,6 +465,12 @@ func (s *Server) putVM(q request) (*answer, error) {
 	defer s.mu.Unlock()
 	now := s.now()
 	old := s.live(q.rg, q.name, now)
+	if old != nil && q.r.Header.Get("If-None-Match") == "*" {
+		// A create-only PUT: ARM refuses it for a VM that exists, in any
+		// state.
+		return nil, &armError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
+			Message: "The condition specified using HTTP conditional header(s) is not met."}
+	}
 	if old != nil {
 		switch old.provisioningState(now) {
 		case StateCreating:

@@ -230,9 +230,18 @@ func TestConflicts(t *testing.T) {
 	if _, err := begin(ctx, c, s); !isCode(err, http.StatusConflict, "Conflict") {
 		t.Errorf("PUT while creating: %v; want 409 Conflict", err)
 	}
+	// A create-only PUT (If-None-Match: *) of a VM that exists, in any
+	// state, is 412.
+	createOnly := &armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{IfNoneMatch: to.Ptr("*")}
+	if _, err := c.vms.BeginCreateOrUpdate(ctx, rg, s.name, vmBody(s), createOnly); !isCode(err, http.StatusPreconditionFailed, "PreconditionFailed") {
+		t.Errorf("create-only PUT while creating: %v; want 412 PreconditionFailed", err)
+	}
 	clock.Advance(time.Minute)
 	if _, err := p.PollUntilDone(ctx, pollEvery); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := c.vms.BeginCreateOrUpdate(ctx, rg, s.name, vmBody(s), createOnly); !isCode(err, http.StatusPreconditionFailed, "PreconditionFailed") {
+		t.Errorf("create-only PUT of a VM that runs: %v; want 412 PreconditionFailed", err)
 	}
 	s.tags["kip-node"] = "n1"
 	if r, err := create(ctx, c, s); err != nil || str(r.Tags["kip-node"]) != "n1" {
