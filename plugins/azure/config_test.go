@@ -128,8 +128,9 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-// Configure checks the subnet with Azure and names subnetID when it is
-// missing; an empty ClusterID names clusterID; without sshPublicKey the
+// Configure checks the subnet and the network security group with Azure
+// and names subnetID or networkSecurityGroupID when it is missing; an
+// empty ClusterID names clusterID; without sshPublicKey the
 // cells get a generated RSA key.
 func TestConfigure(t *testing.T) {
 	f := newFakeARM(t)
@@ -138,6 +139,10 @@ func TestConfigure(t *testing.T) {
 	_, err := p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: testCluster, Config: mustJSON(t, with(testConfig(f), "subnetID", fakeSubnetID+"x"))})
 	if !errors.As(err, &ic) || ic.Key != "subnetID" {
 		t.Errorf("a missing subnet: %v; want InvalidConfig naming subnetID", err)
+	}
+	_, err = p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: testCluster, Config: mustJSON(t, with(testConfig(f), "networkSecurityGroupID", fakeNSGID+"x"))})
+	if !errors.As(err, &ic) || ic.Key != "networkSecurityGroupID" {
+		t.Errorf("a missing network security group: %v; want InvalidConfig naming networkSecurityGroupID", err)
 	}
 	if _, err = p.Configure(t.Context(), &pluginapi.ConfigureRequest{Config: mustJSON(t, testConfig(f))}); !errors.As(err, &ic) || ic.Key != "clusterID" {
 		t.Errorf("no cluster ID: %v; want InvalidConfig naming clusterID", err)

@@ -9,7 +9,7 @@
 //	              and the ARM clients on one set of pipeline options
 //	config.go     the configuration: strict decoding, validation, defaults
 //	schema.go     the same configuration as a JSON Schema (GetInfo)
-//	resolve.go    what Configure asks Azure: the subnet exists
+//	resolve.go    what Configure asks Azure: the subnet and the NSG exist
 //	ratelimit.go  client-side token buckets (pluginapi/ratelimit) as an azcore
 //	              per-retry policy, in front of every request, retries and
 //	              operation polls included

@@ -34,6 +34,7 @@ type fakeARM struct {
 	ops     map[string]*fakeOp
 	skus    []map[string]any
 	subnets []string // subnet resource IDs that exist
+	nsgs    []string // network security group resource IDs that exist
 	errs    map[string][]fakeError
 	// lose is how many of the next calls of an operation are applied and
 	// their answers lost (the connection closed).
@@ -80,9 +81,11 @@ const (
 	fakeRG       = "kip-cells"
 	fakeLocation = "eastus"
 	fakeSubnetID = "/subscriptions/" + fakeSub + "/resourceGroups/kip-net/providers/Microsoft.Network/virtualNetworks/kip-vnet/subnets/cells"
+	fakeNSGID    = "/subscriptions/" + fakeSub + "/resourceGroups/kip-net/providers/Microsoft.Network/networkSecurityGroups/cells"
 )
 
-// newFakeARM starts a fake with the subnet fakeSubnetID, and a few VM sizes
+// newFakeARM starts a fake with the subnet fakeSubnetID, the network
+// security group fakeNSGID, and a few VM sizes
 // in eastus: Standard_B2s and Standard_D2s_v3 in zones 1 to 3,
 // Standard_D4s_v3 restricted in zone 3, Standard_E2s_v3 not available to
 // the subscription.
@@ -91,6 +94,7 @@ func newFakeARM(t testing.TB) *fakeARM {
 		vms:     map[string]*fakeVM{},
 		ops:     map[string]*fakeOp{},
 		subnets: []string{fakeSubnetID},
+		nsgs:    []string{fakeNSGID},
 		errs:    map[string][]fakeError{},
 		lose:    map[string]int{},
 		calls:   map[string]int{},
@@ -213,6 +217,7 @@ var routes = []route{
 	{"ResourceSkus_List", "GET", regexp.MustCompile(subPath + `/providers/Microsoft\.Compute/skus$`)},
 	{"NetworkInterfaces_List", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Network/networkInterfaces$`)},
 	{"Subnets_Get", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Network/virtualNetworks/([^/]+)/subnets/([^/]+)$`)},
+	{"NetworkSecurityGroups_Get", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Network/networkSecurityGroups/([^/]+)$`)},
 }
 
 func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
@@ -306,6 +311,12 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, 200, map[string]any{"id": r.URL.Path, "name": m[4], "properties": map[string]any{"addressPrefix": "10.1.0.0/16", "provisioningState": "Succeeded"}})
+	case "NetworkSecurityGroups_Get":
+		if !slices.Contains(f.nsgs, r.URL.Path) {
+			writeError(w, notFound("Microsoft.Network/networkSecurityGroups/"+m[3], m[2]))
+			return
+		}
+		writeJSON(w, 200, map[string]any{"id": r.URL.Path, "name": m[3], "properties": map[string]any{"provisioningState": "Succeeded"}})
 	}
 }
 

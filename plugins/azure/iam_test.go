@@ -31,13 +31,14 @@ var actions = map[string][]string{
 		"Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
 		"Microsoft.Compute/galleries/images/versions/read", "Microsoft.Compute/images/read",
 	},
-	"VirtualMachines_Get":    {"Microsoft.Compute/virtualMachines/read", "Microsoft.Compute/virtualMachines/instanceView/read"},
-	"VirtualMachines_List":   {"Microsoft.Compute/virtualMachines/read", "Microsoft.Compute/virtualMachines/instanceView/read"},
-	"VirtualMachines_Delete": {"Microsoft.Compute/virtualMachines/delete", "Microsoft.Compute/disks/delete", "Microsoft.Network/networkInterfaces/delete"},
-	"Operations_Get":         {"Microsoft.Compute/locations/operations/read"},
-	"ResourceSkus_List":      {"Microsoft.Compute/skus/read"},
-	"NetworkInterfaces_List": {"Microsoft.Network/networkInterfaces/read"},
-	"Subnets_Get":            {"Microsoft.Network/virtualNetworks/subnets/read"},
+	"VirtualMachines_Get":       {"Microsoft.Compute/virtualMachines/read", "Microsoft.Compute/virtualMachines/instanceView/read"},
+	"VirtualMachines_List":      {"Microsoft.Compute/virtualMachines/read", "Microsoft.Compute/virtualMachines/instanceView/read"},
+	"VirtualMachines_Delete":    {"Microsoft.Compute/virtualMachines/delete", "Microsoft.Compute/disks/delete", "Microsoft.Network/networkInterfaces/delete"},
+	"Operations_Get":            {"Microsoft.Compute/locations/operations/read"},
+	"ResourceSkus_List":         {"Microsoft.Compute/skus/read"},
+	"NetworkInterfaces_List":    {"Microsoft.Network/networkInterfaces/read"},
+	"Subnets_Get":               {"Microsoft.Network/virtualNetworks/subnets/read"},
+	"NetworkSecurityGroups_Get": {"Microsoft.Network/networkSecurityGroups/read"},
 }
 
 // The role is in az's --role-definition format and grants exactly the
@@ -87,7 +88,7 @@ func TestEveryCalledOperationHasItsActions(t *testing.T) {
 	f := newFakeARM(t)
 	ctx := t.Context()
 	cfg := testConfig(f)
-	cfg["networkSecurityGroupID"] = "/subscriptions/" + fakeSub + "/resourceGroups/kip-net/providers/Microsoft.Network/networkSecurityGroups/cells"
+	cfg["networkSecurityGroupID"] = fakeNSGID
 	cfg["identity"] = "/subscriptions/" + fakeSub + "/resourceGroups/kip-id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/kip-cell"
 	cfg["image"] = map[string]any{"id": "/subscriptions/" + fakeSub + "/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/kip-cell/versions/1.0.0"}
 	p := configured(t, f, cfg, func(p *provider) { p.snapshotAge = time.Millisecond })

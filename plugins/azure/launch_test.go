@@ -24,7 +24,7 @@ func TestLaunchBody(t *testing.T) {
 	if err := os.WriteFile(recipe, []byte("#cloud-config\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nsg := "/subscriptions/" + fakeSub + "/resourceGroups/kip-net/providers/Microsoft.Network/networkSecurityGroups/cells"
+	nsg := fakeNSGID
 	identity := "/subscriptions/" + fakeSub + "/resourceGroups/kip-id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/kip-cell"
 	cfg := testConfig(f)
 	cfg["customData"] = recipe

@@ -173,6 +173,9 @@ type clients struct {
 	skus    *armcompute.ResourceSKUsClient
 	nics    *armnetwork.InterfacesClient
 	subnets *armnetwork.SubnetsClient // in the subnet's subscription
+	// nsgs is in the network security group's subscription; nil without
+	// networkSecurityGroupID.
+	nsgs *armnetwork.SecurityGroupsClient
 }
 
 // errNotConfigured answers calls that need a configuration before
@@ -346,6 +349,12 @@ func (p *provider) newClients(cfg *config, cred azcore.TokenCredential) (*client
 	ref, _ := parseSubnetID(cfg.subnetID)
 	if c.subnets, err = armnetwork.NewSubnetsClient(ref.subscription, cred, opts); err != nil {
 		return nil, fmt.Errorf("creating the subnets client: %w", err)
+	}
+	if cfg.nsgID != "" {
+		nsg := strings.Split(strings.TrimPrefix(cfg.nsgID, "/"), "/") // validate checked it
+		if c.nsgs, err = armnetwork.NewSecurityGroupsClient(nsg[1], cred, opts); err != nil {
+			return nil, fmt.Errorf("creating the network security groups client: %w", err)
+		}
 	}
 	return c, nil
 }
