@@ -17,11 +17,13 @@ import (
 
 // BenchmarkBurstStartup measures 1 pod, then 20 pods started at once.
 // With the aws plugin (KIP_E2E_PLUGIN=aws) the EC2 simulator, with the
-// gce plugin (KIP_E2E_PLUGIN=gce) the Compute Engine simulator, boots
-// every instance in 20 s: it reports each pod's created → Running minus
-// that boot delay (what kip and the plugin add to the cloud's boot) and
-// the cloud API calls per pod lifecycle (launch, boot, run, delete, until
-// the instance is terminated): ec2-calls/pod or gce-calls/pod. The one-pod run comes first: it shows the path without
+// gce plugin (KIP_E2E_PLUGIN=gce) the Compute Engine simulator, with the
+// azure plugin (KIP_E2E_PLUGIN=azure) the ARM simulator boots every
+// instance in 20 s: it reports each pod's created → Running minus that
+// boot delay (what kip and the plugin add to the cloud's boot) and the
+// cloud API calls per pod lifecycle (launch, boot, run, delete, until the
+// instance is terminated): ec2-calls/pod, gce-calls/pod or arm-calls/pod.
+// The one-pod run comes first: it shows the path without
 // contention, and the plugin has seen a boot when the burst starts, as in
 // any cluster that has run a pod. With the local plugin there is no boot
 // delay: the burst shows what 20 simultaneous cell starts cost this
@@ -29,6 +31,7 @@ import (
 //
 //	KIP_E2E_PLUGIN=aws go test -tags e2e -run '^$' -bench BurstStartup -benchtime=1x ./test/e2e/
 //	KIP_E2E_PLUGIN=gce go test -tags e2e -run '^$' -bench BurstStartup -benchtime=1x ./test/e2e/
+//	KIP_E2E_PLUGIN=azure go test -tags e2e -run '^$' -bench BurstStartup -benchtime=1x ./test/e2e/
 func BenchmarkBurstStartup(b *testing.B) {
 	boot := time.Duration(0)
 	if sim := kip.Sim(); sim != nil {
@@ -103,7 +106,7 @@ func burst(b *testing.B, pods int, boot time.Duration) {
 		for _, n := range sim.Calls() {
 			calls += n
 		}
-		b.ReportMetric(float64(calls)/float64(pods), map[string]string{framework.PluginAWS: "ec2", framework.PluginGCE: "gce"}[kip.Plugin]+"-calls/pod")
+		b.ReportMetric(float64(calls)/float64(pods), map[string]string{framework.PluginAWS: "ec2", framework.PluginGCE: "gce", framework.PluginAzure: "arm"}[kip.Plugin]+"-calls/pod")
 		b.Logf("%s calls for %d pod lifecycles: %v (%.2f per pod)", kip.Plugin, pods, sim.Calls(), float64(calls)/float64(pods))
 		b.StartTimer()
 	}

@@ -38,15 +38,18 @@ func TestPodsAreRightSized(t *testing.T) {
 	// $0.0076, e2-small $0.01675 (then g1-small $0.0257), e2-highcpu-2
 	// $0.04947 (then e2-custom-2-2048 $0.05191), e2-highcpu-4 $0.09894
 	// (then e2-custom-4-4096 $0.10383); all zones cost the same, and the
-	// first zone wins.
+	// first zone wins. Azure: the catalog has no prices, so kip picks the
+	// smallest size that fits (B-series by their baselines: B1s 10% of a
+	// vCPU and 1 GiB, B1ms 20%, B2s 2 × 20%; F2s_v2 2 vCPU and 4 GiB,
+	// F4s_v2 4 and 8 GiB), in the first zone, eastus-1, "price unknown".
 	tests := []struct {
 		name, cpu, mem string
 		want           map[string]string // by plugin
 	}{
-		{"tiny", "", "", map[string]string{framework.PluginLocal: "local.nano", framework.PluginAWS: "t3a.nano", framework.PluginGCE: "f1-micro"}},
-		{"some-memory", "300m", "300Mi", map[string]string{framework.PluginLocal: "local.medium", framework.PluginAWS: "t3a.small", framework.PluginGCE: "e2-small"}},
-		{"two-cpus", "1500m", "64Mi", map[string]string{framework.PluginLocal: "local.large", framework.PluginAWS: "c5.large", framework.PluginGCE: "e2-highcpu-2"}},
-		{"big", "3", "3Gi", map[string]string{framework.PluginLocal: "local.xlarge", framework.PluginAWS: "c5.xlarge", framework.PluginGCE: "e2-highcpu-4"}},
+		{"tiny", "", "", map[string]string{framework.PluginLocal: "local.nano", framework.PluginAWS: "t3a.nano", framework.PluginGCE: "f1-micro", framework.PluginAzure: "Standard_B1s"}},
+		{"some-memory", "300m", "300Mi", map[string]string{framework.PluginLocal: "local.medium", framework.PluginAWS: "t3a.small", framework.PluginGCE: "e2-small", framework.PluginAzure: "Standard_B2s"}},
+		{"two-cpus", "1500m", "64Mi", map[string]string{framework.PluginLocal: "local.large", framework.PluginAWS: "c5.large", framework.PluginGCE: "e2-highcpu-2", framework.PluginAzure: "Standard_F2s_v2"}},
+		{"big", "3", "3Gi", map[string]string{framework.PluginLocal: "local.xlarge", framework.PluginAWS: "c5.xlarge", framework.PluginGCE: "e2-highcpu-4", framework.PluginAzure: "Standard_F4s_v2"}},
 	}
 	for _, tt := range tests {
 		ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}
@@ -65,7 +68,13 @@ func TestPodsAreRightSized(t *testing.T) {
 	for i := range pods {
 		byName[pods[i].Name] = &pods[i]
 	}
-	zone := map[string]string{framework.PluginLocal: "local", framework.PluginAWS: "us-east-1a", framework.PluginGCE: "us-central1-a"}[kip.Plugin]
+	zone := map[string]string{framework.PluginLocal: "local", framework.PluginAWS: "us-east-1a", framework.PluginGCE: "us-central1-a", framework.PluginAzure: "eastus-1"}[kip.Plugin]
+	// The launch event's price: the offering's, or "price unknown" where
+	// the catalog has none (azure).
+	price := "(on-demand, $"
+	if kip.Plugin == framework.PluginAzure {
+		price = "(on-demand, price unknown)"
+	}
 	for _, tt := range tests {
 		p, want := byName[tt.name], tt.want[kip.Plugin]
 		if p == nil {
@@ -80,7 +89,7 @@ func TestPodsAreRightSized(t *testing.T) {
 			t.Errorf("pod %s: the %s plugin launched %q, want %q", tt.name, kip.Plugin, got, want)
 		}
 		events := podEvents(t, ns, tt.name)
-		if !strings.Contains(events, "LaunchingCell launching cell kip-"+string(p.UID)+" on "+want+" in "+zone+" (on-demand, $") {
+		if !strings.Contains(events, "LaunchingCell launching cell kip-"+string(p.UID)+" on "+want+" in "+zone+" "+price) {
 			t.Errorf("pod %s events lack the launch on %s:\n%s", tt.name, want, events)
 		}
 	}

@@ -13,31 +13,39 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipcell/kip/pluginapi"
+	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // gceLabelPodUID is the label the gce plugin puts a cell's pod UID in
 // (plugins/gce/doc.go); a pod UID is a valid GCE label value as it is.
-const gceLabelPodUID = "kip-pod-uid"
+// The azure plugin's tag of it has the same name (plugins/azure/doc.go).
+const (
+	gceLabelPodUID = "kip-pod-uid"
+	azureTagPodUID = "kip-pod-uid"
+)
 
-// simInstance is an instance of the EC2 or the Compute Engine simulator,
-// as the tests that run against either compare them.
+// simInstance is an instance of the EC2, Compute Engine or ARM
+// simulator, as the tests that run against any of them compare them.
 type simInstance struct {
-	// ID is EC2's instance ID, or GCE's zone/name (the gce plugin's
-	// instance ID).
+	// ID is EC2's instance ID, GCE's zone/name (the gce plugin's
+	// instance ID), or the Azure VM's name (the azure plugin's).
 	ID string
 	// Cell is the cell ID it runs (EC2's kip-cell tag, GCE's instance
-	// name); LocalCell the name of its local cell's directory in
-	// kip.StateDir (EC2's instance ID, GCE's instance name).
+	// name, Azure's VM name); LocalCell the name of its local cell's
+	// directory in kip.StateDir (EC2's instance ID, GCE's instance name,
+	// Azure's VM name).
 	Cell, LocalCell string
 	Type            string
 	// Ended is true from the instance's shutdown on (EC2's shutting-down,
-	// GCE's STOPPING), Terminated once it is terminated (or gone).
+	// GCE's STOPPING, Azure's Deleting or Failed), Terminated once it is
+	// terminated (or gone).
 	Running, Ended, Terminated bool
 	Launched                   time.Time
 	// UserData is what the instance was given to boot with: EC2's user
 	// data, GCE's kip-bootstrap metadata item (the startup script beside
-	// it is deploy/gce/startup.sh, the same for every cell).
+	// it is deploy/gce/startup.sh, the same for every cell), Azure's
+	// userData (beside customData, deploy/azure/cloud-init.yaml).
 	UserData []byte
 }
 
@@ -68,6 +76,16 @@ func simInstances(t testing.TB, k *framework.Kip) (ins []simInstance, podUIDs []
 				Terminated: in.Gone || in.Status == "TERMINATED",
 				Launched:   in.Created, UserData: in.Bootstrap,
 			}, in.Labels[gceLabelPodUID]})
+		}
+	case k.Azure != nil:
+		for _, vm := range k.Azure.VMs() {
+			all = append(all, withUID{simInstance{
+				ID: vm.Name, Cell: vm.Name, LocalCell: vm.Name, Type: vm.Size,
+				Running:    vm.ProvisioningState == azuresim.StateSucceeded && vm.PowerState == azuresim.PowerRunning,
+				Ended:      vm.Gone || vm.ProvisioningState == azuresim.StateDeleting || vm.ProvisioningState == azuresim.StateFailed,
+				Terminated: vm.Gone || vm.ProvisioningState == azuresim.StateFailed,
+				Launched:   vm.Created, UserData: vm.Bootstrap,
+			}, vm.Tags[azureTagPodUID]})
 		}
 	}
 	slices.SortStableFunc(all, func(a, b withUID) int { return a.Launched.Compare(b.Launched) })
@@ -112,14 +130,14 @@ func liveInstances(t testing.TB) int {
 	return n
 }
 
-// needSim skips a test that drives a cloud simulator's knobs (those both
-// simulators share, framework.Sim); it runs in the aws and gce passes of
-// make e2e.
+// needSim skips a test that drives a cloud simulator's knobs (those the
+// simulators share, framework.Sim); it runs in the aws, gce and azure
+// passes of make e2e.
 func needSim(t *testing.T) framework.Sim {
 	t.Helper()
 	sim := kip.Sim()
 	if sim == nil {
-		t.Skip("needs a cloud simulator: runs with KIP_E2E_PLUGIN=aws and KIP_E2E_PLUGIN=gce")
+		t.Skip("needs a cloud simulator: runs with KIP_E2E_PLUGIN=aws, gce or azure")
 	}
 	return sim
 }
@@ -130,6 +148,15 @@ func needGCE(t *testing.T) {
 	t.Helper()
 	if kip.GCE == nil {
 		t.Skip("needs the Compute Engine simulator: runs with KIP_E2E_PLUGIN=gce")
+	}
+}
+
+// needAzure skips a test that drives the ARM simulator's knobs; it runs
+// in the azure pass of make e2e (KIP_E2E_PLUGIN=azure).
+func needAzure(t *testing.T) {
+	t.Helper()
+	if kip.Azure == nil {
+		t.Skip("needs the ARM simulator: runs with KIP_E2E_PLUGIN=azure")
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/cell/pod"
+	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
 	"github.com/kipcell/kip/test/cloudsim/simcells"
@@ -38,6 +39,7 @@ var Binaries = map[string]string{
 	"kip-plugin-local": "github.com/kipcell/kip/plugins/local/cmd/kip-plugin-local",
 	"kip-plugin-aws":   "github.com/kipcell/kip/plugins/aws/cmd/kip-plugin-aws",
 	"kip-plugin-gce":   "github.com/kipcell/kip/plugins/gce/cmd/kip-plugin-gce",
+	"kip-plugin-azure": "github.com/kipcell/kip/plugins/azure/cmd/kip-plugin-azure",
 }
 
 // standalone are the modules outside go.work (the Makefile's
@@ -272,7 +274,8 @@ type Kip struct {
 	// directory kip runs its plugin from (BinDir unless
 	// KipOptions.PluginDir).
 	BinDir, PluginDir string
-	// Plugin is the cloud plugin kip runs: "local", "aws" or "gce".
+	// Plugin is the cloud plugin kip runs: "local", "aws", "gce" or
+	// "azure".
 	Plugin string
 	// StateDir is the local plugin's: kip's own (plugin local), or the one
 	// the EC2 or Compute simulator starts its instances' cells with
@@ -287,7 +290,10 @@ type Kip struct {
 	EC2 *ec2sim.Server
 	// GCE is the Compute Engine simulator kip's gce plugin talks to; nil
 	// for another plugin.
-	GCE        *gcesim.Server
+	GCE *gcesim.Server
+	// Azure is the ARM simulator kip's azure plugin talks to; nil for
+	// another plugin.
+	Azure      *azuresim.Server
 	localCells *localcells.LocalCells
 	// removeDir: Dir is a temporary directory that Stop removes.
 	removeDir bool
@@ -300,9 +306,10 @@ const (
 	PluginLocal = "local"
 	PluginAWS   = "aws"
 	PluginGCE   = "gce"
+	PluginAzure = "azure"
 )
 
-// Sim is what the EC2 and the Compute Engine simulators both offer, by
+// Sim is what the EC2, Compute Engine and ARM simulators all offer, by
 // the same names (simknobs.Knobs, their cells' agents, their boot): a
 // test about kip rather than about one cloud drives either through it.
 type Sim interface {
@@ -326,6 +333,8 @@ func (k *Kip) Sim() Sim {
 		return k.EC2
 	case k.GCE != nil:
 		return k.GCE
+	case k.Azure != nil:
+		return k.Azure
 	}
 	return nil
 }
@@ -336,7 +345,8 @@ type KipOptions struct {
 	// Plugin is PluginLocal (the default), PluginAWS (the aws plugin
 	// against an EC2 simulator whose instances are real local cells) or
 	// PluginGCE (the gce plugin against a Compute Engine simulator whose
-	// instances are real local cells).
+	// instances are real local cells) or PluginAzure (the azure plugin
+	// against an ARM simulator whose VMs are real local cells).
 	Plugin string
 	// BinDir holds kip, kip-cell and the plugins (BuildBinaries).
 	BinDir string
@@ -531,8 +541,11 @@ func (k *Kip) startPlugin(ctx context.Context, plugin, binDir string, agent []st
 	case PluginGCE:
 		k.Plugin = PluginGCE
 		return k.startGCE(ctx, binDir, agent, bridge, subnet)
+	case PluginAzure:
+		k.Plugin = PluginAzure
+		return k.startAzure(ctx, binDir, agent, bridge, subnet)
 	}
-	return nil, fmt.Errorf("starting kip: unknown plugin %q (want %s, %s or %s)", plugin, PluginLocal, PluginAWS, PluginGCE)
+	return nil, fmt.Errorf("starting kip: unknown plugin %q (want %s, %s, %s or %s)", plugin, PluginLocal, PluginAWS, PluginGCE, PluginAzure)
 }
 
 // startEC2 starts the EC2 simulator for the aws plugin: every instance it
@@ -631,6 +644,47 @@ func (k *Kip) startGCE(ctx context.Context, binDir string, agent []string, bridg
 // gceOperationDelay is how long the Compute Engine simulator's operations
 // run before they are DONE.
 const gceOperationDelay = 200 * time.Millisecond
+
+// startAzure starts the ARM simulator for the azure plugin: every VM it
+// runs is a real cell of the local plugin (kip-cell on the cells'
+// containerd, in its own network namespace on bridge and subnet), sized
+// as its VM size (azuresim.DefaultSizes) and booted with the bootstrap
+// the azure plugin put in the VM's userData. It returns the azure
+// plugin's configuration for the simulator: its endpoint, its TLS
+// certificate as the CA bundle, without credentials.
+func (k *Kip) startAzure(ctx context.Context, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
+	log, logFile, err := k.startSimCells(ctx, "azuresim", binDir, agent, bridge, subnet, azuresim.CellSizes(azuresim.DefaultSizes))
+	if err != nil {
+		return nil, err
+	}
+	// A create's allocation is decided a moment after ARM accepted it, as
+	// in Azure (where it takes seconds).
+	k.Azure = azuresim.New(azuresim.Options{Cells: k.localCells, AllocationDelay: azureAllocationDelay, Logger: log.With("component", "azuresim")})
+	url, err := k.Azure.Start()
+	if err != nil {
+		_ = k.localCells.Close()
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting the ARM simulator: %w", err)
+	}
+	ca := filepath.Join(k.StateDir, "azuresim-ca.pem")
+	if err := os.WriteFile(ca, k.Azure.CACert(), 0o600); err != nil {
+		_ = k.Azure.Close()
+		_ = k.localCells.Close()
+		_ = logFile.Close()
+		return nil, fmt.Errorf("writing the ARM simulator's certificate: %w", err)
+	}
+	return map[string]any{
+		"subscriptionID": azuresim.DefaultSubscription, "resourceGroup": azuresim.DefaultResourceGroup,
+		"location": azuresim.DefaultLocation,
+		"subnetID": k.Azure.SubnetID(azuresim.DefaultSubnets[0]), "networkSecurityGroupID": k.Azure.SecurityGroupID(azuresim.DefaultSecurityGroups[0]),
+		"image":    map[string]any{"publisher": "Debian", "offer": "debian-12", "sku": "12-gen2"},
+		"endpoint": url, "caBundle": ca, "withoutAuthentication": true,
+	}, nil
+}
+
+// azureAllocationDelay is how long after its PUT the ARM simulator
+// decides a VM's allocation.
+const azureAllocationDelay = 200 * time.Millisecond
 
 // UnavailableTTL is how long kip skips an offering that ran out of
 // capacity in the e2e runs (3 minutes by default): short, so that a test
@@ -739,6 +793,9 @@ func (k *Kip) Stop() {
 	if k.GCE != nil {
 		_ = k.GCE.Close() // stops the instances' cells
 	}
+	if k.Azure != nil {
+		_ = k.Azure.Close() // stops the VMs' cells
+	}
 	if k.localCells != nil {
 		_ = k.localCells.Close()
 	}
@@ -778,7 +835,7 @@ func (k *Kip) keepLogs() {
 		fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		return
 	}
-	for _, name := range []string{"kip.log", "ec2sim.log", "gcesim.log"} {
+	for _, name := range []string{"kip.log", "ec2sim.log", "gcesim.log", "azuresim.log"} {
 		data, err := os.ReadFile(filepath.Join(k.Dir, name))
 		if err != nil {
 			continue // no simulator on the local plugin
