@@ -6,9 +6,10 @@
 //
 // Environment:
 //
-//	KIP_E2E_PLUGIN=local|aws|gce  the plugin kip runs with (default local;
-//	                           aws runs against the EC2 simulator, gce
-//	                           against the Compute Engine simulator)
+//	KIP_E2E_PLUGIN=local|aws|gce|azure  the plugin kip runs with (default
+//	                           local; aws runs against the EC2 simulator,
+//	                           gce against the Compute Engine simulator,
+//	                           azure against the ARM simulator)
 //	KIP_E2E_KEEP_LOGS=DIR      copy kip's and the simulator's full logs
 //	                           into DIR when the run ends, named after
 //	                           each kip's node (DIR/kip.kip.log,
