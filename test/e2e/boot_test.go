@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
+	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
@@ -86,24 +87,32 @@ func TestNeverBootingAgentIsRelaunched(t *testing.T) {
 
 // TestSpotQuotaFallsBackToOnDemand: the cloud refuses a spot launch for
 // the account's spot quota (EC2: MaxSpotInstanceCountExceeded; GCE: the
-// region's PREEMPTIBLE_CPUS quota, QUOTA_EXCEEDED); a pod that may fall
-// back runs on demand at once, with an event saying why.
+// region's PREEMPTIBLE_CPUS quota, QUOTA_EXCEEDED; Azure: the
+// subscription's LowPriorityCores quota, OperationNotAllowed); a pod that
+// may fall back runs on demand at once, with an event saying why.
 func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 	sim := needSim(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
 	code := "MaxSpotInstanceCountExceeded"
-	if kip.GCE != nil {
+	switch {
+	case kip.GCE != nil:
 		code = "PREEMPTIBLE_CPUS"
 		kip.GCE.InjectQuota(gcesim.Quota{Metric: code})
-	} else {
+	case kip.Azure != nil:
+		code = azuresim.QuotaLowPriorityCores
+		kip.Azure.InjectQuota(code, 0)
+	default:
 		kip.EC2.InjectLaunchError(code, 1)
 	}
 	t.Cleanup(func() {
 		sim.ClearFaults()
 		if kip.GCE != nil {
 			kip.GCE.ClearQuotas()
+		}
+		if kip.Azure != nil {
+			kip.Azure.ClearQuotas()
 		}
 		// kip skips spot for framework.UnavailableTTL: let that pass.
 		time.Sleep(framework.UnavailableTTL + time.Second)
