@@ -38,6 +38,9 @@ const maxBody = 1 << 20
 type Options struct {
 	// Project is the only project served; another is notFound.
 	Project string
+	// ProjectNumber is its number (DefaultProjectNumber), which the
+	// metadata server and the identity tokens name.
+	ProjectNumber int64
 	// Region names the region of the zones and of the default subnetwork.
 	Region string
 	// Zones default to <region>-a, -b and -c.
@@ -117,6 +120,7 @@ type Server struct {
 
 	*simknobs.Knobs
 	cells     *simcells.Lifecycle
+	signer    identitySigner
 	stockouts simknobs.Shortages[Stockout]
 	closeOnce sync.Once
 
@@ -132,6 +136,8 @@ type Server struct {
 	quotas        []Quota
 	opOrder       []*operation // every operation, in insert order
 	opSeq         uint64
+	metadata      map[instanceKey]*metadataServer // the instances' metadata servers
+	metadataDir   string                          // their sockets without an IMDSLocator
 }
 
 // instanceKey names an instance (or an operation) in a zone.
@@ -141,6 +147,7 @@ type instanceKey struct{ zone, name string }
 func New(opts Options) *Server {
 	opts.Project = cmp.Or(opts.Project, DefaultProject)
 	opts.Region = cmp.Or(opts.Region, DefaultRegion)
+	opts.ProjectNumber = cmp.Or(opts.ProjectNumber, DefaultProjectNumber)
 	if opts.Zones == nil {
 		opts.Zones = []string{opts.Region + "-a", opts.Region + "-b", opts.Region + "-c"}
 	}
@@ -157,6 +164,7 @@ func New(opts Options) *Server {
 		surface: newSurface(&opts), opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
 		Knobs:     simknobs.New(opts.Latency, opts.RateLimit),
 		instances: map[instanceKey]*instance{}, operations: map[instanceKey]*operation{}, requests: map[string]*operation{},
+		metadata:  map[instanceKey]*metadataServer{},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, opDelay: opts.OperationDelay,
 	}
 	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
@@ -181,6 +189,7 @@ func (s *Server) Close() error {
 			s.log.Warn("stopping GCE simulator", "error", err)
 		}
 		s.cells.Close()
+		s.closeMetadata()
 	})
 	return nil
 }
@@ -239,6 +248,10 @@ func (s *Server) Instances() []Instance {
 
 // ServeHTTP answers one Compute REST request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == certsPath {
+		s.serveCerts(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/compute/v1/projects/")
 	if !ok {
 		writeError(w, r, s.log, unserved(r))
