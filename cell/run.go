@@ -20,6 +20,7 @@ import (
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/cell/services"
+	"github.com/kipcell/kip/pluginapi/identity"
 )
 
 // Config is the agent's configuration, from flags and the bootstrap.
@@ -63,6 +64,12 @@ type Config struct {
 	// rebalance recommendations from, and reports them to the host; empty:
 	// none (not an EC2 instance).
 	IMDSEndpoint string
+	// GCEMetadataEndpoint is Compute Engine's metadata server (cell/imds:
+	// http:// or unix://) the agent reads the instance's identity token
+	// from for its join, instead of EC2's identity document; empty: none
+	// (not a Compute Engine instance). The token's audience is the cell's
+	// (pluginapi/identity.Audience of the bootstrap's cluster and cell).
+	GCEMetadataEndpoint string
 	// NoticeInterval is how often it reads them; zero means
 	// agent.NoticeInterval (5 s).
 	NoticeInterval time.Duration
@@ -135,10 +142,17 @@ func Run(ctx context.Context, cfg Config) error {
 		if meta, err = imds.New(cfg.IMDSEndpoint); err != nil {
 			return fmt.Errorf("running cell agent: %w", err)
 		}
-		if cfg.InstanceIdentity == nil {
+		if cfg.InstanceIdentity == nil && cfg.GCEMetadataEndpoint == "" {
 			// The join sends the instance's signed identity document.
 			cfg.InstanceIdentity = meta.IdentityDocument
 		}
+	}
+	if cfg.GCEMetadataEndpoint != "" && cfg.InstanceIdentity == nil {
+		gce, err := imds.NewGCE(cfg.GCEMetadataEndpoint)
+		if err != nil {
+			return fmt.Errorf("running cell agent: %w", err)
+		}
+		cfg.InstanceIdentity = gceIdentity(gce, identity.Audience(cfg.Bootstrap.ClusterID, cfg.Bootstrap.CellID))
 	}
 	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, cfg.InstanceIdentity, log)
 	if err != nil {
@@ -229,6 +243,16 @@ func cleanup(ctx context.Context, rt *runtime.Containerd, log *slog.Logger, volu
 	}
 	if err := os.RemoveAll(termDir); err != nil {
 		log.WarnContext(ctx, "removing the termination messages of an earlier agent", "error", err)
+	}
+}
+
+// gceIdentity is the instance identity of a Compute Engine cell: the
+// identity token for audience as the document, with no signature (the
+// token carries its own).
+func gceIdentity(gce *imds.GCEClient, audience string) agent.InstanceIdentity {
+	return func(ctx context.Context) ([]byte, []byte, error) {
+		token, err := gce.IdentityToken(ctx, audience)
+		return token, nil, err
 	}
 }
 
