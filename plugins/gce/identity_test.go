@@ -225,7 +225,9 @@ func TestIdentityKeysCached(t *testing.T) {
 	// once a minute.
 	j.keys.Store(&map[string]*rsa.PublicKey{"k1": &key.PublicKey, "k2": &rotated.PublicKey})
 	now = now.Add(30 * time.Second)
-	k2 := func() []byte { return signToken(t, rotated, "RS256", "k2", tokenClaimsFor("us-central1-a", "kip-abc", now)) }
+	k2 := func() []byte {
+		return signToken(t, rotated, "RS256", "k2", tokenClaimsFor("us-central1-a", "kip-abc", now))
+	}
 	if err := verify(k2()); err == nil {
 		t.Error("a key unknown within a minute of the fetch passed")
 	}
