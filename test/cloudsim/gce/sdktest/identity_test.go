@@ -1,13 +1,17 @@
 package sdktest
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kipcell/kip/cell/imds"
 	"github.com/kipcell/kip/pluginapi"
 	"github.com/kipcell/kip/pluginapi/identity"
 	"github.com/kipcell/kip/plugins/gce"
@@ -16,8 +20,8 @@ import (
 
 // TestGCEPluginVerifiesIdentityTokens: the gce plugin, pointed at the
 // simulator's JWKS, launches two cells; each cell's identity token, read
-// from its instance's metadata server as the agent reads it (cell/imds,
-// the cell's audience), passes for its own instance and is refused for
+// from its instance's metadata server for the cell's audience, as the
+// agent reads it (cell/imds), passes for its own instance and is refused for
 // the other, and a token for another audience is refused.
 func TestGCEPluginVerifiesIdentityTokens(t *testing.T) {
 	const cluster = "sdk-identity"
@@ -61,17 +65,7 @@ func TestGCEPluginVerifiesIdentityTokens(t *testing.T) {
 			t.Fatalf("Launch %s: %v", cell, err)
 		}
 		ids[i] = inst.Instance.ID
-		sock, ok := sim.MetadataSocket(zoneA, cell)
-		if !ok {
-			t.Fatalf("no metadata server for %s", cell)
-		}
-		md, err := imds.NewGCE("unix://" + sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tokens[i], err = md.IdentityToken(ctx, identity.Audience(cluster, cell)); err != nil {
-			t.Fatalf("reading %s's identity token: %v", cell, err)
-		}
+		tokens[i] = identityToken(t, sim, cell, identity.Audience(cluster, cell))
 	}
 
 	for i := range cells {
@@ -84,16 +78,37 @@ func TestGCEPluginVerifiesIdentityTokens(t *testing.T) {
 			t.Errorf("%s's token for %s: %v; want a refusal naming the instances", ids[i], other, err)
 		}
 	}
-	sock, _ := sim.MetadataSocket(zoneA, cells[0])
-	md, err := imds.NewGCE("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	elsewhere, err := md.IdentityToken(ctx, "https://example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
+	elsewhere := identityToken(t, sim, cells[0], "https://example.com")
 	if _, err := verifier.VerifyInstanceIdentity(ctx, &pluginapi.VerifyInstanceIdentityRequest{InstanceID: ids[0], Document: elsewhere}); err == nil || !strings.Contains(err.Error(), "audience") {
 		t.Errorf("a token for another audience: %v; want a refusal naming the audience", err)
 	}
+}
+
+// identityToken reads the identity token of instance name (in zoneA) for
+// audience from its metadata server, as Compute Engine's agent would.
+func identityToken(t *testing.T, sim *gcesim.Server, name, audience string) []byte {
+	t.Helper()
+	sock, ok := sim.MetadataSocket(zoneA, name)
+	if !ok {
+		t.Fatalf("no metadata server for %s", name)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/identity?"+
+		url.Values{"audience": {audience}, "format": {"full"}}.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Metadata-Flavor", "Google")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("reading %s's identity token: %s %s %v", name, resp.Status, body, err)
+	}
+	return body
 }
