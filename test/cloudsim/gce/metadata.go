@@ -10,10 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,13 +61,6 @@ const (
 // DefaultProjectNumber is the number of the simulated project
 // (Options.ProjectNumber).
 const DefaultProjectNumber = 123456789012
-
-// metadataServer is the metadata server of one instance.
-type metadataServer struct {
-	in   *instance
-	path string
-	srv  *http.Server
-}
 
 // identitySigner is the simulator's identity token key, made at first use
 // (an RSA key takes a while; most tests never need one).
@@ -165,72 +155,21 @@ func (s *Server) serveCerts(w http.ResponseWriter, r *http.Request) {
 // instance named name in zone, once it serves (from its insert until its
 // cell has stopped).
 func (s *Server) MetadataSocket(zone, name string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.metadata[instanceKey{zone, name}]
-	if m == nil {
-		return "", false
-	}
-	return m.path, true
+	return s.metadata.Path(metadataKey(instanceKey{zone, name}))
 }
 
-// metadataPath is where the metadata server of an instance listens. The
-// caller holds s.mu.
-func (s *Server) metadataPath(key instanceKey) (string, error) {
-	if p := s.cells.IMDSSocket(key.name); p != "" {
-		return p, nil
-	}
-	if s.metadataDir == "" {
-		dir, err := os.MkdirTemp("", "gcesim-metadata-")
-		if err != nil {
-			return "", fmt.Errorf("making the metadata socket directory: %w", err)
-		}
-		s.metadataDir = dir
-	}
-	return filepath.Join(s.metadataDir, key.zone+"-"+key.name+".sock"), nil
-}
+// metadataKey names an instance's metadata server (and its socket in the
+// simulator's directory): zone.name, unambiguous since neither a zone nor
+// an instance name has a dot.
+func metadataKey(k instanceKey) string { return k.zone + "." + k.name }
 
-// startMetadata serves the instance's metadata on its socket. A failure
-// is logged: the instance runs without metadata, which its cell will say.
+// startMetadata serves the instance's metadata on its socket: where the
+// CellStarter wants it, else in the simulator's directory. A failure is
+// logged: the instance runs without metadata, which its cell will say.
 // The caller holds s.mu.
 func (s *Server) startMetadata(in *instance) {
-	path, err := s.metadataPath(in.key)
-	if err == nil {
-		_ = os.Remove(path) // left by an earlier simulator
-		var ln net.Listener
-		if ln, err = net.Listen("unix", path); err == nil {
-			m := &metadataServer{in: in, path: path, srv: &http.Server{Handler: s.metadataHandler(in), ReadHeaderTimeout: 10 * time.Second}}
-			s.metadata[in.key] = m
-			go func() { _ = m.srv.Serve(ln) }()
-			return
-		}
-	}
-	s.log.Error("serving instance metadata failed", "instance", in.key.name, "zone", in.key.zone, "error", err)
-}
-
-// stopMetadata stops the instance's metadata server. The caller holds
-// s.mu.
-func (s *Server) stopMetadata(in *instance) {
-	m := s.metadata[in.key]
-	if m == nil || m.in != in {
-		return
-	}
-	delete(s.metadata, in.key)
-	_ = m.srv.Close()
-	_ = os.Remove(m.path)
-}
-
-// closeMetadata stops every metadata server and removes their directory.
-func (s *Server) closeMetadata() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.metadata {
-		_ = m.srv.Close()
-		_ = os.Remove(m.path)
-	}
-	clear(s.metadata)
-	if s.metadataDir != "" {
-		_ = os.RemoveAll(s.metadataDir)
+	if err := s.metadata.Serve(metadataKey(in.key), s.cells.IMDSSocket(in.key.name), s.metadataHandler(in)); err != nil {
+		s.log.Error("serving instance metadata failed", "instance", in.key.name, "zone", in.key.zone, "error", err)
 	}
 }
 

@@ -121,6 +121,7 @@ type Server struct {
 	*simknobs.Knobs
 	cells     *simcells.Lifecycle
 	signer    identitySigner
+	metadata  simhttp.Sockets // the instances' metadata servers
 	stockouts simknobs.Shortages[Stockout]
 	closeOnce sync.Once
 
@@ -136,8 +137,6 @@ type Server struct {
 	quotas        []Quota
 	opOrder       []*operation // every operation, in insert order
 	opSeq         uint64
-	metadata      map[instanceKey]*metadataServer // the instances' metadata servers
-	metadataDir   string                          // their sockets without an IMDSLocator
 }
 
 // instanceKey names an instance (or an operation) in a zone.
@@ -164,7 +163,7 @@ func New(opts Options) *Server {
 		surface: newSurface(&opts), opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
 		Knobs:     simknobs.New(opts.Latency, opts.RateLimit),
 		instances: map[instanceKey]*instance{}, operations: map[instanceKey]*operation{}, requests: map[string]*operation{},
-		metadata:  map[instanceKey]*metadataServer{},
+		metadata:  simhttp.Sockets{Prefix: "gcesim-metadata-"},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, opDelay: opts.OperationDelay,
 	}
 	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
@@ -189,7 +188,9 @@ func (s *Server) Close() error {
 			s.log.Warn("stopping GCE simulator", "error", err)
 		}
 		s.cells.Close()
-		s.closeMetadata()
+		if err := s.metadata.Close(); err != nil {
+			s.log.Warn("closing the instances' metadata servers", "error", err)
+		}
 	})
 	return nil
 }
