@@ -142,19 +142,12 @@ func Run(ctx context.Context, cfg Config) error {
 		if meta, err = imds.New(cfg.IMDSEndpoint); err != nil {
 			return fmt.Errorf("running cell agent: %w", err)
 		}
-		if cfg.InstanceIdentity == nil && cfg.GCEMetadataEndpoint == "" {
-			// The join sends the instance's signed identity document.
-			cfg.InstanceIdentity = meta.IdentityDocument
-		}
 	}
-	if cfg.GCEMetadataEndpoint != "" && cfg.InstanceIdentity == nil {
-		gce, err := imds.NewGCE(cfg.GCEMetadataEndpoint)
-		if err != nil {
-			return fmt.Errorf("running cell agent: %w", err)
-		}
-		cfg.InstanceIdentity = gceIdentity(gce, identity.Audience(cfg.Bootstrap.ClusterID, cfg.Bootstrap.CellID))
+	joinIdentity, err := instanceIdentity(cfg, meta)
+	if err != nil {
+		return fmt.Errorf("running cell agent: %w", err)
 	}
-	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, cfg.InstanceIdentity, log)
+	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, joinIdentity, log)
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
@@ -246,14 +239,30 @@ func cleanup(ctx context.Context, rt *runtime.Containerd, log *slog.Logger, volu
 	}
 }
 
-// gceIdentity is the instance identity of a Compute Engine cell: the
-// identity token for audience as the document, with no signature (the
-// token carries its own).
-func gceIdentity(gce *imds.GCEClient, audience string) agent.InstanceIdentity {
-	return func(ctx context.Context) ([]byte, []byte, error) {
-		token, err := gce.IdentityToken(ctx, audience)
-		return token, nil, err
+// instanceIdentity is what the agent sends as its instance's identity
+// when it joins: cfg.InstanceIdentity when set; else, with
+// GCEMetadataEndpoint, the identity token of Compute Engine's metadata
+// server for the cell's audience as the document, with no signature (the
+// token carries its own); else EC2's signed identity document from meta;
+// nil without any.
+func instanceIdentity(cfg Config, meta *imds.Client) (agent.InstanceIdentity, error) {
+	switch {
+	case cfg.InstanceIdentity != nil:
+		return cfg.InstanceIdentity, nil
+	case cfg.GCEMetadataEndpoint != "":
+		gce, err := imds.NewGCE(cfg.GCEMetadataEndpoint)
+		if err != nil {
+			return nil, err
+		}
+		audience := identity.Audience(cfg.Bootstrap.ClusterID, cfg.Bootstrap.CellID)
+		return func(ctx context.Context) ([]byte, []byte, error) {
+			token, err := gce.IdentityToken(ctx, audience)
+			return token, nil, err
+		}, nil
+	case meta != nil:
+		return meta.IdentityDocument, nil
 	}
+	return nil, nil
 }
 
 // watchNotices starts reading the cloud's notices from the instance
