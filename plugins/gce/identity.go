@@ -240,7 +240,7 @@ func (g *googleKeys) key(ctx context.Context, kid string, now time.Time) (*rsa.P
 	defer g.mu.Unlock()
 	k, ok := g.keys[kid]
 	fresh := !g.fetched.IsZero() && now.Before(g.expires)
-	if ok && fresh || !ok && fresh && now.Before(g.fetched.Add(certsRefetch)) {
+	if fresh && (ok || now.Before(g.fetched.Add(certsRefetch))) {
 		return k, nil
 	}
 	if err := g.fetch(ctx, now); err != nil {
