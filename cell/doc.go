@@ -97,5 +97,17 @@
 // time. A metadata service that never answers (a cell on another cloud)
 // is given up after a few tries.
 //
-// It imports the cell packages, cell/api, containerd's client and gRPC.
+// # The instance's identity
+//
+// When the host joins the cell, the agent sends the cloud's signed
+// identity of its instance for the host's plugin to check: on EC2 the
+// identity document and its signature from --imds-endpoint; with
+// --gce-metadata-endpoint (Compute Engine: http://metadata.google.internal;
+// a unix socket for the Compute Engine simulator) the instance's identity
+// token instead, a JWT Google signs, minted for the audience
+// pluginapi/identity.Audience(bootstrap clusterID, cellID), which the gce
+// plugin checks (deploy/gce/startup.sh passes the flag).
+//
+// It imports the cell packages, cell/api, pluginapi/identity,
+// containerd's client and gRPC.
 package cell

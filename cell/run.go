@@ -20,6 +20,7 @@ import (
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/cell/services"
+	"github.com/kipcell/kip/pluginapi/identity"
 )
 
 // Config is the agent's configuration, from flags and the bootstrap.
@@ -63,6 +64,12 @@ type Config struct {
 	// rebalance recommendations from, and reports them to the host; empty:
 	// none (not an EC2 instance).
 	IMDSEndpoint string
+	// GCEMetadataEndpoint is Compute Engine's metadata server (cell/imds:
+	// http:// or unix://) the agent reads the instance's identity token
+	// from for its join, instead of EC2's identity document; empty: none
+	// (not a Compute Engine instance). The token's audience is the cell's
+	// (pluginapi/identity.Audience of the bootstrap's cluster and cell).
+	GCEMetadataEndpoint string
 	// NoticeInterval is how often it reads them; zero means
 	// agent.NoticeInterval (5 s).
 	NoticeInterval time.Duration
@@ -135,12 +142,12 @@ func Run(ctx context.Context, cfg Config) error {
 		if meta, err = imds.New(cfg.IMDSEndpoint); err != nil {
 			return fmt.Errorf("running cell agent: %w", err)
 		}
-		if cfg.InstanceIdentity == nil {
-			// The join sends the instance's signed identity document.
-			cfg.InstanceIdentity = meta.IdentityDocument
-		}
 	}
-	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, cfg.InstanceIdentity, log)
+	joinIdentity, err := instanceIdentity(cfg, meta)
+	if err != nil {
+		return fmt.Errorf("running cell agent: %w", err)
+	}
+	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, joinIdentity, log)
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
@@ -230,6 +237,32 @@ func cleanup(ctx context.Context, rt *runtime.Containerd, log *slog.Logger, volu
 	if err := os.RemoveAll(termDir); err != nil {
 		log.WarnContext(ctx, "removing the termination messages of an earlier agent", "error", err)
 	}
+}
+
+// instanceIdentity is what the agent sends as its instance's identity
+// when it joins: cfg.InstanceIdentity when set; else, with
+// GCEMetadataEndpoint, the identity token of Compute Engine's metadata
+// server for the cell's audience as the document, with no signature (the
+// token carries its own); else EC2's signed identity document from meta;
+// nil without any.
+func instanceIdentity(cfg Config, meta *imds.Client) (agent.InstanceIdentity, error) {
+	switch {
+	case cfg.InstanceIdentity != nil:
+		return cfg.InstanceIdentity, nil
+	case cfg.GCEMetadataEndpoint != "":
+		gce, err := imds.NewGCE(cfg.GCEMetadataEndpoint)
+		if err != nil {
+			return nil, err
+		}
+		audience := identity.Audience(cfg.Bootstrap.ClusterID, cfg.Bootstrap.CellID)
+		return func(ctx context.Context) ([]byte, []byte, error) {
+			token, err := gce.IdentityToken(ctx, audience)
+			return token, nil, err
+		}, nil
+	case meta != nil:
+		return meta.IdentityDocument, nil
+	}
+	return nil, nil
 }
 
 // watchNotices starts reading the cloud's notices from the instance

@@ -9,6 +9,13 @@
 // interruption notice and rebalance recommendation, which EC2 publishes
 // only there (and in EventBridge).
 //
+// GCEClient reads Compute Engine's metadata server (NewGCE:
+// http://metadata.google.internal, or a unix socket, the Compute Engine
+// simulator's per instance): IdentityToken is the instance's identity
+// token (instance/service-accounts/default/identity, format full), a JWT
+// Google signs for an audience the caller names, which the agent sends
+// with the cell's join on Compute Engine instead of EC2's document.
+//
 // Requests never go through a proxy (HTTP_PROXY does not apply to the
 // link-local address).
 //

@@ -61,31 +61,42 @@ type Client struct {
 // New returns a client of the IMDS at endpoint: http://host[:port] (EC2:
 // DefaultEndpoint) or unix:///path/to/socket.
 func New(endpoint string) (*Client, error) {
+	base, hc, err := dial(endpoint, "169.254.169.254")
+	if err != nil {
+		return nil, err
+	}
+	return &Client{base: base, hc: hc, now: time.Now}, nil
+}
+
+// dial returns the scheme and host requests to endpoint go to and the HTTP
+// client that reaches it: http://host[:port], or unix:///path (requests
+// then name host, as they would the real service). No proxy applies.
+func dial(endpoint, host string) (string, *http.Client, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the instance metadata endpoint %q: %w", endpoint, err)
+		return "", nil, fmt.Errorf("parsing the instance metadata endpoint %q: %w", endpoint, err)
 	}
 	tr := &http.Transport{Proxy: nil, MaxIdleConns: 2, IdleConnTimeout: time.Minute}
 	base := ""
 	switch u.Scheme {
 	case "http":
 		if u.Host == "" {
-			return nil, fmt.Errorf("parsing the instance metadata endpoint %q: no host", endpoint)
+			return "", nil, fmt.Errorf("parsing the instance metadata endpoint %q: no host", endpoint)
 		}
 		base = "http://" + u.Host
 	case "unix":
 		path := u.Path
 		if path == "" {
-			return nil, fmt.Errorf("parsing the instance metadata endpoint %q: no socket path", endpoint)
+			return "", nil, fmt.Errorf("parsing the instance metadata endpoint %q: no socket path", endpoint)
 		}
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", path)
 		}
-		base = "http://169.254.169.254"
+		base = "http://" + host
 	default:
-		return nil, fmt.Errorf("parsing the instance metadata endpoint %q: scheme must be http or unix", endpoint)
+		return "", nil, fmt.Errorf("parsing the instance metadata endpoint %q: scheme must be http or unix", endpoint)
 	}
-	return &Client{base: base, hc: &http.Client{Transport: tr, Timeout: requestTimeout}, now: time.Now}, nil
+	return base, &http.Client{Transport: tr, Timeout: requestTimeout}, nil
 }
 
 // Get reads a path under /latest/ ("meta-data/instance-id", "user-data",
@@ -149,23 +160,32 @@ func (c *Client) dropToken(token string) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, header map[string]string) ([]byte, int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, resp, err := do(ctx, c.hc, method, c.base+path, header)
 	if err != nil {
 		return nil, 0, err
 	}
 	return body, resp.StatusCode, nil
+}
+
+// do sends one request and reads its answer (at most maxBody).
+func do(ctx context.Context, hc *http.Client, method, url string, header map[string]string) ([]byte, *http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, resp, nil
 }
 
 // IdentityDocument reads the instance identity document and its

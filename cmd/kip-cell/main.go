@@ -45,11 +45,16 @@ func main() {
 		"how ClusterIP services are programmed in the pod's network namespace: iptables, or none when the agent shares the machine's (default $KIP_CELL_SERVICE_PROXY, else iptables)")
 	flag.StringVar(&cfg.IMDSEndpoint, "imds-endpoint", envOr("KIP_CELL_IMDS_ENDPOINT", cell.DefaultIMDSEndpoint),
 		"the instance metadata service whose spot interruption notices and rebalance recommendations the agent reports (http://host or unix:///socket); none or empty: no instance metadata (default $KIP_CELL_IMDS_ENDPOINT, else EC2's)")
+	flag.StringVar(&cfg.GCEMetadataEndpoint, "gce-metadata-endpoint", os.Getenv("KIP_CELL_GCE_METADATA_ENDPOINT"),
+		"Compute Engine's metadata server, whose identity token of the instance the agent sends when it joins, instead of EC2's identity document (http://metadata.google.internal, or unix:///socket); none or empty: none (default $KIP_CELL_GCE_METADATA_ENDPOINT)")
 	flag.BoolVar(&debug, "debug", false, "log at debug level")
 	flag.Parse()
 	cfg.InsecureRegistries = insecure
 	if cfg.IMDSEndpoint == "none" {
 		cfg.IMDSEndpoint = ""
+	}
+	if cfg.GCEMetadataEndpoint == "none" {
+		cfg.GCEMetadataEndpoint = ""
 	}
 
 	level := slog.LevelInfo

@@ -12,7 +12,8 @@
 # which runs `start-cell start`: that saves the bootstrap and the cell's
 # address from the metadata server, closes the metadata server to pods,
 # downloads kip-cell and checks its SHA-256 (unless the image has
-# /usr/local/bin/kip-cell), and runs `kip-cell --bootstrap`.
+# /usr/local/bin/kip-cell), and runs `kip-cell --bootstrap`, which joins
+# with the instance's identity token from the metadata server.
 #
 # Edit the settings below, or leave them and set the metadata items named
 # beside them (the plugin's configuration can, see deploy/gce/README.md):
@@ -173,14 +174,19 @@ start_cell() {
   save_bootstrap
   close_metadata
   download_agent
-  # --imds-endpoint none: the agent reads no instance metadata (EC2's spot
-  # notices are its only use of it); GCE's preemptions and maintenance
-  # reach kip through the plugin's WatchEvents.
+  # --imds-endpoint none: the agent reads no EC2 instance metadata (EC2's
+  # spot notices are its use of it); GCE's preemptions and maintenance
+  # reach kip through the plugin's WatchEvents. --gce-metadata-endpoint:
+  # the agent joins with the instance's identity token from the metadata
+  # server, which kip-plugin-gce checks (the instance needs a service
+  # account, the plugin's serviceAccount; kip-cell runs in system.slice,
+  # which close_metadata leaves the metadata server to).
   exec /usr/local/bin/kip-cell \
     --bootstrap /run/kip/bootstrap.json \
     --pod-ip "$(cat /run/kip/address)" \
     --containerd-address /run/containerd/containerd.sock \
-    --imds-endpoint none
+    --imds-endpoint none \
+    --gce-metadata-endpoint http://metadata.google.internal
 }
 
 case "${1:-install}" in

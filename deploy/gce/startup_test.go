@@ -180,7 +180,7 @@ func TestStartupScriptChecksTheAgent(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kip-cell did not run: %v (output %q)", err, out)
 			}
-			wantArgs := "--bootstrap " + e.dir + "/run/bootstrap.json --pod-ip 10.128.0.7 --containerd-address /run/containerd/containerd.sock --imds-endpoint none\n"
+			wantArgs := "--bootstrap " + e.dir + "/run/bootstrap.json --pod-ip 10.128.0.7 --containerd-address /run/containerd/containerd.sock --imds-endpoint none --gce-metadata-endpoint http://metadata.google.internal\n"
 			if string(args) != wantArgs {
 				t.Errorf("kip-cell ran with %q, want %q", args, wantArgs)
 			}

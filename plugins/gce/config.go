@@ -52,7 +52,8 @@ type Config struct {
 	// Endpoint overrides the Compute Engine endpoint (a Private Service
 	// Connect endpoint, a simulator).
 	Endpoint string `json:"endpoint,omitempty"`
-	// CABundle is a PEM file of extra CAs to trust for the endpoint.
+	// CABundle is a PEM file of extra CAs to trust for the endpoint and
+	// identity.certsURL.
 	CABundle string `json:"caBundle,omitempty"`
 	// CredentialsFile is a service account key or external account file;
 	// omitted, Application Default Credentials.
@@ -69,6 +70,9 @@ type Config struct {
 	// Metadata are extra metadata items of every cell, such as
 	// kip-cell-url and kip-cell-sha256 for the boot recipe.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Identity is how the cells' identity tokens are checked
+	// (identity.go).
+	Identity *IdentityConfig `json:"identity,omitempty"`
 }
 
 // Image names the cells' boot image: by name or by family (the family's
@@ -149,7 +153,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = []byte("{}")
 	}
-	var image, disk, rate json.RawMessage
+	var image, disk, rate, ident json.RawMessage
 	if err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
 		"project":               &c.Project,
 		"region":                &c.Region,
@@ -169,8 +173,17 @@ func decodeConfig(raw []byte) (*Config, error) {
 		"rateLimit":             &rate,
 		"startupScript":         &c.StartupScript,
 		"metadata":              &c.Metadata,
+		"identity":              &ident,
 	}); err != nil {
 		return nil, err
+	}
+	if ident != nil {
+		c.Identity = &IdentityConfig{}
+		if err := pluginapi.DecodeConfigObject(ident, "identity.", map[string]any{
+			"certsURL": &c.Identity.CertsURL,
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if image != nil {
 		c.Image = &Image{}
@@ -224,6 +237,7 @@ type settings struct {
 	rate            RateLimit
 	startupScript   []byte // nil without startupScript
 	metadata        map[string]string
+	certsURL        string // the JWKS of the identity tokens' keys
 }
 
 // validate checks c and applies defaults. It reads the files c names (the
@@ -296,6 +310,9 @@ func validate(c *Config) (*settings, error) {
 		return nil, err
 	}
 	if s.rate, err = rateLimit(c.RateLimit); err != nil {
+		return nil, err
+	}
+	if s.certsURL, err = checkIdentity(c.Identity); err != nil {
 		return nil, err
 	}
 	return s, nil

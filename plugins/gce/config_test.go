@@ -83,6 +83,9 @@ func TestConfigureRefusesWithTheKey(t *testing.T) {
 		{"startup script empty", with(base, "startupScript", empty), "startupScript", false},
 		{"startup script too big", with(base, "startupScript", big), "startupScript", false},
 		{"unknown key", with(base, "subnet", "cells"), "subnet", false},
+		{"identity certs URL malformed", with(base, "identity", map[string]any{"certsURL": "www.googleapis.com/oauth2/v3/certs"}), "identity.certsURL", false},
+		{"identity certs URL wrong type", with(base, "identity", map[string]any{"certsURL": 1}), "identity.certsURL", false},
+		{"identity unknown key", with(base, "identity", map[string]any{"certificates": "google.pem"}), "identity.certificates", false},
 		{"metadata key malformed", with(base, "metadata", map[string]string{"kip cell": "x"}), "metadata.kip cell", false},
 		{"metadata key the plugin's", with(base, "metadata", map[string]string{"kip-bootstrap": "x"}), "metadata.kip-bootstrap", false},
 		{"metadata too big", with(base, "metadata", map[string]string{"big": strings.Repeat("x", maxStartup)}), "metadata", false},
@@ -184,7 +187,7 @@ func TestNotConfigured(t *testing.T) {
 		t.Errorf("Launch before Configure = %v", err)
 	}
 	info, err := p.GetInfo(ctx, &pluginapi.GetInfoRequest{})
-	if err != nil || info.Name != "gce" || !json.Valid([]byte(info.ConfigSchema)) || info.Has(pluginapi.CapabilityInstanceIdentity) {
+	if err != nil || info.Name != "gce" || !json.Valid([]byte(info.ConfigSchema)) || !info.Has(pluginapi.CapabilityInstanceIdentity) {
 		t.Errorf("GetInfo = %+v, %v", info, err)
 	}
 }

@@ -28,6 +28,8 @@
 //	              stopping that the plugin did not delete)
 //	registry.go   RegistryAuth: Artifact Registry and Container Registry tokens
 //	console.go    ConsoleOutput: instances.getSerialPortOutput
+//	identity.go   VerifyInstanceIdentity: a cell's identity token, checked
+//	              against Google's keys (no Compute Engine call)
 //
 // The contract is pluginapi.Provider. Its rules shape this package: every
 // call is safe to retry, and no state lives only in memory (instances carry
@@ -110,12 +112,30 @@
 // deploy/gce/role.yaml is the custom IAM role with exactly the permissions
 // of those calls; iam_test.go keeps the two equal.
 //
-// Not yet: VerifyInstanceIdentity (capability instance-identity; Compute
-// Engine's signed identity tokens would be its input) is not implemented
-// this round, so cells join with their bootstrap's token alone. Security
-// groups and instance profiles have no per-pod meaning here (firewall
-// rules follow networkTags; the cells' service account is serviceAccount):
-// the plugin does not report those capabilities.
+// # Instance identity
+//
+// VerifyInstanceIdentity (capability instance-identity) checks the
+// identity token a cell's agent read from its instance's metadata server
+// (kip-cell --gce-metadata-endpoint; deploy/gce/startup.sh passes it) and
+// sent with its join: a JWT Google signs (RS256) for the instance's
+// service account, minted for the audience
+// pluginapi/identity.Audience(cluster ID, cell ID), whose
+// google.compute_engine claims name the instance. The plugin verifies the
+// signature with the standard library against the JWKS at
+// identity.certsURL (Google's https://www.googleapis.com/oauth2/v3/certs
+// by default, kept as its Cache-Control says; a simulator's or a private
+// mirror's otherwise), then the issuer, the project, the instance
+// (zone/name is the request's instance ID), the audience, and exp and
+// iat with two minutes of skew; identity.go says why not the SDK's
+// idtoken. A token refused is a plain error naming why; keys it cannot
+// fetch are Transient. A cell without a service account has no token:
+// without serviceAccount the plugin answers NotChecked, with it a join
+// without a token is refused. Fetching the keys is no Compute Engine call
+// and needs no permission.
+//
+// Security groups and instance profiles have no per-pod meaning here
+// (firewall rules follow networkTags; the cells' service account is
+// serviceAccount): the plugin does not report those capabilities.
 //
 // # The SDK and the build list
 //
@@ -147,7 +167,7 @@
 // holds for the simulator's client tests (test/cloudsim/gce/sdktest, its
 // own module), so the root module's build list stays as it was.
 //
-// The package imports pluginapi (and its catalog, snapshot and ratelimit
-// packages), its own catalog and the Google Cloud SDK; never host, cell,
+// The package imports pluginapi (and its catalog, snapshot, ratelimit and
+// identity packages), its own catalog and the Google Cloud SDK; never host, cell,
 // Kubernetes or another plugin (hack/depcheck.sh).
 package gce

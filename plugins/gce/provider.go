@@ -102,8 +102,7 @@ func New(log *slog.Logger) pluginapi.Provider {
 
 // The plugin's capabilities. Security groups and instance profiles have
 // no Compute Engine meaning per pod (firewall rules follow networkTags;
-// the service account is the configuration's), and instance identities
-// are not checked yet (doc.go).
+// the service account is the configuration's).
 var capabilities = []pluginapi.Capability{
 	pluginapi.CapabilitySpot,
 	pluginapi.CapabilityGPU,
@@ -112,6 +111,7 @@ var capabilities = []pluginapi.Capability{
 	pluginapi.CapabilityInterruptionEvents,
 	pluginapi.CapabilityRegistryAuth,
 	pluginapi.CapabilityConsoleOutput,
+	pluginapi.CapabilityInstanceIdentity,
 }
 
 // GetInfo describes the plugin. It needs no configuration and calls no
@@ -151,7 +151,8 @@ type config struct {
 	machineTypes *machineTypes
 	deleting     *deletions
 	ops          *opWaits
-	warnOnce     sync.Once // catalog warnings, once per configuration
+	certs        *googleKeys // the identity tokens' keys
+	warnOnce     sync.Once   // catalog warnings, once per configuration
 }
 
 // clients are the Compute Engine REST clients the plugin calls; every one
@@ -219,6 +220,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	cfg.machineTypes = &machineTypes{client: cfg.clients.machineTypes, project: s.project, zones: s.zones, ttl: p.machineTypesTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
 	cfg.deleting = &deletions{now: p.now, at: map[string]time.Time{}}
 	cfg.ops = newOpWaits()
+	cfg.certs = newGoogleKeys(s.certsURL, &http.Client{Transport: p.baseTransport(s)})
 
 	// Calls under way keep the configuration they started with; its
 	// clients hold no more than idle connections.
@@ -297,21 +299,7 @@ func credentialsFromFile(path string, opts *credentials.DetectOptions) (*auth.Cr
 // transport (with the CA bundle), the rate limit, then the credentials'
 // bearer token.
 func (p *provider) newClients(ctx context.Context, cfg *config) (*clients, error) {
-	base := http.DefaultTransport
-	if p.httpClient != nil && p.httpClient.Transport != nil {
-		base = p.httpClient.Transport
-	}
-	if cfg.caBundle != nil {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		pool.AppendCertsFromPEM(cfg.caBundle)
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-		base = t
-	}
-	var rt http.RoundTripper = &transport{limiter: newLimiter(cfg.rate, p.now, p.sleep), next: base}
+	var rt http.RoundTripper = &transport{limiter: newLimiter(cfg.rate, p.now, p.sleep), next: p.baseTransport(cfg.settings)}
 	if cfg.creds != nil {
 		rt = &bearer{creds: cfg.creds, next: rt}
 	}
@@ -340,6 +328,25 @@ func (p *provider) newClients(ctx context.Context, cfg *config) (*clients, error
 		return nil, fmt.Errorf("creating the subnetworks client: %w", err)
 	}
 	return c, nil
+}
+
+// baseTransport is the transport of the plugin's requests, with the CA
+// bundle: Compute Engine's under the rate limit, and the identity keys'.
+func (p *provider) baseTransport(s *settings) http.RoundTripper {
+	if s.caBundle != nil {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		pool.AppendCertsFromPEM(s.caBundle)
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		return t
+	}
+	if p.httpClient != nil && p.httpClient.Transport != nil {
+		return p.httpClient.Transport
+	}
+	return http.DefaultTransport
 }
 
 // bearer adds the credentials' OAuth token to every request.

@@ -55,7 +55,7 @@ const configSchema = `{
       }
     },
     "endpoint": {"description": "Overrides the Compute Engine endpoint: a Private Service Connect endpoint, or a simulator (http or https URL).", "type": "string"},
-    "caBundle": {"description": "Path of a PEM file of extra CA certificates to trust for the endpoint.", "type": "string"},
+    "caBundle": {"description": "Path of a PEM file of extra CA certificates to trust for the endpoint and identity.certsURL.", "type": "string"},
     "credentialsFile": {"description": "Path of a service account key or external account file; omitted, Application Default Credentials.", "type": "string"},
     "withoutAuthentication": {"description": "Send no credentials (with endpoint only: a simulator, or a proxy that authenticates).", "type": "boolean", "default": false},
     "rateLimit": {
@@ -72,6 +72,14 @@ const configSchema = `{
       "description": "Extra metadata items of every cell, such as kip-cell-url and kip-cell-sha256 for the boot recipe (deploy/gce/startup.sh); kip-bootstrap, kip-tags and startup-script are the plugin's.",
       "type": "object",
       "additionalProperties": {"type": "string"}
+    },
+    "identity": {
+      "description": "How the cells' identity tokens are checked before kip signs a cell's certificate (needs serviceAccount: a cell without one has no token).",
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "certsURL": {"description": "JWKS of the keys that sign identity tokens: a simulator's or a private mirror's (http or https URL).", "type": "string", "default": "https://www.googleapis.com/oauth2/v3/certs"}
+      }
     },
     "startupScript": {"description": "Path of the cells' startup script (metadata startup-script, deploy/gce/startup.sh); omitted, the image runs kip-cell by itself.", "type": "string"}
   }

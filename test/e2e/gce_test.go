@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // TestGCEStockoutFallsToTheNextType: with no capacity for the cheapest
@@ -111,4 +112,38 @@ func TestGCEThrottledPluginStillRunsEveryPod(t *testing.T) {
 	throttledDeployment(t, kip.GCE, 15, func() {
 		kip.GCE.InjectFault(gcesim.Fault{Code: "rateLimitExceeded", HTTPStatus: http.StatusForbidden, Message: "Rate Limit Exceeded", Times: 15})
 	}, 55)
+}
+
+// TestGCECellsJoinWithTheirIdentityToken: in the gce pass a cell's
+// instance has the cells' service account, and kip joins its agent only
+// once the gce plugin has checked the instance's identity token, which the
+// agent read from its instance's metadata server (kip-cell
+// --gce-metadata-endpoint): the plugin refuses a join without one, so the
+// pod runs only if the check passed, and kip never says that cells join
+// unchecked.
+func TestGCECellsJoinWithTheirIdentityToken(t *testing.T) {
+	needGCE(t)
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	settle(t, ns)
+	createPod(t, ns, "checked", onKip(sleeper()))
+	p := f.WaitForPods(t, ns, "app=checked", 1, 90*time.Second, "running", running)[0]
+	ins := instancesOf(t, p.UID)
+	if len(ins) != 1 {
+		t.Fatalf("pod %s has %d instances, want 1", p.Name, len(ins))
+	}
+	zone, name, _ := strings.Cut(ins[0].ID, "/")
+	in, ok := kip.GCE.Instance(zone, name)
+	if !ok {
+		t.Fatalf("no instance %s in the simulator", ins[0].ID)
+	}
+	accounts, _ := in.Body["serviceAccounts"].([]any)
+	if len(accounts) != 1 || accounts[0].(map[string]any)["email"] != framework.GCEServiceAccount {
+		t.Errorf("instance %s has service accounts %v, want %s", ins[0].ID, in.Body["serviceAccounts"], framework.GCEServiceAccount)
+	}
+	for _, line := range strings.Split(kip.LogTail(1<<20), "\n") {
+		if strings.Contains(line, "join without an instance identity check") {
+			t.Errorf("kip joins cells without checking their identity: %s", line)
+		}
+	}
 }

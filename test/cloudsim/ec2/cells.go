@@ -51,7 +51,7 @@ func (c cellInstance) CellStopped(time.Time) {
 	if c.in.subnetAddr.IsValid() {
 		delete(c.in.subnet.used, c.in.subnetAddr)
 	}
-	c.s.stopIMDS(c.in.id)
+	c.s.imds.Stop(c.in.id)
 }
 
 // startCell brings up the cell of a new instance: at once without a

@@ -11,13 +11,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,12 +66,6 @@ const DefaultInterruptionNotice = 2 * time.Minute
 // (simcells.IMDSLocator). The server serves an instance's IMDS there;
 // without a locator, in a directory of its own (IMDSSocket says where).
 type IMDSLocator = simcells.IMDSLocator
-
-// imdsServer is the IMDS of one instance.
-type imdsServer struct {
-	path string
-	srv  *http.Server
-}
 
 // identitySigner is the simulator's instance-identity key, made at first
 // use (an RSA key takes a while; most tests never need one).
@@ -142,59 +132,16 @@ func (s *Server) IdentityCertificatePEM() []byte {
 
 // IMDSSocket returns the unix socket of an instance's metadata service,
 // once it serves (from its launch until its cell has stopped).
-func (s *Server) IMDSSocket(instanceID string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.imds[instanceID]
-	if m == nil {
-		return "", false
-	}
-	return m.path, true
-}
+func (s *Server) IMDSSocket(instanceID string) (string, bool) { return s.imds.Path(instanceID) }
 
-// imdsPath is where the IMDS of an instance listens. The caller holds
-// s.mu.
-func (s *Server) imdsPath(id string) (string, error) {
-	if p := s.cells.IMDSSocket(id); p != "" {
-		return p, nil
-	}
-	if s.imdsDir == "" {
-		dir, err := os.MkdirTemp("", "ec2sim-imds-")
-		if err != nil {
-			return "", fmt.Errorf("making the IMDS socket directory: %w", err)
-		}
-		s.imdsDir = dir
-	}
-	return filepath.Join(s.imdsDir, id+".sock"), nil
-}
-
-// startIMDS serves the instance's metadata on its socket. A failure is
+// startIMDS serves the instance's metadata on its socket: where the
+// CellStarter wants it, else in the simulator's directory. A failure is
 // logged: the instance runs without metadata, which its cell will say.
 // The caller holds s.mu.
 func (s *Server) startIMDS(in *instance) {
-	path, err := s.imdsPath(in.id)
-	if err == nil {
-		_ = os.Remove(path) // left by an earlier simulator
-		var ln net.Listener
-		if ln, err = net.Listen("unix", path); err == nil {
-			m := &imdsServer{path: path, srv: &http.Server{Handler: s.imdsHandler(in), ReadHeaderTimeout: 10 * time.Second}}
-			s.imds[in.id] = m
-			go func() { _ = m.srv.Serve(ln) }()
-			return
-		}
+	if err := s.imds.Serve(in.id, s.cells.IMDSSocket(in.id), s.imdsHandler(in)); err != nil {
+		s.log.Error("serving instance metadata failed", "instance", in.id, "cell", in.cellAttr(), "error", err)
 	}
-	s.log.Error("serving instance metadata failed", "instance", in.id, "cell", in.cellAttr(), "error", err)
-}
-
-// stopIMDS stops the instance's metadata service. The caller holds s.mu.
-func (s *Server) stopIMDS(id string) {
-	m := s.imds[id]
-	if m == nil {
-		return
-	}
-	delete(s.imds, id)
-	_ = m.srv.Close()
-	_ = os.Remove(m.path)
 }
 
 // imdsHandler answers the metadata requests of one instance.
@@ -471,16 +418,8 @@ func (s *Server) closeIMDS() error {
 		t.Stop()
 	}
 	s.timers = nil
-	for id := range s.imds {
-		s.stopIMDS(id)
-	}
-	if s.imdsDir == "" {
-		return nil
-	}
-	err := os.RemoveAll(s.imdsDir)
-	s.imdsDir = ""
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the IMDS socket directory: %w", err)
+	if err := s.imds.Close(); err != nil {
+		return fmt.Errorf("closing the IMDS: %w", err)
 	}
 	return nil
 }

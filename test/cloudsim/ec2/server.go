@@ -130,10 +130,9 @@ type Server struct {
 	consistencyDelay time.Duration
 
 	// Instance metadata (imds.go).
-	signer  identitySigner
-	imds    map[string]*imdsServer
-	imdsDir string        // the sockets' directory, when the server made one
-	timers  []*time.Timer // interruptions after their notice
+	signer identitySigner
+	imds   simhttp.Sockets // the instances' IMDS
+	timers []*time.Timer   // interruptions after their notice
 }
 
 // New returns a Server for opts, with defaults applied. It panics on
@@ -173,7 +172,7 @@ func New(opts Options) *Server {
 		opts:  opts, region: r, log: opts.Logger.With("sim", "ec2", "region", opts.Region), now: opts.Now,
 		instances: map[string]*instance{}, tokens: map[string]*reservation{},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay,
-		imds: map[string]*imdsServer{},
+		imds: simhttp.Sockets{Prefix: "ec2sim-imds-"},
 	}
 	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
 		Starter: opts.Cells, StartTimeout: opts.CellStartTimeout, Lock: &s.mu,

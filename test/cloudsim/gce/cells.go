@@ -43,8 +43,8 @@ func (c cellInstance) StartFailed(now time.Time) {
 	}
 }
 
-// CellStopped: nothing else is served per instance.
-func (c cellInstance) CellStopped(time.Time) {}
+// CellStopped stops the instance's metadata server.
+func (c cellInstance) CellStopped(time.Time) { c.s.metadata.Stop(metadataKey(c.in.key)) }
 
 // SetAgentDelay sets how long after they run the instances inserted from
 // now on start their cell agents (Options.AgentDelay).

@@ -114,6 +114,27 @@
 // no CellStarter, instances get an address of 10.128.0.0/16 and no
 // process.
 //
+// # Instance metadata and identity tokens
+//
+// Every instance gets a metadata server from its insert until its cell
+// stopped (metadata.go): HTTP on a unix socket, where the CellStarter
+// wants it (simcells.IMDSLocator: localcells' {imds}, which the agent
+// reaches with kip-cell --gce-metadata-endpoint unix://{imds}), else in
+// a directory of the simulator's (MetadataSocket). It answers
+// /computeMetadata/v1/ with Metadata-Flavor: Google only, as GCE's does:
+// the instance's name, ID, zone, address and metadata items, the
+// project's ID and number (Options.ProjectNumber), and the identity token
+// of instance/service-accounts/default/identity (audience, format
+// standard or full), a JWT signed RS256 by the simulator's key with
+// Google's claims (iss https://accounts.google.com, aud, iat, exp an hour
+// later, and with format full google.compute_engine: project_id,
+// project_number, zone, instance_id, instance_name,
+// instance_creation_timestamp); an instance without serviceAccounts has
+// none (404). The simulator serves the key's JWKS at /oauth2/v3/certs
+// (IdentityCertsURL, with Cache-Control max-age as Google's
+// www.googleapis.com/oauth2/v3/certs), what the gce plugin's
+// identity.certsURL points at.
+//
 // # The project's resources
 //
 // Options.MachineTypes (DefaultMachineTypes: common E2, N1, N2, N2D, N4,

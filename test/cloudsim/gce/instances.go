@@ -260,6 +260,7 @@ func (s *Server) insertInstance(q request) (any, error) {
 	s.instances[in.key] = in
 	s.order = append(s.order, in)
 	s.log.Info("instance inserted", "instance", name, "zone", zone, "machine_type", m[2], "spot", in.spot)
+	s.startMetadata(in)
 	s.cells.StartLocked(cellInstance{s, in})
 	op := s.newOperation(zone, "insert", link, in.id, rid, now, now.Add(s.opDelay), nil)
 	return s.operationJSON(op, now), nil

@@ -38,6 +38,9 @@ const maxBody = 1 << 20
 type Options struct {
 	// Project is the only project served; another is notFound.
 	Project string
+	// ProjectNumber is its number (DefaultProjectNumber), which the
+	// metadata server and the identity tokens name.
+	ProjectNumber int64
 	// Region names the region of the zones and of the default subnetwork.
 	Region string
 	// Zones default to <region>-a, -b and -c.
@@ -117,6 +120,8 @@ type Server struct {
 
 	*simknobs.Knobs
 	cells     *simcells.Lifecycle
+	signer    identitySigner
+	metadata  simhttp.Sockets // the instances' metadata servers
 	stockouts simknobs.Shortages[Stockout]
 	closeOnce sync.Once
 
@@ -141,6 +146,7 @@ type instanceKey struct{ zone, name string }
 func New(opts Options) *Server {
 	opts.Project = cmp.Or(opts.Project, DefaultProject)
 	opts.Region = cmp.Or(opts.Region, DefaultRegion)
+	opts.ProjectNumber = cmp.Or(opts.ProjectNumber, DefaultProjectNumber)
 	if opts.Zones == nil {
 		opts.Zones = []string{opts.Region + "-a", opts.Region + "-b", opts.Region + "-c"}
 	}
@@ -157,6 +163,7 @@ func New(opts Options) *Server {
 		surface: newSurface(&opts), opts: opts, log: opts.Logger.With("sim", "gce", "project", opts.Project), now: opts.Now,
 		Knobs:     simknobs.New(opts.Latency, opts.RateLimit),
 		instances: map[instanceKey]*instance{}, operations: map[instanceKey]*operation{}, requests: map[string]*operation{},
+		metadata:  simhttp.Sockets{Prefix: "gcesim-metadata-"},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, opDelay: opts.OperationDelay,
 	}
 	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
@@ -181,6 +188,9 @@ func (s *Server) Close() error {
 			s.log.Warn("stopping GCE simulator", "error", err)
 		}
 		s.cells.Close()
+		if err := s.metadata.Close(); err != nil {
+			s.log.Warn("closing the instances' metadata servers", "error", err)
+		}
 	})
 	return nil
 }
@@ -239,6 +249,10 @@ func (s *Server) Instances() []Instance {
 
 // ServeHTTP answers one Compute REST request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == certsPath {
+		s.serveCerts(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/compute/v1/projects/")
 	if !ok {
 		writeError(w, r, s.log, unserved(r))

@@ -1,7 +1,8 @@
 // Package simhttp serves a cloud simulator's handler on loopback: the
 // start, URL and stop that every simulator of test/cloudsim shares
-// (ec2sim, gcesim), and Write, which answers gzip-compressed where the
-// client accepts it.
+// (ec2sim, gcesim), Sockets, the per-instance metadata services on unix
+// sockets, and Write, which answers gzip-compressed where the client
+// accepts it.
 //
 // It imports only the standard library.
 package simhttp

@@ -618,8 +618,13 @@ func (k *Kip) startSimCells(ctx context.Context, name, binDir string, agent []st
 // sized as its machine type (gcesim.DefaultMachineTypes) and booted with
 // the bootstrap the gce plugin put in the instance's kip-bootstrap
 // metadata item. It returns the gce plugin's configuration for the
-// simulator: its endpoint, without credentials.
+// simulator: its endpoint, without credentials, the cells' service
+// account, and the simulator's keys for their identity tokens.
 func (k *Kip) startGCE(ctx context.Context, binDir string, agent []string, bridge, subnet string) (map[string]any, error) {
+	// The agent joins with the identity token of its instance's metadata
+	// server, at the unix socket the simulator serves for it, and reads
+	// no EC2 metadata, as deploy/gce/startup.sh runs it.
+	agent = append(slices.Clone(agent), "--imds-endpoint", "none", "--gce-metadata-endpoint", "unix://{imds}")
 	log, logFile, err := k.startSimCells(ctx, "gcesim", binDir, agent, bridge, subnet, gcesim.CellTypes(gcesim.DefaultMachineTypes))
 	if err != nil {
 		return nil, err
@@ -634,12 +639,20 @@ func (k *Kip) startGCE(ctx context.Context, binDir string, agent []string, bridg
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting the Compute Engine simulator: %w", err)
 	}
+	// kip checks each cell's identity token (which a cell has with a
+	// service account) against the simulator's keys before it signs the
+	// cell's certificate.
 	return map[string]any{
 		"project": gcesim.DefaultProject, "region": gcesim.DefaultRegion, "subnetwork": "default",
 		"image":    map[string]any{"project": gcesim.DebianProject, "family": "debian-12"},
 		"endpoint": url, "withoutAuthentication": true,
+		"serviceAccount": GCEServiceAccount,
+		"identity":       map[string]any{"certsURL": k.GCE.IdentityCertsURL()},
 	}, nil
 }
+
+// GCEServiceAccount is the cells' service account in the gce pass.
+const GCEServiceAccount = "kip-cell@" + gcesim.DefaultProject + ".iam.gserviceaccount.com"
 
 // gceOperationDelay is how long the Compute Engine simulator's operations
 // run before they are DONE.
