@@ -118,7 +118,10 @@
 //
 // ARM calls are few by design, since a subscription's request rate is
 // shared: a cell costs a PUT, its operation polls (one a second or as
-// Retry-After says) and the SDK's final GET, and a DELETE; Describe, List
+// Retry-After says), the SDK's final GET and one NetworkInterfaces_Get
+// (Launch answers the VM running at its address, so that the host reaches
+// the agent at once rather than after the next NIC listing), and a
+// DELETE; Describe, List
 // and WatchEvents of every cell are served from one snapshot of the
 // cluster (the resource group's VM list with $expand=instanceView, and
 // its NIC list for the private addresses, each paginated), refreshed at

@@ -216,6 +216,7 @@ var routes = []route{
 	{"OperationResults_Get", "GET", regexp.MustCompile(subPath + `/providers/Microsoft\.Compute/locations/([^/]+)/operationResults/([^/]+)$`)},
 	{"ResourceSkus_List", "GET", regexp.MustCompile(subPath + `/providers/Microsoft\.Compute/skus$`)},
 	{"NetworkInterfaces_List", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Network/networkInterfaces$`)},
+	{"NetworkInterfaces_Get", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Network/networkInterfaces/([^/]+)$`)},
 	{"Subnets_Get", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Network/virtualNetworks/([^/]+)/subnets/([^/]+)$`)},
 	{"NetworkSecurityGroups_Get", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Network/networkSecurityGroups/([^/]+)$`)},
 }
@@ -299,6 +300,14 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 			items = append(items, s)
 		}
 		f.page(w, r, items)
+	case "NetworkInterfaces_Get":
+		vm, ok := strings.CutSuffix(m[3], "-nic")
+		v := f.vms[vm]
+		if !ok || v == nil {
+			writeError(w, notFound("Microsoft.Network/networkInterfaces/"+m[3], m[2]))
+			return
+		}
+		writeJSON(w, 200, f.nicJSON(vm, v))
 	case "NetworkInterfaces_List":
 		var items []any
 		for _, name := range slices.Sorted(maps.Keys(f.vms)) {

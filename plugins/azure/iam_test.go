@@ -37,6 +37,7 @@ var actions = map[string][]string{
 	"Operations_Get":            {"Microsoft.Compute/locations/operations/read"},
 	"ResourceSkus_List":         {"Microsoft.Compute/skus/read"},
 	"NetworkInterfaces_List":    {"Microsoft.Network/networkInterfaces/read"},
+	"NetworkInterfaces_Get":     {"Microsoft.Network/networkInterfaces/read"},
 	"Subnets_Get":               {"Microsoft.Network/virtualNetworks/subnets/read"},
 	"NetworkSecurityGroups_Get": {"Microsoft.Network/networkSecurityGroups/read"},
 }

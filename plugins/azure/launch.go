@@ -165,12 +165,40 @@ func (p *provider) follow(ctx context.Context, cfg *config, plan *launchPlan, po
 		return nil, fmt.Errorf("launching cell %s: VM %s in resource group %s is tagged for cluster %q, not this cluster's %q; cell IDs must be unique in the resource group",
 			cell, cell, cfg.resourceGroup, c, cfg.clusterID)
 	}
-	if vm.State == pluginapi.StateUnknown {
+	switch {
+	case vm.State == pluginapi.StateUnknown:
 		vm.State = pluginapi.StatePending
+	case vm.State == pluginapi.StatePending && strings.EqualFold(vm.provisioning, "Succeeded") &&
+		(res.Properties == nil || res.Properties.InstanceView == nil):
+		// The create's operation succeeds once the VM has provisioned,
+		// that is runs; the final GET carries no instance view to say so.
+		vm.State = pluginapi.StateRunning
 	}
+	vm = p.withAddress(ctx, cfg, vm)
 	cfg.view.Launched(vm.ID, vm)
 	p.log.Info("cell launched", "cell", cell, "instance", vm.ID, "type", plan.spec, "zone", plan.zone, "capacity_type", plan.capacity)
 	return &pluginapi.LaunchResponse{Instance: vm.Instance}, nil
+}
+
+// withAddress gives a running VM that has no address yet its NIC's
+// private address, with one NetworkInterfaces_Get of the NIC Launch
+// created (<cell>-nic): the create's operation ends when the VM runs, and
+// the host, which needs the address to reach the cell's agent, would
+// otherwise wait for the view's next NIC listing. A failed read leaves the
+// VM as it is (the view brings the address later).
+func (p *provider) withAddress(ctx context.Context, cfg *config, vm azVM) azVM {
+	if vm.State != pluginapi.StateRunning || vm.PrivateAddress() != "" {
+		return vm
+	}
+	nic, err := cfg.clients.nics.Get(ctx, cfg.resourceGroup, vm.ID+"-nic", nil)
+	if err != nil {
+		p.log.Warn("reading the NIC of a launched VM; its address comes with the next listing", "cell", vm.CellID, "error", err)
+		return vm
+	}
+	if owner, ip := nicAddress(&nic.Interface); ip != "" && strings.EqualFold(owner, vm.ID) {
+		vm.Addresses = []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: ip}}
+	}
+	return vm
 }
 
 // failed answers a create whose operation failed: the failed VM is deleted
@@ -225,6 +253,7 @@ func (p *provider) existing(ctx context.Context, cfg *config, plan *launchPlan, 
 		}
 		return nil, pluginapi.NewTransient("launching cell %s: %s (the VM is deleted; a retry creates it again)", cell, text), false
 	}
+	vm = p.withAddress(ctx, cfg, vm)
 	cfg.view.Launched(vm.ID, vm)
 	p.log.Info("cell launched before; returning its VM", "cell", cell, "instance", vm.ID, "state", vm.State)
 	return &pluginapi.LaunchResponse{Instance: vm.Instance}, nil, false

@@ -41,8 +41,11 @@ func TestLaunchBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The create's operation ended: the VM runs, at its NIC's address
+	// (NetworkInterfaces_Get), so the host reaches its agent at once.
 	want := pluginapi.Instance{ID: "kip-body", CellID: "kip-body", InstanceType: "Standard_B2s", Zone: "eastus-2",
-		CapacityType: pluginapi.CapacitySpot, State: pluginapi.StatePending}
+		CapacityType: pluginapi.CapacitySpot, State: pluginapi.StateRunning,
+		Addresses: []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: "10.1.0.4"}}}
 	got := resp.Instance
 	got.Tags, got.LaunchedAt = nil, time.Time{}
 	if diff := cmp.Diff(want, got); diff != "" {
