@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
 	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
+	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
