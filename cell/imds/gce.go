@@ -47,18 +47,18 @@ func NewGCE(endpoint string) (*GCEClient, error) {
 // account has none: ErrNotFound.
 func (c *GCEClient) IdentityToken(ctx context.Context, audience string) ([]byte, error) {
 	q := url.Values{"audience": {audience}, "format": {"full"}}
-	body, resp, err := do(ctx, c.hc, http.MethodGet, c.base+identityPath+"?"+q.Encode(), map[string]string{flavorHeader: flavorGoogle})
+	a, err := do(ctx, c.hc, http.MethodGet, c.base+identityPath+"?"+q.Encode(), map[string]string{flavorHeader: flavorGoogle})
 	if err != nil {
 		return nil, fmt.Errorf("reading the identity token from the metadata server: %w", err)
 	}
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case a.status == http.StatusNotFound:
 		return nil, fmt.Errorf("reading the identity token from the metadata server (the instance has no service account?): %w", ErrNotFound)
-	case resp.StatusCode != http.StatusOK:
-		return nil, &StatusError{Path: identityPath, Status: resp.StatusCode}
-	case resp.Header.Get(flavorHeader) != flavorGoogle:
+	case a.status != http.StatusOK:
+		return nil, &StatusError{Path: identityPath, Status: a.status}
+	case a.header.Get(flavorHeader) != flavorGoogle:
 		// Not the metadata server: something else answered its name.
 		return nil, fmt.Errorf("reading the identity token: the answer of %s lacks %s: %s", c.base, flavorHeader, flavorGoogle)
 	}
-	return bytes.TrimSpace(body), nil
+	return bytes.TrimSpace(a.body), nil
 }

@@ -160,32 +160,40 @@ func (c *Client) dropToken(token string) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, header map[string]string) ([]byte, int, error) {
-	body, resp, err := do(ctx, c.hc, method, c.base+path, header)
+	a, err := do(ctx, c.hc, method, c.base+path, header)
 	if err != nil {
 		return nil, 0, err
 	}
-	return body, resp.StatusCode, nil
+	return a.body, a.status, nil
+}
+
+// answer is what do read of a response: its status, header and body (the
+// body closed).
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
 }
 
 // do sends one request and reads its answer (at most maxBody).
-func do(ctx context.Context, hc *http.Client, method, url string, header map[string]string) ([]byte, *http.Response, error) {
+func do(ctx context.Context, hc *http.Client, method, url string, header map[string]string) (*answer, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return body, resp, nil
+	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
 }
 
 // IdentityDocument reads the instance identity document and its
