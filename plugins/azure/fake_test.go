@@ -300,6 +300,14 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 			items = append(items, s)
 		}
 		f.page(w, r, items)
+	default:
+		f.serveNetwork(w, r, rt.op, m)
+	}
+}
+
+// serveNetwork answers the Microsoft.Network operations; f.mu is held.
+func (f *fakeARM) serveNetwork(w http.ResponseWriter, r *http.Request, op string, m []string) {
+	switch op {
 	case "NetworkInterfaces_Get":
 		vm, ok := strings.CutSuffix(m[3], "-nic")
 		v := f.vms[vm]
