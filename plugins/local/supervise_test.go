@@ -86,7 +86,10 @@ func TestRestartedPluginAdoptsTheSupervision(t *testing.T) {
 func waitRestarted(t *testing.T, e *testEnv, p *provider, inst pluginapi.Instance, pid int) *record {
 	t.Helper()
 	var r *record
-	eventually(t, 10*time.Second, func() error {
+	// A restart takes about half a second (a poll, the back-off, the
+	// agent's start); the bound is for a machine under load (make test
+	// runs the packages' tests in parallel on two cores).
+	eventually(t, 30*time.Second, func() error {
 		if got, ok := describe(t, p, inst.ID); !ok || got.State != pluginapi.StateRunning {
 			t.Fatalf("cell after its agent died: %+v", got)
 		}
