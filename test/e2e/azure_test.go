@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
 )
@@ -55,47 +54,23 @@ func TestAzureAllocationFailureFallsToTheNextSize(t *testing.T) {
 // Deployment's replacement runs.
 func TestAzureSpotEvictionReplacesThePod(t *testing.T) {
 	needAzure(t)
-	kipLogOnFailure(t)
-	ns := f.Namespace(t)
-	settle(t, ns)
-	helloDeployment(t, ns, "evicted", 1, map[string]string{"kipcell.io/capacity-type": "spot"})
-	first := f.WaitForPods(t, ns, "app=evicted", 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
-		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
-	})[0]
-	var name string
-	for _, vm := range kip.Azure.VMs() {
-		if vm.Tags[azureTagPodUID] == string(first.UID) && vm.ProvisioningState == azuresim.StateSucceeded {
-			name = vm.Name
-			if !vm.Spot || vm.EvictionPolicy != "Delete" {
-				t.Errorf("VM %s: Spot %v, evictionPolicy %q; want a Spot VM deleted when evicted", name, vm.Spot, vm.EvictionPolicy)
+	spotReclaimReplacesThePod(t, "evicted", func(t *testing.T, uid types.UID) {
+		var name string
+		for _, vm := range kip.Azure.VMs() {
+			if vm.Tags[azureTagPodUID] == string(uid) && vm.ProvisioningState == azuresim.StateSucceeded {
+				name = vm.Name
+				if !vm.Spot || vm.EvictionPolicy != "Delete" {
+					t.Errorf("VM %s: Spot %v, evictionPolicy %q; want a Spot VM deleted when evicted", name, vm.Spot, vm.EvictionPolicy)
+				}
 			}
 		}
-	}
-	if name == "" {
-		t.Fatalf("no running VM for pod %s", first.Name)
-	}
-	if err := kip.Azure.Evict(name); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitFor(t, 60*time.Second, "the evicted pod Failed with the reason", func(ctx context.Context) (bool, error) {
-		p, err := f.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
+		if name == "" {
+			t.Fatalf("no running VM for pod %s", uid)
 		}
-		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "CellLost" && namesEviction(p.Status.Message), nil
-	})
-	f.WaitForPods(t, ns, "app=evicted", 2, 60*time.Second, "a replacement Running beside the failed pod", func(p *corev1.Pod) bool {
-		return p.Name == first.Name || running(p)
-	})
-	events := podEvents(t, ns, first.Name)
-	lost := false
-	for _, line := range strings.Split(events, "\n") {
-		lost = lost || strings.HasPrefix(line, "Warning CellLost ") && namesEviction(line)
-	}
-	if !lost {
-		t.Errorf("the evicted pod's events do not say why:\n%s", events)
-	}
-	t.Logf("events of the evicted pod:\n%s", events)
+		if err := kip.Azure.Evict(name); err != nil {
+			t.Fatal(err)
+		}
+	}, namesEviction)
 }
 
 // namesEviction reports whether a CellLost message says the cell was

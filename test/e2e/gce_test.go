@@ -3,14 +3,12 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
 	"github.com/kipcell/kip/test/e2e/framework"
@@ -51,47 +49,23 @@ func TestGCEStockoutFallsToTheNextType(t *testing.T) {
 // preemption: …").
 func TestGCEPreemptionReplacesThePod(t *testing.T) {
 	needGCE(t)
-	kipLogOnFailure(t)
-	ns := f.Namespace(t)
-	settle(t, ns)
-	helloDeployment(t, ns, "preempted", 1, map[string]string{"kipcell.io/capacity-type": "spot"})
-	first := f.WaitForPods(t, ns, "app=preempted", 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
-		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
-	})[0]
-	var zone, name string
-	for _, in := range kip.GCE.Instances() {
-		if in.Labels[gceLabelPodUID] == string(first.UID) && in.Status == "RUNNING" {
-			zone, name = in.Zone, in.Name
-			if !in.Spot || in.TerminationAction != "DELETE" {
-				t.Errorf("instance %s/%s: Spot %v, instanceTerminationAction %q; want a Spot instance deleted when preempted", zone, name, in.Spot, in.TerminationAction)
+	spotReclaimReplacesThePod(t, "preempted", func(t *testing.T, uid types.UID) {
+		var zone, name string
+		for _, in := range kip.GCE.Instances() {
+			if in.Labels[gceLabelPodUID] == string(uid) && in.Status == "RUNNING" {
+				zone, name = in.Zone, in.Name
+				if !in.Spot || in.TerminationAction != "DELETE" {
+					t.Errorf("instance %s/%s: Spot %v, instanceTerminationAction %q; want a Spot instance deleted when preempted", zone, name, in.Spot, in.TerminationAction)
+				}
 			}
 		}
-	}
-	if name == "" {
-		t.Fatalf("no running instance for pod %s", first.Name)
-	}
-	if err := kip.GCE.Preempt(zone, name); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitFor(t, 60*time.Second, "the preempted pod Failed with the reason", func(ctx context.Context) (bool, error) {
-		p, err := f.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
+		if name == "" {
+			t.Fatalf("no running instance for pod %s", uid)
 		}
-		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "CellLost" && namesPreemption(p.Status.Message), nil
-	})
-	f.WaitForPods(t, ns, "app=preempted", 2, 60*time.Second, "a replacement Running beside the failed pod", func(p *corev1.Pod) bool {
-		return p.Name == first.Name || running(p)
-	})
-	events := podEvents(t, ns, first.Name)
-	lost := false
-	for _, line := range strings.Split(events, "\n") {
-		lost = lost || strings.HasPrefix(line, "Warning CellLost ") && namesPreemption(line)
-	}
-	if !lost {
-		t.Errorf("the preempted pod's events do not say why:\n%s", events)
-	}
-	t.Logf("events of the preempted pod:\n%s", events)
+		if err := kip.GCE.Preempt(zone, name); err != nil {
+			t.Fatal(err)
+		}
+	}, namesPreemption)
 }
 
 // namesPreemption reports whether a CellLost message says the cell was

@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,6 +160,42 @@ func needAzure(t *testing.T) {
 	if kip.Azure == nil {
 		t.Skip("needs the ARM simulator: runs with KIP_E2E_PLUGIN=azure")
 	}
+}
+
+// spotReclaimReplacesThePod runs a Deployment (app) of one Spot pod, has
+// the cloud reclaim its instance (reclaim, given the pod's UID: a GCE
+// preemption, an Azure eviction), and checks that the pod fails with
+// CellLost and a message that names the reclaim (names), in its status
+// and its events, and that the Deployment's replacement runs.
+func spotReclaimReplacesThePod(t *testing.T, app string, reclaim func(t *testing.T, uid types.UID), names func(message string) bool) {
+	t.Helper()
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	settle(t, ns)
+	helloDeployment(t, ns, app, 1, map[string]string{"kipcell.io/capacity-type": "spot"})
+	first := f.WaitForPods(t, ns, "app="+app, 1, 60*time.Second, "Running on spot", func(p *corev1.Pod) bool {
+		return running(p) && p.Annotations["cell.kipcell.io/capacity-type"] == "spot"
+	})[0]
+	reclaim(t, first.UID)
+	f.WaitFor(t, 60*time.Second, "the reclaimed pod Failed with the reason", func(ctx context.Context) (bool, error) {
+		p, err := f.Client.CoreV1().Pods(ns).Get(ctx, first.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "CellLost" && names(p.Status.Message), nil
+	})
+	f.WaitForPods(t, ns, "app="+app, 2, 60*time.Second, "a replacement Running beside the failed pod", func(p *corev1.Pod) bool {
+		return p.Name == first.Name || running(p)
+	})
+	events := podEvents(t, ns, first.Name)
+	lost := false
+	for _, line := range strings.Split(events, "\n") {
+		lost = lost || strings.HasPrefix(line, "Warning CellLost ") && names(line)
+	}
+	if !lost {
+		t.Errorf("the reclaimed pod's events do not say why:\n%s", events)
+	}
+	t.Logf("events of the reclaimed pod:\n%s", events)
 }
 
 // squeezedPod runs pod "squeezed" (300m CPU, 300Mi: the cheapest type
