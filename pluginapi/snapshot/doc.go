@@ -2,9 +2,11 @@
 // instances: one paginated listing of the cloud (by the cluster's tag or
 // label) serves every Describe, List and WatchEvents of its age, however
 // many callers ask, and the plugin's own changes (instances it launched or
-// terminated since) overlay it. The aws and gce plugins answer Describe and
-// List from a View; a third party's plugin may do the same to keep its
-// cloud calls per pod low.
+// terminated since) overlay it. The aws, gce and azure plugins answer
+// Describe and List from a View; a third party's plugin may do the same to
+// keep its cloud calls per pod low. Deletions remembers which instances the
+// plugin deleted itself, so that its event watch tells them from those the
+// cloud reclaimed.
 //
 // The package imports only the standard library.
 package snapshot

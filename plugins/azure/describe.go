@@ -101,7 +101,7 @@ const evictionReason = "spot eviction: Azure is reclaiming the VM"
 // WatchEvents infers it.
 func (cfg *config) reported(vm azVM) pluginapi.Instance {
 	in := vm.Instance
-	if vm.spot && vm.failure == "" && ending(in.State) && !cfg.deleting.has(in.ID) {
+	if vm.spot && vm.failure == "" && ending(in.State) && !cfg.deleting.Has(in.ID) {
 		in.StateReason = strings.TrimSuffix(evictionReason+" ("+in.StateReason+")", " ()")
 	}
 	return in

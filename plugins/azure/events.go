@@ -70,7 +70,7 @@ type watcher struct {
 // evicted reports whether a Spot VM's end is an eviction: it was not
 // deleted by this plugin, nor a launch that failed.
 func (w *watcher) evicted(vm azVM) bool {
-	return vm.spot && vm.failure == "" && !w.cfg.deleting.has(vm.ID)
+	return vm.spot && vm.failure == "" && !w.cfg.deleting.Has(vm.ID)
 }
 
 // ending reports whether a state is the end of a VM.

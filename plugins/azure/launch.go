@@ -55,7 +55,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		return nil, fmt.Errorf("launching cell %s: %w", req.CellID, err)
 	}
 	cell := req.CellID
-	if cfg.deleting.has(cell) {
+	if cfg.deleting.Has(cell) {
 		inst := plan.instance(p.now())
 		if vm, ok := cfg.view.Lookup(cell); ok {
 			inst = vm.Instance

@@ -162,7 +162,7 @@ type config struct {
 	clients  *clients
 	view     *snapshot.View[azVM]
 	skus     *skuCache
-	deleting *deletions
+	deleting *snapshot.Deletions
 	warnOnce sync.Once // catalog warnings, once per configuration
 }
 
@@ -224,7 +224,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	}
 	cfg.view = snapshot.New(p.fetchCluster(cfg), p.now, p.consistencyWindow)
 	cfg.skus = &skuCache{client: cfg.clients.skus, location: s.location, zones: s.zones, ttl: p.skuTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
-	cfg.deleting = &deletions{now: p.now, at: map[string]time.Time{}}
+	cfg.deleting = snapshot.NewDeletions(p.now)
 
 	// Calls under way keep the configuration they started with.
 	p.cfg.Store(cfg)

@@ -3,8 +3,6 @@ package azure
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
@@ -38,7 +36,7 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 			return nil, fmt.Errorf("terminating instance %s: it is tagged for cluster %q, not this cluster's %q; refusing", req.ID, c, cfg.clusterID)
 		}
 	}
-	cfg.deleting.add(req.ID)
+	cfg.deleting.Add(req.ID)
 	p.resume.drop(req.ID)
 	if _, err := cfg.clients.vms.BeginDelete(ctx, cfg.resourceGroup, req.ID, nil); err != nil {
 		if isNotFound(err) {
@@ -73,35 +71,4 @@ func (p *provider) deleteAndWait(ctx context.Context, cfg *config, name string) 
 		return err
 	}
 	return nil
-}
-
-// deletions remembers the VMs this process asked to delete, so that
-// WatchEvents does not take a Spot VM it deleted for an evicted one, and a
-// Launch of a terminated cell starts nothing. It is a hint, pruned after
-// an hour.
-type deletions struct {
-	now func() time.Time
-	mu  sync.Mutex
-	at  map[string]time.Time
-}
-
-const deletionMemory = time.Hour
-
-func (d *deletions) add(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.now()
-	for k, t := range d.at {
-		if now.Sub(t) > deletionMemory {
-			delete(d.at, k)
-		}
-	}
-	d.at[id] = now
-}
-
-func (d *deletions) has(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.at[id]
-	return ok
 }

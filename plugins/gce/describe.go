@@ -102,7 +102,7 @@ const preemptionReason = "spot preemption: Compute Engine is reclaiming the inst
 // cell gone before the interruption event arrives still tells why.
 func (cfg *config) reported(gi gceInstance) pluginapi.Instance {
 	in := gi.Instance
-	if gi.spot && in.State == pluginapi.StateTerminating && !cfg.deleting.has(in.ID) {
+	if gi.spot && in.State == pluginapi.StateTerminating && !cfg.deleting.Has(in.ID) {
 		in.StateReason = preemptionReason + " (" + in.StateReason + ")"
 	}
 	return in

@@ -96,7 +96,7 @@ func (w *watcher) diff(snap map[string]gceInstance) error {
 			State: gi.State, Reason: gi.StateReason, Time: now}); err != nil {
 			return err
 		}
-		if gi.spot && gi.State == pluginapi.StateTerminating && (!seen || old.State != pluginapi.StateTerminating) && !w.cfg.deleting.has(id) {
+		if gi.spot && gi.State == pluginapi.StateTerminating && (!seen || old.State != pluginapi.StateTerminating) && !w.cfg.deleting.Has(id) {
 			if err := w.preempted(gi, now); err != nil {
 				return err
 			}
@@ -118,7 +118,7 @@ func (w *watcher) diff(snap map[string]gceInstance) error {
 			State: gone.State, Reason: gone.StateReason, Time: now}); err != nil {
 			return err
 		}
-		if old.spot && old.State != pluginapi.StateTerminating && !w.cfg.deleting.has(id) {
+		if old.spot && old.State != pluginapi.StateTerminating && !w.cfg.deleting.Has(id) {
 			if err := w.preempted(gone, now); err != nil {
 				return err
 			}
@@ -173,7 +173,7 @@ func (w *watcher) next(snap map[string]gceInstance) time.Duration {
 	now := w.p.now()
 	for _, gi := range snap {
 		switch {
-		case gi.State == pluginapi.StateTerminating && !w.cfg.deleting.has(gi.ID):
+		case gi.State == pluginapi.StateTerminating && !w.cfg.deleting.Has(gi.ID):
 			return w.p.pollFast
 		case gi.State != pluginapi.StatePending:
 			continue

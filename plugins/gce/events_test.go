@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
 // watch runs WatchEvents on p until the test ends and returns its events.
@@ -123,7 +124,7 @@ func TestWatchEvents(t *testing.T) {
 func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	p := &provider{now: func() time.Time { return now }, pollFast: time.Second, pollSlow: time.Minute, pollBoot: time.Second / 2}
-	cfg := &config{deleting: &deletions{now: p.now, at: map[string]time.Time{}}}
+	cfg := &config{deleting: snapshot.NewDeletions(p.now)}
 	w := &watcher{p: p, cfg: cfg, send: func(*pluginapi.Event) error { return nil }, sentMaintenance: map[string]bool{}}
 	inst := func(state pluginapi.InstanceState, launched time.Time) map[string]gceInstance {
 		return map[string]gceInstance{"us-central1-a/kip-1": {Instance: pluginapi.Instance{
@@ -164,7 +165,7 @@ func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 		}
 	}
 	// An instance the plugin deletes itself is no preemption to watch for.
-	cfg.deleting.add("us-central1-a/kip-1")
+	cfg.deleting.Add("us-central1-a/kip-1")
 	if got := w.next(inst(pluginapi.StateTerminating, launched)); got != time.Minute {
 		t.Errorf("terminating, deleted by the plugin: next = %v, want pollSlow", got)
 	}

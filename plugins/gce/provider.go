@@ -149,7 +149,7 @@ type config struct {
 
 	view         *snapshot.View[gceInstance]
 	machineTypes *machineTypes
-	deleting     *deletions
+	deleting     *snapshot.Deletions
 	ops          *opWaits
 	certs        *googleKeys // the identity tokens' keys
 	warnOnce     sync.Once   // catalog warnings, once per configuration
@@ -218,7 +218,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	}
 	cfg.view = snapshot.New(p.fetchCluster(cfg), p.now, p.consistencyWindow)
 	cfg.machineTypes = &machineTypes{client: cfg.clients.machineTypes, project: s.project, zones: s.zones, ttl: p.machineTypesTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
-	cfg.deleting = &deletions{now: p.now, at: map[string]time.Time{}}
+	cfg.deleting = snapshot.NewDeletions(p.now)
 	cfg.ops = newOpWaits()
 	cfg.certs = newGoogleKeys(s.certsURL, &http.Client{Transport: p.baseTransport(s)})
 

@@ -3,8 +3,6 @@ package gce
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
@@ -43,7 +41,7 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 			return nil, fmt.Errorf("terminating instance %s: it is labelled for cluster %q, not this cluster's %q; refusing", req.ID, c, cfg.clusterID)
 		}
 	}
-	cfg.deleting.add(req.ID)
+	cfg.deleting.Add(req.ID)
 	op, err := cfg.clients.instances.Delete(ctx, &computepb.DeleteInstanceRequest{
 		Project: cfg.project, Zone: zone, Instance: name,
 		RequestId: proto.String(requestID("instances.delete", cfg.project, zone, name)),
@@ -65,34 +63,4 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	}
 	p.log.Info("instance terminating", "instance", req.ID, "cell", gi.CellID)
 	return &pluginapi.TerminateResponse{Instance: gi.Instance}, nil
-}
-
-// deletions remembers the instances this process asked to delete, so that
-// WatchEvents does not take a Spot instance it deleted for a preempted
-// one. It is a hint, pruned after an hour.
-type deletions struct {
-	now func() time.Time
-	mu  sync.Mutex
-	at  map[string]time.Time
-}
-
-const deletionMemory = time.Hour
-
-func (d *deletions) add(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.now()
-	for k, t := range d.at {
-		if now.Sub(t) > deletionMemory {
-			delete(d.at, k)
-		}
-	}
-	d.at[id] = now
-}
-
-func (d *deletions) has(id string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.at[id]
-	return ok
 }
