@@ -54,8 +54,24 @@ func TestManifestsPassServerSideApply(t *testing.T) {
 			dryRun(t, out)
 		})
 	}
-	for _, file := range []string{"rbac/kip-ca-secret.yaml", "rbac/kip-endpointslices.yaml", "coredns/coredns.yaml",
-		"metrics-server/metrics-server.yaml", "examples/hello.yaml"} {
+	rbac, err := filepath.Glob(filepath.Join(deploy, "rbac", "*.yaml"))
+	if err != nil || len(rbac) == 0 {
+		t.Fatalf("no deploy/rbac/*.yaml (%v)", err)
+	}
+	list, err := os.ReadFile(filepath.Join(deploy, "rbac", "Kustomization"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"coredns/coredns.yaml", "metrics-server/metrics-server.yaml", "examples/hello.yaml"}
+	for _, path := range rbac {
+		name := filepath.Base(path)
+		// The tests apply deploy/rbac/*.yaml; the manifests, its Kustomization.
+		if !bytes.Contains(list, []byte("\n  - "+name+"\n")) {
+			t.Errorf("deploy/rbac/Kustomization does not list %s, which the tests apply", name)
+		}
+		files = append(files, "rbac/"+name)
+	}
+	for _, file := range files {
 		t.Run(file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(deploy, file))
 			if err != nil {
