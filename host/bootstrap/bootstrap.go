@@ -48,6 +48,10 @@ const (
 	Signer = certificatesv1.KubeAPIServerClientKubeletSignerName
 )
 
+// CurrentFile is the file in certDir that holds the current certificate
+// and its key (PEM; a link to the newest kip-client-<time>.pem).
+func CurrentFile(certDir string) string { return filepath.Join(certDir, storePrefix+"-current.pem") }
+
 // User is the node's user name, the certificate's CN.
 func User(nodeName string) string { return "system:node:" + nodeName }
 

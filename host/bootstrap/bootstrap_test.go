@@ -131,6 +131,9 @@ func TestStartRequestsTheNodeCertificate(t *testing.T) {
 			t.Errorf("%s left after the certificate was issued", e.Name())
 		}
 	}
+	if _, err := os.Stat(CurrentFile(cfg.CertDir)); err != nil {
+		t.Errorf("the current certificate: %v", err)
+	}
 	rc := m.RESTConfig()
 	if rc.Transport == nil || len(rc.CertData) > 0 || len(rc.KeyData) > 0 || rc.BearerToken != "" {
 		t.Errorf("RESTConfig has transport %v, cert data %d bytes, key data %d bytes, token %q; want the rotating transport alone",
