@@ -277,17 +277,7 @@ func onNode(name string, containers ...corev1.Container) corev1.PodSpec {
 // it is Running.
 func runPodOn(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
-		Spec:       onNode(swapNode, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-	}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pods := f.WaitForPods(t, ns, "app="+name, 1, 2*time.Minute, "Running on "+swapNode, func(p *corev1.Pod) bool {
-		return p.Spec.NodeName == swapNode && running(p)
-	})
-	return &pods[0]
+	return runOn(t, ns, swapNode, name)
 }
 
 // cellOf is the cell of the pod: its local cell directory's name, the
