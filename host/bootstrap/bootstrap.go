@@ -48,6 +48,16 @@ const (
 	Signer = certificatesv1.KubeAPIServerClientKubeletSignerName
 )
 
+// NewStore opens the certificate store in certDir as kip keeps it
+// (client-go's file store: CurrentFile links to the newest pair).
+func NewStore(certDir string) (certificate.FileStore, error) {
+	store, err := certificate.NewFileStore(storePrefix, certDir, certDir, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("opening the certificate store in %s: %w", certDir, err)
+	}
+	return store, nil
+}
+
 // CurrentFile is the file in certDir that holds the current certificate
 // and its key (PEM; a link to the newest kip-client-<time>.pem).
 func CurrentFile(certDir string) string { return filepath.Join(certDir, storePrefix+"-current.pem") }
@@ -128,9 +138,9 @@ func start(ctx context.Context, cfg Config, nodeName string, identity *rest.Conf
 	if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating bootstrap.certDir: %w", err)
 	}
-	store, err := certificate.NewFileStore(storePrefix, cfg.CertDir, cfg.CertDir, "", "")
+	store, err := NewStore(cfg.CertDir)
 	if err != nil {
-		return nil, fmt.Errorf("opening the certificate store in %s: %w", cfg.CertDir, err)
+		return nil, err
 	}
 	if cert, why := usable(store, nodeName, time.Now()); cert != nil {
 		log.Info("node client certificate reused", "dir", cfg.CertDir, "user", User(nodeName),

@@ -16,7 +16,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/certificate"
 )
 
 const node = "kip-test"
@@ -160,7 +159,7 @@ func TestStartReusesAValidCertificate(t *testing.T) {
 			if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			store, err := certificate.NewFileStore(storePrefix, cfg.CertDir, cfg.CertDir, "", "")
+			store, err := NewStore(cfg.CertDir)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,9 @@ import (
 )
 
 // currentPair is a certificate manager's Current that the test sets.
-type currentPair struct{ p atomic.Pointer[tls.Certificate] }
+type currentPair struct {
+	p atomic.Pointer[tls.Certificate]
+}
 
 func (c *currentPair) Current() *tls.Certificate { return c.p.Load() }
 

@@ -234,11 +234,16 @@ func seedNodeCert(t *testing.T, certDir, node string, notBefore, notAfter time.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})...)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bootstrap.CurrentFile(certDir), pair, 0o600); err != nil {
+	store, err := bootstrap.NewStore(certDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Update(certPEM, keyPEM); err != nil {
 		t.Fatal(err)
 	}
 	cert, err := x509.ParseCertificate(der)
