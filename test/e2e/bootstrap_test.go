@@ -39,15 +39,7 @@ func startBootstrapKip(t *testing.T, node, dir string, n int) *framework.Kip {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last lines of %s's log (%s):\n%s", node, k.LogPath, k.LogTail(120))
-		}
-		k.Stop()
-		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
-		_ = f.Client.CoreV1().Nodes().Delete(bg, node, metav1.DeleteOptions{})
-		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, node, metav1.DeleteOptions{})
-	})
+	stopOnCleanup(t, k)
 	config, err := os.ReadFile(k.ConfigPath)
 	if err != nil {
 		t.Fatal(err)
