@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"context"
 	"crypto/x509/pkix"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,7 +19,7 @@ import (
 
 const node = "kip-test"
 
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+var discard = slog.New(slog.DiscardHandler)
 
 // identity is the bootstrap identity's configuration in the tests.
 var identity = &rest.Config{Host: "https://127.0.0.1:1", BearerToken: "bootstrap-token"}
