@@ -14,6 +14,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/kipcell/kip/host/bootstrap"
 	"github.com/kipcell/kip/host/cells"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/node"
@@ -33,7 +34,10 @@ type Config struct {
 	NodeName string `koanf:"nodeName"`
 	// Kubeconfig is the kubeconfig kip uses (ideally a system:node:<name>
 	// identity); empty means $KUBECONFIG, then the in-cluster config.
+	// Not with bootstrap.kubeconfig, which gets the node identity instead.
 	Kubeconfig string `koanf:"kubeconfig"`
+	// Bootstrap gets the node identity by TLS bootstrap (off by default).
+	Bootstrap bootstrap.Config `koanf:"bootstrap"`
 	// Node configures the virtual node and its kubelet API.
 	Node node.Config `koanf:"node"`
 	// Cells configures how pods become cells.
@@ -60,13 +64,14 @@ type Log struct {
 // each component's DefaultConfig.
 func Defaults() *Config {
 	return &Config{
-		NodeName: node.DefaultName,
-		Node:     node.DefaultConfig(node.DefaultName),
-		Cells:    cells.DefaultConfig(),
-		PKI:      pki.DefaultConfig(),
-		Match:    match.DefaultConfig(),
-		Plugin:   plugin.DefaultConfig(),
-		Log:      Log{Level: "info", Format: "json"},
+		NodeName:  node.DefaultName,
+		Node:      node.DefaultConfig(node.DefaultName),
+		Bootstrap: bootstrap.DefaultConfig(),
+		Cells:     cells.DefaultConfig(),
+		PKI:       pki.DefaultConfig(),
+		Match:     match.DefaultConfig(),
+		Plugin:    plugin.DefaultConfig(),
+		Log:       Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -142,7 +147,7 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, decodeError(err, k)
 	}
-	for _, p := range []*string{&c.Kubeconfig, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir} {
+	for _, p := range []*string{&c.Kubeconfig, &c.Bootstrap.Kubeconfig, &c.Bootstrap.CertDir, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir} {
 		*p = expandHome(*p)
 	}
 	return &c, nil
@@ -316,6 +321,10 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, &Error{Key: "log.format", Reason: fmt.Sprintf("%q is not one of json, text", c.Log.Format)})
 	}
+	if c.Kubeconfig != "" && c.Bootstrap.Enabled() {
+		errs = append(errs, &Error{Key: "bootstrap.kubeconfig", Reason: "set together with kubeconfig: give kubeconfig (the node's own credentials) or bootstrap.kubeconfig (an identity that gets them by TLS bootstrap), not both"})
+	}
+	errs = append(errs, inSection("bootstrap", c.Bootstrap.Validate())...)
 	errs = append(errs, inSection("node", c.Node.Validate())...)
 	errs = append(errs, inSection("cells", c.Cells.Validate())...)
 	errs = append(errs, inSection("match", c.Match.Validate())...)

@@ -40,6 +40,7 @@ func settingsOf(c *Config) map[string]any {
 func TestSettingsKeys(t *testing.T) {
 	want := []string{
 		"clusterID", "nodeName", "kubeconfig",
+		"bootstrap.kubeconfig", "bootstrap.certDir", "bootstrap.certificateLifetime",
 		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.capacity.gpus", "node.arch",
 		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
 		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
@@ -415,6 +416,10 @@ func TestValidate(t *testing.T) {
 		{name: "cells", mutate: func(c *Config) { c.Cells.CatalogTTL = 0 }, wantErr: "config cells.catalogTTL: 0s is not a positive duration"},
 		{name: "match", mutate: func(c *Config) { c.Match.BurstablePolicy = "sometimes" }, wantErr: `config match.burstablePolicy: "sometimes": want "baseline" or "unlimited"`},
 		{name: "plugin", mutate: func(c *Config) { c.Plugin.SHA256 = "abc" }, wantErr: "config plugin.sha256: want 64 hexadecimal digits"},
+		{name: "kubeconfig and bootstrap", mutate: func(c *Config) { c.Kubeconfig, c.Bootstrap.Kubeconfig = "/etc/kip/node", "in-cluster" },
+			wantErr: "config bootstrap.kubeconfig: set together with kubeconfig"},
+		{name: "bootstrap", mutate: func(c *Config) { c.Bootstrap.Kubeconfig, c.Bootstrap.CertificateLifetime = "in-cluster", time.Minute },
+			wantErr: "config bootstrap.certificateLifetime: 1m0s is shorter than 10m0s"},
 		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
 	}
 	for _, tt := range tests {

@@ -10,8 +10,9 @@
 // Config is kip.yaml's few top-level keys (clusterID, nodeName,
 // kubeconfig, log), which are kip's own and validated here, and one
 // section per component, whose type is the component's own Config:
-// node.Config, cells.Config, pki.Config, match.Config, plugin.Config. The
-// component owns its settings: its Config's koanf tags are its keys, its
+// node.Config, cells.Config, pki.Config, match.Config, plugin.Config,
+// bootstrap.Config. The component owns its settings: its Config's koanf
+// tags are its keys, its
 // DefaultConfig the defaults and its Validate the rules, returning a
 // *setting.Error that names the key within the section; Validate here puts
 // the section in front. This package writes no component's default and no
@@ -48,5 +49,6 @@
 //
 // It imports koanf, the standard library and the host components whose
 // sections it loads (host/node, host/cells, host/pki, host/match,
-// host/plugin, host/setting); only host/daemon and host/cli import it.
+// host/plugin, host/bootstrap, host/setting); only host/daemon and
+// host/cli import it.
 package config

@@ -39,15 +39,17 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	hup, stopHUP := notifyHUP()
 	defer stopHUP()
-	restConfig, kubeconfig, err := restConfig(cfg.Kubeconfig)
+	restConfig, api, certs, err := nodeIdentity(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	if certs != nil {
+		defer certs.Stop()
 	}
 	client, err := kubernetes.NewForConfig(node.ClientConfig(restConfig))
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
-	api := newAPIServer(restConfig, kubeconfig)
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
 	}

@@ -9,6 +9,10 @@
 // that survived a restart, and only then virtual-kubelet's pod
 // controller, which would otherwise treat surviving cells as unknown.
 //
+// The node's identity is the kubeconfig's, or, with bootstrap.kubeconfig,
+// the certificate of system:node:<nodeName> that host/bootstrap gets by
+// TLS bootstrap and renews while kip runs (bootstrap.go).
+//
 // Before the plugin starts, Run asks the API server its version, so that a
 // server kip cannot reach, or one that refuses kip's credentials, is
 // reported at once. The error of every start-up request says which case it

@@ -55,15 +55,7 @@ func TestPluginSwapUnderRunningPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last lines of %s's log (%s):\n%s", swapNode, sk.LogPath, sk.LogTail(120))
-		}
-		sk.Stop()
-		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
-		_ = f.Client.CoreV1().Nodes().Delete(bg, swapNode, metav1.DeleteOptions{})
-		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, swapNode, metav1.DeleteOptions{})
-	})
+	stopOnCleanup(t, sk)
 	ns := f.Namespace(t)
 	t.Cleanup(func() { deletePodsAndCells(t, sk, ns) })
 
@@ -137,6 +129,20 @@ func TestPluginSwapUnderRunningPods(t *testing.T) {
 		t.Errorf("plugin processes %v after the refused swap, want the running one %d", pids, newPid)
 	}
 	unchanged(t, sk, ns, before, cellBefore, agents)
+}
+
+// stopOnCleanup stops a kip of the test's own when the test ends, with
+// its log's tail when it failed, and deletes its Node and Lease.
+func stopOnCleanup(t *testing.T, k *framework.Kip) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of %s's log (%s):\n%s", k.NodeName, k.LogPath, k.LogTail(120))
+		}
+		k.Stop()
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		_ = f.Client.CoreV1().Nodes().Delete(bg, k.NodeName, metav1.DeleteOptions{})
+		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, k.NodeName, metav1.DeleteOptions{})
+	})
 }
 
 // testWriter writes StartKip's progress to the test's log.
@@ -277,17 +283,7 @@ func onNode(name string, containers ...corev1.Container) corev1.PodSpec {
 // it is Running.
 func runPodOn(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
-		Spec:       onNode(swapNode, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-	}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pods := f.WaitForPods(t, ns, "app="+name, 1, 2*time.Minute, "Running on "+swapNode, func(p *corev1.Pod) bool {
-		return p.Spec.NodeName == swapNode && running(p)
-	})
-	return &pods[0]
+	return runOn(t, ns, swapNode, name)
 }
 
 // cellOf is the cell of the pod: its local cell directory's name, the

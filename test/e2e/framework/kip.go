@@ -368,6 +368,12 @@ type KipOptions struct {
 	// plugin puts this kip's cells on; a second kip running beside the
 	// run's takes its own.
 	Network int
+	// Bootstrap gives kip no node kubeconfig, only a bootstrap identity
+	// (bootstrapIdentity: a token of the ServiceAccount kip-system/kip),
+	// with which it gets its node certificate by TLS bootstrap into
+	// Kip.BootstrapCertDir (a certificate already there is used while
+	// valid).
+	Bootstrap bool
 }
 
 // nodeIP is the address kip's kubelet API listens on and the node
@@ -422,10 +428,6 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if out, err := apply.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("applying deploy/rbac: %w\n%s", err, out)
 	}
-	nodeKubeconfig, err := f.Cluster.AddNode(opts.NodeName)
-	if err != nil {
-		return nil, err
-	}
 	dir, temporary := opts.Dir, opts.Dir == ""
 	if temporary {
 		dir, err = os.MkdirTemp("", "kip-e2e-node-")
@@ -434,6 +436,10 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating kip directory: %w", err)
+	}
+	identity, err := f.nodeIdentity(ctx, opts, dir)
+	if err != nil {
+		return nil, err
 	}
 	if opts.ClusterID == "" {
 		opts.ClusterID = "e2e"
@@ -459,7 +465,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	nodeIP := f.nodeIP()
 	config := fmt.Sprintf(`clusterID: %[9]s
 nodeName: %[1]s
-kubeconfig: %[2]s
+%[2]s
 node:
   internalIP: %[12]s
   listenAddress: %[13]s
@@ -477,7 +483,7 @@ plugin:
   name: %[5]s
   dir: %[6]s
   config: %[7]s
-`, opts.NodeName, nodeKubeconfig, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
+`, opts.NodeName, identity, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
 		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
@@ -522,6 +528,19 @@ plugin:
 	}
 	fmt.Fprintf(opts.Log, "kip running as node %s (log %s)\n", opts.NodeName, k.LogPath)
 	return k, nil
+}
+
+// nodeIdentity returns kip.yaml's lines that give kip the node's identity:
+// the node's own kubeconfig, or the bootstrap section (KipOptions.Bootstrap).
+func (f *Framework) nodeIdentity(ctx context.Context, opts KipOptions, dir string) (string, error) {
+	if opts.Bootstrap {
+		return f.bootstrapIdentity(ctx, dir)
+	}
+	nodeKubeconfig, err := f.Cluster.AddNode(opts.NodeName)
+	if err != nil {
+		return "", err
+	}
+	return "kubeconfig: " + nodeKubeconfig, nil
 }
 
 // startPlugin sets k.Plugin and returns its configuration: the local
