@@ -186,7 +186,7 @@ func TestStartFailures(t *testing.T) {
 			}
 			// Nothing it started may be left running.
 			for _, name := range Components {
-				if pid, ok := ourPID(state, filepath.Join(state, "pids", name+".pid")); ok {
+				if pid, ok := RunningPID(state, filepath.Join(state, "pids", name+".pid")); ok {
 					t.Errorf("%s (pid %d) left running after a failed start", name, pid)
 				}
 			}
