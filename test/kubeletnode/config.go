@@ -1,7 +1,6 @@
 package kubeletnode
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -188,27 +187,4 @@ iptables:
   masqueradeAll: true
   localhostNodePorts: false
 `, kubeconfig, n.PodCIDR, n.Name, n.NodeIP)
-}
-
-// bootstrapKubeconfig is the kubelet's bootstrap identity: the token, for
-// the API server at server, trusting caPEM.
-func bootstrapKubeconfig(server string, caPEM []byte, token string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: kip-local
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: kubelet-bootstrap
-  user:
-    token: %s
-contexts:
-- name: kubelet-bootstrap@kip-local
-  context:
-    cluster: kip-local
-    user: kubelet-bootstrap
-current-context: kubelet-bootstrap@kip-local
-`, server, base64.StdEncoding.EncodeToString(caPEM), token)
 }

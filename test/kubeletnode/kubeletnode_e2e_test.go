@@ -91,6 +91,10 @@ func TestKubeletNodeRunsPods(t *testing.T) {
 		if err := exec.Command("ip", "netns", "pids", n.NetNS).Run(); err == nil {
 			t.Errorf("network namespace %s still there after Stop", n.NetNS)
 		}
+		// The pods' processes and cgroups went with the node.
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/pids", n.CgroupRoot)); err == nil {
+			t.Errorf("cgroup %s still there after Stop", n.CgroupRoot)
+		}
 	})
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)

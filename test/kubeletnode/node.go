@@ -208,7 +208,7 @@ func (n *Node) start(ctx context.Context, c *controlplane.Cluster, opts Options,
 		filepath.Join(p.cniConfDir(), "10-kip.conflist"): cni,
 		p.kubeletConfig():                                []byte(kubeletConfig(p, n, c.CAFile, opts.ClusterDNS)),
 		p.kubeProxyConfig():                              []byte(kubeProxyConfig(proxyKubeconfig, n)),
-		p.bootstrapKubeconfig():                          []byte(bootstrapKubeconfig(c.PodAPIServerURL(), caPEM, token)),
+		p.bootstrapKubeconfig():                          controlplane.TokenKubeconfig(c.PodAPIServerURL(), caPEM, "kubelet-bootstrap", token),
 	}
 	for _, r := range opts.Registries {
 		files[filepath.Join(p.registryHosts(), r, "hosts.toml")] = []byte(registryHostsTOML(r))
@@ -350,18 +350,19 @@ func Stop(stateDir string) error {
 }
 
 // cleanUp removes what the node's processes leave behind once they are
-// gone: shims (and with them the pods' processes), mounts under the state
-// directory, the network namespace and the cgroups.
+// gone: the pods' processes and cgroups, the shims, mounts under the state
+// directory and the network namespace.
 func cleanUp(stateDir string) {
 	p := paths{dir: stateDir}
+	n, err := Load(stateDir)
+	if err == nil {
+		removeCgroupRoot(n.CgroupRoot)
+	}
 	containerdtest.KillShims(p.containerdSocket())
 	containerdtest.UnmountUnder(stateDir)
-	n, err := Load(stateDir)
-	if err != nil {
-		return
+	if err == nil {
+		tearDownNetwork(n.NetNS, n.HostLink)
 	}
-	tearDownNetwork(n.NetNS, n.HostLink)
-	removeCgroupRoot(n.CgroupRoot)
 }
 
 func anyRunning(stateDir string) (string, int) {
