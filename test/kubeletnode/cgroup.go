@@ -45,7 +45,8 @@ func makeCgroupRoot(root string) error {
 			if err != nil {
 				continue // not the cpuset hierarchy
 			}
-			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil { //nolint:gosec // G703: dir is the cgroup Start names, /kipnode-<hex>
+
 				return fmt.Errorf("setting %s of cgroup %s: %w", f, dir, err)
 			}
 		}

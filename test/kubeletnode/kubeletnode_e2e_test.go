@@ -48,12 +48,7 @@ func TestKubeletNodeRunsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := os.MkdirTemp("/tmp", "kn-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(state) })
-	c, err := controlplane.Start(ctx, controlplane.Options{StateDir: state, BinDir: bin, Log: logw})
+	c, err := controlplane.Start(ctx, controlplane.Options{StateDir: t.TempDir(), BinDir: bin, Log: logw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +168,13 @@ func bootstrapped(csrs []certificatesv1.CertificateSigningRequest) bool {
 
 func waitPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string, phase corev1.PodPhase) *corev1.Pod {
 	t.Helper()
-	var pod *corev1.Pod
+	pod := &corev1.Pod{}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
+		p, getErr := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if getErr == nil {
+			pod = p
 		}
-		pod = p
-		return p.Status.Phase == phase, nil
+		return getErr == nil && p.Status.Phase == phase, nil // a failed Get is retried
 	})
 	if err != nil {
 		evs, _ := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -185,8 +186,11 @@ func run(ctx context.Context, args []string) error {
 // under nodes/ in the cluster's).
 func stopNodes(state string) error {
 	entries, err := os.ReadDir(filepath.Join(state, "nodes"))
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil // none
+	}
+	if err != nil {
+		return fmt.Errorf("listing kubelet nodes: %w", err)
 	}
 	var errs []error
 	for _, e := range entries {
