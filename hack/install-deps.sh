@@ -14,11 +14,13 @@
 #   containerd, runc   the cell agent's container runtime (runc: crun fails on
 #                      these machines' hybrid cgroups)
 #   busybox-static     test images built locally, no image from the internet
+#   containernetworking-plugins  CNI bridge, host-local, loopback, portmap for
+#                      the local cluster's real kubelet node (test/kubeletnode)
 # The Kubernetes control plane is not a Debian package: kip-cluster builds it
 # from source through the Go module proxy (test/controlplane).
 set -euo pipefail
 
-packages=(ca-certificates git gcc libc6-dev protobuf-compiler libprotobuf-dev iproute2 iptables containerd runc busybox-static)
+packages=(ca-certificates git gcc libc6-dev protobuf-compiler libprotobuf-dev iproute2 iptables containerd runc busybox-static containernetworking-plugins)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -103,8 +103,8 @@ func StartIn(dir string) (*Daemon, func(), error) {
 		return nil, nil, fmt.Errorf("starting containerd in %s: its socket path %s is %d bytes, longer than a Unix socket allows (%d)",
 			dir, socket, len(socket), maxSocketPath)
 	}
-	killShims(socket)
-	unmountUnder(dir)
+	KillShims(socket)
+	UnmountUnder(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, nil, fmt.Errorf("removing what an earlier containerd left in %s: %w", dir, err)
 	}
@@ -167,8 +167,8 @@ disabled_plugins = [
 			<-done
 		}
 		_ = logFile.Close()
-		killShims(d.Socket)
-		unmountUnder(dir)
+		KillShims(d.Socket)
+		UnmountUnder(dir)
 		_ = os.RemoveAll(dir)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -200,9 +200,9 @@ func tail(s string, n int) string {
 	return s
 }
 
-// killShims kills the shims of this daemon only: their command line names
-// its socket.
-func killShims(socket string) {
+// KillShims kills the shims of the containerd listening on socket only:
+// their command line names it (test/kubeletnode's containerd too).
+func KillShims(socket string) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -219,9 +219,9 @@ func killShims(socket string) {
 	}
 }
 
-// unmountUnder unmounts what is still mounted below dir (a crashed test's
+// UnmountUnder unmounts what is still mounted below dir (a crashed test's
 // rootfs).
-func unmountUnder(dir string) {
+func UnmountUnder(dir string) {
 	data, err := os.ReadFile("/proc/self/mounts")
 	if err != nil {
 		return

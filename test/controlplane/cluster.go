@@ -245,7 +245,11 @@ func (c *Cluster) writePKI(opts Options) error {
 }
 
 func (c *Cluster) writeKubeconfig(file, cert, user string) error {
-	data, err := c.pki().kubeconfig(c.APIServerURL, cert, user)
+	return c.writeKubeconfigFor(c.APIServerURL, file, cert, user)
+}
+
+func (c *Cluster) writeKubeconfigFor(server, file, cert, user string) error {
+	data, err := c.pki().kubeconfig(server, cert, user)
 	if err != nil {
 		return err
 	}
@@ -270,6 +274,31 @@ func (c *Cluster) AddNode(name string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(c.StateDir, file), nil
+}
+
+// PodAPIServerURL returns the API server's URL at its advertised address,
+// where pods and a node in a network namespace of its own reach it
+// (test/kubeletnode); empty when the API server listens on loopback only.
+func (c *Cluster) PodAPIServerURL() string {
+	if c.AdvertiseAddress == "" {
+		return ""
+	}
+	return fmt.Sprintf("https://%s:%d", c.AdvertiseAddress, c.Ports.APIServer)
+}
+
+// AddKubeProxy writes (once) a client certificate for system:kube-proxy,
+// the user the API server's default system:node-proxier binding names,
+// and returns the path of its kubeconfig, kubeconfig-kube-proxy in the state
+// directory, for the API server at server (PodAPIServerURL for a node in a
+// network namespace of its own).
+func (c *Cluster) AddKubeProxy(server string) (string, error) {
+	if err := c.pki().ensureCert(certSpec{name: "kube-proxy", ca: "ca", commonName: "system:kube-proxy"}); err != nil {
+		return "", err
+	}
+	if err := c.writeKubeconfigFor(server, "kubeconfig-kube-proxy", "kube-proxy", "system:kube-proxy"); err != nil {
+		return "", err
+	}
+	return filepath.Join(c.StateDir, "kubeconfig-kube-proxy"), nil
 }
 
 // NodeKubeconfig returns the path of node name's kubeconfig.
@@ -322,6 +351,11 @@ func (c *Cluster) args(name string, opts Options) []string {
 			// this host runs no kube-proxy, so a ClusterIP leads nowhere
 			// from here (docs/networking.md).
 			"--enable-aggregator-routing=true",
+			// A real kubelet (test/kubeletnode) joins with a bootstrap
+			// token, as kubeadm's do, and is reached at its InternalIP: its
+			// Hostname address names no host this machine resolves.
+			"--enable-bootstrap-token-auth=true",
+			"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		}
 		if c.AdvertiseAddress != "" {
 			// Pods reach the API server at the advertised address, the
@@ -512,28 +546,37 @@ func Stop(stateDir string, timeout time.Duration) error {
 	var errs []error
 	for i := len(Components) - 1; i >= 0; i-- {
 		name := Components[i]
-		file := filepath.Join(stateDir, "pids", name+".pid")
-		pid, ok := ourPID(stateDir, file)
-		if !ok {
-			_ = os.Remove(file)
-			continue
+		if err := StopProcess(stateDir, filepath.Join(stateDir, "pids", name+".pid"), name, timeout); err != nil {
+			errs = append(errs, err)
 		}
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		deadline := time.Now().Add(timeout)
-		for running(stateDir, pid) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if running(stateDir, pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			time.Sleep(300 * time.Millisecond)
-			if running(stateDir, pid) {
-				errs = append(errs, fmt.Errorf("%s (pid %d) survived SIGKILL", name, pid))
-				continue
-			}
-		}
-		_ = os.Remove(file)
 	}
 	return errors.Join(errs...)
+}
+
+// StopProcess stops the process whose PID pidFile records (Stop's way, for
+// test/kubeletnode's processes too): SIGTERM, then SIGKILL after timeout,
+// only while its command line names stateDir; then it removes pidFile.
+// A process already gone is no error.
+func StopProcess(stateDir, pidFile, name string, timeout time.Duration) error {
+	pid, ok := RunningPID(stateDir, pidFile)
+	if !ok {
+		_ = os.Remove(pidFile)
+		return nil
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(timeout)
+	for running(stateDir, pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if running(stateDir, pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		time.Sleep(300 * time.Millisecond)
+		if running(stateDir, pid) {
+			return fmt.Errorf("%s (pid %d) survived SIGKILL", name, pid)
+		}
+	}
+	_ = os.Remove(pidFile)
+	return nil
 }
 
 // clearStalePIDs refuses a state directory whose components still run and
@@ -541,7 +584,7 @@ func Stop(stateDir string, timeout time.Duration) error {
 func clearStalePIDs(stateDir string) error {
 	for _, name := range Components {
 		file := filepath.Join(stateDir, "pids", name+".pid")
-		if pid, ok := ourPID(stateDir, file); ok {
+		if pid, ok := RunningPID(stateDir, file); ok {
 			return fmt.Errorf("%w in %s (%s is pid %d): stop it first (make cluster-down)", ErrRunning, stateDir, name, pid)
 		}
 		_ = os.Remove(file)
@@ -549,7 +592,9 @@ func clearStalePIDs(stateDir string) error {
 	return nil
 }
 
-func ourPID(stateDir, file string) (int, bool) {
+// RunningPID returns the PID pidFile records and whether that process runs
+// and names stateDir in its command line (see running).
+func RunningPID(stateDir, file string) (int, bool) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return 0, false

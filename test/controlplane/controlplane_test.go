@@ -186,7 +186,7 @@ func TestStartFailures(t *testing.T) {
 			}
 			// Nothing it started may be left running.
 			for _, name := range Components {
-				if pid, ok := ourPID(state, filepath.Join(state, "pids", name+".pid")); ok {
+				if pid, ok := RunningPID(state, filepath.Join(state, "pids", name+".pid")); ok {
 					t.Errorf("%s (pid %d) left running after a failed start", name, pid)
 				}
 			}
@@ -286,5 +286,96 @@ func TestDefaultRouteInterface(t *testing.T) {
 				t.Errorf("defaultRouteInterface = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestBuildNodeIsCachedApart puts a fake `go` first on PATH that records
+// its calls and makes the binaries it is asked to build, and checks that
+// BuildNode builds the kubelet and kube-proxy (no etcd) into node/bin with
+// a scratch module of its own, and that a second call builds nothing.
+func TestBuildNodeIsCachedApart(t *testing.T) {
+	dir := t.TempDir()
+	gomod := filepath.Join(dir, "kubernetes.mod")
+	if err := os.WriteFile(gomod, []byte("module k8s.io/kubernetes\n\ngo 1.26.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(dir, "calls")
+	fakeGo := fmt.Sprintf(`#!/bin/sh
+echo "$PWD: $*" >> %s
+case "$1 $2" in
+  "env GOVERSION") echo go1.26.8 ;;
+  "mod download") echo '{"Path":"k8s.io/kubernetes","Version":"v1.36.3","GoMod":"%s"}' ;;
+  "get "*) ;;
+  "build "*)
+    for a in "$@"; do case "$a" in */) out="$a" ;; k8s.io/kubernetes/cmd/*) touch "$out${a##*/}"; chmod +x "$out${a##*/}" ;; esac; done ;;
+  *) echo "unexpected: go $*" >&2; exit 1 ;;
+esac
+`, calls, gomod)
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	opts := BuildOptions{KubeVersion: "v1.36.3", CacheDir: t.TempDir()}
+	bin, err := BuildNode(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(opts.CacheDir, "v1.36.3", "node", "bin"); bin != want {
+		t.Errorf("BuildNode = %s, want %s", bin, want)
+	}
+	for _, b := range NodeBinaries {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Errorf("BuildNode left no %s: %v", b, err)
+		}
+	}
+	first, _ := os.ReadFile(calls)
+	for _, want := range []string{filepath.Join(opts.CacheDir, "v1.36.3", "node", "src") + ": build", "cmd/kubelet", "cmd/kube-proxy"} {
+		if !strings.Contains(string(first), want) {
+			t.Errorf("go calls lack %q:\n%s", want, first)
+		}
+	}
+	if strings.Contains(string(first), "etcd") {
+		t.Errorf("BuildNode asked for etcd:\n%s", first)
+	}
+	if _, err := BuildNode(t.Context(), opts); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := os.ReadFile(calls)
+	if extra := strings.TrimPrefix(string(again), string(first)); strings.Contains(extra, "build") {
+		t.Errorf("a second BuildNode built again:\n%s", extra)
+	}
+}
+
+func TestAddKubeProxy(t *testing.T) {
+	c := &Cluster{StateDir: t.TempDir(), APIServerURL: "https://127.0.0.1:6443", AdvertiseAddress: "192.0.2.7", Ports: Ports{APIServer: 6443}}
+	if err := os.MkdirAll(filepath.Join(c.StateDir, "pki"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.pki().ensureCA("ca", "test-ca"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.PodAPIServerURL(), "https://192.0.2.7:6443"; got != want {
+		t.Errorf("PodAPIServerURL = %s, want %s", got, want)
+	}
+	path, err := c.AddKubeProxy(c.PodAPIServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "server: https://192.0.2.7:6443") || !strings.Contains(string(data), "name: system:kube-proxy") {
+		t.Errorf("kube-proxy kubeconfig does not name the server and user:\n%s", data)
+	}
+	cert, _, err := c.pki().load("kube-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Subject.CommonName != "system:kube-proxy" {
+		t.Errorf("kube-proxy certificate CN = %q, want system:kube-proxy", cert.Subject.CommonName)
+	}
+	if (&Cluster{}).PodAPIServerURL() != "" {
+		t.Error("PodAPIServerURL of a loopback-only cluster is not empty")
 	}
 }

@@ -177,6 +177,20 @@ func (p pki) kubeconfig(server, certName, user string) ([]byte, error) {
 		return nil, fmt.Errorf("reading key %s: %w", certName, err)
 	}
 	b64 := base64.StdEncoding.EncodeToString
+	return renderKubeconfig(server, ca, user, fmt.Sprintf("client-certificate-data: %s\n    client-key-data: %s", b64(crt), b64(key))), nil
+}
+
+// TokenKubeconfig renders a kubeconfig for server, trusting caPEM, whose
+// user authenticates with a bearer token (test/kubeletnode's bootstrap
+// token).
+func TokenKubeconfig(server string, caPEM []byte, user, token string) []byte {
+	return renderKubeconfig(server, caPEM, user, "token: "+token)
+}
+
+// renderKubeconfig renders a kubeconfig of one cluster, one user whose
+// credentials are auth (fields of a kubeconfig user, indented for it) and
+// the context of the two.
+func renderKubeconfig(server string, caPEM []byte, user, auth string) []byte {
 	return fmt.Appendf(nil, `apiVersion: v1
 kind: Config
 clusters:
@@ -187,15 +201,14 @@ clusters:
 users:
 - name: %s
   user:
-    client-certificate-data: %s
-    client-key-data: %s
+    %s
 contexts:
 - name: %s@kip-local
   context:
     cluster: kip-local
     user: %s
 current-context: %s@kip-local
-`, server, b64(ca), user, b64(crt), b64(key), user, user, user), nil
+`, server, base64.StdEncoding.EncodeToString(caPEM), user, auth, user, user, user)
 }
 
 func writePEM(path, kind string, der []byte, mode fs.FileMode) error {

@@ -3,12 +3,17 @@
 //
 //	kip-cluster build                 build the binaries (cached per version)
 //	kip-cluster up [--nodes kip] [--apiserver-port N] [--apiserver-arg FLAG]...
+//	               [--kubelet [--kubelet-registry HOST:PORT]...]
 //	                                  build if needed, start, print the KUBECONFIG export
 //	kip-cluster env                   print export lines for the running cluster
 //	kip-cluster down [--purge]        stop it (and delete its state)
 //
 // --state DIR picks the state directory (default $XDG_STATE_HOME/kip/cluster);
 // KIP_KUBE_VERSION picks the Kubernetes version (default v1.36.3).
+// --kubelet also builds (cached) and starts a real kubelet node, kip-infra,
+// in a network namespace of its own (test/kubeletnode), for the cluster's
+// own add-ons; --kubelet-registry names a plain-HTTP registry its
+// containerd may pull from. down stops it with the control plane.
 // --apiserver-arg adds a kube-apiserver flag when up starts the control
 // plane (not when it finds it running), e.g. --v=4. (The control plane
 // always runs with --enable-aggregator-routing=true: the API server calls
@@ -22,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,6 +36,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/test/controlplane"
+	"github.com/kipcell/kip/test/kubeletnode"
 )
 
 func main() {
@@ -58,6 +65,8 @@ type options struct {
 	timeout       time.Duration
 	apiPort       int
 	apiserverArgs []string
+	kubelet       bool
+	registries    []string
 }
 
 // parse reads the command and its flags, which may stand before or after
@@ -72,11 +81,14 @@ func parse(args []string) (string, options, error) {
 	fs.IntVar(&o.apiPort, "apiserver-port", 0, "up: the API server's port on 127.0.0.1 (0: a free one)")
 	fs.Func("apiserver-arg", "up: one more kube-apiserver flag, such as --enable-aggregator-routing=true (repeatable)",
 		func(s string) error { o.apiserverArgs = append(o.apiserverArgs, s); return nil })
+	fs.BoolVar(&o.kubelet, "kubelet", false, "up: also start a real kubelet node, "+kubeletnode.DefaultName+" (built from source, cached)")
+	fs.Func("kubelet-registry", "up: a plain-HTTP registry (HOST:PORT) the kubelet node pulls from (repeatable)",
+		func(s string) error { o.registries = append(o.registries, s); return nil })
 	if err := fs.Parse(args); err != nil {
 		return "", o, err
 	}
 	if fs.NArg() == 0 {
-		return "", o, errors.New("usage: kip-cluster [--state DIR] build|up|env|down [--nodes a,b] [--apiserver-arg FLAG]... [--purge]")
+		return "", o, errors.New("usage: kip-cluster [--state DIR] build|up|env|down [--nodes a,b] [--apiserver-arg FLAG]... [--kubelet] [--purge]")
 	}
 	command := fs.Arg(0)
 	if err := fs.Parse(fs.Args()[1:]); err != nil {
@@ -107,6 +119,12 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		nodeBin := ""
+		if o.kubelet {
+			if nodeBin, err = controlplane.BuildNode(ctx, build); err != nil {
+				return err
+			}
+		}
 		c, err := controlplane.Start(ctx, controlplane.Options{
 			StateDir:     o.state,
 			BinDir:       bin,
@@ -127,6 +145,14 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if o.kubelet {
+			if _, err := kubeletnode.Start(ctx, c, kubeletnode.Options{
+				BinDir: nodeBin, Registries: o.registries, ReadyTimeout: o.timeout, Log: os.Stderr,
+			}); err != nil {
+				_ = c.Stop()
+				return err
+			}
+		}
 		fmt.Fprintf(os.Stderr, "kip-cluster: control plane up at %s; to use it:\n", c.APIServerURL)
 		fmt.Print(c.Env())
 		return nil
@@ -138,6 +164,9 @@ func run(ctx context.Context, args []string) error {
 		fmt.Print(c.Env())
 		return nil
 	case "down":
+		if err := stopNodes(o.state); err != nil {
+			return err
+		}
 		if err := controlplane.Stop(o.state, 20*time.Second); err != nil {
 			return err
 		}
@@ -151,4 +180,23 @@ func run(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("unknown command %q (build, up, env, down)", command)
 	}
+}
+
+// stopNodes stops the kubelet nodes up --kubelet started (their state is
+// under nodes/ in the cluster's).
+func stopNodes(state string) error {
+	entries, err := os.ReadDir(filepath.Join(state, "nodes"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // none
+	}
+	if err != nil {
+		return fmt.Errorf("listing kubelet nodes: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			errs = append(errs, kubeletnode.Stop(filepath.Join(state, "nodes", e.Name())))
+		}
+	}
+	return errors.Join(errs...)
 }
