@@ -107,8 +107,8 @@ func TestServeInstallFails(t *testing.T) {
 			provider: infoProvider{info: &GetInfoResponse{Name: "x"}}, wantCode: 1, wantStderr: "installing plugin: version is empty",
 		},
 		{
-			name: "a name that is no file name",
-			args: func(dir string) []string { return []string{"kip-plugin-x", "install", dir} },
+			name:     "a name that is no file name",
+			args:     func(dir string) []string { return []string{"kip-plugin-x", "install", dir} },
 			provider: infoProvider{info: &GetInfoResponse{Name: "../x", Version: "1", APIVersions: []string{"1.0"}}},
 			wantCode: 1, wantStderr: `installing plugin: name "../x" is not a plugin name`,
 		},
