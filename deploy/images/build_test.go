@@ -193,41 +193,23 @@ func checkImage(t *testing.T, img v1.Image, p v1.Platform, n, entrypoint string,
 		}
 	}
 
-	type file struct {
-		typ      byte
-		mode     int64
-		uid, gid int
-		body     string
-	}
-	files := map[string]file{}
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
+	files := imageFiles(t, img)
+	for path, f := range files {
+		if !f.modTime.Equal(commitTime) {
+			t.Errorf("%s: %s modified %v, want the commit time", p, path, f.modTime)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !h.ModTime.Equal(commitTime) {
-			t.Errorf("%s: %s modified %v, want the commit time", p, h.Name, h.ModTime)
-		}
-		body, _ := io.ReadAll(tr)
-		files["/"+strings.TrimSuffix(h.Name, "/")] = file{h.Typeflag, h.Mode, h.Uid, h.Gid, string(body)}
 	}
 	wantFiles := map[string]file{
-		"/etc/passwd":                        {tar.TypeReg, 0o644, 0, 0, "root:x:0:0:root:/root:/sbin/nologin\nkip:x:65532:65532:kip:/home/kip:/sbin/nologin\n"},
-		"/etc/group":                         {tar.TypeReg, 0o644, 0, 0, "root:x:0:\nkip:x:65532:\n"},
-		"/etc/ssl/certs/ca-certificates.crt": {tar.TypeReg, 0o644, 0, 0, string(ca)},
-		"/tmp":                               {tar.TypeDir, 0o1777, 0, 0, ""},
-		"/home/kip":                          {tar.TypeDir, 0o700, 65532, 65532, ""},
-		"/root":                              {tar.TypeDir, 0o700, 0, 0, ""},
-		"/usr/local/lib/kip/plugins":         {tar.TypeDir, 0o755, 0, 0, ""},
+		"/etc/passwd":                        {tar.TypeReg, 0o644, 0, 0, "root:x:0:0:root:/root:/sbin/nologin\nkip:x:65532:65532:kip:/home/kip:/sbin/nologin\n", commitTime},
+		"/etc/group":                         {tar.TypeReg, 0o644, 0, 0, "root:x:0:\nkip:x:65532:\n", commitTime},
+		"/etc/ssl/certs/ca-certificates.crt": {tar.TypeReg, 0o644, 0, 0, string(ca), commitTime},
+		"/tmp":                               {tar.TypeDir, 0o1777, 0, 0, "", commitTime},
+		"/home/kip":                          {tar.TypeDir, 0o700, 65532, 65532, "", commitTime},
+		"/root":                              {tar.TypeDir, 0o700, 0, 0, "", commitTime},
+		"/usr/local/lib/kip/plugins":         {tar.TypeDir, 0o755, 0, 0, "", commitTime},
 	}
 	for _, b := range binaries {
-		wantFiles[b] = file{tar.TypeReg, 0o755, 0, 0, standInBody(b[strings.LastIndexByte(b, '/')+1:], p.String())}
+		wantFiles[b] = file{tar.TypeReg, 0o755, 0, 0, standInBody(b[strings.LastIndexByte(b, '/')+1:], p.String()), commitTime}
 	}
 	for path, w := range wantFiles {
 		if got, ok := files[path]; !ok {
@@ -323,5 +305,38 @@ func TestBinariesMatchMakeDist(t *testing.T) {
 		if !strings.Contains(string(mk), b.Name+" ") || !strings.Contains(string(mk), b.Package) {
 			t.Errorf("%s: make dist builds no %s", b.Name, b.Package)
 		}
+	}
+}
+
+// file is an entry of an image's file system, as a test reads it.
+type file struct {
+	typ      byte
+	mode     int64
+	uid, gid int
+	body     string
+	modTime  time.Time
+}
+
+// imageFiles returns the files of img's flattened file system by absolute
+// path.
+func imageFiles(t *testing.T, img v1.Image) map[string]file {
+	t.Helper()
+	files := map[string]file{}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["/"+strings.TrimSuffix(h.Name, "/")] = file{h.Typeflag, h.Mode, h.Uid, h.Gid, string(body), h.ModTime.UTC()}
 	}
 }

@@ -1,14 +1,11 @@
 package images_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,15 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/api/types/runc/options"
-	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
-	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
@@ -130,36 +122,18 @@ func fileIn(t *testing.T, ref, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return extract(t, img, path)
-}
-
-func extract(t *testing.T, img v1.Image, path string) []byte {
-	t.Helper()
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			t.Fatalf("no /%s in the image", path)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Name == path {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
+	f, ok := imageFiles(t, img)["/"+path]
+	if !ok {
+		t.Fatalf("no /%s in %s", path, ref)
 	}
+	return []byte(f.body)
 }
 
 // runImages runs kip-cell --version and the plugin's install with
 // containerd, as a pod would: the image's user, a read-only root, a
 // volume for the plugin directory.
 func runImages(t *testing.T, reg *registry.Registry, refs map[string]string, pluginSum string) {
+	const pluginPath = "/usr/local/lib/kip/plugins/kip-plugin-local"
 	d := containerdtest.StartDaemon(t)
 	c := d.Client
 	ns := "kip-release-images-" + containerdtest.Random(8)
@@ -168,59 +142,23 @@ func runImages(t *testing.T, reg *registry.Registry, refs map[string]string, plu
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: docker.ConfigureDefaultRegistries(
 		docker.WithPlainHTTP(docker.MatchLocalhost))})
 
-	// run runs ref's image with args in place of its arguments and the
-	// extra options, and returns its exit status and output.
+	// run runs ref's image, entrypoint plus args, with a read-only root
+	// and opts, and returns its exit status and output.
 	run := func(id, ref string, args []string, opts ...oci.SpecOpts) (uint32, string) {
 		t.Helper()
-		img, err := c.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter("overlayfs"),
-			containerd.WithResolver(resolver))
-		if err != nil {
-			t.Fatalf("pulling %s: %v", ref, err)
-		}
-		spec := append([]oci.SpecOpts{oci.WithImageConfigArgs(img, args), oci.WithRootFSReadonly()}, opts...)
-		ctr, err := c.NewContainer(ctx, id,
-			containerd.WithImage(img),
-			containerd.WithSnapshotter("overlayfs"),
-			containerd.WithNewSnapshot(id+"-rootfs", img),
-			containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: d.RuncRoot}),
-			containerd.WithNewSpec(spec...),
-		)
-		if err != nil {
-			t.Fatalf("creating container %s: %v", id, err)
-		}
-		out := &containerdtest.SyncBuffer{}
-		task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, out, out), cio.WithFIFODir(filepath.Join(d.Dir, "fifo"))))
-		if err != nil {
-			_ = ctr.Delete(ctx, containerd.WithSnapshotCleanup)
-			t.Fatalf("creating task %s: %v", id, err)
-		}
-		t.Cleanup(func() {
-			ctx := context.WithoutCancel(ctx) // t.Context() has ended
-			if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil {
-				t.Errorf("deleting task %s: %v", id, err)
-			}
-			if err := ctr.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
-				t.Errorf("deleting container %s: %v", id, err)
-			}
-		})
-		exitCh, err := task.Wait(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := task.Start(ctx); err != nil {
-			t.Fatalf("starting %s: %v", id, err)
-		}
+		opts = append([]oci.SpecOpts{oci.WithProcessArgs(args...), oci.WithRootFSReadonly()}, opts...)
+		ctr := d.RunImage(ctx, t, resolver, ref, id, opts...)
 		select {
-		case st := <-exitCh:
-			task.IO().Wait()
-			return st.ExitCode(), out.String()
+		case st := <-ctr.Exit:
+			ctr.Task.IO().Wait()
+			return st.ExitCode(), ctr.Output.String()
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%s did not exit in 30s; output:\n%s", id, out.String())
+			t.Fatalf("%s did not exit in 30s; output:\n%s", id, ctr.Output.String())
 			return 0, ""
 		}
 	}
 
-	code, out := run("kip-cell-version", refs["kip-cell"], []string{"--version"})
+	code, out := run("kip-cell-version", refs["kip-cell"], []string{"/usr/local/bin/kip-cell", "--version"})
 	if want := "kip-cell test-1 ("; code != 0 || !strings.HasPrefix(out, want) {
 		t.Errorf("kip-cell --version exited %d, printed %q; want 0 and %q…", code, out, want)
 	}
@@ -232,7 +170,7 @@ func runImages(t *testing.T, reg *registry.Registry, refs map[string]string, plu
 		t.Fatal(err)
 	}
 	volume := oci.WithMounts([]specs.Mount{{Destination: "/var/lib/kip/plugins", Type: "bind", Source: dir, Options: []string{"rbind", "rw"}}})
-	code, out = run("plugin-install", refs["kip-plugin-local"], []string{"install", "/var/lib/kip/plugins"}, volume)
+	code, out = run("plugin-install", refs["kip-plugin-local"], []string{pluginPath, "install", "/var/lib/kip/plugins"}, volume)
 	dst := filepath.Join(dir, "kip-plugin-local")
 	want := fmt.Sprintf("installed /var/lib/kip/plugins/kip-plugin-local: kip-plugin-local test-1, sha256 %s\n", pluginSum)
 	if code != 0 || out != want {
@@ -255,7 +193,7 @@ func runImages(t *testing.T, reg *registry.Registry, refs map[string]string, plu
 	}
 
 	// The root is read-only: the same install into the image's /tmp fails.
-	code, out = run("plugin-install-readonly", refs["kip-plugin-local"], []string{"install", "/tmp"})
+	code, out = run("plugin-install-readonly", refs["kip-plugin-local"], []string{pluginPath, "install", "/tmp"})
 	if code == 0 || !strings.Contains(out, "read-only file system") {
 		t.Errorf("install into the read-only root exited %d, printed %q; want a failure naming the read-only file system", code, out)
 	}

@@ -9,9 +9,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
 	ctrimages "github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/remotes"
+	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
 )
 
 // CleanupNamespace deletes the images and the namespace ns, then the
@@ -60,4 +64,62 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Container is a container RunImage started.
+type Container struct {
+	Task client.Task
+	// Exit receives the task's exit status.
+	Exit <-chan client.ExitStatus
+	// Output is its stdout and stderr together, so far.
+	Output *SyncBuffer
+}
+
+// RunImage pulls ref through resolver into ctx's namespace, creates the
+// container id from it (the image's config, then opts) with runc on
+// overlayfs, starts it, and deletes it and its snapshot when the test
+// ends. The output is copied through FIFOs by this process, as kip-cell
+// does: cio.LogFile has the shim write both streams into one file, and
+// containerd's shim then loses a stream now and then ("error copying
+// stderr") after a fast exit.
+func (d *Daemon) RunImage(ctx context.Context, t testing.TB, resolver remotes.Resolver, ref, id string, opts ...oci.SpecOpts) Container {
+	t.Helper()
+	c := d.Client
+	img, err := c.Pull(ctx, ref, client.WithPullUnpack, client.WithPullSnapshotter("overlayfs"), client.WithResolver(resolver))
+	if err != nil {
+		t.Fatalf("pulling %s: %v", ref, err)
+	}
+	ctr, err := c.NewContainer(ctx, id,
+		client.WithImage(img),
+		client.WithSnapshotter("overlayfs"),
+		client.WithNewSnapshot(id+"-rootfs", img),
+		client.WithRuntime("io.containerd.runc.v2", &options.Options{Root: d.RuncRoot}),
+		client.WithNewSpec(append([]oci.SpecOpts{oci.WithImageConfig(img)}, opts...)...),
+	)
+	if err != nil {
+		t.Fatalf("creating container %s: %v", id, err)
+	}
+	out := &SyncBuffer{}
+	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, out, out), cio.WithFIFODir(filepath.Join(d.Dir, "fifo"))))
+	if err != nil {
+		_ = ctr.Delete(ctx, client.WithSnapshotCleanup)
+		t.Fatalf("creating task %s: %v", id, err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx) // the test's context may have ended
+		if _, err := task.Delete(ctx, client.WithProcessKill); err != nil {
+			t.Errorf("deleting task %s: %v", id, err)
+		}
+		if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil {
+			t.Errorf("deleting container %s: %v", id, err)
+		}
+	})
+	exitCh, err := task.Wait(ctx) // before Start, or a fast exit is missed
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Start(ctx); err != nil {
+		t.Fatalf("starting %s: %v", id, err)
+	}
+	return Container{Task: task, Exit: exitCh, Output: out}
 }

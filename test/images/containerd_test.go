@@ -4,15 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
-	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 
@@ -62,56 +59,13 @@ func TestContainerdRunsImages(t *testing.T) {
 	}))
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: docker.ConfigureDefaultRegistries(
 		docker.WithPlainHTTP(docker.MatchLocalhost), docker.WithAuthorizer(authz))})
-	runcRoot := d.RuncRoot
 
 	// run starts the image and returns its task, its exit channel, and its
-	// output so far (stdout and stderr together). The output is copied
-	// through FIFOs by this process, as kip-cell does: cio.LogFile has the
-	// shim write both streams into one file, and containerd's shim then
-	// loses a stream now and then ("error copying stderr") after a fast
-	// exit.
+	// output so far (stdout and stderr together).
 	run := func(t *testing.T, ref, id string, opts ...oci.SpecOpts) (containerd.Task, <-chan containerd.ExitStatus, func() string) {
 		t.Helper()
-		img, err := c.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter("overlayfs"),
-			containerd.WithResolver(resolver))
-		if err != nil {
-			t.Fatalf("pulling %s: %v", ref, err)
-		}
-		ctr, err := c.NewContainer(ctx, id,
-			containerd.WithImage(img),
-			containerd.WithSnapshotter("overlayfs"),
-			containerd.WithNewSnapshot(id+"-rootfs", img),
-			containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: runcRoot}),
-			containerd.WithNewSpec(append([]oci.SpecOpts{oci.WithImageConfig(img)}, opts...)...),
-		)
-		if err != nil {
-			t.Fatalf("creating container %s: %v", id, err)
-		}
-		out := &containerdtest.SyncBuffer{}
-		task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, out, out), cio.WithFIFODir(filepath.Join(d.Dir, "fifo"))))
-		if err != nil {
-			_ = ctr.Delete(ctx, containerd.WithSnapshotCleanup)
-			t.Fatalf("creating task %s: %v", id, err)
-		}
-		t.Cleanup(func() {
-			if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil {
-				t.Errorf("deleting task %s: %v", id, err)
-			}
-			if err := ctr.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
-				t.Errorf("deleting container %s: %v", id, err)
-			}
-		})
-		exitCh, err := task.Wait(ctx) // before Start, or a fast exit is missed
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := task.Start(ctx); err != nil {
-			t.Fatalf("starting %s: %v", id, err)
-		}
-		logs := func() string {
-			return out.String()
-		}
-		return task, exitCh, logs
+		ctr := d.RunImage(ctx, t, resolver, ref, id, opts...)
+		return ctr.Task, ctr.Exit, ctr.Output.String
 	}
 
 	t.Run("hello", func(t *testing.T) {
