@@ -79,7 +79,7 @@ func copyAtomically(src, dst string) (sum string, err error) {
 	defer func() {
 		if err != nil {
 			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			_ = os.Remove(tmp.Name()) //nolint:gosec // G703: the temporary file this function made in the operator's directory
 		}
 	}()
 	h := sha256.New()
@@ -95,7 +95,7 @@ func copyAtomically(src, dst string) (sum string, err error) {
 	if err := tmp.Close(); err != nil {
 		return "", fmt.Errorf("closing %s: %w", tmp.Name(), err)
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	if err := os.Rename(tmp.Name(), dst); err != nil { //nolint:gosec // G703: dst is the operator's directory and a checked plugin name
 		return "", fmt.Errorf("putting the copy in place: %w", err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -3,6 +3,7 @@ package images_test
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -167,7 +168,7 @@ func checkImage(t *testing.T, img v1.Image, p v1.Platform, n, entrypoint string,
 	if cf.OS != p.OS || cf.Architecture != p.Architecture {
 		t.Errorf("%s: config platform %s/%s", p, cf.OS, cf.Architecture)
 	}
-	if !cf.Created.Time.Equal(commitTime) {
+	if !cf.Created.Equal(commitTime) {
 		t.Errorf("%s: created %v, want the commit time %v", p, cf.Created.Time, commitTime)
 	}
 	wantCfg := v1.Config{
@@ -188,7 +189,7 @@ func checkImage(t *testing.T, img v1.Image, p v1.Platform, n, entrypoint string,
 		t.Errorf("%s: config (-want +got):\n%s", p, d)
 	}
 	for _, h := range cf.History {
-		if !h.Created.Time.Equal(commitTime) {
+		if !h.Created.Equal(commitTime) {
 			t.Errorf("%s: history %q created %v", p, h.CreatedBy, h.Created.Time)
 		}
 	}
@@ -327,7 +328,7 @@ func imageFiles(t *testing.T, img v1.Image) map[string]file {
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return files
 		}
 		if err != nil {
