@@ -78,6 +78,25 @@ dist: ## Build kip, kip-cell and the plugins for linux/amd64 and linux/arm64 (st
 	done
 	@cd $(DIST) && sha256sum -- kip* > SHA256SUMS && echo "== $(DIST)/SHA256SUMS ($(VERSION))" && cat SHA256SUMS
 
+# make images: where to push (host[:port][/path]), for which platforms,
+# under which tag; INSECURE=1 pushes over plain HTTP (a loopback registry
+# always is).
+REGISTRY ?=
+PLATFORMS ?= linux/amd64,linux/arm64
+TAG ?= $(VERSION)
+KIP_IMAGES = @[ -n "$(REGISTRY)" ] || { echo "make $@ needs REGISTRY=host[:port]/path"; exit 1; }; \
+  go run ./deploy/images/cmd/kip-images --registry '$(REGISTRY)' --platforms '$(PLATFORMS)' --tag '$(TAG)' \
+  --version '$(VERSION)' $(if $(INSECURE),--insecure)
+
+.PHONY: images
+images: deps ## Build reproducible multi-arch OCI images (no Docker) of kip with its plugins, kip-cell and each kip-plugin-<name>, push them to REGISTRY=host[:port]/path (PLATFORMS, TAG), print each reference@digest.
+	$(KIP_IMAGES)
+
+.PHONY: image-plugin
+image-plugin: deps ## Build and push one plugin's image alone, kip-plugin-$(PLUGIN): PLUGIN=<name> REGISTRY=host[:port]/path (PLATFORMS, TAG).
+	@[ -n "$(PLUGIN)" ] || { echo "make image-plugin needs PLUGIN=local|aws|gce|azure"; exit 1; }
+	$(KIP_IMAGES) --images 'kip-plugin-$(PLUGIN)'
+
 .PHONY: test
 test: deps ## Run every module's tests with -race.
 	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done

@@ -1,7 +1,6 @@
 package pluginapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,8 +31,11 @@ const LogLevelEnv = "KIP_PLUGIN_LOG_LEVEL"
 // over gRPC with go-plugin (protocol ProtocolVersion, AutoMTLS when the
 // host asks for it), logs JSON to stderr, and exits when the host process
 // dies. Started as "<binary> describe", it prints GetInfo as JSON and exits,
-// without a handshake. Started any other way, it says what it is and exits
-// with status 1. Serve never returns.
+// without a handshake. Started as "<binary> install DIR", it copies its own
+// executable to DIR/kip-plugin-<name> (the name its GetInfo reports), as an
+// init container does to fill kip's plugin directory (install.go). Started
+// any other way, it says what it is and exits with status 1. Serve never
+// returns.
 func Serve(factory Factory) {
 	os.Exit(serve(os.Args, factory, os.Stdout, os.Stderr))
 }
@@ -45,16 +47,22 @@ func serve(args []string, factory Factory, stdout, stderr io.Writer) int {
 		switch args[1] {
 		case "describe":
 			return describe(factory(log), stdout, stderr)
+		case "install":
+			if len(args) != 3 {
+				fmt.Fprintf(stderr, "%s: install takes one argument, the directory\n"+usage, name, name, name, name)
+				return 2
+			}
+			return install(factory(log), args[2], stdout, stderr)
 		case "-h", "-help", "--help", "help":
-			fmt.Fprintf(stdout, usage, name, name)
+			fmt.Fprintf(stdout, usage, name, name, name)
 			return 0
 		default:
-			fmt.Fprintf(stderr, "%s: unknown command %q\n"+usage, name, args[1], name, name)
+			fmt.Fprintf(stderr, "%s: unknown command %q\n"+usage, name, args[1], name, name, name)
 			return 2
 		}
 	}
 	if os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
-		fmt.Fprintf(stderr, usage, name, name)
+		fmt.Fprintf(stderr, usage, name, name, name)
 		return 1
 	}
 	provider := factory(log)
@@ -78,17 +86,14 @@ func serve(args []string, factory Factory, stdout, stderr io.Writer) int {
 
 const usage = `%s is a Kip cloud plugin: kip starts it as a subprocess, it is not run by hand.
 Usage:
-  %s describe    print the plugin's name, version, API versions and capabilities as JSON
+  %s describe      print the plugin's name, version, API versions and capabilities as JSON
+  %s install DIR   copy this executable to DIR/kip-plugin-<name> (atomically, mode 0755), as an
+                   init container filling kip's plugin directory does
 `
 
 // describe prints GetInfo as JSON.
 func describe(p Provider, stdout, stderr io.Writer) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	info, err := p.GetInfo(ctx, &GetInfoRequest{})
-	if err == nil {
-		err = ValidateInfo(info)
-	}
+	info, err := getInfo(p)
 	if err != nil {
 		fmt.Fprintf(stderr, "describing plugin: %v\n", err)
 		return 1

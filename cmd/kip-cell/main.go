@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"syscall"
 
@@ -19,6 +20,10 @@ import (
 	"github.com/kipcell/kip/cell"
 	"github.com/kipcell/kip/cell/api"
 )
+
+// version is set at build time (make build, make dist, make images:
+// -X main.version=...).
+var version = "dev"
 
 type listFlag []string
 
@@ -31,6 +36,7 @@ func main() {
 		bootstrap string
 		insecure  listFlag
 		debug     bool
+		showVer   bool
 	)
 	flag.StringVar(&bootstrap, "bootstrap", os.Getenv(api.BootstrapEnv), "bootstrap file: the bootstrap JSON, or cloud user data holding it as a MIME part (default $"+api.BootstrapEnv+")")
 	flag.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
@@ -48,7 +54,12 @@ func main() {
 	flag.StringVar(&cfg.GCEMetadataEndpoint, "gce-metadata-endpoint", os.Getenv("KIP_CELL_GCE_METADATA_ENDPOINT"),
 		"Compute Engine's metadata server, whose identity token of the instance the agent sends when it joins, instead of EC2's identity document (http://metadata.google.internal, or unix:///socket); none or empty: none (default $KIP_CELL_GCE_METADATA_ENDPOINT)")
 	flag.BoolVar(&debug, "debug", false, "log at debug level")
+	flag.BoolVar(&showVer, "version", false, "print the version and exit")
 	flag.Parse()
+	if showVer {
+		fmt.Printf("kip-cell %s (%s %s/%s)\n", version, goruntime.Version(), goruntime.GOOS, goruntime.GOARCH)
+		return
+	}
 	cfg.InsecureRegistries = insecure
 	if cfg.IMDSEndpoint == "none" {
 		cfg.IMDSEndpoint = ""

@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	kipimages "github.com/kipcell/kip/deploy/images"
 )
 
 // DefaultBusyboxPath is where Debian's busybox-static package installs the
@@ -81,27 +83,27 @@ func BusyboxFrom(path string) (v1.Image, error) {
 		return nil, fmt.Errorf("reading busybox: %w", err)
 	}
 
-	files := []file{
-		{name: "bin", mode: 0o755, dir: true},
-		{name: "dev", mode: 0o755, dir: true},
-		{name: "etc", mode: 0o755, dir: true},
-		{name: "proc", mode: 0o555, dir: true},
-		{name: "root", mode: 0o700, dir: true},
-		{name: "sys", mode: 0o555, dir: true},
-		{name: "tmp", mode: 0o1777, dir: true},
-		{name: "usr", mode: 0o755, dir: true},
-		{name: "usr/bin", mode: 0o755, dir: true},
-		{name: "var", mode: 0o755, dir: true},
-		{name: "bin/busybox", mode: 0o755, body: bin},
+	files := []kipimages.File{
+		{Name: "bin", Mode: 0o755, Dir: true},
+		{Name: "dev", Mode: 0o755, Dir: true},
+		{Name: "etc", Mode: 0o755, Dir: true},
+		{Name: "proc", Mode: 0o555, Dir: true},
+		{Name: "root", Mode: 0o700, Dir: true},
+		{Name: "sys", Mode: 0o555, Dir: true},
+		{Name: "tmp", Mode: 0o1777, Dir: true},
+		{Name: "usr", Mode: 0o755, Dir: true},
+		{Name: "usr/bin", Mode: 0o755, Dir: true},
+		{Name: "var", Mode: 0o755, Dir: true},
+		{Name: "bin/busybox", Mode: 0o755, Body: bin},
 	}
 	for _, a := range Applets {
-		files = append(files, file{name: "bin/" + a, mode: 0o777, link: "busybox"})
+		files = append(files, kipimages.File{Name: "bin/" + a, Mode: 0o777, Link: "busybox"})
 	}
 	files = append(files,
 		// For scripts that start with #!/usr/bin/env.
-		file{name: "usr/bin/env", mode: 0o777, link: "/bin/busybox"},
-		file{name: "etc/passwd", mode: 0o644, body: []byte(passwd)},
-		file{name: "etc/group", mode: 0o644, body: []byte(group)},
+		kipimages.File{Name: "usr/bin/env", Mode: 0o777, Link: "/bin/busybox"},
+		kipimages.File{Name: "etc/passwd", Mode: 0o644, Body: []byte(passwd)},
+		kipimages.File{Name: "etc/group", Mode: 0o644, Body: []byte(group)},
 	)
 	layer, err := newLayer(files)
 	if err != nil {

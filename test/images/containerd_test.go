@@ -1,24 +1,15 @@
 package images_test
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
-	ctrimages "github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
-	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 
@@ -57,7 +48,7 @@ func TestContainerdRunsImages(t *testing.T) {
 	ctx := namespaces.WithNamespace(t.Context(), ns)
 	// Cleanups run last-in first-out: containers, then images, then the
 	// namespace and its cgroup parents.
-	t.Cleanup(func() { cleanupNamespace(t, c, ns) })
+	t.Cleanup(func() { containerdtest.CleanupNamespace(t, c, ns) })
 
 	authz := docker.NewDockerAuthorizer(docker.WithAuthCreds(func(host string) (string, string, error) {
 		if host != reg.Host() {
@@ -68,56 +59,13 @@ func TestContainerdRunsImages(t *testing.T) {
 	}))
 	resolver := docker.NewResolver(docker.ResolverOptions{Hosts: docker.ConfigureDefaultRegistries(
 		docker.WithPlainHTTP(docker.MatchLocalhost), docker.WithAuthorizer(authz))})
-	runcRoot := d.RuncRoot
 
 	// run starts the image and returns its task, its exit channel, and its
-	// output so far (stdout and stderr together). The output is copied
-	// through FIFOs by this process, as kip-cell does: cio.LogFile has the
-	// shim write both streams into one file, and containerd's shim then
-	// loses a stream now and then ("error copying stderr") after a fast
-	// exit.
+	// output so far (stdout and stderr together).
 	run := func(t *testing.T, ref, id string, opts ...oci.SpecOpts) (containerd.Task, <-chan containerd.ExitStatus, func() string) {
 		t.Helper()
-		img, err := c.Pull(ctx, ref, containerd.WithPullUnpack, containerd.WithPullSnapshotter("overlayfs"),
-			containerd.WithResolver(resolver))
-		if err != nil {
-			t.Fatalf("pulling %s: %v", ref, err)
-		}
-		ctr, err := c.NewContainer(ctx, id,
-			containerd.WithImage(img),
-			containerd.WithSnapshotter("overlayfs"),
-			containerd.WithNewSnapshot(id+"-rootfs", img),
-			containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: runcRoot}),
-			containerd.WithNewSpec(append([]oci.SpecOpts{oci.WithImageConfig(img)}, opts...)...),
-		)
-		if err != nil {
-			t.Fatalf("creating container %s: %v", id, err)
-		}
-		out := &syncBuffer{}
-		task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, out, out), cio.WithFIFODir(filepath.Join(d.Dir, "fifo"))))
-		if err != nil {
-			_ = ctr.Delete(ctx, containerd.WithSnapshotCleanup)
-			t.Fatalf("creating task %s: %v", id, err)
-		}
-		t.Cleanup(func() {
-			if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil {
-				t.Errorf("deleting task %s: %v", id, err)
-			}
-			if err := ctr.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
-				t.Errorf("deleting container %s: %v", id, err)
-			}
-		})
-		exitCh, err := task.Wait(ctx) // before Start, or a fast exit is missed
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := task.Start(ctx); err != nil {
-			t.Fatalf("starting %s: %v", id, err)
-		}
-		logs := func() string {
-			return out.String()
-		}
-		return task, exitCh, logs
+		ctr := d.RunImage(ctx, t, resolver, ref, id, opts...)
+		return ctr.Task, ctr.Exit, ctr.Output.String
 	}
 
 	t.Run("hello", func(t *testing.T) {
@@ -176,51 +124,4 @@ func TestContainerdRunsImages(t *testing.T) {
 			t.Errorf("output = %q, want %q", logs(), want)
 		}
 	})
-}
-
-// cleanupNamespace deletes the images and the namespace ns, then the cgroup
-// parents runc leaves behind (containerd.md section 4.8).
-func cleanupNamespace(t *testing.T, c *containerd.Client, ns string) {
-	ctx := namespaces.WithNamespace(context.Background(), ns) //nolint:usetesting // a Cleanup: t.Context() has ended
-	imgs, err := c.ImageService().List(ctx)
-	if err != nil {
-		t.Errorf("listing images: %v", err)
-	}
-	for i, img := range imgs {
-		var opts []ctrimages.DeleteOpt
-		if i == len(imgs)-1 {
-			opts = append(opts, ctrimages.SynchronousDelete())
-		}
-		if err := c.ImageService().Delete(ctx, img.Name, opts...); err != nil {
-			t.Errorf("deleting image %s: %v", img.Name, err)
-		}
-	}
-	if err := c.NamespaceService().Delete(ctx, ns); err != nil {
-		t.Errorf("deleting namespace %s: %v", ns, err)
-	}
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + ns)
-	for _, d := range dirs {
-		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("removing cgroup %s: %v", d, err)
-		}
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the two copying goroutines (stdout
-// and stderr) and the test reading it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

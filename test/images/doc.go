@@ -28,9 +28,10 @@
 //	pod.Spec.Containers[0].Image = set.Hello.Ref
 //
 // Images are built once per process, in about two seconds with the Go build
-// cache warm (layers are gzipped by the gzip command when there is one, as
-// compress/flate is very slow under -race), and are reproducible: file times
-// are fixed, so the same inputs give the same digests. $KIP_BUSYBOX replaces
+// cache warm, and are reproducible: their layers are made as the release
+// images' are (deploy/images.NewLayer: entries sorted, file times fixed),
+// so the same inputs give the same digests, but gzipped by the gzip
+// command when there is one, as compress/flate is very slow under -race. $KIP_BUSYBOX replaces
 // the path of the busybox binary, /bin/busybox by default.
 //
 // CoreDNS, the cluster DNS of the local cluster (deploy/coredns), is built
@@ -52,5 +53,6 @@
 // runc.
 //
 // The package imports only the standard library, go-containerregistry,
-// test/registry and test/modbuild; it never imports host or cell.
+// deploy/images, test/registry and test/modbuild; it never imports host or
+// cell.
 package images

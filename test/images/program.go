@@ -13,6 +13,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	kipimages "github.com/kipcell/kip/deploy/images"
 )
 
 // ProgramsPkg is the import path of the directory holding the test
@@ -115,7 +117,7 @@ func programLayer(pkg, dir string) (v1.Layer, error) {
 		if bin, e.err = goBuild(pkg, abs); e.err != nil {
 			return
 		}
-		e.layer, e.err = newLayer([]file{{name: "app", mode: 0o755, body: bin}})
+		e.layer, e.err = newLayer([]kipimages.File{{Name: "app", Mode: 0o755, Body: bin}})
 		if e.err != nil {
 			e.err = fmt.Errorf("building layer of %s: %w", pkg, e.err)
 		}

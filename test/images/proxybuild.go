@@ -13,6 +13,8 @@ import (
 
 	"github.com/kipcell/kip/test/modbuild"
 	"github.com/kipcell/kip/test/registry"
+
+	kipimages "github.com/kipcell/kip/deploy/images"
 )
 
 // BuildOptions configure BuildCoreDNS and BuildMetricsServer.
@@ -119,7 +121,7 @@ func (c proxyCommand) imageFrom(path string, edit func(*v1.Config)) (v1.Image, e
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", c.name, err)
 	}
-	layer, err := newLayer([]file{{name: c.name, mode: 0o755, body: bin}})
+	layer, err := newLayer([]kipimages.File{{Name: c.name, Mode: 0o755, Body: bin}})
 	if err != nil {
 		return nil, fmt.Errorf("building the %s layer: %w", c.name, err)
 	}
