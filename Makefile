@@ -89,8 +89,8 @@ KIP_IMAGES = @[ -n "$(REGISTRY)" ] || { echo "make $@ needs REGISTRY=host[:port]
   --version '$(VERSION)' $(if $(INSECURE),--insecure)
 
 .PHONY: images
-images: deps ## Build reproducible multi-arch OCI images (no Docker) of kip with its plugins, kip-cell and each kip-plugin-<name>, push them to REGISTRY=host[:port]/path (PLATFORMS, TAG), print each reference@digest.
-	$(KIP_IMAGES)
+images: deps ## Build reproducible multi-arch OCI images (no Docker) of kip with its plugins, kip-cell and each kip-plugin-<name>, push them to REGISTRY=host[:port]/path (PLATFORMS, TAG), print each reference@digest and write them to deploy/kustomize/base/images.env.
+	$(KIP_IMAGES) --images-env deploy/kustomize/base/images.env
 
 .PHONY: image-plugin
 image-plugin: deps ## Build and push one plugin's image alone, kip-plugin-$(PLUGIN): PLUGIN=<name> REGISTRY=host[:port]/path (PLATFORMS, TAG).

@@ -70,9 +70,10 @@ type Image struct {
 }
 
 // Images returns every image make images builds: kip with the plugins it
-// ships, kip-cell, and kip-plugin-<name> for each plugin alone.
+// ships and kip-cell (the local plugin's cells run it beside kip), kip-cell
+// alone, and kip-plugin-<name> for each plugin alone.
 func Images() []Image {
-	kip := Image{Name: "kip", Binaries: []string{"kip"}, Cmd: []string{"run", "--config", "/etc/kip/kip.yaml"}}
+	kip := Image{Name: "kip", Binaries: []string{"kip", "kip-cell"}, Cmd: []string{"run", "--config", "/etc/kip/kip.yaml"}}
 	imgs := []Image{kip, {Name: "kip-cell", Binaries: []string{"kip-cell"}}}
 	for _, p := range Plugins {
 		imgs[0].Binaries = append(imgs[0].Binaries, "kip-plugin-"+p)

@@ -98,7 +98,7 @@ func TestBuildLayout(t *testing.T) {
 	}
 	wants := map[string]want{
 		"kip": {"/usr/local/bin/kip", []string{"run", "--config", "/etc/kip/kip.yaml"},
-			append([]string{"/usr/local/bin/kip"}, plugins("local", "aws", "gce", "azure")...)},
+			append([]string{"/usr/local/bin/kip", "/usr/local/bin/kip-cell"}, plugins("local", "aws", "gce", "azure")...)},
 		"kip-cell":         {"/usr/local/bin/kip-cell", nil, []string{"/usr/local/bin/kip-cell"}},
 		"kip-plugin-local": {plugins("local")[0], nil, plugins("local")},
 		"kip-plugin-aws":   {plugins("aws")[0], nil, plugins("aws")},

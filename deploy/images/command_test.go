@@ -46,10 +46,11 @@ func TestKipImagesCommand(t *testing.T) {
 		t.Fatalf("go build ./cmd/kip-images: %v\n%s", err, out)
 	}
 	platform := "linux/" + runtime.GOARCH
+	envFile := filepath.Join(t.TempDir(), "images.env")
 	push := func(tag string) map[string]string {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.CommandContext(t.Context(), bin, "--registry", reg.LocalHost()+"/kip", "--platforms", platform,
-			"--images", "kip-cell,kip-plugin-local", "--version", "test-1", "--tag", tag, "--repo", "../..")
+			"--images", "kip-cell,kip-plugin-local", "--version", "test-1", "--tag", tag, "--repo", "../..", "--images-env", envFile)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("kip-images: %v\n%s", err, stderr.String())
@@ -70,6 +71,15 @@ func TestKipImagesCommand(t *testing.T) {
 	}
 	first := push("one")
 	second := push("two")
+	// --images-env holds what the second push printed, as kustomize's
+	// name=value lines (deploy/kustomize/base reads kip's).
+	env, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "kip-cell=" + second["kip-cell"] + "\nkip-plugin-local=" + second["kip-plugin-local"] + "\n"; string(env) != want {
+		t.Errorf("--images-env wrote %q, want %q", env, want)
+	}
 	for n, ref := range first {
 		if d1, d2 := ref[strings.IndexByte(ref, '@'):], second[n][strings.IndexByte(second[n], '@'):]; d1 != d2 {
 			t.Errorf("%s: two builds of the same commit give %s and %s", n, d1, d2)

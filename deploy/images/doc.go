@@ -10,7 +10,8 @@
 //
 // Images returns them; <registry>/<name>:<tag> each:
 //
-//   - kip: /usr/local/bin/kip and the plugins it ships (Plugins: local,
+//   - kip: /usr/local/bin/kip, /usr/local/bin/kip-cell (the local plugin's
+//     cells run it beside kip) and the plugins it ships (Plugins: local,
 //     aws, gce, azure) as /usr/local/lib/kip/plugins/kip-plugin-<name>;
 //     entrypoint /usr/local/bin/kip, default arguments
 //     run --config /etc/kip/kip.yaml. kip.yaml (or KIP_PLUGIN_DIR) sets

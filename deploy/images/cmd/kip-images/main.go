@@ -5,9 +5,12 @@
 //
 //	kip-images --registry 127.0.0.1:5000/kip [--platforms linux/amd64,linux/arm64]
 //	           [--tag v1.2.3] [--version v1.2.3] [--images kip,kip-plugin-aws] [--insecure]
+//	           [--images-env deploy/kustomize/base/images.env]
 //
 // It prints one line per image, its reference and digest
 // (127.0.0.1:5000/kip/kip:v1.2.3@sha256:…), and logs each binary's SHA-256.
+// With --images-env it also writes them as name=reference@digest lines,
+// the file deploy/kustomize's base takes kip's image from.
 package main
 
 import (
@@ -55,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		repo      = fs.String("repo", ".", "the repository's root")
 		source    = fs.String("source", "https://github.com/kipcell/kip", "the org.opencontainers.image.source label")
 		ca        = fs.String("ca-certificates", images.DefaultCACertificates, "the CA bundle copied into the images (Debian's ca-certificates)")
+		envFile   = fs.String("images-env", "", "also write name=reference@digest lines to this file (deploy/kustomize/base/images.env)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -99,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var env strings.Builder
 	for i, p := range pushed {
 		for platform, files := range built[i].Files {
 			for path, sum := range files {
@@ -106,6 +111,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		fmt.Fprintln(stdout, p.DigestRef())
+		fmt.Fprintf(&env, "%s=%s\n", p.Name, p.DigestRef())
+	}
+	if *envFile != "" {
+		if err := os.WriteFile(*envFile, []byte(env.String()), 0o644); err != nil { //nolint:gosec // a list of public image references
+			return fmt.Errorf("writing --images-env: %w", err)
+		}
+		log.Info("wrote the images' references", "file", *envFile)
 	}
 	return nil
 }
