@@ -16,10 +16,11 @@ const (
 	CellConnecting  = "Connecting"  // the instance runs; its agent has not answered
 	CellRunning     = "Running"     // the agent serves the pod
 	CellTerminating = "Terminating" // the pod ended or was deleted; the instance is ending
+	CellGone        = "Gone"        // the instance ended; the pod's status is kept until it is deleted
 )
 
 // CellPhases lists every cell phase, in lifecycle order.
-var CellPhases = []string{CellPending, CellLaunching, CellBooting, CellConnecting, CellRunning, CellTerminating}
+var CellPhases = []string{CellPending, CellLaunching, CellBooting, CellConnecting, CellRunning, CellTerminating, CellGone}
 
 // Cell is one cell as the admin server's /cells serves it and `kip cells`
 // shows it.
@@ -53,7 +54,7 @@ type cellsCollector struct {
 }
 
 var (
-	descCells   = prometheus.NewDesc(Namespace+"_cells", "Cells of this node by lifecycle phase (Pending, Launching, Booting, Connecting, Running, Terminating).", []string{"phase"}, nil)
+	descCells   = prometheus.NewDesc(Namespace+"_cells", "Cells of this node by lifecycle phase (Pending, Launching, Booting, Connecting, Running, Terminating, Gone).", []string{"phase"}, nil)
 	descPending = prometheus.NewDesc(Namespace+"_pending_pods", "Pods of this node still Pending, by reason: the pod's status reason (NoInstanceType: nothing fits) or its first waiting container's (ContainerCreating while the cell launches and boots, PodInitializing, ErrImagePull, ...).", []string{"reason"}, nil)
 )
 

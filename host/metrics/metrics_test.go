@@ -137,37 +137,14 @@ func TestCellsByPhaseAndPendingReason(t *testing.T) {
 	}
 }
 
-// gathered is every sample of m's registry by name{labels} (labels in
-// their sorted order); a histogram's by its _count.
+// gathered is Samples of m's registry.
 func gathered(t *testing.T, m *Metrics) map[string]float64 {
 	t.Helper()
-	families, err := m.Registry().Gather()
+	got, err := Samples(m.Registry())
 	if err != nil {
-		t.Fatalf("gathering: %v", err)
+		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for _, f := range families {
-		for _, s := range f.GetMetric() {
-			var labels []string
-			for _, l := range s.GetLabel() {
-				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
-			}
-			name := f.GetName()
-			if len(labels) > 0 {
-				name += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case s.GetCounter() != nil:
-				out[name] = s.GetCounter().GetValue()
-			case s.GetGauge() != nil:
-				out[name] = s.GetGauge().GetValue()
-			case s.GetHistogram() != nil:
-				out[name+"_count"] = float64(s.GetHistogram().GetSampleCount())
-				out[name+"_sum"] = s.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	return out
+	return got
 }
 
 func TestEvents(t *testing.T) {
@@ -182,15 +159,15 @@ func TestEvents(t *testing.T) {
 	requestLatency{m}.Observe(context.Background(), "GET", url.URL{}, time.Second)
 	got := gathered(t, m)
 	for name, want := range map[string]float64{
-		`kip_launch_phase_seconds{phase="bound_to_launch"}_count`:                 2,
-		`kip_launch_phase_seconds{phase="bound_to_launch"}_sum`:                   2,
+		`kip_launch_phase_seconds_count{phase="bound_to_launch"}`:                 2,
+		`kip_launch_phase_seconds_sum{phase="bound_to_launch"}`:                   2,
 		`kip_plugin_calls_total{method="Launch",outcome="ok"}`:                    1,
 		`kip_plugin_calls_total{method="Launch",outcome="insufficient_capacity"}`: 1,
-		`kip_plugin_call_seconds{method="Launch"}_count`:                          2,
+		`kip_plugin_call_seconds_count{method="Launch"}`:                          2,
 		`kip_match_decisions_total{outcome="placed"}`:                             1,
 		`kip_capacity_fallbacks_total{reason="quota_exceeded"}`:                   1,
 		`kip_api_requests_total{code="200",verb="GET"}`:                           1,
-		`kip_api_request_seconds{verb="GET"}_count`:                               1,
+		`kip_api_request_seconds_count{verb="GET"}`:                               1,
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
