@@ -185,7 +185,7 @@ func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 		d: d, id: CellID(pod.UID), uid: pod.UID, namespace: pod.Namespace, name: pod.Name,
 		key: key(pod.Namespace, pod.Name), adopted: adopted, desired: pod.DeepCopy(), generation: 1,
 		applyCh: make(chan struct{}, 1), done: make(chan struct{}), booted: make(chan struct{}, 1),
-		created: d.cfg.Now(), times: newLaunchTimes(pod, adopted != nil, d.cfg.Now()),
+		created: d.now(), times: newLaunchTimes(pod, adopted != nil, d.now()),
 	}
 	if adopted != nil {
 		if _, n, ok := cellOf(adopted.CellID); ok {

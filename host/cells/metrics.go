@@ -40,11 +40,20 @@ func newLaunchTimes(pod *corev1.Pod, adopted bool, now time.Time) launchTimes {
 	return launchTimes{measured: !adopted, bound: bound}
 }
 
+// now is the cells' clock: Config.Now, or time.Now for deps built
+// without one (tests of a single cell).
+func (d *cellDeps) now() time.Time {
+	if d.cfg.Now == nil {
+		return time.Now()
+	}
+	return d.cfg.Now()
+}
+
 // reached records the moment at of the step *at (one of c.times' fields)
 // once, when its previous step prev was reached, and reports the phase
 // from prev to it (and the whole way, once the pod runs).
 func (c *cell) reached(step func(*launchTimes) *time.Time, prev func(*launchTimes) time.Time, phase metrics.Phase) {
-	now := c.d.cfg.Now()
+	now := c.d.now()
 	c.mu.Lock()
 	t := &c.times
 	at, from := step(t), prev(t)
@@ -81,7 +90,7 @@ func (c *cell) podRunning() {
 // cell's placement annotations, or for an adopted cell its pod's), from
 // now until terminator ends it.
 func (c *cell) instanceUp(id string, annotations map[string]string) {
-	c.d.metrics.InstanceUp(id, placementOf(annotations), c.d.cfg.Now())
+	c.d.metrics.InstanceUp(id, placementOf(annotations), c.d.now())
 }
 
 // placementOf reads a placement back from its annotations

@@ -178,7 +178,9 @@ func (t terminator) terminate(ctx context.Context, id, cellID string) {
 	for n := 1; ; n++ {
 		_, err := t.plugin.Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
 		if err == nil || pluginapi.IsNotFound(err) {
-			t.metrics.InstanceDown(id, t.now())
+			if t.now != nil {
+				t.metrics.InstanceDown(id, t.now())
+			}
 			return
 		}
 		t.log.Warn("terminating instance", "instance", id, "cell", cellID, "attempt", n, "error", err)
