@@ -51,6 +51,7 @@ func TestSettingsKeys(t *testing.T) {
 		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
 		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
 		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
+		"admin.listenAddress", "admin.off",
 		"log.level", "log.format",
 	}
 	var got []string
@@ -416,6 +417,7 @@ func TestValidate(t *testing.T) {
 		{name: "match", mutate: func(c *Config) { c.Match.BurstablePolicy = "sometimes" }, wantErr: `config match.burstablePolicy: "sometimes": want "baseline" or "unlimited"`},
 		{name: "plugin", mutate: func(c *Config) { c.Plugin.SHA256 = "abc" }, wantErr: "config plugin.sha256: want 64 hexadecimal digits"},
 		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
+		{name: "admin", mutate: func(c *Config) { c.Admin.ListenAddress = "10262" }, wantErr: `config admin.listenAddress: "10262" is not host:port`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

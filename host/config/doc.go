@@ -48,5 +48,5 @@
 //
 // It imports koanf, the standard library and the host components whose
 // sections it loads (host/node, host/cells, host/pki, host/match,
-// host/plugin, host/setting); only host/daemon and host/cli import it.
+// host/plugin, host/admin, host/setting); only host/daemon and host/cli import it.
 package config

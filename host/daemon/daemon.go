@@ -18,6 +18,7 @@ import (
 	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/host/plugin"
@@ -39,6 +40,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	hup, stopHUP := notifyHUP()
 	defer stopHUP()
+	m := metrics.New()
+	m.RegisterClientGo() // before the first client is made
 	restConfig, kubeconfig, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return err
@@ -47,6 +50,13 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
+	// The admin server runs in every kip, a standby's too (admin.go).
+	adminServer, err := startAdmin(ctx, cfg.Admin, m, client, log.With("component", "admin"))
+	if err != nil {
+		return err
+	}
+	var pluginReady lateCheck
+	adminServer.AddReadyCheck("plugin", pluginReady.run)
 	api := newAPIServer(restConfig, kubeconfig)
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
@@ -59,6 +69,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	pluginCfg := cfg.Plugin
 	pluginCfg.Configure = &pluginapi.ConfigureRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig}
 	pluginCfg.Logger, pluginCfg.LogLevel = log, cfg.Log.Level
+	pluginCfg.Calls = m
 	sup, err := plugin.Open(ctx, pluginCfg)
 	if err != nil {
 		return err
@@ -109,7 +120,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
 	cellsCfg.Cluster = dispatch.Cluster{Services: svcs, DNS: dispatch.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
 	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
-		cells.WithServices(table))
+		cells.WithServices(table), cells.WithMetrics(m))
+	pluginReady.set(manager.Healthy)
 
 	if err := watchPodConditions(podInformer.Informer(), manager); err != nil {
 		return err
