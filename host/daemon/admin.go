@@ -18,15 +18,21 @@ import (
 // apiCheckTimeout bounds the readiness check's request to the API server.
 const apiCheckTimeout = 5 * time.Second
 
-// startAdmin starts the admin server (unless admin.off) on m's registry
-// and cells, with the readiness check "api" (the API server answers its
-// /readyz); it serves until ctx ends, in a standby as in the leader. A
-// listen address in use is an error at once.
-func startAdmin(ctx context.Context, cfg admin.Config, m *metrics.Metrics, client kubernetes.Interface, log *slog.Logger) (*admin.Server, error) {
-	srv := admin.New(m, log)
+// startAdmin makes kip's metrics (client-go's requests among them, from
+// the first request on) and starts the admin server on them (unless
+// admin.off), with the readiness checks "api" (the API server answers its
+// /readyz) and "plugin" (the returned check, "not started" until set). It
+// serves until ctx ends, in a standby as in the leader: Run calls it
+// first, right after the API client is made. A listen address in use is
+// an error at once.
+func startAdmin(ctx context.Context, cfg admin.Config, client kubernetes.Interface, log *slog.Logger) (*metrics.Metrics, *lateCheck, error) {
+	m := metrics.New()
+	m.RegisterClientGo()
+	pluginReady := &lateCheck{}
 	if cfg.Off {
-		return srv, nil
+		return m, pluginReady, nil
 	}
+	srv := admin.New(m, log)
 	srv.AddReadyCheck("api", func(r *http.Request) error {
 		rctx, cancel := context.WithTimeout(r.Context(), apiCheckTimeout)
 		defer cancel()
@@ -35,9 +41,10 @@ func startAdmin(ctx context.Context, cfg admin.Config, m *metrics.Metrics, clien
 		}
 		return nil
 	})
+	srv.AddReadyCheck("plugin", pluginReady.run)
 	lis, err := admin.Listen(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log.Info("admin server listening", "address", lis.Addr().String())
 	go func() {
@@ -45,7 +52,7 @@ func startAdmin(ctx context.Context, cfg admin.Config, m *metrics.Metrics, clien
 			log.Error("admin server", "error", err)
 		}
 	}()
-	return srv, nil
+	return m, pluginReady, nil
 }
 
 // lateCheck is a check whose subject starts later than the server: it

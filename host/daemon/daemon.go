@@ -18,7 +18,6 @@ import (
 	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/dispatch"
-	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/host/plugin"
@@ -40,8 +39,6 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	hup, stopHUP := notifyHUP()
 	defer stopHUP()
-	m := metrics.New()
-	m.RegisterClientGo() // before the first client is made
 	restConfig, kubeconfig, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return err
@@ -50,13 +47,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
-	// The admin server runs in every kip, a standby's too (admin.go).
-	adminServer, err := startAdmin(ctx, cfg.Admin, m, client, log.With("component", "admin"))
+	m, pluginReady, err := startAdmin(ctx, cfg.Admin, client, log.With("component", "admin"))
 	if err != nil {
 		return err
 	}
-	var pluginReady lateCheck
-	adminServer.AddReadyCheck("plugin", pluginReady.run)
 	api := newAPIServer(restConfig, kubeconfig)
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
@@ -68,8 +62,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	pluginCfg := cfg.Plugin
 	pluginCfg.Configure = &pluginapi.ConfigureRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig}
-	pluginCfg.Logger, pluginCfg.LogLevel = log, cfg.Log.Level
-	pluginCfg.Calls = m
+	pluginCfg.Logger, pluginCfg.LogLevel, pluginCfg.Calls = log, cfg.Log.Level, m
 	sup, err := plugin.Open(ctx, pluginCfg)
 	if err != nil {
 		return err

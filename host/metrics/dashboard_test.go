@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"context"
 	"encoding/json"
 	"net/url"
 	"os"
@@ -102,8 +101,8 @@ func registeredNames(t *testing.T) map[string]bool {
 	m.CapacityFallback(FallbackSpotToOnDemand)
 	m.InstanceUp("i-1", Placement{InstanceType: "t", PriceKnown: true}, time.Now())
 	m.SetCells(func() []Cell { return []Cell{{Phase: CellPending, PendingReason: "NoInstanceType"}} })
-	requestResult{m}.Increment(context.Background(), "200", "GET", "")
-	requestLatency{m}.Observe(context.Background(), "GET", url.URL{}, time.Second)
+	requestResult{m}.Increment(t.Context(), "200", "GET", "")
+	requestLatency{m}.Observe(t.Context(), "GET", url.URL{}, time.Second)
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
@@ -155,8 +154,8 @@ func TestEvents(t *testing.T) {
 	m.PluginCall("Launch", "insufficient_capacity", time.Second)
 	m.MatchDecision("placed")
 	m.CapacityFallback(FallbackQuotaExceeded)
-	requestResult{m}.Increment(context.Background(), "200", "GET", "api")
-	requestLatency{m}.Observe(context.Background(), "GET", url.URL{}, time.Second)
+	requestResult{m}.Increment(t.Context(), "200", "GET", "api")
+	requestLatency{m}.Observe(t.Context(), "GET", url.URL{}, time.Second)
 	got := gathered(t, m)
 	for name, want := range map[string]float64{
 		`kip_launch_phase_seconds_count{phase="bound_to_launch"}`:                 2,
