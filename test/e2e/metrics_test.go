@@ -35,20 +35,8 @@ const metricsNode = "kip-metrics"
 // cells Running.
 func TestMetricsAfterABurst(t *testing.T) {
 	ctx := t.Context()
-	mk, err := f.StartKip(ctx, cells, framework.KipOptions{
-		NodeName: metricsNode, Plugin: kip.Plugin, BinDir: kip.BinDir, ClusterID: "e2e-metrics", Network: 3, Log: testWriter{t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last lines of %s's log (%s):\n%s", metricsNode, mk.LogPath, mk.LogTail(120))
-		}
-		mk.Stop()
-		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
-		_ = f.Client.CoreV1().Nodes().Delete(bg, metricsNode, metav1.DeleteOptions{})
-		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, metricsNode, metav1.DeleteOptions{})
+	mk := startSideKip(t, framework.KipOptions{
+		NodeName: metricsNode, Plugin: kip.Plugin, BinDir: kip.BinDir, ClusterID: "e2e-metrics", Network: 3,
 	})
 	ns := f.Namespace(t)
 	t.Cleanup(func() { deletePodsAndCells(t, mk, ns) })
@@ -129,6 +117,29 @@ func TestMetricsAfterABurst(t *testing.T) {
 			t.Errorf("kip cells shows pod %s as %q, want it Running on %s", p.Name, line, p.Annotations[hostcells.AnnotationPlacedType])
 		}
 	}
+}
+
+// startSideKip starts a kip of the test's own beside the shared one (its
+// progress in the test's log), and when the test ends stops it and
+// deletes its Node and Lease (its log's last lines first, if the test
+// failed).
+func startSideKip(t *testing.T, opts framework.KipOptions) *framework.Kip {
+	t.Helper()
+	opts.Log = testWriter{t}
+	k, err := f.StartKip(t.Context(), cells, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of %s's log (%s):\n%s", opts.NodeName, k.LogPath, k.LogTail(120))
+		}
+		k.Stop()
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		_ = f.Client.CoreV1().Nodes().Delete(bg, opts.NodeName, metav1.DeleteOptions{})
+		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, opts.NodeName, metav1.DeleteOptions{})
+	})
+	return k
 }
 
 // scrape reads the Prometheus text at url into its samples, by name and

@@ -48,21 +48,9 @@ func TestPluginSwapUnderRunningPods(t *testing.T) {
 	sum1 := fileSum(t, pluginPath)
 	version1 := describedVersion(t, pluginPath)
 
-	sk, err := f.StartKip(ctx, cells, framework.KipOptions{
+	sk := startSideKip(t, framework.KipOptions{
 		NodeName: swapNode, Plugin: name, BinDir: kip.BinDir, PluginDir: pluginDir, PluginSHA256: sum1,
-		ClusterID: "e2e-swap", Network: 1, Log: testWriter{t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("last lines of %s's log (%s):\n%s", swapNode, sk.LogPath, sk.LogTail(120))
-		}
-		sk.Stop()
-		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
-		_ = f.Client.CoreV1().Nodes().Delete(bg, swapNode, metav1.DeleteOptions{})
-		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, swapNode, metav1.DeleteOptions{})
+		ClusterID: "e2e-swap", Network: 1,
 	})
 	ns := f.Namespace(t)
 	t.Cleanup(func() { deletePodsAndCells(t, sk, ns) })
