@@ -31,6 +31,7 @@ require (
 	github.com/knadh/koanf/providers/file v1.2.1
 	github.com/knadh/koanf/v2 v2.4.1
 	github.com/opencontainers/runtime-spec v1.3.0
+	github.com/prometheus/client_golang v1.23.2
 	github.com/virtual-kubelet/virtual-kubelet v1.13.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.15.0
@@ -127,7 +128,6 @@ require (
 	github.com/opencontainers/selinux v1.13.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.67.5 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect

@@ -192,3 +192,10 @@ type remoteError struct {
 
 func (e *remoteError) Error() string { return e.text }
 func (e *remoteError) Unwrap() error { return e.kind }
+
+// ErrorFromStatus turns the error of a gRPC call to a plugin back into the
+// error kind the plugin returned, as every Client method does: for a host
+// that looks at calls on the wire (a gRPC client interceptor counting
+// outcomes). A nil error stays nil; an error that is no gRPC status is
+// returned as it is.
+func ErrorFromStatus(err error) error { return fromStatus(err) }

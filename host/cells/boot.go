@@ -141,11 +141,13 @@ func (c *cell) serveWithin(ctx context.Context, inst *pluginapi.Instance) bool {
 // agentAnswered ends serveWithin's wait: the agent answered.
 func (c *cell) agentAnswered() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.answered != nil {
 		close(c.answered)
 		c.answered = nil
 	}
+	c.connected = true
+	c.mu.Unlock()
+	c.agentConnected()
 }
 
 // bootFailed handles an instance that ran but whose agent never answered:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -99,6 +100,9 @@ type cellDeps struct {
 	pods corev1listers.PodLister
 	// admission rejects the pods the node does not run (admit.go).
 	admission admission
+	// metrics is told of launches, placements and instances (metrics.go);
+	// nil records nothing.
+	metrics *metrics.Metrics
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -165,6 +169,13 @@ type cell struct {
 	// logsKept is set once finish has kept the pod's logs (podLogs):
 	// from then on they are served from there, not from the agent.
 	logsKept bool
+	// created is when this kip took the cell on; times are the moments
+	// of its launch (metrics.go); launching is set once a Launch was
+	// issued, connected once the agent answered.
+	created   time.Time
+	times     launchTimes
+	launching bool
+	connected bool
 }
 
 // newCell makes the cell of pod; adopted is its instance when the cell is
@@ -174,6 +185,7 @@ func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 		d: d, id: CellID(pod.UID), uid: pod.UID, namespace: pod.Namespace, name: pod.Name,
 		key: key(pod.Namespace, pod.Name), adopted: adopted, desired: pod.DeepCopy(), generation: 1,
 		applyCh: make(chan struct{}, 1), done: make(chan struct{}), booted: make(chan struct{}, 1),
+		created: d.now(), times: newLaunchTimes(pod, adopted != nil, d.now()),
 	}
 	if adopted != nil {
 		if _, n, ok := cellOf(adopted.CellID); ok {
@@ -244,6 +256,7 @@ func (c *cell) run(ctx context.Context) {
 		if err != nil {
 			return
 		}
+		c.instanceRunning()
 		if c.serveWithin(ctx, inst) || !c.bootFailed(ctx, inst) {
 			return
 		}

@@ -139,13 +139,26 @@
 // An agent already at a later generation (a cell adopted after a restart)
 // is sent the pod again past it.
 //
+// # Metrics
+//
+// With WithMetrics, the Manager reports to host/metrics (metrics.go): each
+// cell's launch phases, from its pod's binding (the PodScheduled
+// condition's time, or when the cell was made) to the first Launch call,
+// the instance running, the agent's first answer and the pod Running (a
+// cell adopted after a restart is not measured); every ranking's outcome
+// and every fallback past the best offering (capacity, quota, spot to
+// on-demand); each instance from its launch or adoption to its end, at
+// its placement's price; and, when scraped, the cells by phase and the
+// pending pods by reason (Manager.Cells, which the admin server's /cells
+// serves too).
+//
 // No struct keeps a context. CreatePod starts a cell under its own
 // context, detached from its cancellation (the call ends long before the
 // cell); adoption starts one under Run's. A cell runs until its pod is
 // deleted or Run ends, which stops every cell; a termination, once begun,
 // finishes whatever context asked for it.
 //
-// It imports pluginapi, host/clusterip, host/match, host/dispatch, host/setting, cell/api,
+// It imports pluginapi, host/clusterip, host/match, host/metrics, host/dispatch, host/setting, cell/api,
 // cell/api/sysctl, the kubelet's stats API types and client-go; never
 // host/node's implementation or host/config.
 package cells

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -38,7 +39,9 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 	if c.adopted != nil {
 		c.mu.Lock()
 		c.instance = c.adopted
+		annotations := c.desired.Annotations
 		c.mu.Unlock()
+		c.instanceUp(c.adopted.ID, annotations)
 		return c.adopted, nil
 	}
 	bootstrap, issued, err := c.bootstrap(ctx)
@@ -143,7 +146,9 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			c.mu.Lock()
 			c.instance = inst
 			c.placed = placedAnnotations(match.Candidate{InstanceType: inst.InstanceType, CapacityType: inst.CapacityType}, inst.Zone)
+			placed := c.placed
 			c.mu.Unlock()
+			c.instanceUp(inst.ID, placed)
 			c.log.Info("cell found launched; taking its instance", "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
 			return inst
 		}
@@ -164,6 +169,10 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 		}
 		c.waiting("ContainerCreating", fmt.Sprintf("launching cell %s on %s", c.id, what))
 		c.event(corev1.EventTypeNormal, ReasonLaunching, "launching cell %s on %s", c.id, what)
+		c.mu.Lock()
+		c.launching = true
+		c.mu.Unlock()
+		c.launchIssued()
 		for n := 1; ; n++ {
 			c.log.Info("launch issued", "type", cand.InstanceType, "zone", cand.Zone, "capacity_type", cand.CapacityType, "attempt", n)
 			resp, err := c.d.plugin.Launch(ctx, req)
@@ -180,7 +189,9 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 				c.mu.Lock()
 				c.instance = &inst
 				c.placed = placedAnnotations(placed, inst.Zone)
+				annotations := c.placed
 				c.mu.Unlock()
+				c.instanceUp(inst.ID, annotations)
 				c.log.Info("cell launched", "instance", inst.ID, "type", placed.InstanceType, "zone", inst.Zone,
 					"capacity_type", placed.CapacityType, "price", priceText(placed))
 				return &inst
@@ -190,6 +201,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			}
 			if pluginapi.IsInsufficientCapacity(err) {
 				c.d.placement.markUnavailable(cand)
+				c.d.metrics.CapacityFallback(metrics.FallbackInsufficientCapacity)
 				c.log.Info("no capacity for an offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
 					"capacity_type", cand.CapacityType, "error", err)
 				c.event(corev1.EventTypeWarning, ReasonInsufficientCapacity, "%s: %v; trying the next offering", what, err)
@@ -198,6 +210,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			var quota *pluginapi.QuotaExceededError
 			if errors.As(err, &quota) && quota.Scoped() {
 				c.d.placement.markQuota(quota)
+				c.d.metrics.CapacityFallback(metrics.FallbackQuotaExceeded)
 				c.log.Info("an account quota covers the offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
 					"capacity_type", cand.CapacityType, "quota_types", len(quota.InstanceTypes), "quota_capacity_type", quota.CapacityType, "error", err)
 				c.event(corev1.EventTypeWarning, ReasonQuotaExceeded, "%s: %v; skipping the offerings the quota covers for %s and trying the next",

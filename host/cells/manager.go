@@ -245,7 +245,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	notifier := newNotifier(cells)
 	catalog := &catalogCache{plugin: plugin, ttl: cfg.CatalogTTL, now: cfg.Now, log: log}
 	watch := &eventWatch{plugin: plugin, catalog: catalog, cells: cells, backoff: cfg.Backoff, now: cfg.Now, log: log}
-	end := terminator{plugin: plugin, backoff: cfg.Backoff, log: log}
+	end := terminator{plugin: plugin, backoff: cfg.Backoff, log: log, now: cfg.Now}
 	deps := &cellDeps{
 		cfg:      cfg,
 		plugin:   plugin,
@@ -270,11 +270,14 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	for _, opt := range opts {
 		opt(deps)
 	}
-	return &Manager{
+	deps.placement.metrics, deps.end.metrics = deps.metrics, deps.metrics
+	m := &Manager{
 		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch,
 		collector: &collector{nodeName: cfg.NodeName, interval: cfg.GCInterval, plugin: plugin, pods: pods,
-			cells: cells, deps: deps, end: end, log: log},
+			cells: cells, deps: deps, end: deps.end, log: log},
 	}
+	deps.metrics.SetCells(m.Cells)
+	return m
 }
 
 // Run adopts the cells that survive from an earlier run, then pushes

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -47,6 +48,7 @@ type placement struct {
 	match       match.Config
 	ttl         time.Duration // how long a quota refusal is remembered (Config.UnavailableTTL)
 	now         func() time.Time
+	metrics     *metrics.Metrics // told of each decision; nil records nothing
 
 	mu     sync.Mutex
 	quotas []quotaMark // scoped quota refusals, until they expire
@@ -64,13 +66,22 @@ type quotaMark struct {
 func (p *placement) rank(ctx context.Context, pod *corev1.Pod) ([]match.Candidate, error) {
 	req, err := match.PodRequirements(pod, p.match)
 	if err != nil {
+		p.metrics.MatchDecision(match.Outcome(err))
 		return nil, err
 	}
 	cat, err := p.catalog.get(ctx)
 	if err != nil {
+		if ctx.Err() == nil {
+			p.metrics.MatchDecision(match.OutcomeError)
+		}
 		return nil, err
 	}
-	return cat.Rank(req, p.isUnavailable, p.match)
+	cands, err := cat.Rank(req, p.isUnavailable, p.match)
+	p.metrics.MatchDecision(match.Outcome(err))
+	if match.FellBack(req, cands) {
+		p.metrics.CapacityFallback(metrics.FallbackSpotToOnDemand)
+	}
+	return cands, err
 }
 
 // markUnavailable skips cand's offering for a while: the cloud had no

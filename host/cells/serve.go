@@ -381,6 +381,9 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address st
 	if next.Phase != prev.Phase {
 		c.log.Info("cell reported pod phase", "phase", next.Phase)
 	}
+	if next.Phase == corev1.PodRunning {
+		c.podRunning()
+	}
 	c.d.statusChanged(c.uid)
 	if ended {
 		c.log.Info("pod ended; terminating its cell", "phase", next.Phase)

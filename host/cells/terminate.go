@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -166,6 +167,9 @@ type terminator struct {
 	plugin  terminatorAPI
 	backoff func(n int) time.Duration
 	log     *slog.Logger
+	// metrics is told when an instance ended; now is its clock.
+	metrics *metrics.Metrics
+	now     func() time.Time
 }
 
 // terminate ends an instance, retrying transient failures, until it is
@@ -174,6 +178,9 @@ func (t terminator) terminate(ctx context.Context, id, cellID string) {
 	for n := 1; ; n++ {
 		_, err := t.plugin.Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
 		if err == nil || pluginapi.IsNotFound(err) {
+			if t.now != nil {
+				t.metrics.InstanceDown(id, t.now())
+			}
 			return
 		}
 		t.log.Warn("terminating instance", "instance", id, "cell", cellID, "attempt", n, "error", err)

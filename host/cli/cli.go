@@ -49,6 +49,9 @@ Usage:
   kip run --config FILE [--plugin-dir DIR] [--node-name NAME]
                                            run the virtual node (the daemon)
   kip version                              print kip's version and the plugin API versions it accepts
+  kip cells [--address URL | --config FILE] [-o table|json]
+                                           the running kip's cells: pod, instance, type, zone,
+                                           capacity type, price, phase, age
   kip plugins list [--plugin-dir DIR] [-o table|json]
                                            every plugin found: name, version, API versions,
                                            capabilities, path, SHA-256
@@ -101,6 +104,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runDaemon(ctx, args[1:], env)
 	case "plugins":
 		return runPlugins(ctx, args[1:], env)
+	case "cells":
+		return runCells(ctx, args[1:], env)
 	case "help", "-h", "--help":
 		fmt.Fprint(env.Stdout, usage)
 		return nil

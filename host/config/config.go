@@ -14,6 +14,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/kipcell/kip/host/admin"
 	"github.com/kipcell/kip/host/bootstrap"
 	"github.com/kipcell/kip/host/cells"
 	"github.com/kipcell/kip/host/match"
@@ -48,6 +49,8 @@ type Config struct {
 	Match match.Config `koanf:"match"`
 	// Plugin selects and configures the cloud plugin.
 	Plugin plugin.Config `koanf:"plugin"`
+	// Admin configures the admin HTTP server: metrics, probes, /cells.
+	Admin admin.Config `koanf:"admin"`
 	// Log sets the host's log output.
 	Log Log `koanf:"log"`
 }
@@ -71,6 +74,7 @@ func Defaults() *Config {
 		PKI:       pki.DefaultConfig(),
 		Match:     match.DefaultConfig(),
 		Plugin:    plugin.DefaultConfig(),
+		Admin:     admin.DefaultConfig(),
 		Log:       Log{Level: "info", Format: "json"},
 	}
 }
@@ -329,6 +333,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, inSection("cells", c.Cells.Validate())...)
 	errs = append(errs, inSection("match", c.Match.Validate())...)
 	errs = append(errs, inSection("plugin", c.Plugin.Validate())...)
+	errs = append(errs, inSection("admin", c.Admin.Validate())...)
 	return errors.Join(errs...)
 }
 

@@ -52,6 +52,7 @@ func TestSettingsKeys(t *testing.T) {
 		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
 		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
 		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
+		"admin.listenAddress", "admin.off",
 		"log.level", "log.format",
 	}
 	var got []string
@@ -421,6 +422,7 @@ func TestValidate(t *testing.T) {
 		{name: "bootstrap", mutate: func(c *Config) { c.Bootstrap.Kubeconfig, c.Bootstrap.CertificateLifetime = "in-cluster", time.Minute },
 			wantErr: "config bootstrap.certificateLifetime: 1m0s is shorter than 10m0s"},
 		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
+		{name: "admin", mutate: func(c *Config) { c.Admin.ListenAddress = "10262" }, wantErr: `config admin.listenAddress: "10262" is not host:port`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,6 +49,6 @@
 //
 // It imports koanf, the standard library and the host components whose
 // sections it loads (host/node, host/cells, host/pki, host/match,
-// host/plugin, host/bootstrap, host/setting); only host/daemon and
-// host/cli import it.
+// host/plugin, host/bootstrap, host/admin, host/setting); only host/daemon
+// and host/cli import it.
 package config

@@ -50,6 +50,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
+	m, pluginReady, err := startAdmin(ctx, cfg.Admin, client, log.With("component", "admin"))
+	if err != nil {
+		return err
+	}
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
 	}
@@ -60,7 +64,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	}
 	pluginCfg := cfg.Plugin
 	pluginCfg.Configure = &pluginapi.ConfigureRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig}
-	pluginCfg.Logger, pluginCfg.LogLevel = log, cfg.Log.Level
+	pluginCfg.Logger, pluginCfg.LogLevel, pluginCfg.Calls = log, cfg.Log.Level, m
 	sup, err := plugin.Open(ctx, pluginCfg)
 	if err != nil {
 		return err
@@ -111,7 +115,8 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
 	cellsCfg.Cluster = dispatch.Cluster{Services: svcs, DNS: dispatch.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
 	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
-		cells.WithServices(table))
+		cells.WithServices(table), cells.WithMetrics(m))
+	pluginReady.set(manager.Healthy)
 
 	if err := watchPodConditions(podInformer.Informer(), manager); err != nil {
 		return err

@@ -23,6 +23,11 @@
 // kip-endpointslices.yaml for EndpointSlices). Other errors keep their
 // text and name the request.
 //
+// The admin server (host/admin: metrics, probes, /cells) starts first,
+// right after the API client is made, and serves until Run returns: its
+// readiness says whether the API server answers and whether the plugin
+// does (admin.go).
+//
 // It imports the host packages, client-go and pluginapi; only host/cli
 // imports it.
 package daemon

@@ -19,11 +19,15 @@
 // Plugin log lines (JSON on the plugin's stderr) are re-emitted into the
 // host's log/slog logger with attribute plugin=<name> (hclog.go).
 //
+// Every call to the plugin process can be observed (Config.Calls): a gRPC
+// client interceptor (interceptor.go) reports each call's method, its
+// outcome by pluginapi error kind (Outcome) and its duration.
+//
 // Config's koanf-tagged fields are the plugin section of kip.yaml
 // (config.go: DefaultConfig, Validate, SettingsJSON).
 //
 // This package may import pluginapi, go-plugin, go-hclog, host/setting
-// (Validate's errors) and the standard library (and grpc, only for
-// go-plugin's GRPCPlugin signatures); never client-go or any other host
-// package.
+// (Validate's errors) and the standard library (and grpc, for go-plugin's
+// GRPCPlugin signatures and the client interceptor); never client-go or
+// any other host package.
 package plugin

@@ -81,6 +81,9 @@ type Config struct {
 	// Backoff returns the wait before restart attempt attempt (1, 2, …);
 	// nil means DefaultBackoff.
 	Backoff func(attempt int) time.Duration `koanf:"-"`
+	// Calls, when set, is told of every call to the plugin process
+	// (UnaryInterceptor); the daemon sets host/metrics' Metrics.
+	Calls CallObserver `koanf:"-"`
 }
 
 // DefaultBackoff is exponential from 200ms, capped at 30s, with jitter: the
@@ -283,6 +286,16 @@ func (d *doneCapture) GRPCClient(ctx context.Context, b *plugin.GRPCBroker, cc *
 	return d.inner.GRPCClient(ctx, b, cc)
 }
 
+// dialOptions are pluginapi's dial options and, when Config.Calls is set,
+// the interceptor that tells it of every call.
+func (s *Supervisor) dialOptions() []grpc.DialOption {
+	opts := pluginapi.GRPCDialOptions()
+	if s.cfg.Calls != nil {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(UnaryInterceptor(s.cfg.Calls)))
+	}
+	return opts
+}
+
 // start is what one start of the plugin checks and sends: the pin and the
 // configuration.
 type start struct {
@@ -350,7 +363,7 @@ func (s *Supervisor) spawn(ctx context.Context, st start) (*proc, error) {
 		SecureConfig:     secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
-		GRPCDialOptions:  pluginapi.GRPCDialOptions(),
+		GRPCDialOptions:  s.dialOptions(),
 		UnixSocketConfig: &plugin.UnixSocketConfig{TempDir: s.sockDir},
 		StartTimeout:     s.cfg.StartTimeout,
 		Logger:           hl,

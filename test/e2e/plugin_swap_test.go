@@ -48,14 +48,10 @@ func TestPluginSwapUnderRunningPods(t *testing.T) {
 	sum1 := fileSum(t, pluginPath)
 	version1 := describedVersion(t, pluginPath)
 
-	sk, err := f.StartKip(ctx, cells, framework.KipOptions{
+	sk := startSideKip(t, framework.KipOptions{
 		NodeName: swapNode, Plugin: name, BinDir: kip.BinDir, PluginDir: pluginDir, PluginSHA256: sum1,
-		ClusterID: "e2e-swap", Network: 1, Log: testWriter{t},
+		ClusterID: "e2e-swap", Network: 1,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopOnCleanup(t, sk)
 	ns := f.Namespace(t)
 	t.Cleanup(func() { deletePodsAndCells(t, sk, ns) })
 

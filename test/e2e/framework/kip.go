@@ -295,6 +295,8 @@ type Kip struct {
 	// another plugin.
 	Azure      *azuresim.Server
 	localCells *localcells.LocalCells
+	// adminURL is where kip's admin server listens (AdminURL).
+	adminURL string
 	// removeDir: Dir is a temporary directory that Stop removes.
 	removeDir bool
 	cmd       *exec.Cmd
@@ -387,6 +389,10 @@ func (f *Framework) nodeIP() string {
 	return f.Cluster.AdvertiseAddress
 }
 
+// AdminURL is the base URL of kip's admin server (/metrics, /healthz,
+// /readyz, /cells): a free loopback port StartKip chose.
+func (k *Kip) AdminURL() string { return k.adminURL }
+
 // StartKip runs kip as a real process with the node's own identity
 // (system:node:<name>), the local plugin launching kip-cell agents on
 // cells' containerd, and waits until the node is Ready. It grants the
@@ -462,6 +468,12 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
 	}
+	adminPort, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("choosing the admin server's port: %w", err)
+	}
+	adminAddress := net.JoinHostPort("127.0.0.1", strconv.Itoa(adminPort))
+	k.adminURL = "http://" + adminAddress
 	nodeIP := f.nodeIP()
 	config := fmt.Sprintf(`clusterID: %[9]s
 nodeName: %[1]s
@@ -479,12 +491,14 @@ cells:
 log:
   level: debug
   format: text
+admin:
+  listenAddress: %[15]s
 plugin:
   name: %[5]s
   dir: %[6]s
   config: %[7]s
 `, opts.NodeName, identity, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout)
+		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout, adminAddress)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}

@@ -1,0 +1,45 @@
+package admin
+
+import (
+	"errors"
+	"net"
+	"strconv"
+
+	"github.com/kipcell/kip/host/setting"
+)
+
+// DefaultListenAddress is where the admin server listens unless kip.yaml
+// says otherwise: loopback only (a Deployment sets 0.0.0.0:10262 for its
+// probes and its Service).
+const DefaultListenAddress = "127.0.0.1:10262"
+
+// Config is the admin section of kip.yaml, each koanf tag a key.
+type Config struct {
+	// ListenAddress is host:port the server listens on (port 0: any free
+	// port).
+	ListenAddress string `koanf:"listenAddress"`
+	// Off disables the server: no metrics, no probes, no `kip cells`.
+	Off bool `koanf:"off"`
+}
+
+// DefaultConfig is the admin section before any setting.
+func DefaultConfig() Config { return Config{ListenAddress: DefaultListenAddress} }
+
+// Validate checks the admin section, naming each bad key in a
+// *setting.Error.
+func (c Config) Validate() error {
+	if c.Off {
+		return nil
+	}
+	var errs []error
+	_, port, err := net.SplitHostPort(c.ListenAddress)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			err = errors.New("the port is no number from 0 to 65535")
+		}
+	}
+	if err != nil {
+		errs = append(errs, setting.Errorf("listenAddress", "%q is not host:port (%v)", c.ListenAddress, err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,32 @@
+// Package admin is kip's admin HTTP server: /metrics (host/metrics'
+// registry in the Prometheus text format), /healthz and /readyz (checks
+// registered by name, in the kube-apiserver's format) and /cells (the
+// node's cells as JSON, for `kip cells`). It runs in every kip process,
+// the leader's and a standby's, from the start of `kip run`.
+//
+// # Checks
+//
+// A check is a func(*http.Request) error registered by name
+// (AddHealthCheck, AddReadyCheck); the request's context bounds it.
+// /healthz and /readyz answer 200 "ok" when every check passes, else 500
+// listing each check; with ?verbose each is listed either way:
+//
+//	[+]ping ok
+//	[-]plugin failed: plugin kip-plugin-aws: unavailable
+//	readyz check failed
+//
+// ?exclude=name (repeatable) leaves a check out, and /readyz/<name> (or
+// /healthz/<name>) runs one check alone, as the kube-apiserver's do.
+// /healthz always has "ping". What kip registers is the daemon's choice
+// (host/daemon): the API server reachable and the plugin answering for
+// readiness; the lead wires leadership (host/election) and the node
+// certificate (host/bootstrap) the same way.
+//
+// Config is the admin section of kip.yaml: listenAddress (default
+// 127.0.0.1:10262) and off.
+//
+// Client is the other end of /cells, for `kip cells` (host/cli).
+//
+// It imports host/metrics, host/setting and the Prometheus client library;
+// host/config, host/daemon and host/cli import it.
+package admin

@@ -1,0 +1,203 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kipcell/kip/host/metrics"
+)
+
+// Paths the server serves.
+const (
+	PathMetrics = "/metrics"
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+	PathCells   = "/cells"
+)
+
+// Check is a health or readiness check: nil when it passes. The request's
+// context bounds it.
+type Check func(*http.Request) error
+
+// namedCheck is a Check under its name.
+type namedCheck struct {
+	name  string
+	check Check
+}
+
+// Server is the admin HTTP server. Build it with New, add checks, then
+// Listen and Serve.
+type Server struct {
+	metrics *metrics.Metrics
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	health []namedCheck
+	ready  []namedCheck
+}
+
+// New builds the server of m's registry and cells; log receives failed
+// checks and serving errors.
+func New(m *metrics.Metrics, log *slog.Logger) *Server {
+	s := &Server{metrics: m, log: log}
+	s.AddHealthCheck("ping", func(*http.Request) error { return nil })
+	return s
+}
+
+// AddHealthCheck adds a liveness check (/healthz): one that fails only
+// when the process should be restarted. A name added again replaces its
+// check.
+func (s *Server) AddHealthCheck(name string, check Check) { s.add(&s.health, name, check) }
+
+// AddReadyCheck adds a readiness check (/readyz). A name added again
+// replaces its check.
+func (s *Server) AddReadyCheck(name string, check Check) { s.add(&s.ready, name, check) }
+
+func (s *Server) add(list *[]namedCheck, name string, check Check) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.IndexFunc(*list, func(c namedCheck) bool { return c.name == name }); i >= 0 {
+		(*list)[i].check = check
+		return
+	}
+	*list = append(*list, namedCheck{name, check})
+}
+
+func (s *Server) checks(list *[]namedCheck) []namedCheck {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(*list)
+}
+
+// Handler serves every path.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	if reg := s.metrics.Registry(); reg != nil {
+		mux.Handle(PathMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLog{s.log}}))
+	}
+	mux.Handle(PathHealthz, s.checkHandler("healthz", &s.health))
+	mux.Handle(PathHealthz+"/", s.checkHandler("healthz", &s.health))
+	mux.Handle(PathReadyz, s.checkHandler("readyz", &s.ready))
+	mux.Handle(PathReadyz+"/", s.checkHandler("readyz", &s.ready))
+	mux.HandleFunc(PathCells, s.serveCells)
+	return mux
+}
+
+// checkHandler serves /healthz or /readyz (what), or one check of it at
+// what/<name>, in the kube-apiserver's format.
+func (s *Server) checkHandler(what string, list *[]namedCheck) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checks := s.checks(list)
+		if name, ok := strings.CutPrefix(r.URL.Path, "/"+what+"/"); ok {
+			i := slices.IndexFunc(checks, func(c namedCheck) bool { return c.name == name })
+			if i < 0 {
+				http.Error(w, fmt.Sprintf("no %s check %q", what, name), http.StatusNotFound)
+				return
+			}
+			if err := checks[i].check(r); err != nil {
+				s.log.Warn(what+" check failed", "check", name, "error", err)
+				http.Error(w, fmt.Sprintf("[-]%s failed: %v", name, err), http.StatusInternalServerError)
+				return
+			}
+			fmt.Fprint(w, "ok")
+			return
+		}
+		excluded := r.URL.Query()["exclude"]
+		var out strings.Builder
+		failed := false
+		for _, c := range checks {
+			if slices.Contains(excluded, c.name) {
+				fmt.Fprintf(&out, "[+]%s excluded: ok\n", c.name)
+				continue
+			}
+			if err := c.check(r); err != nil {
+				failed = true
+				s.log.Warn(what+" check failed", "check", c.name, "error", err)
+				fmt.Fprintf(&out, "[-]%s failed: %v\n", c.name, err)
+				continue
+			}
+			fmt.Fprintf(&out, "[+]%s ok\n", c.name)
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if failed {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, "%s%s check failed\n", out.String(), what)
+			return
+		}
+		if _, verbose := r.URL.Query()["verbose"]; verbose {
+			fmt.Fprintf(w, "%s%s check passed\n", out.String(), what)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
+}
+
+// serveCells writes the node's cells as a JSON list, by namespace and
+// name.
+func (s *Server) serveCells(w http.ResponseWriter, _ *http.Request) {
+	cells := s.metrics.Cells()
+	if cells == nil {
+		cells = []metrics.Cell{}
+	}
+	slices.SortFunc(cells, func(a, b metrics.Cell) int {
+		return strings.Compare(a.Namespace+"/"+a.Pod, b.Namespace+"/"+b.Pod)
+	})
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(cells); err != nil {
+		s.log.Warn("writing /cells", "error", err)
+	}
+}
+
+// Listen binds cfg.ListenAddress, so that a port in use stops kip at its
+// start.
+func Listen(cfg Config) (net.Listener, error) {
+	lis, err := net.Listen("tcp", cfg.ListenAddress)
+	if err != nil {
+		return nil, fmt.Errorf("listening on admin.listenAddress %s: %w", cfg.ListenAddress, err)
+	}
+	return lis, nil
+}
+
+// shutdownTimeout bounds how long Serve lets requests in flight finish
+// once ctx ends.
+const shutdownTimeout = 5 * time.Second
+
+// Serve serves on lis until ctx ends; it returns nil then, or the error
+// that stopped it before.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serving the admin server on %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving the admin server on %s: %w", lis.Addr(), err)
+	}
+	return nil
+}
+
+// promLog passes promhttp's errors to the log.
+type promLog struct{ log *slog.Logger }
+
+func (l promLog) Println(v ...any) { l.log.Warn("serving /metrics", "error", fmt.Sprint(v...)) }
