@@ -23,6 +23,14 @@ func newLayer(files []kipimages.File) (v1.Layer, error) {
 	return kipimages.NewLayer(files, epoch, func(b []byte) ([]byte, error) { return compress(b, gzipPath) })
 }
 
+// Compress gzips b as the test images' layers are: with the gzip command
+// when there is one (-n -1), else in process. A test that builds release
+// images (deploy/images) under -race passes it as their Compressor.
+func Compress(b []byte) ([]byte, error) {
+	gzipPath, _ := exec.LookPath("gzip")
+	return compress(b, gzipPath)
+}
+
 // compress gzips b with the gzip command at gzipPath, or in process when
 // gzipPath is empty. The command is no faster in a normal build, but tests run with
 // -race, under which compress/flate is about fifteen times slower: an image

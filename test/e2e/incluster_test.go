@@ -1,0 +1,325 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kipimages "github.com/kipcell/kip/deploy/images"
+	"github.com/kipcell/kip/test/controlplane"
+	"github.com/kipcell/kip/test/e2e/framework"
+	"github.com/kipcell/kip/test/images"
+	"github.com/kipcell/kip/test/kubeletnode"
+)
+
+// inClusterNode is the virtual node of the kip that runs in the cluster.
+const inClusterNode = "kip-incluster"
+
+// TestKipRunsInTheClusterFromItsImage installs kip as an operator does:
+// kip's image, built from this checkout by deploy/images and pushed to the
+// run's registry, and deploy/kustomize/overlays/local applied to the real
+// control plane, with a real kubelet node (test/kubeletnode) to run kip's
+// pod. What this run changes of the overlay is only where things are on
+// this machine: the node kip's pod goes to, its containerd's socket, a
+// state directory of its own, the registry, and the names (a suffix, and
+// the node's name in the RBAC), since the run's other kips use the
+// overlay's. kip gets no kubeconfig: it starts from its ServiceAccount and
+// gets system:node:kip-incluster by the kubelet's TLS bootstrap. A pod on
+// its node runs, and kubectl logs and exec reach it through kip.
+func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
+	if kip.Plugin != framework.PluginLocal {
+		t.Skip("installs kip with the local overlay: runs with KIP_E2E_PLUGIN=local")
+	}
+	if f.Cluster.AdvertiseAddress == "" {
+		t.Fatal("the API server listens on loopback only (this machine has no default route): a kubelet node cannot reach it")
+	}
+	ctx := t.Context()
+	logw := testWriter{t}
+
+	// kip's image, for this machine's platform.
+	start := time.Now()
+	built, err := kipimages.Build(ctx, kipimages.Options{
+		Images: []string{"kip"}, Platforms: []string{"linux/" + runtime.GOARCH},
+		Version: "e2e", Revision: "e2e", Created: time.Unix(0, 0).UTC(), Source: "e2e",
+		RepoDir: "../..", Compress: images.Compress,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := kipimages.Push(ctx, built, kipimages.PushOptions{Registry: cells.Registry.LocalHost() + "/kip", Tag: "e2e", Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node pulls it at the registry's address on the cells' network.
+	image := cells.Registry.Host() + "/kip/kip@" + pushed[0].Digest
+	t.Logf("kip's image %s built and pushed in %s", image, time.Since(start).Round(time.Second))
+
+	// The kubelet node.
+	nodeBin, err := controlplane.BuildNode(ctx, controlplane.BuildOptions{Log: logw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := kubeletnode.Start(ctx, f.Cluster, kubeletnode.Options{
+		Name: "kip-infra", BinDir: nodeBin,
+		Registries: []string{cells.Registry.Host()}, Log: logw,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range []string{"kubelet", "containerd"} {
+				data, _ := os.ReadFile(filepath.Join(node.StateDir, "logs", p+".log"))
+				t.Logf("%s log (tail):\n%s", p, lastBytes(string(data), 3000))
+			}
+		}
+		if err := node.Stop(); err != nil {
+			t.Errorf("stopping the kubelet node: %v", err)
+		}
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		_ = f.Client.CoreV1().Nodes().Delete(bg, node.Name, metav1.DeleteOptions{})
+	})
+
+	// The overlay, as an operator applies it, and what this run changes.
+	deploy := deployCopy(t)
+	if err := os.WriteFile(filepath.Join(deploy, "kustomize", "base", "images.env"), []byte("kip="+image+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The local plugin's cells hand containerd paths under its state
+	// directory (volumes, FIFOs), so the directory has the same path in
+	// kip's container and on this machine.
+	stateDir, err := os.MkdirTemp("", "kip-incluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(stateDir) })
+	// Beside the copy of deploy/: kustomize takes no absolute path.
+	run := filepath.Join(filepath.Dir(deploy), "incluster")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kipYAML := fmt.Sprintf(`clusterID: e2e-incluster
+nodeName: %s
+cells:
+  insecureRegistries: [%q]
+log:
+  level: debug
+plugin:
+  name: local
+  dir: /usr/local/lib/kip/plugins
+  config:
+    agentCommand: [/usr/local/bin/kip-cell, --containerd-address, /run/containerd/containerd.sock, --bootstrap, "{bootstrap}"]
+    network: loopback
+    stateDir: %s
+`, inClusterNode, cells.Registry.Host(), stateDir)
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+nameSuffix: -incluster
+resources:
+  - ../deploy/kustomize/overlays/local
+configMapGenerator:
+  - name: kip-config
+    namespace: kip-system
+    behavior: replace
+    files:
+      - kip.yaml
+patches:
+  - target: {kind: Deployment, name: kip}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/nodeSelector
+        value: {kubernetes.io/hostname: %[1]s}
+  - target: {kind: Deployment, name: kip}
+    patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: kip}
+      spec:
+        template:
+          spec:
+            volumes:
+              - name: containerd
+                hostPath: {path: %[2]s, type: Socket}
+              - name: local
+                hostPath: {path: %[3]s, type: Directory}
+            containers:
+              - name: kip
+                volumeMounts:
+                  - name: local
+                    mountPath: %[3]s
+  - target: {kind: RoleBinding, name: kip-ca-secret}
+    patch: |-
+      - op: replace
+        path: /subjects/0/name
+        value: system:node:%[4]s
+  - target: {kind: ClusterRoleBinding, name: kip-endpointslices}
+    patch: |-
+      - op: replace
+        path: /subjects/0/name
+        value: system:node:%[4]s
+  - target: {kind: ClusterRoleBinding, name: "kip-bootstrap-node(client|-bootstrapper)"}
+    patch: |-
+      - op: replace
+        path: /subjects/0/name
+        value: kip-incluster
+  - target: {kind: RoleBinding, name: kip-leader-election}
+    patch: |-
+      - op: replace
+        path: /subjects/0/name
+        value: kip-incluster
+  - target: {kind: Role, name: kip-leader-election}
+    patch: |-
+      - op: replace
+        path: /rules/0/resourceNames
+        value: [kip-%[4]s]
+`, node.Name, node.ContainerdSocket, stateDir, inClusterNode)
+	for name, body := range map[string]string{"kip.yaml": kipYAML, "kustomization.yaml": kustomization} {
+		if err := os.WriteFile(filepath.Join(run, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
+	manifest, err := exec.CommandContext(ctx, kubectl, "kustomize", run).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, stderrOf(err))
+	}
+	manifestPath := filepath.Join(run, "manifest.yaml")
+	if err := os.WriteFile(manifestPath, manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "--server-side", "-f", manifestPath)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
+	}
+	ns := "kip-system"
+	t.Cleanup(func() {
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		if t.Failed() {
+			out, _ := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "-n", ns, "logs", "deploy/kip-incluster", "--tail", "80").CombinedOutput()
+			t.Logf("kip's log (tail):\n%s", out)
+		}
+		// Everything applied but the namespace, which the run's other kips use.
+		var docs []string
+		for _, doc := range strings.Split(string(manifest), "\n---\n") {
+			if !strings.Contains("\n"+doc+"\n", "\nkind: Namespace\n") {
+				docs = append(docs, doc)
+			}
+		}
+		del := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "delete", "--wait", "--ignore-not-found", "-f", "-")
+		del.Stdin = strings.NewReader(strings.Join(docs, "\n---\n"))
+		if out, err := del.CombinedOutput(); err != nil {
+			t.Errorf("deleting what was applied: %v\n%s", err, out)
+		}
+		_ = f.Client.CoreV1().Nodes().Delete(bg, inClusterNode, metav1.DeleteOptions{})
+		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, inClusterNode, metav1.DeleteOptions{})
+	})
+
+	// kip's pod runs on the kubelet node, and its virtual node is Ready.
+	f.WaitFor(t, 5*time.Minute, "node "+inClusterNode+" Ready", func(ctx context.Context) (bool, error) {
+		n, err := f.Client.CoreV1().Nodes().Get(ctx, inClusterNode, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not registered yet
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	kipPods, err := f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=kip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := 0
+	for _, p := range kipPods.Items {
+		if p.Spec.NodeName == node.Name && strings.HasPrefix(p.Name, "kip-incluster-") {
+			onNode++
+		}
+	}
+	if onNode != 1 {
+		t.Errorf("%d of kip-incluster's pods on node %s, want 1", onNode, node.Name)
+	}
+	// Its identity came from a CSR of its ServiceAccount, approved by the
+	// controller manager: no kubeconfig was made for it.
+	csrs, err := f.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requester := "system:serviceaccount:kip-system:kip-incluster"
+	bootstrapped := false
+	for _, csr := range csrs.Items {
+		if csr.Spec.Username == requester && csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName &&
+			len(csr.Status.Certificate) > 0 {
+			bootstrapped = true
+		}
+	}
+	if !bootstrapped {
+		t.Errorf("no issued %s CSR requested by %s among %d CSRs", certificatesv1.KubeAPIServerClientKubeletSignerName, requester, len(csrs.Items))
+	}
+
+	// A pod on kip's node runs in a cell; logs and exec go through kip.
+	podNS := f.Namespace(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-incluster-kip", Namespace: podNS},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": inClusterNode},
+			Tolerations:  []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "c", Image: cells.Images.Busybox.Ref,
+				Command: []string{"sh", "-c", "echo hello from the in-cluster kip; exec sleep 3600"}}},
+		},
+	}
+	if _, err := f.Client.CoreV1().Pods(podNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The cell ends with its pod, before kip's pod does.
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		_ = f.Client.CoreV1().Pods(podNS).Delete(bg, pod.Name, metav1.DeleteOptions{})
+		f.WaitFor(t, 90*time.Second, "the pod on kip-incluster gone", func(ctx context.Context) (bool, error) {
+			_, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+			return err != nil, nil
+		})
+	})
+	f.WaitFor(t, 3*time.Minute, "the pod Running on "+inClusterNode, func(ctx context.Context) (bool, error) {
+		p, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	kc := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", f.Cluster.Kubeconfig, "-n", podNS}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if got := kc("logs", pod.Name); !strings.Contains(got, "hello from the in-cluster kip") {
+		t.Errorf("kubectl logs = %q, want the pod's greeting", got)
+	}
+	if got := kc("exec", pod.Name, "--", "sh", "-c", "echo exec in $(hostname)"); !strings.Contains(got, "exec in "+pod.Name) {
+		t.Errorf("kubectl exec = %q, want \"exec in %s\"", got, pod.Name)
+	}
+}
+
+// lastBytes is the end of s, at most n bytes.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
