@@ -15,6 +15,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/kipcell/kip/host/cells"
+	"github.com/kipcell/kip/host/election"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
@@ -44,6 +45,9 @@ type Config struct {
 	Match match.Config `koanf:"match"`
 	// Plugin selects and configures the cloud plugin.
 	Plugin plugin.Config `koanf:"plugin"`
+	// LeaderElection makes several kip processes for one node agree on
+	// one leader through a Lease (host/election).
+	LeaderElection election.Config `koanf:"leaderElection"`
 	// Log sets the host's log output.
 	Log Log `koanf:"log"`
 }
@@ -67,6 +71,8 @@ func Defaults() *Config {
 		Match:    match.DefaultConfig(),
 		Plugin:   plugin.DefaultConfig(),
 		Log:      Log{Level: "info", Format: "json"},
+
+		LeaderElection: election.DefaultConfig(),
 	}
 }
 
@@ -142,7 +148,7 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, decodeError(err, k)
 	}
-	for _, p := range []*string{&c.Kubeconfig, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir} {
+	for _, p := range []*string{&c.Kubeconfig, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir, &c.LeaderElection.Kubeconfig} {
 		*p = expandHome(*p)
 	}
 	return &c, nil
@@ -320,6 +326,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, inSection("cells", c.Cells.Validate())...)
 	errs = append(errs, inSection("match", c.Match.Validate())...)
 	errs = append(errs, inSection("plugin", c.Plugin.Validate())...)
+	errs = append(errs, inSection("leaderElection", c.LeaderElection.Validate())...)
 	return errors.Join(errs...)
 }
 

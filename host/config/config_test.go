@@ -51,6 +51,8 @@ func TestSettingsKeys(t *testing.T) {
 		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
 		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
 		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
+		"leaderElection.enabled", "leaderElection.namespace", "leaderElection.leaseName", "leaderElection.leaseDuration",
+		"leaderElection.renewDeadline", "leaderElection.retryPeriod", "leaderElection.identity", "leaderElection.kubeconfig",
 		"log.level", "log.format",
 	}
 	var got []string
@@ -87,6 +89,8 @@ func TestLoadDefaults(t *testing.T) {
 		"match.burstablePolicy": match.BurstableBaseline, "match.surplusCreditPricePerVCPUHour": 0.05,
 		"match.unknownPrice": match.UnknownPriceLast, "match.defaultCapacityType": pluginapi.CapacityOnDemand, "match.maxCandidates": 20,
 		"plugin.name": "local", "log.level": "info", "log.format": "json",
+		"leaderElection.enabled": false, "leaderElection.namespace": "kip-system", "leaderElection.leaseDuration": 9 * time.Second,
+		"leaderElection.renewDeadline": 6 * time.Second, "leaderElection.retryPeriod": time.Second,
 	}
 	s := settingsOf(got)
 	for key, v := range want {
@@ -416,6 +420,8 @@ func TestValidate(t *testing.T) {
 		{name: "match", mutate: func(c *Config) { c.Match.BurstablePolicy = "sometimes" }, wantErr: `config match.burstablePolicy: "sometimes": want "baseline" or "unlimited"`},
 		{name: "plugin", mutate: func(c *Config) { c.Plugin.SHA256 = "abc" }, wantErr: "config plugin.sha256: want 64 hexadecimal digits"},
 		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
+		{name: "leader election", mutate: func(c *Config) { c.LeaderElection.LeaseDuration = c.LeaderElection.RenewDeadline },
+			wantErr: "config leaderElection.leaseDuration: 6s must exceed renewDeadline (6s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,8 @@
 // Config is kip.yaml's few top-level keys (clusterID, nodeName,
 // kubeconfig, log), which are kip's own and validated here, and one
 // section per component, whose type is the component's own Config:
-// node.Config, cells.Config, pki.Config, match.Config, plugin.Config. The
+// node.Config, cells.Config, pki.Config, match.Config, plugin.Config,
+// election.Config (leaderElection). The
 // component owns its settings: its Config's koanf tags are its keys, its
 // DefaultConfig the defaults and its Validate the rules, returning a
 // *setting.Error that names the key within the section; Validate here puts
@@ -48,5 +49,5 @@
 //
 // It imports koanf, the standard library and the host components whose
 // sections it loads (host/node, host/cells, host/pki, host/match,
-// host/plugin, host/setting); only host/daemon and host/cli import it.
+// host/plugin, host/election, host/setting); only host/daemon and host/cli import it.
 package config
