@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,9 @@ const staleCatalog = 180 * 24 * time.Hour
 // Run runs kip until ctx ends. cfg must be validated; version is kip's. On
 // SIGHUP, Run swaps the plugin process for the binary now on disk with the
 // plugin.sha256 and plugin.config of the configuration read again
-// (WithReload; reload.go).
+// (WithReload; reload.go). With leaderElection.enabled, Run leads only
+// while it holds the node's Lease and returns an error when it loses it
+// (election.go).
 func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, opts ...Option) error {
 	var o options
 	for _, opt := range opts {
@@ -51,7 +54,25 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
 	}
+	// Everything below the preflight touches cells, the Node or its
+	// Lease, or runs the cloud plugin: with leader election, only the
+	// leader does it (election.go).
+	if cfg.LeaderElection.Enabled {
+		return elect(ctx, cfg, log, func(ctx context.Context) error {
+			return lead(ctx, cfg, version, log, o, hup, client, api, true)
+		})
+	}
+	return lead(ctx, cfg, version, log, o, hup, client, api, false)
+}
 
+// lead runs kip's node until ctx ends: the cloud plugin, the cluster CA,
+// the caches, the cells (adopting those that survived) and the virtual
+// node. With drain, it returns only once its components have stopped (at
+// most drainTimeout), so that a leader releases its Lease after its last
+// action.
+func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, o options, hup <-chan os.Signal,
+	client kubernetes.Interface, api apiServer, drain bool,
+) error {
 	pluginConfig, err := cfg.Plugin.SettingsJSON()
 	if err != nil {
 		return err
@@ -139,19 +160,25 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		}
 	}()
 	errs := make(chan error, 4)
+	running := 3
 	go func() { errs <- sup.Run(ctx) }()
 	go func() { errs <- newPluginReloader(sup, o.reload, cfg, manager.RefreshCatalog, log).run(ctx, hup) }()
 	adopted := make(chan struct{})
 	go func() { errs <- manager.Run(ctx, adopted) }()
+	if drain {
+		defer func() { drainComponents(errs, &running, log) }()
+	}
 	select {
 	case <-adopted:
 	case <-ctx.Done():
 		return nil
 	}
+	running++
 	go func() { errs <- vk.Run(ctx) }()
 	log.Info("kip running", "node", cfg.NodeName, "cluster", cfg.ClusterID, "plugin", info.Name)
 
 	err = <-errs
+	running--
 	stop()
 	if err != nil {
 		return err
