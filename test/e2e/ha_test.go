@@ -184,10 +184,7 @@ func oneCellEach(t *testing.T, k *framework.Kip, pods []corev1.Pod) {
 		}
 		return
 	}
-	entries, err := os.ReadDir(filepath.Join(k.StateDir, "cells"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	names := cellDirs(k)
 	want := map[string]bool{}
 	for _, p := range pods {
 		want["kip-"+string(p.UID)] = true
@@ -195,16 +192,27 @@ func oneCellEach(t *testing.T, k *framework.Kip, pods []corev1.Pod) {
 			t.Errorf("pod %s's cell was terminated once (a tombstone in %s)", p.Name, filepath.Join(k.StateDir, "ended"))
 		}
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-		if !want[e.Name()] {
-			t.Errorf("cell %s belongs to none of the pods", e.Name())
+	for _, name := range names {
+		if !want[name] {
+			t.Errorf("cell %s belongs to none of the pods", name)
 		}
 	}
-	if len(entries) != len(pods) {
-		t.Errorf("%d local cells %v, want one per pod (%d)", len(entries), names, len(pods))
+	if len(names) != len(pods) {
+		t.Errorf("%d local cells %v, want one per pod (%d)", len(names), names, len(pods))
 	}
+}
+
+// cellDirs lists the local cells in k's state directory: one directory
+// each (beside them, each cell's lock file).
+func cellDirs(k *framework.Kip) []string {
+	entries, _ := os.ReadDir(filepath.Join(k.StateDir, "cells"))
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // TestHAKillLeaderMidBurst kills the leader's process (kill -9, with its
@@ -220,8 +228,7 @@ func TestHAKillLeaderMidBurst(t *testing.T) {
 	createPods(t, ns, node, "burst", pods)
 	// Mid-burst: some cells exist, some pods are not Running yet.
 	f.WaitFor(t, 60*time.Second, "the burst's first cells", func(context.Context) (bool, error) {
-		entries, _ := os.ReadDir(filepath.Join(leader.StateDir, "cells"))
-		return len(entries) >= 3, nil
+		return len(cellDirs(leader)) >= 3, nil
 	})
 	list, err := f.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=burst"})
 	if err != nil {
