@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -56,7 +55,7 @@ func TestDrainComponents(t *testing.T) {
 	errs <- errors.New("plugin exited")
 	errs <- nil
 	running := 3
-	drainComponents(errs, &running, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	drainComponents(errs, &running, slog.New(slog.DiscardHandler))
 	if running != 0 || len(errs) != 0 {
 		t.Errorf("running %d, %d results left; want all taken", running, len(errs))
 	}

@@ -91,7 +91,7 @@ func (e *Elector) Run(ctx context.Context, lead func(context.Context) error) err
 		defer close(ended)
 		e.le.Run(electionCtx)
 	}()
-	e.log.Info("leader election: waiting for the lease", "leaseDuration", e.cfg.LeaseDuration, "retryPeriod", e.cfg.RetryPeriod)
+	e.log.Info("leader election: waiting for the lease", "lease_duration", e.cfg.LeaseDuration, "retry_period", e.cfg.RetryPeriod)
 	var leading context.Context
 	select {
 	case <-ctx.Done():

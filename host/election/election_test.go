@@ -3,7 +3,6 @@ package election
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -21,7 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 // fast is a configuration whose elections end in a few seconds; the Lease
 // counts whole seconds, so leaseDuration is at least one.
@@ -43,7 +42,7 @@ func newElector(t *testing.T, cfg Config, client *fake.Clientset) *Elector {
 
 func lease(t *testing.T, client *fake.Clientset) *coordinationv1.Lease {
 	t.Helper()
-	l, err := client.CoordinationV1().Leases(DefaultNamespace).Get(context.Background(), "kip-test", metav1.GetOptions{})
+	l, err := client.CoordinationV1().Leases(DefaultNamespace).Get(t.Context(), "kip-test", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

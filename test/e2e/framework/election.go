@@ -54,9 +54,34 @@ func (f *Framework) ServiceAccountKubeconfig(ctx context.Context, namespace, nam
 	return nil
 }
 
-// electionConfig is kip.yaml's leaderElection section for k: the
-// ServiceAccount's kubeconfig (written into k.Dir) and k.Identity.
-func (f *Framework) electionConfig(ctx context.Context, k *Kip) (string, error) {
+// withBeside takes NodeName, Plugin, BinDir, PluginDir and ClusterID from
+// o.Beside, if set.
+func (o KipOptions) withBeside() KipOptions {
+	if b := o.Beside; b != nil {
+		o.NodeName, o.Plugin, o.BinDir, o.PluginDir, o.ClusterID = b.NodeName, b.Plugin, b.BinDir, b.PluginDir, b.ClusterID
+	}
+	return o
+}
+
+// pluginFor is k's plugin.config: opts.Beside's, whose plugin state k
+// shares, or that of a plugin started for k (startPlugin).
+func (k *Kip) pluginFor(ctx context.Context, opts KipOptions, agent []string, bridge, subnet string) (map[string]any, error) {
+	b := opts.Beside
+	if b == nil {
+		return k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet)
+	}
+	k.beside, k.Plugin, k.StateDir, k.EC2, k.GCE, k.Azure = b, b.Plugin, b.StateDir, b.EC2, b.GCE, b.Azure
+	return b.pluginConfig, nil
+}
+
+// electionConfig is kip.yaml's leaderElection section for k when on is
+// set ("" otherwise): k.Identity, named after k.Dir, and the
+// ServiceAccount's kubeconfig, written into k.Dir.
+func (f *Framework) electionConfig(ctx context.Context, k *Kip, on bool) (string, error) {
+	if !on {
+		return "", nil
+	}
+	k.Identity = filepath.Base(k.Dir)
 	kubeconfig := filepath.Join(k.Dir, "kubeconfig-election")
 	if err := f.ServiceAccountKubeconfig(ctx, ElectionNamespace, ElectionServiceAccount, kubeconfig); err != nil {
 		return "", err

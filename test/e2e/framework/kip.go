@@ -410,9 +410,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	if b := opts.Beside; b != nil {
-		opts.NodeName, opts.Plugin, opts.BinDir, opts.ClusterID = b.NodeName, b.Plugin, b.BinDir, b.ClusterID
-	}
+	opts = opts.withBeside()
 	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
 	rbacDir, err := repoFile("deploy/rbac")
 	if err != nil {
@@ -464,10 +462,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
 	bridge, subnet := cells.Network(opts.Network)
-	if b := opts.Beside; b != nil {
-		k.beside, k.Plugin, k.PluginDir, k.StateDir, k.EC2, k.GCE, k.Azure, k.pluginConfig = b, b.Plugin, b.PluginDir, b.StateDir, b.EC2, b.GCE, b.Azure, b.pluginConfig
-		opts.PluginDir = b.PluginDir
-	} else if k.pluginConfig, err = k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet); err != nil {
+	if k.pluginConfig, err = k.pluginFor(ctx, opts, agent, bridge, subnet); err != nil {
 		return nil, err
 	}
 	pluginJSON, err := json.Marshal(k.pluginConfig)
@@ -500,14 +495,11 @@ plugin:
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
-	if opts.LeaderElection {
-		k.Identity = filepath.Base(dir)
-		election, err := f.electionConfig(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		config += election
+	election, err := f.electionConfig(ctx, k, opts.LeaderElection)
+	if err != nil {
+		return nil, err
 	}
+	config += election
 	configPath := k.ConfigPath
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing kip config: %w", err)
