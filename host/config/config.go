@@ -17,6 +17,7 @@ import (
 	"github.com/kipcell/kip/host/admin"
 	"github.com/kipcell/kip/host/bootstrap"
 	"github.com/kipcell/kip/host/cells"
+	"github.com/kipcell/kip/host/election"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
@@ -51,6 +52,9 @@ type Config struct {
 	Plugin plugin.Config `koanf:"plugin"`
 	// Admin configures the admin HTTP server: metrics, probes, /cells.
 	Admin admin.Config `koanf:"admin"`
+	// LeaderElection makes several kip processes for one node agree on
+	// one leader through a Lease (host/election).
+	LeaderElection election.Config `koanf:"leaderElection"`
 	// Log sets the host's log output.
 	Log Log `koanf:"log"`
 }
@@ -67,15 +71,16 @@ type Log struct {
 // each component's DefaultConfig.
 func Defaults() *Config {
 	return &Config{
-		NodeName:  node.DefaultName,
-		Node:      node.DefaultConfig(node.DefaultName),
-		Bootstrap: bootstrap.DefaultConfig(),
-		Cells:     cells.DefaultConfig(),
-		PKI:       pki.DefaultConfig(),
-		Match:     match.DefaultConfig(),
-		Plugin:    plugin.DefaultConfig(),
-		Admin:     admin.DefaultConfig(),
-		Log:       Log{Level: "info", Format: "json"},
+		NodeName:       node.DefaultName,
+		Node:           node.DefaultConfig(node.DefaultName),
+		Bootstrap:      bootstrap.DefaultConfig(),
+		Cells:          cells.DefaultConfig(),
+		PKI:            pki.DefaultConfig(),
+		Match:          match.DefaultConfig(),
+		Plugin:         plugin.DefaultConfig(),
+		Admin:          admin.DefaultConfig(),
+		LeaderElection: election.DefaultConfig(),
+		Log:            Log{Level: "info", Format: "json"},
 	}
 }
 
@@ -151,7 +156,7 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, decodeError(err, k)
 	}
-	for _, p := range []*string{&c.Kubeconfig, &c.Bootstrap.Kubeconfig, &c.Bootstrap.CertDir, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir} {
+	for _, p := range []*string{&c.Kubeconfig, &c.Bootstrap.Kubeconfig, &c.Bootstrap.CertDir, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir, &c.LeaderElection.Kubeconfig} {
 		*p = expandHome(*p)
 	}
 	return &c, nil
@@ -334,6 +339,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, inSection("match", c.Match.Validate())...)
 	errs = append(errs, inSection("plugin", c.Plugin.Validate())...)
 	errs = append(errs, inSection("admin", c.Admin.Validate())...)
+	errs = append(errs, inSection("leaderElection", c.LeaderElection.Validate())...)
 	return errors.Join(errs...)
 }
 

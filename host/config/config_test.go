@@ -53,6 +53,8 @@ func TestSettingsKeys(t *testing.T) {
 		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
 		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
 		"admin.listenAddress", "admin.off",
+		"leaderElection.enabled", "leaderElection.namespace", "leaderElection.leaseName", "leaderElection.leaseDuration",
+		"leaderElection.renewDeadline", "leaderElection.retryPeriod", "leaderElection.identity", "leaderElection.kubeconfig",
 		"log.level", "log.format",
 	}
 	var got []string
@@ -89,6 +91,8 @@ func TestLoadDefaults(t *testing.T) {
 		"match.burstablePolicy": match.BurstableBaseline, "match.surplusCreditPricePerVCPUHour": 0.05,
 		"match.unknownPrice": match.UnknownPriceLast, "match.defaultCapacityType": pluginapi.CapacityOnDemand, "match.maxCandidates": 20,
 		"plugin.name": "local", "log.level": "info", "log.format": "json",
+		"leaderElection.enabled": false, "leaderElection.namespace": "kip-system", "leaderElection.leaseDuration": 9 * time.Second,
+		"leaderElection.renewDeadline": 6 * time.Second, "leaderElection.retryPeriod": time.Second,
 	}
 	s := settingsOf(got)
 	for key, v := range want {
@@ -423,6 +427,8 @@ func TestValidate(t *testing.T) {
 			wantErr: "config bootstrap.certificateLifetime: 1m0s is shorter than 10m0s"},
 		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
 		{name: "admin", mutate: func(c *Config) { c.Admin.ListenAddress = "10262" }, wantErr: `config admin.listenAddress: "10262" is not host:port`},
+		{name: "leader election", mutate: func(c *Config) { c.LeaderElection.LeaseDuration = c.LeaderElection.RenewDeadline },
+			wantErr: "config leaderElection.leaseDuration: 6s must exceed renewDeadline (6s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

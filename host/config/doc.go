@@ -11,8 +11,8 @@
 // kubeconfig, log), which are kip's own and validated here, and one
 // section per component, whose type is the component's own Config:
 // node.Config, cells.Config, pki.Config, match.Config, plugin.Config,
-// bootstrap.Config. The component owns its settings: its Config's koanf
-// tags are its keys, its
+// bootstrap.Config, election.Config (leaderElection). The component owns
+// its settings: its Config's koanf tags are its keys, its
 // DefaultConfig the defaults and its Validate the rules, returning a
 // *setting.Error that names the key within the section; Validate here puts
 // the section in front. This package writes no component's default and no
@@ -49,6 +49,6 @@
 //
 // It imports koanf, the standard library and the host components whose
 // sections it loads (host/node, host/cells, host/pki, host/match,
-// host/plugin, host/bootstrap, host/admin, host/setting); only host/daemon
-// and host/cli import it.
+// host/plugin, host/bootstrap, host/admin, host/election, host/setting);
+// only host/daemon and host/cli import it.
 package config

@@ -25,14 +25,16 @@ const apiCheckTimeout = 5 * time.Second
 // serves until ctx ends, in a standby as in the leader: Run calls it
 // first, right after the API client is made. A listen address in use is
 // an error at once.
-func startAdmin(ctx context.Context, cfg admin.Config, client kubernetes.Interface, log *slog.Logger) (*metrics.Metrics, *lateCheck, error) {
+func startAdmin(ctx context.Context, cfg admin.Config, client kubernetes.Interface, log *slog.Logger) (*observed, error) {
 	m := metrics.New()
 	m.RegisterClientGo()
 	pluginReady := &lateCheck{}
+	o := &observed{m: m, pluginReady: pluginReady}
 	if cfg.Off {
-		return m, pluginReady, nil
+		return o, nil
 	}
 	srv := admin.New(m, log)
+	o.srv = srv
 	srv.AddReadyCheck("api", func(r *http.Request) error {
 		rctx, cancel := context.WithTimeout(r.Context(), apiCheckTimeout)
 		defer cancel()
@@ -44,7 +46,7 @@ func startAdmin(ctx context.Context, cfg admin.Config, client kubernetes.Interfa
 	srv.AddReadyCheck("plugin", pluginReady.run)
 	lis, err := admin.Listen(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	log.Info("admin server listening", "address", lis.Addr().String())
 	go func() {
@@ -52,7 +54,24 @@ func startAdmin(ctx context.Context, cfg admin.Config, client kubernetes.Interfa
 			log.Error("admin server", "error", err)
 		}
 	}()
-	return m, pluginReady, nil
+	return o, nil
+}
+
+// observed is what the rest of Run reports through: kip's metrics, the
+// plugin's readiness (set once the cell manager runs) and the admin
+// server (nil with admin.off) for checks of its own.
+type observed struct {
+	m           *metrics.Metrics
+	pluginReady *lateCheck
+	srv         *admin.Server
+}
+
+// addHealthCheck adds a /healthz (and /readyz) check, unless admin.off.
+func (o *observed) addHealthCheck(name string, check func(*http.Request) error) {
+	if o.srv != nil {
+		o.srv.AddHealthCheck(name, check)
+		o.srv.AddReadyCheck(name, check)
+	}
 }
 
 // lateCheck is a check whose subject starts later than the server: it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,9 @@ const staleCatalog = 180 * 24 * time.Hour
 // Run runs kip until ctx ends. cfg must be validated; version is kip's. On
 // SIGHUP, Run swaps the plugin process for the binary now on disk with the
 // plugin.sha256 and plugin.config of the configuration read again
-// (WithReload; reload.go).
+// (WithReload; reload.go). With leaderElection.enabled, Run leads only
+// while it holds the node's Lease and returns an error when it loses it
+// (election.go).
 func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, opts ...Option) error {
 	var o options
 	for _, opt := range opts {
@@ -50,14 +53,37 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
-	m, pluginReady, err := startAdmin(ctx, cfg.Admin, client, log.With("component", "admin"))
+	obs, err := startAdmin(ctx, cfg.Admin, client, log.With("component", "admin"))
 	if err != nil {
 		return err
+	}
+	if certs != nil {
+		obs.m.SetNodeCertificate(certs.NotAfter)
+		obs.addHealthCheck("node-certificate", certs.Check)
 	}
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
 	}
+	// Everything below the preflight touches cells, the Node or its
+	// Lease, or runs the cloud plugin: with leader election, only the
+	// leader does it (election.go).
+	if cfg.LeaderElection.Enabled {
+		return elect(ctx, cfg, log, obs, func(ctx context.Context) error {
+			return lead(ctx, cfg, version, log, o, hup, client, api, obs, true)
+		})
+	}
+	return lead(ctx, cfg, version, log, o, hup, client, api, obs, false)
+}
 
+// lead runs kip's node until ctx ends: the cloud plugin, the cluster CA,
+// the caches, the cells (adopting those that survived) and the virtual
+// node. With drain, it returns only once its components have stopped (at
+// most drainTimeout), so that a leader releases its Lease after its last
+// action.
+func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, o options, hup <-chan os.Signal,
+	client kubernetes.Interface, api apiServer, obs *observed, drain bool,
+) error {
+	m := obs.m
 	pluginConfig, err := cfg.Plugin.SettingsJSON()
 	if err != nil {
 		return err
@@ -116,7 +142,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	cellsCfg.Cluster = dispatch.Cluster{Services: svcs, DNS: dispatch.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
 	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
 		cells.WithServices(table), cells.WithMetrics(m))
-	pluginReady.set(manager.Healthy)
+	obs.pluginReady.set(manager.Healthy)
 
 	if err := watchPodConditions(podInformer.Informer(), manager); err != nil {
 		return err
@@ -146,19 +172,25 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		}
 	}()
 	errs := make(chan error, 4)
+	running := 3
 	go func() { errs <- sup.Run(ctx) }()
 	go func() { errs <- newPluginReloader(sup, o.reload, cfg, manager.RefreshCatalog, log).run(ctx, hup) }()
 	adopted := make(chan struct{})
 	go func() { errs <- manager.Run(ctx, adopted) }()
+	if drain {
+		defer func() { drainComponents(errs, &running, log) }()
+	}
 	select {
 	case <-adopted:
 	case <-ctx.Done():
 		return nil
 	}
+	running++
 	go func() { errs <- vk.Run(ctx) }()
 	log.Info("kip running", "node", cfg.NodeName, "cluster", cfg.ClusterID, "plugin", info.Name)
 
 	err = <-errs
+	running--
 	stop()
 	if err != nil {
 		return err

@@ -28,6 +28,17 @@
 // readiness says whether the API server answers and whether the plugin
 // does (admin.go).
 //
+// With leaderElection.enabled (election.go, host/election), everything
+// after the API server's preflight runs only while this process holds the
+// node's Lease: a standby starts no plugin, holds no cells and writes
+// neither the Node nor its Lease. On becoming leader it runs what a single
+// kip runs, so its adoption takes over every cell the old leader left. On
+// SIGTERM the leader stops its components, then releases the Lease; a
+// leader that loses the Lease stops and Run returns an error (kip exits,
+// to start again as a standby). The election's identity is not the node's
+// (NodeRestriction): leaderElection.kubeconfig, else the pod's
+// ServiceAccount, checked at start (election.CanHold).
+//
 // It imports the host packages, client-go and pluginapi; only host/cli
 // imports it.
 package daemon

@@ -54,6 +54,7 @@ type Metrics struct {
 	apiSeconds        *prometheus.HistogramVec
 
 	instances *instances
+	process   process
 	cells     *cellsCollector
 }
 
@@ -115,6 +116,7 @@ func New(opts ...Option) *Metrics {
 		m.launchPhase, m.pluginCalls, m.pluginSeconds, m.matchDecisions, m.capacityFallbacks, m.apiRequests, m.apiSeconds,
 		m.instances, m.cells,
 	)
+	m.registerProcess()
 	return m
 }
 

@@ -360,6 +360,6 @@ func deletePodsAndCells(t *testing.T, k *framework.Kip, ns string) {
 		return len(entries) == 0, err
 	})
 	if err != nil {
-		t.Errorf("waiting for %s's cells to end: %v; left in %s: %v", swapNode, err, filepath.Join(k.StateDir, "cells"), left)
+		t.Errorf("waiting for %s's cells to end: %v; left in %s: %v", k.NodeName, err, filepath.Join(k.StateDir, "cells"), left)
 	}
 }

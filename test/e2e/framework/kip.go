@@ -293,10 +293,19 @@ type Kip struct {
 	GCE *gcesim.Server
 	// Azure is the ARM simulator kip's azure plugin talks to; nil for
 	// another plugin.
-	Azure      *azuresim.Server
+	Azure *azuresim.Server
+	// ClusterID is kip's clusterID.
+	ClusterID string
+	// Identity is kip's name in its node's Lease (leaderElection.identity)
+	// when KipOptions.LeaderElection is on.
+	Identity   string
 	localCells *localcells.LocalCells
 	// adminURL is where kip's admin server listens (AdminURL).
 	adminURL string
+	// pluginConfig is kip's plugin.config; beside is the kip whose plugin
+	// state this one shares (KipOptions.Beside), which Stop leaves alone.
+	pluginConfig map[string]any
+	beside       *Kip
 	// removeDir: Dir is a temporary directory that Stop removes.
 	removeDir bool
 	cmd       *exec.Cmd
@@ -376,6 +385,17 @@ type KipOptions struct {
 	// Kip.BootstrapCertDir (a certificate already there is used while
 	// valid).
 	Bootstrap bool
+	// LeaderElection turns on kip's leader election, holding its node's
+	// Lease with the ServiceAccount kip-system/kip (a TokenRequest token
+	// in a kubeconfig, election.go) under Kip.Identity.
+	LeaderElection bool
+	// Beside, if set, starts a second kip process for Beside's node with
+	// Beside's plugin state (the same local state directory, or the same
+	// simulator), so that the two compete for the node's Lease: NodeName,
+	// Plugin and Network are Beside's. StartKip returns once it has seen
+	// the Lease's leader rather than the Node Ready. Its Stop stops only
+	// the process.
+	Beside *Kip
 }
 
 // nodeIP is the address kip's kubelet API listens on and the node
@@ -402,6 +422,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
+	opts = opts.withBeside()
 	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
 	rbacDir, err := repoFile("deploy/rbac")
 	if err != nil {
@@ -420,14 +441,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		if err != nil {
 			return nil, fmt.Errorf("reading RBAC: %w", err)
 		}
-		grant := strings.ReplaceAll(string(data), "system:node:kip", "system:node:"+opts.NodeName)
-		if opts.NodeName != "kip" {
-			// Cluster-wide grants get a name per node: applied again
-			// under the same name, they would take the grant away from
-			// the nodes of the run's other kips, whose watches go on.
-			grant = strings.ReplaceAll(grant, "name: kip-endpointslices", "name: kip-endpointslices-"+opts.NodeName)
-		}
-		rbac = append(rbac, grant)
+		rbac = append(rbac, rbacFor(string(data), opts.NodeName))
 	}
 	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(strings.Join(rbac, "\n---\n"))
@@ -456,15 +470,14 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	k := &Kip{NodeName: opts.NodeName, Dir: dir, LogPath: filepath.Join(dir, "kip.log"), StateDir: filepath.Join(dir, "local"),
 		PodLogsDir: filepath.Join(dir, "pod-logs"),
 		ConfigPath: filepath.Join(dir, "kip.yaml"), BinDir: opts.BinDir, PluginDir: opts.PluginDir,
-		removeDir: temporary, done: make(chan struct{})}
+		removeDir: temporary, done: make(chan struct{}), ClusterID: opts.ClusterID}
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
 	bridge, subnet := cells.Network(opts.Network)
-	pluginConfig, err := k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet)
-	if err != nil {
+	if k.pluginConfig, err = k.pluginFor(ctx, opts, agent, bridge, subnet); err != nil {
 		return nil, err
 	}
-	pluginJSON, err := json.Marshal(pluginConfig)
+	pluginJSON, err := json.Marshal(k.pluginConfig)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
 	}
@@ -502,6 +515,11 @@ plugin:
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
+	election, err := f.electionConfig(ctx, k, opts.LeaderElection)
+	if err != nil {
+		return nil, err
+	}
+	config += election
 	configPath := k.ConfigPath
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing kip config: %w", err)
@@ -512,6 +530,14 @@ plugin:
 	}
 	if err := k.start(logFile); err != nil {
 		return nil, err
+	}
+	if opts.Beside != nil {
+		if err := k.waitStandingBy(ctx); err != nil {
+			k.Stop()
+			return nil, fmt.Errorf("waiting for kip beside %s to see its node's leader: %w", opts.NodeName, err)
+		}
+		fmt.Fprintf(opts.Log, "kip beside %s running as node %s (log %s)\n", k.beside.LogPath, opts.NodeName, k.LogPath)
+		return k, nil
 	}
 
 	err = Poll(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
@@ -797,6 +823,9 @@ func (k *Kip) Signal(sig syscall.Signal) error {
 	return nil
 }
 
+// Exited is closed once the kip process has exited.
+func (k *Kip) Exited() <-chan struct{} { return k.done }
+
 // PID is the kip process's.
 func (k *Kip) PID() int { return k.cmd.Process.Pid }
 
@@ -832,6 +861,13 @@ func (k *Kip) Stop() {
 	case <-time.After(15 * time.Second):
 		_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
 		<-k.done
+	}
+	if k.beside != nil {
+		k.keepLogs() // the plugin state, and the cells, are the first kip's
+		if k.removeDir {
+			_ = os.RemoveAll(k.Dir)
+		}
+		return
 	}
 	if k.EC2 != nil {
 		_ = k.EC2.Close() // stops the instances' cells
@@ -886,7 +922,11 @@ func (k *Kip) keepLogs() {
 		if err != nil {
 			continue // no simulator on the local plugin
 		}
-		if err := os.WriteFile(filepath.Join(dst, k.NodeName+"."+name), data, 0o644); err != nil { //nolint:gosec // as above
+		prefix := k.NodeName
+		if k.beside != nil {
+			prefix += "." + k.Identity
+		}
+		if err := os.WriteFile(filepath.Join(dst, prefix+"."+name), data, 0o644); err != nil { //nolint:gosec // as above
 			fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		}
 	}

@@ -1,0 +1,121 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// The identity kip's leader election holds the Lease with, as
+// deploy/rbac/kip-leader-election.yaml grants it: the ServiceAccount
+// kip-system/kip.
+const (
+	ElectionNamespace      = "kip-system"
+	ElectionServiceAccount = "kip"
+	// electionTokenLifetime is the TokenRequest's: longer than a run.
+	electionTokenLifetime = 2 * time.Hour
+)
+
+// ServiceAccountKubeconfig writes to path a kubeconfig that presents a
+// token of the ServiceAccount namespace/name (created if absent), made
+// with the TokenRequest API as an admin would for a process outside the
+// cluster: what a pod's projected token is, in a file.
+func (f *Framework) ServiceAccountKubeconfig(ctx context.Context, namespace, name, path string) error {
+	_, err := f.Client.CoreV1().ServiceAccounts(namespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	seconds := int64(electionTokenLifetime / time.Second)
+	tr, err := f.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("requesting a token of the ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	user := "system:serviceaccount:" + namespace + ":" + name
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kip-e2e"] = &clientcmdapi.Cluster{Server: f.Cluster.APIServerURL, CertificateAuthority: f.Cluster.CAFile}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["kip-e2e"] = &clientcmdapi.Context{Cluster: "kip-e2e", AuthInfo: user}
+	cfg.CurrentContext = "kip-e2e"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("writing the ServiceAccount's kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// withBeside takes NodeName, Plugin, BinDir, PluginDir and ClusterID from
+// o.Beside, if set.
+func (o KipOptions) withBeside() KipOptions {
+	if b := o.Beside; b != nil {
+		o.NodeName, o.Plugin, o.BinDir, o.PluginDir, o.ClusterID = b.NodeName, b.Plugin, b.BinDir, b.PluginDir, b.ClusterID
+	}
+	return o
+}
+
+// pluginFor is k's plugin.config: opts.Beside's, whose plugin state k
+// shares, or that of a plugin started for k (startPlugin).
+func (k *Kip) pluginFor(ctx context.Context, opts KipOptions, agent []string, bridge, subnet string) (map[string]any, error) {
+	b := opts.Beside
+	if b == nil {
+		return k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet)
+	}
+	k.beside, k.Plugin, k.StateDir, k.EC2, k.GCE, k.Azure = b, b.Plugin, b.StateDir, b.EC2, b.GCE, b.Azure
+	return b.pluginConfig, nil
+}
+
+// electionConfig is kip.yaml's leaderElection section for k when on is
+// set ("" otherwise): k.Identity, named after k.Dir, and the
+// ServiceAccount's kubeconfig, written into k.Dir.
+func (f *Framework) electionConfig(ctx context.Context, k *Kip, on bool) (string, error) {
+	if !on {
+		return "", nil
+	}
+	k.Identity = filepath.Base(k.Dir)
+	kubeconfig := filepath.Join(k.Dir, "kubeconfig-election")
+	if err := f.ServiceAccountKubeconfig(ctx, ElectionNamespace, ElectionServiceAccount, kubeconfig); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("leaderElection:\n  enabled: true\n  identity: %s\n  kubeconfig: %s\n", k.Identity, kubeconfig), nil
+}
+
+// rbacFor adapts one deploy/rbac file to node: its User, and for another
+// node than "kip" the names of its cluster-wide grants and of its Lease.
+func rbacFor(data, node string) string {
+	grant := strings.ReplaceAll(data, "system:node:kip", "system:node:"+node)
+	if node != "kip" {
+		// Cluster-wide grants get a name per node: applied again
+		// under the same name, they would take the grant away from
+		// the nodes of the run's other kips, whose watches go on.
+		grant = strings.ReplaceAll(grant, "name: kip-endpointslices", "name: kip-endpointslices-"+node)
+		// The election's Role names its node's Lease.
+		grant = strings.ReplaceAll(grant, "name: kip-leader-election", "name: kip-leader-election-"+node)
+		grant = strings.ReplaceAll(grant, `resourceNames: ["kip-kip"]`, `resourceNames: ["kip-`+node+`"]`)
+	}
+	return grant
+}
+
+// waitStandingBy waits until k's election has seen a leader (another
+// kip, or k itself): a kip started beside a leader is then a standby.
+func (k *Kip) waitStandingBy(ctx context.Context) error {
+	return Poll(ctx, 60*time.Second, func(context.Context) (bool, error) {
+		select {
+		case <-k.done:
+			return false, fmt.Errorf("kip exited during start-up; last lines of %s:\n%s", k.LogPath, k.LogTail(40))
+		default:
+		}
+		data, _ := os.ReadFile(k.LogPath)
+		return strings.Contains(string(data), "leader election: standing by") ||
+			strings.Contains(string(data), "leader election: this process leads"), nil
+	})
+}
