@@ -99,7 +99,9 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 	}
 	// The local plugin's cells hand containerd paths under its state
 	// directory (volumes, FIFOs), so the directory has the same path in
-	// kip's container and on this machine.
+	// kip's container and on this machine; so has containerd's root, whose
+	// snapshots kip-cell mounts. The overlay mounts the machine's usual
+	// paths (/var/lib/kip/local, /var/lib/containerd); the run's are its own.
 	stateDir, err := os.MkdirTemp("", "kip-incluster-")
 	if err != nil {
 		t.Fatal(err)
@@ -154,11 +156,16 @@ patches:
                 hostPath: {path: %[2]s, type: Socket}
               - name: local
                 hostPath: {path: %[3]s, type: Directory}
+              - name: containerd-root
+                hostPath: {path: %[5]s, type: Directory}
             containers:
               - name: kip
                 volumeMounts:
                   - name: local
                     mountPath: %[3]s
+                  - name: containerd-root
+                    mountPath: %[5]s
+                    readOnly: true
   - target: {kind: RoleBinding, name: kip-ca-secret}
     patch: |-
       - op: replace
@@ -184,7 +191,7 @@ patches:
       - op: replace
         path: /rules/0/resourceNames
         value: [kip-%[4]s]
-`, node.Name, node.ContainerdSocket, stateDir, inClusterNode)
+`, node.Name, node.ContainerdSocket, stateDir, inClusterNode, node.ContainerdRoot)
 	for name, body := range map[string]string{"kip.yaml": kipYAML, "kustomization.yaml": kustomization} {
 		if err := os.WriteFile(filepath.Join(run, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ func (p paths) join(elem ...string) string { return filepath.Join(append([]strin
 
 func (p paths) containerdDir() string       { return p.join("containerd") }
 func (p paths) containerdSocket() string    { return p.join("containerd", "containerd.sock") }
+func (p paths) containerdRoot() string      { return p.join("containerd", "root") }
 func (p paths) containerdConfig() string    { return p.join("containerd", "config.toml") }
 func (p paths) registryHosts() string       { return p.join("containerd", "certs.d") }
 func (p paths) cniConfDir() string          { return p.join("cni", "net.d") }
@@ -67,7 +68,7 @@ disabled_plugins = [
     conf_dir = %q
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %q
-`, filepath.Join(d, "root"), filepath.Join(d, "state"), p.containerdSocket(), filepath.Join(d, "opt"),
+`, p.containerdRoot(), filepath.Join(d, "state"), p.containerdSocket(), filepath.Join(d, "opt"),
 		sandboxImage, filepath.Join(d, "runc"), cniBinDir, p.cniConfDir(), p.registryHosts())
 }
 

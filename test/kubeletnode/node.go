@@ -71,6 +71,10 @@ type Node struct {
 	CgroupRoot string `json:"cgroupRoot"`
 	// ContainerdSocket is the node's containerd.
 	ContainerdSocket string `json:"containerdSocket"`
+	// ContainerdRoot is its root directory (snapshots, content): a client
+	// that mounts a container's rootfs itself (to read its /etc/passwd)
+	// must see it at this path.
+	ContainerdRoot string `json:"containerdRoot"`
 }
 
 // processes in start order; Stop goes the other way.
@@ -133,6 +137,7 @@ func Start(ctx context.Context, c *controlplane.Cluster, opts Options) (*Node, e
 		Name: opts.Name, StateDir: state, NetNS: "kipn-" + id, HostLink: "kipn" + id,
 		NodeIP: nw.nodeIP(), PodCIDR: nw.podCIDR(), CgroupRoot: "/kipnode-" + id,
 		ContainerdSocket: p.containerdSocket(),
+		ContainerdRoot:   p.containerdRoot(),
 	}
 	if err := n.save(); err != nil {
 		return nil, err
@@ -271,7 +276,16 @@ func (n *Node) launch(p paths, name, bin string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait() }() // reap while we are the parent
+	// Reap while we are the parent, and say in the log how it ended: a
+	// process killed before it wrote a line leaves no other trace.
+	logPath := p.log(name)
+	go func() {
+		err := cmd.Wait()
+		if f, ferr := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0o600); ferr == nil {
+			fmt.Fprintf(f, "kubeletnode: %s (PID %d) ended: %v (%s)\n", name, cmd.Process.Pid, err, cmd.ProcessState)
+			_ = f.Close()
+		}
+	}()
 	if err := os.WriteFile(p.pid(name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("recording %s PID: %w", name, err)
