@@ -103,8 +103,8 @@ test: deps ## Run every module's tests with -race.
 	@for m in $(STANDALONE); do echo "== go test $$m (GOWORK=off)"; (cd $$m && GOWORK=off go test $(GO_TEST_FLAGS) ./...) || exit 1; done
 
 .PHONY: e2e
-e2e: deps ## Run the end-to-end tests against a real control plane (built once, ~9 min cold), with the local plugin, the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator.
-	KIP_E2E_PLUGIN=local go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/...
+e2e: deps ## Run the end-to-end tests against a real control plane (built once, ~9 min cold; the local pass also starts a real kubelet node and installs kip from its image on it), with the local plugin, the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator.
+	KIP_E2E_PLUGIN=local go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/... ./test/kubeletnode/
 	KIP_E2E_PLUGIN=aws go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
 	KIP_E2E_PLUGIN=gce go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
 	KIP_E2E_PLUGIN=azure go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
