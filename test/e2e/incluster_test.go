@@ -46,9 +46,98 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 		t.Fatal("the API server listens on loopback only (this machine has no default route): a kubelet node cannot reach it")
 	}
 	ctx := t.Context()
-	logw := testWriter{t}
+	image := pushKipImage(t)
+	node := startKubeletNode(t)
+	installKip(t, node, image)
+	ns := "kip-system"
+	// kip's pod runs on the kubelet node, and its virtual node is Ready.
+	f.WaitFor(t, 5*time.Minute, "node "+inClusterNode+" Ready", func(ctx context.Context) (bool, error) {
+		n, err := f.Client.CoreV1().Nodes().Get(ctx, inClusterNode, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not registered yet
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	kipPods, err := f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=kip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := 0
+	for _, p := range kipPods.Items {
+		if p.Spec.NodeName == node.Name && strings.HasPrefix(p.Name, "kip-incluster-") {
+			onNode++
+		}
+	}
+	if onNode != 1 {
+		t.Errorf("%d of kip-incluster's pods on node %s, want 1", onNode, node.Name)
+	}
+	checkBootstrapped(t, "system:serviceaccount:kip-system:kip-incluster")
 
-	// kip's image, for this machine's platform.
+	runOnInClusterKip(t)
+}
+
+// runOnInClusterKip runs a pod on the in-cluster kip's node: it runs in a
+// cell, and kubectl logs and exec reach it through kip.
+func runOnInClusterKip(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	podNS := f.Namespace(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-incluster-kip", Namespace: podNS},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": inClusterNode},
+			Tolerations:  []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "c", Image: cells.Images.Busybox.Ref,
+				Command: []string{"sh", "-c", "echo hello from the in-cluster kip; exec sleep 3600"}}},
+		},
+	}
+	if _, err := f.Client.CoreV1().Pods(podNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The cell ends with its pod, before kip's pod does.
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		_ = f.Client.CoreV1().Pods(podNS).Delete(bg, pod.Name, metav1.DeleteOptions{})
+		f.WaitFor(t, 90*time.Second, "the pod on kip-incluster gone", func(ctx context.Context) (bool, error) {
+			_, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+			return err != nil, nil
+		})
+	})
+	f.WaitFor(t, 3*time.Minute, "the pod Running on "+inClusterNode, func(ctx context.Context) (bool, error) {
+		p, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	kc := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, filepath.Join(f.Cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", f.Cluster.Kubeconfig, "-n", podNS}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if got := kc("logs", pod.Name); !strings.Contains(got, "hello from the in-cluster kip") {
+		t.Errorf("kubectl logs = %q, want the pod's greeting", got)
+	}
+	if got := kc("exec", pod.Name, "--", "sh", "-c", "echo exec in $(hostname)"); !strings.Contains(got, "exec in "+pod.Name) {
+		t.Errorf("kubectl exec = %q, want \"exec in %s\"", got, pod.Name)
+	}
+}
+
+// pushKipImage builds kip's image from this checkout for this machine's
+// platform (deploy/images), pushes it to the run's registry and returns
+// its reference at the registry's address on the cells' network, where
+// the kubelet node pulls it.
+func pushKipImage(t *testing.T) string {
+	t.Helper()
+	ctx := t.Context()
 	start := time.Now()
 	built, err := kipimages.Build(ctx, kipimages.Options{
 		Images: []string{"kip"}, Platforms: []string{"linux/" + runtime.GOARCH},
@@ -62,11 +151,18 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node pulls it at the registry's address on the cells' network.
 	image := cells.Registry.Host() + "/kip/kip@" + pushed[0].Digest
 	t.Logf("kip's image %s built and pushed in %s", image, time.Since(start).Round(time.Second))
 
-	// The kubelet node.
+	return image
+}
+
+// startKubeletNode starts a real kubelet node (test/kubeletnode) for
+// kip's pod, stopped when the test ends.
+func startKubeletNode(t *testing.T) *kubeletnode.Node {
+	t.Helper()
+	ctx := t.Context()
+	logw := testWriter{t}
 	nodeBin, err := controlplane.BuildNode(ctx, controlplane.BuildOptions{Log: logw})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +188,16 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 		_ = f.Client.CoreV1().Nodes().Delete(bg, node.Name, metav1.DeleteOptions{})
 	})
 
+	return node
+}
+
+// installKip applies deploy/kustomize/overlays/local with image as kip's
+// image, and what this run changes of it, and deletes what it applied
+// (but the namespace) when the test ends.
+func installKip(t *testing.T, node *kubeletnode.Node, image string) {
+	t.Helper()
+	ctx := t.Context()
+	ns := "kip-system"
 	// The overlay, as an operator applies it, and what this run changes.
 	deploy := deployCopy(t)
 	if err := os.WriteFile(filepath.Join(deploy, "kustomize", "base", "images.env"), []byte("kip="+image+"\n"), 0o644); err != nil {
@@ -102,17 +208,60 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 	// kip's container and on this machine; so has containerd's root, whose
 	// snapshots kip-cell mounts. The overlay mounts the machine's usual
 	// paths (/var/lib/kip/local, /var/lib/containerd); the run's are its own.
-	stateDir, err := os.MkdirTemp("", "kip-incluster-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(stateDir) })
+	stateDir := t.TempDir()
 	// Beside the copy of deploy/: kustomize takes no absolute path.
 	run := filepath.Join(filepath.Dir(deploy), "incluster")
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kipYAML := fmt.Sprintf(`clusterID: e2e-incluster
+	kipYAML, kustomization := inClusterOverlay(node, stateDir)
+	for name, body := range map[string]string{"kip.yaml": kipYAML, "kustomization.yaml": kustomization} {
+		if err := os.WriteFile(filepath.Join(run, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
+	manifest, err := exec.CommandContext(ctx, kubectl, "kustomize", run).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v\n%s", err, stderrOf(err))
+	}
+	manifestPath := filepath.Join(run, "manifest.yaml")
+	if err := os.WriteFile(manifestPath, manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "--server-side", "-f", manifestPath)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
+	}
+	t.Cleanup(func() {
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		if t.Failed() {
+			out, _ := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "-n", ns, "logs", "deploy/kip-incluster", "--tail", "80").CombinedOutput()
+			t.Logf("kip's log (tail):\n%s", out)
+		}
+		// Everything applied but the namespace, which the run's other kips use.
+		var docs []string
+		for _, doc := range strings.Split(string(manifest), "\n---\n") {
+			if !strings.Contains("\n"+doc+"\n", "\nkind: Namespace\n") {
+				docs = append(docs, doc)
+			}
+		}
+		del := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "delete", "--wait", "--ignore-not-found", "-f", "-")
+		del.Stdin = strings.NewReader(strings.Join(docs, "\n---\n"))
+		if out, err := del.CombinedOutput(); err != nil {
+			t.Errorf("deleting what was applied: %v\n%s", err, out)
+		}
+		_ = f.Client.CoreV1().Nodes().Delete(bg, inClusterNode, metav1.DeleteOptions{})
+		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, inClusterNode, metav1.DeleteOptions{})
+	})
+
+}
+
+// inClusterOverlay is the kip.yaml and kustomization.yaml with which the
+// run applies overlays/local: its own node name, registry, containerd and
+// state directory, and names that do not meet the run's other kips'.
+func inClusterOverlay(node *kubeletnode.Node, stateDir string) (kipYAML, kustomization string) {
+	kipYAML = fmt.Sprintf(`clusterID: e2e-incluster
 nodeName: %s
 cells:
   insecureRegistries: [%q]
@@ -126,7 +275,7 @@ plugin:
     network: loopback
     stateDir: %s
 `, inClusterNode, cells.Registry.Host(), stateDir)
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+	kustomization = fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 nameSuffix: -incluster
 resources:
@@ -192,80 +341,19 @@ patches:
         path: /rules/0/resourceNames
         value: [kip-%[4]s]
 `, node.Name, node.ContainerdSocket, stateDir, inClusterNode, node.ContainerdRoot)
-	for name, body := range map[string]string{"kip.yaml": kipYAML, "kustomization.yaml": kustomization} {
-		if err := os.WriteFile(filepath.Join(run, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
-	manifest, err := exec.CommandContext(ctx, kubectl, "kustomize", run).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, stderrOf(err))
-	}
-	manifestPath := filepath.Join(run, "manifest.yaml")
-	if err := os.WriteFile(manifestPath, manifest, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "--server-side", "-f", manifestPath)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
-	}
-	ns := "kip-system"
-	t.Cleanup(func() {
-		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
-		if t.Failed() {
-			out, _ := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "-n", ns, "logs", "deploy/kip-incluster", "--tail", "80").CombinedOutput()
-			t.Logf("kip's log (tail):\n%s", out)
-		}
-		// Everything applied but the namespace, which the run's other kips use.
-		var docs []string
-		for _, doc := range strings.Split(string(manifest), "\n---\n") {
-			if !strings.Contains("\n"+doc+"\n", "\nkind: Namespace\n") {
-				docs = append(docs, doc)
-			}
-		}
-		del := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "delete", "--wait", "--ignore-not-found", "-f", "-")
-		del.Stdin = strings.NewReader(strings.Join(docs, "\n---\n"))
-		if out, err := del.CombinedOutput(); err != nil {
-			t.Errorf("deleting what was applied: %v\n%s", err, out)
-		}
-		_ = f.Client.CoreV1().Nodes().Delete(bg, inClusterNode, metav1.DeleteOptions{})
-		_ = f.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, inClusterNode, metav1.DeleteOptions{})
-	})
+	return kipYAML, kustomization
+}
 
-	// kip's pod runs on the kubelet node, and its virtual node is Ready.
-	f.WaitFor(t, 5*time.Minute, "node "+inClusterNode+" Ready", func(ctx context.Context) (bool, error) {
-		n, err := f.Client.CoreV1().Nodes().Get(ctx, inClusterNode, metav1.GetOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // not registered yet
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
-	kipPods, err := f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=kip"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	onNode := 0
-	for _, p := range kipPods.Items {
-		if p.Spec.NodeName == node.Name && strings.HasPrefix(p.Name, "kip-incluster-") {
-			onNode++
-		}
-	}
-	if onNode != 1 {
-		t.Errorf("%d of kip-incluster's pods on node %s, want 1", onNode, node.Name)
-	}
-	// Its identity came from a CSR of its ServiceAccount, approved by the
-	// controller manager: no kubeconfig was made for it.
+// checkBootstrapped checks that kip's node certificate came from a CSR of
+// requester, issued by the controller manager: no kubeconfig was made for
+// it.
+func checkBootstrapped(t *testing.T, requester string) {
+	t.Helper()
+	ctx := t.Context()
 	csrs, err := f.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	requester := "system:serviceaccount:kip-system:kip-incluster"
 	bootstrapped := false
 	for _, csr := range csrs.Items {
 		if csr.Spec.Username == requester && csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName &&
@@ -277,50 +365,6 @@ patches:
 		t.Errorf("no issued %s CSR requested by %s among %d CSRs", certificatesv1.KubeAPIServerClientKubeletSignerName, requester, len(csrs.Items))
 	}
 
-	// A pod on kip's node runs in a cell; logs and exec go through kip.
-	podNS := f.Namespace(t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "on-incluster-kip", Namespace: podNS},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"kubernetes.io/hostname": inClusterNode},
-			Tolerations:  []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{Name: "c", Image: cells.Images.Busybox.Ref,
-				Command: []string{"sh", "-c", "echo hello from the in-cluster kip; exec sleep 3600"}}},
-		},
-	}
-	if _, err := f.Client.CoreV1().Pods(podNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// The cell ends with its pod, before kip's pod does.
-		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
-		_ = f.Client.CoreV1().Pods(podNS).Delete(bg, pod.Name, metav1.DeleteOptions{})
-		f.WaitFor(t, 90*time.Second, "the pod on kip-incluster gone", func(ctx context.Context) (bool, error) {
-			_, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
-			return err != nil, nil
-		})
-	})
-	f.WaitFor(t, 3*time.Minute, "the pod Running on "+inClusterNode, func(ctx context.Context) (bool, error) {
-		p, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return p.Status.Phase == corev1.PodRunning, nil
-	})
-	kc := func(args ...string) string {
-		t.Helper()
-		out, err := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", f.Cluster.Kubeconfig, "-n", podNS}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	if got := kc("logs", pod.Name); !strings.Contains(got, "hello from the in-cluster kip") {
-		t.Errorf("kubectl logs = %q, want the pod's greeting", got)
-	}
-	if got := kc("exec", pod.Name, "--", "sh", "-c", "echo exec in $(hostname)"); !strings.Contains(got, "exec in "+pod.Name) {
-		t.Errorf("kubectl exec = %q, want \"exec in %s\"", got, pod.Name)
-	}
 }
 
 // lastBytes is the end of s, at most n bytes.

@@ -424,31 +424,11 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	}
 	opts = opts.withBeside()
 	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
-	rbacDir, err := repoFile("deploy/rbac")
-	if err != nil {
+	if err := f.applyRBAC(ctx, opts.NodeName); err != nil {
 		return nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(rbacDir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		if err != nil {
-			return nil, fmt.Errorf("reading RBAC: %w", err)
-		}
-		return nil, errors.New("reading RBAC: no deploy/rbac/*.yaml")
-	}
-	var rbac []string
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("reading RBAC: %w", err)
-		}
-		rbac = append(rbac, rbacFor(string(data), opts.NodeName))
-	}
-	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(strings.Join(rbac, "\n---\n"))
-	if out, err := apply.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("applying deploy/rbac: %w\n%s", err, out)
-	}
 	dir, temporary := opts.Dir, opts.Dir == ""
+	var err error
 	if temporary {
 		dir, err = os.MkdirTemp("", "kip-e2e-node-")
 	} else {
@@ -581,6 +561,37 @@ func (f *Framework) nodeIdentity(ctx context.Context, opts KipOptions, dir strin
 		return "", err
 	}
 	return "kubeconfig: " + nodeKubeconfig, nil
+}
+
+// applyRBAC applies deploy/rbac/*.yaml for node (rbacFor), as an
+// administrator installing kip for it does.
+func (f *Framework) applyRBAC(ctx context.Context, node string) error {
+	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
+	rbacDir, err := repoFile("deploy/rbac")
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(rbacDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		if err != nil {
+			return fmt.Errorf("reading RBAC: %w", err)
+		}
+		return errors.New("reading RBAC: no deploy/rbac/*.yaml")
+	}
+	var rbac []string
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("reading RBAC: %w", err)
+		}
+		rbac = append(rbac, rbacFor(string(data), node))
+	}
+	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(strings.Join(rbac, "\n---\n"))
+	if out, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("applying deploy/rbac: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // startPlugin sets k.Plugin and returns its configuration: the local
