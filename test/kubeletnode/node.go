@@ -302,7 +302,7 @@ func (n *Node) waitFor(ctx context.Context, p paths, name string, timeout time.D
 			return nil
 		}
 		reason := ""
-		if _, alive := controlplane.RunningPID(n.StateDir, p.pid(name)); !alive {
+		if !n.alive(p, name) {
 			reason = "exited during start-up"
 		} else if time.Now().After(deadline) {
 			reason = fmt.Sprintf("not ready after %s", timeout)
@@ -317,6 +317,23 @@ func (n *Node) waitFor(ctx context.Context, p paths, name string, timeout time.D
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// alive reports whether the process name still runs. A process is
+// taken for gone only when three looks 100 ms apart say so: its command
+// line, by which RunningPID knows it, reads empty while it execs (nsenter
+// becoming the kubelet), and once that made a live kubelet count as
+// "exited during start-up".
+func (n *Node) alive(p paths, name string) bool {
+	for i := range 3 {
+		if _, ok := controlplane.RunningPID(n.StateDir, p.pid(name)); ok {
+			return true
+		}
+		if i < 2 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return false
 }
 
 func (n *Node) save() error {
