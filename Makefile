@@ -123,8 +123,17 @@ cluster-env: ## Print the export lines (KUBECONFIG, PATH with kubectl) for the l
 
 .PHONY: bench
 bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the command).
-	go test -run '^$$' -bench RoundTrip -benchtime=2000x -count=3 ./host/plugin/
+	go test -run '^$$' -bench 'RoundTrip|PingPong' -benchtime=2000x -count=3 ./host/plugin/
 	go test -run '^$$' -bench 'MatchAWS|Rank' -benchmem -count=3 ./host/match/
+
+# The bursts of make bench-scale (KIP_SCALE_PODS=100,300,1000 for the
+# thousand) and where it writes results.md, results.json and the plots.
+KIP_SCALE_PODS ?= 100,300
+KIP_SCALE_OUT ?= $(CURDIR)/bin/bench-scale
+
+.PHONY: bench-scale
+bench-scale: deps ## Issue 19's scale benchmark: bursts of KIP_SCALE_PODS pods on one control plane through virtual-kubelet v1.13.0's mock (built from the Go module proxy, cached), then kip with light cells behind the local plugin and behind the aws plugin and the EC2 simulator; results and plots into KIP_SCALE_OUT (copied into docs/benchmarks.md by hand).
+	KIP_SCALE_PODS=$(KIP_SCALE_PODS) KIP_SCALE_OUT=$(KIP_SCALE_OUT) go test -tags e2e -count=1 -v -run '^TestScale$$' -timeout 60m ./test/scale/
 
 .PHONY: generate
 generate: ## Regenerate the Go code of the .proto contracts (plugin and cell protocols).

@@ -6,10 +6,19 @@
 // # One cell, one pod, one containerd namespace
 //
 // Every cell runs one pod. Its containers live in the containerd namespace
-// "kip-<cellID>", so many cells can share one containerd daemon (the local
-// plugin's case) without seeing each other's containers, and the agent can
-// remove everything of its cell by removing that namespace. The agent
-// cleans the namespace when it stops (SIGTERM: the cell is going away).
+// "kip-<cellID>", so many cells can share one containerd daemon without
+// seeing each other's containers, and the agent can remove everything of
+// its cell by removing that namespace. The agent cleans the namespace when
+// it stops (SIGTERM: the cell is going away).
+//
+// Cells that share a machine (the local plugin's, many on one containerd)
+// are started with --shared-namespace instead (Config.SharedNamespace):
+// one namespace for all of them, where an image is pulled and unpacked
+// once for every cell, not once per cell. There a cell owns its
+// containers (IDs prefixed with the cell ID, labelled with it), their
+// rootfs snapshots and a lease on the images it uses; cleaning up removes
+// only those and leaves the images to the machine (runtime.Containerd's
+// Cleanup). A cloud cell, alone on its instance, keeps its own namespace.
 //
 // # An agent that dies leaves its pod running
 //
@@ -22,8 +31,9 @@
 // over without restarting them, keeps the volumes and /etc files, and
 // reports the same status as before; the host's connections simply come
 // back. Only when there is no state (or it is another pod's) does Run
-// clean up what an earlier agent left: the namespace, volumes, /etc files
-// and termination messages.
+// clean up what an earlier agent left: the namespace (in a shared one, the
+// cell's containers and lease), volumes, /etc files and termination
+// messages.
 //
 // # Networks: where containers run and where images come from
 //
@@ -108,6 +118,18 @@
 // pluginapi/identity.Audience(bootstrap clusterID, cellID), which the gce
 // plugin checks (deploy/gce/startup.sh passes the flag).
 //
+// # Light cells: the same agent over a fake runtime
+//
+// Config.Runtime replaces containerd with another runtime.Runtime:
+// test/lightcell runs this Run over cell/runtime/fakeruntime, whose
+// containers run no process, so that a thousand cells fit on one machine
+// for scale tests and everything else (join, pod logic, status, logs,
+// exec, stats, services) is the real agent's. Config.Listener serves on a
+// socket another process opened (a light cell hosted by a process that
+// holds many), Config.ServicePrograms takes the ClusterIP services
+// instead of iptables. Flags (kip-cell's command line) and ReadBootstrap
+// are shared by kip-cell and the light cells' commands.
+//
 // It imports the cell packages, cell/api, pluginapi/identity,
-// containerd's client and gRPC.
+// pluginapi/userdata, containerd's client and gRPC.
 package cell

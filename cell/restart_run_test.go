@@ -24,6 +24,7 @@ import (
 	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/pod"
+	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/test/containerdtest"
 )
 
@@ -43,6 +44,7 @@ func TestMain(m *testing.M) {
 type agentConfig struct {
 	Bootstrap                                               *api.Bootstrap
 	ContainerdAddress, NetNSPath, StateDir, PodIP, RuncRoot string
+	SharedNamespace                                         string
 	AddrFile                                                string
 }
 
@@ -57,7 +59,7 @@ func agentMain(conf string) int {
 	defer stop()
 	cfg := cell.Config{
 		Bootstrap: c.Bootstrap, ContainerdAddress: c.ContainerdAddress, NetNSPath: c.NetNSPath,
-		StateDir: c.StateDir, PodIP: c.PodIP, Listen: "127.0.0.1:0", RuncRoot: c.RuncRoot, StopGrace: 2 * time.Second,
+		StateDir: c.StateDir, PodIP: c.PodIP, Listen: "127.0.0.1:0", RuncRoot: c.RuncRoot, SharedNamespace: c.SharedNamespace, StopGrace: 2 * time.Second,
 		Backoff: pod.Backoff{Initial: 300 * time.Millisecond, Max: 600 * time.Millisecond, Reset: time.Hour},
 		Ready: func(addr net.Addr) {
 			_ = os.WriteFile(c.AddrFile+".tmp", []byte(addr.String()), 0o600)
@@ -81,7 +83,9 @@ type processAgent struct {
 	cmd  *exec.Cmd
 }
 
-func (e *env) newProcessAgent(t *testing.T, podIP string) *processAgent {
+// newProcessAgent makes an agent of a new cell; sharedNamespace is
+// cell.Config.SharedNamespace.
+func (e *env) newProcessAgent(t *testing.T, podIP, sharedNamespace string) *processAgent {
 	t.Helper()
 	cellID := "c-" + containerdtest.Random(8)
 	netns := containerdtest.NewNetns(t, podIP)
@@ -90,7 +94,7 @@ func (e *env) newProcessAgent(t *testing.T, podIP string) *processAgent {
 		Bootstrap: &api.Bootstrap{Version: api.BootstrapVersion, CellID: cellID, PodUID: "uid-restart",
 			CACert: string(e.ca.PEM), JoinToken: "token-" + cellID},
 		ContainerdAddress: e.d.Socket, NetNSPath: netns.Path,
-		StateDir: filepath.Join(e.d.Dir, cellID), PodIP: podIP, RuncRoot: e.d.RuncRoot,
+		StateDir: filepath.Join(e.d.Dir, cellID), PodIP: podIP, RuncRoot: e.d.RuncRoot, SharedNamespace: sharedNamespace,
 	}}
 }
 
@@ -176,7 +180,32 @@ func ticks(log string) []int {
 
 func TestAgentRestartKeepsThePodRunning(t *testing.T) {
 	e := newEnv(t)
-	p := e.newProcessAgent(t, "10.251.9.41")
+	// A cloud cell has its namespace; the local plugin's share one, where
+	// a neighbour cell runs the same image.
+	shared := "kip-cells-" + containerdtest.Random(6)
+	neighbour := e.newProcessAgent(t, "10.251.9.42", shared)
+	n := neighbour.start(t)
+	e.applyPod(t, n, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "neighbour", Namespace: "default", UID: "uid-restart"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "main", Image: e.img.Busybox.Ref, Command: []string{"sleep", "1000"}},
+		}},
+	}, nil)
+	watch(t, n, "the neighbour running", func(s *corev1.PodStatus) bool { return containerStatus(s, "main").State.Running != nil })
+	t.Cleanup(func() { neighbour.stop(t) })
+	for _, tc := range []struct{ name, sharedNamespace string }{{"own namespace", ""}, {"shared namespace", shared}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := e.newProcessAgent(t, "10.251.9.41", tc.sharedNamespace)
+			testAgentRestart(t, e, p, n)
+		})
+	}
+}
+
+// testAgentRestart kills the agent p with SIGKILL while its pod runs,
+// starts it again and checks that it took the pod over; then stops it
+// with SIGTERM and checks that it removed what was its cell's and no more
+// (the neighbour agent n's pod, in a shared namespace, runs on).
+func testAgentRestart(t *testing.T, e *env, p *processAgent, n *agent) {
 	a := p.start(t)
 	grace := int64(2)
 	spec := &corev1.Pod{
@@ -209,8 +238,12 @@ func TestAgentRestartKeepsThePodRunning(t *testing.T) {
 
 	p.kill(t)
 	// brief exits while no agent runs: its exit must still be seen.
-	ctx := namespaces.WithNamespace(t.Context(), cell.Namespace(a.cellID))
-	ctr, err := e.d.Client.LoadContainer(ctx, "brief-0")
+	ns, briefID := cell.Namespace(a.cellID), "brief-0"
+	if shared := p.conf.SharedNamespace; shared != "" {
+		ns, briefID = shared, a.cellID+".brief-0"
+	}
+	ctx := namespaces.WithNamespace(t.Context(), ns)
+	ctr, err := e.d.Client.LoadContainer(ctx, briefID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +294,9 @@ func TestAgentRestartKeepsThePodRunning(t *testing.T) {
 	}
 
 	p.stop(t)
+	if p.conf.SharedNamespace != "" {
+		checkNeighbourSurvives(ctx, t, e, a.cellID, n)
+	}
 	nss, err := e.d.Client.NamespaceService().List(namespaces.WithNamespace(t.Context(), "default"))
 	if err != nil {
 		t.Fatal(err)
@@ -272,5 +308,25 @@ func TestAgentRestartKeepsThePodRunning(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(p.conf.StateDir, cell.StateFile)); !os.IsNotExist(err) {
 		t.Errorf("state file after SIGTERM: %v, want none", err)
+	}
+}
+
+// checkNeighbourSurvives checks, after cell cellID's agent stopped, that
+// none of its containers is left in the shared namespace of ctx and that
+// the neighbour n's container runs on.
+func checkNeighbourSurvives(ctx context.Context, t *testing.T, e *env, cellID string, n *agent) {
+	t.Helper()
+	ctrs, err := e.d.Client.Containers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ctrs {
+		if labels, _ := c.Labels(ctx); labels[runtime.CellLabel] == cellID {
+			t.Errorf("container %s of the cell left behind after SIGTERM", c.ID())
+		}
+	}
+	st := watch(t, n, "the neighbour still running", func(*corev1.PodStatus) bool { return true })
+	if main := containerStatus(st, "main"); main.State.Running == nil || main.RestartCount != 0 {
+		t.Errorf("the neighbour's container after the cell's SIGTERM: %+v", main)
 	}
 }

@@ -28,6 +28,11 @@ type Config struct {
 	Bootstrap *api.Bootstrap
 	// ContainerdAddress is containerd's socket.
 	ContainerdAddress string
+	// Runtime, when set, runs the pod's containers instead of containerd
+	// (ContainerdAddress, RuncRoot and InsecureRegistries are then
+	// unused): a light cell's fake runtime (cell/runtime/fakeruntime),
+	// which runs in the agent's process and so sees the agent's mounts.
+	Runtime runtime.Runtime
 	// NetNSPath is the network namespace the containers join; empty means
 	// the agent's own.
 	NetNSPath string
@@ -44,6 +49,10 @@ type Config struct {
 	// Listen is the gRPC address; empty means Bootstrap.ListenAddress, else
 	// PodIP:6421, else :6421.
 	Listen string
+	// Listener, when set, is where the agent serves instead of a listener
+	// of its own on Listen (a light cell whose socket another process of
+	// the cell opened); Run closes it.
+	Listener net.Listener
 	// InsecureRegistries are pulled from over plain HTTP.
 	InsecureRegistries []string
 	// ResolvConf is the cell's own resolver configuration, what a pod's
@@ -51,6 +60,13 @@ type Config struct {
 	ResolvConf string
 	// RuncRoot is runc's state directory; empty means containerd's default.
 	RuncRoot string
+	// SharedNamespace, when set, is a containerd namespace shared by the
+	// cells of this machine (the local plugin's), where images are pulled
+	// and unpacked once for all of them and each cell owns only its
+	// containers and a lease on its images (runtime.ContainerdConfig.Cell);
+	// empty: the cell's own namespace (Namespace), as on a cloud
+	// instance, one cell per machine.
+	SharedNamespace string
 	// Backoff is the restart back-off; zero means the kubelet's.
 	Backoff pod.Backoff
 	// ServiceProxy is how the cell serves ClusterIP services:
@@ -59,6 +75,10 @@ type Config struct {
 	// (the local plugin's loopback cells), whose rules would be the
 	// machine's.
 	ServiceProxy string
+	// ServicePrograms, when set, programs the ClusterIP services instead
+	// of iptables (a light cell only counts them); ServiceProxyNone still
+	// means none.
+	ServicePrograms services.Programmer
 	// IMDSEndpoint is the instance metadata service (cell/imds: http:// or
 	// unix://) the agent reads the cloud's spot interruption notices and
 	// rebalance recommendations from, and reports them to the host; empty:
@@ -99,8 +119,17 @@ const StateFile = "pod.json"
 // agent keeps its key and certificate (agent.Identity).
 const IdentityDir = "identity"
 
-// Namespace is the containerd namespace of a cell.
+// Namespace is the containerd namespace of a cell that has its own.
 func Namespace(cellID string) string { return "kip-" + cellID }
+
+// runtimeNamespace is the containerd namespace of the cell's containers
+// and, in a shared one, the cell ID that marks them as the cell's.
+func (c *Config) runtimeNamespace() (namespace, cell string) {
+	if c.SharedNamespace != "" {
+		return c.SharedNamespace, c.Bootstrap.CellID
+	}
+	return Namespace(c.Bootstrap.CellID), ""
+}
 
 // ListenAddress resolves the address the agent listens on.
 func (c *Config) ListenAddress() string {
@@ -151,29 +180,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
-	c, err := client.New(cfg.ContainerdAddress, client.WithTimeout(10*time.Second))
+	rt, noTmpfs, closeRuntime, err := containerRuntime(ctx, cfg, log)
 	if err != nil {
-		return fmt.Errorf("connecting to containerd at %s: %w", cfg.ContainerdAddress, err)
+		return err
 	}
-	defer c.Close()
-	rt, err := runtime.NewContainerd(c, runtime.ContainerdConfig{
-		Namespace:          Namespace(cfg.Bootstrap.CellID),
-		StateDir:           cfg.StateDir,
-		RuncRoot:           cfg.RuncRoot,
-		InsecureRegistries: append(append([]string(nil), cfg.InsecureRegistries...), cfg.Bootstrap.InsecureRegistries...),
-		Logger:             log,
-	})
-	if err != nil {
-		return fmt.Errorf("running cell agent: %w", err)
-	}
+	defer closeRuntime()
 	volumesDir := filepath.Join(cfg.StateDir, "volumes")
 	etcDir := filepath.Join(cfg.StateDir, "etc")
 	termDir := filepath.Join(cfg.StateDir, "termination")
-	// Secrets go on a tmpfs only where containerd would see it.
-	noTmpfs := runtime.MountsShared(ctx, cfg.ContainerdAddress)
-	if noTmpfs != nil {
-		log.WarnContext(ctx, "secret and projected volumes will be on disk: the container runtime would not see a tmpfs the agent mounts", "reason", noTmpfs)
-	}
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
@@ -200,11 +214,14 @@ func Run(ctx context.Context, cfg Config) error {
 		DiskDir: cfg.StateDir, EtcDir: etcDir, Notices: notices, Logger: log,
 	})
 
-	lis, err := net.Listen("tcp", cfg.ListenAddress())
-	if err != nil {
-		return fmt.Errorf("listening for the host: %w", err)
+	lis := cfg.Listener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", cfg.ListenAddress()); err != nil {
+			return fmt.Errorf("listening for the host: %w", err)
+		}
 	}
-	log.InfoContext(ctx, "cell agent serving", "address", lis.Addr().String(), "namespace", Namespace(cfg.Bootstrap.CellID), "joined", id.Joined())
+	namespace, _ := cfg.runtimeNamespace()
+	log.InfoContext(ctx, "cell agent serving", "address", lis.Addr().String(), "namespace", namespace, "joined", id.Joined())
 	if cfg.Ready != nil {
 		cfg.Ready(lis.Addr())
 	}
@@ -222,9 +239,42 @@ func Run(ctx context.Context, cfg Config) error {
 	return serveErr
 }
 
+// containerRuntime is the runtime the pod's containers run on:
+// cfg.Runtime, or containerd's at cfg.ContainerdAddress; noTmpfs is why a
+// tmpfs the agent mounts would not be seen by it (pod.Config.NoTmpfs),
+// and closeRuntime releases it.
+func containerRuntime(ctx context.Context, cfg Config, log *slog.Logger) (rt runtime.Runtime, noTmpfs error, closeRuntime func(), err error) {
+	if cfg.Runtime != nil {
+		return cfg.Runtime, nil, func() {}, nil
+	}
+	c, err := client.New(cfg.ContainerdAddress, client.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("connecting to containerd at %s: %w", cfg.ContainerdAddress, err)
+	}
+	namespace, shareAs := cfg.runtimeNamespace()
+	ctrd, err := runtime.NewContainerd(c, runtime.ContainerdConfig{
+		Namespace:          namespace,
+		Cell:               shareAs,
+		StateDir:           cfg.StateDir,
+		RuncRoot:           cfg.RuncRoot,
+		InsecureRegistries: append(append([]string(nil), cfg.InsecureRegistries...), cfg.Bootstrap.InsecureRegistries...),
+		Logger:             log,
+	})
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, nil, fmt.Errorf("running cell agent: %w", err)
+	}
+	// Secrets go on a tmpfs only where containerd would see it.
+	noTmpfs = runtime.MountsShared(ctx, cfg.ContainerdAddress)
+	if noTmpfs != nil {
+		log.WarnContext(ctx, "secret and projected volumes will be on disk: the container runtime would not see a tmpfs the agent mounts", "reason", noTmpfs)
+	}
+	return ctrd, noTmpfs, func() { _ = c.Close() }, nil
+}
+
 // cleanup removes what an earlier agent left that is not resumed: its
 // containers, volumes, /etc files and termination messages.
-func cleanup(ctx context.Context, rt *runtime.Containerd, log *slog.Logger, volumesDir, etcDir, termDir string) {
+func cleanup(ctx context.Context, rt runtime.Runtime, log *slog.Logger, volumesDir, etcDir, termDir string) {
 	if err := rt.Cleanup(ctx); err != nil {
 		log.WarnContext(ctx, "cleaning up left-overs of an earlier agent", "error", err)
 	}
@@ -284,6 +334,9 @@ func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.
 func serviceProxy(cfg Config, log *slog.Logger) (*services.Proxy, string, error) {
 	switch cfg.ServiceProxy {
 	case "", ServiceProxyIPTables:
+		if cfg.ServicePrograms != nil {
+			return services.New(cfg.ServicePrograms), "", nil
+		}
 		ipt, err := services.NewIPTables(cfg.NetNSPath, log)
 		if err != nil {
 			log.Warn("ClusterIP services will not be reachable from this cell", "error", err)

@@ -50,18 +50,19 @@ else
   # shellcheck disable=SC2086
   setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" ${KIP_DEMO_FLAGS:-} > "$demo/demo.log" 2>&1 < /dev/null &
   echo $! > "$demo/pid"
-  # Up to 8 minutes: the first run builds CoreDNS (about 2.5 minutes) and
-  # metrics-server (about 2) from source.
-  for _ in $(seq 1 960); do
+  # Up to 12 minutes: the first run builds the kubelet node (under a
+  # minute after the control plane's build), CoreDNS (about 2.5 minutes)
+  # and metrics-server (about 2) from source.
+  for _ in $(seq 1 1440); do
     [ -f "$demo/ready" ] && break
     kill -0 "$(cat "$demo/pid")" 2>/dev/null || { echo "the demo failed to start; its log:" >&2; tail -30 "$demo/demo.log" >&2; down >/dev/null 2>&1; exit 1; }
     sleep 0.5
   done
-  [ -f "$demo/ready" ] || { echo "the demo did not start in 8 minutes; its log: $demo/demo.log" >&2; exit 1; }
+  [ -f "$demo/ready" ] || { echo "the demo did not start in 12 minutes; its log: $demo/demo.log" >&2; exit 1; }
 fi
 
 eval "$(bin/kip-cluster --state "$state" env)"
-step kubectl get nodes -o wide
+step kubectl get nodes -o wide   # kip: the Kip node; kip-infra: a kubelet node for the add-ons
 # Wait for what the user cares about: each Deployment rolled out, all its
 # pods of the current template Running and Ready on node kip.
 step kubectl rollout status deployment/hello --timeout=180s
@@ -76,7 +77,8 @@ step kubectl logs --tail=2 "$pod"
 step kubectl exec "$pod" -- hostname
 
 # The cluster DNS, when kip-demo deployed it (KIP_E2E_CLUSTER_DNS): CoreDNS
-# in a cell of its own, and a pod calling the hello Service by its name.
+# on the kubelet node kip-infra, and a pod in a cell calling the hello
+# Service by its name.
 dns=
 if kubectl -n kube-system get deployment coredns >/dev/null 2>&1; then
   dns=1
@@ -90,7 +92,7 @@ if kubectl -n kube-system get deployment coredns >/dev/null 2>&1; then
   step kubectl exec "$big" -- /app -get http://hello
 fi
 
-# metrics-server in a cell of its own scrapes the Kip node's kubelet API:
+# metrics-server on the kubelet node scrapes the Kip node's kubelet API:
 # kubectl top has the pods once it has scraped them twice (15 s apart).
 step kubectl wait apiservice/v1beta1.metrics.k8s.io --for=condition=Available --timeout=180s
 for _ in $(seq 1 45); do
@@ -114,9 +116,9 @@ Stop everything: make demo-down
 MSG
 if [ -n "$dns" ]; then
   cat <<MSG
-The cluster DNS is CoreDNS (deploy/coredns/coredns.yaml) in its own cell,
-behind the kube-dns Service; every pod's /etc/resolv.conf names it, and
-every cell leads ClusterIPs to their pods:
+The cluster DNS is CoreDNS (deploy/coredns/coredns.yaml) on the kubelet
+node kip-infra, as in any cluster, behind the kube-dns Service; every pod's
+/etc/resolv.conf names it, and every cell leads ClusterIPs to their pods:
   kubectl exec $big -- cat /etc/resolv.conf
   kubectl exec $big -- /app -n 4 -get http://hello   # answers from the hello pods
   kubectl exec $big -- /app -api /api/v1/namespaces/default/pods/$big   # the pod's own token: 403 until RBAC allows it

@@ -16,11 +16,13 @@
 #   busybox-static     test images built locally, no image from the internet
 #   containernetworking-plugins  CNI bridge, host-local, loopback, portmap for
 #                      the local cluster's real kubelet node (test/kubeletnode)
+#   procps             sysctl, which turns on forwarding in the kubelet node's
+#                      network namespace (minbase Debian has none)
 # The Kubernetes control plane is not a Debian package: kip-cluster builds it
 # from source through the Go module proxy (test/controlplane).
 set -euo pipefail
 
-packages=(ca-certificates git gcc libc6-dev protobuf-compiler libprotobuf-dev iproute2 iptables containerd runc busybox-static containernetworking-plugins)
+packages=(ca-certificates git gcc libc6-dev protobuf-compiler libprotobuf-dev iproute2 iptables containerd runc busybox-static containernetworking-plugins procps)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -2,6 +2,7 @@ package pluginapi
 
 import (
 	"context"
+	"runtime"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -31,11 +32,18 @@ func PluginSets(impl Provider) map[int]plugin.PluginSet {
 	}
 }
 
-// GRPCServerOptions are the gRPC server options Serve uses.
+// GRPCServerOptions are the gRPC server options Serve uses: the message
+// size bound, and one stream worker per usable CPU, so that a call's handler
+// runs on a goroutine whose stack has already grown instead of a new one
+// (gRPC falls back to a new goroutine when every worker is busy, so a
+// long-lived stream such as WatchEvents never holds a call up). The workers
+// cut the in-process round trip by 10 to 15 % (docs/benchmarks.md, "Plugin
+// round trip").
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 }
 

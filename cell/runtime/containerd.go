@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,8 +22,10 @@ import (
 	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/core/remotes"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
@@ -35,10 +38,28 @@ import (
 // Snapshotter is the containerd snapshotter the cell uses.
 const Snapshotter = "overlayfs"
 
+// CellLabel is the label on the containers, snapshots and lease of a cell
+// in a shared namespace (ContainerdConfig.Cell): its value is the cell ID.
+const CellLabel = "kipcell.io/cell"
+
+// maxID is the longest identifier containerd accepts (container and
+// lease IDs).
+const maxID = 76
+
 // ContainerdConfig configures a Containerd runtime.
 type ContainerdConfig struct {
-	// Namespace is the cell's containerd namespace ("kip-<cellID>").
+	// Namespace is the containerd namespace the cell's containers live
+	// in: the cell's own ("kip-<cellID>"), or, with Cell set, one shared
+	// by the cells of the machine.
 	Namespace string
+	// Cell, when set, is the cell's ID and says that Namespace is shared
+	// with other cells (the local plugin's cells, many on one machine):
+	// images, their content and their unpacked snapshots are the
+	// namespace's, pulled and unpacked once for all; the cell owns only
+	// its containers (IDs prefixed with Cell, see containerID), their
+	// rootfs snapshots and a lease named Cell on the images it uses. See
+	// Cleanup for what it removes.
+	Cell string
 	// StateDir holds the client-side FIFOs.
 	StateDir string
 	// RuncRoot, when set, is runc's state directory (containerd's default
@@ -78,6 +99,56 @@ func (r *Containerd) ctx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, r.cfg.Namespace)
 }
 
+// shared reports whether the namespace is shared with other cells.
+func (r *Containerd) shared() bool { return r.cfg.Cell != "" }
+
+// containerID is containerd's ID of the cell's container attempt id: id
+// itself in the cell's own namespace; in a shared one, "<cell>.<id>", cut
+// to containerd's 76 characters with a hash of the whole when longer (a
+// cell ID is up to 46 characters, a container name up to 63).
+func (r *Containerd) containerID(id string) string {
+	if !r.shared() {
+		return id
+	}
+	full := r.cfg.Cell + "." + id
+	if len(full) <= maxID {
+		return full
+	}
+	sum := sha256.Sum256([]byte(full))
+	h := hex.EncodeToString(sum[:8])
+	return strings.TrimRight(full[:maxID-len(h)-1], "._-") + "-" + h
+}
+
+// holdImages returns ctx with the cell's lease, created if it is not
+// there, for a shared namespace: what is pulled under it (content and
+// unpacked snapshots) and the images added to it (holdImage) stay while
+// the cell does, whatever the other cells do with the image records. The
+// lease has no expiry: Cleanup deletes it.
+func (r *Containerd) holdImages(ctx context.Context) (context.Context, error) {
+	if !r.shared() {
+		return ctx, nil
+	}
+	_, err := r.c.LeasesService().Create(ctx, leases.WithID(r.cfg.Cell), leases.WithLabel(CellLabel, r.cfg.Cell))
+	if err != nil && !errdefs.IsAlreadyExists(err) {
+		return ctx, fmt.Errorf("creating the lease of cell %s: %w", r.cfg.Cell, err)
+	}
+	return leases.WithLease(ctx, r.cfg.Cell), nil
+}
+
+// holdImage adds the image img (its index or manifest, which reaches
+// its config, layers and unpacked snapshots through containerd's
+// garbage-collection labels) to the cell's lease.
+func (r *Containerd) holdImage(ctx context.Context, img client.Image) error {
+	if !r.shared() {
+		return nil
+	}
+	res := leases.Resource{ID: img.Target().Digest.String(), Type: "content"}
+	if err := r.c.LeasesService().AddResource(ctx, leases.Lease{ID: r.cfg.Cell}, res); err != nil {
+		return fmt.Errorf("holding image %s for cell %s: %w", img.Name(), r.cfg.Cell, err)
+	}
+	return nil
+}
+
 // NormalizeRef returns the fully qualified form of an image reference
 // ("busybox" → "docker.io/library/busybox:latest").
 func NormalizeRef(ref string) (string, error) {
@@ -95,10 +166,19 @@ func (r *Containerd) EnsureImage(ctx context.Context, ref string, policy PullPol
 	if err != nil {
 		return Image{}, fmt.Errorf("%w: %w", ErrImagePull, err)
 	}
+	// In a shared namespace the image may be another cell's already:
+	// then nothing is fetched or unpacked, and the cell's lease takes a
+	// reference on it; a pull under the lease adds all it writes.
+	if ctx, err = r.holdImages(ctx); err != nil {
+		return Image{}, err
+	}
 	if policy != PullAlways {
 		img, err := r.c.GetImage(ctx, full)
 		switch {
 		case err == nil:
+			if err := r.holdImage(ctx, img); err != nil {
+				return Image{}, err
+			}
 			return r.describe(ctx, img)
 		case !errdefs.IsNotFound(err):
 			return Image{}, fmt.Errorf("looking up image %s: %w", full, err)
@@ -115,6 +195,9 @@ func (r *Containerd) EnsureImage(ctx context.Context, ref string, policy PullPol
 		return Image{}, fmt.Errorf("%w: %w", ErrImagePull, err)
 	}
 	r.log.DebugContext(ctx, "pulled image", "image", full, "duration", time.Since(start))
+	if err := r.holdImage(ctx, img); err != nil {
+		return Image{}, err
+	}
 	return r.describe(ctx, img)
 }
 
@@ -231,25 +314,32 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 		specOpts = append(specOpts, oci.WithCPUShares(s))
 	}
 	specOpts = append(specOpts, securityOpts(spec.Security)...)
+	id := r.containerID(spec.ID)
+	labels := map[string]string{"kipcell.io/container": spec.Name}
+	var snapOpts []snapshots.Opt
+	if r.shared() {
+		labels[CellLabel] = r.cfg.Cell
+		snapOpts = append(snapOpts, snapshots.WithLabels(map[string]string{CellLabel: r.cfg.Cell}))
+	}
 	opts := []client.NewContainerOpts{
 		client.WithImage(img),
 		client.WithSnapshotter(Snapshotter),
-		client.WithNewSnapshot(spec.ID+"-rootfs", img),
-		client.WithContainerLabels(map[string]string{"kipcell.io/container": spec.Name}),
+		client.WithNewSnapshot(id+"-rootfs", img, snapOpts...),
+		client.WithContainerLabels(labels),
 	}
 	if r.cfg.RuncRoot != "" {
 		opts = append(opts, client.WithRuntime("io.containerd.runc.v2", &options.Options{Root: r.cfg.RuncRoot}))
 	}
 	opts = append(opts, client.WithNewSpec(specOpts...))
-	ctr, err := r.c.NewContainer(ctx, spec.ID, opts...)
+	ctr, err := r.c.NewContainer(ctx, id, opts...)
 	if errdefs.IsAlreadyExists(err) {
 		// An earlier agent started this attempt and died before it
 		// recorded it: nobody watches that container, so it goes.
-		r.log.InfoContext(ctx, "removing a container an earlier agent left", "container", spec.ID)
-		if rerr := r.remove(ctx, spec.ID); rerr != nil {
+		r.log.InfoContext(ctx, "removing a container an earlier agent left", "container", id)
+		if rerr := r.remove(ctx, id); rerr != nil {
 			return nil, fmt.Errorf("creating container %s: %w", spec.ID, rerr)
 		}
-		ctr, err = r.c.NewContainer(ctx, spec.ID, opts...)
+		ctr, err = r.c.NewContainer(ctx, id, opts...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", spec.ID, err)
@@ -289,7 +379,7 @@ func (r *Containerd) startTask(ctx context.Context, ctr client.Container, spec C
 		_, _ = task.Delete(ctx, client.WithProcessKill)
 		return nil, fmt.Errorf("starting task %s: %w", spec.ID, err)
 	}
-	t := &containerdTask{r: r, ctr: ctr, task: task, started: time.Now(), exited: make(chan struct{})}
+	t := &containerdTask{r: r, id: spec.ID, ctr: ctr, task: task, started: time.Now(), exited: make(chan struct{})}
 	go t.waitExit(exitCh)
 	return t, nil
 }
@@ -324,7 +414,8 @@ func (r *Containerd) remove(ctx context.Context, id string) error {
 // writes blocked until now). cio.NewAttach opens them again.
 func (r *Containerd) Reattach(ctx context.Context, spec ReattachSpec) (Task, error) {
 	ctx = r.ctx(ctx)
-	ctr, err := r.c.LoadContainer(ctx, spec.ID)
+	id := r.containerID(spec.ID)
+	ctr, err := r.c.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil, fmt.Errorf("loading container %s: %w", spec.ID, ErrNotFound)
 	}
@@ -346,8 +437,8 @@ func (r *Containerd) Reattach(ctx context.Context, spec ReattachSpec) (Task, err
 	if errdefs.IsNotFound(err) {
 		// The container is there but its process is not (the shim died
 		// with the machine): nothing can be observed of it any more.
-		if rerr := r.remove(ctx, spec.ID); rerr != nil {
-			r.log.WarnContext(ctx, "removing a container without its process", "container", spec.ID, "error", rerr)
+		if rerr := r.remove(ctx, id); rerr != nil {
+			r.log.WarnContext(ctx, "removing a container without its process", "container", id, "error", rerr)
 		}
 		return nil, fmt.Errorf("loading task %s: %w", spec.ID, ErrNotFound)
 	}
@@ -358,14 +449,27 @@ func (r *Containerd) Reattach(ctx context.Context, spec ReattachSpec) (Task, err
 	if err != nil {
 		return nil, fmt.Errorf("waiting for task %s: %w", spec.ID, err)
 	}
-	t := &containerdTask{r: r, ctr: ctr, task: task, started: spec.StartedAt, exited: make(chan struct{})}
+	t := &containerdTask{r: r, id: spec.ID, ctr: ctr, task: task, started: spec.StartedAt, exited: make(chan struct{})}
 	go t.waitExit(exitCh)
 	return t, nil
 }
 
 // Cleanup implements Runtime: tasks and containers, images, the namespace,
 // and the cgroup and runc directories containerd leaves behind.
+//
+// In a shared namespace (ContainerdConfig.Cell) it removes only what is
+// the cell's: its containers (with their tasks and rootfs snapshots), a
+// rootfs snapshot an agent left without its container, and its lease. The
+// images, their content and unpacked snapshots stay in the namespace, for
+// the other cells and the next one: the machine's image cache, as on a
+// kubelet's node. Once no lease holds them they are kept by their image
+// records alone, which containerd's garbage collection treats as roots;
+// deleting an image record (ctr -n <namespace> images rm) lets it collect
+// what no cell's lease still holds.
 func (r *Containerd) Cleanup(ctx context.Context) error {
+	if r.shared() {
+		return r.cleanupShared(r.ctx(ctx))
+	}
 	ctx = r.ctx(ctx)
 	var errs []error
 	ctrs, err := r.c.Containers(ctx)
@@ -399,6 +503,40 @@ func (r *Containerd) Cleanup(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// cleanupShared is Cleanup in a shared namespace; ctx carries it.
+func (r *Containerd) cleanupShared(ctx context.Context) error {
+	filter := "labels." + strconv.Quote(CellLabel) + "==" + strconv.Quote(r.cfg.Cell)
+	ctrs, err := r.c.Containers(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("listing the containers of cell %s: %w", r.cfg.Cell, err)
+	}
+	var errs []error
+	for _, ctr := range ctrs {
+		if err := r.remove(ctx, ctr.ID()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// A snapshot whose container NewContainer never made (the agent died
+	// in between).
+	sn := r.c.SnapshotService(Snapshotter)
+	var left []string
+	if err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		left = append(left, info.Name)
+		return nil
+	}, filter); err != nil {
+		errs = append(errs, fmt.Errorf("listing the snapshots of cell %s: %w", r.cfg.Cell, err))
+	}
+	for _, key := range left {
+		if err := sn.Remove(ctx, key); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing snapshot %s: %w", key, err))
+		}
+	}
+	if err := r.c.LeasesService().Delete(ctx, leases.Lease{ID: r.cfg.Cell}); err != nil && !errdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("releasing the lease of cell %s: %w", r.cfg.Cell, err))
+	}
+	return errors.Join(errs...)
+}
+
 // removeNamespaceDirs removes the empty per-namespace directories runc
 // leaves: the cgroup parents in every hierarchy and the runc root's.
 func removeNamespaceDirs(ns, runcRoot string) {
@@ -416,7 +554,10 @@ func removeNamespaceDirs(ns, runcRoot string) {
 }
 
 type containerdTask struct {
-	r       *Containerd
+	r *Containerd
+	// id is the attempt's ID, as the caller gave it (containerID maps
+	// it to the container's).
+	id      string
 	ctr     client.Container
 	task    client.Task
 	started time.Time
@@ -425,7 +566,7 @@ type containerdTask struct {
 	status ExitStatus
 }
 
-func (t *containerdTask) ID() string              { return t.ctr.ID() }
+func (t *containerdTask) ID() string              { return t.id }
 func (t *containerdTask) Pid() uint32             { return t.task.Pid() }
 func (t *containerdTask) StartedAt() time.Time    { return t.started }
 func (t *containerdTask) Exited() <-chan struct{} { return t.exited }

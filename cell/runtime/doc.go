@@ -11,6 +11,19 @@
 // copied by the agent, a fresh container and rootfs per attempt (Kubernetes
 // semantics: a restarted container does not keep its writes).
 //
+// Cells on one machine may share a namespace instead (ContainerdConfig.Cell,
+// the local plugin's cells): containerd 1.6 shares content blobs across
+// namespaces but not unpacked snapshots (its namespace.shareable label
+// changes nothing there), so one namespace is the way not to unpack an
+// image once per cell. Images are then the namespace's; a cell's
+// containers have IDs "<cell>.<attempt ID>" (hashed down to containerd's
+// 76 characters when longer; Task.ID is still the attempt ID) and carry
+// CellLabel, as do their rootfs snapshots; the cell's lease (named after
+// it, no expiry) holds every image it pulled or found, so that an image
+// record removed or re-tagged by someone else does not let garbage
+// collection take its layers from under the cell. Cleanup removes the
+// cell's containers, snapshots and lease and leaves the images (see there).
+//
 // Image pulls run in the agent's process: the containerd client resolves and
 // fetches from the registry itself and streams the blobs into the daemon,
 // so the registry must be reachable from the agent's network namespace (see

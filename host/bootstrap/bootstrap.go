@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,12 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/kipcell/kip/host/kubeconfig"
 )
 
 // What the node's certificate is and where kip keeps it.
@@ -68,6 +68,8 @@ func User(nodeName string) string { return "system:node:" + nodeName }
 // Manager keeps the node's client certificate current: it got the first
 // one at Start and renews it before it expires. RESTConfig is the node's
 // client configuration, which always presents the current certificate.
+// When the renewals fail until the certificate expired, Expired says that
+// kip must exit.
 type Manager struct {
 	nodeName string
 	certDir  string
@@ -76,6 +78,7 @@ type Manager struct {
 	dialer   *connrotation.Dialer
 	cancel   context.CancelFunc
 	done     chan struct{}
+	expired  chan error
 }
 
 // deps is what Start builds with, replaced in tests.
@@ -106,29 +109,11 @@ func NodeConfig(ctx context.Context, cfg Config, nodeName string, log *slog.Logg
 // cfg.ApprovalTimeout, or an error naming the likely cause), and starts
 // renewing it. ctx bounds Start only; Stop ends the renewals.
 func Start(ctx context.Context, cfg Config, nodeName string, log *slog.Logger) (*Manager, error) {
-	identity, err := LoadIdentity(cfg.Kubeconfig)
+	identity, _, err := kubeconfig.Load("bootstrap.kubeconfig", cfg.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	return start(ctx, cfg, nodeName, identity, log, deps{newClient: newClient, rotationCheck: rotationCheck})
-}
-
-// LoadIdentity loads the bootstrap identity: kubeconfig's current context,
-// or the pod's ServiceAccount for InCluster.
-func LoadIdentity(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == InCluster {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("loading the bootstrap identity (bootstrap.kubeconfig %s, the pod's ServiceAccount): %w", InCluster, err)
-		}
-		return cfg, nil
-	}
-	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading the bootstrap identity (bootstrap.kubeconfig %s): %w", kubeconfig, err)
-	}
-	return cfg, nil
 }
 
 func start(ctx context.Context, cfg Config, nodeName string, identity *rest.Config, log *slog.Logger, d deps) (*Manager, error) {
@@ -156,7 +141,7 @@ func start(ctx context.Context, cfg Config, nodeName string, identity *rest.Conf
 		}
 	}
 
-	m := &Manager{nodeName: nodeName, certDir: cfg.CertDir, done: make(chan struct{})}
+	m := &Manager{nodeName: nodeName, certDir: cfg.CertDir, done: make(chan struct{}), expired: make(chan error, 1)}
 	lifetime := cfg.CertificateLifetime
 	m.certs, err = certificate.NewManager(&certificate.Config{
 		// Renewals go as the node itself (selfnodeclient) while its
@@ -185,9 +170,17 @@ func start(ctx context.Context, cfg Config, nodeName string, identity *rest.Conf
 	var watchCtx context.Context
 	watchCtx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.certs.Start()
+	rot := newRotation(m.certs, m.dialer.CloseAll, exitAfter, time.Now(), log)
 	go func() {
 		defer close(m.done)
-		watchRotation(watchCtx, m.certs, m.dialer, d.rotationCheck, log)
+		failed := make(chan error, 1)
+		watchRotation(watchCtx, rot, d.rotationCheck, failed)
+		select {
+		case err := <-failed:
+			m.expired <- fmt.Errorf("%s in bootstrap.certDir %s: %w: kip exits, to start again and ask for a new one as its bootstrap identity (bootstrap.kubeconfig %s)",
+				User(nodeName), cfg.CertDir, err, cfg.Kubeconfig)
+		default:
+		}
 	}()
 	return m, nil
 }
@@ -349,9 +342,15 @@ func (m *Manager) Stop() {
 	<-m.done
 }
 
+// Expired receives one error, wrapping ErrExpired, when the certificate
+// expired and was not renewed (for 5 minutes, as the kubelet waits) while
+// the API server answers: kip must then exit, as the kubelet does, so that
+// it starts again and bootstraps anew. Nothing is received after Stop.
+func (m *Manager) Expired() <-chan error { return m.expired }
+
 // Check fails while there is no valid certificate (it expired and the
 // renewal failed); for /healthz.
-func (m *Manager) Check(*http.Request) error {
+func (m *Manager) Check(context.Context) error {
 	if m.certs.Current() == nil {
 		return fmt.Errorf("no valid client certificate for %s in %s: it expired and its renewal failed (see the log)", User(m.nodeName), m.certDir)
 	}

@@ -108,7 +108,7 @@ func TestStartRequestsTheNodeCertificate(t *testing.T) {
 	if !m.NotAfter().Equal(cur.Leaf.NotAfter) {
 		t.Errorf("NotAfter %v, want %v", m.NotAfter(), cur.Leaf.NotAfter)
 	}
-	if err := m.Check(nil); err != nil {
+	if err := m.Check(t.Context()); err != nil {
 		t.Errorf("Check: %v", err)
 	}
 	// The key and the certificate stay in certDir, readable by kip alone;

@@ -9,9 +9,6 @@ import (
 
 // Defaults of Config.
 const (
-	// InCluster as Config.Kubeconfig is the pod's ServiceAccount
-	// (rest.InClusterConfig).
-	InCluster                  = "in-cluster"
 	DefaultCertDir             = "/var/lib/kip/pki"
 	DefaultCertificateLifetime = 24 * time.Hour
 	// MinCertificateLifetime is the API's minimum of a CSR's
@@ -26,7 +23,8 @@ const (
 // kubeconfig key as it is.
 type Config struct {
 	// Kubeconfig is the bootstrap identity: a kubeconfig's path, or
-	// "in-cluster" for the pod's ServiceAccount. It must be allowed to
+	// "in-cluster" for the pod's ServiceAccount (host/kubeconfig). With
+	// the bootstrap on, it is also leaderElection.kubeconfig's default. It must be allowed to
 	// create CertificateSigningRequests (ClusterRole
 	// system:node-bootstrapper) and to have them approved (ClusterRole
 	// system:certificates.k8s.io:certificatesigningrequests:nodeclient).

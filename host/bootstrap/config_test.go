@@ -6,13 +6,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kipcell/kip/host/kubeconfig"
 	"github.com/kipcell/kip/host/setting"
 )
 
 func TestValidate(t *testing.T) {
 	on := func(f func(*Config)) Config {
 		c := DefaultConfig()
-		c.Kubeconfig = InCluster
+		c.Kubeconfig = kubeconfig.InCluster
 		f(&c)
 		return c
 	}

@@ -27,7 +27,14 @@
 // every new connection and, when the certificate changes, closes the
 // connections it opened, so that requests go on with the new one: the
 // kubelet's pkg/kubelet/certificate/transport.go, ported (transport.go).
+// Like the kubelet, it gives up when the renewals failed until the
+// certificate expired: after 5 minutes without a valid certificate while
+// the API server answers (it keeps waiting while the server does not),
+// Expired receives an error wrapping ErrExpired, and kip exits with it
+// (host/daemon) where the kubelet calls os.Exit, so that the process
+// starts again and asks for a new certificate as its bootstrap identity.
 //
-// It imports client-go, the standard library and host/setting; only
+// It imports client-go, the standard library, host/kubeconfig (which
+// loads the bootstrap identity) and host/setting; only
 // host/config (its Config) and host/daemon import it.
 package bootstrap

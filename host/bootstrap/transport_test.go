@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -17,12 +18,15 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// currentPair is a certificate manager's Current that the test sets.
+// currentPair is a certificate manager's Current and ServerHealthy that
+// the test sets.
 type currentPair struct {
-	p atomic.Pointer[tls.Certificate]
+	p         atomic.Pointer[tls.Certificate]
+	unhealthy atomic.Bool
 }
 
 func (c *currentPair) Current() *tls.Certificate { return c.p.Load() }
+func (c *currentPair) ServerHealthy() bool       { return !c.unhealthy.Load() }
 
 // mtlsServer answers each request with the serial number of the client
 // certificate presented on its connection, and counts closed connections.
@@ -97,7 +101,7 @@ func TestRotatingTransportPresentsTheCurrentCertificate(t *testing.T) {
 		dialers = append(dialers, func() { cancel(); <-done })
 		go func() {
 			defer close(done)
-			watchRotation(ctx, &cur, d, 20*time.Millisecond, discard)
+			watchRotation(ctx, newRotation(&cur, d.CloseAll, time.Hour, time.Now(), discard), 20*time.Millisecond, make(chan error, 1))
 		}()
 	}
 	defer func() {
@@ -132,5 +136,73 @@ func TestRotatingTransportPresentsTheCurrentCertificate(t *testing.T) {
 func TestRotatingConfigRefusesATransport(t *testing.T) {
 	if _, _, err := rotatingConfig(&rest.Config{Host: "https://x", Transport: http.DefaultTransport}, &currentPair{}); err == nil {
 		t.Error("rotatingConfig accepted a configuration with a transport")
+	}
+}
+
+// TestRotationCheck follows the certificate through a rotation's checks
+// at given times (no clock runs): a new certificate closes the
+// connections; none that is valid for exitAfter, or one past its
+// NotAfter, is ErrExpired while the API server answers, and only logged
+// while it does not.
+func TestRotationCheck(t *testing.T) {
+	ca := newTestCA(t)
+	subject := pkix.Name{CommonName: "system:node:" + node, Organization: []string{NodesGroup}}
+	_, _, a := ca.keyPair(t, subject, time.Hour)
+	_, _, b := ca.keyPair(t, subject, 2*time.Hour)
+	start := time.Now()
+	type step struct {
+		after     time.Duration // since start
+		cert      *tls.Certificate
+		unhealthy bool
+		closed    int  // CloseAll calls so far
+		expired   bool // check returns ErrExpired
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "unchanged", steps: []step{{after: time.Minute, cert: a}, {after: 50 * time.Minute, cert: a}}},
+		{name: "renewed", steps: []step{{after: time.Minute, cert: a}, {after: 40 * time.Minute, cert: b, closed: 1}, {after: 41 * time.Minute, cert: b, closed: 1}}},
+		{name: "expired, renewed within exitAfter", steps: []step{
+			{after: 59 * time.Minute, cert: a},
+			{after: 61 * time.Minute},
+			{after: 63 * time.Minute, cert: b, closed: 1},
+			{after: 70 * time.Minute, cert: b, closed: 1},
+		}},
+		{name: "expired, not renewed", steps: []step{
+			{after: 59 * time.Minute, cert: a},
+			{after: 61 * time.Minute},
+			{after: 63 * time.Minute},
+			{after: 64*time.Minute + time.Second, expired: true},
+		}},
+		{name: "expired, the server not answering", steps: []step{
+			{after: 59 * time.Minute, cert: a},
+			{after: 65 * time.Minute, unhealthy: true},
+			{after: 90 * time.Minute, unhealthy: true},
+			{after: 91 * time.Minute, expired: true},
+		}},
+		{name: "past NotAfter, still current", steps: []step{
+			{after: 59 * time.Minute, cert: a},
+			{after: 61 * time.Minute, cert: a, expired: true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cur currentPair
+			cur.p.Store(a)
+			closed := 0
+			r := newRotation(&cur, func() { closed++ }, exitAfter, start, discard)
+			for _, s := range tt.steps {
+				cur.p.Store(s.cert)
+				cur.unhealthy.Store(s.unhealthy)
+				err := r.check(start.Add(s.after))
+				if got := errors.Is(err, ErrExpired); got != s.expired || (err != nil && !got) {
+					t.Errorf("after %s: check = %v, want expired %v", s.after, err, s.expired)
+				}
+				if closed != s.closed {
+					t.Errorf("after %s: %d CloseAll, want %d", s.after, closed, s.closed)
+				}
+			}
+		})
 	}
 }

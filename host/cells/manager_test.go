@@ -388,6 +388,33 @@ func TestPodRunsOnItsCell(t *testing.T) {
 	}
 }
 
+// TestPodEndedByItsDeletionKeepsNoLogs: a pod whose containers end
+// because it is being deleted (the agent's DeletePod stops them) keeps no
+// logs and gets no LogsNotKept warning, though delete closes the agent
+// while the end is reported.
+func TestPodEndedByItsDeletionKeepsNoLogs(t *testing.T) {
+	h := newHarness(t)
+	h.runningPod(t, "deleted", "uid-deleted")
+	pod, err := h.m.GetPod(t.Context(), "default", "deleted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grace := int64(1)
+	pod.DeletionGracePeriodSeconds = &grace
+	if err := h.m.DeletePod(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	// The containers end under the deletion, as the agent's stop ends them.
+	h.agent.phases <- corev1.PodSucceeded
+	eventually(t, "instance terminated and pod forgotten", func() bool {
+		_, err := h.m.GetPod(t.Context(), "default", "deleted")
+		return len(h.plugin.Store().Instances()) == 0 && err != nil
+	})
+	if ev := h.events(); strings.Contains(ev, ReasonLogsNotKept) {
+		t.Errorf("a pod ended by its deletion got a %s warning:\n%s", ReasonLogsNotKept, ev)
+	}
+}
+
 func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
 	h := newHarness(t)
 	pod := newPod("job", "uid-2")

@@ -57,17 +57,27 @@ func (c *cell) finish(ctx context.Context, reason string) {
 
 // keepLogs reads the logs of the pod's containers from the agent before
 // its cell ends (podLogs), so that kubectl logs keeps working until the
-// pod is deleted, as on a kubelet.
+// pod is deleted, as on a kubelet. A pod being deleted keeps none: forget
+// would remove them, and delete's terminate closes the agent meanwhile
+// (a pod that ends because it is deleted, as a DeletePod's SIGTERM ends
+// it, would otherwise get a LogsNotKept warning for a connection closing).
 func (c *cell) keepLogs(ctx context.Context) {
 	c.mu.Lock()
-	agent, pod := c.agent, c.desired.DeepCopy()
+	agent, pod, deleting := c.agent, c.desired.DeepCopy(), c.deleting
 	c.mu.Unlock()
-	if agent == nil {
+	if agent == nil || deleting {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keepLogsTimeout)
 	defer cancel()
 	if err := c.d.logs.save(rctx, agent, pod); err != nil {
+		c.mu.Lock()
+		deleting = c.deleting
+		c.mu.Unlock()
+		if deleting {
+			c.log.Debug("not keeping the logs of a pod being deleted", "error", err)
+			return
+		}
 		c.log.Warn("keeping the logs of the pod that ended", "error", err)
 		c.event(corev1.EventTypeWarning, ReasonLogsNotKept, "the log of a container could not be kept after the pod ended: %s", err)
 	}

@@ -35,7 +35,9 @@ type Config struct {
 	// NodeName is the name of the virtual node.
 	NodeName string `koanf:"nodeName"`
 	// Kubeconfig is the kubeconfig kip uses (ideally a system:node:<name>
-	// identity); empty means $KUBECONFIG, then the in-cluster config.
+	// identity), or "in-cluster" for the pod's ServiceAccount; empty means
+	// $KUBECONFIG, then ~/.kube/config, then the in-cluster config
+	// (host/kubeconfig).
 	// Not with bootstrap.kubeconfig, which gets the node identity instead.
 	Kubeconfig string `koanf:"kubeconfig"`
 	// Bootstrap gets the node identity by TLS bootstrap (off by default).

@@ -28,8 +28,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kipcell/kip/host/kubeconfig"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/host/services"
 )
@@ -46,10 +46,6 @@ const (
 	caRBAC = "deploy/rbac/kip-ca-secret.yaml"
 	// servicesRBAC is the file that grants kip the EndpointSlices.
 	servicesRBAC = "deploy/rbac/kip-endpointslices.yaml"
-	// inClusterTokenFile is where rest.InClusterConfig reads the token.
-	inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token" //nolint:gosec // a path, not a credential
-	// inClusterSource names the in-cluster configuration as a kubeconfig source.
-	inClusterSource = "the in-cluster service account (/var/run/secrets/kubernetes.io/serviceaccount)"
 )
 
 // apiServer says, as a user would look for it, how kip reaches the API
@@ -57,36 +53,12 @@ const (
 // explain turns an error from a request into one that names what to fix.
 type apiServer struct {
 	url        string   // rest.Config Host
-	kubeconfig string   // where the configuration came from (kubeconfigSource)
+	kubeconfig string   // where the configuration came from (kubeconfig.Load)
 	identity   identity // what kip presents
 }
 
-func newAPIServer(cfg *rest.Config, kubeconfig string) apiServer {
-	return apiServer{url: cfg.Host, kubeconfig: kubeconfig, identity: identityOf(cfg, time.Now())}
-}
-
-// kubeconfigSource names where restConfig found cfg: the kubeconfig key,
-// $KUBECONFIG, ~/.kube/config, or the in-cluster service account (which
-// client-go's loader falls back to by itself when no kubeconfig is found).
-func kubeconfigSource(rules *clientcmd.ClientConfigLoadingRules, cfg *rest.Config) string {
-	if rules.ExplicitPath != "" {
-		return "kubeconfig " + rules.ExplicitPath + " (config key kubeconfig)"
-	}
-	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
-	if host != "" && port != "" && cfg.BearerTokenFile == inClusterTokenFile &&
-		cfg.Host == "https://"+net.JoinHostPort(host, port) {
-		return inClusterSource
-	}
-	var files []string
-	for _, f := range rules.GetLoadingPrecedence() {
-		if _, err := os.Stat(f); err == nil {
-			files = append(files, f)
-		}
-	}
-	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) != "" {
-		return "kubeconfig " + strings.Join(files, string(os.PathListSeparator)) + " ($KUBECONFIG)"
-	}
-	return "kubeconfig " + strings.Join(files, string(os.PathListSeparator)) + " (the default, ~/.kube/config)"
+func newAPIServer(cfg *rest.Config, source string) apiServer {
+	return apiServer{url: cfg.Host, kubeconfig: source, identity: identityOf(cfg, time.Now())}
 }
 
 // identity is what kip presents to the API server.
@@ -117,7 +89,7 @@ func identityOf(cfg *rest.Config, now time.Time) identity {
 		parts, hints = append(parts, desc+" (file "+cfg.CertFile+")"), append(hints, hint)
 	}
 	switch {
-	case cfg.BearerTokenFile == inClusterTokenFile:
+	case cfg.BearerTokenFile == kubeconfig.InClusterTokenFile:
 		parts = append(parts, "the service account token in "+cfg.BearerTokenFile+tokenSubject(cfg.BearerToken))
 		hints = append(hints, "check that the service account token is mounted and current")
 	case cfg.BearerTokenFile != "":

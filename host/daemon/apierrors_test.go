@@ -26,6 +26,7 @@ import (
 
 	"github.com/kipcell/kip/cell/api/apitest"
 	"github.com/kipcell/kip/host/config"
+	"github.com/kipcell/kip/host/kubeconfig"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/services"
 )
@@ -514,7 +515,7 @@ func TestLoadCAServerGone(t *testing.T) {
 // connect builds what Run builds from the kubeconfig at path.
 func connect(t *testing.T, path string) (apiServer, kubernetes.Interface) {
 	t.Helper()
-	rc, source, err := restConfig(path)
+	rc, source, err := kubeconfig.Load("kubeconfig", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,31 +622,4 @@ func TestSyncServices(t *testing.T) {
 			checkErr(t, "syncServices", err, tt.want, srv.URL, tt.never)
 		})
 	}
-}
-
-// TestKubeconfigSource checks that kip names the kubeconfig it read.
-func TestKubeconfigSource(t *testing.T) {
-	srv := fakeAPIServer(t, nil)
-	path := writeKubeconfig(t, srv.URL, serverCA(srv), &clientcmdapi.AuthInfo{})
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-
-	t.Run("config key", func(t *testing.T) {
-		_, source, err := restConfig(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "kubeconfig " + path + " (config key kubeconfig)"; source != want {
-			t.Errorf("source = %q, want %q", source, want)
-		}
-	})
-	t.Run("$KUBECONFIG", func(t *testing.T) {
-		t.Setenv("KUBECONFIG", path)
-		_, source, err := restConfig("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "kubeconfig " + path + " ($KUBECONFIG)"; source != want {
-			t.Errorf("source = %q, want %q", source, want)
-		}
-	})
 }

@@ -10,9 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/cells"
@@ -34,33 +33,41 @@ const staleCatalog = 180 * 24 * time.Hour
 // plugin.sha256 and plugin.config of the configuration read again
 // (WithReload; reload.go). With leaderElection.enabled, Run leads only
 // while it holds the node's Lease and returns an error when it loses it
-// (election.go).
-func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, opts ...Option) error {
+// (election.go). With bootstrap.kubeconfig, Run stops and returns an
+// error wrapping bootstrap.ErrExpired when the node's certificate expired
+// and was not renewed (bootstrap.go).
+func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, opts ...Option) (err error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
+	bridgeKlog(log)
 	hup, stopHUP := notifyHUP()
 	defer stopHUP()
+	// The admin server first: the TLS bootstrap may wait minutes for the
+	// node's certificate, and the probes must be answered meanwhile
+	// (admin.go).
+	obs, err := startAdmin(ctx, cfg.Admin, cfg.Bootstrap.Enabled(), log.With("component", "admin"))
+	if err != nil {
+		return err
+	}
 	restConfig, api, certs, err := nodeIdentity(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	if certs != nil {
 		defer certs.Stop()
+		obs.m.SetNodeCertificate(certs.NotAfter)
+		obs.nodeCertificate.set(certs.Check)
+		var stop func(error) error
+		ctx, stop = untilExpired(ctx, certs.Expired())
+		defer func() { err = stop(err) }()
 	}
 	client, err := kubernetes.NewForConfig(node.ClientConfig(restConfig))
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
-	obs, err := startAdmin(ctx, cfg.Admin, client, log.With("component", "admin"))
-	if err != nil {
-		return err
-	}
-	if certs != nil {
-		obs.m.SetNodeCertificate(certs.NotAfter)
-		obs.addHealthCheck("node-certificate", certs.Check)
-	}
+	obs.apiReady.set(apiCheck(client))
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
 	}
@@ -214,25 +221,12 @@ func (i insecureRegistries) Bootstrap(cellID, clusterID, nodeName, podUID string
 	return b, nil
 }
 
-// restConfig loads path, else $KUBECONFIG (or ~/.kube/config), else the
-// in-cluster configuration, and says which (kubeconfigSource).
-func restConfig(path string) (*rest.Config, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err == nil {
-		return cfg, kubeconfigSource(rules, cfg), nil
-	}
-	if path != "" {
-		return nil, "", fmt.Errorf("loading kubeconfig %s: %w", path, err)
-	}
-	in, inErr := rest.InClusterConfig()
-	if inErr != nil {
-		return nil, "", fmt.Errorf("finding a Kubernetes configuration: no kubeconfig (%w) and not in a cluster (%w)", err, inErr)
-	}
-	return in, inClusterSource, nil
+// bridgeKlog sends klog's output (client-go's leader election,
+// certificate manager and informers log through it) to log, as
+// structured records with component client-go, instead of klog's own
+// lines on stderr. klog is the process's: the last call wins.
+func bridgeKlog(log *slog.Logger) {
+	klog.SetSlogLogger(log.With("component", "client-go"))
 }
 
 // watchPodConditions tells the cells of pod updates: conditions others

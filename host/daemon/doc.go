@@ -11,7 +11,10 @@
 //
 // The node's identity is the kubeconfig's, or, with bootstrap.kubeconfig,
 // the certificate of system:node:<nodeName> that host/bootstrap gets by
-// TLS bootstrap and renews while kip runs (bootstrap.go).
+// TLS bootstrap and renews while kip runs (bootstrap.go). When its
+// renewals failed until it expired, Run stops its components as on
+// SIGTERM and returns the expiry's error, so that kip exits and starts
+// again from its bootstrap identity, as the kubelet does.
 //
 // Before the plugin starts, Run asks the API server its version, so that a
 // server kip cannot reach, or one that refuses kip's credentials, is
@@ -24,9 +27,11 @@
 // text and name the request.
 //
 // The admin server (host/admin: metrics, probes, /cells) starts first,
-// right after the API client is made, and serves until Run returns: its
-// readiness says whether the API server answers and whether the plugin
-// does (admin.go).
+// before the node's identity (the TLS bootstrap may wait minutes for its
+// certificate), and serves until Run returns: its readiness says whether
+// kip has its identity, whether the API server answers and whether the
+// plugin does; its liveness passes while kip waits for the identity
+// (admin.go).
 //
 // With leaderElection.enabled (election.go, host/election), everything
 // after the API server's preflight runs only while this process holds the
@@ -36,9 +41,18 @@
 // SIGTERM the leader stops its components, then releases the Lease; a
 // leader that loses the Lease stops and Run returns an error (kip exits,
 // to start again as a standby). The election's identity is not the node's
-// (NodeRestriction): leaderElection.kubeconfig, else the pod's
-// ServiceAccount, checked at start (election.CanHold).
+// (NodeRestriction): leaderElection.kubeconfig; empty, the bootstrap
+// identity (bootstrap.kubeconfig) with the bootstrap on, else the pod's
+// ServiceAccount; checked at start (election.CanHold).
 //
-// It imports the host packages, client-go and pluginapi; only host/cli
-// imports it.
+// Every kubeconfig setting (kubeconfig, bootstrap.kubeconfig,
+// leaderElection.kubeconfig) is loaded by host/kubeconfig's Load, whose
+// errors name the key.
+//
+// client-go's own components (the leader election, the certificate
+// manager, informers) log through klog; Run sends klog to kip's logger,
+// as records with component client-go (bridgeKlog).
+//
+// It imports the host packages, client-go, klog and pluginapi; only
+// host/cli imports it.
 package daemon

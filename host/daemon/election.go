@@ -9,10 +9,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/election"
+	"github.com/kipcell/kip/host/kubeconfig"
 )
 
 // drainTimeout bounds how long a leader that stops waits for its
@@ -26,7 +26,7 @@ const drainTimeout = 10 * time.Second
 // start rather than a standby forever.
 func elect(ctx context.Context, cfg *config.Config, log *slog.Logger, obs *observed, lead func(context.Context) error) error {
 	ecfg := cfg.LeaderElection.ForNode(cfg.NodeName)
-	restCfg, source, err := electionRESTConfig(ecfg.Kubeconfig)
+	restCfg, source, err := electionRESTConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -53,24 +53,36 @@ func elect(ctx context.Context, cfg *config.Config, log *slog.Logger, obs *obser
 	return e.Run(ctx, lead)
 }
 
-// electionRESTConfig is the identity that holds the Lease: the kubeconfig
-// at path, else the pod's ServiceAccount. Never $KUBECONFIG or the node's
-// kubeconfig by default: a node identity cannot hold it.
-func electionRESTConfig(path string) (*rest.Config, string, error) {
-	if path != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, "", fmt.Errorf("loading kubeconfig %s (config key leaderElection.kubeconfig): %w", path, err)
+// electionKubeconfig is the setting that holds the Lease, as kip.yaml
+// names it, and its value: leaderElection.kubeconfig; when that is empty,
+// the bootstrap identity (bootstrap.kubeconfig, perhaps in-cluster) with
+// the bootstrap on, else the pod's ServiceAccount. Never $KUBECONFIG or
+// the node's kubeconfig: a node identity cannot hold the Lease.
+func electionKubeconfig(cfg *config.Config) (key, path string) {
+	switch {
+	case cfg.LeaderElection.Kubeconfig != "":
+		return "leaderElection.kubeconfig", cfg.LeaderElection.Kubeconfig
+	case cfg.Bootstrap.Enabled():
+		return "bootstrap.kubeconfig", cfg.Bootstrap.Kubeconfig
+	}
+	return "leaderElection.kubeconfig", kubeconfig.InCluster
+}
+
+// electionRESTConfig loads the identity that holds the Lease
+// (electionKubeconfig) and says where it came from.
+func electionRESTConfig(cfg *config.Config) (*rest.Config, string, error) {
+	key, path := electionKubeconfig(cfg)
+	rc, source, err := kubeconfig.Load(key, path)
+	if err != nil && cfg.LeaderElection.Kubeconfig == "" {
+		means := "the pod's ServiceAccount"
+		if key != "leaderElection.kubeconfig" {
+			means = "the bootstrap identity (" + key + ")"
 		}
-		return cfg, "kubeconfig " + path + " (config key leaderElection.kubeconfig)", nil
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("leader election: leaderElection.kubeconfig is empty, which means the pod's ServiceAccount, and kip runs in no pod (%w): "+
+		return nil, "", fmt.Errorf("leader election: leaderElection.kubeconfig is empty, which means %s: %w: "+
 			"set it to the kubeconfig of an identity that may hold the Lease (not the node's; %s grants the ServiceAccount kip-system/kip)",
-			err, election.RBACFile)
+			means, err, election.RBACFile)
 	}
-	return cfg, inClusterSource, nil
+	return rc, source, err
 }
 
 // drainComponents waits for the components still running (running of

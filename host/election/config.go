@@ -50,9 +50,11 @@ type Config struct {
 	// Identity is this process's name in the Lease (holderIdentity);
 	// empty is $POD_NAME, else the host name and a random suffix.
 	Identity string `koanf:"identity"`
-	// Kubeconfig is the identity that holds the Lease. Empty: the pod's
-	// ServiceAccount (in-cluster). Never the node's: NodeRestriction
-	// forbids it.
+	// Kubeconfig is the identity that holds the Lease: a kubeconfig's
+	// path, or "in-cluster" for the pod's ServiceAccount. Empty: the
+	// bootstrap identity (bootstrap.kubeconfig, itself a path or
+	// in-cluster) when the bootstrap is on, else the pod's ServiceAccount.
+	// Never the node's: NodeRestriction forbids it.
 	Kubeconfig string `koanf:"kubeconfig"`
 }
 

@@ -20,8 +20,8 @@
 // error that names what grants it (deploy/rbac/kip-leader-election.yaml).
 // A node identity (system:node:<name>) never may: NodeRestriction admits a
 // node's Leases only in kube-node-lease and named after the node, so the
-// election uses another identity (leaderElection.kubeconfig, else the
-// pod's ServiceAccount).
+// election uses another identity (leaderElection.kubeconfig; empty, the
+// bootstrap identity with the bootstrap on, else the pod's ServiceAccount).
 //
 // Takeover time: after a kill -9, a standby takes the Lease when it has
 // seen it unchanged for leaseDuration, at its next try (every retryPeriod

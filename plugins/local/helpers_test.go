@@ -62,7 +62,7 @@ type agentReport struct {
 // exits with status 3 when exit is set.
 func testAgent(bootstrapPath string, exit bool) {
 	rep := agentReport{Env: map[string]string{}, PID: os.Getpid()}
-	for _, k := range []string{EnvCellID, EnvCellBootstrap, EnvCellAddress, EnvCellPort, EnvCellServiceProxy, EnvCellStateDir, EnvCellIMDSEndpoint, pluginapi.Handshake.MagicCookieKey} {
+	for _, k := range []string{EnvCellID, EnvCellBootstrap, EnvCellAddress, EnvCellPort, EnvCellServiceProxy, EnvCellStateDir, EnvCellIMDSEndpoint, EnvCellSharedNamespace, pluginapi.Handshake.MagicCookieKey} {
 		if v, ok := os.LookupEnv(k); ok {
 			rep.Env[k] = v
 		}

@@ -58,6 +58,8 @@ func TestLaunchLoopback(t *testing.T) {
 		EnvCellStateDir:     filepath.Join(cellDir(e.stateDir(), "cell-a"), agentStateDir),
 		// A local cell has no cloud instance metadata.
 		EnvCellIMDSEndpoint: "none",
+		// The cells of this machine share their images.
+		EnvCellSharedNamespace: SharedNamespace,
 	}
 	for k, v := range wantEnv {
 		if rep.Env[k] != v {

@@ -40,7 +40,14 @@ const (
 	// as a local cell has no cloud instance metadata to watch (an agent
 	// command's --imds-endpoint wins: the EC2 simulator's cells).
 	EnvCellIMDSEndpoint = "KIP_CELL_IMDS_ENDPOINT"
+	// EnvCellSharedNamespace is kip-cell's --shared-namespace default:
+	// SharedNamespace, so that the cells of this machine pull and unpack
+	// an image once for all of them instead of once each.
+	EnvCellSharedNamespace = "KIP_CELL_SHARED_NAMESPACE"
 )
+
+// SharedNamespace is the containerd namespace the local cells share.
+const SharedNamespace = "kip-cells"
 
 // agentStateDir is the agent's own directory (logs, volumes) inside the
 // cell directory, so that Terminate removes it with the cell.
@@ -93,6 +100,7 @@ func agentEnv(r *record, bootstrapPath, stateDir string) []string {
 		EnvCellPort+"="+strconv.Itoa(AgentPort),
 		EnvCellStateDir+"="+stateDir,
 		EnvCellIMDSEndpoint+"=none",
+		EnvCellSharedNamespace+"="+SharedNamespace,
 	)
 	if r.Network != NetworkNetns {
 		env = append(env, EnvCellServiceProxy+"=none")

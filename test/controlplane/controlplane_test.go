@@ -72,6 +72,25 @@ func TestPKI(t *testing.T) {
 	if err != nil || !strings.Contains(string(kc), "system:node:other") || !strings.Contains(string(kc), "https://127.0.0.1:6443") {
 		t.Errorf("node kubeconfig = %v %q", err, kc)
 	}
+
+	// A state directory from before the machine had an advertised
+	// address: the API server's certificate is made again to name it
+	// (pods reach the API server there), under the same CA; the others
+	// stay.
+	adminBefore, _ := os.ReadFile(filepath.Join(c.StateDir, "pki", "admin.crt"))
+	if err := c.writePKI(Options{NodeNames: []string{"kip"}, ServiceCIDR: "10.0.0.0/24", AdvertiseAddress: "192.0.2.7"}); err != nil {
+		t.Fatal(err)
+	}
+	serving := readCert(t, filepath.Join(c.StateDir, "pki", "apiserver.crt"))
+	if err := serving.VerifyHostname("192.0.2.7"); err != nil {
+		t.Errorf("the API server's certificate after the address was added: %v", err)
+	}
+	if _, err := serving.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the new serving certificate does not verify against the kept CA: %v", err)
+	}
+	if adminAfter, _ := os.ReadFile(filepath.Join(c.StateDir, "pki", "admin.crt")); string(adminBefore) != string(adminAfter) {
+		t.Error("adding an address regenerated the admin certificate")
+	}
 }
 
 func readCert(t *testing.T, path string) *x509.Certificate {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -66,10 +67,15 @@ type certSpec struct {
 	ips          []net.IP
 }
 
-// ensureCert creates the leaf certificate s if missing.
+// ensureCert creates the leaf certificate s if missing, or if the one
+// there does not name every address and DNS name of s (a state directory
+// kept from before the machine's address was added, or changed: the API
+// server's certificate must name the address pods reach it at).
 func (p pki) ensureCert(s certSpec) error {
 	if exists(p.path(s.name+".crt")) && exists(p.path(s.name+".key")) {
-		return nil
+		if cert, _, err := p.load(s.name); err == nil && names(cert, s) {
+			return nil
+		}
 	}
 	caCert, caKey, err := p.load(s.ca)
 	if err != nil {
@@ -99,6 +105,21 @@ func (p pki) ensureCert(s certSpec) error {
 		return fmt.Errorf("signing certificate %s: %w", s.name, err)
 	}
 	return p.write(s.name, der, key)
+}
+
+// names reports whether cert names every IP address and DNS name of s.
+func names(cert *x509.Certificate, s certSpec) bool {
+	for _, ip := range s.ips {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return false
+		}
+	}
+	for _, n := range s.dnsNames {
+		if !slices.Contains(cert.DNSNames, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // ensureServiceAccountKey creates the RSA key pair that signs service

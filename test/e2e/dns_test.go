@@ -17,10 +17,11 @@ import (
 
 // TestCoreDNSInCell: CoreDNS, built from the module proxy and deployed
 // from deploy/coredns/coredns.yaml, runs in a cell of its own on kip and
-// answers a pod of another cell that asks its pod IP. With the cluster
-// DNS on, that is the run's CoreDNS; otherwise the test deploys it with a
-// static zone in place of the kubernetes plugin (framework.StaticCorefile),
-// which answers kubernetes.default.svc.cluster.local as the plugin would.
+// answers a pod of another cell that asks its pod IP. The cluster DNS runs
+// on the kubelet node, as in a real cluster; this one is a second CoreDNS
+// in the test's namespace (framework.CellDNS), with a static zone in place
+// of the kubernetes plugin (framework.StaticCorefile), which answers
+// kubernetes.default.svc.cluster.local as the plugin would.
 func TestCoreDNSInCell(t *testing.T) {
 	kipLogOnFailure(t)
 	ctx := t.Context()
@@ -34,28 +35,27 @@ func TestCoreDNSInCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dns := clusterDNS
-	if dns == nil {
-		corefile, err := framework.StaticCorefile(map[string]string{"kubernetes.default.svc.cluster.local": apiService.Spec.ClusterIP})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if dns, err = f.DeployDNS(ctx, cells, framework.DNSOptions{Corefile: corefile, Log: t.Output()}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := dns.Delete(context.Background(), f); err != nil { //nolint:usetesting // a Cleanup: t.Context() has ended
-				t.Error(err)
-			}
-		})
+	ns := f.Namespace(t)
+	corefile, err := framework.StaticCorefile(map[string]string{"kubernetes.default.svc.cluster.local": apiService.Spec.ClusterIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns, err := f.DeployDNS(ctx, cells, framework.DNSOptions{Corefile: corefile, Placement: framework.CellDNS(ns, kip.NodeName), Log: t.Output()})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if err := dns.Delete(context.Background(), f); err != nil { //nolint:usetesting // a Cleanup: t.Context() has ended
+			t.Error(err)
+		}
+	})
+	t.Cleanup(func() {
 		if t.Failed() {
-			out, _ := kubectl(t, "logs", "-n", "kube-system", dns.Pod, "--tail=30")
+			out, _ := kubectl(t, "logs", "-n", dns.Namespace, dns.Pod, "--tail=30")
 			t.Logf("CoreDNS's log (pod %s):\n%s", dns.Pod, out)
 		}
 	})
-	pod, err := f.Client.CoreV1().Pods("kube-system").Get(ctx, dns.Pod, metav1.GetOptions{})
+	pod, err := f.Client.CoreV1().Pods(dns.Namespace).Get(ctx, dns.Pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,6 @@ func TestCoreDNSInCell(t *testing.T) {
 			pod.Name, pod.Spec.NodeName, pod.Annotations["cell.kipcell.io/instance-type"], kip.NodeName)
 	}
 
-	ns := f.Namespace(t)
 	client := clientPod(t, ns)
 	if client.Status.PodIP == dns.PodIP {
 		t.Fatalf("the client and CoreDNS share the address %s, want two cells", dns.PodIP)
@@ -79,15 +78,20 @@ func TestCoreDNSInCell(t *testing.T) {
 	}
 }
 
-// TestClusterDNS: a pod resolves the kubernetes Service and a Service of
-// its namespace by its short name through the cluster DNS (its
-// resolv.conf names kube-dns), and calls it by that name.
+// TestClusterDNS: the cluster DNS runs on the kubelet node, not in a
+// cell; a pod in a cell resolves the kubernetes Service and a Service of
+// its namespace by its short name through it (its resolv.conf names
+// kube-dns, which its cell leads to CoreDNS's pod on the kubelet node),
+// and calls it by that name.
 func TestClusterDNS(t *testing.T) {
 	if clusterDNS == nil {
 		t.Skipf("%s=0 turned the cluster DNS off, and this test needs it", framework.ClusterDNSEnv)
 	}
 	kipLogOnFailure(t)
 	ctx := t.Context()
+	if clusterDNS.Node != framework.InfraNodeName {
+		t.Errorf("CoreDNS pod %s runs on node %q, want the kubelet node %s", clusterDNS.Pod, clusterDNS.Node, framework.InfraNodeName)
+	}
 	ns := f.Namespace(t)
 	settle(t, ns)
 	helloDeployment(t, ns, "hello", 1, nil)

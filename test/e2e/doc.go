@@ -15,6 +15,7 @@
 //	                           each kip's node (DIR/kip.kip.log,
 //	                           DIR/kip.gcesim.log)
 //	KIP_E2E_CLUSTER_DNS=1|0    deploy CoreDNS as the cluster DNS
-//	                           (kube-system/kube-dns) before the tests;
+//	                           (kube-system/kube-dns, on the kubelet
+//	                           node kip-infra) before the tests;
 //	                           (on by default; framework.ClusterDNS)
 package e2e

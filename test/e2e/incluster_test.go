@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kipimages "github.com/kipcell/kip/deploy/images"
-	"github.com/kipcell/kip/test/controlplane"
 	"github.com/kipcell/kip/test/e2e/framework"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/kubeletnode"
@@ -157,20 +156,12 @@ func pushKipImage(t *testing.T) string {
 	return image
 }
 
-// startKubeletNode starts a real kubelet node (test/kubeletnode) for
-// kip's pod, stopped when the test ends.
+// startKubeletNode returns the run's real kubelet node (f.InfraNode,
+// started here if the run has not yet), whose logs the test prints if it
+// fails.
 func startKubeletNode(t *testing.T) *kubeletnode.Node {
 	t.Helper()
-	ctx := t.Context()
-	logw := testWriter{t}
-	nodeBin, err := controlplane.BuildNode(ctx, controlplane.BuildOptions{Log: logw})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := kubeletnode.Start(ctx, f.Cluster, kubeletnode.Options{
-		Name: "kip-infra", BinDir: nodeBin,
-		Registries: []string{cells.Registry.Host()}, Log: logw,
-	})
+	node, err := f.InfraNode(t.Context(), cells, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,13 +172,7 @@ func startKubeletNode(t *testing.T) *kubeletnode.Node {
 				t.Logf("%s log (tail):\n%s", p, lastBytes(string(data), 3000))
 			}
 		}
-		if err := node.Stop(); err != nil {
-			t.Errorf("stopping the kubelet node: %v", err)
-		}
-		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
-		_ = f.Client.CoreV1().Nodes().Delete(bg, node.Name, metav1.DeleteOptions{})
 	})
-
 	return node
 }
 

@@ -21,7 +21,8 @@ var (
 	cells *framework.Cells
 	kip   *framework.Kip
 	// clusterDNS is CoreDNS as the cluster DNS (kube-system/kube-dns) on
-	// node kip when framework.ClusterDNS() is on; nil otherwise.
+	// the kubelet node (f.InfraNode) when framework.ClusterDNS() is on;
+	// nil otherwise.
 	clusterDNS *framework.DNS
 )
 
@@ -69,11 +70,17 @@ func run(m *testing.M) int {
 	}
 	defer kip.Stop()
 	if framework.ClusterDNS() {
+		// CoreDNS runs where it runs in a real cluster: on a kubelet node.
+		if _, err := f.InfraNode(ctx, cells, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: starting the kubelet node for the cluster DNS:", err)
+			return 1
+		}
 		if clusterDNS, err = f.DeployDNS(ctx, cells, framework.DNSOptions{Log: os.Stderr}); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: deploying the cluster DNS:", err)
 			return 1
 		}
-		fmt.Fprintf(os.Stderr, "cluster DNS: CoreDNS pod %s at %s, Service kube-dns at %s\n", clusterDNS.Pod, clusterDNS.PodIP, framework.ClusterDNSIP)
+		fmt.Fprintf(os.Stderr, "cluster DNS: CoreDNS pod %s at %s on node %s, Service kube-dns at %s\n",
+			clusterDNS.Pod, clusterDNS.PodIP, clusterDNS.Node, framework.ClusterDNSIP)
 	}
 	return m.Run()
 }

@@ -3,15 +3,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,6 +27,8 @@ import (
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/test/bench"
+	"github.com/kipcell/kip/test/lightcell"
+	scaletest "github.com/kipcell/kip/test/scale"
 )
 
 // BenchmarkServiceFanout measures issue 13's ClusterIP Services at scale:
@@ -103,8 +100,7 @@ func measureFanout(b *testing.B, nServices, nEndpoints, nCells, nChanges int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stopCells := startLightCells(b, ca, nCells)
-	defer stopCells()
+	defer startLightCells(b, ca, nCells).Stop()
 	acks := newAckLog(nCells)
 	syncCtx, stopSync := context.WithCancel(ctx)
 	var syncs sync.WaitGroup
@@ -170,25 +166,25 @@ func measureFanout(b *testing.B, nServices, nEndpoints, nCells, nChanges int) {
 		everyCell = append(everyCell, last)
 	}
 	churnCPU := selfCPU() - cpu0
-	kipChurn := procUsageOf(b, kip.PID()).cpu - kip0.cpu
+	kipChurn := procUsageOf(b, kip.PID()).CPU - kip0.CPU
 
 	// Idle: nothing changes for ten seconds.
 	cpu0, kip0 = selfCPU(), procUsageOf(b, kip.PID())
 	time.Sleep(10 * time.Second)
-	idleCPU, kipIdle := selfCPU()-cpu0, procUsageOf(b, kip.PID()).cpu-kip0.cpu
+	idleCPU, kipIdle := selfCPU()-cpu0, procUsageOf(b, kip.PID()).CPU-kip0.CPU
 
 	all := bench.Report(b, "every-cell", time.Millisecond, everyCell)
 	one := bench.Report(b, "per-cell", time.Millisecond, perCell)
 	perChange := float64(churnCPU.Microseconds()) / 1000 / float64(nChanges)
 	b.ReportMetric(float64(heapAfter-heapBefore)/(1<<20), "host-heap-MiB")
 	b.ReportMetric(perChange, "host-cpu-ms/change")
-	b.ReportMetric(float64(kipLoaded.rss-kipBefore.rss)/(1<<20), "kip-rss-growth-MiB")
+	b.ReportMetric(float64(kipLoaded.RSS-kipBefore.RSS)/(1<<20), "kip-rss-growth-MiB")
 	b.Logf("EndpointSlice change → all %d cells: %s", nCells, all)
 	b.Logf("EndpointSlice change → each cell: %s", one)
 	b.Logf("host side (informers, table, %d syncs): heap %.1f MiB more with %d Services of %d endpoints; CPU %.2f ms a change (%d changes, %s); idle %s over 10s",
 		nCells, float64(heapAfter-heapBefore)/(1<<20), nServices, nEndpoints, perChange, nChanges, churnCPU, idleCPU)
 	b.Logf("kip process (no cells): RSS %.1f → %.1f MiB with the Services; CPU %s during the changes, %s idle over 10s",
-		float64(kipBefore.rss)/(1<<20), float64(kipLoaded.rss)/(1<<20), kipChurn, kipIdle)
+		float64(kipBefore.RSS)/(1<<20), float64(kipLoaded.RSS)/(1<<20), kipChurn, kipIdle)
 }
 
 // createServices creates n Services without selectors, each with an
@@ -340,52 +336,17 @@ func (a *ackLog) waitAll(b *testing.B, rev uint64) []time.Time {
 func lightCellID(i int) string   { return fmt.Sprintf("bench-%03d", i) }
 func lightCellAddr(i int) string { return fmt.Sprintf("127.0.77.%d", i+1) }
 
-// startLightCells builds test/cmd/kip-light-cells and runs n light cells
-// in it, each with a bootstrap from ca, and returns what stops them.
-func startLightCells(b *testing.B, ca *pki.CA, n int) func() {
+// startLightCells runs n light cells in a kip-light-cells process, each
+// with a bootstrap from ca.
+func startLightCells(b *testing.B, ca *pki.CA, n int) *lightcell.Process {
 	b.Helper()
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "kip-light-cells")
-	if out, err := exec.CommandContext(b.Context(), "go", "build", "-o", bin, "github.com/kipcell/kip/test/cmd/kip-light-cells").CombinedOutput(); err != nil {
-		b.Fatalf("building kip-light-cells: %v\n%s", err, out)
-	}
-	boots := filepath.Join(dir, "bootstraps")
-	if err := os.Mkdir(boots, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	for i := range n {
+	return lightcell.StartProcess(b, n, func(i int) (*cellapi.Bootstrap, error) {
 		bs, err := ca.Bootstrap(lightCellID(i), "e2e", "kip", "bench-"+strconv.Itoa(i), 0)
-		if err != nil {
-			b.Fatal(err)
+		if err == nil {
+			bs.ListenAddress = lightCellAddr(i) + ":6421"
 		}
-		bs.ListenAddress = lightCellAddr(i) + ":6421"
-		data, err := bs.Marshal()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(boots, lightCellID(i)+".json"), data, 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cmd := exec.Command(bin, "-bootstraps", boots)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != fmt.Sprintf("ready %d", n) {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		b.Fatalf("kip-light-cells said %q, %v", line, err)
-	}
-	return func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}
+		return bs, err
+	})
 }
 
 // heapInUse is the live heap after a collection.
@@ -403,35 +364,13 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-type procUsage struct {
-	rss uint64
-	cpu time.Duration
-}
-
-// procUsageOf reads a process's resident memory and CPU time from /proc.
-func procUsageOf(b *testing.B, pid int) procUsage {
+// procUsageOf reads a process's resident memory and CPU time from /proc
+// (scaletest.ReadUsage).
+func procUsageOf(b *testing.B, pid int) scaletest.Usage {
 	b.Helper()
-	var u procUsage
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	u, err := scaletest.ReadUsage(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.Fields(rest)[0], 10, 64)
-			u.rss = kb << 10
-		}
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Fields after the command's closing parenthesis: utime and stime are
-	// the 12th and 13th, in clock ticks (100 a second on Linux).
-	_, after, _ := strings.Cut(string(stat), ") ")
-	fields := strings.Fields(after)
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	u.cpu = time.Duration(utime+stime) * 10 * time.Millisecond
 	return u
 }

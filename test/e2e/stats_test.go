@@ -37,7 +37,7 @@ func burner() corev1.Container {
 // TestStats is the kubelet's stats on a Kip node: the summary and the
 // resource metrics of a CPU-burning pod, read through the API server's
 // node proxy as a kubelet's are; metrics-server (built from the Go module
-// proxy, in a cell of its own) scraping them, so that kubectl top pod
+// proxy, on the kubelet node) scraping them, so that kubectl top pod
 // shows the pod's CPU and memory; and a HorizontalPodAutoscaler on CPU
 // scaling the pod's Deployment up from 1.
 func TestStats(t *testing.T) {
@@ -45,9 +45,17 @@ func TestStats(t *testing.T) {
 	ctx := t.Context()
 	ns := f.Namespace(t)
 	deployment(t, ns, "burn", 1, nil, burner())
-	ms, err := f.DeployMetricsServer(ctx, cells, os.Stderr)
+	// metrics-server runs where it runs in a real cluster: on a kubelet
+	// node, from which it scrapes kip's kubelet API like any node's.
+	if _, err := f.InfraNode(ctx, cells, t.Output()); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := f.DeployMetricsServer(ctx, cells, framework.Placement{}, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if pods, err := f.Client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=metrics-server"}); err != nil || len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != framework.InfraNodeName {
+		t.Errorf("metrics-server's pods %v (%v), want one on the kubelet node %s", podNodes(pods), err, framework.InfraNodeName)
 	}
 	t.Cleanup(func() {
 		if err := ms.Delete(context.Background(), f); err != nil { //nolint:usetesting // a Cleanup: t.Context() has ended
@@ -199,4 +207,16 @@ func checkHPA(t *testing.T, ns string) {
 	f.WaitForPods(t, ns, "app=burn", 2, 90*time.Second, "Running on kip", func(p *corev1.Pod) bool {
 		return p.Spec.NodeName == "kip" && running(p)
 	})
+}
+
+// podNodes lists "pod@node" for each pod of list (nil: none).
+func podNodes(list *corev1.PodList) []string {
+	if list == nil {
+		return nil
+	}
+	var out []string
+	for i := range list.Items {
+		out = append(out, list.Items[i].Name+"@"+list.Items[i].Spec.NodeName)
+	}
+	return out
 }

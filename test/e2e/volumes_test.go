@@ -48,9 +48,12 @@ func TestReferencesEventsAndAttach(t *testing.T) {
 		t.Errorf("inside the container: %q (exit %d), want %q", out, code, want)
 	}
 
+	// Pulled either way: after Pulling, or "already present on machine"
+	// when an earlier cell of the machine has the image (local cells share
+	// their images, as a kubelet's pods do).
 	f.WaitFor(t, 20*time.Second, "the kubelet's events on the pod", func(context.Context) (bool, error) {
 		out, _ := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=refs", "-o", "custom-columns=REASON:.reason,PATH:.involvedObject.fieldPath")
-		return strings.Contains(out, "Pulling") && strings.Contains(out, "Started") && strings.Contains(out, "spec.containers{main}") &&
+		return strings.Contains(out, "Pulled") && strings.Contains(out, "Started") && strings.Contains(out, "spec.containers{main}") &&
 			strings.Contains(out, "CellRunning"), nil
 	})
 

@@ -5,6 +5,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kipcell/kip/test/modbuild"
 	"github.com/kipcell/kip/test/registry"
 )
 
@@ -28,8 +29,8 @@ const (
 // CoreDNSOptions configure BuildCoreDNS.
 type CoreDNSOptions = BuildOptions
 
-var coreDNS = proxyCommand{name: CoreDNSName, module: CoreDNSModule, version: CoreDNSVersion, pkg: CoreDNSModule,
-	cold: "about 2 to 3 minutes"}
+var coreDNS = proxyCommand{modbuild.Program{Name: CoreDNSName, Module: CoreDNSModule, Version: CoreDNSVersion, Pkg: CoreDNSModule,
+	Cold: "about 2 to 3 minutes"}}
 
 // BuildCoreDNS compiles CoreDNSVersion from the Go module proxy (a
 // throwaway module, GOWORK=off, CGO_ENABLED=0, -trimpath) into

@@ -45,7 +45,7 @@
 // HorizontalPodAutoscaler, is built and pushed the same way
 // (BuildMetricsServer into ~/.cache/kip/metrics-server, PushMetricsServer
 // as kip-e2e/metrics-server:<MetricsServerTag>; proxybuild.go holds what
-// the two share).
+// the two share, over test/modbuild's Program).
 //
 // TestContainerdRunsImages, run as root where containerd and runc are
 // installed, proves the images run: it starts Debian's containerd as a child

@@ -5,6 +5,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kipcell/kip/test/modbuild"
 	"github.com/kipcell/kip/test/registry"
 )
 
@@ -23,8 +24,8 @@ const (
 	MetricsServerTag = MetricsServerVersion
 )
 
-var metricsServer = proxyCommand{name: MetricsServerName, module: MetricsServerModule, version: MetricsServerVersion,
-	pkg: MetricsServerModule + "/cmd/metrics-server", cold: "about 2 to 4 minutes"}
+var metricsServer = proxyCommand{modbuild.Program{Name: MetricsServerName, Module: MetricsServerModule, Version: MetricsServerVersion,
+	Pkg: MetricsServerModule + "/cmd/metrics-server", Cold: "about 2 to 4 minutes"}}
 
 // BuildMetricsServer compiles MetricsServerVersion from the Go module
 // proxy into <CacheDir>/<version>/bin/metrics-server (CacheDir defaults to

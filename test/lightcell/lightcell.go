@@ -1,52 +1,80 @@
-// Package lightcell is a cell agent without containers, for load tests
-// that need many cells on one machine: it speaks the real cell/api over
-// mutual TLS, keeps the ClusterIP services the host sends through the
-// real cell/services Proxy (the agent's own ApplyServices, cell/agent),
-// and only counts what it would program; a pod applied to it is Running
-// at once and never starts a process.
+// Package lightcell is a cell agent without containers, for scale and
+// load tests that need many cells on one machine: the real agent
+// (cell.Run: the join, mutual TLS, the pod logic of cell/pod, status,
+// logs, exec, stats, the ClusterIP services table) over
+// cell/runtime/fakeruntime, whose containers run no process. The real
+// agent and a light one share everything but the runtime, and but the
+// ClusterIP services, which a light cell counts (Programmed) instead of
+// programming iptables, since its network namespace may be the machine's
+// or the process's that hosts it.
 //
-// Agent.Serve runs one for a bootstrap; test/cmd/kip-light-cells runs
-// many in a process of their own, so that a benchmark measures the host's
-// CPU apart from its cells'.
+// Three ways to run light cells:
 //
-// It imports cell/agent, cell/api, cell/services and the Kubernetes API
-// types; only tests and test commands import it.
+//   - Cell.Run in a test's process (the host side's tests), or
+//     StartProcess: a kip-light-cells process of the test's own;
+//   - test/cmd/kip-light-cell, a drop-in for kip-cell (the same flags,
+//     cell.Flags): one light cell, one process;
+//   - test/cmd/kip-light-cells, many light cells in one process: one per
+//     bootstrap file of a directory, and those handed over on a unix
+//     socket (ServeHandoffs) by test/cmd/kip-light-stub, a small process
+//     per cell that the local plugin (and so the cloud simulators, whose
+//     instances are the local plugin's cells) runs as its agent command:
+//     agentCommand [kip-light-stub, SOCKET, --bootstrap, {bootstrap}, …].
+//     A handed cell listens in the stub's network namespace (netns mode)
+//     and logs to the stub's stderr (the cell's agent.log).
+//
+// It imports cell, cell/api, cell/runtime/fakeruntime, cell/services,
+// test/lightcell/handoff, x/sys/unix and testing; only tests and test
+// commands import it.
 package lightcell
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
 	"sync/atomic"
+	"syscall"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	corev1 "k8s.io/api/core/v1"
+	"golang.org/x/sys/unix"
 
-	"github.com/kipcell/kip/cell/agent"
-	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell"
+	"github.com/kipcell/kip/cell/runtime/fakeruntime"
 	"github.com/kipcell/kip/cell/services"
+	"github.com/kipcell/kip/test/lightcell/handoff"
 )
 
-// Agent is a light cell agent: the real agent's ApplyServices over a
-// counting Programmer, and a pod that is Running as soon as it is applied.
-type Agent struct {
-	*agent.Server
-	prog *counter
+// Cell is one light cell: its fake runtime and what it was sent of the
+// ClusterIP services.
+type Cell struct {
+	Runtime *fakeruntime.Runtime
+	prog    *counter
 }
 
-// New returns a light agent.
-func New() *Agent {
-	prog := &counter{}
-	return &Agent{Server: agent.New(agent.Config{Services: services.New(prog)}), prog: prog}
+// New returns a light cell whose runtime is configured by rcfg.
+func New(rcfg fakeruntime.Config) *Cell {
+	return &Cell{Runtime: fakeruntime.New(rcfg), prog: &counter{}}
 }
 
-// Programmed is how many tables the agent has programmed (whole or
+// Programmed is how many tables the cell has programmed (whole or
 // delta) and how many services the last one held.
-func (a *Agent) Programmed() (syncs, services int64) {
-	return a.prog.syncs.Load(), a.prog.services.Load()
+func (c *Cell) Programmed() (syncs, services int64) {
+	return c.prog.syncs.Load(), c.prog.services.Load()
+}
+
+// Run runs the cell as cell.Run runs a real one, until ctx ends (then
+// its pod is stopped), with cfg's Runtime and ServicePrograms the light
+// cell's.
+func (c *Cell) Run(ctx context.Context, cfg cell.Config) error {
+	cfg.Runtime = c.Runtime
+	cfg.ServicePrograms = c.prog
+	return cell.Run(ctx, cfg)
 }
 
 // counter is a Programmer that only counts.
@@ -60,61 +88,140 @@ func (c *counter) Program(_ context.Context, s []services.Service) error {
 	return nil
 }
 
-// ApplyPod accepts any pod.
-func (a *Agent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
-	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+// Options are what every cell of a process shares.
+type Options struct {
+	// Runtime configures each cell's fake runtime.
+	Runtime fakeruntime.Config
+	// Logger receives what ServeHandoffs says about cells it could not
+	// start (their own logs go to their stubs' stderr); nil: discarded.
+	Logger *slog.Logger
 }
 
-// WatchStatus reports the pod Running, then nothing until the host goes.
-func (a *Agent) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_WatchStatusServer) error {
-	data, err := json.Marshal(corev1.PodStatus{Phase: corev1.PodRunning})
+// ServeHandoffs runs the cells stubs hand over on lis (handoff), each
+// until its stub asks it to stop or goes away, or until ctx ends; it
+// returns once they have all ended.
+func ServeHandoffs(ctx context.Context, lis *net.UnixListener, opts Options) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var cells sync.WaitGroup
+	defer cells.Wait()
+	stop := context.AfterFunc(ctx, func() { _ = lis.Close() })
+	defer stop()
+	for {
+		c, err := lis.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accepting handed cells: %w", err)
+		}
+		cells.Go(func() {
+			h, err := handoff.Accept(c)
+			if err != nil {
+				_ = c.Close()
+				log.WarnContext(ctx, "refusing a handed cell", "error", err)
+				return
+			}
+			err = RunHanded(ctx, h, opts.Runtime)
+			if err != nil {
+				log.WarnContext(ctx, "handed cell ended", "args", h.Request.Args, "error", err)
+			}
+			h.Finish(err)
+		})
+	}
+}
+
+// RunHanded runs a handed cell as kip-cell would run with the stub's
+// flags and environment, until the stub asks it to stop or ctx ends. It
+// leaves h open (the caller Finishes it).
+func RunHanded(ctx context.Context, h *handoff.Handed, rcfg fakeruntime.Config) error {
+	fs := flag.NewFlagSet("kip-light-stub", flag.ContinueOnError)
+	fs.SetOutput(h.Stderr)
+	var flags cell.Flags
+	flags.Register(fs, h.Getenv)
+	if err := fs.Parse(h.Request.Args); err != nil {
+		return fmt.Errorf("parsing the handed cell's flags: %w", err)
+	}
+	for _, p := range []*string{&flags.Bootstrap, &flags.Config.StateDir} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(h.Request.Dir, *p)
+		}
+	}
+	cfg, err := flags.Load()
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&cellv1.PodStatusUpdate{StatusJson: data, Seq: 1}); err != nil {
-		return err
+	level := slog.LevelInfo
+	if flags.Debug {
+		level = slog.LevelDebug
 	}
-	<-stream.Context().Done()
-	return nil
+	cfg.Logger = slog.New(slog.NewJSONHandler(h.Stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.NetNSPath == "" {
+		// The stub's namespace is the cell's: the descriptor stays open
+		// as long as the cell runs.
+		cfg.NetNSPath = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), h.Netns.Fd())
+	}
+	if cfg.Listener, err = listenIn(h.Netns, cfg.ListenAddress()); err != nil {
+		return fmt.Errorf("listening for the host in the cell's network namespace: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.Stopped():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return New(rcfg).Run(ctx, cfg)
 }
 
-// Logs, Exec, Attach, PortForward and Stats: a light cell runs nothing.
-
-func (a *Agent) Logs(*cellv1.LogsRequest, cellv1.Cell_LogsServer) error { return errNoPod }
-func (a *Agent) Exec(cellv1.Cell_ExecServer) error                      { return errNoPod }
-func (a *Agent) Attach(cellv1.Cell_AttachServer) error                  { return errNoPod }
-func (a *Agent) PortForward(cellv1.Cell_PortForwardServer) error        { return errNoPod }
-func (a *Agent) Stats(context.Context, *cellv1.StatsRequest) (*cellv1.StatsResponse, error) {
-	return nil, errNoPod
-}
-
-var errNoPod = status.Error(codes.Unimplemented, "a light cell runs no containers")
-
-// DeletePod has nothing to stop.
-func (a *Agent) DeletePod(context.Context, *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
-	return &cellv1.DeletePodResponse{}, nil
-}
-
-// Serve serves the agent as the cell of b on b.ListenAddress (all
-// addresses on the agent port when empty) until ctx ends, keeping its key
-// and certificate in identityDir: it waits to be joined, as a real agent
-// does (agent.Identity). listening, if set, is called once it accepts
-// connections.
-func (a *Agent) Serve(ctx context.Context, b *cellapi.Bootstrap, identityDir string, listening func()) error {
-	id, err := agent.LoadIdentity(identityDir, b, nil, nil)
-	if err != nil {
-		return fmt.Errorf("serving light cell %s: %w", b.CellID, err)
+// listenIn listens on addr in the network namespace netns: on this
+// thread's namespace when it is netns, else on a thread that enters it
+// for the while (the socket stays in the namespace it was made in).
+func listenIn(netns *os.File, addr string) (net.Listener, error) {
+	var target, own syscall.Stat_t
+	if err := syscall.Fstat(int(netns.Fd()), &target); err != nil {
+		return nil, err
 	}
-	addr := b.ListenAddress
-	if addr == "" {
-		addr = fmt.Sprintf(":%d", cellapi.Port)
+	if err := syscall.Stat("/proc/thread-self/ns/net", &own); err == nil && own.Dev == target.Dev && own.Ino == target.Ino {
+		return net.Listen("tcp", addr)
 	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("serving light cell %s: %w", b.CellID, err)
+	type result struct {
+		lis net.Listener
+		err error
 	}
-	if listening != nil {
-		listening()
+	ch := make(chan result, 1)
+	go func() {
+		// A thread that cannot go back stays locked and ends with the
+		// goroutine.
+		runtime.LockOSThread()
+		back, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer back.Close()
+		if err := unix.Setns(int(netns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("entering the network namespace: %w", err)}
+			return
+		}
+		lis, err := net.Listen("tcp", addr)
+		if serr := unix.Setns(int(back.Fd()), unix.CLONE_NEWNET); serr != nil {
+			ch <- result{lis: lis, err: errors.Join(err, serr)}
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- result{lis: lis, err: err}
+	}()
+	r := <-ch
+	if r.err != nil && r.lis != nil {
+		_ = r.lis.Close()
+		return nil, r.err
 	}
-	return agent.Serve(ctx, lis, id, a)
+	return r.lis, r.err
 }

@@ -9,8 +9,10 @@
 // the machine's is refused before a long build starts), go commands run
 // outside the workspace with CGO_ENABLED=0, and a stamp file that marks a
 // directory of built binaries as current for one module version and one Go
-// toolchain. The callers decide what to build: test/controlplane builds
-// Kubernetes and etcd, test/images builds CoreDNS.
+// toolchain. Program builds one command of a module that way, cached with
+// such a stamp. The callers decide what to build: test/controlplane builds
+// Kubernetes and etcd, test/images builds CoreDNS and metrics-server
+// (Program), test/scale virtual-kubelet's mock node (Program).
 //
 // It imports only the standard library; it never imports host or cell.
 package modbuild

@@ -30,6 +30,24 @@ func GoVersion(ctx context.Context) (string, error) {
 	return Output(ctx, "", "env", "GOVERSION")
 }
 
+// ModuleDir downloads modVersion ("github.com/virtual-kubelet/virtual-kubelet@v1.13.0")
+// through the module proxy and returns its directory in the module cache,
+// read-only.
+func ModuleDir(ctx context.Context, modVersion string) (string, error) {
+	out, err := Output(ctx, "", "mod", "download", "-json", modVersion)
+	if err != nil {
+		return "", err
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return "", fmt.Errorf("parsing go mod download output: %w", err)
+	}
+	if info.Error != "" {
+		return "", fmt.Errorf("%s", info.Error)
+	}
+	return info.Dir, nil
+}
+
 // GoMod downloads the go.mod of modVersion ("k8s.io/kubernetes@v1.36.3")
 // through the module proxy and returns it.
 func GoMod(ctx context.Context, modVersion string) ([]byte, error) {

@@ -1,12 +1,13 @@
 // Command kip-demo runs what make demo shows, on a control plane that
 // kip-cluster already started: a private containerd and a local registry
 // holding the demo image, kip with the local plugin (as the node's own
-// identity), the cluster DNS (deploy/coredns, when framework.ClusterDNS is
-// on), metrics-server (deploy/metrics-server: kubectl top, the
-// HorizontalPodAutoscaler) and deploy/examples/hello.yaml. It writes a
-// ready file once the workload is applied, and stays in the foreground
-// until SIGTERM, when it deletes the workload, metrics-server and the DNS
-// (so every cell ends) and stops everything.
+// identity), a real kubelet node, kip-infra (test/kubeletnode), for the
+// cluster's own add-ons: the cluster DNS (deploy/coredns, when
+// framework.ClusterDNS is on) and metrics-server (deploy/metrics-server:
+// kubectl top, the HorizontalPodAutoscaler); and deploy/examples/hello.yaml
+// on the Kip node. It writes a ready file once the workload is applied,
+// and stays in the foreground until SIGTERM, when it deletes the workload
+// (so every cell ends), metrics-server and the DNS, and stops everything.
 //
 // Everything it keeps lives in the demo's directory (--dir, by default
 // demo/ in kip-cluster's state directory): kip/ (kip.yaml, kip.log, the
@@ -131,15 +132,28 @@ func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		return cmd.Run()
 	}
+	// The cluster's own add-ons run where they run in a real cluster: on
+	// a kubelet node, kip-infra, pinned there (an --untainted Kip node
+	// would otherwise be a candidate too).
+	infra, err := framework.StartInfraNode(ctx, cluster, cells, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := infra.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	onInfra := framework.Placement{Node: infra.Name}
 	// The cluster DNS first, so that the workload's pods find it.
 	var dns *framework.DNS
 	if framework.ClusterDNS() {
-		if dns, err = fw.ApplyDNS(ctx, cells, framework.DNSOptions{Log: os.Stderr}); err != nil {
+		if dns, err = fw.ApplyDNS(ctx, cells, framework.DNSOptions{Placement: onInfra, Log: os.Stderr}); err != nil {
 			return err
 		}
 	}
 	// metrics-server, behind kubectl top and the HorizontalPodAutoscaler.
-	ms, err := fw.ApplyMetricsServer(ctx, cells, os.Stderr)
+	ms, err := fw.ApplyMetricsServer(ctx, cells, onInfra, os.Stderr)
 	if err != nil {
 		return err
 	}

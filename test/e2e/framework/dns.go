@@ -68,9 +68,11 @@ type DNS struct {
 	Image images.Image
 	// Manifest is what was applied: DNSManifest rendered by RenderDNS.
 	Manifest []byte
-	// Pod is CoreDNS's Running pod in kube-system (set by DeployDNS, not
-	// by ApplyDNS), and PodIP its address in its cell.
-	Pod, PodIP string
+	// Namespace is where CoreDNS runs: kube-system, or its Placement's.
+	Namespace string
+	// Pod is CoreDNS's Running pod in Namespace (set by DeployDNS, not by
+	// ApplyDNS), PodIP its address and Node its node.
+	Pod, PodIP, Node string
 }
 
 // DNSOptions configure ApplyDNS and DeployDNS.
@@ -78,8 +80,21 @@ type DNSOptions struct {
 	// Corefile replaces the manifest's; empty keeps it. A test runs a
 	// static zone with it while cells cannot reach the API server.
 	Corefile string
+	// Placement moves CoreDNS to a node or a namespace; the zero value
+	// leaves it where the manifest's scheduling puts it: on a kubelet
+	// node (InfraNode). CellDNS is the placement of a second CoreDNS in a
+	// cell of a Kip node.
+	Placement Placement
 	// Log receives progress lines, the CoreDNS build's among them.
 	Log io.Writer
+}
+
+// CellDNS places CoreDNS in a cell of Kip node kipNode, in namespace ns,
+// beside the cluster DNS: its ServiceAccount, ConfigMap and Deployment
+// only, no kube-dns Service and no ClusterRole (give it a Corefile that
+// needs no API access: StaticCorefile).
+func CellDNS(ns, kipNode string) Placement {
+	return Placement{Node: kipNode, Namespace: ns, Kinds: []string{"ServiceAccount", "ConfigMap", "Deployment"}}
 }
 
 // ApplyDNS builds CoreDNS (cached, images.BuildCoreDNS), pushes it to the
@@ -106,14 +121,21 @@ func (f *Framework) ApplyDNS(ctx context.Context, cells *Cells, opts DNSOptions)
 	if err != nil {
 		return nil, err
 	}
+	if rendered, err = place(rendered, opts.Placement); err != nil {
+		return nil, fmt.Errorf("placing %s: %w", DNSManifest, err)
+	}
 	if err := f.kubectl(ctx, rendered, "apply", "-f", "-"); err != nil {
 		return nil, fmt.Errorf("applying %s: %w", DNSManifest, err)
 	}
-	return &DNS{Image: img, Manifest: rendered}, nil
+	ns := metav1.NamespaceSystem
+	if opts.Placement.Namespace != "" {
+		ns = opts.Placement.Namespace
+	}
+	return &DNS{Image: img, Manifest: rendered, Namespace: ns}, nil
 }
 
 // DeployDNS is ApplyDNS, then waits until CoreDNS's pod runs and is Ready
-// (on a Kip node: the manifest selects one) and records it in the DNS.
+// and records it in the DNS.
 func (f *Framework) DeployDNS(ctx context.Context, cells *Cells, opts DNSOptions) (*DNS, error) {
 	dns, err := f.ApplyDNS(ctx, cells, opts)
 	if err != nil {
@@ -121,7 +143,7 @@ func (f *Framework) DeployDNS(ctx context.Context, cells *Cells, opts DNSOptions
 	}
 	var last string
 	err = Poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
-		pods, err := f.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		pods, err := f.Client.CoreV1().Pods(dns.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 		if err != nil {
 			return false, err
 		}
@@ -129,7 +151,7 @@ func (f *Framework) DeployDNS(ctx context.Context, cells *Cells, opts DNSOptions
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			if p.DeletionTimestamp == nil && PodRunning(p) && podReady(p) && p.Status.PodIP != "" {
-				dns.Pod, dns.PodIP = p.Name, p.Status.PodIP
+				dns.Pod, dns.PodIP, dns.Node = p.Name, p.Status.PodIP, p.Spec.NodeName
 				return true, nil
 			}
 			last += fmt.Sprintf("\n  %s on %q: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, containerStates(p))
@@ -142,8 +164,8 @@ func (f *Framework) DeployDNS(ctx context.Context, cells *Cells, opts DNSOptions
 	return dns, nil
 }
 
-// Delete deletes what ApplyDNS applied and waits until it is gone, so
-// that CoreDNS's cell ends.
+// Delete deletes what ApplyDNS applied and waits until it is gone (so
+// that a CoreDNS in a cell has its cell ended).
 func (d *DNS) Delete(ctx context.Context, f *Framework) error {
 	if err := f.kubectl(ctx, d.Manifest, "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", "-f", "-"); err != nil {
 		return fmt.Errorf("deleting CoreDNS: %w", err)

@@ -28,23 +28,33 @@ const testRegistry = "10.213.7.1:5000"
 // into typed objects by kind and name.
 func dnsObjects(t *testing.T, corefile string) map[string]runtime.Object {
 	t.Helper()
-	path, err := repoFile(DNSManifest)
+	return manifestObjects(t, DNSManifest, func(m []byte) ([]byte, error) { return RenderDNS(m, testRegistry, corefile) })
+}
+
+// manifestObjects reads the manifest at path (from the repository root),
+// rendered by render, into typed objects by kind and name.
+func manifestObjects(t *testing.T, path string, render func([]byte) ([]byte, error)) map[string]runtime.Object {
+	t.Helper()
+	full, err := repoFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := os.ReadFile(path)
+	manifest, err := os.ReadFile(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered, err := RenderDNS(manifest, testRegistry, corefile)
+	rendered, err := render(manifest)
 	if err != nil {
-		t.Fatalf("RenderDNS: %v", err)
+		t.Fatalf("rendering %s: %v", path, err)
 	}
 	objs := map[string]runtime.Object{}
 	for i, doc := range strings.Split(string(rendered), "\n---\n") {
 		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			continue // an APIService: client-go's scheme lacks it
+		}
 		if err != nil {
-			t.Fatalf("document %d of %s: %v", i+1, DNSManifest, err)
+			t.Fatalf("document %d of %s: %v", i+1, path, err)
 		}
 		name := obj.(interface{ GetName() string }).GetName()
 		objs[gvk.Kind+"/"+name] = obj
@@ -53,8 +63,8 @@ func dnsObjects(t *testing.T, corefile string) map[string]runtime.Object {
 }
 
 // TestDNSManifest checks the objects of deploy/coredns/coredns.yaml: those
-// of upstream's deployment, with the pod placed on the Kip node and the
-// Service at the cluster DNS address.
+// of upstream's deployment, with the pod on a kubelet node (never a Kip
+// node) and the Service at the cluster DNS address.
 func TestDNSManifest(t *testing.T) {
 	objs := dnsObjects(t, "")
 	var kinds []string
@@ -72,7 +82,7 @@ func TestDNSManifest(t *testing.T) {
 	t.Run("rbac", func(t *testing.T) { dnsRBAC(t, objs) })
 	t.Run("corefile", func(t *testing.T) { dnsCorefile(t, objs) })
 	t.Run("deployment", func(t *testing.T) { dnsDeployment(t, objs) })
-	t.Run("on the kip node", func(t *testing.T) { dnsOnKipNode(t, objs) })
+	t.Run("on a kubelet node", func(t *testing.T) { dnsOffKipNode(t, objs) })
 	t.Run("service", func(t *testing.T) { dnsService(t, objs) })
 }
 
@@ -149,29 +159,107 @@ func dnsDeployment(t *testing.T, objs map[string]runtime.Object) {
 	}
 }
 
-// dnsOnKipNode: the pod selects and tolerates the Kip node.
-func dnsOnKipNode(t *testing.T, objs map[string]runtime.Object) {
+// dnsOffKipNode: the pod runs where it runs in any cluster, on a kubelet
+// node: its nodeSelector selects one, and nothing tolerates the Kip
+// node's taint.
+func dnsOffKipNode(t *testing.T, objs map[string]runtime.Object) {
 	spec := objs["Deployment/coredns"].(*appsv1.Deployment).Spec.Template.Spec
-	nodeLabels := labels.Set{node.LabelType: node.LabelTypeKip, node.LabelOS: "linux", node.LabelHostname: "kip"}
-	if !labels.SelectorFromSet(spec.NodeSelector).Matches(nodeLabels) {
-		t.Errorf("nodeSelector %v does not select the Kip node's labels %v", spec.NodeSelector, nodeLabels)
+	checkOffKipNode(t, spec)
+}
+
+// checkOffKipNode checks that a pod of spec is scheduled to a kubelet
+// node (selected by its labels) and never to a Kip node (not tolerated).
+func checkOffKipNode(t *testing.T, spec corev1.PodSpec) {
+	t.Helper()
+	kubeletNode := labels.Set{node.LabelOS: "linux", node.LabelHostname: InfraNodeName}
+	if !labels.SelectorFromSet(spec.NodeSelector).Matches(kubeletNode) {
+		t.Errorf("nodeSelector %v does not select a kubelet node's labels %v", spec.NodeSelector, kubeletNode)
 	}
+	if tolerated(spec, kipTaint(t)) {
+		t.Errorf("tolerations %+v tolerate the Kip node's taint %s: the add-on would take a cell", spec.Tolerations, node.DefaultTaint)
+	}
+}
+
+func kipTaint(t *testing.T) *corev1.Taint {
+	t.Helper()
 	taint, err := node.ParseTaint(node.DefaultTaint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Tolerated as the scheduler would for an Exists toleration: the
-	// key, and the effect or none.
-	tolerated := false
+	return taint
+}
+
+// tolerated reports whether spec tolerates taint as the scheduler would
+// for an Exists toleration: the key (or none, with Exists), and the
+// effect or none.
+func tolerated(spec corev1.PodSpec, taint *corev1.Taint) bool {
 	for _, tol := range spec.Tolerations {
-		tolerated = tolerated || tol.Key == taint.Key && tol.Operator == corev1.TolerationOpExists &&
-			(tol.Effect == "" || tol.Effect == taint.Effect)
+		if (tol.Key == taint.Key || tol.Key == "") && tol.Operator == corev1.TolerationOpExists &&
+			(tol.Effect == "" || tol.Effect == taint.Effect) {
+			return true
+		}
 	}
-	if !tolerated {
-		t.Errorf("tolerations %+v do not tolerate the Kip node's taint %s", spec.Tolerations, node.DefaultTaint)
+	return false
+}
+
+// TestMetricsServerManifest: metrics-server also runs on a kubelet node.
+func TestMetricsServerManifest(t *testing.T) {
+	objs := manifestObjects(t, MetricsServerManifest, func(m []byte) ([]byte, error) {
+		return []byte(strings.ReplaceAll(string(m), RegistryVar, testRegistry)), nil
+	})
+	d, ok := objs["Deployment/metrics-server"].(*appsv1.Deployment)
+	if !ok {
+		t.Fatalf("no Deployment metrics-server in %s", MetricsServerManifest)
 	}
-	if spec.Affinity != nil {
-		t.Errorf("affinity %+v: every Kip pod is on the one node, so anti-affinity by hostname would allow one replica", spec.Affinity)
+	checkOffKipNode(t, d.Spec.Template.Spec)
+}
+
+// TestPlace: a Placement pins the Deployment's pods to a node, tolerating
+// the Kip taint (CoreDNS in a cell of kip), and CellDNS keeps only the
+// namespaced objects a second CoreDNS needs, in the test's namespace.
+func TestPlace(t *testing.T) {
+	render := func(p Placement) func([]byte) ([]byte, error) {
+		return func(m []byte) ([]byte, error) {
+			r, err := RenderDNS(m, testRegistry, "")
+			if err != nil {
+				return nil, err
+			}
+			return place(r, p)
+		}
+	}
+	plain := manifestObjects(t, DNSManifest, render(Placement{}))
+	if diff := cmp.Diff(dnsObjects(t, ""), plain); diff != "" {
+		t.Errorf("the zero Placement changed the manifest (-want +got):\n%s", diff)
+	}
+
+	pinned := manifestObjects(t, DNSManifest, render(Placement{Node: "kip"}))
+	spec := pinned["Deployment/coredns"].(*appsv1.Deployment).Spec.Template.Spec
+	if spec.NodeSelector[node.LabelHostname] != "kip" || spec.NodeSelector[node.LabelOS] != "linux" {
+		t.Errorf("nodeSelector %v, want the manifest's with kubernetes.io/hostname=kip", spec.NodeSelector)
+	}
+	if !tolerated(spec, kipTaint(t)) {
+		t.Errorf("tolerations %+v do not tolerate the Kip node's taint", spec.Tolerations)
+	}
+	delete(pinned, "Deployment/coredns")
+	delete(plain, "Deployment/coredns")
+	if diff := cmp.Diff(plain, pinned); diff != "" {
+		t.Errorf("pinning changed other objects (-want +got):\n%s", diff)
+	}
+
+	second := manifestObjects(t, DNSManifest, render(CellDNS("e2e-7", "kip")))
+	var names []string
+	for k, obj := range second {
+		names = append(names, k)
+		if ns := obj.(metav1.Object).GetNamespace(); ns != "e2e-7" {
+			t.Errorf("%s in namespace %q, want e2e-7", k, ns)
+		}
+	}
+	if diff := cmp.Diff([]string{"ConfigMap/coredns", "Deployment/coredns", "ServiceAccount/coredns"}, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("CellDNS objects (-want +got):\n%s", diff)
+	}
+
+	if _, err := place([]byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n  namespace: a\n"), CellDNS("b", "kip")); err == nil {
+		t.Error("place of a manifest with none of the kinds = nil, want an error")
 	}
 }
 

@@ -5,12 +5,18 @@
 // events, the pods' states and the control plane's logs into the test
 // output.
 //
-// It also starts what a node needs (StartCells, StartKip) and the cluster
-// DNS: DeployDNS builds CoreDNS (cached), pushes it to the cells' registry,
-// applies deploy/coredns/coredns.yaml and waits for its pod; ClusterDNS
-// says whether the run and make demo do so ($KIP_E2E_CLUSTER_DNS).
+// It also starts what a node needs (StartCells, StartKip), a real kubelet
+// node for the cluster's own add-ons (InfraNode, test/kubeletnode), and
+// the add-ons, which run there as in any cluster: DeployDNS builds CoreDNS
+// (cached), pushes it to the cells' registry, applies
+// deploy/coredns/coredns.yaml and waits for its pod, DeployMetricsServer
+// does the same for metrics-server; a Placement moves either to a given
+// node (CellDNS: a second CoreDNS in a cell of a Kip node). ClusterDNS
+// says whether the run and make demo deploy the cluster DNS
+// ($KIP_E2E_CLUSTER_DNS).
 //
 // It imports client-go and Kip's test packages (test/controlplane,
-// test/images, test/registry, test/containerdtest, the EC2 simulator);
+// test/kubeletnode, test/images, test/registry, test/containerdtest, the
+// EC2 simulator);
 // tests under test/e2e use it from TestMain, and make demo's kip-demo.
 package framework

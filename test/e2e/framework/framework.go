@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kipcell/kip/test/controlplane"
+	"github.com/kipcell/kip/test/kubeletnode"
 )
 
 // Framework is one control plane shared by every test of a run.
@@ -28,11 +30,20 @@ type Framework struct {
 	Client kubernetes.Interface
 
 	nsCounter atomic.Int64
+	// infra is the kubelet node InfraNode started, if any.
+	infraMu sync.Mutex
+	infra   *kubeletnode.Node
 }
 
 // Setup builds the control plane (a no-op when cached) and starts it in a
 // fresh temporary state directory. Progress goes to log.
 func Setup(ctx context.Context, log io.Writer) (*Framework, error) {
+	return SetupWith(ctx, log, nil)
+}
+
+// SetupWith is Setup with the control plane's options edited by edit (nil:
+// not) before it starts: test/scale adds the API server's audit flags.
+func SetupWith(ctx context.Context, log io.Writer, edit func(*controlplane.Options)) (*Framework, error) {
 	bin, err := controlplane.Build(ctx, controlplane.BuildOptions{Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("building control plane: %w", err)
@@ -42,7 +53,11 @@ func Setup(ctx context.Context, log io.Writer) (*Framework, error) {
 		return nil, fmt.Errorf("creating state directory: %w", err)
 	}
 	// A /16 of Services: room for the services benchmark's thousand.
-	c, err := controlplane.Start(ctx, controlplane.Options{StateDir: state, BinDir: bin, NodeNames: []string{}, ServiceCIDR: "10.0.0.0/16", Log: log})
+	opts := controlplane.Options{StateDir: state, BinDir: bin, NodeNames: []string{}, ServiceCIDR: "10.0.0.0/16", Log: log}
+	if edit != nil {
+		edit(&opts)
+	}
+	c, err := controlplane.Start(ctx, opts)
 	if err != nil {
 		_ = os.RemoveAll(state)
 		return nil, fmt.Errorf("starting control plane: %w", err)
@@ -55,8 +70,12 @@ func Setup(ctx context.Context, log io.Writer) (*Framework, error) {
 	return fw, nil
 }
 
-// Teardown stops the control plane and removes its state directory.
+// Teardown stops the kubelet node (InfraNode) and the control plane and
+// removes its state directory.
 func (f *Framework) Teardown() error {
+	if err := f.stopInfra(); err != nil {
+		return err
+	}
 	if err := f.Cluster.Stop(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +41,9 @@ var Binaries = map[string]string{
 	"kip-plugin-aws":   "github.com/kipcell/kip/plugins/aws/cmd/kip-plugin-aws",
 	"kip-plugin-gce":   "github.com/kipcell/kip/plugins/gce/cmd/kip-plugin-gce",
 	"kip-plugin-azure": "github.com/kipcell/kip/plugins/azure/cmd/kip-plugin-azure",
+	// The light cells (KipOptions.LightCells).
+	"kip-light-cells": "github.com/kipcell/kip/test/cmd/kip-light-cells",
+	"kip-light-stub":  "github.com/kipcell/kip/test/cmd/kip-light-stub",
 }
 
 // standalone are the modules outside go.work (the Makefile's
@@ -145,6 +149,10 @@ func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
 		return nil, fmt.Errorf("starting cells: subnet %q is not an a.b.c.0/24", c.Subnet)
 	}
 	c.Gateway = strings.TrimSuffix(c.Subnet, "0/24") + "1"
+	if err := ensureBridge(c.Bridge, c.Gateway+"/24"); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	port := opts.RegistryPort
 	if port == 0 || !portFree(port) {
 		if port, err = freePort(); err != nil {
@@ -165,6 +173,25 @@ func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
 		return nil, fmt.Errorf("pushing test images: %w", err)
 	}
 	return c, nil
+}
+
+// ensureBridge creates the cells' bridge with the gateway's address, as
+// the local plugin does at its first cell (the same commands, so the
+// plugin finds it ready): the registry is advertised at the gateway, and
+// a kubelet node's pods pull from it before any cell exists.
+func ensureBridge(bridge, cidr string) error {
+	for _, args := range [][]string{
+		{"link", "add", bridge, "type", "bridge"},
+		{"addr", "replace", cidr, "dev", bridge},
+		{"link", "set", bridge, "up"},
+	} {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		exists := args[1] == "add" && strings.Contains(string(out), "File exists")
+		if err != nil && !exists {
+			return fmt.Errorf("creating the cells' bridge %s (ip %s): %w: %s", bridge, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
 }
 
 // Stop stops the registry and containerd and removes the cells' bridge.
@@ -300,6 +327,13 @@ type Kip struct {
 	// when KipOptions.LeaderElection is on.
 	Identity   string
 	localCells *localcells.LocalCells
+	// LightCellsLog is the log of the kip-light-cells process that hosts
+	// this kip's cells (KipOptions.LightCells); empty without.
+	LightCellsLog string
+	lightCells    *exec.Cmd
+	// cellNetwork is the local plugin's network mode
+	// (KipOptions.CellNetwork).
+	cellNetwork string
 	// adminURL is where kip's admin server listens (AdminURL).
 	adminURL string
 	// pluginConfig is kip's plugin.config; beside is the kip whose plugin
@@ -396,6 +430,25 @@ type KipOptions struct {
 	// the Lease's leader rather than the Node Ready. Its Stop stops only
 	// the process.
 	Beside *Kip
+	// LightCells makes every cell of this kip a light cell
+	// (test/lightcell: the real agent over a runtime whose containers run
+	// no process): one kip-light-cells process, started before kip and
+	// stopped after it, hosts them all, and the local plugin's agent
+	// command (behind a simulator too) is kip-light-stub, which hands its
+	// cell over. A container's command decides how it ends
+	// (cell/runtime/fakeruntime: "exit N", "sleep S", else until stopped).
+	LightCells bool
+	// LightPullDelay is how long a light cell takes to pull an image.
+	LightPullDelay time.Duration
+	// CellNetwork is the local plugin's network mode for this kip's
+	// cells: "netns" (the default: a namespace and an address of Network
+	// each) or "loopback" (no namespace, an address of 127.77.0.0/16:
+	// more cells than a /24 holds, for light cells by the thousand).
+	CellNetwork string
+	// VolumeRefreshInterval is kip's cells.volumeRefreshInterval; zero
+	// means the e2e runs' VolumeRefreshInterval (a benchmark gives kip's
+	// default, a minute).
+	VolumeRefreshInterval time.Duration
 }
 
 // nodeIP is the address kip's kubelet API listens on and the node
@@ -453,8 +506,15 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		removeDir: temporary, done: make(chan struct{}), ClusterID: opts.ClusterID}
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
+	if opts.LightCells && opts.Beside == nil {
+		if agent, err = k.startLightCells(opts); err != nil {
+			return nil, err
+		}
+	}
+	k.cellNetwork = cmp.Or(opts.CellNetwork, "netns")
 	bridge, subnet := cells.Network(opts.Network)
 	if k.pluginConfig, err = k.pluginFor(ctx, opts, agent, bridge, subnet); err != nil {
+		k.stopLightCells()
 		return nil, err
 	}
 	pluginJSON, err := json.Marshal(k.pluginConfig)
@@ -491,7 +551,7 @@ plugin:
   dir: %[6]s
   config: %[7]s
 `, opts.NodeName, identity, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		VolumeRefreshInterval, k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout, adminAddress)
+		cmp.Or(opts.VolumeRefreshInterval, VolumeRefreshInterval), k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout, adminAddress)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
@@ -602,7 +662,7 @@ func (k *Kip) startPlugin(ctx context.Context, plugin, binDir string, agent []st
 	case "", PluginLocal:
 		k.Plugin = PluginLocal
 		return map[string]any{
-			"agentCommand": agent, "network": "netns", "bridge": bridge, "subnet": subnet,
+			"agentCommand": agent, "network": k.cellNetwork, "bridge": bridge, "subnet": subnet,
 			"stateDir": k.StateDir, "terminationGrace": "5s",
 		}, nil
 	case PluginAWS:
@@ -670,7 +730,7 @@ func (k *Kip) startSimCells(ctx context.Context, name, binDir string, agent []st
 	}
 	log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	k.localCells, err = localcells.New(ctx, localcells.Config{
-		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: "netns",
+		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: k.cellNetwork,
 		InstanceTypes: types,
 		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
 		ClusterID:     "e2e-" + name, NodeName: k.NodeName, Logger: log.With("component", "local-cells"),
@@ -846,6 +906,13 @@ func (k *Kip) LogTail(n int) string {
 	return tail(string(data), n)
 }
 
+// LightCellsLogTail returns the last n lines of the log of the
+// kip-light-cells process hosting k's light cells (KipOptions.LightCells).
+func (k *Kip) LightCellsLogTail(n int) string {
+	data, _ := os.ReadFile(k.LightCellsLog)
+	return tail(string(data), n)
+}
+
 // AgentLogTails returns the last n lines of the agent log of every cell
 // still in the local plugin's state directory (each cell's directory
 // holds one: <StateDir>/cells/<cell ID>/agent.log), each headed by its
@@ -893,6 +960,7 @@ func (k *Kip) Stop() {
 		_ = k.localCells.Close()
 	}
 	killUnder(k.StateDir)
+	k.stopLightCells()
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	for _, line := range strings.Split(string(out), "\n") {
 		fields := strings.Fields(line)
@@ -928,7 +996,7 @@ func (k *Kip) keepLogs() {
 		fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		return
 	}
-	for _, name := range []string{"kip.log", "ec2sim.log", "gcesim.log", "azuresim.log"} {
+	for _, name := range []string{"kip.log", "ec2sim.log", "gcesim.log", "azuresim.log", "light-cells.log"} {
 		data, err := os.ReadFile(filepath.Join(k.Dir, name))
 		if err != nil {
 			continue // no simulator on the local plugin
@@ -941,6 +1009,47 @@ func (k *Kip) keepLogs() {
 			fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
 		}
 	}
+}
+
+// startLightCells starts the kip-light-cells process that hosts k's
+// cells (KipOptions.LightCells), its log in k.Dir, and returns the local
+// plugin's agent command: kip-light-stub handing each cell to it.
+func (k *Kip) startLightCells(opts KipOptions) ([]string, error) {
+	socket := filepath.Join(k.Dir, "light-cells.sock")
+	k.LightCellsLog = filepath.Join(k.Dir, "light-cells.log")
+	logFile, err := os.Create(k.LightCellsLog)
+	if err != nil {
+		return nil, fmt.Errorf("creating the light cells' log: %w", err)
+	}
+	defer logFile.Close() // the process has its own copy
+	k.lightCells = exec.Command(filepath.Join(opts.BinDir, "kip-light-cells"), "-listen", socket,
+		"-pull-delay", opts.LightPullDelay.String())
+	k.lightCells.Stdout, k.lightCells.Stderr = logFile, logFile
+	k.lightCells.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := k.lightCells.Start(); err != nil {
+		k.lightCells = nil
+		return nil, fmt.Errorf("starting kip-light-cells: %w", err)
+	}
+	// A stub waits a while for the socket: no need to wait for it here.
+	return []string{filepath.Join(opts.BinDir, "kip-light-stub"), socket, "--bootstrap", "{bootstrap}"}, nil
+}
+
+// stopLightCells stops the kip-light-cells process, once its stubs are
+// gone (then its cells have stopped) or after a while.
+func (k *Kip) stopLightCells() {
+	if k.lightCells == nil {
+		return
+	}
+	_ = k.lightCells.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = k.lightCells.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = k.lightCells.Process.Kill()
+		<-done
+	}
+	k.lightCells = nil
 }
 
 // killUnder kills processes whose command line names dir (cell agents).

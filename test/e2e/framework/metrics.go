@@ -13,7 +13,7 @@ import (
 
 // MetricsServerManifest is metrics-server's manifest, relative to the
 // repository root: upstream's release with the Kip node's flags, in
-// kube-system, serving metrics.k8s.io/v1beta1.
+// kube-system, serving metrics.k8s.io/v1beta1, on a kubelet node.
 const MetricsServerManifest = "deploy/metrics-server/metrics-server.yaml"
 
 // MetricsAPIService is the APIService metrics-server serves.
@@ -30,9 +30,10 @@ type MetricsServer struct {
 
 // ApplyMetricsServer builds metrics-server (cached,
 // images.BuildMetricsServer), pushes it to the cells' registry and applies
-// MetricsServerManifest for that registry with kubectl as cluster-admin.
-// It does not wait: DeployMetricsServer does.
-func (f *Framework) ApplyMetricsServer(ctx context.Context, cells *Cells, log io.Writer) (*MetricsServer, error) {
+// MetricsServerManifest for that registry, placed as p says (the zero
+// Placement: where its scheduling puts it, a kubelet node), with kubectl
+// as cluster-admin. It does not wait: DeployMetricsServer does.
+func (f *Framework) ApplyMetricsServer(ctx context.Context, cells *Cells, p Placement, log io.Writer) (*MetricsServer, error) {
 	manifest, err := readManifest(MetricsServerManifest)
 	if err != nil {
 		return nil, err
@@ -45,7 +46,10 @@ func (f *Framework) ApplyMetricsServer(ctx context.Context, cells *Cells, log io
 	if err != nil {
 		return nil, err
 	}
-	rendered := []byte(strings.ReplaceAll(string(manifest), RegistryVar, cells.Registry.Host()))
+	rendered, err := place([]byte(strings.ReplaceAll(string(manifest), RegistryVar, cells.Registry.Host())), p)
+	if err != nil {
+		return nil, fmt.Errorf("placing %s: %w", MetricsServerManifest, err)
+	}
 	if err := f.kubectl(ctx, rendered, "apply", "-f", "-"); err != nil {
 		return nil, fmt.Errorf("applying %s: %w", MetricsServerManifest, err)
 	}
@@ -53,10 +57,10 @@ func (f *Framework) ApplyMetricsServer(ctx context.Context, cells *Cells, log io
 }
 
 // DeployMetricsServer is ApplyMetricsServer, then waits until the API
-// server reports MetricsAPIService Available: metrics-server runs in its
-// cell, is Ready, and the API server reaches it.
-func (f *Framework) DeployMetricsServer(ctx context.Context, cells *Cells, log io.Writer) (*MetricsServer, error) {
-	ms, err := f.ApplyMetricsServer(ctx, cells, log)
+// server reports MetricsAPIService Available: metrics-server runs, is
+// Ready, and the API server reaches it.
+func (f *Framework) DeployMetricsServer(ctx context.Context, cells *Cells, p Placement, log io.Writer) (*MetricsServer, error) {
+	ms, err := f.ApplyMetricsServer(ctx, cells, p, log)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +93,7 @@ func (f *Framework) DeployMetricsServer(ctx context.Context, cells *Cells, log i
 }
 
 // Delete deletes what ApplyMetricsServer applied and waits until it is
-// gone, so that metrics-server's cell ends.
+// gone.
 func (m *MetricsServer) Delete(ctx context.Context, f *Framework) error {
 	if err := f.kubectl(ctx, m.Manifest, "delete", "--ignore-not-found", "--wait=true", "--timeout=60s", "-f", "-"); err != nil {
 		return fmt.Errorf("deleting metrics-server: %w", err)

@@ -1,4 +1,4 @@
-package main
+package cell
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 	"github.com/kipcell/kip/pluginapi/userdata"
 )
 
-// readBootstrap reads the bootstrap file: the bootstrap JSON itself (the
+// ReadBootstrap reads the bootstrap file: the bootstrap JSON itself (the
 // local plugin writes one), or a cloud instance's user data as the boot
 // recipe saved it, whose bootstrap part pluginapi/userdata reads.
-func readBootstrap(path string) (*api.Bootstrap, error) {
+func ReadBootstrap(path string) (*api.Bootstrap, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading bootstrap: %w", err)

@@ -1,4 +1,4 @@
-package main
+package cell_test
 
 import (
 	"os"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kipcell/kip/cell"
 	"github.com/kipcell/kip/cell/api"
 )
 
@@ -52,10 +53,10 @@ func TestReadBootstrap(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			b, err := readBootstrap(path)
+			b, err := cell.ReadBootstrap(path)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("readBootstrap = %v, want an error saying %q", err, tt.wantErr)
+					t.Fatalf("ReadBootstrap = %v, want an error saying %q", err, tt.wantErr)
 				}
 				return
 			}
@@ -68,7 +69,7 @@ func TestReadBootstrap(t *testing.T) {
 			}
 		})
 	}
-	if _, err := readBootstrap(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "reading bootstrap") {
-		t.Errorf("readBootstrap of a missing file = %v", err)
+	if _, err := cell.ReadBootstrap(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "reading bootstrap") {
+		t.Errorf("ReadBootstrap of a missing file = %v", err)
 	}
 }

@@ -1,0 +1,87 @@
+package cell
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/kipcell/kip/cell/api"
+)
+
+// Flags is kip-cell's command line: the agent's Config, the bootstrap
+// file and the log level. The light cells of test/lightcell take the same
+// flags, so that either is the local plugin's agent command.
+type Flags struct {
+	Config    Config
+	Bootstrap string
+	Debug     bool
+	insecure  listFlag
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// Register defines the flags on fs, their defaults read from the
+// environment through getenv (os.Getenv for the process's own).
+func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string) {
+	cfg := &f.Config
+	envOr := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&f.Bootstrap, "bootstrap", getenv(api.BootstrapEnv), "bootstrap file: the bootstrap JSON, or cloud user data holding it as a MIME part (default $"+api.BootstrapEnv+")")
+	fs.StringVar(&cfg.ContainerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
+	fs.StringVar(&cfg.NetNSPath, "netns", "", "network namespace the containers join (default: the agent's own)")
+	fs.StringVar(&cfg.StateDir, "state-dir", getenv("KIP_CELL_STATE_DIR"), "directory for logs, FIFOs, volumes, the pod's state and the agent's key and certificate (identity/, 0700), which an agent started again on it resumes without a join (default $KIP_CELL_STATE_DIR, else /var/lib/kip-cell/<cell ID>)")
+	fs.StringVar(&cfg.PodIP, "pod-ip", getenv("KIP_CELL_ADDRESS"), "pod IP to report (default $KIP_CELL_ADDRESS)")
+	fs.StringVar(&cfg.Listen, "listen", "", "gRPC listen address (default: the bootstrap's, else pod-ip:6421)")
+	fs.StringVar(&cfg.RuncRoot, "runc-root", "", "runc state directory (default: containerd's)")
+	fs.StringVar(&cfg.SharedNamespace, "shared-namespace", getenv("KIP_CELL_SHARED_NAMESPACE"),
+		"containerd namespace shared with the other cells of this machine, where images are pulled and unpacked once for all (default $KIP_CELL_SHARED_NAMESPACE; empty: the cell's own, kip-<cell ID>)")
+	fs.StringVar(&cfg.ResolvConf, "resolv-conf", "/etc/resolv.conf", "the cell's resolver configuration, which pods with dnsPolicy Default get (empty: the local resolver, 127.0.0.1)")
+	fs.Var(&f.insecure, "insecure-registry", "registry host[:port] to pull from over plain HTTP (repeatable; loopback always is)")
+	fs.StringVar(&cfg.ServiceProxy, "service-proxy", envOr("KIP_CELL_SERVICE_PROXY", ServiceProxyIPTables),
+		"how ClusterIP services are programmed in the pod's network namespace: iptables, or none when the agent shares the machine's (default $KIP_CELL_SERVICE_PROXY, else iptables)")
+	fs.StringVar(&cfg.IMDSEndpoint, "imds-endpoint", envOr("KIP_CELL_IMDS_ENDPOINT", DefaultIMDSEndpoint),
+		"the instance metadata service whose spot interruption notices and rebalance recommendations the agent reports (http://host or unix:///socket); none or empty: no instance metadata (default $KIP_CELL_IMDS_ENDPOINT, else EC2's)")
+	fs.StringVar(&cfg.GCEMetadataEndpoint, "gce-metadata-endpoint", getenv("KIP_CELL_GCE_METADATA_ENDPOINT"),
+		"Compute Engine's metadata server, whose identity token of the instance the agent sends when it joins, instead of EC2's identity document (http://metadata.google.internal, or unix:///socket); none or empty: none (default $KIP_CELL_GCE_METADATA_ENDPOINT)")
+	fs.BoolVar(&f.Debug, "debug", false, "log at debug level")
+}
+
+// DefaultStateRoot holds a cell's state directory when neither
+// --state-dir nor $KIP_CELL_STATE_DIR names one: <root>/<cell ID>.
+const DefaultStateRoot = "/var/lib/kip-cell"
+
+// Load is the agent's Config the parsed flags give: the bootstrap read
+// (ReadBootstrap), the state directory by default under DefaultStateRoot,
+// "none" endpoints cleared. Logger and the rest are the caller's.
+func (f *Flags) Load() (Config, error) {
+	cfg := f.Config
+	if f.Bootstrap == "" {
+		return Config{}, fmt.Errorf("no bootstrap: set --bootstrap or $%s", api.BootstrapEnv)
+	}
+	b, err := ReadBootstrap(f.Bootstrap)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Bootstrap = b
+	if cfg.StateDir == "" {
+		// One machine may hold several cells (the local plugin): keep
+		// each cell's logs apart.
+		cfg.StateDir = filepath.Join(DefaultStateRoot, b.CellID)
+	}
+	cfg.InsecureRegistries = append([]string(nil), f.insecure...)
+	if cfg.IMDSEndpoint == "none" {
+		cfg.IMDSEndpoint = ""
+	}
+	if cfg.GCEMetadataEndpoint == "none" {
+		cfg.GCEMetadataEndpoint = ""
+	}
+	return cfg, nil
+}
