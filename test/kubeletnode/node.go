@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,7 +84,7 @@ var processes = []string{"containerd", "kubelet", "kube-proxy"}
 // Start runs a node for the running cluster c: it creates the node's
 // network namespace, starts containerd, imports the sandbox image, makes a
 // bootstrap token, starts the kubelet and kube-proxy, and returns once the
-// Node is Ready. On failure it stops what it started and says which
+// Node is Ready and kube-proxy has programmed the kubernetes Service. On failure it stops what it started and says which
 // process failed, with its last log lines. The processes run in sessions
 // of their own and outlive the caller, as the control plane's do; stop them
 // with Node.Stop or Stop(stateDir).
@@ -247,10 +248,27 @@ func (n *Node) start(ctx context.Context, c *controlplane.Cluster, opts Options,
 	if err := n.launch(p, "kube-proxy", filepath.Join(opts.BinDir, "kube-proxy"), "--config="+p.kubeProxyConfig(), "--v=1"); err != nil {
 		return err
 	}
-	return n.waitFor(ctx, p, "kubelet", opts.ReadyTimeout, func(ctx context.Context) bool {
+	if err := n.waitFor(ctx, p, "kubelet", opts.ReadyTimeout, func(ctx context.Context) bool {
 		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		return err == nil && nodeReady(node)
+	}); err != nil {
+		return err
+	}
+	// A Ready node does not mean kube-proxy has programmed the Services: a
+	// pod that started first and asked the kubernetes Service failed (in
+	// CI, kube-proxy synced 150 ms after the pod started). The node is
+	// ready for pods once the kubernetes Service's rules are in its
+	// namespace.
+	return n.waitFor(ctx, p, "kube-proxy", opts.ReadyTimeout, func(ctx context.Context) bool {
+		return n.servicesProgrammed(ctx)
 	})
+}
+
+// servicesProgrammed reports whether kube-proxy has written the rules of
+// the kubernetes Service (default/kubernetes) in the node's namespace.
+func (n *Node) servicesProgrammed(ctx context.Context) bool {
+	out, err := exec.CommandContext(ctx, "nsenter", "--net=/var/run/netns/"+n.NetNS, "--", "iptables-save", "-t", "nat").Output()
+	return err == nil && strings.Contains(string(out), `"default/kubernetes:https`)
 }
 
 func nodeReady(node *corev1.Node) bool {
