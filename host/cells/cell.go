@@ -103,6 +103,10 @@ type cellDeps struct {
 	// metrics is told of launches, placements and instances (metrics.go);
 	// nil records nothing.
 	metrics *metrics.Metrics
+	// lists and describes share the plugin's List and Describe among the
+	// cells calling them at once (lookup.go).
+	lists     sharedList
+	describes sharedDescribe
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -176,6 +180,10 @@ type cell struct {
 	times     launchTimes
 	launching bool
 	connected bool
+	// launchUnanswered is set when a Launch of the cell returned an error
+	// (a lost answer, a timeout, a cancellation): it may have created an
+	// instance the cell does not know, which terminate must look for.
+	launchUnanswered bool
 }
 
 // newCell makes the cell of pod; adopted is its instance when the cell is
