@@ -146,26 +146,32 @@ func (r Result) IdleCores() float64 {
 // RequestsPerPod is r's API requests per pod.
 func (r Result) RequestsPerPod() float64 { return float64(r.Requests.Total) / float64(max(r.Pods, 1)) }
 
+// withDefaults is o with its zero fields at their defaults.
+func (o Options) withDefaults() Options {
+	if o.Idle <= 0 {
+		o.Idle = 30 * time.Second
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = 5 * time.Second
+	}
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = 3 * time.Minute
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
 // Run starts node, waits for it to be Ready, creates opts.Pods pods on
 // it at once and waits for all to be Running, measures it idle, deletes
 // them all and waits until they are gone, and stops the node: the burst
 // of issue 19's make bench-scale.
 func Run(ctx context.Context, node Node, opts Options) (Result, error) {
-	if opts.Idle <= 0 {
-		opts.Idle = 30 * time.Second
-	}
-	if opts.Quiet <= 0 {
-		opts.Quiet = 5 * time.Second
-	}
-	if opts.SettleTimeout <= 0 {
-		opts.SettleTimeout = 3 * time.Minute
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Minute
-	}
-	if opts.Logf == nil {
-		opts.Logf = func(string, ...any) {}
-	}
+	opts = opts.withDefaults()
 	r := Result{Node: node.Name(), Pods: opts.Pods, Idle: opts.Idle}
 	if err := node.Start(ctx); err != nil {
 		return r, fmt.Errorf("starting node %s: %w", node.Name(), err)
@@ -216,40 +222,9 @@ func Run(ctx context.Context, node Node, opts Options) (Result, error) {
 	opts.Logf("%d pods Running on %s %.2fs after the first create (created in %.2fs); start %s",
 		opts.Pods, node.Name(), r.AllRunning.Seconds(), r.AllCreated.Seconds(), r.Start)
 
-	// Idle, every pod Running, once the node has stopped creating
-	// events (the burst's backlog drained).
-	settle0, err := m.read(ctx)
+	idle0, idle1, err := measureIdle(ctx, m, node, opts, &r)
 	if err != nil {
 		return r, err
-	}
-	settleStart := time.Now()
-	r.Settled, err = settle(ctx, opts.Audit, node.User(), settle0.offset, opts.Quiet, opts.SettleTimeout)
-	if err != nil {
-		return r, err
-	}
-	r.Settle = time.Since(settleStart)
-	idle0, err := m.read(ctx)
-	if err != nil {
-		return r, err
-	}
-	if r.SettleRequests, err = m.requests(settle0, idle0); err != nil {
-		return r, err
-	}
-	opts.Logf("idle window of %s starts %.2fs after all Running (%d requests meanwhile; quiet for %s: %v)",
-		opts.Idle, r.Settle.Seconds(), r.SettleRequests.Total, opts.Quiet, r.Settled)
-	select {
-	case <-ctx.Done():
-		return r, ctx.Err()
-	case <-time.After(opts.Idle):
-	}
-	idle1, err := m.read(ctx)
-	if err != nil {
-		return r, err
-	}
-	if p, ok := node.(Profiled); ok {
-		if err := p.SaveProfiles(ctx, "idle"); err != nil {
-			return r, err
-		}
 	}
 
 	// Delete them all; they are gone when the API no longer has them: the
@@ -334,6 +309,47 @@ func settle(ctx context.Context, audit AuditLog, user string, offset int64, quie
 		case <-time.After(quiet / 4):
 		}
 	}
+}
+
+// measureIdle waits until the node has stopped creating events (the
+// burst's backlog drained: settle), then reads it at the start and the
+// end of opts.Idle (and saves a Profiled node's profiles at the end); it
+// records the settling in r.
+func measureIdle(ctx context.Context, m meter, node Node, opts Options, r *Result) (idle0, idle1 reading, err error) {
+	settle0, err := m.read(ctx)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	settleStart := time.Now()
+	r.Settled, err = settle(ctx, opts.Audit, node.User(), settle0.offset, opts.Quiet, opts.SettleTimeout)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	r.Settle = time.Since(settleStart)
+	idle0, err = m.read(ctx)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	if r.SettleRequests, err = m.requests(settle0, idle0); err != nil {
+		return idle0, idle1, err
+	}
+	opts.Logf("idle window of %s starts %.2fs after all Running (%d requests meanwhile; quiet for %s: %v)",
+		opts.Idle, r.Settle.Seconds(), r.SettleRequests.Total, opts.Quiet, r.Settled)
+	select {
+	case <-ctx.Done():
+		return idle0, idle1, ctx.Err()
+	case <-time.After(opts.Idle):
+	}
+	idle1, err = m.read(ctx)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	if p, ok := node.(Profiled); ok {
+		if err := p.SaveProfiles(ctx, "idle"); err != nil {
+			return idle0, idle1, err
+		}
+	}
+	return idle0, idle1, nil
 }
 
 // meter reads what Run measures of the node at the edges of each phase.
