@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,8 +124,15 @@ func TestClusterDNS(t *testing.T) {
 		{"hello." + ns + ".svc.cluster.local", svc.Spec.ClusterIP},
 	}
 	for _, l := range lookups {
+		last := ""
+		t.Cleanup(func() {
+			if t.Failed() && last != "" {
+				t.Logf("the client's last nslookup %s: %s", l.name, last)
+			}
+		})
 		f.WaitFor(t, 30*time.Second, "nslookup "+l.name+" to answer "+l.want, func(context.Context) (bool, error) {
 			out, code := kubectl(t, "exec", "-n", ns, client.Name, "--", "nslookup", l.name)
+			last = "exit " + strconv.Itoa(code) + ": " + out
 			return code == 0 && strings.Contains(out, "Address: "+l.want+"\n"), nil
 		})
 	}

@@ -58,7 +58,7 @@ func usedNodeThirds() map[int]bool {
 
 // setUpNetwork creates the node's network namespace netns, the veth pair
 // (hostLink on the host, eth0 inside) and the routes both ways, and turns
-// on forwarding inside.
+// on forwarding inside and on hostLink.
 func setUpNetwork(netns, hostLink string, n network) error {
 	steps := [][]string{
 		{"ip", "netns", "add", netns},
@@ -71,6 +71,11 @@ func setUpNetwork(netns, hostLink string, n network) error {
 		{"ip", "-n", netns, "route", "add", "default", "via", n.hostIP()},
 		{"ip", "route", "replace", n.podCIDR(), "via", n.nodeIP()},
 		{"ip", "netns", "exec", netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+		// This machine forwards what comes in from the node (its pods'
+		// answers to cells on another bridge) on this link alone, not
+		// everywhere (net.ipv4.ip_forward): a fresh machine forwards
+		// nothing, and CoreDNS on the node never answered a cell there.
+		{"sysctl", "-q", "-w", "net.ipv4.conf." + hostLink + ".forwarding=1"},
 	}
 	for _, s := range steps {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {

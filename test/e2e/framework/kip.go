@@ -178,7 +178,8 @@ func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
 // ensureBridge creates the cells' bridge with the gateway's address, as
 // the local plugin does at its first cell (the same commands, so the
 // plugin finds it ready): the registry is advertised at the gateway, and
-// a kubelet node's pods pull from it before any cell exists.
+// a kubelet node's pods pull from it before any cell exists. It forwards
+// what the cells send beyond it.
 func ensureBridge(bridge, cidr string) error {
 	for _, args := range [][]string{
 		{"link", "add", bridge, "type", "bridge"},
@@ -190,6 +191,14 @@ func ensureBridge(bridge, cidr string) error {
 		if err != nil && !exists {
 			return fmt.Errorf("creating the cells' bridge %s (ip %s): %w: %s", bridge, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
+	}
+	// Cells reach the pods of a kubelet node (CoreDNS on kip-infra)
+	// through this machine's routes: it forwards what comes in on the
+	// bridge, and on that bridge alone (a fresh machine has
+	// net.ipv4.ip_forward off, and the local plugin leaves routing beyond
+	// the bridge to the operator).
+	if out, err := exec.Command("sysctl", "-q", "-w", "net.ipv4.conf."+bridge+".forwarding=1").CombinedOutput(); err != nil {
+		return fmt.Errorf("turning on forwarding on the cells' bridge %s: %w: %s", bridge, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
