@@ -103,6 +103,8 @@ type cellDeps struct {
 	// metrics is told of launches, placements and instances (metrics.go);
 	// nil records nothing.
 	metrics *metrics.Metrics
+	// warm is the warm pool's standby cells (warm.go); nil without one.
+	warm *warmPool
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -176,6 +178,9 @@ type cell struct {
 	times     launchTimes
 	launching bool
 	connected bool
+	// warmMissed is set once no standby of the warm pool fitted the pod
+	// (counted once).
+	warmMissed bool
 }
 
 // newCell makes the cell of pod; adopted is its instance when the cell is
@@ -190,6 +195,8 @@ func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 	if adopted != nil {
 		if _, n, ok := cellOf(adopted.CellID); ok {
 			c.id, c.attempt = adopted.CellID, n
+		} else if isWarmCellID(adopted.CellID) {
+			c.id = adopted.CellID // a standby cell the pod was given
 		}
 	}
 	c.log = d.log.With("pod", c.key, "cell", CellID(pod.UID))
