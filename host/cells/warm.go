@@ -21,10 +21,11 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
-// TagWarmPool is the tag of a standby cell's instance: its pool's name.
-// It stays on the instance once a pod was given the cell (a plugin cannot
-// change tags); the agent says which pod it runs (dispatch.Agent.PodUID).
-const TagWarmPool = "kipcell.io/warm-pool"
+// TagWarmPool is the tag of a standby cell's instance: its pool's name
+// (pluginapi.TagWarmPool). It stays on the instance once a pod was given
+// the cell (a plugin cannot change tags); the agent says which pod it runs
+// (dispatch.Agent.PodUID).
+const TagWarmPool = pluginapi.TagWarmPool
 
 // ReasonAssignedWarmCell is the Normal event of a pod given a standby
 // cell of the warm pool instead of a launch of its own.
@@ -72,10 +73,7 @@ type warmPool struct {
 	pools    []*poolState
 	standbys map[string]*standby // by cell ID
 	wake     chan struct{}
-	// ctx is Run's, once run started: adopted booting standbys boot
-	// under it.
-	ctx  context.Context
-	busy sync.WaitGroup // the standbys' boot goroutines
+	busy     sync.WaitGroup // the standbys' boot goroutines and terminations
 }
 
 // poolState is one pool's configuration and how its launches fare.
@@ -111,9 +109,6 @@ func (w *warmPool) run(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	w.ctx = ctx
-	w.mu.Unlock()
 	defer w.busy.Wait()
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
