@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,8 +25,8 @@ import (
 // a warm pool of its own.
 const warmNode = "kip-warm"
 
-// TestWarmPool: a kip with a pool of two standby cells (the size of a pod
-// that asks for nothing) gives each pod that fits a standby rather than
+// TestWarmPool: a kip with a pool of two standby cells (local.nano, the
+// type a pod that asks for nothing is matched to) gives each pod that fits a standby rather than
 // a launch of its own (an AssignedWarmCell event naming a standby, the
 // pod's cell that standby), refills the pool to two and never more,
 // adopts its standbys and the pods' cells after a kill and restart (the
@@ -38,7 +39,7 @@ func TestWarmPool(t *testing.T) {
 	}
 	wk := startSideKip(t, framework.KipOptions{
 		NodeName: warmNode, Plugin: kip.Plugin, BinDir: kip.BinDir, ClusterID: "e2e-warm", Network: 4,
-		WarmPool: "pools:\n  - name: small\n    size: {cpu: 10m, memory: 16Mi}\n    count: 2\n",
+		WarmPool: "pools:\n  - name: small\n    instanceType: local.nano\n    count: 2\n",
 	})
 	ns := f.Namespace(t)
 	t.Cleanup(func() {
@@ -106,6 +107,18 @@ func TestWarmPool(t *testing.T) {
 	if err := wk.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	f.WaitFor(t, time.Minute, "kip's admin server after the restart", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil //nolint:nilerr // not up yet
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
 	waitPool("the standbys adopted after the restart")
 	time.Sleep(3 * time.Second) // room for a wrong launch to show
 	if after := standbyCells(t, wk); !sameKeys(after, standbys) {
