@@ -128,6 +128,10 @@ bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the
 
 # The bursts of make bench-scale (KIP_SCALE_PODS=100,300,1000 for the
 # thousand) and where it writes results.md, results.json and the plots.
+# From the environment too: KIP_SCALE_NODES=mock,local,aws (the default:
+# all three; e.g. KIP_SCALE_NODES=aws for the aws plugin alone) and
+# KIP_SCALE_PROFILE=1 (kip's heap and goroutine profiles after the idle
+# window, into KIP_SCALE_OUT/<node>/).
 KIP_SCALE_PODS ?= 100,300
 KIP_SCALE_OUT ?= $(CURDIR)/bin/bench-scale
 

@@ -20,6 +20,11 @@ type Config struct {
 	ListenAddress string `koanf:"listenAddress"`
 	// Off disables the server: no metrics, no probes, no `kip cells`.
 	Off bool `koanf:"off"`
+	// Profiling serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/: heap, goroutines, CPU. Off by default: a profile
+	// shows the process's memory and stacks to whoever reaches the
+	// listen address, and a CPU profile costs while it runs.
+	Profiling bool `koanf:"profiling"`
 }
 
 // DefaultConfig is the admin section before any setting.

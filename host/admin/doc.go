@@ -23,7 +23,9 @@
 // certificate (host/bootstrap) the same way.
 //
 // Config is the admin section of kip.yaml: listenAddress (default
-// 127.0.0.1:10262) and off.
+// 127.0.0.1:10262), off, and profiling (default false), which adds Go's
+// runtime profiles (net/http/pprof) under /debug/pprof/ for `go tool
+// pprof http://127.0.0.1:10262/debug/pprof/heap`.
 //
 // Client is the other end of /cells, for `kip cells` (host/cli).
 //

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,8 @@ const (
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
 	PathCells   = "/cells"
+	// PathPprof is where the runtime profiles are, with admin.profiling.
+	PathPprof = "/debug/pprof/"
 )
 
 // Check is a health or readiness check: nil when it passes. The request's
@@ -41,6 +44,8 @@ type namedCheck struct {
 type Server struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// profiling serves PathPprof (EnableProfiling).
+	profiling bool
 
 	mu     sync.Mutex
 	health []namedCheck
@@ -54,6 +59,10 @@ func New(m *metrics.Metrics, log *slog.Logger) *Server {
 	s.AddHealthCheck("ping", func(*http.Request) error { return nil })
 	return s
 }
+
+// EnableProfiling makes Handler serve Go's runtime profiles
+// (net/http/pprof) under PathPprof (admin.profiling).
+func (s *Server) EnableProfiling() { s.profiling = true }
 
 // AddHealthCheck adds a liveness check (/healthz): one that fails only
 // when the process should be restarted. A name added again replaces its
@@ -91,6 +100,15 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(PathReadyz, s.checkHandler("readyz", &s.ready))
 	mux.Handle(PathReadyz+"/", s.checkHandler("readyz", &s.ready))
 	mux.HandleFunc(PathCells, s.serveCells)
+	if s.profiling {
+		// net/http/pprof's own handlers, on this mux only (its init
+		// registers them on http.DefaultServeMux, which kip never serves).
+		mux.HandleFunc(PathPprof, pprof.Index)
+		mux.HandleFunc(PathPprof+"cmdline", pprof.Cmdline)
+		mux.HandleFunc(PathPprof+"profile", pprof.Profile)
+		mux.HandleFunc(PathPprof+"symbol", pprof.Symbol)
+		mux.HandleFunc(PathPprof+"trace", pprof.Trace)
+	}
 	return mux
 }
 

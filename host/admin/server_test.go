@@ -201,3 +201,30 @@ func TestURLOf(t *testing.T) {
 		}
 	}
 }
+
+// Runtime profiles are served only with admin.profiling.
+func TestProfiling(t *testing.T) {
+	tests := []struct {
+		name    string
+		enable  bool
+		want    int
+		wantHas string
+	}{
+		{name: "off by default", want: http.StatusNotFound},
+		{name: "on", enable: true, want: http.StatusOK, wantHas: "heap profile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(metrics.New(), slog.New(slog.DiscardHandler))
+			if tt.enable {
+				s.EnableProfiling()
+			}
+			ts := httptest.NewServer(s.Handler())
+			defer ts.Close()
+			code, body := get(t, ts.URL+PathPprof+"heap?debug=1")
+			if code != tt.want || !strings.Contains(body, tt.wantHas) {
+				t.Errorf("GET %sheap = %d, %.80q; want %d with %q", PathPprof, code, body, tt.want, tt.wantHas)
+			}
+		})
+	}
+}

@@ -43,18 +43,20 @@ func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*plug
 			t.Stop()
 		case <-t.C:
 		}
-		resp, err := c.d.plugin.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
+		// Shared with the other cells looking at once (sharedDescribe):
+		// one poll of the event watch wakes many.
+		got, err := c.d.describes.describe(ctx, c.d.plugin, inst.ID)
 		switch {
 		case err != nil:
 			c.log.Warn("describing cell", "instance", inst.ID, "error", err)
-		case len(resp.Instances) == 0:
+		case got == nil:
 			// Eventual consistency right after launch: give it a while.
 			if n > 20 {
 				c.lost(ctx, fmt.Sprintf("cell %s (instance %s) disappeared while booting", c.id, inst.ID))
 				return nil, errDeleted
 			}
 		default:
-			inst = &resp.Instances[0]
+			inst = got
 			c.mu.Lock()
 			c.instance = inst
 			c.mu.Unlock()

@@ -105,6 +105,10 @@ type cellDeps struct {
 	metrics *metrics.Metrics
 	// warm is the warm pool's standby cells (warm.go); nil without one.
 	warm *warmPool
+	// lists and describes share the plugin's List and Describe among the
+	// cells calling them at once (lookup.go).
+	lists     sharedList
+	describes sharedDescribe
 }
 
 // ServiceTable streams the cluster's ClusterIP services to a cell's agent
@@ -181,6 +185,10 @@ type cell struct {
 	// warmMissed is set once no standby of the warm pool fitted the pod
 	// (counted once).
 	warmMissed bool
+	// launchUnanswered is set when a Launch of the cell returned an error
+	// (a lost answer, a timeout, a cancellation): it may have created an
+	// instance the cell does not know, which terminate must look for.
+	launchUnanswered bool
 }
 
 // newCell makes the cell of pod; adopted is its instance when the cell is

@@ -36,7 +36,13 @@
 // crash lands on the same instance (the plugin contract makes Launch
 // idempotent on it); and before a cell is launched anywhere it is looked
 // up by its cell ID, so that an instance whose Launch answer was lost is
-// taken rather than a second one launched elsewhere.
+// taken rather than a second one launched elsewhere. That look-up, the
+// one after a termination, and a booting cell's Describe are shared among
+// the cells making them at once (lookup.go: one call that started after
+// each caller asked, so nothing older than its own call would be), and a
+// terminated cell looks for a lost instance only when one may exist (its
+// Launch failed once, or the pod had earlier cells): a burst of N pods
+// costs a few Lists and Describes, not 2N and N.
 //
 // # Warm pool
 //

@@ -199,6 +199,9 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 					"capacity_type", placed.CapacityType, "price", priceText(placed))
 				return &inst
 			}
+			c.mu.Lock()
+			c.launchUnanswered = true
+			c.mu.Unlock()
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -266,9 +269,12 @@ func refusalWait(first time.Duration, n int) time.Duration {
 // A Launch elsewhere (another type, zone or capacity type) would reuse
 // the cell's idempotency key with other parameters, which the cloud
 // refuses (EC2: IdempotentParameterMismatch) or, for a plugin whose key
-// does not carry over, would start a second instance for the cell.
+// does not carry over, would start a second instance for the cell. The
+// List is shared with the other cells looking themselves up meanwhile
+// (sharedList: one that started after this call), so that a burst of
+// launches costs a few Lists, not one per cell.
 func (c *cell) existing(ctx context.Context) (*pluginapi.Instance, error) {
-	list, err := c.d.plugin.List(ctx, &pluginapi.ListRequest{})
+	list, err := c.d.lists.list(ctx, c.d.plugin)
 	if err != nil {
 		return nil, fmt.Errorf("listing instances: %w", err)
 	}

@@ -125,7 +125,7 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 		_ = agent.Close()
 	}
 	c.mu.Lock()
-	inst, ended, id := c.instance, c.ended, c.id
+	inst, ended, id, attempt, unanswered := c.instance, c.ended, c.id, c.attempt, c.launchUnanswered
 	c.ended = true
 	c.mu.Unlock()
 	if ended {
@@ -143,10 +143,18 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 	// A Launch whose answer was lost may still have created an instance:
 	// find it by cell ID (any cell of the pod: one that never booted
 	// was ended when it was given up, but its Terminate may have failed).
-	if list, err := c.d.plugin.List(ctx, &pluginapi.ListRequest{}); err == nil {
-		for _, other := range list.Instances {
-			if uid, _, ok := cellOf(other.CellID); ok && uid == c.uid && (inst == nil || other.ID != inst.ID) && other.State != pluginapi.StateTerminated {
-				c.d.end.terminate(ctx, other.ID, other.CellID)
+	// There is none to find when the cell is the pod's first (attempt 0)
+	// and has its instance from a Launch that answered every time it was
+	// called (or from adoption or the look-up before launch, which found
+	// it): Launch is idempotent on the cell ID, so that ID has no other
+	// instance, and the pod no other cell ID. The List is shared with the
+	// other cells terminating meanwhile (sharedList).
+	if inst == nil || attempt > 0 || unanswered {
+		if list, err := c.d.lists.list(ctx, c.d.plugin); err == nil {
+			for _, other := range list.Instances {
+				if uid, _, ok := cellOf(other.CellID); ok && uid == c.uid && (inst == nil || other.ID != inst.ID) && other.State != pluginapi.StateTerminated {
+					c.d.end.terminate(ctx, other.ID, other.CellID)
+				}
 			}
 		}
 	}

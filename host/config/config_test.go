@@ -54,7 +54,7 @@ func TestSettingsKeys(t *testing.T) {
 		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
 		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
 		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
-		"admin.listenAddress", "admin.off",
+		"admin.listenAddress", "admin.off", "admin.profiling",
 		"leaderElection.enabled", "leaderElection.namespace", "leaderElection.leaseName", "leaderElection.leaseDuration",
 		"leaderElection.renewDeadline", "leaderElection.retryPeriod", "leaderElection.identity", "leaderElection.kubeconfig",
 		"log.level", "log.format",

@@ -37,6 +37,10 @@ func startAdmin(ctx context.Context, cfg admin.Config, bootstrap bool, log *slog
 		return o, nil
 	}
 	srv := admin.New(m, log)
+	if cfg.Profiling {
+		srv.EnableProfiling()
+		log.Warn("admin server serves runtime profiles (admin.profiling): anyone who reaches it reads kip's memory and stacks", "path", admin.PathPprof)
+	}
 	o.srv = srv
 	srv.AddReadyCheck("api", o.apiReady.ready)
 	srv.AddReadyCheck("plugin", o.pluginReady.ready)

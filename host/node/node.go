@@ -103,9 +103,24 @@ func WithEventRecorder(recorder record.EventRecorder) Option {
 }
 
 // NewPodInformerFactory returns an informer factory that watches only the
-// pods bound to node name.
+// pods bound to node name, without their managedFields (stripManagedFields).
 func NewPodInformerFactory(client kubernetes.Interface, name string) informers.SharedInformerFactory {
-	return informers.NewSharedInformerFactoryWithOptions(client, podResync, nodeutil.PodInformerFilter(name))
+	return informers.NewSharedInformerFactoryWithOptions(client, podResync, nodeutil.PodInformerFilter(name),
+		informers.WithTransform(stripManagedFields))
+}
+
+// stripManagedFields is the pod informer's transform: it drops an
+// object's managedFields (server-side apply's bookkeeping, a few entries
+// of every writer of the pod) before the cache keeps it. Nothing in kip
+// reads them, and they cost on every pod: memory in the cache and in each
+// cell's copy of its pod, and time in virtual-kubelet's comparison of
+// each update with the pod before it (podsEffectivelyEqual, a go-cmp
+// walk of the whole object).
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // NewEventRecorder returns a recorder that writes events as the node (the

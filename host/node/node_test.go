@@ -20,6 +20,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kipcell/kip/host/setting"
@@ -362,4 +363,22 @@ func (nopPods) AttachToContainer(context.Context, string, string, string, api.At
 }
 func (nopPods) PortForward(context.Context, string, string, int32, io.ReadWriteCloser) error {
 	return errdefs.NotFound("no pods")
+}
+
+// The pod informer's transform drops managedFields and keeps the rest.
+func TestStripManagedFields(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{"a": "b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}}}
+	got, err := stripManagedFields(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.(*corev1.Pod)
+	if p.ManagedFields != nil || p.Name != "p" || p.Labels["a"] != "b" {
+		t.Errorf("stripManagedFields = %+v, want the pod without managedFields", p.ObjectMeta)
+	}
+	// Not an object (a tombstone): passed through.
+	if got, err := stripManagedFields("x"); got != "x" || err != nil {
+		t.Errorf("stripManagedFields(x) = %v, %v", got, err)
+	}
 }

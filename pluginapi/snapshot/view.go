@@ -35,6 +35,9 @@ type View[T any] struct {
 	gen     uint64       // counts launches of unknown outcome
 	flight  *flight      // the refresh under way, or nil
 	overlay map[string]change[T]
+	// launch is closed by the next Launched or Uncertain (NextLaunch);
+	// nil until someone asks.
+	launch chan struct{}
 }
 
 // change is what the plugin itself did to an instance.
@@ -166,11 +169,36 @@ func (v *View[T]) RecentlyLaunched(id string) bool {
 	return ok && c.launch && v.now().Sub(c.at) < v.window
 }
 
-// Launched records an instance Launch answered with.
+// Launched records an instance Launch answered with, and closes
+// NextLaunch's channel.
 func (v *View[T]) Launched(id string, inst T) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.overlay[id] = change[T]{inst: inst, at: v.now(), launch: true}
+	v.launched()
+}
+
+// NextLaunch returns a channel closed at the plugin's next launch
+// (Launched, or Uncertain: a launch that may have created an instance):
+// an event watcher that polls slowly while nothing boots waits on it too,
+// so that it looks at a new instance at once rather than at its next slow
+// poll. Take it before the poll whose sleep it cuts short, so that a
+// launch during the poll is not missed.
+func (v *View[T]) NextLaunch() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.launch == nil {
+		v.launch = make(chan struct{})
+	}
+	return v.launch
+}
+
+// launched closes NextLaunch's channel; v.mu is held.
+func (v *View[T]) launched() {
+	if v.launch != nil {
+		close(v.launch)
+		v.launch = nil
+	}
 }
 
 // Changed records an instance's state as Terminate answered.
@@ -187,4 +215,5 @@ func (v *View[T]) Uncertain() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.gen++
+	v.launched()
 }

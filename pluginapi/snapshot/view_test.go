@@ -119,3 +119,43 @@ func TestGetErrors(t *testing.T) {
 		t.Errorf("Get with a cancelled context = %v", err)
 	}
 }
+
+// NextLaunch's channel closes at the next Launched or Uncertain, not at
+// a Changed or a refresh, and each launch closes the channel taken before
+// it only.
+func TestNextLaunch(t *testing.T) {
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	tests := []struct {
+		name string
+		do   func(v *View[string])
+		want bool
+	}{
+		{name: "Launched", do: func(v *View[string]) { v.Launched("i-1", "pending") }, want: true},
+		{name: "Uncertain", do: func(v *View[string]) { v.Uncertain() }, want: true},
+		{name: "Changed", do: func(v *View[string]) { v.Changed("i-1", "terminating") }},
+		{name: "a refresh", do: func(v *View[string]) { _, _ = v.Get(t.Context(), 0) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := New(func(context.Context) (map[string]string, error) { return map[string]string{}, nil }, time.Now, time.Minute)
+			ch := v.NextLaunch()
+			if again := v.NextLaunch(); again != ch {
+				t.Error("two NextLaunch before any launch gave two channels")
+			}
+			tt.do(v)
+			if got := closed(ch); got != tt.want {
+				t.Errorf("closed = %v, want %v", got, tt.want)
+			}
+			if next := v.NextLaunch(); tt.want && closed(next) {
+				t.Error("the channel taken after the launch is closed already")
+			}
+		})
+	}
+}

@@ -43,9 +43,15 @@ var maintenanceCodes = []string{
 // pollFast until it has seen a boot, then every pollBoot from shortly
 // before the time the quickest of the last boots took (pluginapi/boottime), so
 // that a 20-second boot costs a few calls instead of twenty and is seen
-// sooner. A poll within snapshotAge of a
-// Describe costs no call. Failed polls are logged and retried; the stream
-// ends only with ctx or a failed send.
+// sooner. A Launch of this plugin process ends the wait at once (the
+// view's NextLaunch): the next poll shows the new instance (the view's
+// overlay has it pending when EC2 does not show it yet), and from there
+// the polls are fast while it boots; without that, an instance launched
+// while the watcher knew of none booting would wait up to pollSlow to be
+// seen running, however quick its boot. A poll within snapshotAge of a
+// Describe costs no call, so a burst of launches costs at most one
+// DescribeInstances per snapshotAge. Failed polls are logged and retried;
+// the stream ends only with ctx or a failed send.
 func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
 	cfg, err := p.config()
 	if err != nil {
@@ -57,6 +63,7 @@ func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRe
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		launch := cfg.view.NextLaunch() // before the poll: a launch during it ends the sleep after it
 		snap, err := cfg.view.Get(ctx, min(interval, p.snapshotAge))
 		switch {
 		case ctx.Err() != nil:
@@ -73,10 +80,32 @@ func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRe
 			}
 			interval = w.next(snap)
 		}
-		if err := p.sleep(ctx, interval); err != nil {
+		if err := p.sleepUntilLaunch(ctx, interval, launch); err != nil {
 			return err
 		}
 	}
+}
+
+// sleepUntilLaunch sleeps for d (p.sleep), or until launch closes: it
+// returns nil either way, and ctx's error when ctx ended.
+func (p *provider) sleepUntilLaunch(ctx context.Context, d time.Duration, launch <-chan struct{}) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-launch:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	err := p.sleep(sctx, d)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil && sctx.Err() == nil {
+		return err
+	}
+	return nil
 }
 
 // watcher is one WatchEvents stream's memory of what it reported.

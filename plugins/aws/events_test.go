@@ -132,6 +132,58 @@ func TestWatchEventsSurvivesFailedPolls(t *testing.T) {
 	waitEvent(t, events, "running", func(e *pluginapi.Event) bool { return e.InstanceID == id && e.State == pluginapi.StateRunning })
 }
 
+// A Launch wakes a watcher in its slow sleep (no instance booting): the
+// new instance is seen pending, then running, long before pollSlow; and
+// a launch that failed with an unknown outcome wakes it too.
+func TestWatchEventsWakesOnLaunch(t *testing.T) {
+	tests := []struct {
+		name string
+		// launch launches (or tries to) and returns the instance to
+		// expect running.
+		launch func(t *testing.T, f *fakeEC2, p *provider) string
+	}{
+		{name: "launched", launch: func(t *testing.T, _ *fakeEC2, p *provider) string {
+			resp, err := p.Launch(t.Context(), launchRequest("cell-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Instance.ID
+		}},
+		{name: "answer lost", launch: func(t *testing.T, f *fakeEC2, p *provider) string {
+			// EC2 failed the call, but an instance exists (as when the
+			// answer was lost): the watcher must look.
+			f.fail("RunInstances", "InternalError", 500, 1)
+			id := f.add("running", cellTags(testCluster, "cell-1"))
+			if _, err := p.Launch(t.Context(), launchRequest("cell-1")); err == nil {
+				t.Fatal("Launch succeeded, want the injected error")
+			}
+			return id
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEC2(t)
+			p := configured(t, testConfig(f), func(p *provider) {
+				p.pollFast, p.pollSlow, p.statusEvery = 10*time.Millisecond, time.Hour, time.Hour
+				p.snapshotAge = 10 * time.Millisecond
+			})
+			events := watch(t, p)
+			for f.callCount("DescribeInstances") == 0 { // the first poll; then an hour's sleep
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond) // into the sleep (not an assertion)
+			start := time.Now()
+			id := tt.launch(t, f, p)
+			waitEvent(t, events, "running", func(e *pluginapi.Event) bool {
+				return e.Type == pluginapi.EventStateChange && e.InstanceID == id && e.State == pluginapi.StateRunning
+			})
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("running seen %v after the launch, want well within pollSlow", took)
+			}
+		})
+	}
+}
+
 // The poll interval is slow while nothing changes: no instance pending or
 // terminating.
 func TestWatchEventsPollsSlowlyWhenSteady(t *testing.T) {

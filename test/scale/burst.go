@@ -50,6 +50,16 @@ type Metered interface {
 	Counters(ctx context.Context) (map[string]float64, error)
 }
 
+// Profiled is a Node that saves profiles of its process (kip's heap and
+// goroutines, from its admin server's /debug/pprof/): Run asks for them
+// at the end of the idle window, every pod Running.
+type Profiled interface {
+	Node
+	// SaveProfiles saves the process's profiles now, naming them after
+	// phase.
+	SaveProfiles(ctx context.Context, phase string) error
+}
+
 // Options configure Run.
 type Options struct {
 	// Client acts as cluster-admin, unthrottled enough to create the
@@ -65,8 +75,15 @@ type Options struct {
 	// the node's requests.
 	Audit AuditLog
 	// Idle is how long Run measures the node with every pod Running;
-	// default 30 s.
+	// default 30 s. The window starts once the node's event creates have
+	// stopped (Settle), so that it does not hold the burst's backlog of
+	// events.
 	Idle time.Duration
+	// Quiet is how long the node must make no event create or patch
+	// (counted in the audit log) before the idle window starts; default
+	// 5 s. SettleTimeout bounds that wait (default 3 minutes): past it,
+	// the window starts anyway and Result.Settled is false.
+	Quiet, SettleTimeout time.Duration
 	// Timeout bounds each wait: the node Ready, every pod Running, every
 	// pod gone; default 10 minutes.
 	Timeout time.Duration
@@ -100,6 +117,13 @@ type Result struct {
 	CPU time.Duration
 	// IdleCPU is its CPU time over Idle with every pod Running.
 	IdleCPU, Idle time.Duration
+	// Settle is from the last pod seen Running to the idle window's
+	// start: the time the node took to stop creating events (Quiet
+	// without one); Settled is false when SettleTimeout ended the wait
+	// first. SettleRequests are the node's requests meanwhile.
+	Settle         time.Duration
+	Settled        bool
+	SettleRequests Requests
 	// Requests are the node's API requests over the burst and the
 	// deletion; IdleRequests over Idle.
 	Requests, IdleRequests Requests
@@ -122,20 +146,32 @@ func (r Result) IdleCores() float64 {
 // RequestsPerPod is r's API requests per pod.
 func (r Result) RequestsPerPod() float64 { return float64(r.Requests.Total) / float64(max(r.Pods, 1)) }
 
+// withDefaults is o with its zero fields at their defaults.
+func (o Options) withDefaults() Options {
+	if o.Idle <= 0 {
+		o.Idle = 30 * time.Second
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = 5 * time.Second
+	}
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = 3 * time.Minute
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
 // Run starts node, waits for it to be Ready, creates opts.Pods pods on
 // it at once and waits for all to be Running, measures it idle, deletes
 // them all and waits until they are gone, and stops the node: the burst
 // of issue 19's make bench-scale.
 func Run(ctx context.Context, node Node, opts Options) (Result, error) {
-	if opts.Idle <= 0 {
-		opts.Idle = 30 * time.Second
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Minute
-	}
-	if opts.Logf == nil {
-		opts.Logf = func(string, ...any) {}
-	}
+	opts = opts.withDefaults()
 	r := Result{Node: node.Name(), Pods: opts.Pods, Idle: opts.Idle}
 	if err := node.Start(ctx); err != nil {
 		return r, fmt.Errorf("starting node %s: %w", node.Name(), err)
@@ -186,17 +222,7 @@ func Run(ctx context.Context, node Node, opts Options) (Result, error) {
 	opts.Logf("%d pods Running on %s %.2fs after the first create (created in %.2fs); start %s",
 		opts.Pods, node.Name(), r.AllRunning.Seconds(), r.AllCreated.Seconds(), r.Start)
 
-	// Idle, every pod Running.
-	idle0, err := m.read(ctx)
-	if err != nil {
-		return r, err
-	}
-	select {
-	case <-ctx.Done():
-		return r, ctx.Err()
-	case <-time.After(opts.Idle):
-	}
-	idle1, err := m.read(ctx)
+	idle0, idle1, err := measureIdle(ctx, m, node, opts, &r)
 	if err != nil {
 		return r, err
 	}
@@ -227,9 +253,11 @@ func Run(ctx context.Context, node Node, opts Options) (Result, error) {
 	opts.Logf("%d pods gone from %s %.2fs after the first delete", opts.Pods, node.Name(), r.AllGone.Seconds())
 
 	r.PeakRSS = end.usage.PeakRSS
+	// The burst's CPU runs to the idle window's start (the settling
+	// included: it is the burst's backlog).
 	r.CPU = idle0.usage.CPU - burst0.usage.CPU + end.usage.CPU - idle1.usage.CPU
 	r.IdleCPU = idle1.usage.CPU - idle0.usage.CPU
-	if r.Requests, err = m.requests(burst0, idle0); err != nil {
+	if r.Requests, err = m.requests(burst0, idle0); err != nil { // the settling included
 		return r, err
 	}
 	deletion, err := m.requests(idle1, end)
@@ -247,6 +275,81 @@ func Run(ctx context.Context, node Node, opts Options) (Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// settle waits until user has made no event create or patch (the audit
+// log from offset on) for quiet, looking every quarter of quiet; it
+// reports false when timeout passed first.
+func settle(ctx context.Context, audit AuditLog, user string, offset int64, quiet, timeout time.Duration) (bool, error) {
+	start := time.Now()
+	last := start // the last event request seen, or the start
+	for {
+		end, err := audit.Offset()
+		if err != nil {
+			return false, err
+		}
+		reqs, err := audit.Count(user, offset, end)
+		if err != nil {
+			return false, err
+		}
+		offset = end
+		now := time.Now()
+		if reqs.ByKind["create events"]+reqs.ByKind["patch events"] > 0 {
+			last = now
+		}
+		switch {
+		case now.Sub(last) >= quiet:
+			return true, nil
+		case now.Sub(start) >= timeout:
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(quiet / 4):
+		}
+	}
+}
+
+// measureIdle waits until the node has stopped creating events (the
+// burst's backlog drained: settle), then reads it at the start and the
+// end of opts.Idle (and saves a Profiled node's profiles at the end); it
+// records the settling in r.
+func measureIdle(ctx context.Context, m meter, node Node, opts Options, r *Result) (idle0, idle1 reading, err error) {
+	settle0, err := m.read(ctx)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	settleStart := time.Now()
+	r.Settled, err = settle(ctx, opts.Audit, node.User(), settle0.offset, opts.Quiet, opts.SettleTimeout)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	r.Settle = time.Since(settleStart)
+	idle0, err = m.read(ctx)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	if r.SettleRequests, err = m.requests(settle0, idle0); err != nil {
+		return idle0, idle1, err
+	}
+	opts.Logf("idle window of %s starts %.2fs after all Running (%d requests meanwhile; quiet for %s: %v)",
+		opts.Idle, r.Settle.Seconds(), r.SettleRequests.Total, opts.Quiet, r.Settled)
+	select {
+	case <-ctx.Done():
+		return idle0, idle1, ctx.Err()
+	case <-time.After(opts.Idle):
+	}
+	idle1, err = m.read(ctx)
+	if err != nil {
+		return idle0, idle1, err
+	}
+	if p, ok := node.(Profiled); ok {
+		if err := p.SaveProfiles(ctx, "idle"); err != nil {
+			return idle0, idle1, err
+		}
+	}
+	return idle0, idle1, nil
 }
 
 // meter reads what Run measures of the node at the edges of each phase.

@@ -106,7 +106,7 @@ func TestRun(t *testing.T) {
 	client := fake.NewClientset()
 	audit := AuditLog{Path: filepath.Join(t.TempDir(), "audit.log")}
 	node := &fakeNode{client: client, audit: audit.Path, name: "fake"}
-	r, err := Run(t.Context(), node, Options{Client: client, Namespace: "ns", Pods: pods, Image: "pause", Audit: audit, Idle: time.Millisecond, Timeout: time.Minute})
+	r, err := Run(t.Context(), node, Options{Client: client, Namespace: "ns", Pods: pods, Image: "pause", Audit: audit, Idle: time.Millisecond, Quiet: 20 * time.Millisecond, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,5 +171,69 @@ func TestForEachError(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "n-0042") {
 		t.Errorf("forEach with a failure = %v, want an error naming n-0042", err)
+	}
+}
+
+// TestSettle waits for a node's event requests to stop: while a writer
+// appends "create events" to the audit log settle waits, and it returns
+// quiet after the last one; a node that never stops ends the wait at the
+// timeout, not settled; another user's events and the node's other
+// requests do not count.
+func TestSettle(t *testing.T) {
+	const user = "system:node:n"
+	line := func(user, verb, resource string) string {
+		return `{"stage":"RequestReceived","verb":"` + verb + `","user":{"username":"` + user + `"},"objectRef":{"resource":"` + resource + `"}}` + "\n"
+	}
+	tests := []struct {
+		name string
+		// writes is what is appended every 10 ms, for writeFor.
+		writes      string
+		writeFor    time.Duration
+		timeout     time.Duration
+		wantSettled bool
+		// the wait's bounds
+		atLeast, atMost time.Duration
+	}{
+		{name: "events stop", writes: line(user, "create", "events"), writeFor: 300 * time.Millisecond, timeout: 10 * time.Second,
+			wantSettled: true, atLeast: 300*time.Millisecond + 100*time.Millisecond, atMost: 5 * time.Second},
+		{name: "events never stop", writes: line(user, "patch", "events"), writeFor: time.Hour, timeout: 500 * time.Millisecond,
+			wantSettled: false, atLeast: 500 * time.Millisecond, atMost: 5 * time.Second},
+		{name: "others' events and other requests", writes: line("system:node:other", "create", "events") + line(user, "update", "pods"),
+			writeFor: time.Hour, timeout: 10 * time.Second, wantSettled: true, atLeast: 100 * time.Millisecond, atMost: 5 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			audit := AuditLog{Path: filepath.Join(t.TempDir(), "audit.log")}
+			if err := os.WriteFile(audit.Path, []byte(line(user, "create", "events")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			wg.Go(func() {
+				until := time.Now().Add(tt.writeFor)
+				for time.Now().Before(until) && ctx.Err() == nil {
+					f, err := os.OpenFile(audit.Path, os.O_APPEND|os.O_WRONLY, 0o600)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_, _ = f.WriteString(tt.writes)
+					_ = f.Close()
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
+			start := time.Now()
+			settled, err := settle(ctx, audit, user, 0, 100*time.Millisecond, tt.timeout)
+			took := time.Since(start)
+			cancel()
+			if err != nil || settled != tt.wantSettled {
+				t.Errorf("settle = %v, %v; want %v, nil", settled, err, tt.wantSettled)
+			}
+			if took < tt.atLeast || took > tt.atMost {
+				t.Errorf("settle took %v, want between %v and %v", took, tt.atLeast, tt.atMost)
+			}
+		})
 	}
 }

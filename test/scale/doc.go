@@ -10,9 +10,13 @@
 // process's CPU time and peak RSS are reported beside.
 //
 // Run starts a Node (an interface: Name, User, Start, PID, Exited, Stop),
-// creates N pods on it at once, waits until all are Running, measures the
-// node idle for 30 s, deletes them all and waits until they are gone. It
-// measures:
+// creates N pods on it at once, waits until all are Running, waits until
+// the node has made no event create or patch for 5 s (the burst's backlog
+// of events drained; at most 3 minutes; the results say how long after
+// all Running the window started), measures the node idle for 30 s,
+// deletes them all and waits until they are gone. A Profiled node (kip
+// with KIP_SCALE_PROFILE) saves its heap and goroutine profiles at the
+// idle window's end. It measures:
 //
 //   - the time from the first create to the last pod seen Running, and
 //     each pod's start as Kubernetes' node density test

@@ -32,6 +32,9 @@ type KipNode struct {
 	Cells    *framework.Cells
 	BinDir   string
 	Log      io.Writer
+	// ProfileDir, if set, turns on kip's admin.profiling and receives its
+	// heap and goroutine profiles (SaveProfiles).
+	ProfileDir string
 
 	k *framework.Kip
 
@@ -54,6 +57,7 @@ func (n *KipNode) Start(ctx context.Context) error {
 		// kip's default, not the e2e runs' 2 s: every Running pod's
 		// projected kube-root-ca.crt is read again at this interval.
 		VolumeRefreshInterval: time.Minute,
+		Profiling:             n.ProfileDir != "",
 	})
 	if err != nil {
 		return fmt.Errorf("starting kip: %w", err)
@@ -162,4 +166,45 @@ func pluginPID(kip int) int {
 		}
 	}
 	return 0
+}
+
+// SaveProfiles writes kip's heap profile (heap-<phase>.pb.gz, for go tool
+// pprof, after a garbage collection) and its goroutines
+// (goroutines-<phase>.txt) into ProfileDir; nothing without one.
+func (n *KipNode) SaveProfiles(ctx context.Context, phase string) error {
+	if n.ProfileDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(n.ProfileDir, 0o755); err != nil {
+		return fmt.Errorf("saving kip's profiles: %w", err)
+	}
+	for file, path := range map[string]string{
+		"heap-" + phase + ".pb.gz":     "/debug/pprof/heap?gc=1",
+		"goroutines-" + phase + ".txt": "/debug/pprof/goroutine?debug=1",
+	} {
+		if err := n.saveProfile(ctx, path, filepath.Join(n.ProfileDir, file)); err != nil {
+			return fmt.Errorf("saving kip's profiles: %w", err)
+		}
+	}
+	return nil
+}
+
+func (n *KipNode) saveProfile(ctx context.Context, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.k.AdminURL()+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
 }

@@ -24,13 +24,22 @@ func Markdown(results []Result) string {
 	}
 	b.WriteString("\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "- %s, %d pods: %s; idle: %s", r.Node, r.Pods, byKind(r.Requests), byKind(r.IdleRequests))
+		fmt.Fprintf(&b, "- %s, %d pods: %s; idle (%s): %s", r.Node, r.Pods, byKind(r.Requests), idleStart(r), byKind(r.IdleRequests))
 		if len(r.Counters) > 0 {
 			fmt.Fprintf(&b, "; its own counters: %s", counters(r.Counters))
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// idleStart says when r's idle window started: "from 12.50 s after all
+// Running", and whether the node's events had stopped by then.
+func idleStart(r Result) string {
+	if !r.Settled {
+		return fmt.Sprintf("from %s after all Running, events still being created", secs(r.Settle))
+	}
+	return fmt.Sprintf("from %s after all Running, once its event creates had stopped", secs(r.Settle))
 }
 
 // byKind lists reqs's kinds, the most frequent first: "patch pods/status

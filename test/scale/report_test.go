@@ -18,6 +18,7 @@ func TestMarkdown(t *testing.T) {
 			AllGone: 21 * time.Second, PeakRSS: 60 << 20, CPU: 2 * time.Second, IdleCPU: 300 * time.Millisecond, Idle: 30 * time.Second,
 			Requests:     Requests{Total: 250, ByKind: map[string]int{"patch pods/status": 200, "delete pods": 50}},
 			IdleRequests: Requests{Total: 3, ByKind: map[string]int{"update leases": 3}},
+			Settle:       12500 * time.Millisecond, Settled: true,
 		},
 		{Node: "kip-100", Pods: 100, Idle: 30 * time.Second, Counters: map[string]float64{"kip_plugin_calls_total": 200, "kip_api_requests_total": 300}},
 	}
@@ -26,8 +27,8 @@ func TestMarkdown(t *testing.T) {
 		"| mock-100 | 100 | 1.50 s | 20.00 s | 10.00 s | 18.00 s | 19.90 s | 21.00 s | 60 MiB | 20.00 ms | 1.00 % of a core | 2.50 | 3 in 30.00 s |\n" +
 		"| kip-100 | 100 | 0.00 s | 0.00 s | 0.00 s | 0.00 s | 0.00 s | 0.00 s | 0 MiB | 0.00 ms | 0.00 % of a core | 0.00 | 0 in 30.00 s |\n" +
 		"\n" +
-		"- mock-100, 100 pods: patch pods/status 200, delete pods 50; idle: update leases 3\n" +
-		"- kip-100, 100 pods: no API requests; idle: no API requests; its own counters: kip_api_requests_total 300, kip_plugin_calls_total 200\n"
+		"- mock-100, 100 pods: patch pods/status 200, delete pods 50; idle (from 12.50 s after all Running, once its event creates had stopped): update leases 3\n" +
+		"- kip-100, 100 pods: no API requests; idle (from 0.00 s after all Running, events still being created): no API requests; its own counters: kip_api_requests_total 300, kip_plugin_calls_total 200\n"
 	if diff := cmp.Diff(want, Markdown(results)); diff != "" {
 		t.Errorf("Markdown (-want +got):\n%s", diff)
 	}

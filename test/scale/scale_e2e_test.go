@@ -99,7 +99,8 @@ func run(m *testing.M) int {
 }
 
 // TestScale is make bench-scale: for each N of $KIP_SCALE_PODS (default
-// "100,300"), the same burst of N pods through each node, one after the
+// "100,300"), and of the nodes $KIP_SCALE_NODES names (default
+// "mock,local,aws"), the same burst of N pods through each node, one after the
 // other on this control plane, each node a fresh process: virtual-kubelet
 // v1.13.0's mock provider, then kip with light cells behind the local
 // plugin (kip-local-<n>) and behind the aws plugin and the EC2 simulator
@@ -109,6 +110,10 @@ func run(m *testing.M) int {
 // its load), results.json, and scale-<N>.svg, pods Running over time.
 func TestScale(t *testing.T) {
 	sizes, err := podCounts(os.Getenv("KIP_SCALE_PODS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds, err := nodeKinds(os.Getenv("KIP_SCALE_NODES"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +129,15 @@ func TestScale(t *testing.T) {
 		plots   = map[int][]Series{}
 	)
 	for _, n := range sizes {
-		nodes := []Node{mockNode(t, n), kipNode(t, framework.PluginLocal, n), kipNode(t, framework.PluginAWS, n)}
+		var nodes []Node
+		if kinds["mock"] {
+			nodes = append(nodes, mockNode(t, n))
+		}
+		for _, plugin := range []string{framework.PluginLocal, framework.PluginAWS} {
+			if kinds[plugin] {
+				nodes = append(nodes, kipNode(t, plugin, n))
+			}
+		}
 		for _, node := range nodes {
 			t.Run(fmt.Sprintf("%s/pods=%d", node.Name(), n), func(t *testing.T) {
 				ns := f.Namespace(t)
@@ -170,9 +183,15 @@ func mockNode(t *testing.T, n int) *MockNode {
 	return &MockNode{Bin: mockBin, NodeName: name, Kubeconfig: mockKubeconfig, Dir: dir}
 }
 
-// kipNode is kip with light cells behind plugin as node kip-<plugin>-<n>.
+// kipNode is kip with light cells behind plugin as node kip-<plugin>-<n>;
+// with $KIP_SCALE_PROFILE set and $KIP_SCALE_OUT a directory, it serves
+// its runtime profiles and Run saves them into <out>/<node>/.
 func kipNode(t *testing.T, plugin string, n int) *KipNode {
-	return &KipNode{Plugin: plugin, NodeName: fmt.Sprintf("kip-%s-%d", plugin, n), Cells: cells, BinDir: kipBin, Log: testWriter{t}}
+	k := &KipNode{Plugin: plugin, NodeName: fmt.Sprintf("kip-%s-%d", plugin, n), Cells: cells, BinDir: kipBin, Log: testWriter{t}}
+	if out := os.Getenv("KIP_SCALE_OUT"); out != "" && os.Getenv("KIP_SCALE_PROFILE") != "" {
+		k.ProfileDir = filepath.Join(out, k.NodeName)
+	}
+	return k
 }
 
 // testWriter writes StartKip's progress to the test's log.
@@ -211,6 +230,24 @@ func podCounts(s string) ([]int, error) {
 			return nil, fmt.Errorf("KIP_SCALE_PODS=%q: %q is not a number of pods", s, f)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+// nodeKinds parses $KIP_SCALE_NODES: which nodes run, of "mock",
+// "local" and "aws", separated by commas; empty means all three.
+func nodeKinds(s string) (map[string]bool, error) {
+	if s == "" {
+		s = "mock,local,aws"
+	}
+	out := map[string]bool{}
+	for f := range strings.SplitSeq(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "mock", framework.PluginLocal, framework.PluginAWS:
+			out[f] = true
+		default:
+			return nil, fmt.Errorf("KIP_SCALE_NODES=%q: %q is none of mock, local, aws", s, f)
+		}
 	}
 	return out, nil
 }

@@ -453,6 +453,9 @@ type KipOptions struct {
 	// start of their lines ("pools:\n  - name: small\n ..."); empty: no
 	// warm pool.
 	WarmPool string
+	// Profiling turns on kip's admin.profiling: Go's runtime profiles at
+	// AdminURL()+"/debug/pprof/".
+	Profiling bool
 }
 
 // nodeIP is the address kip's kubelet API listens on and the node
@@ -567,6 +570,9 @@ plugin:
 		return nil, err
 	}
 	config += election
+	if opts.Profiling {
+		config = strings.Replace(config, "admin:\n", "admin:\n  profiling: true\n", 1)
+	}
 	configPath := k.ConfigPath
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, fmt.Errorf("writing kip config: %w", err)
