@@ -400,7 +400,12 @@ type LaunchRequest struct {
 	// characters of [a-z0-9-].
 	CellID string
 	// NodeName, PodUID, PodNamespace and PodName identify the pod the cell
-	// is for; PodUID and NodeName are among the tags.
+	// is for; PodUID and NodeName are among the tags. PodUID, PodNamespace
+	// and PodName are empty for a standby cell of the host's warm pool,
+	// launched before any pod is: its tags carry TagWarmPool instead, and
+	// the first pod the host gives it binds it (its agent keeps that pod,
+	// and its tags stay as launched). A plugin launches such a request as
+	// any other, with an empty pod-uid tag.
 	NodeName     string
 	PodUID       string
 	PodNamespace string
@@ -598,6 +603,10 @@ const (
 	TagCell    = "kipcell.io/cell"
 	TagPodUID  = "kipcell.io/pod-uid"
 )
+
+// TagWarmPool is the extra tag (LaunchRequest.Tags) of a standby cell of
+// the host's warm pool: the pool's name. Such a launch has no pod.
+const TagWarmPool = "kipcell.io/warm-pool"
 
 // StandardTags returns req.Tags plus the four standard tags (cluster, node,
 // cell, pod UID). The standard tags win over same-named extra tags.

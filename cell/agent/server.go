@@ -117,7 +117,8 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 // sent (see pod.Manager.Events): events wake the stream too, and those a
 // broken stream did not send go with the next subscription's first update.
 // Each also carries the instance's notices in force (Config.Notices),
-// whose changes wake it as well; its seq counts both.
+// whose changes wake it as well; its seq counts both; and the UID of the
+// pod the agent runs, empty until its first ApplyPod (a standby cell).
 func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_WatchStatusServer) error {
 	ctx := stream.Context()
 	var sent uint64
@@ -127,7 +128,8 @@ func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_Wa
 		seq := podSeq + noticesSeq
 		events := s.cfg.Pod.Events()
 		if seq != sent {
-			u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq, Events: podEvents(events), Notices: notices}
+			u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq, Events: podEvents(events), Notices: notices,
+				PodUid: s.cfg.Pod.PodUID()}
 			if err := stream.Send(u); err != nil {
 				return err
 			}

@@ -108,4 +108,13 @@ func TestBootstrap(t *testing.T) {
 	if _, err := ParseBootstrap([]byte("{")); err == nil {
 		t.Error("ParseBootstrap accepted broken JSON")
 	}
+	// A standby cell of a warm pool names no pod: its first ApplyPod
+	// binds it.
+	standby := good
+	standby.PodUID = ""
+	if data, _ := standby.Marshal(); true {
+		if _, err := ParseBootstrap(data); err != nil {
+			t.Errorf("ParseBootstrap of a standby's bootstrap (no pod UID) = %v, want nil", err)
+		}
+	}
 }

@@ -42,7 +42,11 @@ type Bootstrap struct {
 	CellID    string `json:"cellID"`
 	ClusterID string `json:"clusterID"`
 	NodeName  string `json:"nodeName"`
-	PodUID    string `json:"podUID"`
+	// PodUID is the pod the cell is launched for; empty for a standby
+	// cell of a warm pool, which the first ApplyPod binds to its pod for
+	// good (the agent keeps that pod on its disk, so that a restarted
+	// agent resumes it).
+	PodUID string `json:"podUID"`
 	// ListenAddress is host:port for the agent's gRPC server; empty means
 	// all addresses on Port.
 	ListenAddress string `json:"listenAddress,omitempty"`
@@ -76,7 +80,7 @@ func (b *Bootstrap) Validate() error {
 	if !ValidCellID(b.CellID) {
 		errs = append(errs, fmt.Errorf("cellID %q is not a DNS label", b.CellID))
 	}
-	for name, v := range map[string]string{"caCert": b.CACert, "joinToken": b.JoinToken, "podUID": b.PodUID} {
+	for name, v := range map[string]string{"caCert": b.CACert, "joinToken": b.JoinToken} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is empty", name))
 		}

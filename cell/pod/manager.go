@@ -333,6 +333,17 @@ func (m *Manager) Status() (status []byte, generation int64, seq uint64, changed
 	return m.statusJSON, gen, m.seq, m.changed
 }
 
+// PodUID is the UID of the pod the manager runs: the first Apply's (or
+// the restored one's), for good; empty before the first.
+func (m *Manager) PodUID() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.desired == nil || m.desired.Pod == nil {
+		return ""
+	}
+	return string(m.desired.Pod.UID)
+}
+
 // PodStatus returns a copy of the current status.
 func (m *Manager) PodStatus() corev1.PodStatus {
 	m.mu.Lock()

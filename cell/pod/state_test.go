@@ -249,3 +249,37 @@ func TestRestoreRefusesABrokenStateFile(t *testing.T) {
 		t.Errorf("Restore = %v, %v; want false and an error", ok, err)
 	}
 }
+
+// TestStandbyIsBoundByItsFirstPod: a standby cell's agent (its bootstrap
+// names no pod) runs none until the first Apply, which binds it for good:
+// its PodUID says so, another pod is refused, and an agent restarted on
+// the same disk, still knowing no pod from its bootstrap, resumes it.
+func TestStandbyIsBoundByItsFirstPod(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	first := newAgentManager(t, rt, dir)
+	if restore(t, first, "") {
+		t.Fatal("Restore of a new standby resumed a pod")
+	}
+	if uid := first.PodUID(); uid != "" {
+		t.Fatalf("PodUID of a standby = %q, want empty", uid)
+	}
+	apply(t, first, 1, testPod(corev1.RestartPolicyAlways, "app"))
+	waitStatus(t, first, "Running", readyApp)
+	if uid := first.PodUID(); uid != "uid-1" {
+		t.Fatalf("PodUID after the first Apply = %q, want uid-1", uid)
+	}
+	other := testPod(corev1.RestartPolicyAlways, "app")
+	other.UID = "uid-2"
+	if _, err := first.Apply(t.Context(), Desired{Generation: 2, Pod: other}); !errors.Is(err, ErrAnotherPod) {
+		t.Fatalf("Apply(another pod) = %v, want ErrAnotherPod", err)
+	}
+	second := newAgentManager(t, rt, dir)
+	if !restore(t, second, "") {
+		t.Fatal("a restarted standby agent did not resume the pod it was given")
+	}
+	if uid := second.PodUID(); uid != "uid-1" {
+		t.Errorf("PodUID after the restart = %q, want uid-1", uid)
+	}
+	waitStatus(t, second, "Running", readyApp)
+}

@@ -103,6 +103,8 @@ type cellDeps struct {
 	// metrics is told of launches, placements and instances (metrics.go);
 	// nil records nothing.
 	metrics *metrics.Metrics
+	// warm is the warm pool's standby cells (warm.go); nil without one.
+	warm *warmPool
 	// lists and describes share the plugin's List and Describe among the
 	// cells calling them at once (lookup.go).
 	lists     sharedList
@@ -180,6 +182,9 @@ type cell struct {
 	times     launchTimes
 	launching bool
 	connected bool
+	// warmMissed is set once no standby of the warm pool fitted the pod
+	// (counted once).
+	warmMissed bool
 	// launchUnanswered is set when a Launch of the cell returned an error
 	// (a lost answer, a timeout, a cancellation): it may have created an
 	// instance the cell does not know, which terminate must look for.
@@ -198,6 +203,8 @@ func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 	if adopted != nil {
 		if _, n, ok := cellOf(adopted.CellID); ok {
 			c.id, c.attempt = adopted.CellID, n
+		} else if isWarmCellID(adopted.CellID) {
+			c.id = adopted.CellID // a standby cell the pod was given
 		}
 	}
 	c.log = d.log.With("pod", c.key, "cell", CellID(pod.UID))

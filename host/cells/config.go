@@ -48,6 +48,7 @@ func (c Config) Validate() error {
 	if c.PodLogsMaxBytes > 0 && c.PodLogsMaxTotalBytes > 0 && c.PodLogsMaxTotalBytes < c.PodLogsMaxBytes {
 		errs = append(errs, setting.Errorf("podLogsMaxTotalBytes", "%d is less than podLogsMaxBytes (%d): not even one container's log would fit", c.PodLogsMaxTotalBytes, c.PodLogsMaxBytes))
 	}
+	errs = append(errs, c.WarmPool.validate("warmPool")...)
 	for _, p := range c.AllowedUnsafeSysctls {
 		if err := sysctl.ValidatePattern(p); err != nil {
 			errs = append(errs, setting.Errorf("allowedUnsafeSysctls", "%v", err))

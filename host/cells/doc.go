@@ -44,6 +44,50 @@
 // Launch failed once, or the pod had earlier cells): a burst of N pods
 // costs a few Lists and Describes, not 2N and N.
 //
+// # Warm pool
+//
+// Config.WarmPool (cells.warmPool in kip.yaml; warmconfig.go) lists
+// pools of standby cells kept booted, each of a shape (an instance type,
+// or a size the matcher maps to the cheapest type that fits it, as it
+// would a pod of that size), a zone (or the cheapest offering's), a
+// capacity type, a count, a maxAge and an optional maxPricePerHour (a
+// pool dearer than it, or of unknown price, is refused with an error in
+// the log and never launched). warm.go keeps each pool's count of
+// standbys, booting and ready, never more, where the Manager runs (Run:
+// with leader election, the leader): a standby is launched under a cell ID
+// derived from no pod (kip-warm-<16 hex digits>), with an empty PodUID and
+// the pool's name in the kipcell.io/warm-pool tag (pluginapi.TagWarmPool);
+// its bootstrap names no pod. Once its instance runs its agent is joined
+// (its join token would not outlast maxAge otherwise) and it is ready. A
+// standby past maxAge is terminated and replaced; one whose instance ended
+// (the garbage collector's List) is replaced; a failed launch backs its
+// pool off (capacity and quota mark the offering as a pod's launch does,
+// anything else waits RefusedRetry, doubling).
+//
+// Before a pod's cell launches, its ranked candidates are matched against
+// the ready standbys (takeWarm): one whose type, zone and capacity type is
+// a candidate (not one needing unlimited CPU credits) and costs at most
+// (1 + WarmPool.MaxPremium) times the best candidate (default 0: no
+// dearer; with prices unknown, the best candidate only) is taken, the
+// cheapest (then the oldest) of them. A pod with launch annotations
+// (security groups, instance profile, volume size) takes none. The cell
+// takes the standby's ID and instance for good: the pod gets an
+// AssignedWarmCell event naming the pool, the offering and the instance,
+// and the cell.kipcell.io/* annotations; ApplyPod goes to the standby's
+// agent, whose first ApplyPod binds it to the pod for good (the agent
+// keeps it on its disk). The pool refills in the background; a pod's cell
+// never returns to the pool and ends as any cell does.
+//
+// A standby's tags cannot say which pod it was given: after a restart,
+// adoption (gc.go, warm.go's adoptStandbys) asks each standby's agent
+// (dispatch.Agent.PodUID, the pod_uid of its status stream). One running
+// a pod still on the node becomes that pod's cell; one running a pod that
+// is gone is terminated; one running none returns to its pool, or is
+// terminated when its pool is no longer configured, has its count, or the
+// standby is past maxAge; one whose agent does not answer within 20 s is
+// terminated (whether it runs a pod is unknown, and it could not be given
+// to another). A booting one returns to its pool and boots on.
+//
 // # Boot deadline
 //
 // Once its instance runs, a cell's agent has Config.AgentTimeout to
@@ -94,6 +138,7 @@
 //   - eventWatch (events.go): the plugin's instance events, each handed
 //     to its cell.
 //   - collector (gc.go): adoption at start-up and garbage collection.
+//   - warmPool (warm.go): the standby cells of the warm pool.
 //   - terminator (terminate.go): Terminate, retried.
 //
 // Config's koanf-tagged fields are the cells section of kip.yaml

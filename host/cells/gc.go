@@ -72,9 +72,18 @@ func (g *collector) adopt(ctx context.Context) error {
 			newest[uid] = max(newest[uid], n)
 		}
 	}
+	// Standby cells first: one given to a pod is that pod's cell, whatever
+	// else the pod left.
+	var standbys []pluginapi.Instance
+	for _, inst := range list.Instances {
+		if inst.Tags[TagWarmPool] != "" && inst.Tags[pluginapi.TagNode] == g.nodeName && inst.State != pluginapi.StateTerminated {
+			standbys = append(standbys, inst)
+		}
+	}
+	g.adoptStandbys(ctx, standbys, byUID)
 	for i := range list.Instances {
 		inst := list.Instances[i]
-		if inst.Tags[pluginapi.TagNode] != g.nodeName || inst.State == pluginapi.StateTerminated {
+		if inst.Tags[pluginapi.TagNode] != g.nodeName || inst.State == pluginapi.StateTerminated || inst.Tags[TagWarmPool] != "" {
 			continue
 		}
 		pod := byUID[inst.Tags[pluginapi.TagPodUID]]
@@ -85,6 +94,12 @@ func (g *collector) adopt(ctx context.Context) error {
 			continue
 		}
 		c := newCell(g.deps, pod, &inst)
+		if have := g.cells.get(pod.UID); have != nil {
+			// The pod was given a standby cell, its cell now.
+			g.log.Info("terminating an earlier cell of a pod on a standby cell", "instance", inst.ID, "cell", inst.CellID)
+			go g.end.terminate(ctx, inst.ID, inst.CellID)
+			continue
+		}
 		if g.cells.add(c) == nil {
 			g.log.Info("adopting running cell", "pod", key(pod.Namespace, pod.Name), "cell", c.id, "instance", inst.ID)
 			c.start(ctx)
@@ -109,7 +124,14 @@ func (g *collector) collect(ctx context.Context) {
 		g.log.Warn("listing instances for garbage collection", "error", err)
 		return
 	}
-	known := g.cells.ids()
+	g.deps.warm.sync(list.Instances)
+	// The pool's first: a standby taken meanwhile is the cell's by then
+	// (warmPool.take).
+	known := map[string]bool{}
+	g.deps.warm.knows(known)
+	for id := range g.cells.ids() {
+		known[id] = true
+	}
 	for _, inst := range list.Instances {
 		// An instance already on its way out (terminating) needs no
 		// second TerminateInstances.

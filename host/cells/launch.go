@@ -85,6 +85,9 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			continue
 		}
 		n = 0
+		if inst := c.takeWarm(cands, opts); inst != nil {
+			return inst, nil
+		}
 		if c.d.cfg.Now().Sub(issued) > c.d.cfg.JoinTokenTTL/2 {
 			// The token would not last the boot: launch with a fresh one.
 			if bootstrap, issued, err = c.bootstrap(ctx); err != nil {

@@ -71,6 +71,13 @@ type Config struct {
 	// StatsTimeout bounds how long PodStats waits for one cell's agent; a
 	// cell that has not answered by then is left out. Default 5 s.
 	StatsTimeout time.Duration `koanf:"-"`
+	// WarmPool is the standby cells kept booted for pods that fit them
+	// (warmconfig.go, warm.go); none by default.
+	WarmPool WarmPoolConfig `koanf:"warmPool"`
+	// WarmInterval is how often the warm pool is looked after (refilled,
+	// aged standbys replaced) besides whenever a standby is taken or
+	// ends; default 10 s.
+	WarmInterval time.Duration `koanf:"-"`
 	// Image is the cell image passed to Launch (plugin-specific; empty
 	// means the plugin's default).
 	Image string `koanf:"image"`
@@ -150,6 +157,10 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	c.WarmPool.defaults()
+	if c.WarmInterval == 0 {
+		c.WarmInterval = 10 * time.Second
+	}
 	if c.BootTimeout == 0 {
 		c.BootTimeout = 10 * time.Minute
 	}
@@ -271,6 +282,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		opt(deps)
 	}
 	deps.placement.metrics, deps.end.metrics = deps.metrics, deps.metrics
+	deps.warm = newWarmPool(deps, cfg)
 	m := &Manager{
 		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch,
 		collector: &collector{nodeName: cfg.NodeName, interval: cfg.GCInterval, plugin: plugin, pods: pods,
@@ -301,6 +313,12 @@ func (m *Manager) Run(ctx context.Context, adopted chan<- struct{}) error {
 	}
 	go m.notifier.run(ctx)
 	go m.watch.run(ctx)
+	warmDone := make(chan struct{})
+	go func() {
+		defer close(warmDone)
+		m.deps.warm.run(ctx)
+	}()
+	defer func() { <-warmDone }()
 	m.collector.run(ctx)
 	return nil
 }
@@ -338,7 +356,7 @@ func cellIDAttempt(uid types.UID, n int) string {
 // ID kip did not make.
 func cellOf(cellID string) (uid types.UID, attempt int, ok bool) {
 	rest, ok := strings.CutPrefix(cellID, cellIDPrefix)
-	if !ok || rest == "" {
+	if !ok || rest == "" || isWarmCellID(cellID) {
 		return "", 0, false
 	}
 	if i := strings.LastIndex(rest, cellIDAttemptSep); i > 0 {

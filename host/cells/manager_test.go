@@ -59,6 +59,9 @@ type fakeAgent struct {
 	// calls are the agent's ApplyPod and ApplyServices calls in order:
 	// "pod 1" (generation), "services 3" (revision).
 	calls []string
+	// uid is the pod the agent runs (its first ApplyPod's), which its
+	// status updates carry.
+	uid string
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
@@ -67,6 +70,12 @@ func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*c
 	a.calls = append(a.calls, fmt.Sprintf("pod %d", req.GetGeneration()))
 	a.applied = append(a.applied, req.GetGeneration())
 	a.creds = req.GetRegistryCredentials()
+	if a.uid == "" {
+		var p corev1.Pod
+		if err := json.Unmarshal(req.GetPodJson(), &p); err == nil {
+			a.uid = string(p.UID)
+		}
+	}
 	if req.GetGeneration() > a.gen {
 		a.gen = req.GetGeneration()
 		a.volumes = req.GetVolumes()
@@ -84,7 +93,9 @@ func (a *fakeAgent) ApplyServices(_ context.Context, req *cellv1.ApplyServicesRe
 func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
 	send := func(phase corev1.PodPhase) error {
 		data, _ := json.Marshal(corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: phase == corev1.PodRunning}}})
-		u := &cellv1.PodStatusUpdate{StatusJson: data}
+		a.mu.Lock()
+		u := &cellv1.PodStatusUpdate{StatusJson: data, PodUid: a.uid}
+		a.mu.Unlock()
 		if phase == corev1.PodRunning {
 			u.Events = []*cellv1.PodEvent{{Type: "Normal", Reason: "Started", Message: "Started container main", Container: "main"}}
 		}

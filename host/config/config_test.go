@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kipcell/kip/host/cells"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/pluginapi"
@@ -44,7 +45,8 @@ func TestSettingsKeys(t *testing.T) {
 		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.capacity.gpus", "node.arch",
 		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
 		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
-		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval", "cells.image", "cells.insecureRegistries", "cells.podLogsDir", "cells.podLogsMaxBytes", "cells.podLogsMaxTotalBytes", "cells.allowPrivileged", "cells.allowedUnsafeSysctls",
+		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval",
+		"cells.warmPool.maxPremium", "cells.warmPool.pools", "cells.image", "cells.insecureRegistries", "cells.podLogsDir", "cells.podLogsMaxBytes", "cells.podLogsMaxTotalBytes", "cells.allowPrivileged", "cells.allowedUnsafeSysctls",
 		"cells.agentTimeout",
 		"cells.joinTokenTTL",
 		"pki.namespace", "pki.secretName",
@@ -52,7 +54,7 @@ func TestSettingsKeys(t *testing.T) {
 		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
 		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
 		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
-		"admin.listenAddress", "admin.off",
+		"admin.listenAddress", "admin.off", "admin.profiling",
 		"leaderElection.enabled", "leaderElection.namespace", "leaderElection.leaseName", "leaderElection.leaseDuration",
 		"leaderElection.renewDeadline", "leaderElection.retryPeriod", "leaderElection.identity", "leaderElection.kubeconfig",
 		"log.level", "log.format",
@@ -256,8 +258,8 @@ func TestEnvName(t *testing.T) {
 func TestEnvReachesEveryKey(t *testing.T) {
 	defaults := settingsOf(Defaults())
 	for _, s := range Defaults().Settings() {
-		if s.Key == "plugin.config" {
-			continue
+		if s.Key == "plugin.config" || s.Key == "cells.warmPool.pools" {
+			continue // TestWarmPoolSection
 		}
 		value := map[reflect.Kind]string{
 			reflect.String: "set-by-env", reflect.Bool: "true", reflect.Int: "7", reflect.Int64: "7s",
@@ -568,5 +570,50 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if c.ClusterID != "demo" || c.Cells.CatalogTTL != 10*time.Minute || c.Plugin.Settings["network"] != "auto" {
 		t.Errorf("example = %+v", c)
+	}
+}
+
+func TestWarmPoolSection(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		env     []string
+		wantErr string
+		want    []cells.WarmPool
+	}{
+		{name: "none"},
+		{name: "pools", yaml: "cells:\n  warmPool:\n    maxPremium: 0.2\n    pools:\n" +
+			"      - {name: small, size: {cpu: 500m, memory: 1Gi}, count: 2, maxAge: 30m}\n" +
+			"      - {name: spot, instanceType: t3.micro, zone: z1, capacityType: spot, count: 1, maxPricePerHour: 0.01}\n",
+			want: []cells.WarmPool{
+				{Name: "small", Size: cells.WarmPoolSize{CPU: "500m", Memory: "1Gi"}, Count: 2, MaxAge: 30 * time.Minute},
+				{Name: "spot", InstanceType: "t3.micro", Zone: "z1", CapacityType: pluginapi.CapacitySpot, Count: 1, MaxPricePerHour: 0.01},
+			}},
+		{name: "from the environment", env: []string{"KIP_CELLS_WARM_POOL_POOLS=[{name: small, instanceType: t3.micro, count: 1}]"},
+			want: []cells.WarmPool{{Name: "small", InstanceType: "t3.micro", Count: 1}}},
+		{name: "not a list in the environment", env: []string{"KIP_CELLS_WARM_POOL_POOLS=small"}, wantErr: "config cells.warmPool.pools (KIP_CELLS_WARM_POOL_POOLS)"},
+		{name: "a bad pool", yaml: "cells:\n  warmPool:\n    pools:\n      - {name: a, count: -1}\n",
+			wantErr: "config cells.warmPool.pools[0].instanceType: is empty and so is size"},
+		{name: "a bad premium", yaml: "cells:\n  warmPool:\n    maxPremium: -1\n", wantErr: "config cells.warmPool.maxPremium"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, "clusterID: c\n"+tt.yaml), tt.env, nil)
+			if err == nil {
+				err = c.Validate()
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, c.Cells.WarmPool.Pools); diff != "" {
+				t.Errorf("pools (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -45,7 +45,8 @@ func EnvName(key string) string {
 //   - a variable whose name after KIP_, compared without case and
 //     underscores, is a key's without case and dots sets that key
 //     (KIP_NODE_INTERNAL_IP, KIP_NODE_INTERNALIP: node.internalIP); a list
-//     key takes comma-separated values;
+//     key takes comma-separated values, a list of mappings a YAML flow
+//     sequence ([{name: small, count: 2}]);
 //   - one that names a key that moved is refused, naming the new key's
 //     variable;
 //   - KIP_PLUGIN_CONFIG_<NAME> sets a key of plugin.config (pluginKey).
@@ -71,6 +72,12 @@ func (ks *keySet) env(environ []string, fileKeys []string) (map[string]any, erro
 				return nil, &Error{Key: key, Source: name, Reason: fmt.Sprintf("set its keys one by one, with %s_<KEY>", EnvName(key))}
 			case ks.list[key]:
 				out[key] = splitList(value)
+			case ks.records[key]:
+				v, err := yamlValue(value)
+				if _, isList := v.([]any); err != nil || !isList && value != "" {
+					return nil, &Error{Key: key, Source: name, Reason: fmt.Sprintf("%q is not a YAML list of mappings ([{name: small, count: 2}])", value)}
+				}
+				out[key] = v
 			default:
 				out[key] = value
 			}

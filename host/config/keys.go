@@ -50,8 +50,9 @@ type keySet struct {
 	defaults map[string]any
 	// leaves are the keys; freeForm those that are a mapping of any keys
 	// (plugin.config); text those read from text (match.agentReserveCPU);
-	// list those that are lists.
-	leaves, freeForm, text, list map[string]bool
+	// list those that are lists; records those lists of mappings
+	// (cells.warmPool.pools).
+	leaves, freeForm, text, list, records map[string]bool
 	// byNorm finds a key and a moved key by normalize's spelling.
 	byNorm map[string]string
 }
@@ -60,7 +61,7 @@ type keySet struct {
 func keysOf(defaults *Config) *keySet {
 	ks := &keySet{
 		defaults: map[string]any{}, leaves: map[string]bool{}, freeForm: map[string]bool{},
-		text: map[string]bool{}, list: map[string]bool{}, byNorm: map[string]string{},
+		text: map[string]bool{}, list: map[string]bool{}, records: map[string]bool{}, byNorm: map[string]string{},
 	}
 	walkSettings(reflect.ValueOf(defaults).Elem(), "", func(key string, v reflect.Value) {
 		ks.leaves[key] = true
@@ -70,6 +71,8 @@ func keysOf(defaults *Config) *keySet {
 			ks.text[key] = true
 		case v.Kind() == reflect.Map:
 			ks.freeForm[key] = true
+		case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+			ks.records[key] = true
 		case v.Kind() == reflect.Slice:
 			ks.list[key] = true
 		}

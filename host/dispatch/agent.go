@@ -128,6 +128,23 @@ func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatu
 	}
 }
 
+// PodUID asks the agent which pod it runs (its status stream's first
+// update): the UID of its first ApplyPod, empty while it runs none (a
+// standby cell of a warm pool).
+func (a *Agent) PodUID(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := a.c.WatchStatus(ctx, &cellv1.WatchStatusRequest{})
+	if err != nil {
+		return "", fmt.Errorf("asking cell %s for its pod: %w", a.cellID, err)
+	}
+	u, err := stream.Recv()
+	if err != nil {
+		return "", fmt.Errorf("asking cell %s for its pod: %w", a.cellID, err)
+	}
+	return u.GetPodUid(), nil
+}
+
 // Delete asks the agent to stop the pod's containers within grace.
 func (a *Agent) Delete(ctx context.Context, grace time.Duration) error {
 	if _, err := a.c.DeletePod(ctx, &cellv1.DeletePodRequest{GracePeriodSeconds: int64(grace / time.Second)}); err != nil {

@@ -54,6 +54,7 @@ type Metrics struct {
 	apiSeconds        *prometheus.HistogramVec
 
 	instances *instances
+	warm      *warm
 	process   process
 	cells     *cellsCollector
 }
@@ -110,6 +111,8 @@ func New(opts ...Option) *Metrics {
 	}, []string{"verb"})
 	m.instances = newInstances(m.now)
 	m.cells = &cellsCollector{}
+	m.warm = newWarm()
+	m.reg.MustRegister(m.warm.collectors()...)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

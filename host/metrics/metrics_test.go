@@ -189,8 +189,38 @@ func TestNilMetricsRecordsNothing(t *testing.T) {
 	m.InstanceUp("i-1", Placement{}, time.Now())
 	m.InstanceDown("i-1", time.Now())
 	m.SetCells(func() []Cell { return []Cell{{}} })
+	m.WarmCells("p", WarmReady, 1)
+	m.WarmAssigned("p")
+	m.WarmMissed()
+	m.WarmLaunched("p")
+	m.WarmTerminated("p", WarmEndAged)
 	m.RegisterClientGo()
 	if m.Cells() != nil || m.Registry() != nil {
 		t.Error("a nil Metrics has cells or a registry")
+	}
+}
+
+func TestWarmPool(t *testing.T) {
+	m := New()
+	m.WarmCells("small", WarmBooting, 1)
+	m.WarmCells("small", WarmReady, 2)
+	m.WarmCells("small", WarmReady, 1) // a gauge: the latest count
+	m.WarmAssigned("small")
+	m.WarmAssigned("small")
+	m.WarmMissed()
+	m.WarmLaunched("small")
+	m.WarmTerminated("small", WarmEndAged)
+	got := gathered(t, m)
+	for name, want := range map[string]float64{
+		`kip_warm_cells{pool="small",state="booting"}`:               1,
+		`kip_warm_cells{pool="small",state="ready"}`:                 1,
+		`kip_warm_assignments_total{pool="small"}`:                   2,
+		`kip_warm_misses_total`:                                      1,
+		`kip_warm_launches_total{pool="small"}`:                      1,
+		`kip_warm_terminations_total{pool="small",reason="max_age"}`: 1,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
 	}
 }

@@ -69,6 +69,7 @@ const (
 	CaseEmptyConfig          = "empty-config"
 	CaseCatalog              = "catalog"
 	CaseLaunch               = "launch"
+	CaseStandbyLaunch        = "standby-launch"
 	CaseIdempotentLaunch     = "idempotent-launch"
 	CaseOwnInstances         = "own-instances"
 	CaseTerminateTwice       = "terminate-twice"
@@ -95,6 +96,7 @@ var cases = []conformanceCase{
 	{CaseEmptyConfig, checkEmptyConfig},
 	{CaseCatalog, checkCatalog},
 	{CaseLaunch, checkLaunch},
+	{CaseStandbyLaunch, checkStandbyLaunch},
 	{CaseIdempotentLaunch, checkIdempotentLaunch},
 	{CaseOwnInstances, checkOwnInstances},
 	{CaseTerminateTwice, checkTerminateTwice},
@@ -590,6 +592,42 @@ func checkLaunch(ctx context.Context, e *env) error {
 	}
 	if !slices.ContainsFunc(insts, func(i pluginapi.Instance) bool { return i.ID == inst.ID }) {
 		errs = append(errs, fmt.Errorf("List for cluster %s does not show instance %s of cell %s; it must show every instance of the cluster", cluster, inst.ID, cell))
+	}
+	return errors.Join(errs...)
+}
+
+// checkStandbyLaunch launches a standby cell of a warm pool, as the
+// contract allows (LaunchRequest): no pod (empty PodUID, PodNamespace and
+// PodName), the pool's tag (TagWarmPool). The instance runs and shows the
+// pool's tag and an empty pod-uid tag.
+func checkStandbyLaunch(ctx context.Context, e *env) error {
+	if e.setupErr != nil {
+		return fmt.Errorf("cannot launch: %w", e.setupErr)
+	}
+	cluster := e.cfg.ClusterID
+	cell := e.cell(cluster)
+	c, err := e.configured(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	req := e.launchRequest(cell)
+	req.PodUID, req.PodNamespace, req.PodName = "", "", ""
+	req.Tags = map[string]string{pluginapi.TagWarmPool: "plugintest"}
+	resp, err := c.Launch(ctx, req)
+	if err != nil {
+		return fmt.Errorf("launching standby cell %s (no pod): %w", cell, err)
+	}
+	e.remember(resp.Instance.ID, cluster)
+	running, err := e.waitRunning(ctx, cluster, resp.Instance.ID)
+	if err != nil {
+		return fmt.Errorf("launching standby cell %s: %w", cell, err)
+	}
+	var errs []error
+	want := pluginapi.StandardTags(cluster, req)
+	for _, k := range sortedKeys(want) {
+		if got := running.Tags[k]; got != want[k] {
+			errs = append(errs, fmt.Errorf("standby instance %s of cell %s has tag %s=%q; want %q", running.ID, cell, k, got, want[k]))
+		}
 	}
 	return errors.Join(errs...)
 }

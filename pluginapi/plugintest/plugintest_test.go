@@ -198,6 +198,7 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 			cfg:  func(c *plugintest.Config) { c.ReadyTimeout = 100 * time.Millisecond },
 			want: map[string]string{
 				plugintest.CaseLaunch:             "did not reach running with an address within 100ms; last seen pending with 0 addresses",
+				plugintest.CaseStandbyLaunch:      "did not reach running",
 				plugintest.CaseConcurrentLaunches: "did not reach running",
 			},
 		},
@@ -207,6 +208,7 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 			want: map[string]string{
 				plugintest.CaseCatalog:              `instance type "fake.huge" is not in the catalog`,
 				plugintest.CaseLaunch:               "cannot launch",
+				plugintest.CaseStandbyLaunch:        "cannot launch",
 				plugintest.CaseIdempotentLaunch:     "cannot launch",
 				plugintest.CaseOwnInstances:         "cannot launch",
 				plugintest.CaseTerminateTwice:       "cannot launch",

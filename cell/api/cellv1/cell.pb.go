@@ -525,7 +525,13 @@ type PodStatusUpdate struct {
 	// two-minute warning, the rebalance recommendation). Every update
 	// carries all of them, so a new subscription learns of them at once; a
 	// new notice wakes the stream like a status change.
-	Notices       []*InstanceNotice `protobuf:"bytes,5,rep,name=notices,proto3" json:"notices,omitempty"`
+	Notices []*InstanceNotice `protobuf:"bytes,5,rep,name=notices,proto3" json:"notices,omitempty"`
+	// The UID of the pod the agent runs: the first ApplyPod's, for good
+	// (the agent keeps it on its disk). Empty while it runs none: a standby
+	// cell of a warm pool, whose bootstrap names no pod, waits for the first
+	// ApplyPod to bind it; a host restarted meanwhile learns from here which
+	// pod the cell was given.
+	PodUid        string `protobuf:"bytes,6,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +599,13 @@ func (x *PodStatusUpdate) GetNotices() []*InstanceNotice {
 		return x.Notices
 	}
 	return nil
+}
+
+func (x *PodStatusUpdate) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
 }
 
 // A notice from the cloud about the cell's instance.
@@ -2444,7 +2457,7 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\"\x14\n" +
-	"\x12WatchStatusRequest\"\xca\x01\n" +
+	"\x12WatchStatusRequest\"\xe3\x01\n" +
 	"\x0fPodStatusUpdate\x12\x1f\n" +
 	"\vstatus_json\x18\x01 \x01(\fR\n" +
 	"statusJson\x12\x1e\n" +
@@ -2453,7 +2466,8 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"generation\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12-\n" +
 	"\x06events\x18\x04 \x03(\v2\x15.kip.cell.v1.PodEventR\x06events\x125\n" +
-	"\anotices\x18\x05 \x03(\v2\x1b.kip.cell.v1.InstanceNoticeR\anotices\"l\n" +
+	"\anotices\x18\x05 \x03(\v2\x1b.kip.cell.v1.InstanceNoticeR\anotices\x12\x17\n" +
+	"\apod_uid\x18\x06 \x01(\tR\x06podUid\"l\n" +
 	"\x0eInstanceNotice\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12.\n" +

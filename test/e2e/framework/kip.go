@@ -219,7 +219,7 @@ func (c *Cells) Stop() {
 }
 
 // maxNetworks is how many networks beside its own Cells.Network gives.
-const maxNetworks = 3
+const maxNetworks = 4
 
 // Network returns the bridge and subnet of the cells' n-th network: 0 is
 // Bridge and Subnet; 1 to maxNetworks are bridges of their own with the
@@ -458,6 +458,10 @@ type KipOptions struct {
 	// means the e2e runs' VolumeRefreshInterval (a benchmark gives kip's
 	// default, a minute).
 	VolumeRefreshInterval time.Duration
+	// WarmPool is kip's cells.warmPool section as YAML, its keys at the
+	// start of their lines ("pools:\n  - name: small\n ..."); empty: no
+	// warm pool.
+	WarmPool string
 	// Profiling turns on kip's admin.profiling: Go's runtime profiles at
 	// AdminURL()+"/debug/pprof/".
 	Profiling bool
@@ -566,6 +570,9 @@ plugin:
 		cmp.Or(opts.VolumeRefreshInterval, VolumeRefreshInterval), k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout, adminAddress)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
+	}
+	if opts.WarmPool != "" {
+		config = strings.Replace(config, "cells:\n", "cells:\n  warmPool:\n"+indent(opts.WarmPool, "    "), 1)
 	}
 	election, err := f.electionConfig(ctx, k, opts.LeaderElection)
 	if err != nil {
@@ -1104,4 +1111,14 @@ func repoFile(path string) (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// indent puts prefix before every line of text, which it ends with a
+// newline.
+func indent(text, prefix string) string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
