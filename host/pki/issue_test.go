@@ -175,12 +175,20 @@ func TestBootstrap(t *testing.T) {
 		t.Errorf("the cell would refuse its bootstrap: %v", err)
 	}
 
-	for _, tt := range []struct{ name, cellID, podUID, want string }{
-		{name: "bad cell ID", cellID: "Cell_1", podUID: "u", want: `cell "Cell_1"`},
-		{name: "no pod UID", cellID: "c1", podUID: "", want: "podUID is empty"},
+	// A standby cell of the warm pool has no pod yet: its first ApplyPod
+	// binds it.
+	standby, err := ca.Bootstrap("kip-warm-0123456789abcdef", "cluster-1", "kip", "", 0)
+	if err != nil {
+		t.Errorf("a standby cell's bootstrap (no pod UID): %v", err)
+	} else if standby.PodUID != "" {
+		t.Errorf("a standby cell's bootstrap has pod UID %q, want none", standby.PodUID)
+	}
+
+	for _, tt := range []struct{ name, cellID, clusterID, want string }{
+		{name: "bad cell ID", cellID: "Cell_1", clusterID: "cluster-1", want: `cell "Cell_1"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := ca.Bootstrap(tt.cellID, "cluster-1", "kip", tt.podUID, 0); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := ca.Bootstrap(tt.cellID, tt.clusterID, "kip", "u", 0); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Bootstrap error = %v, want one containing %q", err, tt.want)
 			}
 		})
