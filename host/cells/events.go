@@ -28,6 +28,9 @@ type eventWatch struct {
 	backoff func(n int) time.Duration
 	now     func() time.Time
 	log     *slog.Logger
+	// standbys takes the events no pod's cell took (the warm pool's
+	// booting standbys), and nil when the stream was lost; nil: none.
+	standbys func(*pluginapi.Event)
 
 	up atomic.Bool // the plugin's event stream is up
 }
@@ -50,6 +53,8 @@ func (w *eventWatch) run(ctx context.Context) {
 		err := w.plugin.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(e *pluginapi.Event) error {
 			if c := w.cells.find(e.CellID, e.InstanceID); c != nil {
 				c.cloudEvent(ctx, e)
+			} else if w.standbys != nil {
+				w.standbys(e)
 			}
 			return nil
 		})
@@ -62,6 +67,9 @@ func (w *eventWatch) run(ctx context.Context) {
 		// stream is back.
 		for _, c := range w.cells.all() {
 			c.wakeBoot()
+		}
+		if w.standbys != nil {
+			w.standbys(nil)
 		}
 		if w.now().Sub(start) > time.Minute {
 			n = 1 // it ran for a while: not a failing loop

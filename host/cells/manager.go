@@ -283,6 +283,9 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	}
 	deps.placement.metrics, deps.end.metrics = deps.metrics, deps.metrics
 	deps.warm = newWarmPool(deps, cfg)
+	if deps.warm != nil {
+		watch.standbys = deps.warm.event
+	}
 	m := &Manager{
 		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch,
 		collector: &collector{nodeName: cfg.NodeName, interval: cfg.GCInterval, plugin: plugin, pods: pods,

@@ -56,6 +56,9 @@ type standby struct {
 	created time.Time       // its launch (or its instance's, when adopted)
 	inst    *pluginapi.Instance
 	ready   bool
+	// booted wakes ready's wait when the plugin's events say the
+	// instance runs (warmPool.event), as a pod's cell is woken.
+	booted chan struct{}
 }
 
 // warmPool keeps each configured pool's count of standby cells booted
@@ -172,7 +175,7 @@ func (w *warmPool) fill(ctx context.Context, p *poolState, now time.Time) {
 		return // said by resolve
 	}
 	for range missing {
-		sb := &standby{pool: p.cfg.Name, cellID: newWarmCellID(), offer: offer, created: now}
+		sb := &standby{pool: p.cfg.Name, cellID: newWarmCellID(), offer: offer, created: now, booted: make(chan struct{}, 1)}
 		w.mu.Lock()
 		if w.countLocked(p.cfg.Name) >= p.cfg.Count {
 			w.mu.Unlock()
@@ -373,16 +376,23 @@ func (w *warmPool) ready(ctx context.Context, sb *standby) error {
 		if w.d.now().After(deadline) {
 			return fmt.Errorf("standby cell %s did not boot within %s", sb.cellID, w.d.cfg.BootTimeout)
 		}
+		// Poll, or look at once when the plugin's events say it runs
+		// (cell.waitRunning's rule, and its shared Describe).
 		wait := min(w.d.cfg.Backoff(n), w.d.cfg.BootPoll)
 		if w.d.watching() {
 			wait = w.d.cfg.BootPollWatched
 		}
-		if !sleep(ctx, wait) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
+		case <-sb.booted:
+			t.Stop()
+		case <-t.C:
 		}
-		resp, err := w.d.plugin.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
-		if err == nil && len(resp.Instances) > 0 {
-			inst = &resp.Instances[0]
+		if got, err := w.d.describes.describe(ctx, w.d.plugin, inst.ID); err == nil && got != nil {
+			inst = got
 			w.mu.Lock()
 			sb.inst = inst
 			w.mu.Unlock()
@@ -408,6 +418,26 @@ func (w *warmPool) ready(ctx context.Context, sb *standby) error {
 	sb.ready = true
 	w.mu.Unlock()
 	return nil
+}
+
+// event wakes the wait of the booting standby whose instance the plugin's
+// event says runs (eventWatch hands it every event no pod's cell took),
+// or every booting standby's for a nil event (the stream was lost with
+// its events).
+func (w *warmPool) event(e *pluginapi.Event) {
+	if e != nil && (e.Type != pluginapi.EventStateChange || e.State != pluginapi.StateRunning) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, sb := range w.standbys {
+		if e == nil || sb.cellID == e.CellID || (sb.inst != nil && sb.inst.ID == e.InstanceID) {
+			select {
+			case sb.booted <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // end terminates standby sb, which is no longer in the pool, for reason.
@@ -569,7 +599,7 @@ func (w *warmPool) adopt(ctx context.Context, inst pluginapi.Instance) (string, 
 			offer = cands[0]
 		}
 	}
-	sb := &standby{pool: name, cellID: inst.CellID, offer: offer, created: created, inst: &inst}
+	sb := &standby{pool: name, cellID: inst.CellID, offer: offer, created: created, inst: &inst, booted: make(chan struct{}, 1)}
 	running := inst.State == pluginapi.StateRunning && inst.PrivateAddress() != ""
 	sb.ready = running
 	w.standbys[sb.cellID] = sb

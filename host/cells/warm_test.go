@@ -15,6 +15,7 @@ import (
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/setting"
 	"github.com/kipcell/kip/pluginapi"
+	pluginfake "github.com/kipcell/kip/pluginapi/fake"
 )
 
 func TestWarmPoolConfigValidate(t *testing.T) {
@@ -344,4 +345,20 @@ func TestWarmAdoption(t *testing.T) {
 	if ev := h.events(); strings.Contains(ev, ReasonLaunching) {
 		t.Errorf("the adopted pod was launched again:\n%s", ev)
 	}
+}
+
+// A booting standby is ready once the plugin's event says its instance
+// runs, as a pod's cell is: while the event stream is up it does not wait
+// for its own slow look (BootPollWatched, an hour here).
+func TestBootingStandbyWakesOnTheRunningEvent(t *testing.T) {
+	h := newHarnessSetup(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithBootDelay(200 * time.Millisecond)},
+		config: func(c *Config) {
+			c.WarmPool = WarmPoolConfig{Pools: []WarmPool{{Name: "small", InstanceType: "fake.small", Count: 1, CapacityType: pluginapi.CapacityOnDemand, MaxAge: time.Hour}}}
+			c.WarmInterval = 20 * time.Millisecond
+			c.BootPoll, c.BootPollWatched = time.Hour, time.Hour
+		},
+	})
+	h.start(t)
+	eventually(t, "a standby ready on the running event", func() bool { r, _ := h.warmCount("small"); return r == 1 })
 }
