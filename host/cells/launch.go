@@ -223,11 +223,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 					what, err, c.d.cfg.UnavailableTTL)
 				break
 			}
-			wait := c.d.cfg.Backoff(n)
-			var throttled *pluginapi.ThrottledError
-			if errors.As(err, &throttled) && throttled.RetryAfter > wait {
-				wait = throttled.RetryAfter
-			}
+			wait := c.d.retryWait(n, err)
 			c.log.Warn("launching cell", "attempt", n, "type", cand.InstanceType, "error", err, "retry_in", wait)
 			if pluginapi.IsTransient(err) || pluginapi.IsThrottled(err) {
 				if !sleep(ctx, wait) {
@@ -252,6 +248,18 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 		}
 	}
 	return nil
+}
+
+// retryWait is the wait before launch attempt n+1 after err: the
+// backoff, or longer when the plugin said when to come back
+// (ThrottledError.RetryAfter).
+func (d *cellDeps) retryWait(n int, err error) time.Duration {
+	wait := d.cfg.Backoff(n)
+	var throttled *pluginapi.ThrottledError
+	if errors.As(err, &throttled) && throttled.RetryAfter > wait {
+		wait = throttled.RetryAfter
+	}
+	return wait
 }
 
 // refusedRetryMax bounds the wait after launches refused for good

@@ -353,7 +353,7 @@ func (w *warmPool) launch(ctx context.Context, sb *standby) (*pluginapi.Instance
 			w.d.placement.markQuota(quota)
 			return nil, fmt.Errorf("launching the standby cell: %w", err)
 		case pluginapi.IsTransient(err) || pluginapi.IsThrottled(err):
-			if !sleep(ctx, w.d.cfg.Backoff(n)) {
+			if !sleep(ctx, w.d.retryWait(n, err)) {
 				return nil, ctx.Err()
 			}
 		default:
