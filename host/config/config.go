@@ -203,7 +203,57 @@ func (ks *keySet) check(values map[string]any, source string) error {
 			return err
 		}
 	}
+	for key := range ks.records {
+		if err := ks.checkEntries(key, flat[key], source); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// checkEntries refuses, naming it as key[i].field, a field that an entry
+// of the record key (a list of mappings) does not have: the decoder would
+// drop it without a word, and a pool whose "count" was spelt "cuont"
+// would silently keep no standby.
+func (ks *keySet) checkEntries(key string, v any, source string) error {
+	entries, _ := v.([]any)
+	fields := ks.fields[key]
+	for i, e := range entries {
+		m, ok := e.(map[string]any)
+		if !ok {
+			continue // the decoder says what is wrong with it
+		}
+		flat := flatten(m)
+		names := make([]string, 0, len(flat))
+		for name := range flat {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			if fields[name] || isParent(fields, name) {
+				continue
+			}
+			reason := "unknown key"
+			for field := range fields {
+				if normalize(field) == normalize(name) {
+					reason += fmt.Sprintf(" (did you mean %s?)", field)
+				}
+			}
+			return &Error{Key: fmt.Sprintf("%s[%d].%s", key, i, name), Source: source, Reason: reason}
+		}
+	}
+	return nil
+}
+
+// isParent reports whether name is a mapping holding some of fields
+// ("size" of "size.cpu").
+func isParent(fields map[string]bool, name string) bool {
+	for field := range fields {
+		if strings.HasPrefix(field, name+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // flatten turns a layer, flat (flags: "plugin.dir") or nested (a file),

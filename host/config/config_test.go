@@ -595,6 +595,12 @@ func TestWarmPoolSection(t *testing.T) {
 		{name: "a bad pool", yaml: "cells:\n  warmPool:\n    pools:\n      - {name: a, count: -1}\n",
 			wantErr: "config cells.warmPool.pools[0].instanceType: is empty and so is size"},
 		{name: "a bad premium", yaml: "cells:\n  warmPool:\n    maxPremium: -1\n", wantErr: "config cells.warmPool.maxPremium"},
+		{name: "a misspelt field", yaml: "cells:\n  warmPool:\n    pools:\n      - {name: a, instanceType: t3.micro, count: 1}\n      - {name: b, instanceType: t3.micro, cuont: 2}\n",
+			wantErr: "config cells.warmPool.pools[1].cuont (…): unknown key"},
+		{name: "a field in the wrong case", yaml: "cells:\n  warmPool:\n    pools:\n      - {name: a, instancetype: t3.micro, count: 1}\n",
+			wantErr: "config cells.warmPool.pools[0].instancetype (…): unknown key (did you mean instanceType?)"},
+		{name: "a misspelt nested field", yaml: "cells:\n  warmPool:\n    pools:\n      - {name: a, size: {cpus: 1}, count: 1}\n",
+			wantErr: "config cells.warmPool.pools[0].size.cpus (…): unknown key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -603,8 +609,11 @@ func TestWarmPoolSection(t *testing.T) {
 				err = c.Validate()
 			}
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				// "…" stands for the source (the file's path).
+				for _, want := range strings.Split(tt.wantErr, "…") {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+					}
 				}
 				return
 			}

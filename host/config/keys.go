@@ -53,6 +53,8 @@ type keySet struct {
 	// list those that are lists; records those lists of mappings
 	// (cells.warmPool.pools).
 	leaves, freeForm, text, list, records map[string]bool
+	// fields are the keys an entry of each record may have ("size.cpu").
+	fields map[string]map[string]bool
 	// byNorm finds a key and a moved key by normalize's spelling.
 	byNorm map[string]string
 }
@@ -62,6 +64,7 @@ func keysOf(defaults *Config) *keySet {
 	ks := &keySet{
 		defaults: map[string]any{}, leaves: map[string]bool{}, freeForm: map[string]bool{},
 		text: map[string]bool{}, list: map[string]bool{}, records: map[string]bool{}, byNorm: map[string]string{},
+		fields: map[string]map[string]bool{},
 	}
 	walkSettings(reflect.ValueOf(defaults).Elem(), "", func(key string, v reflect.Value) {
 		ks.leaves[key] = true
@@ -73,6 +76,10 @@ func keysOf(defaults *Config) *keySet {
 			ks.freeForm[key] = true
 		case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
 			ks.records[key] = true
+			ks.fields[key] = map[string]bool{}
+			walkSettings(reflect.New(v.Type().Elem()).Elem(), "", func(field string, _ reflect.Value) {
+				ks.fields[key][field] = true
+			})
 		case v.Kind() == reflect.Slice:
 			ks.list[key] = true
 		}
