@@ -174,7 +174,13 @@ func waitPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, nam
 		if getErr == nil {
 			pod = p
 		}
-		return getErr == nil && p.Status.Phase == phase, nil // a failed Get is retried
+		if getErr != nil {
+			return false, nil //nolint:nilerr // a failed Get is retried
+		}
+		if ended := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed; ended && p.Status.Phase != phase {
+			return false, fmt.Errorf("the pod ended %s", p.Status.Phase)
+		}
+		return p.Status.Phase == phase, nil
 	})
 	if err != nil {
 		evs, _ := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
@@ -184,7 +190,11 @@ func waitPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, nam
 				msgs = append(msgs, e.Reason+": "+e.Message)
 			}
 		}
-		t.Fatalf("pod %s not %s: %v; status %+v; events:\n%s", name, phase, err, pod.Status, strings.Join(msgs, "\n"))
+		logs, logErr := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if logErr != nil {
+			logs = []byte(logErr.Error())
+		}
+		t.Fatalf("pod %s not %s: %v; status %+v; events:\n%s\nits log:\n%s", name, phase, err, pod.Status, strings.Join(msgs, "\n"), logs)
 	}
 	return pod
 }

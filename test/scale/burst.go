@@ -50,14 +50,18 @@ type Metered interface {
 	Counters(ctx context.Context) (map[string]float64, error)
 }
 
-// Profiled is a Node that saves profiles of its process (kip's heap and
-// goroutines, from its admin server's /debug/pprof/): Run asks for them
-// at the end of the idle window, every pod Running.
+// Profiled is a Node that saves profiles of its process (kip's heap,
+// goroutines and CPU, from its admin server's /debug/pprof/): Run takes
+// a CPU profile over the idle window and asks for the others at its end,
+// every pod Running.
 type Profiled interface {
 	Node
 	// SaveProfiles saves the process's profiles now, naming them after
 	// phase.
 	SaveProfiles(ctx context.Context, phase string) error
+	// SaveCPUProfile profiles the process's CPU for d from now and saves
+	// the profile, naming it after phase; it returns after d.
+	SaveCPUProfile(ctx context.Context, d time.Duration, phase string) error
 }
 
 // Options configure Run.
@@ -75,7 +79,8 @@ type Options struct {
 	// the node's requests.
 	Audit AuditLog
 	// Idle is how long Run measures the node with every pod Running;
-	// default 30 s. The window starts once the node's event creates have
+	// default 60 s, one period of kip's minute-long cycles (the volume
+	// refresh, the pod informer's resync, the node status). The window starts once the node's event creates have
 	// stopped (Settle), so that it does not hold the burst's backlog of
 	// events.
 	Idle time.Duration
@@ -149,7 +154,7 @@ func (r Result) RequestsPerPod() float64 { return float64(r.Requests.Total) / fl
 // withDefaults is o with its zero fields at their defaults.
 func (o Options) withDefaults() Options {
 	if o.Idle <= 0 {
-		o.Idle = 30 * time.Second
+		o.Idle = time.Minute
 	}
 	if o.Quiet <= 0 {
 		o.Quiet = 5 * time.Second
@@ -335,6 +340,11 @@ func measureIdle(ctx context.Context, m meter, node Node, opts Options, r *Resul
 	}
 	opts.Logf("idle window of %s starts %.2fs after all Running (%d requests meanwhile; quiet for %s: %v)",
 		opts.Idle, r.Settle.Seconds(), r.SettleRequests.Total, opts.Quiet, r.Settled)
+	p, profiled := node.(Profiled)
+	cpuProfile := make(chan error, 1)
+	if profiled {
+		go func() { cpuProfile <- p.SaveCPUProfile(ctx, opts.Idle, "idle") }()
+	}
 	select {
 	case <-ctx.Done():
 		return idle0, idle1, ctx.Err()
@@ -344,7 +354,10 @@ func measureIdle(ctx context.Context, m meter, node Node, opts Options, r *Resul
 	if err != nil {
 		return idle0, idle1, err
 	}
-	if p, ok := node.(Profiled); ok {
+	if profiled {
+		if err := <-cpuProfile; err != nil {
+			return idle0, idle1, err
+		}
 		if err := p.SaveProfiles(ctx, "idle"); err != nil {
 			return idle0, idle1, err
 		}

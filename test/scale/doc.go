@@ -13,10 +13,11 @@
 // creates N pods on it at once, waits until all are Running, waits until
 // the node has made no event create or patch for 5 s (the burst's backlog
 // of events drained; at most 3 minutes; the results say how long after
-// all Running the window started), measures the node idle for 30 s,
-// deletes them all and waits until they are gone. A Profiled node (kip
-// with KIP_SCALE_PROFILE) saves its heap and goroutine profiles at the
-// idle window's end. It measures:
+// all Running the window started), measures the node idle for a minute
+// (one period of kip's minute-long cycles), deletes them all and waits
+// until they are gone. A Profiled node (kip with KIP_SCALE_PROFILE) saves
+// a CPU profile of the idle window and its heap and goroutine profiles
+// at the window's end. It measures:
 //
 //   - the time from the first create to the last pod seen Running, and
 //     each pod's start as Kubernetes' node density test

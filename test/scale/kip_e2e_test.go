@@ -189,6 +189,27 @@ func (n *KipNode) SaveProfiles(ctx context.Context, phase string) error {
 	return nil
 }
 
+// SaveCPUProfile writes kip's CPU profile over the next d
+// (cpu-<phase>.pb.gz) into ProfileDir; without one it only waits d.
+func (n *KipNode) SaveCPUProfile(ctx context.Context, d time.Duration, phase string) error {
+	if n.ProfileDir == "" {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	if err := os.MkdirAll(n.ProfileDir, 0o755); err != nil {
+		return fmt.Errorf("saving kip's CPU profile: %w", err)
+	}
+	path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+	if err := n.saveProfile(ctx, path, filepath.Join(n.ProfileDir, "cpu-"+phase+".pb.gz")); err != nil {
+		return fmt.Errorf("saving kip's CPU profile: %w", err)
+	}
+	return nil
+}
+
 func (n *KipNode) saveProfile(ctx context.Context, path, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.k.AdminURL()+path, nil)
 	if err != nil {
