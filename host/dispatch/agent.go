@@ -53,6 +53,10 @@ func dial(cellID, target string, creds credentials.TransportCredentials) (*Agent
 		// largest share of kip's live heap per pod (a heap profile at 300
 		// light cells, docs/benchmarks.md).
 		grpc.WithSharedWriteBuffer(true),
+		// No read buffer of gRPC's own (32 KiB a connection): the TLS
+		// connection under it buffers a whole record already, and the
+		// framer reads frames from that.
+		grpc.WithReadBufferSize(0),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dialing agent of cell %s at %s: %w", cellID, target, err)
