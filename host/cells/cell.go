@@ -76,8 +76,11 @@ type cellDeps struct {
 	// identityCheck asks the plugin about a joining cell's instance
 	// identity.
 	identityCheck *identityCheck
-	source        dispatch.Source // what the pod refers to (secrets, config maps, tokens)
-	creds         *registryCreds  // the cloud registry's credentials for the pod's images
+	// source reads what the pod refers to (secrets, config maps,
+	// tokens): Fresh for a pod's first resolution and after it changed,
+	// Cached for the unchanged pods' periodic refreshes.
+	source *dispatch.Cache
+	creds  *registryCreds // the cloud registry's credentials for the pod's images
 	// services streams the cluster's ClusterIP services to the agent;
 	// nil when the Manager has none (WithServices).
 	services ServiceTable

@@ -183,7 +183,14 @@
 // when one of its service account tokens needs refreshing
 // (dispatch.Tokens: at 80 % of its lifetime, or after 24 hours) and every
 // Config.VolumeRefreshInterval while it has configMap, secret or projected
-// volumes (serve.go, applyLoop). What changed goes to the agent under a
+// volumes (serve.go, applyLoop). The periodic refreshes of unchanged pods
+// read the ConfigMaps and Secrets through dispatch.Cache, as the
+// kubelet's Cache strategy does: what any resolution read within half
+// the interval, so that a thousand pods mounting their namespace's
+// kube-root-ca.crt read it twice a minute, not a thousand times; a pod's
+// first resolution, and one after its pod changed, read the API. An
+// object's change reaches the pods within one and a half intervals.
+// What changed goes to the agent under a
 // new generation, and the agent swaps the files in under the running
 // containers; what did not change sends nothing. A resolution that fails
 // leaves the pod running with the files it has and a FailedMount event.

@@ -63,7 +63,9 @@ type Config struct {
 	// files follow their objects, as a kubelet's do (its sync period);
 	// service account tokens are refreshed on their own schedule (at 80 %
 	// of their lifetime, or after 24 hours), and the pod is looked at by
-	// then whatever this says. Default 1 minute.
+	// then whatever this says. The refreshes take the objects any
+	// resolution read within half this interval (dispatch.Cache). Default
+	// 1 minute.
 	VolumeRefreshInterval time.Duration `koanf:"volumeRefreshInterval"`
 	// RefusedRetry is the least wait after the plugin refuses a launch
 	// (quota, bad request) before ranking again; default 30 s.
@@ -267,7 +269,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		dial:          dispatch.Dial,
 		join:          dispatch.Join,
 		identityCheck: &identityCheck{plugin: plugin, catalog: catalog, log: log},
-		source:        source,
+		source:        dispatch.NewCache(source, cfg.VolumeRefreshInterval/2, cfg.Now),
 		creds:         &registryCreds{plugin: plugin, catalog: catalog, now: cfg.Now, log: log, byHost: map[string]cachedCred{}},
 		recorder:      recorder,
 		log:           log,

@@ -79,7 +79,7 @@ func refreshHarness(t *testing.T, agentGen int64) (*harness, *apiSource, *clockt
 	src := &apiSource{now: clk.Now, secrets: map[string]map[string][]byte{"creds": {"k": []byte("v1")}}}
 	h := newHarnessSetup(t, setup{source: src, agentGen: agentGen, config: func(c *Config) {
 		c.Now = clk.Now
-		c.VolumeRefreshInterval = 5 * time.Millisecond
+		c.VolumeRefreshInterval = refreshInterval
 	}})
 	h.start(t)
 	return h, src, clk
@@ -112,12 +112,30 @@ func (h *harness) agentFiles() (map[string]string, int64) {
 	return out, h.agent.gen
 }
 
-// waitReads waits until the pod's references have been read n more times:
-// the cell has resolved the pod again.
-func waitReads(t *testing.T, src *apiSource, n int) {
+// refreshInterval is refreshHarness's VolumeRefreshInterval.
+const refreshInterval = 5 * time.Millisecond
+
+// waitReads waits until the pod's references have been read from the API
+// n more times: the cell has resolved the pod again. Each look moves clk
+// by a refresh interval, so that the refreshes' cache (dispatch.Cache,
+// half an interval) lets them read the API.
+func waitReads(t *testing.T, src *apiSource, clk *clocktesting.FakeClock, n int) {
 	t.Helper()
 	from := src.readCount()
-	eventually(t, fmt.Sprintf("%d more resolutions", n), func() bool { return src.readCount() >= from+n })
+	eventually(t, fmt.Sprintf("%d more resolutions", n), func() bool {
+		clk.Step(refreshInterval)
+		return src.readCount() >= from+n
+	})
+}
+
+// eventuallyTicking is eventually with clk moved by a refresh interval at
+// each look (waitReads).
+func eventuallyTicking(t *testing.T, clk *clocktesting.FakeClock, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		clk.Step(refreshInterval)
+		return cond()
+	})
 }
 
 func startRefreshPod(t *testing.T, h *harness) {
@@ -144,7 +162,7 @@ func TestTokenIsRefreshedOnTheRunningPod(t *testing.T) {
 	}
 
 	clk.Step(8*time.Minute - time.Second)
-	waitReads(t, src, 3)
+	waitReads(t, src, clk, 3)
 	if files, gen := h.agentFiles(); files["token/token"] != "robot#1" || gen != 1 {
 		t.Errorf("before 80 %% of the token's life: agent took %v at generation %d, want robot#1 at 1 still", files, gen)
 	}
@@ -163,18 +181,18 @@ func TestTokenIsRefreshedOnTheRunningPod(t *testing.T) {
 // away leaves the pod running with the files it has and a FailedMount
 // event, once.
 func TestSecretVolumeFollowsItsSecret(t *testing.T) {
-	h, src, _ := refreshHarness(t, 0)
+	h, src, clk := refreshHarness(t, 0)
 	startRefreshPod(t, h)
 
 	src.setSecret("creds", map[string][]byte{"k": []byte("v2")})
-	eventually(t, "the changed Secret at the agent", func() bool {
+	eventuallyTicking(t, clk, "the changed Secret at the agent", func() bool {
 		files, _ := h.agentFiles()
 		return files["creds/k"] == "v2"
 	})
 
 	h.events() // drop what came before
 	src.setSecret("creds", nil)
-	waitReads(t, src, 5)
+	waitReads(t, src, clk, 5)
 	if files, _ := h.agentFiles(); files["creds/k"] != "v2" {
 		t.Errorf("after the Secret went away, agent has %v, want the last files", files)
 	}
@@ -187,10 +205,23 @@ func TestSecretVolumeFollowsItsSecret(t *testing.T) {
 	}
 
 	src.setSecret("creds", map[string][]byte{"k": []byte("v3")})
-	eventually(t, "the Secret, back, at the agent", func() bool {
+	eventuallyTicking(t, clk, "the Secret, back, at the agent", func() bool {
 		files, _ := h.agentFiles()
 		return files["creds/k"] == "v3"
 	})
+}
+
+// The refreshes of an unchanged pod take the Secret read within half a
+// refresh interval (dispatch.Cache): while the clock stands, ten intervals
+// of refreshes read the API at most once.
+func TestRefreshesShareTheirReads(t *testing.T) {
+	h, src, _ := refreshHarness(t, 0)
+	startRefreshPod(t, h)
+	from := src.readCount()
+	time.Sleep(10 * refreshInterval)
+	if n := src.readCount() - from; n > 1 {
+		t.Errorf("%d reads of the Secret in ten refreshes while the clock stood, want at most 1", n)
+	}
 }
 
 // An agent that an earlier kip process talked to is ahead of a new

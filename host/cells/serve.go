@@ -139,7 +139,11 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
 		refresh := sentGen != 0 && gen == sentGen // the pod did not change
-		req, err := dispatch.Resolve(ctx, c.d.source, c.d.cfg.Cluster, pod, cellInfo, tokens)
+		src := c.d.source.Fresh()
+		if refresh {
+			src = c.d.source.Cached() // what another pod's resolution read lately
+		}
+		req, err := dispatch.Resolve(ctx, src, c.d.cfg.Cluster, pod, cellInfo, tokens)
 		if err == nil {
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 			if refresh && sameResolution(req, sent) {
