@@ -141,6 +141,14 @@ func build(ctx context.Context, opts BuildOptions, b buildSpec) (string, error) 
 	if modbuild.Current(b.bin, stamp, b.binaries...) {
 		return b.bin, nil
 	}
+	unlock, err := modbuild.Lock(ctx, b.dir)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if modbuild.Current(b.bin, stamp, b.binaries...) { // built by the process that held the lock
+		return b.bin, nil
+	}
 
 	src := filepath.Join(b.dir, "src")
 	kubeMod, err := modbuild.GoMod(ctx, "k8s.io/kubernetes@"+opts.KubeVersion)

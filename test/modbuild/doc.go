@@ -9,8 +9,11 @@
 // the machine's is refused before a long build starts), go commands run
 // outside the workspace with CGO_ENABLED=0, and a stamp file that marks a
 // directory of built binaries as current for one module version and one Go
-// toolchain. Program builds one command of a module that way, cached with
-// such a stamp. The callers decide what to build: test/controlplane builds
+// toolchain, and a lock (Lock, an flock in the cache directory) so that
+// two processes that build the same program at once, such as two test
+// binaries that go test runs in parallel, build it once: the second waits,
+// then finds it current. Program builds one command of a module that way,
+// cached with such a stamp. The callers decide what to build: test/controlplane builds
 // Kubernetes and etcd, test/images builds CoreDNS and metrics-server
 // (Program), test/scale virtual-kubelet's mock node (Program).
 //

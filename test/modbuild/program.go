@@ -54,6 +54,14 @@ func (p Program) Build(ctx context.Context, cacheDir string, log io.Writer) (str
 	if Current(bin, stamp, p.Name) {
 		return out, nil
 	}
+	unlock, err := Lock(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if Current(bin, stamp, p.Name) { // built by the process that held the lock
+		return out, nil
+	}
 
 	modVersion := p.Module + "@" + p.Version
 	mod, err := GoMod(ctx, modVersion)
