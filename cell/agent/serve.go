@@ -27,7 +27,7 @@ func Serve(ctx context.Context, lis net.Listener, id *Identity, srv cellv1.CellS
 	}
 	opts := append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cellapi.KeepaliveTime, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cellapi.KeepaliveMinTime, PermitWithoutStream: true}),
 	}, id.interceptors()...)
 	gs := grpc.NewServer(opts...)
 	cellv1.RegisterCellServer(gs, srv)

@@ -15,11 +15,21 @@ const Port = 6421
 // Keep-alive of the host's connections to agents: the host pings an idle
 // connection every KeepaliveTime and drops it when no answer comes within
 // KeepaliveTimeout, so a cell that went silent (its packets dropped, no
-// reset) is noticed within their sum; the agent allows pings that often
-// (its enforcement policy's MinTime), even without streams.
+// reset; an agent or a process that dies is noticed at once, by its
+// connection's reset) is noticed within their sum, 45 s: the values of
+// client-go's own health check of its connections to the API server
+// (HTTP/2 pings after 30 s without a frame, 15 s for the answer), and
+// within the 50 s the node lifecycle controller gives a silent kubelet
+// (--node-monitor-grace-period).
+// With a thousand cells the pings were kip's largest idle cost at 10 s
+// (docs/benchmarks.md). The agent allows pings as often as every
+// KeepaliveMinTime (its enforcement policy's MinTime), even without
+// streams, so that a host of an earlier release, which pinged every 10 s,
+// is not refused.
 const (
-	KeepaliveTime    = 10 * time.Second
-	KeepaliveTimeout = 5 * time.Second
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 15 * time.Second
+	KeepaliveMinTime = 10 * time.Second
 )
 
 // BootstrapEnv names the environment variable holding the bootstrap file's

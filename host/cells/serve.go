@@ -143,7 +143,14 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		if refresh {
 			src = c.d.source.Cached() // what another pod's resolution read lately
 		}
-		req, err := dispatch.Resolve(ctx, src, c.d.cfg.Cluster, pod, cellInfo, tokens)
+		var req *cellv1.ApplyPodRequest
+		var err error
+		if refresh && sent != nil {
+			// The same pod as sent: its encoding too.
+			req, err = dispatch.ResolveEncoded(ctx, src, c.d.cfg.Cluster, pod, sent.GetPodJson(), cellInfo, tokens)
+		} else {
+			req, err = dispatch.Resolve(ctx, src, c.d.cfg.Cluster, pod, cellInfo, tokens)
+		}
 		if err == nil {
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 			if refresh && sameResolution(req, sent) {
@@ -267,13 +274,17 @@ func (c *cell) advance(from, past int64) (int64, bool) {
 
 // sameResolution reports whether a and b carry the same environment,
 // volume files and credentials (their pods and generations aside: a
-// changed pod has a new generation anyway).
+// changed pod has a new generation anyway). It sets those aside in a and
+// b themselves for the comparison, and puts them back: both must be the
+// caller's alone (a copy of each, every refresh of every pod, was a share
+// of kip's idle work).
 func sameResolution(a, b *cellv1.ApplyPodRequest) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	a, b = proto.CloneOf(a), proto.CloneOf(b)
+	aj, ag, bj, bg := a.PodJson, a.Generation, b.PodJson, b.Generation
 	a.PodJson, a.Generation, b.PodJson, b.Generation = nil, 0, nil, 0
+	defer func() { a.PodJson, a.Generation, b.PodJson, b.Generation = aj, ag, bj, bg }()
 	return proto.Equal(a, b)
 }
 

@@ -35,17 +35,21 @@ type Agent struct {
 // pki.CA.ClientTLSConfig). The connection is lazy: errors show on the first
 // call.
 func Dial(cellID, address string, tlsConfig *tls.Config) (*Agent, error) {
-	return dial(cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), credentials.NewTLS(tlsConfig))
+	return dial(cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), credentials.NewTLS(tlsConfig), agentKeepalive)
 }
 
-// dial is Dial to target (host:port) with creds.
-func dial(cellID, target string, creds credentials.TransportCredentials) (*Agent, error) {
+// agentKeepalive is how the host pings an idle agent connection: every
+// cell/api KeepaliveTime, dropping it after KeepaliveTimeout unanswered.
+var agentKeepalive = keepalive.ClientParameters{
+	Time: cellapi.KeepaliveTime, Timeout: cellapi.KeepaliveTimeout, PermitWithoutStream: true,
+}
+
+// dial is Dial to target (host:port) with creds and keep-alive ka.
+func dial(cellID, target string, creds credentials.TransportCredentials, ka keepalive.ClientParameters) (*Agent, error) {
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: cellapi.KeepaliveTime, Timeout: cellapi.KeepaliveTimeout, PermitWithoutStream: true,
-		}),
+		grpc.WithKeepaliveParams(ka),
 		grpc.WithDefaultServiceConfig(retryOnce),
 		// Each connection's 32 KiB write buffer goes back to a shared
 		// pool once flushed: the host holds one connection per cell, most

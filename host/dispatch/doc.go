@@ -9,7 +9,7 @@
 // The connection to an agent pings it when idle (cell/api's
 // KeepaliveTime, within the agent's enforcement policy) and is dropped when
 // no answer comes within KeepaliveTimeout, so a cell gone silent (packets
-// dropped, no reset) ends its status stream with Unavailable within 15 s
+// dropped, no reset) ends its status stream with Unavailable within 45 s
 // and the host subscribes again; a call that fails Unavailable before the
 // agent answered (a connection found dead when the call was made, as by
 // kubectl exec) is tried once more on a new connection (retryOnce).

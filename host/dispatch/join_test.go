@@ -229,7 +229,7 @@ func TestHandshakeFailed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := dial("c-1", tt.target, credentials.NewTLS(cfg))
+			a, err := dial("c-1", tt.target, credentials.NewTLS(cfg), agentKeepalive)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
-	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
@@ -117,19 +116,25 @@ func (p *proxy) pipe(from, to net.Conn, fromClient bool) {
 	}
 }
 
+// testKeepalive is the keep-alive of the tests' agent connections: that
+// of Dial (agentKeepalive, 45 s to notice a silent agent) scaled down to
+// the least Time gRPC allows (10 s), so that a test sees the mechanism
+// sooner; test/e2e's TestSilentCellIsNoticed waits for the real one.
+var testKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}
+
 func startQuietAgent(t *testing.T) (*quietAgent, *proxy, *Agent) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cellapi.KeepaliveTime, PermitWithoutStream: true}))
+	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: testKeepalive.Time, PermitWithoutStream: true}))
 	qa := &quietAgent{}
 	cellv1.RegisterCellServer(srv, qa)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	p := startProxy(t, lis.Addr().String())
-	a, err := dial("c-1", p.lis.Addr().String(), insecure.NewCredentials())
+	a, err := dial("c-1", p.lis.Addr().String(), insecure.NewCredentials(), testKeepalive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +144,7 @@ func startQuietAgent(t *testing.T) (*quietAgent, *proxy, *Agent) {
 
 // TestSilentAgentIsNoticed: when a cell's packets are dropped silently,
 // the host's keep-alive pings go unanswered and the status stream ends
-// with Unavailable within KeepaliveTime+KeepaliveTimeout (the deadline is
+// with Unavailable within the keep-alive's Time+Timeout (the deadline is
 // the behaviour under test), and a new watch works once the cell answers
 // again.
 func TestSilentAgentIsNoticed(t *testing.T) {
@@ -164,7 +169,7 @@ func TestSilentAgentIsNoticed(t *testing.T) {
 	}
 	p.blackhole.Store(true)
 	dropped := time.Now()
-	bound := cellapi.KeepaliveTime + cellapi.KeepaliveTimeout + 5*time.Second
+	bound := testKeepalive.Time + testKeepalive.Timeout + 5*time.Second
 	select {
 	case err := <-errc:
 		if status.Code(errors.Unwrap(err)) != codes.Unavailable && status.Code(err) != codes.Unavailable {

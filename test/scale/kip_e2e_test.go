@@ -169,8 +169,10 @@ func pluginPID(kip int) int {
 }
 
 // SaveProfiles writes kip's heap profile (heap-<phase>.pb.gz, for go tool
-// pprof, after a garbage collection) and its goroutines
-// (goroutines-<phase>.txt) into ProfileDir; nothing without one.
+// pprof, after a garbage collection), its goroutines
+// (goroutines-<phase>.txt) and its metrics (metrics-<phase>.txt: the Go
+// runtime's memory by class, stacks included) into ProfileDir; nothing
+// without one.
 func (n *KipNode) SaveProfiles(ctx context.Context, phase string) error {
 	if n.ProfileDir == "" {
 		return nil
@@ -181,6 +183,7 @@ func (n *KipNode) SaveProfiles(ctx context.Context, phase string) error {
 	for file, path := range map[string]string{
 		"heap-" + phase + ".pb.gz":     "/debug/pprof/heap?gc=1",
 		"goroutines-" + phase + ".txt": "/debug/pprof/goroutine?debug=1",
+		"metrics-" + phase + ".txt":    "/metrics", // the Go runtime's memory by class (go_memstats_*)
 	} {
 		if err := n.saveProfile(ctx, path, filepath.Join(n.ProfileDir, file)); err != nil {
 			return fmt.Errorf("saving kip's profiles: %w", err)
