@@ -35,6 +35,8 @@ type KipNode struct {
 	// ProfileDir, if set, turns on kip's admin.profiling and receives its
 	// heap and goroutine profiles (SaveProfiles).
 	ProfileDir string
+	// Env is more of kip's environment (GOMEMLIMIT=…).
+	Env []string
 
 	k *framework.Kip
 
@@ -58,6 +60,7 @@ func (n *KipNode) Start(ctx context.Context) error {
 		// projected kube-root-ca.crt is read again at this interval.
 		VolumeRefreshInterval: time.Minute,
 		Profiling:             n.ProfileDir != "",
+		Env:                   n.Env,
 	})
 	if err != nil {
 		return fmt.Errorf("starting kip: %w", err)

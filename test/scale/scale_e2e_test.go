@@ -161,6 +161,9 @@ func TestScale(t *testing.T) {
 				line := fmt.Sprintf("%s, %d pods: load average %s before, %s after", r.Node, n, before, after)
 				if k, ok := node.(*KipNode); ok {
 					line += fmt.Sprintf("; plugin process peak RSS %.0f MiB, CPU %.2f s", float64(k.PluginPeakRSS())/(1<<20), r.Counters[pluginCPU])
+					if len(k.Env) > 0 {
+						line += "; kip's environment " + strings.Join(k.Env, " ")
+					}
 				}
 				loads = append(loads, line)
 				plots[n] = append(plots[n], Series{Name: seriesName(node), Running: r.Running})
@@ -185,9 +188,14 @@ func mockNode(t *testing.T, n int) *MockNode {
 
 // kipNode is kip with light cells behind plugin as node kip-<plugin>-<n>;
 // with $KIP_SCALE_PROFILE set and $KIP_SCALE_OUT a directory, it serves
-// its runtime profiles and Run saves them into <out>/<node>/.
+// its runtime profiles and Run saves them into <out>/<node>/; with
+// $KIP_SCALE_GOMEMLIMIT set, kip runs with that soft memory limit
+// (GOMEMLIMIT, e.g. 240MiB) and nothing else does.
 func kipNode(t *testing.T, plugin string, n int) *KipNode {
 	k := &KipNode{Plugin: plugin, NodeName: fmt.Sprintf("kip-%s-%d", plugin, n), Cells: cells, BinDir: kipBin, Log: testWriter{t}}
+	if limit := os.Getenv("KIP_SCALE_GOMEMLIMIT"); limit != "" {
+		k.Env = []string{"GOMEMLIMIT=" + limit}
+	}
 	if out := os.Getenv("KIP_SCALE_OUT"); out != "" && os.Getenv("KIP_SCALE_PROFILE") != "" {
 		k.ProfileDir = filepath.Join(out, k.NodeName)
 	}

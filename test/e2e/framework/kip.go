@@ -343,6 +343,7 @@ type Kip struct {
 	// cellNetwork is the local plugin's network mode
 	// (KipOptions.CellNetwork).
 	cellNetwork string
+	env         []string // KipOptions.Env
 	// adminURL is where kip's admin server listens (AdminURL).
 	adminURL string
 	// pluginConfig is kip's plugin.config; beside is the kip whose plugin
@@ -465,6 +466,9 @@ type KipOptions struct {
 	// Profiling turns on kip's admin.profiling: Go's runtime profiles at
 	// AdminURL()+"/debug/pprof/".
 	Profiling bool
+	// Env is more of kip's environment (NAME=value), over the test's own
+	// (GOMEMLIMIT=…, for the scale benchmark).
+	Env []string
 }
 
 // nodeIP is the address kip's kubelet API listens on and the node
@@ -528,6 +532,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		}
 	}
 	k.cellNetwork = cmp.Or(opts.CellNetwork, "netns")
+	k.env = opts.Env
 	bridge, subnet := cells.Network(opts.Network)
 	if k.pluginConfig, err = k.pluginFor(ctx, opts, agent, bridge, subnet); err != nil {
 		k.stopLightCells()
@@ -875,7 +880,7 @@ const ec2AccessKey = "AKIDE2ESIMULATOR"
 func (k *Kip) start(logFile *os.File) error {
 	k.cmd = exec.Command(filepath.Join(k.BinDir, "kip"), "run", "--config", k.ConfigPath)
 	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
-	k.cmd.Env = append(os.Environ(), "KUBECONFIG=")
+	k.cmd.Env = append(append(os.Environ(), "KUBECONFIG="), k.env...)
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := k.cmd.Start(); err != nil {
 		_ = logFile.Close()
