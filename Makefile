@@ -121,10 +121,20 @@ cluster-down: ## Stop the local control plane (its objects stay for the next clu
 cluster-env: ## Print the export lines (KUBECONFIG, PATH with kubectl) for the local control plane.
 	@$(KIP_CLUSTER) env
 
+# make bench's end-to-end benchmarks run on the local control plane with
+# BENCH_PLUGIN (local, aws, gce or azure: the simulators boot their
+# instances in 20 s); BENCH_E2E=0 runs the micro-benchmarks alone.
+BENCH_PLUGIN ?= local
+BENCH_E2E ?= 1
+
 .PHONY: bench
-bench: ## Run the benchmarks (results go to docs/benchmarks.md by hand, with the command).
+bench: deps ## Run the benchmarks: the plugin round trip and the matcher, then end to end on the local control plane a pod's start-up, the 20-pod burst and a pod on a warm-pool standby (BENCH_PLUGIN=local|aws|gce|azure, BENCH_E2E=0 skips these); results go to docs/benchmarks.md by hand, with the command.
 	go test -run '^$$' -bench 'RoundTrip|PingPong' -benchtime=2000x -count=3 ./host/plugin/
 	go test -run '^$$' -bench 'MatchAWS|Rank' -benchmem -count=3 ./host/match/
+	@if [ "$(BENCH_E2E)" != 0 ]; then \
+	  echo "KIP_E2E_PLUGIN=$(BENCH_PLUGIN) go test -tags e2e -run '^$$' -bench 'PodStartup|BurstStartup|WarmStartup' -benchtime=1x ./test/e2e/"; \
+	  KIP_E2E_PLUGIN=$(BENCH_PLUGIN) go test -tags e2e -run '^$$' -bench 'PodStartup|BurstStartup|WarmStartup' -benchtime=1x -timeout 60m ./test/e2e/; \
+	fi
 
 # The bursts of make bench-scale (KIP_SCALE_PODS=100,300,1000 for the
 # thousand) and where it writes results.md, results.json and the plots.
