@@ -177,9 +177,10 @@ func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
 
 // ensureBridge creates the cells' bridge with the gateway's address, as
 // the local plugin does at its first cell (the same commands, so the
-// plugin finds it ready): the registry is advertised at the gateway, and
-// a kubelet node's pods pull from it before any cell exists. It forwards
-// what the cells send beyond it.
+// plugin finds it ready; the plugin then pins its MAC address): the
+// registry is advertised at the gateway, and a kubelet node's pods pull
+// from it before any cell exists. It forwards what the cells send beyond
+// it.
 func ensureBridge(bridge, cidr string) error {
 	for _, args := range [][]string{
 		{"link", "add", bridge, "type", "bridge"},
