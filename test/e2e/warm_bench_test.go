@@ -126,6 +126,7 @@ func warmStartup(b *testing.B, warm bool, pods int) {
 		}
 		rw.stop()
 		b.StopTimer()
+		wk.KeepAgentLogs()
 		readKipLog(b, wk.LogPath, ns, results)
 
 		var boundToRunning, createdToRunning, boundToCell, cellToAPI []time.Duration

@@ -1034,6 +1034,33 @@ func (k *Kip) keepLogs() {
 	}
 }
 
+// KeepAgentLogs copies the agent log of every cell still in the local
+// plugin's state directory (AgentLogTails) into the directory
+// KIP_E2E_KEEP_LOGS names, if set, as <node>.agent.<cell>.log: a test
+// calls it while its pods' cells still run, since Stop comes after they
+// ended.
+func (k *Kip) KeepAgentLogs() {
+	dst := os.Getenv("KIP_E2E_KEEP_LOGS")
+	if dst == "" {
+		return
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil { //nolint:gosec // the person running the tests names the directory
+		fmt.Fprintln(os.Stderr, "e2e: keeping agent logs:", err)
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(k.StateDir, "cells", "*", "agent.log"))
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // the cell ended meanwhile
+		}
+		name := k.NodeName + ".agent." + filepath.Base(filepath.Dir(path)) + ".log"
+		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil { //nolint:gosec // as above
+			fmt.Fprintln(os.Stderr, "e2e: keeping agent logs:", err)
+		}
+	}
+}
+
 // startLightCells starts the kip-light-cells process that hosts k's
 // cells (KipOptions.LightCells), its log in k.Dir, and returns the local
 // plugin's agent command: kip-light-stub handing each cell to it.
