@@ -2,6 +2,7 @@ package local
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -106,6 +107,53 @@ func TestLaunchNetns(t *testing.T) {
 		t.Errorf("next cell got %s, want %s, the one after the last handed out (%s), not the freed %s",
 			c.PrivateAddress(), last.Next(), last, a.PrivateAddress())
 	}
+}
+
+// The bridge keeps the MAC address it had when the first cell came,
+// whether the plugin created it or found it: cells joining later (random
+// veth addresses, some lower) must not change the gateway's address under
+// the cells that know it.
+func TestNetnsBridgeKeepsItsAddress(t *testing.T) {
+	t.Parallel()
+	for _, found := range []bool{false, true} {
+		t.Run(fmt.Sprintf("found=%v", found), func(t *testing.T) {
+			t.Parallel()
+			e := newNetnsEnv(t)
+			e.config["agentCommand"] = []string{"sleep", "300"}
+			bridge := e.config["bridge"].(string)
+			if found {
+				// As an administrator, or the e2e framework, creates it.
+				if _, err := ip(t.Context(), "link", "add", bridge, "type", "bridge"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := e.provider()
+			e.launch(p, "cell-m0")
+			kind, first := bridgeAddress(t, bridge)
+			if kind != netAddrSet {
+				t.Errorf("bridge %s: addr_assign_type %s after the first cell, want %s (set)", bridge, kind, netAddrSet)
+			}
+			for i := 1; i <= 4; i++ {
+				e.launch(p, "cell-m"+strconv.Itoa(i))
+				if _, got := bridgeAddress(t, bridge); got != first {
+					t.Errorf("bridge %s: address %s after cell %d joined, want %s as at the first", bridge, got, i, first)
+				}
+			}
+		})
+	}
+}
+
+// bridgeAddress is the bridge's addr_assign_type and MAC address.
+func bridgeAddress(t *testing.T, bridge string) (kind, mac string) {
+	t.Helper()
+	read := func(name string) string {
+		data, err := os.ReadFile(filepath.Join(sysClassNet, bridge, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(data))
+	}
+	return read("addr_assign_type"), read("address")
 }
 
 // Concurrent launches of different cells, from two plugin processes

@@ -86,14 +86,17 @@ func setupNetns(ctx context.Context, r *record) error {
 	return nil
 }
 
-// ensureBridge creates the bridge if it does not exist, gives it the
-// gateway address and brings it up. Concurrent callers may race to create
-// it; the loser finds it there.
+// ensureBridge creates the bridge if it does not exist, pins its MAC
+// address (pinBridgeAddress), gives it the gateway address and brings it
+// up. Concurrent callers may race to create it; the loser finds it there.
 func ensureBridge(ctx context.Context, bridge, cidr string) error {
 	if !linkExists(ctx, bridge) {
 		if _, err := ip(ctx, "link", "add", bridge, "type", "bridge"); err != nil && !linkExists(ctx, bridge) {
 			return err
 		}
+	}
+	if err := pinBridgeAddress(ctx, bridge); err != nil {
+		return err
 	}
 	if _, err := ip(ctx, "addr", "replace", cidr, "dev", bridge); err != nil {
 		return err
@@ -101,6 +104,42 @@ func ensureBridge(ctx context.Context, bridge, cidr string) error {
 	_, err := ip(ctx, "link", "set", bridge, "up")
 	return err
 }
+
+// pinBridgeAddress sets the bridge's MAC address to the one it has, unless
+// it was set already. A bridge whose address nobody set takes the lowest
+// of its ports' addresses, and takes another whenever a port with a lower
+// one joins (a cell's veth: their addresses are random). A cell that knows
+// the gateway by the old address then reaches nothing on this machine,
+// its frames no longer the bridge's, until its neighbour entry for the
+// gateway is probed again: seconds (an agent's status to the host held up
+// 6 and 13 s). The kernel keeps an address that was set (addr_assign_type
+// NET_ADDR_SET).
+func pinBridgeAddress(ctx context.Context, bridge string) error {
+	dir := filepath.Join(sysClassNet, bridge)
+	kind, err := os.ReadFile(filepath.Join(dir, "addr_assign_type"))
+	if err != nil {
+		return fmt.Errorf("pinning the address of bridge %s: %w", bridge, err)
+	}
+	if strings.TrimSpace(string(kind)) == netAddrSet {
+		return nil
+	}
+	mac, err := os.ReadFile(filepath.Join(dir, "address"))
+	if err != nil {
+		return fmt.Errorf("pinning the address of bridge %s: %w", bridge, err)
+	}
+	if _, err := ip(ctx, "link", "set", "dev", bridge, "address", strings.TrimSpace(string(mac))); err != nil {
+		return fmt.Errorf("pinning the address of bridge %s: %w", bridge, err)
+	}
+	return nil
+}
+
+// sysClassNet is where the kernel shows each network interface, and
+// netAddrSet the addr_assign_type of an address that was set
+// (NET_ADDR_SET).
+const (
+	sysClassNet = "/sys/class/net"
+	netAddrSet  = "3"
+)
 
 // teardownNetns deletes the cell's veth pair and namespace; what is
 // already gone is not an error. The bridge stays: other cells use it.

@@ -206,7 +206,7 @@ func launchedType(t *testing.T, uid types.UID) string {
 }
 
 // podEvents lists a pod's events as "Type Reason Message" lines.
-func podEvents(t *testing.T, ns, name string) string {
+func podEvents(t testing.TB, ns, name string) string {
 	t.Helper()
 	list, err := f.Client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String(),

@@ -123,7 +123,7 @@ func TestMetricsAfterABurst(t *testing.T) {
 // progress in the test's log), and when the test ends stops it and
 // deletes its Node and Lease (its log's last lines first, if the test
 // failed).
-func startSideKip(t *testing.T, opts framework.KipOptions) *framework.Kip {
+func startSideKip(t testing.TB, opts framework.KipOptions) *framework.Kip {
 	t.Helper()
 	opts.Log = testWriter{t}
 	k, err := f.StartKip(t.Context(), cells, opts)
@@ -144,7 +144,7 @@ func startSideKip(t *testing.T, opts framework.KipOptions) *framework.Kip {
 
 // scrape reads the Prometheus text at url into its samples, by name and
 // labels as written.
-func scrape(t *testing.T, url string) map[string]float64 {
+func scrape(t testing.TB, url string) map[string]float64 {
 	t.Helper()
 	code, body := httpGet(t, url)
 	if code != http.StatusOK {
@@ -178,7 +178,7 @@ func sumOf(samples map[string]float64, prefix string) float64 {
 	return sum
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
+func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	if err != nil {

@@ -142,7 +142,7 @@ func stopOnCleanup(t *testing.T, k *framework.Kip) {
 }
 
 // testWriter writes StartKip's progress to the test's log.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

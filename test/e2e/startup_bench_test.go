@@ -42,39 +42,64 @@ func BenchmarkPodStartup(b *testing.B) {
 type startup struct {
 	created, apiRunning              time.Time
 	bound, launchIssued, cellRunning time.Time
+	// assigned is when kip gave the pod a standby cell of the warm pool
+	// (BenchmarkWarmStartup).
+	assigned time.Time
 }
+
+// runningWatch notes when the watch of a namespace's pods first shows
+// each pod Running with its containers running, on this machine's clock.
+type runningWatch struct {
+	w         watch.Interface
+	runningAt map[string]time.Time
+}
+
+// watchRunning starts a runningWatch of ns's pods.
+func watchRunning(b *testing.B, ns string) *runningWatch {
+	b.Helper()
+	w, err := f.Client.CoreV1().Pods(ns).Watch(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &runningWatch{w: w, runningAt: map[string]time.Time{}}
+}
+
+// wait returns when the watch first showed pod name Running; it fails b
+// after timeout.
+func (rw *runningWatch) wait(b *testing.B, name string, timeout time.Duration) time.Time {
+	b.Helper()
+	deadline := time.After(timeout)
+	for {
+		if t, ok := rw.runningAt[name]; ok {
+			return t
+		}
+		select {
+		case ev := <-rw.w.ResultChan():
+			now := time.Now()
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			if _, seen := rw.runningAt[p.Name]; !seen && running(p) {
+				rw.runningAt[p.Name] = now
+			}
+		case <-deadline:
+			b.Fatalf("pod %s not Running after %v", name, timeout)
+		}
+	}
+}
+
+func (rw *runningWatch) stop() { rw.w.Stop() }
 
 func measureStartup(b *testing.B, n int) {
 	ctx := b.Context()
 	ns := f.Namespace(b)
 	before := cellNames(b) // CoreDNS's, when the cluster DNS runs
-	w, err := f.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	runningAt := map[string]time.Time{}
-	waitRunning := func(name string) time.Time {
-		deadline := time.After(60 * time.Second)
-		for {
-			if t, ok := runningAt[name]; ok {
-				return t
-			}
-			select {
-			case ev := <-w.ResultChan():
-				now := time.Now()
-				if ev.Type != watch.Added && ev.Type != watch.Modified {
-					continue
-				}
-				p := ev.Object.(*corev1.Pod)
-				if _, seen := runningAt[p.Name]; !seen && running(p) {
-					runningAt[p.Name] = now
-				}
-			case <-deadline:
-				b.Fatalf("pod %s not Running after 60s", name)
-			}
-		}
-	}
+	pods := watchRunning(b, ns)
+	defer pods.stop()
 	results := map[string]*startup{}
 	for i := range n {
 		name := fmt.Sprintf("start-%02d", i)
@@ -84,11 +109,11 @@ func measureStartup(b *testing.B, n int) {
 		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		r.apiRunning = waitRunning(name)
+		r.apiRunning = pods.wait(b, name, 60*time.Second)
 		results[name] = r
 	}
 	b.StopTimer()
-	readKipLog(b, ns, results)
+	readKipLog(b, kip.LogPath, ns, results)
 
 	var createdToRunning, boundToLaunch, cellToAPI []time.Duration
 	for _, r := range results {
@@ -114,9 +139,10 @@ func measureStartup(b *testing.B, n int) {
 
 var logLine = regexp.MustCompile(`^time=(\S+) .*msg="([^"]+)".* pod=(\S+)`)
 
-// readKipLog fills bound, launchIssued and cellRunning from kip's log.
-func readKipLog(b *testing.B, ns string, results map[string]*startup) {
-	file, err := os.Open(kip.LogPath)
+// readKipLog fills bound, launchIssued, assigned and cellRunning from the
+// kip log at path.
+func readKipLog(b *testing.B, path, ns string, results map[string]*startup) {
+	file, err := os.Open(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -142,6 +168,8 @@ func readKipLog(b *testing.B, ns string, results map[string]*startup) {
 			r.bound = at
 		case m[2] == "launch issued" && r.launchIssued.IsZero():
 			r.launchIssued = at
+		case m[2] == "assigned a standby cell of the warm pool" && r.assigned.IsZero():
+			r.assigned = at
 		case m[2] == "cell reported pod phase" && strings.Contains(sc.Text(), "phase=Running") && r.cellRunning.IsZero():
 			r.cellRunning = at
 		}

@@ -177,9 +177,10 @@ func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
 
 // ensureBridge creates the cells' bridge with the gateway's address, as
 // the local plugin does at its first cell (the same commands, so the
-// plugin finds it ready): the registry is advertised at the gateway, and
-// a kubelet node's pods pull from it before any cell exists. It forwards
-// what the cells send beyond it.
+// plugin finds it ready; the plugin then pins its MAC address): the
+// registry is advertised at the gateway, and a kubelet node's pods pull
+// from it before any cell exists. It forwards what the cells send beyond
+// it.
 func ensureBridge(bridge, cidr string) error {
 	for _, args := range [][]string{
 		{"link", "add", bridge, "type", "bridge"},
@@ -1034,6 +1035,33 @@ func (k *Kip) keepLogs() {
 		}
 		if err := os.WriteFile(filepath.Join(dst, prefix+"."+name), data, 0o644); err != nil { //nolint:gosec // as above
 			fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
+		}
+	}
+}
+
+// KeepAgentLogs copies the agent log of every cell still in the local
+// plugin's state directory (AgentLogTails) into the directory
+// KIP_E2E_KEEP_LOGS names, if set, as <node>.agent.<cell>.log: a test
+// calls it while its pods' cells still run, since Stop comes after they
+// ended.
+func (k *Kip) KeepAgentLogs() {
+	dst := os.Getenv("KIP_E2E_KEEP_LOGS")
+	if dst == "" {
+		return
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil { //nolint:gosec // the person running the tests names the directory
+		fmt.Fprintln(os.Stderr, "e2e: keeping agent logs:", err)
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(k.StateDir, "cells", "*", "agent.log"))
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // the cell ended meanwhile
+		}
+		name := k.NodeName + ".agent." + filepath.Base(filepath.Dir(path)) + ".log"
+		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil { //nolint:gosec // as above
+			fmt.Fprintln(os.Stderr, "e2e: keeping agent logs:", err)
 		}
 	}
 }
