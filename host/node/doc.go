@@ -57,7 +57,9 @@
 //     written back, which the API server refuses) (podStatusClient).
 //   - The work queues retry a failing key with backoff capped at a minute
 //     for 30 minutes rather than 20 times, under a 100 QPS budget instead
-//     of 10 (mass deletions are not throttled).
+//     of 10 (mass deletions are not throttled); a key's first delay is
+//     5 ms, virtual-kubelet's default, since every new pod and every
+//     status push waits it.
 //   - Events are recorded as the node; the Node authorizer allows it.
 //   - The Lease (coordination.k8s.io/v1, kube-node-lease/<name>) lasts
 //     Config.LeaseDurationSeconds (40) and is renewed every quarter of it; the

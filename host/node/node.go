@@ -41,6 +41,8 @@ const (
 	// A4.7): a key is retried, with backoff capped at a minute, for this
 	// long after it was first queued.
 	retryWindow = 30 * time.Minute
+	// rateLimiterBase is the work queues' first per-key delay (rateLimiter).
+	rateLimiterBase = 5 * time.Millisecond
 	// shutdownTimeout bounds the kubelet API's graceful shutdown.
 	shutdownTimeout = 5 * time.Second
 )
@@ -482,13 +484,19 @@ func (n *Node) reregister(port int) vknode.ErrorHandler {
 	}
 }
 
-// rateLimiter is per-key exponential backoff from 50 ms to 1 min under an
+// rateLimiter is per-key exponential backoff from 5 ms to 1 min under an
 // overall 100 QPS (burst 1000) budget. virtual-kubelet's default is 10 QPS
 // (burst 100) with per-key backoff up to 1000 s, which throttles mass
 // deletions (pitfall A4.7).
+//
+// virtual-kubelet queues every new pod and every status kip pushes with
+// its key's first delay, so the base is on each pod's path twice (created
+// → CreatePod, Running in the cell → Running in the API); 5 ms is
+// client-go's and virtual-kubelet's default (it was 50 ms, a quarter of a
+// warm pod's start).
 func rateLimiter() workqueue.TypedRateLimiter[any] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[any](50*time.Millisecond, time.Minute),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[any](rateLimiterBase, time.Minute),
 		&workqueue.TypedBucketRateLimiter[any]{Limiter: rate.NewLimiter(rate.Limit(100), 1000)},
 	)
 }
