@@ -1016,12 +1016,8 @@ func (k *Kip) Stop() {
 // kip-swap.kip.log for a test's second kip), so that the kips of a run
 // do not overwrite each other's.
 func (k *Kip) keepLogs() {
-	dst := os.Getenv("KIP_E2E_KEEP_LOGS")
-	if dst == "" {
-		return
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil { //nolint:gosec // the person running the tests names the directory
-		fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
+	dst, ok := keepLogsDir()
+	if !ok {
 		return
 	}
 	for _, name := range []string{"kip.log", "ec2sim.log", "gcesim.log", "azuresim.log", "light-cells.log"} {
@@ -1039,18 +1035,28 @@ func (k *Kip) keepLogs() {
 	}
 }
 
+// keepLogsDir is the directory KIP_E2E_KEEP_LOGS names, made if needed;
+// false when it is unset or cannot be made (said on stderr).
+func keepLogsDir() (string, bool) {
+	dst := os.Getenv("KIP_E2E_KEEP_LOGS")
+	if dst == "" {
+		return "", false
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil { //nolint:gosec // the person running the tests names the directory
+		fmt.Fprintln(os.Stderr, "e2e: keeping logs:", err)
+		return "", false
+	}
+	return dst, true
+}
+
 // KeepAgentLogs copies the agent log of every cell still in the local
 // plugin's state directory (AgentLogTails) into the directory
 // KIP_E2E_KEEP_LOGS names, if set, as <node>.agent.<cell>.log: a test
 // calls it while its pods' cells still run, since Stop comes after they
 // ended.
 func (k *Kip) KeepAgentLogs() {
-	dst := os.Getenv("KIP_E2E_KEEP_LOGS")
-	if dst == "" {
-		return
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil { //nolint:gosec // the person running the tests names the directory
-		fmt.Fprintln(os.Stderr, "e2e: keeping agent logs:", err)
+	dst, ok := keepLogsDir()
+	if !ok {
 		return
 	}
 	logs, _ := filepath.Glob(filepath.Join(k.StateDir, "cells", "*", "agent.log"))
