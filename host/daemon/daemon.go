@@ -67,6 +67,13 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("creating Kubernetes client: %w", err)
 	}
+	// Events go through a client of their own, as the kubelet's do
+	// (node.EventClientConfig): a burst's events do not take pod status
+	// writes' share of the rate limit.
+	eventClient, err := kubernetes.NewForConfig(node.EventClientConfig(restConfig))
+	if err != nil {
+		return fmt.Errorf("creating the events' Kubernetes client: %w", err)
+	}
 	obs.apiReady.set(apiCheck(client))
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
@@ -76,10 +83,10 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	// leader does it (election.go).
 	if cfg.LeaderElection.Enabled {
 		return elect(ctx, cfg, log, obs, func(ctx context.Context) error {
-			return lead(ctx, cfg, version, log, o, hup, client, api, obs, true)
+			return lead(ctx, cfg, version, log, o, hup, client, eventClient, api, obs, true)
 		})
 	}
-	return lead(ctx, cfg, version, log, o, hup, client, api, obs, false)
+	return lead(ctx, cfg, version, log, o, hup, client, eventClient, api, obs, false)
 }
 
 // lead runs kip's node until ctx ends: the cloud plugin, the cluster CA,
@@ -88,7 +95,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 // most drainTimeout), so that a leader releases its Lease after its last
 // action.
 func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, o options, hup <-chan os.Signal,
-	client kubernetes.Interface, api apiServer, obs *observed, drain bool,
+	client, eventClient kubernetes.Interface, api apiServer, obs *observed, drain bool,
 ) error {
 	m := obs.m
 	pluginConfig, err := cfg.Plugin.SettingsJSON()
@@ -126,7 +133,7 @@ func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Log
 	nodeCfg.Name, nodeCfg.Version = cfg.NodeName, version
 	podFactory := node.NewPodInformerFactory(client, cfg.NodeName)
 	podInformer := podFactory.Core().V1().Pods()
-	recorder, stopEvents := node.NewEventRecorder(ctx, client, cfg.NodeName)
+	recorder, stopEvents := node.NewEventRecorder(ctx, eventClient, cfg.NodeName)
 	defer stopEvents()
 
 	// The cluster's Services and EndpointSlices, watched once (one

@@ -11,11 +11,12 @@
 //
 // # Using it
 //
-//	restCfg = node.ClientConfig(restCfg)             // 50 QPS, burst 100
-//	client := kubernetes.NewForConfig(restCfg)
+//	client := kubernetes.NewForConfig(node.ClientConfig(restCfg))      // 50 QPS, burst 100
+//	events := kubernetes.NewForConfig(node.EventClientConfig(restCfg)) // its own 50 QPS
+//	recorder, stop := node.NewEventRecorder(ctx, events, name)         // else Run makes one on client
 //	cfg := node.DefaultConfig(name)                  // or kip.yaml's node section
 //	cfg.Version = version
-//	n, err := node.New(client, cells, cfg, log)
+//	n, err := node.New(client, cells, cfg, log, node.WithEventRecorder(recorder))
 //	go n.Run(ctx)                                    // blocks until ctx ends
 //	err = n.WaitReady(ctx)
 //

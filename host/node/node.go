@@ -206,6 +206,22 @@ func ClientConfig(base *rest.Config) *rest.Config {
 	return c
 }
 
+// EventClientConfig returns a copy of base for the client that
+// NewEventRecorder writes events through, with the kubelet's own event
+// limits (--event-qps 50, --event-burst 100) on a rate limiter of its own,
+// as the kubelet builds its EventClient: a burst of pods records several
+// events each, and on the node's client they would take the pod status
+// writes' share of its 50 QPS. client-go's broadcaster still drops events
+// beyond its queue of 1,000 when the API cannot take them as fast.
+func EventClientConfig(base *rest.Config) *rest.Config {
+	c := rest.CopyConfig(base)
+	c.QPS, c.Burst, c.RateLimiter = 50, 100, nil
+	if c.UserAgent == "" {
+		c.UserAgent = "kip"
+	}
+	return c
+}
+
 // ExitCode is the error RunInContainer returns when the command ran and
 // exited with a non-zero code: the kubelet API turns it into that exit
 // code for kubectl exec. Any other error is an internal error.
