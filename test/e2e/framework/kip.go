@@ -946,16 +946,24 @@ func (k *Kip) LightCellsLogTail(n int) string {
 // holds one: <StateDir>/cells/<cell ID>/agent.log), each headed by its
 // path: what a cell's agent said when a pod did not start.
 func (k *Kip) AgentLogTails(n int) string {
-	logs, _ := filepath.Glob(filepath.Join(k.StateDir, "cells", "*", "agent.log"))
 	var b strings.Builder
+	k.eachAgentLog(func(path string, data []byte) {
+		fmt.Fprintf(&b, "--- last lines of %s\n%s\n", path, tail(string(data), n))
+	})
+	return b.String()
+}
+
+// eachAgentLog calls fn with the path and content of the agent log of
+// every cell still in the local plugin's state directory.
+func (k *Kip) eachAgentLog(fn func(path string, data []byte)) {
+	logs, _ := filepath.Glob(filepath.Join(k.StateDir, "cells", "*", "agent.log"))
 	for _, path := range logs {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue // the cell ended meanwhile
 		}
-		fmt.Fprintf(&b, "--- last lines of %s\n%s\n", path, tail(string(data), n))
+		fn(path, data)
 	}
-	return b.String()
 }
 
 // Stop stops kip (SIGTERM, then SIGKILL) and then whatever cells of its
@@ -1059,17 +1067,12 @@ func (k *Kip) KeepAgentLogs() {
 	if !ok {
 		return
 	}
-	logs, _ := filepath.Glob(filepath.Join(k.StateDir, "cells", "*", "agent.log"))
-	for _, path := range logs {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue // the cell ended meanwhile
-		}
+	k.eachAgentLog(func(path string, data []byte) {
 		name := k.NodeName + ".agent." + filepath.Base(filepath.Dir(path)) + ".log"
 		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil { //nolint:gosec // as above
 			fmt.Fprintln(os.Stderr, "e2e: keeping agent logs:", err)
 		}
-	}
+	})
 }
 
 // startLightCells starts the kip-light-cells process that hosts k's
