@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // cellNetns returns the network namespace that has address ip (the local
@@ -44,6 +45,7 @@ func cellNetns(t *testing.T, ip string) string {
 // re-subscribes; once the traffic flows again the pod is still Running
 // with no restart and kubectl exec works.
 func TestSilentCellIsNoticed(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	createPod(t, ns, "quiet", onKip(sleeper()))

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // TestAnnotationRefusedByTheAllowList: a pod that names an instance
@@ -19,7 +20,7 @@ import (
 // gets a Warning event naming the annotation and the profile, and no
 // instance is launched for it.
 func TestAnnotationRefusedByTheAllowList(t *testing.T) {
-	needEC2(t, "the aws plugin's instance-profile annotation")
+	framework.Only(t, framework.PluginAWS) // the aws plugin's instance-profile annotation
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)

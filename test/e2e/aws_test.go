@@ -14,6 +14,7 @@ import (
 
 	"github.com/kipcell/kip/pluginapi"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // settle makes the test, when it ends, delete its namespace's Deployments
@@ -29,20 +30,11 @@ func settle(t *testing.T, ns string) {
 	})
 }
 
-// needEC2 skips a test about EC2 itself (what, with the EC2 simulator's
-// knobs); it runs in the aws pass of make e2e (KIP_E2E_PLUGIN=aws).
-func needEC2(t *testing.T, what string) {
-	t.Helper()
-	if kip.EC2 == nil {
-		t.Skipf("about %s, with the EC2 simulator: runs with KIP_E2E_PLUGIN=aws", what)
-	}
-}
-
 // TestInsufficientCapacityFallsToTheNextType: with no capacity for the
 // cheapest type that fits (t3a.small, in every zone), the pod runs on the
 // next candidate, and says why.
 func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
-	needEC2(t, "EC2's InsufficientInstanceCapacity (the gce pass has TestGCEStockoutFallsToTheNextType)")
+	framework.Only(t, framework.PluginAWS) // EC2's InsufficientInstanceCapacity; gce and azure have their own
 	kipLogOnFailure(t)
 	kip.EC2.InjectInsufficientCapacity("t3a.small", "")
 	got, events := squeezedPod(t, func() { kip.EC2.ClearInsufficientCapacity("t3a.small", "") })
@@ -62,7 +54,6 @@ func TestInsufficientCapacityFallsToTheNextType(t *testing.T) {
 // and its instance.
 func spotDeployment(t *testing.T, name string) (ns string, pod corev1.Pod, instanceID string) {
 	t.Helper()
-	needEC2(t, "EC2's spot interruptions (the gce pass has TestGCEPreemptionReplacesThePod)")
 	kipLogOnFailure(t)
 	ns = f.Namespace(t)
 	settle(t, ns)
@@ -85,6 +76,7 @@ func spotDeployment(t *testing.T, name string) (ns string, pod corev1.Pod, insta
 // instance the cloud reclaims fails with the reason, and the Deployment
 // replaces it.
 func TestSpotInterruptionReplacesThePod(t *testing.T) {
+	framework.Only(t, framework.PluginAWS) // EC2's spot interruptions; gce and azure have their own
 	ns, first, id := spotDeployment(t, "spotty")
 	if err := kip.EC2.Interrupt(id); err != nil {
 		t.Fatal(err)
@@ -114,6 +106,7 @@ func TestSpotInterruptionReplacesThePod(t *testing.T) {
 // Deployment replaces it, and ends the cell itself: the instance is
 // terminated by kip (Client.UserInitiatedShutdown), not reclaimed by EC2.
 func TestSpotInterruptionNoticeDrainsThePod(t *testing.T) {
+	framework.Only(t, framework.PluginAWS) // EC2's two-minute warning in the instance's metadata
 	ns, first, id := spotDeployment(t, "noticed")
 	at, err := kip.EC2.NoticeInterruption(id, 90*time.Second)
 	if err != nil {
@@ -170,6 +163,6 @@ func TestSpotInterruptionNoticeDrainsThePod(t *testing.T) {
 // Describe* and 5/s for the rest, so at most 2×20+10+5 = 55 calls in any
 // second).
 func TestThrottledPluginStillRunsEveryPod(t *testing.T) {
-	needEC2(t, "the aws plugin's rate limit and EC2's RequestLimitExceeded (the gce pass has TestGCEThrottledPluginStillRunsEveryPod)")
+	framework.Only(t, framework.PluginAWS) // the aws plugin's rate limit and EC2's RequestLimitExceeded; gce and azure have their own
 	throttledDeployment(t, kip.EC2, 15, func() { kip.EC2.InjectThrottle(15) }, 55)
 }

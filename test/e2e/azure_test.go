@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // TestAzureAllocationFailureFallsToTheNextSize: with no capacity for the
@@ -22,7 +23,7 @@ import (
 // events name every zone tried with ARM's code, and the failed VMs are
 // deleted, not left behind.
 func TestAzureAllocationFailureFallsToTheNextSize(t *testing.T) {
-	needAzure(t)
+	framework.Only(t, framework.PluginAzure)
 	kipLogOnFailure(t)
 	kip.Azure.InjectAllocationFailure("Standard_B2s", "", azuresim.CodeAllocationFailed)
 	got, events := squeezedPod(t, kip.Azure.ClearAllocationFailures)
@@ -53,7 +54,7 @@ func TestAzureAllocationFailureFallsToTheNextSize(t *testing.T) {
 // DELETE from kip) fails with CellLost naming the eviction, and the
 // Deployment's replacement runs.
 func TestAzureSpotEvictionReplacesThePod(t *testing.T) {
-	needAzure(t)
+	framework.Only(t, framework.PluginAzure)
 	spotReclaimReplacesThePod(t, "evicted", func(t *testing.T, uid types.UID) {
 		var name string
 		for _, vm := range kip.Azure.VMs() {
@@ -88,7 +89,7 @@ func namesEviction(message string) bool {
 // polls and 5/s for creates and deletes, so at most 2×20+10+5 = 55 calls
 // in any second).
 func TestAzureThrottledPluginStillRunsEveryPod(t *testing.T) {
-	needAzure(t)
+	framework.Only(t, framework.PluginAzure)
 	t.Cleanup(kip.Azure.ClearFaults)
 	throttledDeployment(t, kip.Azure, 15, func() {
 		kip.Azure.InjectFault(azuresim.Fault{Code: azuresim.CodeOperationNotAllowed, HTTPStatus: http.StatusTooManyRequests,

@@ -23,7 +23,8 @@ import (
 // instance is terminated and the pod, restartPolicy Never, fails with
 // reason CellBootFailed and an event carrying the console's last lines.
 func TestNeverBootingAgentFailsAPodThatNeverRestarts(t *testing.T) {
-	sim := needSim(t)
+	framework.Only(t, framework.PluginAWS, framework.PluginGCE, framework.PluginAzure)
+	sim := kip.Sim()
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
@@ -66,7 +67,8 @@ func TestNeverBootingAgentFailsAPodThatNeverRestarts(t *testing.T) {
 // instance never starts its agent gets a second cell (a new cell ID, a
 // new instance) and runs; the first instance is terminated.
 func TestNeverBootingAgentIsRelaunched(t *testing.T) {
-	sim := needSim(t)
+	framework.Only(t, framework.PluginAWS, framework.PluginGCE, framework.PluginAzure)
+	sim := kip.Sim()
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
@@ -91,7 +93,8 @@ func TestNeverBootingAgentIsRelaunched(t *testing.T) {
 // subscription's LowPriorityCores quota, OperationNotAllowed); a pod that
 // may fall back runs on demand at once, with an event saying why.
 func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
-	sim := needSim(t)
+	framework.Only(t, framework.PluginAWS, framework.PluginGCE, framework.PluginAzure)
+	sim := kip.Sim()
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)
@@ -140,7 +143,7 @@ func TestSpotQuotaFallsBackToOnDemand(t *testing.T) {
 // kip looks the cell up again before each launch and takes the instance
 // once it shows. One instance, for good.
 func TestKillBetweenLaunchAndAnswer(t *testing.T) {
-	needEC2(t, "EC2's eventual consistency and RunInstances' ClientToken")
+	framework.Only(t, framework.PluginAWS) // EC2's eventual consistency and RunInstances' ClientToken
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)

@@ -19,7 +19,7 @@ import (
 // answers ZONE_RESOURCE_POOL_EXHAUSTED), the pod runs on the next
 // candidate, g1-small ($0.0257), and its events name every zone tried.
 func TestGCEStockoutFallsToTheNextType(t *testing.T) {
-	needGCE(t)
+	framework.Only(t, framework.PluginGCE)
 	kipLogOnFailure(t)
 	kip.GCE.InjectStockout(gcesim.Stockout{MachineType: "e2-small"})
 	got, events := squeezedPod(t, kip.GCE.ClearStockouts)
@@ -48,7 +48,7 @@ func TestGCEStockoutFallsToTheNextType(t *testing.T) {
 // describes a Spot instance stopping that it did not delete as "spot
 // preemption: …").
 func TestGCEPreemptionReplacesThePod(t *testing.T) {
-	needGCE(t)
+	framework.Only(t, framework.PluginGCE)
 	spotReclaimReplacesThePod(t, "preempted", func(t *testing.T, uid types.UID) {
 		var zone, name string
 		for _, in := range kip.GCE.Instances() {
@@ -81,7 +81,7 @@ func namesPreemption(message string) bool {
 // burst 20, refilled at 10/s for reads and operation waits and 5/s for
 // inserts and deletes, so at most 2×20+10+5 = 55 calls in any second).
 func TestGCEThrottledPluginStillRunsEveryPod(t *testing.T) {
-	needGCE(t)
+	framework.Only(t, framework.PluginGCE)
 	t.Cleanup(kip.GCE.ClearFaults)
 	throttledDeployment(t, kip.GCE, 15, func() {
 		kip.GCE.InjectFault(gcesim.Fault{Code: "rateLimitExceeded", HTTPStatus: http.StatusForbidden, Message: "Rate Limit Exceeded", Times: 15})
@@ -96,7 +96,7 @@ func TestGCEThrottledPluginStillRunsEveryPod(t *testing.T) {
 // pod runs only if the check passed, and kip never says that cells join
 // unchecked.
 func TestGCECellsJoinWithTheirIdentityToken(t *testing.T) {
-	needGCE(t)
+	framework.Only(t, framework.PluginGCE)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)

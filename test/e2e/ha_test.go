@@ -221,6 +221,7 @@ func cellDirs(k *framework.Kip) []string {
 // reaches Running, no container restarts, each pod has one cell (none
 // launched twice), and once the pods are deleted no cell is left.
 func TestHAKillLeaderMidBurst(t *testing.T) {
+	framework.AlsoIn(t, framework.PluginAWS, "the standby adopts the burst's instances through EC2's eventually consistent DescribeInstances")
 	const node, pods = "kip-ha", 10
 	leader, standby, ns := haPair(t, node, 2)
 	assertStandby(t, standby)

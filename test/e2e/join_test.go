@@ -16,6 +16,7 @@ import (
 	"github.com/kipcell/kip/cell"
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/pluginapi/userdata"
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // processEnv is the environment of process pid.
@@ -43,6 +44,7 @@ func processEnv(t *testing.T, pid int) map[string]string {
 // real agent does, is refused by kip, which says so on the pod
 // (CellJoinFailed).
 func TestUserDataHoldsNoWorkingSecret(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	settle(t, ns)

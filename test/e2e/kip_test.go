@@ -125,6 +125,7 @@ func running(p *corev1.Pod) bool { return framework.PodRunning(p) }
 // TestDeploymentRunsInCells is the whole path: a Deployment's pods bound
 // to kip run in their own cells, with true status, logs, exec and delete.
 func TestDeploymentRunsInCells(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)
@@ -214,6 +215,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 // is terminated; its containers' logs (init container too) stay readable
 // with kubectl logs until the pod is deleted, and go with it.
 func TestJobSucceedsAndCellEnds(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	before := cellNames(t)
@@ -310,6 +312,7 @@ func TestMissingImage(t *testing.T) {
 // controller removed (the API server refuses a new finalizer on a pod
 // being deleted, and the pod would hang on it).
 func TestRunningJobPodDeleted(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	logFrom := len(logLines(t))

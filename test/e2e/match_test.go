@@ -25,6 +25,7 @@ import (
 // each pod says where it runs in its annotations and events, and the
 // plugin launched exactly that type.
 func TestPodsAreRightSized(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)
@@ -100,6 +101,7 @@ func TestPodsAreRightSized(t *testing.T) {
 // for 900 vCPU: more than any type has, and less than the node's 1000,
 // some of which the cluster DNS's pod takes.
 func TestImpossiblePodStaysPending(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)

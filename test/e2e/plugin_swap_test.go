@@ -39,6 +39,7 @@ const swapNode = "kip-swap"
 // pin, is refused with the plugin's name, its path and both checksums, and
 // the running plugin process keeps serving.
 func TestPluginSwapUnderRunningPods(t *testing.T) {
+	framework.PluginPath(t)
 	ctx := t.Context()
 	name := kip.Plugin
 	binary := plugin.BinaryPrefix + name

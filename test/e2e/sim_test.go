@@ -132,36 +132,6 @@ func liveInstances(t testing.TB) int {
 	return n
 }
 
-// needSim skips a test that drives a cloud simulator's knobs (those the
-// simulators share, framework.Sim); it runs in the aws, gce and azure
-// passes of make e2e.
-func needSim(t *testing.T) framework.Sim {
-	t.Helper()
-	sim := kip.Sim()
-	if sim == nil {
-		t.Skip("needs a cloud simulator: runs with KIP_E2E_PLUGIN=aws, gce or azure")
-	}
-	return sim
-}
-
-// needGCE skips a test that drives the Compute Engine simulator's knobs;
-// it runs in the gce pass of make e2e (KIP_E2E_PLUGIN=gce).
-func needGCE(t *testing.T) {
-	t.Helper()
-	if kip.GCE == nil {
-		t.Skip("needs the Compute Engine simulator: runs with KIP_E2E_PLUGIN=gce")
-	}
-}
-
-// needAzure skips a test that drives the ARM simulator's knobs; it runs
-// in the azure pass of make e2e (KIP_E2E_PLUGIN=azure).
-func needAzure(t *testing.T) {
-	t.Helper()
-	if kip.Azure == nil {
-		t.Skip("needs the ARM simulator: runs with KIP_E2E_PLUGIN=azure")
-	}
-}
-
 // spotReclaimReplacesThePod runs a Deployment (app) of one Spot pod, has
 // the cloud reclaim its instance (reclaim, given the pod's UID: a GCE
 // preemption, an Azure eviction), and checks that the pod fails with
