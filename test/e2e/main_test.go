@@ -30,10 +30,21 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
+	// The pass (KIP_E2E_PLUGIN) runs what its tests' markers give it
+	// (doc.go lists them): the full pass, with the local plugin,
+	// everything; a cloud's pass the plugin path and that cloud's own.
+	plan, err := framework.ReadPlan(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if err := plan.Select(framework.Pass(), os.Getenv(framework.AllEnv) == "1", os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	var err error
 	f, err = framework.Setup(ctx, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: setting up the control plane:", err)
@@ -51,9 +62,25 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(bin)
+	// Deferred before every process starts, so run after every one has
+	// stopped: a race reported while kip ends fails the run too.
+	defer func() {
+		races, err := framework.RaceReports()
+		switch {
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			code = 1
+		case races != "":
+			fmt.Fprintf(os.Stderr, "e2e: FAIL: the race detector found data races in kip's processes (kip, its plugin, the cells' agents):\n%s", races)
+			code = 1
+		}
+	}()
 	if err := framework.BuildBinaries(ctx, bin); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
+	}
+	if framework.RacePrograms() {
+		fmt.Fprintln(os.Stderr, "e2e: kip, kip-cell and the local plugin are built with -race; a race they report fails the run")
 	}
 	cells, err = framework.StartCells(ctx)
 	if err != nil {

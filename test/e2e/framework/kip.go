@@ -53,8 +53,17 @@ var Binaries = map[string]string{
 var standalone = map[string]string{"github.com/kipcell/kip/plugins/gce": "plugins/gce"}
 
 // BuildBinaries builds kip, kip-cell and the plugins into dir (from the
-// workspace the tests run in, or a standalone module's own).
+// workspace the tests run in, or a standalone module's own); with
+// RacePrograms, kip, kip-cell and the local plugin with -race, and their
+// race reports go to dir/races (RaceReports).
 func BuildBinaries(ctx context.Context, dir string) error {
+	if RacePrograms() {
+		races := filepath.Join(dir, "races")
+		if err := os.MkdirAll(races, 0o755); err != nil { //nolint:gosec // kip's processes, of other users too, write there
+			return fmt.Errorf("creating the race reports' directory: %w", err)
+		}
+		raceDir = races
+	}
 	for name := range Binaries {
 		if err := BuildBinary(ctx, name, filepath.Join(dir, name)); err != nil {
 			return err
@@ -64,11 +73,15 @@ func BuildBinaries(ctx context.Context, dir string) error {
 }
 
 // BuildBinary builds the program name of Binaries to out, with more go
-// build flags (-ldflags …) before the package.
+// build flags (-ldflags …) before the package; kip, kip-cell and the
+// local plugin with -race when RacePrograms.
 func BuildBinary(ctx context.Context, name, out string, flags ...string) error {
 	pkg, ok := Binaries[name]
 	if !ok {
 		return fmt.Errorf("building %s: not one of framework.Binaries", name)
+	}
+	if RacePrograms() && slices.Contains(raced, name) {
+		flags = append([]string{"-race"}, flags...)
 	}
 	out, err := filepath.Abs(out)
 	if err != nil {
@@ -881,7 +894,7 @@ const ec2AccessKey = "AKIDE2ESIMULATOR"
 func (k *Kip) start(logFile *os.File) error {
 	k.cmd = exec.Command(filepath.Join(k.BinDir, "kip"), "run", "--config", k.ConfigPath)
 	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
-	k.cmd.Env = append(append(os.Environ(), "KUBECONFIG="), k.env...)
+	k.cmd.Env = append(append(append(os.Environ(), "KUBECONFIG="), raceEnv(k.NodeName)...), k.env...)
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := k.cmd.Start(); err != nil {
 		_ = logFile.Close()
