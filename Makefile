@@ -97,17 +97,38 @@ image-plugin: deps ## Build and push one plugin's image alone, kip-plugin-$(PLUG
 	@[ -n "$(PLUGIN)" ] || { echo "make image-plugin needs PLUGIN=local|aws|gce|azure"; exit 1; }
 	$(KIP_IMAGES) --images 'kip-plugin-$(PLUGIN)'
 
+# The test report: every step's time and every test's (go test -json),
+# which make check sums up at its end and make report prints again
+# (test/testreport; docs/testing.md holds the budget).
+REPORT_DIR ?= $(BIN)/test-report
+TESTREPORT := $(BIN)/kip-testreport
+# $(STEP) --name NAME [-C DIR] [--tests] -- COMMAND: run COMMAND as the
+# report's step NAME, its go test -json output shown as go test's own.
+STEP = $(TESTREPORT) run --dir $(REPORT_DIR) $(if $(filter -v,$(GO_TEST_FLAGS)),-v)
+
+.PHONY: testreport
+testreport:
+	@mkdir -p $(BIN); go build -o $(TESTREPORT) ./test/cmd/kip-testreport
+
+.PHONY: report
+report: testreport ## Print each step's time and the slowest tests of the last make check, test or e2e (REPORT_DIR).
+	@$(TESTREPORT) summary --dir $(REPORT_DIR)
+
 .PHONY: test
-test: deps ## Run every module's tests with -race.
-	@for m in $(MODULES); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
-	@for m in $(STANDALONE); do echo "== go test $$m (GOWORK=off)"; (cd $$m && GOWORK=off go test $(GO_TEST_FLAGS) ./...) || exit 1; done
+test: deps testreport ## Run every module's tests with -race.
+	@for m in $(MODULES); do echo "== go test $$m"; $(STEP) --name "test $$m" -C $$m -- go test -json $(GO_TEST_FLAGS) ./... || exit 1; done
+	@for m in $(STANDALONE); do echo "== go test $$m (GOWORK=off)"; $(STEP) --name "test $$m" -C $$m -- env GOWORK=off go test -json $(GO_TEST_FLAGS) ./... || exit 1; done
+
+# make e2e's passes: the full pass (local) runs every test, with kip,
+# kip-cell and the local plugin built with -race; a cloud's pass runs the
+# plugin path and that cloud's own tests (test/e2e/doc.go lists which).
+E2E_PASSES ?= local aws gce azure
 
 .PHONY: e2e
-e2e: deps ## Run the end-to-end tests against a real control plane (built once, ~9 min cold; the local pass also starts a real kubelet node and installs kip from its image on it), with the local plugin, the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator.
-	KIP_E2E_PLUGIN=local go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/... ./test/kubeletnode/
-	KIP_E2E_PLUGIN=aws go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
-	KIP_E2E_PLUGIN=gce go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
-	KIP_E2E_PLUGIN=azure go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m ./test/e2e/
+e2e: deps testreport ## Run the end-to-end tests against a real control plane (built once, ~9 min cold): the full pass with the local plugin (every test; kip, kip-cell and the plugin built with -race; also a real kubelet node and kip installed from its image on it), then the plugin path and each cloud's own tests with the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator (E2E_PASSES).
+	@for pass in $(E2E_PASSES); do pkgs=./test/e2e/; [ $$pass != local ] || pkgs="./test/e2e/... ./test/kubeletnode/"; \
+	  echo "== e2e $$pass: KIP_E2E_PLUGIN=$$pass go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs"; \
+	  $(STEP) --name "e2e $$pass" --tests -- env KIP_E2E_PLUGIN=$$pass go test -json -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs || exit 1; done
 
 .PHONY: cluster-up
 cluster-up: build ## Build (cached) and start a local control plane; prints the KUBECONFIG export.
@@ -183,8 +204,17 @@ examples: ## Test the example plugins as standalone modules (GOWORK=off), build 
 	  echo "== kip plugins verify toy" && \
 	  $(BIN)/kip plugins verify toy --config examples/plugin-toy/kip.yaml --plugin-dir "$$dir"
 
+# The steps of make check, in order.
+CHECK_STEPS := verify test examples e2e demo-check
+
 .PHONY: check
-check: deps verify test examples e2e demo-check ## Everything CI runs: install what is missing, verify, unit tests, the example plugin, e2e tests, the demo up and down.
+check: deps testreport ## Everything CI runs: install what is missing, verify, unit tests, the example plugin, e2e tests, the demo up and down; then each step's time and the 15 slowest tests (REPORT_DIR).
+	@rm -rf $(REPORT_DIR); status=0; \
+	  for step in $(CHECK_STEPS); do \
+	    $(STEP) --name $$step -- $(MAKE) --no-print-directory $$step || { status=$$?; break; }; \
+	  done; \
+	  echo; $(TESTREPORT) summary --dir $(REPORT_DIR); \
+	  if [ $$status -ne 0 ]; then echo "make check failed in make $$step"; fi; exit $$status
 
 .PHONY: demo
 demo: deps build ## Start a local control plane and kip with the local plugin, run a sample workload.
