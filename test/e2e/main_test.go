@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/kipcell/kip/test/e2e/framework"
 )
@@ -43,7 +42,11 @@ func run(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// ctx lasts as long as the run: the registry and the simulators'
+	// cells live until it ends (a 30-minute ctx closed the registry in
+	// the middle of a full pass on a cold cache). go test's -timeout
+	// bounds the run, and every wait of the set-up has its own.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f, err = framework.Setup(ctx, os.Stderr)
 	if err != nil {

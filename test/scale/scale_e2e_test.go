@@ -42,7 +42,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// ctx lasts as long as the run: the registry and the simulators'
+	// cells live until it ends (a 30-minute ctx closed the registry in
+	// the middle of a full pass on a cold cache). go test's -timeout
+	// bounds the run, and every wait of the set-up has its own.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir, err := os.MkdirTemp("", "kip-scale-")
 	if err != nil {
