@@ -22,8 +22,10 @@
 //	                           DIR/kip.gcesim.log)
 //	KIP_E2E_CLUSTER_DNS=1|0    deploy CoreDNS as the cluster DNS
 //	                           (kube-system/kube-dns, on the kubelet
-//	                           node kip-infra) before the tests;
-//	                           (on by default; framework.ClusterDNS)
+//	                           node kip-infra) before the tests; by
+//	                           default in the full pass, not in a
+//	                           cloud's, whose tests do not need it
+//	                           (framework.ClusterDNSFor)
 //
 // # Passes
 //

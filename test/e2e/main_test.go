@@ -20,7 +20,8 @@ var (
 	cells *framework.Cells
 	kip   *framework.Kip
 	// clusterDNS is CoreDNS as the cluster DNS (kube-system/kube-dns) on
-	// the kubelet node (f.InfraNode) when framework.ClusterDNS() is on;
+	// the kubelet node (f.InfraNode) when framework.ClusterDNSFor the
+	// pass;
 	// nil otherwise.
 	clusterDNS *framework.DNS
 )
@@ -38,7 +39,8 @@ func run(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	if err := plan.Select(framework.Pass(), os.Getenv(framework.AllEnv) == "1", os.Stderr); err != nil {
+	all := os.Getenv(framework.AllEnv) == "1"
+	if err := plan.Select(framework.Pass(), all, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
@@ -99,7 +101,7 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 	defer kip.Stop()
-	if framework.ClusterDNS() {
+	if framework.ClusterDNSFor(framework.Pass(), all) {
 		// CoreDNS runs where it runs in a real cluster: on a kubelet node.
 		if _, err := f.InfraNode(ctx, cells, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: starting the kubelet node for the cluster DNS:", err)

@@ -53,13 +53,33 @@ const clusterDNSDefault = true
 // deploy DNSManifest as the cluster DNS: $KIP_E2E_CLUSTER_DNS, else
 // clusterDNSDefault.
 func ClusterDNS() bool {
-	switch os.Getenv(ClusterDNSEnv) {
-	case "1", "true":
-		return true
-	case "0", "false":
-		return false
+	if on, set := clusterDNSEnv(); set {
+		return on
 	}
 	return clusterDNSDefault
+}
+
+// ClusterDNSFor reports whether an end-to-end pass deploys the cluster
+// DNS: as $KIP_E2E_CLUSTER_DNS says, else only a pass that runs the
+// full pass's tests (core: the full pass itself, or a cloud's with
+// KIP_E2E_ALL), since no test of the plugin path needs it and a cloud's
+// pass would start a kubelet node and CoreDNS for nothing.
+func ClusterDNSFor(pass string, all bool) bool {
+	if on, set := clusterDNSEnv(); set {
+		return on
+	}
+	return clusterDNSDefault && (pass == PluginLocal || all)
+}
+
+// clusterDNSEnv is what $KIP_E2E_CLUSTER_DNS says, and whether it says.
+func clusterDNSEnv() (on, set bool) {
+	switch os.Getenv(ClusterDNSEnv) {
+	case "1", "true":
+		return true, true
+	case "0", "false":
+		return false, true
+	}
+	return false, false
 }
 
 // DNS is CoreDNS deployed from DNSManifest.

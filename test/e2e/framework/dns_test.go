@@ -326,6 +326,24 @@ func TestClusterDNSSwitch(t *testing.T) {
 	}
 }
 
+func TestClusterDNSFor(t *testing.T) {
+	for _, tc := range []struct {
+		env, pass string
+		all, want bool
+	}{
+		{pass: PluginLocal, want: clusterDNSDefault},
+		{pass: PluginAWS, want: false},
+		{pass: PluginGCE, all: true, want: clusterDNSDefault},
+		{env: "1", pass: PluginAzure, want: true},
+		{env: "0", pass: PluginLocal, want: false},
+	} {
+		t.Setenv(ClusterDNSEnv, tc.env)
+		if got := ClusterDNSFor(tc.pass, tc.all); got != tc.want {
+			t.Errorf("ClusterDNSFor(%s, all %t) with %s=%q = %t, want %t", tc.pass, tc.all, ClusterDNSEnv, tc.env, got, tc.want)
+		}
+	}
+}
+
 // TestStaticCorefile checks the test's Corefile is the manifest's with a
 // hosts block where the kubernetes block was, and nothing else changed.
 func TestStaticCorefile(t *testing.T) {
