@@ -106,6 +106,10 @@ type testEnv struct {
 
 var loopbackSeq atomic.Int32
 
+// cellOwners is the running test that launched each cell ID
+// (testEnv.launch).
+var cellOwners sync.Map
+
 // newTestEnv returns a loopback-mode environment. Its addresses come from
 // a /24 of 127/8 that no other test (in this process) uses, since agents
 // of different tests listen on the same port.
@@ -202,6 +206,14 @@ func destroyAll(t *testing.T, p *provider) {
 // launch launches one cell of type local.nano and fails the test on error.
 func (e *testEnv) launch(p *provider, cellID string) pluginapi.Instance {
 	e.t.Helper()
+	// A cell's cgroup is named after its ID under the package's one
+	// parent (testCgroupParent), so two parallel tests' cells of one ID
+	// share a cgroup, and the end of one kills the other's agent.
+	if other, taken := cellOwners.LoadOrStore(cellID, e.t.Name()); taken && other != e.t.Name() {
+		e.t.Fatalf("cell %s is %s's already: cell IDs name cgroups, which the package's tests share; pick another", cellID, other)
+	} else if !taken {
+		e.t.Cleanup(func() { cellOwners.Delete(cellID) })
+	}
 	resp, err := p.Launch(e.t.Context(), e.launchRequest(cellID))
 	if err != nil {
 		e.t.Fatalf("Launch %s: %v", cellID, err)

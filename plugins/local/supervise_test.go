@@ -68,10 +68,10 @@ func TestRestartedPluginAdoptsTheSupervision(t *testing.T) {
 	// The old plugin process does not supervise this cell (as if it had
 	// exited after the launch).
 	old.supervisedMu.Lock()
-	old.supervised["cell-a"] = true
+	old.supervised["cell-adopted"] = true
 	old.supervisedMu.Unlock()
-	inst := e.launch(old, "cell-a")
-	first := e.report("cell-a")
+	inst := e.launch(old, "cell-adopted")
+	first := e.report("cell-adopted")
 	// A new plugin process on the same state directory.
 	p := e.provider()
 	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
