@@ -29,10 +29,14 @@ func (c Config) Validate() error {
 	}{
 		{"unavailableTTL", c.UnavailableTTL}, {"catalogTTL", c.CatalogTTL}, {"rematchInterval", c.RematchInterval},
 		{"volumeRefreshInterval", c.VolumeRefreshInterval}, {"agentTimeout", c.AgentTimeout}, {"joinTokenTTL", c.JoinTokenTTL},
+		{"bootRetry", c.BootRetry}, {"agentKeepaliveTimeout", c.AgentKeepaliveTimeout},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))
 		}
+	}
+	if c.AgentKeepalive < cellapi.KeepaliveMinTime {
+		errs = append(errs, setting.Errorf("agentKeepalive", "%s is below %s, the least the agents allow: they would close the connection", c.AgentKeepalive, cellapi.KeepaliveMinTime))
 	}
 	if c.JoinTokenTTL > cellapi.MaxJoinTokenTTL {
 		errs = append(errs, setting.Errorf("joinTokenTTL", "%s is longer than %s: a join token is for one boot", c.JoinTokenTTL, cellapi.MaxJoinTokenTTL))

@@ -11,8 +11,8 @@ import (
 
 func TestDefaultConfig(t *testing.T) {
 	d := DefaultConfig()
-	got := []time.Duration{d.UnavailableTTL, d.CatalogTTL, d.RematchInterval, d.VolumeRefreshInterval, d.RefusedRetry, d.BootPoll, d.BootPollWatched, d.BootTimeout, d.GCInterval, d.AgentTimeout, d.BootRetry}
-	want := []time.Duration{3 * time.Minute, 10 * time.Minute, time.Minute, time.Minute, 30 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Minute, 30 * time.Second, 10 * time.Minute, 30 * time.Second}
+	got := []time.Duration{d.UnavailableTTL, d.CatalogTTL, d.RematchInterval, d.VolumeRefreshInterval, d.RefusedRetry, d.BootPoll, d.BootPollWatched, d.BootTimeout, d.GCInterval, d.AgentTimeout, d.BootRetry, d.AgentKeepalive, d.AgentKeepaliveTimeout}
+	want := []time.Duration{3 * time.Minute, 10 * time.Minute, time.Minute, time.Minute, 30 * time.Second, 2 * time.Second, 10 * time.Second, 10 * time.Minute, 30 * time.Second, 10 * time.Minute, 30 * time.Second, 30 * time.Second, 15 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("DefaultConfig intervals (-want +got):\n%s", diff)
 	}
@@ -40,6 +40,10 @@ func TestConfigValidate(t *testing.T) {
 		{name: "zero volumeRefreshInterval", mutate: func(c *Config) { c.VolumeRefreshInterval = 0 }, wantKey: []string{"volumeRefreshInterval"}},
 		{name: "negative agentTimeout", mutate: func(c *Config) { c.AgentTimeout = -time.Minute }, wantKey: []string{"agentTimeout"}},
 		{name: "zero joinTokenTTL", mutate: func(c *Config) { c.JoinTokenTTL = 0 }, wantKey: []string{"joinTokenTTL"}},
+		{name: "negative bootRetry", mutate: func(c *Config) { c.BootRetry = -time.Second }, wantKey: []string{"bootRetry"}},
+		{name: "the shortest keep-alive the agents allow", mutate: func(c *Config) { c.AgentKeepalive, c.AgentKeepaliveTimeout = 10*time.Second, time.Second }},
+		{name: "keep-alive more often than the agents allow", mutate: func(c *Config) { c.AgentKeepalive = 9 * time.Second }, wantKey: []string{"agentKeepalive"}},
+		{name: "zero agentKeepaliveTimeout", mutate: func(c *Config) { c.AgentKeepaliveTimeout = 0 }, wantKey: []string{"agentKeepaliveTimeout"}},
 		{name: "joinTokenTTL over a day", mutate: func(c *Config) { c.JoinTokenTTL = 25 * time.Hour }, wantKey: []string{"joinTokenTTL"}},
 		{name: "unsafe sysctls", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax"} }},
 		{name: "sysctl not namespaced", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "vm.swappiness"} }, wantKey: []string{"allowedUnsafeSysctls"}},

@@ -138,7 +138,16 @@ type Config struct {
 	BootAttempts int `koanf:"-"`
 	// BootRetry is the wait before the second launch after a boot failure,
 	// doubling for each further one; default 30 s.
-	BootRetry time.Duration `koanf:"-"`
+	BootRetry time.Duration `koanf:"bootRetry"`
+	// AgentKeepalive is how often kip pings an idle connection to a
+	// cell's agent, and AgentKeepaliveTimeout how long it waits for the
+	// answer before it drops the connection and dials the agent again: a
+	// cell gone silent (its packets dropped, no reset) is noticed within
+	// their sum. Defaults 30 s and 15 s (45 s: inside the node controller's
+	// 50 s); AgentKeepalive is at least 10 s, the agents' limit (an agent
+	// closes a connection pinged more often).
+	AgentKeepalive        time.Duration `koanf:"agentKeepalive"`
+	AgentKeepaliveTimeout time.Duration `koanf:"agentKeepaliveTimeout"`
 	// JoinTokenTTL is the lifetime of the join token in a cell's
 	// bootstrap (its user data): the host joins the cell's agent within
 	// it, after which the token is worth nothing to whoever reads the user
@@ -174,6 +183,12 @@ func (c *Config) defaults() {
 	}
 	if c.BootRetry == 0 {
 		c.BootRetry = 30 * time.Second
+	}
+	if c.AgentKeepalive == 0 {
+		c.AgentKeepalive = dispatch.DefaultKeepalive.Time
+	}
+	if c.AgentKeepaliveTimeout == 0 {
+		c.AgentKeepaliveTimeout = dispatch.DefaultKeepalive.Timeout
 	}
 	if c.JoinTokenTTL == 0 {
 		c.JoinTokenTTL = c.BootTimeout + c.AgentTimeout + 5*time.Minute
@@ -266,7 +281,9 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		identity: identity,
 		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match,
 			ttl: cfg.UnavailableTTL, now: cfg.Now},
-		dial:          dispatch.Dial,
+		dial: func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error) {
+			return dispatch.DialKeepalive(cellID, address, tlsConfig, dispatch.Keepalive{Time: cfg.AgentKeepalive, Timeout: cfg.AgentKeepaliveTimeout})
+		},
 		join:          dispatch.Join,
 		identityCheck: &identityCheck{plugin: plugin, catalog: catalog, log: log},
 		source:        dispatch.NewCache(source, cfg.VolumeRefreshInterval/2, cfg.Now),

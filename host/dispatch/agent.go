@@ -31,25 +31,36 @@ type Agent struct {
 }
 
 // Dial connects to the agent of cellID at address (an IP or host; the port
-// is cellapi.Port). tlsConfig must verify the agent as cellID (see
-// pki.CA.ClientTLSConfig). The connection is lazy: errors show on the first
-// call.
+// is cellapi.Port) with DefaultKeepalive. tlsConfig must verify the agent
+// as cellID (see pki.CA.ClientTLSConfig). The connection is lazy: errors
+// show on the first call.
 func Dial(cellID, address string, tlsConfig *tls.Config) (*Agent, error) {
-	return dial(cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), credentials.NewTLS(tlsConfig), agentKeepalive)
+	return DialKeepalive(cellID, address, tlsConfig, DefaultKeepalive)
 }
 
-// agentKeepalive is how the host pings an idle agent connection: every
-// cell/api KeepaliveTime, dropping it after KeepaliveTimeout unanswered.
-var agentKeepalive = keepalive.ClientParameters{
-	Time: cellapi.KeepaliveTime, Timeout: cellapi.KeepaliveTimeout, PermitWithoutStream: true,
+// Keepalive is how the host pings an idle agent connection: every Time,
+// dropping it when no answer comes within Timeout, so that a cell gone
+// silent (its packets dropped, no reset) is noticed within Time+Timeout.
+// Time is at least cell/api KeepaliveMinTime, the agents' enforcement
+// policy: an agent closes a connection pinged more often.
+type Keepalive struct {
+	Time, Timeout time.Duration
+}
+
+// DefaultKeepalive is cell/api's KeepaliveTime and KeepaliveTimeout.
+var DefaultKeepalive = Keepalive{Time: cellapi.KeepaliveTime, Timeout: cellapi.KeepaliveTimeout}
+
+// DialKeepalive is Dial with the keep-alive ka.
+func DialKeepalive(cellID, address string, tlsConfig *tls.Config, ka Keepalive) (*Agent, error) {
+	return dial(cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), credentials.NewTLS(tlsConfig), ka)
 }
 
 // dial is Dial to target (host:port) with creds and keep-alive ka.
-func dial(cellID, target string, creds credentials.TransportCredentials, ka keepalive.ClientParameters) (*Agent, error) {
+func dial(cellID, target string, creds credentials.TransportCredentials, ka Keepalive) (*Agent, error) {
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
-		grpc.WithKeepaliveParams(ka),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: ka.Time, Timeout: ka.Timeout, PermitWithoutStream: true}),
 		grpc.WithDefaultServiceConfig(retryOnce),
 		// Each connection's 32 KiB write buffer goes back to a shared
 		// pool once flushed: the host holds one connection per cell, most

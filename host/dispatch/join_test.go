@@ -229,7 +229,7 @@ func TestHandshakeFailed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := dial("c-1", tt.target, credentials.NewTLS(cfg), agentKeepalive)
+			a, err := dial("c-1", tt.target, credentials.NewTLS(cfg), DefaultKeepalive)
 			if err != nil {
 				t.Fatal(err)
 			}

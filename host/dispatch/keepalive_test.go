@@ -117,10 +117,11 @@ func (p *proxy) pipe(from, to net.Conn, fromClient bool) {
 }
 
 // testKeepalive is the keep-alive of the tests' agent connections: that
-// of Dial (agentKeepalive, 45 s to notice a silent agent) scaled down to
+// of Dial (DefaultKeepalive, 45 s to notice a silent agent) scaled down to
 // the least Time gRPC allows (10 s), so that a test sees the mechanism
-// sooner; test/e2e's TestSilentCellIsNoticed waits for the real one.
-var testKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}
+// sooner, as test/e2e's TestSilentCellIsNoticed does through kip's
+// cells.agentKeepalive.
+var testKeepalive = Keepalive{Time: 10 * time.Second, Timeout: 2 * time.Second}
 
 func startQuietAgent(t *testing.T) (*quietAgent, *proxy, *Agent) {
 	t.Helper()

@@ -41,7 +41,8 @@ func cellNetns(t *testing.T, ip string) string {
 
 // TestSilentCellIsNoticed: when a cell's agent traffic is dropped in its
 // network namespace (no reset: the host's connection looks alive), the
-// host's keep-alive notices within KeepaliveTime+KeepaliveTimeout and
+// host's keep-alive notices within cells.agentKeepalive and its timeout
+// (framework.AgentKeepalive, AgentKeepaliveTimeout) and
 // re-subscribes; once the traffic flows again the pod is still Running
 // with no restart and kubectl exec works.
 func TestSilentCellIsNoticed(t *testing.T) {
@@ -66,7 +67,7 @@ func TestSilentCellIsNoticed(t *testing.T) {
 	defer undo()
 	dropped := time.Now()
 	before := len(logLines(t))
-	bound := cellapi.KeepaliveTime + cellapi.KeepaliveTimeout + 10*time.Second
+	bound := framework.AgentKeepalive + framework.AgentKeepaliveTimeout + 10*time.Second
 	f.WaitFor(t, bound, "kip noticing the silent cell", func(context.Context) (bool, error) {
 		for _, l := range logLines(t)[before:] {
 			if strings.Contains(l, "status stream from cell broke") && strings.Contains(l, p.Name) {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,14 +76,15 @@ func TestNeverBootingAgentIsRelaunched(t *testing.T) {
 	sim.SilenceAgents(1)
 	t.Cleanup(func() { sim.SilenceAgents(0) })
 	helloDeployment(t, ns, "relaunched", 1, nil)
-	// AgentTimeout, the 30 s back-off before the second launch, its boot.
-	pod := f.WaitForPods(t, ns, "app=relaunched", 1, framework.AgentTimeout+90*time.Second, "Running on a second cell", running)[0]
+	// AgentTimeout, the back-off before the second launch (BootRetry),
+	// its boot.
+	pod := f.WaitForPods(t, ns, "app=relaunched", 1, framework.AgentTimeout+framework.BootRetry+60*time.Second, "Running on a second cell", running)[0]
 	ins := instancesOf(t, pod.UID)
 	if len(ins) != 2 || !ins[0].Ended || !ins[1].Running || ins[1].Cell != "kip-"+string(pod.UID)+"-r1" {
 		t.Errorf("instances of the pod = %+v; want the first ended and a running one of cell kip-%s-r1", ins, pod.UID)
 	}
 	events := podEvents(t, ns, pod.Name)
-	if !strings.Contains(events, "Warning CellBootFailed ") || !strings.Contains(events, "launching cell kip-"+string(pod.UID)+"-r1 in 30s (attempt 2 of 3)") {
+	if !strings.Contains(events, "Warning CellBootFailed ") || !strings.Contains(events, fmt.Sprintf("launching cell kip-%s-r1 in %s (attempt 2 of 3)", pod.UID, framework.BootRetry)) {
 		t.Errorf("events do not say the cell was launched again:\n%s", events)
 	}
 }

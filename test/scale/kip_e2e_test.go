@@ -59,8 +59,10 @@ func (n *KipNode) Start(ctx context.Context) error {
 		// kip's default, not the e2e runs' 2 s: every Running pod's
 		// projected kube-root-ca.crt is read again at this interval.
 		VolumeRefreshInterval: time.Minute,
-		Profiling:             n.ProfileDir != "",
-		Env:                   n.Env,
+		// kip's own keep-alive: pings are the largest idle cost.
+		AgentKeepalive: 30 * time.Second, AgentKeepaliveTimeout: 15 * time.Second,
+		Profiling: n.ProfileDir != "",
+		Env:       n.Env,
 	})
 	if err != nil {
 		return fmt.Errorf("starting kip: %w", err)

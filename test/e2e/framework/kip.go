@@ -473,6 +473,11 @@ type KipOptions struct {
 	// means the e2e runs' VolumeRefreshInterval (a benchmark gives kip's
 	// default, a minute).
 	VolumeRefreshInterval time.Duration
+	// AgentKeepalive is kip's cells.agentKeepalive and
+	// AgentKeepaliveTimeout its agentKeepaliveTimeout; zero means the e2e
+	// runs' (framework.AgentKeepalive: a benchmark of idle cost gives
+	// kip's defaults, 30 s and 15 s).
+	AgentKeepalive, AgentKeepaliveTimeout time.Duration
 	// WarmPool is kip's cells.warmPool section as YAML, its keys at the
 	// start of their lines ("pools:\n  - name: small\n ..."); empty: no
 	// warm pool.
@@ -574,6 +579,9 @@ cells:
   insecureRegistries: [%[4]q]
   unavailableTTL: %[8]s
   agentTimeout: %[14]s
+  agentKeepalive: %[16]s
+  agentKeepaliveTimeout: %[17]s
+  bootRetry: %[18]s
   volumeRefreshInterval: %[10]s
   podLogsDir: %[11]s
 log:
@@ -586,7 +594,8 @@ plugin:
   dir: %[6]s
   config: %[7]s
 `, opts.NodeName, identity, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		cmp.Or(opts.VolumeRefreshInterval, VolumeRefreshInterval), k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout, adminAddress)
+		cmp.Or(opts.VolumeRefreshInterval, VolumeRefreshInterval), k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout, adminAddress,
+		cmp.Or(opts.AgentKeepalive, AgentKeepalive), cmp.Or(opts.AgentKeepaliveTimeout, AgentKeepaliveTimeout), BootRetry)
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
@@ -885,6 +894,19 @@ const VolumeRefreshInterval = 2 * time.Second
 // that a test of an agent that never starts sees the cell given up in
 // seconds, and long enough for any agent on a busy machine.
 const AgentTimeout = 30 * time.Second
+
+// AgentKeepalive and AgentKeepaliveTimeout are kip's cells.agentKeepalive
+// and agentKeepaliveTimeout in the e2e runs (30 s and 15 s by default):
+// the most often the agents allow, so that a silent cell is noticed
+// within 15 s (TestSilentCellIsNoticed), not 45.
+const (
+	AgentKeepalive        = 10 * time.Second
+	AgentKeepaliveTimeout = 5 * time.Second
+)
+
+// BootRetry is kip's cells.bootRetry in the e2e runs (30 s by default):
+// the wait before a cell whose agent never answered is launched again.
+const BootRetry = 5 * time.Second
 
 // ec2AccessKey is the only access key the simulator accepts.
 const ec2AccessKey = "AKIDE2ESIMULATOR"
