@@ -6,11 +6,12 @@
 // consumes the status stream, and bridges logs, exec, attach and
 // port-forward between the kubelet API and the agent.
 //
-// The connection to an agent pings it when idle (cell/api's
-// KeepaliveTime, within the agent's enforcement policy) and is dropped when
-// no answer comes within KeepaliveTimeout, so a cell gone silent (packets
-// dropped, no reset) ends its status stream with Unavailable within 45 s
-// and the host subscribes again; a call that fails Unavailable before the
+// The connection to an agent pings it when idle (Keepalive.Time: kip's
+// cells.agentKeepalive, by default cell/api's KeepaliveTime, within the
+// agent's enforcement policy) and is dropped when no answer comes within
+// Keepalive.Timeout (cells.agentKeepaliveTimeout), so a cell gone silent
+// (packets dropped, no reset) ends its status stream with Unavailable
+// within 45 s by default and the host subscribes again; a call that fails Unavailable before the
 // agent answered (a connection found dead when the call was made, as by
 // kubectl exec) is tried once more on a new connection (retryOnce).
 //
