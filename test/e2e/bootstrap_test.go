@@ -149,14 +149,18 @@ func TestTLSBootstrapIdentity(t *testing.T) {
 // The API's shortest certificate is 10 minutes, renewed at 70–90 % of its
 // life: too long for a test. So the test issues the certificate kip
 // starts with itself, from the cluster CA that kube-controller-manager
-// signs with, living 105 s and 60 of them gone, which is what a
-// certificate looks like near its end; everything after (the renewal
-// deadline, the CSR, its approval, the signature, the new connections) is
-// kip's, client-go's and the control plane's own.
+// signs with, living 105 s and 80 of them gone, which is what a
+// certificate looks like near its end: client-go's renewal deadline, at
+// 70–90 % of its life, falls between 6.5 s before kip starts and 14.5 s
+// after, and leaves kip at least 10.5 s to renew before the end, as a
+// certificate of any life would (10 % of 105 s); a test of 25 s, not 45.
+// Everything after (the renewal deadline, the CSR, its approval, the
+// signature, the new connections) is kip's, client-go's and the control
+// plane's own.
 func TestTLSBootstrapRenewal(t *testing.T) {
 	const node = "kip-renew"
 	dir := t.TempDir()
-	seeded := seedNodeCert(t, filepath.Join(dir, "pki"), node, time.Now().Add(-60*time.Second), time.Now().Add(45*time.Second))
+	seeded := seedNodeCert(t, filepath.Join(dir, "pki"), node, time.Now().Add(-80*time.Second), time.Now().Add(25*time.Second))
 	k := startBootstrapKip(t, node, dir, 3)
 	waitLogLine(t, k, "node client certificate reused")
 
