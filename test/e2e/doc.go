@@ -68,6 +68,7 @@
 //	TestPodsAreRightSized                         all            the cheapest type of the plugin's catalog that fits, launched as placed
 //	TestImpossiblePodStaysPending                 all            a pod no type of the plugin's catalog fits
 //	TestHAKillLeaderMidBurst                      local aws      a takeover adopting the instances of a burst through the plugin's List: once, in the aws pass
+//	TestWarmPool                                  local gce      the warm pool; in the gce pass its standbys launched without a pod and adopted through the plugin
 //	TestInsufficientCapacityFallsToTheNextType    aws            capacity fallback on EC2's InsufficientInstanceCapacity
 //	TestSpotInterruptionReplacesThePod            aws            EC2 reclaims a spot instance
 //	TestSpotInterruptionNoticeDrainsThePod        aws            EC2's two-minute warning in the instance's metadata
@@ -116,7 +117,6 @@
 //	TestTLSBootstrapRenewal                       local          kip's node certificate renewed
 //	TestMetricsAfterABurst                        local          kip's admin server and metrics
 //	TestLightCells                                local          light cells, the scale benchmark's harness
-//	TestWarmPool                                  local          the warm pool (reads the local plugin's cells)
 //	TestKipRunsInTheClusterFromItsImage           local          kip installed from its image with the local overlay
 //	TestManifestsPassServerSideApply              local          every overlay's manifests, the cloud ones too, against the API server
 //	TestNodeRegisters                             local          the virtual node (host/node, no plugin)

@@ -25,8 +25,9 @@ import (
 // a warm pool of its own.
 const warmNode = "kip-warm"
 
-// TestWarmPool: a kip with a pool of two standby cells (local.nano, the
-// type a pod that asks for nothing is matched to) gives each pod that fits a standby rather than
+// TestWarmPool: a kip with a pool of two standby cells (local.nano, or
+// f1-micro in the gce pass: the type a pod that asks for nothing is
+// matched to) gives each pod that fits a standby rather than
 // a launch of its own (an AssignedWarmCell event naming a standby, the
 // pod's cell that standby), refills the pool to two and never more,
 // adopts its standbys and the pods' cells after a kill and restart (the
@@ -34,12 +35,18 @@ const warmNode = "kip-warm"
 // It logs how long each pod on a standby took from its creation to
 // Running (the goal: a median within a second of its binding).
 func TestWarmPool(t *testing.T) {
-	if kip.Plugin != "" && kip.Plugin != framework.PluginLocal {
-		t.Skip("reads the local plugin's cells; the simulators' instances are named otherwise")
+	framework.AlsoIn(t, framework.PluginGCE, "standbys launched without a pod, and adopted after a restart, through the gce plugin")
+	// The type a pod that asks for nothing gets (TestPodsAreRightSized).
+	// The test finds the cells by their directories in the state
+	// directory: the local plugin's, or the simulator's, whose instances
+	// are named after their cells in the gce pass.
+	standby, ok := map[string]string{framework.PluginLocal: "local.nano", framework.PluginGCE: "f1-micro"}[kip.Plugin]
+	if !ok {
+		t.Skipf("runs with the local and gce plugins: the %s simulator names its instances otherwise than their cells", kip.Plugin)
 	}
 	wk := startSideKip(t, framework.KipOptions{
 		NodeName: warmNode, Plugin: kip.Plugin, BinDir: kip.BinDir, ClusterID: "e2e-warm", Network: 4,
-		WarmPool: "pools:\n  - name: small\n    instanceType: local.nano\n    count: 2\n",
+		WarmPool: "pools:\n  - name: small\n    instanceType: " + standby + "\n    count: 2\n",
 	})
 	ns := f.Namespace(t)
 	t.Cleanup(func() {
