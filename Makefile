@@ -122,13 +122,23 @@ test: deps testreport ## Run every module's tests with -race.
 # make e2e's passes: the full pass (local) runs every test, with kip,
 # kip-cell and the local plugin built with -race; a cloud's pass runs the
 # plugin path and that cloud's own tests (test/e2e/doc.go lists which).
+# The full pass runs alone, first; then the cloud passes all at once
+# (each with its own control plane, containerd, registry and network;
+# their tests mostly wait, so two cores run three), each line of their
+# output headed by its pass; E2E_TOGETHER=0 runs them one after another.
 E2E_PASSES ?= local aws gce azure
+E2E_TOGETHER ?= 1
 
 .PHONY: e2e
-e2e: deps testreport ## Run the end-to-end tests against a real control plane (built once, ~9 min cold): the full pass with the local plugin (every test; kip, kip-cell and the plugin built with -race; also a real kubelet node and kip installed from its image on it), then the plugin path and each cloud's own tests with the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator (E2E_PASSES).
-	@for pass in $(E2E_PASSES); do pkgs=./test/e2e/; [ $$pass != local ] || pkgs="./test/e2e/... ./test/kubeletnode/"; \
-	  echo "== e2e $$pass: KIP_E2E_PLUGIN=$$pass go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs"; \
-	  $(STEP) --name "e2e $$pass" --tests -- env KIP_E2E_PLUGIN=$$pass go test -json -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs || exit 1; done
+e2e: deps testreport ## Run the end-to-end tests against a real control plane (built once, ~9 min cold): the full pass with the local plugin (every test; kip, kip-cell and the plugin built with -race; also a real kubelet node and kip installed from its image on it), then, all at once, the plugin path and each cloud's own tests with the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator (E2E_PASSES, E2E_TOGETHER).
+	@pass() { pkgs=./test/e2e/; [ $$1 != local ] || pkgs="./test/e2e/... ./test/kubeletnode/"; \
+	    echo "== e2e $$1: KIP_E2E_PLUGIN=$$1 go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs"; \
+	    $(STEP) --name "e2e $$1" --tests $${2:+--prefix "[$$1] "} -- env KIP_E2E_PLUGIN=$$1 go test -json -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs; }; \
+	  clouds=; for p in $(E2E_PASSES); do if [ $$p = local ]; then pass local || exit 1; else clouds="$$clouds $$p"; fi; done; \
+	  if [ "$(E2E_TOGETHER)" = 0 ]; then for p in $$clouds; do pass $$p || exit 1; done; exit 0; fi; \
+	  pids=; for p in $$clouds; do pass $$p together & pids="$$pids $$!:$$p"; done; \
+	  failed=; for j in $$pids; do wait $${j%%:*} || failed="$$failed $${j#*:}"; done; \
+	  [ -z "$$failed" ] || { echo "e2e: failed in the pass of$$failed"; exit 1; }
 
 .PHONY: cluster-up
 cluster-up: build ## Build (cached) and start a local control plane; prints the KUBECONFIG export.

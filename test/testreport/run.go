@@ -43,6 +43,9 @@ type RunOptions struct {
 	// Tests prints a line for each top-level test as it ends; Verbose
 	// prints everything (Renderer).
 	Tests, Verbose bool
+	// Prefix starts every line of the step's output, its stderr's too:
+	// "[aws] " for steps whose output interleaves.
+	Prefix string
 	// Stdout and Stderr receive the rendered output and the command's
 	// stderr.
 	Stdout, Stderr io.Writer
@@ -67,9 +70,12 @@ func Run(ctx context.Context, opts RunOptions, argv []string) (int, error) {
 	}
 	defer events.Close()
 
+	stdout, stderr := newPrefixWriter(opts.Stdout, opts.Prefix), newPrefixWriter(opts.Stderr, opts.Prefix)
+	defer flush(stdout)
+	defer flush(stderr)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // the Makefile's own commands
 	cmd.Dir = opts.Chdir
-	cmd.Stderr = opts.Stderr
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return -1, fmt.Errorf("running step %s: %w", opts.Name, err)
@@ -85,7 +91,7 @@ func Run(ctx context.Context, opts RunOptions, argv []string) (int, error) {
 		_ = writeStep(base, step)
 		return -1, fmt.Errorf("running step %s: %w", opts.Name, err)
 	}
-	r := &Renderer{W: opts.Stdout, Tests: opts.Tests, Verbose: opts.Verbose}
+	r := &Renderer{W: stdout, Tests: opts.Tests, Verbose: opts.Verbose}
 	w := bufio.NewWriter(events)
 	lines := bufio.NewReader(out)
 	var readErr error

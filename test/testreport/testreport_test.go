@@ -193,3 +193,20 @@ func TestClock(t *testing.T) {
 		}
 	}
 }
+
+func TestPrefixWriter(t *testing.T) {
+	var b strings.Builder
+	w := newPrefixWriter(&b, "[aws] ")
+	for _, s := range []string{"one\ntw", "o\n", "\nthree"} {
+		if _, err := w.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(w)
+	if want := "[aws] one\n[aws] two\n[aws] \n[aws] three\n"; b.String() != want {
+		t.Errorf("prefixed output %q, want %q", b.String(), want)
+	}
+	if w := newPrefixWriter(&b, ""); w != &b {
+		t.Error("an empty prefix wraps the writer")
+	}
+}

@@ -1,12 +1,13 @@
 // Command kip-testreport runs the steps of make check and prints where its
 // time went (test/testreport):
 //
-//	kip-testreport run --dir DIR --name NAME [-C DIR] [--tests] [-v] -- COMMAND...
+//	kip-testreport run --dir DIR --name NAME [-C DIR] [--tests] [-v] [--prefix P] -- COMMAND...
 //	kip-testreport summary --dir DIR [-n 15]
 //
 // run runs COMMAND (go test -json, or any command) as the step NAME,
 // prints its output as go test does without -v (--tests: a line for each
-// top-level test as it ends; -v: everything), records it in DIR and exits
+// top-level test as it ends; -v: everything; --prefix: every line
+// started with P, for steps run at once), records it in DIR and exits
 // with COMMAND's exit code. summary prints each step's time and the n
 // slowest tests recorded in DIR.
 package main
@@ -40,11 +41,12 @@ func run(args []string) int {
 		fs.StringVar(&opts.Chdir, "C", "", "the directory to run the command in")
 		fs.BoolVar(&opts.Tests, "tests", false, "print a line for each top-level test as it ends")
 		fs.BoolVar(&opts.Verbose, "v", false, "print every line, as go test -v")
+		fs.StringVar(&opts.Prefix, "prefix", "", "start every line of the output with this")
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}
 		if *dir == "" || opts.Name == "" || fs.NArg() == 0 {
-			fmt.Fprintln(os.Stderr, "usage: kip-testreport run --dir DIR --name NAME [-C DIR] [--tests] [-v] -- COMMAND...")
+			fmt.Fprintln(os.Stderr, "usage: kip-testreport run --dir DIR --name NAME [-C DIR] [--tests] [-v] [--prefix P] -- COMMAND...")
 			return 2
 		}
 		opts.Dir = *dir

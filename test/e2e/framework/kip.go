@@ -30,6 +30,7 @@ import (
 	"github.com/kipcell/kip/test/cloudsim/simknobs"
 	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
+	"github.com/kipcell/kip/test/modbuild"
 	"github.com/kipcell/kip/test/registry"
 )
 
@@ -151,6 +152,15 @@ func StartCellsWith(ctx context.Context, opts CellsOptions) (*Cells, error) {
 		return nil, err
 	}
 	c := &Cells{Containerd: d, Bridge: opts.Bridge, Subnet: opts.Subnet, stop: stopContainerd}
+	// make e2e runs the cloud passes at once: each takes its subnets, and
+	// makes its bridge, while it holds the machine's network lock, so that
+	// another sees them taken.
+	unlock, err := modbuild.Lock(ctx, filepath.Join(os.TempDir(), "kip-e2e-networks"))
+	if err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("starting cells: %w", err)
+	}
+	defer unlock()
 	if c.Bridge == "" || c.Subnet == "" {
 		suffix := containerdtest.Random(6)
 		third, _ := strconv.ParseInt(suffix[:2], 16, 64)
@@ -274,14 +284,16 @@ func usedThirds() map[int]bool {
 }
 
 // freeThird returns the first third octet from want on (wrapping within
-// 10..209) whose subnet and the maxNetworks after it (Cells.Network) are
-// not in used; want itself when every choice collides.
+// 10..209) whose subnet and the maxNetworks after it (Cells.Network) meet
+// no used subnet's block: a used third may be the first of another run's
+// networks, whose next ones it makes later; want itself when every choice
+// collides.
 func freeThird(want int, used map[int]bool) int {
 	for i := range 200 {
 		third := 10 + (want-10+i)%200
 		free := true
-		for n := 0; n <= maxNetworks; n++ {
-			if used[10+(third-10+n)%200] {
+		for n := -maxNetworks; n <= maxNetworks; n++ {
+			if used[10+(third-10+n+200)%200] {
 				free = false
 				break
 			}
@@ -355,8 +367,8 @@ type Kip struct {
 	LightCellsLog string
 	lightCells    *exec.Cmd
 	// cellNetwork is the local plugin's network mode
-	// (KipOptions.CellNetwork).
-	cellNetwork string
+	// (KipOptions.CellNetwork); bridge the cells' bridge (Cells.Network).
+	cellNetwork, bridge string
 	env         []string // KipOptions.Env
 	// adminURL is where kip's admin server listens (AdminURL).
 	adminURL string
@@ -553,6 +565,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	k.cellNetwork = cmp.Or(opts.CellNetwork, "netns")
 	k.env = opts.Env
 	bridge, subnet := cells.Network(opts.Network)
+	k.bridge = bridge
 	if k.pluginConfig, err = k.pluginFor(ctx, opts, agent, bridge, subnet); err != nil {
 		k.stopLightCells()
 		return nil, err
@@ -1032,16 +1045,7 @@ func (k *Kip) Stop() {
 	}
 	killUnder(k.StateDir)
 	k.stopLightCells()
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
-		if name := fields[0]; strings.HasPrefix(name, "kip-") && netnsEmpty(name) {
-			_ = exec.Command("ip", "netns", "del", fields[0]).Run()
-		}
-	}
+	removeNetns(k.bridge)
 	k.keepLogs()
 	if k.removeDir {
 		// Unmounts first: a cell still running when kip stopped leaves the
@@ -1163,6 +1167,30 @@ func killUnder(dir string) {
 		if err == nil && strings.Contains(string(data), dir+"/") {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+}
+
+// removeNetns deletes the network namespaces of the killed cells on
+// bridge: those named kip-<id> that no process is in, whose veth (kv<id>,
+// as the local plugin names them) is a port of bridge. Another run's
+// cells (make e2e runs the cloud passes at once), even one whose
+// namespace is still empty while its plugin sets it up, are not on it.
+func removeNetns(bridge string) {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		name := fields[0]
+		id, ok := strings.CutPrefix(name, "kip-")
+		if !ok || !netnsEmpty(name) {
+			continue
+		}
+		if master, err := os.Readlink(filepath.Join("/sys/class/net", "kv"+id, "master")); err != nil || filepath.Base(master) != bridge {
+			continue
+		}
+		_ = exec.Command("ip", "netns", "del", name).Run()
 	}
 }
 

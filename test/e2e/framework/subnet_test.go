@@ -10,9 +10,11 @@ func TestFreeThird(t *testing.T) {
 		out  int
 	}{
 		{"nothing used", 40, nil, 40},
-		{"wanted one used", 40, []int{40}, 41},
-		{"a network of the run used", 40, []int{42}, 43},
-		{"wraps at the end of the range", 208, []int{209}, 10},
+		{"wanted one used", 40, []int{40}, 45},
+		{"a network of the run used", 40, []int{42}, 47},
+		{"another run's first network, whose next ones come later", 40, []int{37}, 42},
+		{"wraps at the end of the range", 205, []int{200}, 205},
+		{"a block that wraps", 206, []int{208}, 13},
 		{"all used keeps the wish", 40, seq(10, 210), 40},
 	}
 	for _, tt := range tests {
