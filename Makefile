@@ -189,14 +189,15 @@ catalogs: ## Regenerate the plugins' instance-type catalogs from their sources
 	@$(call catalog_gens,)
 
 .PHONY: verify
-verify: deps ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalogs unchanged, dependency direction.
+verify: deps testreport ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalogs unchanged, dependency direction.
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
-	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && go vet -tags e2e ./...) || exit 1; done
+	@for m in $(MODULES); do echo "== go vet $$m"; $(STEP) --name "vet $$m" -C $$m -- go vet -tags e2e ./... || exit 1; done
+	@$(STEP) --name "golangci-lint's build" -- hack/tools.sh golangci-lint >/dev/null
 	@lint=$$(hack/tools.sh golangci-lint); for m in $(MODULES); do echo "== golangci-lint $$m"; \
-	  (cd $$m && $$lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+	  $(STEP) --name "lint $$m" -C $$m -- $$lint run --config $(CURDIR)/.golangci.yml ./... || exit 1; done
 	@lint=$$(hack/tools.sh golangci-lint); for m in $(STANDALONE) $(EXAMPLES); do echo "== go vet, golangci-lint $$m (GOWORK=off)"; \
-	  (cd $$m && GOWORK=off go vet ./... && GOWORK=off $$lint run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+	  $(STEP) --name "vet, lint $$m" -C $$m -- env GOWORK=off sh -c "go vet ./... && $$lint run --config $(CURDIR)/.golangci.yml ./..." || exit 1; done
 	@for m in $(MODULES) $(STANDALONE) $(EXAMPLES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
 	  { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 	@echo "== generated code"; hack/generate.sh --check

@@ -369,7 +369,7 @@ type Kip struct {
 	// cellNetwork is the local plugin's network mode
 	// (KipOptions.CellNetwork); bridge the cells' bridge (Cells.Network).
 	cellNetwork, bridge string
-	env         []string // KipOptions.Env
+	env                 []string // KipOptions.Env
 	// adminURL is where kip's admin server listens (AdminURL).
 	adminURL string
 	// pluginConfig is kip's plugin.config; beside is the kip whose plugin
