@@ -16,15 +16,23 @@ import (
 
 // Step is one recorded step of a run: a command and how long it took.
 type Step struct {
-	Name    string    `json:"name"`
-	Command []string  `json:"command"`
-	Dir     string    `json:"dir,omitempty"`
-	Start   time.Time `json:"start"`
-	End     time.Time `json:"end"`
+	Name    string   `json:"name"`
+	Command []string `json:"command"`
+	Dir     string   `json:"dir,omitempty"`
+	// Parent is the step whose command ran this one (ParentEnv), empty
+	// for a step of its own: make check's make e2e runs the passes, and
+	// the cloud passes run at once, side by side, not inside each other.
+	Parent string    `json:"parent,omitempty"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
 	// Exit is the command's exit code; -1 when it did not start or was
 	// killed by a signal.
 	Exit int `json:"exit"`
 }
+
+// ParentEnv is the environment variable through which Run tells the steps
+// its command runs that they run inside it: its value is the step's name.
+const ParentEnv = "KIP_TESTREPORT_STEP"
 
 // Seconds is how long the step took.
 func (s Step) Seconds() float64 { return s.End.Sub(s.Start).Seconds() }
@@ -75,12 +83,13 @@ func Run(ctx context.Context, opts RunOptions, argv []string) (int, error) {
 	defer flush(stderr)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // the Makefile's own commands
 	cmd.Dir = opts.Chdir
+	cmd.Env = append(os.Environ(), ParentEnv+"="+opts.Name)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return -1, fmt.Errorf("running step %s: %w", opts.Name, err)
 	}
-	step := Step{Name: opts.Name, Command: argv, Dir: opts.Chdir, Start: time.Now(), Exit: -1}
+	step := Step{Name: opts.Name, Command: argv, Dir: opts.Chdir, Parent: os.Getenv(ParentEnv), Start: time.Now(), Exit: -1}
 	// Recorded at once, without an end: a run cut off (CI's time limit)
 	// still shows which step it was in.
 	if err := writeStep(base, step); err != nil {

@@ -102,19 +102,14 @@ func (rep *Report) Summary(w io.Writer, n int) {
 		}
 	}
 	fmt.Fprintf(w, "== time per step (%s in all, from the first step's start to the last one's end)\n", clock(last.Sub(first)))
-	for i, s := range rep.Steps {
-		depth := 0
-		for j, outer := range rep.Steps {
-			if i != j && contains(outer, s) && (!contains(s, outer) || j < i) {
-				depth++
-			}
-		}
+	for _, s := range rep.Steps {
+		depth := rep.depth(s)
 		name := strings.Repeat("  ", depth) + s.Name
 		took := "unfinished"
 		if !s.End.IsZero() {
 			took = clock(s.End.Sub(s.Start))
 		}
-		fmt.Fprintf(w, "  %-34s %10s  %s\n", name, took, rep.counts(s))
+		fmt.Fprintf(w, "  %-40s %10s  %s\n", name, took, rep.counts(s))
 	}
 	slowest := slices.Clone(rep.Results)
 	slices.SortStableFunc(slowest, func(a, b Result) int { return cmp.Compare(b.Elapsed, a.Elapsed) })
@@ -130,20 +125,19 @@ func (rep *Report) Summary(w io.Writer, n int) {
 	}
 }
 
-// contains says whether step outer ran the whole of step inner (a make
-// target's step runs its go test steps); a step that did not finish ends
-// after every step that did.
-func contains(outer, inner Step) bool {
-	return !inner.Start.Before(outer.Start) && !endOf(inner).After(endOf(outer))
-}
-
-// endOf is when s ended; for a step that did not finish, a time after
-// every end.
-func endOf(s Step) time.Time {
-	if s.End.IsZero() {
-		return time.Unix(1<<62, 0)
+// depth is how many steps s ran inside: its parent's, its parent's
+// parent's and so on, as far as they are recorded.
+func (rep *Report) depth(s Step) int {
+	depth := 0
+	for seen := map[string]bool{s.Name: true}; s.Parent != "" && !seen[s.Parent]; depth++ {
+		seen[s.Parent] = true
+		i := slices.IndexFunc(rep.Steps, func(p Step) bool { return p.Name == s.Parent })
+		if i < 0 {
+			return depth + 1
+		}
+		s = rep.Steps[i]
 	}
-	return s.End
+	return depth
 }
 
 // counts says how step's top-level tests ended: "57 passed, 1 failed".

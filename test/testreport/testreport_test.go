@@ -89,7 +89,8 @@ func TestRenderer(t *testing.T) {
 }
 
 // TestRunAndSummary runs two steps, one inside the other, as make check
-// runs make e2e's passes, and reads their report back.
+// runs make e2e's passes, and a third beside them, and reads their report
+// back.
 func TestRunAndSummary(t *testing.T) {
 	dir := t.TempDir()
 	events := strings.Join([]string{
@@ -118,15 +119,25 @@ func TestRunAndSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A step that ran meanwhile beside the outer one, not inside it: make
+	// e2e runs the cloud passes at once.
+	outer := rep.Steps[0]
+	beside := Step{Name: "e2e aws", Start: outer.Start.Add(time.Millisecond), End: outer.End.Add(-time.Millisecond)}
+	if err := writeStep(filepath.Join(dir, fileName(beside.Name)), beside); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = Read(dir); err != nil {
+		t.Fatal(err)
+	}
 	var names []string
 	for _, s := range rep.Steps {
 		names = append(names, s.Name)
 	}
-	if diff := cmp.Diff([]string{"outer", "e2e local"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"outer", "e2e aws", "e2e local"}, names); diff != "" {
 		t.Fatalf("steps (-want +got):\n%s", diff)
 	}
-	if rep.Steps[0].Exit != 3 || rep.Steps[1].Exit != 1 {
-		t.Errorf("exit codes %d and %d, want 3 and 1", rep.Steps[0].Exit, rep.Steps[1].Exit)
+	if rep.Steps[0].Exit != 3 || rep.Steps[2].Exit != 1 {
+		t.Errorf("exit codes %d and %d, want 3 and 1", rep.Steps[0].Exit, rep.Steps[2].Exit)
 	}
 	var b strings.Builder
 	rep.Summary(&b, 2)
@@ -134,6 +145,7 @@ func TestRunAndSummary(t *testing.T) {
 	for _, want := range []string{
 		"  outer ",
 		"    e2e local ", // inside outer
+		"\n  e2e aws ",   // beside it
 		"2 passed, 1 failed, exit 1",
 		"== the 2 slowest tests\n      42.0s  TestSlow ",
 		"       3.0s  TestBad ",
