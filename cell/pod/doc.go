@@ -131,9 +131,12 @@
 // With an fsGroup, emptyDir and file volumes belong to that group
 // (volumes.go, setVolumeOwnership). What a cell does not apply (AppArmor,
 // SELinux, hostUsers: false) gets a Warning event
-// SecurityContextNotHonoured when the pod starts. Which pods may be
-// privileged or set unsafe sysctls is the host's decision (host/cells
-// admits them before a cell exists).
+// SecurityContextNotHonoured when the pod starts (kip's host refuses
+// hostUsers: false before a cell exists; an agent driven otherwise still
+// says so). Which pods may be privileged, set unsafe sysctls, use host
+// namespaces, hostPath volumes or capabilities beyond Pod Security's
+// baseline is the host's decision (host/cells admits them before a cell
+// exists).
 //
 // Restarts of the agent (state.go): the manager keeps what a new agent
 // needs to resume the pod in Config.StatePath, rewritten atomically when

@@ -2,6 +2,7 @@ package cells
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,19 +20,56 @@ const (
 	// ReasonSysctlForbidden: a sysctl neither safe nor allowed by
 	// cells.allowedUnsafeSysctls (the kubelet's sysctl.ForbiddenReason).
 	ReasonSysctlForbidden = "SysctlForbidden"
+	// ReasonHostNamespaceForbidden: hostNetwork where
+	// cells.allowHostNetwork is false, or hostPID or hostIPC, which a cell
+	// does not give a pod (Pod Security baseline's host namespaces).
+	ReasonHostNamespaceForbidden = "HostNamespaceForbidden"
+	// ReasonHostPathForbidden: a hostPath volume outside
+	// cells.allowedHostPaths (Pod Security baseline's hostPath volumes).
+	ReasonHostPathForbidden = "HostPathForbidden"
+	// ReasonCapabilityForbidden: a container adds a capability beyond
+	// Pod Security baseline's list and cells.allowedCapabilities.
+	ReasonCapabilityForbidden = "CapabilityForbidden"
+	// ReasonProcMountForbidden: procMount Unmasked, which needs a user
+	// namespace (the kubelet's validation) that a cell does not give.
+	ReasonProcMountForbidden = "ProcMountForbidden"
+	// ReasonUserNamespaceForbidden: hostUsers: false, which a cell does
+	// not honour; the pod would run as the cell's root.
+	ReasonUserNamespaceForbidden = "UserNamespaceForbidden"
 )
+
+// BaselineCapabilities are the capabilities a container may add under
+// Pod Security's baseline level (policy.capabilities_allowed_1_0 of
+// k8s.io/pod-security-admission): containerd's default set but NET_RAW.
+// Adding any other needs cells.allowedCapabilities.
+var BaselineCapabilities = []string{
+	"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+	"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}
 
 // admission decides which pods the node runs, as the kubelet's admit
 // handlers do, before a cell is launched for them.
 type admission struct {
-	allowPrivileged bool
+	allowPrivileged, allowHostNetwork bool
+	// capabilities are those containers may add: BaselineCapabilities
+	// and cells.allowedCapabilities, normalized (capabilityName).
+	capabilities map[string]bool
+	// hostPaths are cells.allowedHostPaths.
+	hostPaths []string
 	// sysctls are the exact names and prefixes (of "prefix*") of the
 	// safe set and the allowed unsafe sysctls, each with its namespace.
 	sysctls, prefixes map[string]sysctl.Namespace
 }
 
 func newAdmission(cfg Config) admission {
-	a := admission{allowPrivileged: cfg.AllowPrivileged, sysctls: map[string]sysctl.Namespace{}, prefixes: map[string]sysctl.Namespace{}}
+	a := admission{
+		allowPrivileged: cfg.AllowPrivileged, allowHostNetwork: cfg.AllowHostNetwork,
+		capabilities: map[string]bool{}, hostPaths: cfg.AllowedHostPaths,
+		sysctls: map[string]sysctl.Namespace{}, prefixes: map[string]sysctl.Namespace{},
+	}
+	for _, c := range append(append([]string(nil), BaselineCapabilities...), cfg.AllowedCapabilities...) {
+		a.capabilities[capabilityName(c)] = true
+	}
 	for _, p := range append(append([]string(nil), sysctl.Safe...), cfg.AllowedUnsafeSysctls...) {
 		// Config.Validate refused the patterns that are not namespaced.
 		ns, name, prefixed := sysctl.Pattern(p)
@@ -44,24 +82,106 @@ func newAdmission(cfg Config) admission {
 	return a
 }
 
-// admit says why pod may not run on the node, or ok.
+// admit says why pod may not run on the node, or ok. A pod may break
+// more than one rule: the reason is the first's, the message says each,
+// "; " between them, every one naming the field.
 func (a admission) admit(pod *corev1.Pod) (reason, message string, ok bool) {
+	var reasons, messages []string
+	refuse := func(r, format string, args ...any) {
+		reasons, messages = append(reasons, r), append(messages, fmt.Sprintf(format, args...))
+	}
 	if !a.allowPrivileged {
 		for _, c := range allContainers(pod) {
 			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-				return ReasonPrivilegedForbidden, fmt.Sprintf(
-					"container %q is privileged, and this node does not run privileged containers (kip's cells.allowPrivileged is false)", c.Name), false
+				refuse(ReasonPrivilegedForbidden,
+					"container %q is privileged, and this node does not run privileged containers (kip's cells.allowPrivileged is false)", c.Name)
 			}
 		}
 	}
+	a.admitHost(pod, refuse)
+	eachContainer(pod, func(field string, c *corev1.Container) {
+		sc := c.SecurityContext
+		if sc == nil {
+			return
+		}
+		if sc.Capabilities != nil {
+			for _, add := range sc.Capabilities.Add {
+				if !a.capabilities[capabilityName(string(add))] {
+					refuse(ReasonCapabilityForbidden,
+						"container %q adds capability %s (%s.securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list",
+						c.Name, add, field)
+				}
+			}
+		}
+		if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
+			refuse(ReasonProcMountForbidden,
+				"container %q asks for procMount Unmasked (%s.securityContext.procMount), which needs hostUsers: false, and kip cells do not run pods in user namespaces: the container would see the cell's /proc and /sys unmasked",
+				c.Name, field)
+		}
+	})
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		for _, s := range sc.Sysctls {
 			if err := a.validateSysctl(s.Name, pod.Spec.HostNetwork, pod.Spec.HostIPC); err != nil {
-				return ReasonSysctlForbidden, fmt.Sprintf("forbidden sysctl: %v", err), false
+				refuse(ReasonSysctlForbidden, "forbidden sysctl: %v", err)
 			}
 		}
 	}
-	return "", "", true
+	if len(reasons) == 0 {
+		return "", "", true
+	}
+	return reasons[0], strings.Join(messages, "; "), false
+}
+
+// admitHost refuses what would give pod the instance's namespaces, files
+// or users: host namespaces, hostUsers: false and hostPath volumes.
+func (a admission) admitHost(pod *corev1.Pod, refuse func(reason, format string, args ...any)) {
+	if pod.Spec.HostNetwork && !a.allowHostNetwork {
+		refuse(ReasonHostNamespaceForbidden,
+			"spec.hostNetwork is true, and this node does not run pods in the instance's network namespace (kip's cells.allowHostNetwork is false)")
+	}
+	if pod.Spec.HostPID {
+		refuse(ReasonHostNamespaceForbidden, "spec.hostPID is true, and kip cells do not run pods in the instance's PID namespace")
+	}
+	if pod.Spec.HostIPC {
+		refuse(ReasonHostNamespaceForbidden, "spec.hostIPC is true, and kip cells do not run pods in the instance's IPC namespace")
+	}
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		refuse(ReasonUserNamespaceForbidden,
+			"spec.hostUsers is false, and kip cells do not run pods in user namespaces: the pod's root would be the cell's")
+	}
+	for i, v := range pod.Spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		if why := a.hostPathRefused(v.HostPath.Path); why != "" {
+			refuse(ReasonHostPathForbidden, "volume %q is a hostPath of %q (spec.volumes[%d].hostPath.path), %s", v.Name, v.HostPath.Path, i, why)
+		}
+	}
+}
+
+// hostPathRefused says why p may not be a hostPath volume's path, or "".
+// A path is allowed when it is one of cells.allowedHostPaths or under
+// one; it must be absolute and clean, as the kernel resolves a ".." after
+// a symbolic link where path.Clean would not.
+func (a admission) hostPathRefused(p string) string {
+	if !path.IsAbs(p) || path.Clean(p) != p {
+		return "which is not an absolute, clean path (no \"..\", \".\" or \"//\")"
+	}
+	for _, allowed := range a.hostPaths {
+		if allowed == "/" || p == allowed || strings.HasPrefix(p, allowed+"/") {
+			return ""
+		}
+	}
+	if len(a.hostPaths) == 0 {
+		return "and this node mounts no host path into pods (kip's cells.allowedHostPaths is empty)"
+	}
+	return fmt.Sprintf("outside kip's cells.allowedHostPaths (%s)", strings.Join(a.hostPaths, ", "))
+}
+
+// capabilityName is c as a container runtime reads it: upper case,
+// without CAP_.
+func capabilityName(c string) string {
+	return strings.TrimPrefix(strings.ToUpper(c), "CAP_")
 }
 
 // validateSysctl is the kubelet's patternAllowlist.validateSysctl, with
@@ -83,6 +203,21 @@ func (a admission) validateSysctl(name string, hostNet, hostIPC bool) error {
 		}
 	}
 	return fmt.Errorf("%q not allowlisted", name)
+}
+
+// eachContainer calls fn with each of the pod's init, app and ephemeral
+// containers and its field path ("spec.containers[1]").
+func eachContainer(pod *corev1.Pod, fn func(field string, c *corev1.Container)) {
+	for i := range pod.Spec.InitContainers {
+		fn(fmt.Sprintf("spec.initContainers[%d]", i), &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		fn(fmt.Sprintf("spec.containers[%d]", i), &pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		c := corev1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		fn(fmt.Sprintf("spec.ephemeralContainers[%d]", i), &c)
+	}
 }
 
 // allContainers lists the pod's init, app and ephemeral containers.

@@ -10,7 +10,10 @@ import (
 )
 
 // The kubelet's admission of privileged containers and sysctls, and its
-// messages.
+// messages; Pod Security baseline's rules for what would leave the pod
+// (host namespaces, hostPath, added capabilities, procMount) with the
+// settings that open them, and hostUsers: false, which a cell does not
+// honour.
 func TestAdmit(t *testing.T) {
 	privileged := &corev1.SecurityContext{Privileged: ptr.To(true)}
 	sysctls := func(names ...string) func(*corev1.Pod) {
@@ -19,6 +22,25 @@ func TestAdmit(t *testing.T) {
 			for _, n := range names {
 				p.Spec.SecurityContext.Sysctls = append(p.Spec.SecurityContext.Sysctls, corev1.Sysctl{Name: n, Value: "1"})
 			}
+		}
+	}
+	hostPath := func(path string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes,
+				corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}})
+		}
+	}
+	// addCaps adds caps to the first container, or (i = -1) to an init
+	// container.
+	addCaps := func(i int, caps ...corev1.Capability) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			sc := &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: caps}}
+			if i < 0 {
+				p.Spec.InitContainers = []corev1.Container{{Name: "setup", SecurityContext: sc}}
+				return
+			}
+			p.Spec.Containers[i].SecurityContext = sc
 		}
 	}
 	for _, tc := range []struct {
@@ -44,14 +66,59 @@ func TestAdmit(t *testing.T) {
 			reason: ReasonSysctlForbidden, msg: `forbidden sysctl: "net.core.somaxconn" not allowlisted`},
 		{name: "unsafe sysctl allowed by name", cfg: Config{AllowedUnsafeSysctls: []string{"net.core.somaxconn"}}, mutate: sysctls("net.core.somaxconn")},
 		{name: "unsafe sysctl allowed by prefix", cfg: Config{AllowedUnsafeSysctls: []string{"kernel.msg*"}}, mutate: sysctls("kernel.msgmax")},
-		{name: "net sysctl with hostNetwork", mutate: func(p *corev1.Pod) {
+		{name: "net sysctl with hostNetwork", cfg: Config{AllowHostNetwork: true}, mutate: func(p *corev1.Pod) {
 			sysctls("net.ipv4.ip_local_port_range")(p)
 			p.Spec.HostNetwork = true
 		}, reason: ReasonSysctlForbidden, msg: `forbidden sysctl: "net.ipv4.ip_local_port_range" not allowed with host Net enabled`},
 		{name: "ipc sysctl with hostIPC", mutate: func(p *corev1.Pod) {
 			sysctls("kernel.shm_rmid_forced")(p)
 			p.Spec.HostIPC = true
-		}, reason: ReasonSysctlForbidden, msg: `forbidden sysctl: "kernel.shm_rmid_forced" not allowed with host IPC enabled`},
+		}, reason: ReasonHostNamespaceForbidden,
+			msg: `spec.hostIPC is true, and kip cells do not run pods in the instance's IPC namespace; forbidden sysctl: "kernel.shm_rmid_forced" not allowed with host IPC enabled`},
+		{name: "hostNetwork refused", mutate: func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+			reason: ReasonHostNamespaceForbidden,
+			msg:    "spec.hostNetwork is true, and this node does not run pods in the instance's network namespace (kip's cells.allowHostNetwork is false)"},
+		{name: "hostNetwork allowed", cfg: Config{AllowHostNetwork: true}, mutate: func(p *corev1.Pod) { p.Spec.HostNetwork = true }},
+		{name: "hostPID refused even with hostNetwork allowed", cfg: Config{AllowHostNetwork: true}, mutate: func(p *corev1.Pod) { p.Spec.HostPID = true },
+			reason: ReasonHostNamespaceForbidden, msg: "spec.hostPID is true, and kip cells do not run pods in the instance's PID namespace"},
+		{name: "hostIPC refused", mutate: func(p *corev1.Pod) { p.Spec.HostIPC = true },
+			reason: ReasonHostNamespaceForbidden, msg: "spec.hostIPC is true, and kip cells do not run pods in the instance's IPC namespace"},
+		{name: "hostUsers: false refused", mutate: func(p *corev1.Pod) { p.Spec.HostUsers = ptr.To(false) },
+			reason: ReasonUserNamespaceForbidden,
+			msg:    "spec.hostUsers is false, and kip cells do not run pods in user namespaces: the pod's root would be the cell's"},
+		{name: "hostUsers: true", mutate: func(p *corev1.Pod) { p.Spec.HostUsers = ptr.To(true) }},
+		{name: "hostPath refused", mutate: hostPath("/tmp"), reason: ReasonHostPathForbidden,
+			msg: `volume "host" is a hostPath of "/tmp" (spec.volumes[1].hostPath.path), and this node mounts no host path into pods (kip's cells.allowedHostPaths is empty)`},
+		{name: "hostPath under an allowed one", cfg: Config{AllowedHostPaths: []string{"/var/log"}}, mutate: hostPath("/var/log/app")},
+		{name: "hostPath an allowed one", cfg: Config{AllowedHostPaths: []string{"/var/log"}}, mutate: hostPath("/var/log")},
+		{name: "every hostPath allowed", cfg: Config{AllowedHostPaths: []string{"/"}}, mutate: hostPath("/etc")},
+		{name: "hostPath beside an allowed one", cfg: Config{AllowedHostPaths: []string{"/var/log"}}, mutate: hostPath("/var/logs"),
+			reason: ReasonHostPathForbidden, msg: `volume "host" is a hostPath of "/var/logs" (spec.volumes[1].hostPath.path), outside kip's cells.allowedHostPaths (/var/log)`},
+		{name: "hostPath out of an allowed one through ..", cfg: Config{AllowedHostPaths: []string{"/var/log"}}, mutate: hostPath("/var/log/../../etc"),
+			reason: ReasonHostPathForbidden, msg: `volume "host" is a hostPath of "/var/log/../../etc" (spec.volumes[1].hostPath.path), which is not an absolute, clean path (no "..", "." or "//")`},
+		{name: "baseline capabilities", mutate: addCaps(0, "CHOWN", "NET_BIND_SERVICE", "sys_chroot")},
+		{name: "NET_ADMIN refused", mutate: addCaps(0, "NET_ADMIN"), reason: ReasonCapabilityForbidden,
+			msg: `container "main" adds capability NET_ADMIN (spec.containers[0].securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list`},
+		{name: "NET_RAW refused in an init container", mutate: addCaps(-1, "NET_RAW"), reason: ReasonCapabilityForbidden,
+			msg: `container "setup" adds capability NET_RAW (spec.initContainers[0].securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list`},
+		{name: "CAP_SYS_ADMIN refused", mutate: addCaps(0, "CAP_SYS_ADMIN"), reason: ReasonCapabilityForbidden,
+			msg: `container "main" adds capability CAP_SYS_ADMIN (spec.containers[0].securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list`},
+		{name: "ALL refused", mutate: addCaps(0, "ALL"), reason: ReasonCapabilityForbidden,
+			msg: `container "main" adds capability ALL (spec.containers[0].securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list`},
+		{name: "NET_ADMIN allowed", cfg: Config{AllowedCapabilities: []string{"NET_ADMIN"}}, mutate: addCaps(0, "NET_ADMIN", "net_admin")},
+		{name: "procMount Unmasked refused", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)}
+		}, reason: ReasonProcMountForbidden,
+			msg: `container "main" asks for procMount Unmasked (spec.containers[0].securityContext.procMount), which needs hostUsers: false, and kip cells do not run pods in user namespaces: the container would see the cell's /proc and /sys unmasked`},
+		{name: "procMount Default", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: ptr.To(corev1.DefaultProcMount)}
+		}},
+		{name: "every rule broken is said, the first one's reason", mutate: func(p *corev1.Pod) {
+			hostPath("/")(p)
+			p.Spec.HostNetwork = true
+		}, reason: ReasonHostNamespaceForbidden,
+			msg: "spec.hostNetwork is true, and this node does not run pods in the instance's network namespace (kip's cells.allowHostNetwork is false); " +
+				`volume "host" is a hostPath of "/" (spec.volumes[1].hostPath.path), and this node mounts no host path into pods (kip's cells.allowedHostPaths is empty)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := newPod("p", "uid-p")

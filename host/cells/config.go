@@ -2,6 +2,9 @@ package cells
 
 import (
 	"errors"
+	"path"
+	"regexp"
+	"strings"
 	"time"
 
 	cellapi "github.com/kipcell/kip/cell/api"
@@ -58,5 +61,19 @@ func (c Config) Validate() error {
 			errs = append(errs, setting.Errorf("allowedUnsafeSysctls", "%v", err))
 		}
 	}
+	for _, p := range c.AllowedHostPaths {
+		if !path.IsAbs(p) || path.Clean(p) != p {
+			errs = append(errs, setting.Errorf("allowedHostPaths", "%q is not an absolute, clean path", p))
+		}
+	}
+	for _, name := range c.AllowedCapabilities {
+		if !capabilityPattern.MatchString(name) || strings.HasPrefix(name, "CAP_") {
+			errs = append(errs, setting.Errorf("allowedCapabilities", "%q is not a capability's name (upper case, without CAP_: NET_ADMIN; or ALL)", name))
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// capabilityPattern is a capability's name as cells.allowedCapabilities
+// takes it.
+var capabilityPattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)

@@ -48,6 +48,13 @@ func TestConfigValidate(t *testing.T) {
 		{name: "unsafe sysctls", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax"} }},
 		{name: "sysctl not namespaced", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"net.core.*", "vm.swappiness"} }, wantKey: []string{"allowedUnsafeSysctls"}},
 		{name: "bad sysctl pattern", mutate: func(c *Config) { c.AllowedUnsafeSysctls = []string{"Net.*"} }, wantKey: []string{"allowedUnsafeSysctls"}},
+		{name: "host paths and capabilities", mutate: func(c *Config) {
+			c.AllowedHostPaths, c.AllowedCapabilities = []string{"/var/log", "/"}, []string{"NET_ADMIN", "ALL"}
+		}},
+		{name: "relative host path", mutate: func(c *Config) { c.AllowedHostPaths = []string{"var/log"} }, wantKey: []string{"allowedHostPaths"}},
+		{name: "host path not clean", mutate: func(c *Config) { c.AllowedHostPaths = []string{"/var/log/"} }, wantKey: []string{"allowedHostPaths"}},
+		{name: "capability in lower case", mutate: func(c *Config) { c.AllowedCapabilities = []string{"net_admin"} }, wantKey: []string{"allowedCapabilities"}},
+		{name: "capability with CAP_", mutate: func(c *Config) { c.AllowedCapabilities = []string{"CAP_NET_ADMIN"} }, wantKey: []string{"allowedCapabilities"}},
 		{name: "negative podLogsMaxBytes", mutate: func(c *Config) { c.PodLogsMaxBytes = -1 }, wantKey: []string{"podLogsMaxBytes"}},
 		{name: "total below one container's", mutate: func(c *Config) { c.PodLogsMaxTotalBytes = c.PodLogsMaxBytes - 1 }, wantKey: []string{"podLogsMaxTotalBytes"}},
 		{name: "all three", mutate: func(c *Config) { c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = 0, 0, 0 }, wantKey: []string{"unavailableTTL", "catalogTTL", "rematchInterval"}},

@@ -112,8 +112,14 @@
 // Config.AllowedUnsafeSysctls (or a net.* one with hostNetwork, an IPC
 // one with hostIPC), rejects the pod: phase Failed, reason
 // PrivilegedForbidden or SysctlForbidden, message "Pod was rejected:
-// ...", a Warning event with the reason, and no instance. An adopted
-// cell was admitted by the kip that launched it.
+// ...", a Warning event with the reason, and no instance. So does what
+// Pod Security's baseline level refuses because it would reach past the
+// pod, unless a setting opens it: hostNetwork (AllowHostNetwork), hostPath
+// volumes (AllowedHostPaths), added capabilities beyond
+// BaselineCapabilities (AllowedCapabilities); and hostPID, hostIPC,
+// hostUsers: false and procMount Unmasked, which a cell does not give.
+// Each message names the field. An adopted cell was admitted by the kip
+// that launched it.
 //
 // # Layout
 //

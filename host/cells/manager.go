@@ -113,6 +113,28 @@ type Config struct {
 	// ones only (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*).
 	// A pod with another one is rejected with reason SysctlForbidden.
 	AllowedUnsafeSysctls []string `koanf:"allowedUnsafeSysctls"`
+	// AllowHostNetwork lets pods ask for hostNetwork: true, the instance's
+	// network namespace: its addresses, routes and firewall, the path to
+	// its metadata service, and the agent's port. Default false: such a
+	// pod is rejected with reason HostNamespaceForbidden, as Pod Security's
+	// baseline level refuses it. (hostPID and hostIPC are always
+	// rejected: a cell does not give them.)
+	AllowHostNetwork bool `koanf:"allowHostNetwork"`
+	// AllowedHostPaths are the instance's directories (absolute, clean
+	// paths) that pods may mount as hostPath volumes, each with what is
+	// under it; with the local plugin they are this machine's. A pod with
+	// another hostPath is rejected with reason HostPathForbidden. Default
+	// none, as Pod Security's baseline level. A pod that may write into
+	// one may also leave a symbolic link there that a later pod's hostPath
+	// follows: allow directories pods only read, or that hold no links.
+	AllowedHostPaths []string `koanf:"allowedHostPaths"`
+	// AllowedCapabilities are the capabilities containers may add beyond
+	// Pod Security baseline's list (BaselineCapabilities), as "NET_ADMIN"
+	// (upper case, without CAP_; "ALL" for every one). A pod adding
+	// another is rejected with reason CapabilityForbidden. Default none.
+	// A capability is the container's in the cell's kernel: NET_ADMIN
+	// changes the network namespace the pod is in.
+	AllowedCapabilities []string `koanf:"allowedCapabilities"`
 	// BootPoll is the longest wait between two looks at a booting
 	// instance; default 2 s.
 	BootPoll time.Duration `koanf:"-"`

@@ -105,6 +105,7 @@
 //	TestSecurityRunAsNonRoot                      local          the security context, in the agent
 //	TestSecurityReadOnlyRoot                      local          the security context, in the agent
 //	TestSecurityPrivilegedRefused                 local          kip's admission before any launch
+//	TestSecurityBaselineRefused                   local          kip's admission before any launch
 //	TestServiceEnvironment                        local          the service variables kip computes
 //	TestResolvConfPerPolicy                       local          resolv.conf per dnsPolicy, written by the agent
 //	TestHostsAndHostname                          local          /etc/hosts and the hostname, written by the agent

@@ -127,3 +127,65 @@ func TestSecurityPrivilegedRefused(t *testing.T) {
 		t.Errorf("a cell was launched for the rejected pod:\n%s", ev)
 	}
 }
+
+// TestSecurityBaselineRefused: what would reach past the pod, into the
+// cell's network, its kernel's knobs or (with the local plugin) this
+// machine's files, is refused before any launch, as Pod Security's
+// baseline level refuses it: each pod Failed with its reason, a message
+// naming the field and the setting that would open it, and a Warning
+// event; no cell is launched. These pods ran, on the host's /tmp, the
+// cell's network namespace and an unmasked /proc, before kip refused them
+// (issue 28).
+func TestSecurityBaselineRefused(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	withCaps := func(caps ...corev1.Capability) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: caps}}
+		}
+	}
+	cases := []struct {
+		name, reason, field string
+		mutate              func(*corev1.PodSpec)
+	}{
+		{name: "hostpath", reason: "HostPathForbidden", field: "spec.volumes[0].hostPath.path", mutate: func(s *corev1.PodSpec) {
+			s.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp"}}}}
+			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "host", MountPath: "/host"}}
+		}},
+		{name: "net-admin", reason: "CapabilityForbidden", field: "spec.containers[0].securityContext.capabilities.add", mutate: withCaps("NET_ADMIN")},
+		{name: "net-raw", reason: "CapabilityForbidden", field: "spec.containers[0].securityContext.capabilities.add", mutate: withCaps("NET_RAW")},
+		{name: "unmasked", reason: "UserNamespaceForbidden", field: "spec.hostUsers", mutate: func(s *corev1.PodSpec) {
+			s.HostUsers = ptr.To(false)
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)}
+		}},
+		{name: "host-network", reason: "HostNamespaceForbidden", field: "spec.hostNetwork", mutate: func(s *corev1.PodSpec) { s.HostNetwork = true }},
+		{name: "host-pid", reason: "HostNamespaceForbidden", field: "spec.hostPID", mutate: func(s *corev1.PodSpec) { s.HostPID = true }},
+		{name: "host-ipc", reason: "HostNamespaceForbidden", field: "spec.hostIPC", mutate: func(s *corev1.PodSpec) { s.HostIPC = true }},
+	}
+	for _, tc := range cases {
+		spec := onKip(sleeper())
+		tc.mutate(&spec)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Labels: map[string]string{"pod": tc.name}}, Spec: spec}
+		if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating pod %s: %v", tc.name, err)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := f.WaitForPods(t, ns, "pod="+tc.name, 1, 60*time.Second, "Failed", func(p *corev1.Pod) bool {
+				return p.Status.Phase == corev1.PodFailed
+			})
+			st := got[0].Status
+			if st.Reason != tc.reason || !strings.HasPrefix(st.Message, "Pod was rejected: ") || !strings.Contains(st.Message, tc.field) {
+				t.Errorf("status reason %q, message %q; want %s and a message naming %s", st.Reason, st.Message, tc.reason, tc.field)
+			}
+			f.WaitFor(t, 30*time.Second, "the "+tc.reason+" event", func(context.Context) (bool, error) {
+				ev := podEvents(t, ns, tc.name)
+				return strings.Contains(ev, "Warning "+tc.reason+" ") && strings.Contains(ev, tc.field), nil
+			})
+			if ev := podEvents(t, ns, tc.name); strings.Contains(ev, "LaunchingCell") {
+				t.Errorf("a cell was launched for the rejected pod:\n%s", ev)
+			}
+		})
+	}
+}
