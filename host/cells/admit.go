@@ -91,12 +91,12 @@ func (a admission) admit(pod *corev1.Pod) (reason, message string, ok bool) {
 		reasons, messages = append(reasons, r), append(messages, fmt.Sprintf(format, args...))
 	}
 	if !a.allowPrivileged {
-		for _, c := range allContainers(pod) {
+		eachContainer(pod, func(_ string, c *corev1.Container) {
 			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
 				refuse(ReasonPrivilegedForbidden,
 					"container %q is privileged, and this node does not run privileged containers (kip's cells.allowPrivileged is false)", c.Name)
 			}
-		}
+		})
 	}
 	a.admitHost(pod, refuse)
 	eachContainer(pod, func(field string, c *corev1.Container) {
@@ -222,10 +222,8 @@ func eachContainer(pod *corev1.Pod, fn func(field string, c *corev1.Container)) 
 
 // allContainers lists the pod's init, app and ephemeral containers.
 func allContainers(pod *corev1.Pod) []corev1.Container {
-	out := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, e := range pod.Spec.EphemeralContainers {
-		out = append(out, corev1.Container(e.EphemeralContainerCommon))
-	}
+	var out []corev1.Container
+	eachContainer(pod, func(_ string, c *corev1.Container) { out = append(out, *c) })
 	return out
 }
 
