@@ -78,15 +78,20 @@ func Build(ctx context.Context, opts BuildOptions) (string, error) {
 	if err := opts.defaults(); err != nil {
 		return "", err
 	}
+	return build(ctx, opts, controlPlaneSpec(opts))
+}
+
+// controlPlaneSpec is Build's build; opts has its defaults.
+func controlPlaneSpec(opts BuildOptions) buildSpec {
 	bin, _ := BinDir(opts)
-	return build(ctx, opts, buildSpec{
+	return buildSpec{
 		what: "kubernetes", dir: filepath.Join(opts.CacheDir, opts.KubeVersion), bin: bin, binaries: Binaries,
 		pkgs: []string{
 			"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-scheduler",
 			"k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kubectl",
 		},
 		etcd: true, cold: "about 9 minutes",
-	})
+	}
 }
 
 // NodeBinaries are the programs BuildNode puts in NodeBinDir: a real
@@ -113,23 +118,48 @@ func BuildNode(ctx context.Context, opts BuildOptions) (string, error) {
 	if err := opts.defaults(); err != nil {
 		return "", err
 	}
+	return build(ctx, opts, nodeSpec(opts))
+}
+
+// nodeSpec is BuildNode's build; opts has its defaults.
+func nodeSpec(opts BuildOptions) buildSpec {
 	bin, _ := NodeBinDir(opts)
-	return build(ctx, opts, buildSpec{
+	return buildSpec{
 		what: "kubelet", dir: filepath.Dir(bin), bin: bin, binaries: NodeBinaries,
 		pkgs: []string{"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"},
 		cold: "about 7 minutes",
-	})
+	}
+}
+
+// Resolve downloads and resolves the modules of Build's and BuildNode's
+// builds, as they do before they compile, and returns: make check runs it
+// ahead (kip-prefetch), while it compiles Kip, so that the download waits
+// on the network beside the CPU's work. A build that is current is left
+// alone.
+func Resolve(ctx context.Context, opts BuildOptions) error {
+	if err := opts.defaults(); err != nil {
+		return err
+	}
+	for _, spec := range []func(BuildOptions) buildSpec{controlPlaneSpec, nodeSpec} {
+		b := spec(opts)
+		b.resolveOnly = true
+		if _, err := build(ctx, opts, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildSpec is one cached build of Kubernetes commands.
 type buildSpec struct {
-	what     string   // for messages
-	dir      string   // holds src/, the scratch module
-	bin      string   // where the binaries go
-	binaries []string // what the stamp vouches for
-	pkgs     []string // the k8s.io/kubernetes commands
-	etcd     bool     // also the etcd release Kubernetes pins
-	cold     string   // how long a cold build takes, for the log
+	resolveOnly bool     // stop before compiling (Resolve)
+	what        string   // for messages
+	dir         string   // holds src/, the scratch module
+	bin         string   // where the binaries go
+	binaries    []string // what the stamp vouches for
+	pkgs        []string // the k8s.io/kubernetes commands
+	etcd        bool     // also the etcd release Kubernetes pins
+	cold        string   // how long a cold build takes, for the log
 }
 
 func build(ctx context.Context, opts BuildOptions, b buildSpec) (string, error) {
@@ -181,6 +211,9 @@ func build(ctx context.Context, opts BuildOptions, b buildSpec) (string, error) 
 		}
 	}
 
+	if b.resolveOnly {
+		return b.bin, nil
+	}
 	ldflags := "-s -w"
 	for _, p := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
 		ldflags += fmt.Sprintf(" -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean",

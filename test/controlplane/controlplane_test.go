@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -282,6 +283,62 @@ esac
 	_, err := Build(t.Context(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "needs Go 1.26.0 or newer") || !strings.Contains(err.Error(), "go1.24.2") {
 		t.Errorf("Build with Go 1.24 = %v, want an error naming both versions", err)
+	}
+}
+
+// TestResolveBuildsNothing runs Resolve against a fake go that records
+// its calls: the control plane's and the kubelet's modules are resolved
+// (go get of their commands, and of the etcd Kubernetes pins), and
+// nothing is compiled.
+func TestResolveBuildsNothing(t *testing.T) {
+	dir := t.TempDir()
+	gomod := filepath.Join(dir, "kubernetes.mod")
+	if err := os.WriteFile(gomod, []byte("module k8s.io/kubernetes\n\ngo 1.26.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(dir, "calls")
+	fakeGo := fmt.Sprintf(`#!/bin/sh
+echo "$1 $2" >> %s
+case "$1 $2" in
+  "env GOVERSION") echo go1.26.8 ;;
+  "mod download") echo '{"Path":"k8s.io/kubernetes","Version":"v1.36.3","GoMod":"%s"}' ;;
+  "list -m") echo v3.6.8 ;;
+  get*) ;;
+  *) echo "unexpected: go $*" >&2; exit 1 ;;
+esac
+`, calls, gomod)
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cache := t.TempDir()
+	if err := Resolve(t.Context(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: cache}); err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	data, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gets []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		switch {
+		case strings.HasPrefix(line, "build"):
+			t.Errorf("Resolve compiled: go %s", line)
+		case strings.HasPrefix(line, "get"):
+			gets = append(gets, line)
+		}
+	}
+	want := []string{
+		"get k8s.io/kubernetes/cmd/kube-apiserver@v1.36.3", "get go.etcd.io/etcd/server/v3@v3.6.8", // the control plane
+		"get k8s.io/kubernetes/cmd/kubelet@v1.36.3", // the node
+	}
+	if !slices.Equal(gets, want) {
+		t.Errorf("Resolve ran go %q, want go %q", gets, want)
+	}
+	for _, d := range []string{filepath.Join(cache, "v1.36.3", "src"), filepath.Join(cache, "v1.36.3", "node", "src")} {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err != nil {
+			t.Errorf("no scratch module in %s: %v", d, err)
+		}
 	}
 }
 

@@ -90,12 +90,25 @@ func TestBuildCoreDNSIsCached(t *testing.T) {
 		t.Errorf("the built binary: %v, %v; want an executable", st, err)
 	}
 	outside := " | GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod"
+	const plugin = "github.com/coredns/coredns/plugin/"
+	get := "get github.com/coredns/coredns/coremain@v1.15.0"
+	for _, p := range []string{"cache", "errors", "forward", "health", "hosts", "kubernetes", "loadbalance", "log", "loop", "metrics", "ready", "reload"} {
+		get += " " + plugin + p + "@v1.15.0"
+	}
 	want := []string{
-		"get github.com/coredns/coredns@v1.15.0" + outside,
-		"build -trimpath -ldflags -s -w -o " + bin + ".new github.com/coredns/coredns" + outside,
+		get + outside,
+		"build -trimpath -ldflags -s -w -o " + bin + ".new ./coredns" + outside,
 	}
 	if diff := cmp.Diff(want, builds(t, calls)); diff != "" {
 		t.Errorf("first build's go commands (-want +got):\n%s", diff)
+	}
+	// The command built is a main of Kip's own, which runs CoreDNS's.
+	main, err := os.ReadFile(filepath.Join(cache, images.CoreDNSVersion, "src", "coredns", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(main), "coremain.Run()") || !strings.Contains(string(main), `_ "`+plugin+`kubernetes"`) {
+		t.Errorf("coredns/main.go runs no coremain.Run with the kubernetes plugin:\n%s", main)
 	}
 	mod, err := os.ReadFile(filepath.Join(cache, images.CoreDNSVersion, "src", "go.mod"))
 	if err != nil {
@@ -118,6 +131,37 @@ func TestBuildCoreDNSIsCached(t *testing.T) {
 	}
 	if got := builds(t, calls); len(got) != 2*len(want) {
 		t.Errorf("a new Go toolchain did not build again: %q", got)
+	}
+}
+
+// TestResolveBuildsNothing runs Resolve against a fake go command: it
+// resolves CoreDNS and metrics-server in their cache directories and
+// compiles neither; BuildCoreDNS afterwards compiles.
+func TestResolveBuildsNothing(t *testing.T) {
+	calls := fakeGo(t, "go1.26.8")
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	if err := images.Resolve(t.Context(), nil); err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	got := builds(t, calls)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "get github.com/coredns/coredns/coremain@v1.15.0 ") ||
+		!strings.HasPrefix(got[1], "get "+images.MetricsServerModule) {
+		t.Errorf("Resolve ran %q, want a go get of CoreDNS's packages and one of metrics-server's, and no build", got)
+	}
+	bin := filepath.Join(cache, "kip", "coredns", images.CoreDNSVersion, "bin", "coredns")
+	if _, err := os.Stat(bin); err == nil {
+		t.Errorf("Resolve left a binary at %s", bin)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "kip", "coredns", images.CoreDNSVersion, "src", "go.mod")); err != nil {
+		t.Errorf("Resolve left no scratch module: %v", err)
+	}
+	got2, err := images.BuildCoreDNS(t.Context(), images.CoreDNSOptions{})
+	if err != nil || got2 != bin {
+		t.Fatalf("BuildCoreDNS after Resolve = %s, %v; want %s", got2, err, bin)
+	}
+	if all := builds(t, calls); len(all) != 4 || !strings.HasPrefix(all[3], "build ") {
+		t.Errorf("BuildCoreDNS after Resolve ran %q, want a go get and a go build", all[2:])
 	}
 }
 

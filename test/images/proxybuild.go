@@ -79,3 +79,17 @@ func (c proxyCommand) push(ctx context.Context, reg *registry.Registry, path, ta
 	}
 	return push(ctx, reg, c.Name, tag, e.img)
 }
+
+// Resolve downloads and resolves the modules of CoreDNS's and
+// metrics-server's builds in their default cache directories without
+// compiling them (modbuild's Program.Resolve): make check runs it ahead,
+// while it compiles Kip (kip-prefetch). A build that is current is left
+// alone. Progress lines go to log (nil: discarded).
+func Resolve(ctx context.Context, log io.Writer) error {
+	for _, c := range []proxyCommand{coreDNS, metricsServer} {
+		if err := c.Resolve(ctx, "", log); err != nil {
+			return fmt.Errorf("resolving %s's modules: %w", c.Name, err)
+		}
+	}
+	return nil
+}

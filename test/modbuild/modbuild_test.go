@@ -3,6 +3,7 @@ package modbuild
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -133,5 +134,38 @@ func TestRunQuotesTheEnd(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "line 1\n") {
 		t.Errorf("log = %q, want every line", log.String())
+	}
+}
+
+func TestMainImports(t *testing.T) {
+	const module = "github.com/coredns/coredns"
+	tests := []struct {
+		name, main string
+		want       []string
+		err        string
+	}{
+		{name: "the module's packages, in order, without the standard library's or another module's",
+			main: "package main\n\nimport (\n\t\"fmt\"\n\t\"github.com/coredns/coredns/coremain\"\n\t_ \"github.com/coredns/coredns/plugin/cache\"\n\t_ \"github.com/coredns/corednsx/plugin\"\n)\n\nfunc main() { fmt.Println(); coremain.Run() }\n",
+			want: []string{"github.com/coredns/coredns/coremain", "github.com/coredns/coredns/plugin/cache"}},
+		{name: "the module's root package", main: "package main\n\nimport _ \"github.com/coredns/coredns\"\n", want: []string{module}},
+		{name: "nothing of the module", main: "package main\n\nimport \"fmt\"\n", err: "imports no package of github.com/coredns/coredns"},
+		{name: "not Go", main: "main() {}", err: "parsing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := MainImports(tt.main, module)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("MainImports = %q, %v; want an error saying %q", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("MainImports = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
