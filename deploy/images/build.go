@@ -90,6 +90,11 @@ type Options struct {
 	// Images are the names of the images to build, of Images(); empty
 	// means all.
 	Images []string
+	// Plugins are the plugins the kip image holds, of Plugins; empty
+	// means all of them. A kip started from an image without a plugin
+	// cannot load it (plugins list does not show it). The
+	// kip-plugin-<name> images are chosen by Images, not by this.
+	Plugins []string
 	// Platforms are "os/arch" pairs: linux/amd64, linux/arm64. The index
 	// lists them sorted, whatever the order here.
 	Platforms []string
@@ -149,6 +154,9 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	if err != nil {
 		return nil, err
 	}
+	if want, err = withPlugins(want, opts.Plugins); err != nil {
+		return nil, err
+	}
 	platforms, err := parsePlatforms(opts.Platforms)
 	if err != nil {
 		return nil, err
@@ -203,6 +211,32 @@ func selectImages(names []string) ([]Image, error) {
 			}
 			return nil, fmt.Errorf("no image %q (the images: %s)", n, strings.Join(known, ", "))
 		}
+	}
+	return out, nil
+}
+
+// withPlugins returns imgs with the kip image holding only the plugins
+// named in plugins (all when plugins is empty); an unknown name is an
+// error that lists the known ones.
+func withPlugins(imgs []Image, plugins []string) ([]Image, error) {
+	if len(plugins) == 0 {
+		return imgs, nil
+	}
+	for _, p := range plugins {
+		if !slices.Contains(Plugins, p) {
+			return nil, fmt.Errorf("no plugin %q (the plugins: %s)", p, strings.Join(Plugins, ", "))
+		}
+	}
+	out := slices.Clone(imgs)
+	for i, im := range out {
+		if im.Name != "kip" {
+			continue
+		}
+		im.Binaries = slices.DeleteFunc(slices.Clone(im.Binaries), func(b string) bool {
+			name, ok := strings.CutPrefix(b, "kip-plugin-")
+			return ok && !slices.Contains(plugins, name)
+		})
+		out[i] = im
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -273,6 +274,7 @@ func TestBuildOptionsErrors(t *testing.T) {
 		want string
 	}{
 		{"an unknown image", func(o *images.Options) { o.Images = []string{"kip", "kip-plugin-nope"} }, `no image "kip-plugin-nope" (the images: kip, kip-cell, kip-plugin-local`},
+		{"an unknown plugin", func(o *images.Options) { o.Plugins = []string{"local", "openstack"} }, `no plugin "openstack" (the plugins: local, aws, gce, azure)`},
 		{"no platform", func(o *images.Options) { o.Platforms = nil }, "no platform"},
 		{"a platform with no arch", func(o *images.Options) { o.Platforms = []string{"linux"} }, `platform "linux" is not os/arch`},
 		{"a missing CA bundle", func(o *images.Options) { o.CACertificates = "/nonexistent/ca.crt" }, "reading the CA bundle (Debian's ca-certificates, installed by make deps)"},
@@ -289,6 +291,39 @@ func TestBuildOptionsErrors(t *testing.T) {
 				t.Errorf("Build: %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestBuildWithSomePlugins builds the kip image with the local plugin
+// only: it holds kip, kip-cell and kip-plugin-local, and no other plugin
+// is compiled.
+func TestBuildWithSomePlugins(t *testing.T) {
+	opts := testOptions()
+	opts.Images, opts.Plugins, opts.Platforms = []string{"kip"}, []string{"local"}, []string{"linux/amd64"}
+	var compiled []string
+	opts.Compile = func(ctx context.Context, b images.Binary, p v1.Platform) ([]byte, error) {
+		compiled = append(compiled, b.Name)
+		return standIn(ctx, b, p)
+	}
+	built, err := images.Build(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	want := []string{"kip", "kip-cell", "kip-plugin-local"}
+	if diff := cmp.Diff(want, compiled); diff != "" {
+		t.Errorf("binaries compiled (-want +got):\n%s", diff)
+	}
+	if len(built) != 1 || built[0].Name != "kip" {
+		t.Fatalf("Build returned %d images, want the kip image alone", len(built))
+	}
+	var files []string
+	for path := range built[0].Files["linux/amd64"] {
+		files = append(files, path)
+	}
+	slices.Sort(files)
+	wantFiles := []string{"/usr/local/bin/kip", "/usr/local/bin/kip-cell", "/usr/local/lib/kip/plugins/kip-plugin-local"}
+	if diff := cmp.Diff(wantFiles, files); diff != "" {
+		t.Errorf("the kip image's binaries (-want +got):\n%s", diff)
 	}
 }
 

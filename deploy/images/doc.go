@@ -12,7 +12,8 @@
 //
 //   - kip: /usr/local/bin/kip, /usr/local/bin/kip-cell (the local plugin's
 //     cells run it beside kip) and the plugins it ships (Plugins: local,
-//     aws, gce, azure) as /usr/local/lib/kip/plugins/kip-plugin-<name>;
+//     aws, gce, azure; Options.Plugins, kip-images --plugins, chooses
+//     fewer) as /usr/local/lib/kip/plugins/kip-plugin-<name>;
 //     entrypoint /usr/local/bin/kip, default arguments
 //     run --config /etc/kip/kip.yaml. kip.yaml (or KIP_PLUGIN_DIR) sets
 //     plugin.dir: /usr/local/lib/kip/plugins to use them, or the directory

@@ -5,7 +5,10 @@
 //
 //	kip-images --registry 127.0.0.1:5000/kip [--platforms linux/amd64,linux/arm64]
 //	           [--tag v1.2.3] [--version v1.2.3] [--images kip,kip-plugin-aws] [--insecure]
-//	           [--images-env deploy/kustomize/base/images.env]
+//	           [--plugins local,aws] [--images-env deploy/kustomize/base/images.env]
+//
+// --plugins builds a kip image with only those plugins (default all four):
+// a smaller image for a cluster that runs one cloud.
 //
 // It prints one line per image, its reference and digest
 // (127.0.0.1:5000/kip/kip:v1.2.3@sha256:…), and logs each binary's SHA-256.
@@ -54,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		version   = fs.String("version", "", "version stamped in the binaries and the labels (default: git describe, as the Makefile's VERSION)")
 		tag       = fs.String("tag", "", "the images' tag (default: the version)")
 		only      = fs.String("images", "", "comma-separated images to build (default all: "+imageNames()+")")
+		plugins   = fs.String("plugins", "", "comma-separated plugins the kip image holds (default all: "+strings.Join(images.Plugins, ",")+")")
 		insecure  = fs.Bool("insecure", false, "push over plain HTTP (always so for a loopback registry)")
 		repo      = fs.String("repo", ".", "the repository's root")
 		source    = fs.String("source", "https://github.com/kipcell/kip", "the org.opencontainers.image.source label")
@@ -85,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := images.Options{
 		Platforms:      split(*platforms),
 		Images:         split(*only),
+		Plugins:        split(*plugins),
 		Version:        *version,
 		Revision:       rev,
 		Created:        created,
