@@ -120,7 +120,7 @@ test: deps testreport ## Run every module's tests with -race.
 	@for m in $(STANDALONE); do echo "== go test $$m (GOWORK=off)"; $(STEP) --name "test $$m" -C $$m -- env GOWORK=off go test -json $(GO_TEST_FLAGS) ./... || exit 1; done
 
 # make e2e's passes: the full pass (local) runs every test, with kip,
-# kip-cell and the local plugin built with -race; a cloud's pass runs the
+# kip-cell and the plugins built with -race (as in every pass); a cloud's pass runs the
 # plugin path and that cloud's own tests (test/e2e/doc.go lists which).
 # The full pass runs alone, first; then the cloud passes all at once
 # (each with its own control plane, containerd, registry and network;
@@ -130,7 +130,7 @@ E2E_PASSES ?= local aws gce azure
 E2E_TOGETHER ?= 1
 
 .PHONY: e2e
-e2e: deps testreport ## Run the end-to-end tests against a real control plane (built once, ~9 min cold): the full pass with the local plugin (every test; kip, kip-cell and the plugin built with -race; also a real kubelet node and kip installed from its image on it), then, all at once, the plugin path and each cloud's own tests with the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator (E2E_PASSES, E2E_TOGETHER).
+e2e: deps testreport ## Run the end-to-end tests against a real control plane (built once, ~9 min cold): the full pass with the local plugin (every test; kip, kip-cell and the plugins built with -race, as in every pass; also a real kubelet node and kip installed from its image on it), then, all at once, the plugin path and each cloud's own tests with the aws plugin against the EC2 simulator, the gce plugin against the Compute Engine simulator and the azure plugin against the ARM simulator (E2E_PASSES, E2E_TOGETHER).
 	@pass() { pkgs=./test/e2e/; [ $$1 != local ] || pkgs="./test/e2e/... ./test/kubeletnode/"; \
 	    echo "== e2e $$1: KIP_E2E_PLUGIN=$$1 go test -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs"; \
 	    $(STEP) --name "e2e $$1" --tests $${2:+--prefix "[$$1] "} -- env KIP_E2E_PLUGIN=$$1 go test -json -tags e2e $(GO_TEST_FLAGS) -timeout 60m $$pkgs; }; \
@@ -188,16 +188,24 @@ generate: ## Regenerate the Go code of the .proto contracts (plugin and cell pro
 catalogs: ## Regenerate the plugins' instance-type catalogs from their sources
 	@$(call catalog_gens,)
 
+# go vet and golangci-lint compile every dependency to read its export
+# data; with -race (GOFLAGS for golangci-lint's go list), they compile it
+# as make test and the end-to-end programs do, so that a cold make check
+# compiles the dependency graph once, not once without the race detector
+# and once with it. They then read the files of a package that has a
+# race build tag (test/e2e/framework's race_on.go), not its !race twin.
+LINT_GOFLAGS := -race
+
 .PHONY: verify
 verify: deps testreport ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalogs unchanged, dependency direction.
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
-	@for m in $(MODULES); do echo "== go vet $$m"; $(STEP) --name "vet $$m" -C $$m -- go vet -tags e2e ./... || exit 1; done
+	@for m in $(MODULES); do echo "== go vet $$m"; $(STEP) --name "vet $$m" -C $$m -- go vet $(LINT_GOFLAGS) -tags e2e ./... || exit 1; done
 	@$(STEP) --name "golangci-lint's build" -- hack/tools.sh golangci-lint >/dev/null
 	@lint=$$(hack/tools.sh golangci-lint); for m in $(MODULES); do echo "== golangci-lint $$m"; \
-	  $(STEP) --name "lint $$m" -C $$m -- $$lint run --config $(CURDIR)/.golangci.yml ./... || exit 1; done
+	  $(STEP) --name "lint $$m" -C $$m -- env GOFLAGS="$$(go env GOFLAGS) $(LINT_GOFLAGS)" $$lint run --config $(CURDIR)/.golangci.yml ./... || exit 1; done
 	@lint=$$(hack/tools.sh golangci-lint); for m in $(STANDALONE) $(EXAMPLES); do echo "== go vet, golangci-lint $$m (GOWORK=off)"; \
-	  $(STEP) --name "vet, lint $$m" -C $$m -- env GOWORK=off sh -c "go vet ./... && $$lint run --config $(CURDIR)/.golangci.yml ./..." || exit 1; done
+	  $(STEP) --name "vet, lint $$m" -C $$m -- env GOWORK=off GOFLAGS="$$(go env GOFLAGS) $(LINT_GOFLAGS)" sh -c "go vet ./... && $$lint run --config $(CURDIR)/.golangci.yml ./..." || exit 1; done
 	@for m in $(MODULES) $(STANDALONE) $(EXAMPLES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
 	  { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
 	@echo "== generated code"; hack/generate.sh --check

@@ -12,10 +12,10 @@
 //	                           simulator, azure against the ARM simulator)
 //	KIP_E2E_ALL=1              a cloud's pass runs the full pass's tests
 //	                           too, not only the plugin path's and its own
-//	KIP_E2E_RACE=0|1           kip, kip-cell and the local plugin built
-//	                           with -race: on in the full pass when the
-//	                           tests are (go test -race), off in the
-//	                           cloud passes; 1 or 0 says so for any pass
+//	KIP_E2E_RACE=0|1           kip, kip-cell and the plugins built with
+//	                           -race: on in every pass when the tests
+//	                           are (go test -race); 1 or 0 says so
+//	                           whatever they are
 //	KIP_E2E_KEEP_LOGS=DIR      copy kip's and the simulator's full logs
 //	                           into DIR when the run ends, named after
 //	                           each kip's node (DIR/kip.kip.log,
@@ -31,7 +31,8 @@
 //
 // make e2e runs this package four times. The full pass (KIP_E2E_PLUGIN=local)
 // runs every test but those about a cloud's simulator, with kip, kip-cell
-// and the local plugin built with -race: a race they report fails the run.
+// and the plugins built with -race (in every pass): a race they report
+// fails the run.
 // A cloud's pass runs the plugin path, behind that cloud's simulator, and
 // the tests about that cloud. Behind a simulator a cell is the same local
 // cell as in the full pass, so a test of what happens inside a cell, or in

@@ -85,7 +85,7 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 	if framework.RacePrograms() {
-		fmt.Fprintln(os.Stderr, "e2e: kip, kip-cell and the local plugin are built with -race; a race they report fails the run")
+		fmt.Fprintln(os.Stderr, "e2e: kip, kip-cell and the plugins are built with -race; a race they report fails the run")
 	}
 	cells, err = framework.StartCells(ctx)
 	if err != nil {

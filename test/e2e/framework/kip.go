@@ -55,8 +55,8 @@ var standalone = map[string]string{"github.com/kipcell/kip/plugins/gce": "plugin
 
 // BuildBinaries builds kip, kip-cell and the plugins into dir (from the
 // workspace the tests run in, or a standalone module's own); with
-// RacePrograms, kip, kip-cell and the local plugin with -race, and their
-// race reports go to dir/races (RaceReports).
+// RacePrograms, every one with -race, and their race reports go to
+// dir/races (RaceReports).
 func BuildBinaries(ctx context.Context, dir string) error {
 	if RacePrograms() {
 		races := filepath.Join(dir, "races")
@@ -74,14 +74,14 @@ func BuildBinaries(ctx context.Context, dir string) error {
 }
 
 // BuildBinary builds the program name of Binaries to out, with more go
-// build flags (-ldflags …) before the package; kip, kip-cell and the
-// local plugin with -race when RacePrograms.
+// build flags (-ldflags …) before the package; with -race when
+// RacePrograms.
 func BuildBinary(ctx context.Context, name, out string, flags ...string) error {
 	pkg, ok := Binaries[name]
 	if !ok {
 		return fmt.Errorf("building %s: not one of framework.Binaries", name)
 	}
-	if RacePrograms() && slices.Contains(raced, name) {
+	if RacePrograms() {
 		flags = append([]string{"-race"}, flags...)
 	}
 	out, err := filepath.Abs(out)

@@ -8,19 +8,17 @@ import (
 	"strings"
 )
 
-// RaceEnv names the variable that turns the race-built programs of the
-// full pass off (0) or on in any pass (1).
+// RaceEnv names the variable that turns the race-built programs off (0)
+// or on (1) whatever the test binary is.
 const RaceEnv = "KIP_E2E_RACE"
 
-// raced are the programs the full pass builds with -race: kip itself and
-// what runs beside it on every cell of the local plugin.
-var raced = []string{"kip", "kip-cell", "kip-plugin-local"}
-
-// RacePrograms says whether BuildBinary builds kip, kip-cell and the local
-// plugin with -race: in the full pass when the test binary itself has the
-// race detector (go test -race, as make e2e runs it), or as RaceEnv says.
-// The cloud passes run them without: they run the plugin path only, where
-// kip's code is the full pass's.
+// RacePrograms says whether BuildBinary builds the programs of Binaries
+// (kip, kip-cell, the plugins, the light cells) with -race: in every pass
+// when the test binary itself has the race detector (go test -race, as
+// make e2e runs it), or as RaceEnv says. The cloud passes have it too:
+// a plugin's own code runs only there, and make check's packages are then
+// compiled once, with -race, for vet, the unit tests and these programs
+// alike (the Makefile's LINT_GOFLAGS).
 func RacePrograms() bool {
 	switch os.Getenv(RaceEnv) {
 	case "0":
@@ -28,7 +26,7 @@ func RacePrograms() bool {
 	case "1":
 		return true
 	}
-	return testRace && Pass() == PluginLocal
+	return testRace
 }
 
 // raceDir is where race-built programs write their reports (GORACE's
