@@ -36,6 +36,11 @@ const (
 	// ReasonUserNamespaceForbidden: hostUsers: false, which a cell does
 	// not honour; the pod would run as the cell's root.
 	ReasonUserNamespaceForbidden = "UserNamespaceForbidden"
+	// ReasonProbeHostForbidden: a probe or lifecycle hook with a host,
+	// which the cell's agent would call from outside the pod, where the
+	// instance's metadata is reachable; Pod Security's baseline level
+	// (1.34 and later) refuses it too. cells.allowProbeHosts opens it.
+	ReasonProbeHostForbidden = "ProbeHostForbidden"
 )
 
 // BaselineCapabilities are the capabilities a container may add under
@@ -50,7 +55,7 @@ var BaselineCapabilities = []string{
 // admission decides which pods the node runs, as the kubelet's admit
 // handlers do, before a cell is launched for them.
 type admission struct {
-	allowPrivileged, allowHostNetwork bool
+	allowPrivileged, allowHostNetwork, allowProbeHosts bool
 	// capabilities are those containers may add: BaselineCapabilities
 	// and cells.allowedCapabilities, normalized (capabilityName).
 	capabilities map[string]bool
@@ -63,7 +68,7 @@ type admission struct {
 
 func newAdmission(cfg Config) admission {
 	a := admission{
-		allowPrivileged: cfg.AllowPrivileged, allowHostNetwork: cfg.AllowHostNetwork,
+		allowPrivileged: cfg.AllowPrivileged, allowHostNetwork: cfg.AllowHostNetwork, allowProbeHosts: cfg.AllowProbeHosts,
 		capabilities: map[string]bool{}, hostPaths: cfg.AllowedHostPaths,
 		sysctls: map[string]sysctl.Namespace{}, prefixes: map[string]sysctl.Namespace{},
 	}
@@ -100,6 +105,13 @@ func (a admission) admit(pod *corev1.Pod) (reason, message string, ok bool) {
 	}
 	a.admitHost(pod, refuse)
 	eachContainer(pod, func(field string, c *corev1.Container) {
+		if !a.allowProbeHosts {
+			for _, h := range probeHosts(field, c) {
+				refuse(ReasonProbeHostForbidden,
+					"container %q sends a probe or hook to host %q (%s), and the cell's agent, which sends it, reaches what the pod does not, such as the instance's metadata; without a host it goes to the pod's own address (kip's cells.allowProbeHosts is false)",
+					c.Name, h.host, h.field)
+			}
+		}
 		sc := c.SecurityContext
 		if sc == nil {
 			return
@@ -203,6 +215,43 @@ func (a admission) validateSysctl(name string, hostNet, hostIPC bool) error {
 		}
 	}
 	return fmt.Errorf("%q not allowlisted", name)
+}
+
+// probeHost is a host a probe or a lifecycle hook names, and its field.
+type probeHost struct{ field, host string }
+
+// probeHosts lists the hosts c's probes and lifecycle hooks name (httpGet
+// and tcpSocket), as Pod Security's hostProbesAndHostLifecycle check reads
+// them; field is c's path ("spec.containers[0]").
+func probeHosts(field string, c *corev1.Container) []probeHost {
+	var out []probeHost
+	handler := func(at string, http *corev1.HTTPGetAction, tcp *corev1.TCPSocketAction) {
+		if http != nil && http.Host != "" {
+			out = append(out, probeHost{field + "." + at + ".httpGet.host", http.Host})
+		}
+		if tcp != nil && tcp.Host != "" {
+			out = append(out, probeHost{field + "." + at + ".tcpSocket.host", tcp.Host})
+		}
+	}
+	for _, p := range []struct {
+		at    string
+		probe *corev1.Probe
+	}{{"livenessProbe", c.LivenessProbe}, {"readinessProbe", c.ReadinessProbe}, {"startupProbe", c.StartupProbe}} {
+		if p.probe != nil {
+			handler(p.at, p.probe.HTTPGet, p.probe.TCPSocket)
+		}
+	}
+	if l := c.Lifecycle; l != nil {
+		for _, h := range []struct {
+			at      string
+			handler *corev1.LifecycleHandler
+		}{{"lifecycle.postStart", l.PostStart}, {"lifecycle.preStop", l.PreStop}} {
+			if h.handler != nil {
+				handler(h.at, h.handler.HTTPGet, h.handler.TCPSocket)
+			}
+		}
+	}
+	return out
 }
 
 // eachContainer calls fn with each of the pod's init, app and ephemeral

@@ -131,6 +131,46 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
+// Probes and lifecycle hooks with a host: the agent sends them from the
+// instance's network, so Pod Security's baseline refusal (1.34 and later)
+// is kip's too, unless cells.allowProbeHosts opens it.
+func TestAdmitProbeHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cfg         Config
+		mutate      func(*corev1.Pod)
+		reason, msg string
+	}{
+		{name: "liveness probe with a host refused", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Path: "/latest/meta-data/"}}}
+		}, reason: ReasonProbeHostForbidden,
+			msg: `container "main" sends a probe or hook to host "169.254.169.254" (spec.containers[0].livenessProbe.httpGet.host), and the cell's agent, which sends it, reaches what the pod does not, such as the instance's metadata; without a host it goes to the pod's own address (kip's cells.allowProbeHosts is false)`},
+		{name: "tcpSocket readiness probe and preStop hook of an init container with hosts refused", mutate: func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "sidecar",
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "10.0.0.1"}}},
+				Lifecycle:      &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Host: "metadata.google.internal"}}}}}
+		}, reason: ReasonProbeHostForbidden,
+			msg: `container "sidecar" sends a probe or hook to host "10.0.0.1" (spec.initContainers[0].readinessProbe.tcpSocket.host), and the cell's agent, which sends it, reaches what the pod does not, such as the instance's metadata; without a host it goes to the pod's own address (kip's cells.allowProbeHosts is false); ` +
+				`container "sidecar" sends a probe or hook to host "metadata.google.internal" (spec.initContainers[0].lifecycle.preStop.httpGet.host), and the cell's agent, which sends it, reaches what the pod does not, such as the instance's metadata; without a host it goes to the pod's own address (kip's cells.allowProbeHosts is false)`},
+		{name: "probes and hooks without a host", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz"}}}
+			p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+		}},
+		{name: "probe host allowed", cfg: Config{AllowProbeHosts: true}, mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1"}}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := newPod("p", "uid-p")
+			tc.mutate(pod)
+			reason, msg, ok := newAdmission(tc.cfg).admit(pod)
+			if ok != (tc.reason == "") || reason != tc.reason || msg != tc.msg {
+				t.Errorf("admit = %q, %q, %v; want %q, %q", reason, msg, ok, tc.reason, tc.msg)
+			}
+		})
+	}
+}
+
 // A pod the node does not admit fails at once, as the kubelet rejects it:
 // no instance, phase Failed with the reason and "Pod was rejected: ...",
 // and a Warning event; deleting it forgets it.

@@ -116,8 +116,10 @@
 // Pod Security's baseline level refuses because it would reach past the
 // pod, unless a setting opens it: hostNetwork (AllowHostNetwork), hostPath
 // volumes (AllowedHostPaths), added capabilities beyond
-// BaselineCapabilities (AllowedCapabilities); and hostPID, hostIPC,
-// hostUsers: false and procMount Unmasked, which a cell does not give.
+// BaselineCapabilities (AllowedCapabilities), a probe's or a hook's host
+// (AllowProbeHosts: the agent sends them from outside the pod); and
+// hostPID, hostIPC, hostUsers: false and procMount Unmasked, which a cell
+// does not give.
 // Each message names the field. An adopted cell was admitted by the kip
 // that launched it.
 //

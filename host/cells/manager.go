@@ -135,6 +135,14 @@ type Config struct {
 	// A capability is the container's in the cell's kernel: NET_ADMIN
 	// changes the network namespace the pod is in.
 	AllowedCapabilities []string `koanf:"allowedCapabilities"`
+	// AllowProbeHosts lets a probe or lifecycle hook name a host
+	// (httpGet.host, tcpSocket.host). The cell's agent sends probes and
+	// hooks, from the instance's network, where the path to the instance's
+	// metadata and role credentials is open; without a host they go to the
+	// pod's own address. Default false: such a pod is rejected with reason
+	// ProbeHostForbidden, as Pod Security's baseline level (1.34 and
+	// later) refuses it.
+	AllowProbeHosts bool `koanf:"allowProbeHosts"`
 	// BootPoll is the longest wait between two looks at a booting
 	// instance; default 2 s.
 	BootPoll time.Duration `koanf:"-"`

@@ -160,8 +160,11 @@ func TestStartupProbeGatesLiveness(t *testing.T) {
 }
 
 // TestPreStopRunsBeforeSIGTERM: deleting a pod runs its preStop hook (an
-// httpGet to a server of this test) before the container gets SIGTERM
-// (it then asks the same server), in that order.
+// httpGet without a host, so to the pod's own address, where the
+// container calls a server of this test before it answers) before the container
+// gets SIGTERM (it then asks the same server), in that order. A hook with
+// a host is refused (ProbeHostForbidden), as Pod Security's baseline
+// refuses it.
 func TestPreStopRunsBeforeSIGTERM(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
@@ -186,10 +189,11 @@ func TestPreStopRunsBeforeSIGTERM(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	port := l.Addr().(*net.TCPAddr).Port
 
+	server := fmt.Sprintf("http://%s:%d", cells.Gateway, port)
 	ctr := corev1.Container{Name: "app", Image: cells.Images.Hello.Ref,
-		Args: []string{"-on-term", fmt.Sprintf("http://%s:%d/sigterm", cells.Gateway, port)},
+		Args: []string{"-on-term", server + "/sigterm", "-forward", server + "/prestop"},
 		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
-			Host: cells.Gateway, Port: intstr.FromInt(port), Path: "/prestop",
+			Port: intstr.FromInt(8080), Path: "/prestop",
 		}}}}
 	spec := onKip(ctr)
 	spec.TerminationGracePeriodSeconds = ptr.To[int64](20)

@@ -4,7 +4,10 @@
 // datagram to the same address, with the same line. It exits 0 on SIGTERM
 // or SIGINT, so a graceful stop is quick even as a container's pid 1;
 // with -on-term URL it first sends a GET to URL (how a test sees when the
-// stop signal came, e.g. after a preStop hook).
+// stop signal came, e.g. after a preStop hook). With -forward URL it GETs
+// URL before it answers each HTTP request (how a test sees a request to the
+// pod, such as an httpGet hook's, which has no host and so goes to the
+// pod's own address).
 //
 // With -get URL it is the tests' client instead (client.go): it asks URL
 // -n times, each on a new connection (so that a Service balances every
@@ -54,6 +57,7 @@ func main() {
 	api := flag.String("api", "", "be a client of the API server, as client-go's in-cluster config is: GET this path")
 	onTerm := flag.String("on-term", "", "on SIGTERM or SIGINT, GET this URL before exiting")
 	burn := flag.Int("burn", 0, "also keep this many goroutines busy (CPU load)")
+	forward := flag.String("forward", "", "before answering an HTTP request, GET this URL (how a test sees a request to the pod arrive, e.g. an httpGet hook's)")
 	flag.Parse()
 	r := request{caFile: *caFile, tokenFile: *tokenFile, post: *post, timeout: *timeout}
 	if *api != "" {
@@ -80,6 +84,9 @@ func main() {
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if *forward != "" {
+				client(*forward, 1, request{timeout: *timeout})
+			}
 			fmt.Fprintln(w, line())
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
