@@ -43,7 +43,10 @@
 // (Config.NoTmpfs is nil); otherwise those volumes are on disk and the pod
 // gets a Warning event VolumeOnDisk per volume, saying why. Containers get them as bind
 // mounts per volumeMounts (readOnly, subPath, subPathExpr; file volumes
-// always read-only). A volume that cannot be set up, or of a kind the cell
+// always read-only). A subPath stays inside its volume and is pinned
+// (subpath.go): opened beneath the volume and bind-mounted under
+// .subpaths/<container>/<index>, which the runtime mounts, so a symlink
+// swapped in afterwards cannot redirect it. A volume that cannot be set up, or of a kind the cell
 // does not offer (persistentVolumeClaim, csi, ...), keeps every container
 // Waiting CreateContainerConfigError with a message naming the volume and
 // its kind. Delete unmounts and removes them.

@@ -1,10 +1,9 @@
 package pod
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +28,7 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 		}
 	}
 	var out []runtime.Mount
-	for _, vm := range c.VolumeMounts {
+	for i, vm := range c.VolumeMounts {
 		vol, ok := byName[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volume %q of mount %s is not a volume of the pod", vm.Name, vm.MountPath)
@@ -42,7 +41,13 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 		if vm.SubPathExpr != "" {
 			sub = expansion.Expand(vm.SubPathExpr, vars)
 		}
-		src, err := subPathSource(vol, base, sub)
+		// Pinned where the runtime sees the agent's mounts, as it sees
+		// its tmpfs volumes (see subPathSource).
+		pin := ""
+		if v.dir != "" && v.noTmpfs == nil {
+			pin = filepath.Join(v.dir, subPathsDir, c.Name, strconv.Itoa(i))
+		}
+		src, err := subPathSource(vol, base, sub, pin)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q (%s) at %s: %w", vm.Name, volumeKind(vol), vm.MountPath, err)
 		}
@@ -54,11 +59,17 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 }
 
 // subPathSource returns what to bind for sub within a volume at base: base
-// itself, or the path below it with symlinks resolved (a subPath of a
-// file volume then sees the file of the moment, as on a kubelet). It must
-// stay inside the volume; in an emptyDir or hostPath directory a missing
-// subPath is created as a directory.
-func subPathSource(vol *corev1.Volume, base, sub string) (string, error) {
+// itself, or what sub names below it, symlinks followed while they stay
+// inside (a subPath of a file volume then sees the file of the moment, as
+// on a kubelet). It must stay inside the volume; in an emptyDir or
+// hostPath directory a missing subPath is created as a directory, without
+// following a symlink out. With pin (the agent's own path for this
+// mount), what sub names is opened and bind-mounted there (pinSubPath),
+// and pin is what the runtime binds: a container cannot redirect it by a
+// symlink swap between this check and runc's mount. Without (the runtime
+// would not see the agent's mounts, runtime.MountsShared), the checked
+// path is returned, as before, and such a swap could redirect it.
+func subPathSource(vol *corev1.Volume, base, sub, pin string) (string, error) {
 	if sub == "" {
 		return base, nil
 	}
@@ -70,22 +81,24 @@ func subPathSource(vol *corev1.Volume, base, sub string) (string, error) {
 			return "", fmt.Errorf("subPath %q must not contain '..'", sub)
 		}
 	}
-	src := filepath.Join(base, sub)
-	if _, err := os.Lstat(src); errors.Is(err, os.ErrNotExist) && (vol.EmptyDir != nil || vol.HostPath != nil) {
-		if err := os.MkdirAll(src, 0o755); err != nil {
-			return "", fmt.Errorf("creating subPath %q: %w", sub, err)
+	if vol.EmptyDir != nil || vol.HostPath != nil {
+		if err := makeSubPathDir(base, sub); err != nil {
+			return "", err
 		}
+	}
+	if pin != "" {
+		return pinSubPath(base, sub, pin)
 	}
 	realBase, err := filepath.EvalSymlinks(base)
 	if err != nil {
 		return "", fmt.Errorf("resolving volume path: %w", err)
 	}
-	realSrc, err := filepath.EvalSymlinks(src)
+	realSrc, err := filepath.EvalSymlinks(filepath.Join(base, sub))
 	if err != nil {
 		return "", fmt.Errorf("resolving subPath %q: %w", sub, err)
 	}
 	if realSrc != realBase && !strings.HasPrefix(realSrc, realBase+string(filepath.Separator)) {
-		return "", fmt.Errorf("subPath %q leaves the volume", sub)
+		return "", fmt.Errorf("subPath %q %w", sub, errLeavesVolume)
 	}
 	return realSrc, nil
 }

@@ -92,6 +92,9 @@ func TestWriteAtomic(t *testing.T) {
 }
 
 func TestVolumeMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pinning a subPath (a bind mount) needs root")
+	}
 	dir := t.TempDir()
 	v := newVolumes(filepath.Join(dir, "volumes"), nil, slog.New(slog.DiscardHandler))
 	hostDir := filepath.Join(dir, "host", "made")
@@ -120,16 +123,27 @@ func TestVolumeMounts(t *testing.T) {
 	}
 	vols := filepath.Join(dir, "volumes")
 	payload, _ := os.Readlink(filepath.Join(vols, "cfg", dataLink))
+	// A subPath is what it named when checked, pinned by a bind mount of
+	// the agent's (.subpaths/<container>/<index>).
+	pins := filepath.Join(vols, subPathsDir, "app")
 	want := []runtime.Mount{
 		{Source: filepath.Join(vols, "cfg"), Destination: "/etc/cfg", ReadOnly: true},
-		{Source: filepath.Join(vols, "cfg", payload, "key"), Destination: "/etc/one", ReadOnly: true},
+		{Source: filepath.Join(pins, "1"), Destination: "/etc/one", ReadOnly: true},
 		{Source: filepath.Join(vols, "scratch"), Destination: "/data"},
-		{Source: filepath.Join(vols, "scratch", "logs", "p1"), Destination: "/logs", ReadOnly: true},
+		{Source: filepath.Join(pins, "3"), Destination: "/logs", ReadOnly: true},
 		{Source: hostDir, Destination: "/host"},
 		{Source: hostFile, Destination: "/hostfile"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
+	}
+	for pin, named := range map[string]string{
+		filepath.Join(pins, "1"): filepath.Join(vols, "cfg", payload, "key"),
+		filepath.Join(pins, "3"): filepath.Join(vols, "scratch", "logs", "p1"),
+	} {
+		if !sameFile(t, pin, named) {
+			t.Errorf("%s is not %s", pin, named)
+		}
 	}
 	wantDirs := map[string]string{"cfg": filepath.Join(vols, "cfg"), "scratch": filepath.Join(vols, "scratch")}
 	if diff := cmp.Diff(wantDirs, v.dirs()); diff != "" {
@@ -178,6 +192,135 @@ func TestVolumeMounts(t *testing.T) {
 	if _, err := os.Stat(hostDir); err != nil {
 		t.Errorf("cleanup touched the hostPath: %v", err)
 	}
+}
+
+// sameFile says whether a and b are one file (device and inode).
+func sameFile(t *testing.T, a, b string) bool {
+	t.Helper()
+	ia, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := os.Stat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.SameFile(ia, ib)
+}
+
+// TestSubPathCannotBeRedirected checks the escapes of a subPath in a
+// volume that a container shares with the agent, as a pod author would
+// try them, with openat2 and on a kernel without it (os.Root):
+//   - a directory swapped for a symlink to the cell's files after the
+//     agent checked it and before runc mounts it: the mount is still the
+//     directory that was checked (CVE-2021-25741; a path would follow the
+//     symlink);
+//   - a missing subPath below a symlink that leads out: refused, and
+//     nothing is created outside the volume (a MkdirAll through the
+//     symlink would make the directory on the cell);
+//   - a subPath that is a symlink out: refused;
+//   - the container's next start pins again, replacing the first pin;
+//   - cleanup unmounts the pins and removes them.
+func TestSubPathCannotBeRedirected(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pinning a subPath (a bind mount) needs root")
+	}
+	for _, kernel := range []string{"openat2", "no openat2"} {
+		t.Run(kernel, func(t *testing.T) {
+			if kernel == "no openat2" {
+				orig := openat2
+				openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+				t.Cleanup(func() { openat2 = orig })
+			}
+			dir := t.TempDir()
+			outside := filepath.Join(dir, "cell-files")
+			if err := os.MkdirAll(outside, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(outside, "shadow"), []byte("the cell's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			vols := filepath.Join(dir, "volumes")
+			v := newVolumes(vols, nil, slog.New(slog.DiscardHandler))
+			t.Cleanup(func() { _ = v.cleanup() })
+			p := testPod(corev1.RestartPolicyAlways, "app")
+			p.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			v.sync(t.Context(), &Desired{Generation: 1, Pod: p})
+			shared := filepath.Join(vols, "shared")
+			mount := func(sub string) (string, error) {
+				c := &corev1.Container{Name: "app", VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: sub}}}
+				got, err := v.mounts(p, c, nil)
+				if err != nil {
+					return "", err
+				}
+				return got[0].Source, nil
+			}
+
+			// A missing subPath below a symlink out.
+			if err := os.Symlink(outside, filepath.Join(shared, "esc")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := mount("esc/made"); err == nil {
+				t.Error("a subPath below a symlink out of the volume was mounted")
+			}
+			if _, err := os.Stat(filepath.Join(outside, "made")); err == nil {
+				t.Error("the agent created a directory outside the volume, through the pod's symlink")
+			}
+
+			// The swap between the check and runc's mount.
+			src, err := mount("data")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(shared, "data", "mine"), []byte("the pod's"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(shared, "data"), filepath.Join(shared, "data.old")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(shared, "data")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(src, "shadow")); err == nil {
+				t.Errorf("after the swap, what the runtime binds (%s) is the cell's directory", src)
+			}
+			if _, err := os.Stat(filepath.Join(src, "mine")); err != nil {
+				t.Errorf("after the swap, what the runtime binds (%s) is not the directory checked: %v", src, err)
+			}
+
+			// The container's next start: the symlink is refused now, and
+			// a new directory is pinned in place of the first.
+			if _, err := mount("data"); err == nil || !strings.Contains(err.Error(), "leaves the volume") {
+				t.Errorf("a subPath that is a symlink out of the volume: %v, want it refused", err)
+			}
+			again, err := mount("data.old")
+			if err != nil || again != src {
+				t.Errorf("the next start's pin = %s, %v; want %s", again, err, src)
+			}
+			if n := strings.Count(mountInfo(t), " "+src+" "); n != 1 {
+				t.Errorf("%s is mounted %d times after a second start, want once", src, n)
+			}
+
+			if err := v.cleanup(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(mountInfo(t), vols) {
+				t.Errorf("a pin is still mounted after cleanup:\n%s", mountInfo(t))
+			}
+			if _, err := os.Stat(filepath.Join(outside, "shadow")); err != nil {
+				t.Errorf("cleanup removed the cell's file through the symlink: %v", err)
+			}
+		})
+	}
+}
+
+func mountInfo(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 func TestMemoryVolumesOnTmpfs(t *testing.T) {
