@@ -19,6 +19,9 @@
 // rootfs snapshots and a lease on the images it uses; cleaning up removes
 // only those and leaves the images to the machine (runtime.Containerd's
 // Cleanup). A cloud cell, alone on its instance, keeps its own namespace.
+// They are also started with --cgroup-parent (Config.CgroupParent): the
+// cell's cgroup, where the containers' cgroups are made, so that the
+// cell's limits bound the pod as a cloud instance's size does.
 //
 // # An agent that dies leaves its pod running
 //

@@ -43,6 +43,8 @@ func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&cfg.RuncRoot, "runc-root", "", "runc state directory (default: containerd's)")
 	fs.StringVar(&cfg.SharedNamespace, "shared-namespace", getenv("KIP_CELL_SHARED_NAMESPACE"),
 		"containerd namespace shared with the other cells of this machine, where images are pulled and unpacked once for all (default $KIP_CELL_SHARED_NAMESPACE; empty: the cell's own, kip-<cell ID>)")
+	fs.StringVar(&cfg.CgroupParent, "cgroup-parent", getenv("KIP_CELL_CGROUP_PARENT"),
+		"the cgroup (from the hierarchy's root, /kip/<cell ID>) the containers' cgroups are made in, so that its limits bound the pod (default $KIP_CELL_CGROUP_PARENT; empty: containerd's, /<namespace>/<container>)")
 	fs.StringVar(&cfg.ResolvConf, "resolv-conf", "/etc/resolv.conf", "the cell's resolver configuration, which pods with dnsPolicy Default get (empty: the local resolver, 127.0.0.1)")
 	fs.Var(&f.insecure, "insecure-registry", "registry host[:port] to pull from over plain HTTP (repeatable; loopback always is)")
 	fs.StringVar(&cfg.ServiceProxy, "service-proxy", envOr("KIP_CELL_SERVICE_PROXY", ServiceProxyIPTables),

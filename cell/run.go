@@ -67,6 +67,11 @@ type Config struct {
 	// empty: the cell's own namespace (Namespace), as on a cloud
 	// instance, one cell per machine.
 	SharedNamespace string
+	// CgroupParent, when set, is the cgroup the containers' cgroups are
+	// made in (runtime.ContainerdConfig.CgroupParent): the local plugin's
+	// cell's own, so that the cell's size bounds its pod; empty:
+	// containerd's default, on a machine that is the cell.
+	CgroupParent string
 	// Backoff is the restart back-off; zero means the kubelet's.
 	Backoff pod.Backoff
 	// ServiceProxy is how the cell serves ClusterIP services:
@@ -258,6 +263,7 @@ func containerRuntime(ctx context.Context, cfg Config, log *slog.Logger) (rt run
 		StateDir:           cfg.StateDir,
 		RuncRoot:           cfg.RuncRoot,
 		InsecureRegistries: append(append([]string(nil), cfg.InsecureRegistries...), cfg.Bootstrap.InsecureRegistries...),
+		CgroupParent:       cfg.CgroupParent,
 		Logger:             log,
 	})
 	if err != nil {

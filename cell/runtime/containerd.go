@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,7 +69,14 @@ type ContainerdConfig struct {
 	// InsecureRegistries are hosts (host or host:port) pulled from over
 	// plain HTTP. Loopback hosts always are.
 	InsecureRegistries []string
-	Logger             *slog.Logger
+	// CgroupParent, when set, is the cgroup (a path from the root of the
+	// hierarchy, "/kip/<cell ID>") each container's cgroup is made in, as
+	// <CgroupParent>/<container ID>: the cell's own, whose CPU and memory
+	// limits then bound its pods as an instance's size does (the local
+	// plugin's cells, many on one machine). Empty: containerd's default,
+	// /<Namespace>/<container ID>, on a machine that is the cell.
+	CgroupParent string
+	Logger       *slog.Logger
 }
 
 // Containerd is the Runtime over a containerd daemon.
@@ -315,6 +323,7 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 	}
 	specOpts = append(specOpts, securityOpts(spec.Security)...)
 	id := r.containerID(spec.ID)
+	specOpts = append(specOpts, oci.WithCgroup(r.cgroupPath(id)))
 	labels := map[string]string{"kipcell.io/container": spec.Name}
 	var snapOpts []snapshots.Opt
 	if r.shared() {
@@ -537,6 +546,15 @@ func (r *Containerd) cleanupShared(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// cgroupPath is the cgroup of container id, from the root of the
+// hierarchy: under CgroupParent, else containerd's default.
+func (r *Containerd) cgroupPath(id string) string {
+	if r.cfg.CgroupParent != "" {
+		return path.Join(r.cfg.CgroupParent, id)
+	}
+	return "/" + r.cfg.Namespace + "/" + id
+}
+
 // removeNamespaceDirs removes the empty per-namespace directories runc
 // leaves: the cgroup parents in every hierarchy and the runc root's.
 func removeNamespaceDirs(ns, runcRoot string) {
@@ -586,7 +604,7 @@ func (t *containerdTask) waitExit(ch <-chan client.ExitStatus) {
 // oomKilled reads the cgroup v1 OOM kill counter of the container; the
 // cgroup lives until the task is deleted.
 func (t *containerdTask) oomKilled() bool {
-	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", t.r.cfg.Namespace, t.ctr.ID(), "memory.oom_control"))
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", t.r.cgroupPath(t.ctr.ID()), "memory.oom_control"))
 	if err != nil {
 		return false
 	}

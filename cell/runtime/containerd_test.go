@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -225,4 +226,85 @@ func TestContainerd(t *testing.T) {
 			t.Errorf("cgroup parent of %s left behind", ns)
 		}
 	})
+}
+
+// TestContainerdCgroupParent: with CgroupParent (a local cell's cgroup),
+// a container's cgroup is made inside it, so the parent's memory limit
+// bounds a container that has none of its own, as an instance's size
+// does: it allocates past the parent's 64 MiB and is killed, OOMKilled.
+// Without CgroupParent it would run in containerd's /<namespace>/<id>,
+// beside the cell rather than in it, and finish.
+func TestContainerdCgroupParent(t *testing.T) {
+	containerdtest.Require(t)
+	ctx := t.Context()
+	d := containerdtest.StartDaemon(t)
+	reg, err := registry.Start(ctx, registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	set, err := images.PushAll(ctx, reg)
+	if err != nil {
+		t.Fatalf("pushing test images: %v", err)
+	}
+	parent := "/kip-rt-cell-" + containerdtest.Random(6)
+	const root = "/sys/fs/cgroup"
+	v2 := false
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		v2 = true
+	}
+	memDir, limitFile := filepath.Join(root, "memory", parent), "memory.limit_in_bytes"
+	if v2 {
+		memDir, limitFile = filepath.Join(root, parent), "memory.max"
+	}
+	if err := os.MkdirAll(memDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dirs, _ := filepath.Glob(filepath.Join(root, "*", parent))
+		for _, dir := range append(dirs, filepath.Join(root, parent)) {
+			_ = syscall.Rmdir(dir)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(memDir, limitFile), []byte(strconv.Itoa(64<<20)), 0); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.NewContainerd(d.Client, runtime.ContainerdConfig{
+		Namespace: "kip-rt-" + containerdtest.Random(6), StateDir: filepath.Join(d.Dir, "agent"), RuncRoot: d.RuncRoot, CgroupParent: parent,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := rt.EnsureImage(ctx, set.Busybox.Ref, runtime.PullIfNotPresent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	// tail holds its whole input when it has no newline: 200 MB.
+	task, err := rt.Start(ctx, runtime.ContainerSpec{
+		ID: "hog-0", Name: "hog", Image: img,
+		Args:   []string{"sh", "-c", "cat /proc/self/cgroup; head -c 200000000 /dev/zero | tail >/dev/null && echo finished"},
+		Stdout: &out, Stderr: &out,
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	select {
+	case <-task.Exited():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the container did not end")
+	}
+	st := task.Status()
+	if err := task.Delete(ctx); err != nil {
+		t.Errorf("Delete: %v", err)
+	}
+	if !strings.Contains(out.String(), parent+"/") {
+		t.Errorf("the container's cgroups are not under %s:\n%s", parent, out.String())
+	}
+	if strings.Contains(out.String(), "finished") {
+		t.Errorf("the container allocated 200 MB inside a 64 MiB parent and finished:\n%s", out.String())
+	}
+	if !st.OOMKilled {
+		t.Errorf("the container's status = %+v, want OOMKilled", st)
+	}
 }

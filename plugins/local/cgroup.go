@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,7 +16,12 @@ import (
 // An instance type's CPU and memory become the limits of a cgroup the agent
 // runs in: kip/<cellID> under the cgroup root, in the cpu and memory
 // hierarchies of cgroup v1 or in the unified hierarchy of cgroup v2 (used
-// when <root>/cgroup.controllers exists). Without write access to the
+// when <root>/cgroup.controllers exists; the agent in its leaf
+// kip/<cellID>/agent). The agent makes its containers' groups inside it
+// (kip-cell's --cgroup-parent /kip/<cellID>), so that the type's size
+// bounds the pod as an instance's does, not only the agent; Terminate
+// removes the tree, and the groups runc made under the same path in the
+// other v1 hierarchies. Without write access to the
 // cgroup tree (not root) the cell runs without limits and says so in its
 // StateReason: a local plugin that refused to launch there would be
 // useless on a laptop.
@@ -61,10 +67,19 @@ func createCgroups(root, group, cellID string, milliCPU, memoryBytes int64) (dir
 			return nil, err
 		}
 		dirs = append(dirs, dir)
-		return dirs, writeFiles(dir, map[string]string{
+		if err := writeFiles(dir, map[string]string{
 			"cpu.max":    quota + " " + strconv.Itoa(cfsPeriod),
 			"memory.max": memory,
-		})
+		}); err != nil {
+			return dirs, err
+		}
+		// The agent runs in a leaf of its own: a v2 group that has
+		// processes cannot enable controllers for children, and the
+		// containers' groups are made beside it (runc enables them).
+		if err := enableControllers(dir); err != nil {
+			return dirs, err
+		}
+		return dirs, mkdirCgroup(filepath.Join(dir, agentCgroup))
 	}
 
 	// cgroup v1: one group per hierarchy.
@@ -113,9 +128,16 @@ func writeFiles(dir string, files map[string]string) error {
 	return nil
 }
 
-// joinCgroups moves process pid (all its threads) into the groups.
+// agentCgroup is the leaf of a cell's v2 group the agent runs in.
+const agentCgroup = "agent"
+
+// joinCgroups moves process pid (all its threads) into the groups: in
+// cgroup v2 into the group's agent leaf.
 func joinCgroups(dirs []string, pid int) error {
 	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.controllers")); err == nil { // v2
+			dir = filepath.Join(dir, agentCgroup)
+		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("moving agent into cgroup: %w", err)
 		}
@@ -129,11 +151,46 @@ func joinCgroups(dirs []string, pid int) error {
 func removeCgroups(dirs []string) error {
 	var errs []error
 	for _, dir := range dirs {
-		if err := removeCgroup(dir); err != nil {
+		if err := removeCgroupTree(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes dir and the groups below it, deepest first: the
+// agent's leaf (v2) and the groups of containers the agent left.
+func removeCgroupTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeCgroupTree(filepath.Join(dir, e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return removeCgroup(dir)
+}
+
+// leftCgroups are the cell's groups in the other v1 hierarchies (pids,
+// devices, freezer, ...), which runc makes for the containers under the
+// cell's path and which outlive them; cgroup v2 has none.
+func leftCgroups(root, group, cellID string, created []string) []string {
+	all, _ := filepath.Glob(filepath.Join(root, "*", group, cellID))
+	var out []string
+	for _, d := range all {
+		if !slices.Contains(created, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func removeCgroup(dir string) error {

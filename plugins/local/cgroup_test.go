@@ -56,7 +56,21 @@ func TestCgroupLimitsMatchTheType(t *testing.T) {
 	if len(r.Cgroups) == 0 {
 		t.Fatal("record lists no cgroups")
 	}
+	if want := "/" + testCgroupParent + "/cell-cg"; r.CgroupPath != want {
+		t.Errorf("record's cgroup path %q, want %q", r.CgroupPath, want)
+	}
+	// The agent makes its containers' cgroups inside the cell's.
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(r.PID), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := EnvCellCgroupParent + "=/" + testCgroupParent + "/cell-cg"; !strings.Contains("\x00"+string(env)+"\x00", "\x00"+want+"\x00") {
+		t.Errorf("the agent's environment lacks %s", want)
+	}
 	for _, dir := range r.Cgroups {
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.controllers")); err == nil {
+			dir = filepath.Join(dir, agentCgroup) // v2: the agent's leaf
+		}
 		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			t.Fatal(err)
@@ -80,5 +94,51 @@ func TestLaunchWithoutCgroups(t *testing.T) {
 	inst := e.launch(p, "cell-nolimits")
 	if inst.State != pluginapi.StateRunning || !strings.HasPrefix(inst.StateReason, "limits not enforced: ") {
 		t.Errorf("instance %s (%q), want running with limits not enforced", inst.State, inst.StateReason)
+	}
+}
+
+// TestTerminateRemovesTheCellsCgroupTree: the groups the agent's runtime
+// made inside the cell's (a container's, in every v1 hierarchy, which runc
+// fills) go with the cell, as does the cell's own: nothing of the cell is
+// left in any hierarchy.
+func TestTerminateRemovesTheCellsCgroupTree(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("making cgroups needs root")
+	}
+	e := newTestEnv(t)
+	p := e.provider()
+	inst := e.launch(p, "cell-tree")
+	r, err := readRecord(e.stateDir(), "cell-tree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Cgroups) == 0 {
+		t.Fatalf("no cgroups: %s", r.LimitsNotEnforced)
+	}
+	// What runc makes for a container of the cell: its group below the
+	// cell's path, in the cell's hierarchies and (v1) in one it did not
+	// create.
+	made := []string{}
+	for _, dir := range r.Cgroups {
+		made = append(made, filepath.Join(dir, "ctr-1"))
+	}
+	if _, err := os.Stat(filepath.Join(defaultCgroupRoot, "cgroup.controllers")); err != nil {
+		made = append(made, filepath.Join(defaultCgroupRoot, "pids", testCgroupParent, "cell-tree", "ctr-1"))
+	}
+	for _, dir := range made {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(defaultCgroupRoot, "*", testCgroupParent, "cell-tree"))
+	if _, err := os.Stat(filepath.Join(defaultCgroupRoot, testCgroupParent, "cell-tree")); err == nil {
+		left = append(left, filepath.Join(defaultCgroupRoot, testCgroupParent, "cell-tree"))
+	}
+	if len(left) > 0 {
+		t.Errorf("the cell's cgroups are left after Terminate: %q", left)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -197,6 +198,7 @@ func (p *provider) start(ctx context.Context, cfg *config, r *record, bootstrap 
 			log.Warn("launching without CPU and memory limits", "error", err)
 		} else {
 			r.Cgroups, r.LimitsNotEnforced = dirs, ""
+			r.CgroupPath = "/" + path.Join(p.cgroupParent, r.CellID)
 		}
 		if err := writeRecord(cfg.stateDir, r); err != nil {
 			return err

@@ -44,6 +44,11 @@ const (
 	// SharedNamespace, so that the cells of this machine pull and unpack
 	// an image once for all of them instead of once each.
 	EnvCellSharedNamespace = "KIP_CELL_SHARED_NAMESPACE"
+	// EnvCellCgroupParent is kip-cell's --cgroup-parent default: the
+	// cell's cgroup (record.CgroupPath), so that its containers are made
+	// inside it and the instance type's CPU and memory bound the pod, not
+	// only the agent; unset when the cell runs without limits.
+	EnvCellCgroupParent = "KIP_CELL_CGROUP_PARENT"
 )
 
 // SharedNamespace is the containerd namespace the local cells share.
@@ -104,6 +109,9 @@ func agentEnv(r *record, bootstrapPath, stateDir string) []string {
 	)
 	if r.Network != NetworkNetns {
 		env = append(env, EnvCellServiceProxy+"=none")
+	}
+	if r.CgroupPath != "" {
+		env = append(env, EnvCellCgroupParent+"="+r.CgroupPath)
 	}
 	return env
 }

@@ -42,6 +42,11 @@ type record struct {
 	// Cgroups are the cgroup directories Launch created, removed by
 	// Terminate; empty when limits could not be enforced.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// CgroupPath is the cell's cgroup from the root of the hierarchy
+	// (/kip/<cellID>), where the agent makes its containers' cgroups
+	// (kip-cell's --cgroup-parent), so that the cell's limits bound its
+	// pod; empty with Cgroups.
+	CgroupPath string `json:"cgroupPath,omitempty"`
 	// LimitsNotEnforced says why, when the cgroups could not be written.
 	LimitsNotEnforced string `json:"limitsNotEnforced,omitempty"`
 

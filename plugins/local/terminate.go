@@ -94,6 +94,11 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 	if err := removeCgroups(r.Cgroups); err != nil {
 		return err
 	}
+	if r.CgroupPath != "" {
+		if err := removeCgroups(leftCgroups(p.cgroupRoot, p.cgroupParent, r.CellID, r.Cgroups)); err != nil {
+			return err
+		}
+	}
 	dir := cellDir(cfg.stateDir, r.CellID)
 	if err := unmountBelow(dir); err != nil {
 		return err
