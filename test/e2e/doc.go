@@ -107,6 +107,8 @@
 //	TestSecurityReadOnlyRoot                      local          the security context, in the agent
 //	TestSecurityPrivilegedRefused                 local          kip's admission before any launch
 //	TestSecurityBaselineRefused                   local          kip's admission before any launch
+//	TestSubPathCannotLeaveItsVolume               local          the agent's volume mounts, inside a cell
+//	TestCellSizeBoundsItsPod                      local          the local plugin's cgroups, inside a cell
 //	TestServiceEnvironment                        local          the service variables kip computes
 //	TestResolvConfPerPolicy                       local          resolv.conf per dnsPolicy, written by the agent
 //	TestHostsAndHostname                          local          /etc/hosts and the hostname, written by the agent

@@ -5,12 +5,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -161,6 +164,10 @@ func TestSecurityBaselineRefused(t *testing.T) {
 		{name: "host-network", reason: "HostNamespaceForbidden", field: "spec.hostNetwork", mutate: func(s *corev1.PodSpec) { s.HostNetwork = true }},
 		{name: "host-pid", reason: "HostNamespaceForbidden", field: "spec.hostPID", mutate: func(s *corev1.PodSpec) { s.HostPID = true }},
 		{name: "host-ipc", reason: "HostNamespaceForbidden", field: "spec.hostIPC", mutate: func(s *corev1.PodSpec) { s.HostIPC = true }},
+		{name: "probe-host", reason: "ProbeHostForbidden", field: "spec.containers[0].livenessProbe.httpGet.host", mutate: func(s *corev1.PodSpec) {
+			s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Host: "169.254.169.254", Path: "/latest/meta-data/iam/security-credentials/", Port: intstr.FromInt32(80)}}}
+		}},
 	}
 	for _, tc := range cases {
 		spec := onKip(sleeper())
@@ -187,5 +194,78 @@ func TestSecurityBaselineRefused(t *testing.T) {
 				t.Errorf("a cell was launched for the rejected pod:\n%s", ev)
 			}
 		})
+	}
+}
+
+// TestSubPathCannotLeaveItsVolume: an init container leaves a symlink to
+// the machine's /tmp in an emptyDir, and the app container mounts a
+// missing subPath below it. The agent creates a missing subPath of an
+// emptyDir, as the kubelet does; through the symlink that would make a
+// directory on the cell's (with the local plugin, this machine's) file
+// system before any check refused the mount. The container is refused
+// (CreateContainerConfigError, naming the subPath), and nothing is created
+// outside the volume. The symlink swap between the agent's check and
+// runc's mount is cell/pod's TestSubPathCannotBeRedirected: a race an e2e
+// test cannot time.
+func TestSubPathCannotLeaveItsVolume(t *testing.T) {
+	kipLogOnFailure(t)
+	ctx := t.Context()
+	ns := f.Namespace(t)
+	outside := "/tmp/kip-e2e-subpath-escape-" + ns
+	t.Cleanup(func() { _ = os.RemoveAll(outside) })
+	app := sleeper()
+	app.VolumeMounts = []corev1.VolumeMount{{Name: "shared", MountPath: "/escape", SubPath: "out/" + filepath.Base(outside)}}
+	spec := onKip(app)
+	spec.InitContainers = []corev1.Container{{Name: "link", Image: cells.Images.Busybox.Ref,
+		Command:      []string{"ln", "-s", "/tmp", "/shared/out"},
+		VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}}}
+	spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "subpath-escape", Labels: map[string]string{"pod": "subpath-escape"}}, Spec: spec}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.WaitForPods(t, ns, "pod=subpath-escape", 1, 90*time.Second, "the app container refused its mount", func(p *corev1.Pod) bool {
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" {
+				return true
+			}
+		}
+		return false
+	})[0]
+	w := got.Status.ContainerStatuses[0].State.Waiting
+	if !strings.Contains(w.Message, "leaves the volume") || !strings.Contains(w.Message, "out/"+filepath.Base(outside)) {
+		t.Errorf("the container waits with %q, want a message saying its subPath leaves the volume", w.Message)
+	}
+	if _, err := os.Lstat(outside); err == nil {
+		t.Errorf("the cell's agent created %s on the machine, through the pod's symlink", outside)
+	}
+}
+
+// TestCellSizeBoundsItsPod: a pod's containers run inside its cell's
+// cgroup, so the instance type's memory bounds the pod, as an instance's
+// does, and not only the cell's agent. The pod asks for nothing (the
+// smallest type of the local plugin, local.nano, 256 MiB, unless the run's
+// catalog is another) and allocates 400 MB without a
+// limit of its own: it is OOMKilled. Before, the local plugin's containers
+// ran in containerd's default cgroup, beside the cell, and it finished.
+func TestCellSizeBoundsItsPod(t *testing.T) {
+	kipLogOnFailure(t)
+	ctx := t.Context()
+	ns := f.Namespace(t)
+	spec := onKip(corev1.Container{Name: "hog", Image: cells.Images.Busybox.Ref,
+		// tail holds its whole input when it has no newline.
+		Command: []string{"sh", "-c", "head -c 400000000 /dev/zero | tail >/dev/null && echo finished"}})
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog", Labels: map[string]string{"pod": "hog"}}, Spec: spec}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.WaitForPods(t, ns, "pod=hog", 1, 2*time.Minute, "ended", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+	})[0]
+	typ := got.Annotations["cell.kipcell.io/instance-type"]
+	term := got.Status.ContainerStatuses[0].State.Terminated
+	if got.Status.Phase != corev1.PodFailed || term == nil || term.Reason != "OOMKilled" {
+		t.Errorf("the pod ended %s on %s, its container %+v; want Failed, OOMKilled: the cell's size did not bound it", got.Status.Phase, typ, term)
 	}
 }
