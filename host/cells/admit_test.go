@@ -9,6 +9,27 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// admitCase is a pod (newPod, changed by mutate) and what the node's
+// admission under cfg says of it: no reason when it runs.
+type admitCase struct {
+	name        string
+	cfg         Config
+	mutate      func(*corev1.Pod)
+	reason, msg string
+}
+
+func (tc admitCase) run(t *testing.T) {
+	t.Helper()
+	t.Run(tc.name, func(t *testing.T) {
+		pod := newPod("p", "uid-p")
+		tc.mutate(pod)
+		reason, msg, ok := newAdmission(tc.cfg).admit(pod)
+		if ok != (tc.reason == "") || reason != tc.reason || msg != tc.msg {
+			t.Errorf("admit = %q, %q, %v; want %q, %q", reason, msg, ok, tc.reason, tc.msg)
+		}
+	})
+}
+
 // The kubelet's admission of privileged containers and sysctls, and its
 // messages; Pod Security baseline's rules for what would leave the pod
 // (host namespaces, hostPath, added capabilities, procMount) with the
@@ -43,12 +64,7 @@ func TestAdmit(t *testing.T) {
 			p.Spec.Containers[i].SecurityContext = sc
 		}
 	}
-	for _, tc := range []struct {
-		name        string
-		cfg         Config
-		mutate      func(*corev1.Pod)
-		reason, msg string
-	}{
+	for _, tc := range []admitCase{
 		{name: "plain pod", mutate: func(*corev1.Pod) {}},
 		{name: "privileged container refused", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = privileged },
 			reason: ReasonPrivilegedForbidden,
@@ -120,14 +136,7 @@ func TestAdmit(t *testing.T) {
 			msg: "spec.hostNetwork is true, and this node does not run pods in the instance's network namespace (kip's cells.allowHostNetwork is false); " +
 				`volume "host" is a hostPath of "/" (spec.volumes[1].hostPath.path), and this node mounts no host path into pods (kip's cells.allowedHostPaths is empty)`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := newPod("p", "uid-p")
-			tc.mutate(pod)
-			reason, msg, ok := newAdmission(tc.cfg).admit(pod)
-			if ok != (tc.reason == "") || reason != tc.reason || msg != tc.msg {
-				t.Errorf("admit = %q, %q, %v; want %q, %q", reason, msg, ok, tc.reason, tc.msg)
-			}
-		})
+		tc.run(t)
 	}
 }
 
@@ -135,12 +144,7 @@ func TestAdmit(t *testing.T) {
 // instance's network, so Pod Security's baseline refusal (1.34 and later)
 // is kip's too, unless cells.allowProbeHosts opens it.
 func TestAdmitProbeHosts(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		cfg         Config
-		mutate      func(*corev1.Pod)
-		reason, msg string
-	}{
+	for _, tc := range []admitCase{
 		{name: "liveness probe with a host refused", mutate: func(p *corev1.Pod) {
 			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Path: "/latest/meta-data/"}}}
 		}, reason: ReasonProbeHostForbidden,
@@ -160,14 +164,7 @@ func TestAdmitProbeHosts(t *testing.T) {
 			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "10.0.0.1"}}}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := newPod("p", "uid-p")
-			tc.mutate(pod)
-			reason, msg, ok := newAdmission(tc.cfg).admit(pod)
-			if ok != (tc.reason == "") || reason != tc.reason || msg != tc.msg {
-				t.Errorf("admit = %q, %q, %v; want %q, %q", reason, msg, ok, tc.reason, tc.msg)
-			}
-		})
+		tc.run(t)
 	}
 }
 

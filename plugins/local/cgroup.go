@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,18 +178,13 @@ func removeCgroupTree(dir string) error {
 	return removeCgroup(dir)
 }
 
-// leftCgroups are the cell's groups in the other v1 hierarchies (pids,
-// devices, freezer, ...), which runc makes for the containers under the
-// cell's path and which outlive them; cgroup v2 has none.
-func leftCgroups(root, group, cellID string, created []string) []string {
-	all, _ := filepath.Glob(filepath.Join(root, "*", group, cellID))
-	var out []string
-	for _, d := range all {
-		if !slices.Contains(created, d) {
-			out = append(out, d)
-		}
-	}
-	return out
+// leftCgroups are the cell's groups that remain once its own are removed:
+// those in the other v1 hierarchies (pids, devices, freezer, ...), which
+// runc makes for the containers under the cell's path and which outlive
+// them; cgroup v2 has none.
+func leftCgroups(root, group, cellID string) []string {
+	left, _ := filepath.Glob(filepath.Join(root, "*", group, cellID))
+	return left
 }
 
 func removeCgroup(dir string) error {

@@ -95,7 +95,7 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 		return err
 	}
 	if r.CgroupPath != "" {
-		if err := removeCgroups(leftCgroups(p.cgroupRoot, p.cgroupParent, r.CellID, r.Cgroups)); err != nil {
+		if err := removeCgroups(leftCgroups(p.cgroupRoot, p.cgroupParent, r.CellID)); err != nil {
 			return err
 		}
 	}

@@ -260,26 +260,40 @@ func TestStopWithNothingRunning(t *testing.T) {
 	}
 }
 
-// TestBuildRefusesOldGo puts a fake `go` first on PATH that reports an old
-// toolchain, and checks Build names both versions instead of failing in
-// the middle of a nine-minute build.
-func TestBuildRefusesOldGo(t *testing.T) {
+// fakeGo puts a go command first on PATH that reports toolchain, serves
+// Kubernetes' go.mod (go 1.26.0) for go mod download, the etcd version
+// for go list -m, accepts go get, refuses anything else, and appends
+// "$1 $2" of each call to the returned file.
+func fakeGo(t *testing.T, toolchain string) (calls string) {
+	t.Helper()
 	dir := t.TempDir()
 	gomod := filepath.Join(dir, "kubernetes.mod")
 	if err := os.WriteFile(gomod, []byte("module k8s.io/kubernetes\n\ngo 1.26.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fakeGo := fmt.Sprintf(`#!/bin/sh
+	calls = filepath.Join(dir, "calls")
+	script := fmt.Sprintf(`#!/bin/sh
+echo "$1 $2" >> %s
 case "$1 $2" in
-  "env GOVERSION") echo go1.24.2 ;;
+  "env GOVERSION") echo %s ;;
   "mod download") echo '{"Path":"k8s.io/kubernetes","Version":"v1.36.3","GoMod":"%s"}' ;;
+  "list -m") echo v3.6.8 ;;
+  get*) ;;
   *) echo "unexpected: go $*" >&2; exit 1 ;;
 esac
-`, gomod)
-	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(fakeGo), 0o755); err != nil {
+`, calls, toolchain, gomod)
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return calls
+}
+
+// TestBuildRefusesOldGo puts a fake `go` first on PATH that reports an old
+// toolchain, and checks Build names both versions instead of failing in
+// the middle of a nine-minute build.
+func TestBuildRefusesOldGo(t *testing.T) {
+	fakeGo(t, "go1.24.2")
 	_, err := Build(t.Context(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "needs Go 1.26.0 or newer") || !strings.Contains(err.Error(), "go1.24.2") {
 		t.Errorf("Build with Go 1.24 = %v, want an error naming both versions", err)
@@ -291,26 +305,7 @@ esac
 // (go get of their commands, and of the etcd Kubernetes pins), and
 // nothing is compiled.
 func TestResolveBuildsNothing(t *testing.T) {
-	dir := t.TempDir()
-	gomod := filepath.Join(dir, "kubernetes.mod")
-	if err := os.WriteFile(gomod, []byte("module k8s.io/kubernetes\n\ngo 1.26.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	calls := filepath.Join(dir, "calls")
-	fakeGo := fmt.Sprintf(`#!/bin/sh
-echo "$1 $2" >> %s
-case "$1 $2" in
-  "env GOVERSION") echo go1.26.8 ;;
-  "mod download") echo '{"Path":"k8s.io/kubernetes","Version":"v1.36.3","GoMod":"%s"}' ;;
-  "list -m") echo v3.6.8 ;;
-  get*) ;;
-  *) echo "unexpected: go $*" >&2; exit 1 ;;
-esac
-`, calls, gomod)
-	if err := os.WriteFile(filepath.Join(dir, "go"), []byte(fakeGo), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	calls := fakeGo(t, "go1.26.8")
 	cache := t.TempDir()
 	if err := Resolve(t.Context(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: cache}); err != nil {
 		t.Fatalf("Resolve: %v", err)
