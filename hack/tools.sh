@@ -20,8 +20,15 @@ pkg="${pkgs[$1]:-}"
 version="${pkg##*@}"
 dir="$cache/$1-$version"
 if [ ! -x "$dir/$1" ]; then
-  echo "installing $pkg into $dir (once)" >&2
   mkdir -p "$dir"
-  GOWORK=off GOFLAGS=-mod=mod GOBIN="$dir" go install "$pkg" >&2
+  # make check's kip-prefetch installs golangci-lint in the background while
+  # verify may ask for it: the second waits for the first and finds it there.
+  exec 9>"$dir/.lock"
+  flock 9
+  if [ ! -x "$dir/$1" ]; then
+    echo "installing $pkg into $dir (once)" >&2
+    GOWORK=off GOFLAGS=-mod=mod GOBIN="$dir" go install "$pkg" >&2
+  fi
+  exec 9>&-
 fi
 echo "$dir/$1"
