@@ -226,14 +226,14 @@ examples: ## Test the example plugins as standalone modules (GOWORK=off), build 
 # The steps of make check, in order.
 CHECK_STEPS := verify test examples e2e demo-check
 
-# kip-prefetch prepares in the background, from the start, what the e2e
-# tests build and no step before them compiles: it resolves the modules of
-# the control plane, CoreDNS and metrics-server (a cold run waits on the
-# network beside the CPU) while hack/tools.sh installs golangci-lint, then make build runs into bin/prefetch
-# (the compile without -race that examples and demo-check need), then it
-# builds the control plane, the kubelet, CoreDNS, metrics-server and kip's
-# image binaries. It runs at nice 19, so it takes only the CPU the steps
-# leave idle, in a process group of its own (setsid), which is killed
+# kip-prefetch prepares in the background, from the start, what later steps
+# build and no step before them compiles: golangci-lint, the modules of the
+# control plane, CoreDNS and metrics-server (a cold run waits on the
+# network beside the CPU), make build into bin/prefetch (the compile
+# without -race that examples and demo-check need), then the control plane,
+# the kubelet, CoreDNS, metrics-server and kip's image binaries. It runs at
+# nice 19 in make check's session, so that it takes only the CPU the steps
+# leave idle, as the leader of a process group of its own, which is killed
 # whole when check ends, compilers and all. Warm, it returns in seconds.
 # It is built with -race, as verify then compiles its dependencies anyway;
 # its log is $(REPORT_DIR)/prefetch.log.
@@ -241,12 +241,11 @@ CHECK_STEPS := verify test examples e2e demo-check
 check: deps testreport ## Everything CI runs: install what is missing, verify, unit tests, the example plugin, e2e tests, the demo up and down; then each step's time and the 15 slowest tests (REPORT_DIR).
 	@rm -rf $(REPORT_DIR); mkdir -p $(REPORT_DIR); status=0; prefetch=; \
 	  if go build -race -o $(BIN)/kip-prefetch ./test/cmd/kip-prefetch; then \
-	    setsid nice -n 19 sh -c 'hack/tools.sh golangci-lint & "$$1" resolve && $(MAKE) --no-print-directory build BIN="$$2" && "$$1" build; wait' \
-	      kip-prefetch $(BIN)/kip-prefetch $(BIN)/prefetch >$(REPORT_DIR)/prefetch.log 2>&1 & prefetch=$$!; fi; \
+	    nice -n 19 $(BIN)/kip-prefetch -make "$(MAKE)" -bin $(BIN)/prefetch >$(REPORT_DIR)/prefetch.log 2>&1 & prefetch=$$!; fi; \
 	  for step in $(CHECK_STEPS); do \
 	    $(STEP) --name $$step -- $(MAKE) --no-print-directory $$step || { status=$$?; break; }; \
 	  done; \
-	  [ -z "$$prefetch" ] || kill -- -$$prefetch 2>/dev/null || true; \
+	  [ -z "$$prefetch" ] || kill -- -$$prefetch 2>/dev/null || kill $$prefetch 2>/dev/null || true; \
 	  echo; $(TESTREPORT) summary --dir $(REPORT_DIR); \
 	  if [ $$status -ne 0 ]; then echo "make check failed in make $$step"; fi; exit $$status
 

@@ -1,33 +1,40 @@
-// Command kip-prefetch prepares, ahead of the end-to-end tests, what they
-// build that no test step before them compiles:
+// Command kip-prefetch prepares, ahead of the steps of make check that
+// need them, what no earlier step compiles:
 //
-//	kip-prefetch resolve   download and resolve the Go modules of the control
-//	                       plane and the kubelet, CoreDNS and metrics-server,
-//	                       without compiling them
-//	kip-prefetch build     build the control plane, the kubelet node, CoreDNS
-//	                       and metrics-server into their caches, and compile
-//	                       the binaries of kip's image (kip, kip-cell and the
-//	                       local plugin: -trimpath, static) into the Go build
-//	                       cache
+//	kip-prefetch -make make -bin bin/prefetch
 //
-// make check starts it in the background, in a process group of its own at
-// the lowest priority (nice 19), before verify: resolve first, so that on a
-// cold machine the downloads wait on the network while Kip compiles, then
-// make build into a scratch directory, then build, which use the CPU that
-// verify and test leave idle (their tests wait on timers and processes).
-// Each build takes the same per-build lock as the tests (test/modbuild), so
-// a test that needs one while kip-prefetch builds it waits and then finds it
-// built. What is built already is left alone; on a warm machine it returns
-// in seconds. It exits non-zero on the first failure, which changes nothing
-// for the tests: each build runs again where a test needs it and reports
-// there what fails.
+// It installs golangci-lint (hack/tools.sh) while it downloads and resolves
+// the Go modules of the control plane and the kubelet, CoreDNS and
+// metrics-server without compiling them; then it runs make build into the
+// -bin directory (the compile without -race that make examples and make
+// demo-check then only link); then it builds the control plane, the
+// kubelet node, CoreDNS and metrics-server into their caches and compiles
+// the binaries of kip's image (kip, kip-cell and the local plugin:
+// -trimpath, static) into the Go build cache.
+//
+// make check starts it in the background at the lowest priority (nice 19)
+// before verify, so that it uses the CPU that verify and test leave idle
+// (downloads, tests that wait on timers and processes). It makes itself
+// the leader of a process group of its own, which make check kills whole
+// when it ends, compilers and all; it stays in make check's session, for
+// under the kernel's autogroup scheduling a new session would be a group
+// of its own, scheduled beside make check as an equal whatever its nice
+// value. Each build takes the same per-build lock as the tests
+// (test/modbuild), so a test that needs one while kip-prefetch builds it
+// waits and then finds it built. What is built already is left alone; on a
+// warm machine it returns in seconds. It exits non-zero on the first
+// failure, which changes nothing for the tests: each build runs again
+// where a step needs it and reports there what fails.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"slices"
@@ -41,15 +48,21 @@ import (
 	"github.com/kipcell/kip/test/images"
 )
 
-const usage = "usage: kip-prefetch resolve|build"
-
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, usage)
+	makeCmd := flag.String("make", "make", "the make command, for make build")
+	bin := flag.String("bin", "bin/prefetch", "where make build puts its binaries (BIN)")
+	flag.Parse()
+	if flag.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: kip-prefetch [-make make] [-bin dir]")
 		os.Exit(2)
 	}
+	// A group of its own, for make check to kill whole; not a session
+	// (see the package comment).
+	if err := syscall.Setpgid(0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "kip-prefetch: leading a process group of its own:", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1], os.Stdout)
+	err := run(ctx, *makeCmd, *bin, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kip-prefetch:", err)
@@ -57,24 +70,37 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, phase string, log io.Writer) error {
+func run(ctx context.Context, makeCmd, bin string, log io.Writer) error {
 	start := time.Now()
-	switch phase {
-	case "resolve":
-		if err := controlplane.Resolve(ctx, controlplane.BuildOptions{Log: log}); err != nil {
-			return fmt.Errorf("resolving the control plane's modules: %w", err)
-		}
-		if err := images.Resolve(ctx, log); err != nil {
-			return err
-		}
-		fmt.Fprintf(log, "kip-prefetch: the modules of the control plane, CoreDNS and metrics-server are in the module cache (%s)\n", time.Since(start).Round(time.Second))
-	case "build":
-		if err := build(ctx, log); err != nil {
-			return err
-		}
-		fmt.Fprintf(log, "kip-prefetch: the control plane, the kubelet, CoreDNS, metrics-server and kip's image binaries are built (%s)\n", time.Since(start).Round(time.Second))
-	default:
-		return fmt.Errorf("unknown phase %q (%s)", phase, usage)
+	lint := make(chan error, 1)
+	go func() { lint <- command(ctx, log, "hack/tools.sh", "golangci-lint") }()
+	err := controlplane.Resolve(ctx, controlplane.BuildOptions{Log: log})
+	if err != nil {
+		err = fmt.Errorf("resolving the control plane's modules: %w", err)
+	} else {
+		err = images.Resolve(ctx, log)
+	}
+	if err := errors.Join(err, <-lint); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "kip-prefetch: golangci-lint, and the modules of the control plane, CoreDNS and metrics-server (%s)\n", time.Since(start).Round(time.Second))
+	if err := command(ctx, log, makeCmd, "--no-print-directory", "build", "BIN="+bin); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "kip-prefetch: make build (%s)\n", time.Since(start).Round(time.Second))
+	if err := build(ctx, log); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "kip-prefetch: the control plane, the kubelet, CoreDNS, metrics-server and kip's image binaries are built (%s)\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// command runs name with args, its output to log.
+func command(ctx context.Context, log io.Writer, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("running %s %v: %w", name, args, err)
 	}
 	return nil
 }
