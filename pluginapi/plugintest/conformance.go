@@ -338,7 +338,10 @@ func (e *env) waitRunning(ctx context.Context, cluster, id string) (pluginapi.In
 	for {
 		resp, err := c.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{id}})
 		switch {
-		case err != nil && ctx.Err() == nil:
+		case err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded):
+			// A DeadlineExceeded is the ReadyTimeout's: the plugin's side
+			// of the call can see the deadline pass before this side's
+			// context says so.
 			return pluginapi.Instance{}, fmt.Errorf("describing instance %s: %w", id, err)
 		case err == nil && len(resp.Instances) == 0:
 			last = "absent from Describe"
