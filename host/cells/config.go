@@ -56,6 +56,7 @@ func (c Config) Validate() error {
 		errs = append(errs, setting.Errorf("podLogsMaxTotalBytes", "%d is less than podLogsMaxBytes (%d): not even one container's log would fit", c.PodLogsMaxTotalBytes, c.PodLogsMaxBytes))
 	}
 	errs = append(errs, c.WarmPool.validate("warmPool")...)
+	errs = append(errs, c.Choices.Validate("choices")...)
 	for _, p := range c.AllowedUnsafeSysctls {
 		if err := sysctl.ValidatePattern(p); err != nil {
 			errs = append(errs, setting.Errorf("allowedUnsafeSysctls", "%v", err))

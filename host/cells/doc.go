@@ -22,7 +22,11 @@
 // the API server accepts from the node). A pod nothing fits stays Pending
 // with status reason NoInstanceType, a warning event with the matcher's
 // explanation, and no instance; it is matched again when it changes or
-// after Config.RematchInterval.
+// after Config.RematchInterval. Config.Choices (host/choices) bounds, per
+// namespace and ServiceAccount, what a pod may choose about its instance
+// (types, capacity, GPU, identity, firewall, volume, a price ceiling): a
+// pod whose choice its rule refuses stays Pending the same way, with
+// reason ChoiceForbidden.
 //
 // An offering out of capacity, or covered by a quota that says what it
 // covers (pluginapi.QuotaExceededError's scope: a spot quota, a vCPU

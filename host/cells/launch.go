@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
@@ -65,12 +66,16 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			}
 			continue
 		}
-		cands, err := c.d.placement.rank(ctx, pod)
+		cands, err := c.d.placement.rank(ctx, pod, opts)
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case match.IsUnsatisfiable(err):
-			c.unplaceable(err.Error(), &lastMsg)
+		case match.IsUnsatisfiable(err), choices.IsForbidden(err):
+			reason := ReasonNoInstanceType
+			if choices.IsForbidden(err) {
+				reason = choices.ReasonChoiceForbidden
+			}
+			c.unplaceable(reason, err.Error(), &lastMsg)
 			if c.waitChange(ctx, c.d.cfg.RematchInterval) == cancelled {
 				return nil, ctx.Err()
 			}
@@ -305,21 +310,23 @@ func (c *cell) refused(msg string, last *string) {
 	c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "%s", msg)
 }
 
-// unplaceable reports a pod nothing fits: Pending, a status reason and
-// message, and a warning event, once per distinct message.
-func (c *cell) unplaceable(message string, last *string) {
+// unplaceable reports a pod nothing fits (ReasonNoInstanceType) or whose
+// choices are not its to make (choices.ReasonChoiceForbidden): Pending,
+// the status reason and message, and a warning event, once per distinct
+// message.
+func (c *cell) unplaceable(reason, message string, last *string) {
 	if message == *last {
 		return
 	}
 	*last = message
-	c.log.Info("no instance type fits the pod", "reason", message)
+	c.log.Info("no instance type for the pod", "reason", reason, "message", message)
 	c.setStatus(func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodPending
-		st.Reason, st.Message = ReasonNoInstanceType, message
-		st.ContainerStatuses = waitingStatuses(c.desired.Spec.Containers, ReasonNoInstanceType, message)
-		st.InitContainerStatuses = waitingStatuses(c.desired.Spec.InitContainers, ReasonNoInstanceType, message)
+		st.Reason, st.Message = reason, message
+		st.ContainerStatuses = waitingStatuses(c.desired.Spec.Containers, reason, message)
+		st.InitContainerStatuses = waitingStatuses(c.desired.Spec.InitContainers, reason, message)
 	})
-	c.event(corev1.EventTypeWarning, ReasonNoInstanceType, "%s", message)
+	c.event(corev1.EventTypeWarning, reason, "%s", message)
 }
 
 // waitChange waits until the pod changes, d passes, or ctx ends, and says

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/pluginapi"
@@ -143,6 +144,14 @@ type Config struct {
 	// ProbeHostForbidden, as Pod Security's baseline level (1.34 and
 	// later) refuses it.
 	AllowProbeHosts bool `koanf:"allowProbeHosts"`
+	// Choices bounds, per namespace and ServiceAccount, what a pod may
+	// choose about its instance beyond what its requests need: instance
+	// types, capacity types, GPU kinds, instance profiles, security
+	// groups, the root volume's size, and a ceiling on the price of a
+	// named instance type (host/choices). None by default: a pod may
+	// choose anything the plugin offers. A pod a rule refuses stays
+	// Pending with reason ChoiceForbidden.
+	Choices choices.Config `koanf:"choices"`
 	// BootPoll is the longest wait between two looks at a booting
 	// instance; default 2 s.
 	BootPoll time.Duration `koanf:"-"`
@@ -309,7 +318,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		plugin:   plugin,
 		end:      end,
 		identity: identity,
-		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match,
+		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match, choices: cfg.Choices,
 			ttl: cfg.UnavailableTTL, now: cfg.Now},
 		dial: func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error) {
 			return dispatch.DialKeepalive(cellID, address, tlsConfig, dispatch.Keepalive{Time: cfg.AgentKeepalive, Timeout: cfg.AgentKeepaliveTimeout})

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
@@ -46,7 +47,8 @@ type placement struct {
 	catalog     *catalogCache
 	unavailable *match.Unavailable // offerings that recently ran out of capacity
 	match       match.Config
-	ttl         time.Duration // how long a quota refusal is remembered (Config.UnavailableTTL)
+	choices     choices.Config // what a pod may choose about its instance (cells.choices)
+	ttl         time.Duration  // how long a quota refusal is remembered (Config.UnavailableTTL)
 	now         func() time.Time
 	metrics     *metrics.Metrics // told of each decision; nil records nothing
 
@@ -61,12 +63,20 @@ type quotaMark struct {
 	expires time.Time
 }
 
-// rank turns the pod into its ranked candidates. An *match.UnsatisfiableError
-// says why nothing fits; any other error is the plugin's.
-func (p *placement) rank(ctx context.Context, pod *corev1.Pod) ([]match.Candidate, error) {
+// rank turns the pod into its ranked candidates, within what
+// cells.choices lets it choose (opts: its launch annotations). An
+// *match.UnsatisfiableError says why nothing fits, a
+// *choices.ForbiddenError which choice is not the pod's to make; any other
+// error is the plugin's.
+func (p *placement) rank(ctx context.Context, pod *corev1.Pod, opts launchOptions) ([]match.Candidate, error) {
 	req, err := match.PodRequirements(pod, p.match)
 	if err != nil {
 		p.metrics.MatchDecision(match.Outcome(err))
+		return nil, err
+	}
+	chosen := podChoices(pod, req, opts)
+	if err := p.choices.Check(chosen); err != nil {
+		p.metrics.MatchDecision(match.OutcomeUnsatisfiable)
 		return nil, err
 	}
 	cat, err := p.catalog.get(ctx)
@@ -77,11 +87,45 @@ func (p *placement) rank(ctx context.Context, pod *corev1.Pod) ([]match.Candidat
 		return nil, err
 	}
 	cands, err := cat.Rank(req, p.isUnavailable, p.match)
+	if err == nil && len(chosen.InstanceTypes) > 0 {
+		cands, err = p.bound(cat, req, chosen, cands)
+	}
 	p.metrics.MatchDecision(match.Outcome(err))
 	if match.FellBack(req, cands) {
 		p.metrics.CapacityFallback(metrics.FallbackSpotToOnDemand)
 	}
 	return cands, err
+}
+
+// bound applies cells.choices to the candidates of a pod that names an
+// instance type: the types its rule allows, and the price ceiling against
+// the cheapest type that fits its requests without the name.
+func (p *placement) bound(cat *match.Catalog, req match.Requirements, chosen choices.Pod, cands []match.Candidate) ([]match.Candidate, error) {
+	var cheapest match.Candidate
+	if p.choices.Ceiling(chosen) > 0 {
+		base := req
+		base.InstanceTypes = nil
+		// Offerings out of capacity still price the pod's requests.
+		baseCands, err := cat.Rank(base, func(string, string, pluginapi.CapacityType) bool { return false }, p.match)
+		if err != nil {
+			return nil, err
+		}
+		cheapest = baseCands[0]
+	}
+	return p.choices.Bound(chosen, cands, cheapest)
+}
+
+// podChoices is what pod chooses about its instance, for cells.choices.
+func podChoices(pod *corev1.Pod, req match.Requirements, opts launchOptions) choices.Pod {
+	c := choices.Pod{
+		Namespace: pod.Namespace, ServiceAccount: pod.Spec.ServiceAccountName,
+		InstanceTypes: req.InstanceTypes, GPUKind: req.GPUKind, GPUKindSource: req.GPUKindSource,
+		InstanceProfile: opts.instanceProfile, SecurityGroups: opts.securityGroups, VolumeSizeGiB: opts.volumeSizeGiB,
+	}
+	if req.CapacityTypeChosen() && len(req.CapacityTypes) > 0 {
+		c.CapacityType, c.CapacityTypeSource = string(req.CapacityTypes[0]), req.CapacityTypeSource
+	}
+	return c
 }
 
 // markUnavailable skips cand's offering for a while: the cloud had no

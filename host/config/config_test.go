@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kipcell/kip/host/cells"
+	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/pluginapi"
@@ -48,6 +49,7 @@ func TestSettingsKeys(t *testing.T) {
 		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval",
 		"cells.warmPool.maxPremium", "cells.warmPool.pools", "cells.image", "cells.insecureRegistries", "cells.podLogsDir", "cells.podLogsMaxBytes", "cells.podLogsMaxTotalBytes", "cells.allowPrivileged", "cells.allowedUnsafeSysctls",
 		"cells.allowHostNetwork", "cells.allowedHostPaths", "cells.allowedCapabilities", "cells.allowProbeHosts",
+		"cells.choices.rules",
 		"cells.agentTimeout", "cells.bootRetry", "cells.agentKeepalive", "cells.agentKeepaliveTimeout",
 		"cells.joinTokenTTL",
 		"pki.namespace", "pki.secretName",
@@ -259,8 +261,8 @@ func TestEnvName(t *testing.T) {
 func TestEnvReachesEveryKey(t *testing.T) {
 	defaults := settingsOf(Defaults())
 	for _, s := range Defaults().Settings() {
-		if s.Key == "plugin.config" || s.Key == "cells.warmPool.pools" {
-			continue // TestWarmPoolSection
+		if s.Key == "plugin.config" || s.Key == "cells.warmPool.pools" || s.Key == "cells.choices.rules" {
+			continue // TestWarmPoolSection, TestChoicesSection
 		}
 		value := map[reflect.Kind]string{
 			reflect.String: "set-by-env", reflect.Bool: "true", reflect.Int: "7", reflect.Int64: "7s",
@@ -571,6 +573,51 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if c.ClusterID != "demo" || c.Cells.CatalogTTL != 10*time.Minute || c.Plugin.Settings["network"] != "auto" {
 		t.Errorf("example = %+v", c)
+	}
+}
+
+func TestChoicesSection(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string
+		want    []choices.Rule
+	}{
+		{name: "none"},
+		{name: "rules", yaml: "cells:\n  choices:\n    rules:\n" +
+			"      - {name: ml, namespaces: [ml], serviceAccounts: [trainer], instanceTypes: [\"g5.*\"], capacityTypes: [spot], gpuKinds: [a10g], instanceProfiles: [ml], securityGroups: [sg-1], maxVolumeSize: 500Gi, maxPriceRatio: 4}\n" +
+			"      - {name: everyone, instanceTypes: [\"*\"], maxPriceRatio: 1.5}\n",
+			want: []choices.Rule{
+				{Name: "ml", Namespaces: []string{"ml"}, ServiceAccounts: []string{"trainer"}, InstanceTypes: []string{"g5.*"}, CapacityTypes: []string{"spot"},
+					GPUKinds: []string{"a10g"}, InstanceProfiles: []string{"ml"}, SecurityGroups: []string{"sg-1"}, MaxVolumeSize: "500Gi", MaxPriceRatio: 4},
+				{Name: "everyone", InstanceTypes: []string{"*"}, MaxPriceRatio: 1.5},
+			}},
+		{name: "a bad rule", yaml: "cells:\n  choices:\n    rules:\n      - {name: a, maxPriceRatio: 0.5}\n",
+			wantErr: "config cells.choices.rules[0].maxPriceRatio: 0.5 is neither 0 (no ceiling) nor a ratio of at least 1"},
+		{name: "a misspelt field", yaml: "cells:\n  choices:\n    rules:\n      - {name: a, instanceType: [x]}\n",
+			wantErr: "config cells.choices.rules[0].instanceType (…): unknown key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(writeFile(t, "clusterID: c\n"+tt.yaml), nil, nil)
+			if err == nil {
+				err = c.Validate()
+			}
+			if tt.wantErr != "" {
+				for _, want := range strings.Split(tt.wantErr, "…") {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, c.Cells.Choices.Rules); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

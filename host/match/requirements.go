@@ -54,7 +54,7 @@ type Requirements struct {
 	// preference: every candidate of the first ranks before any of the
 	// second. Never empty.
 	CapacityTypes      []pluginapi.CapacityType
-	CapacityTypeSource string
+	CapacityTypeSource string // DefaultCapacityTypeSource when the pod asks for none
 	// InstanceTypes are name constraints; an instance type must match all
 	// of them.
 	InstanceTypes []NamePattern
@@ -172,6 +172,16 @@ func PodRequirements(pod *corev1.Pod, cfg Config) (Requirements, error) {
 	return req, nil
 }
 
+// DefaultCapacityTypeSource is Requirements.CapacityTypeSource of a pod
+// that asks for no capacity type: it gets Config.DefaultCapacityType.
+const DefaultCapacityTypeSource = "config defaultCapacityType"
+
+// CapacityTypeChosen reports whether the pod asked for its capacity type
+// (an annotation or a node selector) rather than getting the default.
+func (req Requirements) CapacityTypeChosen() bool {
+	return req.CapacityTypeSource != DefaultCapacityTypeSource
+}
+
 func (req *Requirements) extended(ext map[string]int64, cfg Config) error {
 	for _, name := range sortedKeys(ext) {
 		n := ext[name]
@@ -230,7 +240,7 @@ func (req *Requirements) capacityTypes(ann, sel map[string]string, cfg Config) e
 		return err
 	}
 	if ct.value == "" {
-		ct = sourced{string(cfg.defaultCapacityType()), "config defaultCapacityType"}
+		ct = sourced{string(cfg.defaultCapacityType()), DefaultCapacityTypeSource}
 	}
 	req.CapacityTypes, req.CapacityTypeSource = []pluginapi.CapacityType{pluginapi.CapacityType(ct.value)}, ct.source
 	fallback := cfg.SpotFallback

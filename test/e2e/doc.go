@@ -109,6 +109,7 @@
 //	TestSecurityBaselineRefused                   local          kip's admission before any launch
 //	TestSubPathCannotLeaveItsVolume               local          the agent's volume mounts, inside a cell
 //	TestCellSizeBoundsItsPod                      local          the local plugin's cgroups, inside a cell
+//	TestOperatorBoundsInstanceChoices             local          cells.choices, the host's rule before any launch
 //	TestServiceEnvironment                        local          the service variables kip computes
 //	TestResolvConfPerPolicy                       local          resolv.conf per dnsPolicy, written by the agent
 //	TestHostsAndHostname                          local          /etc/hosts and the hostname, written by the agent

@@ -222,3 +222,75 @@ func podEvents(t testing.TB, ns, name string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// choicesNode is the kip node TestOperatorBoundsInstanceChoices runs,
+// beside the shared one, with cells.choices rules of its own.
+const choicesNode = "kip-choices"
+
+// TestOperatorBoundsInstanceChoices: a kip whose cells.choices lets the
+// test's namespace name local.* types at up to twice the price of the
+// cheapest that fits (local.nano for a pod that asks for nothing) and no
+// instance profile. A pod that names local.xlarge (16 times the price)
+// stays Pending with reason ChoiceForbidden, an event that names the rule
+// and the annotation, and no cell; so does one that names an instance
+// profile. One that names local.small (twice) runs there, and the refused
+// pod runs once its annotation is changed to what the rule allows.
+func TestOperatorBoundsInstanceChoices(t *testing.T) {
+	if kip.Plugin != framework.PluginLocal {
+		t.Skipf("names the local plugin's types; with %s it would be refused for another reason", kip.Plugin)
+	}
+	kipLogOnFailure(t)
+	ctx := t.Context()
+	ns := f.Namespace(t)
+	ck := startSideKip(t, framework.KipOptions{
+		NodeName: choicesNode, Plugin: kip.Plugin, BinDir: kip.BinDir, ClusterID: "e2e-choices", Network: 4,
+		Choices: "rules:\n  - name: bounded\n    namespaces: [" + ns + "]\n    instanceTypes: [\"local.*\"]\n    maxPriceRatio: 2\n",
+	})
+	create := func(name string, annotations map[string]string) {
+		t.Helper()
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}, Annotations: annotations},
+			Spec:       onNode(choicesNode, sleeper()),
+		}
+		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forbidden := func(p *corev1.Pod) bool { return p.Status.Reason == "ChoiceForbidden" }
+	refused := []struct{ name, annotation, value, says string }{
+		{"dear", "kipcell.io/instance-type", "local.xlarge",
+			`annotation kipcell.io/instance-type asks for instance type "local.xlarge": rule "bounded" of kip's cells.choices (for namespace "` + ns + `") allows at most 2× the hourly price of local.nano`},
+		{"identity", "kipcell.io/instance-profile", "admin",
+			`annotation kipcell.io/instance-profile asks for instance profile "admin": rule "bounded" of kip's cells.choices (for namespace "` + ns + `") allows none (instanceProfiles)`},
+	}
+	for _, r := range refused {
+		create(r.name, map[string]string{r.annotation: r.value})
+	}
+	create("fits", map[string]string{"kipcell.io/instance-type": "local.small"})
+	for _, r := range refused {
+		p := f.WaitForPods(t, ns, "app="+r.name, 1, time.Minute, "ChoiceForbidden", forbidden)[0]
+		if p.Status.Phase != corev1.PodPending || !strings.Contains(p.Status.Message, r.says) {
+			t.Errorf("pod %s: %s %q, want Pending with a message saying %q", r.name, p.Status.Phase, p.Status.Message, r.says)
+		}
+		if ev := podEvents(t, ns, r.name); !strings.Contains(ev, "ChoiceForbidden") || !strings.Contains(ev, r.says) {
+			t.Errorf("pod %s: no ChoiceForbidden event saying %q:\n%s", r.name, r.says, ev)
+		}
+		if podCells(t, ck)["kip-"+string(p.UID)] {
+			t.Errorf("pod %s has a cell, though its choice was refused", r.name)
+		}
+	}
+	p := f.WaitForPods(t, ns, "app=fits", 1, 2*time.Minute, "Running", running)[0]
+	if got := p.Annotations["cell.kipcell.io/instance-type"]; got != "local.small" {
+		t.Errorf("pod fits runs on %q, want local.small, which it named", got)
+	}
+
+	// The refused pod loses nothing: with an allowed type it runs.
+	patch := []byte(`{"metadata":{"annotations":{"kipcell.io/instance-type":"local.small"}}}`)
+	if _, err := f.Client.CoreV1().Pods(ns).Patch(ctx, "dear", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p = f.WaitForPods(t, ns, "app=dear", 1, 2*time.Minute, "Running", running)[0]
+	if got := p.Annotations["cell.kipcell.io/instance-type"]; got != "local.small" {
+		t.Errorf("pod dear runs on %q after its fix, want local.small", got)
+	}
+}

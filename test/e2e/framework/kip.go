@@ -494,12 +494,26 @@ type KipOptions struct {
 	// start of their lines ("pools:\n  - name: small\n ..."); empty: no
 	// warm pool.
 	WarmPool string
+	// Choices is kip's cells.choices section as YAML, as WarmPool
+	// ("rules:\n  - name: team\n ..."); empty: none.
+	Choices string
 	// Profiling turns on kip's admin.profiling: Go's runtime profiles at
 	// AdminURL()+"/debug/pprof/".
 	Profiling bool
 	// Env is more of kip's environment (NAME=value), over the test's own
 	// (GOMEMLIMIT=…, for the scale benchmark).
 	Env []string
+}
+
+// withCellsSections adds opts's cells.warmPool and cells.choices sections
+// (KipOptions.WarmPool, Choices) to kip's config.
+func withCellsSections(config string, opts KipOptions) string {
+	for _, s := range []struct{ key, yaml string }{{"warmPool", opts.WarmPool}, {"choices", opts.Choices}} {
+		if s.yaml != "" {
+			config = strings.Replace(config, "cells:\n", "cells:\n  "+s.key+":\n"+indent(s.yaml, "    "), 1)
+		}
+	}
+	return config
 }
 
 // nodeIP is the address kip's kubelet API listens on and the node
@@ -612,9 +626,7 @@ plugin:
 	if opts.PluginSHA256 != "" {
 		config += "  sha256: " + opts.PluginSHA256 + "\n"
 	}
-	if opts.WarmPool != "" {
-		config = strings.Replace(config, "cells:\n", "cells:\n  warmPool:\n"+indent(opts.WarmPool, "    "), 1)
-	}
+	config = withCellsSections(config, opts)
 	election, err := f.electionConfig(ctx, k, opts.LeaderElection)
 	if err != nil {
 		return nil, err
