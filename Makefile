@@ -235,10 +235,10 @@ CHECK_STEPS := verify test examples e2e demo-check
 # build and no step before them compiles: golangci-lint, the modules of the
 # control plane, CoreDNS and metrics-server (a cold run waits on the
 # network beside the CPU), make build into bin/prefetch (the compile
-# without -race that examples and demo-check need), then the control plane,
-# the kubelet, CoreDNS, metrics-server and kip's image binaries. It runs at
-# nice 19 in make check's session, so that it takes only the CPU the steps
-# leave idle, as the leader of a process group of its own, which is killed
+# without -race that examples, demo-check and the full pass's image of kip
+# need: GO_BUILD), then the control plane, the kubelet, CoreDNS and
+# metrics-server. It runs at nice 19 in make check's session, so that it
+# takes only the CPU the steps leave idle, as the leader of a process group of its own, which is killed
 # whole when check ends, compilers and all. Warm, it returns in seconds.
 # It is built with -race, as verify then compiles its dependencies anyway;
 # its log is $(REPORT_DIR)/prefetch.log.

@@ -39,6 +39,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// waitExited fails the test with msg unless task exits within d.
+func waitExited(t *testing.T, task interface{ Exited() <-chan struct{} }, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case <-task.Exited():
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
+}
+
 func TestContainerd(t *testing.T) {
 	containerdtest.Require(t)
 	ctx := t.Context()
@@ -94,11 +104,7 @@ func TestContainerd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		select {
-		case <-task.Exited():
-		case <-time.After(20 * time.Second):
-			t.Fatal("container did not exit")
-		}
+		waitExited(t, task, 20*time.Second, "container did not exit")
 		if code := task.Status().Code; code != 7 {
 			t.Errorf("exit code = %d, want 7", code)
 		}
@@ -196,11 +202,7 @@ func TestContainerd(t *testing.T) {
 		if err := task.Signal(ctx, syscall.SIGTERM, false); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-task.Exited():
-		case <-time.After(10 * time.Second):
-			t.Fatal("SIGTERM did not stop the container")
-		}
+		waitExited(t, task, 10*time.Second, "SIGTERM did not stop the container")
 		if code := task.Status().Code; code != 0 {
 			t.Errorf("exit after SIGTERM trap = %d, want 0", code)
 		}
@@ -289,11 +291,7 @@ func TestContainerdCgroupParent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	select {
-	case <-task.Exited():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the container did not end")
-	}
+	waitExited(t, task, 60*time.Second, "the container did not end")
 	st := task.Status()
 	if err := task.Delete(ctx); err != nil {
 		t.Errorf("Delete: %v", err)

@@ -154,6 +154,14 @@ type Pod struct {
 	VolumeSizeGiB   int32
 }
 
+// serviceAccount is the pod's ServiceAccount, "default" when unset.
+func (p Pod) serviceAccount() string {
+	if p.ServiceAccount == "" {
+		return "default"
+	}
+	return p.ServiceAccount
+}
+
 // ForbiddenError is a choice a rule refuses.
 type ForbiddenError struct {
 	// Rule is the rule's name; empty when no rule matches the pod.
@@ -176,10 +184,7 @@ func (c Config) rule(p Pod) (Rule, bool) {
 	if len(c.Rules) == 0 {
 		return Rule{}, false
 	}
-	sa := p.ServiceAccount
-	if sa == "" {
-		sa = "default"
-	}
+	sa := p.serviceAccount()
 	for _, r := range c.Rules {
 		if (len(r.Namespaces) == 0 || matchesAny(r.Namespaces, p.Namespace)) &&
 			(len(r.ServiceAccounts) == 0 || slices.Contains(r.ServiceAccounts, sa)) {
@@ -201,11 +206,7 @@ func matchesAny(patterns []string, v string) bool {
 func forbid(r Rule, p Pod, what, key string, allowed []string) error {
 	who := fmt.Sprintf("namespace %q", p.Namespace)
 	if len(r.ServiceAccounts) > 0 {
-		sa := p.ServiceAccount
-		if sa == "" {
-			sa = "default"
-		}
-		who += fmt.Sprintf(", ServiceAccount %q", sa)
+		who += fmt.Sprintf(", ServiceAccount %q", p.serviceAccount())
 	}
 	if r.Name == "" {
 		return &ForbiddenError{Message: fmt.Sprintf("%s: no rule of kip's cells.choices is for %s, so its pods may choose nothing about their instance", what, who)}

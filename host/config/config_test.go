@@ -576,6 +576,29 @@ func TestExampleConfig(t *testing.T) {
 	}
 }
 
+// loadSection loads and validates a kip.yaml of clusterID and yaml, with
+// env. With wantErr it checks the error holds it ("…" stands for the
+// source, the file's path) and returns nil; else it returns the config.
+func loadSection(t *testing.T, yaml string, env []string, wantErr string) *Config {
+	t.Helper()
+	c, err := Load(writeFile(t, "clusterID: c\n"+yaml), env, nil)
+	if err == nil {
+		err = c.Validate()
+	}
+	if wantErr != "" {
+		for _, want := range strings.Split(wantErr, "…") {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("got %v, want an error containing %q", err, wantErr)
+			}
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestChoicesSection(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -599,20 +622,9 @@ func TestChoicesSection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Load(writeFile(t, "clusterID: c\n"+tt.yaml), nil, nil)
-			if err == nil {
-				err = c.Validate()
-			}
-			if tt.wantErr != "" {
-				for _, want := range strings.Split(tt.wantErr, "…") {
-					if err == nil || !strings.Contains(err.Error(), want) {
-						t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
-					}
-				}
+			c := loadSection(t, tt.yaml, nil, tt.wantErr)
+			if c == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, c.Cells.Choices.Rules); diff != "" {
 				t.Errorf("rules (-want +got):\n%s", diff)
@@ -652,21 +664,9 @@ func TestWarmPoolSection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Load(writeFile(t, "clusterID: c\n"+tt.yaml), tt.env, nil)
-			if err == nil {
-				err = c.Validate()
-			}
-			if tt.wantErr != "" {
-				// "…" stands for the source (the file's path).
-				for _, want := range strings.Split(tt.wantErr, "…") {
-					if err == nil || !strings.Contains(err.Error(), want) {
-						t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
-					}
-				}
+			c := loadSection(t, tt.yaml, tt.env, tt.wantErr)
+			if c == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, c.Cells.WarmPool.Pools); diff != "" {
 				t.Errorf("pools (-want +got):\n%s", diff)

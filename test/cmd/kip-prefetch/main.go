@@ -6,11 +6,10 @@
 // It installs golangci-lint (hack/tools.sh) while it downloads and resolves
 // the Go modules of the control plane and the kubelet, CoreDNS and
 // metrics-server without compiling them; then it runs make build into the
-// -bin directory (the compile without -race that make examples and make
-// demo-check then only link); then it builds the control plane, the
-// kubelet node, CoreDNS and metrics-server into their caches and compiles
-// the binaries of kip's image (kip, kip-cell and the local plugin:
-// -trimpath, static) into the Go build cache.
+// -bin directory (the compile without -race, static and -trimpath, that
+// make examples, make demo-check and the full pass's build of kip's image
+// then only link); then it builds the control plane, the kubelet node,
+// CoreDNS and metrics-server into their caches.
 //
 // make check starts it in the background at the lowest priority (nice 19)
 // before verify, so that it uses the CPU that verify and test leave idle
@@ -36,14 +35,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
-	"slices"
+	"path/filepath"
 	"syscall"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-
-	kipimages "github.com/kipcell/kip/deploy/images"
 	"github.com/kipcell/kip/test/controlplane"
 	"github.com/kipcell/kip/test/images"
 )
@@ -56,13 +51,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: kip-prefetch [-make make] [-bin dir]")
 		os.Exit(2)
 	}
+	// make build's recipes run in other directories (plugins/gce).
+	binDir, err := filepath.Abs(*bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kip-prefetch:", err)
+		os.Exit(2)
+	}
 	// A group of its own, for make check to kill whole; not a session
 	// (see the package comment).
 	if err := syscall.Setpgid(0, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "kip-prefetch: leading a process group of its own:", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *makeCmd, *bin, os.Stdout)
+	err = run(ctx, *makeCmd, binDir, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kip-prefetch:", err)
@@ -91,7 +92,7 @@ func run(ctx context.Context, makeCmd, bin string, log io.Writer) error {
 	if err := build(ctx, log); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "kip-prefetch: the control plane, the kubelet, CoreDNS, metrics-server and kip's image binaries are built (%s)\n", time.Since(start).Round(time.Second))
+	fmt.Fprintf(log, "kip-prefetch: the control plane, the kubelet, CoreDNS and metrics-server are built (%s)\n", time.Since(start).Round(time.Second))
 	return nil
 }
 
@@ -104,10 +105,6 @@ func command(ctx context.Context, log io.Writer, name string, args ...string) er
 	}
 	return nil
 }
-
-// imageBinaries are the binaries of the kip image the full pass builds
-// (test/e2e's pushKipImage: the local plugin only).
-var imageBinaries = []string{"kip", "kip-cell", "kip-plugin-local"}
 
 // build builds, in the order the full pass needs them, what it would
 // otherwise build in front of it.
@@ -124,21 +121,6 @@ func build(ctx context.Context, log io.Writer) error {
 	}
 	if _, err := images.BuildMetricsServer(ctx, images.BuildOptions{Log: log}); err != nil {
 		return fmt.Errorf("building metrics-server: %w", err)
-	}
-	repo, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("finding the checkout: %w", err)
-	}
-	compile := kipimages.GoBuild(repo, "prefetch") // the version is the link's alone: the compiles are the image's
-	platform := v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
-	for _, b := range kipimages.Binaries {
-		if !slices.Contains(imageBinaries, b.Name) {
-			continue
-		}
-		fmt.Fprintf(log, "kip-prefetch: compiling %s as kip's image has it\n", b.Name)
-		if _, err := compile(ctx, b, platform); err != nil {
-			return fmt.Errorf("compiling %s for kip's image: %w", b.Name, err)
-		}
 	}
 	return nil
 }
