@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/cells"
@@ -226,14 +225,6 @@ func (i insecureRegistries) Bootstrap(cellID, clusterID, nodeName, podUID string
 	}
 	b.InsecureRegistries = append(b.InsecureRegistries, i.registries...)
 	return b, nil
-}
-
-// bridgeKlog sends klog's output (client-go's leader election,
-// certificate manager and informers log through it) to log, as
-// structured records with component client-go, instead of klog's own
-// lines on stderr. klog is the process's: the last call wins.
-func bridgeKlog(log *slog.Logger) {
-	klog.SetSlogLogger(log.With("component", "client-go"))
 }
 
 // watchPodConditions tells the cells of pod updates: conditions others

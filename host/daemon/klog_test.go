@@ -24,8 +24,8 @@ func TestBridgeKlog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
+	defer klogTarget.Store(klogTarget.Load())
 	bridgeKlog(slog.New(slog.NewJSONHandler(out, nil)))
-	defer klog.ClearLogger()
 
 	klog.InfoS("successfully acquired lease", "lease", "kip-system/kip-kip")
 	klog.Errorf("certificate_manager: %s", "failed while requesting a signed certificate")
@@ -53,5 +53,33 @@ func TestBridgeKlog(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
+	}
+}
+
+// TestBridgeKlogAgainWhileKlogLogs is host/cli's race: a second Run (a
+// second kip command in one test process) bridged klog while gRPC
+// goroutines of the first still logged through it. The race detector
+// fails it when bridgeKlog writes klog's logger. The last Run's logger
+// gets what is logged after it.
+func TestBridgeKlogAgainWhileKlogLogs(t *testing.T) {
+	defer klogTarget.Store(klogTarget.Load())
+	bridgeKlog(slog.New(slog.DiscardHandler))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			if klog.V(4).Enabled() {
+				klog.V(4).Info("from an earlier run")
+			}
+			klog.Info("from an earlier run")
+		}
+	}()
+	var second strings.Builder
+	bridgeKlog(slog.New(slog.NewTextHandler(&second, nil)))
+	<-done
+	klog.InfoS("after the second run started", "lease", "kip")
+	klog.Flush()
+	if got := second.String(); !strings.Contains(got, `msg="after the second run started" component=client-go lease=kip`) {
+		t.Errorf("the second run's logger got:\n%s\nwant the record logged after it, with component client-go", got)
 	}
 }
