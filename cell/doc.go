@@ -40,13 +40,22 @@
 //
 // # Networks: where containers run and where images come from
 //
-// Containers join the network namespace given by --netns: by default the
-// agent's own (/proc/<agent pid>/ns/net; not /proc/self, which runc would resolve in its own process). The pod IP is whatever address that
-// namespace has; the agent reports it (--pod-ip, default $KIP_CELL_ADDRESS)
-// as podIP and hostIP. On a cloud cell the agent and the pod share the
-// instance's network, and with the local plugin the agent is started inside
-// the cell's network namespace with `nsenter --net`, so in both cases the
-// default is right and nothing is configured.
+// The cell's network namespace is the one given by --netns: by default
+// the agent's own (/proc/<agent pid>/ns/net; not /proc/self, which runc
+// would resolve in its own process), with the cell's address (--pod-ip,
+// default $KIP_CELL_ADDRESS), which the agent reports as hostIP. On a
+// cloud cell that is the instance's network, and with the local plugin
+// the agent is started inside the cell's network namespace with `nsenter
+// --net`, so in both cases the default is right.
+//
+// When the host sends the pod an address of its own (ApplyPodRequest's
+// pod_address, the plugin's pluginapi.AddressPod), the pod gets a network
+// namespace of its own with it (cell/podnet, pinned under PodNetDir, so
+// that a restarted agent finds it), apart from the cell's, and reports it
+// as podIP; the ClusterIP services are programmed there (the service
+// proxy holds the host's table until then). Without one, and for a
+// hostNetwork pod, the containers join the cell's namespace and the pod's
+// IP is the cell's, as before (pod.Config.Network).
 //
 // # Mounts: where secrets live
 //

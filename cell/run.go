@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/kipcell/kip/cell/imds"
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
+	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/cell/services"
 	"github.com/kipcell/kip/pluginapi/identity"
@@ -44,7 +46,9 @@ type Config struct {
 	// InstanceIdentity, when set, reads the cloud's signed instance
 	// identity, sent with the join request (agent.InstanceIdentity).
 	InstanceIdentity agent.InstanceIdentity
-	// PodIP is reported as podIP and hostIP.
+	// PodIP is the cell's address: reported as hostIP, and as podIP of a
+	// pod that shares the cell's network (one without an address of its
+	// own from the host, or with hostNetwork).
 	PodIP string
 	// Listen is the gRPC address; empty means Bootstrap.ListenAddress, else
 	// PodIP:6421, else :6421.
@@ -124,6 +128,11 @@ const StateFile = "pod.json"
 // agent keeps its key and certificate (agent.Identity).
 const IdentityDir = "identity"
 
+// PodNetDir is the directory under Config.StateDir where the pod's own
+// network namespace is pinned (cell/podnet), so that an agent started
+// again finds it.
+const PodNetDir = "podnet"
+
 // Namespace is the containerd namespace of a cell that has its own.
 func Namespace(cellID string) string { return "kip-" + cellID }
 
@@ -190,13 +199,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer closeRuntime()
+	proxy, noServices, late, err := serviceProxy(cfg, log)
+	if err != nil {
+		return err
+	}
 	volumesDir := filepath.Join(cfg.StateDir, "volumes")
 	etcDir := filepath.Join(cfg.StateDir, "etc")
 	termDir := filepath.Join(cfg.StateDir, "termination")
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
+		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, proxy, late, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
 		StatePath: filepath.Join(cfg.StateDir, StateFile), Backoff: cfg.Backoff, Logger: log,
 	})
 	// An earlier agent of this cell (it died; its service manager started
@@ -208,14 +221,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if !resumed {
 		cleanup(ctx, rt, log, volumesDir, etcDir, termDir)
-	}
-	proxy, noServices, err := serviceProxy(cfg, log)
-	if err != nil {
-		return err
+		if err := podnet.Teardown(ctx, filepath.Join(cfg.StateDir, PodNetDir)); err != nil {
+			log.WarnContext(ctx, "removing the pod network of an earlier agent", "error", err)
+		}
 	}
 	notices := watchNotices(ctx, meta, cfg, log)
 	srv := agent.New(agent.Config{
-		Pod: mgr, Logs: store, NetNSPath: cfg.NetNSPath, Services: proxy, NoServices: noServices,
+		Pod: mgr, Logs: store, Services: proxy, NoServices: noServices,
 		DiskDir: cfg.StateDir, EtcDir: etcDir, Notices: notices, Logger: log,
 	})
 
@@ -240,6 +252,9 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	if err := mgr.Delete(dctx, &grace); err != nil {
 		return errors.Join(serveErr, fmt.Errorf("stopping pod: %w", err))
+	}
+	if err := podnet.Teardown(dctx, filepath.Join(cfg.StateDir, PodNetDir)); err != nil {
+		return errors.Join(serveErr, err)
 	}
 	return serveErr
 }
@@ -336,21 +351,53 @@ func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.
 // serviceProxy is what programs the ClusterIP services the host sends
 // into the pod's network namespace, or nil and why the cell programs
 // none. A cell without iptables still runs its pod: it says so in its log
-// and to the host.
-func serviceProxy(cfg Config, log *slog.Logger) (*services.Proxy, string, error) {
+// and to the host. late says that the proxy holds the table until
+// podNetwork knows the namespace and gives it its iptables.
+func serviceProxy(cfg Config, log *slog.Logger) (proxy *services.Proxy, why string, late bool, err error) {
 	switch cfg.ServiceProxy {
 	case "", ServiceProxyIPTables:
 		if cfg.ServicePrograms != nil {
-			return services.New(cfg.ServicePrograms), "", nil
+			return services.New(cfg.ServicePrograms), "", false, nil
 		}
-		ipt, err := services.NewIPTables(cfg.NetNSPath, log)
-		if err != nil {
+		if _, err := services.NewIPTables(cfg.NetNSPath, log); err != nil {
 			log.Warn("ClusterIP services will not be reachable from this cell", "error", err)
-			return nil, err.Error(), nil
+			return nil, err.Error(), false, nil
 		}
-		return services.New(ipt), "", nil
+		return services.New(nil), "", true, nil
 	case ServiceProxyNone:
-		return nil, "the cell agent runs with --service-proxy=none", nil
+		return nil, "the cell agent runs with --service-proxy=none", false, nil
 	}
-	return nil, "", fmt.Errorf("running cell agent: unknown service proxy %q (want %s or %s)", cfg.ServiceProxy, ServiceProxyIPTables, ServiceProxyNone)
+	return nil, "", false, fmt.Errorf("running cell agent: unknown service proxy %q (want %s or %s)", cfg.ServiceProxy, ServiceProxyIPTables, ServiceProxyNone)
+}
+
+// podNetwork is the pod manager's Network (pod.Config.Network): given the
+// pod's own address it makes the pod its own namespace (cell/podnet,
+// pinned under PodNetDir), else the pod joins the agent's (NetNSPath);
+// then, when the proxy waits for it (late), the ClusterIP services are
+// programmed into the namespace the pod joins. A failure to program them
+// does not keep the pod from starting: the host's next ApplyServices
+// tries again, as before the pod had a namespace of its own.
+func podNetwork(cfg Config, proxy *services.Proxy, late bool, log *slog.Logger) func(ctx context.Context, address string) (string, error) {
+	return func(ctx context.Context, address string) (string, error) {
+		path := cfg.NetNSPath
+		if address != "" {
+			addr, err := netip.ParseAddr(address)
+			if err != nil {
+				return "", fmt.Errorf("setting up the pod's network: its address from the host: %w", err)
+			}
+			if path, err = podnet.Setup(ctx, filepath.Join(cfg.StateDir, PodNetDir), addr); err != nil {
+				return "", err
+			}
+		}
+		if proxy != nil && late {
+			ipt, err := services.NewIPTables(path, log)
+			if err == nil {
+				err = proxy.SetProgrammer(ctx, ipt)
+			}
+			if err != nil {
+				log.WarnContext(ctx, "programming the ClusterIP services into the pod's network", "error", err)
+			}
+		}
+		return path, nil
+	}
 }

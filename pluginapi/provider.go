@@ -471,6 +471,17 @@ type AddressType string
 const (
 	AddressPrivate AddressType = "private"
 	AddressPublic  AddressType = "public"
+	// AddressPod is the pod's own IPv4 address, not the instance's: one
+	// the cloud routes to the instance (a secondary private address of its
+	// interface, an alias IP, a second IP configuration; the local plugin:
+	// a second address on its bridge), which the instance does not
+	// configure on itself. The host gives it to the cell's agent, which
+	// puts the pod in a network namespace of its own with it, apart from
+	// the instance's, and the pod reports it as its podIP; the agent stays
+	// at the private address. An instance without one runs its pod in the
+	// instance's network namespace at the private address, where the pod
+	// reaches whatever the instance does.
+	AddressPod AddressType = "pod"
 )
 
 // Address is one network address of an instance.
@@ -504,6 +515,16 @@ type Instance struct {
 func (i *Instance) PrivateAddress() string {
 	for _, a := range i.Addresses {
 		if a.Type == AddressPrivate {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// PodAddress returns the pod's own address (AddressPod), or "".
+func (i *Instance) PodAddress() string {
+	for _, a := range i.Addresses {
+		if a.Type == AddressPod {
 			return a.Address
 		}
 	}

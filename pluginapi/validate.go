@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"strings"
 )
 
@@ -147,6 +148,14 @@ func ValidateInstance(inst *Instance) error {
 	for _, a := range inst.Addresses {
 		if strings.TrimSpace(a.Address) == "" {
 			errs = append(errs, fmt.Errorf("instance %q has an empty %s address", inst.ID, a.Type))
+		}
+	}
+	if pod := inst.PodAddress(); pod != "" {
+		switch ip, err := netip.ParseAddr(pod); {
+		case err != nil || !ip.Is4():
+			errs = append(errs, fmt.Errorf("instance %q has pod address %q, want an IPv4 address", inst.ID, pod))
+		case pod == inst.PrivateAddress():
+			errs = append(errs, fmt.Errorf("instance %q has its private address %s as its pod address: a pod address is the pod's own", inst.ID, pod))
 		}
 	}
 	return errors.Join(errs...)

@@ -110,6 +110,13 @@ func TestValidateInstance(t *testing.T) {
 		{name: "unknown state", want: `unknown state "booting"`, change: func(i *Instance) { i.State = "booting" }},
 		{name: "empty state", want: `unknown state ""`, change: func(i *Instance) { i.State = "" }},
 		{name: "blank address", want: "empty private address", change: func(i *Instance) { i.Addresses[0].Address = " " }},
+		{name: "pod address", change: func(i *Instance) { i.Addresses = append(i.Addresses, Address{Type: AddressPod, Address: "10.0.0.2"}) }},
+		{name: "pod address not IPv4", want: `pod address "fd00::2", want an IPv4 address`, change: func(i *Instance) {
+			i.Addresses = append(i.Addresses, Address{Type: AddressPod, Address: "fd00::2"})
+		}},
+		{name: "pod address is the instance's", want: "its private address 10.0.0.1 as its pod address", change: func(i *Instance) {
+			i.Addresses = append(i.Addresses, Address{Type: AddressPod, Address: "10.0.0.1"})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

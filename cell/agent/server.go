@@ -19,6 +19,7 @@ import (
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
+	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/cell/services"
 )
@@ -27,9 +28,6 @@ import (
 type Config struct {
 	Pod  *pod.Manager
 	Logs *logs.Store
-	// NetNSPath is the pod's network namespace, where PortForward dials
-	// 127.0.0.1; empty means the agent's own.
-	NetNSPath string
 	// Services programs the ClusterIP services the host sends
 	// (ApplyServices); nil means the cell programs none, and NoServices
 	// says why.
@@ -73,7 +71,7 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 	if err := json.Unmarshal(req.GetPodJson(), &p); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "decoding pod: %v", err)
 	}
-	d := pod.Desired{Generation: req.GetGeneration(), Pod: &p}
+	d := pod.Desired{Generation: req.GetGeneration(), Pod: &p, PodAddress: req.GetPodAddress()}
 	if len(req.GetEnv()) > 0 {
 		d.Env = map[string][]pod.EnvVar{}
 		for name, list := range req.GetEnv() {
@@ -226,7 +224,7 @@ func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
 		return status.Errorf(codes.InvalidArgument, "port %d out of range", port)
 	}
 	ctx := stream.Context()
-	conn, err := dialInNetns(ctx, s.cfg.NetNSPath, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	conn, err := podnet.DialContext(ctx, &net.Dialer{}, s.cfg.Pod.NetNS(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "connecting to port %d: %v", port, err)
 	}

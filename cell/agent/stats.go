@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) Stats(ctx context.Context, req *cellv1.StatsRequest) (*cellv1.S
 			cs.Logs = s.dirStats(ctx, filepath.Dir(s.cfg.Logs.Path(cs.GetName(), 0)), false)
 		}
 	}
-	err := inNetns(s.cfg.NetNSPath, func() {
+	err := podnet.Do(s.cfg.Pod.NetNS(), func() {
 		var rerr error
 		resp.Interfaces, rerr = readNetDev("/proc/thread-self/net/dev")
 		if rerr != nil {

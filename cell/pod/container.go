@@ -268,7 +268,9 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, &runtime.ExitStatus{Code: 128}, true
 	}
 	started := task.StartedAt()
-	tgt := m.newTarget(c, task)
+	m.mu.Lock()
+	tgt := m.newTargetLocked(c, task)
+	m.mu.Unlock()
 	m.update(func() {
 		if attempt > 0 {
 			cs.status.RestartCount++
@@ -526,9 +528,9 @@ func (m *Manager) postStart(ctx context.Context, cs *containerState, t target, p
 	return true
 }
 
-// newTarget is what a container's probes and hooks run against.
-func (m *Manager) newTarget(c *corev1.Container, task runtime.Task) target {
-	return target{c: c, task: task, podIP: m.cfg.PodIP, warn: func(reason, msg string) { m.emit(EventWarning, reason, "", "%s", msg) }}
+// newTargetLocked is what a container's probes and hooks run against.
+func (m *Manager) newTargetLocked(c *corev1.Container, task runtime.Task) target {
+	return target{c: c, task: task, podIP: m.podIPLocked(), netns: m.NetNS, warn: func(reason, msg string) { m.emit(EventWarning, reason, "", "%s", msg) }}
 }
 
 // podName is "<name>_<namespace>(<uid>)", the kubelet's format.Pod.
@@ -594,7 +596,7 @@ func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, 
 		Env:        env,
 		WorkingDir: c.WorkingDir,
 		Hostname:   m.etc.containerHostname(),
-		NetNSPath:  m.cfg.NetNSPath,
+		NetNSPath:  m.NetNS(),
 		Resources:  res,
 	}
 }

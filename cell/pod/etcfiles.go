@@ -2,6 +2,7 @@ package pod
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -172,7 +173,7 @@ type etcConfig struct {
 	dir        string // where the files are written; empty: none
 	resolvConf string // the cell's own resolv.conf; empty: none
 	hostsFile  string // the cell's own hosts file
-	podIP      string
+	podIP      string // the cell's, for a pod without an address of its own
 }
 
 func newEtcFiles(cfg etcConfig, log *slog.Logger) *etcFiles {
@@ -231,7 +232,8 @@ func (e *etcFiles) make(d *Desired) ([]warning, error) {
 			return nil, fmt.Errorf("parsing the cell's resolver configuration %s: %w", e.cfg.resolvConf, err)
 		}
 	}
-	dns, warnings := podDNS(pod, d.DNS, host, e.cfg.resolvConf != "", e.cfg.podIP)
+	podIP := cmp.Or(ownAddress(d), e.cfg.podIP)
+	dns, warnings := podDNS(pod, d.DNS, host, e.cfg.resolvConf != "", podIP)
 
 	files := map[string][]byte{etcResolvConf: dns.render()}
 	switch {
@@ -244,8 +246,8 @@ func (e *etcFiles) make(d *Desired) ([]warning, error) {
 		if kernel, err = os.Hostname(); err != nil {
 			return nil, fmt.Errorf("reading the cell's hostname: %w", err)
 		}
-	case e.cfg.podIP != "":
-		files[etcHosts] = managedHostsFileContent([]string{e.cfg.podIP}, hostname, domain, pod.Spec.HostAliases)
+	case podIP != "":
+		files[etcHosts] = managedHostsFileContent([]string{podIP}, hostname, domain, pod.Spec.HostAliases)
 	default:
 		// No pod IP yet: the kubelet mounts no hosts file either.
 	}

@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,11 +35,24 @@ var DefaultBackoff = Backoff{Initial: 10 * time.Second, Max: 5 * time.Minute, Re
 type Config struct {
 	Runtime runtime.Runtime
 	Logs    *logs.Store
-	// PodIP is the pod's (and the cell's) address; HostIP the address the
-	// pod reports as its host's (the cell's too).
+	// PodIP is the pod's address when it shares the cell's network
+	// namespace (it has no address of its own, Desired.PodAddress, or asks
+	// for hostNetwork): the cell's; HostIP the address the pod reports as
+	// its host's, the cell's too.
 	PodIP, HostIP string
-	// NetNSPath is the network namespace every container joins.
+	// NetNSPath is the cell's network namespace, which the containers of a
+	// pod that shares it join.
 	NetNSPath string
+	// Network, when set, gives the pod its network before its first
+	// container starts, and again when a restarted agent resumes it (so it
+	// must be idempotent): called with the pod's own address (a pod with
+	// Desired.PodAddress and without hostNetwork), it makes the pod a
+	// namespace of its own with it and returns its path; called with "",
+	// it readies the cell's own (NetNSPath) for the pod and returns that.
+	// While it fails the manager retries, with a FailedCreatePodSandBox
+	// event, as the kubelet retries a sandbox. Nil: every pod joins
+	// NetNSPath.
+	Network func(ctx context.Context, address string) (nsPath string, err error)
 	// VolumesDir holds the pod's volumes (emptyDir, configMap, secret,
 	// downwardAPI, projected), a directory per volume; it is removed on
 	// Delete. Empty: only hostPath volumes work.
@@ -90,6 +104,19 @@ type Desired struct {
 	Credentials []runtime.Credential
 	// DNS are the node's DNS settings, for the pod's /etc files.
 	DNS ClusterDNS
+	// PodAddress is the pod's own address, routed to the cell by its
+	// cloud, which the host sends with the pod; empty: the pod shares the
+	// cell's network and address (Config.PodIP). See Config.Network.
+	PodAddress string
+}
+
+// ownAddress is the address of d's pod's own network namespace, or ""
+// when the pod shares the cell's: it has none, or asks for hostNetwork.
+func ownAddress(d *Desired) string {
+	if d == nil || d.Pod == nil || d.Pod.Spec.HostNetwork {
+		return ""
+	}
+	return d.PodAddress
 }
 
 // Errors of Apply.
@@ -112,6 +139,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	desired   *Desired
+	netns     string // the pod's own network namespace, once made (Config.Network)
 	started   bool
 	deleting  bool
 	deleted   bool
@@ -425,6 +453,9 @@ func (m *Manager) run(ctx context.Context) {
 	m.mu.Lock()
 	d := m.desired
 	m.mu.Unlock()
+	if !m.setupNetwork(ctx, d) {
+		return
+	}
 	m.syncVolumes(ctx, d)
 	m.syncEtc(ctx, d)
 	// Sidecars run until the app containers have ended (or the pod is
@@ -576,4 +607,46 @@ func (m *Manager) publishLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.saveLocked()
+}
+
+// NetNS is the network namespace the pod's containers join: the pod's
+// own once Config.Network has made it, else the cell's (Config.NetNSPath).
+func (m *Manager) NetNS() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return cmp.Or(m.netns, m.cfg.NetNSPath)
+}
+
+// podIPLocked is the pod's address: its own, or the cell's.
+func (m *Manager) podIPLocked() string {
+	return cmp.Or(ownAddress(m.desired), m.cfg.PodIP)
+}
+
+// ReasonFailedCreatePodSandBox is the kubelet's Warning event when the
+// pod's sandbox, here its network, cannot be made.
+const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
+
+// setupNetwork gives the pod of d its network (Config.Network), retrying
+// after the restart back-off while that fails; false when ctx ended
+// first.
+func (m *Manager) setupNetwork(ctx context.Context, d *Desired) bool {
+	if m.cfg.Network == nil {
+		return true
+	}
+	var delay time.Duration
+	for {
+		delay = m.nextDelay(delay)
+		path, err := m.cfg.Network(ctx, ownAddress(d))
+		if err == nil {
+			m.mu.Lock()
+			m.netns = path
+			m.mu.Unlock()
+			return true
+		}
+		m.log.WarnContext(ctx, "setting up the pod's network", "error", err, "retry_in", delay)
+		m.emit(EventWarning, ReasonFailedCreatePodSandBox, "", "Failed to create pod sandbox: %v", err)
+		if !sleep(ctx, delay) {
+			return false
+		}
+	}
 }

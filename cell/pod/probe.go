@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kipcell/kip/cell/api/expansion"
+	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
 )
 
@@ -64,6 +65,9 @@ type target struct {
 	c     *corev1.Container
 	task  runtime.Task
 	podIP string
+	// netns is the pod's network namespace, which probes and hooks
+	// connect from (nil: the agent's).
+	netns func() string
 	// warn records a Warning event on the pod (nil: none).
 	warn func(reason, message string)
 }
@@ -90,7 +94,7 @@ func runProbe(ctx context.Context, p *corev1.Probe, t target, unit time.Duration
 		if err != nil {
 			return probeUnknown, "", err
 		}
-		return httpProbe(req, timeout)
+		return httpProbe(req, t, timeout)
 	case p.TCPSocket != nil:
 		port, err := containerPort(p.TCPSocket.Port, t.c)
 		if err != nil {
@@ -100,13 +104,13 @@ func runProbe(ctx context.Context, p *corev1.Probe, t target, unit time.Duration
 		if host == "" {
 			host = t.podIP
 		}
-		return tcpProbe(ctx, net.JoinHostPort(host, strconv.Itoa(port)), timeout)
+		return tcpProbe(ctx, t, net.JoinHostPort(host, strconv.Itoa(port)), timeout)
 	case p.GRPC != nil:
 		service := ""
 		if p.GRPC.Service != nil {
 			service = *p.GRPC.Service
 		}
-		return grpcProbe(ctx, t.podIP, service, int(p.GRPC.Port), timeout)
+		return grpcProbe(ctx, t, service, int(p.GRPC.Port), timeout)
 	}
 	return probeUnknown, "", fmt.Errorf("missing probe handler for container %s", t.c.Name)
 }
@@ -260,21 +264,38 @@ func probeDialer() *net.Dialer {
 	}}
 }
 
-// probeTransport is the kubelet's probe transport: no keep-alives, no
-// proxy, no compression, certificates not verified.
-var probeTransport = &http.Transport{
-	TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify probe certificates
-	DisableKeepAlives:  true,
-	Proxy:              http.ProxyURL(nil),
-	DisableCompression: true,
-	DialContext:        probeDialer().DialContext,
+// dial connects with d from the pod's network namespace: a probe or hook
+// comes from the pod's network, as the kubelet's do, so that what the pod
+// may not reach (the cell's agent, the instance's metadata) a probe's
+// host does not reach either.
+func (t target) dial(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error) {
+	ns := ""
+	if t.netns != nil {
+		ns = t.netns()
+	}
+	return podnet.DialContext(ctx, d, ns, network, addr)
+}
+
+// transport is the kubelet's probe transport: no keep-alives, no proxy,
+// no compression, certificates not verified; it dials from the pod's
+// network namespace.
+func (t target) transport() *http.Transport {
+	return &http.Transport{
+		TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the kubelet does not verify probe certificates
+		DisableKeepAlives:  true,
+		Proxy:              http.ProxyURL(nil),
+		DisableCompression: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return t.dial(ctx, probeDialer(), network, addr)
+		},
+	}
 }
 
 // httpProbe is the kubelet's DoHTTPProbe: 2xx succeeds, 3xx to another
 // host is a warning (redirects are followed only on the same host), the
 // rest fails with the status code.
-func httpProbe(req *http.Request, timeout time.Duration) (probeResult, string, error) {
-	client := &http.Client{Timeout: timeout, Transport: probeTransport, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+func httpProbe(req *http.Request, t target, timeout time.Duration) (probeResult, string, error) {
+	client := &http.Client{Timeout: timeout, Transport: t.transport(), CheckRedirect: func(r *http.Request, via []*http.Request) error {
 		if r.URL.Hostname() != via[0].URL.Hostname() {
 			return http.ErrUseLastResponse
 		}
@@ -303,10 +324,10 @@ func httpProbe(req *http.Request, timeout time.Duration) (probeResult, string, e
 }
 
 // tcpProbe succeeds when a connection to addr opens within timeout.
-func tcpProbe(ctx context.Context, addr string, timeout time.Duration) (probeResult, string, error) {
+func tcpProbe(ctx context.Context, t target, addr string, timeout time.Duration) (probeResult, string, error) {
 	d := probeDialer()
 	d.Timeout = timeout
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := t.dial(ctx, d, "tcp", addr)
 	if err != nil {
 		return probeFailure, err.Error(), nil //nolint:nilerr // a refused connection fails the probe, with the reason as its output
 	}
@@ -314,15 +335,15 @@ func tcpProbe(ctx context.Context, addr string, timeout time.Duration) (probeRes
 	return probeSuccess, "", nil
 }
 
-// grpcProbe calls grpc.health.v1.Health/Check on host:port without TLS
-// and succeeds on SERVING, with the kubelet's messages.
-func grpcProbe(ctx context.Context, host, service string, port int, timeout time.Duration) (probeResult, string, error) {
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
+// grpcProbe calls grpc.health.v1.Health/Check on the pod's port without
+// TLS and succeeds on SERVING, with the kubelet's messages.
+func grpcProbe(ctx context.Context, t target, service string, port int, timeout time.Duration) (probeResult, string, error) {
+	addr := net.JoinHostPort(t.podIP, strconv.Itoa(port))
 	conn, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithUserAgent("kube-probe/"+kubeVersion),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return probeDialer().DialContext(ctx, "tcp", a)
+			return t.dial(ctx, probeDialer(), "tcp", a)
 		}))
 	if err != nil {
 		return probeFailure, fmt.Sprintf("error: failed to connect service at %q: %+v", addr, err), nil
@@ -347,9 +368,11 @@ func grpcProbe(ctx context.Context, host, service string, port int, timeout time
 	return probeSuccess, "service healthy", nil
 }
 
-// hookClient runs httpGet lifecycle hooks: any answer is success, as in
-// the kubelet; certificates are not verified.
-var hookClient = &http.Client{Transport: probeTransport, Timeout: 0}
+// hookClient runs httpGet lifecycle hooks from the pod's network: any
+// answer is success, as in the kubelet; certificates are not verified.
+func (t target) hookClient() *http.Client {
+	return &http.Client{Transport: t.transport(), Timeout: 0}
+}
 
 // runHook runs a postStart or preStop handler (handlerRunner.Run) until it
 // ends or ctx does, and returns the kubelet's message when it fails.
@@ -391,14 +414,15 @@ func runHTTPHook(ctx context.Context, a *corev1.HTTPGetAction, t target) error {
 	if err != nil {
 		return err
 	}
-	resp, err := hookClient.Do(req)
+	client := t.hookClient()
+	resp, err := client.Do(req)
 	discard(resp)
 	var uerr *url.Error
 	if err != nil && errors.As(err, &uerr) && strings.Contains(uerr.Err.Error(), "server gave HTTP response to HTTPS client") {
 		req = req.Clone(ctx)
 		req.URL.Scheme = "http"
 		req.Header.Del("Authorization")
-		resp, herr := hookClient.Do(req)
+		resp, herr := client.Do(req)
 		discard(resp)
 		if herr == nil {
 			err = nil

@@ -258,7 +258,7 @@ func TestHTTPSProbeSkipsVerification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, out, err := httpProbe(req, time.Second); res != probeSuccess || err != nil {
+	if res, out, err := httpProbe(req, target{}, time.Second); res != probeSuccess || err != nil {
 		t.Errorf("https probe of a self-signed server = %s %q %v, want success", res, out, err)
 	}
 }

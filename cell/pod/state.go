@@ -64,6 +64,7 @@ type savedDesired struct {
 	Env         map[string][]EnvVar  `json:"env,omitempty"`
 	Credentials []runtime.Credential `json:"credentials,omitempty"`
 	DNS         ClusterDNS           `json:"dns"`
+	PodAddress  string               `json:"podAddress,omitempty"`
 }
 
 // savedContainer is what a container's status does not say.
@@ -84,7 +85,7 @@ func (m *Manager) setDesiredLocked(d *Desired) {
 	if m.cfg.StatePath == "" {
 		return
 	}
-	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS})
+	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS, PodAddress: d.PodAddress})
 	if err != nil {
 		m.log.Error("encoding the desired pod for the state file", "error", err)
 		return
@@ -197,7 +198,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 		m.log.InfoContext(ctx, "the state file is of another pod; not resuming it", "saved_uid", sd.Pod.UID, "uid", podUID)
 		return false, nil
 	}
-	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS}
+	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress}
 
 	m.mu.Lock()
 	if m.started || m.deleting {
@@ -311,7 +312,7 @@ func (m *Manager) reattach(ctx context.Context, cs *containerState) {
 	cs.task, cs.aio = task, aio
 	aio.setTask(task)
 	r.live = &liveAttempt{
-		target:   m.newTarget(c, task),
+		target:   m.newTargetLocked(c, task),
 		lf:       lf,
 		aio:      aio,
 		termFile: m.terminationPath(c, attempt),

@@ -13,9 +13,9 @@ import (
 // while their status does not change.
 func (m *Manager) computeStatusLocked() corev1.PodStatus {
 	st := corev1.PodStatus{Phase: corev1.PodPending, StartTime: m.startTime}
-	if m.cfg.PodIP != "" {
-		st.PodIP = m.cfg.PodIP
-		st.PodIPs = []corev1.PodIP{{IP: m.cfg.PodIP}}
+	if ip := m.podIPLocked(); ip != "" {
+		st.PodIP = ip
+		st.PodIPs = []corev1.PodIP{{IP: ip}}
 	}
 	if m.cfg.HostIP != "" {
 		st.HostIP = m.cfg.HostIP

@@ -74,9 +74,24 @@ type Proxy struct {
 	services map[string]Service
 }
 
-// New returns an empty Proxy that programs through prog.
+// New returns an empty Proxy that programs through prog. With a nil prog
+// it keeps the table without programming it, until SetProgrammer says
+// where: the agent knows the pod's network namespace only once it has
+// the pod, and the host may send the table before.
 func New(prog Programmer) *Proxy {
 	return &Proxy{prog: prog, services: map[string]Service{}}
+}
+
+// SetProgrammer makes prog what programs the table from now on, and
+// programs the table the Proxy has through it, whole.
+func (p *Proxy) SetProgrammer(ctx context.Context, prog Programmer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prog = prog
+	if err := prog.Program(ctx, sortedServices(p.services)); err != nil {
+		return fmt.Errorf("programming %d services: %w", len(p.services), err)
+	}
+	return nil
 }
 
 // Revision is the table and revision the cell's network now reflects.
@@ -91,7 +106,8 @@ func (p *Proxy) Revision() (table string, revision uint64) {
 // nothing: the Proxy converges to the highest revision it has seen. A
 // delta against another table or revision is ErrBaseMismatch. If
 // programming fails, the Proxy keeps its table. It returns the table and
-// revision the network now reflects.
+// revision the network now reflects (or, before SetProgrammer, the one
+// the Proxy holds for it).
 func (p *Proxy) Apply(ctx context.Context, u Update) (table string, revision uint64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -114,13 +130,21 @@ func (p *Proxy) Apply(ctx context.Context, u Update) (table string, revision uin
 	for _, s := range u.Services {
 		next[s.Key()] = s
 	}
-	sorted := make([]Service, 0, len(next))
-	for _, k := range slices.Sorted(maps.Keys(next)) {
-		sorted = append(sorted, next[k])
-	}
-	if err := p.prog.Program(ctx, sorted); err != nil {
-		return p.table, p.revision, fmt.Errorf("programming %d services: %w", len(sorted), err)
+	if p.prog != nil {
+		sorted := sortedServices(next)
+		if err := p.prog.Program(ctx, sorted); err != nil {
+			return p.table, p.revision, fmt.Errorf("programming %d services: %w", len(sorted), err)
+		}
 	}
 	p.table, p.revision, p.services = u.Table, u.Revision, next
 	return p.table, p.revision, nil
+}
+
+// sortedServices returns the services of m in the order of their keys.
+func sortedServices(m map[string]Service) []Service {
+	sorted := make([]Service, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		sorted = append(sorted, m[k])
+	}
+	return sorted
 }

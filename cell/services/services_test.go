@@ -103,3 +103,32 @@ func TestProxyApply(t *testing.T) {
 }
 
 var errBoom = errors.New("iptables-restore: line 3 failed")
+
+// TestProxyHoldsTheTableUntilItsProgrammer: a Proxy made without a
+// Programmer (the agent before it knows the pod's network namespace)
+// takes the host's whole table and deltas without programming them;
+// SetProgrammer programs the table it holds, whole, and the next delta
+// goes through it.
+func TestProxyHoldsTheTableUntilItsProgrammer(t *testing.T) {
+	p := New(nil)
+	if table, rev, err := p.Apply(t.Context(), Update{Table: "t1", Revision: 3, Services: []Service{svc("b", "x"), svc("a", "y")}}); err != nil || table != "t1" || rev != 3 {
+		t.Fatalf("Apply of the whole table without a programmer = %q %d %v", table, rev, err)
+	}
+	if _, rev, err := p.Apply(t.Context(), Update{Table: "t1", Revision: 4, Base: 3, Removed: []string{"b/x"}, Services: []Service{svc("c", "z")}}); err != nil || rev != 4 {
+		t.Fatalf("Apply of a delta without a programmer = %d %v", rev, err)
+	}
+	r := &recorder{}
+	if err := p.SetProgrammer(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Apply(t.Context(), Update{Table: "t1", Revision: 5, Base: 4, Removed: []string{"c/z"}}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([][]string{{"a/y", "c/z"}, {"a/y"}}, r.programmed); diff != "" {
+		t.Errorf("programmed (-want +got):\n%s", diff)
+	}
+	r.fail = errors.New("iptables-restore: line 3 failed")
+	if err := p.SetProgrammer(t.Context(), r); !errors.Is(err, r.fail) {
+		t.Errorf("SetProgrammer with a failing programmer = %v, want its error", err)
+	}
+}

@@ -62,6 +62,8 @@ type fakeAgent struct {
 	// uid is the pod the agent runs (its first ApplyPod's), which its
 	// status updates carry.
 	uid string
+	// podAddress is the pod's own address the last ApplyPod sent.
+	podAddress string
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
@@ -70,6 +72,7 @@ func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*c
 	a.calls = append(a.calls, fmt.Sprintf("pod %d", req.GetGeneration()))
 	a.applied = append(a.applied, req.GetGeneration())
 	a.creds = req.GetRegistryCredentials()
+	a.podAddress = req.GetPodAddress()
 	if a.uid == "" {
 		var p corev1.Pod
 		if err := json.Unmarshal(req.GetPodJson(), &p); err == nil {
@@ -336,9 +339,19 @@ func TestPodRunsOnItsCell(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	if running.Status.PodIP == "" || running.Status.StartTime == nil {
-		t.Errorf("running status = %+v, want the cell's IP and a start time", running.Status)
+	insts := h.plugin.Store().Instances()
+	if len(insts) != 1 || insts[0].PodAddress() == "" {
+		t.Fatalf("instances %+v, want one with a pod address", insts)
 	}
+	if st := running.Status; st.PodIP != insts[0].PodAddress() || st.HostIP != insts[0].PrivateAddress() || st.StartTime == nil {
+		t.Errorf("running status = %+v, want the pod's address %s as its IP, the cell's %s as its host's, and a start time",
+			st, insts[0].PodAddress(), insts[0].PrivateAddress())
+	}
+	h.agent.mu.Lock()
+	if h.agent.podAddress != insts[0].PodAddress() {
+		t.Errorf("the agent was sent pod address %q, want %s", h.agent.podAddress, insts[0].PodAddress())
+	}
+	h.agent.mu.Unlock()
 	reqs := h.plugin.Requests()
 	var launch *pluginapi.LaunchRequest
 	for _, r := range reqs {

@@ -20,6 +20,7 @@ import (
 // agent's status until the pod ends or the cell is deleted.
 func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	address := inst.PrivateAddress()
+	addrs := addresses{agent: address, pod: inst.PodAddress()}
 	if !c.join(ctx, inst) {
 		return
 	}
@@ -57,7 +58,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	// Apply the desired pod whenever it changes; the first Apply also
 	// proves the agent is up (it retries until the agent answers).
 	applied := make(chan struct{})
-	go c.applyLoop(ctx, agent, address, applied)
+	go c.applyLoop(ctx, agent, addrs, applied)
 	select {
 	case <-applied:
 		c.agentAnswered()
@@ -76,7 +77,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent, notices []*cellv1.InstanceNotice) {
 			n = 1
 			c.agentEvents(events)
-			c.agentStatus(ctx, st, address)
+			c.agentStatus(ctx, st, addrs)
 			c.agentNotices(ctx, notices)
 		})
 		c.mu.Lock()
@@ -121,7 +122,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 // while it has configMap, secret or projected volumes, and applies it
 // under a new generation when what was resolved changed: the agent swaps
 // the files in under the running containers, as a kubelet does.
-func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address string, applied chan struct{}) {
+func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addresses, applied chan struct{}) {
 	tokens := dispatch.NewTokens(c.d.cfg.Now)
 	var (
 		sent    *cellv1.ApplyPodRequest // what the agent took last
@@ -134,7 +135,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 		pod, gen := c.desired.DeepCopy(), c.generation
 		info := c.instance
 		c.mu.Unlock()
-		cellInfo := dispatch.Cell{PodIP: address, HostIP: address}
+		cellInfo := dispatch.Cell{PodIP: addrs.podIP(pod), HostIP: addrs.agent}
 		if info != nil {
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
@@ -152,6 +153,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, address str
 			req, err = dispatch.Resolve(ctx, src, c.d.cfg.Cluster, pod, cellInfo, tokens)
 		}
 		if err == nil {
+			req.PodAddress = addrs.pod
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 			if refresh && sameResolution(req, sent) {
 				req = sent // nothing new for the agent
@@ -362,17 +364,18 @@ func containerFieldPath(pod *corev1.Pod, name string) string {
 // agentStatus takes the status the agent reports, keeps what only the API
 // knows (PodScheduled, start time), and terminates the cell once the pod
 // has ended.
-func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, address string) {
+func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, addrs addresses) {
 	c.mu.Lock()
 	prev := c.status
 	next := *st.DeepCopy()
 	if next.PodIP == "" {
-		next.PodIP = address
-		next.PodIPs = []corev1.PodIP{{IP: address}}
+		ip := addrs.podIP(c.desired)
+		next.PodIP = ip
+		next.PodIPs = []corev1.PodIP{{IP: ip}}
 	}
 	if next.HostIP == "" {
-		next.HostIP = address
-		next.HostIPs = []corev1.HostIP{{IP: address}}
+		next.HostIP = addrs.agent
+		next.HostIPs = []corev1.HostIP{{IP: addrs.agent}}
 	}
 	if next.StartTime == nil {
 		next.StartTime = prev.StartTime
@@ -433,4 +436,18 @@ func (c *cell) nudge() {
 	if stop != nil {
 		stop()
 	}
+}
+
+// addresses are a running cell's: the agent's (the instance's private
+// address, the pod's hostIP) and the pod's own (pluginapi.AddressPod),
+// empty when the plugin gives none.
+type addresses struct{ agent, pod string }
+
+// podIP is the pod's IP: its own address, unless it has none or shares
+// the instance's network (hostNetwork), as the agent reports it.
+func (a addresses) podIP(pod *corev1.Pod) string {
+	if a.pod == "" || (pod != nil && pod.Spec.HostNetwork) {
+		return a.agent
+	}
+	return a.pod
 }

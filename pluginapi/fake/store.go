@@ -263,9 +263,10 @@ func (s *Store) setStateLocked(r *record, state pluginapi.InstanceState, reason 
 	}
 	r.Instance.StateReason = reason
 	if state == pluginapi.StateRunning && r.Instance.PrivateAddress() == "" {
-		r.Instance.Addresses = append(r.Instance.Addresses, pluginapi.Address{
-			Type: pluginapi.AddressPrivate, Address: addressFor(r.Instance.ID),
-		})
+		r.Instance.Addresses = append(r.Instance.Addresses,
+			pluginapi.Address{Type: pluginapi.AddressPrivate, Address: addressFor(r.Instance.ID)},
+			pluginapi.Address{Type: pluginapi.AddressPod, Address: podAddressFor(r.Instance.ID)},
+		)
 	}
 	s.emitLocked(r, now)
 }
@@ -315,6 +316,13 @@ func (s *Store) unsubscribe(sub *subscriber) {
 func addressFor(id string) string {
 	n, _ := strconv.Atoi(strings.TrimPrefix(id, "i-"))
 	return fmt.Sprintf("10.%d.%d.%d", 64+(n>>16)&63, (n>>8)&255, n&255)
+}
+
+// podAddressFor is the address of the pod of instance id
+// (pluginapi.AddressPod), as a cloud's secondary address.
+func podAddressFor(id string) string {
+	n, _ := strconv.Atoi(strings.TrimPrefix(id, "i-"))
+	return fmt.Sprintf("10.%d.%d.%d", 128+(n>>16)&63, (n>>8)&255, n&255)
 }
 
 func copyInstance(in pluginapi.Instance) pluginapi.Instance {

@@ -74,12 +74,15 @@ func writeLastAddress(stateDir string, a netip.Addr) error {
 	return os.WriteFile(filepath.Join(stateDir, lastAddressFile), []byte(a.String()+"\n"), 0o600)
 }
 
-// usedAddresses returns the addresses of the records.
+// usedAddresses returns the addresses of the records, the cells' and
+// their pods'.
 func usedAddresses(records []*record) map[netip.Addr]bool {
 	used := make(map[netip.Addr]bool, len(records))
 	for _, r := range records {
-		if a, err := netip.ParseAddr(r.Address); err == nil {
-			used[a] = true
+		for _, s := range []string{r.Address, r.PodAddress} {
+			if a, err := netip.ParseAddr(s); err == nil {
+				used[a] = true
+			}
 		}
 	}
 	return used

@@ -164,12 +164,22 @@ func (p *provider) plan(ctx context.Context, cfg *config, req *pluginapi.LaunchR
 	if err != nil {
 		return nil, err
 	}
-	addr, ok := freeAddress(subnet, usedAddresses(records), readLastAddress(cfg.stateDir), reserved...)
+	used := usedAddresses(records)
+	addr, ok := freeAddress(subnet, used, readLastAddress(cfg.stateDir), reserved...)
+	last := addr
+	if ok && cfg.network == NetworkNetns {
+		// The pod's own address, as a cloud gives a secondary one.
+		used[addr] = true
+		var pod netip.Addr
+		if pod, ok = freeAddress(subnet, used, addr, reserved...); ok {
+			r.PodAddress, last = pod.String(), pod
+		}
+	}
 	if !ok {
 		return nil, pluginapi.NewInsufficientCapacity(typ.Name, cfg.zone, pluginapi.CapacityOnDemand,
 			fmt.Sprintf("no free address left in %s", subnet))
 	}
-	if err := writeLastAddress(cfg.stateDir, addr); err != nil {
+	if err := writeLastAddress(cfg.stateDir, last); err != nil {
 		return nil, fmt.Errorf("recording the address handed out: %w", err)
 	}
 	r.Address = addr.String()
@@ -271,8 +281,17 @@ func (p *provider) instance(cfg *config, r *record) pluginapi.Instance {
 		Zone:         r.Zone,
 		State:        state,
 		StateReason:  reason,
-		Addresses:    []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: r.Address}},
+		Addresses:    r.addresses(),
 		Tags:         maps.Clone(r.Tags),
 		LaunchedAt:   r.LaunchedAt,
 	}
+}
+
+// addresses are the cell's address and, in netns mode, its pod's.
+func (r *record) addresses() []pluginapi.Address {
+	out := []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: r.Address}}
+	if r.PodAddress != "" {
+		out = append(out, pluginapi.Address{Type: pluginapi.AddressPod, Address: r.PodAddress})
+	}
+	return out
 }

@@ -23,12 +23,22 @@ func TestLaunchNetns(t *testing.T) {
 
 	a := e.launch(p, "cell-n1")
 	b := e.launch(p, "cell-n2")
-	// The bridge holds the first address, cells get the following ones.
-	if got, want := a.PrivateAddress(), subnet.Addr().Next().Next().String(); got != want {
-		t.Errorf("first cell's address %s, want %s", got, want)
-	}
-	if got, want := b.PrivateAddress(), subnet.Addr().Next().Next().Next().String(); got != want {
-		t.Errorf("second cell's address %s, want %s", got, want)
+	// The bridge holds the first address; each cell gets the next two,
+	// its own and its pod's.
+	first := subnet.Addr().Next().Next()
+	for _, c := range []struct {
+		inst            pluginapi.Instance
+		address, podAdd netip.Addr
+	}{
+		{a, first, first.Next()},
+		{b, first.Next().Next(), first.Next().Next().Next()},
+	} {
+		if got := c.inst.PrivateAddress(); got != c.address.String() {
+			t.Errorf("%s's address %s, want %s", c.inst.CellID, got, c.address)
+		}
+		if got := c.inst.PodAddress(); got != c.podAdd.String() {
+			t.Errorf("%s's pod address %q, want %s", c.inst.CellID, got, c.podAdd)
+		}
 	}
 	if out, err := ip(t.Context(), "-4", "addr", "show", "dev", bridge); err != nil || !strings.Contains(out, subnet.Addr().Next().String()+"/24") {
 		t.Errorf("bridge %s: %s %v", bridge, out, err)
@@ -99,8 +109,10 @@ func TestLaunchNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if usedAddresses(records)[netip.MustParseAddr(a.PrivateAddress())] {
-		t.Errorf("the terminated cell's address %s is still taken", a.PrivateAddress())
+	for _, addr := range []string{a.PrivateAddress(), a.PodAddress()} {
+		if usedAddresses(records)[netip.MustParseAddr(addr)] {
+			t.Errorf("the terminated cell's address %s is still taken", addr)
+		}
 	}
 	last := readLastAddress(e.stateDir())
 	if c := e.launch(p, "cell-n3"); addrOf(c) == a.PrivateAddress() || addrOf(c) != last.Next().String() {
@@ -128,13 +140,15 @@ func TestNetnsBridgeKeepsItsAddress(t *testing.T) {
 				}
 			}
 			p := e.provider()
-			e.launch(p, "cell-m0")
+			// Cell IDs of their own: the two subtests run at once.
+			prefix := map[bool]string{false: "cell-mn", true: "cell-mf"}[found]
+			e.launch(p, prefix+"0")
 			kind, first := bridgeAddress(t, bridge)
 			if kind != netAddrSet {
 				t.Errorf("bridge %s: addr_assign_type %s after the first cell, want %s (set)", bridge, kind, netAddrSet)
 			}
 			for i := 1; i <= 4; i++ {
-				e.launch(p, "cell-m"+strconv.Itoa(i))
+				e.launch(p, prefix+strconv.Itoa(i))
 				if _, got := bridgeAddress(t, bridge); got != first {
 					t.Errorf("bridge %s: address %s after cell %d joined, want %s as at the first", bridge, got, i, first)
 				}
@@ -156,15 +170,16 @@ func bridgeAddress(t *testing.T, bridge string) (kind, mac string) {
 	return read("addr_assign_type"), read("address")
 }
 
-// Concurrent launches of different cells, from two plugin processes
-// sharing the state directory, never get the same address.
+// TestNetnsAddressesAreUniqueUnderConcurrency: cells launched at once by
+// two plugin processes sharing the state directory never get the same
+// address, their own or their pods'.
 func TestNetnsAddressesAreUniqueUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	e := newNetnsEnv(t)
 	e.config["agentCommand"] = []string{"sleep", "300"}
 	p, q := e.provider(), e.provider()
 	const n = 6
-	addrs := make(chan string, n)
+	addrs := make(chan []string, n)
 	errs := make(chan error, n)
 	for i := range n {
 		prov := p
@@ -177,7 +192,7 @@ func TestNetnsAddressesAreUniqueUnderConcurrency(t *testing.T) {
 				errs <- err
 				return
 			}
-			addrs <- addrOf(resp.Instance)
+			addrs <- []string{addrOf(resp.Instance), resp.Instance.PodAddress()}
 		}()
 	}
 	seen := map[string]bool{}
@@ -185,11 +200,13 @@ func TestNetnsAddressesAreUniqueUnderConcurrency(t *testing.T) {
 		select {
 		case err := <-errs:
 			t.Error(err)
-		case a := <-addrs:
-			if seen[a] {
-				t.Errorf("address %s given twice", a)
+		case got := <-addrs:
+			for _, a := range got {
+				if seen[a] {
+					t.Errorf("address %s given twice", a)
+				}
+				seen[a] = true
 			}
-			seen[a] = true
 		}
 	}
 }

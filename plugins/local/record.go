@@ -29,13 +29,18 @@ type record struct {
 	Zone         string                 `json:"zone"`
 	Tags         map[string]string      `json:"tags"`
 
-	Network string `json:"network"`           // netns or loopback
-	Netns   string `json:"netns,omitempty"`   // network namespace name (netns mode)
-	Veth    string `json:"veth,omitempty"`    // host end of the veth pair (netns mode)
-	Bridge  string `json:"bridge,omitempty"`  // bridge the veth joins (netns mode)
-	Address string `json:"address"`           // the cell's IPv4 address
-	Gateway string `json:"gateway,omitempty"` // the bridge's address (netns mode)
-	Prefix  int    `json:"prefix,omitempty"`  // subnet prefix length (netns mode)
+	Network string `json:"network"`          // netns or loopback
+	Netns   string `json:"netns,omitempty"`  // network namespace name (netns mode)
+	Veth    string `json:"veth,omitempty"`   // host end of the veth pair (netns mode)
+	Bridge  string `json:"bridge,omitempty"` // bridge the veth joins (netns mode)
+	Address string `json:"address"`          // the cell's IPv4 address
+	// PodAddress is the pod's own address (pluginapi.AddressPod), a second
+	// one of the subnet, which the cell's agent gives the pod's network
+	// namespace (netns mode; empty in loopback mode, where pods share this
+	// machine's network).
+	PodAddress string `json:"podAddress,omitempty"`
+	Gateway    string `json:"gateway,omitempty"` // the bridge's address (netns mode)
+	Prefix     int    `json:"prefix,omitempty"`  // subnet prefix length (netns mode)
 
 	MilliCPU    int64 `json:"milliCPU"`
 	MemoryBytes int64 `json:"memoryBytes"`

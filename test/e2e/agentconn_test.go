@@ -18,7 +18,8 @@ import (
 )
 
 // cellNetns returns the network namespace that has address ip (the local
-// plugin and the EC2 simulator give each cell its own).
+// plugin and the EC2 simulator give each cell its own), a cell's host IP:
+// where its agent lives, apart from its pod's own namespace.
 func cellNetns(t *testing.T, ip string) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "list").Output()
@@ -51,7 +52,7 @@ func TestSilentCellIsNoticed(t *testing.T) {
 	ns := f.Namespace(t)
 	createPod(t, ns, "quiet", onKip(sleeper()))
 	p := f.WaitForPods(t, ns, "app=quiet", 1, 90*time.Second, "running", running)[0]
-	netns := cellNetns(t, p.Status.PodIP)
+	netns := cellNetns(t, p.Status.HostIP)
 	port := fmt.Sprint(cellapi.Port)
 	rules := [][]string{{"INPUT", "-p", "tcp", "--dport", port, "-j", "DROP"}, {"OUTPUT", "-p", "tcp", "--sport", port, "-j", "DROP"}}
 	for _, r := range rules {

@@ -54,7 +54,7 @@ func TestAgentRestart(t *testing.T) {
 	}))
 	p := f.WaitForPods(t, ns, "app=steady", 1, 90*time.Second, "running", running)[0]
 	before := p.Status.ContainerStatuses[0]
-	netns := cellNetns(t, p.Status.PodIP)
+	netns := cellNetns(t, p.Status.HostIP)
 	pid := agentPID(t, netns)
 	if pid == 0 {
 		t.Fatalf("no kip-cell process in the cell's network namespace %s", netns)

@@ -50,7 +50,7 @@ func TestUserDataHoldsNoWorkingSecret(t *testing.T) {
 	settle(t, ns)
 	createPod(t, ns, "joined", onKip(sleeper()))
 	p := f.WaitForPods(t, ns, "app=joined", 1, 90*time.Second, "running", running)[0]
-	netns := cellNetns(t, p.Status.PodIP)
+	netns := cellNetns(t, p.Status.HostIP)
 	pid := agentPID(t, netns)
 	if pid == 0 {
 		t.Fatalf("no kip-cell process in the cell's network namespace %s", netns)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // The security context, as a kubelet applies it: who a container runs as,
@@ -267,5 +270,87 @@ func TestCellSizeBoundsItsPod(t *testing.T) {
 	term := got.Status.ContainerStatuses[0].State.Terminated
 	if got.Status.Phase != corev1.PodFailed || term == nil || term.Reason != "OOMKilled" {
 		t.Errorf("the pod ended %s on %s, its container %+v; want Failed, OOMKilled: the cell's size did not bound it", got.Status.Phase, typ, term)
+	}
+}
+
+// podNetNode is the kip node TestPodHasItsOwnNetwork runs, beside the
+// shared one, with NET_ADMIN and hostNetwork allowed.
+const podNetNode = "kip-podnet"
+
+// TestPodHasItsOwnNetwork: each local cell has an address of its own for
+// its pod (pluginapi.AddressPod), and the agent puts the pod in a network
+// namespace of its own with it (cell/podnet), apart from the cell's, where
+// the agent lives. On a kip that allows NET_ADMIN and hostNetwork, a pod
+// with NET_ADMIN has a pod IP that is not its host IP and holds it on its
+// eth0; it adds an address and a route, and the cell's namespace (on this
+// machine, the one that holds the host IP) has neither; it does not reach
+// the agent's port at its host IP; kip still reaches the agent (exec). A
+// hostNetwork pod is in the cell's namespace: its pod IP is its host IP.
+func TestPodHasItsOwnNetwork(t *testing.T) {
+	if kip.Plugin != framework.PluginLocal {
+		t.Skipf("the cloud simulators' instances give no pod address yet, so with %s a pod shares its instance's namespace (issue 28)", kip.Plugin)
+	}
+	kipLogOnFailure(t)
+	ctx := t.Context()
+	ns := f.Namespace(t)
+	startSideKip(t, framework.KipOptions{
+		NodeName: podNetNode, Plugin: kip.Plugin, BinDir: kip.BinDir, ClusterID: "e2e-podnet", Network: 1,
+		Cells: "allowedCapabilities: [NET_ADMIN]\nallowHostNetwork: true\n",
+	})
+	admin := sleeper()
+	admin.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
+	hostNet := onNode(podNetNode, sleeper())
+	hostNet.HostNetwork = true
+	for name, spec := range map[string]corev1.PodSpec{"admin": onNode(podNetNode, admin), "hostnet": hostNet} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}}, Spec: spec}
+		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := func(pod string, cmd ...string) (string, int) {
+		return kubectl(t, append([]string{"exec", "-n", ns, pod, "--"}, cmd...)...)
+	}
+
+	p := f.WaitForPods(t, ns, "pod=admin", 1, 2*time.Minute, "Running", running)[0]
+	podIP, hostIP := p.Status.PodIP, p.Status.HostIP
+	if podIP == "" || podIP == hostIP {
+		t.Fatalf("pod IP %q, host IP %q: want an address of the pod's own", podIP, hostIP)
+	}
+	if out, code := in("admin", "ip", "-o", "-4", "addr", "show", "dev", "eth0"); code != 0 || !strings.Contains(out, " "+podIP+"/32 ") {
+		t.Errorf("the pod's eth0 (exit %d):\n%s\nwant %s/32", code, out, podIP)
+	}
+	for _, cmd := range [][]string{
+		{"ip", "addr", "add", "192.0.2.77/32", "dev", "lo"},
+		{"ip", "route", "add", "198.51.100.0/24", "dev", "lo"},
+	} {
+		if out, code := in("admin", cmd...); code != 0 {
+			t.Errorf("%s with NET_ADMIN: exit %d: %s", strings.Join(cmd, " "), code, out)
+		}
+	}
+	if out, code := in("admin", "nc", "-w", "2", hostIP, "6421"); code == 0 {
+		t.Errorf("the pod reached the agent's port at %s:6421: %s", hostIP, out)
+	}
+	cellNS := cellNetns(t, hostIP)
+	addrs, err := exec.Command("ip", "-n", cellNS, "-o", "addr", "show").CombinedOutput()
+	if err != nil {
+		t.Fatal(err, string(addrs))
+	}
+	routes, err := exec.Command("ip", "-n", cellNS, "route", "show").CombinedOutput()
+	if err != nil {
+		t.Fatal(err, string(routes))
+	}
+	if strings.Contains(string(addrs), "192.0.2.77") || strings.Contains(string(routes), "198.51.100.") {
+		t.Errorf("the pod's NET_ADMIN changed the cell's namespace %s:\n%s\n%s", cellNS, addrs, routes)
+	}
+	if out, code := in("admin", "echo", "still here"); code != 0 || strings.TrimSpace(out) != "still here" {
+		t.Errorf("after the pod changed its network, exec through kip: exit %d, %q", code, out)
+	}
+
+	h := f.WaitForPods(t, ns, "pod=hostnet", 1, 2*time.Minute, "Running", running)[0]
+	if h.Status.PodIP != h.Status.HostIP {
+		t.Errorf("hostNetwork pod: pod IP %s, host IP %s; want the same", h.Status.PodIP, h.Status.HostIP)
+	}
+	if out, code := in("hostnet", "ip", "-o", "-4", "addr", "show", "dev", "eth0"); code != 0 || !strings.Contains(out, " "+h.Status.HostIP+"/") {
+		t.Errorf("the hostNetwork pod's eth0 (exit %d):\n%s\nwant the cell's address %s", code, out, h.Status.HostIP)
 	}
 }

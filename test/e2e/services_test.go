@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -202,7 +204,7 @@ func (x *servicesFixture) endpointChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logRulesOnFailure(t, clientPod.Status.PodIP)
+	logRulesOnFailure(t, clientPod.Status.HostIP)
 	var last []string
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -301,28 +303,23 @@ func cmpKeys(seen map[string]bool, want []string) bool {
 	return slices.Equal(slices.Sorted(maps.Keys(seen)), want)
 }
 
-// logRulesOnFailure logs, if t fails, the iptables rules of the cell
-// whose pod has address podIP (the local plugin's namespaces, which the
-// EC2 simulator's cells are too).
-func logRulesOnFailure(t *testing.T, podIP string) {
+// logRulesOnFailure logs, if t fails, the iptables rules of the pod of
+// the cell at hostIP: in the pod's own namespace, pinned in its agent's
+// state directory (cell/podnet), or in the cell's when the pod shares it.
+func logRulesOnFailure(t *testing.T, hostIP string) {
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		list, _ := exec.Command("ip", "netns", "list").Output()
-		for _, line := range strings.Split(string(list), "\n") {
-			fields := strings.Fields(line)
-			if len(fields) == 0 {
-				continue
+		netns := cellNetns(t, hostIP)
+		target := "/var/run/netns/" + netns
+		if pid := agentPID(t, netns); pid != 0 {
+			pin := filepath.Join(processEnv(t, pid)["KIP_CELL_STATE_DIR"], "podnet", "net")
+			if _, err := os.Stat(pin); err == nil {
+				target = pin
 			}
-			addr, _ := exec.Command("ip", "-n", fields[0], "-o", "-4", "addr", "show").Output()
-			if !strings.Contains(string(addr), " "+podIP+"/") {
-				continue
-			}
-			rules, err := exec.Command("ip", "netns", "exec", fields[0], "iptables-save").CombinedOutput()
-			t.Logf("iptables-save in %s (%s): %v\n%s", fields[0], podIP, err, rules)
-			return
 		}
-		t.Logf("no cell namespace holds %s", podIP)
+		rules, err := exec.Command("nsenter", "--net="+target, "--", "iptables-save").CombinedOutput()
+		t.Logf("iptables-save in %s (cell %s): %v\n%s", target, hostIP, err, rules)
 	})
 }

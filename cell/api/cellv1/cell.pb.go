@@ -60,7 +60,18 @@ type ApplyPodRequest struct {
 	// The node's DNS settings, from which the agent writes the pod's
 	// /etc/resolv.conf, /etc/hosts and /etc/hostname. Unset (a host older
 	// than this field): no cluster DNS and no cluster domain.
-	ClusterDns    *ClusterDNS `protobuf:"bytes,10,opt,name=cluster_dns,json=clusterDns,proto3" json:"cluster_dns,omitempty"`
+	ClusterDns *ClusterDNS `protobuf:"bytes,10,opt,name=cluster_dns,json=clusterDns,proto3" json:"cluster_dns,omitempty"`
+	// The pod's own IPv4 address, which the cell's cloud routes to the
+	// instance (the plugin's "pod" address: a secondary address of its
+	// interface, an alias IP, a second IP configuration; a second address on
+	// the local plugin's bridge). The agent puts a pod without hostNetwork
+	// in a network namespace of its own with it (cell/podnet), apart from the
+	// instance's, where the agent, the instance's routes and firewall and
+	// the path to the cloud's metadata stay; the pod's podIP is this
+	// address. The same in every generation. Empty (a plugin that gives no
+	// pod address, a host older than this field): the pod shares the
+	// instance's namespace and address.
+	PodAddress    string `protobuf:"bytes,20,opt,name=pod_address,json=podAddress,proto3" json:"pod_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +146,13 @@ func (x *ApplyPodRequest) GetClusterDns() *ClusterDNS {
 		return x.ClusterDns
 	}
 	return nil
+}
+
+func (x *ApplyPodRequest) GetPodAddress() string {
+	if x != nil {
+		return x.PodAddress
+	}
+	return ""
 }
 
 // ClusterDNS is what a kubelet is configured with (--cluster-dns,
@@ -2410,7 +2428,7 @@ var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
-	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x03\n" +
+	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x04\n" +
 	"\x0fApplyPodRequest\x12\x19\n" +
 	"\bpod_json\x18\x01 \x01(\fR\apodJson\x12\x1e\n" +
 	"\n" +
@@ -2421,7 +2439,9 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\x14registry_credentials\x18\x05 \x03(\v2\x1f.kip.cell.v1.RegistryCredentialR\x13registryCredentials\x128\n" +
 	"\vcluster_dns\x18\n" +
 	" \x01(\v2\x17.kip.cell.v1.ClusterDNSR\n" +
-	"clusterDns\x1aL\n" +
+	"clusterDns\x12\x1f\n" +
+	"\vpod_address\x18\x14 \x01(\tR\n" +
+	"podAddress\x1aL\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.kip.cell.v1.EnvListR\x05value:\x028\x01\x1aT\n" +

@@ -497,6 +497,9 @@ type KipOptions struct {
 	// Choices is kip's cells.choices section as YAML, as WarmPool
 	// ("rules:\n  - name: team\n ..."); empty: none.
 	Choices string
+	// Cells are more settings of kip's cells section as YAML, their keys
+	// at the start of their lines ("allowHostNetwork: true\n").
+	Cells string
 	// Profiling turns on kip's admin.profiling: Go's runtime profiles at
 	// AdminURL()+"/debug/pprof/".
 	Profiling bool
@@ -506,8 +509,12 @@ type KipOptions struct {
 }
 
 // withCellsSections adds opts's cells.warmPool and cells.choices sections
-// (KipOptions.WarmPool, Choices) to kip's config.
+// and its other cells settings (KipOptions.WarmPool, Choices, Cells) to
+// kip's config.
 func withCellsSections(config string, opts KipOptions) string {
+	if opts.Cells != "" {
+		config = strings.Replace(config, "cells:\n", "cells:\n"+indent(opts.Cells, "  "), 1)
+	}
 	for _, s := range []struct{ key, yaml string }{{"warmPool", opts.WarmPool}, {"choices", opts.Choices}} {
 		if s.yaml != "" {
 			config = strings.Replace(config, "cells:\n", "cells:\n  "+s.key+":\n"+indent(s.yaml, "    "), 1)

@@ -1,0 +1,74 @@
+package podnet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Do runs fn on a thread that has entered the network namespace at
+// nsPath (a socket belongs to the namespace it was made in, and
+// /proc/thread-self/net and /proc/sys/net show the thread's), then
+// returns the thread to the process's own namespace. An empty nsPath, or
+// the process's own namespace, runs fn directly.
+func Do(nsPath string, fn func()) error {
+	if nsPath == "" || sameFile(nsPath, "/proc/self/ns/net") {
+		fn()
+		return nil
+	}
+	target, err := os.Open(nsPath)
+	if err != nil {
+		return fmt.Errorf("opening network namespace: %w", err)
+	}
+	defer target.Close()
+
+	ch := make(chan error, 1)
+	go func() {
+		// This goroutine's thread changes namespace; if it cannot change
+		// back, it stays locked and the thread dies with the goroutine.
+		runtime.LockOSThread()
+		own, err := os.Open(threadNetns())
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- fmt.Errorf("opening own network namespace: %w", err)
+			return
+		}
+		defer own.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- fmt.Errorf("entering network namespace: %w", err)
+			return
+		}
+		fn()
+		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- nil
+	}()
+	return <-ch
+}
+
+// DialContext connects to addr over network with d from the network
+// namespace at nsPath (see Do); the connection then lives there.
+func DialContext(ctx context.Context, d *net.Dialer, nsPath, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	var derr error
+	if err := Do(nsPath, func() { conn, derr = d.DialContext(ctx, network, addr) }); err != nil {
+		return nil, err
+	}
+	return conn, derr
+}
+
+// sameFile reports whether paths a and b are the same file (namespace).
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
