@@ -13,7 +13,10 @@
 // namespace (proxy ARP, as Calico does). The instance routes the address
 // to HostLink and answers ARP for it on its uplink (the interface of its
 // default route), so that the rest of the network reaches the pod at its
-// own address, and forwards between the two. Whatever the pod does inside
+// own address, and forwards between the two; where a cloud's guest tools
+// gave the address to the instance itself (a secondary address on its
+// interface, a local route for an alias IP), Setup takes it back. Whatever
+// the pod does inside
 // its namespace (NET_ADMIN: addresses, routes, iptables rules, a
 // service mesh's REDIRECT; its own net.* sysctls) changes nothing outside
 // it.

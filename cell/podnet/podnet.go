@@ -256,8 +256,15 @@ func makeLinks(ctx context.Context, path string, addr netip.Addr, mtu int) error
 }
 
 // instanceSide routes addr to HostLink, answers ARP for it on uplink and
-// for Gateway on HostLink, and forwards between the two.
+// for Gateway on HostLink, and forwards between the two. A cloud's guest
+// tools may have claimed addr for the instance (Amazon Linux's
+// ec2-net-utils configures secondary addresses on the interface, Compute
+// Engine's guest agent adds local routes for alias IPs): that is undone
+// first, or the instance would take the pod's packets for itself.
 func instanceSide(ctx context.Context, addr netip.Addr, uplink string) error {
+	if err := unclaim(ctx, addr); err != nil {
+		return err
+	}
 	for _, s := range []struct{ key, value string }{
 		{"ipv4/conf/" + HostLink + "/forwarding", "1"},
 		{"ipv4/conf/" + HostLink + "/proxy_arp", "1"},
@@ -281,6 +288,31 @@ func instanceSide(ctx context.Context, addr netip.Addr, uplink string) error {
 	} {
 		if _, err := run(ctx, "ip", args...); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// unclaim removes addr from the instance's own addresses and local
+// routes, where something put it.
+func unclaim(ctx context.Context, addr netip.Addr) error {
+	out, err := run(ctx, "ip", "-o", "-4", "addr", "show")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		// "2: eth0    inet 10.0.0.5/24 brd ... scope global eth0"
+		if len(f) < 4 || f[2] != "inet" || !strings.HasPrefix(f[3], addr.String()+"/") || f[1] == HostLink {
+			continue
+		}
+		if _, err := run(ctx, "ip", "addr", "del", f[3], "dev", strings.TrimSuffix(f[1], ":")); err != nil {
+			return fmt.Errorf("taking the pod's address off the instance: %w", err)
+		}
+	}
+	if out, err := run(ctx, "ip", "-4", "route", "show", "table", "local", addr.String()+"/32"); err == nil && strings.TrimSpace(out) != "" {
+		if _, err := run(ctx, "ip", "route", "del", "local", addr.String()+"/32", "table", "local"); err != nil {
+			return fmt.Errorf("taking the pod's address off the instance: %w", err)
 		}
 	}
 	return nil

@@ -252,3 +252,34 @@ func TestSetupRefusesWhatIsNotAnIPv4Address(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupTakesThePodAddressBackFromTheInstance: a cloud's guest tools
+// may have given the pod's address to the instance (Amazon Linux: a
+// secondary address on its interface; Compute Engine: a local route for
+// an alias IP); Setup takes it back, and the network then reaches the
+// pod, not the instance.
+func TestSetupTakesThePodAddressBackFromTheInstance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		claim []string
+	}{
+		{"a secondary address of the interface", []string{"addr", "add", "10.99.0.3/24", "dev", "eth0"}},
+		{"a local route", []string{"route", "add", "local", "10.99.0.3/32", "dev", "eth0", "table", "local"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.ip(w.instance, tt.claim...)
+			podNS := w.setup()
+			w.serve(podNS, "tcp", ":8080", "pod")
+			w.serve(w.instance, "tcp", ":8080", "instance")
+			if got, err := w.ask(w.network, w.pod.String()+":8080"); err != nil || got != "pod" {
+				t.Errorf("the network asked the pod's address: %q, %v; want the pod's answer", got, err)
+			}
+			if got := w.ip(w.instance, "-o", "-4", "route", "show", "table", "local"); strings.Contains(got, " "+w.pod.String()+" ") {
+				t.Errorf("the instance still takes the pod's address for its own: %s", got)
+			}
+		})
+	}
+}
