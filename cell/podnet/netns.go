@@ -25,11 +25,21 @@ func Do(nsPath string, fn func()) error {
 		return fmt.Errorf("opening network namespace: %w", err)
 	}
 	defer target.Close()
+	return onThread(func() error {
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("entering network namespace: %w", err)
+		}
+		fn()
+		return nil
+	})
+}
 
+// onThread runs fn on a locked thread of its own, then returns the thread
+// to the network namespace it started in, and returns fn's error. If it
+// cannot return, the thread stays locked and dies with its goroutine.
+func onThread(fn func() error) error {
 	ch := make(chan error, 1)
 	go func() {
-		// This goroutine's thread changes namespace; if it cannot change
-		// back, it stays locked and the thread dies with the goroutine.
 		runtime.LockOSThread()
 		own, err := os.Open(threadNetns())
 		if err != nil {
@@ -38,16 +48,11 @@ func Do(nsPath string, fn func()) error {
 			return
 		}
 		defer own.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("entering network namespace: %w", err)
-			return
-		}
-		fn()
+		ferr := fn()
 		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err == nil {
 			runtime.UnlockOSThread()
 		}
-		ch <- nil
+		ch <- ferr
 	}()
 	return <-ch
 }

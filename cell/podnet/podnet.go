@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -150,33 +149,16 @@ func pin(path string) error {
 		return fmt.Errorf("pinning the pod's network namespace: %w", err)
 	}
 	_ = f.Close()
-	ch := make(chan error, 1)
-	go func() {
-		// This goroutine's thread changes namespace; if it cannot change
-		// back, it stays locked and the thread dies with the goroutine.
-		runtime.LockOSThread()
-		own, err := os.Open(threadNetns())
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- err
-			return
-		}
-		defer own.Close()
+	err = onThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("making a network namespace: %w", err)
-			return
+			return fmt.Errorf("making a network namespace: %w", err)
 		}
-		merr := unix.Mount(threadNetns(), path, "", unix.MS_BIND, "")
-		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err == nil {
-			runtime.UnlockOSThread()
+		if err := unix.Mount(threadNetns(), path, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mounting the network namespace on %s: %w", path, err)
 		}
-		if merr != nil {
-			merr = fmt.Errorf("bind-mounting the network namespace on %s: %w", path, merr)
-		}
-		ch <- merr
-	}()
-	if err := <-ch; err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("pinning the pod's network namespace: %w", err)
 	}
 	return nil
