@@ -171,6 +171,12 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.Default()
 	}
 	log = log.With("cell", cfg.Bootstrap.CellID)
+	// A pod gets a network namespace of its own only where the agent
+	// runs in the cell's (an instance's, a local cell's): cell/podnet
+	// works in the agent's. An agent given another one (--netns: a light
+	// cell, one process for many cells) runs every pod there, at the
+	// cell's address.
+	ownPodNetwork := cfg.NetNSPath == ""
 	if cfg.NetNSPath == "" {
 		// The agent's own namespace, named by PID: runc would resolve
 		// /proc/self in its own process.
@@ -199,7 +205,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer closeRuntime()
-	proxy, noServices, late, err := serviceProxy(cfg, log)
+	proxy, noServices, late, err := serviceProxy(cfg, ownPodNetwork, log)
 	if err != nil {
 		return err
 	}
@@ -209,7 +215,7 @@ func Run(ctx context.Context, cfg Config) error {
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, proxy, late, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
+		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, ownPodNetwork, proxy, late, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
 		StatePath: filepath.Join(cfg.StateDir, StateFile), Backoff: cfg.Backoff, Logger: log,
 	})
 	// An earlier agent of this cell (it died; its service manager started
@@ -353,15 +359,19 @@ func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.
 // none. A cell without iptables still runs its pod: it says so in its log
 // and to the host. late says that the proxy holds the table until
 // podNetwork knows the namespace and gives it its iptables.
-func serviceProxy(cfg Config, log *slog.Logger) (proxy *services.Proxy, why string, late bool, err error) {
+func serviceProxy(cfg Config, ownPodNetwork bool, log *slog.Logger) (proxy *services.Proxy, why string, late bool, err error) {
 	switch cfg.ServiceProxy {
 	case "", ServiceProxyIPTables:
 		if cfg.ServicePrograms != nil {
 			return services.New(cfg.ServicePrograms), "", false, nil
 		}
-		if _, err := services.NewIPTables(cfg.NetNSPath, log); err != nil {
+		ipt, err := services.NewIPTables(cfg.NetNSPath, log)
+		if err != nil {
 			log.Warn("ClusterIP services will not be reachable from this cell", "error", err)
 			return nil, err.Error(), false, nil
+		}
+		if !ownPodNetwork {
+			return services.New(ipt), "", false, nil
 		}
 		return services.New(nil), "", true, nil
 	case ServiceProxyNone:
@@ -370,14 +380,19 @@ func serviceProxy(cfg Config, log *slog.Logger) (proxy *services.Proxy, why stri
 	return nil, "", false, fmt.Errorf("running cell agent: unknown service proxy %q (want %s or %s)", cfg.ServiceProxy, ServiceProxyIPTables, ServiceProxyNone)
 }
 
-// podNetwork is the pod manager's Network (pod.Config.Network): given the
+// podNetwork is the pod manager's Network (pod.Config.Network), nil
+// unless the pod may have its own (own: the agent runs in the cell's
+// namespace): given the
 // pod's own address it makes the pod its own namespace (cell/podnet,
 // pinned under PodNetDir), else the pod joins the agent's (NetNSPath);
 // then, when the proxy waits for it (late), the ClusterIP services are
 // programmed into the namespace the pod joins. A failure to program them
 // does not keep the pod from starting: the host's next ApplyServices
 // tries again, as before the pod had a namespace of its own.
-func podNetwork(cfg Config, proxy *services.Proxy, late bool, log *slog.Logger) func(ctx context.Context, address string) (string, error) {
+func podNetwork(cfg Config, own bool, proxy *services.Proxy, late bool, log *slog.Logger) func(ctx context.Context, address string) (string, error) {
+	if !own {
+		return nil
+	}
 	return func(ctx context.Context, address string) (string, error) {
 		path := cfg.NetNSPath
 		if address != "" {

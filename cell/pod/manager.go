@@ -51,7 +51,7 @@ type Config struct {
 	// it readies the cell's own (NetNSPath) for the pod and returns that.
 	// While it fails the manager retries, with a FailedCreatePodSandBox
 	// event, as the kubelet retries a sandbox. Nil: every pod joins
-	// NetNSPath.
+	// NetNSPath, at the cell's address (Desired.PodAddress is ignored).
 	Network func(ctx context.Context, address string) (nsPath string, err error)
 	// VolumesDir holds the pod's volumes (emptyDir, configMap, secret,
 	// downwardAPI, projected), a directory per volume; it is removed on
@@ -243,6 +243,9 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		}
 	}
 	dd := d
+	if m.cfg.Network == nil {
+		dd.PodAddress = "" // no namespace of its own: the cell's address
+	}
 	m.setDesiredLocked(&dd)
 	close(m.specCh)
 	m.specCh = make(chan struct{})

@@ -118,3 +118,18 @@ func TestPodNetworkRetried(t *testing.T) {
 	}
 	deletePod(t, m, time.Duration(0))
 }
+
+// TestPodAddressWithoutNetwork: an agent that cannot give a pod its own
+// namespace (Config.Network nil: a light cell) runs the pod in the cell's
+// at the cell's address, whatever address the host sent.
+func TestPodAddressWithoutNetwork(t *testing.T) {
+	m := newManager(t, newFakeRuntime())
+	if _, err := m.Apply(t.Context(), Desired{Generation: 1, Pod: testPod(corev1.RestartPolicyAlways, "main"), PodAddress: "10.0.0.8"}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, m, "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	if st.PodIP != "10.0.0.7" || m.NetNS() != "/var/run/netns/test" {
+		t.Errorf("podIP %s in %s, want the cell's 10.0.0.7 in /var/run/netns/test", st.PodIP, m.NetNS())
+	}
+	deletePod(t, m, 0)
+}

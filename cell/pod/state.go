@@ -199,6 +199,9 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 		return false, nil
 	}
 	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress}
+	if m.cfg.Network == nil {
+		d.PodAddress = ""
+	}
 
 	m.mu.Lock()
 	if m.started || m.deleting {
