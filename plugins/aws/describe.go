@@ -172,7 +172,28 @@ func instanceFromEC2(i types.Instance) pluginapi.Instance {
 	if ip := aws.ToString(i.PublicIpAddress); ip != "" {
 		inst.Addresses = append(inst.Addresses, pluginapi.Address{Type: pluginapi.AddressPublic, Address: ip})
 	}
+	if ip := podAddress(i); ip != "" {
+		inst.Addresses = append(inst.Addresses, pluginapi.Address{Type: pluginapi.AddressPod, Address: ip})
+	}
 	return inst
+}
+
+// podAddress is the pod's own address: the first secondary private
+// address of the primary network interface (device index 0), which
+// Launch asks for. An instance launched without one (by an earlier
+// version) has none, and its pod shares the instance's network.
+func podAddress(i types.Instance) string {
+	for _, ni := range i.NetworkInterfaces {
+		if ni.Attachment == nil || aws.ToInt32(ni.Attachment.DeviceIndex) != 0 {
+			continue
+		}
+		for _, a := range ni.PrivateIpAddresses {
+			if !aws.ToBool(a.Primary) && aws.ToString(a.PrivateIpAddress) != "" {
+				return aws.ToString(a.PrivateIpAddress)
+			}
+		}
+	}
+	return ""
 }
 
 // stateFromEC2 maps an EC2 instance state.

@@ -235,6 +235,28 @@ func TestInstanceFromEC2(t *testing.T) {
 				Addresses: []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: "10.0.0.5"}, {Type: pluginapi.AddressPublic, Address: "3.3.3.3"}}},
 		},
 		{
+			name: "pod address: the primary interface's secondary address",
+			in: types.Instance{InstanceId: aws.String("i-5"), State: &types.InstanceState{Name: types.InstanceStateNameRunning},
+				PrivateIpAddress: aws.String("10.0.0.5"),
+				NetworkInterfaces: []types.InstanceNetworkInterface{
+					{Attachment: &types.InstanceNetworkInterfaceAttachment{DeviceIndex: aws.Int32(1)}, PrivateIpAddresses: []types.InstancePrivateIpAddress{
+						{PrivateIpAddress: aws.String("10.0.9.1"), Primary: aws.Bool(true)}, {PrivateIpAddress: aws.String("10.0.9.2"), Primary: aws.Bool(false)}}},
+					{Attachment: &types.InstanceNetworkInterfaceAttachment{DeviceIndex: aws.Int32(0)}, PrivateIpAddresses: []types.InstancePrivateIpAddress{
+						{PrivateIpAddress: aws.String("10.0.0.5"), Primary: aws.Bool(true)}, {PrivateIpAddress: aws.String("10.0.0.6"), Primary: aws.Bool(false)}}},
+				}},
+			want: pluginapi.Instance{ID: "i-5", CapacityType: pluginapi.CapacityOnDemand, State: pluginapi.StateRunning, Tags: map[string]string{},
+				Addresses: []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: "10.0.0.5"}, {Type: pluginapi.AddressPod, Address: "10.0.0.6"}}},
+		},
+		{
+			name: "no secondary address: no pod address",
+			in: types.Instance{InstanceId: aws.String("i-6"), State: &types.InstanceState{Name: types.InstanceStateNameRunning},
+				PrivateIpAddress: aws.String("10.0.0.7"),
+				NetworkInterfaces: []types.InstanceNetworkInterface{{Attachment: &types.InstanceNetworkInterfaceAttachment{DeviceIndex: aws.Int32(0)},
+					PrivateIpAddresses: []types.InstancePrivateIpAddress{{PrivateIpAddress: aws.String("10.0.0.7"), Primary: aws.Bool(true)}}}}},
+			want: pluginapi.Instance{ID: "i-6", CapacityType: pluginapi.CapacityOnDemand, State: pluginapi.StateRunning, Tags: map[string]string{},
+				Addresses: []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: "10.0.0.7"}}},
+		},
+		{
 			name: "spot interruption",
 			in: types.Instance{InstanceId: aws.String("i-2"), State: &types.InstanceState{Name: types.InstanceStateNameShuttingDown},
 				StateReason: &types.StateReason{Code: aws.String("Server.SpotInstanceTermination"), Message: aws.String("Server.SpotInstanceTermination: Spot instance termination")}},

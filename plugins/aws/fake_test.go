@@ -50,6 +50,7 @@ type fakeInstance struct {
 	id, typ, zone, subnet, image, token string
 	state, reasonCode, reasonMessage    string
 	lifecycle, ip                       string
+	secondaries                         bool // one secondary private address: 10.1.x.y
 	tags                                map[string]string
 	launched                            time.Time
 	polls                               int
@@ -298,6 +299,7 @@ type xInstance struct {
 	State        xState   `xml:"instanceState"`
 	StateReason  *xReason `xml:"stateReason,omitempty"`
 	PrivateIP    string   `xml:"privateIpAddress,omitempty"`
+	Interfaces   []xNIC   `xml:"networkInterfaceSet>item"`
 	InstanceType string   `xml:"instanceType"`
 	LaunchTime   string   `xml:"launchTime"`
 	Lifecycle    string   `xml:"instanceLifecycle,omitempty"`
@@ -307,11 +309,26 @@ type xInstance struct {
 	Tags         []xTag   `xml:"tagSet>item"`
 }
 
+type xNIC struct {
+	DeviceIndex int           `xml:"attachment>deviceIndex"`
+	Addresses   []xNICAddress `xml:"privateIpAddressesSet>item"`
+}
+
+type xNICAddress struct {
+	Address string `xml:"privateIpAddress"`
+	Primary bool   `xml:"primary"`
+}
+
 func (i *fakeInstance) xml() xInstance {
 	x := xInstance{InstanceID: i.id, ImageID: i.image, State: xState{stateCodes[i.state], i.state}, InstanceType: i.typ,
 		LaunchTime: i.launched.Format(time.RFC3339), Lifecycle: i.lifecycle, Zone: i.zone, SubnetID: i.subnet, ClientToken: i.token}
 	if i.state == "running" {
 		x.PrivateIP = i.ip
+		nic := xNIC{DeviceIndex: 0, Addresses: []xNICAddress{{i.ip, true}}}
+		if i.secondaries {
+			nic.Addresses = append(nic.Addresses, xNICAddress{"10.1" + strings.TrimPrefix(i.ip, "10.0"), false})
+		}
+		x.Interfaces = []xNIC{nic}
 	}
 	if i.reasonCode != "" {
 		x.StateReason = &xReason{i.reasonCode, i.reasonMessage}
@@ -347,7 +364,15 @@ func (f *fakeEC2) runInstances(form url.Values) (any, *fakeError) {
 		}
 		return xRunInstances{Instances: []xInstance{i.xml()}}, nil
 	}
+	// The subnet and groups go on the network interface or on the
+	// instance, never both (InvalidParameterCombination, as EC2).
 	subnet := form.Get("SubnetId")
+	if form.Has("NetworkInterface.1.DeviceIndex") {
+		if subnet != "" || form.Has("SecurityGroupId.1") {
+			return nil, &fakeError{code: "InvalidParameterCombination", message: "Network interfaces and an instance-level subnet ID or security groups may not be specified on the same request"}
+		}
+		subnet = form.Get("NetworkInterface.1.SubnetId")
+	}
 	var zone string
 	for _, s := range f.subnets {
 		if s.id == subnet {
@@ -365,7 +390,8 @@ func (f *fakeEC2) runInstances(form url.Values) (any, *fakeError) {
 	i := &fakeInstance{
 		id: fmt.Sprintf("i-%017x", f.nextID), typ: typ, zone: zone, subnet: subnet, image: form.Get("ImageId"),
 		token: token, state: "pending", ip: fmt.Sprintf("10.0.%d.%d", f.nextID/250, f.nextID%250+1),
-		tags: map[string]string{}, launched: time.Now().UTC(), form: form,
+		secondaries: form.Get("NetworkInterface.1.SecondaryPrivateIpAddressCount") == "1",
+		tags:        map[string]string{}, launched: time.Now().UTC(), form: form,
 	}
 	if form.Get("InstanceMarketOptions.MarketType") == "spot" {
 		i.lifecycle = "spot"

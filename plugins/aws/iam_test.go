@@ -318,12 +318,12 @@ func TestIAMPolicyScopesTheCalls(t *testing.T) {
 	var checks []check
 	resources := []string{
 		"arn:aws:ec2:us-east-1::image/" + run.Get("ImageId"),
-		arn("subnet", run.Get("SubnetId")),
+		arn("subnet", run.Get("NetworkInterface.1.SubnetId")),
 		arn("network-interface", "eni-0a"),
 		arn("spot-instances-request", "sir-0a"),
 	}
-	for n := 1; run.Has(fmt.Sprintf("SecurityGroupId.%d", n)); n++ {
-		resources = append(resources, arn("security-group", run.Get(fmt.Sprintf("SecurityGroupId.%d", n))))
+	for n := 1; run.Has(fmt.Sprintf("NetworkInterface.1.SecurityGroupId.%d", n)); n++ {
+		resources = append(resources, arn("security-group", run.Get(fmt.Sprintf("NetworkInterface.1.SecurityGroupId.%d", n))))
 	}
 	for _, r := range resources {
 		checks = append(checks, check{"ec2:RunInstances", r, withTags(requestTags["instance"]), true})

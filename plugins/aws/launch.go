@@ -73,7 +73,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	inst.CellID = req.CellID
 	cfg.view.Launched(inst.ID, inst)
 	p.log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
-		"zone", inst.Zone, "capacity_type", plan.capacity, "subnet", aws.ToString(plan.input.SubnetId))
+		"zone", inst.Zone, "capacity_type", plan.capacity, "subnet", plan.subnet, "pod_address", inst.PodAddress())
 	return &pluginapi.LaunchResponse{Instance: inst}, nil
 }
 
@@ -81,6 +81,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 type launchPlan struct {
 	input    *ec2.RunInstancesInput
 	zone     string
+	subnet   string
 	capacity pluginapi.CapacityType
 	tags     map[string]string
 }
@@ -138,17 +139,30 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 	}
 
 	tags := cfg.tagsFor(req)
+	// The primary network interface, in the zone's subnet with the
+	// security groups, has a secondary private address: the pod's own
+	// (pluginapi.AddressPod). The agent gives it to the pod's network
+	// namespace, so that a pod never shares the instance's network; EC2
+	// routes it to the interface and its source/destination check lets it
+	// out, as the VPC CNI's pod addresses. The subnet and groups go on the
+	// interface: EC2 refuses them beside it at the instance's level.
+	nic := types.InstanceNetworkInterfaceSpecification{
+		DeviceIndex:                    aws.Int32(0),
+		SubnetId:                       aws.String(subnet),
+		SecondaryPrivateIpAddressCount: aws.Int32(1),
+		DeleteOnTermination:            aws.Bool(true),
+	}
 	input := &ec2.RunInstancesInput{
-		ClientToken:  aws.String(req.CellID),
-		ImageId:      aws.String(image),
-		InstanceType: types.InstanceType(req.InstanceType),
-		MinCount:     aws.Int32(1),
-		MaxCount:     aws.Int32(1),
-		SubnetId:     aws.String(subnet),
+		ClientToken:       aws.String(req.CellID),
+		ImageId:           aws.String(image),
+		InstanceType:      types.InstanceType(req.InstanceType),
+		MinCount:          aws.Int32(1),
+		MaxCount:          aws.Int32(1),
+		NetworkInterfaces: []types.InstanceNetworkInterfaceSpecification{nic},
 		// IMDSv2 only, one hop: the agent reads metadata (its address,
-		// spot notices); a container behind a bridge or NAT would get no
-		// token, but the pod shares the instance's network, so the boot
-		// recipe drops its traffic to metadata (deploy/aws/cloud-init.yaml).
+		// spot notices); the pod, in a network namespace of its own
+		// behind a veth, is one hop further and gets no token, and the
+		// agent drops its traffic to metadata besides (cell/podnet).
 		// Tags stay out of metadata unless the operator asks.
 		MetadataOptions: &types.InstanceMetadataOptionsRequest{
 			HttpEndpoint:            types.InstanceMetadataEndpointStateEnabled,
@@ -168,7 +182,7 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 		input.UserData = aws.String(base64.StdEncoding.EncodeToString(userData))
 	}
 	if groups := dedupe(append(slices.Clone(cfg.securityGroups), req.SecurityGroups...)); len(groups) > 0 {
-		input.SecurityGroupIds = groups
+		input.NetworkInterfaces[0].Groups = groups
 	}
 	if profile := cmp.Or(req.InstanceProfile, cfg.instanceProfile); profile != "" {
 		if strings.HasPrefix(profile, "arn:") {
@@ -209,7 +223,7 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 		root.VolumeSize, root.VolumeType = aws.Int32(req.VolumeSizeGiB), types.VolumeTypeGp3
 	}
 	input.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String(cfg.image.rootDevice), Ebs: root}}
-	return &launchPlan{input: input, zone: zone, capacity: capacity, tags: tags}, nil
+	return &launchPlan{input: input, zone: zone, subnet: subnet, capacity: capacity, tags: tags}, nil
 }
 
 // Pod annotations the host turns into LaunchRequest fields; the plugin

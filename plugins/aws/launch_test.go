@@ -376,8 +376,8 @@ func TestLaunchAllowLists(t *testing.T) {
 			form := f.instance(resp.Instance.ID).form
 			profile := form.Get("IamInstanceProfile.Arn") + form.Get("IamInstanceProfile.Name")
 			var groups []string
-			for n := 1; form.Has(fmt.Sprintf("SecurityGroupId.%d", n)); n++ {
-				groups = append(groups, form.Get(fmt.Sprintf("SecurityGroupId.%d", n)))
+			for n := 1; form.Has(fmt.Sprintf("NetworkInterface.1.SecurityGroupId.%d", n)); n++ {
+				groups = append(groups, form.Get(fmt.Sprintf("NetworkInterface.1.SecurityGroupId.%d", n)))
 			}
 			if diff := cmp.Diff([]any{tt.profile, tt.groups}, []any{profile, groups}, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("instance profile and security groups (-want +got):\n%s", diff)

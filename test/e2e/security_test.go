@@ -277,8 +277,10 @@ func TestCellSizeBoundsItsPod(t *testing.T) {
 // shared one, with NET_ADMIN and hostNetwork allowed.
 const podNetNode = "kip-podnet"
 
-// TestPodHasItsOwnNetwork: each local cell has an address of its own for
-// its pod (pluginapi.AddressPod), and the agent puts the pod in a network
+// TestPodHasItsOwnNetwork: each cell has an address of its own for its pod
+// (pluginapi.AddressPod: the local plugin's second address; in the aws pass
+// the instance's secondary private address, which the aws plugin asks EC2
+// for and the simulator gives from the cell's), and the agent puts the pod in a network
 // namespace of its own with it (cell/podnet), apart from the cell's, where
 // the agent lives. On a kip that allows NET_ADMIN and hostNetwork, a pod
 // with NET_ADMIN has a pod IP that is not its host IP and holds it on its
@@ -287,9 +289,7 @@ const podNetNode = "kip-podnet"
 // the agent's port at its host IP; kip still reaches the agent (exec). A
 // hostNetwork pod is in the cell's namespace: its pod IP is its host IP.
 func TestPodHasItsOwnNetwork(t *testing.T) {
-	if kip.Plugin != framework.PluginLocal {
-		t.Skipf("the cloud simulators' instances give no pod address yet, so with %s a pod shares its instance's namespace (issue 28)", kip.Plugin)
-	}
+	framework.AlsoIn(t, framework.PluginAWS, "the pod address is EC2's secondary private address, asked for and read by the aws plugin")
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)

@@ -59,6 +59,10 @@ func TestAWSPluginConformance(t *testing.T) {
 		if in.State != "shutting-down" && in.State != "terminated" {
 			t.Errorf("the suite left instance %s %s", in.ID, in.State)
 		}
+		// Every instance has a secondary private address, its pod's.
+		if len(in.SecondaryIPs) != 1 {
+			t.Errorf("instance %s: secondary private addresses %v, want one (the pod's)", in.ID, in.SecondaryIPs)
+		}
 		// The launch settings a real account needs, as EC2 recorded them.
 		got := []any{in.MetadataHTTPTokens, in.MetadataHopLimit, in.MetadataTags, in.ShutdownBehavior, len(in.BlockDevices)}
 		want := []any{"required", 1, "disabled", "terminate", 1}

@@ -46,10 +46,14 @@ func (c cellInstance) StartFailed(now time.Time) {
 }
 
 // CellStopped frees what the instance held once its cell stopped: its
-// subnet address (without a CellStarter) and its metadata service.
+// subnet addresses (without a CellStarter, and the secondary ones taken
+// from the subnet) and its metadata service.
 func (c cellInstance) CellStopped(time.Time) {
 	if c.in.subnetAddr.IsValid() {
 		delete(c.in.subnet.used, c.in.subnetAddr)
+	}
+	for _, a := range c.in.subnetSecondaries {
+		delete(c.in.subnet.used, a)
 	}
 	c.s.imds.Stop(c.in.id)
 }
@@ -65,6 +69,7 @@ func (s *Server) startCell(in *instance) {
 		}
 	}
 	s.cells.StartLocked(cellInstance{s, in})
+	s.assignSecondaries(in)
 }
 
 // stopCell stops the cell of an instance that is shutting down. The

@@ -40,7 +40,15 @@
 // States are computed when read, from the injected clock (Options.Now), so
 // tests can move time instead of sleeping. RunInstances is idempotent on
 // ClientToken (a repeat with other parameters but the zone is
-// IdempotentParameterMismatch).
+// IdempotentParameterMismatch). The subnet and security groups come at the
+// instance's level or on its one network interface (NetworkInterface.1,
+// device index 0), never both (InvalidParameterCombination); the
+// interface's SecondaryPrivateIpAddressCount is bounded by the type's
+// addresses per interface (PrivateIpAddressLimitExceeded), and
+// DescribeInstances shows the interface with its addresses
+// (networkInterfaceSet, privateIpAddressesSet): the first secondary is the
+// cell's pod address (simcells.Addresses.Pod) where it has one, the others
+// come from the subnet.
 // DescribeInstances supports InstanceId, the filters listed in
 // instanceFilters (tags, state, id, client token, type, zone, subnet, VPC,
 // lifecycle, …) with EC2's * and ? wildcards, and MaxResults/NextToken

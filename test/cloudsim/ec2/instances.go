@@ -82,7 +82,12 @@ type Instance struct {
 	StateReason string
 	// PrivateIP is the cell's address (or the subnet address when there
 	// are no cells); empty until the cell has started.
-	PrivateIP          string
+	PrivateIP string
+	// SecondaryIPs are the secondary private addresses of its network
+	// interface (NetworkInterface.1.SecondaryPrivateIpAddressCount): the
+	// first is the cell's pod address (simcells.Addresses.Pod) when it has
+	// one, the others come from the subnet. Empty until the cell started.
+	SecondaryIPs       []string
 	LaunchTime         time.Time
 	SecurityGroupIDs   []string
 	IamInstanceProfile string // the ARN or name as requested
@@ -123,23 +128,30 @@ type instance struct {
 	image         Image
 	subnet        *subnet
 	groups        []string
-	profile       string
-	tags          map[string]string
-	volumeTags    map[string]string
-	userData      []byte
-	bootstrap     []byte
-	spot          bool
-	spotType      string
-	spotBehavior  string
-	spotMaxPrice  string
-	spotRequestID string
-	httpTokens    string
-	hopLimit      int
-	metadataTags  string
-	shutdown      string
-	cpuCredits    string
-	blockDevices  []BlockDevice
-	events        []ScheduledEvent
+	// secondaries is how many secondary private addresses the launch
+	// asked for; secondaryAddrs are those given (the cell's pod address
+	// first, when it has one), subnetSecondaries those of them taken
+	// from the subnet.
+	secondaries       int
+	secondaryAddrs    []string
+	subnetSecondaries []netip.Addr
+	profile           string
+	tags              map[string]string
+	volumeTags        map[string]string
+	userData          []byte
+	bootstrap         []byte
+	spot              bool
+	spotType          string
+	spotBehavior      string
+	spotMaxPrice      string
+	spotRequestID     string
+	httpTokens        string
+	hopLimit          int
+	metadataTags      string
+	shutdown          string
+	cpuCredits        string
+	blockDevices      []BlockDevice
+	events            []ScheduledEvent
 
 	launchTime time.Time
 	readyAt    time.Time // launchTime + boot delay
@@ -176,7 +188,7 @@ func (in *instance) snapshot() Instance {
 	out := Instance{
 		ID: in.id, ReservationID: in.reservationID, ClientToken: in.clientToken, ImageID: in.imageID,
 		InstanceType: in.itype.Name, Zone: in.subnet.Zone, SubnetID: in.subnet.ID, VPCID: in.subnet.VPCID,
-		State: in.state, StateReason: in.reason, PrivateIP: in.cell.Address, LaunchTime: in.launchTime,
+		State: in.state, StateReason: in.reason, PrivateIP: in.cell.Address, SecondaryIPs: slices.Clone(in.secondaryAddrs), LaunchTime: in.launchTime,
 		SecurityGroupIDs: slices.Clone(in.groups), IamInstanceProfile: in.profile,
 		Tags: maps.Clone(in.tags), VolumeTags: maps.Clone(in.volumeTags),
 		UserData: slices.Clone(in.userData), Bootstrap: slices.Clone(in.bootstrap),
@@ -194,6 +206,7 @@ func (in *instance) cellAttr() string { return in.tags["kipcell.io/cell"] }
 // advance moves the instance along its lifecycle up to now. The caller
 // holds s.mu.
 func (s *Server) advance(in *instance, now time.Time) {
+	s.assignSecondaries(in)
 	switch in.state {
 	case statePending:
 		if in.cell.Started && !now.Before(in.readyAt) {
@@ -212,6 +225,28 @@ func (s *Server) advance(in *instance, now time.Time) {
 			}
 			s.log.Info("instance terminated", "instance", in.id, "cell", in.cellAttr(), "reason", in.reason)
 		}
+	}
+}
+
+// assignSecondaries gives a started cell's instance the secondary private
+// addresses its launch asked for: the cell's pod address first, where the
+// CellStarter gave one (the address the cell routes to its pod), then
+// addresses of the subnet. The caller holds s.mu.
+func (s *Server) assignSecondaries(in *instance) {
+	if !in.cell.Started || in.cell.Address == "" || len(in.secondaryAddrs) >= in.secondaries || in.state == stateTerminated {
+		return
+	}
+	if len(in.secondaryAddrs) == 0 && in.cell.PodAddress != "" {
+		in.secondaryAddrs = append(in.secondaryAddrs, in.cell.PodAddress)
+	}
+	for len(in.secondaryAddrs) < in.secondaries {
+		a, ok := in.subnet.allocate()
+		if !ok {
+			s.log.Warn("subnet has no address left for a secondary private address", "instance", in.id, "subnet", in.subnet.ID)
+			return
+		}
+		in.subnetSecondaries = append(in.subnetSecondaries, a)
+		in.secondaryAddrs = append(in.secondaryAddrs, a.String())
 	}
 }
 
@@ -264,6 +299,7 @@ type runRequest struct {
 	itype        InstanceType
 	subnet       *subnet
 	groups       []string
+	secondaries  int
 	profile      string
 	tags         map[string]string
 	volumeTags   map[string]string
@@ -335,7 +371,16 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 	if zone != "" && !slices.Contains(s.region.zones, zone) {
 		return nil, clientError(codeInvalidParameter, "Invalid availability zone: [%s]", zone)
 	}
-	if id := f.get("SubnetId"); id != "" {
+	subnetID := f.get("SubnetId")
+	req.groups = f.list("SecurityGroupId")
+	if f.count("NetworkInterface") > 0 {
+		ni, err := parseNetworkInterface(f, subnetID, req.groups, t)
+		if err != nil {
+			return nil, err
+		}
+		subnetID, req.groups, req.secondaries = ni.subnetID, ni.groups, ni.secondaries
+	}
+	if id := subnetID; id != "" {
 		if req.subnet = s.region.subnet(id); req.subnet == nil {
 			return nil, clientError(codeSubnetNotFound, "The subnet ID '%s' does not exist", id)
 		}
@@ -358,7 +403,6 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 			t.Name, req.subnet.Zone, strings.Join(s.region.zonesOffering(t), ", "))
 	}
 
-	req.groups = f.list("SecurityGroupId")
 	for _, g := range req.groups {
 		if !groupIDPattern.MatchString(g) {
 			return nil, clientError(codeGroupMalformed, "Invalid id: \"%s\"", g)
@@ -487,6 +531,59 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 	return req, nil
 }
 
+// networkInterface is what a RunInstances request asks of the instance's
+// primary network interface (NetworkInterface.1).
+type networkInterface struct {
+	subnetID    string
+	groups      []string
+	secondaries int
+}
+
+// parseNetworkInterface reads NetworkInterface.N.*. EC2 takes the subnet
+// and security groups either at the instance's level or in the network
+// interfaces, never both. The simulator creates one interface, the
+// primary (device index 0), with SubnetId, SecurityGroupId.N and
+// SecondaryPrivateIpAddressCount; it refuses what it does not simulate
+// (a second interface, an existing one, chosen addresses) rather than
+// ignore it.
+func parseNetworkInterface(f form, instanceSubnet string, instanceGroups []string, t InstanceType) (*networkInterface, error) {
+	switch {
+	case instanceSubnet != "":
+		return nil, clientError(codeInvalidCombination, "Network interfaces and an instance-level subnet ID may not be specified on the same request")
+	case len(instanceGroups) > 0:
+		return nil, clientError(codeInvalidCombination, "Network interfaces and an instance-level security groups may not be specified on the same request")
+	case f.count("NetworkInterface") > 1:
+		return nil, clientError(codeUnsupported, "The simulator launches instances with one network interface (device index 0).")
+	}
+	const p = "NetworkInterface.1."
+	idx, set, err := f.integer(p + "DeviceIndex")
+	switch {
+	case err != nil:
+		return nil, err
+	case !set:
+		return nil, clientError(codeMissingParameter, "Each network interface requires a device index.")
+	case idx != 0:
+		return nil, clientError(codeUnsupported, "The simulator launches instances with one network interface, at device index 0, not %d.", idx)
+	}
+	for _, k := range []string{"NetworkInterfaceId", "PrivateIpAddress", "PrivateIpAddresses", "Ipv6AddressCount", "Ipv4PrefixCount"} {
+		if f.has(p+k) || f.count(p+k) > 0 {
+			return nil, clientError(codeUnsupported, "The simulator does not simulate networkInterface.%s.", k)
+		}
+	}
+	ni := &networkInterface{subnetID: f.get(p + "SubnetId"), groups: f.list(p + "SecurityGroupId")}
+	n, _, err := f.integer(p + "SecondaryPrivateIpAddressCount")
+	switch {
+	case err != nil:
+		return nil, err
+	case n < 0:
+		return nil, clientError(codeInvalidParameter, "Value (%d) for parameter secondaryPrivateIpAddressCount is invalid. Expecting a positive value.", n)
+	case 1+n > t.ipv4PerInterface():
+		return nil, clientError("PrivateIpAddressLimitExceeded", "Number of private addresses will exceed limit: %s takes at most %d IPv4 addresses per network interface.", t.Name, t.ipv4PerInterface())
+	}
+	ni.secondaries = n
+	return ni, nil
+}
+
 // parseTagSpecs reads TagSpecification.N.{ResourceType,Tag.M.{Key,Value}}.
 func parseTagSpecs(f form) (instanceTags, volumeTags map[string]string, err error) {
 	instanceTags, volumeTags = map[string]string{}, map[string]string{}
@@ -593,6 +690,7 @@ type xmlInstance struct {
 	VpcID                 string             `xml:"vpcId"`
 	PrivateIPAddress      string             `xml:"privateIpAddress,omitempty"`
 	Groups                []xmlGroup         `xml:"groupSet>item"`
+	NetworkInterfaces     []xmlInterface     `xml:"networkInterfaceSet>item"`
 	StateReason           *xmlStateReason    `xml:"stateReason,omitempty"`
 	Architecture          string             `xml:"architecture"`
 	RootDeviceType        string             `xml:"rootDeviceType"`
@@ -608,6 +706,65 @@ type xmlInstance struct {
 	EbsOptimized          bool               `xml:"ebsOptimized"`
 	EnaSupport            bool               `xml:"enaSupport"`
 	MetadataOptions       xmlMetadataOptions `xml:"metadataOptions"`
+}
+
+// xmlInterface is an instance's network interface as DescribeInstances
+// shows it (networkInterfaceSet).
+type xmlInterface struct {
+	NetworkInterfaceID string              `xml:"networkInterfaceId"`
+	SubnetID           string              `xml:"subnetId"`
+	VpcID              string              `xml:"vpcId"`
+	OwnerID            string              `xml:"ownerId"`
+	Status             string              `xml:"status"`
+	MacAddress         string              `xml:"macAddress"`
+	PrivateIPAddress   string              `xml:"privateIpAddress"`
+	PrivateDNSName     string              `xml:"privateDnsName"`
+	SourceDestCheck    bool                `xml:"sourceDestCheck"`
+	Groups             []xmlGroup          `xml:"groupSet>item"`
+	Attachment         xmlAttachment       `xml:"attachment"`
+	PrivateIPs         []xmlPrivateAddress `xml:"privateIpAddressesSet>item"`
+	InterfaceType      string              `xml:"interfaceType"`
+}
+
+type xmlAttachment struct {
+	AttachmentID        string `xml:"attachmentId"`
+	DeviceIndex         int    `xml:"deviceIndex"`
+	Status              string `xml:"status"`
+	AttachTime          string `xml:"attachTime"`
+	DeleteOnTermination bool   `xml:"deleteOnTermination"`
+}
+
+type xmlPrivateAddress struct {
+	PrivateIPAddress string `xml:"privateIpAddress"`
+	PrivateDNSName   string `xml:"privateDnsName"`
+	Primary          bool   `xml:"primary"`
+}
+
+// networkInterface renders the instance's primary network interface,
+// with its primary and secondary private addresses; nil before its cell
+// has an address and after the instance ended (the interface is deleted
+// with it). The caller holds s.mu.
+func (s *Server) networkInterface(in *instance) *xmlInterface {
+	if in.cell.Address == "" || in.state == stateTerminated {
+		return nil
+	}
+	suffix := in.id[2:]
+	x := &xmlInterface{
+		NetworkInterfaceID: "eni-" + suffix, SubnetID: in.subnet.ID, VpcID: in.subnet.VPCID, OwnerID: s.region.account,
+		Status: "in-use", MacAddress: "02:" + suffix[0:2] + ":" + suffix[2:4] + ":" + suffix[4:6] + ":" + suffix[6:8] + ":" + suffix[8:10],
+		PrivateIPAddress: in.cell.Address, PrivateDNSName: privateDNSName(s.region.name, in.cell.Address), SourceDestCheck: true,
+		Attachment: xmlAttachment{AttachmentID: "eni-attach-" + suffix, Status: "attached",
+			AttachTime: in.launchTime.UTC().Truncate(time.Second).Format(timeLayout), DeleteOnTermination: true},
+		InterfaceType: "interface",
+	}
+	for _, g := range in.groups {
+		x.Groups = append(x.Groups, xmlGroup{g})
+	}
+	x.PrivateIPs = append(x.PrivateIPs, xmlPrivateAddress{in.cell.Address, x.PrivateDNSName, true})
+	for _, a := range in.secondaryAddrs {
+		x.PrivateIPs = append(x.PrivateIPs, xmlPrivateAddress{a, privateDNSName(s.region.name, a), false})
+	}
+	return x
 }
 
 // timeLayout is EC2's for times; launch times come whole seconds
@@ -635,6 +792,9 @@ func (s *Server) xmlOf(in *instance) xmlInstance {
 	}
 	for _, g := range in.groups {
 		x.Groups = append(x.Groups, xmlGroup{g})
+	}
+	if ni := s.networkInterface(in); ni != nil {
+		x.NetworkInterfaces = []xmlInterface{*ni}
 	}
 	if in.reason != "" {
 		x.StateReason = &xmlStateReason{in.reason, reasonMessages[in.reason]}
@@ -721,7 +881,7 @@ func (s *Server) runInstances(f form) (response, error) {
 		s.seq++
 		in := &instance{
 			seq: s.seq, id: "i-" + randomHex(17), reservationID: r.id, clientToken: token, imageID: req.image.ID,
-			itype: req.itype, image: req.image, subnet: req.subnet, groups: req.groups, profile: req.profile,
+			itype: req.itype, image: req.image, subnet: req.subnet, groups: req.groups, secondaries: req.secondaries, profile: req.profile,
 			tags: maps.Clone(req.tags), volumeTags: maps.Clone(req.volumeTags), userData: req.userData, bootstrap: req.bootstrap,
 			spot: req.spot, spotType: req.spotType, spotBehavior: req.spotBehavior, spotMaxPrice: req.spotMaxPrice,
 			httpTokens: req.httpTokens, hopLimit: req.hopLimit, metadataTags: req.metadataTags, shutdown: req.shutdown,
@@ -746,10 +906,14 @@ func (s *Server) runInstances(f form) (response, error) {
 	// cells have done meanwhile.
 	resp := &runInstancesResponse{xmlReservation: xmlReservation{ReservationID: r.id, OwnerID: s.region.account}}
 	for _, in := range r.instances {
+		s.assignSecondaries(in)
 		x := s.xmlOf(in)
-		x.State, x.PrivateIPAddress, x.PrivateDNSName = stateOf(statePending), "", ""
+		x.State, x.PrivateIPAddress, x.PrivateDNSName, x.NetworkInterfaces = stateOf(statePending), "", "", nil
 		if in.cell.Started {
 			x.PrivateIPAddress, x.PrivateDNSName = in.cell.Address, privateDNSName(s.region.name, in.cell.Address)
+			if ni := s.networkInterface(in); ni != nil {
+				x.NetworkInterfaces = []xmlInterface{*ni}
+			}
 		}
 		resp.Instances = append(resp.Instances, x)
 	}

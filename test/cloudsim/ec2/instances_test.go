@@ -3,6 +3,7 @@ package ec2sim
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -451,6 +452,21 @@ func TestRunInstancesValidation(t *testing.T) {
 		{name: "KMS key with encryption off", in: mod(func(in *ec2.RunInstancesInput) {
 			in.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{Encrypted: aws.Bool(false), KmsKeyId: aws.String("alias/kip-cells")}}}
 		}), wantCode: "InvalidParameterDependency"},
+		{name: "network interface", in: mod(withInterface(1))},
+		{name: "network interface and instance subnet", in: mod(func(in *ec2.RunInstancesInput) {
+			withInterface(1)(in)
+			in.SubnetId = aws.String("subnet-00000000000000001")
+		}), wantCode: "InvalidParameterCombination"},
+		{name: "network interface and instance groups", in: mod(func(in *ec2.RunInstancesInput) {
+			withInterface(1)(in)
+			in.SecurityGroupIds = []string{"sg-0123456789abcdef0"}
+		}), wantCode: "InvalidParameterCombination"},
+		{name: "network interface without device index", in: mod(func(in *ec2.RunInstancesInput) {
+			withInterface(1)(in)
+			in.NetworkInterfaces[0].DeviceIndex = nil
+		}), wantCode: "MissingParameter"},
+		{name: "more addresses than the type takes", in: mod(withInterface(2)), wantCode: "PrivateIpAddressLimitExceeded"},
+		{name: "negative secondary count", in: mod(withInterface(-1)), wantCode: "InvalidParameterValue"},
 		{name: "KMS key with encryption", in: mod(func(in *ec2.RunInstancesInput) {
 			in.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{Encrypted: aws.Bool(true), KmsKeyId: aws.String("alias/kip-cells")}}}
 		})},
@@ -460,6 +476,96 @@ func TestRunInstancesValidation(t *testing.T) {
 			_, err := c.RunInstances(t.Context(), tt.in)
 			if code := apiCode(err); code != tt.wantCode {
 				t.Errorf("RunInstances: %v, want code %q", err, tt.wantCode)
+			}
+		})
+	}
+}
+
+// withInterface launches with the subnet and a security group on the
+// primary network interface, asking for n secondary private addresses.
+func withInterface(n int32) func(*ec2.RunInstancesInput) {
+	return func(in *ec2.RunInstancesInput) {
+		in.NetworkInterfaces = []types.InstanceNetworkInterfaceSpecification{{
+			DeviceIndex: aws.Int32(0), SubnetId: aws.String("subnet-00000000000000001"),
+			Groups: []string{"sg-0123456789abcdef0"}, SecondaryPrivateIpAddressCount: aws.Int32(n),
+		}}
+	}
+}
+
+// TestSecondaryPrivateAddress launches with a secondary private address on
+// the primary interface: DescribeInstances shows the interface, in the
+// request's subnet and groups, with the cell's address as primary and its
+// pod address as secondary; without a pod address from the cells the
+// secondary comes from the subnet and is freed when the instance ends.
+func TestSecondaryPrivateAddress(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		cells     CellStarter
+		primary   string
+		secondary string
+	}{
+		{name: "pod address of the cell", cells: newFakeCells(), primary: "127.77.0.2", secondary: "127.78.0.2"},
+		{name: "no cells: subnet addresses", primary: "10.0.1.4", secondary: "10.0.1.5"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := t.Context()
+			sim, url := startSim(t, Options{Cells: tt.cells})
+			c := ec2Client(url, noRetries)
+			in := runInput("t3.micro", "", "")
+			withInterface(1)(in)
+			id := launch(t, c, in)
+			w := ec2.NewInstanceRunningWaiter(c, func(o *ec2.InstanceRunningWaiterOptions) {
+				o.MinDelay, o.MaxDelay = 10*time.Millisecond, 50*time.Millisecond
+			})
+			out, err := w.WaitForOutput(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}, time.Minute)
+			if err != nil {
+				t.Fatalf("waiting for running: %v", err)
+			}
+			got := out.Reservations[0].Instances[0]
+			if aws.ToString(got.SubnetId) != "subnet-00000000000000001" || len(got.SecurityGroups) != 1 || aws.ToString(got.SecurityGroups[0].GroupId) != "sg-0123456789abcdef0" {
+				t.Errorf("subnet %s groups %v, want the interface's", aws.ToString(got.SubnetId), got.SecurityGroups)
+			}
+			if len(got.NetworkInterfaces) != 1 {
+				t.Fatalf("network interfaces %+v, want one", got.NetworkInterfaces)
+			}
+			ni := got.NetworkInterfaces[0]
+			var addrs []string
+			for _, a := range ni.PrivateIpAddresses {
+				addrs = append(addrs, fmt.Sprintf("%s primary=%t", aws.ToString(a.PrivateIpAddress), aws.ToBool(a.Primary)))
+			}
+			want := []string{tt.primary + " primary=true", tt.secondary + " primary=false"}
+			if !slices.Equal(addrs, want) || aws.ToString(ni.PrivateIpAddress) != tt.primary || aws.ToString(got.PrivateIpAddress) != tt.primary {
+				t.Errorf("addresses %v (interface %s, instance %s), want %v", addrs, aws.ToString(ni.PrivateIpAddress), aws.ToString(got.PrivateIpAddress), want)
+			}
+			if ni.Attachment == nil || aws.ToInt32(ni.Attachment.DeviceIndex) != 0 || aws.ToString(ni.SubnetId) != "subnet-00000000000000001" {
+				t.Errorf("interface %+v, want attached at device index 0 in the subnet", ni)
+			}
+			if snap, _ := sim.Instance(id); !slices.Equal(snap.SecondaryIPs, []string{tt.secondary}) {
+				t.Errorf("Instance().SecondaryIPs = %v, want [%s]", snap.SecondaryIPs, tt.secondary)
+			}
+			if tt.cells != nil {
+				return
+			}
+			// Ended, the instance gives its addresses back: the next
+			// launch gets the same two.
+			if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+				t.Fatalf("TerminateInstances: %v", err)
+			}
+			tw := ec2.NewInstanceTerminatedWaiter(c, func(o *ec2.InstanceTerminatedWaiterOptions) {
+				o.MinDelay, o.MaxDelay = 10*time.Millisecond, 50*time.Millisecond
+			})
+			if err := tw.Wait(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}, time.Minute); err != nil {
+				t.Fatalf("waiting for terminated: %v", err)
+			}
+			if ended := describe(t, c, id); len(ended.NetworkInterfaces) != 0 {
+				t.Errorf("terminated instance has network interfaces %+v; EC2 deletes them with it", ended.NetworkInterfaces)
+			}
+			again := runInput("t3.micro", "", "")
+			withInterface(1)(again)
+			next := describe(t, c, launch(t, c, again))
+			if len(next.NetworkInterfaces) != 1 || len(next.NetworkInterfaces[0].PrivateIpAddresses) != 2 ||
+				aws.ToString(next.NetworkInterfaces[0].PrivateIpAddresses[1].PrivateIpAddress) != tt.secondary {
+				t.Errorf("next instance's interfaces %+v, want the freed secondary %s again", next.NetworkInterfaces, tt.secondary)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"net/netip"
@@ -18,7 +19,13 @@ type InstanceType struct {
 	Arch string
 	// Zones are the zones that offer the type; empty means every zone.
 	Zones []string
+	// IPv4PerInterface is how many private IPv4 addresses one network
+	// interface of the type takes (EC2's per-type limit); 0 means 2, the
+	// least of any type (t3.nano, t3.micro).
+	IPv4PerInterface int
 }
+
+func (t InstanceType) ipv4PerInterface() int { return cmp.Or(t.IPv4PerInterface, 2) }
 
 // Subnet is a subnet of the simulated VPC.
 type Subnet struct {

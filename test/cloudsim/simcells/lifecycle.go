@@ -11,14 +11,24 @@ import (
 //
 // Start is called once per instance, in the background after the call
 // that created it answered; the instance does not run before it returns,
-// and runs with the returned address once its boot delay has passed. If
+// and runs with the returned addresses once its boot delay has passed. If
 // Start fails the simulator ends the instance as its cloud ends one that
 // failed to boot. Stop is called once the instance is shutting down (or
 // its Start failed), always after Start has returned; it must be
 // idempotent, and a cell it does not know is already stopped.
 type CellStarter interface {
-	Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (address string, err error)
+	Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (Addresses, error)
 	Stop(ctx context.Context, instanceID string) error
+}
+
+// Addresses are what a started cell has: Private, its instance's private
+// address, where its agent listens; Pod, the pod's own address, which the
+// cell routes to the pod's network namespace (pluginapi.AddressPod), or
+// empty when the cell has none (a local cell in loopback mode). A
+// simulator shows Pod as the address the cloud gives a pod (EC2's secondary
+// private address, GCE's alias IP) when the launch asked for one.
+type Addresses struct {
+	Private, Pod string
 }
 
 // AgentStarter is a CellStarter that starts a cell's agent apart from the
@@ -55,10 +65,12 @@ type Cell struct {
 	// LogAttr is the kip cell of the instance, for logs.
 	LogAttr string
 
-	// Address is where the cell listens, once Started.
-	Address  string
-	Starting bool
-	Started  bool
+	// Address is where the cell listens, once Started; PodAddress is the
+	// pod's own address the cell routes, if it has one (Addresses.Pod).
+	Address    string
+	PodAddress string
+	Starting   bool
+	Started    bool
 	// Silent: the agent never starts (Lifecycle.Silence); AgentStarted:
 	// it did, AgentDelay after the instance ran (AgentStarter).
 	Silent        bool
@@ -201,7 +213,7 @@ func (l *Lifecycle) StartLocked(in Instance) {
 	go func() {
 		defer l.wg.Done()
 		ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
-		addr, err := l.starter.Start(ctx, id, typ, bootstrap)
+		addrs, err := l.starter.Start(ctx, id, typ, bootstrap)
 		cancel()
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -214,8 +226,8 @@ func (l *Lifecycle) StartLocked(in Instance) {
 			l.stopStartedLocked(in)
 			return
 		}
-		c.Started, c.Address = true, addr
-		l.log.Info("cell started", "instance", id, "cell", c.LogAttr, "address", addr)
+		c.Started, c.Address, c.PodAddress = true, addrs.Private, addrs.Pod
+		l.log.Info("cell started", "instance", id, "cell", c.LogAttr, "address", addrs.Private, "pod_address", addrs.Pod)
 		if c.StopRequested {
 			l.stopStartedLocked(in)
 			return

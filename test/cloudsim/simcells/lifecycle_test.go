@@ -38,14 +38,14 @@ type starter struct {
 	stops []string
 }
 
-func (s *starter) Start(ctx context.Context, id, _ string, _ []byte) (string, error) {
+func (s *starter) Start(ctx context.Context, id, _ string, _ []byte) (Addresses, error) {
 	if s.gate != nil {
 		<-s.gate
 	}
 	if s.fail != nil {
-		return "", s.fail
+		return Addresses{}, s.fail
 	}
-	return "127.0.0.9", nil
+	return Addresses{Private: "127.0.0.9", Pod: "127.0.0.10"}, nil
 }
 
 func (s *starter) Stop(_ context.Context, id string) error {

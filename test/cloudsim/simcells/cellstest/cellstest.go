@@ -2,7 +2,7 @@
 // clock for their Options.Now and recording fakes of
 // simcells.CellStarter and simcells.AgentStarter.
 //
-// It imports only the standard library.
+// It imports only the standard library and simcells.
 package cellstest
 
 import (
@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/kipcell/kip/test/cloudsim/simcells"
 )
 
 // Clock is a manual clock; tests move it instead of sleeping.
@@ -36,7 +38,7 @@ func (c *Clock) Advance(d time.Duration) {
 }
 
 // FakeCells is a CellStarter that records calls and gives the n-th cell
-// the address 127.77.0.<n+1>. With a Gate, Start blocks until it is
+// the address 127.77.0.<n+1> and the pod address 127.78.0.<n+1>. With a Gate, Start blocks until it is
 // closed; FailStart makes Start fail.
 type FakeCells struct {
 	Gate      chan struct{}
@@ -55,24 +57,24 @@ func NewFakeCells() *FakeCells {
 	return &FakeCells{started: map[string]string{}, types: map[string]string{}, bootstraps: map[string][]byte{}, stopped: map[string]int{}}
 }
 
-// Start records the cell and returns its address.
-func (f *FakeCells) Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (string, error) {
+// Start records the cell and returns its addresses.
+func (f *FakeCells) Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (simcells.Addresses, error) {
 	if f.Gate != nil {
 		select {
 		case <-f.Gate:
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return simcells.Addresses{}, ctx.Err()
 		}
 	}
 	if f.FailStart != nil {
-		return "", f.FailStart
+		return simcells.Addresses{}, f.FailStart
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
 	addr := fmt.Sprintf("127.77.0.%d", f.n+1)
 	f.started[instanceID], f.types[instanceID], f.bootstraps[instanceID] = addr, instanceType, bootstrap
-	return addr, nil
+	return simcells.Addresses{Private: addr, Pod: fmt.Sprintf("127.78.0.%d", f.n+1)}, nil
 }
 
 // Stop counts the stop.

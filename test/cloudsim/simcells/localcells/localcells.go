@@ -178,8 +178,10 @@ func (c *LocalCells) LocalID(instanceID string) (string, bool) {
 }
 
 // Start launches the local cell of an instance and waits until the local
-// plugin reports it running with an address.
-func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (string, error) {
+// plugin reports it running with an address. The cell's pod address is
+// the local plugin's (netns mode); in loopback mode it has none.
+func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string, bootstrap []byte) (simcells.Addresses, error) {
+	var none simcells.Addresses
 	resp, err := c.sup.Client().Launch(ctx, &pluginapi.LaunchRequest{
 		CellID:       instanceID,
 		NodeName:     "simcells",
@@ -190,7 +192,7 @@ func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string,
 		Tags:         map[string]string{"simcells/instance-id": instanceID},
 	})
 	if err != nil {
-		return "", fmt.Errorf("launching local cell for %s: %w", instanceID, err)
+		return none, fmt.Errorf("launching local cell for %s: %w", instanceID, err)
 	}
 	inst := resp.Instance
 	c.mu.Lock()
@@ -199,24 +201,24 @@ func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string,
 	for inst.State != pluginapi.StateRunning || inst.PrivateAddress() == "" {
 		switch inst.State {
 		case pluginapi.StateTerminated, pluginapi.StateTerminating:
-			return "", fmt.Errorf("launching local cell for %s: cell %s is %s (%s)", instanceID, inst.ID, inst.State, inst.StateReason)
+			return none, fmt.Errorf("launching local cell for %s: cell %s is %s (%s)", instanceID, inst.ID, inst.State, inst.StateReason)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for local cell %s: %w", inst.ID, ctx.Err())
+			return none, fmt.Errorf("waiting for local cell %s: %w", inst.ID, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 		d, err := c.sup.Client().Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
 		if err != nil {
-			return "", fmt.Errorf("describing local cell %s: %w", inst.ID, err)
+			return none, fmt.Errorf("describing local cell %s: %w", inst.ID, err)
 		}
 		if len(d.Instances) == 0 {
-			return "", fmt.Errorf("launching local cell for %s: cell %s vanished", instanceID, inst.ID)
+			return none, fmt.Errorf("launching local cell for %s: cell %s vanished", instanceID, inst.ID)
 		}
 		inst = d.Instances[0]
 	}
-	c.log.Info("local cell running", "instance", instanceID, "local", inst.ID, "address", inst.PrivateAddress())
-	return inst.PrivateAddress(), nil
+	c.log.Info("local cell running", "instance", instanceID, "local", inst.ID, "address", inst.PrivateAddress(), "pod_address", inst.PodAddress())
+	return simcells.Addresses{Private: inst.PrivateAddress(), Pod: inst.PodAddress()}, nil
 }
 
 // StartAgent lets the agent of an instance's cell start.
