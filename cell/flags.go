@@ -53,6 +53,8 @@ func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string) {
 		"the instance metadata service whose spot interruption notices and rebalance recommendations the agent reports (http://host or unix:///socket); none or empty: no instance metadata (default $KIP_CELL_IMDS_ENDPOINT, else EC2's)")
 	fs.StringVar(&cfg.GCEMetadataEndpoint, "gce-metadata-endpoint", getenv("KIP_CELL_GCE_METADATA_ENDPOINT"),
 		"Compute Engine's metadata server, whose identity token of the instance the agent sends when it joins, instead of EC2's identity document (http://metadata.google.internal, or unix:///socket); none or empty: none (default $KIP_CELL_GCE_METADATA_ENDPOINT)")
+	fs.BoolVar(&cfg.PodMetadata, "pod-metadata", getenv("KIP_CELL_POD_METADATA") == "1",
+		"let a pod in a network namespace of its own reach the instance metadata at 169.254.169.254 and its credentials (default $KIP_CELL_POD_METADATA=1; off: dropped)")
 	fs.BoolVar(&f.Debug, "debug", false, "log at debug level")
 }
 

@@ -88,6 +88,10 @@ type Config struct {
 	// of iptables (a light cell only counts them); ServiceProxyNone still
 	// means none.
 	ServicePrograms services.Programmer
+	// PodMetadata lets a pod in a network namespace of its own reach the
+	// instance metadata (podnet.Options.Metadata), as the operator's boot
+	// recipe allows (KIP_POD_IMDS, KIP_POD_METADATA).
+	PodMetadata bool
 	// IMDSEndpoint is the instance metadata service (cell/imds: http:// or
 	// unix://) the agent reads the cloud's spot interruption notices and
 	// rebalance recommendations from, and reports them to the host; empty:
@@ -401,7 +405,7 @@ func podNetwork(cfg Config, own bool, proxy *services.Proxy, log *slog.Logger) f
 			if err != nil {
 				return "", fmt.Errorf("setting up the pod's network: its address from the host: %w", err)
 			}
-			if path, err = podnet.Setup(ctx, filepath.Join(cfg.StateDir, PodNetDir), addr); err != nil {
+			if path, err = podnet.Setup(ctx, filepath.Join(cfg.StateDir, PodNetDir), addr, podnet.Options{Metadata: cfg.PodMetadata}); err != nil {
 				return "", err
 			}
 		}

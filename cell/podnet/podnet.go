@@ -44,10 +44,26 @@ var Blocked = []netip.Addr{
 	netip.MustParseAddr("168.63.129.16"),
 }
 
+// Metadata is the instance metadata address of EC2, Compute Engine and
+// Azure, the first of Blocked.
+var Metadata = Blocked[0]
+
+// Options are what the operator allows a pod's network beyond the
+// package's rules.
+type Options struct {
+	// Metadata lets the pod reach the instance metadata (Metadata): its
+	// credentials (an instance profile's, a service account's, a managed
+	// identity's) and what it serves. The boot recipes set it with their
+	// KIP_POD_IMDS or KIP_POD_METADATA (kip-cell --pod-metadata). Azure's
+	// WireServer stays closed.
+	Metadata bool
+}
+
 // Setup makes (or, after an agent restart, finds) the pod's network
 // namespace pinned under dir with address addr, and the instance's side
-// of it, and returns the namespace's path (dir/NSFile).
-func Setup(ctx context.Context, dir string, addr netip.Addr) (string, error) {
+// of it, and returns the namespace's path (dir/NSFile). Its firewall
+// chains are written again each time, as opts say.
+func Setup(ctx context.Context, dir string, addr netip.Addr, opts Options) (string, error) {
 	if !addr.Is4() {
 		return "", fmt.Errorf("setting up the pod's network: %q is not an IPv4 address", addr)
 	}
@@ -70,7 +86,7 @@ func Setup(ctx context.Context, dir string, addr netip.Addr) (string, error) {
 	if err := instanceSide(ctx, addr, uplink); err != nil {
 		return "", fmt.Errorf("setting up the pod's network: %w", err)
 	}
-	if err := firewall(ctx); err != nil {
+	if err := firewall(ctx, opts); err != nil {
 		return "", fmt.Errorf("setting up the pod's network: %w", err)
 	}
 	return path, nil
@@ -310,7 +326,7 @@ var jumps = [][]string{
 }
 
 // firewall writes the pod's chains and inserts the jumps to them.
-func firewall(ctx context.Context) error {
+func firewall(ctx context.Context, opts Options) error {
 	var b strings.Builder
 	b.WriteString("*filter\n:" + InputChain + " - [0:0]\n:" + ForwardChain + " - [0:0]\n")
 	// Answers to what the instance asked the pod pass; nothing the pod
@@ -318,6 +334,9 @@ func firewall(ctx context.Context) error {
 	b.WriteString("-A " + InputChain + " -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n")
 	b.WriteString("-A " + InputChain + " -j DROP\n")
 	for _, a := range Blocked {
+		if a == Metadata && opts.Metadata {
+			continue
+		}
 		for _, proto := range []string{"udp", "tcp"} {
 			fmt.Fprintf(&b, "-A %s -d %s/32 -p %s --dport 53 -j ACCEPT\n", ForwardChain, a, proto)
 		}

@@ -24,6 +24,7 @@ type world struct {
 	dir                string // Setup's directory
 	instanceAddr, peer string
 	pod                netip.Addr
+	opts               Options // Setup's
 }
 
 func newWorld(t *testing.T) *world {
@@ -90,7 +91,7 @@ func (w *world) setup() string {
 	var path string
 	err := w.inInstance(func() error {
 		var err error
-		path, err = Setup(w.t.Context(), w.dir, w.pod)
+		path, err = Setup(w.t.Context(), w.dir, w.pod, w.opts)
 		return err
 	})
 	if err != nil {
@@ -177,6 +178,30 @@ func TestPodHasItsOwnNetwork(t *testing.T) {
 	}
 }
 
+// With Options.Metadata (the operator's KIP_POD_IMDS) the pod reaches the
+// instance metadata, and Azure's WireServer stays closed; Setup run again
+// without it (an agent restarted with the option off) closes it again.
+func TestOperatorOpensTheMetadataToThePod(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.opts.Metadata = true
+	podNS := w.setup()
+	w.serve(w.network, "tcp", "169.254.169.254:80", "metadata")
+	w.ip(w.network, "addr", "add", "168.63.129.16/32", "dev", "lo")
+	w.serve(w.network, "tcp", "168.63.129.16:80", "wireserver")
+	if got, err := w.ask(podNS, "169.254.169.254:80"); err != nil || got != "metadata" {
+		t.Errorf("the pod asked the metadata server with it open: %q, %v", got, err)
+	}
+	if got, err := w.ask(podNS, "168.63.129.16:80"); err == nil {
+		t.Errorf("the pod reached Azure's WireServer: %q", got)
+	}
+	w.opts.Metadata = false
+	w.setup()
+	if got, err := w.ask(podNS, "169.254.169.254:80"); err == nil {
+		t.Errorf("the pod reached the metadata server after it was closed again: %q", got)
+	}
+}
+
 func TestWhatThePodDoesInItsNamespaceStaysThere(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -247,7 +272,7 @@ func TestSetupIsIdempotentAndTeardownRemovesAll(t *testing.T) {
 
 func TestSetupRefusesWhatIsNotAnIPv4Address(t *testing.T) {
 	for _, a := range []netip.Addr{{}, netip.MustParseAddr("fd00::3")} {
-		if _, err := Setup(t.Context(), t.TempDir(), a); err == nil {
+		if _, err := Setup(t.Context(), t.TempDir(), a, Options{}); err == nil {
 			t.Errorf("Setup with %q: no error", a)
 		}
 	}

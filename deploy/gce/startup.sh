@@ -24,15 +24,26 @@
 # deadline; the reason is on the instance's serial console). GCE allows 256
 # KiB per metadata value; this file is far below it.
 #
+# The pod's network: the plugin gives the instance's network interface an
+# alias IP range of one address, the pod's, and kip-cell gives it to a
+# network namespace of the pod's own behind a veth (cell/podnet). Google's
+# guest agent would make every alias IP a local address of the instance (a
+# route in the local table), again at each metadata change, and the pod's
+# traffic would end on the instance instead of reaching the pod:
+# keep_alias_ip tells it to leave them alone, and kip-cell takes back what
+# it did before that.
+#
 # The metadata server: on GCE it hands out the cell's service-account
 # tokens to whoever asks from the instance, and kip-bootstrap is readable
-# there. On a cell the pod's containers share the instance's network
-# namespace (the agent runs them in its own), so their requests leave from
-# this machine through the OUTPUT chain. The rule below therefore drops, in
-# OUTPUT, traffic to 169.254.169.254 (metadata.google.internal) from every
-# process outside systemd's system.slice: the pod's containers live in
-# containerd's cgroups (/kip-<cell ID>/...), while kip-cell, Google's guest
-# agent and the other services keep the metadata server.
+# there. kip-cell drops a pod's traffic to it in FORWARD when the pod is in
+# its own namespace. A pod in the instance's namespace (hostNetwork, where
+# the operator allows it, or an instance launched without an alias IP)
+# shares this machine's network: its requests leave through the OUTPUT
+# chain. The rule below therefore drops, in OUTPUT, traffic to
+# 169.254.169.254 (metadata.google.internal) from every process outside
+# systemd's system.slice: the pod's containers live in containerd's cgroups
+# (/kip-<cell ID>/...), while kip-cell, Google's guest agent and the other
+# services keep the metadata server.
 set -eu
 
 # ---- settings ----
@@ -140,6 +151,17 @@ close_metadata() {
   fi
 }
 
+# keep_alias_ip tells Google's guest agent not to make the instance's alias
+# IP ranges local addresses (see the top of this file), and restarts it
+# once so that it reads that.
+keep_alias_ip() {
+  cfg=/etc/default/instance_configs.cfg
+  if ! grep -qx 'ip_aliases = false' "$cfg" 2>/dev/null; then
+    printf '\n[IpForwarding]\nip_aliases = false\n' >>"$cfg"
+    systemctl try-restart google-guest-agent.service || echo "kip-cell boot: could not restart google-guest-agent; the pod's alias IP may stay a local address until it restarts" >&2
+  fi
+}
+
 # download_agent fetches kip-cell and checks its SHA-256, unless the image
 # has it.
 download_agent() {
@@ -173,6 +195,7 @@ start_cell() {
   [ -z "$v" ] || KIP_CELL_SHA256=$v
   save_bootstrap
   close_metadata
+  keep_alias_ip
   download_agent
   # --imds-endpoint none: the agent reads no EC2 instance metadata (EC2's
   # spot notices are its use of it); GCE's preemptions and maintenance
@@ -181,6 +204,9 @@ start_cell() {
   # server, which kip-plugin-gce checks (the instance needs a service
   # account, the plugin's serviceAccount; kip-cell runs in system.slice,
   # which close_metadata leaves the metadata server to).
+  # The agent's firewall for a pod in its own namespace follows the same
+  # setting as close_metadata.
+  export KIP_CELL_POD_METADATA="${KIP_POD_METADATA:-0}"
   exec /usr/local/bin/kip-cell \
     --bootstrap /run/kip/bootstrap.json \
     --pod-ip "$(cat /run/kip/address)" \

@@ -52,6 +52,7 @@ func recipe(t *testing.T, dir string) string {
 		"/usr/local/bin/", dir+"/bin/",
 		"/run/kip", dir+"/run",
 		"/dev/console", dir+"/console",
+		"/etc/default/instance_configs.cfg", dir+"/instance_configs.cfg",
 		"sleep 60", "true",
 	).Replace(string(data))
 }
@@ -72,6 +73,7 @@ func newEnv(t *testing.T) env {
 		"md/instance/network-interfaces/0/ip":   "10.128.0.7",
 		"stubs/curl":                            stubCurl,
 		"stubs/dpkg":                            "#!/bin/sh\necho amd64\n",
+		"stubs/systemctl":                       "#!/bin/sh\necho \"$@\" >> " + filepath.Join(dir, "systemctl.log") + "\n",
 		"stubs/iptables":                        "#!/bin/sh\n[ \"$1\" = -C ] && exit 1\necho \"$@\" >> " + filepath.Join(dir, "iptables.log") + "\n",
 		"md/instance/attributes/startup-script": "#!/bin/sh\n",
 	}
@@ -219,5 +221,33 @@ func TestStartupScriptSavesTheBootstrapAndClosesMetadata(t *testing.T) {
 		if string(rules) != wantRules {
 			t.Errorf("KIP_POD_METADATA=%v: iptables %q, want %q", open, rules, wantRules)
 		}
+	}
+}
+
+// TestStartupScriptKeepsTheAliasIP runs the recipe's start twice: the
+// first tells Google's guest agent to leave alias IPs alone (ip_aliases =
+// false, beside what the file held) and restarts it; the second, with
+// that already said, changes nothing.
+func TestStartupScriptKeepsTheAliasIP(t *testing.T) {
+	e := newEnv(t)
+	e.setAttributes(t, map[string]string{"kip-bootstrap": `{"cellID":"kip-1"}`, "kip-cell-sha256": ""})
+	cfg := filepath.Join(e.dir, "instance_configs.cfg")
+	const before = "[Accounts]\ndeprovision_remove = true\n"
+	if err := os.WriteFile(cfg, []byte(before), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := withSettings(recipe(t, e.dir), "file://"+filepath.Join(e.dir, "release", "kip-cell-linux-{arch}"), e.sum())
+	for range 2 {
+		if out, err := e.run(script, "start"); err != nil {
+			t.Fatalf("start: %v: %s", err, out)
+		}
+	}
+	got, err := os.ReadFile(cfg)
+	if want := before + "\n[IpForwarding]\nip_aliases = false\n"; err != nil || string(got) != want {
+		t.Errorf("instance_configs.cfg after two boots:\n%s(%v)\nwant:\n%s", got, err, want)
+	}
+	restarts, _ := os.ReadFile(filepath.Join(e.dir, "systemctl.log"))
+	if string(restarts) != "try-restart google-guest-agent.service\n" {
+		t.Errorf("systemctl calls %q, want one restart of the guest agent", restarts)
 	}
 }

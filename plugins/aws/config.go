@@ -56,6 +56,12 @@ type Config struct {
 	// InstanceMetadataTags makes the instances' tags readable in instance
 	// metadata (MetadataOptions.InstanceMetadataTags); off by default.
 	InstanceMetadataTags bool `json:"instanceMetadataTags,omitempty"`
+	// PodMetadata lets pods reach instance metadata through IMDSv2: the
+	// hop limit of its token answers is 2, one more than the agent needs,
+	// so that they reach a pod in its network namespace behind the
+	// instance. Off by default (1). Set with the boot recipe's
+	// KIP_POD_IMDS=1, which opens the agent's firewall to them.
+	PodMetadata bool `json:"podMetadata,omitempty"`
 	// RootVolumeKMSKeyID is the KMS key (ID, alias, or their ARN) that
 	// encrypts the cells' root volumes; empty, EBS's default key for the
 	// account and region. Root volumes are always encrypted.
@@ -173,6 +179,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 		"allowedInstanceProfiles": &c.AllowedInstanceProfiles,
 		"allowedSecurityGroups":   &c.AllowedSecurityGroups,
 		"instanceMetadataTags":    &c.InstanceMetadataTags,
+		"podMetadata":             &c.PodMetadata,
 		"rootVolumeKMSKeyID":      &c.RootVolumeKMSKeyID,
 	}); err != nil {
 		return nil, err
@@ -241,13 +248,14 @@ type settings struct {
 	allowedProfiles []string
 	allowedGroups   []string
 	metadataTags    bool
+	podMetadata     bool
 	kmsKeyID        string
 }
 
 // validate checks c and applies defaults. It reads the files c names (the
 // CA bundle, the cloud-init file) but contacts nothing.
 func validate(c *Config) (*settings, error) {
-	s := &settings{region: c.Region, vpcID: c.VPCID, instanceProfile: c.InstanceProfile, metadataTags: c.InstanceMetadataTags}
+	s := &settings{region: c.Region, vpcID: c.VPCID, instanceProfile: c.InstanceProfile, metadataTags: c.InstanceMetadataTags, podMetadata: c.PodMetadata}
 	if c.Region == "" {
 		return nil, pluginapi.NewInvalidConfig("region", "is required, such as \"us-east-1\"")
 	}

@@ -78,6 +78,7 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 		{"allowed security group malformed", with(good, "allowedSecurityGroups", []string{"sg-0a", "web"}), "allowedSecurityGroups[1]"},
 		{"allowed security group twice", with(good, "allowedSecurityGroups", []string{"sg-0a", "sg-0a"}), "allowedSecurityGroups[1]"},
 		{"instance metadata tags not a boolean", with(good, "instanceMetadataTags", "enabled"), "instanceMetadataTags"},
+		{"pod metadata not a boolean", with(good, "podMetadata", "yes"), "podMetadata"},
 		{"KMS key not a key", with(good, "rootVolumeKMSKeyID", "my-key"), "rootVolumeKMSKeyID"},
 		{"KMS key ARN of another service", with(good, "rootVolumeKMSKeyID", "arn:aws:iam::123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"), "rootVolumeKMSKeyID"},
 		{"KMS key ID without its ARN", with(good, "rootVolumeKMSKeyID", "key/1234abcd-12ab-34cd-56ef-1234567890ab"), "rootVolumeKMSKeyID"},

@@ -212,6 +212,9 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 	if cfg.metadataTags {
 		input.MetadataOptions.InstanceMetadataTags = types.InstanceMetadataTagsStateEnabled
 	}
+	if cfg.podMetadata {
+		input.MetadataOptions.HttpPutResponseHopLimit = aws.Int32(2)
+	}
 	// The root volume is always encrypted (with the configured key, or
 	// EBS's default one), whatever the AMI's snapshot is, and ends with
 	// the instance; its size and type change only when the pod asks.

@@ -75,6 +75,7 @@ func TestLaunchRequestGolden(t *testing.T) {
 			config: func(c map[string]any) map[string]any {
 				c = with(c, "allowedInstanceProfiles", []string{"arn:aws:iam::123456789012:instance-profile/pod-role"})
 				c = with(c, "instanceMetadataTags", true)
+				c = with(c, "podMetadata", true) // the pod's own instance profile, from metadata: hop limit 2
 				return with(c, "rootVolumeKMSKeyID", "alias/kip-cells")
 			},
 			req: func(r *pluginapi.LaunchRequest) {

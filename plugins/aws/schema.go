@@ -89,6 +89,11 @@ const configSchema = `{
       "type": "boolean",
       "default": false
     },
+    "podMetadata": {
+      "description": "Let pods reach instance metadata through IMDSv2 (hop limit 2 instead of 1, so that token answers reach a pod in its own network namespace). Set it with the boot recipe's KIP_POD_IMDS=1. Off by default: pods then get the instance profile's credentials.",
+      "type": "boolean",
+      "default": false
+    },
     "rootVolumeKMSKeyID": {
       "description": "KMS key that encrypts the cells' root volumes: a key ID, alias/<name>, or the ARN of either. Omitted, EBS's default key of the account and region. Root volumes are always encrypted.",
       "type": "string"

@@ -147,7 +147,7 @@ func (p *provider) fetchCluster(cfg *config) func(context.Context) (map[string]a
 		if len(out) == 0 {
 			return out, nil
 		}
-		ips := map[string]string{}
+		ips := map[string][]pluginapi.Address{}
 		nics := cfg.clients.nics.NewListPager(cfg.resourceGroup, nil)
 		for nics.More() {
 			page, err := nics.NextPage(ctx)
@@ -155,14 +155,14 @@ func (p *provider) fetchCluster(cfg *config) func(context.Context) (map[string]a
 				return nil, mapError("NetworkInterfaces_List", err)
 			}
 			for _, nic := range page.Value {
-				if vm, ip := nicAddress(nic); vm != "" && ip != "" {
-					ips[strings.ToLower(vm)] = ip
+				if vm, addrs := nicAddresses(nic); vm != "" && len(addrs) > 0 {
+					ips[strings.ToLower(vm)] = addrs
 				}
 			}
 		}
 		for id, vm := range out {
-			if ip := ips[strings.ToLower(id)]; ip != "" {
-				vm.Addresses = []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: ip}}
+			if addrs := ips[strings.ToLower(id)]; len(addrs) > 0 {
+				vm.Addresses = addrs
 				out[id] = vm
 			}
 		}
@@ -170,22 +170,41 @@ func (p *provider) fetchCluster(cfg *config) func(context.Context) (map[string]a
 	}
 }
 
-// nicAddress is the VM a NIC belongs to (its name) and the NIC's private
-// address: its primary IP configuration's, else its first.
-func nicAddress(nic *armnetwork.Interface) (vm, ip string) {
+// nicAddresses is the VM a NIC belongs to (its name) and the NIC's
+// addresses: the private address, its primary IP configuration's (else its
+// first's), then the pod's own (AddressPod), the first secondary IP
+// configuration's (primary false), which Launch asks for. A VM launched
+// without one (by an earlier version) has none, and its pod shares the
+// VM's network. Without a private address there are none.
+func nicAddresses(nic *armnetwork.Interface) (vm string, addrs []pluginapi.Address) {
 	if nic == nil || nic.Properties == nil || nic.Properties.VirtualMachine == nil {
-		return "", ""
+		return "", nil
 	}
 	vm = lastSegment(deref(nic.Properties.VirtualMachine.ID))
+	var private, pod string
 	for _, c := range nic.Properties.IPConfigurations {
 		if c == nil || c.Properties == nil || deref(c.Properties.PrivateIPAddress) == "" {
 			continue
 		}
-		if ip == "" || deref(c.Properties.Primary) {
-			ip = *c.Properties.PrivateIPAddress
+		ip := *c.Properties.PrivateIPAddress
+		switch {
+		case deref(c.Properties.Primary):
+			private = ip
+		case c.Properties.Primary != nil && pod == "":
+			pod = ip
+		}
+		if private == "" {
+			private = ip
 		}
 	}
-	return vm, ip
+	if private == "" {
+		return vm, nil
+	}
+	addrs = []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: private}}
+	if pod != "" && pod != private {
+		addrs = append(addrs, pluginapi.Address{Type: pluginapi.AddressPod, Address: pod})
+	}
+	return vm, addrs
 }
 
 // vmFromAzure converts an ARM VM. Its states map to the contract's

@@ -515,6 +515,8 @@ func (f *fakeARM) nicJSON(vm string, v *fakeVM) map[string]any {
 			"virtualMachine": map[string]any{"id": prefix + "Microsoft.Compute/virtualMachines/" + vm},
 			"ipConfigurations": []any{map[string]any{"name": "ipconfig1", "properties": map[string]any{
 				"primary": true, "privateIPAddress": v.ip, "subnet": map[string]any{"id": fakeSubnetID},
+			}}, map[string]any{"name": "ipconfig-pod", "properties": map[string]any{
+				"primary": false, "privateIPAddress": strings.Replace(v.ip, "10.1.0.", "10.1.1.", 1), "subnet": map[string]any{"id": fakeSubnetID},
 			}}},
 		},
 	}

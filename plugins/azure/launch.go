@@ -195,8 +195,8 @@ func (p *provider) withAddress(ctx context.Context, cfg *config, vm azVM) azVM {
 		p.log.Warn("reading the NIC of a launched VM; its address comes with the next listing", "cell", vm.CellID, "error", err)
 		return vm
 	}
-	if owner, ip := nicAddress(&nic.Interface); ip != "" && strings.EqualFold(owner, vm.ID) {
-		vm.Addresses = []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: ip}}
+	if owner, addrs := nicAddresses(&nic.Interface); len(addrs) > 0 && strings.EqualFold(owner, vm.ID) {
+		vm.Addresses = addrs
 	}
 	return vm
 }
@@ -298,6 +298,9 @@ func (pl *launchPlan) instance(now time.Time) pluginapi.Instance {
 // inline NIC (networkProfile.networkApiVersion).
 const networkAPIVersion = armcompute.NetworkAPIVersionTwoThousandTwenty1101
 
+// podIPConfig names the NIC's IP configuration whose address is the pod's.
+const podIPConfig = "ipconfig-pod"
+
 // plan turns a launch request into the VM to PUT. It is pure: the same
 // request and configuration give the same body.
 func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
@@ -348,10 +351,21 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 	nic := &armcompute.VirtualMachineNetworkInterfaceConfigurationProperties{
 		Primary:      ptr(true),
 		DeleteOption: ptr(armcompute.DeleteOptionsDelete),
+		// A second IP configuration in the subnet is the pod's own
+		// address (pluginapi.AddressPod): the agent gives it to the pod's
+		// network namespace, so that a pod never shares the VM's network;
+		// the virtual network routes it to the NIC, as Azure CNI's pod
+		// addresses.
 		IPConfigurations: []*armcompute.VirtualMachineNetworkInterfaceIPConfiguration{{
 			Name: ptr("ipconfig1"),
 			Properties: &armcompute.VirtualMachineNetworkInterfaceIPConfigurationProperties{
 				Primary: ptr(true),
+				Subnet:  &armcompute.SubResource{ID: ptr(cfg.subnetID)},
+			},
+		}, {
+			Name: ptr(podIPConfig),
+			Properties: &armcompute.VirtualMachineNetworkInterfaceIPConfigurationProperties{
+				Primary: ptr(false),
 				Subnet:  &armcompute.SubResource{ID: ptr(cfg.subnetID)},
 			},
 		}},

@@ -42,10 +42,11 @@ func TestLaunchBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The create's operation ended: the VM runs, at its NIC's address
-	// (NetworkInterfaces_Get), so the host reaches its agent at once.
+	// (NetworkInterfaces_Get), so the host reaches its agent at once, with
+	// its second IP configuration's address for the pod.
 	want := pluginapi.Instance{ID: "kip-body", CellID: "kip-body", InstanceType: "Standard_B2s", Zone: "eastus-2",
 		CapacityType: pluginapi.CapacitySpot, State: pluginapi.StateRunning,
-		Addresses: []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: "10.1.0.4"}}}
+		Addresses: []pluginapi.Address{{Type: pluginapi.AddressPrivate, Address: "10.1.0.4"}, {Type: pluginapi.AddressPod, Address: "10.1.1.4"}}}
 	got := resp.Instance
 	got.Tags, got.LaunchedAt = nil, time.Time{}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -58,7 +59,12 @@ func TestLaunchBody(t *testing.T) {
 	props := body["properties"].(map[string]any)
 	nic := props["networkProfile"].(map[string]any)["networkInterfaceConfigurations"].([]any)[0].(map[string]any)
 	nicProps := nic["properties"].(map[string]any)
-	ipc := nicProps["ipConfigurations"].([]any)[0].(map[string]any)
+	ipcs := nicProps["ipConfigurations"].([]any)
+	ipc := ipcs[0].(map[string]any)
+	var pod map[string]any
+	if len(ipcs) == 2 {
+		pod = ipcs[1].(map[string]any)
+	}
 	osProfile := props["osProfile"].(map[string]any)
 	osDisk := props["storageProfile"].(map[string]any)["osDisk"].(map[string]any)
 	gotBody := map[string]any{
@@ -83,6 +89,7 @@ func TestLaunchBody(t *testing.T) {
 		"nicNSG":            nicProps["networkSecurityGroup"],
 		"ipConfigName":      ipc["name"],
 		"subnet":            ipc["properties"].(map[string]any)["subnet"],
+		"podIPConfig":       pod,
 	}
 	wantBody := map[string]any{
 		"location": "eastus",
@@ -107,6 +114,7 @@ func TestLaunchBody(t *testing.T) {
 		"nicNSG":            map[string]any{"id": nsg},
 		"ipConfigName":      "ipconfig1",
 		"subnet":            map[string]any{"id": fakeSubnetID},
+		"podIPConfig":       map[string]any{"name": "ipconfig-pod", "properties": map[string]any{"primary": false, "subnet": map[string]any{"id": fakeSubnetID}}},
 	}
 	if diff := cmp.Diff(wantBody, gotBody); diff != "" {
 		t.Errorf("the PUT's body (-want +got):\n%s", diff)
@@ -136,8 +144,8 @@ func TestLaunchFollowsTheOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(list.Instances) != 1 || list.Instances[0].State != pluginapi.StateRunning ||
-		len(list.Instances[0].Addresses) != 1 || list.Instances[0].Addresses[0].Address != "10.1.0.4" {
-		t.Errorf("List = %+v; want kip-ops running at 10.1.0.4", list.Instances)
+		list.Instances[0].PrivateAddress() != "10.1.0.4" || list.Instances[0].PodAddress() != "10.1.1.4" {
+		t.Errorf("List = %+v; want kip-ops running at 10.1.0.4, its pod at 10.1.1.4", list.Instances)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -207,8 +208,24 @@ func instanceFromGCE(in *computepb.Instance) gceInstance {
 				break
 			}
 		}
+		if ip := podAddress(nics[0]); ip != "" {
+			gi.Addresses = append(gi.Addresses, pluginapi.Address{Type: pluginapi.AddressPod, Address: ip})
+		}
 	}
 	return gi
+}
+
+// podAddress is the pod's own address: nic0's first alias IP range of one
+// address (a.b.c.d/32), which Launch asks for. An instance launched
+// without one (by an earlier version) has none, and its pod shares the
+// instance's network.
+func podAddress(nic *computepb.NetworkInterface) string {
+	for _, r := range nic.GetAliasIpRanges() {
+		if p, err := netip.ParsePrefix(r.GetIpCidrRange()); err == nil && p.Addr().Is4() && p.Bits() == 32 {
+			return p.Addr().String()
+		}
+	}
+	return ""
 }
 
 // stateFromGCE maps a Compute Engine instance status.

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -180,5 +183,28 @@ func TestTerminate(t *testing.T) {
 	}
 	if n := f.callCount("instances.delete"); n != 2 {
 		t.Errorf("%d deletes, want 2 (ours, twice)", n)
+	}
+}
+
+// The pod address is nic0's first alias IP range of one IPv4 address; a
+// wider range (a secondary range for something else) is none.
+func TestPodAddress(t *testing.T) {
+	for _, tt := range []struct {
+		ranges []string
+		want   string
+	}{
+		{ranges: []string{"10.128.1.9/32"}, want: "10.128.1.9"},
+		{ranges: []string{"10.40.0.0/24", "10.128.1.9/32"}, want: "10.128.1.9"},
+		{ranges: []string{"10.40.0.0/24"}},
+		{ranges: []string{"/32"}},
+		{},
+	} {
+		nic := &computepb.NetworkInterface{}
+		for _, r := range tt.ranges {
+			nic.AliasIpRanges = append(nic.AliasIpRanges, &computepb.AliasIpRange{IpCidrRange: proto.String(r)})
+		}
+		if got := podAddress(nic); got != tt.want {
+			t.Errorf("podAddress(%v) = %q, want %q", tt.ranges, got, tt.want)
+		}
 	}
 }

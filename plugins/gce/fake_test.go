@@ -357,6 +357,10 @@ func (f *fakeCompute) instanceJSON(in *fakeInstance) map[string]any {
 	if nics, ok := out["networkInterfaces"].([]any); ok && len(nics) > 0 {
 		nic := maps.Clone(nics[0].(map[string]any))
 		nic["networkIP"] = "10.128.0." + strconv.Itoa(2+len(name)%200)
+		// An alias IP range "/32" becomes an address of the range.
+		if ranges, ok := nic["aliasIpRanges"].([]any); ok && len(ranges) > 0 {
+			nic["aliasIpRanges"] = []any{map[string]any{"ipCidrRange": "10.128.1." + strconv.Itoa(2+len(name)%200) + "/32"}}
+		}
 		out["networkInterfaces"] = []any{nic}
 	}
 	return out

@@ -254,8 +254,16 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 			InitializeParams: disk,
 		}},
 		// No access config: cells have no external address (Cloud NAT
-		// gives them the internet; deploy/gce/README.md).
-		NetworkInterfaces: []*computepb.NetworkInterface{{Subnetwork: proto.String(cfg.subnetworkURL)}},
+		// gives them the internet; deploy/gce/README.md). One alias IP
+		// of the subnetwork's primary range ("/32": Compute Engine
+		// picks it) is the pod's own address (pluginapi.AddressPod): the
+		// agent gives it to the pod's network namespace, so that a pod
+		// never shares the instance's network; the VPC routes it to the
+		// instance and lets it out, as GKE's VPC-native pod ranges.
+		NetworkInterfaces: []*computepb.NetworkInterface{{
+			Subnetwork:    proto.String(cfg.subnetworkURL),
+			AliasIpRanges: []*computepb.AliasIpRange{{IpCidrRange: proto.String("/32")}},
+		}},
 		Scheduling:        &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD")},
 	}
 	if len(cfg.networkTags) > 0 {

@@ -3,6 +3,7 @@ package gce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -46,8 +47,11 @@ func TestLaunchInsertsTheCell(t *testing.T) {
 		t.Fatalf("Describe = %+v, %v", got, err)
 	}
 	d := got.Instances[0]
-	if d.State != pluginapi.StateRunning || len(d.Addresses) != 1 || d.Addresses[0].Type != pluginapi.AddressPrivate || d.InstanceType != "e2-small" || d.LaunchedAt.IsZero() {
+	if d.State != pluginapi.StateRunning || d.PrivateAddress() == "" || d.InstanceType != "e2-small" || d.LaunchedAt.IsZero() {
 		t.Errorf("Describe answered %+v", d)
+	}
+	if pod := d.PodAddress(); pod == "" || pod == d.PrivateAddress() || !strings.HasPrefix(pod, "10.128.1.") {
+		t.Errorf("Describe answered pod address %q (addresses %v), want the alias IP", pod, d.Addresses)
 	}
 	if diff := cmp.Diff(pluginapi.StandardTags(testCluster, req), d.Tags); diff != "" {
 		t.Errorf("tags (-want +got):\n%s", diff)
@@ -256,8 +260,9 @@ func checkInsert(t *testing.T, body map[string]any, req *pluginapi.LaunchRequest
 		t.Error("a startup-script without startupScript")
 	}
 	nic := body["networkInterfaces"].([]any)[0].(map[string]any)
-	if !strings.HasSuffix(nic["subnetwork"].(string), "/regions/us-central1/subnetworks/cells") || nic["accessConfigs"] != nil {
-		t.Errorf("network interface %v", nic)
+	if !strings.HasSuffix(nic["subnetwork"].(string), "/regions/us-central1/subnetworks/cells") || nic["accessConfigs"] != nil ||
+		fmt.Sprint(nic["aliasIpRanges"]) != "[map[ipCidrRange:/32]]" {
+		t.Errorf("network interface %v, want the cells' subnetwork, no external address and one alias IP (the pod's)", nic)
 	}
 	disk := body["disks"].([]any)[0].(map[string]any)
 	init := disk["initializeParams"].(map[string]any)

@@ -110,7 +110,7 @@
 //	TestSubPathCannotLeaveItsVolume               local          the agent's volume mounts, inside a cell
 //	TestCellSizeBoundsItsPod                      local          the local plugin's cgroups, inside a cell
 //	TestOperatorBoundsInstanceChoices             local          cells.choices, the host's rule before any launch
-//	TestPodHasItsOwnNetwork                       local aws      the agent's pod namespace; in the aws pass with EC2's secondary private address (gce and azure give none yet)
+//	TestPodHasItsOwnNetwork                       all            the pod's address asked for and read by the plugin (EC2's secondary private address, a GCE alias IP, an Azure IP configuration); the agent's pod namespace
 //	TestServiceEnvironment                        local          the service variables kip computes
 //	TestResolvConfPerPolicy                       local          resolv.conf per dnsPolicy, written by the agent
 //	TestHostsAndHostname                          local          /etc/hosts and the hostname, written by the agent

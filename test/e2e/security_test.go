@@ -278,9 +278,10 @@ func TestCellSizeBoundsItsPod(t *testing.T) {
 const podNetNode = "kip-podnet"
 
 // TestPodHasItsOwnNetwork: each cell has an address of its own for its pod
-// (pluginapi.AddressPod: the local plugin's second address; in the aws pass
-// the instance's secondary private address, which the aws plugin asks EC2
-// for and the simulator gives from the cell's), and the agent puts the pod in a network
+// (pluginapi.AddressPod: the local plugin's second address; in a cloud's
+// pass the address its plugin asks the cloud for, an EC2 secondary private
+// address, a GCE alias IP, an Azure secondary IP configuration, which the
+// simulator gives from the local cell's), and the agent puts the pod in a network
 // namespace of its own with it (cell/podnet), apart from the cell's, where
 // the agent lives. On a kip that allows NET_ADMIN and hostNetwork, a pod
 // with NET_ADMIN has a pod IP that is not its host IP and holds it on its
@@ -289,7 +290,7 @@ const podNetNode = "kip-podnet"
 // the agent's port at its host IP; kip still reaches the agent (exec). A
 // hostNetwork pod is in the cell's namespace: its pod IP is its host IP.
 func TestPodHasItsOwnNetwork(t *testing.T) {
-	framework.AlsoIn(t, framework.PluginAWS, "the pod address is EC2's secondary private address, asked for and read by the aws plugin")
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)

@@ -10,15 +10,18 @@ import (
 // VM is gone it is deleted with it (deleteOption Delete) or stays,
 // detached (Detach, the default).
 type nic struct {
-	key       vmKey
-	rg, name  string
-	seq       uint64
-	vm        *vm
-	ipConfig  string
-	subnetID  string
-	nsgID     string
-	deleteOpt string // Delete or Detach
-	mac       string
+	key      vmKey
+	rg, name string
+	seq      uint64
+	vm       *vm
+	ipConfig string
+	subnetID string
+	// secondaries are the names and subnets of the NIC's other IP
+	// configurations, whose addresses are the VM's secondaryAddress.
+	secondaries []ipConfig
+	nsgID       string
+	deleteOpt   string // Delete or Detach
+	mac         string
 }
 
 func (n *nic) deleteOption() string { return n.deleteOpt }
@@ -41,6 +44,18 @@ func (s *Server) addNIC(v *vm, nc *nicConfigSpec) {
 		deleteOpt: nc.Props.DeleteOption,
 		mac:       fmt.Sprintf("00-0D-3A-%02X-%02X-%02X", byte(v.seq>>16), byte(v.seq>>8), byte(v.seq)),
 	}
+	for i, ic := range nc.Props.IPConfigs {
+		if ic.Props.Primary != nil && *ic.Props.Primary {
+			n.ipConfig, n.subnetID = ic.Name, ic.Props.Subnet.ID
+			n.secondaries = nil
+			for j, other := range nc.Props.IPConfigs {
+				if j != i {
+					n.secondaries = append(n.secondaries, ipConfig{name: other.Name, subnetID: other.Props.Subnet.ID})
+				}
+			}
+		}
+	}
+	v.secondaries = len(n.secondaries)
 	if n.deleteOpt == "" {
 		n.deleteOpt = "Detach"
 	}
@@ -81,9 +96,12 @@ func (s *Server) getNIC(q request) (*answer, error) {
 	return nil, notFound("Microsoft.Network/networkInterfaces", q.rg, q.name)
 }
 
-// nicJSON renders a NIC as Network does: its ipConfiguration with the
-// private IP (the cell's address, absent until the cell started), its
-// subnet, security group and VM.
+// ipConfig is one of a NIC's IP configurations.
+type ipConfig struct{ name, subnetID string }
+
+// nicJSON renders a NIC as Network does: its ipConfigurations with their
+// private IPs (the cell's address and its secondary addresses, absent
+// until the cell started), subnets, security group and VM.
 func (s *Server) nicJSON(n *nic, attached bool) map[string]any {
 	id := s.resourceID(n.rg, "Microsoft.Network/networkInterfaces", n.name)
 	ipProps := map[string]any{
@@ -93,13 +111,27 @@ func (s *Server) nicJSON(n *nic, attached bool) map[string]any {
 	if n.vm.cell.Address != "" {
 		ipProps["privateIPAddress"] = n.vm.cell.Address
 	}
+	configs := []any{map[string]any{
+		"id": id + "/ipConfigurations/" + n.ipConfig, "name": n.ipConfig, "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
+		"etag": etag(id), "properties": ipProps,
+	}}
+	for k, ic := range n.secondaries {
+		p := map[string]any{
+			"privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4", "primary": false,
+			"provisioningState": "Succeeded", "subnet": map[string]any{"id": ic.subnetID},
+		}
+		if a := n.vm.secondaryAddress(k); a != "" {
+			p["privateIPAddress"] = a
+		}
+		configs = append(configs, map[string]any{
+			"id": id + "/ipConfigurations/" + ic.name, "name": ic.name, "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
+			"etag": etag(id), "properties": p,
+		})
+	}
 	props := map[string]any{
 		"provisioningState": "Succeeded", "primary": true, "macAddress": n.mac, "nicType": "Standard",
 		"enableAcceleratedNetworking": false, "enableIPForwarding": false,
-		"ipConfigurations": []any{map[string]any{
-			"id": id + "/ipConfigurations/" + n.ipConfig, "name": n.ipConfig, "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
-			"etag": etag(id), "properties": ipProps,
-		}},
+		"ipConfigurations": configs,
 	}
 	if attached {
 		props["virtualMachine"] = map[string]any{"id": s.resourceID(n.vm.rg, "Microsoft.Compute/virtualMachines", n.vm.name)}

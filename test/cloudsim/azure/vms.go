@@ -53,6 +53,11 @@ type VM struct {
 	// Address is the NIC's private IP: the cell's address with a
 	// CellStarter ("" until the cell started).
 	Address string
+	// PodAddress is the private IP of the NIC's first secondary IP
+	// configuration, where it has one: the cell's pod address
+	// (simcells.Addresses.Pod) when it has one, else an address of the
+	// subnet ("" until the cell started).
+	PodAddress string
 	// NIC is the name of the NIC created from its
 	// networkInterfaceConfigurations.
 	NIC string
@@ -68,21 +73,23 @@ type VM struct {
 
 // vm is one VM created by a PUT; its states are computed when read.
 type vm struct {
-	key       vmKey
-	rg, name  string // as the first PUT spelled them
-	seq       uint64
-	vmID      string
-	size      Size
-	zone      string
-	spot      bool
-	eviction  string
-	tags      map[string]string
-	body      map[string]any
-	nicName   string
-	osDisk    string
-	createdAt time.Time
-	allocAt   time.Time
-	runningAt time.Time
+	key      vmKey
+	rg, name string // as the first PUT spelled them
+	seq      uint64
+	vmID     string
+	size     Size
+	zone     string
+	spot     bool
+	eviction string
+	tags     map[string]string
+	body     map[string]any
+	nicName  string
+	// secondaries is how many secondary IP configurations its NIC has.
+	secondaries int
+	osDisk      string
+	createdAt   time.Time
+	allocAt     time.Time
+	runningAt   time.Time
 	// failure is the allocation failure its create ends with at allocAt
 	// (nil: allocated).
 	failure *armError
@@ -152,9 +159,25 @@ func (v *vm) snapshot(now time.Time) VM {
 		ResourceGroup: v.rg, Name: v.name, VMID: v.vmID, Size: v.size.Name, Zone: v.zone,
 		ProvisioningState: v.provisioningState(now), PowerState: v.powerState(now), Tags: maps.Clone(v.tags),
 		Spot: v.spot, EvictionPolicy: v.eviction, Evicted: v.evicted, Gone: v.gone(now),
-		Address: v.cell.Address, NIC: v.nicName, Bootstrap: v.cell.Bootstrap,
+		Address: v.cell.Address, PodAddress: v.secondaryAddress(0), NIC: v.nicName, Bootstrap: v.cell.Bootstrap,
 		AgentStarted: v.cell.AgentStarted, Silent: v.cell.Silent, Created: v.createdAt, Body: v.body,
 	}
+}
+
+// secondaryAddress is the private IP of the k-th secondary IP
+// configuration of the VM's NIC, once the cell has its address: the
+// cell's pod address for the first where the CellStarter gave one, else
+// an address of 10.0.128.0/17 (the primary addresses without a
+// CellStarter come from below it); "" when there is no such
+// configuration.
+func (v *vm) secondaryAddress(k int) string {
+	if k >= v.secondaries || v.cell.Address == "" {
+		return ""
+	}
+	if k == 0 && v.cell.PodAddress != "" {
+		return v.cell.PodAddress
+	}
+	return fmt.Sprintf("10.0.%d.%d", 128+uint64(k)*8+v.seq/250, v.seq%250+4)
 }
 
 // live returns the VM named name in rg that exists, or nil. The caller
@@ -236,7 +259,8 @@ type nicConfigSpec struct {
 		IPConfigs []struct {
 			Name  string `json:"name"`
 			Props struct {
-				Subnet *struct {
+				Primary *bool `json:"primary"`
+				Subnet  *struct {
 					ID string `json:"id"`
 				} `json:"subnet"`
 			} `json:"properties"`
@@ -398,12 +422,28 @@ func (s *Server) checkNetwork(rg, apiVersion string, configs []nicConfigSpec, re
 		return nil, invalidParameter("deleteOption", fmt.Sprintf("The value '%s' of parameter 'deleteOption' is invalid: Delete or Detach.", d))
 	}
 	nicID := s.resourceID(rg, "Microsoft.Network/networkInterfaces", nc.Name)
-	sub := nc.Props.IPConfigs[0].Props.Subnet
-	if sub == nil || sub.ID == "" {
-		return nil, invalidParameter("subnet", "Required parameter 'subnet' of ipConfiguration is missing (null).")
+	primaries, names := 0, map[string]bool{}
+	for _, ic := range nc.Props.IPConfigs {
+		if ic.Name == "" || names[strings.ToLower(ic.Name)] {
+			return nil, invalidParameter("ipConfigurations", fmt.Sprintf("The ipConfigurations of network interface configuration %s need names, each its own.", nc.Name))
+		}
+		names[strings.ToLower(ic.Name)] = true
+		sub := ic.Props.Subnet
+		if sub == nil || sub.ID == "" {
+			return nil, invalidParameter("subnet", "Required parameter 'subnet' of ipConfiguration is missing (null).")
+		}
+		if _, ok := s.subnetByID(sub.ID); !ok {
+			return nil, invalidReference(sub.ID, nicID)
+		}
+		if ic.Props.Primary != nil && *ic.Props.Primary {
+			primaries++
+		}
 	}
-	if _, ok := s.subnetByID(sub.ID); !ok {
-		return nil, invalidReference(sub.ID, nicID)
+	// One IP configuration is the primary whatever it says; of several,
+	// exactly one says so.
+	if n := len(nc.Props.IPConfigs); n > 1 && primaries != 1 {
+		return nil, &armError{Status: http.StatusBadRequest, Code: "NetworkInterfaceMustHaveOneOneIPConfigAsPrimary",
+			Message: fmt.Sprintf("Network Interface %s specifies multiple IPConfigurations but %d of the IPConfigurations are specified as Primary.", nc.Name, primaries)}
 	}
 	if nsg := nc.Props.NSG; nsg != nil && !s.securityGroupExists(nsg.ID) {
 		return nil, invalidReference(nsg.ID, nicID)

@@ -20,7 +20,9 @@ func TestCellsFollowInstances(t *testing.T) {
 	sim := startSim(t, Options{Now: clk.Now, Cells: cells, BootDelay: 30 * time.Second, ShutdownDelay: 10 * time.Second})
 
 	const bootstrap = `{"cellID":"kip-cell-1"}`
-	if code, op := sim.insert(insertBody("kip-cell-1", "e2-small", "", "", bootstrap), ""); code != http.StatusOK || op["error"] != nil {
+	body := insertBody("kip-cell-1", "e2-small", "", "", bootstrap)
+	body["networkInterfaces"] = []any{map[string]any{"aliasIpRanges": []any{map[string]any{"ipCidrRange": "/32"}}}}
+	if code, op := sim.insert(body, ""); code != http.StatusOK || op["error"] != nil {
 		t.Fatalf("insert: %d %v", code, op)
 	}
 	clk.Advance(time.Minute)
@@ -38,6 +40,10 @@ func TestCellsFollowInstances(t *testing.T) {
 	addr, typ, got := started.Address, started.Type, started.Bootstrap
 	if nic0IP(in) != addr || typ != "e2-small" || got != bootstrap {
 		t.Errorf("networkIP %q, cell type %q, bootstrap %q; want %q, e2-small, %q", nic0IP(in), typ, got, addr, bootstrap)
+	}
+	// The alias IP the insert asked for is the cell's pod address.
+	if got := nic0Alias(in); got != "127.78.0.2/32" {
+		t.Errorf("aliasIpRanges %q, want the cell's pod address 127.78.0.2/32", got)
 	}
 	if in["lastStartTimestamp"] == nil {
 		t.Error("a RUNNING instance without lastStartTimestamp")
@@ -91,7 +97,13 @@ func TestAgentDelayAndSilence(t *testing.T) {
 func TestWithoutCells(t *testing.T) {
 	sim := startSim(t, Options{})
 	sim.insert(insertBody("kip-a", "e2-small", "", "", ""), "")
-	if _, in := sim.get("kip-a"); in["status"] != "RUNNING" || nic0IP(in) != "10.128.0.3" {
-		t.Errorf("instance without cells: %v at %q, want RUNNING at 10.128.0.3", in["status"], nic0IP(in))
+	if _, in := sim.get("kip-a"); in["status"] != "RUNNING" || nic0IP(in) != "10.128.0.3" || nic0Alias(in) != "" {
+		t.Errorf("instance without cells: %v at %q alias %q, want RUNNING at 10.128.0.3 without an alias IP", in["status"], nic0IP(in), nic0Alias(in))
+	}
+	b := insertBody("kip-b", "e2-small", "", "", "")
+	b["networkInterfaces"] = []any{map[string]any{"aliasIpRanges": []any{map[string]any{"ipCidrRange": "/32"}}}}
+	sim.insert(b, "")
+	if _, in := sim.get("kip-b"); nic0IP(in) != "10.128.0.4" || nic0Alias(in) != "10.128.8.4/32" {
+		t.Errorf("instance without cells, with an alias IP: at %q alias %q, want 10.128.0.4 and 10.128.8.4/32", nic0IP(in), nic0Alias(in))
 	}
 }

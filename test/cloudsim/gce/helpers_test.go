@@ -148,6 +148,22 @@ func reason(body map[string]any) (string, string) {
 	return r, d
 }
 
+// nic0Alias is the ipCidrRange of nic0's first alias IP range, or "".
+func nic0Alias(in map[string]any) string {
+	nics, _ := in["networkInterfaces"].([]any)
+	if len(nics) == 0 {
+		return ""
+	}
+	nic, _ := nics[0].(map[string]any)
+	ranges, _ := nic["aliasIpRanges"].([]any)
+	if len(ranges) == 0 {
+		return ""
+	}
+	r, _ := ranges[0].(map[string]any)
+	cidr, _ := r["ipCidrRange"].(string)
+	return cidr
+}
+
 // nic0IP is the instance's nic0 networkIP.
 func nic0IP(in map[string]any) string {
 	nics, _ := in["networkInterfaces"].([]any)

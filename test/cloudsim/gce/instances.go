@@ -29,6 +29,11 @@ type Instance struct {
 	// Address is nic0's networkIP: the cell's address with a
 	// CellStarter ("" until the cell started).
 	Address string
+	// AliasIP is nic0's alias IP range of one address, where the insert
+	// asked for one: the cell's pod address (simcells.Addresses.Pod) when
+	// it has one, else an address of the subnetwork's range ("" until the
+	// cell started).
+	AliasIP string
 	// Spot is provisioningModel SPOT; TerminationAction is
 	// scheduling.instanceTerminationAction (STOP or DELETE).
 	Spot              bool
@@ -128,7 +133,7 @@ func (in *instance) snapshot(now time.Time) Instance {
 		Name: in.key.name, Zone: in.key.zone, ID: in.id, MachineType: in.machineType,
 		Status: in.status(now), Labels: maps.Clone(in.labels), Gone: !in.visible(now),
 		RequestID: in.requestID, Created: in.created, Body: in.body,
-		Address: in.cell.Address, Spot: in.spot, TerminationAction: in.action, Preempted: in.preempted,
+		Address: in.cell.Address, AliasIP: in.aliasIP(), Spot: in.spot, TerminationAction: in.action, Preempted: in.preempted,
 		Bootstrap: in.cell.Bootstrap, AgentStarted: in.cell.AgentStarted, Silent: in.cell.Silent,
 	}
 }
@@ -358,9 +363,34 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 	if in.cell.Address != "" {
 		nic["networkIP"] = in.cell.Address
 	}
+	if _, asked := nic["aliasIpRanges"]; asked {
+		delete(nic, "aliasIpRanges")
+		if a := in.aliasIP(); a != "" {
+			nic["aliasIpRanges"] = []any{map[string]any{"ipCidrRange": a + "/32"}}
+		}
+	}
 	s.linkNIC(nic)
 	out["networkInterfaces"] = []any{nic}
 	return out
+}
+
+// aliasIP is the address of nic0's alias IP range "/32", once the cell
+// has an address: the cell's pod address where the CellStarter gave one,
+// else one of the default range's upper half (the primary addresses
+// without a CellStarter come from its lower half); "" when the insert
+// asked for no alias IP.
+func (in *instance) aliasIP() string {
+	nics, _ := in.body["networkInterfaces"].([]any)
+	if len(nics) == 0 || in.cell.Address == "" {
+		return ""
+	}
+	if nic, _ := nics[0].(map[string]any); nic["aliasIpRanges"] == nil {
+		return ""
+	}
+	if in.cell.PodAddress != "" {
+		return in.cell.PodAddress
+	}
+	return fmt.Sprintf("10.128.%d.%d", 8+in.seq/250, in.seq%250+2)
 }
 
 // page is one page of a list: the items on it and the token of the

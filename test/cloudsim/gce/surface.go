@@ -465,8 +465,37 @@ func (s *Server) checkReferences(zone string, body map[string]any) error {
 	return nil
 }
 
-// checkNIC checks the i-th network interface's network and subnetwork.
+// checkNIC checks the i-th network interface's network, subnetwork and
+// alias IP ranges. The simulator gives an alias IP range of one address
+// ("/32", the form GKE and kip ask in); it refuses a range it would not
+// allocate as GCE does (a wider netmask, a chosen address, a secondary
+// range: the simulated subnetworks have none) rather than ignore it.
 func (s *Server) checkNIC(i int, nic map[string]any) error {
+	ranges, _ := nic["aliasIpRanges"].([]any)
+	for j, r := range ranges {
+		ar, _ := r.(map[string]any)
+		field := fmt.Sprintf("resource.networkInterfaces[%d].aliasIpRanges[%d]", i, j)
+		if name, _ := ar["subnetworkRangeName"].(string); name != "" {
+			return invalid(field+".subnetworkRangeName", name, "The subnetwork has no secondary range of that name.")
+		}
+		cidr, _ := ar["ipCidrRange"].(string)
+		if !strings.HasPrefix(cidr, "/") {
+			if _, err := netip.ParsePrefix(cidr); err != nil {
+				if _, err := netip.ParseAddr(cidr); err != nil {
+					return invalid(field+".ipCidrRange", cidr, "The IP CIDR range is invalid.")
+				}
+			}
+			return invalid(field+".ipCidrRange", cidr, "The GCE simulator allocates alias IP ranges (\"/32\") and does not take a chosen one.")
+		}
+		if bits, err := strconv.Atoi(cidr[1:]); err != nil || bits < 0 || bits > 32 {
+			return invalid(field+".ipCidrRange", cidr, "The IP CIDR range is invalid.")
+		} else if bits != 32 {
+			return invalid(field+".ipCidrRange", cidr, "The GCE simulator allocates alias IP ranges of one address (\"/32\") only.")
+		}
+	}
+	if len(ranges) > 1 {
+		return invalid(fmt.Sprintf("resource.networkInterfaces[%d].aliasIpRanges", i), fmt.Sprint(len(ranges)), "The GCE simulator allocates one alias IP range per network interface.")
+	}
 	if u, ok := nic["network"].(string); ok {
 		m := networkPattern.FindStringSubmatch(u)
 		if m == nil {

@@ -254,6 +254,10 @@ func TestInsertChecksReferences(t *testing.T) {
 			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/t2a-standard-1","disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12"}}]}`},
 		{name: "arm64 image on an arm64 type", wantStatus: http.StatusOK,
 			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/t2a-standard-1","disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12-arm64"}}]}`},
+		{name: "alias IP of one address", wantStatus: http.StatusOK, body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","networkInterfaces":[{"subnetwork":"regions/us-central1/subnetworks/default","aliasIpRanges":[{"ipCidrRange":"/32"}]}]}`},
+		{name: "alias IP range not a range", wantStatus: http.StatusBadRequest, wantReason: "invalid", body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","networkInterfaces":[{"subnetwork":"regions/us-central1/subnetworks/default","aliasIpRanges":[{"ipCidrRange":"ten"}]}]}`},
+		{name: "alias IP netmask out of range", wantStatus: http.StatusBadRequest, wantReason: "invalid", body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","networkInterfaces":[{"subnetwork":"regions/us-central1/subnetworks/default","aliasIpRanges":[{"ipCidrRange":"/33"}]}]}`},
+		{name: "alias IP of a secondary range", wantStatus: http.StatusBadRequest, wantReason: "invalid", body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","networkInterfaces":[{"subnetwork":"regions/us-central1/subnetworks/default","aliasIpRanges":[{"ipCidrRange":"/32","subnetworkRangeName":"pods"}]}]}`},
 		{name: "malformed image", wantStatus: http.StatusBadRequest, wantReason: "invalid",
 			body: `{"name":"a","machineType":"zones/us-central1-a/machineTypes/e2-small","disks":[{"initializeParams":{"sourceImage":"debian-12"}}]}`},
 	}

@@ -114,6 +114,17 @@ type spec struct {
 	tags             map[string]string
 }
 
+// podIPConfig is the NIC's second IP configuration the plugin asks for,
+// whose address is the pod's.
+func podIPConfig() *armcompute.VirtualMachineNetworkInterfaceIPConfiguration {
+	return &armcompute.VirtualMachineNetworkInterfaceIPConfiguration{
+		Name: to.Ptr("ipconfig-pod"),
+		Properties: &armcompute.VirtualMachineNetworkInterfaceIPConfigurationProperties{
+			Primary: to.Ptr(false), Subnet: &armcompute.SubResource{ID: to.Ptr(subnetID)},
+		},
+	}
+}
+
 // vmBody is the VM the plugin creates (the contract): inline NIC
 // <name>-nic on the subnet with the security group, deleted with the VM,
 // the OS disk from an image deleted with it, the bootstrap as userData,

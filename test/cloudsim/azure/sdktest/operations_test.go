@@ -173,6 +173,17 @@ func TestRefusals(t *testing.T) {
 		{name: "subnet that does not exist", edit: func(vm *armcompute.VirtualMachine) {
 			vm.Properties.NetworkProfile.NetworkInterfaceConfigurations[0].Properties.IPConfigurations[0].Properties.Subnet.ID = to.Ptr(strings.Replace(subnetID, "default", "none", 1))
 		}, status: http.StatusBadRequest, code: "InvalidResourceReference"},
+		{name: "two IP configurations, none primary", edit: func(vm *armcompute.VirtualMachine) {
+			nic := vm.Properties.NetworkProfile.NetworkInterfaceConfigurations[0].Properties
+			nic.IPConfigurations[0].Properties.Primary = to.Ptr(false)
+			nic.IPConfigurations = append(nic.IPConfigurations, podIPConfig())
+		}, status: http.StatusBadRequest, code: "NetworkInterfaceMustHaveOneOneIPConfigAsPrimary"},
+		{name: "two IP configurations of one name", edit: func(vm *armcompute.VirtualMachine) {
+			nic := vm.Properties.NetworkProfile.NetworkInterfaceConfigurations[0].Properties
+			second := podIPConfig()
+			second.Name = to.Ptr("ipconfig1")
+			nic.IPConfigurations = append(nic.IPConfigurations, second)
+		}, status: http.StatusBadRequest, code: "InvalidParameter"},
 		{name: "userData not base64", edit: func(vm *armcompute.VirtualMachine) { vm.Properties.UserData = to.Ptr("not base64!") },
 			status: http.StatusBadRequest, code: "InvalidParameter"},
 		{name: "eviction policy of a regular VM", edit: func(vm *armcompute.VirtualMachine) {

@@ -63,6 +63,10 @@ func TestAzurePluginConformance(t *testing.T) {
 		if vm.ProvisioningState != azuresim.StateDeleting && !vm.Gone {
 			t.Errorf("the suite left VM %s %s", vm.Name, vm.ProvisioningState)
 		}
+		// Every VM that got an address has the pod's too.
+		if vm.Address != "" && vm.PodAddress == "" {
+			t.Errorf("VM %s at %s has no pod address (a second IP configuration)", vm.Name, vm.Address)
+		}
 	}
 	t.Logf("ARM calls: %v", sim.Calls())
 }

@@ -2,6 +2,7 @@ package sdktest
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -156,4 +157,36 @@ func checkNIC(t *testing.T, c clients, name, address, vmID string) {
 			str(ip.PrivateIPAddress), str(ip.Subnet.ID), str(nic.Properties.VirtualMachine.ID), str(nic.Properties.NetworkSecurityGroup.ID), address)
 	}
 
+}
+
+// TestPodIPConfiguration: a NIC with a second IP configuration (the pod's,
+// as the plugin asks) shows both, the second not primary, with an address
+// of its own once the cell has one; the simulator's VM names it.
+func TestPodIPConfiguration(t *testing.T) {
+	sim, c := startSim(t, azuresim.Options{})
+	ctx := t.Context()
+	s := spec{name: "kip-pod-ip", bootstrap: `{"cellID":"kip-pod-ip"}`}
+	body := vmBody(s)
+	nicConf := body.Properties.NetworkProfile.NetworkInterfaceConfigurations[0].Properties
+	nicConf.IPConfigurations = append(nicConf.IPConfigurations, podIPConfig())
+	p, err := c.vms.BeginCreateOrUpdate(ctx, rg, s.name, body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PollUntilDone(ctx, pollEvery); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := sim.VM(rg, s.name)
+	nic, err := c.nics.Get(ctx, rg, s.name+"-nic", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ic := range nic.Properties.IPConfigurations {
+		got = append(got, fmt.Sprintf("%s primary=%t %s", str(ic.Name), *ic.Properties.Primary, str(ic.Properties.PrivateIPAddress)))
+	}
+	want := []string{"ipconfig1 primary=true " + in.Address, "ipconfig-pod primary=false " + in.PodAddress}
+	if !cmp.Equal(got, want) || in.Address == "" || in.PodAddress == "" || in.PodAddress == in.Address {
+		t.Errorf("IP configurations %v, want %v (two addresses of their own)", got, want)
+	}
 }

@@ -55,6 +55,10 @@ func TestGCEPluginConformance(t *testing.T) {
 		if in.Status != "STOPPING" && in.Status != "TERMINATED" && !in.Gone {
 			t.Errorf("the suite left instance %s/%s %s", in.Zone, in.Name, in.Status)
 		}
+		// Every instance that got an address has the pod's alias IP.
+		if in.Address != "" && in.AliasIP == "" {
+			t.Errorf("instance %s/%s at %s has no alias IP (the pod's)", in.Zone, in.Name, in.Address)
+		}
 	}
 	t.Logf("Compute calls: %v", sim.Calls())
 }
