@@ -264,7 +264,7 @@ func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
 			Subnetwork:    proto.String(cfg.subnetworkURL),
 			AliasIpRanges: []*computepb.AliasIpRange{{IpCidrRange: proto.String("/32")}},
 		}},
-		Scheduling:        &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD")},
+		Scheduling: &computepb.Scheduling{ProvisioningModel: proto.String("STANDARD")},
 	}
 	if len(cfg.networkTags) > 0 {
 		inst.Tags = &computepb.Tags{Items: slices.Clone(cfg.networkTags)}
