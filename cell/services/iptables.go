@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -34,8 +33,8 @@ type IPTables struct {
 }
 
 // NewIPTables returns a Programmer for the network namespace at
-// netnsPath: the commands run in it through nsenter, or directly if it is
-// the agent's own namespace (or netnsPath is empty). It checks that
+// netnsPath: the commands run in it through nsenter, or directly when
+// netnsPath is empty (the agent's own namespace). It checks that
 // iptables-save and iptables-restore are on PATH.
 func NewIPTables(netnsPath string, log *slog.Logger) (*IPTables, error) {
 	for _, name := range []string{iptablesSave, iptablesRestore} {
@@ -44,7 +43,7 @@ func NewIPTables(netnsPath string, log *slog.Logger) (*IPTables, error) {
 		}
 	}
 	prefix := []string(nil)
-	if netnsPath != "" && !sameFile(netnsPath, "/proc/self/ns/net") {
+	if netnsPath != "" {
 		if _, err := exec.LookPath("nsenter"); err != nil {
 			return nil, fmt.Errorf("programming services in network namespace %s: %w", netnsPath, err)
 		}
@@ -111,14 +110,4 @@ func withFailedLine(err error, input []byte) error {
 		return err
 	}
 	return fmt.Errorf("%w (line %d: %s)", err, n, lines[n-1])
-}
-
-// sameFile reports whether paths a and b are the same file (namespace).
-func sameFile(a, b string) bool {
-	fa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	fb, err := os.Stat(b)
-	return err == nil && os.SameFile(fa, fb)
 }
