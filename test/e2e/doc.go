@@ -110,7 +110,7 @@
 //	TestSubPathCannotLeaveItsVolume               local          the agent's volume mounts, inside a cell
 //	TestCellSizeBoundsItsPod                      local          the local plugin's cgroups, inside a cell
 //	TestOperatorBoundsInstanceChoices             local          cells.choices, the host's rule before any launch
-//	TestPodHasItsOwnNetwork                       all            the pod's address asked for and read by the plugin (EC2's secondary private address, a GCE alias IP, an Azure IP configuration); the agent's pod namespace
+//	TestPodHasItsOwnNetwork                       all            the pod's address asked for and read by the plugin (EC2's secondary private address, a GCE alias IP, an Azure IP configuration); the agent's pod namespace; a service mesh's iptables REDIRECT
 //	TestServiceEnvironment                        local          the service variables kip computes
 //	TestResolvConfPerPolicy                       local          resolv.conf per dnsPolicy, written by the agent
 //	TestHostsAndHostname                          local          /etc/hosts and the hostname, written by the agent

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipcell/kip/test/e2e/framework"
+	"github.com/kipcell/kip/test/images"
 )
 
 // The security context, as a kubelet applies it: who a container runs as,
@@ -289,6 +290,11 @@ const podNetNode = "kip-podnet"
 // machine, the one that holds the host IP) has neither; it does not reach
 // the agent's port at its host IP; kip still reaches the agent (exec). A
 // hostNetwork pod is in the cell's namespace: its pod IP is its host IP.
+// A service mesh's pod (an init container with NET_ADMIN and iptables that
+// redirects the pod's inbound port 80 and outbound port 9999 to its
+// proxy's port, 8080) has its traffic redirected both ways, and its rules
+// are in its own namespace only: the cell's keeps its chains against the
+// pod (metadata dropped) and none of the pod's.
 func TestPodHasItsOwnNetwork(t *testing.T) {
 	framework.PluginPath(t)
 	kipLogOnFailure(t)
@@ -298,11 +304,22 @@ func TestPodHasItsOwnNetwork(t *testing.T) {
 		NodeName: podNetNode, Plugin: kip.Plugin, BinDir: kip.BinDir, ClusterID: "e2e-podnet", Network: 1,
 		Cells: "allowedCapabilities: [NET_ADMIN]\nallowHostNetwork: true\n",
 	})
+	ipt, err := images.PushIPTables(ctx, cells.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	admin := sleeper()
 	admin.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
 	hostNet := onNode(podNetNode, sleeper())
 	hostNet.HostNetwork = true
-	for name, spec := range map[string]corev1.PodSpec{"admin": onNode(podNetNode, admin), "hostnet": hostNet} {
+	mesh := onNode(podNetNode, corev1.Container{Name: "main", Image: cells.Images.Hello.Ref})
+	mesh.InitContainers = []corev1.Container{{
+		Name: "capture", Image: ipt.Ref,
+		Command: []string{"sh", "-c", "iptables -t nat -A PREROUTING -p tcp --dport 80 -j REDIRECT --to-ports 8080 && " +
+			"iptables -t nat -A OUTPUT -p tcp --dport 9999 -j REDIRECT --to-ports 8080"},
+		SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}},
+	}}
+	for name, spec := range map[string]corev1.PodSpec{"admin": onNode(podNetNode, admin), "hostnet": hostNet, "mesh": mesh} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}}, Spec: spec}
 		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -345,6 +362,32 @@ func TestPodHasItsOwnNetwork(t *testing.T) {
 	}
 	if out, code := in("admin", "echo", "still here"); code != 0 || strings.TrimSpace(out) != "still here" {
 		t.Errorf("after the pod changed its network, exec through kip: exit %d, %q", code, out)
+	}
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := kubectl(t, "logs", "-n", ns, "mesh", "-c", "capture")
+			t.Logf("the mesh pod's init container said:\n%s", out)
+		}
+	})
+	m := f.WaitForPods(t, ns, "pod=mesh", 1, 2*time.Minute, "Running", running)[0]
+	if out, code := in("admin", "sh", "-c", "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 "+m.Status.PodIP+" 80"); code != 0 || !strings.Contains(out, "hello from mesh") {
+		t.Errorf("GET %s:80 from another pod, redirected by the mesh's rule to 8080: exit %d: %s", m.Status.PodIP, code, out)
+	}
+	if out, code := kubectl(t, "exec", "-n", ns, "mesh", "-c", "main", "--", "/app", "-get", "http://"+m.Status.PodIP+":9999/"); code != 0 || strings.TrimSpace(out) != "hello from mesh" {
+		t.Errorf("the mesh pod's own request to port 9999, redirected to 8080: exit %d: %q", code, out)
+	}
+	meshNS := cellNetns(t, m.Status.HostIP)
+	nat, err := exec.Command("ip", "netns", "exec", meshNS, "iptables", "-t", "nat", "-S").CombinedOutput()
+	if err != nil {
+		t.Fatal(err, string(nat))
+	}
+	filter, err := exec.Command("ip", "netns", "exec", meshNS, "iptables", "-S", "KIP-POD-FORWARD").CombinedOutput()
+	if err != nil {
+		t.Fatal(err, string(filter))
+	}
+	if strings.Contains(string(nat), "--to-ports 8080") || !strings.Contains(string(filter), "-d 169.254.169.254/32 -j DROP") {
+		t.Errorf("the cell's namespace %s after the mesh pod's rules: nat\n%s\nKIP-POD-FORWARD\n%s\nwant none of the pod's rules and the metadata still dropped", meshNS, nat, filter)
 	}
 
 	h := f.WaitForPods(t, ns, "pod=hostnet", 1, 2*time.Minute, "Running", running)[0]

@@ -106,6 +106,27 @@ func TestContainerdRunsImages(t *testing.T) {
 		}
 	})
 
+	t.Run("iptables", func(t *testing.T) {
+		ipt, err := images.PushIPTables(t.Context(), reg)
+		if err != nil {
+			t.Fatalf("PushIPTables: %v", err)
+		}
+		task, exitCh, logs := run(t, ipt.Ref, "iptables", oci.WithProcessArgs("iptables", "-V"))
+		select {
+		case st := <-exitCh:
+			if st.ExitCode() != 0 {
+				task.IO().Wait()
+				t.Fatalf("iptables -V exited %d; output:\n%s", st.ExitCode(), logs())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("iptables -V did not exit in 20s")
+		}
+		task.IO().Wait()
+		if !strings.HasPrefix(logs(), "iptables v") {
+			t.Errorf("iptables -V: %q, want its version", logs())
+		}
+	})
+
 	t.Run("busybox", func(t *testing.T) {
 		task, exitCh, logs := run(t, set.Busybox.Ref, "busybox",
 			oci.WithProcessArgs("sh", "-c", "echo $(id -u):$(hostname) && ls /bin/wget && seq 3 | awk '{s+=$1} END {print s}'"),

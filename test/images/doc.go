@@ -47,6 +47,12 @@
 // as kip-e2e/metrics-server:<MetricsServerTag>; proxybuild.go holds what
 // the two share, over test/modbuild's Program).
 //
+// IPTables is busybox plus this machine's iptables (the binary, the shared
+// libraries ldd lists for it, the extensions a service mesh's REDIRECT
+// rules load), for a pod whose init container rewrites its own network;
+// PushIPTables pushes it as kip-e2e/iptables:<IPTablesTag>. It is made
+// from what make deps installed, at test time, never committed.
+//
 // TestContainerdRunsImages, run as root where containerd and runc are
 // installed, proves the images run: it starts Debian's containerd as a child
 // process, pulls them over plain HTTP with basic auth and runs them with
