@@ -68,8 +68,11 @@ func iptablesFromMachine() (v1.Image, error) {
 		return nil, fmt.Errorf("building the iptables image: no xtables library directory found beside %s", bin)
 	}
 	exts, err := filepath.Glob(filepath.Join(libdir, "*.so"))
-	if err != nil || len(exts) == 0 {
-		return nil, fmt.Errorf("building the iptables image: no extensions in %s (%v)", libdir, err)
+	if err != nil {
+		return nil, fmt.Errorf("building the iptables image: %w", err)
+	}
+	if len(exts) == 0 {
+		return nil, fmt.Errorf("building the iptables image: no extensions in %s", libdir)
 	}
 	paths = append(paths, exts...)
 	seen := map[string]bool{}
