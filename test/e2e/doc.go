@@ -65,6 +65,7 @@
 //	TestRunningJobPodDeleted                      all            a running pod deleted: its cell ends through the plugin
 //	TestSilentCellIsNoticed                       all            a silent agent behind the plugin's instance, noticed and reached again
 //	TestPluginSwapUnderRunningPods                all            the plugin binary swapped under running cells
+//	TestPodGetsItsAddressFromThePlugin            all            the pod's address asked for and read by the plugin (EC2's secondary private address, a GCE alias IP, an Azure IP configuration), held by the pod only
 //	TestUserDataHoldsNoWorkingSecret              all            what the plugin hands an instance to boot from holds no working secret
 //	TestPodsAreRightSized                         all            the cheapest type of the plugin's catalog that fits, launched as placed
 //	TestImpossiblePodStaysPending                 all            a pod no type of the plugin's catalog fits
@@ -110,7 +111,7 @@
 //	TestSubPathCannotLeaveItsVolume               local          the agent's volume mounts, inside a cell
 //	TestCellSizeBoundsItsPod                      local          the local plugin's cgroups, inside a cell
 //	TestOperatorBoundsInstanceChoices             local          cells.choices, the host's rule before any launch
-//	TestPodHasItsOwnNetwork                       all            the pod's address asked for and read by the plugin (EC2's secondary private address, a GCE alias IP, an Azure IP configuration); the agent's pod namespace; a service mesh's iptables REDIRECT
+//	TestPodHasItsOwnNetwork                       local          the agent's pod namespace: NET_ADMIN, hostNetwork, a service mesh's iptables REDIRECT, the cell's rules untouched
 //	TestServiceEnvironment                        local          the service variables kip computes
 //	TestResolvConfPerPolicy                       local          resolv.conf per dnsPolicy, written by the agent
 //	TestHostsAndHostname                          local          /etc/hosts and the hostname, written by the agent

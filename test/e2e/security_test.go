@@ -274,15 +274,47 @@ func TestCellSizeBoundsItsPod(t *testing.T) {
 	}
 }
 
+// TestPodGetsItsAddressFromThePlugin: the pod's IP is the address its
+// plugin gives its instance for it (pluginapi.AddressPod: the local
+// plugin's second address; in a cloud's pass the address the plugin asks
+// the cloud for, an EC2 secondary private address, a GCE alias IP, an
+// Azure secondary IP configuration, which the simulator gives from the
+// local cell's), not its host IP; the pod holds it on its own eth0, and
+// the cell's namespace, which holds the host IP, does not. What the pod
+// can and cannot do in its namespace is TestPodHasItsOwnNetwork's, in the
+// full pass.
+func TestPodGetsItsAddressFromThePlugin(t *testing.T) {
+	framework.PluginPath(t)
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "addressed", Labels: map[string]string{"pod": "addressed"}}, Spec: onNode(kip.NodeName, sleeper())}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := f.WaitForPods(t, ns, "pod=addressed", 1, 2*time.Minute, "Running", running)[0]
+	podIP, hostIP := p.Status.PodIP, p.Status.HostIP
+	if podIP == "" || podIP == hostIP {
+		t.Fatalf("pod IP %q, host IP %q: want the address the plugin gave the pod", podIP, hostIP)
+	}
+	if out, code := kubectl(t, "exec", "-n", ns, "addressed", "--", "ip", "-o", "-4", "addr", "show", "dev", "eth0"); code != 0 || !strings.Contains(out, " "+podIP+"/32 ") {
+		t.Errorf("the pod's eth0 (exit %d):\n%s\nwant %s/32", code, out, podIP)
+	}
+	cellNS := cellNetns(t, hostIP)
+	addrs, err := exec.Command("ip", "-n", cellNS, "-o", "-4", "addr", "show").CombinedOutput()
+	if err != nil {
+		t.Fatal(err, string(addrs))
+	}
+	if strings.Contains(string(addrs), " "+podIP+"/") {
+		t.Errorf("the cell's namespace %s holds the pod's address %s:\n%s", cellNS, podIP, addrs)
+	}
+}
+
 // podNetNode is the kip node TestPodHasItsOwnNetwork runs, beside the
 // shared one, with NET_ADMIN and hostNetwork allowed.
 const podNetNode = "kip-podnet"
 
 // TestPodHasItsOwnNetwork: each cell has an address of its own for its pod
-// (pluginapi.AddressPod: the local plugin's second address; in a cloud's
-// pass the address its plugin asks the cloud for, an EC2 secondary private
-// address, a GCE alias IP, an Azure secondary IP configuration, which the
-// simulator gives from the local cell's), and the agent puts the pod in a network
+// (TestPodGetsItsAddressFromThePlugin), and the agent puts the pod in a network
 // namespace of its own with it (cell/podnet), apart from the cell's, where
 // the agent lives. On a kip that allows NET_ADMIN and hostNetwork, a pod
 // with NET_ADMIN has a pod IP that is not its host IP and holds it on its
@@ -296,7 +328,6 @@ const podNetNode = "kip-podnet"
 // are in its own namespace only: the cell's keeps its chains against the
 // pod (metadata dropped) and none of the pod's.
 func TestPodHasItsOwnNetwork(t *testing.T) {
-	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ctx := t.Context()
 	ns := f.Namespace(t)
