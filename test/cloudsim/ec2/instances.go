@@ -906,7 +906,6 @@ func (s *Server) runInstances(f form) (response, error) {
 	// cells have done meanwhile.
 	resp := &runInstancesResponse{xmlReservation: xmlReservation{ReservationID: r.id, OwnerID: s.region.account}}
 	for _, in := range r.instances {
-		s.assignSecondaries(in)
 		x := s.xmlOf(in)
 		x.State, x.PrivateIPAddress, x.PrivateDNSName, x.NetworkInterfaces = stateOf(statePending), "", "", nil
 		if in.cell.Started {

@@ -150,27 +150,12 @@ func reason(body map[string]any) (string, string) {
 
 // nic0Alias is the ipCidrRange of nic0's first alias IP range, or "".
 func nic0Alias(in map[string]any) string {
-	nics, _ := in["networkInterfaces"].([]any)
-	if len(nics) == 0 {
-		return ""
-	}
-	nic, _ := nics[0].(map[string]any)
-	ranges, _ := nic["aliasIpRanges"].([]any)
-	if len(ranges) == 0 {
-		return ""
-	}
-	r, _ := ranges[0].(map[string]any)
-	cidr, _ := r["ipCidrRange"].(string)
+	cidr, _ := firstItem(firstItem(in, "networkInterfaces"), "aliasIpRanges")["ipCidrRange"].(string)
 	return cidr
 }
 
 // nic0IP is the instance's nic0 networkIP.
 func nic0IP(in map[string]any) string {
-	nics, _ := in["networkInterfaces"].([]any)
-	if len(nics) == 0 {
-		return ""
-	}
-	nic, _ := nics[0].(map[string]any)
-	ip, _ := nic["networkIP"].(string)
+	ip, _ := firstItem(in, "networkInterfaces")["networkIP"].(string)
 	return ip
 }

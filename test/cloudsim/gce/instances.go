@@ -353,11 +353,9 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 	if rs := s.resourceStatus(in, now); rs != nil {
 		out["resourceStatus"] = rs
 	}
-	nic := map[string]any{}
-	if nics, _ := in.body["networkInterfaces"].([]any); len(nics) > 0 {
-		if first, ok := nics[0].(map[string]any); ok {
-			nic = maps.Clone(first)
-		}
+	nic := maps.Clone(firstItem(in.body, "networkInterfaces"))
+	if nic == nil {
+		nic = map[string]any{}
 	}
 	nic["name"] = "nic0"
 	if in.cell.Address != "" {
@@ -380,11 +378,7 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 // without a CellStarter come from its lower half); "" when the insert
 // asked for no alias IP.
 func (in *instance) aliasIP() string {
-	nics, _ := in.body["networkInterfaces"].([]any)
-	if len(nics) == 0 || in.cell.Address == "" {
-		return ""
-	}
-	if nic, _ := nics[0].(map[string]any); nic["aliasIpRanges"] == nil {
+	if in.cell.Address == "" || firstItem(in.body, "networkInterfaces")["aliasIpRanges"] == nil {
 		return ""
 	}
 	if in.cell.PodAddress != "" {

@@ -297,13 +297,19 @@ func (s *Server) identityToken(in *instance, q map[string][]string) (string, int
 // serviceAccount is the email of the instance's first service account
 // (Compute Engine attaches at most one), or "".
 func serviceAccount(body map[string]any) string {
-	accounts, _ := body["serviceAccounts"].([]any)
-	if len(accounts) == 0 {
-		return ""
-	}
-	sa, _ := accounts[0].(map[string]any)
-	email, _ := sa["email"].(string)
+	email, _ := firstItem(body, "serviceAccounts")["email"].(string)
 	return email
+}
+
+// firstItem is the first object of the list m[key] of a decoded JSON
+// resource (its nic0, its first service account), or nil.
+func firstItem(m map[string]any, key string) map[string]any {
+	items, _ := m[key].([]any)
+	if len(items) == 0 {
+		return nil
+	}
+	item, _ := items[0].(map[string]any)
+	return item
 }
 
 func first(v []string) string {
