@@ -35,18 +35,16 @@ const (
 	ForwardChain = "KIP-POD-FORWARD"
 )
 
-// Blocked are the addresses a pod may not reach but for DNS: the
-// instance metadata of EC2, Compute Engine and Azure (169.254.169.254,
-// which on Compute Engine and Azure also answers DNS) and Azure's
-// WireServer (168.63.129.16, its DNS resolver too).
-var Blocked = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"),
-	netip.MustParseAddr("168.63.129.16"),
-}
+// Metadata is the instance metadata of EC2, Compute Engine and Azure
+// (which on Compute Engine and Azure also answers DNS), and WireServer
+// Azure's (its DNS resolver too).
+var (
+	Metadata   = netip.MustParseAddr("169.254.169.254")
+	WireServer = netip.MustParseAddr("168.63.129.16")
+)
 
-// Metadata is the instance metadata address of EC2, Compute Engine and
-// Azure, the first of Blocked.
-var Metadata = Blocked[0]
+// Blocked are the addresses a pod may not reach but for DNS.
+var Blocked = []netip.Addr{Metadata, WireServer}
 
 // Options are what the operator allows a pod's network beyond the
 // package's rules.
