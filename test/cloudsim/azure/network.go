@@ -104,29 +104,24 @@ type ipConfig struct{ name, subnetID string }
 // until the cell started), subnets, security group and VM.
 func (s *Server) nicJSON(n *nic, attached bool) map[string]any {
 	id := s.resourceID(n.rg, "Microsoft.Network/networkInterfaces", n.name)
-	ipProps := map[string]any{
-		"privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4", "primary": true,
-		"provisioningState": "Succeeded", "subnet": map[string]any{"id": n.subnetID},
-	}
-	if n.vm.cell.Address != "" {
-		ipProps["privateIPAddress"] = n.vm.cell.Address
-	}
-	configs := []any{map[string]any{
-		"id": id + "/ipConfigurations/" + n.ipConfig, "name": n.ipConfig, "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
-		"etag": etag(id), "properties": ipProps,
-	}}
-	for k, ic := range n.secondaries {
+	// ipConfigJSON renders one IP configuration, with its address once the
+	// cell has one.
+	ipConfigJSON := func(name, subnetID, address string, primary bool) map[string]any {
 		p := map[string]any{
-			"privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4", "primary": false,
-			"provisioningState": "Succeeded", "subnet": map[string]any{"id": ic.subnetID},
+			"privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4", "primary": primary,
+			"provisioningState": "Succeeded", "subnet": map[string]any{"id": subnetID},
 		}
-		if a := n.vm.secondaryAddress(k); a != "" {
-			p["privateIPAddress"] = a
+		if address != "" {
+			p["privateIPAddress"] = address
 		}
-		configs = append(configs, map[string]any{
-			"id": id + "/ipConfigurations/" + ic.name, "name": ic.name, "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
+		return map[string]any{
+			"id": id + "/ipConfigurations/" + name, "name": name, "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
 			"etag": etag(id), "properties": p,
-		})
+		}
+	}
+	configs := []any{ipConfigJSON(n.ipConfig, n.subnetID, n.vm.cell.Address, true)}
+	for k, ic := range n.secondaries {
+		configs = append(configs, ipConfigJSON(ic.name, ic.subnetID, n.vm.secondaryAddress(k), false))
 	}
 	props := map[string]any{
 		"provisioningState": "Succeeded", "primary": true, "macAddress": n.mac, "nicType": "Standard",
