@@ -129,11 +129,9 @@ type instance struct {
 	subnet        *subnet
 	groups        []string
 	// secondaries is how many secondary private addresses the launch
-	// asked for; secondaryAddrs are those given (the cell's pod address
-	// first, when it has one), subnetSecondaries those of them taken
-	// from the subnet.
+	// asked for; subnetSecondaries are those taken from the subnet (all
+	// but the cell's pod address, see secondaryIPs).
 	secondaries       int
-	secondaryAddrs    []string
 	subnetSecondaries []netip.Addr
 	profile           string
 	tags              map[string]string
@@ -188,7 +186,7 @@ func (in *instance) snapshot() Instance {
 	out := Instance{
 		ID: in.id, ReservationID: in.reservationID, ClientToken: in.clientToken, ImageID: in.imageID,
 		InstanceType: in.itype.Name, Zone: in.subnet.Zone, SubnetID: in.subnet.ID, VPCID: in.subnet.VPCID,
-		State: in.state, StateReason: in.reason, PrivateIP: in.cell.Address, SecondaryIPs: slices.Clone(in.secondaryAddrs), LaunchTime: in.launchTime,
+		State: in.state, StateReason: in.reason, PrivateIP: in.cell.Address, SecondaryIPs: in.secondaryIPs(), LaunchTime: in.launchTime,
 		SecurityGroupIDs: slices.Clone(in.groups), IamInstanceProfile: in.profile,
 		Tags: maps.Clone(in.tags), VolumeTags: maps.Clone(in.volumeTags),
 		UserData: slices.Clone(in.userData), Bootstrap: slices.Clone(in.bootstrap),
@@ -233,21 +231,31 @@ func (s *Server) advance(in *instance, now time.Time) {
 // CellStarter gave one (the address the cell routes to its pod), then
 // addresses of the subnet. The caller holds s.mu.
 func (s *Server) assignSecondaries(in *instance) {
-	if !in.cell.Started || in.cell.Address == "" || len(in.secondaryAddrs) >= in.secondaries || in.state == stateTerminated {
+	if !in.cell.Started || in.cell.Address == "" || in.state == stateTerminated {
 		return
 	}
-	if len(in.secondaryAddrs) == 0 && in.cell.PodAddress != "" {
-		in.secondaryAddrs = append(in.secondaryAddrs, in.cell.PodAddress)
-	}
-	for len(in.secondaryAddrs) < in.secondaries {
+	for len(in.secondaryIPs()) < in.secondaries {
 		a, ok := in.subnet.allocate()
 		if !ok {
 			s.log.Warn("subnet has no address left for a secondary private address", "instance", in.id, "subnet", in.subnet.ID)
 			return
 		}
 		in.subnetSecondaries = append(in.subnetSecondaries, a)
-		in.secondaryAddrs = append(in.secondaryAddrs, a.String())
 	}
+}
+
+// secondaryIPs are the instance's secondary private addresses, once its
+// cell started: the cell's pod address first, where it has one (when the
+// launch asked for any), then those taken from the subnet.
+func (in *instance) secondaryIPs() []string {
+	var out []string
+	if in.secondaries > 0 && in.cell.PodAddress != "" {
+		out = append(out, in.cell.PodAddress)
+	}
+	for _, a := range in.subnetSecondaries {
+		out = append(out, a.String())
+	}
+	return out
 }
 
 // visible reports whether Describe calls see the instance now: after the
@@ -761,7 +769,7 @@ func (s *Server) networkInterface(in *instance) *xmlInterface {
 		x.Groups = append(x.Groups, xmlGroup{g})
 	}
 	x.PrivateIPs = append(x.PrivateIPs, xmlPrivateAddress{in.cell.Address, x.PrivateDNSName, true})
-	for _, a := range in.secondaryAddrs {
+	for _, a := range in.secondaryIPs() {
 		x.PrivateIPs = append(x.PrivateIPs, xmlPrivateAddress{a, privateDNSName(s.region.name, a), false})
 	}
 	return x
