@@ -153,6 +153,26 @@
 // cell; Close stops every cell still running. With no CellStarter, VMs
 // get an address of 10.0.0.0/16 and no process.
 //
+// # Instance metadata
+//
+// Every VM whose allocation succeeded has its own Instance Metadata
+// Service (imds.go), from its create until its cell has stopped (a
+// deleted VM's, a deallocated VM's), on a unix socket that reaches into
+// its cell's network namespace: where the CellStarter wants it
+// (simcells.IMDSLocator; localcells.LocalCells puts it where its agent
+// command's {imds} says, given the VM's name), else in a directory of the
+// server's own; IMDSSocket(resourceGroup, name) says where, and Close
+// stops them all. It answers as Azure's IMDS
+// (169.254.169.254/metadata) does: Metadata: true required and
+// X-Forwarded-For refused (400), GET only (405), an api-version of
+// Azure's list required (400 with newest-versions); /metadata/instance
+// (compute and network, the NIC's private addresses, primary first) with
+// route parameters and format=text for leaves,
+// /metadata/instance/compute/userData (from 2021-01-01),
+// /metadata/versions, and /metadata/identity/oauth2/token, always 400
+// "Identity not found" (no VM has a managed identity here); anything else
+// is 404.
+//
 // # The subscription's resources
 //
 // Options.Sizes (DefaultSizes: the sizes of plugins/azure/catalog, which a
@@ -204,14 +224,16 @@
 // Resizing a VM, start, stop, deallocate and restart calls, Spot
 // priority SpotPlus, scale sets, availability sets, If-Match (If-None-Match
 // is: a PUT with If-None-Match: * of a VM that exists, in any state, is
-// 412 PreconditionFailed), scheduled events (IMDS) and the activity log are not
-// modelled; an evicted VM's cell simply stops. Operations never expire.
+// 412 PreconditionFailed) and the activity log are not modelled; nor are
+// the IMDS's scheduled events, attested data, load balancer category,
+// managed identity tokens and rate limit: an evicted VM's cell simply
+// stops. Operations never expire.
 //
 // This package is test support: it imports the standard library and what
 // it shares with ec2sim and gcesim: test/cloudsim/simcells (the cell
 // lifecycle), test/cloudsim/simknobs (faults, rate limit, latency,
 // counters; it brings golang.org/x/time) and test/cloudsim/simhttp
-// (gzip-compressed answers); it serves with net/http/httptest's TLS
+// (gzip-compressed answers, and Sockets for the IMDS); it serves with net/http/httptest's TLS
 // server, since simhttp's Endpoint is plain HTTP. Only the tests of
 // test/cloudsim/azure/sdktest (a module of its own, in go.work) import
 // the Azure SDK, so that the simulator checks the SDK's wire format

@@ -224,8 +224,8 @@ func (c cellVM) ReadyAt() time.Time   { return c.v.runningAt }
 // OSProvisioningTimedOut.
 func (c cellVM) StartFailed(time.Time) { c.v.startFailed = true }
 
-// CellStopped: nothing else is served per VM.
-func (c cellVM) CellStopped(time.Time) {}
+// CellStopped stops the VM's metadata service once its cell stopped.
+func (c cellVM) CellStopped(time.Time) { c.s.stopIMDS(c.v) }
 
 // CellSizes are the local cell sizes of VM sizes (for a CellStarter such
 // as localcells.LocalCells, which sizes cells like the sizes the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/test/cloudsim/simcells"
+	"github.com/kipcell/kip/test/cloudsim/simhttp"
 	"github.com/kipcell/kip/test/cloudsim/simknobs"
 )
 
@@ -135,6 +136,9 @@ type Server struct {
 	pageSize      int
 	quotas        map[string]int // family (or LowPriorityCores, cores) → vCPU limit
 	rateLimit     RateLimit
+
+	// imds serves each VM's Instance Metadata Service (imds.go).
+	imds simhttp.Sockets
 }
 
 // vmKey names a VM (or a NIC) in a resource group; resource groups and
@@ -176,6 +180,7 @@ func New(opts Options) *Server {
 		vms:   map[vmKey]*vm{}, nics: map[vmKey]*nic{}, operations: map[string]*operation{}, sizes: map[string]Size{},
 		allocDelay: opts.AllocationDelay, bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay,
 		pageSize: opts.PageSize, quotas: map[string]int{}, rateLimit: opts.RateLimit,
+		imds: simhttp.Sockets{Prefix: "azuresim-imds-"},
 	}
 	for _, sz := range opts.Sizes {
 		s.sizes[strings.ToLower(sz.Name)] = sz
@@ -247,8 +252,8 @@ func (s *Server) CertPool() *x509.CertPool {
 	return p
 }
 
-// Close stops serving and stops every cell still running, waiting for
-// them. It is idempotent.
+// Close stops serving, stops every cell still running, waiting for
+// them, and stops every VM's metadata service. It is idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.srvMu.Lock()
@@ -259,6 +264,9 @@ func (s *Server) Close() error {
 			srv.Close()
 		}
 		s.cells.Close()
+		if err := s.closeIMDS(); err != nil {
+			s.log.Warn("closing instance metadata", "error", err)
+		}
 	})
 	return nil
 }

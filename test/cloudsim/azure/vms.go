@@ -564,7 +564,8 @@ func withState(vm map[string]any, state string) map[string]any {
 }
 
 // create records a new VM (replacing a Failed one), its NIC, and starts
-// its cell unless its allocation fails. The caller holds s.mu.
+// its cell and its metadata service (imds.go) unless its allocation
+// fails. The caller holds s.mu.
 func (s *Server) create(q request, body map[string]any, sp *spec, size Size, zone string, nc *nicConfigSpec, old *vm, now time.Time) *vm {
 	s.seq++
 	v := &vm{
@@ -577,6 +578,9 @@ func (s *Server) create(q request, body map[string]any, sp *spec, size Size, zon
 		old.replaced = true
 		v.vmID, v.rg, v.name = old.vmID, old.rg, old.name
 		s.cells.StopLocked(cellVM{s, old})
+		// Its metadata stops now, before this VM's is served where the
+		// CellStarter may want it: at the same socket.
+		s.stopIMDS(old)
 	}
 	if v.spot {
 		v.eviction = sp.Props.EvictionPolicy
@@ -597,6 +601,7 @@ func (s *Server) create(q request, body map[string]any, sp *spec, size Size, zon
 		if !s.cells.HasStarter() {
 			v.cell.Address = fmt.Sprintf("10.0.%d.%d", s.seq/250, s.seq%250+4)
 		}
+		s.startIMDS(v)
 		s.cells.StartLocked(cellVM{s, v})
 	}
 	return v
