@@ -14,30 +14,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
 
 // cellNetns returns the network namespace that has address ip (the local
-// plugin and the EC2 simulator give each cell its own), a cell's host IP:
-// where its agent lives, apart from its pod's own namespace.
+// plugin and the simulators' cells give each cell its own), a cell's host
+// IP: where its agent lives, apart from its pod's own namespace.
 func cellNetns(t *testing.T, ip string) string {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "list").Output()
+	ns, err := localcells.Netns(t.Context(), ip)
 	if err != nil {
-		t.Fatalf("ip netns list: %v", err)
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		ns := strings.Fields(line)
-		if len(ns) == 0 {
-			continue
-		}
-		addrs, err := exec.Command("ip", "-n", ns[0], "-4", "-o", "addr", "show").Output()
-		if err == nil && strings.Contains(string(addrs), " "+ip+"/") {
-			return ns[0]
-		}
-	}
-	t.Fatalf("no network namespace has %s", ip)
-	return ""
+	return ns
 }
 
 // TestSilentCellIsNoticed: when a cell's agent traffic is dropped in its

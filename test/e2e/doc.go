@@ -66,6 +66,7 @@
 //	TestSilentCellIsNoticed                       all            a silent agent behind the plugin's instance, noticed and reached again
 //	TestPluginSwapUnderRunningPods                all            the plugin binary swapped under running cells
 //	TestPodGetsItsAddressFromThePlugin            all            the pod's address asked for and read by the plugin (EC2's secondary private address, a GCE alias IP, an Azure IP configuration), held by the pod only
+//	TestPodCannotReachItsInstanceMetadata         aws gce azure  the cloud's metadata at 169.254.169.254 (the simulator's, off the cell): answered in the cell, unreachable from its pod
 //	TestUserDataHoldsNoWorkingSecret              all            what the plugin hands an instance to boot from holds no working secret
 //	TestPodsAreRightSized                         all            the cheapest type of the plugin's catalog that fits, launched as placed
 //	TestImpossiblePodStaysPending                 all            a pod no type of the plugin's catalog fits

@@ -3,8 +3,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 	"github.com/kipcell/kip/test/e2e/framework"
 	"github.com/kipcell/kip/test/images"
 )
@@ -306,6 +311,75 @@ func TestPodGetsItsAddressFromThePlugin(t *testing.T) {
 	}
 	if strings.Contains(string(addrs), " "+podIP+"/") {
 		t.Errorf("the cell's namespace %s holds the pod's address %s:\n%s", cellNS, podIP, addrs)
+	}
+}
+
+// metadataRequests is, for each cloud, the request by which a workload
+// takes its instance's credentials from the metadata: EC2's IMDSv2 token
+// (which every other path needs), the identity token of the instance's
+// Compute Engine service account, Azure's VM ID (the simulated VMs have no
+// managed identity to take a token for).
+var metadataRequests = map[string]string{
+	framework.PluginAWS: "PUT /latest/api/token HTTP/1.0\r\nHost: 169.254.169.254\r\n" +
+		"X-aws-ec2-metadata-token-ttl-seconds: 60\r\n\r\n",
+	framework.PluginGCE: "GET /computeMetadata/v1/instance/service-accounts/default/identity?audience=e2e HTTP/1.0\r\n" +
+		"Host: metadata.google.internal\r\nMetadata-Flavor: Google\r\n\r\n",
+	framework.PluginAzure: "GET /metadata/instance/compute/vmId?api-version=2021-02-01&format=text HTTP/1.0\r\n" +
+		"Host: 169.254.169.254\r\nMetadata: true\r\n\r\n",
+}
+
+// TestPodCannotReachItsInstanceMetadata: the simulator serves each
+// instance's metadata at 169.254.169.254, off the cell, as its cloud does
+// (localcells' Config.Metadata: a namespace beside the cell's, which the
+// cell's routes to). From the cell's own namespace, where the agent lives,
+// the cloud's request for a credential is answered 200; the same request
+// from the pod, whose packets the cell's namespace forwards, gets no
+// answer at all (cell/podnet drops them).
+func TestPodCannotReachItsInstanceMetadata(t *testing.T) {
+	framework.Only(t, framework.PluginAWS, framework.PluginGCE, framework.PluginAzure)
+	kipLogOnFailure(t)
+	request := metadataRequests[kip.Plugin]
+	ns := f.Namespace(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "curious", Labels: map[string]string{"pod": "curious"}}, Spec: onNode(kip.NodeName, sleeper())}
+	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := f.WaitForPods(t, ns, "pod=curious", 1, 2*time.Minute, "Running", running)[0]
+
+	// The instance reaches its metadata: what the pod does not reach is
+	// there to be reached.
+	var status string
+	err := localcells.InNetns(cellNetns(t, p.Status.HostIP), func() error {
+		conn, err := net.DialTimeout("tcp", localcells.MetadataAddress+":80", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(conn, request); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		status = resp.Status
+		return nil
+	})
+	if err != nil || !strings.HasPrefix(status, "200 ") {
+		t.Fatalf("the cell's own request to its metadata: %q, %v; want 200", status, err)
+	}
+
+	out, code := kubectl(t, "exec", "-n", ns, "curious", "--", "sh", "-c",
+		"command -v nc >/dev/null || exit 99; printf '"+request+"' | nc -w 5 "+localcells.MetadataAddress+" 80")
+	if code == 99 {
+		t.Fatalf("the pod's image has no nc: %s", out)
+	}
+	if strings.Contains(out, "HTTP/") {
+		t.Errorf("the pod reached its instance's metadata (exit %d):\n%s", code, out)
 	}
 }
 

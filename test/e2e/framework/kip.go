@@ -813,6 +813,9 @@ func (k *Kip) startSimCells(ctx context.Context, name, binDir string, agent []st
 	log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	k.localCells, err = localcells.New(ctx, localcells.Config{
 		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: k.cellNetwork,
+		// Each instance's metadata also at 169.254.169.254, off the cell,
+		// as its cloud serves it (TestPodCannotReachItsInstanceMetadata).
+		Metadata:      k.cellNetwork == "netns",
 		InstanceTypes: types,
 		PluginConfig:  map[string]any{"bridge": bridge, "subnet": subnet, "terminationGrace": "5s"},
 		ClusterID:     "e2e-" + name, NodeName: k.NodeName, Logger: log.With("component", "local-cells"),

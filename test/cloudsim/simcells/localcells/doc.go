@@ -3,12 +3,16 @@
 // simulated instance of ec2sim or gcesim that runs is a local cell whose
 // address is the instance's private IP, with its agent held back until
 // the simulator lets it start (simcells.AgentStarter) and its instance
-// metadata at a socket of its choosing (simcells.IMDSLocator).
+// metadata at a socket of its choosing (simcells.IMDSLocator), and with
+// Config.Metadata also at 169.254.169.254, off the cell, as its cloud
+// serves it (metadata.go; Netns and InNetns help tests look into a cell's
+// network namespace).
 // BuildPlugin and CheckCell help the simulators' tests that start real
 // cells.
 //
 // This package is test support: it may import the standard library,
-// test/cloudsim/simcells, host/plugin, pluginapi and testing. The simulators
+// golang.org/x/sys/unix, test/cloudsim/simcells, host/plugin, pluginapi
+// and testing. The simulators
 // themselves do not import it (they see only simcells' interfaces);
 // their tests and test/e2e/framework do.
 package localcells

@@ -51,6 +51,11 @@ type Config struct {
 	// Logger receives the supervisor's and the plugin's logs; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Metadata also serves each instance's metadata (what the simulator
+	// serves at IMDSSocket) at MetadataAddress, as its cloud does: from a
+	// network namespace beside the cell's, which the cell's namespace
+	// routes to (metadata.go). It needs Network netns, and root.
+	Metadata bool
 }
 
 // LocalCells is a CellStarter backed by the real local plugin: each
@@ -68,11 +73,14 @@ type LocalCells struct {
 	log   *slog.Logger
 	gates string // the directory of the files that let agents start
 	// imdsDir holds the instances' IMDS sockets when the agent command
-	// has {imds}; empty otherwise.
+	// has {imds} or Config.Metadata is set; empty otherwise.
 	imdsDir string
+	// metadata: Config.Metadata.
+	metadata bool
 
-	mu    sync.Mutex
-	cells map[string]string // simulated instance ID → local instance ID
+	mu        sync.Mutex
+	cells     map[string]string       // simulated instance ID → local instance ID
+	metadatas map[string]*metadataNet // simulated instance ID → its metadata's namespace
 }
 
 var (
@@ -90,7 +98,10 @@ func New(ctx context.Context, cfg Config) (*LocalCells, error) {
 	for _, t := range cfg.InstanceTypes {
 		localTypes = append(localTypes, map[string]any{"name": t.Name, "milliCPU": int64(t.VCPUs) * 1000, "memoryMiB": t.MemoryMiB})
 	}
-	agent, imdsDir, err := imdsCommand(cfg.AgentCommand)
+	if cfg.Metadata && cfg.Network != "netns" {
+		return nil, errors.New("starting local cells: Metadata needs Network netns")
+	}
+	agent, imdsDir, err := imdsCommand(cfg.AgentCommand, cfg.Metadata)
 	if err != nil {
 		return nil, err
 	}
@@ -134,14 +145,18 @@ func New(ctx context.Context, cfg Config) (*LocalCells, error) {
 		_ = os.RemoveAll(gates)
 		return nil, fmt.Errorf("starting local cells: %w", err)
 	}
-	return &LocalCells{sup: sup, log: log.With("cells", "local"), gates: gates, imdsDir: imdsDir, cells: map[string]string{}}, nil
+	return &LocalCells{
+		sup: sup, log: log.With("cells", "local"), gates: gates, imdsDir: imdsDir, metadata: cfg.Metadata,
+		cells: map[string]string{}, metadatas: map[string]*metadataNet{},
+	}, nil
 }
 
 // imdsCommand replaces {imds} in an agent command with a socket path in a
 // new directory, named by the cell ID (the instance ID, which the local
-// plugin substitutes for {cellID}). Without {imds} it changes nothing.
-func imdsCommand(argv []string) ([]string, string, error) {
-	if !slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "{imds}") }) {
+// plugin substitutes for {cellID}). Without {imds} it changes nothing,
+// and makes the directory only if always.
+func imdsCommand(argv []string, always bool) ([]string, string, error) {
+	if !always && !slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "{imds}") }) {
 		return argv, "", nil
 	}
 	// A short path: a unix socket's is limited to 107 bytes.
@@ -218,6 +233,11 @@ func (c *LocalCells) Start(ctx context.Context, instanceID, instanceType string,
 		inst = d.Instances[0]
 	}
 	c.log.Info("local cell running", "instance", instanceID, "local", inst.ID, "address", inst.PrivateAddress(), "pod_address", inst.PodAddress())
+	if c.metadata {
+		if err := c.serveMetadata(ctx, instanceID, inst.PrivateAddress()); err != nil {
+			return none, err
+		}
+	}
 	return simcells.Addresses{Private: inst.PrivateAddress(), Pod: inst.PodAddress()}, nil
 }
 
@@ -232,6 +252,9 @@ func (c *LocalCells) StartAgent(_ context.Context, instanceID string) error {
 // Stop terminates the local cell of an instance; a cell that is gone is
 // stopped.
 func (c *LocalCells) Stop(ctx context.Context, instanceID string) error {
+	if err := c.stopMetadata(ctx, instanceID); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	id, ok := c.cells[instanceID]
 	c.mu.Unlock()
