@@ -1,6 +1,7 @@
 package cell_test
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -129,5 +130,47 @@ func TestAgentSecurity(t *testing.T) {
 	// and so one sysfs. docs/security.md says so.)
 	if got := run("priv", "grep -c ' /proc/kcore ' /proc/mounts || true"); got != "0" {
 		t.Errorf("priv: the masked /proc/kcore mounts = %q, want none (nothing masked)", got)
+	}
+}
+
+// TestAgentSeccompDefault: with the node's seccomp default on
+// (ApplyPodRequest.seccomp_default, kip's cells.seccompDefault), a
+// container that names no profile runs with the runtime's default one,
+// and a container that names Unconfined runs without, as under a kubelet
+// with seccompDefault: true.
+func TestAgentSeccompDefault(t *testing.T) {
+	e := newEnv(t)
+	a := e.startAgent(t, "10.251.9.62")
+	sleep := []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "seccomp", Namespace: "default", UID: "uid-seccomp"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{
+				{Name: "plain", Image: e.img.Busybox.Ref, Command: sleep},
+				{Name: "open", Image: e.img.Busybox.Ref, Command: sleep, SecurityContext: &corev1.SecurityContext{
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}},
+			},
+		},
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, pass := e.reg.Credentials()
+	if _, err := a.client.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{
+		PodJson: data, Generation: 1, SeccompDefault: true,
+		RegistryCredentials: []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	watch(t, a, "both running", func(s *corev1.PodStatus) bool {
+		return containerStatus(s, "plain").State.Running != nil && containerStatus(s, "open").State.Running != nil
+	})
+	for container, want := range map[string]string{"plain": "Seccomp:\t2", "open": "Seccomp:\t0"} {
+		out, errOut, code := execute(t, a, &cellv1.ExecStart{Container: container, Command: []string{"grep", "^Seccomp:", "/proc/self/status"}, Stdout: true, Stderr: true})
+		if code != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("%s: %q (exit %d, %s), want %q", container, out, code, errOut, want)
+		}
 	}
 }

@@ -71,7 +71,7 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 	if err := json.Unmarshal(req.GetPodJson(), &p); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "decoding pod: %v", err)
 	}
-	d := pod.Desired{Generation: req.GetGeneration(), Pod: &p, PodAddress: req.GetPodAddress()}
+	d := pod.Desired{Generation: req.GetGeneration(), Pod: &p, PodAddress: req.GetPodAddress(), SeccompDefault: req.GetSeccompDefault()}
 	if len(req.GetEnv()) > 0 {
 		d.Env = map[string][]pod.EnvVar{}
 		for name, list := range req.GetEnv() {

@@ -134,7 +134,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			}
 			var sec runtime.Security
 			if err == nil {
-				sec, err = containerSecurity(d.Pod, c, img.Config)
+				sec, err = containerSecurity(d.Pod, c, img.Config, d.SeccompDefault)
 			}
 			if err != nil {
 				cfgDly = m.nextDelay(cfgDly)

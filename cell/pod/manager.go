@@ -108,6 +108,10 @@ type Desired struct {
 	// cloud, which the host sends with the pod; empty: the pod shares the
 	// cell's network and address (Config.PodIP). See Config.Network.
 	PodAddress string
+	// SeccompDefault gives a container that names no seccomp profile (nor
+	// its pod) the runtime's default one, as the kubelet's seccompDefault:
+	// the node's setting (kip's cells.seccompDefault), sent by the host.
+	SeccompDefault bool
 }
 
 // ownAddress is the address of d's pod's own network namespace, or ""

@@ -33,13 +33,15 @@ var errSeccompLocalhost = errors.New("seccomp profiles of type Localhost are not
 // masked and read-only paths, and the pod's sysctls. An error is the
 // container's CreateContainerConfigError: runAsNonRoot that the user
 // breaks (verifyRunAsNonRoot) or a seccomp profile the cell lacks.
-func containerSecurity(pod *corev1.Pod, c *corev1.Container, img runtime.ImageConfig) (runtime.Security, error) {
+// seccompDefault is the node's: RuntimeDefault for a container that names
+// no profile (Desired.SeccompDefault).
+func containerSecurity(pod *corev1.Pod, c *corev1.Container, img runtime.ImageConfig, seccompDefault bool) (runtime.Security, error) {
 	eff := effectiveSecurityContext(pod, c)
 	uid, username := imageUser(img.User)
 	if err := verifyRunAsNonRoot(pod, c, eff, uid, username); err != nil {
 		return runtime.Security{}, err
 	}
-	seccomp, err := seccompProfile(pod, c)
+	seccomp, err := seccompProfile(pod, c, seccompDefault)
 	if err != nil {
 		return runtime.Security{}, err
 	}
@@ -166,8 +168,10 @@ func userString(eff *corev1.SecurityContext, imageUID *int64, imageName string) 
 }
 
 // seccompProfile is the container's seccomp profile, else the pod's,
-// else Unconfined (the kubelet without --seccomp-default).
-func seccompProfile(pod *corev1.Pod, c *corev1.Container) (string, error) {
+// else the node's default: RuntimeDefault where fallback is set (the
+// kubelet with seccompDefault: true, kuberuntime's fieldSeccompProfile),
+// Unconfined otherwise (the kubelet's default).
+func seccompProfile(pod *corev1.Pod, c *corev1.Container, fallback bool) (string, error) {
 	var p *corev1.SeccompProfile
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		p = psc.SeccompProfile
@@ -176,6 +180,8 @@ func seccompProfile(pod *corev1.Pod, c *corev1.Container) (string, error) {
 		p = c.SecurityContext.SeccompProfile
 	}
 	switch {
+	case p == nil && fallback:
+		return runtime.SeccompRuntimeDefault, nil
 	case p == nil, p.Type == corev1.SeccompProfileTypeUnconfined:
 		return runtime.SeccompUnconfined, nil
 	case p.Type == corev1.SeccompProfileTypeRuntimeDefault:

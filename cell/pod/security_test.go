@@ -37,7 +37,9 @@ func TestContainerSecurity(t *testing.T) {
 		psc       *corev1.PodSecurityContext
 		csc       *corev1.SecurityContext
 		imageUser string
-		want      runtime.Security
+		// seccompDefault: the node's (Desired.SeccompDefault).
+		seccompDefault bool
+		want           runtime.Security
 	}{
 		{name: "nothing set, no USER: root", want: runtime.Security{User: "0"}},
 		{name: "image USER uid", imageUser: "1000", want: runtime.Security{User: "1000"}},
@@ -77,6 +79,17 @@ func TestContainerSecurity(t *testing.T) {
 			psc:  &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			csc:  &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}},
 			want: runtime.Security{User: "0"}},
+		{name: "no seccomp profile, the node's default: RuntimeDefault", seccompDefault: true,
+			want: runtime.Security{User: "0", Seccomp: runtime.SeccompRuntimeDefault}},
+		{name: "the pod's Unconfined over the node's default",
+			psc: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}, seccompDefault: true,
+			want: runtime.Security{User: "0"}},
+		{name: "the container's Unconfined over the node's default",
+			csc: &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}, seccompDefault: true,
+			want: runtime.Security{User: "0"}},
+		{name: "privileged with the node's default: the profile is set, the runtime leaves it off",
+			csc: &corev1.SecurityContext{Privileged: ptr.To(true)}, seccompDefault: true,
+			want: runtime.Security{User: "0", Privileged: true, Seccomp: runtime.SeccompRuntimeDefault}},
 		{name: "sysctls, slashes normalized",
 			psc: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"},
 				{Name: "net/ipv4/conf/eth0.100/rp_filter", Value: "1"}}},
@@ -86,7 +99,7 @@ func TestContainerSecurity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := securityPod(tc.psc, tc.csc)
-			got, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{User: tc.imageUser})
+			got, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{User: tc.imageUser}, tc.seccompDefault)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +115,7 @@ func TestContainerSecurity(t *testing.T) {
 
 func TestContainerSecurityProcMountUnmasked(t *testing.T) {
 	pod := securityPod(nil, &corev1.SecurityContext{ProcMount: ptr.To(corev1.UnmaskedProcMount)})
-	got, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{})
+	got, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +160,7 @@ func TestRunAsNonRoot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := securityPod(tc.psc, tc.csc)
-			_, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{User: tc.imageUser})
+			_, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{User: tc.imageUser}, false)
 			got := ""
 			if err != nil {
 				got = err.Error()
@@ -162,7 +175,7 @@ func TestRunAsNonRoot(t *testing.T) {
 func TestSeccompLocalhostRefused(t *testing.T) {
 	pod := securityPod(&corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{
 		Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("profiles/audit.json")}}, nil)
-	_, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{})
+	_, err := containerSecurity(pod, &pod.Spec.Containers[0], runtime.ImageConfig{}, false)
 	if err == nil || !strings.Contains(err.Error(), `"profiles/audit.json"`) || !strings.Contains(err.Error(), "not available on kip cells") {
 		t.Errorf("error = %v, want the profile named and that cells lack it", err)
 	}

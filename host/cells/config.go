@@ -18,6 +18,9 @@ import (
 func DefaultConfig() Config {
 	var c Config
 	c.defaults()
+	// Here and not in defaults, which New applies to a loaded Config: a
+	// false from kip.yaml must stay false.
+	c.SeccompDefault = true
 	return c
 }
 

@@ -144,6 +144,19 @@ type Config struct {
 	// ProbeHostForbidden, as Pod Security's baseline level (1.34 and
 	// later) refuses it.
 	AllowProbeHosts bool `koanf:"allowProbeHosts"`
+	// SeccompDefault runs every container that names no seccomp profile
+	// (nor its pod) with the runtime's default profile (RuntimeDefault:
+	// containerd's, which refuses system calls a container does not need,
+	// such as keyctl, add_key, kexec_load and new user namespaces), as the
+	// kubelet's seccompDefault: true.
+	// Default true: a cell's kernel is all that stands between a pod and
+	// its instance's agent and credentials (with the local plugin, this
+	// machine), and the profile narrows what of it the pod can reach. The
+	// kubelet's own default is false; set false for pods that need a
+	// system call the profile refuses, or name Unconfined in those pods
+	// (a profile a pod names is applied as named). Privileged containers
+	// run without seccomp either way.
+	SeccompDefault bool `koanf:"seccompDefault"`
 	// Choices bounds, per namespace and ServiceAccount, what a pod may
 	// choose about its instance beyond what its requests need: instance
 	// types, capacity types, GPU kinds, instance profiles, security

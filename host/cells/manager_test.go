@@ -62,8 +62,10 @@ type fakeAgent struct {
 	// uid is the pod the agent runs (its first ApplyPod's), which its
 	// status updates carry.
 	uid string
-	// podAddress is the pod's own address the last ApplyPod sent.
-	podAddress string
+	// podAddress is the pod's own address the last ApplyPod sent, and
+	// seccompDefault its node's seccomp default.
+	podAddress     string
+	seccompDefault bool
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
@@ -73,6 +75,7 @@ func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*c
 	a.applied = append(a.applied, req.GetGeneration())
 	a.creds = req.GetRegistryCredentials()
 	a.podAddress = req.GetPodAddress()
+	a.seccompDefault = req.GetSeccompDefault()
 	if a.uid == "" {
 		var p corev1.Pod
 		if err := json.Unmarshal(req.GetPodJson(), &p); err == nil {
@@ -325,6 +328,30 @@ func (h *harness) events() string {
 		default:
 			return strings.Join(out, "\n")
 		}
+	}
+}
+
+// The node's seccomp default (cells.seccompDefault) reaches the agent with
+// the pod, as it is set.
+func TestSeccompDefaultReachesTheAgent(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint(on), func(t *testing.T) {
+			h := newHarnessSetup(t, setup{config: func(c *Config) { c.SeccompDefault = on }})
+			h.start(t)
+			pod := newPod("web", "uid-1")
+			if err := h.indexer.Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.m.CreatePod(t.Context(), pod); err != nil {
+				t.Fatal(err)
+			}
+			h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			h.agent.mu.Lock()
+			defer h.agent.mu.Unlock()
+			if h.agent.seccompDefault != on {
+				t.Errorf("the agent was sent seccomp default %v, want %v", h.agent.seccompDefault, on)
+			}
+		})
 	}
 }
 

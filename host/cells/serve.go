@@ -154,6 +154,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 		}
 		if err == nil {
 			req.PodAddress = addrs.pod
+			req.SeccompDefault = c.d.cfg.SeccompDefault
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 			if refresh && sameResolution(req, sent) {
 				req = sent // nothing new for the agent

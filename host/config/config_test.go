@@ -48,7 +48,7 @@ func TestSettingsKeys(t *testing.T) {
 		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
 		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval",
 		"cells.warmPool.maxPremium", "cells.warmPool.pools", "cells.image", "cells.insecureRegistries", "cells.podLogsDir", "cells.podLogsMaxBytes", "cells.podLogsMaxTotalBytes", "cells.allowPrivileged", "cells.allowedUnsafeSysctls",
-		"cells.allowHostNetwork", "cells.allowedHostPaths", "cells.allowedCapabilities", "cells.allowProbeHosts",
+		"cells.allowHostNetwork", "cells.allowedHostPaths", "cells.allowedCapabilities", "cells.allowProbeHosts", "cells.seccompDefault",
 		"cells.choices.rules",
 		"cells.agentTimeout", "cells.bootRetry", "cells.agentKeepalive", "cells.agentKeepaliveTimeout",
 		"cells.joinTokenTTL",
@@ -268,7 +268,9 @@ func TestEnvReachesEveryKey(t *testing.T) {
 			reflect.String: "set-by-env", reflect.Bool: "true", reflect.Int: "7", reflect.Int64: "7s",
 			reflect.Float64: "0.25", reflect.Slice: "a:5000, b:5000",
 		}[reflect.TypeOf(s.Value).Kind()]
-		if _, ok := s.Value.(match.MilliCPU); ok {
+		if b, ok := s.Value.(bool); ok && b {
+			value = "false" // a key that is true by default
+		} else if _, ok := s.Value.(match.MilliCPU); ok {
 			value = "7"
 		} else if _, ok := s.Value.(match.Bytes); ok {
 			value = "7Gi"

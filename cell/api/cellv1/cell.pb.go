@@ -71,9 +71,16 @@ type ApplyPodRequest struct {
 	// address. The same in every generation. Empty (a plugin that gives no
 	// pod address, a host older than this field): the pod shares the
 	// instance's namespace and address.
-	PodAddress    string `protobuf:"bytes,20,opt,name=pod_address,json=podAddress,proto3" json:"pod_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PodAddress string `protobuf:"bytes,20,opt,name=pod_address,json=podAddress,proto3" json:"pod_address,omitempty"`
+	// A container whose pod and whose own securityContext set no
+	// seccompProfile runs with the runtime's default profile
+	// (RuntimeDefault), as under a kubelet started with seccompDefault: true
+	// (--seccomp-default); false, or a host older than this field: such a
+	// container runs unconfined, the kubelet's default. kip's
+	// cells.seccompDefault. A profile the pod names is applied as named.
+	SeccompDefault bool `protobuf:"varint,30,opt,name=seccomp_default,json=seccompDefault,proto3" json:"seccomp_default,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ApplyPodRequest) Reset() {
@@ -153,6 +160,13 @@ func (x *ApplyPodRequest) GetPodAddress() string {
 		return x.PodAddress
 	}
 	return ""
+}
+
+func (x *ApplyPodRequest) GetSeccompDefault() bool {
+	if x != nil {
+		return x.SeccompDefault
+	}
+	return false
 }
 
 // ClusterDNS is what a kubelet is configured with (--cluster-dns,
@@ -2428,7 +2442,7 @@ var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
-	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x04\n" +
+	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x04\n" +
 	"\x0fApplyPodRequest\x12\x19\n" +
 	"\bpod_json\x18\x01 \x01(\fR\apodJson\x12\x1e\n" +
 	"\n" +
@@ -2441,7 +2455,8 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	" \x01(\v2\x17.kip.cell.v1.ClusterDNSR\n" +
 	"clusterDns\x12\x1f\n" +
 	"\vpod_address\x18\x14 \x01(\tR\n" +
-	"podAddress\x1aL\n" +
+	"podAddress\x12'\n" +
+	"\x0fseccomp_default\x18\x1e \x01(\bR\x0eseccompDefault\x1aL\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.kip.cell.v1.EnvListR\x05value:\x028\x01\x1aT\n" +
