@@ -258,6 +258,9 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		for _, w := range securityWarnings(d.Pod) {
 			m.emitLocked(EventWarning, ReasonSecurityNotHonoured, "", "%s", w)
 		}
+		for _, w := range hostPortWarnings(d.Pod, ownAddress(&dd) != "") {
+			m.emitLocked(EventWarning, ReasonHostPortNotMapped, "", "%s", w)
+		}
 		t := metav1.NewTime(m.now())
 		m.startTime = &t
 		m.startWorkersLocked(ctx)

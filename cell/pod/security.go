@@ -264,6 +264,30 @@ func securityWarnings(pod *corev1.Pod) []string {
 	return out
 }
 
+// ReasonHostPortNotMapped is the Warning event of a pod whose container
+// asks for a hostPort the cell does not forward to it.
+const ReasonHostPortNotMapped = "HostPortNotMapped"
+
+// hostPortWarnings says which of pod's hostPorts a cell does not map, one
+// message each. A cell forwards nothing from its instance's address to
+// the pod: a pod in a network namespace of its own (ownNetwork) is reached
+// at its pod IP only, and one in the instance's namespace at the port it
+// listens on, which is its hostPort only where the two are the same (with
+// hostNetwork, the API server requires that).
+func hostPortWarnings(pod *corev1.Pod, ownNetwork bool) []string {
+	var out []string
+	forEachContainer(pod, func(c *corev1.Container) {
+		for _, p := range c.Ports {
+			if p.HostPort == 0 || (!ownNetwork && p.HostPort == p.ContainerPort) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("hostPort %d of container %s is not mapped: kip cells do not forward the instance's ports; "+
+				"the container is reached at the pod's IP, port %d", p.HostPort, c.Name, p.ContainerPort))
+		}
+	})
+	return out
+}
+
 // forEachContainer calls fn for every init and app container of pod.
 func forEachContainer(pod *corev1.Pod, fn func(*corev1.Container)) {
 	for i := range pod.Spec.InitContainers {

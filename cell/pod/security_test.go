@@ -200,14 +200,43 @@ func TestSecurityWarnings(t *testing.T) {
 	}
 }
 
+func TestHostPortWarnings(t *testing.T) {
+	pod := securityPod(nil, nil)
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 80}, {ContainerPort: 9090, HostPort: 9090}, {ContainerPort: 7070}}
+	for _, tc := range []struct {
+		name       string
+		ownNetwork bool
+		want       []string
+	}{
+		{"own network: every hostPort", true, []string{
+			"hostPort 80 of container app is not mapped: kip cells do not forward the instance's ports; the container is reached at the pod's IP, port 8080",
+			"hostPort 9090 of container app is not mapped: kip cells do not forward the instance's ports; the container is reached at the pod's IP, port 9090",
+		}},
+		{"the instance's network: a hostPort other than the containerPort", false, []string{
+			"hostPort 80 of container app is not mapped: kip cells do not forward the instance's ports; the container is reached at the pod's IP, port 8080",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, hostPortWarnings(pod, tc.ownNetwork)); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if w := hostPortWarnings(securityPod(nil, nil), true); len(w) > 0 {
+		t.Errorf("a pod without hostPorts: %v", w)
+	}
+}
+
 // The manager: a container that breaks runAsNonRoot waits with
 // CreateContainerConfigError and the kubelet's message and never starts;
-// one with a user starts with it.
+// one with a user starts with it; a hostPort it does not map is a
+// HostPortNotMapped warning.
 func TestManagerSecurity(t *testing.T) {
 	rt := newFakeRuntime()
 	m := newManager(t, rt)
 	p := testPod(corev1.RestartPolicyAlways, "app")
 	p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SELinuxOptions: &corev1.SELinuxOptions{Level: "s0"}}
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 80}}
 	apply(t, m, 1, p)
 	const msg = `container has runAsNonRoot and image will run as root (pod: "p_ns(uid-1)", container: app)`
 	st := waitStatus(t, m, "CreateContainerConfigError", func(s corev1.PodStatus) bool {
@@ -219,6 +248,7 @@ func TestManagerSecurity(t *testing.T) {
 	}
 	waitEvent(t, m, "Failed", "Error: "+msg)
 	waitEvent(t, m, ReasonSecurityNotHonoured, "seLinuxOptions of the pod")
+	waitEvent(t, m, ReasonHostPortNotMapped, "hostPort 80 of container app is not mapped")
 	if n := len(rt.startedNames()); n != 0 {
 		t.Errorf("%d containers started", n)
 	}
