@@ -311,6 +311,13 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 		specOpts = append(specOpts, oci.WithMemoryLimit(uint64(l)))
 	}
 	if q := spec.Resources.CPUQuotaMillis; q > 0 {
+		// A limit above the cell's own CPU runs at the cell's: cgroup v1
+		// refuses a container's quota above its parent's (a local cell's
+		// cgroup has its type's CPU), where a kubelet's pods run beneath no
+		// quota and a limit above the node's CPU is simply never reached.
+		if ceiling := cgroupCPUMillis(cgroupRoot, r.cfg.CgroupParent); ceiling > 0 && q > ceiling {
+			q = ceiling
+		}
 		const period = 100000
 		quota := q * period / 1000
 		if quota < 1000 {
@@ -544,6 +551,38 @@ func (r *Containerd) cleanupShared(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("releasing the lease of cell %s: %w", r.cfg.Cell, err))
 	}
 	return errors.Join(errs...)
+}
+
+// cgroupRoot is where the cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroupCPUMillis is the CPU quota of cgroup (a path from the root of the
+// hierarchy) in millicores, read under root: cpu.max in cgroup v2,
+// cpu.cfs_quota_us and cpu.cfs_period_us of the cpu hierarchy in v1. 0
+// when it has none, cgroup is empty, or it cannot be read.
+func cgroupCPUMillis(root, cgroup string) int64 {
+	if cgroup == "" {
+		return 0
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	var quota, period string
+	if f := strings.Fields(read(path.Join(cgroup, "cpu.max"))); len(f) == 2 {
+		quota, period = f[0], f[1]
+	} else {
+		quota, period = read(path.Join("cpu", cgroup, "cpu.cfs_quota_us")), read(path.Join("cpu", cgroup, "cpu.cfs_period_us"))
+	}
+	q, err1 := strconv.ParseInt(quota, 10, 64)
+	p, err2 := strconv.ParseInt(period, 10, 64)
+	if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
+		return 0 // "max", -1: no quota
+	}
+	return q * 1000 / p
 }
 
 // cgroupPath is the cgroup of container id, from the root of the

@@ -230,6 +230,73 @@ func TestContainerd(t *testing.T) {
 	})
 }
 
+// TestContainerdCPULimitAboveTheCell: a container whose CPU limit is above
+// its cell's CPU (the CgroupParent's quota, 500m here) runs, at the cell's
+// CPU, as a pod whose limit is above its node's runs on a kubelet. cgroup
+// v1 refuses a child's quota above its parent's: asked for as is, runc
+// fails to create the container ("invalid argument").
+func TestContainerdCPULimitAboveTheCell(t *testing.T) {
+	containerdtest.Require(t)
+	ctx := t.Context()
+	d := containerdtest.StartDaemon(t)
+	reg, err := registry.Start(ctx, registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	set, err := images.PushAll(ctx, reg)
+	if err != nil {
+		t.Fatalf("pushing test images: %v", err)
+	}
+	parent := "/kip-rt-cell-" + containerdtest.Random(6)
+	const root = "/sys/fs/cgroup"
+	cpuDir, files := filepath.Join(root, "cpu", parent), map[string]string{"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "50000"}
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		cpuDir, files = filepath.Join(root, parent), map[string]string{"cpu.max": "50000 100000"}
+	}
+	if err := os.MkdirAll(cpuDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dirs, _ := filepath.Glob(filepath.Join(root, "*", parent))
+		for _, dir := range append(dirs, filepath.Join(root, parent)) {
+			_ = syscall.Rmdir(dir)
+		}
+	})
+	for name, value := range files {
+		if err := os.WriteFile(filepath.Join(cpuDir, name), []byte(value), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := runtime.NewContainerd(d.Client, runtime.ContainerdConfig{
+		Namespace: "kip-rt-" + containerdtest.Random(6), StateDir: filepath.Join(d.Dir, "agent"), RuncRoot: d.RuncRoot, CgroupParent: parent,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := rt.EnsureImage(ctx, set.Busybox.Ref, runtime.PullIfNotPresent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	task, err := rt.Start(ctx, runtime.ContainerSpec{
+		ID: "limited-0", Name: "limited", Image: img, Args: []string{"echo", "ran"},
+		Resources: runtime.Resources{CPUQuotaMillis: 1250},
+		Stdout:    &out, Stderr: &out,
+	})
+	if err != nil {
+		t.Fatalf("Start with limits.cpu 1250m in a 500m cell: %v", err)
+	}
+	waitExited(t, task, 60*time.Second, "the container did not end")
+	st := task.Status()
+	if err := task.Delete(ctx); err != nil {
+		t.Errorf("Delete: %v", err)
+	}
+	if st.Code != 0 || strings.TrimSpace(out.String()) != "ran" {
+		t.Errorf("the container: %+v, output %q; want it to run", st, out.String())
+	}
+}
+
 // TestContainerdCgroupParent: with CgroupParent (a local cell's cgroup),
 // a container's cgroup is made inside it, so the parent's memory limit
 // bounds a container that has none of its own, as an instance's size
