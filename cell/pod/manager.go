@@ -159,6 +159,10 @@ type Manager struct {
 	// deadline is set once activeDeadlineSeconds passed: the pod is
 	// Failed with reason DeadlineExceeded and its containers are stopped.
 	deadline bool
+	// networkUp is set once the pod's network is there (setupNetwork,
+	// or an earlier agent's, Restore): its podIP is reported from then
+	// on.
+	networkUp bool
 
 	// events wait here for the host (see Events).
 	events eventLog
@@ -627,8 +631,20 @@ func (m *Manager) NetNS() string {
 	return cmp.Or(m.netns, m.cfg.NetNSPath)
 }
 
-// podIPLocked is the pod's address: its own, or the cell's.
+// podIPLocked is the pod's IP as its status reports it, "" while it has
+// none. As the kubelet's (kubelet_pods.go of v1.36): a hostNetwork pod
+// has the cell's at once (generateAPIPodStatus gives it the node's); any
+// other pod only once its network is up (convertStatusToAPIStatus takes
+// the IPs of the pod's sandbox): its own address, or the cell's.
 func (m *Manager) podIPLocked() string {
+	switch {
+	case m.desired == nil:
+		return ""
+	case m.desired.Pod.Spec.HostNetwork:
+		return m.cfg.PodIP
+	case !m.networkUp:
+		return ""
+	}
 	return cmp.Or(ownAddress(m.desired), m.cfg.PodIP)
 }
 
@@ -641,6 +657,8 @@ const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
 // first.
 func (m *Manager) setupNetwork(ctx context.Context, d *Desired) bool {
 	if m.cfg.Network == nil {
+		// The cell's namespace, there all along.
+		m.update(func() { m.networkUp = true })
 		return true
 	}
 	var delay time.Duration
@@ -648,9 +666,7 @@ func (m *Manager) setupNetwork(ctx context.Context, d *Desired) bool {
 		delay = m.nextDelay(delay)
 		path, err := m.cfg.Network(ctx, ownAddress(d))
 		if err == nil {
-			m.mu.Lock()
-			m.netns = path
-			m.mu.Unlock()
+			m.update(func() { m.netns, m.networkUp = path, true })
 			return true
 		}
 		m.log.WarnContext(ctx, "setting up the pod's network", "error", err, "retry_in", delay)

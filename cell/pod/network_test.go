@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -132,4 +133,110 @@ func TestPodAddressWithoutNetwork(t *testing.T) {
 		t.Errorf("podIP %s in %s, want the cell's 10.0.0.7 in /var/run/netns/test", st.PodIP, m.NetNS())
 	}
 	deletePod(t, m, 0)
+}
+
+// TestPodIPOnceNetworkIsUp: as the kubelet reports no pod IP until the
+// pod's sandbox has its network (pkg/kubelet/kubelet_pods.go
+// convertStatusToAPIStatus, from the sandbox's status), the manager
+// reports none until Config.Network has made the pod's; a hostNetwork pod
+// has the cell's at once, as the kubelet gives such a pod the node's
+// (generateAPIPodStatus).
+func TestPodIPOnceNetworkIsUp(t *testing.T) {
+	tests := []struct {
+		name        string
+		address     string
+		hostNetwork bool
+		wantBefore  string // the podIP while the network is being made
+		wantAfter   string
+	}{
+		{name: "own address", address: "10.0.0.8", wantBefore: "", wantAfter: "10.0.0.8"},
+		{name: "no address", wantBefore: "", wantAfter: "10.0.0.7"},
+		{name: "hostNetwork", address: "10.0.0.8", hostNetwork: true, wantBefore: "10.0.0.7", wantAfter: "10.0.0.7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := newFakeRuntime()
+			asked, release := make(chan struct{}), make(chan struct{})
+			m := New(Config{
+				Runtime: rt, Logs: logs.NewStore(t.TempDir()), PodIP: "10.0.0.7", HostIP: "10.0.0.7",
+				NetNSPath: "/var/run/netns/cell", Backoff: testBackoff,
+				Network: func(ctx context.Context, address string) (string, error) {
+					close(asked)
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return "", ctx.Err()
+					}
+					if address == "" {
+						return "/var/run/netns/cell", nil
+					}
+					return "/state/podnet/net", nil
+				},
+			})
+			if st := m.PodStatus(); st.PodIP != "" || st.PodIPs != nil {
+				t.Errorf("before any pod: podIP %q %v, want none", st.PodIP, st.PodIPs)
+			}
+			p := testPod(corev1.RestartPolicyAlways, "main")
+			p.Spec.HostNetwork = tt.hostNetwork
+			if _, err := m.Apply(t.Context(), Desired{Generation: 1, Pod: p, PodAddress: tt.address}); err != nil {
+				t.Fatal(err)
+			}
+			<-asked
+			st := m.PodStatus()
+			if st.PodIP != tt.wantBefore || !slices.Equal(st.PodIPs, podIPs(tt.wantBefore)) {
+				t.Errorf("while the network is made: %s, podIP %q %v; want %q", st.Phase, st.PodIP, st.PodIPs, tt.wantBefore)
+			}
+			if st.HostIP != "10.0.0.7" {
+				t.Errorf("while the network is made: hostIP %q, want the cell's 10.0.0.7", st.HostIP)
+			}
+			close(release)
+			st = waitStatus(t, m, "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+			if st.PodIP != tt.wantAfter || !slices.Equal(st.PodIPs, podIPs(tt.wantAfter)) {
+				t.Errorf("running: podIP %q %v, want %q", st.PodIP, st.PodIPs, tt.wantAfter)
+			}
+			deletePod(t, m, 0)
+		})
+	}
+}
+
+// podIPs is the status's podIPs of a pod with podIP ip.
+func podIPs(ip string) []corev1.PodIP {
+	if ip == "" {
+		return nil
+	}
+	return []corev1.PodIP{{IP: ip}}
+}
+
+// TestRestoredPodKeepsItsIP: an agent that resumes a pod whose network
+// the earlier one made reports the pod's IP at once, as a restarted
+// kubelet finds the sandbox and its IP, not only once Config.Network
+// has run again.
+func TestRestoredPodKeepsItsIP(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	newAgent := func(network func(context.Context, string) (string, error)) *Manager {
+		return New(Config{
+			Runtime: rt, Logs: logs.NewStore(dir + "/logs"), PodIP: "10.0.0.7", HostIP: "10.0.0.7",
+			NetNSPath: "/var/run/netns/cell", Backoff: testBackoff, StatePath: dir + "/pod.json", Network: network,
+		})
+	}
+	first := newAgent(func(context.Context, string) (string, error) { return "/state/podnet/net", nil })
+	if _, err := first.Apply(t.Context(), Desired{Generation: 1, Pod: testPod(corev1.RestartPolicyAlways, "main"), PodAddress: "10.0.0.8"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, first, "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning && s.PodIP == "10.0.0.8" })
+
+	// The first agent dies; the second one's Network never answers (both
+	// are left as they are, as in the other Restore tests: nothing more
+	// is written under dir).
+	second := newAgent(func(ctx context.Context, _ string) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	if !restore(t, second, "uid-1") {
+		t.Fatal("Restore found nothing to resume")
+	}
+	if st := second.PodStatus(); st.PodIP != "10.0.0.8" || !slices.Equal(st.PodIPs, podIPs("10.0.0.8")) {
+		t.Errorf("resumed: podIP %q %v, want the pod's 10.0.0.8 as before", st.PodIP, st.PodIPs)
+	}
 }

@@ -212,6 +212,9 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	m.beginLocked(d)
 	m.startTime, m.initDone, m.initFail, m.deadline = st.StartTime, st.InitDone, st.InitFail, st.Deadline
 	m.status = st.Status
+	// The earlier agent reported the pod's IP: its network is there (a
+	// pinned namespace, or the cell's), as a sandbox outlives a kubelet.
+	m.networkUp = st.Status.PodIP != ""
 	saved := map[string]savedContainer{}
 	for _, sc := range st.Containers {
 		saved[containerKey(sc.Init, sc.Name)] = sc
