@@ -66,6 +66,8 @@ type fakeAgent struct {
 	// seccompDefault its node's seccomp default.
 	podAddress     string
 	seccompDefault bool
+	// first is the phase it reports first; empty: Running.
+	first corev1.PodPhase
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
@@ -98,8 +100,14 @@ func (a *fakeAgent) ApplyServices(_ context.Context, req *cellv1.ApplyServicesRe
 
 func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
 	send := func(phase corev1.PodPhase) error {
-		data, _ := json.Marshal(corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: phase == corev1.PodRunning}}})
+		st := corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: phase == corev1.PodRunning}}}
 		a.mu.Lock()
+		// The pod's IP once its network is up, which a real agent has
+		// made before any container ran.
+		if ip := a.podAddress; ip != "" && phase != corev1.PodPending {
+			st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		}
+		data, _ := json.Marshal(st)
 		u := &cellv1.PodStatusUpdate{StatusJson: data, PodUid: a.uid}
 		a.mu.Unlock()
 		if phase == corev1.PodRunning {
@@ -107,7 +115,13 @@ func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStrea
 		}
 		return s.Send(u)
 	}
-	if err := send(corev1.PodRunning); err != nil {
+	a.mu.Lock()
+	first := a.first
+	a.mu.Unlock()
+	if first == "" {
+		first = corev1.PodRunning
+	}
+	if err := send(first); err != nil {
 		return err
 	}
 	for {
@@ -199,6 +213,9 @@ type setup struct {
 	source dispatch.Source
 	// agentGen is the generation the fake agent starts at.
 	agentGen int64
+	// agentPhase is the phase the fake agent reports first; empty:
+	// Running.
+	agentPhase corev1.PodPhase
 	// silent, when set, says which cells' agents never answer.
 	silent func(cellID string) bool
 }
@@ -210,7 +227,7 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), notices: make(chan []*cellv1.InstanceNotice, 4), gen: s.agentGen}
+	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), notices: make(chan []*cellv1.InstanceNotice, 4), gen: s.agentGen, first: s.agentPhase}
 	lis := serveAgent(t, agent)
 
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -352,6 +369,38 @@ func TestSeccompDefaultReachesTheAgent(t *testing.T) {
 				t.Errorf("the agent was sent seccomp default %v, want %v", h.agent.seccompDefault, on)
 			}
 		})
+	}
+}
+
+// TestPodIPIsTheAgents: the pod's IP in the API is the one its agent
+// reports, which it reports once the pod's network is up (as a kubelet
+// once the sandbox has its network); the host fills in none from the
+// plugin's addresses before, while it does fill in the host's.
+func TestPodIPIsTheAgents(t *testing.T) {
+	h := newHarnessSetup(t, setup{agentPhase: corev1.PodPending})
+	h.start(t)
+	pod := newPod("web", "uid-1")
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.CreatePod(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	pending := h.waitNotified(t, "the agent's Pending", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodPending && p.Status.HostIP != ""
+	})
+	insts := h.plugin.Store().Instances()
+	if len(insts) != 1 || insts[0].PodAddress() == "" {
+		t.Fatalf("instances %+v, want one with a pod address", insts)
+	}
+	if st := pending.Status; st.PodIP != "" || st.PodIPs != nil || st.HostIP != insts[0].PrivateAddress() {
+		t.Errorf("pending: podIP %q %v, hostIP %q; want no pod IP yet and the cell's %s as the host's",
+			st.PodIP, st.PodIPs, st.HostIP, insts[0].PrivateAddress())
+	}
+	h.agent.phases <- corev1.PodRunning
+	running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if st := running.Status; st.PodIP != insts[0].PodAddress() || len(st.PodIPs) != 1 || st.PodIPs[0].IP != st.PodIP {
+		t.Errorf("running: podIP %q %v, want the agent's %s", st.PodIP, st.PodIPs, insts[0].PodAddress())
 	}
 }
 

@@ -364,16 +364,13 @@ func containerFieldPath(pod *corev1.Pod, name string) string {
 
 // agentStatus takes the status the agent reports, keeps what only the API
 // knows (PodScheduled, start time), and terminates the cell once the pod
-// has ended.
+// has ended. The pod's IP is the agent's alone: it reports one once the
+// pod's network is up, as a kubelet once the pod's sandbox has its
+// network; the host, which cannot tell when that is, fills in none.
 func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, addrs addresses) {
 	c.mu.Lock()
 	prev := c.status
 	next := *st.DeepCopy()
-	if next.PodIP == "" {
-		ip := addrs.podIP(c.desired)
-		next.PodIP = ip
-		next.PodIPs = []corev1.PodIP{{IP: ip}}
-	}
 	if next.HostIP == "" {
 		next.HostIP = addrs.agent
 		next.HostIPs = []corev1.HostIP{{IP: addrs.agent}}
