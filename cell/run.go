@@ -209,7 +209,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer closeRuntime()
-	proxy, noServices, err := serviceProxy(cfg, ownPodNetwork, log)
+	proxy, podIPTables, noServices, err := serviceProxy(cfg, ownPodNetwork, log)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func Run(ctx context.Context, cfg Config) error {
 	store := logs.NewStore(filepath.Join(cfg.StateDir, "logs"))
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
-		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, ownPodNetwork, proxy, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
+		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, ownPodNetwork, proxy, podIPTables, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
 		StatePath: filepath.Join(cfg.StateDir, StateFile), Backoff: cfg.Backoff, Logger: log,
 	})
 	// An earlier agent of this cell (it died; its service manager started
@@ -363,38 +363,39 @@ func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.
 // none. A cell without iptables still runs its pod: it says so in its log
 // and to the host. Where the pod may have a namespace of its own
 // (ownPodNetwork), the proxy holds the table until podNetwork knows the
-// namespace and gives it its iptables.
-func serviceProxy(cfg Config, ownPodNetwork bool, log *slog.Logger) (proxy *services.Proxy, why string, err error) {
+// namespace and points podIPTables, checked here in the cell's, at it.
+func serviceProxy(cfg Config, ownPodNetwork bool, log *slog.Logger) (proxy *services.Proxy, podIPTables *services.IPTables, why string, err error) {
 	switch cfg.ServiceProxy {
 	case "", ServiceProxyIPTables:
 		if cfg.ServicePrograms != nil {
-			return services.New(cfg.ServicePrograms), "", nil
+			return services.New(cfg.ServicePrograms), nil, "", nil
 		}
 		ipt, err := services.NewIPTables(cfg.NetNSPath, log)
 		if err != nil {
 			log.Warn("ClusterIP services will not be reachable from this cell", "error", err)
-			return nil, err.Error(), nil
+			return nil, nil, err.Error(), nil
 		}
 		if !ownPodNetwork {
-			return services.New(ipt), "", nil
+			return services.New(ipt), nil, "", nil
 		}
-		return services.New(nil), "", nil
+		return services.New(nil), ipt, "", nil
 	case ServiceProxyNone:
-		return nil, "the cell agent runs with --service-proxy=none", nil
+		return nil, nil, "the cell agent runs with --service-proxy=none", nil
 	}
-	return nil, "", fmt.Errorf("running cell agent: unknown service proxy %q (want %s or %s)", cfg.ServiceProxy, ServiceProxyIPTables, ServiceProxyNone)
+	return nil, nil, "", fmt.Errorf("running cell agent: unknown service proxy %q (want %s or %s)", cfg.ServiceProxy, ServiceProxyIPTables, ServiceProxyNone)
 }
 
 // podNetwork is the pod manager's Network (pod.Config.Network), nil
 // unless the pod may have a namespace of its own (own: the agent runs in
 // the cell's). Given the pod's own address it makes the pod its own
 // namespace (cell/podnet, pinned under PodNetDir), else the pod joins the
-// agent's (NetNSPath); then, unless the proxy counts services
-// (ServicePrograms), the ClusterIP services are programmed into the
-// namespace the pod joins. A failure to program them does not keep the
-// pod from starting: the host's next ApplyServices tries again, as before
-// the pod had a namespace of its own.
-func podNetwork(cfg Config, own bool, proxy *services.Proxy, log *slog.Logger) func(ctx context.Context, address string) (string, error) {
+// agent's (NetNSPath); then, with ipt (serviceProxy's podIPTables: the
+// proxy programs iptables, not counts services), the ClusterIP services
+// are programmed into the namespace the pod joins. A failure to program
+// them does not keep the pod from starting: the host's next
+// ApplyServices tries again, as before the pod had a namespace of its
+// own.
+func podNetwork(cfg Config, own bool, proxy *services.Proxy, ipt *services.IPTables, log *slog.Logger) func(ctx context.Context, address string) (string, error) {
 	if !own {
 		return nil
 	}
@@ -409,12 +410,8 @@ func podNetwork(cfg Config, own bool, proxy *services.Proxy, log *slog.Logger) f
 				return "", err
 			}
 		}
-		if proxy != nil && cfg.ServicePrograms == nil {
-			ipt, err := services.NewIPTables(path, log)
-			if err == nil {
-				err = proxy.SetProgrammer(ctx, ipt)
-			}
-			if err != nil {
+		if ipt != nil {
+			if err := proxy.SetProgrammer(ctx, ipt.In(path)); err != nil {
 				log.WarnContext(ctx, "programming the ClusterIP services into the pod's network", "error", err)
 			}
 		}

@@ -64,7 +64,7 @@ func TestServiceProxy(t *testing.T) {
 			var logged bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&logged, nil))
 			cfg := Config{NetNSPath: netns, StateDir: t.TempDir()}
-			proxy, why, err := serviceProxy(cfg, tt.own, log)
+			proxy, podIPTables, why, err := serviceProxy(cfg, tt.own, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestServiceProxy(t *testing.T) {
 					t.Fatalf("Apply: %v", err)
 				}
 			}
-			if network := podNetwork(cfg, tt.own, proxy, log); network != nil {
+			if network := podNetwork(cfg, tt.own, proxy, podIPTables, log); network != nil {
 				path, err := network(t.Context(), "")
 				if err != nil || path != netns {
 					t.Fatalf("network(\"\") = %q, %v; want the cell's %s", path, err, netns)

@@ -42,11 +42,26 @@ func NewIPTables(netnsPath string, log *slog.Logger) (*IPTables, error) {
 			return nil, fmt.Errorf("programming services with iptables: %w", err)
 		}
 	}
-	prefix := []string(nil)
 	if netnsPath != "" {
 		if _, err := exec.LookPath("nsenter"); err != nil {
 			return nil, fmt.Errorf("programming services in network namespace %s: %w", netnsPath, err)
 		}
+	}
+	return newIPTables(netnsPath, log), nil
+}
+
+// In returns an IPTables that programs the network namespace at
+// netnsPath with t's commands, nothing written there yet. It checks none
+// of them again: t must have been made for a namespace too (NewIPTables
+// with a path found nsenter).
+func (t *IPTables) In(netnsPath string) *IPTables {
+	return newIPTables(netnsPath, t.log)
+}
+
+// newIPTables is NewIPTables without the checks.
+func newIPTables(netnsPath string, log *slog.Logger) *IPTables {
+	prefix := []string(nil)
+	if netnsPath != "" {
 		prefix = []string{"nsenter", "--net=" + netnsPath, "--"}
 	}
 	t := &IPTables{netns: netnsPath, log: log}
@@ -61,7 +76,7 @@ func NewIPTables(netnsPath string, log *slog.Logger) (*IPTables, error) {
 		}
 		return stdout.Bytes(), nil
 	}
-	return t, nil
+	return t
 }
 
 // Program implements Programmer: one iptables-restore that rewrites what

@@ -242,3 +242,29 @@ func inNetns[T any](path string, fn func() (T, error)) (T, error) {
 	r := <-ch
 	return r.v, r.err
 }
+
+// TestIPTablesIn: In makes an IPTables whose commands run in another
+// namespace, and leaves the one it came from as it was.
+func TestIPTablesIn(t *testing.T) {
+	dir := t.TempDir()
+	// A stand-in nsenter that says what it was asked to run.
+	if err := os.WriteFile(filepath.Join(dir, "nsenter"), []byte("#!/bin/sh\necho \"$*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	cell := newIPTables("/proc/1/ns/net", slog.New(slog.DiscardHandler))
+	pod := cell.In("/run/kip/podnet/net")
+	for _, tt := range []struct {
+		name string
+		ipt  *IPTables
+		want string
+	}{
+		{name: "the pod's", ipt: pod, want: "--net=/run/kip/podnet/net -- iptables-save"},
+		{name: "the cell's", ipt: cell, want: "--net=/proc/1/ns/net -- iptables-save"},
+	} {
+		out, err := tt.ipt.run(t.Context(), nil, iptablesSave)
+		if got := strings.TrimSpace(string(out)); err != nil || got != tt.want {
+			t.Errorf("%s: ran %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+}
