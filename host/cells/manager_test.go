@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
@@ -68,13 +70,22 @@ type fakeAgent struct {
 	seccompDefault bool
 	// first is the phase it reports first; empty: Running.
 	first corev1.PodPhase
+	// noPodNetwork plays an agent that gives no pod a namespace of its
+	// own (a light cell's): it refuses a pod address, Unimplemented.
+	noPodNetwork bool
+	// env is the environment of the last ApplyPod taken.
+	env map[string]*cellv1.EnvList
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls = append(a.calls, fmt.Sprintf("pod %d", req.GetGeneration()))
+	if a.noPodNetwork && req.GetPodAddress() != "" {
+		return nil, status.Error(codes.Unimplemented, "applying pod: this cell gives no pod a network namespace of its own")
+	}
 	a.applied = append(a.applied, req.GetGeneration())
+	a.env = req.GetEnv()
 	a.creds = req.GetRegistryCredentials()
 	a.podAddress = req.GetPodAddress()
 	a.seccompDefault = req.GetSeccompDefault()
@@ -216,6 +227,8 @@ type setup struct {
 	// agentPhase is the phase the fake agent reports first; empty:
 	// Running.
 	agentPhase corev1.PodPhase
+	// noPodNetwork: the fake agent refuses a pod address.
+	noPodNetwork bool
 	// silent, when set, says which cells' agents never answer.
 	silent func(cellID string) bool
 }
@@ -227,7 +240,7 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), notices: make(chan []*cellv1.InstanceNotice, 4), gen: s.agentGen, first: s.agentPhase}
+	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), notices: make(chan []*cellv1.InstanceNotice, 4), gen: s.agentGen, first: s.agentPhase, noPodNetwork: s.noPodNetwork}
 	lis := serveAgent(t, agent)
 
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -401,6 +414,62 @@ func TestPodIPIsTheAgents(t *testing.T) {
 	running := h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	if st := running.Status; st.PodIP != insts[0].PodAddress() || len(st.PodIPs) != 1 || st.PodIPs[0].IP != st.PodIP {
 		t.Errorf("running: podIP %q %v, want the agent's %s", st.PodIP, st.PodIPs, insts[0].PodAddress())
+	}
+}
+
+// TestDownwardAPIPodIP: the pod's IP the host resolves the downward API
+// with (fieldRef status.podIP) is the address the pod has: its own, on a
+// cell that gives it one; the cell's for a hostNetwork pod, and on a cell
+// whose agent gives no pod a namespace of its own (a light cell's), which
+// refuses the pod address: the pod is sent again without it.
+func TestDownwardAPIPodIP(t *testing.T) {
+	tests := []struct {
+		name         string
+		noPodNetwork bool
+		hostNetwork  bool
+		wantOwn      bool // the pod's own address; else the cell's
+	}{
+		{name: "own address", wantOwn: true},
+		{name: "hostNetwork", hostNetwork: true},
+		{name: "cell without pod network", noPodNetwork: true},
+		{name: "hostNetwork, cell without pod network", noPodNetwork: true, hostNetwork: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarnessSetup(t, setup{noPodNetwork: tt.noPodNetwork, config: func(c *Config) { c.AllowHostNetwork = true }})
+			h.start(t)
+			pod := newPod("web", "uid-1")
+			pod.Spec.HostNetwork = tt.hostNetwork
+			pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MY_POD_IP",
+				ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}
+			if err := h.indexer.Add(pod); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.m.CreatePod(t.Context(), pod); err != nil {
+				t.Fatal(err)
+			}
+			h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			insts := h.plugin.Store().Instances()
+			if len(insts) != 1 || insts[0].PodAddress() == "" {
+				t.Fatalf("instances %+v, want one with a pod address", insts)
+			}
+			want, wantSent := insts[0].PrivateAddress(), insts[0].PodAddress()
+			if tt.wantOwn {
+				want = insts[0].PodAddress()
+			}
+			if tt.noPodNetwork {
+				wantSent = ""
+			}
+			h.agent.mu.Lock()
+			defer h.agent.mu.Unlock()
+			got := h.agent.env["main"].GetVars()
+			if len(got) != 1 || got[0].GetName() != "MY_POD_IP" || got[0].GetValue() != want {
+				t.Errorf("the agent took env %v, want MY_POD_IP=%s", got, want)
+			}
+			if h.agent.podAddress != wantSent {
+				t.Errorf("the agent took pod address %q, want %q", h.agent.podAddress, wantSent)
+			}
+		})
 	}
 }
 

@@ -166,6 +166,14 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 			n = 0
 			continue
 		}
+		if addrs.pod != "" && dispatch.NoPodNetwork(err) {
+			// The pod runs at the cell's address: its downward API
+			// says so.
+			c.log.Info("the cell's agent gives the pod no address of its own; it runs at the cell's",
+				"pod_address", addrs.pod, "address", addrs.agent)
+			addrs.pod, n = "", 0
+			continue
+		}
 		if err == nil {
 			sent, sentGen, failing, n = req, gen, false, 0
 			if first {
@@ -438,7 +446,8 @@ func (c *cell) nudge() {
 
 // addresses are a running cell's: the agent's (the instance's private
 // address, the pod's hostIP) and the pod's own (pluginapi.AddressPod),
-// empty when the plugin gives none.
+// empty when the plugin gives none or the agent refuses it
+// (dispatch.NoPodNetwork).
 type addresses struct{ agent, pod string }
 
 // podIP is the pod's IP: its own address, unless it has none or shares

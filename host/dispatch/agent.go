@@ -13,8 +13,10 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -105,13 +107,23 @@ func (a *Agent) Close() error { return a.cc.Close() }
 // Apply sends the desired pod and returns the generation the agent now
 // works towards: req's, or a higher one it already has (then it ignored
 // req). Idempotent: the agent converges to the highest generation it has
-// seen.
+// seen. An agent that gives no pod a network namespace of its own
+// refuses a pod address (NoPodNetwork).
 func (a *Agent) Apply(ctx context.Context, req *cellv1.ApplyPodRequest) (int64, error) {
 	resp, err := a.c.ApplyPod(ctx, req)
 	if err != nil {
 		return 0, fmt.Errorf("applying pod to cell %s: %w", a.cellID, err)
 	}
 	return resp.GetGeneration(), nil
+}
+
+// NoPodNetwork reports whether err is an agent's refusal of the pod
+// address an Apply carried (cellv1.ApplyPodRequest.pod_address): it gives
+// no pod a network namespace of its own (a light cell's agent) and took
+// nothing. The pod runs at the cell's address; send it again without one,
+// resolved for that address.
+func NoPodNetwork(err error) bool {
+	return status.Code(err) == codes.Unimplemented
 }
 
 // ApplyServices sends the cell's ClusterIP services, the host's whole

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	corev1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
@@ -236,5 +239,25 @@ func TestAgentPortForward(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("PortForward did not end after the client closed")
+	}
+}
+
+// TestNoPodNetwork: only an agent's Unimplemented answer to ApplyPod, as
+// Apply wraps it, is a refusal of the pod address.
+func TestNoPodNetwork(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "refused", err: fmt.Errorf("applying pod to cell c: %w", status.Error(codes.Unimplemented, "this cell gives no pod a network namespace of its own")), want: true},
+		{name: "another pod", err: fmt.Errorf("applying pod to cell c: %w", status.Error(codes.FailedPrecondition, "cell already runs another pod"))},
+		{name: "unreachable", err: status.Error(codes.Unavailable, "connection refused")},
+		{name: "no error"},
+	}
+	for _, tt := range tests {
+		if got := NoPodNetwork(tt.err); got != tt.want {
+			t.Errorf("%s: NoPodNetwork(%v) = %v, want %v", tt.name, tt.err, got, tt.want)
+		}
 	}
 }

@@ -70,7 +70,11 @@ type ApplyPodRequest struct {
 	// the path to the cloud's metadata stay; the pod's podIP is this
 	// address. The same in every generation. Empty (a plugin that gives no
 	// pod address, a host older than this field): the pod shares the
-	// instance's namespace and address.
+	// instance's namespace and address. An agent that gives no pod a
+	// namespace of its own (a light cell's, which runs its pods in a
+	// namespace it was given) answers UNIMPLEMENTED and takes nothing: the
+	// host resolved the pod's downward API (status.podIP) for this address,
+	// and sends the pod again without it, resolved for the instance's.
 	PodAddress string `protobuf:"bytes,20,opt,name=pod_address,json=podAddress,proto3" json:"pod_address,omitempty"`
 	// A container whose pod and whose own securityContext set no
 	// seccompProfile runs with the runtime's default profile
