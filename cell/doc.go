@@ -55,7 +55,12 @@
 // as podIP; the ClusterIP services are programmed there (the service
 // proxy holds the host's table until then). Without one, and for a
 // hostNetwork pod, the containers join the cell's namespace and the pod's
-// IP is the cell's, as before (pod.Config.Network).
+// IP is the cell's, as before (pod.Config.Network). An agent given its
+// namespace (--netns: a light cell) gives no pod one of its own: it
+// refuses a pod address (UNIMPLEMENTED, pod.ErrNoPodNetwork), and the
+// host sends the pod again without it, its downward API resolved for the
+// cell's address. The pod's IP is reported once its network is up, as a
+// kubelet reports none before the pod's sandbox has its network.
 //
 // # Mounts: where secrets live
 //

@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// runs in the cell's (an instance's, a local cell's): cell/podnet
 	// works in the agent's. An agent given another one (--netns: a light
 	// cell, one process for many cells) runs every pod there, at the
-	// cell's address.
+	// cell's address, and refuses a pod address (pod.ErrNoPodNetwork).
 	ownPodNetwork := cfg.NetNSPath == ""
 	if cfg.NetNSPath == "" {
 		// The agent's own namespace, named by PID: runc would resolve

@@ -100,6 +100,10 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 	switch {
 	case errors.Is(err, pod.ErrDeleted), errors.Is(err, pod.ErrAnotherPod):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, pod.ErrNoPodNetwork):
+		// Not supported here: the host sends the pod again without
+		// (cellv1.ApplyPodRequest.pod_address).
+		return nil, status.Error(codes.Unimplemented, err.Error())
 	case err != nil:
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -51,7 +51,8 @@ type Config struct {
 	// it readies the cell's own (NetNSPath) for the pod and returns that.
 	// While it fails the manager retries, with a FailedCreatePodSandBox
 	// event, as the kubelet retries a sandbox. Nil: every pod joins
-	// NetNSPath, at the cell's address (Desired.PodAddress is ignored).
+	// NetNSPath, at the cell's address, and a pod sent with an address of
+	// its own is refused (ErrNoPodNetwork).
 	Network func(ctx context.Context, address string) (nsPath string, err error)
 	// VolumesDir holds the pod's volumes (emptyDir, configMap, secret,
 	// downwardAPI, projected), a directory per volume; it is removed on
@@ -106,7 +107,8 @@ type Desired struct {
 	DNS ClusterDNS
 	// PodAddress is the pod's own address, routed to the cell by its
 	// cloud, which the host sends with the pod; empty: the pod shares the
-	// cell's network and address (Config.PodIP). See Config.Network.
+	// cell's network and address (Config.PodIP). A manager without
+	// Config.Network refuses it (ErrNoPodNetwork).
 	PodAddress string
 	// SeccompDefault gives a container that names no seccomp profile (nor
 	// its pod) the runtime's default one, as the kubelet's seccompDefault:
@@ -128,7 +130,23 @@ var (
 	ErrDeleted     = errors.New("pod is deleted")
 	ErrAnotherPod  = errors.New("cell already runs another pod")
 	ErrNoContainer = errors.New("no such container")
+	// ErrNoPodNetwork refuses a pod sent with an address of its own
+	// (Desired.PodAddress) to a manager that can give no pod a network
+	// namespace of its own (Config.Network nil: a light cell's). The
+	// host resolved the pod's downward API (status.podIP) for that
+	// address; it sends the pod again without one, resolved for the
+	// cell's, the address the pod will have.
+	ErrNoPodNetwork = errors.New("this cell gives no pod a network namespace of its own")
 )
+
+// checkAddress refuses d when its pod comes with an address of its own
+// that the manager cannot give it (ErrNoPodNetwork).
+func (m *Manager) checkAddress(d *Desired) error {
+	if d.PodAddress != "" && m.cfg.Network == nil {
+		return fmt.Errorf("pod %s with address %s: %w", d.Pod.Name, d.PodAddress, ErrNoPodNetwork)
+	}
+	return nil
+}
 
 // Manager runs one pod.
 type Manager struct {
@@ -205,6 +223,9 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (int64, error) {
 	if d.Pod == nil {
 		return 0, errors.New("applying pod: no pod")
 	}
+	if err := m.checkAddress(&d); err != nil {
+		return 0, fmt.Errorf("applying pod: %w", err)
+	}
 	gen, accepted, err := m.accept(ctx, d)
 	if err != nil || accepted == nil {
 		return gen, err
@@ -251,9 +272,6 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		}
 	}
 	dd := d
-	if m.cfg.Network == nil {
-		dd.PodAddress = "" // no namespace of its own: the cell's address
-	}
 	m.setDesiredLocked(&dd)
 	close(m.specCh)
 	m.specCh = make(chan struct{})

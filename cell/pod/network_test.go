@@ -121,11 +121,20 @@ func TestPodNetworkRetried(t *testing.T) {
 }
 
 // TestPodAddressWithoutNetwork: an agent that cannot give a pod its own
-// namespace (Config.Network nil: a light cell) runs the pod in the cell's
-// at the cell's address, whatever address the host sent.
+// namespace (Config.Network nil: a light cell) refuses a pod address,
+// taking nothing, so that the host resolves the pod's downward API with
+// the address it will really have; sent without one, the pod runs in the
+// cell's namespace at the cell's address.
 func TestPodAddressWithoutNetwork(t *testing.T) {
 	m := newManager(t, newFakeRuntime())
-	if _, err := m.Apply(t.Context(), Desired{Generation: 1, Pod: testPod(corev1.RestartPolicyAlways, "main"), PodAddress: "10.0.0.8"}); err != nil {
+	p := testPod(corev1.RestartPolicyAlways, "main")
+	if gen, err := m.Apply(t.Context(), Desired{Generation: 1, Pod: p, PodAddress: "10.0.0.8"}); !errors.Is(err, ErrNoPodNetwork) || gen != 0 {
+		t.Fatalf("Apply with a pod address = %d, %v; want ErrNoPodNetwork", gen, err)
+	}
+	if uid := m.PodUID(); uid != "" {
+		t.Errorf("the refused pod %s was taken", uid)
+	}
+	if _, err := m.Apply(t.Context(), Desired{Generation: 1, Pod: p}); err != nil {
 		t.Fatal(err)
 	}
 	st := waitStatus(t, m, "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
@@ -238,5 +247,31 @@ func TestRestoredPodKeepsItsIP(t *testing.T) {
 	}
 	if st := second.PodStatus(); st.PodIP != "10.0.0.8" || !slices.Equal(st.PodIPs, podIPs("10.0.0.8")) {
 		t.Errorf("resumed: podIP %q %v, want the pod's 10.0.0.8 as before", st.PodIP, st.PodIPs)
+	}
+}
+
+// TestRestoreRefusesAnAddressItCannotGive: state left by an agent that
+// gave the pod its own address is not resumed by one that cannot (as
+// Apply refuses such a pod): the pod was resolved for that address.
+func TestRestoreRefusesAnAddressItCannotGive(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	cfg := Config{
+		Runtime: rt, Logs: logs.NewStore(dir + "/logs"), PodIP: "10.0.0.7", HostIP: "10.0.0.7",
+		NetNSPath: "/var/run/netns/cell", Backoff: testBackoff, StatePath: dir + "/pod.json",
+		Network: func(context.Context, string) (string, error) { return "/state/podnet/net", nil },
+	}
+	first := New(cfg)
+	if _, err := first.Apply(t.Context(), Desired{Generation: 1, Pod: testPod(corev1.RestartPolicyAlways, "main"), PodAddress: "10.0.0.8"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, first, "running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	cfg.Network = nil
+	second := New(cfg)
+	if ok, err := second.Restore(t.Context(), "uid-1"); ok || !errors.Is(err, ErrNoPodNetwork) {
+		t.Errorf("Restore = %v, %v; want false, ErrNoPodNetwork", ok, err)
+	}
+	if uid := second.PodUID(); uid != "" {
+		t.Errorf("pod %s resumed", uid)
 	}
 }

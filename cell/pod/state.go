@@ -168,7 +168,9 @@ func writeFileAtomic(path string, data []byte) error {
 //
 // It reports false, having changed nothing, when there is no state, or
 // the state is of another pod than podUID (when podUID is set); then the
-// caller starts afresh. It must be called before the first Apply.
+// caller starts afresh. So it does, with an error, when the state's pod
+// has an address of its own the manager cannot give it (ErrNoPodNetwork,
+// as Apply refuses one). It must be called before the first Apply.
 func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	if m.cfg.StatePath == "" {
 		return false, nil
@@ -199,8 +201,10 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 		return false, nil
 	}
 	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress}
-	if m.cfg.Network == nil {
-		d.PodAddress = ""
+	if err := m.checkAddress(d); err != nil {
+		// An agent of another kind left it: the pod was resolved for an
+		// address this one cannot give it.
+		return false, fmt.Errorf("restoring the pod: %w", err)
 	}
 
 	m.mu.Lock()
