@@ -1,6 +1,7 @@
 package cells
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/tls"
@@ -231,6 +232,26 @@ type setup struct {
 	noPodNetwork bool
 	// silent, when set, says which cells' agents never answer.
 	silent func(cellID string) bool
+	// log receives the Manager's log; nil discards it.
+	log *logBuffer
+}
+
+// logBuffer is a log a test reads while the Manager writes it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // newHarnessSetup is newHarnessDeferred with a setup.
@@ -262,7 +283,11 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	if s.wrap != nil {
 		client = s.wrap(plugin)
 	}
-	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, slog.New(slog.DiscardHandler), s.opts...)
+	log := slog.New(slog.DiscardHandler)
+	if s.log != nil {
+		log = slog.New(slog.NewTextHandler(s.log, nil))
+	}
+	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, log, s.opts...)
 	// The fake agent has joined: no join is asked of it.
 	h.m.deps.join = func(context.Context, string, string, *tls.Config, []byte, dispatch.JoinSigner) (dispatch.Joined, error) {
 		return dispatch.Joined{}, nil
@@ -585,7 +610,9 @@ func TestPodEndedByItsDeletionKeepsNoLogs(t *testing.T) {
 }
 
 func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
-	h := newHarness(t)
+	var log logBuffer
+	h := newHarnessSetup(t, setup{log: &log})
+	h.start(t)
 	pod := newPod("job", "uid-2")
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
@@ -598,6 +625,19 @@ func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
 	got, err := h.m.GetPod(t.Context(), "default", "job")
 	if err != nil || got.Status.Phase != corev1.PodSucceeded {
 		t.Errorf("GetPod after the cell ended = %v, %v; want the Succeeded pod until it is deleted", got, err)
+	}
+	// Deleting the ended pod only forgets it: its agent, whose pod ended
+	// and whose instance is gone, is not asked to stop it again (it was:
+	// through the closed connection, with a warning for every such pod).
+	if err := h.m.DeletePod(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ended pod forgotten", func() bool {
+		_, err := h.m.GetPod(t.Context(), "default", "job")
+		return err != nil && strings.Contains(log.String(), "cell already terminated")
+	})
+	if strings.Contains(log.String(), "stopping the pod on its cell") {
+		t.Errorf("deleting the ended pod asked its agent to stop it:\n%s", log.String())
 	}
 }
 

@@ -110,9 +110,11 @@ func (c *cell) delete(ctx context.Context, grace time.Duration, reason string) {
 func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string, forget bool) {
 	ctx = context.WithoutCancel(ctx)
 	c.mu.Lock()
-	agent := c.agent
+	agent, ended := c.agent, c.ended
 	c.mu.Unlock()
-	if agent != nil && grace > 0 {
+	// A cell that ended (its pod finished, its instance terminated) has
+	// nothing left to stop: its agent's connection is closed.
+	if agent != nil && grace > 0 && !ended {
 		dctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
 		if err := agent.Delete(dctx, grace); err != nil {
 			c.log.Warn("stopping the pod on its cell", "error", err)
@@ -125,7 +127,8 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 		_ = agent.Close()
 	}
 	c.mu.Lock()
-	inst, ended, id, attempt, unanswered := c.instance, c.ended, c.id, c.attempt, c.launchUnanswered
+	inst, id, attempt, unanswered := c.instance, c.id, c.attempt, c.launchUnanswered
+	ended = c.ended
 	c.ended = true
 	c.mu.Unlock()
 	if ended {
