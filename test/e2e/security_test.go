@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/test/cloudsim/simcells/localcells"
 	"github.com/kipcell/kip/test/e2e/framework"
 	"github.com/kipcell/kip/test/images"
@@ -349,8 +350,9 @@ func TestPodCannotReachItsInstanceMetadata(t *testing.T) {
 	// The instance reaches its metadata: what the pod does not reach is
 	// there to be reached.
 	var status string
-	err := localcells.InNetns(cellNetns(t, p.Status.HostIP), func() error {
-		conn, err := net.DialTimeout("tcp", localcells.MetadataAddress+":80", 5*time.Second)
+	err := func() error {
+		conn, err := podnet.DialContext(t.Context(), &net.Dialer{Timeout: 5 * time.Second},
+			localcells.NetnsPath(cellNetns(t, p.Status.HostIP)), "tcp", localcells.MetadataAddress+":80")
 		if err != nil {
 			return err
 		}
@@ -368,7 +370,7 @@ func TestPodCannotReachItsInstanceMetadata(t *testing.T) {
 		defer resp.Body.Close()
 		status = resp.Status
 		return nil
-	})
+	}()
 	if err != nil || !strings.HasPrefix(status, "200 ") {
 		t.Fatalf("the cell's own request to its metadata: %q, %v; want 200", status, err)
 	}

@@ -5,14 +5,14 @@
 // the simulator lets it start (simcells.AgentStarter) and its instance
 // metadata at a socket of its choosing (simcells.IMDSLocator), and with
 // Config.Metadata also at 169.254.169.254, off the cell, as its cloud
-// serves it (metadata.go; Netns and InNetns help tests look into a cell's
-// network namespace).
+// serves it (metadata.go; Netns and NetnsPath help tests look into a cell's
+// network namespace, with cell/podnet's Do and DialContext).
 // BuildPlugin and CheckCell help the simulators' tests that start real
 // cells.
 //
 // This package is test support: it may import the standard library,
-// golang.org/x/sys/unix, test/cloudsim/simcells, host/plugin, pluginapi
-// and testing. The simulators
+// cell/podnet, test/cloudsim/simcells, host/plugin, pluginapi and
+// testing. The simulators
 // themselves do not import it (they see only simcells' interfaces);
 // their tests and test/e2e/framework do.
 package localcells

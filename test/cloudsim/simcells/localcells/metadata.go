@@ -12,11 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/kipcell/kip/cell/podnet"
 )
 
 // The instance metadata where the clouds serve it. EC2, Compute Engine
@@ -90,11 +89,9 @@ func (c *LocalCells) serveMetadata(ctx context.Context, instanceID, cellAddress 
 			return fmt.Errorf("serving the metadata of %s: %s: %w: %s", instanceID, strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
-	err = InNetns(md.netns, func() (err error) {
-		md.ln, err = net.Listen("tcp", MetadataAddress+":80")
-		return err
-	})
-	if err != nil {
+	var lerr error
+	err = podnet.Do(NetnsPath(md.netns), func() { md.ln, lerr = net.Listen("tcp", MetadataAddress+":80") })
+	if err = errors.Join(err, lerr); err != nil {
 		_ = deleteNetns(ctx, md.netns)
 		return fmt.Errorf("serving the metadata of %s: %w", instanceID, err)
 	}
@@ -131,7 +128,7 @@ const netnsDir = "/var/run/netns"
 // deleteNetns deletes a named network namespace; one that is gone is not
 // an error.
 func deleteNetns(ctx context.Context, name string) error {
-	if _, err := os.Stat(filepath.Join(netnsDir, name)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(NetnsPath(name)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "del", name).CombinedOutput(); err != nil {
@@ -160,44 +157,9 @@ func Netns(ctx context.Context, addr string) (string, error) {
 	return "", fmt.Errorf("finding the network namespace of %s: no namespace holds it", addr)
 }
 
-// InNetns runs f on a thread that has entered the named network namespace
-// (of those iproute2 names), so that the sockets f makes are that
-// namespace's, and stay so. The thread goes back to its own namespace
-// afterwards; if it cannot, it is never used again (the goroutine ends
-// locked to it, and the runtime ends the thread). A thread must not end
-// otherwise: a child process started from it with a parent-death signal
-// (exec.Cmd's Pdeathsig, as containerdtest's daemon) would get it.
-func InNetns(name string, f func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("opening this thread's network namespace: %w", err)
-			return
-		}
-		defer own.Close()
-		ns, err := os.Open(filepath.Join(netnsDir, name))
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("opening network namespace %s: %w", name, err)
-			return
-		}
-		defer ns.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil { //nolint:gosec // a file descriptor fits an int
-			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("entering network namespace %s: %w", name, err)
-			return
-		}
-		err = f()
-		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil { //nolint:gosec // a file descriptor fits an int
-			runtime.UnlockOSThread()
-		}
-		ch <- err
-	}()
-	return <-ch
-}
+// NetnsPath is the path of the network namespace iproute2 names name,
+// for cell/podnet's Do and DialContext.
+func NetnsPath(name string) string { return filepath.Join(netnsDir, name) }
 
 // forward passes each connection ln accepts on to the unix socket,
 // byte for byte, until ln is closed. A client that has sent all it had
