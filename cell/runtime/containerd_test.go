@@ -230,12 +230,14 @@ func TestContainerd(t *testing.T) {
 	})
 }
 
-// TestContainerdCPULimitAboveTheCell: a container whose CPU limit is above
-// its cell's CPU (the CgroupParent's quota, 500m here) runs, at the cell's
-// CPU, as a pod whose limit is above its node's runs on a kubelet. cgroup
-// v1 refuses a child's quota above its parent's: asked for as is, runc
-// fails to create the container ("invalid argument").
-func TestContainerdCPULimitAboveTheCell(t *testing.T) {
+// runtimeInCellCgroup makes a cgroup standing for a local cell's, with
+// the limit files v1 (in the hierarchy of controller) or v2 (cgroup v2's
+// unified one), as this machine has, removed when the test ends; and
+// returns a runtime on a containerd of the test's whose containers'
+// cgroups are made inside it (CgroupParent), the busybox image, and the
+// cgroup's path.
+func runtimeInCellCgroup(t *testing.T, controller string, v1, v2 map[string]string) (*runtime.Containerd, runtime.Image, string) {
+	t.Helper()
 	containerdtest.Require(t)
 	ctx := t.Context()
 	d := containerdtest.StartDaemon(t)
@@ -250,11 +252,11 @@ func TestContainerdCPULimitAboveTheCell(t *testing.T) {
 	}
 	parent := "/kip-rt-cell-" + containerdtest.Random(6)
 	const root = "/sys/fs/cgroup"
-	cpuDir, files := filepath.Join(root, "cpu", parent), map[string]string{"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "50000"}
+	dir, files := filepath.Join(root, controller, parent), v1
 	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
-		cpuDir, files = filepath.Join(root, parent), map[string]string{"cpu.max": "50000 100000"}
+		dir, files = filepath.Join(root, parent), v2
 	}
-	if err := os.MkdirAll(cpuDir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -264,7 +266,7 @@ func TestContainerdCPULimitAboveTheCell(t *testing.T) {
 		}
 	})
 	for name, value := range files {
-		if err := os.WriteFile(filepath.Join(cpuDir, name), []byte(value), 0); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -278,6 +280,19 @@ func TestContainerdCPULimitAboveTheCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rt, img, parent
+}
+
+// TestContainerdCPULimitAboveTheCell: a container whose CPU limit is above
+// its cell's CPU (the CgroupParent's quota, 500m here) runs, at the cell's
+// CPU, as a pod whose limit is above its node's runs on a kubelet. cgroup
+// v1 refuses a child's quota above its parent's: asked for as is, runc
+// fails to create the container ("invalid argument").
+func TestContainerdCPULimitAboveTheCell(t *testing.T) {
+	ctx := t.Context()
+	rt, img, _ := runtimeInCellCgroup(t,
+		"cpu", map[string]string{"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "50000"},
+		map[string]string{"cpu.max": "50000 100000"})
 	var out syncBuffer
 	task, err := rt.Start(ctx, runtime.ContainerSpec{
 		ID: "limited-0", Name: "limited", Image: img, Args: []string{"echo", "ran"},
@@ -304,50 +319,11 @@ func TestContainerdCPULimitAboveTheCell(t *testing.T) {
 // Without CgroupParent it would run in containerd's /<namespace>/<id>,
 // beside the cell rather than in it, and finish.
 func TestContainerdCgroupParent(t *testing.T) {
-	containerdtest.Require(t)
 	ctx := t.Context()
-	d := containerdtest.StartDaemon(t)
-	reg, err := registry.Start(ctx, registry.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	set, err := images.PushAll(ctx, reg)
-	if err != nil {
-		t.Fatalf("pushing test images: %v", err)
-	}
-	parent := "/kip-rt-cell-" + containerdtest.Random(6)
-	const root = "/sys/fs/cgroup"
-	v2 := false
-	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
-		v2 = true
-	}
-	memDir, limitFile := filepath.Join(root, "memory", parent), "memory.limit_in_bytes"
-	if v2 {
-		memDir, limitFile = filepath.Join(root, parent), "memory.max"
-	}
-	if err := os.MkdirAll(memDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		dirs, _ := filepath.Glob(filepath.Join(root, "*", parent))
-		for _, dir := range append(dirs, filepath.Join(root, parent)) {
-			_ = syscall.Rmdir(dir)
-		}
-	})
-	if err := os.WriteFile(filepath.Join(memDir, limitFile), []byte(strconv.Itoa(64<<20)), 0); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := runtime.NewContainerd(d.Client, runtime.ContainerdConfig{
-		Namespace: "kip-rt-" + containerdtest.Random(6), StateDir: filepath.Join(d.Dir, "agent"), RuncRoot: d.RuncRoot, CgroupParent: parent,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := rt.EnsureImage(ctx, set.Busybox.Ref, runtime.PullIfNotPresent, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	limit := strconv.Itoa(64 << 20)
+	rt, img, parent := runtimeInCellCgroup(t,
+		"memory", map[string]string{"memory.limit_in_bytes": limit},
+		map[string]string{"memory.max": limit})
 	var out syncBuffer
 	// tail holds its whole input when it has no newline: 200 MB.
 	task, err := rt.Start(ctx, runtime.ContainerSpec{
