@@ -141,15 +141,21 @@ func (e *env) dial(t testing.TB, cellID, addr string) cellv1.CellClient {
 
 func (e *env) applyPod(t testing.TB, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {
 	t.Helper()
+	e.applyPodWith(t, a, p, &cellv1.ApplyPodRequest{Env: envs})
+}
+
+// applyPodWith is applyPod with req's other fields (the node's settings):
+// it sets the pod, generation 1 and the registry's credentials in req.
+func (e *env) applyPodWith(t testing.TB, a *agent, p *corev1.Pod, req *cellv1.ApplyPodRequest) {
+	t.Helper()
 	data, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	user, pass := e.reg.Credentials()
-	resp, err := a.client.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{
-		PodJson: data, Generation: 1, Env: envs,
-		RegistryCredentials: []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
-	})
+	req.PodJson, req.Generation = data, 1
+	req.RegistryCredentials = []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}}
+	resp, err := a.client.ApplyPod(t.Context(), req)
 	if err != nil || resp.GetGeneration() != 1 {
 		t.Fatalf("ApplyPod = %v, %v", resp, err)
 	}

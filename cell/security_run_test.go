@@ -1,7 +1,6 @@
 package cell_test
 
 import (
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -153,17 +152,7 @@ func TestAgentSeccompDefault(t *testing.T) {
 			},
 		},
 	}
-	data, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	user, pass := e.reg.Credentials()
-	if _, err := a.client.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{
-		PodJson: data, Generation: 1, SeccompDefault: true,
-		RegistryCredentials: []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.applyPodWith(t, a, p, &cellv1.ApplyPodRequest{SeccompDefault: true})
 	watch(t, a, "both running", func(s *corev1.PodStatus) bool {
 		return containerStatus(s, "plain").State.Running != nil && containerStatus(s, "open").State.Running != nil
 	})
