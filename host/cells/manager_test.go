@@ -393,14 +393,7 @@ func TestSeccompDefaultReachesTheAgent(t *testing.T) {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
 			h := newHarnessSetup(t, setup{config: func(c *Config) { c.SeccompDefault = on }})
 			h.start(t)
-			pod := newPod("web", "uid-1")
-			if err := h.indexer.Add(pod); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.m.CreatePod(t.Context(), pod); err != nil {
-				t.Fatal(err)
-			}
-			h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			h.runningPod(t, "web", "uid-1")
 			h.agent.mu.Lock()
 			defer h.agent.mu.Unlock()
 			if h.agent.seccompDefault != on {
@@ -417,13 +410,7 @@ func TestSeccompDefaultReachesTheAgent(t *testing.T) {
 func TestPodIPIsTheAgents(t *testing.T) {
 	h := newHarnessSetup(t, setup{agentPhase: corev1.PodPending})
 	h.start(t)
-	pod := newPod("web", "uid-1")
-	if err := h.indexer.Add(pod); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.m.CreatePod(t.Context(), pod); err != nil {
-		t.Fatal(err)
-	}
+	h.create(t, newPod("web", "uid-1"))
 	pending := h.waitNotified(t, "the agent's Pending", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodPending && p.Status.HostIP != ""
 	})
@@ -893,15 +880,22 @@ func TestUnlimitedCreditsReachTheLaunch(t *testing.T) {
 	}
 }
 
+// create adds pod to the API's pods and creates it on the node.
+func (h *harness) create(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	if err := h.indexer.Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.CreatePod(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runningPod creates a pod, waits until it runs on its cell and returns
 // its instance's ID.
 func (h *harness) runningPod(t *testing.T, name string, uid types.UID) string {
 	t.Helper()
-	pod := newPod(name, uid)
-	if err := h.indexer.Add(pod); err != nil {
-		t.Fatal(err)
-	}
-	_ = h.m.CreatePod(t.Context(), pod)
+	h.create(t, newPod(name, uid))
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	insts := h.plugin.Store().Instances()
 	if len(insts) != 1 {
