@@ -64,6 +64,19 @@ type Config struct {
 	TerminationGrace string `json:"terminationGrace,omitempty"`
 	// InstanceTypes, when set, replaces the built-in catalog.
 	InstanceTypes []InstanceTypeConfig `json:"instanceTypes,omitempty"`
+	// MountNamespace is the mount namespace the cells live in, as a path
+	// (/proc/1/ns/mnt: the machine's, seen from a pod with hostPID): the
+	// plugin runs ip, nsenter and the agents there, so that they find the
+	// machine's tools and containerd sees what an agent mounts. Empty: the
+	// plugin's own. With it, the agent's executable is copied into
+	// <stateDir>/bin, and stateDir must be the same directory in both
+	// namespaces (mountns.go).
+	MountNamespace string `json:"mountNamespace,omitempty"`
+	// Masquerade (netns mode) makes this machine masquerade what the cells
+	// send beyond their subnet, so that they reach what the machine
+	// reaches (a registry, the API server) with no route back to the
+	// subnet: iptables rules of the machine's (network.go).
+	Masquerade bool `json:"masquerade,omitempty"`
 }
 
 // InstanceTypeConfig is one instance type of a catalog override.
@@ -84,6 +97,12 @@ type config struct {
 
 	agentPath string   // AgentCommand[0], resolved to an absolute path
 	agentArgs []string // AgentCommand[1:], placeholders not yet substituted
+	// agentRun is the executable the cells run: agentPath, or its copy in
+	// <stateDir>/bin with a MountNamespace (installAgent).
+	agentRun string
+
+	// machine is where the plugin's commands run (MountNamespace).
+	machine machine
 
 	stateDir         string
 	network          string // netns or loopback once resolved; never auto
@@ -92,6 +111,7 @@ type config struct {
 	loopbackSubnet   netip.Prefix
 	zone             string
 	terminationGrace time.Duration
+	masquerade       bool
 	catalog          []pluginapi.InstanceType
 }
 
@@ -115,6 +135,8 @@ func decodeConfig(raw []byte) (*Config, error) {
 		"zone":             &c.Zone,
 		"terminationGrace": &c.TerminationGrace,
 		"instanceTypes":    &types,
+		"mountNamespace":   &c.MountNamespace,
+		"masquerade":       &c.Masquerade,
 	})
 	if err != nil {
 		return nil, err
@@ -145,8 +167,8 @@ var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 // machine: the agent's executable, the state directory and, for network
 // auto, whether network namespaces work here (probe). It returns the parsed
 // config and warnings for the operator.
-func validate(c *Config, probe func() error) (*config, []string, error) {
-	out := &config{}
+func validate(c *Config, m machine, probe func() error) (*config, []string, error) {
+	out := &config{machine: m}
 	var warnings []string
 
 	if len(c.AgentCommand) == 0 || c.AgentCommand[0] == "" {
@@ -169,6 +191,20 @@ func validate(c *Config, probe func() error) (*config, []string, error) {
 	}
 	if !filepath.IsAbs(out.stateDir) {
 		return nil, nil, pluginapi.NewInvalidConfig("stateDir", "%q is not an absolute path", out.stateDir)
+	}
+	out.agentRun = out.agentPath
+	if m.ns != nil {
+		if err := os.MkdirAll(out.stateDir, 0o700); err != nil {
+			return nil, nil, pluginapi.NewInvalidConfig("stateDir", "%v", err)
+		}
+		same, err := m.sameFile(out.stateDir)
+		if err != nil {
+			return nil, nil, pluginapi.NewInvalidConfig("stateDir", "%s must be the same directory here and in mount namespace %s: %v", out.stateDir, m.ns.path, err)
+		}
+		if !same {
+			return nil, nil, pluginapi.NewInvalidConfig("stateDir", "%s is another directory in mount namespace %s: mount the same directory at the same path in both", out.stateDir, m.ns.path)
+		}
+		out.agentRun = filepath.Join(out.stateDir, agentBinDir, filepath.Base(out.agentPath))
 	}
 
 	out.bridge = cmp.Or(c.Bridge, defaultBridge)
@@ -205,7 +241,7 @@ func validate(c *Config, probe func() error) (*config, []string, error) {
 
 	switch c.Network {
 	case NetworkNetns:
-		if err := netnsUsable(probe); err != nil {
+		if err := netnsUsable(m, probe); err != nil {
 			return nil, nil, pluginapi.NewInvalidConfig("network", "netns: %v", err)
 		}
 		out.network = NetworkNetns
@@ -214,7 +250,7 @@ func validate(c *Config, probe func() error) (*config, []string, error) {
 	case "", NetworkAuto:
 		out.network = NetworkLoopback
 		if os.Geteuid() == 0 {
-			if err := netnsUsable(probe); err != nil {
+			if err := netnsUsable(m, probe); err != nil {
 				warnings = append(warnings, fmt.Sprintf("network auto: using loopback, network namespaces do not work here: %v", err))
 			} else {
 				out.network = NetworkNetns
@@ -223,19 +259,33 @@ func validate(c *Config, probe func() error) (*config, []string, error) {
 	default:
 		return nil, nil, pluginapi.NewInvalidConfig("network", "%q is not one of auto, netns, loopback", c.Network)
 	}
+	if c.Masquerade {
+		if out.network != NetworkNetns {
+			return nil, nil, pluginapi.NewInvalidConfig("masquerade", "needs network netns: loopback cells are on this machine's network already")
+		}
+		if _, err := m.lookPath("iptables"); err != nil {
+			return nil, nil, pluginapi.NewInvalidConfig("masquerade", "needs the iptables command: %v", err)
+		}
+		out.masquerade = true
+	}
 	return out, warnings, nil
 }
 
-// netnsUsable reports why network namespaces cannot be used, or nil.
-func netnsUsable(probe func() error) error {
+// netnsUsable reports why network namespaces cannot be used where m's
+// commands run, or nil.
+func netnsUsable(m machine, probe func() error) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (running as uid %d)", os.Geteuid())
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("needs the ip command (iproute2): %w", err)
+	where := ""
+	if m.ns != nil {
+		where = " in mount namespace " + m.ns.path
 	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		return fmt.Errorf("needs the nsenter command (util-linux): %w", err)
+	if _, err := m.lookPath("ip"); err != nil {
+		return fmt.Errorf("needs the ip command (iproute2)%s: %w", where, err)
+	}
+	if _, err := m.lookPath("nsenter"); err != nil {
+		return fmt.Errorf("needs the nsenter command (util-linux)%s: %w", where, err)
 	}
 	return probe()
 }

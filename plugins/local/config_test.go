@@ -83,7 +83,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, warnings, err := validate(raw, nil)
+	cfg, warnings, err := validate(raw, machine{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestNetworkAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, warnings, err := validate(raw, func() error { return errors.New("no netns here") })
+	cfg, warnings, err := validate(raw, machine{}, func() error { return errors.New("no netns here") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestNetworkAuto(t *testing.T) {
 	if os.Geteuid() == 0 && len(warnings) != 1 {
 		t.Errorf("warnings = %q, want one saying why not netns", warnings)
 	}
-	cfg, _, err = validate(raw, func() error { return nil })
+	cfg, _, err = validate(raw, machine{}, func() error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@
 //	lock.go       per-cell and per-state-dir locks (mutex + flock)
 //	address.go    race-free address allocation derived from the records, round the subnet
 //	network.go    network namespaces, bridge and veth through iproute2
+//	mountns.go    where commands run: the plugin's mount namespace or the machine's
 //	cgroup.go     CPU and memory limits through cgroup v1 or v2
 //	process.go    starting, watching and signalling the agent process
 //	supervise.go  restarting an agent that died while its cell runs
@@ -29,5 +30,6 @@
 // cells, which is how a restarted plugin finds the cells of the old one.
 // A terminated cell leaves only <stateDir>/ended/<cellID>.json, kept a day.
 //
-// The package imports only the standard library and pluginapi.
+// The package imports only the standard library, pluginapi and
+// golang.org/x/sys/unix (setns, for mountns.go).
 package local

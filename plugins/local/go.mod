@@ -4,7 +4,10 @@ go 1.26.0
 
 replace github.com/kipcell/kip/pluginapi => ../../pluginapi
 
-require github.com/kipcell/kip/pluginapi v1.0.0
+require (
+	github.com/kipcell/kip/pluginapi v1.0.0
+	golang.org/x/sys v0.39.0
+)
 
 require (
 	github.com/fatih/color v1.13.0 // indirect
@@ -16,7 +19,6 @@ require (
 	github.com/mattn/go-isatty v0.0.17 // indirect
 	github.com/oklog/run v1.1.0 // indirect
 	golang.org/x/net v0.48.0 // indirect
-	golang.org/x/sys v0.39.0 // indirect
 	golang.org/x/text v0.32.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251202230838-ff82c1b0f217 // indirect
 	google.golang.org/grpc v1.79.3 // indirect

@@ -195,8 +195,13 @@ func (p *provider) start(ctx context.Context, cfg *config, r *record, bootstrap 
 		return err
 	}
 	if r.Network == NetworkNetns {
-		if err := setupNetns(ctx, r); err != nil {
+		if err := cfg.machine.setupNetns(ctx, r); err != nil {
 			return err
+		}
+		if cfg.masquerade {
+			if err := cfg.machine.ensureMasquerade(ctx, r.Bridge, cfg.subnet); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -232,7 +237,7 @@ func (p *provider) spawn(cfg *config, r *record, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cmd, err := startAgent(argv, agentEnv(r, bootstrapPath, filepath.Join(dir, agentStateDir)), dir)
+	cmd, err := startAgent(cfg.machine, argv, agentEnv(r, bootstrapPath, filepath.Join(dir, agentStateDir)), dir)
 	if err != nil {
 		return err
 	}

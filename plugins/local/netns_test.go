@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -40,7 +44,7 @@ func TestLaunchNetns(t *testing.T) {
 			t.Errorf("%s's pod address %q, want %s", c.inst.CellID, got, c.podAdd)
 		}
 	}
-	if out, err := ip(t.Context(), "-4", "addr", "show", "dev", bridge); err != nil || !strings.Contains(out, subnet.Addr().Next().String()+"/24") {
+	if out, err := here.ip(t.Context(), "-4", "addr", "show", "dev", bridge); err != nil || !strings.Contains(out, subnet.Addr().Next().String()+"/24") {
 		t.Errorf("bridge %s: %s %v", bridge, out, err)
 	}
 
@@ -75,7 +79,7 @@ func TestLaunchNetns(t *testing.T) {
 		}
 		// Its eth0 has the allocated address, and the host reaches it
 		// through the bridge.
-		out, err := ip(t.Context(), "-n", r.Netns, "-4", "addr", "show", "dev", "eth0")
+		out, err := here.ip(t.Context(), "-n", r.Netns, "-4", "addr", "show", "dev", "eth0")
 		if err != nil || !strings.Contains(out, inst.PrivateAddress()+"/24") {
 			t.Errorf("eth0 in %s: %s %v", r.Netns, out, err)
 		}
@@ -93,13 +97,13 @@ func TestLaunchNetns(t *testing.T) {
 	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: a.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if netnsExists(r.Netns) {
+	if here.netnsExists(r.Netns) {
 		t.Errorf("namespace %s still exists", r.Netns)
 	}
-	if linkExists(t.Context(), r.Veth) {
+	if here.linkExists(t.Context(), r.Veth) {
 		t.Errorf("veth %s still exists", r.Veth)
 	}
-	if !linkExists(t.Context(), bridge) {
+	if !here.linkExists(t.Context(), bridge) {
 		t.Errorf("bridge %s was removed with a cell", bridge)
 	}
 	// Its address is free again, but the next cell gets the address after
@@ -135,7 +139,7 @@ func TestNetnsBridgeKeepsItsAddress(t *testing.T) {
 			bridge := e.config["bridge"].(string)
 			if found {
 				// As an administrator, or the e2e framework, creates it.
-				if _, err := ip(t.Context(), "link", "add", bridge, "type", "bridge"); err != nil {
+				if _, err := here.ip(t.Context(), "link", "add", bridge, "type", "bridge"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -222,5 +226,48 @@ func TestNetnsConfigNeedsRoot(t *testing.T) {
 	var invalid *pluginapi.InvalidConfigError
 	if !errors.As(err, &invalid) || invalid.Key != "network" {
 		t.Errorf("Configure netns as non-root = %v, want InvalidConfig for network", err)
+	}
+}
+
+// here runs commands in the test's own mount namespace.
+var here machine
+
+// With masquerade, the machine forwards what comes from the cells' bridge
+// and masquerades what they send beyond their subnet; the rules are added
+// once however many cells launch. Run in a network namespace of the
+// test's own, whose IPv4 forwarding and iptables are its own.
+func TestMasquerade(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("iptables needs root")
+	}
+	if _, err := exec.LookPath("iptables-save"); err != nil {
+		t.Skip("needs iptables")
+	}
+	// Never unlocked: the thread, in the test's namespace, ends with it.
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		t.Fatal(err)
+	}
+	subnet := netip.MustParsePrefix("10.213.77.0/24")
+	for range 2 {
+		if err := here.ensureMasquerade(t.Context(), "kipt0", subnet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.Command("iptables-save").CombinedOutput()
+	if err != nil {
+		t.Fatalf("iptables-save: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`-A POSTROUTING -s 10.213.77.0/24 ! -d 10.213.77.0/24 -m comment --comment "kip-plugin-local masquerade" -j MASQUERADE`,
+		`-A FORWARD -i kipt0 -m comment --comment "kip-plugin-local masquerade" -j ACCEPT`,
+		`-A FORWARD -o kipt0 -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment "kip-plugin-local masquerade" -j ACCEPT`,
+	} {
+		if n := strings.Count(string(out), want+"\n"); n != 1 {
+			t.Errorf("%d times in iptables-save, want once: %s\n%s", n, want, out)
+		}
+	}
+	if fwd, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(string(fwd)) != "1" {
+		t.Errorf("ip_forward = %q (%v), want 1", fwd, err)
 	}
 }

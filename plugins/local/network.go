@@ -6,9 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
+	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,30 +42,27 @@ func vethName(instanceID string) string  { return "kv" + shortID(instanceID) }
 // cellIface is the cell end of the veth pair, inside the namespace.
 const cellIface = "eth0"
 
-// ip runs the ip command and returns its output; errors carry the output.
-func ip(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
+// ip runs the ip command where m's commands run and returns its output;
+// errors carry the output.
+func (m machine) ip(ctx context.Context, args ...string) (string, error) {
+	return m.output(ctx, "ip", args...)
 }
 
 // setupNetns creates the cell's namespace, veth pair, addresses and route,
 // and the bridge if it is missing.
-func setupNetns(ctx context.Context, r *record) error {
-	if err := ensureBridge(ctx, r.Bridge, r.Gateway+"/"+strconv.Itoa(r.Prefix)); err != nil {
+func (m machine) setupNetns(ctx context.Context, r *record) error {
+	if err := m.ensureBridge(ctx, r.Bridge, r.Gateway+"/"+strconv.Itoa(r.Prefix)); err != nil {
 		return err
 	}
-	if !netnsExists(r.Netns) {
-		if _, err := ip(ctx, "netns", "add", r.Netns); err != nil && !netnsExists(r.Netns) {
+	if !m.netnsExists(r.Netns) {
+		if _, err := m.ip(ctx, "netns", "add", r.Netns); err != nil && !m.netnsExists(r.Netns) {
 			return err
 		}
 	}
 	// A veth left by an interrupted launch may be half configured: start
 	// over. Deleting one end of a pair deletes the other.
-	if linkExists(ctx, r.Veth) {
-		if _, err := ip(ctx, "link", "del", r.Veth); err != nil {
+	if m.linkExists(ctx, r.Veth) {
+		if _, err := m.ip(ctx, "link", "del", r.Veth); err != nil {
 			return err
 		}
 	}
@@ -79,8 +75,40 @@ func setupNetns(ctx context.Context, r *record) error {
 		{"-n", r.Netns, "route", "replace", "default", "via", r.Gateway, "dev", cellIface},
 	}
 	for _, args := range steps {
-		if _, err := ip(ctx, args...); err != nil {
+		if _, err := m.ip(ctx, args...); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// masqueradeComment marks the plugin's iptables rules.
+const masqueradeComment = "kip-plugin-local masquerade"
+
+// ensureMasquerade makes this machine forward what comes from bridge and
+// masquerade what the cells of subnet send beyond it: IPv4 forwarding on,
+// and rules in nat POSTROUTING and filter FORWARD (where a default policy
+// of DROP, as Docker sets, would stop them), each added once.
+func (m machine) ensureMasquerade(ctx context.Context, bridge string, subnet netip.Prefix) error {
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil { //nolint:gosec // G306: a sysctl
+		return fmt.Errorf("masquerading the cells: turning IPv4 forwarding on: %w", err)
+	}
+	s := subnet.String()
+	comment := []string{"-m", "comment", "--comment", masqueradeComment}
+	rules := [][]string{
+		append([]string{"-t", "nat", "POSTROUTING", "-s", s, "!", "-d", s}, append(comment, "-j", "MASQUERADE")...),
+		append([]string{"-t", "filter", "FORWARD", "-i", bridge}, append(comment, "-j", "ACCEPT")...),
+		append([]string{"-t", "filter", "FORWARD", "-o", bridge, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"}, append(comment, "-j", "ACCEPT")...),
+	}
+	for _, r := range rules {
+		table, rule := r[:3], r[3:] // -t <table> <chain>
+		check := append([]string{"-w", "5", table[0], table[1], "-C", table[2]}, rule...)
+		if _, err := m.output(ctx, "iptables", check...); err == nil {
+			continue
+		}
+		add := append([]string{"-w", "5", table[0], table[1], "-I", table[2]}, rule...)
+		if _, err := m.output(ctx, "iptables", add...); err != nil {
+			return fmt.Errorf("masquerading the cells: %w", err)
 		}
 	}
 	return nil
@@ -89,19 +117,19 @@ func setupNetns(ctx context.Context, r *record) error {
 // ensureBridge creates the bridge if it does not exist, pins its MAC
 // address (pinBridgeAddress), gives it the gateway address and brings it
 // up. Concurrent callers may race to create it; the loser finds it there.
-func ensureBridge(ctx context.Context, bridge, cidr string) error {
-	if !linkExists(ctx, bridge) {
-		if _, err := ip(ctx, "link", "add", bridge, "type", "bridge"); err != nil && !linkExists(ctx, bridge) {
+func (m machine) ensureBridge(ctx context.Context, bridge, cidr string) error {
+	if !m.linkExists(ctx, bridge) {
+		if _, err := m.ip(ctx, "link", "add", bridge, "type", "bridge"); err != nil && !m.linkExists(ctx, bridge) {
 			return err
 		}
 	}
-	if err := pinBridgeAddress(ctx, bridge); err != nil {
+	if err := m.pinBridgeAddress(ctx, bridge); err != nil {
 		return err
 	}
-	if _, err := ip(ctx, "addr", "replace", cidr, "dev", bridge); err != nil {
+	if _, err := m.ip(ctx, "addr", "replace", cidr, "dev", bridge); err != nil {
 		return err
 	}
-	_, err := ip(ctx, "link", "set", bridge, "up")
+	_, err := m.ip(ctx, "link", "set", bridge, "up")
 	return err
 }
 
@@ -114,7 +142,7 @@ func ensureBridge(ctx context.Context, bridge, cidr string) error {
 // gateway is probed again: seconds (an agent's status to the host held up
 // 6 and 13 s). The kernel keeps an address that was set (addr_assign_type
 // NET_ADDR_SET).
-func pinBridgeAddress(ctx context.Context, bridge string) error {
+func (m machine) pinBridgeAddress(ctx context.Context, bridge string) error {
 	dir := filepath.Join(sysClassNet, bridge)
 	kind, err := os.ReadFile(filepath.Join(dir, "addr_assign_type"))
 	if err != nil {
@@ -127,7 +155,7 @@ func pinBridgeAddress(ctx context.Context, bridge string) error {
 	if err != nil {
 		return fmt.Errorf("pinning the address of bridge %s: %w", bridge, err)
 	}
-	if _, err := ip(ctx, "link", "set", "dev", bridge, "address", strings.TrimSpace(string(mac))); err != nil {
+	if _, err := m.ip(ctx, "link", "set", "dev", bridge, "address", strings.TrimSpace(string(mac))); err != nil {
 		return fmt.Errorf("pinning the address of bridge %s: %w", bridge, err)
 	}
 	return nil
@@ -143,41 +171,40 @@ const (
 
 // teardownNetns deletes the cell's veth pair and namespace; what is
 // already gone is not an error. The bridge stays: other cells use it.
-func teardownNetns(ctx context.Context, r *record) error {
+func (m machine) teardownNetns(ctx context.Context, r *record) error {
 	var errs []error
-	if r.Veth != "" && linkExists(ctx, r.Veth) {
-		if _, err := ip(ctx, "link", "del", r.Veth); err != nil && linkExists(ctx, r.Veth) {
+	if r.Veth != "" && m.linkExists(ctx, r.Veth) {
+		if _, err := m.ip(ctx, "link", "del", r.Veth); err != nil && m.linkExists(ctx, r.Veth) {
 			errs = append(errs, err)
 		}
 	}
-	if r.Netns != "" && netnsExists(r.Netns) {
-		if _, err := ip(ctx, "netns", "del", r.Netns); err != nil && netnsExists(r.Netns) {
+	if r.Netns != "" && m.netnsExists(r.Netns) {
+		if _, err := m.ip(ctx, "netns", "del", r.Netns); err != nil && m.netnsExists(r.Netns) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func linkExists(ctx context.Context, name string) bool {
-	_, err := ip(ctx, "link", "show", "dev", name)
+func (m machine) linkExists(ctx context.Context, name string) bool {
+	_, err := m.ip(ctx, "link", "show", "dev", name)
 	return err == nil
 }
 
-func netnsExists(name string) bool {
-	_, err := os.Stat(filepath.Join(netnsDir, name))
-	return !errors.Is(err, fs.ErrNotExist)
+func (m machine) netnsExists(name string) bool {
+	return m.exists(filepath.Join(netnsDir, name))
 }
 
 // probeNetns checks that this process can create and delete a network
 // namespace; network auto uses netns only if it can. The name is random:
 // several Configure calls may probe at once.
-func probeNetns(ctx context.Context) error {
+func (m machine) probeNetns(ctx context.Context) error {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := "kip-probe-" + hex.EncodeToString(b)
-	if _, err := ip(ctx, "netns", "add", name); err != nil {
+	if _, err := m.ip(ctx, "netns", "add", name); err != nil {
 		return err
 	}
-	_, err := ip(ctx, "netns", "del", name)
+	_, err := m.ip(ctx, "netns", "del", name)
 	return err
 }

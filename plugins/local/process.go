@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,14 +74,14 @@ const agentStateDir = "agent"
 // /sys/fs/cgroup from the agent.
 func agentCommand(cfg *config, r *record, bootstrapPath string) ([]string, error) {
 	sub := strings.NewReplacer("{bootstrap}", bootstrapPath, "{address}", r.Address, "{cellID}", r.CellID)
-	argv := []string{cfg.agentPath}
+	argv := []string{cfg.agentRun}
 	for _, a := range cfg.agentArgs {
 		argv = append(argv, sub.Replace(a))
 	}
 	if r.Network != NetworkNetns {
 		return argv, nil
 	}
-	nsenter, err := exec.LookPath("nsenter")
+	nsenter, err := cfg.machine.lookPath("nsenter")
 	if err != nil {
 		return nil, fmt.Errorf("entering the cell's network namespace needs nsenter (util-linux): %w", err)
 	}
@@ -116,24 +117,72 @@ func agentEnv(r *record, bootstrapPath, stateDir string) []string {
 	return env
 }
 
-// startAgent starts argv in dir with its output appended to agent.log. The
-// caller must Wait for the returned command (see the package comment).
-func startAgent(argv, env []string, dir string) (*exec.Cmd, error) {
+// startAgent starts argv in dir, where m's commands run, with its output
+// appended to agent.log. The caller must Wait for the returned command
+// (see the package comment).
+func startAgent(m machine, argv, env []string, dir string) (*exec.Cmd, error) {
 	logFile, err := os.OpenFile(filepath.Join(dir, agentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close() // the child has its own copy
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Dir = dir
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	cmd, err := m.start(func() *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		cmd.Dir = dir
+		cmd.Stdout = logFile
+		cmd.Stderr = logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		return cmd
+	})
+	if err != nil {
 		return nil, fmt.Errorf("starting agent: %w", err)
 	}
 	return cmd, nil
+}
+
+// agentBinDir is the directory of <stateDir> that holds the agent's
+// executable with a MountNamespace.
+const agentBinDir = "bin"
+
+// installAgent copies the agent's executable to cfg.agentRun, where the
+// mount namespace of the cells sees it, unless it is there already with
+// the same contents. A new copy replaces the old by a rename, so running
+// agents keep theirs.
+func installAgent(cfg *config) error {
+	if cfg.agentRun == cfg.agentPath {
+		return nil
+	}
+	src, err := os.ReadFile(cfg.agentPath)
+	if err != nil {
+		return fmt.Errorf("installing the agent in the state directory: %w", err)
+	}
+	if old, err := os.ReadFile(cfg.agentRun); err == nil && bytes.Equal(old, src) {
+		return nil
+	}
+	dir := filepath.Dir(cfg.agentRun)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("installing the agent in the state directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".agent-*")
+	if err != nil {
+		return fmt.Errorf("installing the agent in the state directory: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	_, err = tmp.Write(src)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o755) //nolint:gosec // G302: an executable
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), cfg.agentRun)
+	}
+	if err != nil {
+		return fmt.Errorf("installing the agent in the state directory: %w", err)
+	}
+	return nil
 }
 
 // procStat returns the state (field 3) and start time (field 22, in clock

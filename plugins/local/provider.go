@@ -37,7 +37,13 @@ type provider struct {
 	// cgroupParent is the group cells' groups are made in (kip).
 	cgroupParent string
 	// probeNetns reports whether network namespaces work (network auto).
-	probeNetns func(context.Context) error
+	probeNetns func(context.Context, machine) error
+
+	// namespaces are the mount namespaces entered (Config.MountNamespace),
+	// by path: a thread each, kept for the plugin's life and shared by
+	// every Configure that names the same one.
+	namespacesMu sync.Mutex
+	namespaces   map[string]*mountNamespace
 
 	// supervised are the cells whose agent this process supervises
 	// (supervise.go).
@@ -49,7 +55,7 @@ type provider struct {
 //
 //	func main() { pluginapi.Serve(local.New) }
 func New(log *slog.Logger) pluginapi.Provider {
-	return &provider{log: log, cgroupRoot: defaultCgroupRoot, cgroupParent: defaultCgroupParent, probeNetns: probeNetns, supervised: map[string]bool{}}
+	return &provider{log: log, cgroupRoot: defaultCgroupRoot, cgroupParent: defaultCgroupParent, probeNetns: func(ctx context.Context, m machine) error { return m.probeNetns(ctx) }, supervised: map[string]bool{}, namespaces: map[string]*mountNamespace{}}
 }
 
 // GetInfo describes the plugin. It needs no configuration.
@@ -78,13 +84,20 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if err != nil {
 		return nil, err
 	}
-	cfg, warnings, err := validate(raw, func() error { return p.probeNetns(ctx) })
+	m, err := p.machine(raw.MountNamespace)
+	if err != nil {
+		return nil, pluginapi.NewInvalidConfig("mountNamespace", "%v", err)
+	}
+	cfg, warnings, err := validate(raw, m, func() error { return p.probeNetns(ctx, m) })
 	if err != nil {
 		return nil, err
 	}
 	cfg.clusterID, cfg.nodeName = req.ClusterID, req.NodeName
 	if err := os.MkdirAll(cellsDir(cfg.stateDir), 0o700); err != nil {
 		return nil, pluginapi.NewInvalidConfig("stateDir", "%v", err)
+	}
+	if err := installAgent(cfg); err != nil {
+		return nil, err
 	}
 	p.cfg.Store(cfg)
 	for _, w := range warnings {
@@ -94,6 +107,25 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 		"network", cfg.network, "agent", cfg.agentPath, "instance_types", len(cfg.catalog))
 	p.superviseAll(cfg)
 	return &pluginapi.ConfigureResponse{Warnings: warnings}, nil
+}
+
+// machine returns where the plugin's commands run: in the mount namespace
+// at path, entered once, or in the plugin's own when path is empty.
+func (p *provider) machine(path string) (machine, error) {
+	if path == "" {
+		return machine{}, nil
+	}
+	p.namespacesMu.Lock()
+	defer p.namespacesMu.Unlock()
+	if ns := p.namespaces[path]; ns != nil {
+		return machine{ns: ns}, nil
+	}
+	ns, err := enterMountNamespace(path)
+	if err != nil {
+		return machine{}, err
+	}
+	p.namespaces[path] = ns
+	return machine{ns: ns}, nil
 }
 
 // ListInstanceTypes returns the catalog: built in, or the configured one.

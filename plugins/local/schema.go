@@ -47,6 +47,15 @@ const configSchema = `{
       "type": "string",
       "default": "local"
     },
+    "mountNamespace": {
+      "description": "Path of the mount namespace the cells live in (/proc/1/ns/mnt: the machine's, from a pod with hostPID): ip, nsenter and the agents run there, from a copy of the agent in <stateDir>/bin, and stateDir must be the same directory in both. Empty: the plugin's own.",
+      "type": "string"
+    },
+    "masquerade": {
+      "description": "netns mode: masquerade what the cells send beyond their subnet (iptables rules of this machine's, and IPv4 forwarding on), so that they reach what the machine reaches.",
+      "type": "boolean",
+      "default": false
+    },
     "terminationGrace": {
       "description": "Time between SIGTERM and SIGKILL when terminating a cell, as a Go duration.",
       "type": "string",

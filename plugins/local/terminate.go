@@ -87,7 +87,7 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 		return fmt.Errorf("stopping agent: %w", err)
 	}
 	if r.Network == NetworkNetns {
-		if err := teardownNetns(ctx, r); err != nil {
+		if err := cfg.machine.teardownNetns(ctx, r); err != nil {
 			return err
 		}
 	}
@@ -100,7 +100,7 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 		}
 	}
 	dir := cellDir(cfg.stateDir, r.CellID)
-	if err := unmountBelow(dir); err != nil {
+	if err := unmountBelow(cfg.machine, dir); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -114,14 +114,23 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 	return nil
 }
 
-// unmountBelow detaches whatever is mounted at or below dir: the tmpfs an
-// agent mounts for its pod's secrets is in the machine's mount namespace
-// and stays there if the agent is killed before it cleans up.
-func unmountBelow(dir string) error {
+// unmountBelow detaches whatever is mounted at or below dir where m's
+// commands run: the tmpfs an agent mounts for its pod's secrets is in the
+// machine's mount namespace and stays there if the agent is killed before
+// it cleans up.
+func unmountBelow(m machine, dir string) (err error) {
+	m.run(func() { err = unmountBelowHere(dir) })
+	return err
+}
+
+// unmountBelowHere is unmountBelow in the calling thread's mount
+// namespace: /proc/thread-self, since the thread may have joined another
+// than its process's (mountns.go).
+func unmountBelowHere(dir string) error {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real // the kernel lists resolved paths
 	}
-	data, err := os.ReadFile("/proc/self/mounts")
+	data, err := os.ReadFile("/proc/thread-self/mounts")
 	if err != nil {
 		return fmt.Errorf("reading mounts: %w", err)
 	}
