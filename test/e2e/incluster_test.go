@@ -5,11 +5,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +25,13 @@ import (
 	"github.com/kipcell/kip/test/kubeletnode"
 )
 
-// inClusterNode is the virtual node of the kip that runs in the cluster.
-const inClusterNode = "kip-incluster"
+// inClusterNode is the virtual node of the kip that runs in the cluster,
+// and inClusterSubnet its cells' subnet, on a bridge in the kubelet node's
+// network namespace.
+const (
+	inClusterNode   = "kip-incluster"
+	inClusterSubnet = "10.215.0.0/24"
+)
 
 // TestKipRunsInTheClusterFromItsImage installs kip as an operator does:
 // kip's image, built from this checkout by deploy/images and pushed to the
@@ -77,12 +84,14 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 	}
 	checkBootstrapped(t, "system:serviceaccount:kip-system:kip-incluster")
 
-	runOnInClusterKip(t)
+	runOnInClusterKip(t, node)
 }
 
 // runOnInClusterKip runs a pod on the in-cluster kip's node: it runs in a
-// cell, and kubectl logs and exec reach it through kip.
-func runOnInClusterKip(t *testing.T) {
+// cell, in a network namespace of its own with an address of the cells'
+// subnet, its ServiceAccount's token mounted, and kubectl logs and exec
+// reach it through kip.
+func runOnInClusterKip(t *testing.T, node *kubeletnode.Node) {
 	t.Helper()
 	ctx := t.Context()
 	podNS := f.Namespace(t)
@@ -101,6 +110,10 @@ func runOnInClusterKip(t *testing.T) {
 	t.Cleanup(func() {
 		// The cell ends with its pod, before kip's pod does.
 		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		if t.Failed() {
+			out, _ := exec.CommandContext(bg, filepath.Join(f.Cluster.BinDir, "kubectl"), "--kubeconfig", f.Cluster.Kubeconfig, "-n", podNS, "describe", "pod", pod.Name).CombinedOutput()
+			t.Logf("the pod:\n%s", out)
+		}
 		_ = f.Client.CoreV1().Pods(podNS).Delete(bg, pod.Name, metav1.DeleteOptions{})
 		f.WaitFor(t, 90*time.Second, "the pod on kip-incluster gone", func(ctx context.Context) (bool, error) {
 			_, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -127,6 +140,31 @@ func runOnInClusterKip(t *testing.T) {
 	}
 	if got := kc("exec", pod.Name, "--", "sh", "-c", "echo exec in $(hostname)"); !strings.Contains(got, "exec in "+pod.Name) {
 		t.Errorf("kubectl exec = %q, want \"exec in %s\"", got, pod.Name)
+	}
+
+	// Its own network: not the node's namespace (where kip, its agents'
+	// bridge and every other pod of the node would be), and an address of
+	// the cells' subnet.
+	var nodeNet string
+	if fi, err := os.Stat("/var/run/netns/" + node.NetNS); err != nil {
+		t.Fatal(err)
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		nodeNet = fmt.Sprintf("net:[%d]", st.Ino)
+	}
+	if got := strings.TrimSpace(kc("exec", pod.Name, "--", "readlink", "/proc/self/ns/net")); got == "" || got == nodeNet {
+		t.Errorf("the pod's network namespace is %q, the node's is %s: want one of its own", got, nodeNet)
+	}
+	p, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := netip.ParseAddr(p.Status.PodIP); err != nil || !netip.MustParsePrefix(inClusterSubnet).Contains(a) {
+		t.Errorf("pod IP %q, want one of the cells' subnet %s", p.Status.PodIP, inClusterSubnet)
+	}
+	// The token's tmpfs, which the agent mounts in the node's mount
+	// namespace, is what the container sees.
+	if got := kc("exec", pod.Name, "--", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/namespace"); got != podNS {
+		t.Errorf("the pod's ServiceAccount namespace file = %q, want %q", got, podNS)
 	}
 }
 
@@ -202,7 +240,13 @@ func installKip(t *testing.T, node *kubeletnode.Node, image string) {
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kipYAML, kustomization := inClusterOverlay(node, stateDir)
+	// The node's mount namespace is its containerd's: this machine's
+	// PID 1 is not a node's (kubeletnode.Node.ContainerdPID).
+	containerdPID, err := node.ContainerdPID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kipYAML, kustomization := inClusterOverlay(node, containerdPID, stateDir)
 	for name, body := range map[string]string{"kip.yaml": kipYAML, "kustomization.yaml": kustomization} {
 		if err := os.WriteFile(filepath.Join(run, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -224,7 +268,7 @@ func installKip(t *testing.T, node *kubeletnode.Node, image string) {
 	t.Cleanup(func() {
 		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		if t.Failed() {
-			out, _ := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "-n", ns, "logs", "deploy/kip-incluster", "--tail", "80").CombinedOutput()
+			out, _ := exec.CommandContext(bg, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "-n", ns, "logs", "deploy/kip-incluster", "--tail", "400").CombinedOutput()
 			t.Logf("kip's log (tail):\n%s", out)
 		}
 		// Everything applied but the namespace, which the run's other kips use.
@@ -248,7 +292,7 @@ func installKip(t *testing.T, node *kubeletnode.Node, image string) {
 // inClusterOverlay is the kip.yaml and kustomization.yaml with which the
 // run applies overlays/local: its own node name, registry, containerd and
 // state directory, and names that do not meet the run's other kips'.
-func inClusterOverlay(node *kubeletnode.Node, stateDir string) (kipYAML, kustomization string) {
+func inClusterOverlay(node *kubeletnode.Node, containerdPID int, stateDir string) (kipYAML, kustomization string) {
 	kipYAML = fmt.Sprintf(`clusterID: e2e-incluster
 nodeName: %s
 cells:
@@ -259,10 +303,15 @@ plugin:
   name: local
   dir: /usr/local/lib/kip/plugins
   config:
-    agentCommand: [/usr/local/bin/kip-cell, --containerd-address, /run/containerd/containerd.sock, --bootstrap, "{bootstrap}"]
-    network: loopback
+    agentCommand: [/usr/local/bin/kip-cell, --containerd-address, %s, --bootstrap, "{bootstrap}"]
+    network: netns
+    # Not the default 10.213.0.0/16: the run's registry is on its own
+    # cells' 10.213.x.0/24, which the node must reach.
+    subnet: %s
+    masquerade: true
+    mountNamespace: /proc/%d/ns/mnt
     stateDir: %s
-`, inClusterNode, cells.Registry.Host(), stateDir)
+`, inClusterNode, cells.Registry.Host(), node.ContainerdSocket, inClusterSubnet, containerdPID, stateDir)
 	kustomization = fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 nameSuffix: -incluster
@@ -289,30 +338,23 @@ patches:
         template:
           spec:
             volumes:
-              - name: containerd
-                hostPath: {path: %[2]s, type: Socket}
               - name: local
-                hostPath: {path: %[3]s, type: Directory}
-              - name: containerd-root
-                hostPath: {path: %[5]s, type: Directory}
+                hostPath: {path: %[2]s, type: Directory}
             containers:
               - name: kip
                 volumeMounts:
                   - name: local
-                    mountPath: %[3]s
-                  - name: containerd-root
-                    mountPath: %[5]s
-                    readOnly: true
+                    mountPath: %[2]s
   - target: {kind: RoleBinding, name: kip-ca-secret}
     patch: |-
       - op: replace
         path: /subjects/0/name
-        value: system:node:%[4]s
+        value: system:node:%[3]s
   - target: {kind: ClusterRoleBinding, name: kip-endpointslices}
     patch: |-
       - op: replace
         path: /subjects/0/name
-        value: system:node:%[4]s
+        value: system:node:%[3]s
   - target: {kind: ClusterRoleBinding, name: "kip-bootstrap-node(client|-bootstrapper)"}
     patch: |-
       - op: replace
@@ -327,8 +369,8 @@ patches:
     patch: |-
       - op: replace
         path: /rules/0/resourceNames
-        value: [kip-%[4]s]
-`, node.Name, node.ContainerdSocket, stateDir, inClusterNode, node.ContainerdRoot)
+        value: [kip-%[3]s]
+`, node.Name, stateDir, inClusterNode)
 	return kipYAML, kustomization
 }
 

@@ -354,6 +354,19 @@ func (n *Node) alive(p paths, name string) bool {
 	return false
 }
 
+// ContainerdPID returns the PID of the node's containerd while it runs. Its
+// /proc/<pid>/ns/mnt is the mount namespace in which its runc finds what a
+// container mounts from the node: a privileged pod with hostPID opens it,
+// where this machine's PID 1 (another program's, with a capability the
+// pods lack) refuses it.
+func (n *Node) ContainerdPID() (int, error) {
+	pid, ok := controlplane.RunningPID(n.StateDir, paths{dir: n.StateDir}.pid("containerd"))
+	if !ok {
+		return 0, fmt.Errorf("node %s: containerd does not run", n.Name)
+	}
+	return pid, nil
+}
+
 func (n *Node) save() error {
 	data, err := json.MarshalIndent(n, "", "  ")
 	if err != nil {
