@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -358,6 +359,8 @@ func TestMemoryDoesNotGrowWithTheLog(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := NewStore(t.TempDir(), WithRotation(Rotation{MaxSize: 1 << 40}))
+			// A frequent GC keeps HeapInuse near what is live.
+			defer debug.SetGCPercent(debug.SetGCPercent(20))
 			runtime.GC()
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
@@ -378,9 +381,11 @@ func TestMemoryDoesNotGrowWithTheLog(t *testing.T) {
 					t.Errorf("%+v: the log ends with %q", opts, out.last)
 				}
 			}
-			if grown := int64(stop()) - int64(before.HeapInuse); grown > 16<<20 {
+			grown := int64(stop()) - int64(before.HeapInuse)
+			if grown > 16<<20 {
 				t.Errorf("writing and reading %d MiB grew the heap by %d MiB", size>>20, grown>>20)
 			}
+			t.Logf("the heap grew by %d KiB at most", grown>>10)
 		})
 	}
 }
