@@ -126,7 +126,7 @@
 //	TestTLSBootstrapRenewal                       local          kip's node certificate renewed
 //	TestMetricsAfterABurst                        local          kip's admin server and metrics
 //	TestLightCells                                local          light cells, the scale benchmark's harness
-//	TestKipRunsInTheClusterFromItsImage           local          kip installed from its image with the local overlay
+//	TestKipRunsInTheClusterFromItsImage           local          kip installed from its image with the local overlay; its pod in a network namespace of its own
 //	TestManifestsPassServerSideApply              local          every overlay's manifests, the cloud ones too, against the API server
 //	TestNodeRegisters                             local          the virtual node (host/node, no plugin)
 //	TestNodeRoleLabelForbiddenToNodeIdentity      local          the virtual node (host/node, no plugin)
