@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,5 +110,50 @@ func TestMountNamespaceNeedsTheSameStateDir(t *testing.T) {
 	_, err = p.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: e.clusterID, Config: e.configJSON()})
 	if !errors.As(err, &invalid) || invalid.Key != "mountNamespace" {
 		t.Fatalf("Configure with no such mount namespace: %v, want InvalidConfig on mountNamespace", err)
+	}
+}
+
+// installAgent copies the agent where the cells' mount namespace runs it:
+// once, again when the executable changed (a kip upgrade), and by a rename,
+// so a running agent keeps the file it runs.
+func TestInstallAgent(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "kip-cell")
+	cfg := &config{agentPath: src, agentRun: filepath.Join(dir, "state", agentBinDir, "kip-cell")}
+	inode := func() uint64 {
+		fi, err := os.Stat(cfg.agentRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	steps := []struct {
+		name     string
+		contents string
+		replaced bool
+	}{
+		{"first", "v1", true},
+		{"unchanged", "v1", false},
+		{"upgraded", "v2", true},
+	}
+	var before uint64
+	for _, s := range steps {
+		if err := os.WriteFile(src, []byte(s.contents), 0o755); err != nil { //nolint:gosec // G306: an executable
+			t.Fatal(err)
+		}
+		if err := installAgent(cfg); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		got, err := os.ReadFile(cfg.agentRun)
+		if err != nil || string(got) != s.contents {
+			t.Errorf("%s: the copy holds %q (%v), want %q", s.name, got, err, s.contents)
+		}
+		if fi, _ := os.Stat(cfg.agentRun); fi == nil || fi.Mode().Perm()&0o100 == 0 {
+			t.Errorf("%s: the copy is not executable", s.name)
+		}
+		if now := inode(); (now != before) != s.replaced {
+			t.Errorf("%s: replaced = %v, want %v", s.name, now != before, s.replaced)
+		}
+		before = inode()
 	}
 }

@@ -3,8 +3,10 @@ package local
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,28 +150,61 @@ const agentBinDir = "bin"
 // installAgent copies the agent's executable to cfg.agentRun, where the
 // mount namespace of the cells sees it, unless it is there already with
 // the same contents. A new copy replaces the old by a rename, so running
-// agents keep theirs.
+// agents keep theirs. It streams: the executable is tens of MiB.
 func installAgent(cfg *config) error {
 	if cfg.agentRun == cfg.agentPath {
 		return nil
 	}
-	src, err := os.ReadFile(cfg.agentPath)
-	if err != nil {
-		return fmt.Errorf("installing the agent in the state directory: %w", err)
-	}
-	if old, err := os.ReadFile(cfg.agentRun); err == nil && bytes.Equal(old, src) {
+	if same, err := sameContents(cfg.agentPath, cfg.agentRun); err == nil && same {
 		return nil
 	}
-	dir := filepath.Dir(cfg.agentRun)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := copyExecutable(cfg.agentPath, cfg.agentRun); err != nil {
 		return fmt.Errorf("installing the agent in the state directory: %w", err)
+	}
+	return nil
+}
+
+// sameContents reports whether files a and b hold the same bytes.
+func sameContents(a, b string) (bool, error) {
+	sum := func(name string) (int64, []byte, error) {
+		f, err := os.Open(name) //nolint:gosec // G304: the agent's executable and its copy
+		if err != nil {
+			return 0, nil, err
+		}
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		return n, h.Sum(nil), err
+	}
+	na, ha, err := sum(a)
+	if err != nil {
+		return false, err
+	}
+	nb, hb, err := sum(b)
+	if err != nil {
+		return false, err
+	}
+	return na == nb && bytes.Equal(ha, hb), nil
+}
+
+// copyExecutable copies src to dst (mode 0755) through a temporary file
+// in dst's directory, renamed into place.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src) //nolint:gosec // G304: the agent's executable
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, ".agent-*")
 	if err != nil {
-		return fmt.Errorf("installing the agent in the state directory: %w", err)
+		return err
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	_, err = tmp.Write(src)
+	_, err = io.Copy(tmp, in)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -177,12 +212,9 @@ func installAgent(cfg *config) error {
 		err = os.Chmod(tmp.Name(), 0o755) //nolint:gosec // G302: an executable
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), cfg.agentRun)
+		err = os.Rename(tmp.Name(), dst)
 	}
-	if err != nil {
-		return fmt.Errorf("installing the agent in the state directory: %w", err)
-	}
-	return nil
+	return err
 }
 
 // procStat returns the state (field 3) and start time (field 22, in clock
