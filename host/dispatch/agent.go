@@ -57,11 +57,22 @@ func DialKeepalive(cellID, address string, tlsConfig *tls.Config, ka Keepalive) 
 	return dial(cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), credentials.NewTLS(tlsConfig), ka)
 }
 
+// MaxAgentMessage is the largest message kip takes from a cell's agent. An
+// agent sends statuses, stats, and the output of logs, exec, attach and
+// port-forwards in chunks of at most 64 KiB; a cell that sends more (a
+// compromised instance, an agent gone wrong) gets ResourceExhausted
+// instead of a place in kip's memory. What kip sends (a pod's resolved
+// volumes, the cluster's services) may be larger: maxSentToAgent.
+const MaxAgentMessage = 4 << 20
+
+// maxSentToAgent is the largest message kip sends an agent.
+const maxSentToAgent = 64 << 20
+
 // dial is Dial to target (host:port) with creds and keep-alive ka.
 func dial(cellID, target string, creds credentials.TransportCredentials, ka Keepalive) (*Agent, error) {
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAgentMessage), grpc.MaxCallSendMsgSize(maxSentToAgent)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: ka.Time, Timeout: ka.Timeout, PermitWithoutStream: true}),
 		grpc.WithDefaultServiceConfig(retryOnce),
 		// Each connection's 32 KiB write buffer goes back to a shared

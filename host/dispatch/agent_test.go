@@ -261,3 +261,60 @@ func TestNoPodNetwork(t *testing.T) {
 		}
 	}
 }
+
+// loudAgent answers Logs with one chunk of its size.
+type loudAgent struct {
+	cellv1.UnimplementedCellServer
+	size int
+}
+
+func (l *loudAgent) Logs(_ *cellv1.LogsRequest, s grpc.ServerStreamingServer[cellv1.LogChunk]) error {
+	return s.Send(&cellv1.LogChunk{Data: bytes.Repeat([]byte("x"), l.size)})
+}
+
+// TestAgentMessagesAreCapped: kip takes from an agent, connected as Dial
+// connects, a message as large as the agent's chunks, and refuses one
+// past MaxAgentMessage rather than hold it (issue 29: 64 MiB from any
+// cell).
+func TestAgentMessagesAreCapped(t *testing.T) {
+	tests := []struct {
+		name    string
+		size    int
+		refused bool
+	}{
+		{"a chunk", 64 << 10, false},
+		{"past the cap", MaxAgentMessage + 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := grpc.NewServer(grpc.MaxSendMsgSize(2 * MaxAgentMessage))
+			cellv1.RegisterCellServer(srv, &loudAgent{size: tt.size})
+			go func() { _ = srv.Serve(lis) }()
+			t.Cleanup(srv.Stop)
+			a, err := dial("c-1", lis.Addr().String(), insecure.NewCredentials(), DefaultKeepalive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = a.Close() })
+			rc, err := a.Logs(t.Context(), "main", api.ContainerLogOpts{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := io.ReadAll(rc)
+			_ = rc.Close()
+			if tt.refused {
+				if status.Code(err) != codes.ResourceExhausted {
+					t.Errorf("a message of %d bytes: read %d bytes, %v; want ResourceExhausted", tt.size, len(data), err)
+				}
+				return
+			}
+			if err != nil || len(data) != tt.size {
+				t.Errorf("a message of %d bytes: read %d bytes, %v", tt.size, len(data), err)
+			}
+		})
+	}
+}
