@@ -184,10 +184,25 @@ func (s *Server) Logs(req *cellv1.LogsRequest, stream cellv1.Cell_LogsServer) er
 type chunkWriter struct{ send func([]byte) error }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
-	if err := w.send(append([]byte(nil), p...)); err != nil {
-		return 0, err
+	return inChunks(p, w.send)
+}
+
+// MaxChunk is the most output (of logs, exec, attach, port-forwards) the
+// agent puts in one message: the host takes messages of a few MiB at most
+// (host/dispatch.MaxAgentMessage).
+const MaxChunk = 64 << 10
+
+// inChunks sends a copy of p in pieces of at most MaxChunk.
+func inChunks(p []byte, send func([]byte) error) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		c := p[:min(len(p), MaxChunk)]
+		if err := send(append([]byte(nil), c...)); err != nil {
+			return n, err
+		}
+		n, p = n+len(c), p[len(c):]
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // DeletePod implements cellv1.CellServer. Deletion goes on if the call's
@@ -416,15 +431,13 @@ func (e *execSender) send(m *cellv1.ExecOutput) error {
 
 func (e *execSender) writer(stderr bool) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		b := append([]byte(nil), p...)
-		m := &cellv1.ExecOutput{Stdout: b}
-		if stderr {
-			m = &cellv1.ExecOutput{Stderr: b}
-		}
-		if err := e.send(m); err != nil {
-			return 0, err
-		}
-		return len(p), nil
+		return inChunks(p, func(b []byte) error {
+			m := &cellv1.ExecOutput{Stdout: b}
+			if stderr {
+				m = &cellv1.ExecOutput{Stderr: b}
+			}
+			return e.send(m)
+		})
 	})
 }
 

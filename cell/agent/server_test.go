@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -31,5 +32,31 @@ func TestApplyPodRefusesAPodAddress(t *testing.T) {
 	resp, err := s.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{PodJson: data, Generation: 1})
 	if err != nil || resp.GetGeneration() != 1 || mgr.PodUID() != "u1" {
 		t.Errorf("ApplyPod without = %v, %v (pod %q); want generation 1 taken", resp, err, mgr.PodUID())
+	}
+}
+
+// The agent sends output in messages of at most MaxChunk, whatever a
+// writer is given at once, so that kip takes every one of them
+// (host/dispatch.MaxAgentMessage).
+func TestOutputInChunks(t *testing.T) {
+	for _, size := range []int{0, 1, MaxChunk, MaxChunk + 1, 3*MaxChunk + 5} {
+		p := bytes.Repeat([]byte("abcdefg"), size/7+1)[:size]
+		var got [][]byte
+		n, err := inChunks(p, func(b []byte) error { got = append(got, b); return nil })
+		if err != nil || n != size {
+			t.Errorf("%d bytes: wrote %d, %v", size, n, err)
+		}
+		if want := (size + MaxChunk - 1) / MaxChunk; len(got) != want {
+			t.Errorf("%d bytes: %d messages, want %d", size, len(got), want)
+		}
+		for _, b := range got {
+			if len(b) > MaxChunk {
+				t.Errorf("%d bytes: a message of %d", size, len(b))
+			}
+		}
+		clear(p) // the messages are copies, sent later
+		if joined := bytes.Join(got, nil); size > 0 && !bytes.Equal(joined, bytes.Repeat([]byte("abcdefg"), size/7+1)[:size]) {
+			t.Errorf("%d bytes: the messages do not hold what was written", size)
+		}
 	}
 }
