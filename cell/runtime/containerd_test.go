@@ -1,14 +1,12 @@
 package runtime_test
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,25 +17,8 @@ import (
 	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/registry"
+	"github.com/kipcell/kip/test/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the copy goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // waitExited fails the test with msg unless task exits within d.
 func waitExited(t *testing.T, task interface{ Exited() <-chan struct{} }, d time.Duration, msg string) {
@@ -93,7 +74,7 @@ func TestContainerd(t *testing.T) {
 	}
 
 	t.Run("runs in the netns with the pod IP, limits and exit code", func(t *testing.T) {
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		task, err := rt.Start(ctx, runtime.ContainerSpec{
 			ID: "ip-0", Name: "ip", Image: img, NetNSPath: netns.Path, Hostname: "mypod",
 			Args:      []string{"sh", "-c", "ip -4 addr; hostname; echo $GREETING; cat /sys/fs/cgroup/memory/memory.limit_in_bytes; echo oops >&2; exit 7"},
@@ -131,7 +112,7 @@ func TestContainerd(t *testing.T) {
 		}
 		defer func() { _ = task.Delete(ctx) }()
 
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		p, err := task.Exec(ctx, runtime.ExecSpec{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Stdout: &out, Stderr: &errOut})
 		if err != nil {
 			t.Fatalf("Exec: %v", err)
@@ -145,7 +126,7 @@ func TestContainerd(t *testing.T) {
 		// Wait returns with the whole output, however quickly the
 		// process exits: none of it is left unread in the FIFOs.
 		for i := range 100 {
-			var out syncBuffer
+			var out syncbuf.Buffer
 			p, err := task.Exec(ctx, runtime.ExecSpec{Args: []string{"sh", "-c", "seq 1000"}, Stdout: &out})
 			if err != nil {
 				t.Fatalf("Exec: %v", err)
@@ -158,7 +139,7 @@ func TestContainerd(t *testing.T) {
 			}
 		}
 
-		var tty syncBuffer
+		var tty syncbuf.Buffer
 		inR, inW := io.Pipe()
 		p, err = task.Exec(ctx, runtime.ExecSpec{Args: []string{"sh"}, TTY: true, Stdin: inR, Stdout: &tty})
 		if err != nil {
@@ -178,7 +159,7 @@ func TestContainerd(t *testing.T) {
 			t.Errorf("TTY output = %q, want the size and a pts", tty.String())
 		}
 
-		var wc syncBuffer
+		var wc syncbuf.Buffer
 		inR, inW = io.Pipe()
 		p, err = task.Exec(ctx, runtime.ExecSpec{Args: []string{"wc", "-c"}, Stdin: inR, Stdout: &wc})
 		if err != nil {
@@ -293,7 +274,7 @@ func TestContainerdCPULimitAboveTheCell(t *testing.T) {
 	rt, img, _ := runtimeInCellCgroup(t,
 		"cpu", map[string]string{"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "50000"},
 		map[string]string{"cpu.max": "50000 100000"})
-	var out syncBuffer
+	var out syncbuf.Buffer
 	task, err := rt.Start(ctx, runtime.ContainerSpec{
 		ID: "limited-0", Name: "limited", Image: img, Args: []string{"echo", "ran"},
 		Resources: runtime.Resources{CPUQuotaMillis: 1250},
@@ -324,7 +305,7 @@ func TestContainerdCgroupParent(t *testing.T) {
 	rt, img, parent := runtimeInCellCgroup(t,
 		"memory", map[string]string{"memory.limit_in_bytes": limit},
 		map[string]string{"memory.max": limit})
-	var out syncBuffer
+	var out syncbuf.Buffer
 	// tail holds its whole input when it has no newline: 200 MB.
 	task, err := rt.Start(ctx, runtime.ContainerSpec{
 		ID: "hog-0", Name: "hog", Image: img,

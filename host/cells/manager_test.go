@@ -1,7 +1,6 @@
 package cells
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/tls"
@@ -39,6 +38,7 @@ import (
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
+	"github.com/kipcell/kip/test/syncbuf"
 )
 
 // fakeAgent is an in-process cell agent: it reports Running once a pod is
@@ -233,25 +233,7 @@ type setup struct {
 	// silent, when set, says which cells' agents never answer.
 	silent func(cellID string) bool
 	// log receives the Manager's log; nil discards it.
-	log *logBuffer
-}
-
-// logBuffer is a log a test reads while the Manager writes it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	log *syncbuf.Buffer
 }
 
 // newHarnessSetup is newHarnessDeferred with a setup.
@@ -597,7 +579,7 @@ func TestPodEndedByItsDeletionKeepsNoLogs(t *testing.T) {
 }
 
 func TestFinishedPodTerminatesCellButKeepsStatus(t *testing.T) {
-	var log logBuffer
+	var log syncbuf.Buffer
 	h := newHarnessSetup(t, setup{log: &log})
 	h.start(t)
 	pod := newPod("job", "uid-2")

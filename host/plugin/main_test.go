@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/test/syncbuf"
 )
 
 // Test plugin binaries built by TestMain: the fake provider reporting
@@ -83,27 +83,9 @@ func writeScript(t testing.TB, path, body string) string {
 	return path
 }
 
-// logBuffer is a concurrency-safe buffer for a test logger.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testLogger logs at info to the test's output and to the returned buffer.
-func testLogger(t testing.TB) (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
+func testLogger(t testing.TB) (*slog.Logger, *syncbuf.Buffer) {
+	buf := &syncbuf.Buffer{}
 	w := io.MultiWriter(buf, t.Output())
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})), buf
 }

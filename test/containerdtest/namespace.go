@@ -1,12 +1,10 @@
 package containerdtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/containerd/containerd/api/types/runc/options"
@@ -16,6 +14,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"github.com/kipcell/kip/test/syncbuf"
 )
 
 // CleanupNamespace deletes the images and the namespace ns, then the
@@ -47,32 +47,13 @@ func CleanupNamespace(t testing.TB, c *client.Client, ns string) {
 	}
 }
 
-// SyncBuffer is a bytes.Buffer safe for a task's two copying goroutines
-// (stdout and stderr) and the test reading it.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Container is a container RunImage started.
 type Container struct {
 	Task client.Task
 	// Exit receives the task's exit status.
 	Exit <-chan client.ExitStatus
 	// Output is its stdout and stderr together, so far.
-	Output *SyncBuffer
+	Output *syncbuf.Buffer
 }
 
 // RunImage pulls ref through resolver into ctx's namespace, creates the
@@ -99,7 +80,7 @@ func (d *Daemon) RunImage(ctx context.Context, t testing.TB, resolver remotes.Re
 	if err != nil {
 		t.Fatalf("creating container %s: %v", id, err)
 	}
-	out := &SyncBuffer{}
+	out := &syncbuf.Buffer{}
 	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, out, out), cio.WithFIFODir(filepath.Join(d.Dir, "fifo"))))
 	if err != nil {
 		_ = ctr.Delete(ctx, client.WithSnapshotCleanup)

@@ -7,12 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kipcell/kip/test/syncbuf"
 )
 
 // TestReferencesEventsAndAttach: what the host resolves (a ConfigMap
@@ -62,7 +63,7 @@ func TestReferencesEventsAndAttach(t *testing.T) {
 	attach := exec.Command(filepath.Join(f.Cluster.BinDir, "kubectl"), "--kubeconfig", f.Cluster.Kubeconfig,
 		"attach", "-i", "-n", ns, "refs", "-c", "main")
 	attach.Stdin = strings.NewReader("typed into attach\n")
-	attached := &lockedBuffer{}
+	attached := &syncbuf.Buffer{}
 	attach.Stdout = attached
 	if err := attach.Start(); err != nil {
 		t.Fatal(err)
@@ -72,22 +73,4 @@ func TestReferencesEventsAndAttach(t *testing.T) {
 	})
 	_ = attach.Process.Kill()
 	_ = attach.Wait()
-}
-
-// lockedBuffer is an io.Writer safe to read while a command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

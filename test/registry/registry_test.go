@@ -1,16 +1,15 @@
 package registry_test
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kipcell/kip/test/registry"
+	"github.com/kipcell/kip/test/syncbuf"
 )
 
 func start(t *testing.T, opts registry.Options) *registry.Registry {
@@ -80,7 +79,7 @@ func TestStartDefaults(t *testing.T) {
 }
 
 func TestBasicAuth(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	reg := start(t, registry.Options{Username: "kip", Password: "s3cret", Log: &logs})
 	if !reg.AuthRequired() {
 		t.Error("AuthRequired() = false with credentials set")
@@ -189,22 +188,4 @@ func waitRefused(t *testing.T, host string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

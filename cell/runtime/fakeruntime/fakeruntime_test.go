@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,25 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kipcell/kip/cell/runtime"
+	"github.com/kipcell/kip/test/syncbuf"
 )
-
-// buffer is a writer safe for the runtime's writes and the test's reads.
-type buffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 func waitExit(t *testing.T, task runtime.Task) runtime.ExitStatus {
 	t.Helper()
@@ -74,7 +56,7 @@ func TestContainersEndByTheirCommand(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			rt := New(Config{})
-			var out buffer
+			var out syncbuf.Buffer
 			task, err := rt.Start(t.Context(), runtime.ContainerSpec{ID: "c1", Name: "app", Args: tt.args, Stdout: &out})
 			if err != nil {
 				t.Fatal(err)
@@ -149,7 +131,7 @@ func TestExec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out buffer
+			var out syncbuf.Buffer
 			spec := runtime.ExecSpec{Args: tt.args, Stdout: &out}
 			if tt.stdin != "" {
 				spec.Stdin = strings.NewReader(tt.stdin)
@@ -234,7 +216,7 @@ func TestReattachAndCleanup(t *testing.T) {
 	if _, err := rt.Reattach(ctx, runtime.ReattachSpec{ID: "c1"}); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Reattach of an unknown container: %v, want ErrNotFound", err)
 	}
-	var first, second buffer
+	var first, second syncbuf.Buffer
 	task, err := rt.Start(ctx, runtime.ContainerSpec{ID: "c1", Args: []string{"/app"}, Stdout: &first})
 	if err != nil {
 		t.Fatal(err)
