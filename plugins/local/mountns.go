@@ -123,12 +123,17 @@ func (m machine) run(f func()) {
 	<-done
 }
 
-// start starts cmd, built by build, where m's commands run, and returns
-// it; the child starts in that namespace with machinePath as its PATH
-// when it is another. The caller waits for it.
-func (m machine) start(build func() *exec.Cmd) (cmd *exec.Cmd, err error) {
+// start finds the executable name where m's commands run, starts the
+// command build makes of its path there, and returns it; the child starts
+// in that namespace, with machinePath as its PATH when it is another. The
+// caller waits for it.
+func (m machine) start(name string, build func(path string) *exec.Cmd) (cmd *exec.Cmd, err error) {
 	m.run(func() {
-		cmd = build()
+		var path string
+		if path, err = m.resolve(name); err != nil {
+			return
+		}
+		cmd = build(path)
 		if m.ns != nil {
 			cmd.Env = withPath(cmd.Environ(), machinePath)
 		}
@@ -152,11 +157,7 @@ func withPath(env []string, path string) []string {
 // combined output; errors carry the output.
 func (m machine) output(ctx context.Context, name string, args ...string) (string, error) {
 	var out strings.Builder
-	path, err := m.lookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
-	}
-	cmd, err := m.start(func() *exec.Cmd {
+	cmd, err := m.start(name, func(path string) *exec.Cmd {
 		c := exec.CommandContext(ctx, path, args...)
 		c.Stdout, c.Stderr = &out, &out
 		return c
@@ -173,11 +174,16 @@ func (m machine) output(ctx context.Context, name string, args ...string) (strin
 // lookPath is exec.LookPath where m's commands run, in machinePath when
 // that is another mount namespace.
 func (m machine) lookPath(name string) (path string, err error) {
+	m.run(func() { path, err = m.resolve(name) })
+	return path, err
+}
+
+// resolve is lookPath on the thread where m's commands run.
+func (m machine) resolve(name string) (string, error) {
 	if m.ns == nil {
 		return exec.LookPath(name)
 	}
-	m.run(func() { path, err = lookPathIn(machinePath, name) })
-	return path, err
+	return lookPathIn(machinePath, name)
 }
 
 // lookPathIn finds the executable name in the directories of path, as

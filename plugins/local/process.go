@@ -128,8 +128,8 @@ func startAgent(m machine, argv, env []string, dir string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	defer logFile.Close() // the child has its own copy
-	cmd, err := m.start(func() *exec.Cmd {
-		cmd := exec.Command(argv[0], argv[1:]...)
+	cmd, err := m.start(argv[0], func(path string) *exec.Cmd {
+		cmd := exec.Command(path, argv[1:]...)
 		cmd.Env = env
 		cmd.Dir = dir
 		cmd.Stdout = logFile
