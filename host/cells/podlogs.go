@@ -97,8 +97,9 @@ func (p podLogs) saveContainer(ctx context.Context, agent *dispatch.Agent, dir, 
 }
 
 // writeNewest converts r to CRI log lines (toCRI) into path, keeping the
-// newest limit bytes from a line's start. It streams through a temporary
-// file, so a long log costs disk for a moment, never memory, and path
+// newest limit bytes from a record's start. It streams through a
+// temporary file, so a long log costs disk for a moment, never memory
+// (no record is longer than a few KiB: toCRI splits long lines), and path
 // holds either the whole result or nothing.
 func writeNewest(path string, r io.Reader, limit int64) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
@@ -119,14 +120,8 @@ func writeNewest(path string, r io.Reader, limit int64) error {
 		return err
 	}
 	if size > limit {
-		// One byte more than kept: the one before says whether the kept
-		// part starts a line.
-		tail := make([]byte, limit+1)
-		if _, err := tmp.ReadAt(tail, size-limit-1); err != nil {
-			return err
-		}
-		kept := newest(tail, int(limit))
-		if err := os.WriteFile(tmp.Name()+".newest", kept, 0o600); err != nil {
+		defer os.Remove(tmp.Name() + ".newest") // after the rename, a no-op
+		if err := copyNewest(tmp.Name()+".newest", tmp, size, limit); err != nil {
 			return err
 		}
 		return os.Rename(tmp.Name()+".newest", path)
@@ -137,50 +132,76 @@ func writeNewest(path string, r io.Reader, limit int64) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// toCRI turns what the agent serves with timestamps ("<time> <content>"
-// a line) back into CRI log lines ("<time> stdout F <content>"). The
-// stream is not served, so every line counts as stdout; a last line
-// without a newline is kept as a partial one.
-func toCRI(r io.Reader, w io.Writer) error {
-	br := bufio.NewReader(r)
+// copyNewest writes to path the records of src (size bytes) that begin
+// within its last limit bytes: from the byte before them, the first
+// newline ends the record before the first one kept.
+func copyNewest(path string, src io.ReaderAt, size, limit int64) error {
+	br := bufio.NewReader(io.NewSectionReader(src, size-limit-1, limit+1))
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			tag := "F"
-			if line[len(line)-1] == '\n' {
-				line = line[:len(line)-1]
-			} else {
-				tag = "P"
-			}
-			ts, content, ok := bytes.Cut(line, []byte{' '})
-			if _, perr := time.Parse(time.RFC3339Nano, string(ts)); !ok || perr != nil {
-				return fmt.Errorf("reading the agent's log line %q: no timestamp", line)
-			}
-			fmt.Fprintf(w, "%s stdout %s %s\n", ts, tag, content)
+		_, err := br.ReadSlice('\n')
+		if err == nil {
+			break
 		}
 		if errors.Is(err, io.EOF) {
-			return nil
+			return os.WriteFile(path, nil, 0o600) // no record starts there
 		}
-		if err != nil {
+		if !errors.Is(err, bufio.ErrBufferFull) {
 			return err
 		}
 	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := br.WriteTo(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
-// newest returns at most the last limit bytes of data, from a line's
-// start: data whole when it fits, else the lines that begin within its
-// last limit bytes.
-func newest(data []byte, limit int) []byte {
-	if len(data) <= limit {
-		return data
+// toCRI turns what the agent serves with timestamps ("<time> <content>"
+// a line) back into CRI log lines ("<time> stdout F <content>"). The
+// stream is not served, so every line counts as stdout. A line longer
+// than about logs.MaxLineSize becomes partial (P) records under its
+// time, as the agent wrote it, so that what this holds is bounded
+// whatever a container printed; a last line without a newline ends with
+// a partial record.
+func toCRI(r io.Reader, w io.Writer) error {
+	br := bufio.NewReaderSize(r, logs.MaxLineSize+len(time.RFC3339Nano)+1)
+	var ts []byte // the time of the line going on; nil at a line's start
+	for {
+		piece, err := br.ReadSlice('\n')
+		if len(piece) > 0 {
+			tag := "F"
+			if piece[len(piece)-1] == '\n' {
+				piece = piece[:len(piece)-1]
+			} else {
+				tag = "P"
+			}
+			content := piece
+			if ts == nil {
+				t, rest, ok := bytes.Cut(piece, []byte{' '})
+				if _, perr := time.Parse(time.RFC3339Nano, string(t)); !ok || perr != nil {
+					return fmt.Errorf("reading the agent's log line %.80q: no timestamp", piece)
+				}
+				ts, content = append([]byte(nil), t...), rest
+			}
+			if _, werr := fmt.Fprintf(w, "%s stdout %s %s\n", ts, tag, content); werr != nil {
+				return werr
+			}
+			if tag == "F" {
+				ts = nil
+			}
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return err
+		}
 	}
-	// From the byte before the last limit: its newline, if any, ends the
-	// line before the first one kept.
-	data = data[len(data)-limit-1:]
-	if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		return data[i+1:]
-	}
-	return nil
 }
 
 // read serves a kept container log with the kubelet API's options.

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kipcell/kip/cell/logs"
 )
 
 func TestToCRI(t *testing.T) {
@@ -34,22 +36,82 @@ func TestToCRI(t *testing.T) {
 	}
 }
 
-func TestNewest(t *testing.T) {
-	tests := []struct {
-		data  string
-		limit int
-		want  string
+// TestToCRIOfLongLines: a line longer than a log record is kept as
+// partial records of bounded size under the line's time, whose contents
+// make the line again; with or without a final newline.
+func TestToCRIOfLongLines(t *testing.T) {
+	const ts = "2026-11-24T10:00:00.5Z"
+	for _, tt := range []struct {
+		name, line string
+		newline    bool
 	}{
-		{"a\nb\nc\n", 10, "a\nb\nc\n"},
-		{"aaaa\nbb\ncc\n", 5, "cc\n"},     // cut inside "bb": from the next line on
-		{"aaaa\nbb\ncc\n", 6, "bb\ncc\n"}, // cut at a line's start: that line is kept
-		{"aaaa\nbb\ncc\n", 7, "bb\ncc\n"}, // cut just after a newline
-		{"aaaaaaaaaa", 4, ""},
+		{"three records and a newline", strings.Repeat("x", 2*logs.MaxLineSize+100), true},
+		{"exactly a record's size", strings.Repeat("y", logs.MaxLineSize), true},
+		{"no newline", strings.Repeat("z", 3*logs.MaxLineSize+7), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := ts + " " + tt.line
+			if tt.newline {
+				in += "\n"
+			}
+			var out bytes.Buffer
+			if err := toCRI(strings.NewReader(in+ts+" after\n"), &out); err != nil {
+				t.Fatal(err)
+			}
+			var line strings.Builder
+			var lines []string
+			for rec := range strings.Lines(out.String()) {
+				if len(rec) > logs.MaxLineSize+128 {
+					t.Fatalf("a record of %d bytes: toCRI holds whole lines", len(rec))
+				}
+				e, err := logs.ParseLine([]byte(strings.TrimSuffix(rec, "\n")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := e.Time.Format(time.RFC3339Nano); got != ts {
+					t.Errorf("record time %s, want the line's %s", got, ts)
+				}
+				line.Write(e.Content)
+				if !e.Partial {
+					lines = append(lines, line.String())
+					line.Reset()
+				}
+			}
+			want := []string{tt.line, "after"}
+			if !tt.newline {
+				want = []string{tt.line + ts + " after"} // the next "line" goes on the unfinished one
+			}
+			if !slices.Equal(lines, want) || line.Len() != 0 {
+				t.Errorf("lines of %d, %d bytes (left %d); want %d, %d", len(lines[0]), len(lines)-1, line.Len(), len(want[0]), len(want)-1)
+			}
+		})
 	}
-	for _, tt := range tests {
-		if got := string(newest([]byte(tt.data), tt.limit)); got != tt.want {
-			t.Errorf("newest(%q, %d) = %q, want %q", tt.data, tt.limit, got, tt.want)
-		}
+}
+
+// TestWriteNewestOfOneLongLine: a log that is one line longer than what
+// is kept (a container that printed megabytes without a newline) keeps
+// the line's newest part, not nothing.
+func TestWriteNewestOfOneLongLine(t *testing.T) {
+	long := strings.Repeat("0123456789", 300<<10) // 3 MB
+	in := "2026-11-24T10:00:00Z " + long + "LAST"
+	path := filepath.Join(t.TempDir(), "c.log")
+	const limit = 1 << 20
+	if err := writeNewest(path, strings.NewReader(in), limit); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > limit || fi.Size() < limit-logs.MaxLineSize-128 {
+		t.Errorf("kept %d bytes of a 3 MB line, want about %d", fi.Size(), limit)
+	}
+	var out bytes.Buffer
+	if err := logs.NewStore(filepath.Dir(path)).Read(t.Context(), path, logs.Options{TailLines: -1}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.HasSuffix(got, "6789LAST") || !strings.HasSuffix(long+"LAST", got) {
+		t.Errorf("kept %d bytes ending %q: not the line's tail", len(got), got[max(0, len(got)-20):])
 	}
 }
 

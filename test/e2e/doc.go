@@ -98,7 +98,7 @@
 //	TestPreStopRunsBeforeSIGTERM                  local          lifecycle hooks, in the agent
 //	TestPreviousLogsAfterCrash                    local          container logs, in the agent and kip
 //	TestTerminationMessage                        local          termination messages, in the agent
-//	TestLoudPodKeepsItsLog                        local          container logs rotated and streamed by the agent and kept by kip: 200 MB of output in a cell of 512 MiB
+//	TestLoudPodKeepsItsLog                        local          container logs rotated, streamed and kept: 2 GB of lines and a 200 MB line, twice each, in a cell of 512 MiB
 //	TestSidecarInitContainer                      local          sidecar containers, in the agent
 //	TestReadinessGates                            local          readiness gates, in kip's status writes
 //	TestSecretVolumes                             local          volumes kip resolves and the agent mounts

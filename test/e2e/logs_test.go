@@ -3,6 +3,9 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,35 +13,125 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	hostcells "github.com/kipcell/kip/host/cells"
 )
 
-// TestLoudPodKeepsItsLog: a pod printing 200 MB in lines on a cell of
-// 512 MiB ends with its log's end readable by kubectl logs (issue 29: the
-// agent read the whole log into memory to serve it, was OOM-killed, and
-// the pod's log was lost with a LogsNotKept warning).
+// TestLoudPodKeepsItsLog: on a cell of 512 MiB, one container prints
+// 2 GB in lines and another one line of 200 MB without a newline; both
+// fail, are restarted and print again. Each run's end is readable by
+// kubectl logs: the first one's with --previous while the
+// second runs, the second one's after the pod ended, from what kip kept.
+// The cell's agent is never restarted. Issue 29: the agent read a whole
+// log into memory to serve it and was OOM-killed at 200 MB, losing the
+// pod's log; kip kept nothing of a line longer than what it keeps.
 func TestLoudPodKeepsItsLog(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	line := strings.Repeat("0123456789", 10)
-	spec := onKip(corev1.Container{Name: "loud", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c",
-		"yes " + line + " | head -c " + strconv.Itoa(200_000_000/101*101) + "; echo LAST-LINE-KEPT"}})
-	spec.RestartPolicy = corev1.RestartPolicyNever
+	// run prints a run's output (first, then second), then its last line,
+	// RUN<n>-END; the first run fails, the second waits for /m/stop and
+	// succeeds.
+	run := func(name, first, second string) corev1.Container {
+		return corev1.Container{Name: name, Image: cells.Images.Busybox.Ref,
+			VolumeMounts: []corev1.VolumeMount{{Name: "m", MountPath: "/m"}},
+			Command: []string{"sh", "-c", "if [ -e /m/" + name + " ]; then n=2; " + second + "; else n=1; touch /m/" + name + "; " + first + "; fi" +
+				"; echo RUN$n-END; [ $n = 1 ] && exit 1; until [ -e /m/stop ]; do sleep 0.2; done"}}
+	}
+	lines := func(n int) string { return "yes " + line + " | head -c " + strconv.Itoa(n/101*101) }
+	oneLine := "yes " + line + " | tr -d '\\n' | head -c 200000000"
+	// The second run of lines prints less: what kip keeps of a log is
+	// bounded by the agent's rotation (50 MB) whatever came before.
+	spec := onKip(run("lines", lines(2_000_000_000), lines(200_000_000)), run("oneline", oneLine, oneLine))
+	spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	spec.Volumes = []corev1.Volume{{Name: "m", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "loud", Labels: map[string]string{"app": "loud"},
 			Annotations: map[string]string{"kipcell.io/instance-type": "local.small"}},
 		Spec: spec,
 	}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+	created, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The last record of each log: a line, or the end of the long one.
+	lastRecord := func(c string, previous bool) string {
+		args := []string{"logs", "-n", ns, "loud", "-c", c, "--tail=1"}
+		if previous {
+			args = append(args, "--previous")
+		}
+		out, code := kubectl(t, args...)
+		if code != 0 {
+			t.Errorf("kubectl %s: exit %d, %.300q", strings.Join(args, " "), code, out)
+		}
+		return out
+	}
+	f.WaitForPods(t, ns, "app=loud", 1, 10*time.Minute, "both containers in their second run, done printing", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.RestartCount != 1 || c.State.Running == nil {
+				return false
+			}
+		}
+		return len(p.Status.ContainerStatuses) == 2 &&
+			strings.HasSuffix(lastRecord("lines", false), "RUN2-END\n") && strings.HasSuffix(lastRecord("oneline", false), "RUN2-END\n")
+	})
+	if got := lastRecord("lines", true); got != "RUN1-END\n" {
+		t.Errorf("lines --previous --tail=1 = %.200q, want RUN1-END", got)
+	}
+	if got := lastRecord("oneline", true); !strings.HasSuffix(got, "0123456789RUN1-END\n") {
+		t.Errorf("oneline --previous --tail=1 = %.200q, want the long line's end and RUN1-END", got)
+	}
+	t.Logf("the cell's %s", agentNotRestarted(t, created.UID))
+	if out, code := kubectl(t, "exec", "-n", ns, "loud", "-c", "lines", "--", "touch", "/m/stop"); code != 0 {
+		t.Fatalf("kubectl exec: exit %d, %s", code, out)
+	}
 	f.WaitForPods(t, ns, "app=loud", 1, 5*time.Minute, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
-	out, code := kubectl(t, "logs", "-n", ns, "loud", "--tail=2")
-	if want := line + "\nLAST-LINE-KEPT\n"; code != 0 || out != want {
-		t.Errorf("kubectl logs --tail=2: exit %d, %.200q; want %q", code, out, want)
+	if out, code := kubectl(t, "logs", "-n", ns, "loud", "-c", "lines", "--tail=2"); code != 0 || out != line+"\nRUN2-END\n" {
+		t.Errorf("kubectl logs -c lines --tail=2 of the ended pod: exit %d, %.200q; want %q", code, out, line+"\nRUN2-END\n")
+	}
+	// What kip kept of the long line: its newest part, RUN2-END on it.
+	if out, code := kubectl(t, "logs", "-n", ns, "loud", "-c", "oneline", "--limit-bytes=100"); code != 0 || len(out) != 100 || !strings.Contains(line+line, out) {
+		t.Errorf("kubectl logs -c oneline --limit-bytes=100 of the ended pod: exit %d, %.200q; want the kept part of the long line", code, out)
+	}
+	if out, _ := kubectl(t, "logs", "-n", ns, "loud", "-c", "oneline", "--tail=1"); !strings.HasSuffix(out, "0123456789RUN2-END\n") {
+		t.Errorf("kubectl logs -c oneline --tail=1 of the ended pod: %.200q, want the long line's end", out)
 	}
 	if ev := podEvents(t, ns, "loud"); strings.Contains(ev, hostcells.ReasonLogsNotKept) {
 		t.Errorf("the pod's log was not kept:\n%s", ev)
 	}
+}
+
+// agentNotRestarted fails the test if the local plugin restarted the
+// agent of the pod's cell (the local pass), and returns the agent's PID and
+// peak memory so far.
+func agentNotRestarted(t *testing.T, uid types.UID) string {
+	t.Helper()
+	dir := cellDirOf(t, uid)
+	if dir == "" {
+		t.Fatalf("no local cell for pod %s", uid)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "instance.json"))
+	if err != nil {
+		t.Fatalf("reading the local plugin's record: %v", err)
+	}
+	var r struct {
+		PID      int `json:"pid"`
+		Restarts int `json:"restarts"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Restarts != 0 {
+		t.Errorf("the cell's agent was restarted %d times", r.Restarts)
+	}
+	peak := "unknown"
+	if status, err := os.ReadFile("/proc/" + strconv.Itoa(r.PID) + "/status"); err == nil {
+		for l := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				peak = strings.TrimSpace(v)
+			}
+		}
+	}
+	return "agent pid " + strconv.Itoa(r.PID) + ", peak RSS " + peak
 }
