@@ -97,9 +97,11 @@ type Config struct {
 	// its pod ended: the newest bytes, from a line's start. Default
 	// 10 MiB, the kubelet's containerLogMaxSize.
 	PodLogsMaxBytes int `koanf:"podLogsMaxBytes"`
-	// PodLogsMaxTotalBytes bounds what PodLogsDir holds: past it the logs
-	// of the pods that ended first are removed (a warning in kip's log
-	// names each), even before those pods are deleted. Default 1 GiB.
+	// PodLogsMaxTotalBytes bounds what PodLogsDir holds: past it the
+	// oldest logs of the namespace that holds the most are removed (a
+	// warning in kip's log names each), even before their pods are
+	// deleted, so that one namespace's pods cannot evict the others'.
+	// Default 1 GiB.
 	PodLogsMaxTotalBytes int `koanf:"podLogsMaxTotalBytes"`
 	// AllowPrivileged lets pods run privileged containers
 	// (securityContext.privileged: every capability, the cell's devices,

@@ -249,10 +249,11 @@ func (p podLogs) has(namespace, name string, uid types.UID, container string) bo
 
 // keptPod is one pod's directory of kept logs.
 type keptPod struct {
-	path  string
-	uid   types.UID
-	size  int64
-	mtime time.Time
+	path      string
+	namespace string
+	uid       types.UID
+	size      int64
+	mtime     time.Time
 }
 
 // kept lists the pods whose logs are kept.
@@ -272,7 +273,7 @@ func (p podLogs) kept() ([]keptPod, error) {
 		if !e.IsDir() || len(parts) != 3 {
 			continue
 		}
-		k := keptPod{path: filepath.Join(p.dir, e.Name()), uid: types.UID(parts[2])}
+		k := keptPod{path: filepath.Join(p.dir, e.Name()), namespace: parts[0], uid: types.UID(parts[2])}
 		files, _ := os.ReadDir(k.path)
 		for _, f := range files {
 			if fi, err := f.Info(); err == nil {
@@ -288,8 +289,10 @@ func (p podLogs) kept() ([]keptPod, error) {
 }
 
 // prune removes the kept logs of pods that no longer exist (live says
-// which UIDs do), then, while the rest holds more than maxTotal bytes,
-// those of the pods that ended first. It returns what it removed.
+// which UIDs do), then, while the rest holds more than maxTotal bytes, the
+// oldest of the namespace that holds the most: a namespace whose pods
+// print a lot loses its own logs first, not every other namespace's
+// (one tenant cannot evict another's). It returns what it removed.
 func (p podLogs) prune(live func(types.UID) bool) ([]string, error) {
 	pods, err := p.kept()
 	if err != nil {
@@ -297,11 +300,13 @@ func (p podLogs) prune(live func(types.UID) bool) ([]string, error) {
 	}
 	var removed []string
 	var total int64
-	var rest []keptPod
+	byNamespace := map[string][]keptPod{}
+	usage := map[string]int64{}
 	for _, k := range pods {
 		if live(k.uid) {
 			total += k.size
-			rest = append(rest, k)
+			byNamespace[k.namespace] = append(byNamespace[k.namespace], k)
+			usage[k.namespace] += k.size
 			continue
 		}
 		if err := os.RemoveAll(k.path); err != nil {
@@ -312,18 +317,34 @@ func (p podLogs) prune(live func(types.UID) bool) ([]string, error) {
 	if p.maxTotal <= 0 || total <= p.maxTotal {
 		return removed, nil
 	}
-	slices.SortFunc(rest, func(a, b keptPod) int { return a.mtime.Compare(b.mtime) })
-	for _, k := range rest {
-		if total <= p.maxTotal {
+	for _, list := range byNamespace {
+		slices.SortFunc(list, func(a, b keptPod) int { return a.mtime.Compare(b.mtime) })
+	}
+	for total > p.maxTotal {
+		// The namespace holding the most; of equals, the one whose oldest
+		// log is older.
+		ns := ""
+		for n, list := range byNamespace {
+			if len(list) == 0 {
+				continue
+			}
+			if ns == "" || usage[n] > usage[ns] || usage[n] == usage[ns] && list[0].mtime.Before(byNamespace[ns][0].mtime) {
+				ns = n
+			}
+		}
+		if ns == "" {
 			break
 		}
+		k := byNamespace[ns][0]
 		if err := os.RemoveAll(k.path); err != nil {
 			return removed, fmt.Errorf("removing kept pod logs over podLogsMaxTotalBytes: %w", err)
 		}
+		byNamespace[ns] = byNamespace[ns][1:]
+		usage[ns] -= k.size
 		total -= k.size
 		removed = append(removed, k.path)
 		if p.log != nil {
-			p.log.Warn("removed the kept logs of an ended pod: the kept logs are over cells.podLogsMaxTotalBytes", "dir", k.path, "bytes", k.size, "max_total_bytes", p.maxTotal)
+			p.log.Warn("removed the kept logs of an ended pod: the kept logs are over cells.podLogsMaxTotalBytes and its namespace holds the most", "dir", k.path, "namespace", ns, "bytes", k.size, "namespace_bytes", usage[ns]+k.size, "max_total_bytes", p.maxTotal)
 		}
 	}
 	return removed, nil

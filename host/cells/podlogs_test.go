@@ -206,45 +206,83 @@ func TestPodLogsRead(t *testing.T) {
 }
 
 func TestPodLogsPrune(t *testing.T) {
-	dir := t.TempDir()
-	p := podLogs{dir: dir, maxTotal: 250}
-	write := func(ns, name, uid string, size int, age time.Duration) string {
-		d := p.podDir(ns, name, types.UID(uid))
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		f := filepath.Join(d, "main.log")
-		if err := os.WriteFile(f, bytes.Repeat([]byte("x"), size), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		when := time.Now().Add(-age)
-		if err := os.Chtimes(f, when, when); err != nil {
-			t.Fatal(err)
-		}
-		return d
+	type kept struct {
+		ns, name string
+		size     int
+		age      time.Duration
 	}
-	gone := write("ns", "gone", "uid-gone", 10, time.Minute)
-	oldest := write("ns", "old", "uid-old", 100, 3*time.Hour)
-	middle := write("ns", "mid", "uid-mid", 100, 2*time.Hour)
-	newest := write("ns", "new", "uid-new", 100, time.Hour)
-	if err := os.WriteFile(filepath.Join(dir, "stray-file"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	removed, err := p.prune(func(uid types.UID) bool { return uid != "uid-gone" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The deleted pod's go; then 300 bytes are over 250: the oldest goes.
-	if want := []string{gone, oldest}; !slices.Equal(removed, want) {
-		t.Errorf("removed %v, want %v", removed, want)
-	}
-	for _, d := range []string{middle, newest} {
-		if _, err := os.Stat(d); err != nil {
-			t.Errorf("%s removed: %v", d, err)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "stray-file")); err != nil {
-		t.Errorf("a file that is no pod's logs was removed: %v", err)
+	for _, tt := range []struct {
+		name     string
+		maxTotal int64
+		kept     []kept
+		gone     string // the pod deleted meanwhile
+		want     []string
+	}{
+		{
+			name: "one namespace: the deleted pod's, then the oldest", maxTotal: 250,
+			kept: []kept{{"ns", "gone", 10, time.Minute}, {"ns", "old", 100, 3 * time.Hour}, {"ns", "mid", 100, 2 * time.Hour}, {"ns", "new", 100, time.Hour}},
+			gone: "gone", want: []string{"ns/gone", "ns/old"},
+		},
+		{
+			// The loud namespace's recent logs go before the quiet one's
+			// older ones: one tenant cannot evict another's.
+			name: "the namespace holding the most loses its own", maxTotal: 300,
+			kept: []kept{{"quiet", "q1", 100, 5 * time.Hour}, {"loud", "l1", 100, 3 * time.Hour}, {"loud", "l2", 100, 2 * time.Hour}, {"loud", "l3", 100, time.Hour}},
+			want: []string{"loud/l1"},
+		},
+		{
+			name: "equal namespaces: the older log first", maxTotal: 250,
+			kept: []kept{{"a", "a1", 100, 2 * time.Hour}, {"b", "b1", 100, 3 * time.Hour}, {"a", "a2", 50, time.Hour}, {"b", "b2", 50, time.Hour}},
+			want: []string{"b/b1"},
+		},
+		{
+			name: "under the bound: nothing", maxTotal: 1000,
+			kept: []kept{{"a", "a1", 100, time.Hour}, {"b", "b1", 100, time.Hour}},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := podLogs{dir: dir, maxTotal: tt.maxTotal}
+			paths := map[string]string{}
+			for _, k := range tt.kept {
+				d := p.podDir(k.ns, k.name, types.UID("uid-"+k.name))
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				f := filepath.Join(d, "main.log")
+				if err := os.WriteFile(f, bytes.Repeat([]byte("x"), k.size), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				when := time.Now().Add(-k.age)
+				if err := os.Chtimes(f, when, when); err != nil {
+					t.Fatal(err)
+				}
+				paths[d] = k.ns + "/" + k.name
+			}
+			if err := os.WriteFile(filepath.Join(dir, "stray-file"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			removed, err := p.prune(func(uid types.UID) bool { return uid != types.UID("uid-"+tt.gone) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range removed {
+				got = append(got, paths[d])
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("removed %v, want %v", got, tt.want)
+			}
+			for d, name := range paths {
+				_, err := os.Stat(d)
+				if gone := slices.Contains(tt.want, name); gone != errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: removed %v, want %v", name, !gone, gone)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "stray-file")); err != nil {
+				t.Errorf("a file that is no pod's logs was removed: %v", err)
+			}
+		})
 	}
 }
 
