@@ -65,6 +65,9 @@ type savedDesired struct {
 	Credentials []runtime.Credential `json:"credentials,omitempty"`
 	DNS         ClusterDNS           `json:"dns"`
 	PodAddress  string               `json:"podAddress,omitempty"`
+	// SeccompDefault is the node's: a restarted agent starts the pod's
+	// next attempts with it too.
+	SeccompDefault bool `json:"seccompDefault,omitempty"`
 }
 
 // savedContainer is what a container's status does not say.
@@ -85,7 +88,7 @@ func (m *Manager) setDesiredLocked(d *Desired) {
 	if m.cfg.StatePath == "" {
 		return
 	}
-	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS, PodAddress: d.PodAddress})
+	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS, PodAddress: d.PodAddress, SeccompDefault: d.SeccompDefault})
 	if err != nil {
 		m.log.Error("encoding the desired pod for the state file", "error", err)
 		return
@@ -200,7 +203,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 		m.log.InfoContext(ctx, "the state file is of another pod; not resuming it", "saved_uid", sd.Pod.UID, "uid", podUID)
 		return false, nil
 	}
-	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress}
+	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress, SeccompDefault: sd.SeccompDefault}
 	if err := m.checkAddress(d); err != nil {
 		// An agent of another kind left it: the pod was resolved for an
 		// address this one cannot give it.

@@ -283,3 +283,33 @@ func TestStandbyIsBoundByItsFirstPod(t *testing.T) {
 	}
 	waitStatus(t, second, "Running", readyApp)
 }
+
+// TestRestoredPodKeepsTheNodesDefaults: the node's settings that came with
+// the pod (seccompDefault) hold for the containers a restarted agent
+// starts, as for those the first one started: a restart of the agent must
+// not run a pod's next attempt without the default seccomp profile.
+func TestRestoredPodKeepsTheNodesDefaults(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p := testPod(corev1.RestartPolicyAlways, "app")
+	first := newAgentManager(t, rt, dir)
+	if _, err := first.Apply(t.Context(), Desired{Generation: 1, Pod: p, SeccompDefault: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, first, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	second := newAgentManager(t, rt, dir)
+	if !restore(t, second, "uid-1") {
+		t.Fatal("Restore found nothing to resume")
+	}
+	rt.task("app-0", true).exit(1)
+	waitStatus(t, second, "restarted", func(s corev1.PodStatus) bool {
+		return s.ContainerStatuses[0].RestartCount == 1 && s.ContainerStatuses[0].State.Running != nil
+	})
+	specs := rt.startedSpecs()
+	for _, s := range specs {
+		if s.Security.Seccomp != runtime.SeccompRuntimeDefault {
+			t.Errorf("attempt %s started with seccomp %q, want the node's default %q", s.ID, s.Security.Seccomp, runtime.SeccompRuntimeDefault)
+		}
+	}
+	deletePod(t, second, 0)
+}
