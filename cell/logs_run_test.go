@@ -178,3 +178,33 @@ func TestAgentLogsOfAPodThatPrintsALot(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentRotatesLogsAsTheNodeSays: the rotation the host sends with the
+// pod (kip's cells.containerLogMaxBytes and containerLogMaxFiles) bounds a
+// container's log files, and the log's end stays readable.
+func TestAgentRotatesLogsAsTheNodeSays(t *testing.T) {
+	const maxSize, maxFiles = 64 << 10, 3
+	e := newEnv(t)
+	a := e.startAgent(t, "10.251.9.50")
+	line := strings.Repeat("0123456789", 10)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "rotated", Namespace: "default", UID: "uid-rotated"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: e.img.Busybox.Ref, Command: []string{"sh", "-c",
+				"yes " + line + " | head -c 2020000; echo LAST-LINE-KEPT"}}},
+		},
+	}
+	e.applyPodWith(t, a, p, &cellv1.ApplyPodRequest{ContainerLogRotation: &cellv1.ContainerLogRotation{MaxSizeBytes: maxSize, MaxFiles: maxFiles}})
+	watch(t, a, "Succeeded", func(s *corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
+	dir := filepath.Join(e.d.Dir, a.cellID, "logs", "c")
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	// Each file is rotated after the write that takes it past the size: a
+	// write is at most a few records past it.
+	if n := dirSize(t, dir); len(files) != maxFiles || n > maxFiles*(maxSize+64<<10) {
+		t.Errorf("the container's log is %d files of %d bytes in all, want %d files of about %d bytes", len(files), n, maxFiles, maxSize)
+	}
+	if _, end := logsEnd(t, a, &cellv1.LogsRequest{Container: "c", TailLines: 2}, 256); end != line+"\nLAST-LINE-KEPT\n" {
+		t.Errorf("--tail=2 = %q", end)
+	}
+}

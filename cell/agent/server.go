@@ -72,6 +72,9 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 		return nil, status.Errorf(codes.InvalidArgument, "decoding pod: %v", err)
 	}
 	d := pod.Desired{Generation: req.GetGeneration(), Pod: &p, PodAddress: req.GetPodAddress(), SeccompDefault: req.GetSeccompDefault()}
+	if r := req.GetContainerLogRotation(); r != nil {
+		d.LogRotation = logs.Rotation{MaxSize: r.GetMaxSizeBytes(), MaxFiles: int(r.GetMaxFiles())}
+	}
 	if len(req.GetEnv()) > 0 {
 		d.Env = map[string][]pod.EnvVar{}
 		for name, list := range req.GetEnv() {

@@ -61,17 +61,31 @@ type Store struct {
 // Option sets up a Store.
 type Option func(*Store)
 
-// WithRotation sets the store's rotation; a zero field keeps the default,
-// and MaxFiles is at least 2.
+// WithRotation sets the store's rotation (SetRotation).
 func WithRotation(r Rotation) Option {
-	return func(s *Store) {
-		if r.MaxSize > 0 {
-			s.rot.MaxSize = r.MaxSize
-		}
-		if r.MaxFiles > 0 {
-			s.rot.MaxFiles = max(r.MaxFiles, 2)
-		}
+	return func(s *Store) { s.rot = r.orDefault() }
+}
+
+// SetRotation sets the rotation of the files the store creates or opens
+// from now on; a zero field keeps the default, and MaxFiles is at least
+// 2. Files already open keep theirs.
+func (s *Store) SetRotation(r Rotation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rot = r.orDefault()
+}
+
+// orDefault is r with DefaultRotation's value for a zero field and
+// MaxFiles at least 2.
+func (r Rotation) orDefault() Rotation {
+	if r.MaxSize <= 0 {
+		r.MaxSize = DefaultRotation.MaxSize
 	}
+	if r.MaxFiles <= 0 {
+		r.MaxFiles = DefaultRotation.MaxFiles
+	}
+	r.MaxFiles = max(r.MaxFiles, 2)
+	return r
 }
 
 // NewStore returns a store keeping its files under dir, rotated with
@@ -171,11 +185,11 @@ func (s *Store) open(container string, attempt, flag int) (*File, error) {
 	if gens, err := rotatedGens(path); err == nil && len(gens) > 0 {
 		gen = gens[len(gens)-1] + 1
 	}
+	s.mu.Lock()
 	lf := &File{
 		path: path, rot: s.rot, f: f, size: fi.Size(), gen: gen, now: s.now,
 		changed: make(chan struct{}), done: make(chan struct{}), store: s,
 	}
-	s.mu.Lock()
 	s.live[path] = lf
 	s.mu.Unlock()
 	return lf, nil

@@ -114,6 +114,10 @@ type Desired struct {
 	// its pod) the runtime's default one, as the kubelet's seccompDefault:
 	// the node's setting (kip's cells.seccompDefault), sent by the host.
 	SeccompDefault bool
+	// LogRotation is how the containers' logs are rotated, the node's
+	// (kip's cells.containerLogMaxSize and containerLogMaxFiles); zero:
+	// the store's own (logs.DefaultRotation, the kubelet's).
+	LogRotation logs.Rotation
 }
 
 // ownAddress is the address of d's pod's own network namespace, or ""

@@ -65,9 +65,10 @@ type savedDesired struct {
 	Credentials []runtime.Credential `json:"credentials,omitempty"`
 	DNS         ClusterDNS           `json:"dns"`
 	PodAddress  string               `json:"podAddress,omitempty"`
-	// SeccompDefault is the node's: a restarted agent starts the pod's
-	// next attempts with it too.
-	SeccompDefault bool `json:"seccompDefault,omitempty"`
+	// SeccompDefault and LogRotation are the node's: a restarted agent
+	// starts the pod's next attempts with them too.
+	SeccompDefault bool          `json:"seccompDefault,omitempty"`
+	LogRotation    logs.Rotation `json:"logRotation,omitzero"`
 }
 
 // savedContainer is what a container's status does not say.
@@ -85,10 +86,11 @@ type savedContainer struct {
 // setDesiredLocked makes d the desired pod and its saved form.
 func (m *Manager) setDesiredLocked(d *Desired) {
 	m.desired = d
+	m.useRotation(d)
 	if m.cfg.StatePath == "" {
 		return
 	}
-	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS, PodAddress: d.PodAddress, SeccompDefault: d.SeccompDefault})
+	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS, PodAddress: d.PodAddress, SeccompDefault: d.SeccompDefault, LogRotation: d.LogRotation})
 	if err != nil {
 		m.log.Error("encoding the desired pod for the state file", "error", err)
 		return
@@ -203,7 +205,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 		m.log.InfoContext(ctx, "the state file is of another pod; not resuming it", "saved_uid", sd.Pod.UID, "uid", podUID)
 		return false, nil
 	}
-	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress, SeccompDefault: sd.SeccompDefault}
+	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress, SeccompDefault: sd.SeccompDefault, LogRotation: sd.LogRotation}
 	if err := m.checkAddress(d); err != nil {
 		// An agent of another kind left it: the pod was resolved for an
 		// address this one cannot give it.
@@ -216,6 +218,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 		return false, errors.New("restoring the pod: the manager already runs one")
 	}
 	m.desired, m.desiredJSON = d, st.Desired
+	m.useRotation(d)
 	m.beginLocked(d)
 	m.startTime, m.initDone, m.initFail, m.deadline = st.StartTime, st.InitDone, st.InitFail, st.Deadline
 	m.status = st.Status
@@ -393,4 +396,12 @@ func (m *Manager) resumeAttempt(ctx context.Context, cs *containerState, c *core
 		}
 	})
 	return m.awaitAttempt(ctx, cs, d, img, a, specCh)
+}
+
+// useRotation makes the log rotation d carries (the node's) the one of the
+// container logs opened from now on; none leaves the store's.
+func (m *Manager) useRotation(d *Desired) {
+	if d.LogRotation != (logs.Rotation{}) {
+		m.cfg.Logs.SetRotation(d.LogRotation)
+	}
 }

@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -285,15 +286,21 @@ func TestStandbyIsBoundByItsFirstPod(t *testing.T) {
 }
 
 // TestRestoredPodKeepsTheNodesDefaults: the node's settings that came with
-// the pod (seccompDefault) hold for the containers a restarted agent
-// starts, as for those the first one started: a restart of the agent must
-// not run a pod's next attempt without the default seccomp profile.
+// the pod (seccompDefault, the containers' log rotation) hold for the
+// containers a restarted agent starts, as for those the first one
+// started: a restart of the agent must not run a pod's next attempt
+// without the default seccomp profile.
 func TestRestoredPodKeepsTheNodesDefaults(t *testing.T) {
 	dir := t.TempDir()
 	rt := newFakeRuntime()
+	rt.onStart = func(spec runtime.ContainerSpec, _ *fakeTask) {
+		for range 5 {
+			_, _ = io.WriteString(spec.Stdout, strings.Repeat("x", 599)+"\n")
+		}
+	}
 	p := testPod(corev1.RestartPolicyAlways, "app")
 	first := newAgentManager(t, rt, dir)
-	if _, err := first.Apply(t.Context(), Desired{Generation: 1, Pod: p, SeccompDefault: true}); err != nil {
+	if _, err := first.Apply(t.Context(), Desired{Generation: 1, Pod: p, SeccompDefault: true, LogRotation: logs.Rotation{MaxSize: 1000, MaxFiles: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, first, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
@@ -309,6 +316,14 @@ func TestRestoredPodKeepsTheNodesDefaults(t *testing.T) {
 	for _, s := range specs {
 		if s.Security.Seccomp != runtime.SeccompRuntimeDefault {
 			t.Errorf("attempt %s started with seccomp %q, want the node's default %q", s.ID, s.Security.Seccomp, runtime.SeccompRuntimeDefault)
+		}
+	}
+	// 3,000 bytes a run, rotated past 1,000 bytes, two files kept: the
+	// current one and one rotated.
+	for attempt := range 2 {
+		rotated, _ := filepath.Glob(filepath.Join(dir, "logs", "app", fmt.Sprintf("%d.log.rotated-*", attempt)))
+		if len(rotated) != 1 {
+			t.Errorf("attempt %d: rotated files %v, want one (the node's rotation, 1000 bytes and 2 files)", attempt, rotated)
 		}
 	}
 	deletePod(t, second, 0)

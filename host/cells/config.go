@@ -9,6 +9,7 @@ import (
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/sysctl"
+	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/host/setting"
 )
 
@@ -57,6 +58,12 @@ func (c Config) Validate() error {
 	}
 	if c.PodLogsMaxBytes > 0 && c.PodLogsMaxTotalBytes > 0 && c.PodLogsMaxTotalBytes < c.PodLogsMaxBytes {
 		errs = append(errs, setting.Errorf("podLogsMaxTotalBytes", "%d is less than podLogsMaxBytes (%d): not even one container's log would fit", c.PodLogsMaxTotalBytes, c.PodLogsMaxBytes))
+	}
+	if c.ContainerLogMaxBytes != 0 && c.ContainerLogMaxBytes < logs.MaxLineSize {
+		errs = append(errs, setting.Errorf("containerLogMaxBytes", "%d is less than %d bytes, one log record", c.ContainerLogMaxBytes, logs.MaxLineSize))
+	}
+	if c.ContainerLogMaxFiles != 0 && c.ContainerLogMaxFiles < 2 {
+		errs = append(errs, setting.Errorf("containerLogMaxFiles", "%d is less than 2: a log is rotated into a file of its own", c.ContainerLogMaxFiles))
 	}
 	errs = append(errs, c.WarmPool.validate("warmPool")...)
 	errs = append(errs, c.Choices.Validate("choices")...)

@@ -57,6 +57,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "capability with CAP_", mutate: func(c *Config) { c.AllowedCapabilities = []string{"CAP_NET_ADMIN"} }, wantKey: []string{"allowedCapabilities"}},
 		{name: "negative podLogsMaxBytes", mutate: func(c *Config) { c.PodLogsMaxBytes = -1 }, wantKey: []string{"podLogsMaxBytes"}},
 		{name: "total below one container's", mutate: func(c *Config) { c.PodLogsMaxTotalBytes = c.PodLogsMaxBytes - 1 }, wantKey: []string{"podLogsMaxTotalBytes"}},
+		{name: "container log under one record", mutate: func(c *Config) { c.ContainerLogMaxBytes = 1000 }, wantKey: []string{"containerLogMaxBytes"}},
+		{name: "negative container log size", mutate: func(c *Config) { c.ContainerLogMaxBytes = -1 }, wantKey: []string{"containerLogMaxBytes"}},
+		{name: "one container log file", mutate: func(c *Config) { c.ContainerLogMaxFiles = 1 }, wantKey: []string{"containerLogMaxFiles"}},
 		{name: "all three", mutate: func(c *Config) { c.UnavailableTTL, c.CatalogTTL, c.RematchInterval = 0, 0, 0 }, wantKey: []string{"unavailableTTL", "catalogTTL", "rematchInterval"}},
 	}
 	for _, tt := range tests {

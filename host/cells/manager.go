@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/match"
@@ -103,6 +104,15 @@ type Config struct {
 	// deleted, so that one namespace's pods cannot evict the others'.
 	// Default 1 GiB.
 	PodLogsMaxTotalBytes int `koanf:"podLogsMaxTotalBytes"`
+	// ContainerLogMaxBytes is the size past which a cell's agent rotates
+	// a container's log file, and ContainerLogMaxFiles how many files it
+	// keeps of each run of a container (the current one included): the
+	// kubelet's containerLogMaxSize and containerLogMaxFiles, whose
+	// defaults are theirs, 10 MiB and 5. A cell holds at most
+	// ContainerLogMaxBytes × ContainerLogMaxFiles of a container's run on
+	// its disk, twice for the previous run (kubectl logs --previous).
+	ContainerLogMaxBytes int `koanf:"containerLogMaxBytes"`
+	ContainerLogMaxFiles int `koanf:"containerLogMaxFiles"`
 	// AllowPrivileged lets pods run privileged containers
 	// (securityContext.privileged: every capability, the cell's devices,
 	// no seccomp), as containerd's CRI runs them. Default false: such a pod
@@ -282,6 +292,12 @@ func (c *Config) defaults() {
 	}
 	if c.PodLogsMaxTotalBytes == 0 {
 		c.PodLogsMaxTotalBytes = 1 << 30
+	}
+	if c.ContainerLogMaxBytes == 0 {
+		c.ContainerLogMaxBytes = int(logs.DefaultRotation.MaxSize)
+	}
+	if c.ContainerLogMaxFiles == 0 {
+		c.ContainerLogMaxFiles = logs.DefaultRotation.MaxFiles
 	}
 	if c.Backoff == nil {
 		c.Backoff = func(n int) time.Duration {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,8 @@ type fakeAgent struct {
 	// seccompDefault its node's seccomp default.
 	podAddress     string
 	seccompDefault bool
+	// logRotation is its node's container log rotation.
+	logRotation *cellv1.ContainerLogRotation
 	// first is the phase it reports first; empty: Running.
 	first corev1.PodPhase
 	// noPodNetwork plays an agent that gives no pod a namespace of its
@@ -90,6 +93,7 @@ func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*c
 	a.creds = req.GetRegistryCredentials()
 	a.podAddress = req.GetPodAddress()
 	a.seccompDefault = req.GetSeccompDefault()
+	a.logRotation = req.GetContainerLogRotation()
 	if a.uid == "" {
 		var p corev1.Pod
 		if err := json.Unmarshal(req.GetPodJson(), &p); err == nil {
@@ -368,18 +372,32 @@ func (h *harness) events() string {
 	}
 }
 
-// The node's seccomp default (cells.seccompDefault) reaches the agent with
-// the pod, as it is set.
-func TestSeccompDefaultReachesTheAgent(t *testing.T) {
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprint(on), func(t *testing.T) {
-			h := newHarnessSetup(t, setup{config: func(c *Config) { c.SeccompDefault = on }})
+// The node's settings for the pod's containers (cells.seccompDefault,
+// cells.containerLogMaxBytes and containerLogMaxFiles) reach the agent
+// with the pod, as they are set or by default.
+func TestNodeDefaultsReachTheAgent(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		config   func(*Config)
+		seccomp  bool
+		rotation *cellv1.ContainerLogRotation
+	}{
+		{name: "defaults", config: func(*Config) {}, seccomp: true, rotation: &cellv1.ContainerLogRotation{MaxSizeBytes: 10 << 20, MaxFiles: 5}},
+		{name: "seccompDefault false", config: func(c *Config) { c.SeccompDefault = false }, seccomp: false, rotation: &cellv1.ContainerLogRotation{MaxSizeBytes: 10 << 20, MaxFiles: 5}},
+		{name: "log rotation set", config: func(c *Config) { c.ContainerLogMaxBytes, c.ContainerLogMaxFiles = 1<<20, 3 },
+			seccomp: true, rotation: &cellv1.ContainerLogRotation{MaxSizeBytes: 1 << 20, MaxFiles: 3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarnessSetup(t, setup{config: func(c *Config) { c.SeccompDefault = true; tt.config(c) }})
 			h.start(t)
 			h.runningPod(t, "web", "uid-1")
 			h.agent.mu.Lock()
 			defer h.agent.mu.Unlock()
-			if h.agent.seccompDefault != on {
-				t.Errorf("the agent was sent seccomp default %v, want %v", h.agent.seccompDefault, on)
+			if h.agent.seccompDefault != tt.seccomp {
+				t.Errorf("the agent was sent seccomp default %v, want %v", h.agent.seccompDefault, tt.seccomp)
+			}
+			if !proto.Equal(h.agent.logRotation, tt.rotation) {
+				t.Errorf("the agent was sent log rotation %v, want %v", h.agent.logRotation, tt.rotation)
 			}
 		})
 	}

@@ -155,6 +155,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 		if err == nil {
 			req.PodAddress = addrs.pod
 			req.SeccompDefault = c.d.cfg.SeccompDefault
+			req.ContainerLogRotation = &cellv1.ContainerLogRotation{MaxSizeBytes: int64(c.d.cfg.ContainerLogMaxBytes), MaxFiles: int32(c.d.cfg.ContainerLogMaxFiles)}
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 			if refresh && sameResolution(req, sent) {
 				req = sent // nothing new for the agent

@@ -47,7 +47,7 @@ func TestSettingsKeys(t *testing.T) {
 		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
 		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
 		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval",
-		"cells.warmPool.maxPremium", "cells.warmPool.pools", "cells.image", "cells.insecureRegistries", "cells.podLogsDir", "cells.podLogsMaxBytes", "cells.podLogsMaxTotalBytes", "cells.allowPrivileged", "cells.allowedUnsafeSysctls",
+		"cells.warmPool.maxPremium", "cells.warmPool.pools", "cells.image", "cells.insecureRegistries", "cells.podLogsDir", "cells.podLogsMaxBytes", "cells.podLogsMaxTotalBytes", "cells.containerLogMaxBytes", "cells.containerLogMaxFiles", "cells.allowPrivileged", "cells.allowedUnsafeSysctls",
 		"cells.allowHostNetwork", "cells.allowedHostPaths", "cells.allowedCapabilities", "cells.allowProbeHosts", "cells.seccompDefault",
 		"cells.choices.rules",
 		"cells.agentTimeout", "cells.bootRetry", "cells.agentKeepalive", "cells.agentKeepaliveTimeout",

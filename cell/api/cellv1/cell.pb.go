@@ -83,8 +83,15 @@ type ApplyPodRequest struct {
 	// container runs unconfined, the kubelet's default. kip's
 	// cells.seccompDefault. A profile the pod names is applied as named.
 	SeccompDefault bool `protobuf:"varint,30,opt,name=seccomp_default,json=seccompDefault,proto3" json:"seccomp_default,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How the agent rotates each container's log, as the kubelet's
+	// containerLogMaxSize and containerLogMaxFiles do: kip's
+	// cells.containerLogMaxSize and cells.containerLogMaxFiles. Unset (a host
+	// older than this field), or a field of it zero: the kubelet's defaults,
+	// 10 MiB and 5 files. Logs already being written keep the rotation they
+	// started with.
+	ContainerLogRotation *ContainerLogRotation `protobuf:"bytes,31,opt,name=container_log_rotation,json=containerLogRotation,proto3" json:"container_log_rotation,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ApplyPodRequest) Reset() {
@@ -173,6 +180,68 @@ func (x *ApplyPodRequest) GetSeccompDefault() bool {
 	return false
 }
 
+func (x *ApplyPodRequest) GetContainerLogRotation() *ContainerLogRotation {
+	if x != nil {
+		return x.ContainerLogRotation
+	}
+	return nil
+}
+
+type ContainerLogRotation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The size past which a container's current log file is rotated.
+	MaxSizeBytes int64 `protobuf:"varint,1,opt,name=max_size_bytes,json=maxSizeBytes,proto3" json:"max_size_bytes,omitempty"`
+	// How many files a container's attempt keeps, the current one included;
+	// at least 2.
+	MaxFiles      int32 `protobuf:"varint,2,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerLogRotation) Reset() {
+	*x = ContainerLogRotation{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerLogRotation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerLogRotation) ProtoMessage() {}
+
+func (x *ContainerLogRotation) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerLogRotation.ProtoReflect.Descriptor instead.
+func (*ContainerLogRotation) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ContainerLogRotation) GetMaxSizeBytes() int64 {
+	if x != nil {
+		return x.MaxSizeBytes
+	}
+	return 0
+}
+
+func (x *ContainerLogRotation) GetMaxFiles() int32 {
+	if x != nil {
+		return x.MaxFiles
+	}
+	return 0
+}
+
 // ClusterDNS is what a kubelet is configured with (--cluster-dns,
 // --cluster-domain) and kip's host sends to the agent with every
 // generation; the agent renders the files.
@@ -203,7 +272,7 @@ type ClusterDNS struct {
 
 func (x *ClusterDNS) Reset() {
 	*x = ClusterDNS{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +284,7 @@ func (x *ClusterDNS) String() string {
 func (*ClusterDNS) ProtoMessage() {}
 
 func (x *ClusterDNS) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +297,7 @@ func (x *ClusterDNS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDNS.ProtoReflect.Descriptor instead.
 func (*ClusterDNS) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{1}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ClusterDNS) GetServers() []string {
@@ -254,7 +323,7 @@ type EnvList struct {
 
 func (x *EnvList) Reset() {
 	*x = EnvList{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +335,7 @@ func (x *EnvList) String() string {
 func (*EnvList) ProtoMessage() {}
 
 func (x *EnvList) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +348,7 @@ func (x *EnvList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvList.ProtoReflect.Descriptor instead.
 func (*EnvList) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{2}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnvList) GetVars() []*EnvVar {
@@ -299,7 +368,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +380,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +393,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{3}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EnvVar) GetName() string {
@@ -353,7 +422,7 @@ type VolumeFiles struct {
 
 func (x *VolumeFiles) Reset() {
 	*x = VolumeFiles{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +434,7 @@ func (x *VolumeFiles) String() string {
 func (*VolumeFiles) ProtoMessage() {}
 
 func (x *VolumeFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +447,7 @@ func (x *VolumeFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeFiles.ProtoReflect.Descriptor instead.
 func (*VolumeFiles) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{4}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *VolumeFiles) GetFiles() map[string][]byte {
@@ -407,7 +476,7 @@ type RegistryCredential struct {
 
 func (x *RegistryCredential) Reset() {
 	*x = RegistryCredential{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +488,7 @@ func (x *RegistryCredential) String() string {
 func (*RegistryCredential) ProtoMessage() {}
 
 func (x *RegistryCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +501,7 @@ func (x *RegistryCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryCredential.ProtoReflect.Descriptor instead.
 func (*RegistryCredential) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{5}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegistryCredential) GetServer() string {
@@ -473,7 +542,7 @@ type ApplyPodResponse struct {
 
 func (x *ApplyPodResponse) Reset() {
 	*x = ApplyPodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +554,7 @@ func (x *ApplyPodResponse) String() string {
 func (*ApplyPodResponse) ProtoMessage() {}
 
 func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +567,7 @@ func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPodResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{6}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyPodResponse) GetGeneration() int64 {
@@ -516,7 +585,7 @@ type WatchStatusRequest struct {
 
 func (x *WatchStatusRequest) Reset() {
 	*x = WatchStatusRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +597,7 @@ func (x *WatchStatusRequest) String() string {
 func (*WatchStatusRequest) ProtoMessage() {}
 
 func (x *WatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +610,7 @@ func (x *WatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{7}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
 }
 
 type PodStatusUpdate struct {
@@ -574,7 +643,7 @@ type PodStatusUpdate struct {
 
 func (x *PodStatusUpdate) Reset() {
 	*x = PodStatusUpdate{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +655,7 @@ func (x *PodStatusUpdate) String() string {
 func (*PodStatusUpdate) ProtoMessage() {}
 
 func (x *PodStatusUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +668,7 @@ func (x *PodStatusUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatusUpdate.ProtoReflect.Descriptor instead.
 func (*PodStatusUpdate) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PodStatusUpdate) GetStatusJson() []byte {
@@ -662,7 +731,7 @@ type InstanceNotice struct {
 
 func (x *InstanceNotice) Reset() {
 	*x = InstanceNotice{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +743,7 @@ func (x *InstanceNotice) String() string {
 func (*InstanceNotice) ProtoMessage() {}
 
 func (x *InstanceNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +756,7 @@ func (x *InstanceNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceNotice.ProtoReflect.Descriptor instead.
 func (*InstanceNotice) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InstanceNotice) GetKind() string {
@@ -728,7 +797,7 @@ type PodEvent struct {
 
 func (x *PodEvent) Reset() {
 	*x = PodEvent{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +809,7 @@ func (x *PodEvent) String() string {
 func (*PodEvent) ProtoMessage() {}
 
 func (x *PodEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +822,7 @@ func (x *PodEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodEvent.ProtoReflect.Descriptor instead.
 func (*PodEvent) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PodEvent) GetType() string {
@@ -808,7 +877,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +889,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +902,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LogsRequest) GetContainer() string {
@@ -901,7 +970,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +982,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +995,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -950,7 +1019,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1031,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1044,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecInput) GetStart() *ExecStart {
@@ -1021,7 +1090,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1102,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1115,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecStart) GetContainer() string {
@@ -1101,7 +1170,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1182,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1195,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TerminalSize) GetWidth() uint32 {
@@ -1155,7 +1224,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1236,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1249,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecOutput) GetStdout() []byte {
@@ -1213,7 +1282,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1294,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1307,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExitStatus) GetCode() int32 {
@@ -1261,7 +1330,7 @@ type PortForwardFrame struct {
 
 func (x *PortForwardFrame) Reset() {
 	*x = PortForwardFrame{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1342,7 @@ func (x *PortForwardFrame) String() string {
 func (*PortForwardFrame) ProtoMessage() {}
 
 func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1355,7 @@ func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardFrame.ProtoReflect.Descriptor instead.
 func (*PortForwardFrame) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PortForwardFrame) GetPort() int32 {
@@ -1327,7 +1396,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1408,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1421,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatsRequest) GetOnlyCpuAndMemory() bool {
@@ -1386,7 +1455,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1467,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1480,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsResponse) GetTime() *timestamppb.Timestamp {
@@ -1482,7 +1551,7 @@ type ContainerStats struct {
 
 func (x *ContainerStats) Reset() {
 	*x = ContainerStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1563,7 @@ func (x *ContainerStats) String() string {
 func (*ContainerStats) ProtoMessage() {}
 
 func (x *ContainerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1576,7 @@ func (x *ContainerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStats.ProtoReflect.Descriptor instead.
 func (*ContainerStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ContainerStats) GetName() string {
@@ -1607,7 +1676,7 @@ type InterfaceStats struct {
 
 func (x *InterfaceStats) Reset() {
 	*x = InterfaceStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1688,7 @@ func (x *InterfaceStats) String() string {
 func (*InterfaceStats) ProtoMessage() {}
 
 func (x *InterfaceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1701,7 @@ func (x *InterfaceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfaceStats.ProtoReflect.Descriptor instead.
 func (*InterfaceStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InterfaceStats) GetName() string {
@@ -1680,7 +1749,7 @@ type VolumeStats struct {
 
 func (x *VolumeStats) Reset() {
 	*x = VolumeStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1761,7 @@ func (x *VolumeStats) String() string {
 func (*VolumeStats) ProtoMessage() {}
 
 func (x *VolumeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1774,7 @@ func (x *VolumeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStats.ProtoReflect.Descriptor instead.
 func (*VolumeStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VolumeStats) GetName() string {
@@ -1744,7 +1813,7 @@ type FsStats struct {
 
 func (x *FsStats) Reset() {
 	*x = FsStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1825,7 @@ func (x *FsStats) String() string {
 func (*FsStats) ProtoMessage() {}
 
 func (x *FsStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1838,7 @@ func (x *FsStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsStats.ProtoReflect.Descriptor instead.
 func (*FsStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FsStats) GetCapacityBytes() uint64 {
@@ -1839,7 +1908,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1920,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1933,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeletePodRequest) GetGracePeriodSeconds() int64 {
@@ -1882,7 +1951,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +1963,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +1976,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
 }
 
 type ApplyServicesRequest struct {
@@ -1931,7 +2000,7 @@ type ApplyServicesRequest struct {
 
 func (x *ApplyServicesRequest) Reset() {
 	*x = ApplyServicesRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2012,7 @@ func (x *ApplyServicesRequest) String() string {
 func (*ApplyServicesRequest) ProtoMessage() {}
 
 func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2025,7 @@ func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ApplyServicesRequest) GetTable() string {
@@ -2012,7 +2081,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2093,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2106,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{28}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Service) GetNamespace() string {
@@ -2090,7 +2159,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2171,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2184,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{29}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2156,7 +2225,7 @@ type ServiceEndpoint struct {
 
 func (x *ServiceEndpoint) Reset() {
 	*x = ServiceEndpoint{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2237,7 @@ func (x *ServiceEndpoint) String() string {
 func (*ServiceEndpoint) ProtoMessage() {}
 
 func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2250,7 @@ func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
 func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{30}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ServiceEndpoint) GetIp() string {
@@ -2209,7 +2278,7 @@ type ApplyServicesResponse struct {
 
 func (x *ApplyServicesResponse) Reset() {
 	*x = ApplyServicesResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2290,7 @@ func (x *ApplyServicesResponse) String() string {
 func (*ApplyServicesResponse) ProtoMessage() {}
 
 func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2303,7 @@ func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{31}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ApplyServicesResponse) GetTable() string {
@@ -2259,7 +2328,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2340,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2353,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{32}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{33}
 }
 
 type JoinResponse struct {
@@ -2305,7 +2374,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2386,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2399,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{33}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JoinResponse) GetToken() string {
@@ -2371,7 +2440,7 @@ type CompleteJoinRequest struct {
 
 func (x *CompleteJoinRequest) Reset() {
 	*x = CompleteJoinRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2452,7 @@ func (x *CompleteJoinRequest) String() string {
 func (*CompleteJoinRequest) ProtoMessage() {}
 
 func (x *CompleteJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2465,7 @@ func (x *CompleteJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJoinRequest.ProtoReflect.Descriptor instead.
 func (*CompleteJoinRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{34}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CompleteJoinRequest) GetCertificate() []byte {
@@ -2414,7 +2483,7 @@ type CompleteJoinResponse struct {
 
 func (x *CompleteJoinResponse) Reset() {
 	*x = CompleteJoinResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2495,7 @@ func (x *CompleteJoinResponse) String() string {
 func (*CompleteJoinResponse) ProtoMessage() {}
 
 func (x *CompleteJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,14 +2508,14 @@ func (x *CompleteJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJoinResponse.ProtoReflect.Descriptor instead.
 func (*CompleteJoinResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{35}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{36}
 }
 
 var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
-	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x04\n" +
+	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\x05\n" +
 	"\x0fApplyPodRequest\x12\x19\n" +
 	"\bpod_json\x18\x01 \x01(\fR\apodJson\x12\x1e\n" +
 	"\n" +
@@ -2460,13 +2529,17 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"clusterDns\x12\x1f\n" +
 	"\vpod_address\x18\x14 \x01(\tR\n" +
 	"podAddress\x12'\n" +
-	"\x0fseccomp_default\x18\x1e \x01(\bR\x0eseccompDefault\x1aL\n" +
+	"\x0fseccomp_default\x18\x1e \x01(\bR\x0eseccompDefault\x12W\n" +
+	"\x16container_log_rotation\x18\x1f \x01(\v2!.kip.cell.v1.ContainerLogRotationR\x14containerLogRotation\x1aL\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.kip.cell.v1.EnvListR\x05value:\x028\x01\x1aT\n" +
 	"\fVolumesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.kip.cell.v1.VolumeFilesR\x05value:\x028\x01\">\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.kip.cell.v1.VolumeFilesR\x05value:\x028\x01\"Y\n" +
+	"\x14ContainerLogRotation\x12$\n" +
+	"\x0emax_size_bytes\x18\x01 \x01(\x03R\fmaxSizeBytes\x12\x1b\n" +
+	"\tmax_files\x18\x02 \x01(\x05R\bmaxFiles\">\n" +
 	"\n" +
 	"ClusterDNS\x12\x18\n" +
 	"\aservers\x18\x01 \x03(\tR\aservers\x12\x16\n" +
@@ -2673,108 +2746,110 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
-	(*ClusterDNS)(nil),            // 1: kip.cell.v1.ClusterDNS
-	(*EnvList)(nil),               // 2: kip.cell.v1.EnvList
-	(*EnvVar)(nil),                // 3: kip.cell.v1.EnvVar
-	(*VolumeFiles)(nil),           // 4: kip.cell.v1.VolumeFiles
-	(*RegistryCredential)(nil),    // 5: kip.cell.v1.RegistryCredential
-	(*ApplyPodResponse)(nil),      // 6: kip.cell.v1.ApplyPodResponse
-	(*WatchStatusRequest)(nil),    // 7: kip.cell.v1.WatchStatusRequest
-	(*PodStatusUpdate)(nil),       // 8: kip.cell.v1.PodStatusUpdate
-	(*InstanceNotice)(nil),        // 9: kip.cell.v1.InstanceNotice
-	(*PodEvent)(nil),              // 10: kip.cell.v1.PodEvent
-	(*LogsRequest)(nil),           // 11: kip.cell.v1.LogsRequest
-	(*LogChunk)(nil),              // 12: kip.cell.v1.LogChunk
-	(*ExecInput)(nil),             // 13: kip.cell.v1.ExecInput
-	(*ExecStart)(nil),             // 14: kip.cell.v1.ExecStart
-	(*TerminalSize)(nil),          // 15: kip.cell.v1.TerminalSize
-	(*ExecOutput)(nil),            // 16: kip.cell.v1.ExecOutput
-	(*ExitStatus)(nil),            // 17: kip.cell.v1.ExitStatus
-	(*PortForwardFrame)(nil),      // 18: kip.cell.v1.PortForwardFrame
-	(*StatsRequest)(nil),          // 19: kip.cell.v1.StatsRequest
-	(*StatsResponse)(nil),         // 20: kip.cell.v1.StatsResponse
-	(*ContainerStats)(nil),        // 21: kip.cell.v1.ContainerStats
-	(*InterfaceStats)(nil),        // 22: kip.cell.v1.InterfaceStats
-	(*VolumeStats)(nil),           // 23: kip.cell.v1.VolumeStats
-	(*FsStats)(nil),               // 24: kip.cell.v1.FsStats
-	(*DeletePodRequest)(nil),      // 25: kip.cell.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),     // 26: kip.cell.v1.DeletePodResponse
-	(*ApplyServicesRequest)(nil),  // 27: kip.cell.v1.ApplyServicesRequest
-	(*Service)(nil),               // 28: kip.cell.v1.Service
-	(*ServicePort)(nil),           // 29: kip.cell.v1.ServicePort
-	(*ServiceEndpoint)(nil),       // 30: kip.cell.v1.ServiceEndpoint
-	(*ApplyServicesResponse)(nil), // 31: kip.cell.v1.ApplyServicesResponse
-	(*JoinRequest)(nil),           // 32: kip.cell.v1.JoinRequest
-	(*JoinResponse)(nil),          // 33: kip.cell.v1.JoinResponse
-	(*CompleteJoinRequest)(nil),   // 34: kip.cell.v1.CompleteJoinRequest
-	(*CompleteJoinResponse)(nil),  // 35: kip.cell.v1.CompleteJoinResponse
-	nil,                           // 36: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 37: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 38: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 39: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*ContainerLogRotation)(nil),  // 1: kip.cell.v1.ContainerLogRotation
+	(*ClusterDNS)(nil),            // 2: kip.cell.v1.ClusterDNS
+	(*EnvList)(nil),               // 3: kip.cell.v1.EnvList
+	(*EnvVar)(nil),                // 4: kip.cell.v1.EnvVar
+	(*VolumeFiles)(nil),           // 5: kip.cell.v1.VolumeFiles
+	(*RegistryCredential)(nil),    // 6: kip.cell.v1.RegistryCredential
+	(*ApplyPodResponse)(nil),      // 7: kip.cell.v1.ApplyPodResponse
+	(*WatchStatusRequest)(nil),    // 8: kip.cell.v1.WatchStatusRequest
+	(*PodStatusUpdate)(nil),       // 9: kip.cell.v1.PodStatusUpdate
+	(*InstanceNotice)(nil),        // 10: kip.cell.v1.InstanceNotice
+	(*PodEvent)(nil),              // 11: kip.cell.v1.PodEvent
+	(*LogsRequest)(nil),           // 12: kip.cell.v1.LogsRequest
+	(*LogChunk)(nil),              // 13: kip.cell.v1.LogChunk
+	(*ExecInput)(nil),             // 14: kip.cell.v1.ExecInput
+	(*ExecStart)(nil),             // 15: kip.cell.v1.ExecStart
+	(*TerminalSize)(nil),          // 16: kip.cell.v1.TerminalSize
+	(*ExecOutput)(nil),            // 17: kip.cell.v1.ExecOutput
+	(*ExitStatus)(nil),            // 18: kip.cell.v1.ExitStatus
+	(*PortForwardFrame)(nil),      // 19: kip.cell.v1.PortForwardFrame
+	(*StatsRequest)(nil),          // 20: kip.cell.v1.StatsRequest
+	(*StatsResponse)(nil),         // 21: kip.cell.v1.StatsResponse
+	(*ContainerStats)(nil),        // 22: kip.cell.v1.ContainerStats
+	(*InterfaceStats)(nil),        // 23: kip.cell.v1.InterfaceStats
+	(*VolumeStats)(nil),           // 24: kip.cell.v1.VolumeStats
+	(*FsStats)(nil),               // 25: kip.cell.v1.FsStats
+	(*DeletePodRequest)(nil),      // 26: kip.cell.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),     // 27: kip.cell.v1.DeletePodResponse
+	(*ApplyServicesRequest)(nil),  // 28: kip.cell.v1.ApplyServicesRequest
+	(*Service)(nil),               // 29: kip.cell.v1.Service
+	(*ServicePort)(nil),           // 30: kip.cell.v1.ServicePort
+	(*ServiceEndpoint)(nil),       // 31: kip.cell.v1.ServiceEndpoint
+	(*ApplyServicesResponse)(nil), // 32: kip.cell.v1.ApplyServicesResponse
+	(*JoinRequest)(nil),           // 33: kip.cell.v1.JoinRequest
+	(*JoinResponse)(nil),          // 34: kip.cell.v1.JoinResponse
+	(*CompleteJoinRequest)(nil),   // 35: kip.cell.v1.CompleteJoinRequest
+	(*CompleteJoinResponse)(nil),  // 36: kip.cell.v1.CompleteJoinResponse
+	nil,                           // 37: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 38: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 39: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 40: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	36, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	37, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
-	5,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
-	1,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
-	3,  // 4: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	38, // 5: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	39, // 6: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
-	10, // 7: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
-	9,  // 8: kip.cell.v1.PodStatusUpdate.notices:type_name -> kip.cell.v1.InstanceNotice
-	40, // 9: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
-	40, // 10: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	40, // 11: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	14, // 12: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
-	15, // 13: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
-	17, // 14: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	40, // 15: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
-	21, // 16: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
-	22, // 17: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
-	23, // 18: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
-	24, // 19: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
-	24, // 20: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
-	40, // 21: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
-	24, // 22: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
-	24, // 23: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
-	24, // 24: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
-	28, // 25: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
-	29, // 26: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
-	30, // 27: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
-	2,  // 28: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
-	4,  // 29: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
-	0,  // 30: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
-	7,  // 31: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
-	11, // 32: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
-	13, // 33: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
-	13, // 34: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
-	18, // 35: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
-	19, // 36: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
-	25, // 37: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
-	27, // 38: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
-	32, // 39: kip.cell.v1.Join.Join:input_type -> kip.cell.v1.JoinRequest
-	34, // 40: kip.cell.v1.Join.CompleteJoin:input_type -> kip.cell.v1.CompleteJoinRequest
-	6,  // 41: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	8,  // 42: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	12, // 43: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	16, // 44: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	16, // 45: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	18, // 46: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	20, // 47: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	26, // 48: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	31, // 49: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	33, // 50: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
-	35, // 51: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
-	41, // [41:52] is the sub-list for method output_type
-	30, // [30:41] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	37, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	38, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	6,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
+	2,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
+	1,  // 4: kip.cell.v1.ApplyPodRequest.container_log_rotation:type_name -> kip.cell.v1.ContainerLogRotation
+	4,  // 5: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
+	39, // 6: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	40, // 7: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	11, // 8: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
+	10, // 9: kip.cell.v1.PodStatusUpdate.notices:type_name -> kip.cell.v1.InstanceNotice
+	41, // 10: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
+	41, // 11: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	41, // 12: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	15, // 13: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
+	16, // 14: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
+	18, // 15: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
+	41, // 16: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	22, // 17: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
+	23, // 18: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
+	24, // 19: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
+	25, // 20: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
+	25, // 21: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
+	41, // 22: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
+	25, // 23: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
+	25, // 24: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
+	25, // 25: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
+	29, // 26: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
+	30, // 27: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
+	31, // 28: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
+	3,  // 29: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
+	5,  // 30: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
+	0,  // 31: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
+	8,  // 32: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
+	12, // 33: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
+	14, // 34: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
+	14, // 35: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
+	19, // 36: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
+	20, // 37: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
+	26, // 38: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
+	28, // 39: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
+	33, // 40: kip.cell.v1.Join.Join:input_type -> kip.cell.v1.JoinRequest
+	35, // 41: kip.cell.v1.Join.CompleteJoin:input_type -> kip.cell.v1.CompleteJoinRequest
+	7,  // 42: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	9,  // 43: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	13, // 44: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	17, // 45: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	17, // 46: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	19, // 47: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	21, // 48: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	27, // 49: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	32, // 50: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	34, // 51: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
+	36, // 52: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
+	42, // [42:53] is the sub-list for method output_type
+	31, // [31:42] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_kip_cell_v1_cell_proto_init() }
@@ -2788,7 +2863,7 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
