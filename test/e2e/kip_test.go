@@ -77,7 +77,7 @@ func kipLogOnFailure(t *testing.T) {
 	})
 }
 
-func kubectl(t *testing.T, args ...string) (string, int) {
+func kubectl(t testing.TB, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(f.Cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", f.Cluster.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()

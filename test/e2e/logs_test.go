@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -107,6 +108,21 @@ func TestLoudPodKeepsItsLog(t *testing.T) {
 // peak memory so far.
 func agentNotRestarted(t *testing.T, uid types.UID) string {
 	t.Helper()
+	pid, restarts := localAgent(t, uid)
+	if restarts != 0 {
+		t.Errorf("the cell's agent was restarted %d times", restarts)
+	}
+	peak := "unknown"
+	if kb, err := peakKB(pid); err == nil {
+		peak = strconv.Itoa(kb) + " KiB"
+	}
+	return "agent pid " + strconv.Itoa(pid) + ", peak RSS " + peak
+}
+
+// localAgent reads the local plugin's record of the pod's cell: the
+// agent's PID and how often the plugin restarted it.
+func localAgent(t testing.TB, uid types.UID) (pid, restarts int) {
+	t.Helper()
 	dir := cellDirOf(t, uid)
 	if dir == "" {
 		t.Fatalf("no local cell for pod %s", uid)
@@ -122,16 +138,19 @@ func agentNotRestarted(t *testing.T, uid types.UID) string {
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Restarts != 0 {
-		t.Errorf("the cell's agent was restarted %d times", r.Restarts)
+	return r.PID, r.Restarts
+}
+
+// peakKB reads a process's peak RSS (VmHWM) in KiB.
+func peakKB(pid int) (int, error) {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
 	}
-	peak := "unknown"
-	if status, err := os.ReadFile("/proc/" + strconv.Itoa(r.PID) + "/status"); err == nil {
-		for l := range strings.Lines(string(status)) {
-			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-				peak = strings.TrimSpace(v)
-			}
+	for l := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 		}
 	}
-	return "agent pid " + strconv.Itoa(r.PID) + ", peak RSS " + peak
+	return 0, fmt.Errorf("no VmHWM for pid %d", pid)
 }
