@@ -227,6 +227,10 @@ type File struct {
 	changed chan struct{} // closed and replaced on every write
 	done    chan struct{} // closed by Close
 	closed  bool
+	// lost counts the bytes of records a failed write dropped (a full
+	// disk), lostErr the last failure: Close reports them.
+	lost    int64
+	lostErr error
 }
 
 // Path is the file's path.
@@ -272,16 +276,11 @@ func (f *File) write(stream string, p []byte) (int, error) {
 			partial, p = partial[:0], p[i+1:]
 		}
 		if f.out.Len() >= flushSize {
-			if err := f.flushLocked(); err != nil {
-				f.partial[stream] = partial
-				return 0, err
-			}
+			f.flushLocked()
 		}
 	}
 	f.partial[stream] = partial
-	if err := f.flushLocked(); err != nil {
-		return 0, err
-	}
+	f.flushLocked()
 	return n, nil
 }
 
@@ -299,28 +298,39 @@ func (f *File) record(ts, stream string, tag byte, head, tail []byte) {
 }
 
 // flushLocked writes f.out to the file, tells followers, and rotates the
-// file once it is past its size.
-func (f *File) flushLocked() error {
+// file once it is past its size. What it cannot write (a full disk) is
+// dropped and counted (lost), as a kubelet's runtime drops log lines it
+// cannot write: the container's writes never fail nor wait for the disk,
+// which would stall the container on its own output.
+func (f *File) flushLocked() {
 	if f.out.Len() == 0 {
-		return nil
+		return
 	}
 	n, err := f.f.Write(f.out.Bytes())
+	if err != nil && n > 0 {
+		// Not half a record: back to where the write began.
+		if f.f.Truncate(f.size) == nil {
+			if _, serr := f.f.Seek(f.size, io.SeekStart); serr == nil {
+				n = 0
+			}
+		}
+	}
 	f.size += int64(n)
+	if err != nil {
+		f.lost += int64(f.out.Len() - n)
+		f.lostErr = err
+	}
 	f.out.Reset()
 	if f.out.Cap() > 4*flushSize {
 		f.out = bytes.Buffer{}
 	}
 	close(f.changed)
 	f.changed = make(chan struct{})
-	if err != nil {
-		return fmt.Errorf("writing log: %w", err)
-	}
 	if f.size >= f.rot.MaxSize {
 		// A failed rotation leaves the current file growing; the next
 		// write tries again.
 		_ = f.rotateLocked()
 	}
-	return nil
 }
 
 // rotateLocked renames the current file to its rotated name, starts a new
@@ -362,7 +372,11 @@ func (f *File) Close() error {
 		}
 	}
 	f.partial = nil
-	werr := f.flushLocked()
+	f.flushLocked()
+	var werr error
+	if f.lost > 0 {
+		werr = fmt.Errorf("writing log: %d bytes of the container's output lost: %w", f.lost, f.lostErr)
+	}
 	cerr := f.f.Close()
 	f.closed = true
 	close(f.done)

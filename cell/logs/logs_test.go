@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -473,5 +474,52 @@ func TestTakeOverAndPruningWithRotatedFiles(t *testing.T) {
 	want := []string{"2.log", "3.log"}
 	if diff := cmp.Diff(want, files(t, filepath.Join(dir, "app"))); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
+// TestAFullDiskDropsOutput: while the disk is full (/dev/full answers every
+// write with ENOSPC), a container's output is dropped, not refused: its
+// writes succeed, so the container never stalls on its own output; what
+// is written once there is room again is read as before, and Close says
+// how much was lost.
+func TestAFullDiskDropsOutput(t *testing.T) {
+	s := NewStore(t.TempDir())
+	f, err := s.Create("app", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := f.Stream(Stdout)
+	if _, err := out.Write([]byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	disk := f.f
+	f.f = full
+	f.mu.Unlock()
+	for i := range 3 {
+		if n, err := out.Write([]byte(strings.Repeat("lost ", 1000) + "\n")); n != 5001 || err != nil {
+			t.Errorf("write %d on a full disk = %d, %v; want 5001, nil", i, n, err)
+		}
+	}
+	f.mu.Lock()
+	f.f = disk
+	f.mu.Unlock()
+	_ = full.Close()
+	if _, err := out.Write([]byte("after\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err == nil || !strings.Contains(err.Error(), "lost") || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("Close = %v, want the bytes lost and ENOSPC", err)
+	}
+	var b strings.Builder
+	if err := s.Read(t.Context(), f.Path(), Options{TailLines: -1}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != "before\nafter\n" {
+		t.Errorf("log = %q, want before and after", b.String())
 	}
 }
