@@ -133,7 +133,8 @@ type Provider interface {
 	// An instance that has ended (by Terminate, or by the cloud: a crash, a
 	// spot reclaim) may stay in Describe's and List's answers, in state
 	// terminated, for a bounded time, then it is absent: EC2 shows it for
-	// about an hour, the local plugin until Terminate, the fake not at all.
+	// about an hour, the local plugin an hour for a cell whose agent kept
+	// exiting, the fake not at all.
 	// A terminated instance never changes state again and never comes
 	// back. The host treats terminated exactly as absent: a cell whose
 	// instance Describe shows terminating or terminated, or no longer

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -11,9 +12,10 @@ import (
 // no locks and change nothing, so they are always safe to retry and never
 // wait behind a slow Launch or Terminate.
 
-// Describe returns the named instances that still have a record. A cell
-// whose agent has exited is still there, terminated, until Terminate
-// removes it: the host must see that the cell died, not that it vanished.
+// Describe returns the named instances that still have a record, and
+// those that ended by themselves within the hour (selfEnded): a cell whose
+// agent kept exiting is shown terminated, "agent exited", so that the
+// host sees why the cell died.
 func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error) {
 	cfg, err := p.config()
 	if err != nil {
@@ -27,12 +29,21 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	for _, r := range records {
 		byID[r.ID] = r
 	}
+	ended := map[string]pluginapi.Instance{}
+	for _, inst := range selfEnded(cfg.stateDir, time.Now()) {
+		ended[inst.ID] = inst
+	}
 	resp := &pluginapi.DescribeResponse{}
 	seen := map[string]bool{}
 	for _, id := range req.IDs {
-		if r, ok := byID[id]; ok && !seen[id] {
-			seen[id] = true
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if r, ok := byID[id]; ok {
 			resp.Instances = append(resp.Instances, p.instance(cfg, r))
+		} else if inst, ok := ended[id]; ok {
+			resp.Instances = append(resp.Instances, inst)
 		}
 	}
 	return resp, nil
@@ -50,9 +61,16 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 		return nil, fmt.Errorf("listing instances: %w", err)
 	}
 	resp := &pluginapi.ListResponse{}
+	listed := map[string]bool{}
 	for _, r := range records {
 		if r.Tags[pluginapi.TagCluster] == cfg.clusterID {
 			resp.Instances = append(resp.Instances, p.instance(cfg, r))
+			listed[r.ID] = true
+		}
+	}
+	for _, inst := range selfEnded(cfg.stateDir, time.Now()) {
+		if inst.Tags[pluginapi.TagCluster] == cfg.clusterID && !listed[inst.ID] {
+			resp.Instances = append(resp.Instances, inst)
 		}
 	}
 	return resp, nil

@@ -19,10 +19,39 @@ import (
 // and starts nothing, as the contract asks (a cell ID names one instance
 // for good; EC2 answers a reused ClientToken the same way). Tombstones are
 // kept endedRetention, the contract's minimum, and pruned by the next
-// Terminate after that.
+// Terminate after that. A cell that ended by itself (its agent kept
+// exiting: supervise.go) is shown by Describe and List, terminated with
+// its reason, for endedVisible, as EC2 shows a terminated instance for
+// about an hour: the host learns why it ended.
 
-// endedRetention is how long a tombstone is kept.
-const endedRetention = 24 * time.Hour
+// endedRetention is how long a tombstone is kept; endedVisible how long
+// Describe and List show a cell that ended by itself.
+const (
+	endedRetention = 24 * time.Hour
+	endedVisible   = time.Hour
+)
+
+// selfEnded returns the instances of the cells that ended by themselves
+// within endedVisible before now: their tombstones, not Terminate's.
+func selfEnded(stateDir string, now time.Time) []pluginapi.Instance {
+	entries, err := os.ReadDir(endedDir(stateDir))
+	if err != nil {
+		return nil
+	}
+	var out []pluginapi.Instance
+	for _, e := range entries {
+		cellID, isTombstone := strings.CutSuffix(e.Name(), ".json")
+		if !isTombstone {
+			continue
+		}
+		t, err := readEnded(stateDir, cellID)
+		if err != nil || t.Instance.StateReason == reasonTerminated || now.Sub(t.EndedAt) > endedVisible {
+			continue
+		}
+		out = append(out, t.Instance)
+	}
+	return out
+}
 
 // tombstone is what the plugin remembers of a terminated cell.
 type tombstone struct {

@@ -3,6 +3,7 @@ package local
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -426,13 +427,17 @@ func TestTerminateKillsAnAgentIgnoringSIGTERM(t *testing.T) {
 	}
 }
 
+// TestAgentExitShowsTerminated: a cell whose agent keeps exiting is given
+// up and ends as a cloud's instance does: terminated, "agent exited", and
+// holding nothing any longer (its directory, and so its address, goes),
+// since the host terminates no instance the plugin calls terminated.
 func TestAgentExitShowsTerminated(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t)
 	e.config["agentCommand"] = []string{os.Args[0], testAgentArg, "{bootstrap}", "exit"}
 	p := e.provider()
 	inst := e.launch(p, "cell-x")
-	eventually(t, 10*time.Second, func() error {
+	eventually(t, 30*time.Second, func() error {
 		got, ok := describe(t, p, inst.ID)
 		if !ok {
 			t.Fatal("exited cell vanished from Describe")
@@ -440,13 +445,20 @@ func TestAgentExitShowsTerminated(t *testing.T) {
 		if got.State != pluginapi.StateTerminated || got.StateReason != "agent exited" {
 			return errors.New("state " + string(got.State) + " (" + got.StateReason + ")")
 		}
+		if _, err := os.Stat(cellDir(e.stateDir(), "cell-x")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("the cell's directory is still there (%w)", err)
+		}
 		return nil
 	})
-	// The record stays until Terminate, and Launch does not restart it.
+	records, err := readRecords(e.stateDir())
+	if err != nil || len(records) != 0 {
+		t.Errorf("records after the cell was given up: %d, %v; want none", len(records), err)
+	}
+	// Launch does not restart it; Terminate finds it gone.
 	if again := e.launch(p, "cell-x"); again.ID != inst.ID || again.State != pluginapi.StateTerminated {
 		t.Errorf("Launch of an exited cell gave %+v", again)
 	}
-	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil {
+	if _, err := p.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: inst.ID}); err != nil && !pluginapi.IsNotFound(err) {
 		t.Errorf("Terminate of an exited cell: %v", err)
 	}
 }

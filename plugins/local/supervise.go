@@ -48,9 +48,37 @@ func (p *provider) superviseAll(cfg *config) {
 		return
 	}
 	for _, r := range records {
-		if r.PID != 0 && !r.GaveUp {
+		switch {
+		case r.GaveUp:
+			// Given up, but not yet terminated (that failed, or an older
+			// plugin gave it up): end it now.
+			go p.endGivenUp(cfg, r.CellID)
+		case r.PID != 0:
 			go p.supervise(cfg, r.CellID)
 		}
+	}
+}
+
+// endGivenUp terminates a cell given up whose record is still there.
+func (p *provider) endGivenUp(cfg *config, cellID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	unlock, err := p.cellLock(ctx, cfg, cellID)
+	if err != nil {
+		p.log.Warn("locking a cell given up to terminate it", "cell", cellID, "error", err)
+		return
+	}
+	defer unlock()
+	r, err := readRecord(cfg.stateDir, cellID)
+	if errors.Is(err, fs.ErrNotExist) {
+		p.dropCellLock(cfg, cellID)
+		return
+	}
+	if err != nil || !r.GaveUp {
+		return
+	}
+	if _, err := p.end(ctx, cfg, r, reasonAgentExited); err != nil {
+		p.log.Warn("terminating a cell given up", "cell", cellID, "error", err)
 	}
 }
 
@@ -137,12 +165,19 @@ func (p *provider) restartAgent(cfg *config, cellID string, pid int, log *slog.L
 		r.QuickExits = 0
 	}
 	if r.QuickExits >= maxQuickExits {
+		// Given up: the instance ends, as a cloud's does when its
+		// service cannot run, and holds nothing any longer (its address,
+		// network, cgroups and directory), since the host does not
+		// terminate an instance the plugin calls terminated.
 		r.GaveUp = true
 		if err := writeRecord(cfg.stateDir, r); err != nil {
 			log.Warn("recording a cell given up", "error", err)
 			return true
 		}
-		log.Error("agent keeps exiting; the cell is given up", "quick_exits", r.QuickExits)
+		log.Error("agent keeps exiting; the cell is given up and terminated", "quick_exits", r.QuickExits)
+		if _, err := p.end(ctx, cfg, r, reasonAgentExited); err != nil {
+			log.Warn("terminating a cell given up", "error", err)
+		}
 		return false
 	}
 	// Counted before the start, so that an agent that cannot be started

@@ -105,3 +105,32 @@ func waitRestarted(t *testing.T, e *testEnv, p *provider, inst pluginapi.Instanc
 	})
 	return r
 }
+
+// TestCellGivenUpByAnOlderPluginIsTerminated: a record an older plugin
+// marked given up (and left, with its directory and address) is
+// terminated by the next plugin's Configure.
+func TestCellGivenUpByAnOlderPluginIsTerminated(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	old := e.provider()
+	inst := e.launch(old, "cell-old")
+	r, err := readRecord(e.stateDir(), "cell-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(r.PID, syscall.SIGKILL)
+	r.GaveUp = true
+	if err := writeRecord(e.stateDir(), r); err != nil {
+		t.Fatal(err)
+	}
+	p := e.provider()
+	eventually(t, 10*time.Second, func() error {
+		if _, err := os.Stat(cellDir(e.stateDir(), "cell-old")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("the cell's directory is still there (%w)", err)
+		}
+		return nil
+	})
+	if got, ok := describe(t, p, inst.ID); !ok || got.State != pluginapi.StateTerminated || got.StateReason != reasonAgentExited {
+		t.Errorf("Describe = %+v, %v; want terminated, %q", got, ok, reasonAgentExited)
+	}
+}

@@ -59,23 +59,35 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 		return nil, fmt.Errorf("terminating %s: %w", req.ID, err)
 	}
 
+	inst, err := p.end(ctx, cfg, r, reasonTerminated)
+	if err != nil {
+		return nil, err
+	}
+	p.log.Info("terminated", "cell", r.CellID, "instance", r.ID)
+	return &pluginapi.TerminateResponse{Instance: inst}, nil
+}
+
+// end terminates the cell of r: its tombstone (saying reason unless the
+// cell had ended already, which keeps its own), then destroy. It returns
+// the instance as it ended, addresses included. The caller holds the
+// cell's lock.
+func (p *provider) end(ctx context.Context, cfg *config, r *record, reason string) (pluginapi.Instance, error) {
 	inst := p.instance(cfg, r)
 	if inst.State != pluginapi.StateTerminated {
-		inst.StateReason = reasonTerminated
+		inst.StateReason = reason
 	}
 	inst.State = pluginapi.StateTerminated
 	ended := inst
 	ended.Addresses = nil
 	now := time.Now().UTC()
 	if err := writeEnded(cfg.stateDir, &tombstone{Instance: ended, EndedAt: now}); err != nil {
-		return nil, fmt.Errorf("terminating %s (cell %s): writing its tombstone: %w", r.ID, r.CellID, err)
+		return inst, fmt.Errorf("terminating %s (cell %s): writing its tombstone: %w", r.ID, r.CellID, err)
 	}
 	if err := p.destroy(ctx, cfg, r); err != nil {
-		return nil, fmt.Errorf("terminating %s (cell %s): %w", r.ID, r.CellID, err)
+		return inst, fmt.Errorf("terminating %s (cell %s): %w", r.ID, r.CellID, err)
 	}
-	p.log.Info("terminated", "cell", r.CellID, "instance", r.ID)
 	pruneEnded(cfg.stateDir, now)
-	return &pluginapi.TerminateResponse{Instance: inst}, nil
+	return inst, nil
 }
 
 // destroy undoes a launch, complete or not, in the reverse order of
