@@ -110,6 +110,10 @@ type Config struct {
 	// itself stops.
 	StopGrace time.Duration
 	Logger    *slog.Logger
+	// Now, when set, replaces time.Now for the agent's checks of
+	// certificates (its own, the host's at each handshake): tests that
+	// move time set the host's clock and this one alike.
+	Now func() time.Time
 	// Ready, when set, is called with the listener's address once the
 	// agent serves.
 	Ready func(addr net.Addr)
@@ -200,7 +204,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
-	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, joinIdentity, log)
+	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, joinIdentity, log, agent.WithClock(cfg.Now))
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}

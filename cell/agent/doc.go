@@ -14,7 +14,10 @@
 // Identity (identity.go): the key the agent made and keeps in its state
 // directory, and the certificate the host signed for it when it joined the
 // cell (the Join service); until then every call but Join's fails
-// FailedPrecondition "not joined".
+// FailedPrecondition "not joined". Once joined, the host renews the
+// certificate before it expires (the Join service's Renew and
+// CompleteRenew): a new key, a new certificate served from the next
+// handshake on, connections open keeping theirs.
 //
 // WatchInstanceMetadata reads the cloud's notices about the instance (the
 // spot interruption notice, the rebalance recommendation) from its

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/tls"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,10 +27,13 @@ import (
 )
 
 // The files of an Identity, in its directory (0700): the agent's key and
-// the certificate the host signed for it, each 0600.
+// the certificate the host signed for it, each 0600, and while a renewal
+// is under way the new key (NextKeyFile), which becomes KeyFile once its
+// certificate is saved.
 const (
-	KeyFile  = "key.pem"
-	CertFile = "cert.pem"
+	KeyFile     = "key.pem"
+	CertFile    = "cert.pem"
+	NextKeyFile = "key.next.pem"
 )
 
 // InstanceIdentity returns the cloud's signed identity of the instance
@@ -45,6 +50,14 @@ type InstanceIdentity func(ctx context.Context) (document, signature []byte, err
 // interceptors of Serve). The certificate is kept beside the key, so an
 // agent started again on the same directory serves at once, with no
 // token. It is safe for concurrent use.
+//
+// Once joined, the host renews the certificate over its connection
+// (Renew, CompleteRenew): the agent makes a new key, and serves the new
+// certificate from the next handshake on, connections open keeping
+// theirs. A saved certificate that has expired is still served (an agent
+// started again while the host was away): it is how the host recognises
+// the cell and renews it (host/pki's CA.Renew); the agent does not judge
+// its own certificate's age.
 type Identity struct {
 	cellv1.UnimplementedJoinServer
 
@@ -54,20 +67,36 @@ type Identity struct {
 	token    string
 	identity InstanceIdentity
 	log      *slog.Logger
+	now      func() time.Time
 
-	key  crypto.Signer
 	self tls.Certificate // served until joined
 	csr  []byte
 
-	mu     sync.Mutex // serialises CompleteJoin
-	joined atomic.Pointer[tls.Certificate]
+	mu      sync.Mutex    // serialises CompleteJoin, Renew and CompleteRenew
+	key     crypto.Signer // the key of the certificate served; guarded by mu
+	pending crypto.Signer // the key of the last Renew, until CompleteRenew; guarded by mu
+	joined  atomic.Pointer[tls.Certificate]
+}
+
+// IdentityOption configures LoadIdentity.
+type IdentityOption func(*Identity)
+
+// WithClock replaces time.Now for the identity's checks of certificates
+// (its own, the host's at each handshake), for tests that move time.
+func WithClock(now func() time.Time) IdentityOption {
+	return func(id *Identity) {
+		if now != nil {
+			id.now = now
+		}
+	}
 }
 
 // LoadIdentity returns the identity of the cell b describes, kept in dir:
 // the key found there, or a new one saved there, and the certificate
 // found there if it is still good for the key, the cell and b's CA.
-// identity may be nil.
-func LoadIdentity(dir string, b *api.Bootstrap, identity InstanceIdentity, log *slog.Logger) (*Identity, error) {
+// identity may be nil. A certificate found there that has expired is
+// kept and served (see Identity).
+func LoadIdentity(dir string, b *api.Bootstrap, identity InstanceIdentity, log *slog.Logger, opts ...IdentityOption) (*Identity, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -76,6 +105,13 @@ func LoadIdentity(dir string, b *api.Bootstrap, identity InstanceIdentity, log *
 	}
 	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // G302: a directory, searchable by its owner only
 		return nil, fmt.Errorf("restricting identity directory: %w", err)
+	}
+	certPEM, err := os.ReadFile(filepath.Join(dir, CertFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading cell certificate: %w", err)
+	}
+	if err := finishRenewal(dir, certPEM); err != nil {
+		return nil, err
 	}
 	key, err := loadKey(filepath.Join(dir, KeyFile))
 	if err != nil {
@@ -90,42 +126,92 @@ func LoadIdentity(dir string, b *api.Bootstrap, identity InstanceIdentity, log *
 		return nil, err
 	}
 	id := &Identity{
-		dir: dir, cellID: b.CellID, caPEM: []byte(b.CACert), token: b.JoinToken, identity: identity, log: log,
+		dir: dir, cellID: b.CellID, caPEM: []byte(b.CACert), token: b.JoinToken, identity: identity, log: log, now: time.Now,
 		key: key, self: self, csr: csr,
 	}
-	certPEM, err := os.ReadFile(filepath.Join(dir, CertFile))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("reading cell certificate: %w", err)
-	default:
-		cert, err := api.VerifyCellCertificate(certPEM, id.caPEM, id.cellID, key)
-		if err != nil {
-			// Expired, or from another CA: only a new join helps.
-			log.Warn("the saved cell certificate is no longer good; waiting to be joined again", "error", err)
-			break
+	for _, opt := range opts {
+		opt(id)
+	}
+	if certPEM != nil {
+		cert, err := api.VerifyCellCertificate(certPEM, id.caPEM, id.cellID, key, id.now())
+		var expired *api.ExpiredError
+		switch {
+		case errors.As(err, &expired):
+			// The host renews it when it finds the cell (CA.Renew).
+			log.Warn("the saved cell certificate has expired; serving it for the host to renew", "not_after", expired.NotAfter)
+			cert, err = api.VerifyCellCertificate(certPEM, id.caPEM, id.cellID, key, expired.NotAfter)
+		case err != nil:
+			// From another CA, another cell or key: only a new join helps.
+			log.Warn("the saved cell certificate is not this cell's; waiting to be joined again", "error", err)
 		}
-		id.joined.Store(cert)
+		if err == nil {
+			id.joined.Store(cert)
+		}
 	}
 	return id, nil
 }
 
+// finishRenewal completes a renewal that an agent stopped in the middle
+// of (CompleteRenew): when the saved certificate certPEM is for the new
+// key (NextKeyFile), that key becomes KeyFile. A new key whose
+// certificate was never saved is left for the next Renew to replace.
+func finishRenewal(dir string, certPEM []byte) error {
+	next := filepath.Join(dir, NextKeyFile)
+	if certPEM == nil {
+		return nil
+	}
+	key, err := readKey(next)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return nil
+	}
+	// Otherwise the certificate is the old key's, or unreadable:
+	// LoadIdentity judges it.
+	if cert, err := x509.ParseCertificate(block.Bytes); err == nil && api.SamePublicKey(cert.PublicKey, key.Public()) {
+		if err := os.Rename(next, filepath.Join(dir, KeyFile)); err != nil {
+			return fmt.Errorf("finishing the renewal of the cell's key: %w", err)
+		}
+	}
+	return nil
+}
+
 // loadKey reads the key at path, or makes one and saves it there first.
 func loadKey(path string) (crypto.Signer, error) {
+	key, err := readKey(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return newKeyFile(path)
+	}
+	return key, err
+}
+
+// newKeyFile makes a new key and saves it at path.
+func newKeyFile(path string) (crypto.Signer, error) {
+	key, err := api.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encoding cell key: %w", err)
+	}
+	if err := writeFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+		return nil, fmt.Errorf("saving cell key: %w", err)
+	}
+	return key, nil
+}
+
+// readKey reads the key at path; the error wraps fs.ErrNotExist when
+// there is none.
+func readKey(path string) (crypto.Signer, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		key, err := api.NewKey()
-		if err != nil {
-			return nil, err
-		}
-		der, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			return nil, fmt.Errorf("encoding cell key: %w", err)
-		}
-		if err := writeFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
-			return nil, fmt.Errorf("saving cell key: %w", err)
-		}
-		return key, nil
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading cell key: %w", err)
@@ -171,7 +257,12 @@ func (id *Identity) Certificate() (*tls.Certificate, error) {
 // over Certificate): a joined certificate is served from the next
 // handshake on, without a restart.
 func (id *Identity) TLSConfig() (*tls.Config, error) {
-	return api.ServerTLSConfig(id.caPEM, id.Certificate)
+	cfg, err := api.ServerTLSConfig(id.caPEM, id.Certificate)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Time = id.now
+	return cfg, nil
 }
 
 // Join returns the join request: the bootstrap's token, the certificate
@@ -203,7 +294,7 @@ func (id *Identity) Join(ctx context.Context, _ *cellv1.JoinRequest) (*cellv1.Jo
 func (id *Identity) CompleteJoin(ctx context.Context, req *cellv1.CompleteJoinRequest) (*cellv1.CompleteJoinResponse, error) {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	cert, err := api.VerifyCellCertificate(req.GetCertificate(), id.caPEM, id.cellID, id.key)
+	cert, err := api.VerifyCellCertificate(req.GetCertificate(), id.caPEM, id.cellID, id.key, id.now())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "refusing the certificate: %v", err)
 	}
@@ -213,6 +304,75 @@ func (id *Identity) CompleteJoin(ctx context.Context, req *cellv1.CompleteJoinRe
 	id.joined.Store(cert)
 	id.log.InfoContext(ctx, "joined: serving the certificate the host signed", "not_after", cert.Leaf.NotAfter)
 	return &cellv1.CompleteJoinResponse{}, nil
+}
+
+// Renew makes a new key, saved as NextKeyFile, and returns the
+// certificate request for it, with the instance identity as Join sends
+// it; the agent serves its current certificate until CompleteRenew.
+// FailedPrecondition until joined.
+func (id *Identity) Renew(ctx context.Context, _ *cellv1.RenewRequest) (*cellv1.RenewResponse, error) {
+	if !id.Joined() {
+		return nil, id.errNotJoined(api.JoinMethodPrefix + "Renew")
+	}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	key, err := newKeyFile(filepath.Join(id.dir, NextKeyFile))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
+	}
+	csr, err := api.NewCSR(key, id.cellID)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
+	}
+	id.pending = key
+	resp := &cellv1.RenewResponse{Csr: csr}
+	if id.identity != nil {
+		doc, sig, err := id.identity(ctx)
+		if err != nil {
+			id.log.WarnContext(ctx, "renewing without the instance identity: reading it failed", "error", err)
+		} else {
+			resp.IdentityDocument, resp.IdentitySignature = doc, sig
+		}
+	}
+	id.log.InfoContext(ctx, "the host asked to renew this cell's certificate: made a new key")
+	return resp, nil
+}
+
+// CompleteRenew checks the certificate the host signed for the key of
+// the last Renew (by the cluster CA, for this cell), saves it, makes the
+// new key the agent's and serves both from the next handshake on.
+// Idempotent: the certificate served already is taken again.
+func (id *Identity) CompleteRenew(ctx context.Context, req *cellv1.CompleteRenewRequest) (*cellv1.CompleteRenewResponse, error) {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if cur := id.joined.Load(); cur != nil && samePEMLeaf(req.GetCertificate(), cur) {
+		return &cellv1.CompleteRenewResponse{}, nil
+	}
+	if id.pending == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "cell %s has no renewal under way: ask Renew first", id.cellID)
+	}
+	cert, err := api.VerifyCellCertificate(req.GetCertificate(), id.caPEM, id.cellID, id.pending, id.now())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "refusing the certificate: %v", err)
+	}
+	// The certificate first: an agent stopped between the two finds it
+	// is for the new key and finishes (finishRenewal).
+	if err := writeFile(filepath.Join(id.dir, CertFile), req.GetCertificate()); err != nil {
+		return nil, status.Errorf(codes.Internal, "saving the certificate: %v", err)
+	}
+	if err := os.Rename(filepath.Join(id.dir, NextKeyFile), filepath.Join(id.dir, KeyFile)); err != nil {
+		return nil, status.Errorf(codes.Internal, "saving the key: %v", err)
+	}
+	id.key, id.pending = id.pending, nil
+	id.joined.Store(cert)
+	id.log.InfoContext(ctx, "renewed: serving the new certificate the host signed", "not_after", cert.Leaf.NotAfter)
+	return &cellv1.CompleteRenewResponse{}, nil
+}
+
+// samePEMLeaf reports whether certPEM's first certificate is cert's leaf.
+func samePEMLeaf(certPEM []byte, cert *tls.Certificate) bool {
+	block, _ := pem.Decode(certPEM)
+	return block != nil && len(cert.Certificate) > 0 && bytes.Equal(block.Bytes, cert.Certificate[0])
 }
 
 // errNotJoined is what an unjoined agent answers to anything but Join.

@@ -19,7 +19,16 @@
 // certificate carries the cell ID as its DNS name, so the host checks on
 // every connection that it talks to the cell it means, and the agent
 // (ServerTLSConfig), joined or not, accepts only client certificates for
-// the host from the same cluster CA.
+// the host from the same cluster CA. Before the certificate expires the
+// host renews it over its connection (the Join service's Renew: a new
+// key, a RenewRequest the CA checks against the certificate the agent
+// served, CompleteRenew). A certificate that expired anyway is still the
+// cell's in every other way (CertifiedAs, ExpiredError), which is what
+// the host renews it on.
+//
+// Every check of a certificate takes the time it judges at (the callers'
+// clocks, which tests move); the TLS configurations' Time is the
+// caller's to set.
 //
 // It imports the standard library, gRPC and protobuf only: host and cell
 // both import it, and it imports neither.

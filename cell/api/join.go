@@ -97,9 +97,10 @@ func SelfSigned(key crypto.Signer, cellID string) (tls.Certificate, error) {
 
 // VerifyCellCertificate checks that certPEM (the cell's certificate,
 // possibly followed by intermediates) is for key, signed by the CA in
-// caPEM, valid now, for server auth, and names cellID; it returns it
-// ready to serve.
-func VerifyCellCertificate(certPEM, caPEM []byte, cellID string, key crypto.Signer) (*tls.Certificate, error) {
+// caPEM, valid at now, for server auth, and names cellID; it returns it
+// ready to serve. ExpiredCellCertificate tells apart an error for a
+// certificate that is all that but expired.
+func VerifyCellCertificate(certPEM, caPEM []byte, cellID string, key crypto.Signer, now time.Time) (*tls.Certificate, error) {
 	var chain [][]byte
 	for rest := certPEM; ; {
 		var block *pem.Block
@@ -125,15 +126,29 @@ func VerifyCellCertificate(certPEM, caPEM []byte, cellID string, key crypto.Sign
 	if !SamePublicKey(certs[0].PublicKey, key.Public()) {
 		return nil, errors.New("the certificate is not for this cell's key")
 	}
-	if err := verifyCell(certs, caPEM, cellID); err != nil {
+	if err := verifyCell(certs, caPEM, cellID, now); err != nil {
+		if verifyCell(certs, caPEM, cellID, certs[0].NotAfter) == nil {
+			err = &ExpiredError{NotAfter: certs[0].NotAfter, err: err}
+		}
 		return nil, fmt.Errorf("verifying cell certificate: %w", err)
 	}
 	return &tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: certs[0]}, nil
 }
 
+// ExpiredError is VerifyCellCertificate's error for a certificate that is
+// the cell's in every way but its validity: it expired at NotAfter (or
+// is not valid yet).
+type ExpiredError struct {
+	NotAfter time.Time
+	err      error
+}
+
+func (e *ExpiredError) Error() string { return e.err.Error() }
+func (e *ExpiredError) Unwrap() error { return e.err }
+
 // verifyCell checks that chain's leaf is signed by the CA in caPEM (through
-// the rest of chain), valid now, for server auth, naming cellID.
-func verifyCell(chain []*x509.Certificate, caPEM []byte, cellID string) error {
+// the rest of chain), valid at now, for server auth, naming cellID.
+func verifyCell(chain []*x509.Certificate, caPEM []byte, cellID string, now time.Time) error {
 	if len(chain) == 0 {
 		return errors.New("no certificate")
 	}
@@ -147,6 +162,7 @@ func verifyCell(chain []*x509.Certificate, caPEM []byte, cellID string) error {
 	}
 	_, err := chain[0].Verify(x509.VerifyOptions{
 		DNSName: cellID, Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		CurrentTime: now,
 	})
 	return err
 }
@@ -162,8 +178,31 @@ func SamePublicKey(a, b crypto.PublicKey) bool {
 const JoinMethodPrefix = "/kip.cell.v1.Join/"
 
 // VerifiedAs reports whether a peer's certificate chain (as TLS received
-// it) is the joined cell cellID's: signed by the CA in caPEM, for server
-// auth, naming cellID. The host asks it of an agent before joining it.
-func VerifiedAs(peer []*x509.Certificate, caPEM []byte, cellID string) bool {
-	return verifyCell(peer, caPEM, cellID) == nil
+// it) is the joined cell cellID's: signed by the CA in caPEM, valid at
+// now, for server auth, naming cellID. The host asks it of an agent
+// before joining it.
+func VerifiedAs(peer []*x509.Certificate, caPEM []byte, cellID string, now time.Time) bool {
+	return verifyCell(peer, caPEM, cellID, now) == nil
+}
+
+// CertifiedAs reports whether a peer's certificate chain is the cell
+// cellID's as VerifiedAs checks it, at any time within its validity: a
+// certificate the CA issued to the cell, expired or not. Its leaf's
+// NotAfter says which.
+func CertifiedAs(peer []*x509.Certificate, caPEM []byte, cellID string) bool {
+	return len(peer) > 0 && verifyCell(peer, caPEM, cellID, peer[0].NotAfter) == nil
+}
+
+// RenewRequest is what a joined agent sent to renew its certificate
+// (cell.proto's RenewResponse), with the certificate chain the host saw
+// it serve on the same connection: the key the agent proved it holds,
+// which the CA certified for the cell (host/pki's CA.Renew checks it).
+type RenewRequest struct {
+	// CSR is the agent's certificate request for its new key (DER).
+	CSR []byte
+	// Peer is the TLS peer's certificate chain, leaf first.
+	Peer []*x509.Certificate
+	// IdentityDocument and IdentitySignature are the cloud's signed
+	// instance identity, when the agent has one.
+	IdentityDocument, IdentitySignature []byte
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,7 +44,8 @@ type Joined struct {
 // Join pins it, taking from the call the key the peer proved it holds and
 // passing it on as the request's PeerKey. The error wraps
 // cellapi.ErrJoinRefused when sign refused; any other means the agent
-// could not be asked (not up yet, say): try again.
+// could not be asked (not up yet, say): try again. The certificates are
+// judged at tlsConfig.Time (pki.CA's clock), else now.
 func Join(ctx context.Context, cellID, address string, tlsConfig *tls.Config, caPEM []byte, sign JoinSigner) (Joined, error) {
 	return join(ctx, cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), tlsConfig, caPEM, sign)
 }
@@ -59,7 +61,7 @@ func join(ctx context.Context, cellID, target string, tlsConfig *tls.Config, caP
 	var p peer.Peer
 	resp, err := c.Join(ctx, &cellv1.JoinRequest{}, grpc.Peer(&p))
 	chain := peerChain(&p)
-	if len(chain) > 0 && cellapi.VerifiedAs(chain, caPEM, cellID) {
+	if len(chain) > 0 && cellapi.VerifiedAs(chain, caPEM, cellID, clock(tlsConfig)()) {
 		return Joined{Key: chain[0].PublicKey}, nil // joined before
 	}
 	if err != nil {
@@ -87,6 +89,14 @@ func join(ctx context.Context, cellID, target string, tlsConfig *tls.Config, caP
 		return Joined{}, fmt.Errorf("handing cell %s its certificate: %w", cellID, err)
 	}
 	return Joined{Now: true, Key: pinned}, nil
+}
+
+// clock is tlsConfig's Time, else time.Now.
+func clock(tlsConfig *tls.Config) func() time.Time {
+	if tlsConfig != nil && tlsConfig.Time != nil {
+		return tlsConfig.Time
+	}
+	return time.Now
 }
 
 // HandshakeFailed reports whether err is a call's failure to set up TLS

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -107,7 +108,7 @@ func TestJoin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cert, err := cellapi.VerifyCellCertificate(certPEM, ca.CertPEM(), "c-1", key)
+		cert, err := cellapi.VerifyCellCertificate(certPEM, ca.CertPEM(), "c-1", key, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +169,7 @@ func TestJoin(t *testing.T) {
 				}
 				return
 			}
-			if _, err := cellapi.VerifyCellCertificate(a.certPEM, ca.CertPEM(), "c-1", a.key); err != nil {
+			if _, err := cellapi.VerifyCellCertificate(a.certPEM, ca.CertPEM(), "c-1", a.key, time.Now()); err != nil {
 				t.Errorf("the agent got no certificate for its key: %v", err)
 			}
 		})

@@ -132,6 +132,7 @@ func (ca *CA) hostTLSConfig(cellID string, build func(tls.Certificate) (*tls.Con
 		return nil, fmt.Errorf("building TLS config for cell %s: %w", cellID, err)
 	}
 	cfg.Certificates = nil
+	cfg.Time = ca.now // the CA's clock judges the cells' certificates too
 	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		cert, err := ca.HostCertificate(0)
 		if err != nil {

@@ -210,7 +210,7 @@ func serveCell(t *testing.T, ca *CA, cellID string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := api.VerifyCellCertificate(certPEM, ca.CertPEM(), cellID, key)
+	cert, err := api.VerifyCellCertificate(certPEM, ca.CertPEM(), cellID, key, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

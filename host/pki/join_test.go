@@ -135,7 +135,7 @@ func TestJoinChecksTheRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := api.VerifyCellCertificate(certPEM, ca.CertPEM(), "c-1", key); err != nil {
+			if _, err := api.VerifyCellCertificate(certPEM, ca.CertPEM(), "c-1", key, time.Now()); err != nil {
 				t.Errorf("the signed certificate is not the cell's: %v", err)
 			}
 			cert := parseCertPEM(t, certPEM)

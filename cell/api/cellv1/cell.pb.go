@@ -2511,6 +2511,188 @@ func (*CompleteJoinResponse) Descriptor() ([]byte, []int) {
 	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{36}
 }
 
+type RenewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{37}
+}
+
+type RenewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A PKCS #10 certificate request (DER) for the agent's new key, as
+	// JoinResponse's csr: the cell ID as its DNS name and nothing else.
+	Csr []byte `protobuf:"bytes,1,opt,name=csr,proto3" json:"csr,omitempty"`
+	// The cloud's signed instance identity, as JoinResponse carries it; the
+	// host asks the plugin to check it when it renews an expired
+	// certificate.
+	IdentityDocument  []byte `protobuf:"bytes,2,opt,name=identity_document,json=identityDocument,proto3" json:"identity_document,omitempty"`
+	IdentitySignature []byte `protobuf:"bytes,3,opt,name=identity_signature,json=identitySignature,proto3" json:"identity_signature,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RenewResponse) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+func (x *RenewResponse) GetIdentityDocument() []byte {
+	if x != nil {
+		return x.IdentityDocument
+	}
+	return nil
+}
+
+func (x *RenewResponse) GetIdentitySignature() []byte {
+	if x != nil {
+		return x.IdentitySignature
+	}
+	return nil
+}
+
+type CompleteRenewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cell's new certificate (PEM), signed by the cluster CA.
+	Certificate   []byte `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteRenewRequest) Reset() {
+	*x = CompleteRenewRequest{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteRenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteRenewRequest) ProtoMessage() {}
+
+func (x *CompleteRenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteRenewRequest.ProtoReflect.Descriptor instead.
+func (*CompleteRenewRequest) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CompleteRenewRequest) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+type CompleteRenewResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteRenewResponse) Reset() {
+	*x = CompleteRenewResponse{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteRenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteRenewResponse) ProtoMessage() {}
+
+func (x *CompleteRenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteRenewResponse.ProtoReflect.Descriptor instead.
+func (*CompleteRenewResponse) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{40}
+}
+
 var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
@@ -2719,7 +2901,15 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\x12identity_signature\x18\x04 \x01(\fR\x11identitySignature\"7\n" +
 	"\x13CompleteJoinRequest\x12 \n" +
 	"\vcertificate\x18\x01 \x01(\fR\vcertificate\"\x16\n" +
-	"\x14CompleteJoinResponse2\x8b\x05\n" +
+	"\x14CompleteJoinResponse\"\x0e\n" +
+	"\fRenewRequest\"}\n" +
+	"\rRenewResponse\x12\x10\n" +
+	"\x03csr\x18\x01 \x01(\fR\x03csr\x12+\n" +
+	"\x11identity_document\x18\x02 \x01(\fR\x10identityDocument\x12-\n" +
+	"\x12identity_signature\x18\x03 \x01(\fR\x11identitySignature\"8\n" +
+	"\x14CompleteRenewRequest\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\"\x17\n" +
+	"\x15CompleteRenewResponse2\x8b\x05\n" +
 	"\x04Cell\x12G\n" +
 	"\bApplyPod\x12\x1c.kip.cell.v1.ApplyPodRequest\x1a\x1d.kip.cell.v1.ApplyPodResponse\x12N\n" +
 	"\vWatchStatus\x12\x1f.kip.cell.v1.WatchStatusRequest\x1a\x1c.kip.cell.v1.PodStatusUpdate0\x01\x129\n" +
@@ -2729,10 +2919,12 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\vPortForward\x12\x1d.kip.cell.v1.PortForwardFrame\x1a\x1d.kip.cell.v1.PortForwardFrame(\x010\x01\x12>\n" +
 	"\x05Stats\x12\x19.kip.cell.v1.StatsRequest\x1a\x1a.kip.cell.v1.StatsResponse\x12J\n" +
 	"\tDeletePod\x12\x1d.kip.cell.v1.DeletePodRequest\x1a\x1e.kip.cell.v1.DeletePodResponse\x12V\n" +
-	"\rApplyServices\x12!.kip.cell.v1.ApplyServicesRequest\x1a\".kip.cell.v1.ApplyServicesResponse2\x98\x01\n" +
+	"\rApplyServices\x12!.kip.cell.v1.ApplyServicesRequest\x1a\".kip.cell.v1.ApplyServicesResponse2\xb0\x02\n" +
 	"\x04Join\x12;\n" +
 	"\x04Join\x12\x18.kip.cell.v1.JoinRequest\x1a\x19.kip.cell.v1.JoinResponse\x12S\n" +
-	"\fCompleteJoin\x12 .kip.cell.v1.CompleteJoinRequest\x1a!.kip.cell.v1.CompleteJoinResponseB/Z-github.com/kipcell/kip/cell/api/cellv1;cellv1b\x06proto3"
+	"\fCompleteJoin\x12 .kip.cell.v1.CompleteJoinRequest\x1a!.kip.cell.v1.CompleteJoinResponse\x12>\n" +
+	"\x05Renew\x12\x19.kip.cell.v1.RenewRequest\x1a\x1a.kip.cell.v1.RenewResponse\x12V\n" +
+	"\rCompleteRenew\x12!.kip.cell.v1.CompleteRenewRequest\x1a\".kip.cell.v1.CompleteRenewResponseB/Z-github.com/kipcell/kip/cell/api/cellv1;cellv1b\x06proto3"
 
 var (
 	file_kip_cell_v1_cell_proto_rawDescOnce sync.Once
@@ -2746,7 +2938,7 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
 	(*ContainerLogRotation)(nil),  // 1: kip.cell.v1.ContainerLogRotation
@@ -2785,36 +2977,40 @@ var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*JoinResponse)(nil),          // 34: kip.cell.v1.JoinResponse
 	(*CompleteJoinRequest)(nil),   // 35: kip.cell.v1.CompleteJoinRequest
 	(*CompleteJoinResponse)(nil),  // 36: kip.cell.v1.CompleteJoinResponse
-	nil,                           // 37: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 38: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 39: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 40: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*RenewRequest)(nil),          // 37: kip.cell.v1.RenewRequest
+	(*RenewResponse)(nil),         // 38: kip.cell.v1.RenewResponse
+	(*CompleteRenewRequest)(nil),  // 39: kip.cell.v1.CompleteRenewRequest
+	(*CompleteRenewResponse)(nil), // 40: kip.cell.v1.CompleteRenewResponse
+	nil,                           // 41: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 42: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 43: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 44: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	37, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	38, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	41, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	42, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
 	6,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
 	2,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
 	1,  // 4: kip.cell.v1.ApplyPodRequest.container_log_rotation:type_name -> kip.cell.v1.ContainerLogRotation
 	4,  // 5: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	39, // 6: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	40, // 7: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	43, // 6: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	44, // 7: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
 	11, // 8: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
 	10, // 9: kip.cell.v1.PodStatusUpdate.notices:type_name -> kip.cell.v1.InstanceNotice
-	41, // 10: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
-	41, // 11: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	41, // 12: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	45, // 10: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
+	45, // 11: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	45, // 12: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
 	15, // 13: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
 	16, // 14: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
 	18, // 15: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	41, // 16: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	45, // 16: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
 	22, // 17: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
 	23, // 18: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
 	24, // 19: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
 	25, // 20: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
 	25, // 21: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
-	41, // 22: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
+	45, // 22: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
 	25, // 23: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
 	25, // 24: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
 	25, // 25: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
@@ -2834,19 +3030,23 @@ var file_kip_cell_v1_cell_proto_depIdxs = []int32{
 	28, // 39: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
 	33, // 40: kip.cell.v1.Join.Join:input_type -> kip.cell.v1.JoinRequest
 	35, // 41: kip.cell.v1.Join.CompleteJoin:input_type -> kip.cell.v1.CompleteJoinRequest
-	7,  // 42: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	9,  // 43: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	13, // 44: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	17, // 45: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	17, // 46: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	19, // 47: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	21, // 48: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	27, // 49: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	32, // 50: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	34, // 51: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
-	36, // 52: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
-	42, // [42:53] is the sub-list for method output_type
-	31, // [31:42] is the sub-list for method input_type
+	37, // 42: kip.cell.v1.Join.Renew:input_type -> kip.cell.v1.RenewRequest
+	39, // 43: kip.cell.v1.Join.CompleteRenew:input_type -> kip.cell.v1.CompleteRenewRequest
+	7,  // 44: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	9,  // 45: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	13, // 46: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	17, // 47: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	17, // 48: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	19, // 49: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	21, // 50: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	27, // 51: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	32, // 52: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	34, // 53: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
+	36, // 54: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
+	38, // 55: kip.cell.v1.Join.Renew:output_type -> kip.cell.v1.RenewResponse
+	40, // 56: kip.cell.v1.Join.CompleteRenew:output_type -> kip.cell.v1.CompleteRenewResponse
+	44, // [44:57] is the sub-list for method output_type
+	31, // [31:44] is the sub-list for method input_type
 	31, // [31:31] is the sub-list for extension type_name
 	31, // [31:31] is the sub-list for extension extendee
 	0,  // [0:31] is the sub-list for field type_name
@@ -2863,7 +3063,7 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

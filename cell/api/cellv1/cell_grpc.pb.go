@@ -436,8 +436,10 @@ var Cell_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Join_Join_FullMethodName         = "/kip.cell.v1.Join/Join"
-	Join_CompleteJoin_FullMethodName = "/kip.cell.v1.Join/CompleteJoin"
+	Join_Join_FullMethodName          = "/kip.cell.v1.Join/Join"
+	Join_CompleteJoin_FullMethodName  = "/kip.cell.v1.Join/CompleteJoin"
+	Join_Renew_FullMethodName         = "/kip.cell.v1.Join/Renew"
+	Join_CompleteRenew_FullMethodName = "/kip.cell.v1.Join/CompleteRenew"
 )
 
 // JoinClient is the client API for Join service.
@@ -467,6 +469,18 @@ type JoinClient interface {
 	// agent's key. INVALID_ARGUMENT when it is not for this cell and key
 	// or not signed by the cluster CA. Idempotent.
 	CompleteJoin(ctx context.Context, in *CompleteJoinRequest, opts ...grpc.CallOption) (*CompleteJoinResponse, error)
+	// Renew makes a new key and returns the certificate request for it;
+	// the key the agent serves stays until CompleteRenew. Each call makes a
+	// new key, and only the last one's certificate is taken.
+	// FAILED_PRECONDITION while the agent has not joined.
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
+	// CompleteRenew installs the certificate the host signed for the key
+	// of the last Renew: the agent saves both and serves them from the next
+	// handshake on. INVALID_ARGUMENT when the certificate is not for that
+	// key and this cell, or not signed by the cluster CA;
+	// FAILED_PRECONDITION when no renewal is pending (the agent restarted
+	// since Renew: ask again). Idempotent.
+	CompleteRenew(ctx context.Context, in *CompleteRenewRequest, opts ...grpc.CallOption) (*CompleteRenewResponse, error)
 }
 
 type joinClient struct {
@@ -491,6 +505,26 @@ func (c *joinClient) CompleteJoin(ctx context.Context, in *CompleteJoinRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CompleteJoinResponse)
 	err := c.cc.Invoke(ctx, Join_CompleteJoin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *joinClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, Join_Renew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *joinClient) CompleteRenew(ctx context.Context, in *CompleteRenewRequest, opts ...grpc.CallOption) (*CompleteRenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteRenewResponse)
+	err := c.cc.Invoke(ctx, Join_CompleteRenew_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -524,6 +558,18 @@ type JoinServer interface {
 	// agent's key. INVALID_ARGUMENT when it is not for this cell and key
 	// or not signed by the cluster CA. Idempotent.
 	CompleteJoin(context.Context, *CompleteJoinRequest) (*CompleteJoinResponse, error)
+	// Renew makes a new key and returns the certificate request for it;
+	// the key the agent serves stays until CompleteRenew. Each call makes a
+	// new key, and only the last one's certificate is taken.
+	// FAILED_PRECONDITION while the agent has not joined.
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
+	// CompleteRenew installs the certificate the host signed for the key
+	// of the last Renew: the agent saves both and serves them from the next
+	// handshake on. INVALID_ARGUMENT when the certificate is not for that
+	// key and this cell, or not signed by the cluster CA;
+	// FAILED_PRECONDITION when no renewal is pending (the agent restarted
+	// since Renew: ask again). Idempotent.
+	CompleteRenew(context.Context, *CompleteRenewRequest) (*CompleteRenewResponse, error)
 	mustEmbedUnimplementedJoinServer()
 }
 
@@ -539,6 +585,12 @@ func (UnimplementedJoinServer) Join(context.Context, *JoinRequest) (*JoinRespons
 }
 func (UnimplementedJoinServer) CompleteJoin(context.Context, *CompleteJoinRequest) (*CompleteJoinResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CompleteJoin not implemented")
+}
+func (UnimplementedJoinServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
+}
+func (UnimplementedJoinServer) CompleteRenew(context.Context, *CompleteRenewRequest) (*CompleteRenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteRenew not implemented")
 }
 func (UnimplementedJoinServer) mustEmbedUnimplementedJoinServer() {}
 func (UnimplementedJoinServer) testEmbeddedByValue()              {}
@@ -597,6 +649,42 @@ func _Join_CompleteJoin_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Join_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JoinServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Join_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JoinServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Join_CompleteRenew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteRenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JoinServer).CompleteRenew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Join_CompleteRenew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JoinServer).CompleteRenew(ctx, req.(*CompleteRenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Join_ServiceDesc is the grpc.ServiceDesc for Join service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -611,6 +699,14 @@ var Join_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CompleteJoin",
 			Handler:    _Join_CompleteJoin_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _Join_Renew_Handler,
+		},
+		{
+			MethodName: "CompleteRenew",
+			Handler:    _Join_CompleteRenew_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
