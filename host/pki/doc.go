@@ -17,8 +17,22 @@
 // cells, and refuses tokens issued before to any other key (Join says
 // what that leaves open).
 //
+// A cell certificate lives DefaultCellValidity (30 days); the host renews
+// it well before (host/cells: at about two thirds of its life) over its
+// connection to the agent, and Renew signs a certificate for the agent's
+// new key on the evidence of the certificate it served there: a current
+// one of this CA for the cell, or one that expired within
+// ExpiredRenewalGrace once the plugin's identity check passes (a kip
+// that was away longer than the renewal's margin). Renew says why that
+// is safe enough, and what it leaves open.
+//
 // For itself the host has a client certificate with common name
-// api.HostCommonName, kept fresh in memory (HostCertificate).
+// api.HostCommonName, kept fresh in memory (HostCertificate: a day, a
+// new one after two thirds of it, and one per start). The CA itself lives
+// CAValidity (10 years) and is never renewed by kip: its certificate
+// caps every certificate it signs, and once it has expired Load refuses
+// it; replacing it is an operator's job, and a new CA reaches no cell
+// launched before: each trusts only the CA of its bootstrap.
 // ClientTLSConfig ties the two together: the host verifies on every
 // connection that the peer's certificate names the cell it means to reach;
 // JoinTLSConfig is the join's, which pins the agent's self-signed one.

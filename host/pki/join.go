@@ -245,31 +245,47 @@ func (ca *CA) spendableLocked(cellID string, tok token, fp [sha256.Size]byte) er
 
 // checkCSR parses and checks a join request's certificate request.
 func checkCSR(cellID string, req api.JoinRequest) (*x509.CertificateRequest, error) {
-	csr, err := x509.ParseCertificateRequest(req.CSR)
+	csr, err := parseCSR(req.CSR)
+	if err != nil {
+		return nil, err
+	}
+	if !api.SamePublicKey(csr.PublicKey, req.PeerKey) {
+		return nil, errors.New("the certificate request is not for the key the agent serves")
+	}
+	return csr, checkCSRNames(cellID, csr)
+}
+
+// parseCSR parses a certificate request and checks its signature.
+func parseCSR(der []byte) (*x509.CertificateRequest, error) {
+	csr, err := x509.ParseCertificateRequest(der)
 	if err != nil {
 		return nil, fmt.Errorf("parsing certificate request: %w", err)
 	}
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("certificate request: %w", err)
 	}
-	if !api.SamePublicKey(csr.PublicKey, req.PeerKey) {
-		return nil, errors.New("the certificate request is not for the key the agent serves")
-	}
+	return csr, nil
+}
+
+// checkCSRNames checks that a certificate request is for cellID alone:
+// common name empty or cellID, DNS names exactly cellID, no other name,
+// no extension but the names.
+func checkCSRNames(cellID string, csr *x509.CertificateRequest) error {
 	if cn := csr.Subject.CommonName; cn != "" && cn != cellID {
-		return nil, fmt.Errorf("the certificate request names %q, not the cell", cn)
+		return fmt.Errorf("the certificate request names %q, not the cell", cn)
 	}
 	if !slices.Equal(csr.DNSNames, []string{cellID}) {
-		return nil, fmt.Errorf("the certificate request names %q, not the cell alone", csr.DNSNames)
+		return fmt.Errorf("the certificate request names %q, not the cell alone", csr.DNSNames)
 	}
 	if len(csr.IPAddresses) > 0 || len(csr.URIs) > 0 || len(csr.EmailAddresses) > 0 {
-		return nil, errors.New("the certificate request names addresses, URIs or e-mail addresses")
+		return errors.New("the certificate request names addresses, URIs or e-mail addresses")
 	}
 	for _, ext := range csr.Extensions {
 		if !ext.Id.Equal(oidSubjectAltName) {
-			return nil, fmt.Errorf("the certificate request asks for extension %s", ext.Id)
+			return fmt.Errorf("the certificate request asks for extension %s", ext.Id)
 		}
 	}
-	return csr, nil
+	return nil
 }
 
 // keyFingerprint is the SHA-256 of a public key's DER.
