@@ -1,6 +1,10 @@
 // Package dispatch is the host's side of the cell protocol (cell/api): it
 // joins a cell's agent (Join: the agent's request, pinned to the key it
-// serves, signed by a JoinSigner), dials it over mutual TLS, resolves what the pod references
+// serves, signed by a JoinSigner), dials it over mutual TLS, renews its
+// certificate over that connection (Agent.Renew: the agent's new key,
+// signed by a RenewSigner on the evidence of the certificate it served;
+// Rejoin for one whose certificate expired, which Join reports as
+// Joined.Expired), resolves what the pod references
 // (ConfigMaps, Secrets, service account tokens, the Downward API, image
 // pull secrets) into the ApplyPod request, pushes the desired pod,
 // consumes the status stream, and bridges logs, exec, attach and

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -33,6 +34,12 @@ type Joined struct {
 	Now bool
 	// Key is the public key of the agent's certificate.
 	Key crypto.PublicKey
+	// Expired: the agent had joined, and serves a certificate of the
+	// cluster CA for the cell that is not valid now (it expired while
+	// nobody renewed it): Rejoin renews it, if the CA still may.
+	// NotAfter is when it expired.
+	Expired  bool
+	NotAfter time.Time
 }
 
 // Join makes sure the agent of cellID at address (the port is
@@ -64,6 +71,9 @@ func join(ctx context.Context, cellID, target string, tlsConfig *tls.Config, caP
 	if len(chain) > 0 && cellapi.VerifiedAs(chain, caPEM, cellID, clock(tlsConfig)()) {
 		return Joined{Key: chain[0].PublicKey}, nil // joined before
 	}
+	if cellapi.CertifiedAs(chain, caPEM, cellID) && status.Code(err) == codes.FailedPrecondition {
+		return Joined{Key: chain[0].PublicKey, Expired: true, NotAfter: chain[0].NotAfter}, nil
+	}
 	if err != nil {
 		return Joined{}, fmt.Errorf("asking cell %s to join: %w", cellID, err)
 	}
@@ -89,6 +99,85 @@ func join(ctx context.Context, cellID, target string, tlsConfig *tls.Config, caP
 		return Joined{}, fmt.Errorf("handing cell %s its certificate: %w", cellID, err)
 	}
 	return Joined{Now: true, Key: pinned}, nil
+}
+
+// RenewSigner checks an agent's renewal request and returns the
+// certificate (PEM) it signed for the agent's new key; an error wrapping
+// cellapi.ErrJoinRefused is a refusal (host/pki's CA.Renew).
+type RenewSigner func(ctx context.Context, req cellapi.RenewRequest) ([]byte, error)
+
+// Renewed is what a renewal gave the agent.
+type Renewed struct {
+	// Certificate is the agent's new certificate, which it serves from
+	// its next handshake on.
+	Certificate *x509.Certificate
+}
+
+// ErrRenewalUnsupported is wrapped by Renew's and Rejoin's error when
+// the agent does not renew (a kip-cell older than the renewal): its
+// certificate lasts until it expires.
+var ErrRenewalUnsupported = errors.New("the cell's agent cannot renew its certificate")
+
+// Renew renews the agent's certificate over this connection (cell.proto's
+// Renew): the agent makes a new key and sends a request for it, sign
+// checks it against the certificate the agent served on the connection
+// and signs it, and the agent takes the certificate. The connection and
+// its streams go on; the agent serves the new certificate from its next
+// handshake on. The error wraps ErrRenewalUnsupported for an older
+// agent and cellapi.ErrJoinRefused for a refusal.
+func (a *Agent) Renew(ctx context.Context, sign RenewSigner) (Renewed, error) {
+	return renew(ctx, a.cellID, cellv1.NewJoinClient(a.cc), sign)
+}
+
+// Rejoin renews the certificate of an agent that serves an expired one
+// (Join's Joined.Expired), over a connection of its own with tlsConfig,
+// the host's join configuration (pki.CA's JoinTLSConfig, which accepts
+// any certificate): the CA (sign) decides from the certificate the agent
+// proved it holds. See Renew.
+func Rejoin(ctx context.Context, cellID, address string, tlsConfig *tls.Config, sign RenewSigner) (Renewed, error) {
+	return rejoin(ctx, cellID, net.JoinHostPort(address, strconv.Itoa(cellapi.Port)), tlsConfig, sign)
+}
+
+// rejoin is Rejoin to target (host:port).
+func rejoin(ctx context.Context, cellID, target string, tlsConfig *tls.Config, sign RenewSigner) (Renewed, error) {
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig)))
+	if err != nil {
+		return Renewed{}, fmt.Errorf("dialing agent of cell %s at %s to renew it: %w", cellID, target, err)
+	}
+	defer cc.Close()
+	return renew(ctx, cellID, cellv1.NewJoinClient(cc), sign)
+}
+
+// renew is Renew over c.
+func renew(ctx context.Context, cellID string, c cellv1.JoinClient, sign RenewSigner) (Renewed, error) {
+	var p peer.Peer
+	resp, err := c.Renew(ctx, &cellv1.RenewRequest{}, grpc.Peer(&p))
+	if status.Code(err) == codes.Unimplemented {
+		return Renewed{}, fmt.Errorf("renewing cell %s: %w: %w", cellID, ErrRenewalUnsupported, err)
+	}
+	if err != nil {
+		return Renewed{}, fmt.Errorf("asking cell %s to renew: %w", cellID, err)
+	}
+	chain := peerChain(&p)
+	certPEM, err := sign(ctx, cellapi.RenewRequest{
+		CSR: resp.GetCsr(), Peer: chain,
+		IdentityDocument: resp.GetIdentityDocument(), IdentitySignature: resp.GetIdentitySignature(),
+	})
+	if err != nil {
+		return Renewed{}, fmt.Errorf("renewing cell %s: %w", cellID, err)
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return Renewed{}, fmt.Errorf("renewing cell %s: the signer returned no certificate", cellID)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return Renewed{}, fmt.Errorf("renewing cell %s: %w", cellID, err)
+	}
+	if _, err := c.CompleteRenew(ctx, &cellv1.CompleteRenewRequest{Certificate: certPEM}); err != nil {
+		return Renewed{}, fmt.Errorf("handing cell %s its renewed certificate: %w", cellID, err)
+	}
+	return Renewed{Certificate: cert}, nil
 }
 
 // clock is tlsConfig's Time, else time.Now.
