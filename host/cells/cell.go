@@ -3,6 +3,7 @@ package cells
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"sync"
 	"time"
@@ -73,6 +74,9 @@ type cellDeps struct {
 	// join joins a cell's agent before it is dialled (join.go); tests
 	// replace it.
 	join joinFunc
+	// rejoin renews the expired certificate of a cell's agent (renew.go);
+	// tests replace it.
+	rejoin rejoinFunc
 	// identityCheck asks the plugin about a joining cell's instance
 	// identity.
 	identityCheck *identityCheck
@@ -162,8 +166,13 @@ type cell struct {
 	// which every status from the agent keeps (evictedStatus).
 	evicted string
 	// joinRefused is the last refusal of the cell's join, said once
-	// (join.go).
+	// (join.go), or of the renewal of its expired certificate (renew.go).
 	joinRefused string
+	// cert is the newest certificate the cell's agent was seen to serve
+	// or was given (renew.go); certChanged wakes renewLoop when it is
+	// set.
+	cert        *x509.Certificate
+	certChanged chan struct{}
 	// stopWatch ends the current status stream so that serve checks the
 	// instance at once (an event said it ended); nil between streams.
 	stopWatch context.CancelFunc
@@ -201,7 +210,8 @@ func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 		d: d, id: CellID(pod.UID), uid: pod.UID, namespace: pod.Namespace, name: pod.Name,
 		key: key(pod.Namespace, pod.Name), adopted: adopted, desired: pod.DeepCopy(), generation: 1,
 		applyCh: make(chan struct{}, 1), done: make(chan struct{}), booted: make(chan struct{}, 1),
-		created: d.now(), times: newLaunchTimes(pod, adopted != nil, d.now()),
+		certChanged: make(chan struct{}, 1),
+		created:     d.now(), times: newLaunchTimes(pod, adopted != nil, d.now()),
 	}
 	if adopted != nil {
 		if _, n, ok := cellOf(adopted.CellID); ok {

@@ -20,12 +20,13 @@ import (
 const ReasonReadinessGatesNotReady = "ReadinessGatesNotReady"
 
 // kubeletCondition reports whether the node owns conditions of type t
-// (PodConditionByKubelet; PodScheduled is the scheduler's, which the cell
-// keeps as it was).
+// (PodConditionByKubelet, and kip's own ConditionCellReachable;
+// PodScheduled is the scheduler's, which the cell keeps as it was).
 func kubeletCondition(t corev1.PodConditionType) bool {
 	switch t {
 	case corev1.PodScheduled, corev1.PodReady, corev1.PodInitialized, corev1.ContainersReady,
-		corev1.PodReadyToStartContainers, corev1.PodResizePending, corev1.PodResizeInProgress:
+		corev1.PodReadyToStartContainers, corev1.PodResizePending, corev1.PodResizeInProgress,
+		ConditionCellReachable:
 		return true
 	}
 	return false

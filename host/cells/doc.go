@@ -209,6 +209,27 @@
 // An agent already at a later generation (a cell adopted after a restart)
 // is sent the pod again past it.
 //
+// # A cell lives as long as its pod
+//
+// A cell's certificate (host/pki: 30 days) is renewed over the host's
+// connection to its agent (renew.go, renewLoop: dispatch.Agent.Renew,
+// signed by the Identity's Renew) once two thirds of its life, less a
+// jitter of up to a sixth, have passed: the agent makes a new key and
+// serves the new certificate from its next handshake on, the streams
+// open going on. Every handshake tells the loop which certificate the
+// agent serves, so a kip started again renews the cells it adopts that
+// fell due while it was away, once it has reconnected. One whose
+// certificate expired meanwhile serves it still; the join finds it
+// (dispatch.Joined.Expired) and renews it on a connection of its own
+// (dispatch.Rejoin), which the CA does within its grace after the plugin's
+// identity check: a CellCertificateRenewed event. Past that, the pod gets
+// a CellCertificateExpired event and its ConditionCellReachable False,
+// and kip tries again as for a join. An agent too old to renew
+// (UNIMPLEMENTED) is a CellCertificateNotRenewed event saying when the
+// certificate expires, as is a renewal that fails (tried again after
+// Config.Backoff). The loop looks at Config.Now at least every
+// Config.RenewalCheck, so a clock that jumps is noticed.
+//
 // # Metrics
 //
 // With WithMetrics, the Manager reports to host/metrics (metrics.go): each

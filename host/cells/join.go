@@ -115,6 +115,10 @@ func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
 	case err == nil && got.Now:
 		c.log.Info("cell joined: its agent holds a certificate for its own key")
 		return nil
+	case err == nil && got.Expired:
+		// Joined before, and its certificate expired while nobody
+		// renewed it (kip was away): renewed if the CA still may.
+		return c.rejoin(ctx, inst, got.NotAfter)
 	case err == nil:
 		// Joined before (by this host, or the one before a restart):
 		// no token of the cell issued before may join another key.

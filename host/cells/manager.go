@@ -28,13 +28,16 @@ import (
 // Identity issues cell identities; host/pki's CA implements it. A cell's
 // bootstrap carries a join token (for tokenTTL) and no key; the host joins
 // the cell's agent (JoinTLSConfig, Join: it signs the certificate of the
-// agent's own key) before it talks to it over ClientTLSConfig.
+// agent's own key) before it talks to it over ClientTLSConfig, and renews
+// the agent's certificate (Renew) before it expires, or after, within
+// the CA's grace, when the host was away (renew.go).
 type Identity interface {
 	Bootstrap(cellID, clusterID, nodeName, podUID string, tokenTTL time.Duration) (*cellapi.Bootstrap, error)
 	ClientTLSConfig(cellID string) (*tls.Config, error)
 	JoinTLSConfig(cellID string) (*tls.Config, error)
 	Join(ctx context.Context, cellID string, req cellapi.JoinRequest, check func(context.Context) error) ([]byte, error)
 	SawJoined(cellID string, pub crypto.PublicKey)
+	Renew(ctx context.Context, cellID string, req cellapi.RenewRequest, check func(context.Context) error) ([]byte, error)
 	CertPEM() []byte
 }
 
@@ -221,6 +224,12 @@ type Config struct {
 	// (no capacity, a refusal) gets a fresh token once half of it
 	// has passed.
 	JoinTokenTTL time.Duration `koanf:"joinTokenTTL"`
+	// RenewalCheck is the longest a cell's certificate renewal waits
+	// before it looks at the clock again (renew.go): a renewal is due at
+	// about two thirds of the certificate's life, and the wait until then
+	// is cut short so that a clock that jumps is noticed. Default 10
+	// minutes.
+	RenewalCheck time.Duration `koanf:"-"`
 	// GCInterval is how often cells of vanished pods and unknown instances
 	// are looked for; default 30 s.
 	GCInterval time.Duration `koanf:"-"`
@@ -280,6 +289,9 @@ func (c *Config) defaults() {
 	}
 	if c.StatsTimeout == 0 {
 		c.StatsTimeout = 5 * time.Second
+	}
+	if c.RenewalCheck == 0 {
+		c.RenewalCheck = 10 * time.Minute
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = 30 * time.Second
@@ -355,6 +367,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 			return dispatch.DialKeepalive(cellID, address, tlsConfig, dispatch.Keepalive{Time: cfg.AgentKeepalive, Timeout: cfg.AgentKeepaliveTimeout})
 		},
 		join:          dispatch.Join,
+		rejoin:        dispatch.Rejoin,
 		identityCheck: &identityCheck{plugin: plugin, catalog: catalog, log: log},
 		source:        dispatch.NewCache(source, cfg.VolumeRefreshInterval/2, cfg.Now),
 		creds:         &registryCreds{plugin: plugin, catalog: catalog, now: cfg.Now, log: log, byHost: map[string]cachedCred{}},

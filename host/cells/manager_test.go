@@ -185,6 +185,10 @@ func (fakeIdentity) Join(context.Context, string, cellapi.JoinRequest, func(cont
 
 func (fakeIdentity) SawJoined(string, crypto.PublicKey) {}
 
+func (fakeIdentity) Renew(context.Context, string, cellapi.RenewRequest, func(context.Context) error) ([]byte, error) {
+	return nil, errors.New("the fake identity renews no cell")
+}
+
 func (fakeIdentity) CertPEM() []byte { return []byte("ca") }
 
 func (fakeIdentity) ClientTLSConfig(string) (*tls.Config, error) {

@@ -29,11 +29,24 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		c.lost(ctx, fmt.Sprintf("building the TLS configuration for cell %s: %v", c.id, err))
 		return
 	}
+	c.watchCertificate(tlsConfig)
 	agent, err := c.d.dial(c.id, address, tlsConfig)
 	if err != nil {
 		c.lost(ctx, err.Error())
 		return
 	}
+	// The agent's certificate is renewed well before it expires, over
+	// this connection (renew.go), for as long as the cell is served.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		c.renewLoop(renewCtx, agent, inst)
+	}()
+	defer func() {
+		stopRenewing()
+		<-renewing
+	}()
 	c.mu.Lock()
 	c.agent = agent
 	launchedAt := c.launchedAt
