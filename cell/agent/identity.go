@@ -314,19 +314,8 @@ func (id *Identity) Renew(ctx context.Context, _ *cellv1.RenewRequest) (*cellv1.
 	if !id.Joined() {
 		return nil, id.errNotJoined(api.JoinMethodPrefix + "Renew")
 	}
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	key, err := newKeyFile(filepath.Join(id.dir, NextKeyFile))
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
-	}
-	csr, err := api.NewCSR(key, id.cellID)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
-	}
-	id.pending = key
-	resp := &cellv1.RenewResponse{Csr: csr}
-	if id.identity != nil {
+	resp := &cellv1.RenewResponse{}
+	if id.identity != nil { // read before the lock: a metadata service may be slow
 		doc, sig, err := id.identity(ctx)
 		if err != nil {
 			id.log.WarnContext(ctx, "renewing without the instance identity: reading it failed", "error", err)
@@ -334,6 +323,16 @@ func (id *Identity) Renew(ctx context.Context, _ *cellv1.RenewRequest) (*cellv1.
 			resp.IdentityDocument, resp.IdentitySignature = doc, sig
 		}
 	}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	key, err := newKeyFile(filepath.Join(id.dir, NextKeyFile))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
+	}
+	if resp.Csr, err = api.NewCSR(key, id.cellID); err != nil {
+		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
+	}
+	id.pending = key
 	id.log.InfoContext(ctx, "the host asked to renew this cell's certificate: made a new key")
 	return resp, nil
 }
