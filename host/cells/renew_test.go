@@ -35,28 +35,10 @@ import (
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
+	"github.com/kipcell/kip/test/fakeclock"
 	"github.com/kipcell/kip/test/lightcell"
 	"github.com/kipcell/kip/test/syncbuf"
 )
-
-// testClock is a clock a test moves; the host's CA, its cells and the
-// cells' agents all read it.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // lightCloud is the fake plugin with a real agent behind each instance:
 // a light cell (test/lightcell: cell.Run over the fake runtime) started
@@ -249,6 +231,45 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
+// renewWorld is a running pod on a light cell, joined by the host's CA,
+// with one clock for the CA, the cloud, the agent and kip.
+type renewWorld struct {
+	clock   *fakeclock.Clock
+	client  *fake.Clientset // the API server: the CA's Secret
+	cloud   *lightCloud
+	indexer cache.Indexer
+	log     *syncbuf.Buffer
+	pod     *corev1.Pod
+	k       *kip
+}
+
+func newRenewWorld(t *testing.T) *renewWorld {
+	t.Helper()
+	w := &renewWorld{clock: fakeclock.New(time.Now()), client: fake.NewClientset(), log: &syncbuf.Buffer{}}
+	plugin := pluginfake.New(pluginfake.WithClock(w.clock.Now))
+	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	w.cloud = &lightCloud{Provider: plugin, t: t, clock: w.clock.Now, cells: map[string]*lightInstance{}}
+	w.indexer = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kip's log:\n%s", w.log.String())
+		}
+	})
+	w.pod = newPod("db", "uid-db")
+	w.pod.Spec.Containers[0].Command = []string{"/app", "-serve"}
+	if err := w.indexer.Add(w.pod); err != nil {
+		t.Fatal(err)
+	}
+	w.k = startKip(t, w.client, w.cloud, w.indexer, w.clock.Now, w.log)
+	if err := w.k.m.CreatePod(t.Context(), w.pod); err != nil {
+		t.Fatal(err)
+	}
+	w.k.waitRunning(t, w.indexer)
+	return w
+}
+
 // TestCellOutlivesItsCertificates (issue 29, "a cell lives as long as its
 // pod"): a pod runs on a real agent (a light cell) joined with the
 // host's CA, and the clock moves 95 days in steps of 5, past three
@@ -259,31 +280,9 @@ func (nopWriteCloser) Close() error { return nil }
 // is renewed before it is within a third of its life of expiring, and at
 // the end kip still reaches the pod: logs, exec and delete work.
 func TestCellOutlivesItsCertificates(t *testing.T) {
-	clock := &testClock{t: time.Now()}
-	client := fake.NewClientset() // the API server: the CA's Secret
-	plugin := pluginfake.New(pluginfake.WithClock(clock.now))
-	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	cloud := &lightCloud{Provider: plugin, t: t, clock: clock.now, cells: map[string]*lightInstance{}}
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	var log syncbuf.Buffer
-	defer func() {
-		if t.Failed() {
-			t.Logf("kip's log:\n%s", log.String())
-		}
-	}()
-
-	pod := newPod("db", "uid-db")
-	pod.Spec.Containers[0].Command = []string{"/app", "-serve"}
-	if err := indexer.Add(pod); err != nil {
-		t.Fatal(err)
-	}
-	k := startKip(t, client, cloud, indexer, clock.now, &log)
-	if err := k.m.CreatePod(t.Context(), pod); err != nil {
-		t.Fatal(err)
-	}
-	k.waitRunning(t, indexer)
+	w := newRenewWorld(t)
+	clock, client, cloud, indexer, pod, k := w.clock, w.client, w.cloud, w.indexer, w.pod, w.k
+	log := w.log
 	in := cloud.instance(CellID(pod.UID))
 	if in == nil {
 		t.Fatal("no cell was launched")
@@ -299,13 +298,13 @@ func TestCellOutlivesItsCertificates(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			cert := in.served(t)
-			if left := cert.NotAfter.Sub(clock.now()); left > margin {
+			if left := cert.NotAfter.Sub(clock.Now()); left > margin {
 				serials[cert.SerialNumber.String()] = true
 				return
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: the cell's certificate expires at %s, %s from now: it was not renewed",
-					when, cert.NotAfter.UTC().Format(time.RFC3339), cert.NotAfter.Sub(clock.now()))
+					when, cert.NotAfter.UTC().Format(time.RFC3339), cert.NotAfter.Sub(clock.Now()))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -316,15 +315,15 @@ func TestCellOutlivesItsCertificates(t *testing.T) {
 			// kip goes away, and comes back after the certificate fell
 			// due: it finds the cell, reconnects and renews it.
 			k.stop()
-			clock.advance(8 * day)
+			clock.Advance(8 * day)
 			elapsed += 8 * day
-			k = startKip(t, client, cloud, indexer, clock.now, &log)
+			k = startKip(t, client, cloud, indexer, clock.Now, log)
 			k.waitRunning(t, indexer)
 			restarts++
 			notDue(fmt.Sprintf("day %d, after restart %d", elapsed/day, restarts))
 			continue
 		}
-		clock.advance(5 * day)
+		clock.Advance(5 * day)
 		elapsed += 5 * day
 		notDue(fmt.Sprintf("day %d", elapsed/day))
 	}
@@ -386,33 +385,12 @@ func TestExpiredCellCertificate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &testClock{t: time.Now()}
-			client := fake.NewClientset()
-			plugin := pluginfake.New(pluginfake.WithClock(clock.now))
-			if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
-				t.Fatal(err)
-			}
-			cloud := &lightCloud{Provider: plugin, t: t, clock: clock.now, cells: map[string]*lightInstance{}}
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-			var log syncbuf.Buffer
-			defer func() {
-				if t.Failed() {
-					t.Logf("kip's log:\n%s", log.String())
-				}
-			}()
-			pod := newPod("db", "uid-db")
-			pod.Spec.Containers[0].Command = []string{"/app", "-serve"}
-			if err := indexer.Add(pod); err != nil {
-				t.Fatal(err)
-			}
-			k := startKip(t, client, cloud, indexer, clock.now, &log)
-			if err := k.m.CreatePod(t.Context(), pod); err != nil {
-				t.Fatal(err)
-			}
-			k.waitRunning(t, indexer)
+			w := newRenewWorld(t)
+			clock, client, cloud, indexer, pod, k := w.clock, w.client, w.cloud, w.indexer, w.pod, w.k
+			log := w.log
 			k.stop()
-			clock.advance(tt.away)
-			k = startKip(t, client, cloud, indexer, clock.now, &log)
+			clock.Advance(tt.away)
+			k = startKip(t, client, cloud, indexer, clock.Now, log)
 
 			if tt.renewed {
 				k.waitRunning(t, indexer)
@@ -421,7 +399,7 @@ func TestExpiredCellCertificate(t *testing.T) {
 					execIO{stdin: strings.NewReader(""), stdout: &out}); err != nil {
 					t.Fatalf("exec after the renewal: %v", err)
 				}
-				if cert := cloud.instance(CellID(pod.UID)).served(t); !cert.NotAfter.After(clock.now()) {
+				if cert := cloud.instance(CellID(pod.UID)).served(t); !cert.NotAfter.After(clock.Now()) {
 					t.Errorf("the agent serves a certificate that expired at %s", cert.NotAfter)
 				}
 			} else {
@@ -488,12 +466,12 @@ func TestRenewLoopReportsAnOlderAgent(t *testing.T) {
 	}
 	defer agent.Close()
 
-	clock := &testClock{t: time.Now()}
+	clock := fakeclock.New(time.Now())
 	recorder := record.NewFakeRecorder(100)
-	d := &cellDeps{cfg: Config{Now: clock.now, RenewalCheck: time.Millisecond, Backoff: func(int) time.Duration { return time.Millisecond }},
+	d := &cellDeps{cfg: Config{Now: clock.Now, RenewalCheck: time.Millisecond, Backoff: func(int) time.Duration { return time.Millisecond }},
 		identity: fakeIdentity{}, recorder: recorder, log: slog.New(slog.DiscardHandler)}
 	c := newCell(d, newPod("db", "uid-db"), nil)
-	c.setCertificate(&x509.Certificate{NotBefore: clock.now().Add(-25 * 24 * time.Hour), NotAfter: clock.now().Add(5 * 24 * time.Hour)})
+	c.setCertificate(&x509.Certificate{NotBefore: clock.Now().Add(-25 * 24 * time.Hour), NotAfter: clock.Now().Add(5 * 24 * time.Hour)})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {

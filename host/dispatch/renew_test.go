@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,25 +18,8 @@ import (
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/host/pki"
+	"github.com/kipcell/kip/test/fakeclock"
 )
-
-// testClock is a clock a test moves, read by the CA and the agent alike.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 type applyOnly struct{ cellv1.UnimplementedCellServer }
 
@@ -120,16 +102,16 @@ func served(t *testing.T, a *Agent) (*x509.Certificate, error) {
 // connection before its certificate expires is reached by a new
 // connection after the old certificate's end; one that was not is not.
 func TestRenewKeepsTheCellReachable(t *testing.T) {
-	clock := &testClock{t: time.Now()}
+	clock := fakeclock.New(time.Now())
 	// Two clusters, one cell c-1 each.
 	var cas [2]*pki.CA
 	var addrs [2]string
 	for i := range cas {
-		ca, err := pki.Load(t.Context(), fake.NewClientset(), "kip-system", "kip-ca", pki.WithClock(clock.now))
+		ca, err := pki.Load(t.Context(), fake.NewClientset(), "kip-system", "kip-ca", pki.WithClock(clock.Now))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cas[i], addrs[i] = ca, serveAgent(t, ca, clock.now)
+		cas[i], addrs[i] = ca, serveAgent(t, ca, clock.Now)
 		if got := joinAt(t, ca, addrs[i]); !got.Now {
 			t.Fatalf("join = %+v, want joined now", got)
 		}
@@ -140,17 +122,17 @@ func TestRenewKeepsTheCellReachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(20 * 24 * time.Hour)
+	clock.Advance(20 * 24 * time.Hour)
 	got, err := a.Renew(t.Context(), func(ctx context.Context, req cellapi.RenewRequest) ([]byte, error) {
 		return ca.Renew(ctx, "c-1", req, nil)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := clock.now().Add(pki.DefaultCellValidity); !got.Certificate.NotAfter.Equal(want.Truncate(time.Second)) {
+	if want := clock.Now().Add(pki.DefaultCellValidity); !got.Certificate.NotAfter.Equal(want.Truncate(time.Second)) {
 		t.Errorf("renewed until %s, want %s", got.Certificate.NotAfter, want)
 	}
-	clock.advance(old.NotAfter.Sub(clock.now()) + time.Hour) // the old certificate's end
+	clock.Advance(old.NotAfter.Sub(clock.Now()) + time.Hour) // the old certificate's end
 	if cert, err := served(t, dialAt(t, ca, renewed)); err != nil || !cert.Equal(got.Certificate) {
 		t.Errorf("a new connection after the old certificate's end: %v; want the renewed certificate served", err)
 	}
@@ -172,14 +154,14 @@ func TestRejoinRenewsAnExpiredCertificate(t *testing.T) {
 		{"past the grace", pki.ExpiredRenewalGrace + time.Hour, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &testClock{t: time.Now()}
-			ca, err := pki.Load(t.Context(), fake.NewClientset(), "kip-system", "kip-ca", pki.WithClock(clock.now))
+			clock := fakeclock.New(time.Now())
+			ca, err := pki.Load(t.Context(), fake.NewClientset(), "kip-system", "kip-ca", pki.WithClock(clock.Now))
 			if err != nil {
 				t.Fatal(err)
 			}
-			addr := serveAgent(t, ca, clock.now)
+			addr := serveAgent(t, ca, clock.Now)
 			joinAt(t, ca, addr)
-			clock.advance(pki.DefaultCellValidity + tt.late)
+			clock.Advance(pki.DefaultCellValidity + tt.late)
 			got := joinAt(t, ca, addr)
 			if !got.Expired || got.Now || got.NotAfter.IsZero() {
 				t.Fatalf("join = %+v, want the expired certificate found", got)

@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/x509"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kipcell/kip/cell/api/apitest"
+	"github.com/kipcell/kip/test/fakeclock"
 )
 
 const (
@@ -28,27 +28,9 @@ const (
 	testRef  = testNS + "/" + testName
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
 // newFakeClock starts at a whole second, the resolution of certificate
 // validity times.
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Now().Truncate(time.Second)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newFakeClock() *fakeclock.Clock { return fakeclock.New(time.Now().Truncate(time.Second)) }
 
 // mustLoad loads a CA from a fresh fake clientset.
 func mustLoad(t *testing.T, opts ...Option) *CA {
