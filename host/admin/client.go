@@ -35,8 +35,10 @@ func URLOf(listenAddress string) string {
 const clientTimeout = 10 * time.Second
 
 // Cells asks the admin server at url (http://host:port, or host:port) for
-// the node's cells. An error says when nothing answers there.
-func Cells(ctx context.Context, url string) ([]metrics.Cell, error) {
+// the node's cells, with token as its bearer token ("": none, enough only
+// with admin.authorization none). An error says when nothing answers
+// there, and what a 401 or 403 wants.
+func Cells(ctx context.Context, url, token string) ([]metrics.Cell, error) {
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
@@ -46,6 +48,9 @@ func Cells(ctx context.Context, url string) ([]metrics.Cell, error) {
 	if err != nil {
 		return nil, fmt.Errorf("asking kip at %s for its cells: %w", url, err)
 	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("kip is not reachable at %s (is `kip run` running there, with admin.off false? --address names another): %w", url, err)
@@ -53,7 +58,14 @@ func Cells(ctx context.Context, url string) ([]metrics.Cell, error) {
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("asking kip at %s for its cells: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+		var hint string
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			hint = " (kip serves /cells to a token the cluster authenticates: pass one with --token-file or --token, e.g. of a ServiceAccount bound to the ClusterRole kip-cells-reader)"
+		case http.StatusForbidden:
+			hint = " (the token's user may not get /cells: bind it to the ClusterRole kip-cells-reader)"
+		}
+		return nil, fmt.Errorf("asking kip at %s for its cells: %s: %s%s", url, resp.Status, strings.TrimSpace(string(body)), hint)
 	}
 	var cells []metrics.Cell
 	if err := json.NewDecoder(resp.Body).Decode(&cells); err != nil {

@@ -25,10 +25,29 @@ type Config struct {
 	// shows the process's memory and stacks to whoever reaches the
 	// listen address, and a CPU profile costs while it runs.
 	Profiling bool `koanf:"profiling"`
+	// Authorization is who may read /metrics, /cells and /debug/pprof/:
+	// AuthorizationCluster (the default) or AuthorizationNone. /healthz
+	// and /readyz are open either way.
+	Authorization string `koanf:"authorization"`
 }
 
+// The values of admin.authorization.
+const (
+	// AuthorizationCluster serves the protected paths to a bearer token
+	// the cluster authenticates (TokenReview) whose user it authorizes
+	// for the path (SubjectAccessReview on the non-resource URL, verb
+	// get): 401 without a valid token, 403 without the right.
+	AuthorizationCluster = "cluster"
+	// AuthorizationNone serves them to anyone who reaches the listen
+	// address: safe only on loopback (the default 127.0.0.1), where
+	// whoever can connect already runs on the machine.
+	AuthorizationNone = "none"
+)
+
 // DefaultConfig is the admin section before any setting.
-func DefaultConfig() Config { return Config{ListenAddress: DefaultListenAddress} }
+func DefaultConfig() Config {
+	return Config{ListenAddress: DefaultListenAddress, Authorization: AuthorizationCluster}
+}
 
 // Validate checks the admin section, naming each bad key in a
 // *setting.Error.
@@ -45,6 +64,9 @@ func (c Config) Validate() error {
 	}
 	if err != nil {
 		errs = append(errs, setting.Errorf("listenAddress", "%q is not host:port (%v)", c.ListenAddress, err))
+	}
+	if c.Authorization != AuthorizationCluster && c.Authorization != AuthorizationNone {
+		errs = append(errs, setting.Errorf("authorization", "%q: want %s or %s", c.Authorization, AuthorizationCluster, AuthorizationNone))
 	}
 	return errors.Join(errs...)
 }

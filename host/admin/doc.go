@@ -22,13 +22,28 @@
 // readiness; the lead wires leadership (host/election) and the node
 // certificate (host/bootstrap) the same way.
 //
+// # Who may read what
+//
+// /metrics, /cells and /debug/pprof/ answer only callers the cluster
+// authorizes, as the kubelet's and kube-rbac-proxy's /metrics do: a
+// bearer token (else 401) that a TokenReview authenticates (else 401),
+// whose user a SubjectAccessReview allows the verb (get for GET) on the
+// path as a non-resource URL (else 403), each answer cached (2 minutes
+// when yes, 30 s when no; ClusterAccess). The Access interface is that
+// decision, so that tests give a fake; the daemon gives ClusterAccess
+// once it has a client, on a rate limiter of its own. /healthz and
+// /readyz stay open: the kubelet's probes carry no token.
+//
 // Config is the admin section of kip.yaml: listenAddress (default
-// 127.0.0.1:10262), off, and profiling (default false), which adds Go's
+// 127.0.0.1:10262), off, profiling (default false), which adds Go's
 // runtime profiles (net/http/pprof) under /debug/pprof/ for `go tool
-// pprof http://127.0.0.1:10262/debug/pprof/heap`.
+// pprof http://127.0.0.1:10262/debug/pprof/heap`, and authorization
+// (cluster, the default, or none: anyone who reaches the address).
 //
-// Client is the other end of /cells, for `kip cells` (host/cli).
+// Cells is the other end of /cells, for `kip cells` (host/cli), which
+// sends a bearer token.
 //
-// It imports host/metrics, host/setting and the Prometheus client library;
-// host/config, host/daemon and host/cli import it.
+// It imports host/metrics, host/setting, client-go (the reviews) and the
+// Prometheus client library; host/config, host/daemon and host/cli import
+// it.
 package admin

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -41,11 +42,22 @@ type namedCheck struct {
 
 // Server is the admin HTTP server. Build it with New, add checks, then
 // Listen and Serve.
+//
+// /metrics, /cells and /debug/pprof/ are protected: they answer only a
+// request with a bearer token whose user the Access given to SetAccess
+// authenticates (else 401) and authorizes for the path (a non-resource
+// URL, verb get for GET; else 403), as the kubelet's and
+// kube-rbac-proxy's /metrics do. Until SetAccess, a request with a token
+// gets 503 (kip has no API client yet). AllowAnyone lifts the protection
+// (admin.authorization: none). /healthz and /readyz are always open.
 type Server struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	// profiling serves PathPprof (EnableProfiling).
 	profiling bool
+	// open serves the protected paths to anyone (AllowAnyone).
+	open   bool
+	access atomic.Pointer[Access]
 
 	mu     sync.Mutex
 	health []namedCheck
@@ -63,6 +75,15 @@ func New(m *metrics.Metrics, log *slog.Logger) *Server {
 // EnableProfiling makes Handler serve Go's runtime profiles
 // (net/http/pprof) under PathPprof (admin.profiling).
 func (s *Server) EnableProfiling() { s.profiling = true }
+
+// AllowAnyone serves /metrics, /cells and /debug/pprof/ to anyone who
+// reaches the server, without a token (admin.authorization: none). Call
+// it before Serve.
+func (s *Server) AllowAnyone() { s.open = true }
+
+// SetAccess makes a decides who may read the protected paths, from now
+// on; until then a request with a token gets 503.
+func (s *Server) SetAccess(a Access) { s.access.Store(&a) }
 
 // AddHealthCheck adds a liveness check (/healthz): one that fails only
 // when the process should be restarted. A name added again replaces its
@@ -93,23 +114,75 @@ func (s *Server) checks(list *[]namedCheck) []namedCheck {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if reg := s.metrics.Registry(); reg != nil {
-		mux.Handle(PathMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLog{s.log}}))
+		mux.Handle(PathMetrics, s.protect(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLog{s.log}})))
 	}
 	mux.Handle(PathHealthz, s.checkHandler("healthz", &s.health))
 	mux.Handle(PathHealthz+"/", s.checkHandler("healthz", &s.health))
 	mux.Handle(PathReadyz, s.checkHandler("readyz", &s.ready))
 	mux.Handle(PathReadyz+"/", s.checkHandler("readyz", &s.ready))
-	mux.HandleFunc(PathCells, s.serveCells)
+	mux.Handle(PathCells, s.protect(http.HandlerFunc(s.serveCells)))
 	if s.profiling {
 		// net/http/pprof's own handlers, on this mux only (its init
 		// registers them on http.DefaultServeMux, which kip never serves).
-		mux.HandleFunc(PathPprof, pprof.Index)
-		mux.HandleFunc(PathPprof+"cmdline", pprof.Cmdline)
-		mux.HandleFunc(PathPprof+"profile", pprof.Profile)
-		mux.HandleFunc(PathPprof+"symbol", pprof.Symbol)
-		mux.HandleFunc(PathPprof+"trace", pprof.Trace)
+		mux.Handle(PathPprof, s.protect(http.HandlerFunc(pprof.Index)))
+		mux.Handle(PathPprof+"cmdline", s.protect(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle(PathPprof+"profile", s.protect(http.HandlerFunc(pprof.Profile)))
+		mux.Handle(PathPprof+"symbol", s.protect(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle(PathPprof+"trace", s.protect(http.HandlerFunc(pprof.Trace)))
 	}
 	return mux
+}
+
+// protect serves next only to a request whose bearer token's user may
+// do the method's verb on its path (Server's doc comment), unless
+// AllowAnyone. The mux has cleaned the path before (it redirects any
+// other), so the path reviewed is the one served.
+func (s *Server) protect(next http.Handler) http.Handler {
+	if s.open {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := bearerToken(r)
+		if token == "" {
+			unauthorized(w)
+			return
+		}
+		a := s.access.Load()
+		if a == nil {
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "kip cannot review tokens yet: it has no Kubernetes client until it has its node identity", http.StatusServiceUnavailable)
+			return
+		}
+		u, ok, err := (*a).Authenticate(r.Context(), token)
+		if err != nil {
+			s.log.Warn("authenticating an admin request", "path", r.URL.Path, "error", err)
+			http.Error(w, "kip could not review the token: the API server did not answer", http.StatusServiceUnavailable)
+			return
+		}
+		if !ok {
+			unauthorized(w)
+			return
+		}
+		verb := verbOf(r.Method)
+		allowed, reason, err := (*a).Authorize(r.Context(), u, verb, r.URL.Path)
+		if err != nil {
+			s.log.Warn("authorizing an admin request", "user", u.Name, "verb", verb, "path", r.URL.Path, "error", err)
+			http.Error(w, "kip could not review the access: the API server did not answer", http.StatusServiceUnavailable)
+			return
+		}
+		if !allowed {
+			s.log.Debug("admin request forbidden", "user", u.Name, "verb", verb, "path", r.URL.Path, "reason", reason)
+			http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, path=%s)", u.Name, verb, r.URL.Path), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// unauthorized answers 401: no bearer token, or one that is not valid.
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kip"`)
+	http.Error(w, "Unauthorized", http.StatusUnauthorized)
 }
 
 // checkHandler serves /healthz or /readyz (what), or one check of it at

@@ -106,9 +106,11 @@ func TestMetricsAndCells(t *testing.T) {
 		}
 	})
 	m.PluginCall("Launch", metrics.OutcomeOK, 0)
-	_, ts := newTestServer(t, m)
+	s, ts := newTestServer(t, m)
+	s.SetAccess(&fakeAccess{users: map[string]User{"t": {Name: "kip-cells"}},
+		grants: map[string]map[string]bool{"kip-cells": {"get /metrics": true, "get /cells": true}}})
 
-	code, body := get(t, ts.URL+"/metrics")
+	code, body := request(t, http.MethodGet, ts.URL+"/metrics", "t")
 	if code != 200 {
 		t.Fatalf("GET /metrics = %d", code)
 	}
@@ -118,7 +120,10 @@ func TestMetricsAndCells(t *testing.T) {
 		}
 	}
 
-	cells, err := Cells(t.Context(), ts.URL)
+	if _, err := Cells(t.Context(), ts.URL, ""); err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "--token-file") {
+		t.Errorf("Cells without a token = %v, want 401 saying what to pass", err)
+	}
+	cells, err := Cells(t.Context(), ts.URL, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +146,7 @@ func TestCellsWhenKipIsNotThere(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close() // nothing listens there now
-	_, err = Cells(t.Context(), addr)
+	_, err = Cells(t.Context(), addr, "")
 	if err == nil || !strings.Contains(err.Error(), "kip is not reachable at http://"+addr) {
 		t.Errorf("Cells of nobody = %v, want it to say kip is not reachable at %s", err, addr)
 	}
@@ -174,11 +179,13 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{DefaultConfig(), ""},
-		{Config{ListenAddress: "0.0.0.0:0"}, ""},
-		{Config{ListenAddress: ":10262"}, ""},
+		{Config{ListenAddress: "0.0.0.0:0", Authorization: AuthorizationCluster}, ""},
+		{Config{ListenAddress: ":10262", Authorization: AuthorizationNone}, ""},
 		{Config{ListenAddress: "nonsense", Off: true}, ""},
-		{Config{ListenAddress: "10262"}, `listenAddress: "10262" is not host:port`},
-		{Config{ListenAddress: "localhost:http"}, `listenAddress: "localhost:http" is not host:port (the port is no number from 0 to 65535)`},
+		{Config{ListenAddress: "10262", Authorization: AuthorizationCluster}, `listenAddress: "10262" is not host:port`},
+		{Config{ListenAddress: "localhost:http", Authorization: AuthorizationCluster}, `listenAddress: "localhost:http" is not host:port (the port is no number from 0 to 65535)`},
+		{Config{ListenAddress: DefaultListenAddress, Authorization: "open"}, `authorization: "open": want cluster or none`},
+		{Config{ListenAddress: DefaultListenAddress}, `authorization: "": want cluster or none`},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -216,6 +223,7 @@ func TestProfiling(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := New(metrics.New(), slog.New(slog.DiscardHandler))
+			s.AllowAnyone()
 			if tt.enable {
 				s.EnableProfiling()
 			}

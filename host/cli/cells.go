@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,6 +25,8 @@ func runCells(ctx context.Context, args []string, env Env) error {
 	address := fs.String("address", "", "the running kip's admin server (default: the --config file's admin.listenAddress, else "+admin.DefaultURL+")")
 	configPath := fs.String("config", "", "kip's configuration file, whose admin.listenAddress to ask")
 	output := fs.String("o", "table", "output format: table or json")
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token to send: of a user the cluster lets get /cells (the ClusterRole kip-cells-reader), e.g. written by `kubectl create token`")
+	token := fs.String("token", "", "the bearer token itself (visible to other users of this machine in the process list: prefer --token-file)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,6 +35,17 @@ func runCells(ctx context.Context, args []string, env Env) error {
 	}
 	if *output != "table" && *output != "json" {
 		return usageError("-o %q: want table or json", *output)
+	}
+	if *token != "" && *tokenFile != "" {
+		return usageError("--token and --token-file: give one")
+	}
+	bearer := *token
+	if *tokenFile != "" {
+		data, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("reading --token-file: %w", err)
+		}
+		bearer = strings.TrimSpace(string(data))
 	}
 	url := *address
 	if url == "" {
@@ -46,7 +61,7 @@ func runCells(ctx context.Context, args []string, env Env) error {
 			url = admin.URLOf(cfg.Admin.ListenAddress)
 		}
 	}
-	cells, err := admin.Cells(ctx, url)
+	cells, err := admin.Cells(ctx, url, bearer)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -14,12 +15,30 @@ import (
 	"github.com/kipcell/kip/host/metrics"
 )
 
-// runningKip serves cells on an admin server as a running kip does.
+// readerToken is the token runningKip's cluster lets get /cells.
+const readerToken = "reader-token"
+
+// cellsReader is an admin.Access that knows readerToken, whose user may
+// get /cells, and no other token.
+type cellsReader struct{}
+
+func (cellsReader) Authenticate(_ context.Context, token string) (admin.User, bool, error) {
+	return admin.User{Name: "reader"}, token == readerToken, nil
+}
+
+func (cellsReader) Authorize(_ context.Context, u admin.User, verb, path string) (bool, string, error) {
+	return u.Name == "reader" && verb == "get" && path == admin.PathCells, "", nil
+}
+
+// runningKip serves cells on an admin server as a running kip does, to
+// readerToken.
 func runningKip(t *testing.T, cells []metrics.Cell) *httptest.Server {
 	t.Helper()
 	m := metrics.New()
 	m.SetCells(func() []metrics.Cell { return cells })
-	ts := httptest.NewServer(admin.New(m, slog.New(slog.DiscardHandler)).Handler())
+	s := admin.New(m, slog.New(slog.DiscardHandler))
+	s.SetAccess(cellsReader{})
+	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts
 }
@@ -33,7 +52,12 @@ func TestCells(t *testing.T) {
 		{Namespace: "default", Pod: "odd", Instance: "i-0def", InstanceType: "x1.odd", CapacityType: "on-demand", Phase: metrics.CellBooting, Created: created},
 		{Namespace: "jobs", Pod: "big", Phase: metrics.CellPending, PendingReason: "NoInstanceType", Created: created},
 	})
-	configPath := filepath.Join(t.TempDir(), "kip.yaml")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(readerToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	configPath := filepath.Join(dir, "kip.yaml")
 	if err := os.WriteFile(configPath, []byte("admin:\n  listenAddress: "+strings.TrimPrefix(ts.URL, "http://")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +67,10 @@ func TestCells(t *testing.T) {
 		"default/web-1 i-0abc    t3.medium  us-east-1a  spot       $0.0416/h     Running  3h",
 		"jobs/big      -         -          -           -          -             Pending  3h",
 	}
-	for _, args := range [][]string{{"cells", "--address", ts.URL}, {"cells", "--config", configPath}} {
+	for _, args := range [][]string{
+		{"cells", "--address", ts.URL, "--token-file", tokenFile},
+		{"cells", "--config", configPath, "--token", readerToken},
+	} {
 		out, errOut, code := runKip(t, args...)
 		if code != 0 {
 			t.Fatalf("kip %q: exit %d, %s", args, code, errOut)
@@ -58,9 +85,31 @@ func TestCells(t *testing.T) {
 			}
 		}
 	}
-	out, _, code := runKip(t, "cells", "--address", ts.URL, "-o", "json")
+	out, _, code := runKip(t, "cells", "--address", ts.URL, "-o", "json", "--token-file", tokenFile)
 	if code != 0 || !strings.Contains(out, `"instanceType": "t3.medium"`) || !strings.Contains(out, `"hourlyPrice": 0.0416`) {
 		t.Errorf("kip cells -o json = %q (exit %d)", out, code)
+	}
+}
+
+// Without a token, or with one not allowed, kip cells says what it
+// needs.
+func TestCellsWithoutAToken(t *testing.T) {
+	ts := runningKip(t, nil)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cells", "--address", ts.URL}, "401 Unauthorized: Unauthorized (kip serves /cells to a token the cluster authenticates: pass one with --token-file or --token"},
+		{[]string{"cells", "--address", ts.URL, "--token", "stale"}, "401 Unauthorized"},
+		{[]string{"cells", "--address", ts.URL, "--token-file", filepath.Join(t.TempDir(), "none")}, "reading --token-file: open"},
+	}
+	for _, tt := range tests {
+		if _, errOut, code := runKip(t, tt.args...); code != 1 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("kip %q: exit %d, stderr %q; want exit 1 saying %q", tt.args, code, errOut, tt.want)
+		}
+	}
+	if _, errOut, code := runKip(t, "cells", "--token", "a", "--token-file", "b"); code != 2 || !strings.Contains(errOut, "give one") {
+		t.Errorf("kip cells --token --token-file: exit %d, %q; want 2 with usage", code, errOut)
 	}
 }
 

@@ -57,7 +57,7 @@ func TestSettingsKeys(t *testing.T) {
 		"match.surplusCreditPricePerVCPUHour", "match.unknownPrice", "match.defaultCapacityType", "match.defaultArch",
 		"match.spotFallback", "match.gpuResources", "match.ignoredResources", "match.maxCandidates",
 		"plugin.name", "plugin.dir", "plugin.path", "plugin.sha256", "plugin.config",
-		"admin.listenAddress", "admin.off", "admin.profiling",
+		"admin.listenAddress", "admin.off", "admin.profiling", "admin.authorization",
 		"leaderElection.enabled", "leaderElection.namespace", "leaderElection.leaseName", "leaderElection.leaseDuration",
 		"leaderElection.renewDeadline", "leaderElection.retryPeriod", "leaderElection.identity", "leaderElection.kubeconfig",
 		"log.level", "log.format",
@@ -95,7 +95,7 @@ func TestLoadDefaults(t *testing.T) {
 		"match.agentReserveCPU": match.MilliCPU(100), "match.agentReserveMemory": match.Bytes(256 << 20),
 		"match.burstablePolicy": match.BurstableBaseline, "match.surplusCreditPricePerVCPUHour": 0.05,
 		"match.unknownPrice": match.UnknownPriceLast, "match.defaultCapacityType": pluginapi.CapacityOnDemand, "match.maxCandidates": 20,
-		"plugin.name": "local", "log.level": "info", "log.format": "json",
+		"plugin.name": "local", "log.level": "info", "log.format": "json", "admin.authorization": "cluster",
 		"leaderElection.enabled": false, "leaderElection.namespace": "kip-system", "leaderElection.leaseDuration": 9 * time.Second,
 		"leaderElection.renewDeadline": 6 * time.Second, "leaderElection.retryPeriod": time.Second,
 	}
@@ -434,6 +434,7 @@ func TestValidate(t *testing.T) {
 			wantErr: "config bootstrap.certificateLifetime: 1m0s is shorter than 10m0s"},
 		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
 		{name: "admin", mutate: func(c *Config) { c.Admin.ListenAddress = "10262" }, wantErr: `config admin.listenAddress: "10262" is not host:port`},
+		{name: "admin authorization", mutate: func(c *Config) { c.Admin.Authorization = "open" }, wantErr: `config admin.authorization: "open": want cluster or none`},
 		{name: "leader election", mutate: func(c *Config) { c.LeaderElection.LeaseDuration = c.LeaderElection.RenewDeadline },
 			wantErr: "config leaderElection.leaseDuration: 6s must exceed renewDeadline (6s)"},
 	}

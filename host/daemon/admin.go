@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kipcell/kip/host/admin"
 	"github.com/kipcell/kip/host/metrics"
+	"github.com/kipcell/kip/host/node"
 )
 
 // apiCheckTimeout bounds the readiness check's request to the API server.
@@ -27,8 +30,11 @@ const apiCheckTimeout = 5 * time.Second
 // /readyz, once kip has an identity), "plugin" and, with bootstrap,
 // "node-certificate"; node-certificate is also a liveness check, which
 // passes until set, so that /healthz is fine while kip waits for its
-// certificate. It serves until ctx ends, in a standby as in the leader. A
-// listen address in use is an error at once.
+// certificate. /metrics, /cells and /debug/pprof/ answer only callers the
+// cluster authorizes (admin.authorization: cluster) once Run has a client
+// for the reviews (setAccess), or anyone (none). It serves until ctx
+// ends, in a standby as in the leader. A listen address in use is an
+// error at once.
 func startAdmin(ctx context.Context, cfg admin.Config, bootstrap bool, log *slog.Logger) (*observed, error) {
 	m := metrics.New()
 	m.RegisterClientGo()
@@ -40,6 +46,13 @@ func startAdmin(ctx context.Context, cfg admin.Config, bootstrap bool, log *slog
 	if cfg.Profiling {
 		srv.EnableProfiling()
 		log.Warn("admin server serves runtime profiles (admin.profiling): anyone who reaches it reads kip's memory and stacks", "path", admin.PathPprof)
+	}
+	if cfg.Authorization == admin.AuthorizationNone {
+		srv.AllowAnyone()
+		if !loopback(cfg.ListenAddress) {
+			log.Warn("admin server serves /metrics and /cells without authorization (admin.authorization none) beyond loopback: anyone who reaches it lists every pod, instance and price",
+				"address", cfg.ListenAddress)
+		}
 	}
 	o.srv = srv
 	srv.AddReadyCheck("api", o.apiReady.ready)
@@ -61,8 +74,72 @@ func startAdmin(ctx context.Context, cfg admin.Config, bootstrap bool, log *slog
 	return o, nil
 }
 
+// loopback: listenAddress's host is a loopback address or localhost.
+func loopback(listenAddress string) bool {
+	host, _, err := net.SplitHostPort(listenAddress)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Rate limits of the admin server's clients, each its own (clients).
+const (
+	// probeQPS and probeBurst: the readiness probe asks every few
+	// seconds; more callers of /readyz wait or time out instead of
+	// reaching the API server.
+	probeQPS, probeBurst = 2, 5
+	// reviewsQPS and reviewsBurst: Prometheus servers and kip cells are
+	// reviewed once per cache lifetime (admin.ClusterAccess); unknown
+	// tokens, each a TokenReview, are held to this rate.
+	reviewsQPS, reviewsBurst = 10, 20
+)
+
+// clients are kip's Kubernetes clients, made from the node's identity,
+// each with a rate limiter of its own: status (pods' status, the Node and
+// its Lease, informers), events (node.EventClientConfig), probe (the
+// readiness check "api") and reviews (the admin server's TokenReviews and
+// SubjectAccessReviews). Nothing a caller of the admin port does spends
+// the requests of status.
+type clients struct {
+	status, events, probe, reviews kubernetes.Interface
+}
+
+func newClients(base *rest.Config) (clients, error) {
+	var c clients
+	var err error
+	if c.status, err = kubernetes.NewForConfig(node.ClientConfig(base)); err != nil {
+		return clients{}, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	// Events go through a client of their own, as the kubelet's do
+	// (node.EventClientConfig): a burst's events do not take pod status
+	// writes' share of the rate limit.
+	if c.events, err = kubernetes.NewForConfig(node.EventClientConfig(base)); err != nil {
+		return clients{}, fmt.Errorf("creating the events' Kubernetes client: %w", err)
+	}
+	if c.probe, err = kubernetes.NewForConfig(ownLimits(base, "kip-readyz", probeQPS, probeBurst)); err != nil {
+		return clients{}, fmt.Errorf("creating the readiness check's Kubernetes client: %w", err)
+	}
+	if c.reviews, err = kubernetes.NewForConfig(ownLimits(base, "kip-admin-auth", reviewsQPS, reviewsBurst)); err != nil {
+		return clients{}, fmt.Errorf("creating the admin server's Kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+// ownLimits is a copy of base with a rate limiter of its own at qps and
+// burst, named agent.
+func ownLimits(base *rest.Config, agent string, qps float32, burst int) *rest.Config {
+	c := rest.CopyConfig(base)
+	c.QPS, c.Burst, c.RateLimiter, c.UserAgent = qps, burst, nil, agent
+	return c
+}
+
 // apiCheck is the readiness check "api": the API server answers its
-// /readyz to client.
+// /readyz to client (clients.probe).
 func apiCheck(client kubernetes.Interface) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, apiCheckTimeout)
@@ -85,6 +162,17 @@ type observed struct {
 	pluginReady     *lateCheck
 	nodeCertificate *lateCheck
 	srv             *admin.Server
+}
+
+// useClients sets the checks and the reviews that need the API server,
+// each on its own client: the readiness check "api" on cs.probe, and the
+// admin server's TokenReviews and SubjectAccessReviews on cs.reviews
+// (unless admin.off).
+func (o *observed) useClients(cs clients) {
+	o.apiReady.set(apiCheck(cs.probe))
+	if o.srv != nil {
+		o.srv.SetAccess(admin.ClusterAccess(cs.reviews))
+	}
 }
 
 // addHealthCheck adds a /healthz (and /readyz) check, unless admin.off.

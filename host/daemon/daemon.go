@@ -62,18 +62,12 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 		ctx, stop = untilExpired(ctx, certs.Expired())
 		defer func() { err = stop(err) }()
 	}
-	client, err := kubernetes.NewForConfig(node.ClientConfig(restConfig))
+	cs, err := newClients(restConfig)
 	if err != nil {
-		return fmt.Errorf("creating Kubernetes client: %w", err)
+		return err
 	}
-	// Events go through a client of their own, as the kubelet's do
-	// (node.EventClientConfig): a burst's events do not take pod status
-	// writes' share of the rate limit.
-	eventClient, err := kubernetes.NewForConfig(node.EventClientConfig(restConfig))
-	if err != nil {
-		return fmt.Errorf("creating the events' Kubernetes client: %w", err)
-	}
-	obs.apiReady.set(apiCheck(client))
+	client, eventClient := cs.status, cs.events
+	obs.useClients(cs)
 	if err := api.preflight(ctx, client, log); err != nil {
 		return err
 	}
