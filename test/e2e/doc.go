@@ -125,6 +125,7 @@
 //	TestTLSBootstrapIdentity                      local          kip's node identity by TLS bootstrap
 //	TestTLSBootstrapRenewal                       local          kip's node certificate renewed
 //	TestMetricsAfterABurst                        local          kip's admin server and metrics
+//	TestAdminServerAuthorizesCallers              local          kip's admin server: TokenReview and SubjectAccessReview against the API server
 //	TestLightCells                                local          light cells, the scale benchmark's harness
 //	TestKipRunsInTheClusterFromItsImage           local          kip installed from its image with the local overlay; its pod in a network namespace of its own
 //	TestManifestsPassServerSideApply              local          every overlay's manifests, the cloud ones too, against the API server

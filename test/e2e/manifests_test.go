@@ -20,7 +20,7 @@ var overlays = []string{"local", "aws", "gce", "azure"}
 // the real API server, as `kubectl apply --server-side --dry-run=server`
 // sees it: each overlay of deploy/kustomize as `kubectl apply -k` builds it,
 // and the plain manifests (deploy/rbac, the cluster DNS, metrics-server, the
-// example workload). A field misspelt, a wrong apiVersion or a patch that
+// example workload, the Prometheus binding). A field misspelt, a wrong apiVersion or a patch that
 // no longer matches its target fails here. The dry run takes over fields
 // the run applied (the cluster DNS's image) and changes nothing.
 func TestManifestsPassServerSideApply(t *testing.T) {
@@ -62,7 +62,7 @@ func TestManifestsPassServerSideApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := []string{"coredns/coredns.yaml", "metrics-server/metrics-server.yaml", "examples/hello.yaml"}
+	files := []string{"coredns/coredns.yaml", "metrics-server/metrics-server.yaml", "examples/hello.yaml", "prometheus/kip-scrape.yaml"}
 	for _, path := range rbac {
 		name := filepath.Base(path)
 		// The tests apply deploy/rbac/*.yaml; the manifests, its Kustomization.

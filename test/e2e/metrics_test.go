@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kipcell/kip/host/admin"
 	hostcells "github.com/kipcell/kip/host/cells"
 	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/test/e2e/framework"
@@ -80,7 +82,7 @@ func TestMetricsAfterABurst(t *testing.T) {
 	}
 	t.Logf("the burst's placements: %d priced at $%g/h in all, %d unknown", burst-unknown, want, unknown)
 
-	got := scrape(t, mk.AdminURL()+"/metrics")
+	got := scrape(t, mk)
 	for _, phase := range metrics.Phases {
 		name := `kip_launch_phase_seconds_count{phase="` + string(phase) + `"}`
 		if got[name] != burst {
@@ -101,12 +103,16 @@ func TestMetricsAfterABurst(t *testing.T) {
 		t.Errorf("no plugin calls or API requests counted")
 	}
 
-	code, body := httpGet(t, mk.AdminURL()+"/readyz?verbose")
+	code, body := httpGet(t, mk.AdminURL()+"/readyz?verbose", "")
 	if code != http.StatusOK || !strings.Contains(body, "[+]api ok") || !strings.Contains(body, "[+]plugin ok") {
 		t.Errorf("GET /readyz?verbose = %d %q, want 200 listing api and plugin", code, body)
 	}
 
-	out, err := exec.CommandContext(ctx, filepath.Join(kip.BinDir, "kip"), "cells", "--address", mk.AdminURL()).CombinedOutput()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(mk.AdminToken()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(kip.BinDir, "kip"), "cells", "--address", mk.AdminURL(), "--token-file", tokenFile).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kip cells: %v\n%s", err, out)
 	}
@@ -142,11 +148,12 @@ func startSideKip(t testing.TB, opts framework.KipOptions) *framework.Kip {
 	return k
 }
 
-// scrape reads the Prometheus text at url into its samples, by name and
-// labels as written.
-func scrape(t testing.TB, url string) map[string]float64 {
+// scrape reads k's /metrics into its samples, by name and labels as
+// written, with k's admin token as Prometheus sends its own.
+func scrape(t testing.TB, k *framework.Kip) map[string]float64 {
 	t.Helper()
-	code, body := httpGet(t, url)
+	url := k.AdminURL() + admin.PathMetrics
+	code, body := httpGet(t, url, k.AdminToken())
 	if code != http.StatusOK {
 		t.Fatalf("GET %s = %d", url, code)
 	}
@@ -178,11 +185,16 @@ func sumOf(samples map[string]float64, prefix string) float64 {
 	return sum
 }
 
-func httpGet(t testing.TB, url string) (int, string) {
+// httpGet GETs url with token as its bearer token ("": none) and returns
+// the status code and the body.
+func httpGet(t testing.TB, url, token string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

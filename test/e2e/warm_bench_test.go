@@ -92,7 +92,6 @@ func warmStartup(b *testing.B, warm bool, pods int) {
 			return err == nil && len(list.Items) == 0, nil
 		})
 	})
-	metricsURL := wk.AdminURL() + "/metrics"
 	ready := fmt.Sprintf(`kip_warm_cells{pool=%q,state="ready"}`, warmBenchPool)
 	requests := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse(warmBenchCPU), corev1.ResourceMemory: resource.MustParse(warmBenchMem),
@@ -107,7 +106,7 @@ func warmStartup(b *testing.B, warm bool, pods int) {
 			name := fmt.Sprintf("pod-%02d", i)
 			if warm {
 				f.WaitFor(b, boot+2*time.Minute, fmt.Sprintf("the pool's %d standbys ready before %s", warmBenchCount, name),
-					func(context.Context) (bool, error) { return scrape(b, metricsURL)[ready] == warmBenchCount, nil })
+					func(context.Context) (bool, error) { return scrape(b, wk)[ready] == warmBenchCount, nil })
 			}
 			hello := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{Requests: requests}}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "warm-bench"}},

@@ -56,7 +56,6 @@ func TestWarmPool(t *testing.T) {
 			return len(podCells(t, wk)) == 0, nil // the standbys stay, until kip's Stop
 		})
 	})
-	metricsURL := wk.AdminURL() + "/metrics"
 	ready := `kip_warm_cells{pool="small",state="ready"}`
 	booting := `kip_warm_cells{pool="small",state="booting"}`
 	given := map[string]string{} // pod → the standby cell it was given
@@ -65,7 +64,7 @@ func TestWarmPool(t *testing.T) {
 	waitPool := func(what string) {
 		t.Helper()
 		f.WaitFor(t, 2*time.Minute, what, func(context.Context) (bool, error) {
-			got := scrape(t, metricsURL)
+			got := scrape(t, wk)
 			if n := got[ready] + got[booting]; n > 2 {
 				t.Fatalf("the pool has %v standby cells, more than its 2", n)
 			}
@@ -100,7 +99,7 @@ func TestWarmPool(t *testing.T) {
 	sorted := slices.Clone(took)
 	slices.Sort(sorted)
 	t.Logf("pods on standby cells, creation to Running (as the test sees it, polling): %v, median %v", took, sorted[len(sorted)/2])
-	got := scrape(t, metricsURL)
+	got := scrape(t, wk)
 	t.Logf("bound_to_pod_running: %v pods, %v s in all (the binding's time has whole seconds)",
 		got[`kip_launch_phase_seconds_count{phase="bound_to_pod_running"}`], got[`kip_launch_phase_seconds_sum{phase="bound_to_pod_running"}`])
 	if n := got[`kip_warm_assignments_total{pool="small"}`]; n != 3 {
@@ -115,11 +114,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WaitFor(t, time.Minute, "kip's admin server after the restart", func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := wk.AdminGet(ctx, "/metrics")
 		if err != nil {
 			return false, nil //nolint:nilerr // not up yet
 		}
@@ -131,7 +126,7 @@ func TestWarmPool(t *testing.T) {
 	if after := standbyCells(t, wk); !sameKeys(after, standbys) {
 		t.Errorf("standby cells after the restart %v, want those before %v", sortedKeys(after), sortedKeys(standbys))
 	}
-	got = scrape(t, metricsURL)
+	got = scrape(t, wk)
 	if n := got[`kip_warm_launches_total{pool="small"}`]; n != 0 {
 		t.Errorf("kip_warm_launches_total after the restart = %v, want 0", n)
 	}

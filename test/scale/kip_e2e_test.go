@@ -104,11 +104,7 @@ const pluginCPU = "plugin process CPU seconds"
 // cloud API calls it served (CloudCalls, in all and by action); and the
 // plugin process's CPU seconds.
 func (n *KipNode) Counters(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.k.AdminURL()+"/metrics", nil)
-	if err != nil {
-		return nil, fmt.Errorf("reading kip's metrics: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := n.k.AdminGet(ctx, "/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("reading kip's metrics: %w", err)
 	}
@@ -219,11 +215,7 @@ func (n *KipNode) SaveCPUProfile(ctx context.Context, d time.Duration, phase str
 }
 
 func (n *KipNode) saveProfile(ctx context.Context, path, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.k.AdminURL()+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := n.k.AdminGet(ctx, path)
 	if err != nil {
 		return err
 	}

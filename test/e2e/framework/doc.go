@@ -15,6 +15,11 @@
 // says whether the run and make demo deploy the cluster DNS
 // ($KIP_E2E_CLUSTER_DNS).
 //
+// kip's admin server answers /metrics and /cells only to tokens the
+// cluster authorizes: each Kip carries a token of the ServiceAccount
+// AdminReader, bound to deploy/rbac's reader ClusterRoles (AdminToken;
+// AdminGet sends it), and ServiceAccountToken makes others.
+//
 // It imports client-go and Kip's test packages (test/controlplane,
 // test/kubeletnode, test/images, test/registry, test/containerdtest, the
 // EC2 simulator);

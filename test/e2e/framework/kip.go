@@ -370,8 +370,9 @@ type Kip struct {
 	// (KipOptions.CellNetwork); bridge the cells' bridge (Cells.Network).
 	cellNetwork, bridge string
 	env                 []string // KipOptions.Env
-	// adminURL is where kip's admin server listens (AdminURL).
-	adminURL string
+	// adminURL is where kip's admin server listens (AdminURL);
+	// adminToken what it lets read /metrics and /cells (AdminToken).
+	adminURL, adminToken string
 	// pluginConfig is kip's plugin.config; beside is the kip whose plugin
 	// state this one shares (KipOptions.Beside), which Stop leaves alone.
 	pluginConfig map[string]any
@@ -501,7 +502,7 @@ type KipOptions struct {
 	// at the start of their lines ("allowHostNetwork: true\n").
 	Cells string
 	// Profiling turns on kip's admin.profiling: Go's runtime profiles at
-	// AdminURL()+"/debug/pprof/".
+	// AdminURL()+"/debug/pprof/", to AdminToken.
 	Profiling bool
 	// Env is more of kip's environment (NAME=value), over the test's own
 	// (GOMEMLIMIT=…, for the scale benchmark).
@@ -535,7 +536,8 @@ func (f *Framework) nodeIP() string {
 }
 
 // AdminURL is the base URL of kip's admin server (/metrics, /healthz,
-// /readyz, /cells): a free loopback port StartKip chose.
+// /readyz, /cells): a free loopback port StartKip chose. /metrics and
+// /cells want AdminToken (AdminGet sends it).
 func (k *Kip) AdminURL() string { return k.adminURL }
 
 // StartKip runs kip as a real process with the node's own identity
@@ -552,8 +554,11 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err := f.applyRBAC(ctx, opts.NodeName); err != nil {
 		return nil, err
 	}
+	adminToken, err := f.adminReaderToken(ctx)
+	if err != nil {
+		return nil, err
+	}
 	dir, temporary := opts.Dir, opts.Dir == ""
-	var err error
 	if temporary {
 		dir, err = os.MkdirTemp("", "kip-e2e-node-")
 	} else {
@@ -575,7 +580,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	k := &Kip{NodeName: opts.NodeName, Dir: dir, LogPath: filepath.Join(dir, "kip.log"), StateDir: filepath.Join(dir, "local"),
 		PodLogsDir: filepath.Join(dir, "pod-logs"),
 		ConfigPath: filepath.Join(dir, "kip.yaml"), BinDir: opts.BinDir, PluginDir: opts.PluginDir,
-		removeDir: temporary, done: make(chan struct{}), ClusterID: opts.ClusterID}
+		removeDir: temporary, done: make(chan struct{}), ClusterID: opts.ClusterID, adminToken: adminToken}
 	agent := []string{filepath.Join(opts.BinDir, "kip-cell"), "--containerd-address", cells.Containerd.Socket,
 		"--runc-root", cells.Containerd.RuncRoot, "--bootstrap", "{bootstrap}"}
 	if opts.LightCells && opts.Beside == nil {
