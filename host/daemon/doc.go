@@ -31,7 +31,13 @@
 // certificate), and serves until Run returns: its readiness says whether
 // kip has its identity, whether the API server answers and whether the
 // plugin does; its liveness passes while kip waits for the identity
-// (admin.go).
+// (admin.go). Once kip has the identity, it makes its Kubernetes clients
+// (clients), each on a rate limiter of its own: the status client (pods'
+// status, the Node, its Lease, the informers), the events', the readiness
+// check's and the one the admin server reviews callers' tokens with
+// (TokenReview, SubjectAccessReview) before it serves them /metrics or
+// /cells; nothing a caller of the admin port does spends the status
+// client's requests.
 //
 // With leaderElection.enabled (election.go, host/election), everything
 // after the API server's preflight runs only while this process holds the
