@@ -35,15 +35,15 @@ func TestAdminServerAuthorizesCallers(t *testing.T) {
 
 	for _, path := range []string{admin.PathMetrics, admin.PathCells} {
 		if code, body := get(t, path, ""); code != http.StatusUnauthorized {
-			t.Errorf("GET %s without a token = %d %q, want 401", path, code, body)
+			t.Errorf("GET %s without a token = %d %.200q, want 401", path, code, body)
 		}
 		if code, body := get(t, path, "not-a-token"); code != http.StatusUnauthorized {
-			t.Errorf("GET %s with a token nobody issued = %d %q, want 401", path, code, body)
+			t.Errorf("GET %s with a token nobody issued = %d %.200q, want 401", path, code, body)
 		}
 	}
 	for _, path := range []string{admin.PathHealthz, admin.PathReadyz} {
 		if code, body := get(t, path, ""); code != http.StatusOK {
-			t.Errorf("GET %s without a token = %d %q, want 200: the probes carry none", path, code, body)
+			t.Errorf("GET %s without a token = %d %.200q, want 200: the probes carry none", path, code, body)
 		}
 	}
 
@@ -55,7 +55,7 @@ func TestAdminServerAuthorizesCallers(t *testing.T) {
 	for _, path := range []string{admin.PathMetrics, admin.PathCells} {
 		code, body := get(t, path, stranger)
 		if code != http.StatusForbidden || !strings.Contains(body, "system:serviceaccount:"+ns+":stranger") {
-			t.Errorf("GET %s as an unbound ServiceAccount = %d %q, want 403 naming it", path, code, body)
+			t.Errorf("GET %s as an unbound ServiceAccount = %d %.200q, want 403 naming it", path, code, body)
 		}
 	}
 
@@ -80,7 +80,7 @@ func TestAdminServerAuthorizesCallers(t *testing.T) {
 		t.Errorf("GET /metrics as Prometheus = %d %.200q, want 200 with kip's metrics", code, body)
 	}
 	if code, body := get(t, admin.PathCells, prometheus); code != http.StatusForbidden {
-		t.Errorf("GET /cells as Prometheus = %d %q, want 403: kip-metrics-reader grants /metrics alone", code, body)
+		t.Errorf("GET /cells as Prometheus = %d %.200q, want 403: kip-metrics-reader grants /metrics alone", code, body)
 	}
 
 	// kip cells's reader.
