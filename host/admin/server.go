@@ -81,7 +81,7 @@ func (s *Server) EnableProfiling() { s.profiling = true }
 // it before Serve.
 func (s *Server) AllowAnyone() { s.open = true }
 
-// SetAccess makes a decides who may read the protected paths, from now
+// SetAccess makes a decide who may read the protected paths, from now
 // on; until then a request with a token gets 503.
 func (s *Server) SetAccess(a Access) { s.access.Store(&a) }
 

@@ -32,7 +32,7 @@ const apiCheckTimeout = 5 * time.Second
 // passes until set, so that /healthz is fine while kip waits for its
 // certificate. /metrics, /cells and /debug/pprof/ answer only callers the
 // cluster authorizes (admin.authorization: cluster) once Run has a client
-// for the reviews (setAccess), or anyone (none). It serves until ctx
+// for the reviews (useClients), or anyone (none). It serves until ctx
 // ends, in a standby as in the leader. A listen address in use is an
 // error at once.
 func startAdmin(ctx context.Context, cfg admin.Config, bootstrap bool, log *slog.Logger) (*observed, error) {
@@ -45,7 +45,11 @@ func startAdmin(ctx context.Context, cfg admin.Config, bootstrap bool, log *slog
 	srv := admin.New(m, log)
 	if cfg.Profiling {
 		srv.EnableProfiling()
-		log.Warn("admin server serves runtime profiles (admin.profiling): anyone who reaches it reads kip's memory and stacks", "path", admin.PathPprof)
+		who := "callers allowed to get /debug/pprof/*"
+		if cfg.Authorization == admin.AuthorizationNone {
+			who = "anyone who reaches it"
+		}
+		log.Warn("admin server serves runtime profiles (admin.profiling): "+who+" reads kip's memory and stacks", "path", admin.PathPprof)
 	}
 	if cfg.Authorization == admin.AuthorizationNone {
 		srv.AllowAnyone()
