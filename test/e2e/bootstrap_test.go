@@ -126,7 +126,10 @@ func checkAutoApproved(t *testing.T, req *certificatesv1.CertificateSigningReque
 // TestTLSBootstrapIdentity: kip given only its ServiceAccount's token gets
 // the certificate of system:node:<name> through a CSR that
 // kube-controller-manager approves because of deploy/rbac, registers its
-// node with it, and runs a pod whose logs and exec go through it.
+// node with it, and runs a pod whose logs and exec go through it; its
+// admin server reviews a reader's token as that node (the Node authorizer
+// lets it create TokenReviews and SubjectAccessReviews, as the Deployment
+// needs).
 func TestTLSBootstrapIdentity(t *testing.T) {
 	const node = "kip-boot"
 	k := startBootstrapKip(t, node, t.TempDir(), 2)
@@ -139,6 +142,9 @@ func TestTLSBootstrapIdentity(t *testing.T) {
 	t.Cleanup(func() { deletePodsAndCells(t, k, ns) })
 	pod := runOn(t, ns, node, "boot")
 	logsAndExec(t, ns, pod.Name)
+	if got := scrape(t, k); got["kip_leader"] != 1 {
+		t.Errorf("kip_leader = %v on the bootstrapped kip's /metrics, want 1", got["kip_leader"])
+	}
 }
 
 // TestTLSBootstrapRenewal: kip restarted with a certificate of its node
