@@ -6,7 +6,8 @@ import (
 	"testing"
 )
 
-// A cgroup's CPU quota in millicores, as cgroup v2 and v1 write it.
+// The CPU quota in millicores that bounds a cgroup, as cgroup v2 and v1
+// write it: its own or an ancestor's.
 func TestCgroupCPUMillis(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -19,6 +20,13 @@ func TestCgroupCPUMillis(t *testing.T) {
 		{"v1 quota", map[string]string{"cpu/kip/cell/cpu.cfs_quota_us": "125000\n", "cpu/kip/cell/cpu.cfs_period_us": "100000\n"}, "/kip/cell", 1250},
 		{"v1 no quota", map[string]string{"cpu/kip/cell/cpu.cfs_quota_us": "-1\n", "cpu/kip/cell/cpu.cfs_period_us": "100000\n"}, "/kip/cell", 0},
 		{"no such cgroup", nil, "/kip/cell", 0},
+		// The pod's group has no quota of its own: the cell's bounds it
+		// (v1 gives a group without one its parent's).
+		{"v2 the parent's", map[string]string{"kip/cell/cpu.max": "50000 100000\n", "kip/cell/pod/cpu.max": "max 100000\n"}, "/kip/cell/pod", 500},
+		{"v1 the parent's", map[string]string{"cpu/kip/cell/cpu.cfs_quota_us": "50000\n", "cpu/kip/cell/cpu.cfs_period_us": "100000\n",
+			"cpu/kip/cell/pod/cpu.cfs_quota_us": "-1\n", "cpu/kip/cell/pod/cpu.cfs_period_us": "100000\n"}, "/kip/cell/pod", 500},
+		{"v1 the lowest", map[string]string{"cpu/kip/cell/cpu.cfs_quota_us": "50000\n", "cpu/kip/cell/cpu.cfs_period_us": "100000\n",
+			"cpu/kip/cell/pod/cpu.cfs_quota_us": "200000\n", "cpu/kip/cell/pod/cpu.cfs_period_us": "100000\n"}, "/kip/cell/pod", 500},
 		{"no cgroup parent", map[string]string{"cpu.max": "50000 100000\n"}, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	cgroup2stats "github.com/containerd/cgroups/v3/cgroup2/stats"
 	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/core/remotes"
@@ -84,6 +85,9 @@ type Containerd struct {
 	c   *client.Client
 	cfg ContainerdConfig
 	log *slog.Logger
+	// oomScoreAdjFloor is the lowest OOM score adjustment a container
+	// gets (OOMScoreAdjFloor, read as the agent starts).
+	oomScoreAdjFloor int
 }
 
 var _ Runtime = (*Containerd)(nil)
@@ -100,7 +104,7 @@ func NewContainerd(c *client.Client, cfg ContainerdConfig) (*Containerd, error) 
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "fifo"), 0o700); err != nil {
 		return nil, fmt.Errorf("creating fifo directory: %w", err)
 	}
-	return &Containerd{c: c, cfg: cfg, log: cfg.Logger}, nil
+	return &Containerd{c: c, cfg: cfg, log: cfg.Logger, oomScoreAdjFloor: OOMScoreAdjFloor()}, nil
 }
 
 func (r *Containerd) ctx(ctx context.Context) context.Context {
@@ -315,7 +319,7 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 		// refuses a container's quota above its parent's (a local cell's
 		// cgroup has its type's CPU), where a kubelet's pods run beneath no
 		// quota and a limit above the node's CPU is simply never reached.
-		if ceiling := cgroupCPUMillis(cgroupRoot, r.cfg.CgroupParent); ceiling > 0 && q > ceiling {
+		if ceiling := cgroupCPUMillis(CgroupRoot, r.cfg.CgroupParent); ceiling > 0 && q > ceiling {
 			q = ceiling
 		}
 		const period = 100000
@@ -327,6 +331,9 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 	}
 	if s := spec.Resources.CPUShares; s > 0 {
 		specOpts = append(specOpts, oci.WithCPUShares(s))
+	}
+	if adj := spec.Resources.OOMScoreAdj; adj != 0 {
+		specOpts = append(specOpts, withOOMScoreAdj(max(adj, r.oomScoreAdjFloor)))
 	}
 	specOpts = append(specOpts, securityOpts(spec.Security)...)
 	id := r.containerID(spec.ID)
@@ -553,36 +560,16 @@ func (r *Containerd) cleanupShared(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// cgroupRoot is where the cgroup hierarchies are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
-
-// cgroupCPUMillis is the CPU quota of cgroup (a path from the root of the
-// hierarchy) in millicores, read under root: cpu.max in cgroup v2,
-// cpu.cfs_quota_us and cpu.cfs_period_us of the cpu hierarchy in v1. 0
-// when it has none, cgroup is empty, or it cannot be read.
-func cgroupCPUMillis(root, cgroup string) int64 {
-	if cgroup == "" {
-		return 0
-	}
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil {
-			return ""
+// withOOMScoreAdj sets the container's OOM score adjustment, which runc
+// gives its first process and an exec copies with the process spec.
+func withOOMScoreAdj(adj int) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Process == nil {
+			s.Process = &specs.Process{}
 		}
-		return strings.TrimSpace(string(b))
+		s.Process.OOMScoreAdj = &adj
+		return nil
 	}
-	var quota, period string
-	if f := strings.Fields(read(path.Join(cgroup, "cpu.max"))); len(f) == 2 {
-		quota, period = f[0], f[1]
-	} else {
-		quota, period = read(path.Join("cpu", cgroup, "cpu.cfs_quota_us")), read(path.Join("cpu", cgroup, "cpu.cfs_period_us"))
-	}
-	q, err1 := strconv.ParseInt(quota, 10, 64)
-	p, err2 := strconv.ParseInt(period, 10, 64)
-	if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
-		return 0 // "max", -1: no quota
-	}
-	return q * 1000 / p
 }
 
 // cgroupPath is the cgroup of container id, from the root of the
@@ -640,20 +627,10 @@ func (t *containerdTask) waitExit(ch <-chan client.ExitStatus) {
 	close(t.exited)
 }
 
-// oomKilled reads the cgroup v1 OOM kill counter of the container; the
-// cgroup lives until the task is deleted.
+// oomKilled says whether the kernel's OOM killer killed a process of the
+// container: its cgroup's counter, which lives until the task is deleted.
 func (t *containerdTask) oomKilled() bool {
-	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", t.r.cgroupPath(t.ctr.ID()), "memory.oom_control"))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if n, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			v, _ := strconv.Atoi(strings.TrimSpace(n))
-			return v > 0
-		}
-	}
-	return false
+	return oomKills(CgroupRoot, t.r.cgroupPath(t.ctr.ID())) > 0
 }
 
 func (t *containerdTask) Signal(ctx context.Context, sig syscall.Signal, all bool) error {

@@ -53,6 +53,15 @@
 // makes (same mount namespace), which decides whether secrets may live on
 // a tmpfs (see the cell package comment).
 //
+// The pod's cgroup (cgroup.go: PlanPodCgroup, PodCgroup.Make) is made
+// and limited by the agent in cgroup v1's memory hierarchy or v2's
+// unified one, beside the agent's own group in the cell's; containers'
+// groups go in it (ContainerdConfig.CgroupParent), their CPU quotas held
+// under the lowest quota above them, their OOM kills read from their
+// group (v1 memory.oom_control, v2 memory.events), their OOM score
+// adjustment (Resources.OOMScoreAdj) never below what the agent may set
+// (OOMScoreAdjFloor, as containerd's restrict_oom_score_adj).
+//
 // It imports containerd, the OCI specs, x/sys/unix and the standard
 // library; nothing of Kubernetes.
 package runtime

@@ -144,6 +144,10 @@ type Resources struct {
 	CPUQuotaMillis int64
 	// CPUShares is derived from requests.cpu.
 	CPUShares uint64
+	// OOMScoreAdj is the container's OOM score adjustment (the kubelet's
+	// by QoS class: -997 Guaranteed, 1000 BestEffort, 2 to 999
+	// Burstable); zero leaves the runtime's.
+	OOMScoreAdj int
 }
 
 // ExitStatus is how a process ended.
