@@ -588,6 +588,7 @@ func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, 
 	if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
 		res.CPUShares = max(uint64(q.MilliValue())*1024/1000, 2)
 	}
+	res.OOMScoreAdj = containerOOMScoreAdj(d.Pod, c, m.cfg.MemoryCapacity)
 	return runtime.ContainerSpec{
 		ID:         c.Name + "-" + strconv.Itoa(attempt),
 		Name:       c.Name,

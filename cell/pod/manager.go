@@ -83,8 +83,19 @@ type Config struct {
 	// directories on disk, which the containers do see, and the pod gets
 	// a Warning event (ReasonVolumeOnDisk) for each, saying why.
 	NoTmpfs error
-	Backoff Backoff
-	Logger  *slog.Logger
+	// MakePodCgroup, when set, makes the pod's cgroup, which bounds the
+	// pod as a whole, before its first container starts, and again when
+	// a restarted agent resumes it (so it must be idempotent): called with
+	// the pod's memory limit as the kubelet's pod cgroup has it
+	// (podMemoryLimit), 0 when some container has none. An error is
+	// logged; the pod runs on.
+	MakePodCgroup func(memoryLimit int64) error
+	// MemoryCapacity is the cell's memory, against which a Burstable
+	// container's request sets its OOM score adjustment (the kubelet's
+	// node capacity); zero: unknown, and the runtime's adjustment.
+	MemoryCapacity int64
+	Backoff        Backoff
+	Logger         *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -491,6 +502,11 @@ func (m *Manager) run(ctx context.Context) {
 	m.mu.Unlock()
 	if !m.setupNetwork(ctx, d) {
 		return
+	}
+	if m.cfg.MakePodCgroup != nil {
+		if err := m.cfg.MakePodCgroup(podMemoryLimit(d.Pod)); err != nil {
+			m.log.WarnContext(ctx, "the pod has no cgroup limit of its own", "error", err)
+		}
 	}
 	m.syncVolumes(ctx, d)
 	m.syncEtc(ctx, d)

@@ -435,11 +435,15 @@ func TestContainerRuntimeSpec(t *testing.T) {
 		})
 	}
 	c := corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi"), corev1.ResourceCPU: resource.MustParse("500m")},
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("640Mi"), corev1.ResourceCPU: resource.MustParse("500m")},
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("400Mi"), corev1.ResourceCPU: resource.MustParse("250m")},
 	}}
-	spec := m.containerRuntimeSpec(&containerState{name: "c"}, &c, &Desired{Pod: testPod(corev1.RestartPolicyAlways)}, img, 0)
-	if want := (runtime.Resources{MemoryLimitBytes: 64 << 20, CPUQuotaMillis: 500, CPUShares: 256}); spec.Resources != want {
+	p := testPod(corev1.RestartPolicyAlways)
+	p.Spec.Containers = []corev1.Container{c}
+	m.cfg.MemoryCapacity = 4000 << 20
+	spec := m.containerRuntimeSpec(&containerState{name: "c"}, &c, &Desired{Pod: p}, img, 0)
+	// Burstable, asking for a tenth of the cell's memory.
+	if want := (runtime.Resources{MemoryLimitBytes: 640 << 20, CPUQuotaMillis: 500, CPUShares: 256, OOMScoreAdj: 900}); spec.Resources != want {
 		t.Errorf("resources = %+v, want %+v", spec.Resources, want)
 	}
 }
