@@ -20,8 +20,26 @@
 // only those and leaves the images to the machine (runtime.Containerd's
 // Cleanup). A cloud cell, alone on its instance, keeps its own namespace.
 // They are also started with --cgroup-parent (Config.CgroupParent): the
-// cell's cgroup, where the containers' cgroups are made, so that the
-// cell's limits bound the pod as a cloud instance's size does.
+// pod's group in the cell's cgroup, beside the agent's, where the
+// containers' cgroups are made, so that the cell's limits bound the pod
+// as a cloud instance's size does.
+//
+// # The agent outlives its pod's memory
+//
+// The agent and the pod share the cell's memory in separate cgroups
+// (runtime.PlanPodCgroup): the agent makes the pod's group,
+// Config.CgroupParent or, on a machine that is the cell, /kip-<cell ID>
+// (containerd's parent of the cell's containers), and limits it to the
+// cell's memory less Config.AgentMemory (64 MiB), or to the pod's own
+// limit (its containers' together) when that is less, before the pod's
+// first container starts. A pod that exhausts it is OOM-killed in its
+// own group, reported OOMKilled with its restart policy applied, and the
+// agent lives on. The agent lowers its OOM score adjustment
+// (Config.OOMScoreAdj, kip-cell's -998) and gives each container the
+// kubelet's by QoS class (-997 Guaranteed, 1000 BestEffort, Burstable by
+// its memory request), so that even the machine's OOM killer takes the
+// pod's processes first. What a cloud instance's boot recipe adds is in
+// docs/plugins.md.
 //
 // # An agent that dies leaves its pod running
 //

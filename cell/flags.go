@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/kipcell/kip/cell/api"
@@ -44,7 +45,17 @@ func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&cfg.SharedNamespace, "shared-namespace", getenv("KIP_CELL_SHARED_NAMESPACE"),
 		"containerd namespace shared with the other cells of this machine, where images are pulled and unpacked once for all (default $KIP_CELL_SHARED_NAMESPACE; empty: the cell's own, kip-<cell ID>)")
 	fs.StringVar(&cfg.CgroupParent, "cgroup-parent", getenv("KIP_CELL_CGROUP_PARENT"),
-		"the cgroup (from the hierarchy's root, /kip/<cell ID>) the containers' cgroups are made in, so that its limits bound the pod (default $KIP_CELL_CGROUP_PARENT; empty: containerd's, /<namespace>/<container>)")
+		"the pod's cgroup (from the hierarchy's root, /kip/<cell ID>/pod), which the agent makes, limits to the cell's memory (its parent's limit, else the machine's) less --agent-memory-mib, and makes the containers' cgroups in (default $KIP_CELL_CGROUP_PARENT; empty: /kip-<cell ID>, containerd's parent of the cell's containers)")
+	fs.Func("agent-memory-mib", "memory in MiB the pod's cgroup leaves the agent, at most half the cell's (default 64)", func(v string) error {
+		mib, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || mib <= 0 {
+			return fmt.Errorf("not a positive number of MiB: %q", v)
+		}
+		cfg.AgentMemory = mib << 20
+		return nil
+	})
+	fs.IntVar(&cfg.OOMScoreAdj, "oom-score-adj", DefaultOOMScoreAdj,
+		"the agent's OOM score adjustment, -1000 to 1000 (0: left as started): lower than any container's (-997 at least), so that the kernel's OOM killer chooses the pod's processes first")
 	fs.StringVar(&cfg.ResolvConf, "resolv-conf", "/etc/resolv.conf", "the cell's resolver configuration, which pods with dnsPolicy Default get (empty: the local resolver, 127.0.0.1)")
 	fs.Var(&f.insecure, "insecure-registry", "registry host[:port] to pull from over plain HTTP (repeatable; loopback always is)")
 	fs.StringVar(&cfg.ServiceProxy, "service-proxy", envOr("KIP_CELL_SERVICE_PROXY", ServiceProxyIPTables),
@@ -57,6 +68,10 @@ func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string) {
 		"let a pod in a network namespace of its own reach the instance metadata at 169.254.169.254 and its credentials (default $KIP_CELL_POD_METADATA=1; off: dropped)")
 	fs.BoolVar(&f.Debug, "debug", false, "log at debug level")
 }
+
+// DefaultOOMScoreAdj is kip-cell's OOM score adjustment: below a
+// Guaranteed container's (-997), above the kubelet's (-999).
+const DefaultOOMScoreAdj = -998
 
 // DefaultStateRoot holds a cell's state directory when neither
 // --state-dir nor $KIP_CELL_STATE_DIR names one: <root>/<cell ID>.
@@ -79,6 +94,9 @@ func (f *Flags) Load() (Config, error) {
 		// One machine may hold several cells (the local plugin): keep
 		// each cell's logs apart.
 		cfg.StateDir = filepath.Join(DefaultStateRoot, b.CellID)
+	}
+	if cfg.OOMScoreAdj < -1000 || cfg.OOMScoreAdj > 1000 {
+		return Config{}, fmt.Errorf("--oom-score-adj %d is not within -1000 and 1000", cfg.OOMScoreAdj)
 	}
 	cfg.InsecureRegistries = append([]string(nil), f.insecure...)
 	if cfg.IMDSEndpoint == "none" {

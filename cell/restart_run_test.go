@@ -46,6 +46,12 @@ type agentConfig struct {
 	ContainerdAddress, NetNSPath, StateDir, PodIP, RuncRoot string
 	SharedNamespace                                         string
 	AddrFile                                                string
+	// CgroupParent and OOMScoreAdj are cell.Config's; the agent first
+	// joins the groups of JoinCgroups (directories), as the local plugin
+	// puts its agent in the cell's agent group.
+	CgroupParent string
+	OOMScoreAdj  int
+	JoinCgroups  []string
 }
 
 // agentMain runs cell.Run until SIGTERM, as kip-cell does.
@@ -55,9 +61,16 @@ func agentMain(conf string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	for _, dir := range c.JoinCgroups {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg := cell.Config{
+		CgroupParent: c.CgroupParent, OOMScoreAdj: c.OOMScoreAdj,
 		Bootstrap: c.Bootstrap, ContainerdAddress: c.ContainerdAddress, NetNSPath: c.NetNSPath,
 		StateDir: c.StateDir, PodIP: c.PodIP, Listen: "127.0.0.1:0", RuncRoot: c.RuncRoot, SharedNamespace: c.SharedNamespace, StopGrace: 2 * time.Second,
 		Backoff: pod.Backoff{Initial: 300 * time.Millisecond, Max: 600 * time.Millisecond, Reset: time.Hour},

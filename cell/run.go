@@ -71,11 +71,23 @@ type Config struct {
 	// empty: the cell's own namespace (Namespace), as on a cloud
 	// instance, one cell per machine.
 	SharedNamespace string
-	// CgroupParent, when set, is the cgroup the containers' cgroups are
-	// made in (runtime.ContainerdConfig.CgroupParent): the local plugin's
-	// cell's own, so that the cell's size bounds its pod; empty:
-	// containerd's default, on a machine that is the cell.
+	// CgroupParent, when set, is the pod's cgroup, which the containers'
+	// cgroups are made in (runtime.ContainerdConfig.CgroupParent): the
+	// local plugin's /kip/<cell ID>/pod, beside the agent's group in the
+	// cell's. Empty: containerd's default, /kip-<cell ID>, on a machine
+	// that is the cell (or /<SharedNamespace>, not the pod's alone). The
+	// agent makes the pod's group and limits it to the cell's memory (its
+	// parent's limit, else the machine's) less AgentMemory
+	// (runtime.PreparePodCgroup), so that a pod that exhausts it is
+	// OOM-killed and the agent is not.
 	CgroupParent string
+	// AgentMemory is the memory the pod's cgroup leaves the agent (at
+	// most half the cell's); zero: runtime.DefaultAgentMemory.
+	AgentMemory int64
+	// OOMScoreAdj, when not zero, is the agent's own OOM score adjustment,
+	// set as it starts (kip-cell's default -998: after any container;
+	// the kubelet's is -999).
+	OOMScoreAdj int
 	// Backoff is the restart back-off; zero means the kubelet's.
 	Backoff pod.Backoff
 	// ServiceProxy is how the cell serves ClusterIP services:
@@ -208,6 +220,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
+	if cfg.OOMScoreAdj != 0 {
+		if err := runtime.SetOOMScoreAdj(0, cfg.OOMScoreAdj); err != nil {
+			log.WarnContext(ctx, "the agent's OOM score is not adjusted: the OOM killer may choose it before the pod", "error", err)
+		}
+	}
+	memoryCapacity, makePodCgroup := podCgroup(ctx, cfg, log)
 	rt, noTmpfs, closeRuntime, err := containerRuntime(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -224,7 +242,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
 		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, ownPodNetwork, proxy, podIPTables, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
-		StatePath: filepath.Join(cfg.StateDir, StateFile), Backoff: cfg.Backoff, Logger: log,
+		StatePath: filepath.Join(cfg.StateDir, StateFile), MemoryCapacity: memoryCapacity, MakePodCgroup: makePodCgroup, Backoff: cfg.Backoff, Logger: log,
 	})
 	// An earlier agent of this cell (it died; its service manager started
 	// this one) left its pod running: take it over. Otherwise whatever it
@@ -271,6 +289,53 @@ func Run(ctx context.Context, cfg Config) error {
 		return errors.Join(serveErr, err)
 	}
 	return serveErr
+}
+
+// podCgroup plans the pod's cgroup (Config.CgroupParent, else the
+// cell's own namespace's, which containerd's default puts the containers
+// in): the cell's memory less the agent's reservation. It returns the
+// cell's memory, which Burstable containers' OOM scores are reckoned
+// against, and the function that makes the group with the pod's own
+// limit when that is less (pod.Config.MakePodCgroup: before the pod's
+// first container starts, once what an earlier agent left is cleaned up,
+// since runtime.Containerd.Cleanup removes the namespace's group); nil
+// without a group to make. A fake runtime runs no container: no group. A
+// shared namespace without CgroupParent is no pod's own: the cell's
+// memory is then the machine's, and no group is made.
+func podCgroup(ctx context.Context, cfg Config, log *slog.Logger) (memoryCapacity int64, makeGroup func(podLimit int64) error) {
+	if cfg.Runtime != nil {
+		return 0, nil
+	}
+	group := cfg.CgroupParent
+	if group == "" && cfg.SharedNamespace == "" {
+		group = "/" + Namespace(cfg.Bootstrap.CellID)
+	}
+	agentMemory := cfg.AgentMemory
+	if agentMemory == 0 {
+		agentMemory = runtime.DefaultAgentMemory
+	}
+	if group == "" {
+		total, err := runtime.MachineMemory()
+		if err != nil {
+			log.WarnContext(ctx, "the cell's memory is unknown", "error", err)
+		}
+		return total, nil
+	}
+	pc, err := runtime.PlanPodCgroup(group, agentMemory)
+	if err != nil {
+		log.WarnContext(ctx, "the cell's memory is unknown", "error", err)
+		return 0, nil
+	}
+	return pc.CellMemory, func(podLimit int64) error {
+		// Without write access to the cgroups the pod still runs.
+		protected, err := pc.Make(podLimit)
+		if err != nil {
+			return fmt.Errorf("making the pod's cgroup %s: a pod that exhausts the cell's memory may take the agent's: %w", pc.Path, err)
+		}
+		log.InfoContext(ctx, "the pod's cgroup is limited", "cgroup", pc.Path, "cell_memory", pc.CellMemory,
+			"cell_part", pc.Limit, "pod_limit", podLimit, "agent_memory_protected", protected)
+		return nil
+	}
 }
 
 // containerRuntime is the runtime the pod's containers run on:
