@@ -12,18 +12,21 @@ import (
 	"time"
 )
 
-// An instance type's CPU and memory become the limits of a cgroup the agent
-// runs in: kip/<cellID> under the cgroup root, in the cpu and memory
-// hierarchies of cgroup v1 or in the unified hierarchy of cgroup v2 (used
-// when <root>/cgroup.controllers exists; the agent in its leaf
-// kip/<cellID>/agent). The agent makes its containers' groups inside it
-// (kip-cell's --cgroup-parent /kip/<cellID>), so that the type's size
-// bounds the pod as an instance's does, not only the agent; Terminate
-// removes the tree, and the groups runc made under the same path in the
-// other v1 hierarchies. Without write access to the
-// cgroup tree (not root) the cell runs without limits and says so in its
-// StateReason: a local plugin that refused to launch there would be
-// useless on a laptop.
+// An instance type's CPU and memory become the limits of a cgroup,
+// kip/<cellID> under the cgroup root, in the cpu and memory hierarchies of
+// cgroup v1 or in the unified hierarchy of cgroup v2 (used when
+// <root>/cgroup.controllers exists). It holds two groups: the agent runs
+// in kip/<cellID>/agent, and the pod in kip/<cellID>/pod, which kip-cell
+// makes (its --cgroup-parent, cell/runtime.PlanPodCgroup) with the cell's
+// memory less the agent's reservation as its limit, and makes the
+// containers' groups in. So the type's size bounds the pod as an
+// instance's does, and a pod that exhausts its memory is OOM-killed within
+// its own group, never the agent (issue 29: the kernel killed the agent,
+// which shared the pod's group). Terminate removes the tree, and the
+// groups runc made under the same path in the other v1 hierarchies.
+// Without write access to the cgroup tree (not root) the cell runs
+// without limits and says so in its StateReason: a local plugin that
+// refused to launch there would be useless on a laptop.
 
 // defaultCgroupRoot is where cgroup file systems are mounted.
 const defaultCgroupRoot = "/sys/fs/cgroup"
@@ -74,7 +77,7 @@ func createCgroups(root, group, cellID string, milliCPU, memoryBytes int64) (dir
 		}
 		// The agent runs in a leaf of its own: a v2 group that has
 		// processes cannot enable controllers for children, and the
-		// containers' groups are made beside it (runc enables them).
+		// pod's group is made beside it (by the agent).
 		if err := enableControllers(dir); err != nil {
 			return dirs, err
 		}
@@ -98,7 +101,16 @@ func createCgroups(root, group, cellID string, milliCPU, memoryBytes int64) (dir
 		return dirs, err
 	}
 	dirs = append(dirs, mem)
-	return dirs, writeFiles(mem, map[string]string{"memory.limit_in_bytes": memory})
+	if err := writeFiles(mem, map[string]string{"memory.limit_in_bytes": memory}); err != nil {
+		return dirs, err
+	}
+	// The agent's group beside the pod's, in both hierarchies.
+	for _, dir := range dirs {
+		if err := mkdirCgroup(filepath.Join(dir, agentCgroup)); err != nil {
+			return dirs, err
+		}
+	}
+	return dirs, nil
 }
 
 // mkdirCgroup creates a cgroup and its parents; an existing one (from an
@@ -127,15 +139,22 @@ func writeFiles(dir string, files map[string]string) error {
 	return nil
 }
 
-// agentCgroup is the leaf of a cell's v2 group the agent runs in.
-const agentCgroup = "agent"
+// agentCgroup is the group of a cell's the agent runs in; podCgroup the
+// one its pod's containers are made in (by the agent: kip-cell's
+// --cgroup-parent).
+const (
+	agentCgroup = "agent"
+	podCgroup   = "pod"
+)
 
-// joinCgroups moves process pid (all its threads) into the groups: in
-// cgroup v2 into the group's agent leaf.
+// joinCgroups moves process pid (all its threads) into the groups' agent
+// group, which it makes when a cell launched by an earlier plugin has
+// none (its agent ran in the cell's group, cgroup v1).
 func joinCgroups(dirs []string, pid int) error {
 	for _, dir := range dirs {
-		if _, err := os.Stat(filepath.Join(dir, "cgroup.controllers")); err == nil { // v2
-			dir = filepath.Join(dir, agentCgroup)
+		dir = filepath.Join(dir, agentCgroup)
+		if err := mkdirCgroup(dir); err != nil {
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("moving agent into cgroup: %w", err)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,18 +60,17 @@ func TestCgroupLimitsMatchTheType(t *testing.T) {
 	if want := "/" + testCgroupParent + "/cell-cg"; r.CgroupPath != want {
 		t.Errorf("record's cgroup path %q, want %q", r.CgroupPath, want)
 	}
-	// The agent makes its containers' cgroups inside the cell's.
+	// The agent makes its pod's group inside the cell's, beside its own,
+	// and the containers' groups in it.
 	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(r.PID), "environ"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := EnvCellCgroupParent + "=/" + testCgroupParent + "/cell-cg"; !strings.Contains("\x00"+string(env)+"\x00", "\x00"+want+"\x00") {
+	if want := EnvCellCgroupParent + "=/" + testCgroupParent + "/cell-cg/pod"; !strings.Contains("\x00"+string(env)+"\x00", "\x00"+want+"\x00") {
 		t.Errorf("the agent's environment lacks %s", want)
 	}
 	for _, dir := range r.Cgroups {
-		if _, err := os.Stat(filepath.Join(dir, "cgroup.controllers")); err == nil {
-			dir = filepath.Join(dir, agentCgroup) // v2: the agent's leaf
-		}
+		dir = filepath.Join(dir, agentCgroup)
 		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil {
 			t.Fatal(err)
@@ -78,6 +78,74 @@ func TestCgroupLimitsMatchTheType(t *testing.T) {
 		if !strings.Contains("\n"+string(data), "\n"+strconv.Itoa(r.PID)+"\n") {
 			t.Errorf("agent %d is not in %s (procs %q)", r.PID, dir, data)
 		}
+	}
+}
+
+// TestCgroupLayout: on a fake cgroup root of each version, the cell's
+// group gets the type's limits and an agent group inside it, which the
+// agent joins; the pod's group beside it is the agent's to make
+// (kip-cell's --cgroup-parent, cell/runtime.PlanPodCgroup).
+func TestCgroupLayout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		v2   bool
+		want map[string]string // file under the root: its content
+	}{
+		{"v1", false, map[string]string{
+			"cpu/kip/cell-l/cpu.cfs_period_us":        "100000",
+			"cpu/kip/cell-l/cpu.cfs_quota_us":         "50000",
+			"cpu/kip/cell-l/agent/cgroup.procs":       "4242",
+			"memory/kip/cell-l/memory.limit_in_bytes": strconv.Itoa(512 << 20),
+			"memory/kip/cell-l/agent/cgroup.procs":    "4242",
+		}},
+		{"v2", true, map[string]string{
+			"cgroup.subtree_control":            "+cpu +memory",
+			"kip/cgroup.subtree_control":        "+cpu +memory",
+			"kip/cell-l/cpu.max":                "50000 100000",
+			"kip/cell-l/memory.max":             strconv.Itoa(512 << 20),
+			"kip/cell-l/cgroup.subtree_control": "+cpu +memory",
+			"kip/cell-l/agent/cgroup.procs":     "4242",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			if tc.v2 {
+				// What makes a root v2's; a real group has the file too.
+				for _, dir := range []string{root, filepath.Join(root, "kip", "cell-l")} {
+					if err := os.MkdirAll(dir, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(dir, "cgroup.controllers"), []byte("cpu memory"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			dirs, err := createCgroups(root, "kip", "cell-l", 500, 512<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := joinCgroups(dirs, 4242); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() || d.Name() == "cgroup.controllers" {
+					return err
+				}
+				b, err := os.ReadFile(p)
+				rel, _ := filepath.Rel(root, p)
+				got[rel] = string(b)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("cgroup files:\n%q\nwant\n%q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -48,9 +49,12 @@ const (
 	// an image once for all of them instead of once each.
 	EnvCellSharedNamespace = "KIP_CELL_SHARED_NAMESPACE"
 	// EnvCellCgroupParent is kip-cell's --cgroup-parent default: the
-	// cell's cgroup (record.CgroupPath), so that its containers are made
-	// inside it and the instance type's CPU and memory bound the pod, not
-	// only the agent; unset when the cell runs without limits.
+	// pod's group in the cell's cgroup (record.CgroupPath/pod), which the
+	// agent makes beside its own and limits to the cell's memory less its
+	// reservation, and makes the containers' groups in, so that the
+	// instance type's CPU and memory bound the pod and a pod that
+	// exhausts them is OOM-killed, not the agent (cgroup.go); unset when
+	// the cell runs without limits.
 	EnvCellCgroupParent = "KIP_CELL_CGROUP_PARENT"
 )
 
@@ -114,7 +118,7 @@ func agentEnv(r *record, bootstrapPath, stateDir string) []string {
 		env = append(env, EnvCellServiceProxy+"=none")
 	}
 	if r.CgroupPath != "" {
-		env = append(env, EnvCellCgroupParent+"="+r.CgroupPath)
+		env = append(env, EnvCellCgroupParent+"="+path.Join(r.CgroupPath, podCgroup))
 	}
 	return env
 }

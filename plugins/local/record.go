@@ -48,9 +48,10 @@ type record struct {
 	// Terminate; empty when limits could not be enforced.
 	Cgroups []string `json:"cgroups,omitempty"`
 	// CgroupPath is the cell's cgroup from the root of the hierarchy
-	// (/kip/<cellID>), where the agent makes its containers' cgroups
-	// (kip-cell's --cgroup-parent), so that the cell's limits bound its
-	// pod; empty with Cgroups.
+	// (/kip/<cellID>), which holds the agent's group and the pod's, where
+	// the agent makes its containers' cgroups (kip-cell's --cgroup-parent
+	// is <CgroupPath>/pod), so that the cell's limits bound its pod;
+	// empty without Cgroups.
 	CgroupPath string `json:"cgroupPath,omitempty"`
 	// LimitsNotEnforced says why, when the cgroups could not be written.
 	LimitsNotEnforced string `json:"limitsNotEnforced,omitempty"`
