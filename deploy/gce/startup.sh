@@ -119,6 +119,10 @@ ExecStart=/usr/local/lib/kip/start-cell start
 Restart=always
 RestartSec=1
 KillMode=process
+# Below any container (-997 at least), so that the kernel's OOM killer
+# takes the pod's processes first (docs/plugins.md, "The agent's memory
+# and the pod's"); the agent sets it itself too, once it runs.
+OOMScoreAdjust=-998
 
 [Install]
 WantedBy=multi-user.target
