@@ -26,15 +26,18 @@ import (
 // agent, in the sibling group, reports OOMKilled. The agent's reservation
 // is the part of the cell's memory the pod's limit leaves out; on cgroup
 // v2 the agent's group also gets it as memory.min and memory.low, so
-// that the agent's pages are not reclaimed in favour of the pod's. On a
-// cloud instance the cell is the machine: the pod's group is limited to
-// the machine's memory less the reservation.
+// that when the cell's memory runs short its pages are not reclaimed in
+// favour of the pod's (when the machine's does, only as far as every
+// ancestor has a protection too: a boot recipe's business,
+// docs/plugins.md). On a cloud instance the cell is the machine: the
+// pod's group is limited to the machine's memory less the reservation.
 
 // DefaultAgentMemory is the memory a cell keeps for its agent out of the
-// pod's reach, unless kip-cell's --agent-memory says otherwise: what the
-// agent's resident set stays within while it serves a pod (its logs go
-// to files, not its heap). A cell's reservation is at most half its
-// memory (agentReservation).
+// pod's reach, unless kip-cell's --agent-memory-mib says otherwise: what
+// the agent's resident set stays within while it serves a pod, its logs
+// going to files, not its heap (about 35 MB whatever the pod prints,
+// docs/benchmarks.md). A cell's reservation is at most half its memory
+// (agentReservation).
 const DefaultAgentMemory = 64 << 20
 
 // CgroupRoot is where the cgroup hierarchies are mounted.

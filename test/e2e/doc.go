@@ -112,6 +112,7 @@
 //	TestSecurityBaselineRefused                   local          kip's admission before any launch
 //	TestSubPathCannotLeaveItsVolume               local          the agent's volume mounts, inside a cell
 //	TestCellSizeBoundsItsPod                      local          the local plugin's cgroups, inside a cell
+//	TestOOMKilledContainerRestarts                local          a container's memory limit, its OOM kill and restart, in the agent's cgroups, the agent untouched
 //	TestOperatorBoundsInstanceChoices             local          cells.choices, the host's rule before any launch
 //	TestPodHasItsOwnNetwork                       local          the agent's pod namespace: NET_ADMIN, hostNetwork, a service mesh's iptables REDIRECT, the cell's rules untouched
 //	TestServiceEnvironment                        local          the service variables kip computes

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -277,6 +278,60 @@ func TestCellSizeBoundsItsPod(t *testing.T) {
 	term := got.Status.ContainerStatuses[0].State.Terminated
 	if got.Status.Phase != corev1.PodFailed || term == nil || term.Reason != "OOMKilled" {
 		t.Errorf("the pod ended %s on %s, its container %+v; want Failed, OOMKilled: the cell's size did not bound it", got.Status.Phase, typ, term)
+	}
+}
+
+// TestOOMKilledContainerRestarts: a container that allocates past its own
+// memory limit ends OOMKilled, exit code 137, as kubectl shows it, its
+// restart policy applies (restartCount grows under Always), and the cell's
+// agent is untouched: the same process before and after, still reporting.
+// The pod's other container, which asks for nothing, has the kubelet's OOM
+// score adjustment for it in a Burstable pod (999), well above the
+// agent's, so that the kernel's OOM killer takes the pod's processes
+// first (issue 29: the agent and the pod shared one cgroup, and the
+// kernel killed the agent).
+func TestOOMKilledContainerRestarts(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	createPod(t, ns, "oom", onKip(
+		corev1.Container{Name: "hog", Image: cells.Images.Busybox.Ref,
+			// Running a while first, for the agent to be found; tail
+			// holds its whole input when it has no newline.
+			Command:   []string{"sh", "-c", "sleep 3; head -c 200000000 /dev/zero | tail >/dev/null && echo finished"},
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")}}},
+		corev1.Container{Name: "steady", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "cat /proc/self/oom_score_adj; sleep 1000"}},
+	))
+	status := func(p corev1.Pod, name string) corev1.ContainerStatus {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == name {
+				return cs
+			}
+		}
+		return corev1.ContainerStatus{}
+	}
+	p := f.WaitForPods(t, ns, "app=oom", 1, 2*time.Minute, "running", running)[0]
+	netns := cellNetns(t, p.Status.HostIP)
+	pid := agentPID(t, netns)
+	if pid == 0 {
+		t.Fatalf("no kip-cell process in the cell's network namespace %s", netns)
+	}
+	p = f.WaitForPods(t, ns, "app=oom", 1, 2*time.Minute, "hog restarted twice", func(p *corev1.Pod) bool {
+		return status(*p, "hog").RestartCount >= 2
+	})[0]
+	if lt := status(p, "hog").LastTerminationState.Terminated; lt == nil || lt.Reason != "OOMKilled" || lt.ExitCode != 137 {
+		t.Errorf("hog's last termination = %+v, want OOMKilled, exit code 137", lt)
+	}
+	if out, _ := kubectl(t, "-n", ns, "get", "pod", "oom", "-o", `jsonpath={.status.containerStatuses[?(@.name=="hog")].lastState.terminated.reason}`); strings.TrimSpace(out) != "OOMKilled" {
+		t.Errorf("kubectl shows hog's last termination's reason %q, want OOMKilled", out)
+	}
+	if st := status(p, "steady"); st.RestartCount != 0 || st.State.Running == nil {
+		t.Errorf("steady = %+v, want running, never restarted", st)
+	}
+	if out, _ := kubectl(t, "-n", ns, "logs", "oom", "-c", "steady"); strings.TrimSpace(out) != "999" {
+		t.Errorf("steady's oom_score_adj = %q, want 999 (Burstable, no memory request)", out)
+	}
+	if now := agentPID(t, netns); now != pid {
+		t.Errorf("the cell's agent is process %d, was %d: it was killed", now, pid)
 	}
 }
 
