@@ -380,6 +380,10 @@ func (f *File) Close() error {
 	cerr := f.f.Close()
 	f.closed = true
 	close(f.done)
+	// Wake the followers even when nothing was left to flush: one that
+	// has read everything waits on changed, and must see the end.
+	close(f.changed)
+	f.changed = make(chan struct{})
 	f.store.mu.Lock()
 	delete(f.store.live, f.path)
 	f.store.mu.Unlock()

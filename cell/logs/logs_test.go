@@ -523,3 +523,36 @@ func TestAFullDiskDropsOutput(t *testing.T) {
 		t.Errorf("log = %q, want before and after", b.String())
 	}
 }
+
+// TestFollowEndsWhenAQuietFileCloses: a follower that has read everything
+// ends when the attempt ends with nothing more written, as when a
+// container exits after its last line was flushed: Close wakes it.
+func TestFollowEndsWhenAQuietFileCloses(t *testing.T) {
+	s := NewStore(t.TempDir())
+	f, err := s.Create("app", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(f.Stream(Stdout), lines(0, 3))
+	got := make(chan string)
+	started := make(chan struct{})
+	go func() {
+		b := &startWriter{started: started}
+		if err := s.Read(t.Context(), f.Path(), Options{Follow: true, TailLines: -1}, b); err != nil {
+			b.WriteString(err.Error())
+		}
+		got <- b.String()
+	}()
+	<-started // read up to the end; next, it waits for more
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != lines(0, 3) {
+			t.Errorf("followed %q, want %q", s, lines(0, 3))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("follow did not end when the file closed")
+	}
+}
