@@ -34,6 +34,10 @@
 // once it has a client, on a rate limiter of its own. /healthz and
 // /readyz stay open: the kubelet's probes carry no token.
 //
+// Another package serves a path of its own behind the same protection
+// with HandleProtected, even once the server serves: host/keptlogs's
+// /keptlogs (the kept logs of ended pods, which a standby mirrors).
+//
 // Config is the admin section of kip.yaml: listenAddress (default
 // 127.0.0.1:10262), off, profiling (default false), which adds Go's
 // runtime profiles (net/http/pprof) under /debug/pprof/ for `go tool

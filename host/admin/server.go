@@ -43,13 +43,14 @@ type namedCheck struct {
 // Server is the admin HTTP server. Build it with New, add checks, then
 // Listen and Serve.
 //
-// /metrics, /cells and /debug/pprof/ are protected: they answer only a
-// request with a bearer token whose user the Access given to SetAccess
-// authenticates (else 401) and authorizes for the path (a non-resource
-// URL, verb get for GET; else 403), as the kubelet's and
-// kube-rbac-proxy's /metrics do. Until SetAccess, a request with a token
-// gets 503 (kip has no API client yet). AllowAnyone lifts the protection
-// (admin.authorization: none). /healthz and /readyz are always open.
+// /metrics, /cells, /debug/pprof/ and the paths of HandleProtected are
+// protected: they answer only a request with a bearer token whose user
+// the Access given to SetAccess authenticates (else 401) and authorizes
+// for the path (a non-resource URL, verb get for GET; else 403), as the
+// kubelet's and kube-rbac-proxy's /metrics do. Until SetAccess, a request
+// with a token gets 503 (kip has no API client yet). AllowAnyone lifts
+// the protection (admin.authorization: none). /healthz and /readyz are
+// always open.
 type Server struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -62,12 +63,15 @@ type Server struct {
 	mu     sync.Mutex
 	health []namedCheck
 	ready  []namedCheck
+	// more holds the protected handlers of other packages
+	// (HandleProtected); a ServeMux may gain handlers while it serves.
+	more *http.ServeMux
 }
 
 // New builds the server of m's registry and cells; log receives failed
 // checks and serving errors.
 func New(m *metrics.Metrics, log *slog.Logger) *Server {
-	s := &Server{metrics: m, log: log}
+	s := &Server{metrics: m, log: log, more: http.NewServeMux()}
 	s.AddHealthCheck("ping", func(*http.Request) error { return nil })
 	return s
 }
@@ -84,6 +88,22 @@ func (s *Server) AllowAnyone() { s.open = true }
 // SetAccess makes a decide who may read the protected paths, from now
 // on; until then a request with a token gets 503.
 func (s *Server) SetAccess(a Access) { s.access.Store(&a) }
+
+// HandleProtected serves h at pattern (an http.ServeMux pattern: a path,
+// or a subtree ending in /) behind the same protection as /metrics and
+// /cells: a caller the cluster authorizes to get the path as a
+// non-resource URL (or anyone, with AllowAnyone). It may be called while
+// the server serves, by a package the admin server does not know
+// (host/keptlogs). A pattern of the server's own paths panics, as
+// http.ServeMux's Handle does on a conflict.
+func (s *Server) HandleProtected(pattern string, h http.Handler) {
+	for _, own := range []string{PathMetrics, PathHealthz, PathReadyz, PathCells, PathPprof} {
+		if pattern == own || strings.HasPrefix(pattern, own+"/") || strings.HasPrefix(own, strings.TrimSuffix(pattern, "/")+"/") {
+			panic(fmt.Sprintf("admin: HandleProtected(%q) overlaps the server's own path %s", pattern, own))
+		}
+	}
+	s.more.Handle(pattern, h)
+}
 
 // AddHealthCheck adds a liveness check (/healthz): one that fails only
 // when the process should be restarted. A name added again replaces its
@@ -121,6 +141,16 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(PathReadyz, s.checkHandler("readyz", &s.ready))
 	mux.Handle(PathReadyz+"/", s.checkHandler("readyz", &s.ready))
 	mux.Handle(PathCells, s.protect(http.HandlerFunc(s.serveCells)))
+	// Any other path: a handler of HandleProtected, behind the protection,
+	// else 404 without asking for a token.
+	more := s.protect(s.more)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := s.more.Handler(r); pattern == "" {
+			http.NotFound(w, r)
+			return
+		}
+		more.ServeHTTP(w, r)
+	}))
 	if s.profiling {
 		// net/http/pprof's own handlers, on this mux only (its init
 		// registers them on http.DefaultServeMux, which kip never serves).

@@ -236,3 +236,49 @@ func TestProfiling(t *testing.T) {
 		})
 	}
 }
+
+// TestHandleProtected: a handler added while the server serves answers
+// only callers authorized for its path (each file of a subtree its own
+// non-resource URL), as /cells does; a path nobody handles is 404 without
+// asking for a token.
+func TestHandleProtected(t *testing.T) {
+	s, ts := newTestServer(t, metrics.New())
+	access := &fakeAccess{users: map[string]User{"kip": {Name: "kip"}, "other": {Name: "other"}},
+		grants: map[string]map[string]bool{"kip": {"get /keptlogs": true, "get /keptlogs/a/b.log": true}}}
+	s.SetAccess(access)
+	s.HandleProtected("/keptlogs", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "list") }))
+	s.HandleProtected("/keptlogs/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "file "+r.URL.Path) }))
+	for _, tc := range []struct {
+		path, token string
+		wantCode    int
+		wantBody    string
+	}{
+		{path: "/keptlogs", token: "kip", wantCode: 200, wantBody: "list"},
+		{path: "/keptlogs/a/b.log", token: "kip", wantCode: 200, wantBody: "file /keptlogs/a/b.log"},
+		{path: "/keptlogs", wantCode: 401},
+		{path: "/keptlogs", token: "forged", wantCode: 401},
+		{path: "/keptlogs", token: "other", wantCode: 403},
+		{path: "/keptlogs/a/c.log", token: "kip", wantCode: 403},
+		{path: "/nothing", wantCode: 404},
+	} {
+		t.Run(tc.path+" "+tc.token, func(t *testing.T) {
+			code, body := request(t, http.MethodGet, ts.URL+tc.path, tc.token)
+			if code != tc.wantCode || tc.wantBody != "" && body != tc.wantBody {
+				t.Errorf("GET %s with token %q = %d %q, want %d %q", tc.path, tc.token, code, body, tc.wantCode, tc.wantBody)
+			}
+		})
+	}
+}
+
+func TestHandleProtectedRefusesTheServersOwnPaths(t *testing.T) {
+	for _, pattern := range []string{"/", "/cells", "/metrics/x", "/debug/", "/readyz/"} {
+		t.Run(pattern, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("HandleProtected(%q) did not panic", pattern)
+				}
+			}()
+			New(metrics.New(), slog.New(slog.DiscardHandler)).HandleProtected(pattern, http.NotFoundHandler())
+		})
+	}
+}
