@@ -18,6 +18,7 @@ import (
 	"github.com/kipcell/kip/host/bootstrap"
 	"github.com/kipcell/kip/host/cells"
 	"github.com/kipcell/kip/host/election"
+	"github.com/kipcell/kip/host/keptlogs"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
@@ -57,6 +58,9 @@ type Config struct {
 	// LeaderElection makes several kip processes for one node agree on
 	// one leader through a Lease (host/election).
 	LeaderElection election.Config `koanf:"leaderElection"`
+	// KeptLogs makes standbys mirror the leader's kept logs of ended pods
+	// (host/keptlogs).
+	KeptLogs keptlogs.Config `koanf:"keptLogs"`
 	// Log sets the host's log output.
 	Log Log `koanf:"log"`
 }
@@ -82,6 +86,7 @@ func Defaults() *Config {
 		Plugin:         plugin.DefaultConfig(),
 		Admin:          admin.DefaultConfig(),
 		LeaderElection: election.DefaultConfig(),
+		KeptLogs:       keptlogs.DefaultConfig(),
 		Log:            Log{Level: "info", Format: "json"},
 	}
 }
@@ -158,7 +163,7 @@ func Load(path string, environ []string, flags map[string]any) (*Config, error) 
 	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, decodeError(err, k)
 	}
-	for _, p := range []*string{&c.Kubeconfig, &c.Bootstrap.Kubeconfig, &c.Bootstrap.CertDir, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir, &c.LeaderElection.Kubeconfig} {
+	for _, p := range []*string{&c.Kubeconfig, &c.Bootstrap.Kubeconfig, &c.Bootstrap.CertDir, &c.Node.TLSCertFile, &c.Node.TLSKeyFile, &c.Node.ClientCAFile, &c.Plugin.Dir, &c.Plugin.Path, &c.Cells.PodLogsDir, &c.LeaderElection.Kubeconfig, &c.KeptLogs.TokenFile} {
 		*p = expandHome(*p)
 	}
 	return &c, nil
@@ -392,6 +397,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, inSection("plugin", c.Plugin.Validate())...)
 	errs = append(errs, inSection("admin", c.Admin.Validate())...)
 	errs = append(errs, inSection("leaderElection", c.LeaderElection.Validate())...)
+	errs = append(errs, inSection("keptLogs", c.KeptLogs.Validate())...)
 	return errors.Join(errs...)
 }
 

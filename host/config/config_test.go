@@ -60,6 +60,7 @@ func TestSettingsKeys(t *testing.T) {
 		"admin.listenAddress", "admin.off", "admin.profiling", "admin.authorization",
 		"leaderElection.enabled", "leaderElection.namespace", "leaderElection.leaseName", "leaderElection.leaseDuration",
 		"leaderElection.renewDeadline", "leaderElection.retryPeriod", "leaderElection.identity", "leaderElection.kubeconfig",
+		"keptLogs.mirror", "keptLogs.advertiseURL", "keptLogs.tokenFile",
 		"log.level", "log.format",
 	}
 	var got []string
@@ -98,6 +99,7 @@ func TestLoadDefaults(t *testing.T) {
 		"plugin.name": "local", "log.level": "info", "log.format": "json", "admin.authorization": "cluster",
 		"leaderElection.enabled": false, "leaderElection.namespace": "kip-system", "leaderElection.leaseDuration": 9 * time.Second,
 		"leaderElection.renewDeadline": 6 * time.Second, "leaderElection.retryPeriod": time.Second,
+		"keptLogs.mirror": true,
 	}
 	s := settingsOf(got)
 	for key, v := range want {
@@ -435,6 +437,7 @@ func TestValidate(t *testing.T) {
 		{name: "plugin name", mutate: func(c *Config) { c.Plugin.Name = "../evil" }, wantErr: `config plugin.name: "../evil" is not a plugin name`},
 		{name: "admin", mutate: func(c *Config) { c.Admin.ListenAddress = "10262" }, wantErr: `config admin.listenAddress: "10262" is not host:port`},
 		{name: "admin authorization", mutate: func(c *Config) { c.Admin.Authorization = "open" }, wantErr: `config admin.authorization: "open": want cluster or none`},
+		{name: "kept logs' advertised URL", mutate: func(c *Config) { c.KeptLogs.AdvertiseURL = "10.0.0.1:10262" }, wantErr: `config keptLogs.advertiseURL: "10.0.0.1:10262": want http://host:port`},
 		{name: "leader election", mutate: func(c *Config) { c.LeaderElection.LeaseDuration = c.LeaderElection.RenewDeadline },
 			wantErr: "config leaderElection.leaseDuration: 6s must exceed renewDeadline (6s)"},
 	}

@@ -69,7 +69,8 @@ func startAdmin(ctx context.Context, cfg admin.Config, bootstrap bool, log *slog
 	if err != nil {
 		return nil, err
 	}
-	log.Info("admin server listening", "address", lis.Addr().String())
+	o.adminAddr = lis.Addr().String()
+	log.Info("admin server listening", "address", o.adminAddr)
 	go func() {
 		if err := srv.Serve(ctx, lis); err != nil {
 			log.Error("admin server", "error", err)
@@ -166,6 +167,9 @@ type observed struct {
 	pluginReady     *lateCheck
 	nodeCertificate *lateCheck
 	srv             *admin.Server
+	// adminAddr is where srv listens (its port, when admin.listenAddress
+	// says 0).
+	adminAddr string
 }
 
 // useClients sets the checks and the reviews that need the API server,
@@ -183,6 +187,13 @@ func (o *observed) useClients(cs clients) {
 func (o *observed) addHealthCheck(name string, check func(*http.Request) error) {
 	if o.srv != nil {
 		o.srv.AddHealthCheck(name, check)
+		o.srv.AddReadyCheck(name, check)
+	}
+}
+
+// addReadyCheck adds a /readyz check, unless admin.off.
+func (o *observed) addReadyCheck(name string, check func(*http.Request) error) {
+	if o.srv != nil {
 		o.srv.AddReadyCheck(name, check)
 	}
 }

@@ -50,6 +50,7 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	serveKeptLogs(obs, cfg, log.With("component", "keptlogs"))
 	restConfig, api, certs, err := nodeIdentity(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -75,20 +76,23 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 	// Lease, or runs the cloud plugin: with leader election, only the
 	// leader does it (election.go).
 	if cfg.LeaderElection.Enabled {
-		return elect(ctx, cfg, log, obs, func(ctx context.Context) error {
-			return lead(ctx, cfg, version, log, o, hup, client, eventClient, api, obs, true)
+		ecfg := cfg.LeaderElection.ForNode(cfg.NodeName)
+		annotations := keptLogsAnnotations(cfg, obs, ecfg.Identity, log.With("component", "keptlogs"))
+		return elect(ctx, cfg, ecfg, log, obs, client, func(ctx context.Context) error {
+			return lead(ctx, cfg, version, log, o, hup, client, eventClient, api, obs, annotations, true)
 		})
 	}
-	return lead(ctx, cfg, version, log, o, hup, client, eventClient, api, obs, false)
+	return lead(ctx, cfg, version, log, o, hup, client, eventClient, api, obs, nil, false)
 }
 
 // lead runs kip's node until ctx ends: the cloud plugin, the cluster CA,
 // the caches, the cells (adopting those that survived) and the virtual
-// node. With drain, it returns only once its components have stopped (at
+// node, with nodeAnnotations on its Node (where it serves its kept logs,
+// with leader election). With drain, it returns only once its components have stopped (at
 // most drainTimeout), so that a leader releases its Lease after its last
 // action.
 func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, o options, hup <-chan os.Signal,
-	client, eventClient kubernetes.Interface, api apiServer, obs *observed, drain bool,
+	client, eventClient kubernetes.Interface, api apiServer, obs *observed, nodeAnnotations map[string]string, drain bool,
 ) error {
 	m := obs.m
 	pluginConfig, err := cfg.Plugin.SettingsJSON()
@@ -123,7 +127,7 @@ func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Log
 	// Each section of the configuration is its component's Config; the
 	// daemon fills in what is wired rather than configured (koanf:"-").
 	nodeCfg := cfg.Node
-	nodeCfg.Name, nodeCfg.Version = cfg.NodeName, version
+	nodeCfg.Name, nodeCfg.Version, nodeCfg.Annotations = cfg.NodeName, version, nodeAnnotations
 	podFactory := node.NewPodInformerFactory(client, cfg.NodeName)
 	podInformer := podFactory.Core().V1().Pods()
 	recorder, stopEvents := node.NewEventRecorder(ctx, eventClient, cfg.NodeName)

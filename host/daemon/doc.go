@@ -51,6 +51,14 @@
 // identity (bootstrap.kubeconfig) with the bootstrap on, else the pod's
 // ServiceAccount; checked at start (election.CanHold).
 //
+// The kept logs of ended pods (cells.podLogsDir) outlive a leader
+// (keptlogs.go, host/keptlogs): every process serves them on its admin
+// server at /keptlogs; a leader writes where on its Node (the Node's
+// annotations, through host/node), and each standby mirrors them with
+// the election identity's token (or keptLogs.tokenFile) and is ready
+// ("kept-logs") only once it has a copy. The mirror stops before the
+// process leads.
+//
 // Every kubeconfig setting (kubeconfig, bootstrap.kubeconfig,
 // leaderElection.kubeconfig) is loaded by host/kubeconfig's Load, whose
 // errors name the key.

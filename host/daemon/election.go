@@ -19,13 +19,17 @@ import (
 // components before it releases the Lease.
 const drainTimeout = 10 * time.Second
 
-// elect runs lead while this process holds the node's Lease (host/election):
-// a standby holds no cells, runs no plugin and writes neither the Node nor
-// its Lease; it only waits. The election's identity is checked first, so
-// that one that may not hold the Lease (the node's own) is an error at
-// start rather than a standby forever.
-func elect(ctx context.Context, cfg *config.Config, log *slog.Logger, obs *observed, lead func(context.Context) error) error {
-	ecfg := cfg.LeaderElection.ForNode(cfg.NodeName)
+// elect runs lead while this process holds the node's Lease (ecfg, after
+// ForNode; host/election): a standby holds no cells, runs no plugin and
+// writes neither the Node nor its Lease; it waits, and mirrors the
+// leader's kept logs (keptlogs.go; nodeClient, the node's identity, reads
+// where they are), until it leads: the mirror has stopped when lead
+// starts. The election's identity is checked first, so that one that may
+// not hold the Lease (the node's own) is an error at start rather than a
+// standby forever.
+func elect(ctx context.Context, cfg *config.Config, ecfg election.Config, log *slog.Logger, obs *observed, nodeClient kubernetes.Interface,
+	lead func(context.Context) error,
+) error {
 	restCfg, source, err := electionRESTConfig(cfg)
 	if err != nil {
 		return err
@@ -50,7 +54,12 @@ func elect(ctx context.Context, cfg *config.Config, log *slog.Logger, obs *obser
 		}
 		return nil
 	})
-	return e.Run(ctx, lead)
+	stopMirror := startMirror(ctx, cfg, obs, nodeClient, restCfg, e.Leader, e.IsLeader, log.With("component", "keptlogs"))
+	defer stopMirror()
+	return e.Run(ctx, func(ctx context.Context) error {
+		stopMirror()
+		return lead(ctx)
+	})
 }
 
 // electionKubeconfig is the setting that holds the Lease, as kip.yaml

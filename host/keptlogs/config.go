@@ -52,7 +52,7 @@ func checkURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return err
+		return fmt.Errorf("want http://host:port or https://host:port (%w)", err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return errors.New("want http://host:port or https://host:port")
 	case u.Host == "":

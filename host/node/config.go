@@ -55,6 +55,11 @@ type Config struct {
 	// arch). Under NodeRestriction a node identity may only set
 	// kubernetes.io/ and k8s.io/ labels on the kubelet's allowed list.
 	Labels map[string]string `koanf:"-"`
+	// Annotations are set on the Node when it is registered and by every
+	// status update (the leader's kept-logs advertisement, host/keptlogs).
+	// NodeRestriction lets a node identity change its own Node's
+	// annotations.
+	Annotations map[string]string `koanf:"-"`
 	// Taint is registered with the Node, in kubectl's key[=value]:Effect
 	// form; empty (or "none") registers none. A node identity may set
 	// taints when it registers but not change them afterwards

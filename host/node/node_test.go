@@ -139,7 +139,11 @@ func TestNodeObject(t *testing.T) {
 	cfg := DefaultConfig("kip")
 	cfg.Labels = map[string]string{"topology.kubernetes.io/region": "local"}
 	cfg.Version = "v1.2.3"
+	cfg.Annotations = map[string]string{"kipcell.io/kept-logs": `{"identity":"kip-a","url":"http://10.0.0.7:10262"}`}
 	n := nodeObject(cfg, "10.0.0.7", 12345, nodeState{}, now)
+	if diff := cmp.Diff(cfg.Annotations, n.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
 
 	wantLabels := map[string]string{
 		"type": "virtual-kubelet", "kubernetes.io/hostname": "kip", "kubernetes.io/os": "linux",

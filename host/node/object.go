@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// nodeObject is the Node kip registers: labels, taint, capacity, addresses,
-// the kubelet endpoint and Ready conditions. port is the kubelet API's
+// nodeObject is the Node kip registers: labels, annotations, taint,
+// capacity, addresses, the kubelet endpoint and Ready conditions. port is the kubelet API's
 // real port; st is what changes while kip runs: the extended resources the
 // backend offers (ResourceReporter) and why the node is not ready.
 func nodeObject(cfg Config, internalIP string, port int32, st nodeState, now time.Time) *corev1.Node {
@@ -41,7 +41,7 @@ func nodeObject(cfg Config, internalIP string, port int32, st nodeState, now tim
 		return corev1.NodeCondition{Type: typ, Status: status, Reason: reason, Message: msg, LastHeartbeatTime: t, LastTransitionTime: t}
 	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Labels: labels, Annotations: maps.Clone(cfg.Annotations)},
 		Spec:       corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
 			Capacity:    cfg.resources(extended),
