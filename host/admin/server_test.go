@@ -246,8 +246,8 @@ func TestHandleProtected(t *testing.T) {
 	access := &fakeAccess{users: map[string]User{"kip": {Name: "kip"}, "other": {Name: "other"}},
 		grants: map[string]map[string]bool{"kip": {"get /keptlogs": true, "get /keptlogs/a/b.log": true}}}
 	s.SetAccess(access)
-	s.HandleProtected("/keptlogs", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "list") }))
-	s.HandleProtected("/keptlogs/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "file "+r.URL.Path) }))
+	s.HandleProtected("/keptlogs", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "list") }))
+	s.HandleProtected("/keptlogs/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "file "+r.URL.Path) }))
 	for _, tc := range []struct {
 		path, token string
 		wantCode    int

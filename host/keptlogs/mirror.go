@@ -123,31 +123,11 @@ func (m *Mirror) Check(*http.Request) error {
 // longer has; after a failure it tries again every Retry. It returns
 // only once it has stopped writing to Dir.
 func (m *Mirror) Run(ctx context.Context) error {
-	var base, generation string
-	var unadvertisedSince time.Time
+	var st followed
 	for ctx.Err() == nil {
-		adv, err := m.cfg.Leader(ctx)
-		if err == nil {
-			unadvertisedSince = time.Time{}
-			if adv.URL != base {
-				base, generation = adv.URL, ""
-			}
-			generation, err = m.round(ctx, base, generation)
-			if err == nil {
-				m.done(adv)
-				continue
-			}
-			generation = ""
-		} else if errors.Is(err, ErrNotAdvertised) {
-			if unadvertisedSince.IsZero() {
-				unadvertisedSince = time.Now()
-			} else if time.Since(unadvertisedSince) >= m.cfg.UnadvertisedGrace && !m.synced.Load() {
-				m.synced.Store(true)
-				m.cfg.Log.Warn("the leader advertises no kept logs: ready without a copy of them", "waited", m.cfg.UnadvertisedGrace, "error", err)
-			}
-		}
-		if ctx.Err() != nil {
-			break
+		err := m.step(ctx, &st)
+		if err == nil || ctx.Err() != nil {
+			continue
 		}
 		m.failed(err)
 		select {
@@ -155,6 +135,39 @@ func (m *Mirror) Run(ctx context.Context) error {
 		case <-time.After(m.cfg.Retry):
 		}
 	}
+	return nil
+}
+
+// followed is what Run remembers between steps: the leader's URL, the
+// generation of its listing last copied, and since when the leader
+// advertises nothing.
+type followed struct {
+	base, generation  string
+	unadvertisedSince time.Time
+}
+
+// step finds the leader and makes one round of copying from it.
+func (m *Mirror) step(ctx context.Context, st *followed) error {
+	adv, err := m.cfg.Leader(ctx)
+	if errors.Is(err, ErrNotAdvertised) {
+		if st.unadvertisedSince.IsZero() {
+			st.unadvertisedSince = time.Now()
+		} else if time.Since(st.unadvertisedSince) >= m.cfg.UnadvertisedGrace && !m.synced.Load() {
+			m.synced.Store(true)
+			m.cfg.Log.Warn("the leader advertises no kept logs: ready without a copy of them", "waited", m.cfg.UnadvertisedGrace, "error", err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	st.unadvertisedSince = time.Time{}
+	if adv.URL != st.base {
+		st.base, st.generation = adv.URL, ""
+	}
+	if st.generation, err = m.round(ctx, st.base, st.generation); err != nil {
+		return err
+	}
+	m.done(adv)
 	return nil
 }
 
