@@ -123,6 +123,7 @@
 //	TestClusterIPServices                         local          Services programmed in the cells by kip and the agent
 //	TestStats                                     local          the kubelet's stats from the agent, metrics-server and the HPA
 //	TestHAStandbyAndSIGTERMHandover               local          leader election and a handover (TestHAKillLeaderMidBurst takes over through a cloud)
+//	TestHAKeptLogsSurviveHandover                 local          the kept log of an ended pod, mirrored by the standby, served by it after the handover
 //	TestTLSBootstrapIdentity                      local          kip's node identity by TLS bootstrap
 //	TestTLSBootstrapRenewal                       local          kip's node certificate renewed
 //	TestMetricsAfterABurst                        local          kip's admin server and metrics

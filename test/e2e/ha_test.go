@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -321,5 +322,69 @@ func TestHAStandbyAndSIGTERMHandover(t *testing.T) {
 	unchanged(t, leader, ns, &before, cell, agents)
 	if pids := pluginChildren(standby); len(pids) != 1 {
 		t.Errorf("the new leader runs plugin processes %v, want one", pids)
+	}
+}
+
+// TestHAKeptLogsSurviveHandover: the log kip keeps of an ended pod is on
+// the leader's own disk (an emptyDir in the Deployment); the standby
+// mirrors it (host/keptlogs: the leader's admin server, read with the
+// ServiceAccount kip-system/kip's token as deploy/rbac/kip-kept-logs.yaml
+// allows), so that after the leader's SIGTERM the new leader serves it:
+// kubectl logs of the ended pod still prints its line (issue 29: a
+// rollout or a change of leader lost every kept log).
+func TestHAKeptLogsSurviveHandover(t *testing.T) {
+	const node, line = "kip-ha3", "KEPT-ACROSS-THE-HANDOVER"
+	leader, standby, ns := haPair(t, node, 3)
+	waitLogLine(t, standby, "made a copy of the leader's kept logs")
+	spec := onNode(node, corev1.Container{Name: "say", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo " + line}})
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	pod, err := f.Client.CoreV1().Pods(ns).Create(t.Context(),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "said", Labels: map[string]string{"app": "said"}}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WaitForPods(t, ns, "app=said", 1, 3*time.Minute, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	kept := filepath.Join(ns+"_said_"+string(pod.UID), "say.log")
+	f.WaitFor(t, 60*time.Second, "the leader to keep the pod's log", func(context.Context) (bool, error) {
+		_, err := os.Stat(filepath.Join(leader.PodLogsDir, kept))
+		return err == nil, nil
+	})
+	// The standby's copy, before the handover: a rollout stops the old
+	// leader only once the new pod is ready, which a standby is only with
+	// a copy; a log kept in the last second before a SIGTERM may miss it.
+	f.WaitFor(t, 60*time.Second, "the standby's copy of the kept log", func(context.Context) (bool, error) {
+		_, err := os.Stat(filepath.Join(standby.PodLogsDir, kept))
+		return err == nil, nil
+	})
+	if code, body := httpGet(t, standby.AdminURL()+"/readyz/kept-logs", ""); code != http.StatusOK {
+		t.Errorf("the standby's readiness check kept-logs = %d %q, want 200 once it has a copy", code, body)
+	}
+
+	if err := leader.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-leader.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader did not exit within 30 s of SIGTERM")
+	}
+	// The old leader's kept logs are gone with its disk, as with its pod.
+	if err := os.RemoveAll(leader.PodLogsDir); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, node, standby.Identity)
+	waitLogLine(t, standby, `msg="kip running"`)
+	var out string
+	var code int
+	f.WaitFor(t, 60*time.Second, "kubectl logs of the ended pod from the new leader", func(context.Context) (bool, error) {
+		was := out
+		out, code = kubectl(t, "logs", "-n", ns, "said")
+		if code != 0 && out != was {
+			t.Logf("kubectl logs: exit %d: %s", code, out)
+		}
+		return code == 0, nil
+	})
+	if out != line+"\n" {
+		t.Errorf("kubectl logs of the ended pod after the handover = %q, want %q", out, line+"\n")
 	}
 }

@@ -365,6 +365,11 @@ patches:
       - op: replace
         path: /subjects/0/name
         value: kip-incluster
+  - target: {kind: ClusterRoleBinding, name: kip-kept-logs-reader}
+    patch: |-
+      - op: replace
+        path: /subjects/0/name
+        value: kip-incluster
   - target: {kind: Role, name: kip-leader-election}
     patch: |-
       - op: replace
