@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kipimages "github.com/kipcell/kip/deploy/images"
+	"github.com/kipcell/kip/host/keptlogs"
 	"github.com/kipcell/kip/test/e2e/framework"
 	"github.com/kipcell/kip/test/images"
 	"github.com/kipcell/kip/test/kubeletnode"
@@ -74,14 +77,28 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	onNode := 0
+	var kipPod corev1.Pod
 	for _, p := range kipPods.Items {
 		if p.Spec.NodeName == node.Name && strings.HasPrefix(p.Name, "kip-incluster-") {
 			onNode++
+			kipPod = p
 		}
 	}
 	if onNode != 1 {
 		t.Errorf("%d of kip-incluster's pods on node %s, want 1", onNode, node.Name)
 	}
+	// The leader says on its Node, as its node identity may, where it
+	// serves its kept logs for its standbys (host/keptlogs): its pod's
+	// address and the admin port.
+	want := keptlogs.Advertisement{Identity: kipPod.Name, URL: "http://" + net.JoinHostPort(kipPod.Status.PodIP, "10262")}
+	var got keptlogs.Advertisement
+	f.WaitFor(t, time.Minute, "the kept logs' advertisement on node "+inClusterNode, func(ctx context.Context) (bool, error) {
+		n, err := f.Client.CoreV1().Nodes().Get(ctx, inClusterNode, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return json.Unmarshal([]byte(n.Annotations[keptlogs.Annotation]), &got) == nil && got == want, nil
+	})
 	checkBootstrapped(t, "system:serviceaccount:kip-system:kip-incluster")
 
 	runOnInClusterKip(t, node)
