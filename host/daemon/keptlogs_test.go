@@ -1,6 +1,11 @@
 package daemon
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +13,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/kipcell/kip/host/admin"
 	"github.com/kipcell/kip/host/config"
 )
 
@@ -64,5 +70,66 @@ func TestMirrorToken(t *testing.T) {
 				t.Errorf("token = %q, %v; want %q, an error containing %q", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestKeptLogsServedBehindTheAdminProtection: the admin server serves
+// cells.podLogsDir at /keptlogs (the listing and each file) only to a
+// token the API server authenticates whose user it allows the path.
+func TestKeptLogsServedBehindTheAdminProtection(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ns_job_u1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ns_job_u1", "c.log"), []byte("kept\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			ok := strings.Contains(string(body), "kip-sa") // JSON or protobuf
+			fmt.Fprintf(w, `{"kind":"TokenReview","apiVersion":"authentication.k8s.io/v1","status":{"authenticated":%t,"user":{"username":"system:serviceaccount:kip-system:kip"}}}`, ok)
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			ok := strings.Contains(string(body), "/keptlogs")
+			fmt.Fprintf(w, `{"kind":"SubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":%t}}`, ok)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer api.Close()
+	cs, err := newClients(&rest.Config{Host: api.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := startAdmin(t.Context(), admin.Config{ListenAddress: "127.0.0.1:0", Authorization: admin.AuthorizationCluster}, false, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.useClients(cs)
+	cfg := config.Defaults()
+	cfg.Cells.PodLogsDir = dir
+	serveKeptLogs(o, cfg, slog.New(slog.DiscardHandler))
+	for _, tc := range []struct {
+		path, token string
+		wantCode    int
+		wantBody    string
+	}{
+		{path: "/keptlogs", wantCode: http.StatusUnauthorized},
+		{path: "/keptlogs", token: "forged", wantCode: http.StatusUnauthorized},
+		{path: "/keptlogs/ns_job_u1/c.log", wantCode: http.StatusUnauthorized},
+		{path: "/keptlogs", token: "kip-sa", wantCode: http.StatusOK, wantBody: `"name":"ns_job_u1"`},
+		{path: "/keptlogs/ns_job_u1/c.log", token: "kip-sa", wantCode: http.StatusOK, wantBody: "kept\n"},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		rec := httptest.NewRecorder()
+		o.srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != tc.wantCode || !strings.Contains(rec.Body.String(), tc.wantBody) {
+			t.Errorf("GET %s with token %q = %d %q, want %d with %q", tc.path, tc.token, rec.Code, rec.Body, tc.wantCode, tc.wantBody)
+		}
 	}
 }
