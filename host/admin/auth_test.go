@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kipcell/kip/host/metrics"
+	"github.com/kipcell/kip/test/fakeclock"
 )
 
 // fakeAccess knows tokens by their user and grants each user a set of
@@ -254,24 +255,6 @@ func (a *apiServer) counts() (int, int) {
 	return a.tokenReviews, a.sarCounts
 }
 
-// clock is a time tests move.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 const promUser = "system:serviceaccount:monitoring:prometheus"
 
 // ClusterAccess asks the API server by TokenReview and
@@ -335,7 +318,7 @@ func TestClusterAccessCaches(t *testing.T) {
 		"prom":  {Username: promUser},
 		"other": {Username: "system:serviceaccount:default:default"},
 	}, map[string]bool{promUser + " get /metrics": true})
-	clk := &clock{now: time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)}
+	clk := fakeclock.New(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
 	s := New(metrics.New(), slog.New(slog.DiscardHandler))
 	s.SetAccess(newCachedAccess(reviews{api}, clk.Now))
 	ts := httptest.NewServer(s.Handler())
@@ -364,7 +347,7 @@ func TestClusterAccessCaches(t *testing.T) {
 		{name: "nor kept", path: PathMetrics, token: "other", wantCode: 403, wantReviews: [2]int{6, 5}},
 	}
 	for _, st := range steps {
-		clk.add(st.advance)
+		clk.Advance(st.advance)
 		api.mu.Lock()
 		api.fail = st.fail
 		api.mu.Unlock()

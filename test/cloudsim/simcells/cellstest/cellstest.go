@@ -2,7 +2,7 @@
 // clock for their Options.Now and recording fakes of
 // simcells.CellStarter and simcells.AgentStarter.
 //
-// It imports only the standard library and simcells.
+// It imports only the standard library, simcells and test/fakeclock.
 package cellstest
 
 import (
@@ -12,30 +12,14 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/test/cloudsim/simcells"
+	"github.com/kipcell/kip/test/fakeclock"
 )
 
 // Clock is a manual clock; tests move it instead of sleeping.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = fakeclock.Clock
 
 // NewClock returns a Clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now is the clock's time, for a simulator's Options.Now.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock d ahead.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func NewClock(t time.Time) *Clock { return fakeclock.New(t) }
 
 // FakeCells is a CellStarter that records calls and gives the n-th cell
 // the address 127.77.0.<n+1> and the pod address 127.78.0.<n+1>. With a Gate, Start blocks until it is
