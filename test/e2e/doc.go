@@ -129,7 +129,7 @@
 //	TestMetricsAfterABurst                        local          kip's admin server and metrics
 //	TestAdminServerAuthorizesCallers              local          kip's admin server: TokenReview and SubjectAccessReview against the API server
 //	TestLightCells                                local          light cells, the scale benchmark's harness
-//	TestKipRunsInTheClusterFromItsImage           local          kip installed from its image with the local overlay; its pod in a network namespace of its own
+//	TestKipRunsInTheClusterFromItsImage           local          kip installed from its image with the local overlay; its pod in a network namespace of its own; a kept log read after a rollout
 //	TestManifestsPassServerSideApply              local          every overlay's manifests, the cloud ones too, against the API server
 //	TestNodeRegisters                             local          the virtual node (host/node, no plugin)
 //	TestNodeRoleLabelForbiddenToNodeIdentity      local          the virtual node (host/node, no plugin)

@@ -102,6 +102,85 @@ func TestKipRunsInTheClusterFromItsImage(t *testing.T) {
 	checkBootstrapped(t, "system:serviceaccount:kip-system:kip-incluster")
 
 	runOnInClusterKip(t, node)
+	keptLogsSurviveARollout(t)
+}
+
+// keptLogsSurviveARollout: the log of a pod that ended on the in-cluster
+// kip is read with kubectl logs after a rollout of kip's Deployment
+// replaced its pod (overlays/local: one replica, Recreate; the kept logs
+// on the node, where the new pod finds them).
+func keptLogsSurviveARollout(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	podNS := f.Namespace(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "ended-before-the-rollout", Namespace: podNS},
+		Spec: corev1.PodSpec{
+			NodeSelector:  map[string]string{"kubernetes.io/hostname": inClusterNode},
+			Tolerations:   []corev1.Toleration{{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpExists}},
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: cells.Images.Busybox.Ref,
+				Command: []string{"sh", "-c", "echo kept across a rollout"}}},
+		},
+	}
+	if _, err := f.Client.CoreV1().Pods(podNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
+		_ = f.Client.CoreV1().Pods(podNS).Delete(bg, pod.Name, metav1.DeleteOptions{})
+	})
+	f.WaitFor(t, 3*time.Minute, "the pod Succeeded on "+inClusterNode, func(ctx context.Context) (bool, error) {
+		p, err := f.Client.CoreV1().Pods(podNS).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodSucceeded, nil
+	})
+	kubectl := func(ctx context.Context, args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, filepath.Join(f.Cluster.BinDir, "kubectl"), append([]string{"--kubeconfig", f.Cluster.Kubeconfig}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	logs := func(ctx context.Context) (bool, error) {
+		out, err := kubectl(ctx, "-n", podNS, "logs", pod.Name)
+		return err == nil && out == "kept across a rollout\n", nil
+	}
+	f.WaitFor(t, time.Minute, "kubectl logs of the ended pod", logs)
+	before := kipPodOf(t)
+	if out, err := kubectl(ctx, "-n", "kip-system", "rollout", "restart", "deployment/kip-incluster"); err != nil {
+		t.Fatalf("kubectl rollout restart: %v\n%s", err, out)
+	}
+	if out, err := kubectl(ctx, "-n", "kip-system", "rollout", "status", "deployment/kip-incluster", "--timeout=4m"); err != nil {
+		t.Fatalf("kubectl rollout status: %v\n%s", err, out)
+	}
+	if after := kipPodOf(t); after == before {
+		t.Fatalf("kip's pod is still %s after the rollout", after)
+	}
+	f.WaitFor(t, 3*time.Minute, "kubectl logs of the ended pod from the new kip", logs)
+}
+
+// kipPodOf names the in-cluster kip's running pod.
+func kipPodOf(t *testing.T) string {
+	t.Helper()
+	var name string
+	f.WaitFor(t, 3*time.Minute, "one running kip-incluster pod", func(ctx context.Context) (bool, error) {
+		pods, err := f.Client.CoreV1().Pods("kip-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=kip"})
+		if err != nil {
+			return false, err
+		}
+		var running []string
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Name, "kip-incluster-") && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running = append(running, p.Name)
+			}
+		}
+		if len(running) != 1 {
+			return false, nil
+		}
+		name = running[0]
+		return true, nil
+	})
+	return name
 }
 
 // runOnInClusterKip runs a pod on the in-cluster kip's node: it runs in a
@@ -263,7 +342,7 @@ func installKip(t *testing.T, node *kubeletnode.Node, image string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kipYAML, kustomization := inClusterOverlay(node, containerdPID, stateDir)
+	kipYAML, kustomization := inClusterOverlay(node, containerdPID, stateDir, t.TempDir())
 	for name, body := range map[string]string{"kip.yaml": kipYAML, "kustomization.yaml": kustomization} {
 		if err := os.WriteFile(filepath.Join(run, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -309,7 +388,7 @@ func installKip(t *testing.T, node *kubeletnode.Node, image string) {
 // inClusterOverlay is the kip.yaml and kustomization.yaml with which the
 // run applies overlays/local: its own node name, registry, containerd and
 // state directory, and names that do not meet the run's other kips'.
-func inClusterOverlay(node *kubeletnode.Node, containerdPID int, stateDir string) (kipYAML, kustomization string) {
+func inClusterOverlay(node *kubeletnode.Node, containerdPID int, stateDir, podLogsDir string) (kipYAML, kustomization string) {
 	kipYAML = fmt.Sprintf(`clusterID: e2e-incluster
 nodeName: %s
 cells:
@@ -357,6 +436,8 @@ patches:
             volumes:
               - name: local
                 hostPath: {path: %[2]s, type: Directory}
+              - name: pod-logs
+                hostPath: {path: %[4]s, type: Directory}
             containers:
               - name: kip
                 volumeMounts:
@@ -392,7 +473,7 @@ patches:
       - op: replace
         path: /rules/0/resourceNames
         value: [kip-%[3]s]
-`, node.Name, stateDir, inClusterNode)
+`, node.Name, stateDir, inClusterNode, podLogsDir)
 	return kipYAML, kustomization
 }
 
