@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/keptlogs"
 )
 
 // podLogs keeps the logs of pods that ended. A kubelet keeps a
@@ -45,7 +45,7 @@ type podLogs struct {
 }
 
 func (p podLogs) podDir(namespace, name string, uid types.UID) string {
-	return filepath.Join(p.dir, namespace+"_"+name+"_"+string(uid))
+	return filepath.Join(p.dir, keptlogs.PodDir(namespace, name, string(uid)))
 }
 
 // save reads the current log of every container of pod from agent and
@@ -85,7 +85,7 @@ func (p podLogs) saveContainer(ctx context.Context, agent *dispatch.Agent, dir, 
 		return fmt.Errorf("keeping the log of container %s: %w", container, err)
 	}
 	defer r.Close()
-	path := filepath.Join(dir, container+".log")
+	path := filepath.Join(dir, keptlogs.FileName(container))
 	limit := p.maxBytes
 	if limit <= 0 {
 		limit = math.MaxInt64 - 1
@@ -211,7 +211,7 @@ func (p podLogs) read(ctx context.Context, namespace, name string, uid types.UID
 		// message on; a 404's it hides).
 		return nil, errdefs.InvalidInputf("previous terminated container %q in pod %q not found (the pod ended: kip keeps only the last run of each container)", container, name)
 	}
-	path := filepath.Join(p.podDir(namespace, name, uid), container+".log")
+	path := filepath.Join(p.podDir(namespace, name, uid), keptlogs.FileName(container))
 	if _, err := os.Stat(path); err != nil {
 		return nil, errdefs.NotFoundf("pod %s/%s ended and its cell with it: no log of container %s was kept", namespace, name, container)
 	}
@@ -243,7 +243,7 @@ func (p podLogs) remove(namespace, name string, uid types.UID) error {
 
 // has reports whether a log of container of the pod was kept.
 func (p podLogs) has(namespace, name string, uid types.UID, container string) bool {
-	_, err := os.Stat(filepath.Join(p.podDir(namespace, name, uid), container+".log"))
+	_, err := os.Stat(filepath.Join(p.podDir(namespace, name, uid), keptlogs.FileName(container)))
 	return err == nil
 }
 
@@ -256,31 +256,21 @@ type keptPod struct {
 	mtime     time.Time
 }
 
-// kept lists the pods whose logs are kept.
+// kept lists the pods whose logs are kept (keptlogs.Scan: the layout's
+// names only).
 func (p podLogs) kept() ([]keptPod, error) {
-	entries, err := os.ReadDir(p.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	l, err := keptlogs.Scan(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("listing the kept pod logs: %w", err)
 	}
-	var out []keptPod
-	for _, e := range entries {
-		// <namespace>_<name>_<uid>: neither a namespace nor a pod name
-		// has an underscore.
-		parts := strings.Split(e.Name(), "_")
-		if !e.IsDir() || len(parts) != 3 {
-			continue
-		}
-		k := keptPod{path: filepath.Join(p.dir, e.Name()), namespace: parts[0], uid: types.UID(parts[2])}
-		files, _ := os.ReadDir(k.path)
-		for _, f := range files {
-			if fi, err := f.Info(); err == nil {
-				k.size += fi.Size()
-				if fi.ModTime().After(k.mtime) {
-					k.mtime = fi.ModTime()
-				}
+	out := make([]keptPod, 0, len(l.Pods))
+	for _, pod := range l.Pods {
+		ns, _, uid, _ := keptlogs.ParsePodDir(pod.Name) // Scan took only names of the layout
+		k := keptPod{path: filepath.Join(p.dir, pod.Name), namespace: ns, uid: types.UID(uid)}
+		for _, f := range pod.Files {
+			k.size += f.Size
+			if f.ModTime.After(k.mtime) {
+				k.mtime = f.ModTime
 			}
 		}
 		out = append(out, k)

@@ -14,19 +14,36 @@ const Suffix = ".log"
 // word of letters, digits and dashes (tests name their pods' UIDs).
 var uidName = regexp.MustCompile(`^[0-9A-Za-z][-0-9A-Za-z]{0,63}$`)
 
+// PodDir is the name of a pod's directory of kept logs, as host/cells
+// writes it: <namespace>_<name>_<uid>.
+func PodDir(namespace, name, uid string) string { return namespace + "_" + name + "_" + uid }
+
+// ParsePodDir splits a pod's directory name of the layout (PodDir); ok is
+// false for any other name.
+func ParsePodDir(dir string) (namespace, name, uid string, ok bool) {
+	namespace, rest, ok := strings.Cut(dir, "_")
+	if !ok {
+		return "", "", "", false
+	}
+	name, uid, ok = strings.Cut(rest, "_")
+	if !ok || len(validation.IsDNS1123Label(namespace)) != 0 || len(validation.IsDNS1123Subdomain(name)) != 0 || !uidName.MatchString(uid) {
+		return "", "", "", false
+	}
+	return namespace, name, uid, true
+}
+
 // ValidPodDir reports whether name is a pod's directory of kept logs as
 // host/cells writes it, <namespace>_<name>_<uid>: a namespace (a DNS
 // label), a pod name (a DNS subdomain) and a UID, none holding an
 // underscore, a slash or "..". The mirror takes no other name from a
 // listing, so no listing reaches outside the directory.
 func ValidPodDir(name string) bool {
-	ns, rest, ok := strings.Cut(name, "_")
-	if !ok {
-		return false
-	}
-	pod, uid, ok := strings.Cut(rest, "_")
-	return ok && len(validation.IsDNS1123Label(ns)) == 0 && len(validation.IsDNS1123Subdomain(pod)) == 0 && uidName.MatchString(uid)
+	_, _, _, ok := ParsePodDir(name)
+	return ok
 }
+
+// FileName is the name of a container's kept log: <container>.log.
+func FileName(container string) string { return container + Suffix }
 
 // ValidFile reports whether name is a kept container log, <container>.log
 // with a container name (a DNS label). The temporary files host/cells and
