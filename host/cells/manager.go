@@ -54,6 +54,10 @@ type Config struct {
 	// and the DNS settings (the node section's clusterDNS and
 	// clusterDomain). The zero Cluster: no Service, no cluster DNS.
 	Cluster dispatch.Cluster `koanf:"-"`
+	// KeptLogsChanged, when set, is called whenever the kept logs of
+	// ended pods (PodLogsDir) change: one kept, removed or pruned (the
+	// daemon wakes the standbys' long polls with it, host/keptlogs).
+	KeptLogsChanged func() `koanf:"-"`
 	// UnavailableTTL is how long an offering that ran out of capacity is
 	// skipped; default match.DefaultUnavailableTTL (3 minutes).
 	UnavailableTTL time.Duration `koanf:"unavailableTTL"`
@@ -376,7 +380,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		watching:      watch.watching,
 		statusChanged: notifier.statusChanged,
 		forget:        cells.remove,
-		logs:          podLogs{dir: cfg.PodLogsDir, maxBytes: int64(cfg.PodLogsMaxBytes), maxTotal: int64(cfg.PodLogsMaxTotalBytes), log: log},
+		logs:          podLogs{dir: cfg.PodLogsDir, maxBytes: int64(cfg.PodLogsMaxBytes), maxTotal: int64(cfg.PodLogsMaxTotalBytes), log: log, changed: cfg.KeptLogsChanged},
 		pods:          pods,
 		admission:     newAdmission(cfg),
 	}

@@ -42,6 +42,14 @@ type podLogs struct {
 	// bytes); maxTotal bounds the whole directory. Zero: no bound.
 	maxBytes, maxTotal int64
 	log                *slog.Logger
+	// changed, when set, is told of every change of dir (Config.KeptLogsChanged).
+	changed func()
+}
+
+func (p podLogs) notify() {
+	if p.changed != nil {
+		p.changed()
+	}
 }
 
 func (p podLogs) podDir(namespace, name string, uid types.UID) string {
@@ -56,6 +64,7 @@ func (p podLogs) save(ctx context.Context, agent *dispatch.Agent, pod *corev1.Po
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("keeping the logs of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	defer p.notify()
 	var errs []error
 	for _, c := range allContainers(pod) {
 		if err := p.saveContainer(ctx, agent, dir, c.Name); err != nil && !nothingToKeep(err) {
@@ -238,6 +247,7 @@ func (p podLogs) remove(namespace, name string, uid types.UID) error {
 	if err := os.RemoveAll(p.podDir(namespace, name, uid)); err != nil {
 		return fmt.Errorf("removing the kept logs of pod %s/%s: %w", namespace, name, err)
 	}
+	p.notify()
 	return nil
 }
 
@@ -283,12 +293,16 @@ func (p podLogs) kept() ([]keptPod, error) {
 // oldest of the namespace that holds the most: a namespace whose pods
 // print a lot loses its own logs first, not every other namespace's
 // (one tenant cannot evict another's). It returns what it removed.
-func (p podLogs) prune(live func(types.UID) bool) ([]string, error) {
+func (p podLogs) prune(live func(types.UID) bool) (removed []string, err error) {
 	pods, err := p.kept()
 	if err != nil {
 		return nil, err
 	}
-	var removed []string
+	defer func() {
+		if len(removed) > 0 {
+			p.notify()
+		}
+	}()
 	var total int64
 	byNamespace := map[string][]keptPod{}
 	usage := map[string]int64{}

@@ -330,3 +330,29 @@ func TestNothingToKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptLogsChangesAreTold: removing a pod's kept logs and pruning
+// some tell Config.KeptLogsChanged (the standbys' long polls wake on it);
+// a prune that removes nothing does not.
+func TestKeptLogsChangesAreTold(t *testing.T) {
+	told := 0
+	p := podLogs{dir: t.TempDir(), changed: func() { told++ }}
+	for _, uid := range []types.UID{"u1", "u2"} {
+		d := p.podDir("ns", "job-"+string(uid), uid)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "c.log"), []byte("x\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.prune(func(types.UID) bool { return true }); err != nil || told != 0 {
+		t.Errorf("a prune that removed nothing: told %d times, %v; want 0", told, err)
+	}
+	if _, err := p.prune(func(uid types.UID) bool { return uid != "u1" }); err != nil || told != 1 {
+		t.Errorf("a prune that removed u1: told %d times, %v; want 1", told, err)
+	}
+	if err := p.remove("ns", "job-u2", "u2"); err != nil || told != 2 {
+		t.Errorf("remove: told %d times, %v; want 2", told, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kipcell/kip/host/admin"
+	"github.com/kipcell/kip/host/keptlogs"
 	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/host/node"
 )
@@ -170,6 +171,9 @@ type observed struct {
 	// adminAddr is where srv listens (its port, when admin.listenAddress
 	// says 0).
 	adminAddr string
+	// keptLogsChanged wakes the /keptlogs long polls (serveKeptLogs);
+	// nil without an admin server.
+	keptLogsChanged *keptlogs.Changes
 }
 
 // useClients sets the checks and the reviews that need the API server,

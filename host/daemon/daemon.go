@@ -151,6 +151,9 @@ func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Log
 	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
 	cellsCfg.Cluster = dispatch.Cluster{Services: svcs, DNS: dispatch.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
+	if obs.keptLogsChanged != nil {
+		cellsCfg.KeptLogsChanged = obs.keptLogsChanged.Notify
+	}
 	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
 		cells.WithServices(table), cells.WithMetrics(m))
 	obs.pluginReady.set(manager.Healthy)

@@ -23,7 +23,8 @@ func serveKeptLogs(obs *observed, cfg *config.Config, log *slog.Logger) {
 	if obs.srv == nil {
 		return
 	}
-	h := &keptlogs.Server{Dir: cfg.Cells.PodLogsDir, Log: log}
+	obs.keptLogsChanged = keptlogs.NewChanges()
+	h := &keptlogs.Server{Dir: cfg.Cells.PodLogsDir, Changes: obs.keptLogsChanged, Log: log}
 	obs.srv.HandleProtected(keptlogs.Path, h)
 	obs.srv.HandleProtected(keptlogs.Path+"/", h)
 }

@@ -23,8 +23,10 @@
 //     (size, mtime) through a temporary file and a rename, keeps the
 //     leader's mtime (pruning removes the oldest first) and removes what
 //     the leader no longer has. Once it has a copy, it asks again with
-//     the listing's generation (a long poll), so that a log the leader
-//     keeps reaches the standby within about a second. It authenticates
+//     the listing's generation (a long poll), which the leader answers
+//     as soon as host/cells tells it the kept logs changed (Changes;
+//     a rescan every RescanWithChanges else), so that a log the leader
+//     keeps reaches the standby at once. It authenticates
 //     with a bearer token (keptLogs.tokenFile; by default the election's
 //     identity, in a pod its ServiceAccount, which
 //     deploy/rbac/kip-kept-logs.yaml lets get /keptlogs).

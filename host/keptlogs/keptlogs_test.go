@@ -186,6 +186,44 @@ func TestServerLongPoll(t *testing.T) {
 	}
 }
 
+// TestServerLongPollWakesOnChanges: with Changes, a waiting listing
+// answers at the notification that a log was kept, not at a rescan (an
+// hour here).
+func TestServerLongPollWakesOnChanges(t *testing.T) {
+	dir := t.TempDir()
+	keep(t, dir, "ns_a_u1", "c.log", "hello\n", t0)
+	changes := NewChanges()
+	scanned := make(chan struct{}, 1)
+	ts := httptest.NewServer(&Server{Dir: dir, Wait: 40 * time.Second, Rescan: time.Hour, Changes: changes, Log: quiet,
+		scanned: func() { scanned <- struct{}{} }})
+	t.Cleanup(ts.Close)
+	before, err := Scan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Listing, 1)
+	go func() {
+		var l Listing
+		resp, err := http.Get(ts.URL + Path + "?wait=" + before.Generation)
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&l)
+			resp.Body.Close()
+		}
+		got <- l
+	}()
+	<-scanned // the listing is the old one: the request waits
+	keep(t, dir, "ns_b_u2", "d.log", "new\n", t0)
+	changes.Notify()
+	select {
+	case l := <-got:
+		if l.Generation == before.Generation || len(l.Pods) != 2 {
+			t.Errorf("the long poll answered %+v, want the listing with ns_b_u2", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long poll did not answer the notification")
+	}
+}
+
 // leader is a fake leader: a Server of dir behind a bearer token, or
 // listing, when set, instead of the directory's.
 type leader struct {

@@ -49,8 +49,12 @@ const (
 	// before it answers the same generation.
 	DefaultWait = 20 * time.Second
 	// DefaultRescan is how often a waiting listing reads the directory
-	// again: the delay between a log kept and a standby told.
-	DefaultRescan = time.Second
+	// again without Changes: the delay between a log kept and a standby
+	// told. With Changes, a notification wakes it, and it reads the
+	// directory again at least every RescanWithChanges (a change no
+	// notification told: a standby's own mirror).
+	DefaultRescan     = time.Second
+	RescanWithChanges = 10 * time.Second
 )
 
 // Server serves the kept logs under Dir: the listing and each file as a
@@ -59,9 +63,14 @@ const (
 type Server struct {
 	Dir string
 	// Wait and Rescan tune the long poll; zero means DefaultWait and
-	// DefaultRescan.
+	// DefaultRescan (RescanWithChanges with Changes).
 	Wait, Rescan time.Duration
-	Log          *slog.Logger
+	// Changes, when set, wakes a waiting listing as soon as the kept logs
+	// change.
+	Changes *Changes
+	Log     *slog.Logger
+	// scanned, when set (tests), is called after a listing's first scan.
+	scanned func()
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -82,16 +91,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveListing(w http.ResponseWriter, r *http.Request) {
+	// Taken before each scan, so that no change falls between the two.
+	var changed <-chan struct{}
+	if s.Changes != nil {
+		changed = s.Changes.Changed()
+	}
 	l, err := Scan(s.Dir)
 	if err != nil {
 		s.Log.Warn("listing the kept logs", "dir", s.Dir, "error", err)
 		http.Error(w, "kip could not list its kept logs", http.StatusInternalServerError)
 		return
 	}
+	if s.scanned != nil {
+		s.scanned()
+	}
 	if wait := r.URL.Query().Get("wait"); wait != "" && wait == l.Generation {
 		deadline := time.NewTimer(cmp.Or(s.Wait, DefaultWait))
 		defer deadline.Stop()
-		rescan := time.NewTicker(cmp.Or(s.Rescan, DefaultRescan))
+		every := cmp.Or(s.Rescan, DefaultRescan)
+		if s.Changes != nil {
+			every = cmp.Or(s.Rescan, RescanWithChanges)
+		}
+		rescan := time.NewTicker(every)
 		defer rescan.Stop()
 	poll:
 		for l.Generation == wait {
@@ -101,6 +122,8 @@ func (s *Server) serveListing(w http.ResponseWriter, r *http.Request) {
 			case <-deadline.C:
 				break poll
 			case <-rescan.C:
+			case <-changed:
+				changed = s.Changes.Changed()
 			}
 			if l, err = Scan(s.Dir); err != nil {
 				s.Log.Warn("listing the kept logs", "dir", s.Dir, "error", err)
