@@ -49,6 +49,18 @@ func main() {
 }
 
 func run(flags *cell.Flags, log *slog.Logger) error {
+	// Before anything of the cell is touched: an agent whose supervisor
+	// died before recording it must not run beside the one the next
+	// supervisor starts.
+	open, err := cell.AwaitStartGate(os.Getenv)
+	if err != nil {
+		return err
+	}
+	_ = os.Unsetenv(cell.EnvStartGate)
+	if !open {
+		log.Warn("exiting: the supervisor that started this agent ended before it recorded it")
+		return nil
+	}
 	cfg, err := flags.Load()
 	if err != nil {
 		return err

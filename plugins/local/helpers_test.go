@@ -39,6 +39,10 @@ func TestMain(m *testing.M) {
 		testAgent(os.Args[2], len(os.Args) > 3 && os.Args[3] == "exit")
 		return
 	}
+	if len(os.Args) > 4 && os.Args[1] == dyingPluginArg {
+		dyingPlugin(os.Args[2], os.Args[3], os.Args[4])
+		return
+	}
 	code := m.Run()
 	// The tests' parent cgroups, once their cells' groups are gone.
 	for _, h := range []string{"cpu", "memory", ""} {
@@ -61,6 +65,15 @@ type agentReport struct {
 // answers every connection with "hello <cell ID>" until it is killed; or
 // exits with status 3 when exit is set.
 func testAgent(bootstrapPath string, exit bool) {
+	// As kip-cell does (cell.AwaitStartGate): nothing before the plugin
+	// has recorded this process.
+	if os.Getenv(EnvCellStartGate) != "" {
+		gate := os.NewFile(startGateFD, "start-gate")
+		if n, _ := gate.Read(make([]byte, 1)); n != 1 {
+			os.Exit(0)
+		}
+		gate.Close()
+	}
 	rep := agentReport{Env: map[string]string{}, PID: os.Getpid()}
 	for _, k := range []string{EnvCellID, EnvCellBootstrap, EnvCellAddress, EnvCellPort, EnvCellServiceProxy, EnvCellStateDir, EnvCellIMDSEndpoint, EnvCellSharedNamespace, pluginapi.Handshake.MagicCookieKey} {
 		if v, ok := os.LookupEnv(k); ok {

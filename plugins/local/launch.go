@@ -230,6 +230,13 @@ func (p *provider) start(ctx context.Context, cfg *config, r *record, bootstrap 
 // spawn starts the cell's agent process (the first time, or again after
 // it exited: supervise.go) and records it: PID and start time, in the
 // cell's cgroups. The caller holds the cell's lock.
+//
+// The agent waits at its start gate (EnvCellStartGate) until it is
+// recorded and in the cell's cgroups. This process may be killed in
+// between (its host was: the plugin dies with it); then the gate's pipe
+// ends, and the agent exits instead of running on unrecorded, where no
+// supervisor would stop it and the next one would start a second agent of
+// the cell beside it (afterStart is the tests' hook into that window).
 func (p *provider) spawn(cfg *config, r *record, log *slog.Logger) error {
 	dir := cellDir(cfg.stateDir, r.CellID)
 	bootstrapPath := filepath.Join(dir, bootstrapFile)
@@ -237,11 +244,20 @@ func (p *provider) spawn(cfg *config, r *record, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	cmd, err := startAgent(cfg.machine, argv, agentEnv(r, bootstrapPath, filepath.Join(dir, agentStateDir)), dir)
+	gate, opener, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("starting agent: making its start gate: %w", err)
+	}
+	defer opener.Close() // unopened: the agent exits
+	cmd, err := startAgent(cfg.machine, argv, agentEnv(r, bootstrapPath, filepath.Join(dir, agentStateDir)), dir, gate)
+	gate.Close() // the child has its own copy
 	if err != nil {
 		return err
 	}
 	pid := cmd.Process.Pid
+	if afterStart != nil {
+		afterStart(pid)
+	}
 	// Until Wait, the child cannot be reaped, so its /proc entry is there
 	// even if it has already exited.
 	_, startTime, err := procStat(pid)
@@ -253,6 +269,13 @@ func (p *provider) spawn(cfg *config, r *record, log *slog.Logger) error {
 		}
 		err = writeRecord(cfg.stateDir, r)
 	}
+	if err == nil {
+		if _, werr := opener.Write([]byte{1}); werr != nil {
+			// The agent is gone already (a read end closed): its
+			// supervisor will see it dead and start it again.
+			log.Warn("opening the agent's start gate", "pid", pid, "error", werr)
+		}
+	}
 	go p.reap(cmd, r.CellID)
 	if err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -260,6 +283,10 @@ func (p *provider) spawn(cfg *config, r *record, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// afterStart, when set (tests), is called between an agent's start and
+// its record.
+var afterStart func(pid int)
 
 // reap waits for an agent this process started, so it leaves no zombie.
 func (p *provider) reap(cmd *exec.Cmd, cellID string) {

@@ -56,7 +56,19 @@ const (
 	// exhausts them is OOM-killed, not the agent (cgroup.go); unset when
 	// the cell runs without limits.
 	EnvCellCgroupParent = "KIP_CELL_CGROUP_PARENT"
+	// EnvCellStartGate is the agent's start gate (kip-cell's
+	// cell.EnvStartGate): the number of an inherited descriptor, the read
+	// end of a pipe, on which the plugin writes a byte once the agent's
+	// process is in the cell's record. An agent whose plugin dies before
+	// that reads the pipe's end instead and exits, so it never runs
+	// unrecorded beside the agent the next plugin process starts (spawn).
+	// An agent command that ignores it runs at once, unguarded.
+	EnvCellStartGate = "KIP_CELL_START_GATE"
 )
+
+// startGateFD is the start gate's descriptor in the agent: the first of
+// exec.Cmd.ExtraFiles.
+const startGateFD = 3
 
 // SharedNamespace is the containerd namespace the local cells share.
 const SharedNamespace = "kip-cells"
@@ -126,7 +138,7 @@ func agentEnv(r *record, bootstrapPath, stateDir string) []string {
 // startAgent starts argv in dir, where m's commands run, with its output
 // appended to agent.log. The caller must Wait for the returned command
 // (see the package comment).
-func startAgent(m machine, argv, env []string, dir string) (*exec.Cmd, error) {
+func startAgent(m machine, argv, env []string, dir string, gate *os.File) (*exec.Cmd, error) {
 	logFile, err := os.OpenFile(filepath.Join(dir, agentLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -138,6 +150,10 @@ func startAgent(m machine, argv, env []string, dir string) (*exec.Cmd, error) {
 		cmd.Dir = dir
 		cmd.Stdout = logFile
 		cmd.Stderr = logFile
+		if gate != nil {
+			cmd.ExtraFiles = []*os.File{gate}
+			cmd.Env = append(cmd.Env, EnvCellStartGate+"="+strconv.Itoa(startGateFD))
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		return cmd
 	})

@@ -1,9 +1,14 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -133,4 +138,95 @@ func TestCellGivenUpByAnOlderPluginIsTerminated(t *testing.T) {
 	if got, ok := describe(t, p, inst.ID); !ok || got.State != pluginapi.StateTerminated || got.StateReason != reasonAgentExited {
 		t.Errorf("Describe = %+v, %v; want terminated, %q", got, ok, reasonAgentExited)
 	}
+}
+
+// dyingPluginArg makes the test binary a plugin process that is killed
+// (its host was: the plugin dies with it) between starting a cell's agent
+// and recording it: "<test binary> kip-test-dying-plugin <config file>
+// <cell ID> <cluster ID>" launches the cell and dies in spawn's afterStart, having
+// written the agent's PID to <config file>.agent-pid.
+const dyingPluginArg = "kip-test-dying-plugin"
+
+func dyingPlugin(configPath, cellID, clusterID string) {
+	config, err := os.ReadFile(configPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	afterStart = func(pid int) {
+		_ = os.WriteFile(configPath+".agent-pid", []byte(strconv.Itoa(pid)), 0o600)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	p := New(slog.New(slog.NewTextHandler(os.Stderr, nil))).(*provider)
+	p.cgroupParent = testCgroupParent
+	ctx := context.Background()
+	if _, err := p.Configure(ctx, &pluginapi.ConfigureRequest{ClusterID: clusterID, NodeName: "kip-test", Config: config}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	e := &testEnv{}
+	_, err = p.Launch(ctx, e.launchRequest(cellID))
+	fmt.Fprintln(os.Stderr, "Launch returned, the plugin was to die before:", err)
+	os.Exit(2)
+}
+
+// TestAgentOfAPluginKilledBeforeRecordingItExits: a plugin process killed
+// between starting an agent and recording it leaves no agent running
+// unrecorded (its start gate ends unopened), so the next plugin process
+// launches the cell again with one agent, which answers on the cell's
+// address. Before the gate the orphan ran on, nobody's to stop; in
+// netns mode the two agents of one cell tore down each other's pod
+// network and the recorded one, unable to listen, exited until the cell
+// was given up (TestHAKillLeaderMidBurst, once in CI).
+func TestAgentOfAPluginKilledBeforeRecordingItExits(t *testing.T) {
+	e := newTestEnv(t)
+	configPath := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(configPath, e.configJSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cellID := "cell-orphan"
+	cmd := exec.Command(os.Args[0], dyingPluginArg, configPath, cellID, e.clusterID)
+	cmd.Stderr = t.Output()
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the plugin process ended with %v, want killed in spawn", err)
+	}
+	data, err := os.ReadFile(configPath + ".agent-pid")
+	if err != nil {
+		t.Fatalf("the plugin was killed before it started the agent: %v", err)
+	}
+	pid, _ := strconv.Atoi(string(data))
+	t.Cleanup(func() {
+		if _, start, err := procStat(pid); err == nil && alive(pid, start) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL) // a failed test's orphan
+		}
+	})
+	eventually(t, 10*time.Second, func() error {
+		if err := syscall.Kill(pid, 0); err == nil {
+			if state, _, err := procStat(pid); err == nil && state != 'Z' {
+				return fmt.Errorf("the unrecorded agent %d still runs (state %c)", pid, state)
+			}
+		}
+		return nil
+	})
+	if _, err := os.Stat(filepath.Join(cellDir(e.stateDir(), cellID), bootstrapFile+".report")); err == nil {
+		t.Errorf("the unrecorded agent went past its start gate")
+	}
+
+	p := e.provider()
+	inst := e.launch(p, cellID)
+	if rep := e.report(cellID); rep.PID == pid {
+		t.Fatalf("the relaunched cell reports the orphan's PID %d", pid)
+	}
+	eventually(t, 10*time.Second, func() error {
+		got, err := dial(inst.PrivateAddress())
+		if err != nil {
+			return err
+		}
+		if want := "hello " + cellID; got != want {
+			return fmt.Errorf("the cell's address answers %q, want %q", got, want)
+		}
+		return nil
+	})
 }
