@@ -9,9 +9,9 @@ import (
 
 func TestAwaitStartGate(t *testing.T) {
 	tests := []struct {
-		name     string
+		name       string
 		supervisor func(w *os.File) // what the supervisor does with its end
-		want     bool
+		want       bool
 	}{
 		{"opened", func(w *os.File) { _, _ = w.Write([]byte{1}); _ = w.Close() }, true},
 		{"supervisor died first", func(w *os.File) { _ = w.Close() }, false},
