@@ -428,12 +428,15 @@ func (cs *containerState) exitedOrNil(m *Manager) <-chan struct{} {
 }
 
 // deleteGrace is the grace period of a pod being stopped: the one Delete
-// was given, else the pod's.
+// was given, else an eviction's, else the pod's.
 func (m *Manager) deleteGrace(p *corev1.Pod) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.deleting {
 		return m.grace
+	}
+	if m.evicted != "" {
+		return evictionGrace
 	}
 	return podGrace(p)
 }

@@ -107,6 +107,12 @@
 // DeadlineExceeded and the kubelet's message, a DeadlineExceeded event,
 // and its containers are stopped and not restarted.
 //
+// Evict (cell/ephemeral calls it when the pod passes its local storage
+// limits) ends the pod as the kubelet's eviction manager does: Failed
+// with reason Evicted and the message, a Warning event Evicted, its
+// containers stopped with a grace period of one second and not restarted;
+// a restarted agent keeps it so.
+//
 // Sidecars: an init container with restartPolicy Always starts in its
 // turn, the next init container waits until it has started (its startup
 // probe succeeded), it is restarted whatever its exit code, its readiness

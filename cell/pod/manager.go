@@ -192,6 +192,9 @@ type Manager struct {
 	// deadline is set once activeDeadlineSeconds passed: the pod is
 	// Failed with reason DeadlineExceeded and its containers are stopped.
 	deadline bool
+	// evicted is the message of the pod's eviction (Evict): the pod is
+	// Failed with reason Evicted and its containers are stopped.
+	evicted string
 	// networkUp is set once the pod's network is there (setupNetwork,
 	// or an earlier agent's, Restore): its podIP is reported from then
 	// on.
@@ -419,6 +422,17 @@ func (m *Manager) PodUID() string {
 	return string(m.desired.Pod.UID)
 }
 
+// Spec returns the pod the manager runs (the last desired), nil before
+// the first Apply; the caller must not change it.
+func (m *Manager) Spec() *corev1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.desired == nil {
+		return nil
+	}
+	return m.desired.Pod
+}
+
 // PodStatus returns a copy of the current status.
 func (m *Manager) PodStatus() corev1.PodStatus {
 	m.mu.Lock()
@@ -620,7 +634,7 @@ func (m *Manager) watchDeadline(ctx context.Context) {
 		}
 		m.mu.Lock()
 		phase := m.status.Phase
-		if phase == corev1.PodSucceeded || phase == corev1.PodFailed || m.deleting {
+		if phase == corev1.PodSucceeded || phase == corev1.PodFailed || m.deleting || m.evicted != "" {
 			m.mu.Unlock()
 			return
 		}

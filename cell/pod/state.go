@@ -27,8 +27,8 @@ import (
 // environment, registry credentials, cluster DNS; not the files of
 // configMap, secret, downwardAPI and projected volumes, which are in
 // their directories already, on a tmpfs where secrets are), the pod's
-// start time, whether its init containers are done or failed and its
-// deadline passed, the status last published (conditions keep their
+// start time, whether its init containers are done or failed, its
+// deadline passed and it was evicted (with the message), the status last published (conditions keep their
 // transition times), and per container the number of attempts, whether
 // an init container succeeded, and the running attempt's container ID and
 // start time. The file is 0600 (the environment may hold secrets, as the
@@ -53,6 +53,7 @@ type savedState struct {
 	InitDone   bool             `json:"initDone,omitempty"`
 	InitFail   bool             `json:"initFail,omitempty"`
 	Deadline   bool             `json:"deadline,omitempty"`
+	Evicted    string           `json:"evicted,omitempty"`
 	Status     corev1.PodStatus `json:"status"`
 	Containers []savedContainer `json:"containers"`
 }
@@ -104,7 +105,7 @@ func (m *Manager) saveLocked() {
 		return
 	}
 	st := savedState{Version: stateVersion, Desired: m.desiredJSON, StartTime: m.startTime,
-		InitDone: m.initDone, InitFail: m.initFail, Deadline: m.deadline, Status: m.status}
+		InitDone: m.initDone, InitFail: m.initFail, Deadline: m.deadline, Evicted: m.evicted, Status: m.status}
 	for _, cs := range m.containersLocked() {
 		sc := savedContainer{Name: cs.name, Init: cs.isInit, Attempts: cs.attempts, Succeeded: cs.succeeded}
 		if cs.task != nil {
@@ -220,7 +221,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	m.desired, m.desiredJSON = d, st.Desired
 	m.useRotation(d)
 	m.beginLocked(d)
-	m.startTime, m.initDone, m.initFail, m.deadline = st.StartTime, st.InitDone, st.InitFail, st.Deadline
+	m.startTime, m.initDone, m.initFail, m.deadline, m.evicted = st.StartTime, st.InitDone, st.InitFail, st.Deadline, st.Evicted
 	m.status = st.Status
 	// The earlier agent reported the pod's IP: its network is there (a
 	// pinned namespace, or the cell's), as a sandbox outlives a kubelet.
@@ -264,7 +265,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.deadline {
+	if !m.deadline && m.evicted == "" {
 		m.startWorkersLocked(ctx)
 	}
 	m.publishLocked()

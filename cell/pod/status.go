@@ -37,8 +37,11 @@ func (m *Manager) computeStatusLocked() corev1.PodStatus {
 			st.Phase = corev1.PodSucceeded
 		}
 	}
-	if m.deadline {
+	switch {
+	case m.deadline:
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, ReasonDeadlineExceeded, messageDeadlineExceeded
+	case m.evicted != "":
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, ReasonEvicted, m.evicted
 	}
 	st.QOSClass = qosClass(m.desired.Pod)
 
