@@ -16,6 +16,7 @@ import (
 
 	"github.com/kipcell/kip/cell/agent"
 	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/ephemeral"
 	"github.com/kipcell/kip/cell/imds"
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
@@ -121,7 +122,11 @@ type Config struct {
 	// StopGrace bounds the grace given to the containers when the agent
 	// itself stops.
 	StopGrace time.Duration
-	Logger    *slog.Logger
+	// StorageInterval is how often the pod's local ephemeral storage is
+	// measured against its limits (cell/ephemeral); zero means
+	// ephemeral.DefaultInterval (10 s, the kubelet's).
+	StorageInterval time.Duration
+	Logger          *slog.Logger
 	// Now, when set, replaces time.Now for the agent's checks of
 	// certificates (its own, the host's at each handshake): tests that
 	// move time set the host's clock and this one alike.
@@ -257,6 +262,15 @@ func Run(ctx context.Context, cfg Config) error {
 			log.WarnContext(ctx, "removing the pod network of an earlier agent", "error", err)
 		}
 	}
+	storageCtx, stopStorage := context.WithCancel(ctx)
+	storageDone := make(chan struct{})
+	go func() {
+		defer close(storageDone)
+		ephemeral.Watch(storageCtx, ephemeral.Config{
+			Pod: mgr, LogDir: store.ContainerDir, EtcDir: etcDir, Interval: cfg.StorageInterval, Logger: log,
+		})
+	}()
+	defer func() { stopStorage(); <-storageDone }()
 	notices := watchNotices(ctx, meta, cfg, log)
 	srv := agent.New(agent.Config{
 		Pod: mgr, Logs: store, Services: proxy, NoServices: noServices,

@@ -80,7 +80,7 @@ func (e *env) startAgent(t testing.TB, podIP string) *agent {
 		a.done <- cell.Run(t.Context(), cell.Config{
 			Bootstrap: b, ContainerdAddress: e.d.Socket, NetNSPath: a.netns.Path,
 			StateDir: filepath.Join(e.d.Dir, a.cellID), PodIP: podIP, Listen: "127.0.0.1:0",
-			RuncRoot: e.d.RuncRoot, StopGrace: 2 * time.Second,
+			RuncRoot: e.d.RuncRoot, StopGrace: 2 * time.Second, StorageInterval: 500 * time.Millisecond,
 			Backoff: pod.Backoff{Initial: 300 * time.Millisecond, Max: 600 * time.Millisecond, Reset: time.Hour},
 			Ready:   func(addr net.Addr) { ready <- addr },
 		})

@@ -9,16 +9,15 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/ephemeral"
 	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
 )
@@ -43,7 +42,7 @@ func (s *Server) Stats(ctx context.Context, req *cellv1.StatsRequest) (*cellv1.S
 			}
 		}
 		if s.cfg.Logs != nil {
-			cs.Logs = s.dirStats(ctx, filepath.Dir(s.cfg.Logs.Path(cs.GetName(), 0)), false)
+			cs.Logs = s.dirStats(ctx, s.cfg.Logs.ContainerDir(cs.GetName()), false)
 		}
 	}
 	err := podnet.Do(s.cfg.Pod.NetNS(), func() {
@@ -128,7 +127,7 @@ func (s *Server) dirStats(ctx context.Context, dir string, filesystem bool) *cel
 			out = fsys
 		}
 	}
-	u, err := diskUsage(dir)
+	u, err := ephemeral.DirUsage(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// Nothing written yet (a container's logs before it starts).
@@ -159,51 +158,6 @@ func filesystemStats(dir string) (*cellv1.FsStats, error) {
 		InodesFree:     st.Ffree,
 		HasFilesystem:  true,
 	}, nil
-}
-
-// diskUsage is what the tree at dir holds, as `du -x` counts it: the
-// blocks allocated to every file and directory (each inode once), and the
-// inodes, without crossing into another filesystem. Entries that vanish
-// while it walks are skipped.
-func diskUsage(dir string) (runtime.DiskUsage, error) {
-	var root syscall.Stat_t
-	if err := syscall.Lstat(dir, &root); err != nil {
-		return runtime.DiskUsage{}, fmt.Errorf("reading %s: %w", dir, err)
-	}
-	var u runtime.DiskUsage
-	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		var st syscall.Stat_t
-		if err := syscall.Lstat(path, &st); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return fmt.Errorf("reading %s: %w", path, err)
-		}
-		if st.Dev != root.Dev {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if seen[st.Ino] {
-			return nil
-		}
-		seen[st.Ino] = true
-		u.Inodes++
-		u.Bytes += uint64(st.Blocks) * 512 //nolint:gosec // G115: a block count is not negative
-		return nil
-	})
-	if err != nil {
-		return runtime.DiskUsage{}, fmt.Errorf("walking %s: %w", dir, err)
-	}
-	return u, nil
 }
 
 // readNetDev reads the interfaces of /proc/<...>/net/dev, loopback left

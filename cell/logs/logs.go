@@ -101,7 +101,13 @@ func NewStore(dir string, opts ...Option) *Store {
 // Path is the current file of a container's attempt. Files rotated out of
 // it are beside it, named by rotatedPath.
 func (s *Store) Path(container string, attempt int) string {
-	return filepath.Join(s.dir, container, strconv.Itoa(attempt)+".log")
+	return filepath.Join(s.ContainerDir(container), strconv.Itoa(attempt)+".log")
+}
+
+// ContainerDir is the directory of all a container's files: every
+// attempt's, rotated ones too.
+func (s *Store) ContainerDir(container string) string {
+	return filepath.Join(s.dir, container)
 }
 
 // rotatedSuffix joins a current file's path and its generation in the
