@@ -43,7 +43,7 @@ func TestSettingsKeys(t *testing.T) {
 	want := []string{
 		"clusterID", "nodeName", "kubeconfig",
 		"bootstrap.kubeconfig", "bootstrap.certDir", "bootstrap.certificateLifetime",
-		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.capacity.gpus", "node.arch",
+		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.capacity.gpus", "node.capacity.ephemeralStorage", "node.arch",
 		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
 		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
 		"cells.unavailableTTL", "cells.catalogTTL", "cells.rematchInterval", "cells.volumeRefreshInterval",
@@ -488,7 +488,7 @@ node:
 	}
 	want := node.Config{
 		SetRoleLabel:         true,
-		Capacity:             node.Capacity{CPU: "256", Memory: "1Ti", Pods: "300", GPUs: node.DefaultGPUs},
+		Capacity:             node.Capacity{CPU: "256", Memory: "1Ti", Pods: "300", GPUs: node.DefaultGPUs, EphemeralStorage: node.DefaultEphemeralStorage},
 		Arch:                 "amd64",
 		InternalIP:           "10.1.2.3",
 		ListenAddress:        "0.0.0.0:10260",

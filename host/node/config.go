@@ -29,6 +29,7 @@ const (
 	DefaultMemory               = "4Ti"
 	DefaultPods                 = "1000"
 	DefaultGPUs                 = "64"
+	DefaultEphemeralStorage     = "100Ti"
 	DefaultClusterDomain        = "cluster.local"
 )
 
@@ -135,6 +136,12 @@ type Capacity struct {
 	// instance types); the scheduler places a pod that requests one only
 	// on a node that lists it. Default 64.
 	GPUs string `koanf:"gpus"`
+	// EphemeralStorage is the Node's ephemeral-storage: a pod with an
+	// ephemeral-storage request or limit (the API server makes a limit
+	// its request) is placed only on a node that lists enough of it. Each
+	// cell holds its pod to its limits itself (cell/ephemeral). Default
+	// 100Ti, a ceiling like memory's.
+	EphemeralStorage string `koanf:"ephemeralStorage"`
 }
 
 // DefaultConfig returns the defaults for a node called name.
@@ -142,7 +149,7 @@ func DefaultConfig(name string) Config {
 	return Config{
 		Name:                 name,
 		Taint:                DefaultTaint,
-		Capacity:             Capacity{CPU: DefaultCPU, Memory: DefaultMemory, Pods: DefaultPods, GPUs: DefaultGPUs},
+		Capacity:             Capacity{CPU: DefaultCPU, Memory: DefaultMemory, Pods: DefaultPods, GPUs: DefaultGPUs, EphemeralStorage: DefaultEphemeralStorage},
 		Arch:                 DefaultArch,
 		ListenAddress:        DefaultListenAddress,
 		LeaseDurationSeconds: int(DefaultLeaseDuration / time.Second),
@@ -199,7 +206,7 @@ func (c Config) withDefaults() Config {
 		c.Name = d.Name
 	}
 	for _, f := range []struct{ v, d *string }{
-		{&c.Capacity.CPU, &d.Capacity.CPU}, {&c.Capacity.Memory, &d.Capacity.Memory}, {&c.Capacity.Pods, &d.Capacity.Pods}, {&c.Capacity.GPUs, &d.Capacity.GPUs},
+		{&c.Capacity.CPU, &d.Capacity.CPU}, {&c.Capacity.Memory, &d.Capacity.Memory}, {&c.Capacity.Pods, &d.Capacity.Pods}, {&c.Capacity.GPUs, &d.Capacity.GPUs}, {&c.Capacity.EphemeralStorage, &d.Capacity.EphemeralStorage},
 		{&c.Arch, &d.Arch}, {&c.ListenAddress, &d.ListenAddress}, {&c.ClusterDomain, &d.ClusterDomain},
 	} {
 		if *f.v == "" {
@@ -257,7 +264,7 @@ func (c Config) Validate() error {
 	if _, err := ParseTaint(c.Taint); err != nil {
 		bad("taint", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	for _, q := range []struct{ key, v string }{{"capacity.cpu", c.Capacity.CPU}, {"capacity.memory", c.Capacity.Memory}, {"capacity.pods", c.Capacity.Pods}, {"capacity.gpus", c.Capacity.GPUs}} {
+	for _, q := range []struct{ key, v string }{{"capacity.cpu", c.Capacity.CPU}, {"capacity.memory", c.Capacity.Memory}, {"capacity.pods", c.Capacity.Pods}, {"capacity.gpus", c.Capacity.GPUs}, {"capacity.ephemeralStorage", c.Capacity.EphemeralStorage}} {
 		if !quantityRE.MatchString(q.v) {
 			bad(q.key, "%q is not a quantity such as 64, 500m or 256Gi", q.v)
 		}
@@ -310,14 +317,14 @@ func (c Config) taint() *corev1.Taint {
 	return t
 }
 
-// resources is the Node's capacity as a ResourceList; Validate has
-// checked the quantities.
-// resources is the Node's capacity: the configured cpu, memory and pods,
-// and Capacity.GPUs of each extended resource the backend offers.
+// resources is the Node's capacity: the configured cpu, memory, pods and
+// ephemeral-storage, and Capacity.GPUs of each extended resource the
+// backend offers; Validate has checked the quantities.
 func (c Config) resources(extended []corev1.ResourceName) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	values := map[corev1.ResourceName]string{
 		corev1.ResourceCPU: c.Capacity.CPU, corev1.ResourceMemory: c.Capacity.Memory, corev1.ResourcePods: c.Capacity.Pods,
+		corev1.ResourceEphemeralStorage: c.Capacity.EphemeralStorage,
 	}
 	for _, r := range extended {
 		values[r] = c.Capacity.GPUs

@@ -29,7 +29,7 @@
 // retry policy, the ping timeout and the client's QPS.
 //
 //   - The Node's capacity and allocatable are the configured ceiling
-//     (node.capacity: cpu, memory, pods) and, when Pods is a
+//     (node.capacity: cpu, memory, pods, ephemeralStorage) and, when Pods is a
 //     ResourceReporter that offers extended resources (the GPU resources
 //     of a catalog with GPU instance types), node.capacity.gpus of each:
 //     without them the scheduler would never place a pod that requests a

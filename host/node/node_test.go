@@ -129,7 +129,7 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("a zero Config with the default taint (-DefaultConfig +withDefaults):\n%s", diff)
 	}
 	set := Config{Name: "n", Taint: "", Capacity: Capacity{CPU: "8"}, Arch: "arm64", LeaseDurationSeconds: 8}.withDefaults()
-	if set.Name != "n" || set.Taint != "" || set.Capacity != (Capacity{CPU: "8", Memory: DefaultMemory, Pods: DefaultPods, GPUs: DefaultGPUs}) || set.Arch != "arm64" || set.LeaseDurationSeconds != 8 {
+	if set.Name != "n" || set.Taint != "" || set.Capacity != (Capacity{CPU: "8", Memory: DefaultMemory, Pods: DefaultPods, GPUs: DefaultGPUs, EphemeralStorage: DefaultEphemeralStorage}) || set.Arch != "arm64" || set.LeaseDurationSeconds != 8 {
 		t.Errorf("withDefaults overwrote a field that was set: %+v", set)
 	}
 }

@@ -63,6 +63,13 @@ func TestNodeListsExtendedResources(t *testing.T) {
 	if cpu := n.Status.Capacity[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse(DefaultCPU)) != 0 {
 		t.Errorf("cpu = %s, want %s", cpu.String(), DefaultCPU)
 	}
+	// Without it the scheduler places no pod with an ephemeral-storage
+	// request or limit here.
+	for _, list := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+		if q := list[corev1.ResourceEphemeralStorage]; q.Cmp(resource.MustParse(DefaultEphemeralStorage)) != 0 {
+			t.Errorf("ephemeral-storage = %s, want %s", q.String(), DefaultEphemeralStorage)
+		}
+	}
 	rep.set()
 	n = next()
 	if _, ok := n.Status.Capacity["nvidia.com/gpu"]; ok {
