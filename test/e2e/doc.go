@@ -99,6 +99,7 @@
 //	TestPreviousLogsAfterCrash                    local          container logs, in the agent and kip
 //	TestTerminationMessage                        local          termination messages, in the agent
 //	TestLoudPodKeepsItsLog                        local          container logs rotated, streamed and kept: 2 GB of lines and a 200 MB line, twice each, in a cell of 512 MiB
+//	TestPodPastItsEphemeralStorageIsEvicted       local          a pod's output counted against its ephemeral-storage limit: Evicted as by the kubelet, its log kept
 //	TestSidecarInitContainer                      local          sidecar containers, in the agent
 //	TestReadinessGates                            local          readiness gates, in kip's status writes
 //	TestSecretVolumes                             local          volumes kip resolves and the agent mounts

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -153,4 +154,41 @@ func peakKB(pid int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmHWM for pid %d", pid)
+}
+
+// TestPodPastItsEphemeralStorageIsEvicted: a pod whose output passes its
+// ephemeral-storage limit is evicted as a kubelet evicts it: Failed,
+// reason Evicted, the kubelet's message, a Warning event Evicted, its
+// container not restarted although its restartPolicy is Always; and
+// kubectl logs still shows the end of what it printed. Its output counts
+// against its storage (issue 29: a pod could print without bound into
+// the cell's disk, this machine's with the local plugin), and the Kip
+// node lists ephemeral-storage, without which the scheduler placed no
+// pod with such a limit here.
+func TestPodPastItsEphemeralStorageIsEvicted(t *testing.T) {
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	spec := onKip(corev1.Container{Name: "loud", Image: cells.Images.Busybox.Ref,
+		Command:   []string{"sh", "-c", "yes 0123456789abcdef | head -c 16777216; echo; echo END-OF-OUTPUT; exec sleep 3600"},
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("8Mi")}}})
+	spec.RestartPolicy = corev1.RestartPolicyAlways
+	createPod(t, ns, "hoard", spec)
+	p := f.WaitForPods(t, ns, "app=hoard", 1, 3*time.Minute, "Failed", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodFailed
+	})[0]
+	const msg = "Pod ephemeral local storage usage exceeds the total limit of containers 8Mi. "
+	if p.Status.Reason != "Evicted" || p.Status.Message != msg {
+		t.Errorf("status reason %q message %q, want Evicted %q", p.Status.Reason, p.Status.Message, msg)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Errorf("container %s restarted %d times after its eviction", cs.Name, cs.RestartCount)
+		}
+	}
+	if ev := podEvents(t, ns, "hoard"); !strings.Contains(ev, "Warning Evicted "+msg) {
+		t.Errorf("events of the pod:\n%s\nwant Warning Evicted %q", ev, msg)
+	}
+	if out, code := kubectl(t, "-n", ns, "logs", "hoard", "--tail=1"); code != 0 || strings.TrimSpace(out) != "END-OF-OUTPUT" {
+		t.Errorf("kubectl logs --tail=1 of the evicted pod (exit %d) = %q, want END-OF-OUTPUT", code, out)
+	}
 }
