@@ -280,7 +280,7 @@ func allContainers(pod *corev1.Pod) []corev1.Container {
 // rejects one: a Warning event, phase Failed, the reason and "Pod was
 // rejected: <message>". Its deletion has no instance to end.
 func (c *cell) reject(reason, message string) {
-	c.log.Warn("pod rejected", "reason", reason, "message", message)
+	c.log().Warn("pod rejected", "reason", reason, "message", message)
 	c.event(corev1.EventTypeWarning, reason, "%s", message)
 	c.mu.Lock()
 	c.ended = true

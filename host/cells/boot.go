@@ -48,7 +48,7 @@ func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*plug
 		got, err := c.d.describes.describe(ctx, c.d.plugin, inst.ID)
 		switch {
 		case err != nil:
-			c.log.Warn("describing cell", "instance", inst.ID, "error", err)
+			c.log().Warn("describing cell", "instance", inst.ID, "error", err)
 		case got == nil:
 			// Eventual consistency right after launch: give it a while.
 			if n > 20 {
@@ -176,7 +176,7 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 	msg := fmt.Sprintf("the agent of cell %s (instance %s) did not answer within %s of the instance running",
 		id, inst.ID, c.d.cfg.AgentTimeout)
 	console := c.consoleTail(ctx, inst.ID)
-	c.log.Warn("cell agent never answered", "cell", id, "instance", inst.ID, "attempt", attempt+1, "console", console)
+	c.log().Warn("cell agent never answered", "instance", inst.ID, "attempt", attempt+1, "console", console)
 	if console != "" {
 		console = "; its console output ends:\n" + console
 	}
@@ -198,7 +198,7 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 		return false // the cell is being deleted; its terminate ends the instance
 	}
 	c.mu.Lock()
-	c.id, c.attempt = next, attempt+1
+	c.setID(next, attempt+1)
 	c.instance, c.placed, c.adopted = nil, nil, nil
 	c.mu.Unlock()
 	c.waiting("ContainerCreating", fmt.Sprintf("%s; launching cell %s in %s", msg, next, wait))
@@ -222,7 +222,7 @@ func (c *cell) consoleTail(ctx context.Context, instanceID string) string {
 	defer cancel()
 	resp, err := c.d.plugin.ConsoleOutput(rctx, &pluginapi.ConsoleOutputRequest{InstanceID: instanceID})
 	if err != nil {
-		c.log.Warn("reading the console output of a cell that did not boot", "instance", instanceID, "error", err)
+		c.log().Warn("reading the console output of a cell that did not boot", "instance", instanceID, "error", err)
 		return ""
 	}
 	return lastLines(resp.Output, consoleLines, consoleBytes)

@@ -11,13 +11,21 @@ import (
 
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
+	"github.com/kipcell/kip/test/syncbuf"
 )
 
 // bootHarness is a harness whose cells in silent never answer, with a
 // short agent deadline and BootAttempts attempts.
 func bootHarness(t *testing.T, attempts int, silent func(string) bool) *harness {
 	t.Helper()
+	return bootHarnessLog(t, attempts, silent, nil)
+}
+
+// bootHarnessLog is bootHarness with the Manager's log written to log.
+func bootHarnessLog(t *testing.T, attempts int, silent func(string) bool, log *syncbuf.Buffer) *harness {
+	t.Helper()
 	h := newHarnessSetup(t, setup{
+		log:    log,
 		silent: silent,
 		config: func(c *Config) {
 			c.AgentTimeout = 300 * time.Millisecond
@@ -77,7 +85,8 @@ func TestSilentAgentFailsAPodThatNeverRestarts(t *testing.T) {
 
 func TestSilentAgentRelaunchesUnderTheNextCellID(t *testing.T) {
 	// The first cell's agent never answers, the second's does.
-	h := bootHarness(t, 3, func(id string) bool { return id == "kip-uid-again" })
+	var log syncbuf.Buffer
+	h := bootHarnessLog(t, 3, func(id string) bool { return id == "kip-uid-again" }, &log)
 	pod := newPod("again", "uid-again")
 	if err := h.indexer.Add(pod); err != nil {
 		t.Fatal(err)
@@ -107,6 +116,29 @@ func TestSilentAgentRelaunchesUnderTheNextCellID(t *testing.T) {
 	}
 	if c := h.m.cells.find("kip-uid-again-r1", ""); c == nil {
 		t.Error("find(second cell) = nil, want the pod's cell")
+	}
+	// The pod's log lines name the cell they are about, once: the first
+	// cell until it is given up, the second from its launch on (they named
+	// the first cell's ID for ever, and the agent's silence twice).
+	var sawSecond bool
+	for _, line := range strings.Split(log.String(), "\n") {
+		if !strings.Contains(line, "pod=default/again") {
+			continue
+		}
+		if n := strings.Count(line, " cell="); n != 1 {
+			t.Errorf("a log line names %d cells: %s", n, line)
+		}
+		switch {
+		case strings.Contains(line, "cell=kip-uid-again-r1 "):
+			sawSecond = true
+		case sawSecond:
+			t.Errorf("a log line after the relaunch names the first cell: %s", line)
+		case strings.Contains(line, "launch issued") && !strings.Contains(line, "cell=kip-uid-again "):
+			t.Errorf("the first launch's line names another cell: %s", line)
+		}
+	}
+	if !sawSecond {
+		t.Errorf("no log line of the pod names its second cell kip-uid-again-r1:\n%s", log.String())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -138,8 +139,10 @@ type cell struct {
 	namespace string
 	name      string
 	key       string
-	log       *slog.Logger
-	adopted   *pluginapi.Instance // set when re-adopted after a restart
+	// logger is the cell's logger, its pod and its current ID (setID):
+	// read with log.
+	logger  atomic.Pointer[slog.Logger]
+	adopted *pluginapi.Instance // set when re-adopted after a restart
 
 	mu         sync.Mutex
 	desired    *corev1.Pod
@@ -213,18 +216,29 @@ func newCell(d *cellDeps, pod *corev1.Pod, adopted *pluginapi.Instance) *cell {
 		certChanged: make(chan struct{}, 1),
 		created:     d.now(), times: newLaunchTimes(pod, adopted != nil, d.now()),
 	}
+	c.setID(c.id, 0)
 	if adopted != nil {
 		if _, n, ok := cellOf(adopted.CellID); ok {
-			c.id, c.attempt = adopted.CellID, n
+			c.setID(adopted.CellID, n)
 		} else if isWarmCellID(adopted.CellID) {
-			c.id = adopted.CellID // a standby cell the pod was given
+			c.setID(adopted.CellID, 0) // a standby cell the pod was given
 		}
 	}
-	c.log = d.log.With("pod", c.key, "cell", CellID(pod.UID))
 	c.status = *pod.Status.DeepCopy()
 	c.status.Phase = corev1.PodPending
 	return c
 }
+
+// setID makes id (of attempt) the cell's ID, and the one its log lines
+// name: the caller holds mu, or the cell is not yet shared.
+func (c *cell) setID(id string, attempt int) {
+	c.id, c.attempt = id, attempt
+	c.logger.Store(c.d.log.With("pod", c.key, "cell", id))
+}
+
+// log is the cell's logger: its log lines name its pod and its current
+// cell ID.
+func (c *cell) log() *slog.Logger { return c.logger.Load() }
 
 // start runs the cell's goroutine until ctx ends or stop is called.
 func (c *cell) start(ctx context.Context) {

@@ -89,7 +89,7 @@ func (c *cell) notice(ctx context.Context, n notice) {
 		}
 		cause := c.evicted
 		c.mu.Unlock()
-		c.log.Warn("spot interruption", "instance", n.instanceID, "deadline", n.at, "reason", n.reason, "evict", evict, "grace", grace)
+		c.log().Warn("spot interruption", "instance", n.instanceID, "deadline", n.at, "reason", n.reason, "evict", evict, "grace", grace)
 		c.event(corev1.EventTypeWarning, ReasonSpotInterruption, "%s", msg)
 		if evict {
 			c.d.ending.Go(func() { c.evict(ctx, grace, cause) })
@@ -113,11 +113,11 @@ func evictionGrace(pod *corev1.Pod, left time.Duration) time.Duration {
 // grace, keeps their logs and ends the cell.
 func (c *cell) evict(ctx context.Context, grace time.Duration, message string) {
 	c.setStatus(func(st *corev1.PodStatus) { evictedStatus(st, message) })
-	c.log.Info("evicting the pod for the spot interruption", "grace", grace)
+	c.log().Info("evicting the pod for the spot interruption", "grace", grace)
 	if agent := c.connectedAgent(); agent != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+5*time.Second)
 		if err := agent.Delete(dctx, grace); err != nil {
-			c.log.Warn("stopping the evicted pod on its cell", "error", err)
+			c.log().Warn("stopping the evicted pod on its cell", "error", err)
 		}
 		cancel()
 	}

@@ -113,7 +113,7 @@ func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
 		})
 	switch {
 	case err == nil && got.Now:
-		c.log.Info("cell joined: its agent holds a certificate for its own key")
+		c.log().Info("cell joined: its agent holds a certificate for its own key")
 		return nil
 	case err == nil && got.Expired:
 		// Joined before, and its certificate expired while nobody
@@ -132,11 +132,11 @@ func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
 		c.joinRefused = err.Error()
 		c.mu.Unlock()
 		if !repeat {
-			c.log.Warn("joining the cell failed", "error", err)
+			c.log().Warn("joining the cell failed", "error", err)
 			c.event(corev1.EventTypeWarning, ReasonCellJoinFailed, "%s", err)
 		}
 	default:
-		c.log.Debug("the cell's agent cannot be joined yet", "error", err)
+		c.log().Debug("the cell's agent cannot be joined yet", "error", err)
 	}
 	return err
 }

@@ -83,7 +83,7 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 		case err != nil:
 			msg := fmt.Sprintf("matching an instance type: %v", err)
 			c.refused(msg, &lastMsg)
-			c.log.Warn("ranking instance types", "attempt", n, "error", err)
+			c.log().Warn("ranking instance types", "attempt", n, "error", err)
 			if !sleep(ctx, c.d.cfg.Backoff(n)) {
 				return nil, ctx.Err()
 			}
@@ -127,7 +127,7 @@ func (c *cell) bootstrap(ctx context.Context) ([]byte, time.Time, error) {
 			return data, issued, nil
 		}
 	}
-	c.log.Error("issuing cell identity", "error", err)
+	c.log().Error("issuing cell identity", "error", err)
 	c.event(corev1.EventTypeWarning, ReasonLaunchFailed, "issuing the cell's bootstrap: %v", err)
 	<-ctx.Done()
 	return nil, time.Time{}, ctx.Err()
@@ -146,7 +146,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 		if err != nil {
 			// Without knowing whether the cell has an instance, none is
 			// launched.
-			c.log.Warn("looking the cell up before launching it", "error", err)
+			c.log().Warn("looking the cell up before launching it", "error", err)
 			sleep(ctx, c.d.cfg.Backoff(1))
 			return nil
 		}
@@ -157,7 +157,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			placed := c.placed
 			c.mu.Unlock()
 			c.instanceUp(inst.ID, placed)
-			c.log.Info("cell found launched; taking its instance", "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
+			c.log().Info("cell found launched; taking its instance", "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
 			return inst
 		}
 		req := &pluginapi.LaunchRequest{
@@ -182,7 +182,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 		c.mu.Unlock()
 		c.launchIssued()
 		for n := 1; ; n++ {
-			c.log.Info("launch issued", "type", cand.InstanceType, "zone", cand.Zone, "capacity_type", cand.CapacityType, "attempt", n)
+			c.log().Info("launch issued", "type", cand.InstanceType, "zone", cand.Zone, "capacity_type", cand.CapacityType, "attempt", n)
 			resp, err := c.d.plugin.Launch(ctx, req)
 			if err == nil {
 				inst := resp.Instance
@@ -191,7 +191,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 					// The cell's instance from a launch whose answer was lost,
 					// placed otherwise (Launch is idempotent on the cell ID).
 					placed = match.Candidate{InstanceType: inst.InstanceType, CapacityType: inst.CapacityType}
-					c.log.Info("the cell was launched before, elsewhere; taking that instance", "instance", inst.ID,
+					c.log().Info("the cell was launched before, elsewhere; taking that instance", "instance", inst.ID,
 						"type", inst.InstanceType, "capacity_type", inst.CapacityType, "asked", cand.InstanceType)
 				}
 				c.mu.Lock()
@@ -200,7 +200,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 				annotations := c.placed
 				c.mu.Unlock()
 				c.instanceUp(inst.ID, annotations)
-				c.log.Info("cell launched", "instance", inst.ID, "type", placed.InstanceType, "zone", inst.Zone,
+				c.log().Info("cell launched", "instance", inst.ID, "type", placed.InstanceType, "zone", inst.Zone,
 					"capacity_type", placed.CapacityType, "price", priceText(placed))
 				return &inst
 			}
@@ -213,7 +213,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			if pluginapi.IsInsufficientCapacity(err) {
 				c.d.placement.markUnavailable(cand)
 				c.d.metrics.CapacityFallback(metrics.FallbackInsufficientCapacity)
-				c.log.Info("no capacity for an offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
+				c.log().Info("no capacity for an offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
 					"capacity_type", cand.CapacityType, "error", err)
 				c.event(corev1.EventTypeWarning, ReasonInsufficientCapacity, "%s: %v; trying the next offering", what, err)
 				break
@@ -222,14 +222,14 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 			if errors.As(err, &quota) && quota.Scoped() {
 				c.d.placement.markQuota(quota)
 				c.d.metrics.CapacityFallback(metrics.FallbackQuotaExceeded)
-				c.log.Info("an account quota covers the offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
+				c.log().Info("an account quota covers the offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
 					"capacity_type", cand.CapacityType, "quota_types", len(quota.InstanceTypes), "quota_capacity_type", quota.CapacityType, "error", err)
 				c.event(corev1.EventTypeWarning, ReasonQuotaExceeded, "%s: %v; skipping the offerings the quota covers for %s and trying the next",
 					what, err, c.d.cfg.UnavailableTTL)
 				break
 			}
 			wait := c.d.retryWait(n, err)
-			c.log.Warn("launching cell", "attempt", n, "type", cand.InstanceType, "error", err, "retry_in", wait)
+			c.log().Warn("launching cell", "attempt", n, "type", cand.InstanceType, "error", err, "retry_in", wait)
 			if pluginapi.IsTransient(err) || pluginapi.IsThrottled(err) {
 				if !sleep(ctx, wait) {
 					return nil
@@ -319,7 +319,7 @@ func (c *cell) unplaceable(reason, message string, last *string) {
 		return
 	}
 	*last = message
-	c.log.Info("no instance type for the pod", "reason", reason, "message", message)
+	c.log().Info("no instance type for the pod", "reason", reason, "message", message)
 	c.setStatus(func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodPending
 		st.Reason, st.Message = reason, message

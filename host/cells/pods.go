@@ -17,7 +17,7 @@ func (m *Manager) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		have.setDesired(pod)
 		return nil
 	}
-	c.log.Info("pod bound to the node")
+	c.log().Info("pod bound to the node")
 	c.start(context.WithoutCancel(ctx))
 	return nil
 }

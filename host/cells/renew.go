@@ -86,7 +86,7 @@ func (c *cell) rejoin(ctx context.Context, inst *pluginapi.Instance, notAfter ti
 	got, err := c.d.rejoin(ctx, c.id, inst.PrivateAddress(), tlsConfig, c.renewSigner(inst))
 	if err == nil {
 		c.setCertificate(got.Certificate)
-		c.log.Info("the cell's certificate had expired; renewed it", "expired", notAfter, "not_after", got.Certificate.NotAfter)
+		c.log().Info("the cell's certificate had expired; renewed it", "expired", notAfter, "not_after", got.Certificate.NotAfter)
 		c.event(corev1.EventTypeNormal, ReasonCertificateRenewed,
 			"the certificate of cell %s had expired at %s; renewed until %s", c.id, notAfter.UTC().Format(time.RFC3339), got.Certificate.NotAfter.UTC().Format(time.RFC3339))
 		return nil
@@ -99,7 +99,7 @@ func (c *cell) rejoin(ctx context.Context, inst *pluginapi.Instance, notAfter ti
 		if !repeat {
 			msg := fmt.Sprintf("the certificate of cell %s expired at %s and cannot be renewed, so kip cannot reach the cell; its pod runs on unmanaged: %s",
 				c.id, notAfter.UTC().Format(time.RFC3339), err)
-			c.log.Error("the cell's certificate expired and cannot be renewed: kip cannot reach the cell", "expired", notAfter, "error", err)
+			c.log().Error("the cell's certificate expired and cannot be renewed: kip cannot reach the cell", "expired", notAfter, "error", err)
 			c.event(corev1.EventTypeWarning, ReasonCertificateExpired, "%s", msg)
 			c.unreachable(ReasonCertificateExpired, msg)
 		}
@@ -109,7 +109,7 @@ func (c *cell) rejoin(ctx context.Context, inst *pluginapi.Instance, notAfter ti
 		}
 		return err
 	}
-	c.log.Debug("the cell's agent cannot be renewed yet", "error", err)
+	c.log().Debug("the cell's agent cannot be renewed yet", "error", err)
 	return err
 }
 
@@ -208,14 +208,14 @@ func (c *cell) renewLoop(ctx context.Context, agent *dispatch.Agent, inst *plugi
 		if err == nil {
 			failures, reported = 0, ""
 			c.setCertificate(got.Certificate)
-			c.log.Info("renewed the cell's certificate", "not_after", got.Certificate.NotAfter)
+			c.log().Info("renewed the cell's certificate", "not_after", got.Certificate.NotAfter)
 			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		if errors.Is(err, dispatch.ErrRenewalUnsupported) {
-			c.log.Warn("the cell's agent cannot renew its certificate (an older kip-cell): kip cannot reconnect to the cell once it expires", "not_after", cert.NotAfter)
+			c.log().Warn("the cell's agent cannot renew its certificate (an older kip-cell): kip cannot reconnect to the cell once it expires", "not_after", cert.NotAfter)
 			c.event(corev1.EventTypeWarning, ReasonCertificateNotRenewed,
 				"the agent of cell %s cannot renew its certificate (an older kip-cell): after %s kip cannot reconnect to the cell; replace the pod to move it to a current cell",
 				c.id, cert.NotAfter.UTC().Format(time.RFC3339))
@@ -239,7 +239,7 @@ func (c *cell) renewLoop(ctx context.Context, agent *dispatch.Agent, inst *plugi
 		failures++
 		if err.Error() != reported {
 			reported = err.Error()
-			c.log.Warn("renewing the cell's certificate failed; trying again", "not_after", cert.NotAfter, "error", err)
+			c.log().Warn("renewing the cell's certificate failed; trying again", "not_after", cert.NotAfter, "error", err)
 			c.event(corev1.EventTypeWarning, ReasonCertificateNotRenewed,
 				"renewing the certificate of cell %s, which expires at %s, failed; trying again: %s", c.id, cert.NotAfter.UTC().Format(time.RFC3339), err)
 		}

@@ -58,7 +58,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	if c.d.services != nil {
 		reached := make(chan struct{})
 		go c.d.services.Sync(ctx, agent, clusterip.SyncOptions{
-			Backoff: c.d.cfg.Backoff, FirstBackoff: c.firstContactBackoff, Reached: reached, Log: c.log,
+			Backoff: c.d.cfg.Backoff, FirstBackoff: c.firstContactBackoff, Reached: reached, Log: c.log(),
 		})
 		select {
 		case <-reached:
@@ -104,7 +104,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		if !nudged {
 			// Said when noticed: asking the plugin about the instance
 			// (checkLost) can take a while.
-			c.log.Warn("status stream from cell broke; re-subscribing", "error", err)
+			c.log().Warn("status stream from cell broke; re-subscribing", "error", err)
 		}
 		if c.checkLost(ctx, inst) {
 			return
@@ -183,7 +183,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 		if addrs.pod != "" && dispatch.NoPodNetwork(err) {
 			// The pod runs at the cell's address: its downward API
 			// says so.
-			c.log.Info("the cell's agent gives the pod no address of its own; it runs at the cell's",
+			c.log().Info("the cell's agent gives the pod no address of its own; it runs at the cell's",
 				"pod_address", addrs.pod, "address", addrs.agent)
 			addrs.pod, n = "", 0
 			continue
@@ -206,7 +206,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 			// The pod runs on with the files it has; say so once and try
 			// again at the next refresh.
 			if !failing {
-				c.log.Warn("refreshing the pod's volumes failed", "error", err)
+				c.log().Warn("refreshing the pod's volumes failed", "error", err)
 				c.event(corev1.EventTypeWarning, ReasonFailedMount, "refreshing the pod's volumes: %s", err)
 			}
 			failing, n = true, 0
@@ -417,14 +417,14 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, addrs addr
 	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase) && !evicted // evict ends the cell
 	c.mu.Unlock()
 	if next.Phase != prev.Phase {
-		c.log.Info("cell reported pod phase", "phase", next.Phase)
+		c.log().Info("cell reported pod phase", "phase", next.Phase)
 	}
 	if next.Phase == corev1.PodRunning {
 		c.podRunning()
 	}
 	c.d.statusChanged(c.uid)
 	if ended {
-		c.log.Info("pod ended; terminating its cell", "phase", next.Phase)
+		c.log().Info("pod ended; terminating its cell", "phase", next.Phase)
 		c.d.ending.Go(func() { c.finish(ctx, fmt.Sprintf("pod %s", next.Phase)) })
 	}
 }

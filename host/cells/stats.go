@@ -60,7 +60,7 @@ func (m *Manager) PodStats(ctx context.Context, onlyCPUAndMemory bool) ([]statsv
 			resp, err := s.agent.Stats(cctx, onlyCPUAndMemory)
 			if err != nil {
 				if ctx.Err() == nil {
-					s.c.log.WarnContext(ctx, "reading the cell's stats; its pod is left out of this answer", "error", err)
+					s.c.log().WarnContext(ctx, "reading the cell's stats; its pod is left out of this answer", "error", err)
 				}
 				return
 			}

@@ -21,10 +21,10 @@ func (c *cell) lost(ctx context.Context, message string) {
 	c.mu.Unlock()
 	if evicted {
 		// The pod was failed by its eviction already (evict ends the cell).
-		c.log.Info("evicted pod's cell ended", "reason", message)
+		c.log().Info("evicted pod's cell ended", "reason", message)
 		return
 	}
-	c.log.Warn("cell lost", "reason", message)
+	c.log().Warn("cell lost", "reason", message)
 	c.event(corev1.EventTypeWarning, ReasonCellLost, "%s", message)
 	c.fail(ctx, ReasonCellLost, message)
 }
@@ -75,10 +75,10 @@ func (c *cell) keepLogs(ctx context.Context) {
 		deleting = c.deleting
 		c.mu.Unlock()
 		if deleting {
-			c.log.Debug("not keeping the logs of a pod being deleted", "error", err)
+			c.log().Debug("not keeping the logs of a pod being deleted", "error", err)
 			return
 		}
-		c.log.Warn("keeping the logs of the pod that ended", "error", err)
+		c.log().Warn("keeping the logs of the pod that ended", "error", err)
 		c.event(corev1.EventTypeWarning, ReasonLogsNotKept, "the log of a container could not be kept after the pod ended: %s", err)
 	}
 	c.mu.Lock()
@@ -117,7 +117,7 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 	if agent != nil && grace > 0 && !ended {
 		dctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
 		if err := agent.Delete(dctx, grace); err != nil {
-			c.log.Warn("stopping the pod on its cell", "error", err)
+			c.log().Warn("stopping the pod on its cell", "error", err)
 		}
 		cancel()
 	}
@@ -133,7 +133,7 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 	c.mu.Unlock()
 	if ended {
 		// finish already ended the instance; a later delete only forgets.
-		c.log.Info("cell already terminated", "reason", reason)
+		c.log().Info("cell already terminated", "reason", reason)
 		if forget {
 			c.forget()
 		}
@@ -161,7 +161,7 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 			}
 		}
 	}
-	c.log.Info("cell terminated", "reason", reason)
+	c.log().Info("cell terminated", "reason", reason)
 	if forget {
 		c.forget()
 	}
@@ -173,7 +173,7 @@ func (c *cell) forget() {
 	pod := c.desired
 	c.mu.Unlock()
 	if err := c.d.logs.remove(pod.Namespace, pod.Name, c.uid); err != nil {
-		c.log.Warn("forgetting the pod's logs", "error", err)
+		c.log().Warn("forgetting the pod's logs", "error", err)
 	}
 	c.d.forget(c)
 }

@@ -770,7 +770,7 @@ func (c *cell) takeWarm(cands []match.Candidate, opts launchOptions) *pluginapi.
 		where += " in " + inst.Zone
 	}
 	what := fmt.Sprintf("%s (%s, %s)", where, with.CapacityType, priceText(with))
-	c.log.Info("assigned a standby cell of the warm pool", "pool", pool, "warm_cell", id, "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
+	c.log().Info("assigned a standby cell of the warm pool", "pool", pool, "warm_cell", id, "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
 	c.waiting("ContainerCreating", fmt.Sprintf("assigned warm cell %s on %s", id, what))
 	c.event(corev1.EventTypeNormal, ReasonAssignedWarmCell, "assigned warm cell %s of pool %s on %s, instance %s", id, pool, what, inst.ID)
 	return inst
