@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
 // maintenanceCodes are the scheduled events that stop, reboot or retire an
@@ -39,17 +40,13 @@ var maintenanceCodes = []string{
 // EC2's API has no rebalance recommendation (instance metadata and
 // EventBridge only), so EventRebalance is never sent.
 //
-// It polls every pollSlow, and faster while an instance boots: every
-// pollFast until it has seen a boot, then every pollBoot from shortly
-// before the time the quickest of the last boots took (pluginapi/boottime), so
-// that a 20-second boot costs a few calls instead of twenty and is seen
-// sooner. A Launch of this plugin process ends the wait at once (the
-// view's NextLaunch): the next poll shows the new instance (the view's
-// overlay has it pending when EC2 does not show it yet), and from there
-// the polls are fast while it boots; without that, an instance launched
-// while the watcher knew of none booting would wait up to pollSlow to be
-// seen running, however quick its boot. A poll within snapshotAge of a
-// Describe costs no call, so a burst of launches costs at most one
+// It polls through the view (snapshot.View.Poll): every pollSlow, every
+// pollFast until it has timed a boot while an instance boots, then every
+// pollBoot from shortly before the quickest of the last boots may have
+// ended (snapshot.Timings.Next, pluginapi/boottime), and at once after a
+// Launch of this plugin process, whose instance the view's overlay shows
+// pending when EC2 does not yet. A poll within snapshotAge of a Describe
+// costs no call, so a burst of launches costs at most one
 // DescribeInstances per snapshotAge. Failed polls are logged and retried;
 // the stream ends only with ctx or a failed send.
 func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
@@ -58,54 +55,20 @@ func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRe
 		return err
 	}
 	w := &watcher{p: p, cfg: cfg, send: send, sentMaintenance: map[string]bool{}}
-	interval := p.pollFast
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+	return cfg.view.Poll(ctx, p.timings(), p.sleep, p.log, func(snap map[string]pluginapi.Instance) (time.Duration, error) {
+		if err := w.diff(snap); err != nil {
+			return 0, err
 		}
-		launch := cfg.view.NextLaunch() // before the poll: a launch during it ends the sleep after it
-		snap, err := cfg.view.Get(ctx, min(interval, p.snapshotAge))
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			p.log.Warn("watching instances: polling failed; retrying", "error", err, "retry_in", p.pollFast)
-			interval = p.pollFast
-		default:
-			if err := w.diff(snap); err != nil {
-				return err
-			}
-			if err := w.maintenance(ctx, snap); err != nil {
-				return err
-			}
-			interval = w.next(snap)
+		if err := w.maintenance(ctx, snap); err != nil {
+			return 0, err
 		}
-		if err := p.sleepUntilLaunch(ctx, interval, launch); err != nil {
-			return err
-		}
-	}
+		return w.next(snap), nil
+	})
 }
 
-// sleepUntilLaunch sleeps for d (p.sleep), or until launch closes: it
-// returns nil either way, and ctx's error when ctx ended.
-func (p *provider) sleepUntilLaunch(ctx context.Context, d time.Duration, launch <-chan struct{}) error {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-launch:
-			cancel()
-		case <-sctx.Done():
-		}
-	}()
-	err := p.sleep(sctx, d)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err != nil && sctx.Err() == nil {
-		return err
-	}
-	return nil
+// timings are the event watcher's poll intervals.
+func (p *provider) timings() snapshot.Timings {
+	return snapshot.Timings{Slow: p.pollSlow, Fast: p.pollFast, Boot: p.pollBoot, SnapshotAge: p.snapshotAge}
 }
 
 // watcher is one WatchEvents stream's memory of what it reported.
@@ -151,28 +114,18 @@ func (w *watcher) diff(snap map[string]pluginapi.Instance) error {
 	return nil
 }
 
-// next returns the wait before the next poll: pollSlow, or less while an
-// instance boots (pollFast while no boot has been seen, else until shortly
-// before the instance may be running, then pollBoot). An instance shutting
-// down is not waited on: the host ended it, or the change was seen
-// already.
+// next returns the wait before the next poll (snapshot.Timings.Next)
+// while instances boot. An instance shutting down is not waited on: the
+// host ended it, or the change was seen already.
 func (w *watcher) next(snap map[string]pluginapi.Instance) time.Duration {
-	interval := w.p.pollSlow
-	boot, known := w.p.boots.Quickest()
-	now := w.p.now()
+	var booting []time.Time
 	for _, inst := range snap {
-		if inst.State != pluginapi.StatePending {
-			continue
+		if inst.State == pluginapi.StatePending {
+			booting = append(booting, inst.LaunchedAt)
 		}
-		if !known || inst.LaunchedAt.IsZero() {
-			return w.p.pollFast
-		}
-		// EC2 gives launch times to the second: start polling early
-		// enough for both that and the poll that saw the quickest boot.
-		wake := inst.LaunchedAt.Add(boot - w.p.pollBoot - time.Second)
-		interval = min(interval, max(wake.Sub(now), w.p.pollBoot))
 	}
-	return interval
+	boot, known := w.p.boots.Quickest()
+	return w.p.timings().Next(w.p.now(), boot, known, booting)
 }
 
 // spotReclaimed reports whether EC2 is taking a spot instance back.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
 // WatchEvents polls the cluster's VMs through the shared view and sends
@@ -24,38 +25,29 @@ import (
 // ARM shows no scheduled maintenance of a VM either (Scheduled Events are
 // the VM's IMDS only), so the plugin sends no EventMaintenance.
 //
-// It polls every pollSlow, every pollFast while a VM is terminating, and
-// faster while one boots: every pollFast until it has seen a boot, then
-// every pollBoot from shortly before the time the quickest of the last
-// boots took (pluginapi/boottime), as the gce plugin does.
+// It polls through the view (snapshot.View.Poll, as the aws and gce
+// plugins do): every pollSlow, every pollFast while a VM is terminating,
+// faster while one boots (snapshot.Timings.Next: every pollFast until it
+// has timed a boot, then every pollBoot from shortly before the quickest
+// of the last boots may have ended), and at once after a Launch of this
+// plugin process.
 func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
 	cfg, err := p.config()
 	if err != nil {
 		return err
 	}
 	w := &watcher{p: p, cfg: cfg, send: send}
-	interval := p.pollFast
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+	return cfg.view.Poll(ctx, p.timings(), p.sleep, p.log, func(snap map[string]azVM) (time.Duration, error) {
+		if err := w.diff(snap); err != nil {
+			return 0, err
 		}
-		snap, err := cfg.view.Get(ctx, min(interval, p.snapshotAge))
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			p.log.Warn("watching instances: polling failed; retrying", "error", err, "retry_in", p.pollFast)
-			interval = p.pollFast
-		default:
-			if err := w.diff(snap); err != nil {
-				return err
-			}
-			interval = w.next(snap)
-		}
-		if err := p.sleep(ctx, interval); err != nil {
-			return err
-		}
-	}
+		return w.next(snap), nil
+	})
+}
+
+// timings are the event watcher's poll intervals.
+func (p *provider) timings() snapshot.Timings {
+	return snapshot.Timings{Slow: p.pollSlow, Fast: p.pollFast, Boot: p.pollBoot, SnapshotAge: p.snapshotAge}
 }
 
 // watcher is one WatchEvents stream's memory of what it reported.
@@ -135,27 +127,18 @@ func (w *watcher) interrupted(vm azVM, now time.Time) error {
 }
 
 // next returns the wait before the next poll: pollFast while a VM is
-// terminating (an eviction shows there), pollSlow otherwise, or less while
-// a VM boots (pollFast while no boot has been seen, else until shortly
-// before the VM may be running, then pollBoot).
+// terminating (an eviction shows there), else snapshot.Timings.Next of
+// the VMs booting.
 func (w *watcher) next(snap map[string]azVM) time.Duration {
-	interval := w.p.pollSlow
-	boot, known := w.p.boots.Quickest()
-	now := w.p.now()
+	var booting []time.Time
 	for _, vm := range snap {
-		switch {
-		case vm.State == pluginapi.StateTerminating:
+		switch vm.State {
+		case pluginapi.StateTerminating:
 			return w.p.pollFast
-		case vm.State != pluginapi.StatePending:
-			continue
-		case !known || vm.LaunchedAt.IsZero():
-			return w.p.pollFast
+		case pluginapi.StatePending:
+			booting = append(booting, vm.LaunchedAt)
 		}
-		// Early enough for the poll that saw the quickest boot, which was
-		// late by up to a pollBoot, and a second of clock skew between
-		// Azure's timeCreated and this machine.
-		wake := vm.LaunchedAt.Add(boot - w.p.pollBoot - time.Second)
-		interval = min(interval, max(wake.Sub(now), w.p.pollBoot))
 	}
-	return interval
+	boot, known := w.p.boots.Quickest()
+	return w.p.timings().Next(w.p.now(), boot, known, booting)
 }

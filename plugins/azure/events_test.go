@@ -106,3 +106,38 @@ func TestWatchEventsSpotEviction(t *testing.T) {
 		t.Errorf("Describe of the evicted, deleted VM answered %+v", desc.Instances)
 	}
 }
+
+// A Launch wakes a watcher in its slow sleep (no VM booting): the new VM
+// is reported long before pollSlow, as the aws plugin's watcher does
+// (snapshot.View.Poll); before, it waited out the sleep.
+func TestWatchEventsWakesOnLaunch(t *testing.T) {
+	f := newFakeARM(t)
+	p := configured(t, f, testConfig(f), func(p *provider) {
+		p.pollFast, p.pollSlow, p.snapshotAge = 10*time.Millisecond, time.Hour, 10*time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	log := &eventLog{}
+	done := make(chan error, 1)
+	go func() { done <- p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, log.send) }()
+	defer func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("WatchEvents ended with %v", err)
+		}
+	}()
+	for f.callCount("VirtualMachines_List") == 0 { // the first poll; then an hour's sleep
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // into the sleep (not an assertion)
+	start := time.Now()
+	resp, err := p.Launch(t.Context(), launchRequest("kip-woken"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.waitFor(t, "the new VM", func(e pluginapi.Event) bool {
+		return e.Type == pluginapi.EventStateChange && e.InstanceID == resp.Instance.ID
+	})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the new VM reported %v after its launch, want well within pollSlow", took)
+	}
+}

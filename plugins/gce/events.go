@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
 // WatchEvents polls the cluster's instances through the shared view and
@@ -25,40 +26,30 @@ import (
 //     announces host maintenance, with the window's start as the deadline,
 //     once per window.
 //
-// It polls every pollSlow, every pollFast while an instance it did not
-// delete is terminating, and faster while one boots: every pollFast until it has
-// seen a boot, then every pollBoot from shortly before the time the
-// quickest of the last boots took (pluginapi/boottime, as the aws plugin
-// does), so that a 20-second boot costs a few aggregatedList calls instead
-// of twenty.
+// It polls through the view (snapshot.View.Poll, as the aws and azure
+// plugins do): every pollSlow, every pollFast while an instance it did not
+// delete is terminating, faster while one boots (snapshot.Timings.Next:
+// every pollFast until it has timed a boot, then every pollBoot from
+// shortly before the quickest of the last boots may have ended), so that
+// a 20-second boot costs a few aggregatedList calls instead of twenty, and
+// at once after a Launch of this plugin process.
 func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
 	cfg, err := p.config()
 	if err != nil {
 		return err
 	}
 	w := &watcher{p: p, cfg: cfg, send: send, sentMaintenance: map[string]bool{}}
-	interval := p.pollFast
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+	return cfg.view.Poll(ctx, p.timings(), p.sleep, p.log, func(snap map[string]gceInstance) (time.Duration, error) {
+		if err := w.diff(snap); err != nil {
+			return 0, err
 		}
-		snap, err := cfg.view.Get(ctx, min(interval, p.snapshotAge))
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			p.log.Warn("watching instances: polling failed; retrying", "error", err, "retry_in", p.pollFast)
-			interval = p.pollFast
-		default:
-			if err := w.diff(snap); err != nil {
-				return err
-			}
-			interval = w.next(snap)
-		}
-		if err := p.sleep(ctx, interval); err != nil {
-			return err
-		}
-	}
+		return w.next(snap), nil
+	})
+}
+
+// timings are the event watcher's poll intervals.
+func (p *provider) timings() snapshot.Timings {
+	return snapshot.Timings{Slow: p.pollSlow, Fast: p.pollFast, Boot: p.pollBoot, SnapshotAge: p.snapshotAge}
 }
 
 // watcher is one WatchEvents stream's memory of what it reported.
@@ -164,27 +155,17 @@ func (w *watcher) maintenance(gi gceInstance, now time.Time) error {
 // next returns the wait before the next poll: pollFast while an instance
 // the plugin did not delete is terminating (a preemption shows there; the
 // plugin's own deletions need no watching, the host has ended those
-// cells), pollSlow otherwise, or less
-// while an instance boots (pollFast while no boot has been seen, else
-// until shortly before the instance may be running, then pollBoot).
+// cells), else snapshot.Timings.Next of the instances booting.
 func (w *watcher) next(snap map[string]gceInstance) time.Duration {
-	interval := w.p.pollSlow
-	boot, known := w.p.boots.Quickest()
-	now := w.p.now()
+	var booting []time.Time
 	for _, gi := range snap {
 		switch {
 		case gi.State == pluginapi.StateTerminating && !w.cfg.deleting.Has(gi.ID):
 			return w.p.pollFast
-		case gi.State != pluginapi.StatePending:
-			continue
-		case !known || gi.LaunchedAt.IsZero():
-			return w.p.pollFast
+		case gi.State == pluginapi.StatePending:
+			booting = append(booting, gi.LaunchedAt)
 		}
-		// Early enough for the poll that saw the quickest boot, which was
-		// late by up to a pollBoot, and a second of clock skew between
-		// Compute Engine's creationTimestamp and this machine.
-		wake := gi.LaunchedAt.Add(boot - w.p.pollBoot - time.Second)
-		interval = min(interval, max(wake.Sub(now), w.p.pollBoot))
 	}
-	return interval
+	boot, known := w.p.boots.Quickest()
+	return w.p.timings().Next(w.p.now(), boot, known, booting)
 }

@@ -170,3 +170,30 @@ func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 		t.Errorf("terminating, deleted by the plugin: next = %v, want pollSlow", got)
 	}
 }
+
+// A Launch wakes a watcher in its slow sleep (no instance booting): the
+// new instance is reported long before pollSlow, as the aws plugin's
+// watcher does (snapshot.View.Poll); before, it waited out the sleep.
+func TestWatchEventsWakesOnLaunch(t *testing.T) {
+	f := newFakeCompute(t)
+	p := configured(t, testConfig(f), func(p *provider) {
+		p.pollFast, p.pollSlow, p.snapshotAge = 10*time.Millisecond, time.Hour, 10*time.Millisecond
+	})
+	before := f.callCount("instances.aggregatedList")
+	events := watch(t, p)
+	for f.callCount("instances.aggregatedList") == before { // the first poll; then an hour's sleep
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // into the sleep (not an assertion)
+	start := time.Now()
+	resp, err := p.Launch(t.Context(), launchRequest("kip-woken"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, events, "the new instance", func(e *pluginapi.Event) bool {
+		return e.Type == pluginapi.EventStateChange && e.InstanceID == resp.Instance.ID
+	})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the new instance reported %v after its launch, want well within pollSlow", took)
+	}
+}
