@@ -4,7 +4,8 @@
 // many callers ask, and the plugin's own changes (instances it launched or
 // terminated since) overlay it. The aws, gce and azure plugins answer
 // Describe and List from a View; a third party's plugin may do the same to
-// keep its cloud calls per pod low. View.Poll is an event watcher's loop
+// keep its cloud calls per pod low (List and Describe answer them from a
+// view, Describe asking the cloud only for IDs not in it). View.Poll is an event watcher's loop
 // over the view (WatchEvents): a poll, what changed sent, a sleep cut short
 // by the plugin's next launch, with Timings.Next's intervals that follow a
 // boot; the three clouds' watchers are built on it. Deletions remembers

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
 // describeBatch is how many instance IDs one DescribeInstances call names
@@ -26,32 +27,19 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	ids := dedupe(slices.Clone(req.IDs))
-	if len(ids) == 0 {
-		return &pluginapi.DescribeResponse{}, nil
-	}
-	snap, err := cfg.view.Get(ctx, p.snapshotAge)
+	out, err := snapshot.Describe(ctx, cfg.view, p.snapshotAge, req.IDs, same, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
+		var out []pluginapi.Instance
+		for batch := range slices.Chunk(missing, describeBatch) {
+			found, err := cfg.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: batch}})
+			if err != nil {
+				return nil, fmt.Errorf("describing instances: %w", err)
+			}
+			out = append(out, cells(found)...)
+		}
+		return out, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("describing instances: %w", err)
-	}
-	out := make([]pluginapi.Instance, 0, len(ids))
-	var missing []string
-	for _, id := range ids {
-		if inst, ok := snap[id]; ok {
-			out = append(out, inst)
-		} else {
-			missing = append(missing, id)
-		}
-	}
-	for batch := range slices.Chunk(missing, describeBatch) {
-		found, err := cfg.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: batch}})
-		if err != nil {
-			return nil, fmt.Errorf("describing instances: %w", err)
-		}
-		out = append(out, cells(found)...)
+		return nil, err
 	}
 	return &pluginapi.DescribeResponse{Instances: out}, nil
 }
@@ -63,19 +51,15 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	snap, err := cfg.view.Get(ctx, p.snapshotAge)
+	out, err := snapshot.List(ctx, cfg.view, p.snapshotAge, same)
 	if err != nil {
-		return nil, fmt.Errorf("listing instances: %w", err)
-	}
-	out := make([]pluginapi.Instance, 0, len(snap))
-	for _, id := range sortedKeys(snap) {
-		out = append(out, snap[id])
+		return nil, err
 	}
 	return &pluginapi.ListResponse{Instances: out}, nil
 }
+
+// same reports an instance of the view as it is.
+func same(inst pluginapi.Instance) pluginapi.Instance { return inst }
 
 // fetchCluster returns the view's source: every instance tagged with the
 // cluster, in any state, through paginated DescribeInstances calls.

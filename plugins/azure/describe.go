@@ -3,14 +3,13 @@ package azure
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
 // azVM is a VM as the plugin's view keeps it: the contract's instance, and
@@ -35,36 +34,27 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	ids := slices.Compact(slices.Sorted(slices.Values(req.IDs)))
-	if len(ids) == 0 {
-		return &pluginapi.DescribeResponse{}, nil
-	}
-	snap, err := cfg.view.Get(ctx, p.snapshotAge)
+	out, err := snapshot.Describe(ctx, cfg.view, p.snapshotAge, req.IDs, cfg.reported, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
+		var out []pluginapi.Instance
+		for _, id := range missing {
+			if !vmNameRE.MatchString(id) {
+				continue
+			}
+			vm, err := cfg.getVM(ctx, id)
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("describing instance %s: %w", id, mapError("VirtualMachines_Get", err))
+			}
+			if vm.CellID != "" {
+				out = append(out, cfg.reported(vm))
+			}
+		}
+		return out, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("describing instances: %w", err)
-	}
-	out := make([]pluginapi.Instance, 0, len(ids))
-	for _, id := range ids {
-		if vm, ok := snap[id]; ok {
-			out = append(out, cfg.reported(vm))
-			continue
-		}
-		if !vmNameRE.MatchString(id) {
-			continue
-		}
-		vm, err := cfg.getVM(ctx, id)
-		if isNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describing instance %s: %w", id, mapError("VirtualMachines_Get", err))
-		}
-		if vm.CellID != "" {
-			out = append(out, cfg.reported(vm))
-		}
+		return nil, err
 	}
 	return &pluginapi.DescribeResponse{Instances: out}, nil
 }
@@ -77,16 +67,9 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	snap, err := cfg.view.Get(ctx, p.snapshotAge)
+	out, err := snapshot.List(ctx, cfg.view, p.snapshotAge, cfg.reported)
 	if err != nil {
-		return nil, fmt.Errorf("listing instances: %w", err)
-	}
-	out := make([]pluginapi.Instance, 0, len(snap))
-	for _, id := range slices.Sorted(maps.Keys(snap)) {
-		out = append(out, cfg.reported(snap[id]))
+		return nil, err
 	}
 	return &pluginapi.ListResponse{Instances: out}, nil
 }

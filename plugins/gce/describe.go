@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
 // gceInstance is an instance as the plugin's view keeps it: the contract's
@@ -35,37 +34,28 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	ids := slices.Compact(slices.Sorted(slices.Values(req.IDs)))
-	if len(ids) == 0 {
-		return &pluginapi.DescribeResponse{}, nil
-	}
-	snap, err := cfg.view.Get(ctx, p.snapshotAge)
+	out, err := snapshot.Describe(ctx, cfg.view, p.snapshotAge, req.IDs, cfg.reported, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
+		var out []pluginapi.Instance
+		for _, id := range missing {
+			zone, name, ok := parseID(id)
+			if !ok {
+				continue
+			}
+			got, err := cfg.clients.instances.Get(ctx, &computepb.GetInstanceRequest{Project: cfg.project, Zone: zone, Instance: name})
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("describing instance %s: %w", id, mapError("instances.get", err))
+			}
+			if gi := instanceFromGCE(got); gi.CellID != "" {
+				out = append(out, cfg.reported(gi))
+			}
+		}
+		return out, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("describing instances: %w", err)
-	}
-	out := make([]pluginapi.Instance, 0, len(ids))
-	for _, id := range ids {
-		if gi, ok := snap[id]; ok {
-			out = append(out, cfg.reported(gi))
-			continue
-		}
-		zone, name, ok := parseID(id)
-		if !ok {
-			continue
-		}
-		got, err := cfg.clients.instances.Get(ctx, &computepb.GetInstanceRequest{Project: cfg.project, Zone: zone, Instance: name})
-		if isNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describing instance %s: %w", id, mapError("instances.get", err))
-		}
-		if gi := instanceFromGCE(got); gi.CellID != "" {
-			out = append(out, cfg.reported(gi))
-		}
+		return nil, err
 	}
 	return &pluginapi.DescribeResponse{Instances: out}, nil
 }
@@ -77,16 +67,9 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	snap, err := cfg.view.Get(ctx, p.snapshotAge)
+	out, err := snapshot.List(ctx, cfg.view, p.snapshotAge, cfg.reported)
 	if err != nil {
-		return nil, fmt.Errorf("listing instances: %w", err)
-	}
-	out := make([]pluginapi.Instance, 0, len(snap))
-	for _, id := range slices.Sorted(maps.Keys(snap)) {
-		out = append(out, cfg.reported(snap[id]))
+		return nil, err
 	}
 	return &pluginapi.ListResponse{Instances: out}, nil
 }
