@@ -24,6 +24,16 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
+// What host/node finds by type assertion on the cell manager, checked at
+// compile time: a signature that drifts fails the build instead of
+// silently dropping the node's stats, health or extended resources.
+var (
+	_ node.Pods             = (*cells.Manager)(nil)
+	_ node.StatsProvider    = (*cells.Manager)(nil)
+	_ node.HealthChecker    = (*cells.Manager)(nil)
+	_ node.ResourceReporter = (*cells.Manager)(nil)
+)
+
 // staleCatalog is the catalog age past which kip warns at start-up.
 const staleCatalog = 180 * 24 * time.Hour
 

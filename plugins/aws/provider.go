@@ -62,6 +62,18 @@ const (
 	maxRetryBackoff = 2 * time.Second
 )
 
+// The contract and the optional interfaces of its capabilities, checked
+// at compile time: a signature that drifts from pluginapi's fails the
+// build instead of silently dropping the feature (the host finds an
+// optional call by type assertion).
+var (
+	_ pluginapi.Provider                 = (*provider)(nil)
+	_ pluginapi.EventWatcher             = (*provider)(nil)
+	_ pluginapi.RegistryAuthenticator    = (*provider)(nil)
+	_ pluginapi.ConsoleOutputReader      = (*provider)(nil)
+	_ pluginapi.InstanceIdentityVerifier = (*provider)(nil)
+)
+
 // provider implements pluginapi.Provider for EC2. Its configuration,
 // clients and caches hang off one immutable config, swapped whole by
 // Configure.

@@ -66,6 +66,15 @@ const (
 	defaultLROFrequency = time.Second
 )
 
+// The contract and the optional interfaces of its capabilities, checked
+// at compile time: a signature that drifts from pluginapi's fails the
+// build instead of silently dropping the feature (the host finds an
+// optional call by type assertion).
+var (
+	_ pluginapi.Provider     = (*provider)(nil)
+	_ pluginapi.EventWatcher = (*provider)(nil)
+)
+
 // provider implements pluginapi.Provider for Azure. Its configuration,
 // clients and caches hang off one immutable config, swapped whole by
 // Configure.

@@ -22,6 +22,14 @@ const Name = "local"
 //	go build -ldflags "-X github.com/kipcell/kip/plugins/local.Version=0.1.0" ./cmd/kip-plugin-local
 var Version = "0.1.0-dev"
 
+// The contract and the optional interfaces of its capabilities, checked
+// at compile time: a signature that drifts from pluginapi's fails the
+// build instead of silently dropping the feature (the host finds an
+// optional call by type assertion).
+var (
+	_ pluginapi.Provider = (*provider)(nil)
+)
+
 // provider implements pluginapi.Provider for cells that are processes on
 // this machine. Its only fields are the configuration, the in-process half
 // of the locks, which cells this process supervises, and seams for tests:

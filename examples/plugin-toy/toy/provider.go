@@ -31,6 +31,11 @@ func onDemand(price float64) []pluginapi.Offering {
 	return []pluginapi.Offering{{Zone: zone, CapacityType: pluginapi.CapacityOnDemand, HourlyPrice: price, PriceKnown: true, Available: true}}
 }
 
+// Checked at compile time: a method whose signature drifts from the
+// contract fails the build. A plugin that offers an optional call adds
+// its interface here too (pluginapi.EventWatcher for WatchEvents, …).
+var _ pluginapi.Provider = (*provider)(nil)
+
 // provider implements pluginapi.Provider. Its only state is the
 // configuration: the instances are in the directory.
 type provider struct {
