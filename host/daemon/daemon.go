@@ -98,39 +98,92 @@ func Run(ctx context.Context, cfg *config.Config, version string, log *slog.Logg
 // lead runs kip's node until ctx ends: the cloud plugin, the cluster CA,
 // the caches, the cells (adopting those that survived) and the virtual
 // node, with nodeAnnotations on its Node (where it serves its kept logs,
-// with leader election). With drain, it returns only once its components have stopped (at
-// most drainTimeout), so that a leader releases its Lease after its last
-// action.
+// with leader election). It builds them (build), reads the caches the
+// cells need, and runs them as one group: the virtual node starts once
+// the cells have adopted those that survived, and the first component to
+// return ends them all. With drain, it returns only once its components
+// have stopped (at most drainTimeout), so that a leader releases its
+// Lease after its last action.
 func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Logger, o options, hup <-chan os.Signal,
 	client, eventClient kubernetes.Interface, api apiServer, obs *observed, nodeAnnotations map[string]string, drain bool,
 ) error {
+	c, cleanup, err := build(ctx, cfg, version, log, client, eventClient, api, obs, nodeAnnotations)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	// The cache of the node's pods must be synced before adoption decides
+	// which surviving cells still have a pod.
+	if err := api.syncPods(ctx, client, c.podFactory, c.podInformer, cfg.NodeName, podSyncTimeout); err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx) // the Services' informer runs until lead returns
+	defer stop()
+	// A pod's environment needs the Services read once (as on a kubelet).
+	if err := api.syncServices(ctx, client, c.svcs, cfg.NodeName, podSyncTimeout); err != nil {
+		return err
+	}
+	g := newGroup(ctx, log)
+	g.Background("clusterip", c.table.Run)
+	g.Go("plugin", c.sup.Run)
+	reloader := newPluginReloader(c.sup, o.reload, cfg, c.manager.RefreshCatalog, log)
+	g.Go("plugin reloader", func(ctx context.Context) error { return reloader.run(ctx, hup) })
+	adopted := make(chan struct{})
+	g.Go("cells", func(ctx context.Context) error { return c.manager.Run(ctx, adopted) })
+	if g.Ready(adopted) {
+		g.Go("node", c.vk.Run)
+		log.Info("kip running", "node", cfg.NodeName, "cluster", cfg.ClusterID, "plugin", c.sup.Info().Name)
+	}
+	return g.Wait(drain)
+}
+
+// components are what lead runs, built by build.
+type components struct {
+	sup         *plugin.Supervisor
+	svcs        *services.Informer
+	table       *clusterip.Table
+	manager     *cells.Manager
+	vk          *node.Node
+	podFactory  informers.SharedInformerFactory
+	podInformer cache.SharedIndexInformer
+}
+
+// build opens the cloud plugin and makes kip's components, wired to each
+// other; nothing runs yet but the plugin's process and the event
+// recorder, which cleanup stops.
+func build(ctx context.Context, cfg *config.Config, version string, log *slog.Logger,
+	client, eventClient kubernetes.Interface, api apiServer, obs *observed, nodeAnnotations map[string]string,
+) (c *components, cleanup func(), err error) {
+	var stops []func()
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stopAll()
+		}
+	}()
 	m := obs.m
 	pluginConfig, err := cfg.Plugin.SettingsJSON()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	pluginCfg := cfg.Plugin
 	pluginCfg.Configure = &pluginapi.ConfigureRequest{ClusterID: cfg.ClusterID, NodeName: cfg.NodeName, Config: pluginConfig}
 	pluginCfg.Logger, pluginCfg.LogLevel, pluginCfg.Calls = log, cfg.Log.Level, m
 	sup, err := plugin.Open(ctx, pluginCfg)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer func() { _ = sup.Close() }()
-	info := sup.Info()
-	log.Info("cloud plugin ready", "plugin", info.Name, "version", info.Version, "path", sup.Path(), "sha256", sup.SHA256())
-	if at := info.Catalog.GeneratedAt; !at.IsZero() {
-		age := time.Since(at)
-		log.Info("instance-type catalog", "source", info.Catalog.Source, "as_of", at.UTC().Format(time.DateOnly), "age_days", int(age.Hours()/24))
-		if age > staleCatalog {
-			log.Warn("the plugin's instance-type catalog is old: prices may have changed; update the plugin",
-				"age_days", int(age.Hours()/24), "as_of", at.UTC().Format(time.DateOnly))
-		}
-	}
+	stops = append(stops, func() { _ = sup.Close() })
+	logPlugin(sup, log)
 
 	ca, err := api.loadCA(ctx, client, cfg.PKI.Namespace, cfg.PKI.SecretName, pki.WithClusterID(cfg.ClusterID))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	identity := insecureRegistries{CA: ca, registries: cfg.Cells.InsecureRegistries}
 
@@ -141,21 +194,21 @@ func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Log
 	podFactory := node.NewPodInformerFactory(client, cfg.NodeName)
 	podInformer := podFactory.Core().V1().Pods()
 	recorder, stopEvents := node.NewEventRecorder(ctx, eventClient, cfg.NodeName)
-	defer stopEvents()
+	stops = append(stops, stopEvents)
 
 	// The cluster's Services and EndpointSlices, watched once (one
 	// informer factory) for every cell: the service environment variables
 	// and the kube-dns address (host/services) and the ClusterIP table the
 	// cells' service proxies serve (host/clusterip).
 	if err := api.checkEndpointSlices(ctx, client); err != nil {
-		return err
+		return nil, nil, err
 	}
 	clusterFactory := informers.NewSharedInformerFactory(client, 0)
 	svcs := services.New(clusterFactory, log.With("component", "services"))
 	table, err := clusterip.New(clusterip.Config{NodeName: cfg.NodeName, Recorder: recorder, Log: log.With("component", "clusterip")},
 		clusterFactory.Core().V1().Services(), clusterFactory.Discovery().V1().EndpointSlices())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	cellsCfg := cfg.Cells
 	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
@@ -169,57 +222,29 @@ func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Log
 	obs.pluginReady.set(manager.Healthy)
 
 	if err := watchPodConditions(podInformer.Informer(), manager); err != nil {
-		return err
+		return nil, nil, err
 	}
-
 	vk, err := node.New(client, manager, nodeCfg, log.With("component", "node"),
 		node.WithPodInformerFactory(podFactory), node.WithEventRecorder(recorder), node.WithOwnedAnnotations(cells.AnnotationPlacedPrefix))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	return &components{sup: sup, svcs: svcs, table: table, manager: manager, vk: vk, podFactory: podFactory, podInformer: podInformer.Informer()},
+		stopAll, nil
+}
 
-	// The cache of the node's pods must be synced before adoption decides
-	// which surviving cells still have a pod.
-	if err := api.syncPods(ctx, client, podFactory, podInformer.Informer(), cfg.NodeName, podSyncTimeout); err != nil {
-		return err
-	}
-
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	// A pod's environment needs the Services read once (as on a kubelet).
-	if err := api.syncServices(ctx, client, svcs, cfg.NodeName, podSyncTimeout); err != nil {
-		return err
-	}
-	go func() {
-		if err := table.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("ClusterIP services table", "error", err)
+// logPlugin logs the plugin kip runs and warns when its catalog is old.
+func logPlugin(sup *plugin.Supervisor, log *slog.Logger) {
+	info := sup.Info()
+	log.Info("cloud plugin ready", "plugin", info.Name, "version", info.Version, "path", sup.Path(), "sha256", sup.SHA256())
+	if at := info.Catalog.GeneratedAt; !at.IsZero() {
+		age := time.Since(at)
+		log.Info("instance-type catalog", "source", info.Catalog.Source, "as_of", at.UTC().Format(time.DateOnly), "age_days", int(age.Hours()/24))
+		if age > staleCatalog {
+			log.Warn("the plugin's instance-type catalog is old: prices may have changed; update the plugin",
+				"age_days", int(age.Hours()/24), "as_of", at.UTC().Format(time.DateOnly))
 		}
-	}()
-	errs := make(chan error, 4)
-	running := 3
-	go func() { errs <- sup.Run(ctx) }()
-	go func() { errs <- newPluginReloader(sup, o.reload, cfg, manager.RefreshCatalog, log).run(ctx, hup) }()
-	adopted := make(chan struct{})
-	go func() { errs <- manager.Run(ctx, adopted) }()
-	if drain {
-		defer func() { drainComponents(errs, &running, log) }()
 	}
-	select {
-	case <-adopted:
-	case <-ctx.Done():
-		return nil
-	}
-	running++
-	go func() { errs <- vk.Run(ctx) }()
-	log.Info("kip running", "node", cfg.NodeName, "cluster", cfg.ClusterID, "plugin", info.Name)
-
-	err = <-errs
-	running--
-	stop()
-	if err != nil {
-		return err
-	}
-	return nil
 }
 
 // insecureRegistries adds the configured plain-HTTP registries to every

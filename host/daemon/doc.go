@@ -8,6 +8,10 @@
 // cell gets before its pod), then the cell manager's adoption of cells
 // that survived a restart, and only then virtual-kubelet's pod
 // controller, which would otherwise treat surviving cells as unknown.
+// build makes the components (the plugin's process the only one started);
+// lead syncs the caches and runs them as one group (group.go): the node
+// starts once the cells are adopted, the first component to return stops
+// them all, and a leader drains them before it lets its Lease go.
 //
 // The node's identity is the kubeconfig's, or, with bootstrap.kubeconfig,
 // the certificate of system:node:<nodeName> that host/bootstrap gets by

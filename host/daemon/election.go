@@ -93,20 +93,3 @@ func electionRESTConfig(cfg *config.Config) (*rest.Config, string, error) {
 	}
 	return rc, source, err
 }
-
-// drainComponents waits for the components still running (running of
-// them send to errs when they return), at most drainTimeout.
-func drainComponents(errs <-chan error, running *int, log *slog.Logger) {
-	timeout := time.After(drainTimeout)
-	for ; *running > 0; *running-- {
-		select {
-		case err := <-errs:
-			if err != nil {
-				log.Warn("stopping", "error", err)
-			}
-		case <-timeout:
-			log.Warn("stopping: components still running; releasing the lease anyway", "running", *running, "waited", drainTimeout)
-			return
-		}
-	}
-}

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"errors"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,19 +98,5 @@ func TestElectionRESTConfig(t *testing.T) {
 				t.Errorf("host %q, source %q; want %q, %q", rc.Host, source, tt.wantHost, tt.wantSource)
 			}
 		})
-	}
-}
-
-// drainComponents takes every component's result, and gives up on those
-// that do not return (bounded by drainTimeout, not measured here).
-func TestDrainComponents(t *testing.T) {
-	errs := make(chan error, 3)
-	errs <- nil
-	errs <- errors.New("plugin exited")
-	errs <- nil
-	running := 3
-	drainComponents(errs, &running, slog.New(slog.DiscardHandler))
-	if running != 0 || len(errs) != 0 {
-		t.Errorf("running %d, %d results left; want all taken", running, len(errs))
 	}
 }
