@@ -326,74 +326,111 @@ type runRequest struct {
 }
 
 // parseRun validates a RunInstances request the way EC2 does, in roughly
-// EC2's order, and returns what it asks for.
+// EC2's order (one parser per group of parameters), and returns what it
+// asks for.
 func (s *Server) parseRun(f form) (*runRequest, error) {
 	req := &runRequest{}
+	if err := parseCounts(f, req); err != nil {
+		return nil, err
+	}
+	for _, parse := range []func(form, *runRequest) error{
+		s.parseImageAndType, s.parsePlacement, parseProfile, s.parseUserData,
+	} {
+		if err := parse(f, req); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if req.tags, req.volumeTags, err = parseTagSpecs(f); err != nil {
+		return nil, err
+	}
+	for _, parse := range []func(form, *runRequest) error{parseSpot, parseMetadataOptions, parseCredits, parseBlockDevices} {
+		if err := parse(f, req); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// parseCounts reads MinCount and MaxCount: req.count is MaxCount.
+func parseCounts(f form, req *runRequest) error {
 	minCount, minSet, err := f.integer("MinCount")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	maxCount, maxSet, err := f.integer("MaxCount")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch {
 	case !minSet:
-		return nil, clientError(codeMissingParameter, "The request must contain the parameter MinCount")
+		return clientError(codeMissingParameter, "The request must contain the parameter MinCount")
 	case !maxSet:
-		return nil, clientError(codeMissingParameter, "The request must contain the parameter MaxCount")
+		return clientError(codeMissingParameter, "The request must contain the parameter MaxCount")
 	case minCount < 1 || maxCount < minCount:
-		return nil, clientError(codeInvalidParameter, "Value (%d) for parameter minCount is invalid. Expecting a value between 1 and maxCount (%d).", minCount, maxCount)
+		return clientError(codeInvalidParameter, "Value (%d) for parameter minCount is invalid. Expecting a value between 1 and maxCount (%d).", minCount, maxCount)
 	case maxCount > maxInstancesPerRun:
-		return nil, clientError(codeInvalidParameter, "Value (%d) for parameter maxCount is invalid: at most %d instances per request in this simulator.", maxCount, maxInstancesPerRun)
+		return clientError(codeInvalidParameter, "Value (%d) for parameter maxCount is invalid: at most %d instances per request in this simulator.", maxCount, maxInstancesPerRun)
 	}
 	req.count = maxCount
+	return nil
+}
 
+// parseImageAndType reads ImageId and InstanceType, which must exist and
+// agree on the architecture.
+func (s *Server) parseImageAndType(f form, req *runRequest) error {
 	imageID := f.get("ImageId")
 	switch {
 	case imageID == "":
-		return nil, clientError(codeMissingParameter, "The request must contain the parameter ImageId")
+		return clientError(codeMissingParameter, "The request must contain the parameter ImageId")
 	case !strings.HasPrefix(imageID, "ami-"):
-		return nil, clientError(codeAMIMalformed, "Invalid id: \"%s\" (expecting \"ami-...\")", imageID)
+		return clientError(codeAMIMalformed, "Invalid id: \"%s\" (expecting \"ami-...\")", imageID)
 	}
 	im, ok := s.region.image(imageID)
 	if !ok || im.State != "available" {
-		return nil, clientError(codeAMINotFound, "The image id '[%s]' does not exist", imageID)
+		return clientError(codeAMINotFound, "The image id '[%s]' does not exist", imageID)
 	}
 	req.image = im
 
 	typeName := f.get("InstanceType")
 	if typeName == "" {
-		return nil, clientError(codeMissingParameter, "The request must contain the parameter InstanceType")
+		return clientError(codeMissingParameter, "The request must contain the parameter InstanceType")
 	}
 	t, ok := s.region.types[typeName]
 	if !ok {
-		return nil, clientError(codeInvalidParameter, "Invalid value '%s' for InstanceType.", typeName)
+		return clientError(codeInvalidParameter, "Invalid value '%s' for InstanceType.", typeName)
 	}
 	if t.Arch != im.Arch {
-		return nil, clientError(codeInvalidParameter, "The architecture '%s' of the specified instance type does not match the architecture '%s' of the specified AMI. Specify an instance type and an AMI that have matching architectures, and try again.", t.Arch, im.Arch)
+		return clientError(codeInvalidParameter, "The architecture '%s' of the specified instance type does not match the architecture '%s' of the specified AMI. Specify an instance type and an AMI that have matching architectures, and try again.", t.Arch, im.Arch)
 	}
 	req.itype = t
+	return nil
+}
 
+// parsePlacement reads the zone, the subnet (the named one, the primary
+// network interface's, or the zone's default), the security groups and
+// the secondary addresses, in the instance type's zones only.
+func (s *Server) parsePlacement(f form, req *runRequest) error {
+	t := req.itype
 	zone := f.get("Placement.AvailabilityZone")
 	if zone != "" && !slices.Contains(s.region.zones, zone) {
-		return nil, clientError(codeInvalidParameter, "Invalid availability zone: [%s]", zone)
+		return clientError(codeInvalidParameter, "Invalid availability zone: [%s]", zone)
 	}
 	subnetID := f.get("SubnetId")
 	req.groups = f.list("SecurityGroupId")
 	if f.count("NetworkInterface") > 0 {
 		ni, err := parseNetworkInterface(f, subnetID, req.groups, t)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		subnetID, req.groups, req.secondaries = ni.subnetID, ni.groups, ni.secondaries
 	}
 	if id := subnetID; id != "" {
 		if req.subnet = s.region.subnet(id); req.subnet == nil {
-			return nil, clientError(codeSubnetNotFound, "The subnet ID '%s' does not exist", id)
+			return clientError(codeSubnetNotFound, "The subnet ID '%s' does not exist", id)
 		}
 		if zone != "" && zone != req.subnet.Zone {
-			return nil, clientError(codeInvalidCombination, "The specified subnet %s is in %s, not in the requested Availability Zone %s.", id, req.subnet.Zone, zone)
+			return clientError(codeInvalidCombination, "The specified subnet %s is in %s, not in the requested Availability Zone %s.", id, req.subnet.Zone, zone)
 		}
 	} else {
 		for _, sn := range s.region.subnets {
@@ -403,39 +440,47 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 			}
 		}
 		if req.subnet == nil {
-			return nil, clientError("VPCIdNotSpecified", "No default VPC for this user. GroupName is only supported for EC2-Classic and default VPC.")
+			return clientError("VPCIdNotSpecified", "No default VPC for this user. GroupName is only supported for EC2-Classic and default VPC.")
 		}
 	}
 	if !t.offered(req.subnet.Zone) {
-		return nil, clientError(codeUnsupported, "Your requested instance type (%s) is not supported in your requested Availability Zone (%s). Please retry your request by not specifying an Availability Zone or choosing %s.",
+		return clientError(codeUnsupported, "Your requested instance type (%s) is not supported in your requested Availability Zone (%s). Please retry your request by not specifying an Availability Zone or choosing %s.",
 			t.Name, req.subnet.Zone, strings.Join(s.region.zonesOffering(t), ", "))
 	}
 
 	for _, g := range req.groups {
 		if !groupIDPattern.MatchString(g) {
-			return nil, clientError(codeGroupMalformed, "Invalid id: \"%s\"", g)
+			return clientError(codeGroupMalformed, "Invalid id: \"%s\"", g)
 		}
 	}
 	if names := f.list("SecurityGroup"); len(names) > 0 {
-		return nil, clientError(codeInvalidCombination, "The parameter groupName cannot be used with the parameter subnet")
+		return clientError(codeInvalidCombination, "The parameter groupName cannot be used with the parameter subnet")
 	}
+	return nil
+}
 
+// parseProfile reads IamInstanceProfile (its ARN or its name).
+func parseProfile(f form, req *runRequest) error {
 	arn, name := f.get("IamInstanceProfile.Arn"), f.get("IamInstanceProfile.Name")
 	switch {
 	case arn != "" && name != "":
-		return nil, clientError(codeInvalidCombination, "The parameter 'iamInstanceProfile.name' may not be used in combination with 'iamInstanceProfile.arn'")
+		return clientError(codeInvalidCombination, "The parameter 'iamInstanceProfile.name' may not be used in combination with 'iamInstanceProfile.arn'")
 	case arn != "" && !strings.HasPrefix(arn, "arn:aws:iam::"):
-		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN", arn)
+		return clientError(codeInvalidParameter, "Value (%s) for parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN", arn)
 	}
 	req.profile = arn + name
+	return nil
+}
 
+// parseUserData reads UserData and the kip bootstrap in it.
+func (s *Server) parseUserData(f form, req *runRequest) error {
 	if ud := f.get("UserData"); ud != "" {
 		raw, err := base64.StdEncoding.DecodeString(ud)
 		if err != nil {
-			return nil, clientError(codeInvalidParameter, "Invalid BASE64 encoding of user data.")
+			return clientError(codeInvalidParameter, "Invalid BASE64 encoding of user data.")
 		}
 		if len(raw) > maxUserDataBytes {
-			return nil, clientError(codeInvalidParameter, "User data is limited to %d bytes", maxUserDataBytes)
+			return clientError(codeInvalidParameter, "User data is limited to %d bytes", maxUserDataBytes)
 		}
 		req.userData = raw
 		if req.bootstrap, err = userdata.Bootstrap(raw); err != nil {
@@ -444,11 +489,11 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 			s.log.Warn("user data has no usable kip bootstrap", "error", err)
 		}
 	}
+	return nil
+}
 
-	if req.tags, req.volumeTags, err = parseTagSpecs(f); err != nil {
-		return nil, err
-	}
-
+// parseSpot reads InstanceMarketOptions.
+func parseSpot(f form, req *runRequest) error {
 	switch mt := f.get("InstanceMarketOptions.MarketType"); mt {
 	case "":
 	case "spot":
@@ -463,68 +508,83 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 			req.spotBehavior = "terminate"
 		}
 		if req.spotType == "one-time" && req.spotBehavior != "terminate" {
-			return nil, clientError(codeInvalidCombination, "The parameter instanceInterruptionBehavior '%s' is not supported for one-time spot requests", req.spotBehavior)
+			return clientError(codeInvalidCombination, "The parameter instanceInterruptionBehavior '%s' is not supported for one-time spot requests", req.spotBehavior)
 		}
 	default:
-		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter marketType is invalid.", mt)
+		return clientError(codeInvalidParameter, "Value (%s) for parameter marketType is invalid.", mt)
 	}
+	return nil
+}
 
+// parseMetadataOptions reads MetadataOptions and
+// InstanceInitiatedShutdownBehavior.
+func parseMetadataOptions(f form, req *runRequest) error {
 	req.httpTokens = f.get("MetadataOptions.HttpTokens")
 	if req.httpTokens == "" {
 		req.httpTokens = "optional"
 	}
 	if req.httpTokens != "optional" && req.httpTokens != "required" {
-		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter httpTokens is invalid.", req.httpTokens)
+		return clientError(codeInvalidParameter, "Value (%s) for parameter httpTokens is invalid.", req.httpTokens)
 	}
 	hop, hopSet, err := f.integer("MetadataOptions.HttpPutResponseHopLimit")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !hopSet {
 		hop = 1
 	}
 	if hop < 1 || hop > 64 {
-		return nil, clientError(codeInvalidParameter, "Value (%d) for parameter httpPutResponseHopLimit is invalid. Expecting a value between 1 and 64.", hop)
+		return clientError(codeInvalidParameter, "Value (%d) for parameter httpPutResponseHopLimit is invalid. Expecting a value between 1 and 64.", hop)
 	}
 	req.hopLimit = hop
 	switch req.metadataTags = cmp.Or(f.get("MetadataOptions.InstanceMetadataTags"), "disabled"); req.metadataTags {
 	case "enabled", "disabled":
 	default:
-		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter instanceMetadataTags is invalid.", req.metadataTags)
+		return clientError(codeInvalidParameter, "Value (%s) for parameter instanceMetadataTags is invalid.", req.metadataTags)
 	}
 	switch req.shutdown = cmp.Or(f.get("InstanceInitiatedShutdownBehavior"), "stop"); req.shutdown {
 	case "stop", "terminate":
 	default:
-		return nil, clientError(codeInvalidParameter, "Value (%s) for parameter instanceInitiatedShutdownBehavior is invalid. Valid values are 'stop' and 'terminate'.", req.shutdown)
+		return clientError(codeInvalidParameter, "Value (%s) for parameter instanceInitiatedShutdownBehavior is invalid. Valid values are 'stop' and 'terminate'.", req.shutdown)
 	}
+	return nil
+}
 
+// parseCredits reads CreditSpecification (T instances only).
+func parseCredits(f form, req *runRequest) error {
+	t := req.itype
 	if c := f.get("CreditSpecification.CpuCredits"); c != "" {
 		if c != "standard" && c != "unlimited" {
-			return nil, clientError(codeInvalidParameter, "Value (%s) for parameter cpuCredits is invalid.", c)
+			return clientError(codeInvalidParameter, "Value (%s) for parameter cpuCredits is invalid.", c)
 		}
 		if !strings.HasPrefix(t.Name, "t") {
-			return nil, clientError(codeInvalidParameter, "The parameter CreditSpecification is not supported for %s instances.", t.Name)
+			return clientError(codeInvalidParameter, "The parameter CreditSpecification is not supported for %s instances.", t.Name)
 		}
 		req.cpuCredits = c
 	}
+	return nil
+}
 
+// parseBlockDevices reads BlockDeviceMapping.
+func parseBlockDevices(f form, req *runRequest) error {
 	for i := 1; i <= f.count("BlockDeviceMapping"); i++ {
 		p := "BlockDeviceMapping." + strconv.Itoa(i)
 		bd := BlockDevice{DeviceName: f.get(p + ".DeviceName"), VolumeType: f.get(p + ".Ebs.VolumeType")}
 		if bd.DeviceName == "" {
-			return nil, clientError(codeMissingParameter, "The request must contain the parameter blockDeviceMapping.%d.deviceName", i)
+			return clientError(codeMissingParameter, "The request must contain the parameter blockDeviceMapping.%d.deviceName", i)
 		}
+		var err error
 		if bd.VolumeSizeGiB, _, err = f.integer(p + ".Ebs.VolumeSize"); err != nil {
-			return nil, err
+			return err
 		}
 		if bd.VolumeSizeGiB < 0 || bd.VolumeSizeGiB > 16384 {
-			return nil, clientError(codeInvalidParameter, "Volume of %d GiB is out of range (1 to 16384)", bd.VolumeSizeGiB)
+			return clientError(codeInvalidParameter, "Volume of %d GiB is out of range (1 to 16384)", bd.VolumeSizeGiB)
 		}
 		for key, dst := range map[string]**bool{".Ebs.DeleteOnTermination": &bd.DeleteOnTermination, ".Ebs.Encrypted": &bd.Encrypted} {
 			if f.has(p + key) {
 				v, err := f.boolean(p + key)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				*dst = &v
 			}
@@ -532,11 +592,11 @@ func (s *Server) parseRun(f form) (*runRequest, error) {
 		// EC2 encrypts with a KMS key only when asked to encrypt: a key
 		// alone is refused, not taken as a request for encryption.
 		if bd.KMSKeyID = f.get(p + ".Ebs.KmsKeyId"); bd.KMSKeyID != "" && (bd.Encrypted == nil || !*bd.Encrypted) {
-			return nil, clientError(codeInvalidParameterDependency, "The parameter KmsKeyId requires the parameter Encrypted to be set.")
+			return clientError(codeInvalidParameterDependency, "The parameter KmsKeyId requires the parameter Encrypted to be set.")
 		}
 		req.blockDevices = append(req.blockDevices, bd)
 	}
-	return req, nil
+	return nil
 }
 
 // networkInterface is what a RunInstances request asks of the instance's
