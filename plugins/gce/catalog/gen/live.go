@@ -624,180 +624,246 @@ func liveSources(l liveOptions, at time.Time) []catalog.Source {
 // buildLive assembles the catalog from the APIs and a one-line summary of
 // what went in and what was left out.
 func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error) {
+	in, err := readLive(ctx, o)
+	if err != nil {
+		return nil, "", err
+	}
+	sel, err := selectTypes(in)
+	if err != nil {
+		return nil, "", err
+	}
+	c := &catalog.Catalog{Schema: catalog.Schema, Cloud: "gce", GeneratedAt: in.at, Live: true, Sources: liveSources(o.live, in.at), Types: sel.types}
+	p := priceRegions(in, sel)
+	c.Regions = p.regions
+	return c, liveSummary(in, sel, p), nil
+}
+
+// liveInput is what buildLive reads: the options' regions and time, the
+// source's specs and custom grid, and the APIs' machine types and rates.
+type liveInput struct {
+	regions []string
+	at      time.Time
+	known   map[string]catalog.Type // specs.csv, by name
+	limits  []customLimit
+	listed  map[string]*listedType
+	rates   *rates
+}
+
+// readLive reads buildLive's input.
+func readLive(ctx context.Context, o options) (*liveInput, error) {
 	l := o.live
 	if l.project == "" {
-		return nil, "", errors.New("-live needs -project PROJECT: the Compute Engine API lists machine types per project")
+		return nil, errors.New("-live needs -project PROJECT: the Compute Engine API lists machine types per project")
 	}
-	regions, err := catalog.ParseRegions(l.regions)
-	if err != nil {
-		return nil, "", err
+	in := &liveInput{known: map[string]catalog.Type{}}
+	var err error
+	if in.regions, err = catalog.ParseRegions(l.regions); err != nil {
+		return nil, err
 	}
-	at, err := runTime(o)
-	if err != nil {
-		return nil, "", err
+	if in.at, err = runTime(o); err != nil {
+		return nil, err
 	}
 	specs, err := catalog.ReadSpecsFile(filepath.Join(o.source, "specs.csv"))
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	known := map[string]catalog.Type{}
 	for _, t := range specs {
-		known[t.Name] = t
+		in.known[t.Name] = t
 	}
-	limits, err := readCustom(filepath.Join(o.source, "custom.csv"))
-	if err != nil {
-		return nil, "", err
+	if in.limits, err = readCustom(filepath.Join(o.source, "custom.csv")); err != nil {
+		return nil, err
 	}
 	compute, billing, err := l.apis(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	listed, err := listMachineTypes(ctx, compute, l.project)
-	if err != nil {
-		return nil, "", err
+	if in.listed, err = listMachineTypes(ctx, compute, l.project); err != nil {
+		return nil, err
 	}
 	covered := map[string]bool{}
-	for _, r := range regions {
+	for _, r := range in.regions {
 		covered[r] = true
 	}
-	rts, err := listRates(ctx, billing, l.project, covered)
-	if err != nil {
-		return nil, "", err
+	if in.rates, err = listRates(ctx, billing, l.project, covered); err != nil {
+		return nil, err
 	}
+	return in, nil
+}
 
-	// Which types each region sells, and which families (for custom types).
-	sells := map[string][]string{}           // region → type names
-	familyIn := map[string]map[string]bool{} // family → regions selling a usable type of it
-	listedIn := map[string]bool{}            // regions the API lists any type in
-	customFamily := map[string]string{}      // custom type → its family
-	left := map[string][]string{}            // reason → type names
-	var types []catalog.Type
-	for _, name := range slices.Sorted(maps.Keys(listed)) {
-		lt := listed[name]
-		var in []string
-		for _, r := range regions {
-			if lt.regions[r] {
-				in = append(in, r)
+// selection is the catalog's types: the predefined ones the regions sell
+// and can run, then the custom ones of the families sold there.
+type selection struct {
+	types        []catalog.Type
+	nPredefined  int
+	sells        map[string][]string // region → type names
+	customFamily map[string]string   // custom type → its family
+	left         map[string][]string // reason → type names left out
+	customUnsold []string
+}
+
+// selectTypes picks the catalog's types from what the API lists.
+func selectTypes(in *liveInput) (*selection, error) {
+	sel := &selection{sells: map[string][]string{}, customFamily: map[string]string{}, left: map[string][]string{}}
+	familyIn, err := sel.predefined(in)
+	if err != nil {
+		return nil, err
+	}
+	sel.nPredefined = len(sel.types)
+	for _, ct := range customTypes(in.limits) {
+		if _, ok := familyArch[ct.family]; !ok {
+			sel.left[leftArch] = append(sel.left[leftArch], ct.Name)
+			continue
+		}
+		sold := false
+		for _, r := range in.regions {
+			if familyIn[ct.family][r] {
+				sel.sells[r] = append(sel.sells[r], ct.Name)
+				sold = true
 			}
 		}
-		if len(in) == 0 {
+		if !sold {
+			sel.customUnsold = append(sel.customUnsold, ct.Name)
+			continue
+		}
+		ct.Arch = string(familyArch[ct.family])
+		sel.customFamily[ct.Name] = ct.family
+		sel.types = append(sel.types, ct.Type)
+	}
+	if len(sel.types) > maxTypes {
+		return nil, fmt.Errorf("building the catalog: %d types, more than %d; tighten the custom grid or -regions", len(sel.types), maxTypes)
+	}
+	return sel, nil
+}
+
+// predefined adds the predefined types the regions sell and the catalog
+// can hold, and returns, by family, the regions that sell a usable type
+// of it (for custom types).
+func (sel *selection) predefined(in *liveInput) (map[string]map[string]bool, error) {
+	familyIn := map[string]map[string]bool{}
+	listedIn := map[string]bool{} // regions the API lists any type in
+	for _, name := range slices.Sorted(maps.Keys(in.listed)) {
+		lt := in.listed[name]
+		var sold []string
+		for _, r := range in.regions {
+			if lt.regions[r] {
+				sold = append(sold, r)
+			}
+		}
+		if len(sold) == 0 {
 			continue
 		}
 		fam := family(name)
 		if familyIn[fam] == nil {
 			familyIn[fam] = map[string]bool{}
 		}
-		for _, r := range in {
+		for _, r := range sold {
 			listedIn[r] = true
 			familyIn[fam][r] = familyIn[fam][r] || !lt.obsolete
 		}
-		t := lt.t
-		arch, archKnown := familyArch[fam]
-		t.Arch = string(arch)
-		spec, inSpecs := known[name]
-		switch {
-		case lt.obsolete:
-			left[leftObsolete] = append(left[leftObsolete], name)
-			continue
-		case strings.HasSuffix(name, "lssd") || strings.HasSuffix(name, "-metal"):
-			left[leftBundled] = append(left[leftBundled], name)
-			continue
-		case !archKnown:
-			left[leftArch] = append(left[leftArch], name)
-			continue
-		case lt.mixedGPU != "":
-			left[leftMixedGPU] = append(left[leftMixedGPU], name)
-			continue
-		case lt.shared && (!inSpecs || spec.BaselineMilliCPU <= 0):
-			left[leftBaseline] = append(left[leftBaseline], name)
+		t, why := predefinedType(name, lt, in.known)
+		if why != "" {
+			sel.left[why] = append(sel.left[why], name)
 			continue
 		}
-		if lt.shared {
-			t.BaselineMilliCPU = spec.BaselineMilliCPU
-		}
-		if t.GPU != nil && inSpecs && spec.GPU != nil && spec.GPU.Count == t.GPU.Count {
-			t.GPU.MemoryMiB = spec.GPU.MemoryMiB
-		}
-		types = append(types, t)
-		for _, r := range in {
-			sells[r] = append(sells[r], name)
+		sel.types = append(sel.types, t)
+		for _, r := range sold {
+			sel.sells[r] = append(sel.sells[r], name)
 		}
 	}
-	for _, r := range regions {
+	for _, r := range in.regions {
 		if !listedIn[r] {
-			return nil, "", fmt.Errorf("region %s: the Compute Engine API lists no machine type in any of its zones (is it a region's name?)", r)
+			return nil, fmt.Errorf("region %s: the Compute Engine API lists no machine type in any of its zones (is it a region's name?)", r)
 		}
 	}
-	nPredefined := len(types)
-	var customUnsold []string
-	for _, ct := range customTypes(limits) {
-		if _, ok := familyArch[ct.family]; !ok {
-			left[leftArch] = append(left[leftArch], ct.Name)
-			continue
-		}
-		sold := false
-		for _, r := range regions {
-			if familyIn[ct.family][r] {
-				sells[r] = append(sells[r], ct.Name)
-				sold = true
-			}
-		}
-		if !sold {
-			customUnsold = append(customUnsold, ct.Name)
-			continue
-		}
-		ct.Arch = string(familyArch[ct.family])
-		customFamily[ct.Name] = ct.family
-		types = append(types, ct.Type)
-	}
-	if len(types) > maxTypes {
-		return nil, "", fmt.Errorf("building the catalog: %d types, more than %d; tighten the custom grid or -regions", len(types), maxTypes)
-	}
+	return familyIn, nil
+}
 
-	c := &catalog.Catalog{Schema: catalog.Schema, Cloud: "gce", GeneratedAt: at, Live: true, Sources: liveSources(l, at), Types: types}
+// predefinedType is the catalog's type of a listed predefined machine
+// type, with what specs.csv adds, or why it is left out.
+func predefinedType(name string, lt *listedType, known map[string]catalog.Type) (catalog.Type, string) {
+	t := lt.t
+	arch, archKnown := familyArch[family(name)]
+	t.Arch = string(arch)
+	spec, inSpecs := known[name]
+	switch {
+	case lt.obsolete:
+		return t, leftObsolete
+	case strings.HasSuffix(name, "lssd") || strings.HasSuffix(name, "-metal"):
+		return t, leftBundled
+	case !archKnown:
+		return t, leftArch
+	case lt.mixedGPU != "":
+		return t, leftMixedGPU
+	case lt.shared && (!inSpecs || spec.BaselineMilliCPU <= 0):
+		return t, leftBaseline
+	}
+	if lt.shared {
+		t.BaselineMilliCPU = spec.BaselineMilliCPU
+	}
+	if t.GPU != nil && inSpecs && spec.GPU != nil && spec.GPU.Count == t.GPU.Count {
+		t.GPU.MemoryMiB = spec.GPU.MemoryMiB
+	}
+	return t, ""
+}
+
+// regionPrices is the catalog's regions with their prices, and the counts the
+// summary gives.
+type regionPrices struct {
+	regions         []catalog.Region // sorted by name
+	priced, unknown int
+	pricedSomewhere map[string]bool
+}
+
+// priceRegions prices each type in each region that sells it.
+func priceRegions(in *liveInput, sel *selection) regionPrices {
 	byName := map[string]catalog.Type{}
-	for _, t := range types {
+	for _, t := range sel.types {
 		byName[t.Name] = t
 	}
-	var priced, unknown int
-	pricedSomewhere := map[string]bool{}
-	for _, r := range regions {
-		if len(sells[r]) == 0 {
+	p := regionPrices{pricedSomewhere: map[string]bool{}}
+	for _, r := range in.regions {
+		if len(sel.sells[r]) == 0 {
 			continue
 		}
 		region := catalog.Region{Name: r, Prices: map[string]catalog.Price{}}
-		for _, name := range sells[r] {
+		for _, name := range sel.sells[r] {
 			t := byName[name]
-			var p catalog.Price
+			var price catalog.Price
 			if t.BaselineMilliCPU == 0 { // shared-core types are not billed per vCPU
-				fam, custom := customFamily[name], true
+				fam, custom := sel.customFamily[name], true
 				if fam == "" {
 					fam, custom = family(name), false
 				}
-				p.OnDemand = rts.compose(r, pluginapi.CapacityOnDemand, fam, custom, t)
-				p.Spot = rts.compose(r, pluginapi.CapacitySpot, fam, custom, t)
+				price.OnDemand = in.rates.compose(r, pluginapi.CapacityOnDemand, fam, custom, t)
+				price.Spot = in.rates.compose(r, pluginapi.CapacitySpot, fam, custom, t)
 			}
-			n := count(p.OnDemand, p.Spot)
-			priced += n
-			unknown += 2 - n
+			n := count(price.OnDemand, price.Spot)
+			p.priced += n
+			p.unknown += 2 - n
 			if n > 0 {
-				pricedSomewhere[name] = true
+				p.pricedSomewhere[name] = true
 			}
-			region.Prices[name] = p
+			region.Prices[name] = price
 		}
-		c.Regions = append(c.Regions, region)
+		p.regions = append(p.regions, region)
 	}
+	slices.SortFunc(p.regions, func(a, b catalog.Region) int { return strings.Compare(a.Name, b.Name) })
+	return p
+}
 
-	slices.SortFunc(c.Regions, func(a, b catalog.Region) int { return strings.Compare(a.Name, b.Name) })
+// liveSummary is buildLive's one-line summary: what the catalog holds,
+// and what it left out or could not price, and why.
+func liveSummary(in *liveInput, sel *selection, p regionPrices) string {
 	var regionNames []string
-	for _, r := range c.Regions {
+	for _, r := range p.regions {
 		regionNames = append(regionNames, r.Name)
 	}
+	types := sel.types
 	sum := fmt.Sprintf("live: %d types (%d predefined, %d custom up to %d vCPUs), regions %s, %d priced offerings, %d unknown",
-		len(types), nPredefined, len(types)-nPredefined, maxCustomVCPU, strings.Join(regionNames, ", "), priced, unknown)
+		len(types), sel.nPredefined, len(types)-sel.nPredefined, maxCustomVCPU, strings.Join(regionNames, ", "), p.priced, p.unknown)
 	var unpriced []string
 	for _, t := range types {
-		if !pricedSomewhere[t.Name] {
+		if !p.pricedSomewhere[t.Name] {
 			unpriced = append(unpriced, t.Name)
 		}
 	}
@@ -806,13 +872,14 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 		sum += fmt.Sprintf("; %d types without any price (%s)", len(unpriced), catalog.FirstFew(unpriced, 5))
 	}
 	for _, reason := range []string{leftObsolete, leftBundled, leftArch, leftMixedGPU, leftBaseline} {
-		if names := left[reason]; len(names) > 0 {
+		if names := sel.left[reason]; len(names) > 0 {
 			sum += fmt.Sprintf("; left out %d %s (%s)", len(names), reason, catalog.FirstFew(names, 5))
 		}
 	}
-	if len(customUnsold) > 0 {
-		sum += fmt.Sprintf("; left out %d custom types of families not sold in the regions (%s)", len(customUnsold), catalog.FirstFew(customUnsold, 5))
+	if len(sel.customUnsold) > 0 {
+		sum += fmt.Sprintf("; left out %d custom types of families not sold in the regions (%s)", len(sel.customUnsold), catalog.FirstFew(sel.customUnsold, 5))
 	}
+	rts := in.rates
 	if len(rts.ambiguous) > 0 {
 		var names []string
 		for k := range rts.ambiguous {
@@ -825,7 +892,7 @@ func buildLive(ctx context.Context, o options) (*catalog.Catalog, string, error)
 		slices.Sort(rts.skipped)
 		sum += fmt.Sprintf("; skipped %d SKUs with an unexpected unit, currency or no price (%s)", len(rts.skipped), catalog.FirstFew(slices.Compact(rts.skipped), 3))
 	}
-	return c, sum, nil
+	return sum
 }
 
 // String names a rate in the summary: region/capacity/family[-custom]/resource.
