@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -57,23 +58,15 @@ const ConfigKey = "plugin.config"
 // jsonKind names the JSON type a decoding target wants, for messages.
 func jsonKind(target any) string {
 	switch target.(type) {
-	case *string:
-		return "a string"
-	case *[]string:
-		return "an array of strings"
-	case *int, *int32, *int64:
-		return "an integer"
-	case *float64, **float64:
-		return "a number"
-	case *bool:
-		return "true or false"
-	case *map[string]string:
-		return "an object of strings"
 	case *[]json.RawMessage:
 		return "an array"
 	case *json.RawMessage, *map[string]any:
 		return "a JSON object"
-	default:
-		return fmt.Sprintf("a %T", target)
 	}
+	if t := reflect.TypeOf(target); t != nil && t.Kind() == reflect.Pointer {
+		if kind, _, ok := leafType(t.Elem()); ok {
+			return kind
+		}
+	}
+	return fmt.Sprintf("a %T", target)
 }

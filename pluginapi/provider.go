@@ -82,7 +82,7 @@ type Provider interface {
 	// (nil, zero-length or blank, which is what kip sends when kip.yaml has
 	// no plugin.config) and JSON null mean {}: no settings, every default.
 	// The SDK's gRPC server answers the first two itself and hands the
-	// provider "{}" for an empty Config; DecodeConfigObject does the rest.
+	// provider "{}" for an empty Config; DecodeConfig does the rest.
 	// A failed Configure leaves an earlier successful configuration in
 	// force.
 	Configure(ctx context.Context, req *ConfigureRequest) (*ConfigureResponse, error)
