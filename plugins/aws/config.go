@@ -3,9 +3,7 @@ package aws
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"regexp"
@@ -13,98 +11,103 @@ import (
 	"strings"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 // Config is the plugin's configuration as the operator writes it (the
-// plugin.config section of kip's configuration), one JSON object. region and
-// image are required, and subnets or vpcID; unknown keys are refused so that
-// a typo does not silently fall back to a default.
+// plugin.config section of kip's configuration), one JSON object, decoded
+// by pluginapi.DecodeConfig: each field's json tag is its key and its
+// other tags its JSON Schema (configSchema), which GetInfo reports for
+// documentation and tooling. region and image are required, and subnets
+// or vpcID; unknown keys are refused so that a typo does not silently
+// fall back to a default. Configure remains the authority: validate checks
+// the values, and Configure what only EC2 knows (that the subnets and the
+// image exist).
 type Config struct {
-	// Region is the AWS region, such as us-east-1.
-	Region string `json:"region"`
-	// EndpointURL overrides the EC2 endpoint (a VPC endpoint, a simulator).
-	EndpointURL string `json:"endpointURL,omitempty"`
-	// ECREndpointURL overrides the ECR endpoint used by RegistryAuth.
-	ECREndpointURL string `json:"ecrEndpointURL,omitempty"`
-	// CABundle is a PEM file of extra CAs to trust for the endpoints.
-	CABundle string `json:"caBundle,omitempty"`
-	// Credentials are static credentials; omitted, the SDK's default chain
-	// applies (environment, shared files, web identity, instance role).
-	Credentials *Credentials `json:"credentials,omitempty"`
-	// VPCID is the VPC of the cells; with no subnets, the plugin uses the
-	// VPC's subnets tagged kipcell.io/cells=true, or all of them.
-	VPCID string `json:"vpcID,omitempty"`
-	// Subnets are the cells' subnets, at most one per zone; the zones of
-	// the catalog are theirs.
-	Subnets []string `json:"subnets,omitempty"`
-	// SecurityGroups are the groups of every cell, before the pod's own.
-	SecurityGroups []string `json:"securityGroups,omitempty"`
-	// Image is the cells' AMI.
-	Image *Image `json:"image,omitempty"`
-	// InstanceProfile is the default instance profile of cells, a name or
-	// an ARN; a pod may name another from AllowedInstanceProfiles.
-	InstanceProfile string `json:"instanceProfile,omitempty"`
-	// AllowedInstanceProfiles are the instance profiles a pod may name in
-	// its kipcell.io/instance-profile annotation, written as the pod
-	// writes them (a name or an ARN; compared exactly). Empty, the
-	// annotation is refused; InstanceProfile is always allowed.
-	AllowedInstanceProfiles []string `json:"allowedInstanceProfiles,omitempty"`
-	// AllowedSecurityGroups are the security groups a pod may add in its
-	// kipcell.io/security-groups annotation. Empty, the annotation is
-	// refused; SecurityGroups are always allowed.
-	AllowedSecurityGroups []string `json:"allowedSecurityGroups,omitempty"`
-	// InstanceMetadataTags makes the instances' tags readable in instance
-	// metadata (MetadataOptions.InstanceMetadataTags); off by default.
-	InstanceMetadataTags bool `json:"instanceMetadataTags,omitempty"`
-	// PodMetadata lets pods reach instance metadata through IMDSv2: the
-	// hop limit of its token answers is 2, one more than the agent needs,
-	// so that they reach a pod in its network namespace behind the
-	// instance. Off by default (1). Set with the boot recipe's
-	// KIP_POD_IMDS=1, which opens the agent's firewall to them.
-	PodMetadata bool `json:"podMetadata,omitempty"`
-	// RootVolumeKMSKeyID is the KMS key (ID, alias, or their ARN) that
-	// encrypts the cells' root volumes; empty, EBS's default key for the
-	// account and region. Root volumes are always encrypted.
-	RootVolumeKMSKeyID string `json:"rootVolumeKMSKeyID,omitempty"`
-	// Tags are put on every instance and volume, beside the standard tags.
-	Tags map[string]string `json:"tags,omitempty"`
-	// CloudInit is a cloud-config file run at the cells' first boot (the
-	// boot recipe, deploy/aws/cloud-init.yaml).
-	CloudInit string `json:"cloudInit,omitempty"`
-	// RateLimit bounds the plugin's EC2 request rate.
-	RateLimit *RateLimit `json:"rateLimit,omitempty"`
-	// Identity configures the check of a joining cell's instance
-	// identity (identity.go).
-	Identity *IdentityConfig `json:"identity,omitempty"`
+	Region                  string       `json:"region" required:"true" pattern:"^[a-z]{2,4}(-[a-z]+)+-[0-9]+$" doc:"The AWS region of the cells, such as us-east-1."`
+	EndpointURL             string       `json:"endpointURL,omitempty" doc:"Overrides the EC2 endpoint: a VPC interface endpoint, a private endpoint, or an EC2 simulator (http or https URL)."`
+	ECREndpointURL          string       `json:"ecrEndpointURL,omitempty" doc:"Overrides the ECR endpoint used for registry credentials (http or https URL)."`
+	CABundle                string       `json:"caBundle,omitempty" doc:"Path of a PEM file of extra CA certificates to trust for the endpoints."`
+	Credentials             *Credentials `json:"credentials,omitempty" doc:"Static credentials. Omitted, the SDK's default chain applies: environment, shared files, web identity (IRSA), container or instance role."`
+	VPCID                   string       `json:"vpcID,omitempty" pattern:"^vpc-[0-9a-f]+$" doc:"The cells' VPC. With no subnets, the cells use its subnets tagged kipcell.io/cells=true, or all of them, one per zone (the one with the most free addresses)."`
+	Subnets                 []string     `json:"subnets,omitempty" pattern:"^subnet-[0-9a-f]+$" uniqueItems:"true" doc:"The cells' subnets, at most one per zone; the catalog offers their zones."`
+	SecurityGroups          []string     `json:"securityGroups,omitempty" pattern:"^sg-[0-9a-f]+$" uniqueItems:"true" doc:"Security groups of every cell; a pod's kipcell.io/security-groups are added. The cells need TCP 6421 open to kip."`
+	Image                   *Image       `json:"image,omitempty" required:"true" doc:"The cells' AMI: by id, or by owner and name (wildcards * and ?; the newest available image wins, chosen at every Configure)."`
+	InstanceProfile         string       `json:"instanceProfile,omitempty" doc:"Default instance profile of cells, a name or an ARN; a pod's kipcell.io/instance-profile replaces it with one of allowedInstanceProfiles."`
+	AllowedInstanceProfiles []string     `json:"allowedInstanceProfiles,omitempty" uniqueItems:"true" doc:"Instance profiles a pod may name in its kipcell.io/instance-profile annotation, written as the pod writes them (a name or an ARN, compared exactly). Empty, the annotation is refused with an event on the pod; instanceProfile is always allowed. Scope the policy's iam:PassRole to their roles."`
+	AllowedSecurityGroups   []string     `json:"allowedSecurityGroups,omitempty" pattern:"^sg-[0-9a-f]+$" uniqueItems:"true" doc:"Security groups a pod may add in its kipcell.io/security-groups annotation. Empty, the annotation is refused with an event on the pod; securityGroups are always allowed."`
+	InstanceMetadataTags    bool         `json:"instanceMetadataTags,omitempty" doc:"Make the instances' tags readable in instance metadata (EC2 MetadataOptions.InstanceMetadataTags). Off by default: the tags name the pod and the cluster."`
+	// PodMetadata sets the hop limit of IMDSv2's token answers to 2, one
+	// more than the agent needs; the boot recipe's KIP_POD_IMDS=1 opens
+	// the agent's firewall to them.
+	PodMetadata        bool              `json:"podMetadata,omitempty" doc:"Let pods reach instance metadata through IMDSv2 (hop limit 2 instead of 1, so that token answers reach a pod in its own network namespace). Set it with the boot recipe's KIP_POD_IMDS=1. Off by default: pods then get the instance profile's credentials."`
+	RootVolumeKMSKeyID string            `json:"rootVolumeKMSKeyID,omitempty" doc:"KMS key that encrypts the cells' root volumes: a key ID, alias/<name>, or the ARN of either. Omitted, EBS's default key of the account and region. Root volumes are always encrypted."`
+	Tags               map[string]string `json:"tags,omitempty" maxLength:"256" maxProperties:"45" doc:"Tags of every instance and root volume, beside kipcell.io/cluster, node, cell, pod-uid and Name (the cell ID, unless set here)."`
+	CloudInit          string            `json:"cloudInit,omitempty" doc:"Path of a cloud-config file (#cloud-config, at most 12 KiB) sent as the first part of the user data: the cell boot recipe, deploy/aws/cloud-init.yaml."`
+	RateLimit          RateLimit         `json:"rateLimit,omitempty" doc:"Client-side limit of the plugin's EC2 calls: token buckets for reads (Describe* calls) and for calls that change something."`
+	// Identity configures the check of a joining cell's instance identity
+	// (identity.go).
+	Identity *IdentityConfig `json:"identity,omitempty" doc:"The check of a joining cell's signed instance identity document (capability instance-identity). Without certificates no identity is checked: cells join with their bootstrap's token alone."`
+}
+
+// ConfigAlternatives says that the cells' subnets come from subnets or
+// from vpcID (pluginapi.ConfigAlternatives).
+func (Config) ConfigAlternatives() (oneOf, anyOf [][]string) {
+	return nil, [][]string{{"subnets"}, {"vpcID"}}
 }
 
 // Credentials are static AWS credentials.
 type Credentials struct {
-	AccessKeyID     string `json:"accessKeyID"`
-	SecretAccessKey string `json:"secretAccessKey"`
+	AccessKeyID     string `json:"accessKeyID" required:"true" minLength:"1"`
+	SecretAccessKey string `json:"secretAccessKey" required:"true" minLength:"1"`
 	SessionToken    string `json:"sessionToken,omitempty"`
 }
 
 // Image names the cells' AMI: by ID, or by owner and name (wildcards
 // allowed; the newest available image wins).
 type Image struct {
-	ID    string `json:"id,omitempty"`
-	Owner string `json:"owner,omitempty"`
-	Name  string `json:"name,omitempty"`
+	ID    string `json:"id,omitempty" pattern:"^ami-[0-9a-f]+$"`
+	Owner string `json:"owner,omitempty" doc:"Account ID, self, amazon or aws-marketplace."`
+	Name  string `json:"name,omitempty" minLength:"1"`
 }
 
-// RateLimit is the client-side rate limit of EC2 calls: two token buckets,
-// one for Describe* calls and one for the calls that change something
-// (RunInstances, TerminateInstances), each refilled at its rate and holding
-// at most Burst tokens.
+// ConfigAlternatives says that an image is named by id, or by owner and
+// name (pluginapi.ConfigAlternatives).
+func (Image) ConfigAlternatives() (oneOf, anyOf [][]string) {
+	return [][]string{{"id"}, {"owner", "name"}}, nil
+}
+
+// RateLimit is the client-side rate limit of EC2 calls
+// (pluginapi/ratelimit): one bucket for reads, EC2's non-mutating
+// (Describe*) calls, and one for the calls that change something
+// (RunInstances, TerminateInstances). readPerSecond was describePerSecond
+// until issue 30 gave every plugin the same keys: the old name is still
+// taken, alone.
 type RateLimit struct {
-	DescribePerSecond float64 `json:"describePerSecond,omitempty"`
-	MutatePerSecond   float64 `json:"mutatePerSecond,omitempty"`
-	Burst             int     `json:"burst,omitempty"`
+	ratelimit.Config
+	DescribePerSecond float64 `json:"describePerSecond,omitempty" exclusiveMinimum:"0" deprecated:"true" doc:"The old name of readPerSecond, still taken (not beside it)."`
 }
 
-// Default rate limits. EC2 throttles each account and region with token
-// buckets (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html):
+// check checks r and applies defaults, taking describePerSecond for
+// readPerSecond.
+func (r RateLimit) check(defaults ratelimit.Config) (ratelimit.Config, error) {
+	if d := r.DescribePerSecond; d != 0 {
+		if r.ReadPerSecond != 0 {
+			return ratelimit.Config{}, pluginapi.NewInvalidConfig("rateLimit.describePerSecond", "is the old name of rateLimit.readPerSecond: set readPerSecond alone")
+		}
+		if err := ratelimit.CheckPerSecond("rateLimit.describePerSecond", d); err != nil {
+			return ratelimit.Config{}, err
+		}
+		r.ReadPerSecond = d
+	}
+	return r.Config.Check("rateLimit", defaults)
+}
+
+// defaults are the defaults of Config's keys that have one: validate
+// applies them and configSchema shows them.
+//
+// EC2 throttles each account and region with token buckets
+// (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html):
 // non-mutating (Describe*) calls have a bucket of 100 refilled at 20 per
 // second, mutating calls 200 at 5 per second, and RunInstances also spends
 // a resource bucket of 1000 instances refilled at 2 per second. The buckets
@@ -112,11 +115,12 @@ type RateLimit struct {
 // Describe refill rate and the mutating refill rate, with a burst of 20 so
 // that a burst of pods launches at once; the resource bucket's 1000 covers
 // any burst a cluster makes.
-const (
-	defaultDescribePerSecond = 10
-	defaultMutatePerSecond   = 5
-	defaultBurst             = 20
-)
+var defaults = Config{
+	RateLimit: RateLimit{Config: ratelimit.Config{ReadPerSecond: 10, MutatePerSecond: 5, Burst: 20}},
+}
+
+// configSchema is Config's JSON Schema, reported by GetInfo.
+var configSchema = pluginapi.MustConfigSchema("kip-plugin-aws configuration", &defaults)
 
 // Limits of EC2 and of the plugin.
 const (
@@ -151,77 +155,13 @@ var (
 // isProfile reports whether p is an instance profile name or ARN.
 func isProfile(p string) bool { return profileRE.MatchString(p) || profileARN.MatchString(p) }
 
-// decodeConfig parses raw strictly: it refuses unknown keys and values of
-// the wrong type, naming the key. It does not contact AWS or read files.
+// decodeConfig parses raw strictly (pluginapi.DecodeConfig): it refuses
+// unknown keys and values of the wrong type, naming the key. It does not
+// contact AWS or read files.
 func decodeConfig(raw []byte) (*Config, error) {
 	c := &Config{}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		raw = []byte("{}")
-	}
-	var creds, image, rate, identity json.RawMessage
-	if err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
-		"region":          &c.Region,
-		"endpointURL":     &c.EndpointURL,
-		"ecrEndpointURL":  &c.ECREndpointURL,
-		"caBundle":        &c.CABundle,
-		"credentials":     &creds,
-		"vpcID":           &c.VPCID,
-		"subnets":         &c.Subnets,
-		"securityGroups":  &c.SecurityGroups,
-		"image":           &image,
-		"instanceProfile": &c.InstanceProfile,
-		"tags":            &c.Tags,
-		"cloudInit":       &c.CloudInit,
-		"rateLimit":       &rate,
-		"identity":        &identity,
-
-		"allowedInstanceProfiles": &c.AllowedInstanceProfiles,
-		"allowedSecurityGroups":   &c.AllowedSecurityGroups,
-		"instanceMetadataTags":    &c.InstanceMetadataTags,
-		"podMetadata":             &c.PodMetadata,
-		"rootVolumeKMSKeyID":      &c.RootVolumeKMSKeyID,
-	}); err != nil {
+	if err := pluginapi.DecodeConfig(raw, c); err != nil {
 		return nil, err
-	}
-	if creds != nil {
-		c.Credentials = &Credentials{}
-		if err := pluginapi.DecodeConfigObject(creds, "credentials.", map[string]any{
-			"accessKeyID":     &c.Credentials.AccessKeyID,
-			"secretAccessKey": &c.Credentials.SecretAccessKey,
-			"sessionToken":    &c.Credentials.SessionToken,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if image != nil {
-		c.Image = &Image{}
-		if err := pluginapi.DecodeConfigObject(image, "image.", map[string]any{
-			"id":    &c.Image.ID,
-			"owner": &c.Image.Owner,
-			"name":  &c.Image.Name,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if rate != nil {
-		c.RateLimit = &RateLimit{}
-		if err := pluginapi.DecodeConfigObject(rate, "rateLimit.", map[string]any{
-			"describePerSecond": &c.RateLimit.DescribePerSecond,
-			"mutatePerSecond":   &c.RateLimit.MutatePerSecond,
-			"burst":             &c.RateLimit.Burst,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if identity != nil {
-		c.Identity = &IdentityConfig{}
-		if err := pluginapi.DecodeConfigObject(identity, "identity.", map[string]any{
-			"certificates": &c.Identity.Certificates,
-			"accountIDs":   &c.Identity.AccountIDs,
-		}); err != nil {
-			return nil, err
-		}
 	}
 	return c, nil
 }
@@ -241,7 +181,7 @@ type settings struct {
 	instanceProfile string
 	tags            map[string]string
 	cloudConfig     []byte // nil without cloudInit
-	rate            RateLimit
+	rate            ratelimit.Config
 	identity        identitySettings
 	// allowedProfiles and allowedGroups are what a pod's annotations may
 	// ask for: the allow-lists and the defaults.
@@ -344,27 +284,8 @@ func validate(c *Config) (*settings, error) {
 		return nil, err
 	}
 
-	s.rate = RateLimit{DescribePerSecond: defaultDescribePerSecond, MutatePerSecond: defaultMutatePerSecond, Burst: defaultBurst}
-	if r := c.RateLimit; r != nil {
-		for _, f := range []struct {
-			key string
-			v   float64
-			dst *float64
-		}{{"rateLimit.describePerSecond", r.DescribePerSecond, &s.rate.DescribePerSecond}, {"rateLimit.mutatePerSecond", r.MutatePerSecond, &s.rate.MutatePerSecond}} {
-			switch {
-			case f.v == 0: // default
-			case f.v < 0 || math.IsInf(f.v, 0) || math.IsNaN(f.v):
-				return nil, pluginapi.NewInvalidConfig(f.key, "must be a positive number of calls per second")
-			default:
-				*f.dst = f.v
-			}
-		}
-		switch {
-		case r.Burst < 0:
-			return nil, pluginapi.NewInvalidConfig("rateLimit.burst", "must be a positive number of calls")
-		case r.Burst > 0:
-			s.rate.Burst = r.Burst
-		}
+	if s.rate, err = c.RateLimit.check(defaults.RateLimit.Config); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

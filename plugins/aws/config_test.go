@@ -1,12 +1,9 @@
 package aws
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
@@ -91,6 +89,8 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 		{"cloud-init not cloud-config", with(good, "cloudInit", notCloudConfig), "cloudInit"},
 		{"cloud-init too big", with(good, "cloudInit", bigCloudConfig), "cloudInit"},
 		{"rate limit negative", with(good, "rateLimit", map[string]any{"describePerSecond": -1}), "rateLimit.describePerSecond"},
+		{"rate limit read negative", with(good, "rateLimit", map[string]any{"readPerSecond": -1}), "rateLimit.readPerSecond"},
+		{"rate limit old and new name", with(good, "rateLimit", map[string]any{"describePerSecond": 1, "readPerSecond": 2}), "rateLimit.describePerSecond"},
 		{"rate limit not a number", with(good, "rateLimit", map[string]any{"mutatePerSecond": "5/s"}), "rateLimit.mutatePerSecond"},
 		{"rate limit burst", with(good, "rateLimit", map[string]any{"burst": -2}), "rateLimit.burst"},
 		{"rate limit burst fraction", with(good, "rateLimit", map[string]any{"burst": 1.5}), "rateLimit.burst"},
@@ -237,14 +237,27 @@ func TestSubnetAutoDetection(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	f := newFakeEC2(t)
-	cfg, _ := configured(t, testConfig(f)).config()
-	want := RateLimit{DescribePerSecond: 10, MutatePerSecond: 5, Burst: 20}
-	if cfg.rate != want {
-		t.Errorf("rate limit = %+v, want %+v", cfg.rate, want)
+	tests := []struct {
+		name      string
+		rateLimit map[string]any
+		want      ratelimit.Config
+	}{
+		{"none", nil, ratelimit.Config{ReadPerSecond: 10, MutatePerSecond: 5, Burst: 20}},
+		{"one rate", map[string]any{"mutatePerSecond": 0.5}, ratelimit.Config{ReadPerSecond: 10, MutatePerSecond: 0.5, Burst: 20}},
+		{"reads", map[string]any{"readPerSecond": 2, "burst": 3}, ratelimit.Config{ReadPerSecond: 2, MutatePerSecond: 5, Burst: 3}},
+		{"reads by their old name", map[string]any{"describePerSecond": 2.5}, ratelimit.Config{ReadPerSecond: 2.5, MutatePerSecond: 5, Burst: 20}},
 	}
-	cfg, _ = configured(t, with(testConfig(f), "rateLimit", map[string]any{"mutatePerSecond": 0.5})).config()
-	if want.MutatePerSecond = 0.5; cfg.rate != want {
-		t.Errorf("rate limit = %+v, want %+v", cfg.rate, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			config := testConfig(f)
+			if tt.rateLimit != nil {
+				config = with(config, "rateLimit", tt.rateLimit)
+			}
+			cfg, _ := configured(t, config).config()
+			if cfg.rate != tt.want {
+				t.Errorf("rate limit = %+v, want %+v", cfg.rate, tt.want)
+			}
+		})
 	}
 }
 
@@ -308,48 +321,15 @@ func TestCallsBeforeConfigureFail(t *testing.T) {
 	}
 }
 
-// The JSON Schema GetInfo reports must name exactly the keys Configure
-// accepts, nested objects included.
-func TestSchemaMatchesConfig(t *testing.T) {
-	type object struct {
-		Properties map[string]json.RawMessage
+// The JSON Schema GetInfo reports, rendered from Config, is the golden
+// file: go test -update rewrites it, and its diff shows what a change of
+// Config's keys or tags does to the schema.
+func TestConfigSchema(t *testing.T) {
+	info, err := newProvider().GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var schema object
-	if err := json.Unmarshal([]byte(configSchema), &schema); err != nil {
-		t.Fatalf("schema is not JSON: %v", err)
-	}
-	keys := func(typ reflect.Type) []string {
-		var out []string
-		for f := range typ.Fields() {
-			out = append(out, strings.Split(f.Tag.Get("json"), ",")[0])
-		}
-		slices.Sort(out)
-		return out
-	}
-	props := func(o object) []string {
-		var out []string
-		for k := range o.Properties {
-			out = append(out, k)
-		}
-		slices.Sort(out)
-		return out
-	}
-	if diff := cmp.Diff(keys(reflect.TypeFor[Config]()), props(schema)); diff != "" {
-		t.Errorf("schema keys differ from Config's (-Config +schema):\n%s", diff)
-	}
-	for key, typ := range map[string]reflect.Type{
-		"credentials": reflect.TypeFor[Credentials](),
-		"image":       reflect.TypeFor[Image](),
-		"rateLimit":   reflect.TypeFor[RateLimit](),
-	} {
-		var nested object
-		if err := json.Unmarshal(schema.Properties[key], &nested); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(keys(typ), props(nested)); diff != "" {
-			t.Errorf("schema keys of %s differ from %s's (-Go +schema):\n%s", key, typ.Name(), diff)
-		}
-	}
+	golden(t, "config-schema.json", []byte(info.ConfigSchema))
 }
 
 // Without static credentials the SDK's default chain applies; when it finds

@@ -5,8 +5,8 @@
 // Read it in this order; each file holds one concern:
 //
 //	provider.go   New, GetInfo, Configure: the plugin's face
-//	config.go     the configuration: strict decoding, validation, defaults
-//	schema.go     the same configuration as a JSON Schema (GetInfo)
+//	config.go     the configuration: one struct, its keys and JSON Schema in its
+//	              tags (pluginapi.DecodeConfig, ConfigSchema), validation, defaults
 //	resolve.go    what Configure asks EC2: the subnets per zone, the image
 //	sdk.go        the SDK clients behind narrow interfaces (every operation
 //	              the plugin may call is a method there, and nothing else)

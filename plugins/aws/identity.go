@@ -36,12 +36,8 @@ import (
 
 // IdentityConfig is the identity section of the plugin's configuration.
 type IdentityConfig struct {
-	// Certificates is the path of a PEM file of AWS's public RSA
-	// certificates for instance identity signatures (one per region in
-	// use, or all).
-	Certificates string `json:"certificates,omitempty"`
-	// AccountIDs, when set, are the accounts a cell's instance may be in.
-	AccountIDs []string `json:"accountIDs,omitempty"`
+	Certificates string   `json:"certificates,omitempty" doc:"Path of a PEM file of AWS's public RSA certificates for instance identity signatures, one per region in use (EC2 User Guide, AWS public certificates)."`
+	AccountIDs   []string `json:"accountIDs,omitempty" pattern:"^[0-9]{12}$" doc:"The AWS accounts a cell's instance may be in; empty: any."`
 }
 
 // identitySettings is an IdentityConfig checked: the certificates' keys.

@@ -255,7 +255,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	}
 	p.log.Info("configured", "cluster", cfg.clusterID, "region", s.region, "endpoint", s.endpointURL,
 		"zones", cfg.zones, "image", cfg.image.id, "arch", cfg.image.arch,
-		"describe_per_second", s.rate.DescribePerSecond, "mutate_per_second", s.rate.MutatePerSecond, "burst", s.rate.Burst)
+		"read_per_second", s.rate.ReadPerSecond, "mutate_per_second", s.rate.MutatePerSecond, "burst", s.rate.Burst)
 	return &pluginapi.ConfigureResponse{Warnings: warnings}, nil
 }
 

@@ -20,11 +20,10 @@ type limiter struct {
 	mutate   *ratelimit.Bucket
 }
 
-func newLimiter(r RateLimit, now func() time.Time, sleep func(context.Context, time.Duration) error) *limiter {
-	return &limiter{
-		describe: ratelimit.New(r.DescribePerSecond, r.Burst, now, sleep),
-		mutate:   ratelimit.New(r.MutatePerSecond, r.Burst, now, sleep),
-	}
+func newLimiter(r ratelimit.Config, now func() time.Time, sleep func(context.Context, time.Duration) error) *limiter {
+	l := &limiter{}
+	l.describe, l.mutate = r.Buckets(now, sleep)
+	return l
 }
 
 // bucketFor returns the bucket an EC2 operation spends: Describe* calls are

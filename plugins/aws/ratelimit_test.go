@@ -33,7 +33,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func TestLimiterBuckets(t *testing.T) {
-	l := newLimiter(RateLimit{DescribePerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, sleepCtx)
+	l := newLimiter(ratelimit.Config{ReadPerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, sleepCtx)
 	for op, want := range map[string]*ratelimit.Bucket{
 		"DescribeInstances": l.describe, "DescribeInstanceTypeOfferings": l.describe, "DescribeSubnets": l.describe,
 		"DescribeImages": l.describe, "DescribeInstanceStatus": l.describe,
