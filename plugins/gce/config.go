@@ -1,12 +1,9 @@
 package gce
 
 import (
-	"bytes"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net/url"
 	"os"
 	"regexp"
@@ -14,65 +11,40 @@ import (
 	"strings"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 // Config is the plugin's configuration as the operator writes it (the
-// plugin.config section of kip's configuration), one JSON object. project,
-// region, subnetwork and image are required; unknown keys are
-// refused so that a typo does not silently fall back to a default.
+// plugin.config section of kip's configuration), one JSON object, decoded
+// by pluginapi.DecodeConfig: each field's json tag is its key and its
+// other tags its JSON Schema (configSchema), which GetInfo reports for
+// documentation and tooling. project, region, subnetwork and image are
+// required; unknown keys are refused so that a typo does not silently fall
+// back to a default. Configure remains the authority: validate checks the
+// values, and Configure what only Compute Engine knows (that the
+// subnetwork and the image exist).
 type Config struct {
-	// Project is the Google Cloud project ID of the cells.
-	Project string `json:"project"`
-	// Region is the cells' region, such as us-central1.
-	Region string `json:"region"`
-	// Zones are the region's zones the cells may use, such as
-	// us-central1-a; the catalog offers them. Omitted, every zone of the
-	// region (regions.get at Configure).
-	Zones []string `json:"zones,omitempty"`
-	// Network is the VPC network's name; omitted, the subnetwork's.
-	// Set, it must be the subnetwork's.
-	Network string `json:"network,omitempty"`
-	// Subnetwork is the name of the region's subnetwork of the cells.
-	Subnetwork string `json:"subnetwork"`
-	// ServiceAccount is the email of the cells' service account; omitted,
-	// the cells run without one (no credentials on the cell).
-	ServiceAccount string `json:"serviceAccount,omitempty"`
-	// Scopes are the OAuth scopes of the cells' service account (full
-	// URLs); omitted, cloud-platform (IAM decides).
-	Scopes []string `json:"scopes,omitempty"`
-	// Image is the cells' boot image.
-	Image *Image `json:"image"`
-	// NetworkTags are the cells' network tags (firewall rules target
-	// them).
-	NetworkTags []string `json:"networkTags,omitempty"`
-	// Labels are added to every cell's instance and boot disk.
-	Labels map[string]string `json:"labels,omitempty"`
-	// BootDisk shapes the cells' boot disk.
-	BootDisk *BootDisk `json:"bootDisk,omitempty"`
-	// Endpoint overrides the Compute Engine endpoint (a Private Service
-	// Connect endpoint, a simulator).
-	Endpoint string `json:"endpoint,omitempty"`
-	// CABundle is a PEM file of extra CAs to trust for the endpoint and
-	// identity.certsURL.
-	CABundle string `json:"caBundle,omitempty"`
-	// CredentialsFile is a service account key or external account file;
-	// omitted, Application Default Credentials.
-	CredentialsFile string `json:"credentialsFile,omitempty"`
-	// WithoutAuthentication sends no credentials: only with endpoint (a
-	// simulator, or a proxy that authenticates).
-	WithoutAuthentication bool `json:"withoutAuthentication,omitempty"`
-	// RateLimit bounds the plugin's Compute Engine request rate.
-	RateLimit *RateLimit `json:"rateLimit,omitempty"`
-	// StartupScript is a file whose content becomes the cells' metadata
-	// startup-script (deploy/gce/startup.sh); omitted, the image runs
-	// kip-cell by itself.
-	StartupScript string `json:"startupScript,omitempty"`
-	// Metadata are extra metadata items of every cell, such as
-	// kip-cell-url and kip-cell-sha256 for the boot recipe.
-	Metadata map[string]string `json:"metadata,omitempty"`
+	Project               string            `json:"project" required:"true" doc:"The Google Cloud project ID of the cells."`
+	Region                string            `json:"region" required:"true" pattern:"^[a-z]+(-[a-z]+)*[0-9]+$" doc:"The cells' region, such as us-central1."`
+	Zones                 []string          `json:"zones,omitempty" minItems:"1" uniqueItems:"true" doc:"The region's zones the cells may use, such as us-central1-a; the catalog offers them. Omitted, every zone of the region."`
+	Network               string            `json:"network,omitempty" doc:"The VPC network's name; omitted, the subnetwork's. Set, it must be the subnetwork's."`
+	Subnetwork            string            `json:"subnetwork" required:"true" doc:"The name of the region's subnetwork of the cells (checked with subnetworks.get at Configure)."`
+	ServiceAccount        string            `json:"serviceAccount,omitempty" doc:"Email of the cells' service account; omitted, the cells run without one. kip's role then needs iam.serviceAccounts.actAs on it."`
+	Scopes                []string          `json:"scopes,omitempty" uniqueItems:"true" doc:"OAuth scopes of the cells' service account; omitted, cloud-platform (IAM decides)."`
+	Image                 *Image            `json:"image" required:"true" doc:"The cells' boot image: by name, or by family (the family's newest image, chosen at every Configure), in project (omitted: the cells' project)."`
+	NetworkTags           []string          `json:"networkTags,omitempty" uniqueItems:"true" doc:"Network tags of every cell: the firewall rule that opens TCP 6421 to kip targets them."`
+	Labels                map[string]string `json:"labels,omitempty" maxLength:"63" maxProperties:"60" doc:"Labels of every instance and boot disk, beside kip-cluster, kip-node, kip-cell and kip-pod-uid (Compute Engine label syntax)."`
+	BootDisk              *BootDisk         `json:"bootDisk,omitempty" doc:"The cells' boot disk: size in GB (omitted: the image's, or the pod's volume size) and type (omitted: pd-balanced)."`
+	Endpoint              string            `json:"endpoint,omitempty" doc:"Overrides the Compute Engine endpoint: a Private Service Connect endpoint, or a simulator (http or https URL)."`
+	CABundle              string            `json:"caBundle,omitempty" doc:"Path of a PEM file of extra CA certificates to trust for the endpoint and identity.certsURL."`
+	CredentialsFile       string            `json:"credentialsFile,omitempty" doc:"Path of a service account key or external account file; omitted, Application Default Credentials."`
+	WithoutAuthentication bool              `json:"withoutAuthentication,omitempty" doc:"Send no credentials (with endpoint only: a simulator, or a proxy that authenticates)."`
+	RateLimit             ratelimit.Config  `json:"rateLimit,omitempty" doc:"Client-side limit of the plugin's Compute Engine calls: token buckets for reads (and operation waits) and for calls that change something."`
+	StartupScript         string            `json:"startupScript,omitempty" doc:"Path of the cells' startup script (metadata startup-script, deploy/gce/startup.sh); omitted, the image runs kip-cell by itself."`
+	Metadata              map[string]string `json:"metadata,omitempty" doc:"Extra metadata items of every cell, such as kip-cell-url and kip-cell-sha256 for the boot recipe (deploy/gce/startup.sh); kip-bootstrap, kip-tags and startup-script are the plugin's."`
 	// Identity is how the cells' identity tokens are checked
 	// (identity.go).
-	Identity *IdentityConfig `json:"identity,omitempty"`
+	Identity *IdentityConfig `json:"identity,omitempty" doc:"How the cells' identity tokens are checked before kip signs a cell's certificate (needs serviceAccount: a cell without one has no token)."`
 }
 
 // Image names the cells' boot image: by name or by family (the family's
@@ -84,34 +56,36 @@ type Image struct {
 	Project string `json:"project,omitempty"`
 }
 
+// ConfigAlternatives says that an image is named by name or by family
+// (pluginapi.ConfigAlternatives).
+func (Image) ConfigAlternatives() (oneOf, anyOf [][]string) {
+	return [][]string{{"name"}, {"family"}}, nil
+}
+
 // BootDisk is the cells' boot disk: its size in GB (omitted: the image's,
 // or the pod's volume size) and type (omitted: pd-balanced).
 type BootDisk struct {
-	SizeGB int64  `json:"sizeGb,omitempty"`
+	SizeGB int64  `json:"sizeGb,omitempty" minimum:"10"`
 	Type   string `json:"type,omitempty"`
 }
 
-// RateLimit is the client-side rate limit of Compute Engine calls: two
-// token buckets, one for reads (GET, and operation waits) and one for the
-// calls that change something (insert, delete), each refilled at its rate
-// and holding at most Burst tokens.
-type RateLimit struct {
-	ReadPerSecond   float64 `json:"readPerSecond,omitempty"`
-	MutatePerSecond float64 `json:"mutatePerSecond,omitempty"`
-	Burst           int     `json:"burst,omitempty"`
+// defaults are the defaults of Config's keys that have one: validate
+// applies them and configSchema shows them.
+//
+// Compute Engine's API rate quotas are per project and per minute, split
+// into read requests, write (mutating) requests and operation reads
+// (https://cloud.google.com/compute/api-quota; the defaults are in the
+// low thousands a minute per region and are shared by every tool using
+// the project). The plugin takes 10 reads and 5 writes a second with a
+// burst of 20, so that a burst of pods launches at once.
+var defaults = Config{
+	BootDisk:  &BootDisk{Type: "pd-balanced"},
+	RateLimit: ratelimit.Config{ReadPerSecond: 10, MutatePerSecond: 5, Burst: 20},
+	Identity:  &IdentityConfig{CertsURL: "https://www.googleapis.com/oauth2/v3/certs"},
 }
 
-// Default rate limits. Compute Engine's API rate quotas are per project
-// and per minute, split into read requests, write (mutating) requests and
-// operation reads (https://cloud.google.com/compute/api-quota; the
-// defaults are in the low thousands a minute per region and are shared by
-// every tool using the project). The plugin takes 10 reads and 5 writes a
-// second with a burst of 20, so that a burst of pods launches at once.
-const (
-	defaultReadPerSecond   = 10
-	defaultMutatePerSecond = 5
-	defaultBurst           = 20
-)
+// configSchema is Config's JSON Schema, reported by GetInfo.
+var configSchema = pluginapi.MustConfigSchema("kip-plugin-gce configuration", &defaults)
 
 // Limits of Compute Engine and of the plugin.
 const (
@@ -123,7 +97,6 @@ const (
 	maxMetadata   = 512 << 10
 	maxStartup    = 256 << 10
 	defaultScope  = "https://www.googleapis.com/auth/cloud-platform"
-	defaultDisk   = "pd-balanced"
 	minDiskSizeGB = 10
 	maxDiskSizeGB = 65536
 )
@@ -145,71 +118,13 @@ var (
 	zoneSufRE = regexp.MustCompile(`^-[a-z]$`)
 )
 
-// decodeConfig parses raw strictly: it refuses unknown keys and values of
-// the wrong type, naming the key. It does not contact Google or read files.
+// decodeConfig parses raw strictly (pluginapi.DecodeConfig): it refuses
+// unknown keys and values of the wrong type, naming the key. It does not
+// contact Google or read files.
 func decodeConfig(raw []byte) (*Config, error) {
 	c := &Config{}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		raw = []byte("{}")
-	}
-	var image, disk, rate, ident json.RawMessage
-	if err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
-		"project":               &c.Project,
-		"region":                &c.Region,
-		"zones":                 &c.Zones,
-		"network":               &c.Network,
-		"subnetwork":            &c.Subnetwork,
-		"serviceAccount":        &c.ServiceAccount,
-		"scopes":                &c.Scopes,
-		"image":                 &image,
-		"networkTags":           &c.NetworkTags,
-		"labels":                &c.Labels,
-		"bootDisk":              &disk,
-		"endpoint":              &c.Endpoint,
-		"caBundle":              &c.CABundle,
-		"credentialsFile":       &c.CredentialsFile,
-		"withoutAuthentication": &c.WithoutAuthentication,
-		"rateLimit":             &rate,
-		"startupScript":         &c.StartupScript,
-		"metadata":              &c.Metadata,
-		"identity":              &ident,
-	}); err != nil {
+	if err := pluginapi.DecodeConfig(raw, c); err != nil {
 		return nil, err
-	}
-	if ident != nil {
-		c.Identity = &IdentityConfig{}
-		if err := pluginapi.DecodeConfigObject(ident, "identity.", map[string]any{
-			"certsURL": &c.Identity.CertsURL,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if image != nil {
-		c.Image = &Image{}
-		if err := pluginapi.DecodeConfigObject(image, "image.", map[string]any{
-			"name": &c.Image.Name, "family": &c.Image.Family, "project": &c.Image.Project,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if disk != nil {
-		c.BootDisk = &BootDisk{}
-		if err := pluginapi.DecodeConfigObject(disk, "bootDisk.", map[string]any{
-			"sizeGb": &c.BootDisk.SizeGB, "type": &c.BootDisk.Type,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if rate != nil {
-		c.RateLimit = &RateLimit{}
-		if err := pluginapi.DecodeConfigObject(rate, "rateLimit.", map[string]any{
-			"readPerSecond":   &c.RateLimit.ReadPerSecond,
-			"mutatePerSecond": &c.RateLimit.MutatePerSecond,
-			"burst":           &c.RateLimit.Burst,
-		}); err != nil {
-			return nil, err
-		}
 	}
 	return c, nil
 }
@@ -234,7 +149,7 @@ type settings struct {
 	caBundle        []byte // PEM; nil for the system's
 	credentialsFile string
 	noAuth          bool
-	rate            RateLimit
+	rate            ratelimit.Config
 	startupScript   []byte // nil without startupScript
 	metadata        map[string]string
 	certsURL        string // the JWKS of the identity tokens' keys
@@ -309,40 +224,13 @@ func validate(c *Config) (*settings, error) {
 	if s.metadata, err = checkMetadata(c.Metadata, len(s.startupScript)); err != nil {
 		return nil, err
 	}
-	if s.rate, err = rateLimit(c.RateLimit); err != nil {
+	if s.rate, err = c.RateLimit.Check("rateLimit", defaults.RateLimit); err != nil {
 		return nil, err
 	}
 	if s.certsURL, err = checkIdentity(c.Identity); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// rateLimit checks the rate limit and applies its defaults.
-func rateLimit(r *RateLimit) (RateLimit, error) {
-	out := RateLimit{ReadPerSecond: defaultReadPerSecond, MutatePerSecond: defaultMutatePerSecond, Burst: defaultBurst}
-	if r != nil {
-		for _, f := range []struct {
-			key string
-			v   float64
-			dst *float64
-		}{{"rateLimit.readPerSecond", r.ReadPerSecond, &out.ReadPerSecond}, {"rateLimit.mutatePerSecond", r.MutatePerSecond, &out.MutatePerSecond}} {
-			switch {
-			case f.v == 0: // default
-			case f.v < 0 || math.IsInf(f.v, 0) || math.IsNaN(f.v):
-				return RateLimit{}, pluginapi.NewInvalidConfig(f.key, "must be a positive number of calls per second")
-			default:
-				*f.dst = f.v
-			}
-		}
-		switch {
-		case r.Burst < 0:
-			return RateLimit{}, pluginapi.NewInvalidConfig("rateLimit.burst", "must be a positive number of calls")
-		case r.Burst > 0:
-			out.Burst = r.Burst
-		}
-	}
-	return out, nil
 }
 
 // identity checks the cells' service account and scopes.
@@ -392,7 +280,7 @@ func (s *settings) imageAndDisk(c *Config) error {
 			s.image.Project = c.Project
 		}
 	}
-	s.diskType = defaultDisk
+	s.diskType = defaults.BootDisk.Type
 	if d := c.BootDisk; d != nil {
 		switch {
 		case d.SizeGB != 0 && (d.SizeGB < minDiskSizeGB || d.SizeGB > maxDiskSizeGB):

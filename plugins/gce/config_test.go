@@ -13,9 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 // Every invalid configuration fails Configure with InvalidConfig naming
@@ -192,48 +191,15 @@ func TestNotConfigured(t *testing.T) {
 	}
 }
 
-// The JSON Schema GetInfo reports names exactly the keys Configure
-// accepts, nested objects included.
-func TestSchemaMatchesConfig(t *testing.T) {
-	type object struct {
-		Properties map[string]json.RawMessage
+// The JSON Schema GetInfo reports, rendered from Config, is the golden
+// file: go test -update rewrites it, and its diff shows what a change of
+// Config's keys or tags does to the schema.
+func TestConfigSchema(t *testing.T) {
+	info, err := newProvider().GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var schema object
-	if err := json.Unmarshal([]byte(configSchema), &schema); err != nil {
-		t.Fatalf("schema is not JSON: %v", err)
-	}
-	keys := func(typ reflect.Type) []string {
-		var out []string
-		for f := range typ.Fields() {
-			out = append(out, strings.Split(f.Tag.Get("json"), ",")[0])
-		}
-		slices.Sort(out)
-		return out
-	}
-	props := func(o object) []string {
-		var out []string
-		for k := range o.Properties {
-			out = append(out, k)
-		}
-		slices.Sort(out)
-		return out
-	}
-	if diff := cmp.Diff(keys(reflect.TypeFor[Config]()), props(schema)); diff != "" {
-		t.Errorf("schema keys differ from Config's (-Config +schema):\n%s", diff)
-	}
-	for key, typ := range map[string]reflect.Type{
-		"image":     reflect.TypeFor[Image](),
-		"bootDisk":  reflect.TypeFor[BootDisk](),
-		"rateLimit": reflect.TypeFor[RateLimit](),
-	} {
-		var nested object
-		if err := json.Unmarshal(schema.Properties[key], &nested); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(keys(typ), props(nested)); diff != "" {
-			t.Errorf("schema keys of %s differ from %s's (-Go +schema):\n%s", key, typ.Name(), diff)
-		}
-	}
+	golden(t, "config-schema.json", []byte(info.ConfigSchema))
 }
 
 // With a credentials file, Configure gets a token (here from a local token
@@ -291,5 +257,22 @@ func TestConfigureTakesTheRegionsZones(t *testing.T) {
 	p := configured(t, with(testConfig(f), "zones", nil))
 	if got, want := p.cfg.Load().zones, []string{"us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"}; !slices.Equal(got, want) {
 		t.Errorf("zones %v, want the region's %v", got, want)
+	}
+}
+
+// What the configuration leaves out takes the defaults configSchema shows.
+func TestConfigDefaults(t *testing.T) {
+	c, err := decodeConfig(mustJSON(t, testConfig(newFakeCompute(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := validate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{s.rate, s.diskType, s.certsURL}
+	want := []any{ratelimit.Config{ReadPerSecond: 10, MutatePerSecond: 5, Burst: 20}, "pd-balanced", "https://www.googleapis.com/oauth2/v3/certs"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rate limit, disk type, certs URL = %v, want %v", got, want)
 	}
 }

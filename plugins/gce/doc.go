@@ -7,8 +7,8 @@
 //
 //	provider.go   New, GetInfo, Configure: the plugin's face; the credentials
 //	              and the REST clients on one rate-limited HTTP client
-//	config.go     the configuration: strict decoding, validation, defaults
-//	schema.go     the same configuration as a JSON Schema (GetInfo)
+//	config.go     the configuration: one struct, its keys and JSON Schema in its
+//	              tags (pluginapi.DecodeConfig, ConfigSchema), validation, defaults
 //	resolve.go    what Configure asks Compute Engine: the region's zones, the
 //	              subnetwork, the image
 //	ratelimit.go  client-side token buckets (pluginapi/ratelimit) under the SDK,

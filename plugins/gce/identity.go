@@ -57,14 +57,12 @@ import (
 
 // IdentityConfig is the identity section of the plugin's configuration.
 type IdentityConfig struct {
-	// CertsURL is the JWKS of the keys that sign identity tokens;
-	// omitted, Google's (defaultCertsURL).
-	CertsURL string `json:"certsURL,omitempty"`
+	// CertsURL omitted is Google's (defaults.Identity.CertsURL).
+	CertsURL string `json:"certsURL,omitempty" doc:"JWKS of the keys that sign identity tokens: a simulator's or a private mirror's (http or https URL)."`
 }
 
 // Identity token constants.
 const (
-	defaultCertsURL = "https://www.googleapis.com/oauth2/v3/certs"
 	// identityClockSkew is how far the host's clock and Google's may
 	// differ: a token issued that far in the future, or expired that long
 	// ago, still passes.
@@ -86,11 +84,11 @@ var googleIssuers = []string{"https://accounts.google.com", "accounts.google.com
 // checkIdentity checks the identity section and applies its default.
 func checkIdentity(c *IdentityConfig) (string, error) {
 	if c == nil || c.CertsURL == "" {
-		return defaultCertsURL, nil
+		return defaults.Identity.CertsURL, nil
 	}
 	u, err := url.Parse(c.CertsURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", pluginapi.NewInvalidConfig("identity.certsURL", "%q is not an http or https URL of a JWKS such as %q", c.CertsURL, defaultCertsURL)
+		return "", pluginapi.NewInvalidConfig("identity.certsURL", "%q is not an http or https URL of a JWKS such as %q", c.CertsURL, defaults.Identity.CertsURL)
 	}
 	return c.CertsURL, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -24,7 +25,7 @@ func (c *fakeClock) Now() time.Time {
 }
 
 func TestLimiterBuckets(t *testing.T) {
-	l := newLimiter(RateLimit{ReadPerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, nil)
+	l := newLimiter(ratelimit.Config{ReadPerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, nil)
 	for _, tc := range []struct {
 		verb, path string
 		read       bool
