@@ -2,8 +2,8 @@ package azure
 
 import (
 	"encoding/json"
+	"log/slog"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -87,30 +87,27 @@ func TestGetInfoSaysPricesAreUnknown(t *testing.T) {
 	}
 }
 
-// The schema's properties are exactly the keys decodeConfig takes, and
-// its required keys are the ones validate requires.
-func TestSchemaMatchesConfig(t *testing.T) {
-	var schema struct {
-		Required   []string                   `json:"required"`
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if err := json.Unmarshal([]byte(configSchema), &schema); err != nil {
+// The JSON Schema GetInfo reports, rendered from Config, is the golden
+// file (go test -update rewrites it, and its diff shows what a change of
+// Config's keys or tags does to the schema), and its required keys are the
+// ones validate requires.
+func TestConfigSchema(t *testing.T) {
+	info, err := New(slog.New(slog.DiscardHandler)).GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for k := range structKeys(Config{}) {
-		keys = append(keys, k)
+	golden(t, "config-schema.json", []byte(info.ConfigSchema))
+	var schema struct {
+		Required []string `json:"required"`
 	}
-	if diff := cmp.Diff(slices.Sorted(slices.Values(keys)), slices.Sorted(maps.Keys(schema.Properties))); diff != "" {
-		t.Errorf("schema properties vs Config's keys (-config +schema):\n%s", diff)
+	if err := json.Unmarshal([]byte(info.ConfigSchema), &schema); err != nil {
+		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"image", "location", "resourceGroup", "subnetID", "subscriptionID"}, slices.Sorted(slices.Values(schema.Required))); diff != "" {
 		t.Errorf("required (-want +got):\n%s", diff)
 	}
 	for _, k := range schema.Required {
-		raw := map[string]any{}
-		data, _ := json.Marshal(validConfig())
-		_ = json.Unmarshal(data, &raw)
+		raw := maps.Clone(validConfig())
 		delete(raw, k)
 		c, err := decodeConfig(mustJSON(t, raw))
 		if err == nil {
@@ -120,15 +117,4 @@ func TestSchemaMatchesConfig(t *testing.T) {
 			t.Errorf("without %s: %v; want InvalidConfig naming it", k, err)
 		}
 	}
-}
-
-// structKeys are the JSON keys of a struct's fields.
-func structKeys(v any) map[string]bool {
-	out := map[string]bool{}
-	t := reflect.TypeOf(v)
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		out[name] = true
-	}
-	return out
 }

@@ -1,12 +1,9 @@
 package azure
 
 import (
-	"bytes"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net/url"
 	"os"
 	"regexp"
@@ -14,59 +11,36 @@ import (
 	"strings"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 // Config is the plugin's configuration as the operator writes it (the
-// plugin.config section of kip's configuration), one JSON object.
-// subscriptionID, resourceGroup, location, subnetID and image are
-// required; unknown keys are refused so that a typo does not silently fall
-// back to a default.
+// plugin.config section of kip's configuration), one JSON object, decoded
+// by pluginapi.DecodeConfig: each field's json tag is its key and its
+// other tags its JSON Schema (configSchema), which GetInfo reports for
+// documentation and tooling. subscriptionID, resourceGroup, location,
+// subnetID and image are required; unknown keys are refused so that a
+// typo does not silently fall back to a default. Configure remains the
+// authority: validate checks the values, and Configure what only Azure
+// knows (that the subnet exists).
 type Config struct {
-	// SubscriptionID is the Azure subscription of the cells (a GUID).
-	SubscriptionID string `json:"subscriptionID"`
-	// ResourceGroup holds every cell's VM, NIC and OS disk; it must exist.
-	// One resource group per cluster keeps the plugin's List small.
-	ResourceGroup string `json:"resourceGroup"`
-	// Location is the cells' region, such as eastus.
-	Location string `json:"location"`
-	// Zones are the location's availability zones the cells may use, such
-	// as ["1", "2", "3"] (the default).
-	Zones []string `json:"zones,omitempty"`
-	// SubnetID is the resource ID of the cells' subnet.
-	SubnetID string `json:"subnetID"`
-	// NetworkSecurityGroupID is the resource ID of a network security group
-	// put on every cell's NIC; omitted, the subnet's rules alone apply.
-	NetworkSecurityGroupID string `json:"networkSecurityGroupID,omitempty"`
-	// Image is the cells' image: a marketplace image, or a resource ID.
-	Image *Image `json:"image"`
-	// Identity is the resource ID of a user-assigned managed identity the
-	// cells run with; omitted, none.
-	Identity string `json:"identity,omitempty"`
-	// Tags are added to every cell's VM (and, through it, NIC and disk).
-	Tags map[string]string `json:"tags,omitempty"`
-	// Credentials are the plugin's own Azure credentials; omitted,
-	// azidentity's default chain.
-	Credentials *Credentials `json:"credentials,omitempty"`
-	// Endpoint is Azure Resource Manager's endpoint of a private cloud (or
-	// a simulator); omitted, the public cloud's.
-	Endpoint string `json:"endpoint,omitempty"`
-	// CABundle is a PEM file of extra CAs to trust for the endpoint.
-	CABundle string `json:"caBundle,omitempty"`
-	// WithoutAuthentication sends a static bearer token: only with endpoint
-	// (a simulator).
-	WithoutAuthentication bool `json:"withoutAuthentication,omitempty"`
-	// RateLimit bounds the plugin's Azure Resource Manager request rate.
-	RateLimit *RateLimit `json:"rateLimit,omitempty"`
-	// CustomData is a file whose content becomes every cell's customData
-	// (deploy/azure/cloud-init.yaml); omitted, the image runs kip-cell by
-	// itself.
-	CustomData string `json:"customData,omitempty"`
-	// AdminUsername is the cells' Linux administrator (default kipadmin).
-	AdminUsername string `json:"adminUsername,omitempty"`
-	// SSHPublicKey is the administrator's SSH public key (one
-	// authorized_keys line); omitted, a throw-away key the plugin generates
-	// and forgets, so nobody can log in.
-	SSHPublicKey string `json:"sshPublicKey,omitempty"`
+	SubscriptionID         string            `json:"subscriptionID" required:"true" doc:"The Azure subscription of the cells (a GUID)."`
+	ResourceGroup          string            `json:"resourceGroup" required:"true" doc:"The resource group of every cell's VM, NIC and OS disk (it must exist; one per cluster keeps List small). The contract's instance ID is the VM name within it."`
+	Location               string            `json:"location" required:"true" pattern:"^[a-z][a-z0-9]{1,39}$" doc:"The cells' location, such as eastus."`
+	Zones                  []string          `json:"zones,omitempty" pattern:"^[1-9]$" minItems:"1" uniqueItems:"true" doc:"The location's availability zones the cells may use; omitted, [\"1\", \"2\", \"3\"]. The contract's zones are <location>-<zone>, such as eastus-1."`
+	SubnetID               string            `json:"subnetID" required:"true" doc:"Resource ID of the cells' subnet (checked with subnets get at Configure)."`
+	NetworkSecurityGroupID string            `json:"networkSecurityGroupID,omitempty" doc:"Resource ID of a network security group put on every cell's NIC; omitted, the subnet's rules alone apply."`
+	Image                  *Image            `json:"image" required:"true" doc:"The cells' image: a marketplace image (publisher, offer, sku, version; version omitted: latest) or an image or gallery image version's resource ID (id)."`
+	Identity               string            `json:"identity,omitempty" doc:"Resource ID of a user-assigned managed identity the cells run with; omitted, none."`
+	Tags                   map[string]string `json:"tags,omitempty" maxLength:"256" maxProperties:"46" doc:"Tags of every cell's VM, beside kip-cluster, kip-node, kip-cell and kip-pod-uid (names without < > % & \\ ? /)."`
+	Credentials            *Credentials      `json:"credentials,omitempty" doc:"The plugin's service principal: tenant and client IDs and a file holding its secret or its certificate (PEM or PKCS#12 with the key). Omitted, azidentity's default chain (environment, workload identity, managed identity, Azure CLI)."`
+	Endpoint               string            `json:"endpoint,omitempty" doc:"Azure Resource Manager's endpoint of a private cloud or a simulator (https URL); omitted, Azure's public cloud."`
+	CABundle               string            `json:"caBundle,omitempty" doc:"Path of a PEM file of extra CA certificates to trust for the endpoint."`
+	WithoutAuthentication  bool              `json:"withoutAuthentication,omitempty" doc:"Send a static bearer token instead of credentials (with endpoint only: a simulator)."`
+	RateLimit              ratelimit.Config  `json:"rateLimit,omitempty" doc:"Client-side limit of the plugin's Azure Resource Manager calls: token buckets for reads (GET, operation polls included) and for calls that change something (PUT, DELETE)."`
+	CustomData             string            `json:"customData,omitempty" doc:"Path of the cells' cloud-init customData (deploy/azure/cloud-init.yaml); omitted, the image runs kip-cell by itself."`
+	AdminUsername          string            `json:"adminUsername,omitempty" doc:"The cells' Linux administrator."`
+	SSHPublicKey           string            `json:"sshPublicKey,omitempty" doc:"The administrator's SSH public key (one authorized_keys line); omitted, a throw-away key the plugin generates and forgets, so nobody can log in."`
 }
 
 // Image is the cells' image: a marketplace image (publisher, offer, sku,
@@ -80,38 +54,46 @@ type Image struct {
 	ID        string `json:"id,omitempty"`
 }
 
+// ConfigAlternatives says that an image is a marketplace image or a
+// resource ID (pluginapi.ConfigAlternatives).
+func (Image) ConfigAlternatives() (oneOf, anyOf [][]string) {
+	return [][]string{{"publisher", "offer", "sku"}, {"id"}}, nil
+}
+
 // Credentials are a service principal's: its tenant and client IDs and a
 // file holding its secret or its certificate (PEM or PKCS#12, with the
 // private key).
 type Credentials struct {
-	TenantID              string `json:"tenantID,omitempty"`
-	ClientID              string `json:"clientID,omitempty"`
+	TenantID              string `json:"tenantID,omitempty" required:"true"`
+	ClientID              string `json:"clientID,omitempty" required:"true"`
 	ClientSecretFile      string `json:"clientSecretFile,omitempty"`
 	ClientCertificateFile string `json:"clientCertificateFile,omitempty"`
 }
 
-// RateLimit is the client-side rate limit of Azure Resource Manager calls:
-// two token buckets, one for reads (GET, operation polls included) and
-// one for the calls that change something (PUT, DELETE), each refilled at
-// its rate and holding at most Burst tokens.
-type RateLimit struct {
-	ReadPerSecond   float64 `json:"readPerSecond,omitempty"`
-	MutatePerSecond float64 `json:"mutatePerSecond,omitempty"`
-	Burst           int     `json:"burst,omitempty"`
+// ConfigAlternatives says that the service principal's secret or its
+// certificate is set (pluginapi.ConfigAlternatives).
+func (Credentials) ConfigAlternatives() (oneOf, anyOf [][]string) {
+	return [][]string{{"clientSecretFile"}, {"clientCertificateFile"}}, nil
 }
 
-// Default rate limits. Azure Resource Manager throttles per subscription
-// and principal (12,000 reads and 1,200 writes an hour per region with the
-// token bucket of 2024: 250 reads and 25 writes a second refilled, bursts
-// of 250), and Microsoft.Compute adds its own per-minute limits on VM
-// calls (https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling,
+// defaults are the defaults of Config's keys that have one: validate
+// applies them and configSchema shows them.
+//
+// Azure Resource Manager throttles per subscription and principal (12,000
+// reads and 1,200 writes an hour per region with the token bucket of
+// 2024: 250 reads and 25 writes a second refilled, bursts of 250), and
+// Microsoft.Compute adds its own per-minute limits on VM calls
+// (https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling,
 // https://learn.microsoft.com/troubleshoot/azure/virtual-machines/troubleshooting-throttling-errors).
 // The plugin takes 10 reads and 5 writes a second with a burst of 20.
-const (
-	defaultReadPerSecond   = 10
-	defaultMutatePerSecond = 5
-	defaultBurst           = 20
-)
+var defaults = Config{
+	Image:         &Image{Version: "latest"},
+	RateLimit:     ratelimit.Config{ReadPerSecond: 10, MutatePerSecond: 5, Burst: 20},
+	AdminUsername: "kipadmin",
+}
+
+// configSchema is Config's JSON Schema, reported by GetInfo.
+var configSchema = pluginapi.MustConfigSchema("kip-plugin-azure configuration", &defaults)
 
 // Limits of Azure and defaults of the plugin.
 const (
@@ -124,8 +106,6 @@ const (
 	maxCustomData = 64 << 10
 	// maxUserData is Azure's limit on userData: 64 KiB, base64.
 	maxUserData = 64 << 10
-	// defaultAdmin is the cells' administrator.
-	defaultAdmin = "kipadmin"
 )
 
 var (
@@ -148,63 +128,13 @@ var reservedAdmins = []string{"administrator", "admin", "user", "user1", "test",
 	"a", "actuser", "adm", "admin2", "aspnet", "backup", "console", "david", "guest", "john", "owner", "root", "server", "sql",
 	"support", "support_388945a0", "sys", "test2", "test3", "user4", "user5"}
 
-// decodeConfig parses raw strictly: it refuses unknown keys and values of
-// the wrong type, naming the key. It does not contact Azure or read files.
+// decodeConfig parses raw strictly (pluginapi.DecodeConfig): it refuses
+// unknown keys and values of the wrong type, naming the key. It does not
+// contact Azure or read files.
 func decodeConfig(raw []byte) (*Config, error) {
 	c := &Config{}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		raw = []byte("{}")
-	}
-	var image, creds, rate json.RawMessage
-	if err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
-		"subscriptionID":         &c.SubscriptionID,
-		"resourceGroup":          &c.ResourceGroup,
-		"location":               &c.Location,
-		"zones":                  &c.Zones,
-		"subnetID":               &c.SubnetID,
-		"networkSecurityGroupID": &c.NetworkSecurityGroupID,
-		"image":                  &image,
-		"identity":               &c.Identity,
-		"tags":                   &c.Tags,
-		"credentials":            &creds,
-		"endpoint":               &c.Endpoint,
-		"caBundle":               &c.CABundle,
-		"withoutAuthentication":  &c.WithoutAuthentication,
-		"rateLimit":              &rate,
-		"customData":             &c.CustomData,
-		"adminUsername":          &c.AdminUsername,
-		"sshPublicKey":           &c.SSHPublicKey,
-	}); err != nil {
+	if err := pluginapi.DecodeConfig(raw, c); err != nil {
 		return nil, err
-	}
-	if image != nil {
-		c.Image = &Image{}
-		if err := pluginapi.DecodeConfigObject(image, "image.", map[string]any{
-			"publisher": &c.Image.Publisher, "offer": &c.Image.Offer, "sku": &c.Image.SKU,
-			"version": &c.Image.Version, "id": &c.Image.ID,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if creds != nil {
-		c.Credentials = &Credentials{}
-		if err := pluginapi.DecodeConfigObject(creds, "credentials.", map[string]any{
-			"tenantID": &c.Credentials.TenantID, "clientID": &c.Credentials.ClientID,
-			"clientSecretFile": &c.Credentials.ClientSecretFile, "clientCertificateFile": &c.Credentials.ClientCertificateFile,
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if rate != nil {
-		c.RateLimit = &RateLimit{}
-		if err := pluginapi.DecodeConfigObject(rate, "rateLimit.", map[string]any{
-			"readPerSecond":   &c.RateLimit.ReadPerSecond,
-			"mutatePerSecond": &c.RateLimit.MutatePerSecond,
-			"burst":           &c.RateLimit.Burst,
-		}); err != nil {
-			return nil, err
-		}
 	}
 	return c, nil
 }
@@ -225,7 +155,7 @@ type settings struct {
 	endpoint      string      // "" for the public cloud
 	caBundle      []byte      // PEM; nil for the system's
 	noAuth        bool
-	rate          RateLimit
+	rate          ratelimit.Config
 	customData    []byte // nil without customData
 	adminUsername string
 	sshPublicKey  string // "" until Configure generates one
@@ -285,7 +215,7 @@ func validate(c *Config) (*settings, error) {
 	if err := s.boot(c); err != nil {
 		return nil, err
 	}
-	if s.rate, err = rateLimit(c.RateLimit); err != nil {
+	if s.rate, err = c.RateLimit.Check("rateLimit", defaults.RateLimit); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -325,7 +255,7 @@ func (s *settings) checkImage(im *Image) error {
 	}
 	out := *im
 	if out.Version == "" {
-		out.Version = "latest"
+		out.Version = defaults.Image.Version
 	}
 	for _, f := range []struct{ key, v string }{{"image.publisher", out.Publisher}, {"image.offer", out.Offer}, {"image.sku", out.SKU}, {"image.version", out.Version}} {
 		if f.v == "" {
@@ -403,7 +333,7 @@ func (s *settings) boot(c *Config) error {
 		}
 		s.customData = data
 	}
-	s.adminUsername = defaultAdmin
+	s.adminUsername = defaults.AdminUsername
 	if c.AdminUsername != "" {
 		if !adminRE.MatchString(c.AdminUsername) || slices.Contains(reservedAdmins, c.AdminUsername) {
 			return pluginapi.NewInvalidConfig("adminUsername", "%q is not a Linux user name Azure takes (lowercase letters, digits, _, . and -, at most 64, not a reserved name such as admin or root)", c.AdminUsername)
@@ -422,34 +352,6 @@ func (s *settings) boot(c *Config) error {
 
 // base64Len is the length of n bytes in padded base64.
 func base64Len(n int) int { return (n + 2) / 3 * 4 }
-
-// rateLimit checks the rate limit and applies its defaults.
-func rateLimit(r *RateLimit) (RateLimit, error) {
-	out := RateLimit{ReadPerSecond: defaultReadPerSecond, MutatePerSecond: defaultMutatePerSecond, Burst: defaultBurst}
-	if r == nil {
-		return out, nil
-	}
-	for _, f := range []struct {
-		key string
-		v   float64
-		dst *float64
-	}{{"rateLimit.readPerSecond", r.ReadPerSecond, &out.ReadPerSecond}, {"rateLimit.mutatePerSecond", r.MutatePerSecond, &out.MutatePerSecond}} {
-		switch {
-		case f.v == 0: // default
-		case f.v < 0 || math.IsInf(f.v, 0) || math.IsNaN(f.v):
-			return RateLimit{}, pluginapi.NewInvalidConfig(f.key, "must be a positive number of calls per second")
-		default:
-			*f.dst = f.v
-		}
-	}
-	switch {
-	case r.Burst < 0:
-		return RateLimit{}, pluginapi.NewInvalidConfig("rateLimit.burst", "must be a positive number of calls")
-	case r.Burst > 0:
-		out.Burst = r.Burst
-	}
-	return out, nil
-}
 
 // checkTags checks the configured tags against Azure's rules
 // (https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources):

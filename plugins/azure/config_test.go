@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 // validConfig is a valid configuration that needs no endpoint.
@@ -118,7 +119,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if strings.Join(s.zones, ",") != "1,2,3" || s.image.Version != "latest" || s.adminUsername != "kipadmin" ||
-		s.rate != (RateLimit{ReadPerSecond: 10, MutatePerSecond: 5, Burst: 20}) || s.endpoint != "" || s.sshPublicKey != "" {
+		s.rate != (ratelimit.Config{ReadPerSecond: 10, MutatePerSecond: 5, Burst: 20}) || s.endpoint != "" || s.sshPublicKey != "" {
 		t.Errorf("defaults: %+v", s)
 	}
 	id := "/subscriptions/" + fakeSub + "/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/kip-cell/versions/1.0.0"

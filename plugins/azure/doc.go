@@ -7,8 +7,8 @@
 //
 //	provider.go   New, GetInfo, Configure: the plugin's face; the credentials
 //	              and the ARM clients on one set of pipeline options
-//	config.go     the configuration: strict decoding, validation, defaults
-//	schema.go     the same configuration as a JSON Schema (GetInfo)
+//	config.go     the configuration: one struct, its keys and JSON Schema in its
+//	              tags (pluginapi.DecodeConfig, ConfigSchema), validation, defaults
 //	resolve.go    what Configure asks Azure: the subnet and the NSG exist
 //	ratelimit.go  client-side token buckets (pluginapi/ratelimit) as an azcore
 //	              per-retry policy, in front of every request, retries and

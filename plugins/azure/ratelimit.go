@@ -16,11 +16,10 @@ type limiter struct {
 	mutate *ratelimit.Bucket
 }
 
-func newLimiter(r RateLimit, now func() time.Time, sleep func(context.Context, time.Duration) error) *limiter {
-	return &limiter{
-		read:   ratelimit.New(r.ReadPerSecond, r.Burst, now, sleep),
-		mutate: ratelimit.New(r.MutatePerSecond, r.Burst, now, sleep),
-	}
+func newLimiter(r ratelimit.Config, now func() time.Time, sleep func(context.Context, time.Duration) error) *limiter {
+	l := &limiter{}
+	l.read, l.mutate = r.Buckets(now, sleep)
+	return l
 }
 
 // bucketFor returns the bucket a request spends: Azure Resource Manager

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
 // Every request the SDK sends passes the token buckets, operation polls
@@ -57,7 +58,7 @@ func TestEveryRequestPassesTheBuckets(t *testing.T) {
 
 // Reads are GET and HEAD; everything else is a write.
 func TestBucketFor(t *testing.T) {
-	l := newLimiter(RateLimit{ReadPerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, nil)
+	l := newLimiter(ratelimit.Config{ReadPerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, nil)
 	for method, want := range map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodPut: false, http.MethodDelete: false, http.MethodPost: false, http.MethodPatch: false} {
 		if got := l.bucketFor(method) == l.read; got != want {
 			t.Errorf("%s is a read: %v; want %v", method, got, want)
