@@ -1,9 +1,7 @@
 package local
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/netip"
@@ -25,70 +23,61 @@ const (
 	NetworkLoopback = "loopback"
 )
 
-// Defaults of the configuration keys.
-const (
-	defaultNetwork          = NetworkAuto
-	defaultBridge           = "kip0"
-	defaultSubnet           = "10.213.0.0/16"
-	defaultLoopbackSubnet   = "127.77.0.0/16"
-	defaultZone             = "local"
-	defaultTerminationGrace = 5 * time.Second
-	rootStateDir            = "/var/lib/kip/local"
-)
+// rootStateDir is stateDir's default for root (defaultStateDir).
+const rootStateDir = "/var/lib/kip/local"
 
 // Config is the plugin's configuration as the operator writes it (the
-// plugin.config section of kip's configuration), one JSON object. Every key
-// is optional except agentCommand; unknown keys are refused so that a typo
-// does not silently fall back to a default.
+// plugin.config section of kip's configuration), one JSON object, decoded
+// by pluginapi.DecodeConfig: each field's json tag is its key and its
+// other tags its JSON Schema (configSchema), which GetInfo reports for
+// documentation and tooling. Every key is optional except agentCommand;
+// unknown keys are refused so that a typo does not silently fall back to a
+// default. Configure remains the authority: validate checks what a schema
+// cannot (that the agent is executable, that network namespaces work).
 type Config struct {
-	// AgentCommand is the cell agent's command line. The first element must
-	// resolve to an executable (a path, or a name found in PATH). The
-	// arguments may contain {bootstrap}, {address} and {cellID}.
-	AgentCommand []string `json:"agentCommand"`
-	// StateDir holds one directory per cell; it is the plugin's "cloud".
-	StateDir string `json:"stateDir,omitempty"`
-	// Network is auto, netns or loopback.
-	Network string `json:"network,omitempty"`
-	// Bridge is the Linux bridge the cells' veths join (netns mode).
-	Bridge string `json:"bridge,omitempty"`
-	// Subnet is the IPv4 subnet of the cells' network namespaces; the bridge
-	// gets its first address, cells the following ones.
-	Subnet string `json:"subnet,omitempty"`
-	// LoopbackSubnet is the subnet of 127/8 cells get addresses from in
-	// loopback mode.
-	LoopbackSubnet string `json:"loopbackSubnet,omitempty"`
-	// Zone is the single zone the catalog offers.
-	Zone string `json:"zone,omitempty"`
-	// TerminationGrace is how long Terminate waits after SIGTERM before
-	// SIGKILL, as a Go duration ("5s").
-	TerminationGrace string `json:"terminationGrace,omitempty"`
-	// InstanceTypes, when set, replaces the built-in catalog.
-	InstanceTypes []InstanceTypeConfig `json:"instanceTypes,omitempty"`
-	// MountNamespace is the mount namespace the cells live in, as a path
-	// (/proc/1/ns/mnt: the machine's, seen from a pod with hostPID): the
-	// plugin runs ip, nsenter and the agents there, so that they find the
-	// machine's tools and containerd sees what an agent mounts. Empty: the
-	// plugin's own. With it, the agent's executable is copied into
-	// <stateDir>/bin, and stateDir must be the same directory in both
-	// namespaces (mountns.go).
-	MountNamespace string `json:"mountNamespace,omitempty"`
-	// Masquerade (netns mode) makes this machine masquerade what the cells
-	// send beyond their subnet, so that they reach what the machine
-	// reaches (a registry, the API server) with no route back to the
-	// subnet: iptables rules of the machine's (network.go).
-	Masquerade bool `json:"masquerade,omitempty"`
+	// AgentCommand's first element is resolved with exec.LookPath.
+	AgentCommand []string `json:"agentCommand" required:"true" minItems:"1" doc:"The cell agent's command line. The first element must resolve to an executable; arguments may contain {bootstrap}, {address} and {cellID}."`
+	// StateDir is the plugin's "cloud": one directory per cell.
+	StateDir       string `json:"stateDir,omitempty" doc:"Directory holding one subdirectory per cell. Default /var/lib/kip/local as root, $XDG_STATE_HOME/kip/local otherwise."`
+	Network        string `json:"network,omitempty" enum:"auto,netns,loopback" doc:"netns: a network namespace per cell on a bridge; loopback: a 127.x.y.z address per cell; auto: netns when running as root and network namespaces work, loopback otherwise."`
+	Bridge         string `json:"bridge,omitempty" pattern:"^[A-Za-z0-9_.-]{1,15}$" doc:"Linux bridge the cells' veths join (netns mode); created if missing."`
+	Subnet         string `json:"subnet,omitempty" doc:"Private IPv4 subnet of the cells' network namespaces (netns mode); the bridge gets its first address."`
+	LoopbackSubnet string `json:"loopbackSubnet,omitempty" doc:"Subnet of 127.0.0.0/8 cells get addresses from (loopback mode)."`
+	Zone           string `json:"zone,omitempty" doc:"The one zone of the catalog's offerings."`
+	// TerminationGrace is a Go duration ("5s").
+	TerminationGrace string               `json:"terminationGrace,omitempty" doc:"Time between SIGTERM and SIGKILL when terminating a cell, as a Go duration."`
+	InstanceTypes    []InstanceTypeConfig `json:"instanceTypes,omitempty" minItems:"1" doc:"Replaces the built-in catalog (local.nano to local.xlarge)."`
+	// MountNamespace, set, makes the plugin run ip, nsenter and the agents
+	// there, so that they find the machine's tools and containerd sees
+	// what an agent mounts (mountns.go).
+	MountNamespace string `json:"mountNamespace,omitempty" doc:"Path of the mount namespace the cells live in (/proc/1/ns/mnt: the machine's, from a pod with hostPID): ip, nsenter and the agents run there, from a copy of the agent in <stateDir>/bin, and stateDir must be the same directory in both. Empty: the plugin's own."`
+	// Masquerade is iptables rules of the machine's (network.go).
+	Masquerade bool `json:"masquerade,omitempty" doc:"netns mode: masquerade what the cells send beyond their subnet (iptables rules of this machine's, and IPv4 forwarding on), so that they reach what the machine reaches."`
 }
 
 // InstanceTypeConfig is one instance type of a catalog override.
 type InstanceTypeConfig struct {
-	Name      string `json:"name"`
-	MilliCPU  int64  `json:"milliCPU"`
-	MemoryMiB int64  `json:"memoryMiB"`
-	// Price is the nominal hourly price in US dollars. Local cells cost
-	// nothing: the price is a weight that makes the host's matcher prefer
-	// the smallest type that fits. Omitted, it is derived from the size.
-	Price *float64 `json:"price,omitempty"`
+	Name      string `json:"name" required:"true" minLength:"1"`
+	MilliCPU  int64  `json:"milliCPU" required:"true" minimum:"10" doc:"CPU limit in thousandths of a CPU."`
+	MemoryMiB int64  `json:"memoryMiB" required:"true" minimum:"16" doc:"Memory limit in MiB."`
+	// Price is a weight, not a cost: local cells cost nothing.
+	Price *float64 `json:"price,omitempty" minimum:"0" doc:"Nominal hourly price in US dollars: a weight that makes the host prefer the smallest fitting type (local cells cost nothing). Default 0.01 per CPU + 0.005 per GiB."`
 }
+
+// defaults are the defaults of Config's keys that have one: validate
+// applies them and configSchema shows them. stateDir's depends on the
+// user (defaultStateDir).
+var defaults = Config{
+	Network:          NetworkAuto,
+	Bridge:           "kip0",
+	Subnet:           "10.213.0.0/16",
+	LoopbackSubnet:   "127.77.0.0/16",
+	Zone:             "local",
+	TerminationGrace: "5s",
+}
+
+// configSchema is Config's JSON Schema, reported by GetInfo.
+var configSchema = pluginapi.MustConfigSchema("kip-plugin-local configuration", &defaults)
 
 // config is a validated Config with its values parsed and defaults applied.
 type config struct {
@@ -115,47 +104,13 @@ type config struct {
 	catalog          []pluginapi.InstanceType
 }
 
-// decodeConfig parses raw strictly: it refuses unknown keys and values of
-// the wrong type, naming the key, and applies defaults. It does not touch
-// the machine; validate does.
+// decodeConfig parses raw strictly (pluginapi.DecodeConfig): it refuses
+// unknown keys and values of the wrong type, naming the key. It does not
+// touch the machine; validate does.
 func decodeConfig(raw []byte) (*Config, error) {
 	c := &Config{}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		raw = []byte("{}")
-	}
-	var types []json.RawMessage
-	err := pluginapi.DecodeConfigObject(raw, "", map[string]any{
-		"agentCommand":     &c.AgentCommand,
-		"stateDir":         &c.StateDir,
-		"network":          &c.Network,
-		"bridge":           &c.Bridge,
-		"subnet":           &c.Subnet,
-		"loopbackSubnet":   &c.LoopbackSubnet,
-		"zone":             &c.Zone,
-		"terminationGrace": &c.TerminationGrace,
-		"instanceTypes":    &types,
-		"mountNamespace":   &c.MountNamespace,
-		"masquerade":       &c.Masquerade,
-	})
-	if err != nil {
+	if err := pluginapi.DecodeConfig(raw, c); err != nil {
 		return nil, err
-	}
-	if types != nil {
-		c.InstanceTypes = make([]InstanceTypeConfig, 0, len(types))
-	}
-	for i, t := range types {
-		var it InstanceTypeConfig
-		prefix := fmt.Sprintf("instanceTypes[%d].", i)
-		if err := pluginapi.DecodeConfigObject(t, prefix, map[string]any{
-			"name":      &it.Name,
-			"milliCPU":  &it.MilliCPU,
-			"memoryMiB": &it.MemoryMiB,
-			"price":     &it.Price,
-		}); err != nil {
-			return nil, err
-		}
-		c.InstanceTypes = append(c.InstanceTypes, it)
 	}
 	return c, nil
 }
@@ -207,32 +162,28 @@ func validate(c *Config, m machine, probe func() error) (*config, []string, erro
 		out.agentRun = filepath.Join(out.stateDir, agentBinDir, filepath.Base(out.agentPath))
 	}
 
-	out.bridge = cmp.Or(c.Bridge, defaultBridge)
+	out.bridge = cmp.Or(c.Bridge, defaults.Bridge)
 	if !ifaceName.MatchString(out.bridge) {
 		return nil, nil, pluginapi.NewInvalidConfig("bridge", "%q is not an interface name (1-15 of [A-Za-z0-9_.-])", out.bridge)
 	}
-	if out.subnet, err = parseSubnet(cmp.Or(c.Subnet, defaultSubnet)); err != nil {
+	if out.subnet, err = parseSubnet(cmp.Or(c.Subnet, defaults.Subnet)); err != nil {
 		return nil, nil, pluginapi.NewInvalidConfig("subnet", "%v", err)
 	}
 	if !out.subnet.Addr().IsPrivate() {
 		return nil, nil, pluginapi.NewInvalidConfig("subnet", "%s is not a private (RFC 1918) range", out.subnet)
 	}
-	if out.loopbackSubnet, err = parseSubnet(cmp.Or(c.LoopbackSubnet, defaultLoopbackSubnet)); err != nil {
+	if out.loopbackSubnet, err = parseSubnet(cmp.Or(c.LoopbackSubnet, defaults.LoopbackSubnet)); err != nil {
 		return nil, nil, pluginapi.NewInvalidConfig("loopbackSubnet", "%v", err)
 	}
 	if !out.loopbackSubnet.Addr().IsLoopback() {
 		return nil, nil, pluginapi.NewInvalidConfig("loopbackSubnet", "%s is not inside 127.0.0.0/8", out.loopbackSubnet)
 	}
 
-	out.zone = cmp.Or(c.Zone, defaultZone)
+	out.zone = cmp.Or(c.Zone, defaults.Zone)
 
-	out.terminationGrace = defaultTerminationGrace
-	if c.TerminationGrace != "" {
-		d, err := time.ParseDuration(c.TerminationGrace)
-		if err != nil || d < 0 {
-			return nil, nil, pluginapi.NewInvalidConfig("terminationGrace", "%q is not a non-negative duration such as \"5s\"", c.TerminationGrace)
-		}
-		out.terminationGrace = d
+	grace := cmp.Or(c.TerminationGrace, defaults.TerminationGrace)
+	if out.terminationGrace, err = time.ParseDuration(grace); err != nil || out.terminationGrace < 0 {
+		return nil, nil, pluginapi.NewInvalidConfig("terminationGrace", "%q is not a non-negative duration such as %q", grace, defaults.TerminationGrace)
 	}
 
 	if out.catalog, err = buildCatalog(c.InstanceTypes, out.zone); err != nil {

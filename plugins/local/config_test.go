@@ -1,12 +1,10 @@
 package local
 
 import (
-	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,40 +154,13 @@ func TestNetworkAuto(t *testing.T) {
 	}
 }
 
-// The JSON Schema GetInfo reports must name exactly the keys Configure
-// accepts.
-func TestSchemaMatchesConfig(t *testing.T) {
-	var schema struct {
-		Properties map[string]struct {
-			Items struct {
-				Properties map[string]any
-			}
-		}
+// The JSON Schema GetInfo reports, rendered from Config, is the golden
+// file: go test -update rewrites it, and its diff shows what a change of
+// Config's keys or tags does to the schema.
+func TestConfigSchema(t *testing.T) {
+	info, err := New(testLogger(t)).GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(configSchema), &schema); err != nil {
-		t.Fatalf("schema is not JSON: %v", err)
-	}
-	keys := func(typ reflect.Type) []string {
-		var out []string
-		for f := range typ.Fields() {
-			out = append(out, strings.Split(f.Tag.Get("json"), ",")[0])
-		}
-		slices.Sort(out)
-		return out
-	}
-	var top, item []string
-	for k := range schema.Properties {
-		top = append(top, k)
-	}
-	for k := range schema.Properties["instanceTypes"].Items.Properties {
-		item = append(item, k)
-	}
-	slices.Sort(top)
-	slices.Sort(item)
-	if want := keys(reflect.TypeFor[Config]()); !slices.Equal(top, want) {
-		t.Errorf("schema keys %q, Config keys %q", top, want)
-	}
-	if want := keys(reflect.TypeFor[InstanceTypeConfig]()); !slices.Equal(item, want) {
-		t.Errorf("schema instance type keys %q, InstanceTypeConfig keys %q", item, want)
-	}
+	golden(t, "config-schema.json", []byte(info.ConfigSchema))
 }

@@ -6,8 +6,8 @@
 // Read it in this order; each file holds one concern:
 //
 //	provider.go   New, GetInfo, Configure, ListInstanceTypes: the plugin's face
-//	config.go     the configuration: defaults, strict decoding, validation
-//	schema.go     the same configuration as a JSON Schema (GetInfo)
+//	config.go     the configuration: one struct, its keys and JSON Schema in its
+//	              tags (pluginapi.DecodeConfig, ConfigSchema), validation, defaults
 //	catalog.go    the built-in instance types and their nominal prices
 //	launch.go     Launch: idempotent on the cell ID, across processes
 //	describe.go   Describe and List: what the "cloud" says about a cell now
