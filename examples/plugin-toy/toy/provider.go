@@ -67,15 +67,16 @@ func (p *provider) GetInfo(ctx context.Context, _ *pluginapi.GetInfoRequest) (*p
 	}, nil
 }
 
-const configSchema = `{
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["dir"],
-  "properties": {
-    "dir": {"type": "string", "description": "Absolute path of the toy cloud: one JSON file per instance."},
-    "bootSeconds": {"type": "integer", "minimum": 0, "maximum": 600, "description": "Seconds from launch to running (default 0)."}
-  }
-}`
+// Config is the toy's plugin.config, one struct for both its decoding
+// and its JSON Schema: a field's json tag is its key, its other tags the
+// schema's words for it (pluginapi.DecodeConfig, pluginapi.ConfigSchema).
+type Config struct {
+	Dir         string `json:"dir" required:"true" doc:"Absolute path of the toy cloud: one JSON file per instance."`
+	BootSeconds int    `json:"bootSeconds,omitempty" minimum:"0" maximum:"600" doc:"Seconds from launch to running (default 0)."`
+}
+
+// configSchema is Config's JSON Schema, which GetInfo reports.
+var configSchema = pluginapi.MustConfigSchema("kip-plugin-toy configuration", Config{})
 
 // Configure checks plugin.config and the cluster ID, and creates the
 // directory. Every error names the key to fix.
@@ -86,12 +87,8 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if req.ClusterID == "" {
 		return nil, pluginapi.NewInvalidConfig("clusterID", "is required: every instance is tagged with it")
 	}
-	var c struct {
-		Dir         string
-		BootSeconds int
-	}
-	fields := map[string]any{"dir": &c.Dir, "bootSeconds": &c.BootSeconds}
-	if err := pluginapi.DecodeConfigObject(req.Config, "", fields); err != nil {
+	var c Config
+	if err := pluginapi.DecodeConfig(req.Config, &c); err != nil {
 		return nil, err
 	}
 	switch {

@@ -59,3 +59,14 @@ func TestLaunchKeepsTheBootstrapInTheUserData(t *testing.T) {
 		t.Errorf("the user data of instance %s holds bootstrap %q (%v), want %q", resp.Instance.ID, got, err, bootstrap)
 	}
 }
+
+// The JSON Schema GetInfo reports, rendered from Config, is the golden
+// file: go test -update rewrites it, and its diff shows what a change of
+// Config's keys or tags does to the schema.
+func TestConfigSchema(t *testing.T) {
+	info, err := toy.New(slog.New(slog.DiscardHandler)).GetInfo(t.Context(), &pluginapi.GetInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "config-schema.json", []byte(info.ConfigSchema))
+}
