@@ -88,9 +88,9 @@ type RateLimit struct {
 	DescribePerSecond float64 `json:"describePerSecond,omitempty" exclusiveMinimum:"0" deprecated:"true" doc:"The old name of readPerSecond, still taken (not beside it)."`
 }
 
-// check checks r and applies defaults, taking describePerSecond for
-// readPerSecond.
-func (r RateLimit) check(defaults ratelimit.Config) (ratelimit.Config, error) {
+// limits checks r and applies defaults (ratelimit.Config.Check), taking
+// describePerSecond for readPerSecond.
+func (r RateLimit) limits(defaults ratelimit.Config) (ratelimit.Config, error) {
 	if d := r.DescribePerSecond; d != 0 {
 		if r.ReadPerSecond != 0 {
 			return ratelimit.Config{}, pluginapi.NewInvalidConfig("rateLimit.describePerSecond", "is the old name of rateLimit.readPerSecond: set readPerSecond alone")
@@ -100,7 +100,7 @@ func (r RateLimit) check(defaults ratelimit.Config) (ratelimit.Config, error) {
 		}
 		r.ReadPerSecond = d
 	}
-	return r.Config.Check("rateLimit", defaults)
+	return r.Check("rateLimit", defaults)
 }
 
 // defaults are the defaults of Config's keys that have one: validate
@@ -284,7 +284,7 @@ func validate(c *Config) (*settings, error) {
 		return nil, err
 	}
 
-	if s.rate, err = c.RateLimit.check(defaults.RateLimit.Config); err != nil {
+	if s.rate, err = c.RateLimit.limits(defaults.RateLimit.Config); err != nil {
 		return nil, err
 	}
 	return s, nil
