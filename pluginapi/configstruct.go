@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -353,6 +354,9 @@ func keywords(s map[string]any, tag reflect.StructTag, only []string) error {
 		return !container || !slices.Contains(itemKeywords, k)
 	}
 	if p, ok := tag.Lookup("pattern"); ok && use("pattern") {
+		if _, err := regexp.Compile(p); err != nil {
+			return fmt.Errorf("tag pattern:%q: %w", p, err)
+		}
 		s["pattern"] = p
 	}
 	if e, ok := tag.Lookup("enum"); ok && use("enum") {
@@ -369,4 +373,41 @@ func keywords(s map[string]any, tag reflect.StructTag, only []string) error {
 		s[k] = json.RawMessage(v)
 	}
 	return nil
+}
+
+// ConfigPattern compiles the pattern tag of key in config's struct (a
+// struct or a pointer to one), so that a plugin checks a value with the
+// pattern its schema shows, written once: key is dotted through nested
+// objects ("image.id"), and names a list or a map whose items the pattern
+// constrains by its own name ("subnets"). It panics when key has no
+// pattern or the pattern does not compile, a programming error the
+// plugin's first test run finds, as regexp.MustCompile does.
+func ConfigPattern(config any, key string) *regexp.Regexp {
+	t := reflect.TypeOf(config)
+	path := strings.Split(key, ".")
+	for i, name := range path {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice) && t.Elem().Kind() == reflect.Struct {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			panic(fmt.Sprintf("pluginapi.ConfigPattern: %s is not an object", strings.Join(path[:i], ".")))
+		}
+		fields, err := configFields(t)
+		if err != nil {
+			panic(fmt.Sprintf("pluginapi.ConfigPattern: %v", err))
+		}
+		j := slices.IndexFunc(fields, func(f configField) bool { return f.key == name })
+		if j < 0 {
+			panic(fmt.Sprintf("pluginapi.ConfigPattern: %s has no key %q", t, name))
+		}
+		if i == len(path)-1 {
+			p, ok := fields[j].field.Tag.Lookup("pattern")
+			if !ok {
+				panic(fmt.Sprintf("pluginapi.ConfigPattern: key %s has no pattern", key))
+			}
+			return regexp.MustCompile(p)
+		}
+		t = fields[j].field.Type
+	}
+	panic("pluginapi.ConfigPattern: no key")
 }

@@ -210,19 +210,78 @@ func TestConfigSchema(t *testing.T) {
 	}
 }
 
-// A tag that is not a JSON literal where one is wanted fails the
-// rendering, and MustConfigSchema panics on it.
+// A tag that is not a JSON literal where one is wanted, or a pattern that
+// does not compile, fails the rendering, and MustConfigSchema panics on it.
 func TestConfigSchemaRefusesABadTag(t *testing.T) {
-	type bad struct {
+	type literal struct {
 		N int `json:"n" minimum:"one"`
 	}
-	if _, err := ConfigSchema("bad", bad{}); err == nil || !strings.Contains(err.Error(), `minimum:"one"`) {
-		t.Errorf("ConfigSchema = %v, want an error naming the tag", err)
+	type pattern struct {
+		S []string `json:"s" pattern:"^(a"`
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("MustConfigSchema did not panic")
+	for _, tt := range []struct {
+		config any
+		tag    string
+	}{
+		{literal{}, `minimum:"one"`},
+		{pattern{}, `pattern:"^(a"`},
+	} {
+		if _, err := ConfigSchema("bad", tt.config); err == nil || !strings.Contains(err.Error(), tt.tag) {
+			t.Errorf("ConfigSchema(%T) = %v, want an error naming %s", tt.config, err, tt.tag)
 		}
-	}()
-	MustConfigSchema("bad", bad{})
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("MustConfigSchema(%T) did not panic", tt.config)
+				}
+			}()
+			MustConfigSchema("bad", tt.config)
+		}()
+	}
+}
+
+func TestConfigPattern(t *testing.T) {
+	type deep struct {
+		Items []sampleItemPattern `json:"items"`
+	}
+	tests := []struct {
+		key, want string // want "" for a panic
+	}{
+		{"name", "^[a-z]+$"},
+		{"list", "^x"},
+		{"inner.a", ""},
+		{"count", ""},
+		{"nameX", ""},
+		{"name.x", ""},
+		{"deep.items.code", "^[0-9]+$"},
+		{"deep.items.none", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			var got string
+			panicked := func() (p bool) {
+				defer func() { p = recover() != nil }()
+				if strings.HasPrefix(tt.key, "deep.") {
+					got = ConfigPattern(&deep{}, strings.TrimPrefix(tt.key, "deep.")).String()
+				} else {
+					got = ConfigPattern(sample{}, tt.key).String()
+				}
+				return false
+			}()
+			if tt.want == "" {
+				if !panicked {
+					t.Errorf("ConfigPattern(%s) = %q, want a panic", tt.key, got)
+				}
+				return
+			}
+			if panicked || got != tt.want {
+				t.Errorf("ConfigPattern(%s) = %q (panicked %v), want %q", tt.key, got, panicked, tt.want)
+			}
+		})
+	}
+}
+
+type sampleItemPattern struct {
+	Code string `json:"code" pattern:"^[0-9]+$"`
+	None string `json:"none"`
 }

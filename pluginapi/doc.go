@@ -46,7 +46,8 @@
 // A struct that requires one of several sets of keys implements
 // ConfigAlternatives. The schema documents; DecodeConfig checks only keys
 // and JSON types, and values stay the plugin's to check, naming the key
-// with NewInvalidConfig. A plugin's rateLimit key is ratelimit.Config, the
+// with NewInvalidConfig; ConfigPattern compiles a key's pattern tag, so
+// that the check and the schema share the one pattern. A plugin's rateLimit key is ratelimit.Config, the
 // same keys in every plugin.
 //
 // The wire contract is proto/kip/plugin/v1/plugin.proto; its generated Go
