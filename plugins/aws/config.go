@@ -139,11 +139,13 @@ const (
 const TagCells = "kipcell.io/cells"
 
 var (
-	regionRE   = regexp.MustCompile(`^[a-z]{2,4}(-[a-z]+)+-[0-9]+$`)
-	vpcRE      = regexp.MustCompile(`^vpc-[0-9a-f]+$`)
-	subnetRE   = regexp.MustCompile(`^subnet-[0-9a-f]+$`)
-	groupRE    = regexp.MustCompile(`^sg-[0-9a-f]+$`)
-	amiRE      = regexp.MustCompile(`^ami-[0-9a-f]+$`)
+	// The patterns of Config's tags, which its schema shows.
+	regionRE = pluginapi.ConfigPattern(Config{}, "region")
+	vpcRE    = pluginapi.ConfigPattern(Config{}, "vpcID")
+	subnetRE = pluginapi.ConfigPattern(Config{}, "subnets")
+	groupRE  = pluginapi.ConfigPattern(Config{}, "securityGroups")
+	amiRE    = pluginapi.ConfigPattern(Config{}, "image.id")
+
 	ownerRE    = regexp.MustCompile(`^([0-9]{12}|self|amazon|aws-marketplace)$`)
 	profileRE  = regexp.MustCompile(`^[\w+=,.@-]{1,128}$`)
 	profileARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:instance-profile/[\w+=,.@/-]{1,512}$`)

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"time"
 
@@ -50,7 +49,7 @@ type identitySettings struct {
 // the host's clock and EC2's differ a little.
 const clockSkew = 5 * time.Minute
 
-var accountRE = regexp.MustCompile(`^[0-9]{12}$`)
+var accountRE = pluginapi.ConfigPattern(Config{}, "identity.accountIDs")
 
 // validateIdentity checks c, reading its certificate file.
 func validateIdentity(c *IdentityConfig) (identitySettings, error) {

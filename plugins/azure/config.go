@@ -113,8 +113,8 @@ var (
 	// rgRE is a resource group name: 1 to 90 letters, digits, _ - . ( ),
 	// not ending with a period.
 	rgRE       = regexp.MustCompile(`^[-\w.()]{0,89}[-\w()]$`)
-	locationRE = regexp.MustCompile(`^[a-z][a-z0-9]{1,39}$`)
-	zoneRE     = regexp.MustCompile(`^[1-9]$`)
+	locationRE = pluginapi.ConfigPattern(Config{}, "location")
+	zoneRE     = pluginapi.ConfigPattern(Config{}, "zones")
 	// adminRE is a Linux administrator name Azure takes.
 	adminRE = regexp.MustCompile(`^[a-z_][a-z0-9_.-]{0,63}$`)
 	// sshKeyRE is an authorized_keys line of a key type Azure takes.

@@ -106,7 +106,7 @@ var (
 	// digits and hyphens, starting with a letter (a domain-scoped
 	// "example.com:p" project is allowed too).
 	projectRE = regexp.MustCompile(`^([a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
-	regionRE  = regexp.MustCompile(`^[a-z]+(-[a-z]+)*[0-9]+$`)
+	regionRE  = pluginapi.ConfigPattern(Config{}, "region")
 	// nameRE is a Compute Engine resource name (RFC 1035): instances,
 	// images, families, networks, subnetworks, tags.
 	nameRE    = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"time"
 
@@ -116,7 +115,7 @@ func decodeConfig(raw []byte) (*Config, error) {
 }
 
 // ifaceName matches a usable Linux interface name (IFNAMSIZ is 16 with NUL).
-var ifaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
+var ifaceName = pluginapi.ConfigPattern(Config{}, "bridge")
 
 // validate checks c, applies defaults and resolves what depends on the
 // machine: the agent's executable, the state directory and, for network
