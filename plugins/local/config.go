@@ -50,7 +50,7 @@ type Config struct {
 	// there, so that they find the machine's tools and containerd sees
 	// what an agent mounts (mountns.go).
 	MountNamespace string `json:"mountNamespace,omitempty" doc:"Path of the mount namespace the cells live in (/proc/1/ns/mnt: the machine's, from a pod with hostPID): ip, nsenter and the agents run there, from a copy of the agent in <stateDir>/bin, and stateDir must be the same directory in both. Empty: the plugin's own."`
-	// Masquerade is iptables rules of the machine's (network.go).
+	// Masquerade's iptables rules are in network.go.
 	Masquerade bool `json:"masquerade,omitempty" doc:"netns mode: masquerade what the cells send beyond their subnet (iptables rules of this machine's, and IPv4 forwarding on), so that they reach what the machine reaches."`
 }
 
