@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/proto"
@@ -103,7 +102,7 @@ func cutFamily(typ string) (string, string, bool) {
 
 // machineTypes caches machineTypes.aggregatedList of the cells' zones.
 type machineTypes struct {
-	client  *compute.MachineTypesClient
+	client  machineTypesAPI
 	project string
 	zones   []string
 	ttl     time.Duration

@@ -8,6 +8,7 @@ require (
 	cloud.google.com/go/auth v0.20.0
 	cloud.google.com/go/compute v1.74.0
 	github.com/google/go-cmp v0.7.0
+	github.com/googleapis/gax-go/v2 v2.26.2
 	github.com/kipcell/kip/pluginapi v1.0.0
 	golang.org/x/oauth2 v0.36.0
 	google.golang.org/api v0.288.0
@@ -25,7 +26,6 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/s2a-go v0.1.9 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.17 // indirect
-	github.com/googleapis/gax-go/v2 v2.26.2 // indirect
 	github.com/hashicorp/go-hclog v1.6.3 // indirect
 	github.com/hashicorp/go-plugin v1.8.0 // indirect
 	github.com/hashicorp/yamux v0.1.2 // indirect

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -164,5 +165,32 @@ func TestEveryCalledMethodHasItsPermissions(t *testing.T) {
 	}
 	if labels := body["disks"].([]any)[0].(map[string]any)["initializeParams"].(map[string]any)["labels"]; labels == nil {
 		t.Error("the boot disk has no labels: compute.disks.setLabels is not needed")
+	}
+}
+
+// The SDK interfaces (sdk.go) name exactly the methods of permissions:
+// a method added to an interface without its permissions, or a
+// permission left for a method no longer callable, fails here.
+func TestSDKInterfacesAreThePermissions(t *testing.T) {
+	var got []string
+	for collection, api := range map[string]reflect.Type{
+		"instances":      reflect.TypeFor[instancesAPI](),
+		"zoneOperations": reflect.TypeFor[zoneOperationsAPI](),
+		"regions":        reflect.TypeFor[regionsAPI](),
+		"machineTypes":   reflect.TypeFor[machineTypesAPI](),
+		"images":         reflect.TypeFor[imagesAPI](),
+		"subnetworks":    reflect.TypeFor[subnetworksAPI](),
+	} {
+		for i := range api.NumMethod() {
+			name := api.Method(i).Name
+			if name == "Close" {
+				continue
+			}
+			got = append(got, collection+"."+strings.ToLower(name[:1])+name[1:])
+		}
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(permissions)), got); diff != "" {
+		t.Errorf("sdk.go's methods differ from permissions (-permissions +sdk.go):\n%s", diff)
 	}
 }

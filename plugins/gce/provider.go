@@ -170,12 +170,12 @@ type config struct {
 // clients are the Compute Engine REST clients the plugin calls; every one
 // shares the rate-limited HTTP client.
 type clients struct {
-	instances    *compute.InstancesClient
-	zoneOps      *compute.ZoneOperationsClient
-	regions      *compute.RegionsClient
-	machineTypes *compute.MachineTypesClient
-	images       *compute.ImagesClient
-	subnetworks  *compute.SubnetworksClient
+	instances    instancesAPI
+	zoneOps      zoneOperationsAPI
+	regions      regionsAPI
+	machineTypes machineTypesAPI
+	images       imagesAPI
+	subnetworks  subnetworksAPI
 }
 
 func (c *clients) close() {
