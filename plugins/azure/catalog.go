@@ -68,7 +68,7 @@ func (s *soldSizes) has(size, zone string) bool { return s.zones[strings.ToLower
 
 // skuCache caches resourceSkus list of the cells' location.
 type skuCache struct {
-	client   *armcompute.ResourceSKUsClient
+	client   resourceSKUsAPI
 	location string
 	zones    []string // the configured zones, 1 2 3
 	ttl      time.Duration

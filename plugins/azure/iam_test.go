@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +135,32 @@ func TestEveryCalledOperationHasItsActions(t *testing.T) {
 	nic := body["properties"].(map[string]any)["networkProfile"].(map[string]any)["networkInterfaceConfigurations"].([]any)[0].(map[string]any)
 	if nic["properties"].(map[string]any)["networkSecurityGroup"] == nil {
 		t.Error("the NIC has no NSG: the test does not exercise its action")
+	}
+}
+
+// The SDK interfaces (sdk.go) name exactly the operations of actions,
+// but Operations_Get, which the long-running operations' pollers call: an
+// operation added to an interface without its actions, or actions left
+// for an operation no longer callable, fails here.
+func TestSDKInterfacesAreTheActions(t *testing.T) {
+	got := []string{"Operations_Get"}
+	for group, api := range map[string]reflect.Type{
+		"VirtualMachines":       reflect.TypeFor[virtualMachinesAPI](),
+		"ResourceSkus":          reflect.TypeFor[resourceSKUsAPI](),
+		"NetworkInterfaces":     reflect.TypeFor[networkInterfacesAPI](),
+		"Subnets":               reflect.TypeFor[subnetsAPI](),
+		"NetworkSecurityGroups": reflect.TypeFor[networkSecurityGroupsAPI](),
+	} {
+		for i := range api.NumMethod() {
+			op := strings.TrimPrefix(api.Method(i).Name, "Begin") // a long-running operation's
+			if op == "NewListPager" {
+				op = "List"
+			}
+			got = append(got, group+"_"+op)
+		}
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(actions)), got); diff != "" {
+		t.Errorf("sdk.go's operations differ from actions (-actions +sdk.go):\n%s", diff)
 	}
 }

@@ -178,13 +178,13 @@ type config struct {
 // clients are the Azure Resource Manager clients the plugin calls; every
 // one shares the pipeline's options (rate limit, retries, transport).
 type clients struct {
-	vms     *armcompute.VirtualMachinesClient
-	skus    *armcompute.ResourceSKUsClient
-	nics    *armnetwork.InterfacesClient
-	subnets *armnetwork.SubnetsClient // in the subnet's subscription
+	vms     virtualMachinesAPI
+	skus    resourceSKUsAPI
+	nics    networkInterfacesAPI
+	subnets subnetsAPI // in the subnet's subscription
 	// nsgs is in the network security group's subscription; nil without
 	// networkSecurityGroupID.
-	nsgs *armnetwork.SecurityGroupsClient
+	nsgs networkSecurityGroupsAPI
 }
 
 // errNotConfigured answers calls that need a configuration before
