@@ -50,5 +50,9 @@
 // sees only its own instances. For an in-memory provider, close the factory
 // over one shared backend (for the fake, one fake.Store).
 //
+// Golden compares what a plugin renders (a launch request, a boot recipe,
+// its configuration's JSON Schema) with a golden file under testdata,
+// which a test binary's -update flag rewrites.
+//
 // This package imports only the standard library, gRPC and pluginapi.
 package plugintest

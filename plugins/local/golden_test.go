@@ -1,11 +1,11 @@
 package local
 
 import (
-	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kipcell/kip/pluginapi/plugintest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -13,17 +13,5 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
+	plugintest.Golden(t, filepath.Join("testdata", name), got, *update)
 }
