@@ -23,10 +23,10 @@ func bootstrapCertDir(dir string) string { return filepath.Join(dir, "pki") }
 // ServiceAccount kip-system/kip (created when absent, as the manifests
 // create it) from the TokenRequest API, and returns kip.yaml's bootstrap
 // section with it and its certDir (bootstrapCertDir).
-func (f *Framework) bootstrapIdentity(ctx context.Context, dir string) (string, error) {
+func (f *Framework) bootstrapIdentity(ctx context.Context, dir string) (*bootstrapSection, error) {
 	path := filepath.Join(dir, "bootstrap.kubeconfig")
 	if err := f.ServiceAccountKubeconfig(ctx, BootstrapNamespace, BootstrapServiceAccount, path); err != nil {
-		return "", fmt.Errorf("writing the bootstrap kubeconfig: %w", err)
+		return nil, fmt.Errorf("writing the bootstrap kubeconfig: %w", err)
 	}
-	return fmt.Sprintf("bootstrap:\n  kubeconfig: %s\n  certDir: %s", path, bootstrapCertDir(dir)), nil
+	return &bootstrapSection{Kubeconfig: path, CertDir: bootstrapCertDir(dir)}, nil
 }

@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -75,18 +74,18 @@ func (k *Kip) pluginFor(ctx context.Context, opts KipOptions, agent []string, br
 }
 
 // electionConfig is kip.yaml's leaderElection section for k when on is
-// set ("" otherwise): k.Identity, named after k.Dir, and the
+// set (nil otherwise): k.Identity, named after k.Dir, and the
 // ServiceAccount's kubeconfig, written into k.Dir.
-func (f *Framework) electionConfig(ctx context.Context, k *Kip, on bool) (string, error) {
+func (f *Framework) electionConfig(ctx context.Context, k *Kip, on bool) (*electionSection, error) {
 	if !on {
-		return "", nil
+		return nil, nil
 	}
 	k.Identity = filepath.Base(k.Dir)
 	kubeconfig := filepath.Join(k.Dir, "kubeconfig-election")
 	if err := f.ServiceAccountKubeconfig(ctx, ElectionNamespace, ElectionServiceAccount, kubeconfig); err != nil {
-		return "", err
+		return nil, err
 	}
-	return fmt.Sprintf("leaderElection:\n  enabled: true\n  identity: %s\n  kubeconfig: %s\n", k.Identity, kubeconfig), nil
+	return &electionSection{Enabled: true, Identity: k.Identity, Kubeconfig: kubeconfig}, nil
 }
 
 // rbacFor adapts one deploy/rbac file to node: its User, and for another
@@ -103,19 +102,4 @@ func rbacFor(data, node string) string {
 		grant = strings.ReplaceAll(grant, `resourceNames: ["kip-kip"]`, `resourceNames: ["kip-`+node+`"]`)
 	}
 	return grant
-}
-
-// waitStandingBy waits until k's election has seen a leader (another
-// kip, or k itself): a kip started beside a leader is then a standby.
-func (k *Kip) waitStandingBy(ctx context.Context) error {
-	return Poll(ctx, 60*time.Second, func(context.Context) (bool, error) {
-		select {
-		case <-k.done:
-			return false, fmt.Errorf("kip exited during start-up; last lines of %s:\n%s", k.LogPath, k.LogTail(40))
-		default:
-		}
-		data, _ := os.ReadFile(k.LogPath)
-		return strings.Contains(string(data), "leader election: standing by") ||
-			strings.Contains(string(data), "leader election: this process leads"), nil
-	})
 }

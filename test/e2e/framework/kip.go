@@ -3,7 +3,6 @@ package framework
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,9 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
@@ -169,7 +165,10 @@ type KipOptions struct {
 	// ("rules:\n  - name: team\n ..."); empty: none.
 	Choices string
 	// Cells are more settings of kip's cells section as YAML, their keys
-	// at the start of their lines ("allowHostNetwork: true\n").
+	// at the start of their lines ("allowHostNetwork: true\n"), none of
+	// those StartKip sets itself (kipConfig's cellsSection). StartKip
+	// reads WarmPool, Choices and Cells as YAML and fails on one that is
+	// not.
 	Cells string
 	// Profiling turns on kip's admin.profiling: Go's runtime profiles at
 	// AdminURL()+"/debug/pprof/", to AdminToken.
@@ -222,7 +221,7 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 	if err != nil {
 		return nil, fmt.Errorf("creating kip directory: %w", err)
 	}
-	identity, err := f.nodeIdentity(ctx, opts, dir)
+	kubeconfig, bootstrap, err := f.nodeIdentity(ctx, opts, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -251,60 +250,25 @@ func (f *Framework) StartKip(ctx context.Context, cells *Cells, opts KipOptions)
 		k.stopLightCells()
 		return nil, err
 	}
-	pluginJSON, err := json.Marshal(k.pluginConfig)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the plugin's configuration: %w", err)
-	}
 	adminPort, err := freePort()
 	if err != nil {
 		return nil, fmt.Errorf("choosing the admin server's port: %w", err)
 	}
 	adminAddress := net.JoinHostPort("127.0.0.1", strconv.Itoa(adminPort))
 	k.adminURL = "http://" + adminAddress
-	nodeIP := f.nodeIP()
-	config := fmt.Sprintf(`clusterID: %[9]s
-nodeName: %[1]s
-%[2]s
-node:
-  internalIP: %[12]s
-  listenAddress: %[13]s
-  clientCAFile: %[3]s
-cells:
-  insecureRegistries: [%[4]q]
-  unavailableTTL: %[8]s
-  agentTimeout: %[14]s
-  agentKeepalive: %[16]s
-  agentKeepaliveTimeout: %[17]s
-  bootRetry: %[18]s
-  volumeRefreshInterval: %[10]s
-  podLogsDir: %[11]s
-log:
-  level: debug
-  format: text
-admin:
-  listenAddress: %[15]s
-plugin:
-  name: %[5]s
-  dir: %[6]s
-  config: %[7]s
-`, opts.NodeName, identity, f.Cluster.CAFile, cells.Registry.Host(), k.Plugin, opts.PluginDir, pluginJSON, UnavailableTTL, opts.ClusterID,
-		cmp.Or(opts.VolumeRefreshInterval, VolumeRefreshInterval), k.PodLogsDir, nodeIP, net.JoinHostPort(nodeIP, "0"), AgentTimeout, adminAddress,
-		cmp.Or(opts.AgentKeepalive, AgentKeepalive), cmp.Or(opts.AgentKeepaliveTimeout, AgentKeepaliveTimeout), BootRetry)
-	if opts.PluginSHA256 != "" {
-		config += "  sha256: " + opts.PluginSHA256 + "\n"
-	}
-	config = withCellsSections(config, opts)
 	election, err := f.electionConfig(ctx, k, opts.LeaderElection)
 	if err != nil {
 		return nil, err
 	}
-	config += election
-	if opts.Profiling {
-		config = strings.Replace(config, "admin:\n", "admin:\n  profiling: true\n", 1)
+	config, err := newKipConfig(k, opts, kipSite{
+		Kubeconfig: kubeconfig, Bootstrap: bootstrap, NodeIP: f.nodeIP(), ClientCAFile: f.Cluster.CAFile,
+		Registry: cells.Registry.Host(), AdminAddress: adminAddress, Election: election,
+	})
+	if err != nil {
+		return nil, err
 	}
-	configPath := k.ConfigPath
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-		return nil, fmt.Errorf("writing kip config: %w", err)
+	if err := config.write(k.ConfigPath); err != nil {
+		return nil, err
 	}
 	logFile, err := os.Create(k.LogPath)
 	if err != nil {
@@ -322,24 +286,7 @@ plugin:
 		return k, nil
 	}
 
-	err = Poll(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
-		select {
-		case <-k.done:
-			return false, fmt.Errorf("kip exited during start-up; last lines of %s:\n%s", k.LogPath, k.LogTail(40))
-		default:
-		}
-		n, err := f.Client.CoreV1().Nodes().Get(ctx, opts.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // not registered yet
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
+	if err := f.waitNodeReady(ctx, k); err != nil {
 		k.Stop()
 		return nil, fmt.Errorf("waiting for node %s to be Ready: %w\nkip log:\n%s", opts.NodeName, err, k.LogTail(40))
 	}
@@ -352,17 +299,18 @@ plugin:
 	return k, nil
 }
 
-// nodeIdentity returns kip.yaml's lines that give kip the node's identity:
-// the node's own kubeconfig, or the bootstrap section (KipOptions.Bootstrap).
-func (f *Framework) nodeIdentity(ctx context.Context, opts KipOptions, dir string) (string, error) {
+// nodeIdentity returns what gives kip the node's identity: the node's
+// own kubeconfig, or the bootstrap section (KipOptions.Bootstrap).
+func (f *Framework) nodeIdentity(ctx context.Context, opts KipOptions, dir string) (kubeconfig string, bootstrap *bootstrapSection, err error) {
 	if opts.Bootstrap {
-		return f.bootstrapIdentity(ctx, dir)
+		bootstrap, err = f.bootstrapIdentity(ctx, dir)
+		return "", bootstrap, err
 	}
-	nodeKubeconfig, err := f.Cluster.AddNode(opts.NodeName)
+	kubeconfig, err = f.Cluster.AddNode(opts.NodeName)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return "kubeconfig: " + nodeKubeconfig, nil
+	return kubeconfig, nil, nil
 }
 
 // applyRBAC applies deploy/rbac/*.yaml for node (rbacFor), as an
