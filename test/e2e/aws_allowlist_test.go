@@ -29,10 +29,7 @@ func TestAnnotationRefusedByTheAllowList(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "ambitious", Annotations: map[string]string{"kipcell.io/instance-profile": profile}},
 		Spec:       onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
 	}
-	created, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	created := f.CreatePod(t, ns, pod)
 	var events string
 	f.WaitFor(t, 60*time.Second, "a Warning event naming the annotation and the profile", func(context.Context) (bool, error) {
 		events = podEvents(t, ns, pod.Name)

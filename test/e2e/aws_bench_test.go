@@ -68,9 +68,7 @@ func burst(b *testing.B, pods int, boot time.Duration) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "boot"}},
 				Spec: onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref})}
 			created[name] = time.Now()
-			if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
+			f.CreatePod(b, ns, pod)
 		}
 		var overhead []time.Duration
 		seen := map[string]bool{}

@@ -33,10 +33,7 @@ func TestNeverBootingAgentFailsAPodThatNeverRestarts(t *testing.T) {
 	t.Cleanup(func() { sim.SilenceAgents(0) })
 	spec := onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref})
 	spec.RestartPolicy = corev1.RestartPolicyNever
-	pod, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mute"}, Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := f.CreatePod(t, ns, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "mute"}, Spec: spec})
 	f.WaitFor(t, framework.AgentTimeout+60*time.Second, "the pod Failed with CellBootFailed", func(ctx context.Context) (bool, error) {
 		p, err := f.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -156,12 +153,7 @@ func TestKillBetweenLaunchAndAnswer(t *testing.T) {
 		kip.EC2.ClearFaults()
 		kip.EC2.SetEventualConsistency(0)
 	})
-	pod, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "lost-answer", Labels: map[string]string{"app": "lost-answer"}}, Spec: onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := createPod(t, ns, "lost-answer", onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}))
 	var launched simInstance
 	f.WaitFor(t, 30*time.Second, "RunInstances to take effect", func(context.Context) (bool, error) {
 		ins := instancesOf(t, pod.UID)

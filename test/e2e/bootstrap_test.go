@@ -255,23 +255,6 @@ func seedNodeCert(t *testing.T, certDir, node string, notBefore, notAfter time.T
 	return cert
 }
 
-// runOn runs a hello pod called name on node and waits until it is
-// Running there.
-func runOn(t *testing.T, ns, node, name string) *corev1.Pod {
-	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
-		Spec:       onNode(node, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-	}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pods := f.WaitForPods(t, ns, "app="+name, 1, 2*time.Minute, "Running on "+node, func(p *corev1.Pod) bool {
-		return p.Spec.NodeName == node && running(p)
-	})
-	return &pods[0]
-}
-
 // logsAndExec checks kubectl logs and exec of pod, which the API server
 // reaches through the node's kubelet API.
 func logsAndExec(t *testing.T, ns, pod string) {

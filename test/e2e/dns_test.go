@@ -149,12 +149,6 @@ func TestClusterDNS(t *testing.T) {
 // asleep, and returns it once Running.
 func clientPod(t *testing.T, ns string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client", Labels: map[string]string{"app": "client"}},
-		Spec:       onKip(corev1.Container{Name: "client", Image: cells.Images.Hello.Ref, Command: []string{"sleep", "3600"}}),
-	}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(t, ns, "client", onKip(corev1.Container{Name: "client", Image: cells.Images.Hello.Ref, Command: []string{"sleep", "3600"}}))
 	return &f.WaitForPods(t, ns, "app=client", 1, 60*time.Second, "Running", running)[0]
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,20 +109,6 @@ func waitLeader(t *testing.T, node, identity string) time.Time {
 		return true, nil
 	})
 	return acquired
-}
-
-// createPods creates n hello pods on node, labelled app=<app>.
-func createPods(t *testing.T, ns, node, app string, n int) {
-	t.Helper()
-	for i := range n {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", app, i), Labels: map[string]string{"app": app}},
-			Spec:       onNode(node, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref}),
-		}
-		if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // ppid is the parent of process pid (0 when it is gone).
@@ -338,11 +323,7 @@ func TestHAKeptLogsSurviveHandover(t *testing.T) {
 	waitLogLine(t, standby, "made a copy of the leader's kept logs")
 	spec := onNode(node, corev1.Container{Name: "say", Image: cells.Images.Busybox.Ref, Command: []string{"sh", "-c", "echo " + line}})
 	spec.RestartPolicy = corev1.RestartPolicyNever
-	pod, err := f.Client.CoreV1().Pods(ns).Create(t.Context(),
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "said", Labels: map[string]string{"app": "said"}}, Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := createPod(t, ns, "said", spec)
 	f.WaitForPods(t, ns, "app=said", 1, 3*time.Minute, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 	kept := filepath.Join(ns+"_said_"+string(pod.UID), "say.log")
 	f.WaitFor(t, 60*time.Second, "the leader to keep the pod's log", func(context.Context) (bool, error) {

@@ -123,9 +123,7 @@ func keptLogsSurviveARollout(t *testing.T) {
 				Command: []string{"sh", "-c", "echo kept across a rollout"}}},
 		},
 	}
-	if _, err := f.Client.CoreV1().Pods(podNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, podNS, pod)
 	t.Cleanup(func() {
 		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		_ = f.Client.CoreV1().Pods(podNS).Delete(bg, pod.Name, metav1.DeleteOptions{})
@@ -200,9 +198,7 @@ func runOnInClusterKip(t *testing.T, node *kubeletnode.Node) {
 				Command: []string{"sh", "-c", "echo hello from the in-cluster kip; exec sleep 3600"}}},
 		},
 	}
-	if _, err := f.Client.CoreV1().Pods(podNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, podNS, pod)
 	t.Cleanup(func() {
 		// The cell ends with its pod, before kip's pod does.
 		bg := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended

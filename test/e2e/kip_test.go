@@ -22,16 +22,6 @@ import (
 	"github.com/kipcell/kip/test/e2e/framework"
 )
 
-// onKip is a pod spec placed on the virtual node "kip".
-func onKip(containers ...corev1.Container) corev1.PodSpec {
-	return corev1.PodSpec{
-		NodeSelector:                  map[string]string{"type": "virtual-kubelet"},
-		Tolerations:                   []corev1.Toleration{{Key: virtualTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-		Containers:                    containers,
-		TerminationGracePeriodSeconds: ptr.To[int64](5),
-	}
-}
-
 // cellNames is the set of the local plugin's cells on this machine now
 // (one directory each, named by cell; in the aws pass by instance).
 func cellNames(t testing.TB) map[string]bool {
@@ -119,9 +109,6 @@ func deployment(t *testing.T, ns, name string, replicas int32, annotations map[s
 	}
 }
 
-// running is framework.PodRunning, by the short name the tests use.
-func running(p *corev1.Pod) bool { return framework.PodRunning(p) }
-
 // TestDeploymentRunsInCells is the whole path: a Deployment's pods bound
 // to kip run in their own cells, with true status, logs, exec and delete.
 func TestDeploymentRunsInCells(t *testing.T) {
@@ -192,11 +179,7 @@ func TestDeploymentRunsInCells(t *testing.T) {
 func TestCrashLoopBackOff(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "crash", Labels: map[string]string{"app": "crash"}},
-		Spec: onKip(corev1.Container{Name: "crash", Image: cells.Images.Crash.Ref})}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(t, ns, "crash", onKip(corev1.Container{Name: "crash", Image: cells.Images.Crash.Ref}))
 	got := f.WaitForPods(t, ns, "app=crash", 1, 60*time.Second, "in CrashLoopBackOff after a restart", func(p *corev1.Pod) bool {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.RestartCount >= 1 && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
@@ -278,12 +261,8 @@ func TestMissingImage(t *testing.T) {
 	ns := f.Namespace(t)
 	start := cellNames(t)
 	ref := cells.Registry.Ref("kip-e2e/absent", "v1")
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "absent", Labels: map[string]string{"app": "absent"}},
-		Spec: onKip(corev1.Container{Name: "absent", Image: ref})}
 	ctx := t.Context()
-	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(t, ns, "absent", onKip(corev1.Container{Name: "absent", Image: ref}))
 	got := f.WaitForPods(t, ns, "app=absent", 1, 60*time.Second, "failing to pull", func(p *corev1.Pod) bool {
 		for _, cs := range p.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {

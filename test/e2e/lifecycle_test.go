@@ -24,15 +24,6 @@ func execProbe(period, failures int32, cmd ...string) *corev1.Probe {
 	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}, PeriodSeconds: period, FailureThreshold: failures}
 }
 
-// createPod creates pod in ns with the app=<name> label.
-func createPod(t *testing.T, ns, name string, spec corev1.PodSpec) {
-	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}}, Spec: spec}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func getPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
 	p, err := f.Client.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
@@ -62,9 +53,7 @@ func TestReadinessProbe(t *testing.T) {
 		ctr.ReadinessProbe = execProbe(1, 1, cmd)
 		spec := onKip(ctr)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "probed"}}, Spec: spec}
-		if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		f.CreatePod(t, ns, pod)
 	}
 	_, err := f.Client.CoreV1().Services(ns).Create(t.Context(), &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "probed"},

@@ -59,10 +59,7 @@ func logVolume(b *testing.B, bytes int, print string) {
 			Annotations: map[string]string{"kipcell.io/instance-type": "local.small"}},
 		Spec: spec,
 	}
-	created, err := f.Client.CoreV1().Pods(ns).Create(b.Context(), pod, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	created := f.CreatePod(b, ns, pod)
 	f.WaitForPods(b, ns, "app=loud", 1, 5*time.Minute, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	start := time.Now()
 	deadline := start.Add(20 * time.Minute)

@@ -53,10 +53,7 @@ func TestLoudPodKeepsItsLog(t *testing.T) {
 			Annotations: map[string]string{"kipcell.io/instance-type": "local.small"}},
 		Spec: spec,
 	}
-	created, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	created := f.CreatePod(t, ns, pod)
 	// The last record of each log: a line, or the end of the long one.
 	lastRecord := func(c string, previous bool) string {
 		args := []string{"logs", "-n", ns, "loud", "-c", c, "--tail=1"}

@@ -27,7 +27,6 @@ import (
 func TestPodsAreRightSized(t *testing.T) {
 	framework.PluginPath(t)
 	kipLogOnFailure(t)
-	ctx := t.Context()
 	ns := f.Namespace(t)
 	// Kip adds 100m and 256Mi for the agent. Local catalog: nano 250m/256Mi,
 	// small 500m/512Mi, medium 1/1Gi, large 2/2Gi, xlarge 4/4Gi. AWS: the
@@ -58,9 +57,7 @@ func TestPodsAreRightSized(t *testing.T) {
 			ctr.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(tt.cpu), corev1.ResourceMemory: resource.MustParse(tt.mem)}
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tt.name, Labels: map[string]string{"app": "sized"}}, Spec: onKip(ctr)}
-		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		f.CreatePod(t, ns, pod)
 	}
 	pods := f.WaitForPods(t, ns, "app=sized", len(tests), 60*time.Second, "Running with a placement", func(p *corev1.Pod) bool {
 		return running(p) && p.Annotations["cell.kipcell.io/instance-type"] != ""
@@ -103,14 +100,10 @@ func TestPodsAreRightSized(t *testing.T) {
 func TestImpossiblePodStaysPending(t *testing.T) {
 	framework.PluginPath(t)
 	kipLogOnFailure(t)
-	ctx := t.Context()
 	ns := f.Namespace(t)
 	ctr := corev1.Container{Name: "huge", Image: cells.Images.Hello.Ref,
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900")}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge", Labels: map[string]string{"app": "huge"}}, Spec: onKip(ctr)}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(t, ns, "huge", onKip(ctr))
 	got := f.WaitForPods(t, ns, "app=huge", 1, 30*time.Second, "reason NoInstanceType", func(p *corev1.Pod) bool {
 		return p.Status.Reason == "NoInstanceType"
 	})[0]
@@ -252,9 +245,7 @@ func TestOperatorBoundsInstanceChoices(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}, Annotations: annotations},
 			Spec:       onNode(choicesNode, sleeper()),
 		}
-		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		f.CreatePod(t, ns, pod)
 	}
 	forbidden := func(p *corev1.Pod) bool { return p.Status.Reason == "ChoiceForbidden" }
 	refused := []struct{ name, annotation, value, says string }{

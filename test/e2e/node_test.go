@@ -252,7 +252,7 @@ func TestNodePods(t *testing.T) {
 	rn := startNode(t, nodeConfig("e2e-node-pods"))
 	ns := f.Namespace(t)
 
-	_, err := f.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+	f.CreatePod(t, ns, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{"type": "virtual-kubelet", "kubernetes.io/hostname": rn.name},
@@ -260,10 +260,7 @@ func TestNodePods(t *testing.T) {
 			Containers:                    []corev1.Container{{Name: "c", Image: "registry.invalid/web:1", Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}}}},
 			TerminationGracePeriodSeconds: ptr.To[int64](5),
 		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating pod: %v", err)
-	}
+	})
 	f.WaitFor(t, 60*time.Second, "CreatePod", func(context.Context) (bool, error) {
 		return rn.pods.Called(nodetest.OpCreate, ns, "web"), nil
 	})

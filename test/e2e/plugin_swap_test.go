@@ -269,13 +269,6 @@ func procs(match func(cmdline []string) bool) []int {
 	return pids
 }
 
-// onNode is a pod spec for the node name only.
-func onNode(name string, containers ...corev1.Container) corev1.PodSpec {
-	spec := onKip(containers...)
-	spec.NodeSelector = map[string]string{"type": "virtual-kubelet", "kubernetes.io/hostname": name}
-	return spec
-}
-
 // runPodOn creates pod name (the hello image) on swapNode and waits until
 // it is Running.
 func runPodOn(t *testing.T, ns, name string) *corev1.Pod {

@@ -23,34 +23,6 @@ import (
 // the Services' addresses reachable from the cell; these tests check the
 // files.)
 
-// sleeper is a busybox container that waits to be exec'd into.
-func sleeper(env ...corev1.EnvVar) corev1.Container {
-	return corev1.Container{
-		Name: "main", Image: cells.Images.Busybox.Ref, Env: env,
-		Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
-	}
-}
-
-// runPods creates pods in ns, labelled app=<label>, and waits until all run.
-func runPods(t *testing.T, ns, label string, pods ...*corev1.Pod) map[string]*corev1.Pod {
-	t.Helper()
-	for _, p := range pods {
-		if p.Labels == nil {
-			p.Labels = map[string]string{}
-		}
-		p.Labels["app"] = label
-		if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := map[string]*corev1.Pod{}
-	list := f.WaitForPods(t, ns, "app="+label, len(pods), 90*time.Second, "Running", running)
-	for i := range list {
-		out[list[i].Name] = &list[i]
-	}
-	return out
-}
-
 // inPod runs a shell script in pod's container main and returns its
 // output.
 func inPod(t *testing.T, ns, pod, script string) string {

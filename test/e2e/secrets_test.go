@@ -31,16 +31,6 @@ func mounting(mounts ...corev1.VolumeMount) corev1.Container {
 	return c
 }
 
-// runPod creates pod in ns and waits until it runs.
-func runPod(t *testing.T, ns string, pod *corev1.Pod) corev1.Pod {
-	t.Helper()
-	pod.Labels = map[string]string{"pod": pod.Name}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return f.WaitForPods(t, ns, "pod="+pod.Name, 1, 90*time.Second, "Running", running)[0]
-}
-
 // fsType is the file system type of the mount at path inside the pod,
 // from /proc/mounts.
 func fsType(t *testing.T, ns, pod, path string) string {
@@ -141,11 +131,7 @@ func TestServiceAccountToken(t *testing.T) {
 
 	// Both pods start at once: each cell takes a few seconds.
 	for name, spec := range map[string]corev1.PodSpec{"tokens": spec, "no-token": noMount} {
-		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}}, Spec: spec,
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		f.CreatePod(t, ns, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}}, Spec: spec})
 	}
 	pod := f.WaitForPods(t, ns, "pod=tokens", 1, 90*time.Second, "Running", running)[0]
 	f.WaitForPods(t, ns, "pod=no-token", 1, 90*time.Second, "Running", running)

@@ -72,10 +72,7 @@ func TestSecurityRunAsNonRoot(t *testing.T) {
 	spec := onKip(sleeper())
 	spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nonroot", Labels: map[string]string{"pod": "nonroot"}}, Spec: spec}
-	created, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	created := f.CreatePod(t, ns, pod)
 	got := f.WaitForPods(t, ns, "pod=nonroot", 1, 90*time.Second, "CreateContainerConfigError", func(p *corev1.Pod) bool {
 		for _, cs := range p.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" {
@@ -124,9 +121,7 @@ func TestSecurityPrivilegedRefused(t *testing.T) {
 	ctr := sleeper()
 	ctr.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "privileged", Labels: map[string]string{"pod": "privileged"}}, Spec: onKip(ctr)}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, ns, pod)
 	got := f.WaitForPods(t, ns, "pod=privileged", 1, 60*time.Second, "Failed", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodFailed
 	})
@@ -184,9 +179,7 @@ func TestSecurityBaselineRefused(t *testing.T) {
 		spec := onKip(sleeper())
 		tc.mutate(&spec)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Labels: map[string]string{"pod": tc.name}}, Spec: spec}
-		if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating pod %s: %v", tc.name, err)
-		}
+		f.CreatePod(t, ns, pod)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,7 +213,6 @@ func TestSecurityBaselineRefused(t *testing.T) {
 // test cannot time.
 func TestSubPathCannotLeaveItsVolume(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := t.Context()
 	ns := f.Namespace(t)
 	outside := "/tmp/kip-e2e-subpath-escape-" + ns
 	t.Cleanup(func() { _ = os.RemoveAll(outside) })
@@ -232,9 +224,7 @@ func TestSubPathCannotLeaveItsVolume(t *testing.T) {
 		VolumeMounts: []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}}}
 	spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "subpath-escape", Labels: map[string]string{"pod": "subpath-escape"}}, Spec: spec}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, ns, pod)
 	got := f.WaitForPods(t, ns, "pod=subpath-escape", 1, 90*time.Second, "the app container refused its mount", func(p *corev1.Pod) bool {
 		for _, cs := range p.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" {
@@ -261,16 +251,13 @@ func TestSubPathCannotLeaveItsVolume(t *testing.T) {
 // ran in containerd's default cgroup, beside the cell, and it finished.
 func TestCellSizeBoundsItsPod(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := t.Context()
 	ns := f.Namespace(t)
 	spec := onKip(corev1.Container{Name: "hog", Image: cells.Images.Busybox.Ref,
 		// tail holds its whole input when it has no newline.
 		Command: []string{"sh", "-c", "head -c 400000000 /dev/zero | tail >/dev/null && echo finished"}})
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog", Labels: map[string]string{"pod": "hog"}}, Spec: spec}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, ns, pod)
 	got := f.WaitForPods(t, ns, "pod=hog", 1, 2*time.Minute, "ended", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 	})[0]
@@ -349,9 +336,7 @@ func TestPodGetsItsAddressFromThePlugin(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "addressed", Labels: map[string]string{"pod": "addressed"}}, Spec: onNode(kip.NodeName, sleeper())}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, ns, pod)
 	p := f.WaitForPods(t, ns, "pod=addressed", 1, 2*time.Minute, "Running", running)[0]
 	podIP, hostIP := p.Status.PodIP, p.Status.HostIP
 	if podIP == "" || podIP == hostIP {
@@ -397,9 +382,7 @@ func TestPodCannotReachItsInstanceMetadata(t *testing.T) {
 	request := metadataRequests[kip.Plugin]
 	ns := f.Namespace(t)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "curious", Labels: map[string]string{"pod": "curious"}}, Spec: onNode(kip.NodeName, sleeper())}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, ns, pod)
 	p := f.WaitForPods(t, ns, "pod=curious", 1, 2*time.Minute, "Running", running)[0]
 
 	// The instance reaches its metadata: what the pod does not reach is
@@ -483,9 +466,7 @@ func TestPodHasItsOwnNetwork(t *testing.T) {
 	}}
 	for name, spec := range map[string]corev1.PodSpec{"admin": onNode(podNetNode, admin), "hostnet": hostNet, "mesh": mesh} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pod": name}}, Spec: spec}
-		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		f.CreatePod(t, ns, pod)
 	}
 	in := func(pod string, cmd ...string) (string, int) {
 		return kubectl(t, append([]string{"exec", "-n", ns, pod, "--"}, cmd...)...)

@@ -93,7 +93,6 @@ type servicesFixture struct {
 
 func newServicesFixture(t *testing.T) *servicesFixture {
 	t.Helper()
-	ctx := t.Context()
 	x := &servicesFixture{ns: f.Namespace(t)}
 	deployment(t, x.ns, "backend", 2, nil, corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Ports: []corev1.ContainerPort{
 		{Name: "web", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
@@ -117,9 +116,7 @@ func newServicesFixture(t *testing.T) *servicesFixture {
 		corev1.Container{Name: "main", Image: cells.Images.Hello.Ref, Command: []string{"sleep", "3600"}},
 		corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref},
 	)}
-	if _, err := f.Client.CoreV1().Pods(x.ns).Create(ctx, client, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.CreatePod(t, x.ns, client)
 	x.backends = f.WaitForPods(t, x.ns, "app=backend", 2, 60*time.Second, "Running and Ready on kip", readyOnKip)
 	f.WaitForPods(t, x.ns, "app=client", 1, 60*time.Second, "Running on kip", func(p *corev1.Pod) bool { return p.Spec.NodeName == "kip" && running(p) })
 	x.names = []string{x.backends[0].Name, x.backends[1].Name}

@@ -185,10 +185,7 @@ func squeezedPod(t *testing.T, clear func()) (corev1.Pod, string) {
 	settle(t, ns)
 	ctr := corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref, Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("300Mi")}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squeezed", Labels: map[string]string{"app": "squeezed"}}, Spec: onKip(ctr)}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(t, ns, "squeezed", onKip(ctr))
 	got := f.WaitForPods(t, ns, "app=squeezed", 1, 60*time.Second, "Running", running)[0]
 	return got, podEvents(t, ns, "squeezed")
 }

@@ -106,9 +106,7 @@ func measureStartup(b *testing.B, n int) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "startup"}},
 			Spec: onKip(corev1.Container{Name: "hello", Image: cells.Images.Hello.Ref})}
 		r := &startup{created: time.Now()}
-		if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
+		f.CreatePod(b, ns, pod)
 		r.apiRunning = pods.wait(b, name, 60*time.Second)
 		results[name] = r
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/test/syncbuf"
 )
@@ -22,7 +21,6 @@ import (
 // container started with stdin.
 func TestReferencesEventsAndAttach(t *testing.T) {
 	kipLogOnFailure(t)
-	ctx := t.Context()
 	ns := f.Namespace(t)
 	putConfigMap(t, ns, "settings", map[string]string{"greeting": "hello from a configmap"})
 	putSecret(t, ns, "creds", map[string][]byte{"token": []byte("s3cret")})
@@ -37,10 +35,7 @@ func TestReferencesEventsAndAttach(t *testing.T) {
 	})
 	spec.Volumes = []corev1.Volume{{Name: "settings", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "refs", Labels: map[string]string{"app": "refs"}}, Spec: spec}
-	if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createPod(t, ns, "refs", spec)
 	got := f.WaitForPods(t, ns, "app=refs", 1, 60*time.Second, "Running", running)[0]
 
 	out, code := kubectl(t, "exec", "-n", ns, "refs", "--", "sh", "-c", "cat /etc/settings/greeting; echo; echo $TOKEN; echo $MY_IP")

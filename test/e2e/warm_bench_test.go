@@ -98,7 +98,6 @@ func warmStartup(b *testing.B, warm bool, pods int) {
 	}
 
 	for b.Loop() {
-		ctx := b.Context()
 		rw := watchRunning(b, ns)
 		results := map[string]*startup{}
 		missed := map[string]string{} // pod → its events, with the pool and no standby given
@@ -112,9 +111,7 @@ func warmStartup(b *testing.B, warm bool, pods int) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "warm-bench"}},
 				Spec: onNode(opts.NodeName, hello)}
 			r := &startup{created: time.Now()}
-			if _, err := f.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
+			f.CreatePod(b, ns, pod)
 			r.apiRunning = rw.wait(b, name, boot+90*time.Second)
 			results[name] = r
 			if warm {

@@ -20,6 +20,18 @@
 // AdminReader, bound to deploy/rbac's reader ClusterRoles (AdminToken;
 // AdminGet sends it), and ServiceAccountToken makes others.
 //
+// Its files, by what they do: framework.go (the control plane, clients,
+// namespaces, Poll), pods.go (CreatePod, the one way a test creates a
+// pod, and WaitForPods), build.go (kip, kip-cell, the plugins),
+// cells.go (containerd, the registry, the cells' bridges), kip.go
+// (KipOptions, StartKip), kipconfig.go (kip.yaml: a struct marshalled,
+// and the e2e runs' settings), sims.go (the plugins and their clouds'
+// simulators), ready.go (waiting for kip to start), process.go (the kip
+// process: Kill, Restart, Signal, Stop), logs.go (log tails, logs kept
+// with KIP_E2E_KEEP_LOGS), lightcells.go, election.go, bootstrap.go and
+// admin.go (kip's identities and tokens), dump.go (a failed test's
+// dump), and the add-ons (dns.go, metrics.go, render.go, infra.go).
+//
 // It imports client-go and Kip's test packages (test/controlplane,
 // test/kubeletnode, test/images, test/registry, test/containerdtest, the
 // EC2 simulator);

@@ -190,45 +190,6 @@ func transient(err error) bool {
 		strings.Contains(err.Error(), "connection refused")
 }
 
-// WaitForPods waits until the pods matching selector in namespace number n
-// and all satisfy cond, and returns them.
-func (f *Framework) WaitForPods(t testing.TB, namespace, selector string, n int, timeout time.Duration,
-	what string, cond func(*corev1.Pod) bool,
-) []corev1.Pod {
-	t.Helper()
-	var pods []corev1.Pod
-	f.WaitFor(t, timeout, fmt.Sprintf("%d pods %q in %s to be %s", n, selector, namespace, what), func(ctx context.Context) (bool, error) {
-		list, err := f.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, err
-		}
-		if len(list.Items) != n {
-			return false, nil
-		}
-		for i := range list.Items {
-			if !cond(&list.Items[i]) {
-				return false, nil
-			}
-		}
-		pods = list.Items
-		return true, nil
-	})
-	return pods
-}
-
-// PodRunning reports whether p is Running with every container running.
-func PodRunning(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
-		return false
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.State.Running == nil {
-			return false
-		}
-	}
-	return true
-}
-
 // FromCluster builds a Framework on a control plane that is already
 // running (kip-cluster up), for tools such as the demo.
 func FromCluster(c *controlplane.Cluster) (*Framework, error) {
