@@ -28,9 +28,10 @@
 // and the e2e runs' settings), sims.go (the plugins and their clouds'
 // simulators), ready.go (waiting for kip to start), process.go (the kip
 // process: Kill, Restart, Signal, Stop), logs.go (log tails, logs kept
-// with KIP_E2E_KEEP_LOGS), lightcells.go, election.go, bootstrap.go and
-// admin.go (kip's identities and tokens), dump.go (a failed test's
-// dump), and the add-ons (dns.go, metrics.go, render.go, infra.go).
+// with KIP_E2E_KEEP_LOGS), lightcells.go, rbac.go (deploy/rbac for a
+// node), election.go, bootstrap.go and admin.go (kip's identities and
+// tokens), dump.go (a failed test's dump), and the add-ons (dns.go,
+// metrics.go, render.go, infra.go).
 //
 // It imports client-go and Kip's test packages (test/controlplane,
 // test/kubeletnode, test/images, test/registry, test/containerdtest, the

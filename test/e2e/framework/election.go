@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -53,26 +52,6 @@ func (f *Framework) ServiceAccountKubeconfig(ctx context.Context, namespace, nam
 	return nil
 }
 
-// withBeside takes NodeName, Plugin, BinDir, PluginDir and ClusterID from
-// o.Beside, if set.
-func (o KipOptions) withBeside() KipOptions {
-	if b := o.Beside; b != nil {
-		o.NodeName, o.Plugin, o.BinDir, o.PluginDir, o.ClusterID = b.NodeName, b.Plugin, b.BinDir, b.PluginDir, b.ClusterID
-	}
-	return o
-}
-
-// pluginFor is k's plugin.config: opts.Beside's, whose plugin state k
-// shares, or that of a plugin started for k (startPlugin).
-func (k *Kip) pluginFor(ctx context.Context, opts KipOptions, agent []string, bridge, subnet string) (map[string]any, error) {
-	b := opts.Beside
-	if b == nil {
-		return k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet)
-	}
-	k.beside, k.Plugin, k.StateDir, k.EC2, k.GCE, k.Azure = b, b.Plugin, b.StateDir, b.EC2, b.GCE, b.Azure
-	return b.pluginConfig, nil
-}
-
 // electionConfig is kip.yaml's leaderElection section for k when on is
 // set (nil otherwise): k.Identity, named after k.Dir, and the
 // ServiceAccount's kubeconfig, written into k.Dir.
@@ -86,20 +65,4 @@ func (f *Framework) electionConfig(ctx context.Context, k *Kip, on bool) (*elect
 		return nil, err
 	}
 	return &electionSection{Enabled: true, Identity: k.Identity, Kubeconfig: kubeconfig}, nil
-}
-
-// rbacFor adapts one deploy/rbac file to node: its User, and for another
-// node than "kip" the names of its cluster-wide grants and of its Lease.
-func rbacFor(data, node string) string {
-	grant := strings.ReplaceAll(data, "system:node:kip", "system:node:"+node)
-	if node != "kip" {
-		// Cluster-wide grants get a name per node: applied again
-		// under the same name, they would take the grant away from
-		// the nodes of the run's other kips, whose watches go on.
-		grant = strings.ReplaceAll(grant, "name: kip-endpointslices", "name: kip-endpointslices-"+node)
-		// The election's Role names its node's Lease.
-		grant = strings.ReplaceAll(grant, "name: kip-leader-election", "name: kip-leader-election-"+node)
-		grant = strings.ReplaceAll(grant, `resourceNames: ["kip-kip"]`, `resourceNames: ["kip-`+node+`"]`)
-	}
-	return grant
 }

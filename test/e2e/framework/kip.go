@@ -3,7 +3,6 @@ package framework
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
@@ -178,6 +176,15 @@ type KipOptions struct {
 	Env []string
 }
 
+// withBeside takes NodeName, Plugin, BinDir, PluginDir and ClusterID from
+// o.Beside, if set.
+func (o KipOptions) withBeside() KipOptions {
+	if b := o.Beside; b != nil {
+		o.NodeName, o.Plugin, o.BinDir, o.PluginDir, o.ClusterID = b.NodeName, b.Plugin, b.BinDir, b.PluginDir, b.ClusterID
+	}
+	return o
+}
+
 // nodeIP is the address kip's kubelet API listens on and the node
 // reports: where pods reach the API server, so that a pod reaches the
 // node too (metrics-server scrapes it); 127.0.0.1 when the control plane
@@ -311,35 +318,4 @@ func (f *Framework) nodeIdentity(ctx context.Context, opts KipOptions, dir strin
 		return "", nil, err
 	}
 	return kubeconfig, nil, nil
-}
-
-// applyRBAC applies deploy/rbac/*.yaml for node (rbacFor), as an
-// administrator installing kip for it does.
-func (f *Framework) applyRBAC(ctx context.Context, node string) error {
-	kubectl := filepath.Join(f.Cluster.BinDir, "kubectl")
-	rbacDir, err := repoFile("deploy/rbac")
-	if err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(rbacDir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		if err != nil {
-			return fmt.Errorf("reading RBAC: %w", err)
-		}
-		return errors.New("reading RBAC: no deploy/rbac/*.yaml")
-	}
-	var rbac []string
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return fmt.Errorf("reading RBAC: %w", err)
-		}
-		rbac = append(rbac, rbacFor(string(data), node))
-	}
-	apply := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.Cluster.Kubeconfig, "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(strings.Join(rbac, "\n---\n"))
-	if out, err := apply.CombinedOutput(); err != nil {
-		return fmt.Errorf("applying deploy/rbac: %w\n%s", err, out)
-	}
-	return nil
 }

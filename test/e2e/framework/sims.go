@@ -47,6 +47,17 @@ func (k *Kip) Sim() Sim {
 	return nil
 }
 
+// pluginFor is k's plugin.config: opts.Beside's, whose plugin state k
+// shares, or that of a plugin started for k (startPlugin).
+func (k *Kip) pluginFor(ctx context.Context, opts KipOptions, agent []string, bridge, subnet string) (map[string]any, error) {
+	b := opts.Beside
+	if b == nil {
+		return k.startPlugin(ctx, opts.Plugin, opts.BinDir, agent, bridge, subnet)
+	}
+	k.beside, k.Plugin, k.StateDir, k.EC2, k.GCE, k.Azure = b, b.Plugin, b.StateDir, b.EC2, b.GCE, b.Azure
+	return b.pluginConfig, nil
+}
+
 // startPlugin sets k.Plugin and returns its configuration: the local
 // plugin's cells on bridge and subnet, or a simulator started for the aws
 // or gce plugin whose instances are such cells.
