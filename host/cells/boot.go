@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -12,54 +13,87 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
-// waitRunning waits until the instance runs and has an address, using the
-// plugin's Describe with backoff (the plugin's WatchEvents, where offered,
-// only shortens the waits).
+// waitRunning waits until the instance runs and has an address
+// (awaitRunning, the step a standby's boot takes too), keeping what it
+// learns of the instance as the cell's. An instance that ended,
+// disappeared or did not boot in time is the cell lost: the pod fails
+// (lost) and errDeleted returns.
 func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*pluginapi.Instance, error) {
-	deadline := c.d.cfg.Now().Add(c.d.cfg.BootTimeout)
+	inst, err := c.d.awaitRunning(ctx, c.log(), c.id, inst, c.booted, func(got *pluginapi.Instance) {
+		c.mu.Lock()
+		c.instance = got
+		c.mu.Unlock()
+	})
+	var gaveUp *bootError
+	if errors.As(err, &gaveUp) {
+		c.lost(ctx, gaveUp.msg)
+		return nil, errDeleted
+	}
+	return inst, err
+}
+
+// vanishLooks is how many looks at a booting instance may not find it
+// (a cloud's eventual consistency right after a launch) before it is
+// taken to have disappeared.
+const vanishLooks = 20
+
+// bootError is why an instance will not boot: it ended, it disappeared,
+// or it did not run within Config.BootTimeout. Its message is said on the
+// pod of a pod's cell (lost).
+type bootError struct{ msg string }
+
+func (e *bootError) Error() string { return e.msg }
+
+// awaitRunning is the boot-wait step of every cell, a pod's and a
+// standby's: it waits until inst runs and has an address, and returns it.
+// It looks with the plugin's Describe, shared with the other booting
+// cells (sharedDescribe: one poll of the event watch wakes many), after a
+// back-off of at most Config.BootPoll, or Config.BootPollWatched while
+// the plugin's event stream is up, whose running event ends the wait
+// early (woken); seen is told of every newer look at the instance. It
+// gives up with a *bootError when the instance ended, when a look after
+// the vanishLooks-th still does not find it (it disappeared), or once
+// Config.BootTimeout has passed; it returns ctx's error when ctx ends.
+func (d *cellDeps) awaitRunning(ctx context.Context, log *slog.Logger, cellID string, inst *pluginapi.Instance,
+	woken <-chan struct{}, seen func(*pluginapi.Instance),
+) (*pluginapi.Instance, error) {
+	deadline := d.now().Add(d.cfg.BootTimeout)
 	for n := 1; ; n++ {
 		if inst.State == pluginapi.StateRunning && inst.PrivateAddress() != "" {
 			return inst, nil
 		}
 		if inst.State == pluginapi.StateTerminated || inst.State == pluginapi.StateTerminating {
-			c.lost(ctx, fmt.Sprintf("cell %s ended while booting: %s", c.id, stateText(inst)))
-			return nil, errDeleted
+			return nil, &bootError{fmt.Sprintf("cell %s ended while booting: %s", cellID, stateText(inst))}
 		}
-		if c.d.cfg.Now().After(deadline) {
-			c.lost(ctx, fmt.Sprintf("cell %s did not boot within %s (state %s)", c.id, c.d.cfg.BootTimeout, inst.State))
-			return nil, errDeleted
+		if d.now().After(deadline) {
+			return nil, &bootError{fmt.Sprintf("cell %s did not boot within %s (state %s)", cellID, d.cfg.BootTimeout, inst.State)}
 		}
 		// Poll, or look at once when the plugin's events say it runs.
-		wait := min(c.d.cfg.Backoff(n), c.d.cfg.BootPoll)
-		if c.d.watching() {
-			wait = c.d.cfg.BootPollWatched
+		wait := min(d.cfg.Backoff(n), d.cfg.BootPoll)
+		if d.watching() {
+			wait = d.cfg.BootPollWatched
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-c.booted:
+		case <-woken:
 			t.Stop()
 		case <-t.C:
 		}
-		// Shared with the other cells looking at once (sharedDescribe):
-		// one poll of the event watch wakes many.
-		got, err := c.d.describes.describe(ctx, c.d.plugin, inst.ID)
+		got, err := d.describes.describe(ctx, d.plugin, inst.ID)
 		switch {
 		case err != nil:
-			c.log().Warn("describing cell", "instance", inst.ID, "error", err)
+			log.Warn("describing cell", "instance", inst.ID, "error", err)
 		case got == nil:
 			// Eventual consistency right after launch: give it a while.
-			if n > 20 {
-				c.lost(ctx, fmt.Sprintf("cell %s (instance %s) disappeared while booting", c.id, inst.ID))
-				return nil, errDeleted
+			if n > vanishLooks {
+				return nil, &bootError{fmt.Sprintf("cell %s (instance %s) disappeared while booting", cellID, inst.ID)}
 			}
 		default:
 			inst = got
-			c.mu.Lock()
-			c.instance = inst
-			c.mu.Unlock()
+			seen(inst)
 		}
 	}
 }

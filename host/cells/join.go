@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -69,48 +70,23 @@ func (ic *identityCheck) check(ctx context.Context, instanceID string, req cella
 	return nil
 }
 
-// join makes sure the cell's agent has joined, trying until it has or ctx
-// ends: the agent is not up before its instance has booted, and a refusal
-// is said (joinOnce) and tried again, for the boot deadline to end a cell
-// that never joins. It reports false when ctx ended.
+// join makes sure the cell's agent has joined (joinUntil, the loop a
+// standby's join takes too, of joinOnce): the agent is not up before its
+// instance has booted, and a refusal is said and tried again, for the
+// boot deadline to end a cell that never joins. It reports false when ctx
+// ended.
 func (c *cell) join(ctx context.Context, inst *pluginapi.Instance) bool {
-	for n := 1; ; n++ {
-		err := c.joinOnce(ctx, inst)
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		wait := c.firstContactBackoff(n)
-		if errors.Is(err, cellapi.ErrJoinRefused) {
-			wait = c.d.cfg.Backoff(n)
-		}
-		if !sleep(ctx, wait) {
-			return false
-		}
-	}
+	return c.d.joinUntil(ctx, func(ctx context.Context) error { return c.joinOnce(ctx, inst) })
 }
 
-// joinOnce joins the cell's agent if it has not joined (dispatch.Join):
-// the host's CA checks the join request and the plugin the instance
-// identity. One that has joined (before a restart of the host, say) is
-// reported to the CA (SawJoined), which then refuses the cell's older
-// tokens to any other key. A refusal is logged and recorded on the pod
+// joinOnce joins the cell's agent if it has not joined (joinAttempt) and
+// renews the certificate of one that joined before and whose certificate
+// expired (rejoin). A refusal is logged and recorded on the pod
 // (ReasonCellJoinFailed), once per distinct message.
 func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
-	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout) // the renewal's too
 	defer cancel()
-	tlsConfig, err := c.d.identity.JoinTLSConfig(c.id)
-	if err != nil {
-		return err
-	}
-	got, err := c.d.join(ctx, c.id, inst.PrivateAddress(), tlsConfig, c.d.identity.CertPEM(),
-		func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
-			return c.d.identity.Join(ctx, c.id, req, func(ctx context.Context) error {
-				return c.d.identityCheck.check(ctx, inst.ID, req)
-			})
-		})
+	got, err := c.d.joinAttempt(ctx, c.id, inst)
 	switch {
 	case err == nil && got.Now:
 		c.log().Info("cell joined: its agent holds a certificate for its own key")
@@ -120,11 +96,6 @@ func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
 		// renewed it (kip was away): renewed if the CA still may.
 		return c.rejoin(ctx, inst, got.NotAfter)
 	case err == nil:
-		// Joined before (by this host, or the one before a restart):
-		// no token of the cell issued before may join another key.
-		if got.Key != nil {
-			c.d.identity.SawJoined(c.id, got.Key)
-		}
 		return nil
 	case errors.Is(err, cellapi.ErrJoinRefused):
 		c.mu.Lock()
@@ -139,4 +110,66 @@ func (c *cell) joinOnce(ctx context.Context, inst *pluginapi.Instance) error {
 		c.log().Debug("the cell's agent cannot be joined yet", "error", err)
 	}
 	return err
+}
+
+// joinUntil is the join step's loop, for every cell, a pod's and a
+// standby's: it calls attempt until it succeeds or ctx ends (then it
+// reports false), waiting firstContactBackoff while the agent cannot be
+// asked yet (it is starting, and a pod's start waits on it) and
+// Config.Backoff after a refusal (cellapi.ErrJoinRefused). It has no
+// deadline of its own: the caller's boot deadline ends a join that never
+// succeeds.
+func (d *cellDeps) joinUntil(ctx context.Context, attempt func(context.Context) error) bool {
+	for n := 1; ; n++ {
+		err := attempt(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		wait := d.firstContactBackoff(n)
+		if errors.Is(err, cellapi.ErrJoinRefused) {
+			wait = d.cfg.Backoff(n)
+		}
+		if !sleep(ctx, wait) {
+			return false
+		}
+	}
+}
+
+// joinAttempt is the join step of every cell, a pod's and a standby's:
+// one try, within joinTimeout, to make sure the agent of cell cellID on
+// inst has joined (dispatch.Join). The host's CA signs the certificate of
+// the agent's own key for its join request, after the plugin's check of
+// the instance identity the request carries (identityCheck). An agent
+// that joined before (by this host, or the one before a restart) and
+// serves a certificate valid now is reported to the CA (SawJoined), which
+// then refuses the cell's older tokens to any other key; one whose
+// certificate expired is the caller's to renew (Joined.Expired). The
+// error wraps cellapi.ErrJoinRefused when the CA or the plugin refused;
+// any other means the agent could not be asked (not up yet, say).
+func (d *cellDeps) joinAttempt(ctx context.Context, cellID string, inst *pluginapi.Instance) (dispatch.Joined, error) {
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	tlsConfig, err := d.identity.JoinTLSConfig(cellID)
+	if err != nil {
+		return dispatch.Joined{}, fmt.Errorf("joining cell %s: %w", cellID, err)
+	}
+	got, err := d.join(ctx, cellID, inst.PrivateAddress(), tlsConfig, d.identity.CertPEM(),
+		func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
+			return d.identity.Join(ctx, cellID, req, func(ctx context.Context) error {
+				return d.identityCheck.check(ctx, inst.ID, req)
+			})
+		})
+	if err == nil && !got.Now && !got.Expired && got.Key != nil {
+		d.identity.SawJoined(cellID, got.Key)
+	}
+	return got, err
+}
+
+// firstContactBackoff is the wait before retry n while a cell's agent is
+// still starting: short, as a pod's start-up waits on it.
+func (d *cellDeps) firstContactBackoff(n int) time.Duration {
+	return min(d.cfg.Backoff(n), 50*time.Millisecond<<min(n-1, 3))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -181,78 +182,122 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 		c.launching = true
 		c.mu.Unlock()
 		c.launchIssued()
-		for n := 1; ; n++ {
-			c.log().Info("launch issued", "type", cand.InstanceType, "zone", cand.Zone, "capacity_type", cand.CapacityType, "attempt", n)
-			resp, err := c.d.plugin.Launch(ctx, req)
-			if err == nil {
-				inst := resp.Instance
-				placed := cand
-				if earlier(inst, cand) {
-					// The cell's instance from a launch whose answer was lost,
-					// placed otherwise (Launch is idempotent on the cell ID).
-					placed = match.Candidate{InstanceType: inst.InstanceType, CapacityType: inst.CapacityType}
-					c.log().Info("the cell was launched before, elsewhere; taking that instance", "instance", inst.ID,
-						"type", inst.InstanceType, "capacity_type", inst.CapacityType, "asked", cand.InstanceType)
-				}
-				c.mu.Lock()
-				c.instance = &inst
-				c.placed = placedAnnotations(placed, inst.Zone)
-				annotations := c.placed
-				c.mu.Unlock()
-				c.instanceUp(inst.ID, annotations)
-				c.log().Info("cell launched", "instance", inst.ID, "type", placed.InstanceType, "zone", inst.Zone,
-					"capacity_type", placed.CapacityType, "price", priceText(placed))
-				return &inst
-			}
+		inst, backoff, err := c.d.launchInstance(ctx, c.log(), req, cand, func() {
 			c.mu.Lock()
 			c.launchUnanswered = true
 			c.mu.Unlock()
-			if ctx.Err() != nil {
-				return nil
+		})
+		if err == nil {
+			placed := cand
+			if earlier(*inst, cand) {
+				// The cell's instance from a launch whose answer was lost,
+				// placed otherwise (Launch is idempotent on the cell ID).
+				placed = match.Candidate{InstanceType: inst.InstanceType, CapacityType: inst.CapacityType}
+				c.log().Info("the cell was launched before, elsewhere; taking that instance", "instance", inst.ID,
+					"type", inst.InstanceType, "capacity_type", inst.CapacityType, "asked", cand.InstanceType)
 			}
-			if pluginapi.IsInsufficientCapacity(err) {
-				c.d.placement.markUnavailable(cand)
-				c.d.metrics.CapacityFallback(metrics.FallbackInsufficientCapacity)
-				c.log().Info("no capacity for an offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
-					"capacity_type", cand.CapacityType, "error", err)
-				c.event(corev1.EventTypeWarning, ReasonInsufficientCapacity, "%s: %v; trying the next offering", what, err)
-				break
-			}
-			var quota *pluginapi.QuotaExceededError
-			if errors.As(err, &quota) && quota.Scoped() {
-				c.d.placement.markQuota(quota)
-				c.d.metrics.CapacityFallback(metrics.FallbackQuotaExceeded)
-				c.log().Info("an account quota covers the offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
-					"capacity_type", cand.CapacityType, "quota_types", len(quota.InstanceTypes), "quota_capacity_type", quota.CapacityType, "error", err)
-				c.event(corev1.EventTypeWarning, ReasonQuotaExceeded, "%s: %v; skipping the offerings the quota covers for %s and trying the next",
-					what, err, c.d.cfg.UnavailableTTL)
-				break
-			}
-			wait := c.d.retryWait(n, err)
-			c.log().Warn("launching cell", "attempt", n, "type", cand.InstanceType, "error", err, "retry_in", wait)
-			if pluginapi.IsTransient(err) || pluginapi.IsThrottled(err) {
-				if !sleep(ctx, wait) {
-					return nil
-				}
-				continue
-			}
-			// Refused: say why on the pod, then rank again slowly; a
-			// refusal for good ever more slowly, until the pod changes.
-			msg := fmt.Sprintf("launching cell %s on %s: %v", c.id, what, err)
-			wait = max(wait, c.d.cfg.RefusedRetry)
-			if pluginapi.IsInvalidConfig(err) || pluginapi.IsUnsupported(err) {
-				wait = refusalWait(c.d.cfg.RefusedRetry, *refusals)
-				*refusals++
-				msg += fmt.Sprintf(" (refused until the configuration changes; trying again in %s or when the pod changes)", wait)
-			}
-			c.refused(msg, lastMsg)
-			if c.waitChange(ctx, wait) == changed {
-				*refusals = 0
-			}
+			c.mu.Lock()
+			c.instance = inst
+			c.placed = placedAnnotations(placed, inst.Zone)
+			annotations := c.placed
+			c.mu.Unlock()
+			c.instanceUp(inst.ID, annotations)
+			c.log().Info("cell launched", "instance", inst.ID, "type", placed.InstanceType, "zone", inst.Zone,
+				"capacity_type", placed.CapacityType, "price", priceText(placed))
+			return inst
+		}
+		if ctx.Err() != nil {
 			return nil
 		}
+		var quota *pluginapi.QuotaExceededError
+		switch {
+		case pluginapi.IsInsufficientCapacity(err):
+			c.d.metrics.CapacityFallback(metrics.FallbackInsufficientCapacity)
+			c.log().Info("no capacity for an offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
+				"capacity_type", cand.CapacityType, "error", err)
+			c.event(corev1.EventTypeWarning, ReasonInsufficientCapacity, "%s: %v; trying the next offering", what, err)
+			continue
+		case errors.As(err, &quota) && quota.Scoped():
+			c.d.metrics.CapacityFallback(metrics.FallbackQuotaExceeded)
+			c.log().Info("an account quota covers the offering; trying the next", "type", cand.InstanceType, "zone", cand.Zone,
+				"capacity_type", cand.CapacityType, "quota_types", len(quota.InstanceTypes), "quota_capacity_type", quota.CapacityType, "error", err)
+			c.event(corev1.EventTypeWarning, ReasonQuotaExceeded, "%s: %v; skipping the offerings the quota covers for %s and trying the next",
+				what, err, c.d.cfg.UnavailableTTL)
+			continue
+		}
+		// Refused: say why on the pod, then rank again slowly; a
+		// refusal for good ever more slowly, until the pod changes.
+		msg := fmt.Sprintf("launching cell %s on %s: %v", c.id, what, err)
+		wait := max(backoff, c.d.cfg.RefusedRetry)
+		if pluginapi.IsInvalidConfig(err) || pluginapi.IsUnsupported(err) {
+			wait = refusalWait(c.d.cfg.RefusedRetry, *refusals)
+			*refusals++
+			msg += fmt.Sprintf(" (refused until the configuration changes; trying again in %s or when the pod changes)", wait)
+		}
+		c.refused(msg, lastMsg)
+		if c.waitChange(ctx, wait) == changed {
+			*refusals = 0
+		}
+		return nil
 	}
 	return nil
+}
+
+// launchInstance is the launch step of every cell, a pod's and a
+// standby's: the plugin's Launch of req, on the offering cand the caller
+// chose, called again after retryWait while it answers a transient or
+// throttled error. It returns the instance launched, or the error it does
+// not retry: ctx's once ctx ended, else the plugin's own, unwrapped, for
+// the caller to say in its words. An offering out of capacity, or covered
+// by a quota that says what it covers (offeringUnavailable), is marked
+// unavailable for Config.UnavailableTTL before its error returns, so that
+// no cell launches it meanwhile; what comes next (the next candidate, a
+// back-off) is the caller's. unanswered, if set, is called on every
+// error: a Launch that failed may have created an instance all the same
+// (a lost answer, a timeout, a cancellation). backoff is the wait a retry
+// of the error returned would have had (retryWait), where a caller's
+// slower back-off starts.
+func (d *cellDeps) launchInstance(ctx context.Context, log *slog.Logger, req *pluginapi.LaunchRequest, cand match.Candidate,
+	unanswered func(),
+) (inst *pluginapi.Instance, backoff time.Duration, err error) {
+	for n := 1; ; n++ {
+		log.Info("launch issued", "type", cand.InstanceType, "zone", cand.Zone, "capacity_type", cand.CapacityType, "attempt", n)
+		resp, err := d.plugin.Launch(ctx, req)
+		if err == nil {
+			return &resp.Instance, 0, nil
+		}
+		if unanswered != nil {
+			unanswered()
+		}
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		var quota *pluginapi.QuotaExceededError
+		switch {
+		case pluginapi.IsInsufficientCapacity(err):
+			d.placement.markUnavailable(cand)
+			return nil, 0, err
+		case errors.As(err, &quota) && quota.Scoped():
+			d.placement.markQuota(quota)
+			return nil, 0, err
+		}
+		wait := d.retryWait(n, err)
+		log.Warn("launching cell", "attempt", n, "type", cand.InstanceType, "error", err, "retry_in", wait)
+		if !pluginapi.IsTransient(err) && !pluginapi.IsThrottled(err) {
+			return nil, wait, err
+		}
+		if !sleep(ctx, wait) {
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+// offeringUnavailable reports whether err is a launch's answer that marks
+// its offering unavailable (launchInstance): no capacity, or a quota that
+// says what it covers.
+func offeringUnavailable(err error) bool {
+	var quota *pluginapi.QuotaExceededError
+	return pluginapi.IsInsufficientCapacity(err) || errors.As(err, &quota) && quota.Scoped()
 }
 
 // retryWait is the wait before launch attempt n+1 after err: the

@@ -58,7 +58,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	if c.d.services != nil {
 		reached := make(chan struct{})
 		go c.d.services.Sync(ctx, agent, clusterip.SyncOptions{
-			Backoff: c.d.cfg.Backoff, FirstBackoff: c.firstContactBackoff, Reached: reached, Log: c.log(),
+			Backoff: c.d.cfg.Backoff, FirstBackoff: c.d.firstContactBackoff, Reached: reached, Log: c.log(),
 		})
 		select {
 		case <-reached:
@@ -223,7 +223,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 		}
 		wait := c.d.cfg.Backoff(n)
 		if first && !isResolve {
-			wait = c.firstContactBackoff(n)
+			wait = c.d.firstContactBackoff(n)
 		}
 		if !sleep(ctx, wait) {
 			return
@@ -341,12 +341,6 @@ func hasAPIVolumes(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// firstContactBackoff is the wait before retry n while the agent is
-// still starting: short, as a pod's start-up waits on it.
-func (c *cell) firstContactBackoff(n int) time.Duration {
-	return min(c.d.cfg.Backoff(n), 50*time.Millisecond<<min(n-1, 3))
 }
 
 // agentEvents records the agent's events on the pod, each on its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
@@ -298,7 +296,7 @@ func (w *warmPool) boot(ctx context.Context, p *poolState, sb *standby) {
 	}
 	w.mu.Lock()
 	delete(w.standbys, sb.cellID)
-	if !pluginapi.IsInsufficientCapacity(err) && !isScopedQuota(err) {
+	if !offeringUnavailable(err) {
 		p.retryAt = w.d.now().Add(refusalWait(w.d.cfg.RefusedRetry, p.failures))
 		p.failures++
 	}
@@ -312,13 +310,9 @@ func (w *warmPool) boot(ctx context.Context, p *poolState, sb *standby) {
 	w.poke()
 }
 
-func isScopedQuota(err error) bool {
-	var q *pluginapi.QuotaExceededError
-	return errors.As(err, &q) && q.Scoped()
-}
-
-// launch launches sb's instance, retrying what is transient; capacity and
-// quota answers mark the offering as a pod's launch would.
+// launch launches sb's instance (launchInstance, a pod's cell's launch
+// step): what is transient is retried, and capacity and quota answers
+// mark the offering as a pod's launch does.
 func (w *warmPool) launch(ctx context.Context, sb *standby) (*pluginapi.Instance, error) {
 	boot, err := w.d.identity.Bootstrap(sb.cellID, w.d.cfg.ClusterID, w.d.cfg.NodeName, "", w.d.cfg.JoinTokenTTL)
 	if err != nil {
@@ -335,89 +329,62 @@ func (w *warmPool) launch(ctx context.Context, sb *standby) (*pluginapi.Instance
 	if sb.offer.Zone != "" {
 		req.Zones = []string{sb.offer.Zone}
 	}
-	w.log.Info("launching standby cell", "pool", sb.pool, "cell", sb.cellID, "type", sb.offer.InstanceType, "zone", sb.offer.Zone,
+	log := w.standbyLog(sb)
+	log.Info("launching standby cell", "type", sb.offer.InstanceType, "zone", sb.offer.Zone,
 		"capacity_type", sb.offer.CapacityType, "price", priceText(sb.offer))
-	for n := 1; ; n++ {
-		resp, err := w.d.plugin.Launch(ctx, req)
-		if err == nil {
-			return &resp.Instance, nil
-		}
-		var quota *pluginapi.QuotaExceededError
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case pluginapi.IsInsufficientCapacity(err):
-			w.d.placement.markUnavailable(sb.offer)
-			return nil, fmt.Errorf("launching the standby cell: %w", err)
-		case errors.As(err, &quota) && quota.Scoped():
-			w.d.placement.markQuota(quota)
-			return nil, fmt.Errorf("launching the standby cell: %w", err)
-		case pluginapi.IsTransient(err) || pluginapi.IsThrottled(err):
-			if !sleep(ctx, w.d.retryWait(n, err)) {
-				return nil, ctx.Err()
-			}
-		default:
-			return nil, fmt.Errorf("launching the standby cell: %w", err)
-		}
+	inst, _, err := w.d.launchInstance(ctx, log, req, sb.offer, nil)
+	switch {
+	case err == nil:
+		return inst, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	default:
+		return nil, fmt.Errorf("launching the standby cell: %w", err)
 	}
 }
 
-// ready waits until sb's instance runs with an address (Config.BootTimeout)
-// and joins its agent (Config.AgentTimeout from then), then marks it ready.
+// ready waits until sb's instance runs with an address (awaitRunning, a
+// pod's cell's boot-wait step, within Config.BootTimeout) and joins its
+// agent (joinUntil and joinAttempt, a pod's cell's join step, within
+// Config.AgentTimeout from then), then marks it ready.
 func (w *warmPool) ready(ctx context.Context, sb *standby) error {
 	w.mu.Lock()
 	inst := sb.inst
 	w.mu.Unlock()
-	deadline := w.d.now().Add(w.d.cfg.BootTimeout)
-	for n := 1; inst.State != pluginapi.StateRunning || inst.PrivateAddress() == ""; n++ {
-		if inst.State == pluginapi.StateTerminated || inst.State == pluginapi.StateTerminating {
-			return fmt.Errorf("standby cell %s ended while booting: %s", sb.cellID, stateText(inst))
-		}
-		if w.d.now().After(deadline) {
-			return fmt.Errorf("standby cell %s did not boot within %s", sb.cellID, w.d.cfg.BootTimeout)
-		}
-		// Poll, or look at once when the plugin's events say it runs
-		// (cell.waitRunning's rule, and its shared Describe).
-		wait := min(w.d.cfg.Backoff(n), w.d.cfg.BootPoll)
-		if w.d.watching() {
-			wait = w.d.cfg.BootPollWatched
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-sb.booted:
-			t.Stop()
-		case <-t.C:
-		}
-		if got, err := w.d.describes.describe(ctx, w.d.plugin, inst.ID); err == nil && got != nil {
-			inst = got
-			w.mu.Lock()
-			sb.inst = inst
-			w.mu.Unlock()
-		}
+	log := w.standbyLog(sb)
+	inst, err := w.d.awaitRunning(ctx, log, sb.cellID, inst, sb.booted, func(got *pluginapi.Instance) {
+		w.mu.Lock()
+		sb.inst = got
+		w.mu.Unlock()
+	})
+	if err != nil {
+		return err
 	}
-	deadline = w.d.now().Add(w.d.cfg.AgentTimeout)
-	for n := 1; ; n++ {
-		err := w.d.joinCell(ctx, sb.cellID, inst)
-		if err == nil {
-			break
-		}
+	jctx, cancel := context.WithTimeout(ctx, w.d.cfg.AgentTimeout)
+	defer cancel()
+	var last error
+	if !w.d.joinUntil(jctx, func(ctx context.Context) error {
+		_, last = w.d.joinAttempt(ctx, sb.cellID, inst)
+		return last
+	}) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if w.d.now().After(deadline) {
-			return fmt.Errorf("the agent of standby cell %s did not join within %s: %w", sb.cellID, w.d.cfg.AgentTimeout, err)
+		if last == nil {
+			last = jctx.Err()
 		}
-		if !sleep(ctx, w.d.cfg.Backoff(n)) {
-			return ctx.Err()
-		}
+		return fmt.Errorf("the agent of standby cell %s did not join within %s: %w", sb.cellID, w.d.cfg.AgentTimeout, last)
 	}
 	w.mu.Lock()
 	sb.ready = true
 	w.mu.Unlock()
 	return nil
+}
+
+// standbyLog is the warm pool's logger for standby sb: its lines name
+// its pool and its cell.
+func (w *warmPool) standbyLog(sb *standby) *slog.Logger {
+	return w.log.With("pool", sb.pool, "cell", sb.cellID)
 }
 
 // event wakes the wait of the booting standby whose instance the plugin's
@@ -682,35 +649,13 @@ func (w *warmPool) report() {
 	}
 }
 
-// joinCell joins the agent of cell cellID on inst if it has not joined
-// (dispatch.Join, the plugin's identity check), or reports to the CA the
-// key it joined with before (SawJoined).
-func (d *cellDeps) joinCell(ctx context.Context, cellID string, inst *pluginapi.Instance) error {
-	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
-	defer cancel()
-	tlsConfig, err := d.identity.JoinTLSConfig(cellID)
-	if err != nil {
-		return err
-	}
-	got, err := d.join(ctx, cellID, inst.PrivateAddress(), tlsConfig, d.identity.CertPEM(),
-		func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
-			return d.identity.Join(ctx, cellID, req, func(ctx context.Context) error {
-				return d.identityCheck.check(ctx, inst.ID, req)
-			})
-		})
-	if err == nil && !got.Now && got.Key != nil {
-		d.identity.SawJoined(cellID, got.Key)
-	}
-	return err
-}
-
 // askPod asks the agent of standby instance inst which pod it runs
 // (empty: none), within warmAskTimeout: the agent is the record of a
 // standby's assignment, which its tags cannot carry.
 func (d *cellDeps) askPod(ctx context.Context, inst pluginapi.Instance) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, warmAskTimeout)
 	defer cancel()
-	if err := d.joinCell(ctx, inst.CellID, &inst); err != nil {
+	if _, err := d.joinAttempt(ctx, inst.CellID, &inst); err != nil {
 		return "", fmt.Errorf("joining the standby cell: %w", err)
 	}
 	tlsConfig, err := d.identity.ClientTLSConfig(inst.CellID)

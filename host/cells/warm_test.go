@@ -362,3 +362,52 @@ func TestBootingStandbyWakesOnTheRunningEvent(t *testing.T) {
 	h.start(t)
 	eventually(t, "a standby ready on the running event", func() bool { r, _ := h.warmCount("small"); return r == 1 })
 }
+
+// A booting standby whose instance disappears (the plugin no longer knows
+// it) is given up after the looks a pod's cell gives such an instance
+// (awaitRunning's vanishLooks), and replaced: not after the whole boot
+// timeout (an hour here), which the standby used to wait out.
+func TestBootingStandbyWhoseInstanceDisappearsIsReplaced(t *testing.T) {
+	h := newHarnessSetup(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithBootDelay(time.Hour)},
+		config: func(c *Config) {
+			c.WarmPool = WarmPoolConfig{Pools: []WarmPool{{Name: "small", InstanceType: "fake.small", Count: 1, CapacityType: pluginapi.CapacityOnDemand, MaxAge: time.Hour}}}
+			c.WarmInterval = 20 * time.Millisecond
+			c.BootTimeout = time.Hour
+			c.BootPoll, c.BootPollWatched = 10*time.Millisecond, 10*time.Millisecond
+		},
+	})
+	h.start(t)
+	eventually(t, "a standby launched", func() bool { sb, _ := h.warmLaunches(); return len(sb) == 1 })
+	first, _ := h.warmLaunches()
+	var gone string
+	for _, inst := range h.plugin.Store().Instances() {
+		if inst.CellID == first[0] {
+			gone = inst.ID
+		}
+	}
+	if gone == "" {
+		t.Fatalf("no instance of standby %s", first[0])
+	}
+	// Terminated behind kip's back: the fake forgets the instance at once
+	// (Describe no longer answers it), as a cloud does after a while.
+	if _, err := h.plugin.Terminate(t.Context(), &pluginapi.TerminateRequest{ID: gone}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the standby replaced", func() bool {
+		sb, _ := h.warmLaunches()
+		return len(sb) == 2
+	})
+	if sb, _ := h.warmLaunches(); sb[1] == first[0] {
+		t.Errorf("the replacement has the lost standby's cell ID %s", sb[1])
+	}
+	eventually(t, "the lost standby dropped from the pool", func() bool {
+		h.m.deps.warm.mu.Lock()
+		defer h.m.deps.warm.mu.Unlock()
+		_, still := h.m.deps.warm.standbys[first[0]]
+		return !still
+	})
+	if _, all := h.warmCount("small"); all != 1 {
+		t.Errorf("standbys = %d, want 1 (the replacement, booting)", all)
+	}
+}
