@@ -282,9 +282,7 @@ func allContainers(pod *corev1.Pod) []corev1.Container {
 func (c *cell) reject(reason, message string) {
 	c.log().Warn("pod rejected", "reason", reason, "message", message)
 	c.event(corev1.EventTypeWarning, reason, "%s", message)
-	c.mu.Lock()
-	c.ended = true
-	c.mu.Unlock()
+	c.enter(phaseEnded) // it never had an instance
 	c.setStatus(func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodFailed
 		st.Reason, st.Message = reason, "Pod was rejected: "+message

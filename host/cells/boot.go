@@ -181,7 +181,7 @@ func (c *cell) agentAnswered() {
 		close(c.answered)
 		c.answered = nil
 	}
-	c.connected = true
+	c.enterLocked(phaseRunning)
 	c.mu.Unlock()
 	c.agentConnected()
 }
@@ -234,6 +234,7 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 	c.mu.Lock()
 	c.setID(next, attempt+1)
 	c.instance, c.placed, c.adopted = nil, nil, nil
+	c.enterLocked(phaseLaunching) // the pod's next cell
 	c.mu.Unlock()
 	c.waiting("ContainerCreating", fmt.Sprintf("%s; launching cell %s in %s", msg, next, wait))
 	return sleep(ctx, wait)

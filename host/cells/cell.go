@@ -144,14 +144,18 @@ type cell struct {
 	logger  atomic.Pointer[slog.Logger]
 	adopted *pluginapi.Instance // set when re-adopted after a restart
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// phase is where the cell is in its life (phase.go): moved by enter.
+	phase      cellPhase
 	desired    *corev1.Pod
 	generation int64
 	status     corev1.PodStatus
 	instance   *pluginapi.Instance
 	agent      *dispatch.Agent
-	deleting   bool
-	applyCh    chan struct{} // a new desired pod to apply
+	// deleting is set once the pod was deleted (delete): the cell ends
+	// and is forgotten, and keeps no logs.
+	deleting bool
+	applyCh  chan struct{} // a new desired pod to apply
 	// cancel ends the goroutine's context; nil until start.
 	cancel context.CancelFunc
 	// stopped is set by stop, so that a start after it begins stopped.
@@ -184,19 +188,13 @@ type cell struct {
 	// answered is closed (and set to nil) once the agent first answers;
 	// nil when nothing waits for it (serveWithin).
 	answered chan struct{}
-	// ended is set once terminate has ended the instance, so that a pod
-	// that finished and is then deleted costs one Terminate, not two.
-	ended bool
 	// logsKept is set once finish has kept the pod's logs (podLogs):
 	// from then on they are served from there, not from the agent.
 	logsKept bool
 	// created is when this kip took the cell on; times are the moments
-	// of its launch (metrics.go); launching is set once a Launch was
-	// issued, connected once the agent answered.
-	created   time.Time
-	times     launchTimes
-	launching bool
-	connected bool
+	// of its launch (metrics.go).
+	created time.Time
+	times   launchTimes
 	// warmMissed is set once no standby of the warm pool fitted the pod
 	// (counted once).
 	warmMissed bool
@@ -288,16 +286,23 @@ func (c *cell) run(ctx context.Context) {
 			<-ctx.Done()
 			return
 		}
+		c.enter(phasePlacing)
 	}
+	// The cell's phases (phase.go), one step each: launch moves it to
+	// phaseLaunching once it issues a Launch (an adopted cell has its
+	// instance), serve to phaseRunning once the agent answers, bootFailed
+	// back to phaseLaunching.
 	for {
 		inst, err := c.launch(ctx)
 		if err != nil {
 			return // deleted, or a failure already reported on the pod
 		}
+		c.enter(phaseBooting)
 		inst, err = c.waitRunning(ctx, inst)
 		if err != nil {
 			return
 		}
+		c.enter(phaseJoining)
 		c.instanceRunning()
 		if c.serveWithin(ctx, inst) || !c.bootFailed(ctx, inst) {
 			return

@@ -86,6 +86,7 @@ func (c *cell) notice(ctx context.Context, n notice) {
 		if evict {
 			// From now on every status keeps the eviction (agentStatus).
 			c.evicted = fmt.Sprintf("%s: the cloud reclaims cell %s (spot instance %s)%s.", evictionMessage, c.id, n.instanceID, by)
+			c.enterLocked(phaseEnding)
 		}
 		cause := c.evicted
 		c.mu.Unlock()

@@ -178,9 +178,7 @@ func (c *cell) launchFirst(ctx context.Context, cands []match.Candidate, opts la
 		}
 		c.waiting("ContainerCreating", fmt.Sprintf("launching cell %s on %s", c.id, what))
 		c.event(corev1.EventTypeNormal, ReasonLaunching, "launching cell %s on %s", c.id, what)
-		c.mu.Lock()
-		c.launching = true
-		c.mu.Unlock()
+		c.enter(phaseLaunching)
 		c.launchIssued()
 		inst, backoff, err := c.d.launchInstance(ctx, c.log(), req, cand, func() {
 			c.mu.Lock()

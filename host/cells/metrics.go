@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kipcell/kip/host/metrics"
-	"github.com/kipcell/kip/pluginapi"
 )
 
 // WithMetrics makes the Manager report to m: each cell's launch phases,
@@ -120,7 +119,7 @@ func (c *cell) snapshot() metrics.Cell {
 	defer c.mu.Unlock()
 	s := metrics.Cell{
 		Namespace: c.namespace, Pod: c.name, PodUID: string(c.uid), CellID: c.id, Created: c.created,
-		Phase: c.phase(), PendingReason: pendingReason(&c.status),
+		Phase: c.phase.metric(), PendingReason: pendingReason(&c.status),
 	}
 	if c.instance != nil {
 		s.Instance = c.instance.ID
@@ -136,26 +135,6 @@ func (c *cell) snapshot() metrics.Cell {
 		}
 	}
 	return s
-}
-
-// phase is the cell's lifecycle phase (metrics.CellPhases); c.mu is held.
-func (c *cell) phase() string {
-	switch {
-	case c.ended:
-		return metrics.CellGone
-	case c.deleting || isTerminal(c.status.Phase):
-		return metrics.CellTerminating
-	case c.connected:
-		return metrics.CellRunning
-	case c.instance != nil && c.instance.State == pluginapi.StateRunning:
-		return metrics.CellConnecting
-	case c.instance != nil:
-		return metrics.CellBooting
-	case c.launching:
-		return metrics.CellLaunching
-	default:
-		return metrics.CellPending
-	}
 }
 
 // pendingReason is why a Pending pod waits: its status reason, else its

@@ -7,10 +7,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/pluginapi"
+	pluginfake "github.com/kipcell/kip/pluginapi/fake"
 )
 
 func TestLaunchPhasesPlacementAndCostAreMeasured(t *testing.T) {
@@ -153,4 +155,54 @@ func TestPlacementOfAnnotations(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
 		}
 	}
+}
+
+// TestCellPhasesThroughALife: the phase /cells and kip_cells report for a
+// cell at each step of its life: Pending while nothing fits, Booting,
+// Running, Gone once its pod ended and its instance was terminated; a
+// rejected pod's cell is Gone from the start.
+func TestCellPhasesThroughALife(t *testing.T) {
+	h := newHarnessSetup(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithBootDelay(time.Hour)},
+		config: func(c *Config) { c.BootPoll, c.BootPollWatched = 10*time.Millisecond, 10*time.Millisecond },
+	})
+	h.start(t)
+	phaseOf := func(uid string) string {
+		for _, c := range h.m.Cells() {
+			if c.PodUID == uid {
+				return c.Phase
+			}
+		}
+		return ""
+	}
+	waitPhase := func(uid, want string) {
+		t.Helper()
+		eventually(t, uid+" "+want, func() bool { return phaseOf(uid) == want })
+	}
+
+	nothing := newPod("huge", "uid-huge")
+	nothing.Annotations = map[string]string{match.AnnotationInstanceType: "no.such.type"}
+	h.create(t, nothing)
+	h.waitNotified(t, "NoInstanceType", func(p *corev1.Pod) bool { return p.Status.Reason == ReasonNoInstanceType })
+	if got := phaseOf("uid-huge"); got != metrics.CellPending {
+		t.Errorf("a pod nothing fits: phase %s, want %s", got, metrics.CellPending)
+	}
+
+	h.create(t, newPod("web", "uid-web"))
+	waitPhase("uid-web", metrics.CellBooting)
+	insts := h.plugin.Store().Instances()
+	if len(insts) != 1 {
+		t.Fatalf("%d instances, want 1", len(insts))
+	}
+	if err := h.plugin.Store().SetState(insts[0].ID, pluginapi.StateRunning, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase("uid-web", metrics.CellRunning)
+	h.agent.phases <- corev1.PodSucceeded
+	waitPhase("uid-web", metrics.CellGone)
+
+	priv := newPod("priv", "uid-priv")
+	priv.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	h.create(t, priv)
+	waitPhase("uid-priv", metrics.CellGone)
 }

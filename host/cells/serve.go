@@ -409,6 +409,9 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, addrs addr
 	}
 	c.status = next
 	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase) && !evicted // evict ends the cell
+	if ended {
+		c.enterLocked(phaseEnding)
+	}
 	c.mu.Unlock()
 	if next.Phase != prev.Phase {
 		c.log().Info("cell reported pod phase", "phase", next.Phase)

@@ -32,6 +32,7 @@ func (c *cell) lost(ctx context.Context, message string) {
 // fail fails the pod with reason and message (its containers end with
 // exit code 137, as on a node that died), and ends the cell.
 func (c *cell) fail(ctx context.Context, reason, message string) {
+	c.enter(phaseEnding)
 	c.setStatus(func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodFailed
 		st.Reason = reason
@@ -98,6 +99,7 @@ func (c *cell) delete(ctx context.Context, grace time.Duration, reason string) {
 		return
 	}
 	c.deleting = true
+	c.enterLocked(phaseEnding)
 	c.mu.Unlock()
 	go c.terminate(ctx, grace, reason, true)
 }
@@ -110,7 +112,7 @@ func (c *cell) delete(ctx context.Context, grace time.Duration, reason string) {
 func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string, forget bool) {
 	ctx = context.WithoutCancel(ctx)
 	c.mu.Lock()
-	agent, ended := c.agent, c.ended
+	agent, ended := c.agent, c.phase == phaseEnded
 	c.mu.Unlock()
 	// A cell that ended (its pod finished, its instance terminated) has
 	// nothing left to stop: its agent's connection is closed.
@@ -128,8 +130,7 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 	}
 	c.mu.Lock()
 	inst, id, attempt, unanswered := c.instance, c.id, c.attempt, c.launchUnanswered
-	ended = c.ended
-	c.ended = true
+	ended = !c.enterLocked(phaseEnded)
 	c.mu.Unlock()
 	if ended {
 		// finish already ended the instance; a later delete only forgets.

@@ -702,7 +702,7 @@ func (c *cell) takeWarm(cands []match.Candidate, opts launchOptions) *pluginapi.
 		defer c.mu.Unlock()
 		c.id, c.instance = sb.cellID, sb.inst
 		c.placed = placedAnnotations(cand, sb.inst.Zone)
-		c.launching = true
+		c.enterLocked(phaseLaunching)
 		inst, id, pool, placed, with = sb.inst, sb.cellID, sb.pool, c.placed, cand
 	}) {
 		c.warmMiss()
