@@ -220,14 +220,14 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 			why = fmt.Sprintf("the pod had %d cells, none of which booted", attempt+1)
 		}
 		c.event(corev1.EventTypeWarning, ReasonCellBootFailed, "%s; terminating it and failing the pod (%s)%s", msg, why, console)
-		c.fail(ctx, ReasonCellBootFailed, fmt.Sprintf("%s (%s)", msg, why))
+		c.end(ctx, failedEnd(ReasonCellBootFailed, fmt.Sprintf("%s (%s)", msg, why)))
 		return false
 	}
 	wait := min(c.d.cfg.BootRetry<<min(attempt, 10), 30*time.Minute)
 	next := cellIDAttempt(c.uid, attempt+1)
 	c.event(corev1.EventTypeWarning, ReasonCellBootFailed, "%s; terminating it and launching cell %s in %s (attempt %d of %d)%s",
 		msg, next, wait, attempt+2, c.d.cfg.BootAttempts, console)
-	c.d.end.terminate(ctx, inst.ID, id)
+	c.d.terminator.terminate(ctx, inst.ID, id)
 	if ctx.Err() != nil {
 		return false // the cell is being deleted; its terminate ends the instance
 	}

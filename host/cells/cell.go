@@ -65,11 +65,11 @@ type instanceAPI interface {
 type cellDeps struct {
 	// cfg is read, never written: the cell uses ClusterID, NodeName,
 	// Image, the boot and retry timings, Backoff and Now.
-	cfg       Config
-	plugin    instanceAPI
-	end       terminator
-	identity  Identity   // the cell's bootstrap, its join, the agent's client TLS
-	placement *placement // ranking, unavailable offerings, instance sizes
+	cfg        Config
+	plugin     instanceAPI
+	terminator terminator
+	identity   Identity   // the cell's bootstrap, its join, the agent's client TLS
+	placement  *placement // ranking, unavailable offerings, instance sizes
 	// dial connects to a cell's agent; tests replace it.
 	dial func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
 	// join joins a cell's agent before it is dialled (join.go); tests
@@ -100,9 +100,9 @@ type cellDeps struct {
 	forget func(*cell)
 	// logs keeps the logs of pods that ended.
 	logs podLogs
-	// ending tracks the goroutines that end cells whose pod ended
-	// (finish), which Manager.Run waits for before it returns.
-	ending sync.WaitGroup
+	// terminating tracks the goroutines that end cells (cell.end), but
+	// for deleted pods, which Manager.Run waits for before it returns.
+	terminating sync.WaitGroup
 	// pods is the node's pods as the API server has them (the conditions
 	// others own, conditions.go); nil in tests that do without.
 	pods corev1listers.PodLister
@@ -152,8 +152,8 @@ type cell struct {
 	status     corev1.PodStatus
 	instance   *pluginapi.Instance
 	agent      *dispatch.Agent
-	// deleting is set once the pod was deleted (delete): the cell ends
-	// and is forgotten, and keeps no logs.
+	// deleting is set once the pod was deleted (deletedEnd): the cell
+	// ends and is forgotten, and keeps no logs.
 	deleting bool
 	applyCh  chan struct{} // a new desired pod to apply
 	// cancel ends the goroutine's context; nil until start.
@@ -188,8 +188,9 @@ type cell struct {
 	// answered is closed (and set to nil) once the agent first answers;
 	// nil when nothing waits for it (serveWithin).
 	answered chan struct{}
-	// logsKept is set once finish has kept the pod's logs (podLogs):
-	// from then on they are served from there, not from the agent.
+	// logsKept is set once the end of a pod that ended (finishedEnd,
+	// evictedEnd) kept its logs (podLogs): from then on they are served
+	// from there, not from the agent.
 	logsKept bool
 	// created is when this kip took the cell on; times are the moments
 	// of its launch (metrics.go).

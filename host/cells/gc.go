@@ -24,14 +24,14 @@ type instanceLister interface {
 // then every interval it terminates cells whose pod is gone and instances
 // no cell owns (collect).
 type collector struct {
-	nodeName string
-	interval time.Duration
-	plugin   instanceLister
-	pods     corev1listers.PodLister
-	cells    *cellSet
-	deps     *cellDeps // what an adopted cell is handed, as any other
-	end      terminator
-	log      *slog.Logger
+	nodeName   string
+	interval   time.Duration
+	plugin     instanceLister
+	pods       corev1listers.PodLister
+	cells      *cellSet
+	deps       *cellDeps // what an adopted cell is handed, as any other
+	terminator terminator
+	log        *slog.Logger
 }
 
 // run collects garbage every interval until ctx ends.
@@ -90,14 +90,14 @@ func (g *collector) adopt(ctx context.Context) error {
 		if pod == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) ||
 			cellIDAttempt(pod.UID, newest[pod.UID]) != inst.CellID {
 			g.log.Info("terminating an instance no pod needs", "instance", inst.ID, "cell", inst.CellID)
-			go g.end.terminate(ctx, inst.ID, inst.CellID)
+			go g.terminator.terminate(ctx, inst.ID, inst.CellID)
 			continue
 		}
 		c := newCell(g.deps, pod, &inst)
 		if have := g.cells.get(pod.UID); have != nil {
 			// The pod was given a standby cell, its cell now.
 			g.log.Info("terminating an earlier cell of a pod on a standby cell", "instance", inst.ID, "cell", inst.CellID)
-			go g.end.terminate(ctx, inst.ID, inst.CellID)
+			go g.terminator.terminate(ctx, inst.ID, inst.CellID)
 			continue
 		}
 		if g.cells.add(c) == nil {
@@ -116,7 +116,7 @@ func (g *collector) collect(ctx context.Context) {
 	for _, c := range g.cells.all() {
 		pod, err := g.pods.Pods(c.namespace).Get(c.name)
 		if (err == nil && pod.UID != c.uid) || isNotFound(err) {
-			c.delete(ctx, 0, "pod no longer exists")
+			c.end(ctx, deletedEnd("pod no longer exists", 0))
 		}
 	}
 	list, err := g.plugin.List(ctx, &pluginapi.ListRequest{})
@@ -140,7 +140,7 @@ func (g *collector) collect(ctx context.Context) {
 			continue
 		}
 		g.log.Info("terminating orphaned instance", "instance", inst.ID, "cell", inst.CellID)
-		go g.end.terminate(ctx, inst.ID, inst.CellID)
+		go g.terminator.terminate(ctx, inst.ID, inst.CellID)
 	}
 }
 

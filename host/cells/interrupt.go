@@ -46,7 +46,9 @@ type notice struct {
 
 // notice records a notice once: a rebalance recommendation becomes a
 // Warning event; an interruption becomes the SpotInterruption event and,
-// when there is time left, the pod's eviction (evict). An interruption
+// when there is time left, the pod's eviction (evictedEnd: Failed at
+// once, its containers stopped within their grace cut to the time left,
+// their logs kept, the cell ended). An interruption
 // without time left is the instance's loss, which the cell finds when the
 // instance ends (lost, whose message then names the interruption).
 func (c *cell) notice(ctx context.Context, n notice) {
@@ -86,14 +88,13 @@ func (c *cell) notice(ctx context.Context, n notice) {
 		if evict {
 			// From now on every status keeps the eviction (agentStatus).
 			c.evicted = fmt.Sprintf("%s: the cloud reclaims cell %s (spot instance %s)%s.", evictionMessage, c.id, n.instanceID, by)
-			c.enterLocked(phaseEnding)
 		}
 		cause := c.evicted
 		c.mu.Unlock()
 		c.log().Warn("spot interruption", "instance", n.instanceID, "deadline", n.at, "reason", n.reason, "evict", evict, "grace", grace)
 		c.event(corev1.EventTypeWarning, ReasonSpotInterruption, "%s", msg)
 		if evict {
-			c.d.ending.Go(func() { c.evict(ctx, grace, cause) })
+			c.end(ctx, evictedEnd(cause, grace))
 		}
 	}
 }
@@ -108,21 +109,6 @@ func evictionGrace(pod *corev1.Pod, left time.Duration) time.Duration {
 		grace = time.Duration(*g) * time.Second
 	}
 	return max(min(grace, (left-evictionMargin).Truncate(time.Second)), 0)
-}
-
-// evict fails the pod at once (evictedStatus), stops its containers within
-// grace, keeps their logs and ends the cell.
-func (c *cell) evict(ctx context.Context, grace time.Duration, message string) {
-	c.setStatus(func(st *corev1.PodStatus) { evictedStatus(st, message) })
-	c.log().Info("evicting the pod for the spot interruption", "grace", grace)
-	if agent := c.connectedAgent(); agent != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace+5*time.Second)
-		if err := agent.Delete(dctx, grace); err != nil {
-			c.log().Warn("stopping the evicted pod on its cell", "error", err)
-		}
-		cancel()
-	}
-	c.finish(ctx, "spot interruption")
 }
 
 // evictedStatus marks a status as the kubelet marks a pod it terminates

@@ -359,12 +359,12 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	notifier := newNotifier(cells)
 	catalog := &catalogCache{plugin: plugin, ttl: cfg.CatalogTTL, now: cfg.Now, log: log}
 	watch := &eventWatch{plugin: plugin, catalog: catalog, cells: cells, backoff: cfg.Backoff, now: cfg.Now, log: log}
-	end := terminator{plugin: plugin, backoff: cfg.Backoff, log: log, now: cfg.Now}
+	term := terminator{plugin: plugin, backoff: cfg.Backoff, log: log, now: cfg.Now}
 	deps := &cellDeps{
-		cfg:      cfg,
-		plugin:   plugin,
-		end:      end,
-		identity: identity,
+		cfg:        cfg,
+		plugin:     plugin,
+		terminator: term,
+		identity:   identity,
 		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match, choices: cfg.Choices,
 			ttl: cfg.UnavailableTTL, now: cfg.Now},
 		dial: func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error) {
@@ -387,7 +387,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	for _, opt := range opts {
 		opt(deps)
 	}
-	deps.placement.metrics, deps.end.metrics = deps.metrics, deps.metrics
+	deps.placement.metrics, deps.terminator.metrics = deps.metrics, deps.metrics
 	deps.warm = newWarmPool(deps, cfg)
 	if deps.warm != nil {
 		watch.standbys = deps.warm.event
@@ -395,7 +395,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 	m := &Manager{
 		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch,
 		collector: &collector{nodeName: cfg.NodeName, interval: cfg.GCInterval, plugin: plugin, pods: pods,
-			cells: cells, deps: deps, end: deps.end, log: log},
+			cells: cells, deps: deps, terminator: deps.terminator, log: log},
 	}
 	deps.metrics.SetCells(m.Cells)
 	return m
@@ -412,7 +412,7 @@ func (m *Manager) Run(ctx context.Context, adopted chan<- struct{}) error {
 			c.wait()
 		}
 		// A pod that ended is having its logs kept and its cell ended.
-		m.deps.ending.Wait()
+		m.deps.terminating.Wait()
 	}()
 	if err := m.collector.adopt(ctx); err != nil {
 		m.log.Warn("adopting existing cells failed; the garbage collector will retry", "error", err)

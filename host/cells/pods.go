@@ -46,7 +46,7 @@ func (m *Manager) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	} else if pod.Spec.TerminationGracePeriodSeconds != nil {
 		grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
-	c.delete(ctx, grace, "pod deleted")
+	c.end(ctx, deletedEnd("pod deleted", grace))
 	return nil
 }
 

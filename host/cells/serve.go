@@ -408,10 +408,7 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, addrs addr
 		evictedStatus(&next, c.evicted)
 	}
 	c.status = next
-	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase) && !evicted // evict ends the cell
-	if ended {
-		c.enterLocked(phaseEnding)
-	}
+	ended := isTerminal(next.Phase) && !isTerminal(prev.Phase) && !evicted // an eviction ends the cell itself
 	c.mu.Unlock()
 	if next.Phase != prev.Phase {
 		c.log().Info("cell reported pod phase", "phase", next.Phase)
@@ -422,7 +419,7 @@ func (c *cell) agentStatus(ctx context.Context, st *corev1.PodStatus, addrs addr
 	c.d.statusChanged(c.uid)
 	if ended {
 		c.log().Info("pod ended; terminating its cell", "phase", next.Phase)
-		c.d.ending.Go(func() { c.finish(ctx, fmt.Sprintf("pod %s", next.Phase)) })
+		c.end(ctx, finishedEnd(next.Phase))
 	}
 }
 

@@ -2,6 +2,7 @@ package cells
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,29 +12,34 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
-// lost fails the pod because its cell ended under it, and cleans up.
-func (c *cell) lost(ctx context.Context, message string) {
-	c.mu.Lock()
-	if c.interrupted != "" {
-		message = "spot interruption: " + message
-	}
-	evicted := c.evicted != ""
-	c.mu.Unlock()
-	if evicted {
-		// The pod was failed by its eviction already (evict ends the cell).
-		c.log().Info("evicted pod's cell ended", "reason", message)
-		return
-	}
-	c.log().Warn("cell lost", "reason", message)
-	c.event(corev1.EventTypeWarning, ReasonCellLost, "%s", message)
-	c.fail(ctx, ReasonCellLost, message)
+// cellEnd is one way a cell ends: its move to phaseEnding (end), and
+// what the end does besides stopping the cell's goroutine and ending its
+// instance (terminate). The ways: failedEnd (the instance was lost, or no
+// cell of the pod booted), finishedEnd (the pod ended on its own),
+// evictedEnd (a spot interruption) and deletedEnd (the pod was deleted);
+// a rejected pod's cell, which has no instance, has ended from the start
+// (reject).
+type cellEnd struct {
+	// reason is said in the TerminatingCell event and the log.
+	reason string
+	// status, if set, is how the end changes the pod's status.
+	status func(*corev1.PodStatus)
+	// stop: the pod is stopped on its agent within grace first.
+	stop  bool
+	grace time.Duration
+	// keepLogs: the pod's logs are read from its agent before the cell
+	// ends (keepLogs).
+	keepLogs bool
+	// deleted: the pod was deleted. The cell ends once however often it
+	// is deleted, and is forgotten, with the logs kept of its pod.
+	deleted bool
 }
 
-// fail fails the pod with reason and message (its containers end with
-// exit code 137, as on a node that died), and ends the cell.
-func (c *cell) fail(ctx context.Context, reason, message string) {
-	c.enter(phaseEnding)
-	c.setStatus(func(st *corev1.PodStatus) {
+// failedEnd fails the pod with reason and message: its containers end
+// with exit code 137, as on a node that died, and there is no agent to
+// read their logs from.
+func failedEnd(reason, message string) cellEnd {
+	return cellEnd{reason: message, status: func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodFailed
 		st.Reason = reason
 		st.Message = message
@@ -44,24 +50,83 @@ func (c *cell) fail(ctx context.Context, reason, message string) {
 				cs.Ready = false
 			}
 		}
-	})
-	// The cell is gone: there is no agent to read the logs from.
-	c.d.ending.Go(func() { c.terminate(ctx, 0, message, false) })
+	}}
 }
 
-// finish terminates the cell but keeps the pod's (terminal) status for the
-// API until the pod itself is deleted.
-func (c *cell) finish(ctx context.Context, reason string) {
-	c.keepLogs(ctx)
-	c.terminate(ctx, 0, reason, false)
+// finishedEnd ends the cell of a pod that ended on its own (phase): its
+// logs are kept, and its terminal status until the pod is deleted.
+func finishedEnd(phase corev1.PodPhase) cellEnd {
+	return cellEnd{reason: fmt.Sprintf("pod %s", phase), keepLogs: true}
+}
+
+// evictedEnd ends the cell of a pod evicted for a spot interruption
+// (interrupt.go): Failed at once (evictedStatus), its containers stopped
+// within grace, their logs kept.
+func evictedEnd(message string, grace time.Duration) cellEnd {
+	return cellEnd{reason: "spot interruption", status: func(st *corev1.PodStatus) { evictedStatus(st, message) },
+		stop: true, grace: grace, keepLogs: true}
+}
+
+// deletedEnd ends the cell of a pod deleted (reason says by whom): its
+// containers are stopped within grace (none: not stopped), and the cell is
+// forgotten.
+func deletedEnd(reason string, grace time.Duration) cellEnd {
+	return cellEnd{reason: reason, stop: grace > 0, grace: grace, deleted: true}
+}
+
+// end moves the cell to phaseEnding the way e says, sets the pod's status
+// the end gives it, and ends the cell in the background (terminate: the
+// cell's own goroutine may be the one ending it, and terminate waits for
+// it). Manager.Run waits for those ends, but a deletion's: its pod is
+// gone, and its termination carries on as DeletePod's would.
+func (c *cell) end(ctx context.Context, e cellEnd) {
+	c.mu.Lock()
+	if e.deleted {
+		if c.deleting {
+			c.mu.Unlock()
+			return
+		}
+		c.deleting = true
+	}
+	c.enterLocked(phaseEnding)
+	c.mu.Unlock()
+	if e.status != nil {
+		c.setStatus(e.status)
+	}
+	if e.deleted {
+		go c.terminate(ctx, e)
+		return
+	}
+	c.d.terminating.Go(func() { c.terminate(ctx, e) })
+}
+
+// lost ends the cell whose instance ended, disappeared or cannot be
+// reached under its pod (message says how): the pod fails with reason
+// CellLost, its message naming a spot interruption if one came. A pod
+// evicted for that interruption has failed already, and its cell is
+// ending (evictedEnd).
+func (c *cell) lost(ctx context.Context, message string) {
+	c.mu.Lock()
+	if c.interrupted != "" {
+		message = "spot interruption: " + message
+	}
+	evicted := c.evicted != ""
+	c.mu.Unlock()
+	if evicted {
+		c.log().Info("evicted pod's cell ended", "reason", message)
+		return
+	}
+	c.log().Warn("cell lost", "reason", message)
+	c.event(corev1.EventTypeWarning, ReasonCellLost, "%s", message)
+	c.end(ctx, failedEnd(ReasonCellLost, message))
 }
 
 // keepLogs reads the logs of the pod's containers from the agent before
 // its cell ends (podLogs), so that kubectl logs keeps working until the
-// pod is deleted, as on a kubelet. A pod being deleted keeps none: forget
-// would remove them, and delete's terminate closes the agent meanwhile
-// (a pod that ends because it is deleted, as a DeletePod's SIGTERM ends
-// it, would otherwise get a LogsNotKept warning for a connection closing).
+// pod is deleted, as on a kubelet. A pod being deleted keeps none: its
+// end would remove them, and closes the agent meanwhile (a pod that ends
+// because it is deleted, as a DeletePod's SIGTERM ends it, would
+// otherwise get a LogsNotKept warning for a connection closing).
 func (c *cell) keepLogs(ctx context.Context) {
 	c.mu.Lock()
 	agent, pod, deleting := c.agent, c.desired.DeepCopy(), c.deleting
@@ -91,37 +156,39 @@ func (c *cell) keepLogs(ctx context.Context) {
 // the end of its cell.
 const keepLogsTimeout = 30 * time.Second
 
-// delete terminates the cell within grace and forgets the pod.
-func (c *cell) delete(ctx context.Context, grace time.Duration, reason string) {
-	c.mu.Lock()
-	if c.deleting {
-		c.mu.Unlock()
-		return
-	}
-	c.deleting = true
-	c.enterLocked(phaseEnding)
-	c.mu.Unlock()
-	go c.terminate(ctx, grace, reason, true)
-}
-
-// terminate stops the pod on the agent within grace, ends the instance
-// (also when its Launch is still in flight or its ID was never seen), and,
-// if forget, removes the cell from the Manager. It runs to the end when ctx
-// ends: ctx only carries values (the cell's own context is among those it
-// cancels).
-func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string, forget bool) {
+// terminate is the work of a cell's end (e): it stops the pod on the
+// agent within e's grace and keeps its logs, if e says so, stops the
+// cell's goroutine, ends the instance (also when its Launch is still in
+// flight or its ID was never seen) and moves the cell to phaseEnded, and,
+// for a deleted pod, forgets the cell. A cell ended before is not ended
+// again: a pod that finished and is then deleted costs one Terminate, not
+// two. It runs to the end when ctx ends: ctx only carries values (the
+// cell's own context is among those it cancels).
+func (c *cell) terminate(ctx context.Context, e cellEnd) {
 	ctx = context.WithoutCancel(ctx)
+	if e.deleted {
+		defer func() {
+			// The pod is gone: so are its cell and the logs kept of it.
+			if err := c.d.logs.remove(c.namespace, c.name, c.uid); err != nil {
+				c.log().Warn("forgetting the pod's logs", "error", err)
+			}
+			c.d.forget(c)
+		}()
+	}
 	c.mu.Lock()
 	agent, ended := c.agent, c.phase == phaseEnded
 	c.mu.Unlock()
 	// A cell that ended (its pod finished, its instance terminated) has
 	// nothing left to stop: its agent's connection is closed.
-	if agent != nil && grace > 0 && !ended {
-		dctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
-		if err := agent.Delete(dctx, grace); err != nil {
+	if agent != nil && e.stop && !ended {
+		dctx, cancel := context.WithTimeout(ctx, e.grace+5*time.Second)
+		if err := agent.Delete(dctx, e.grace); err != nil {
 			c.log().Warn("stopping the pod on its cell", "error", err)
 		}
 		cancel()
+	}
+	if e.keepLogs {
+		c.keepLogs(ctx)
 	}
 	c.stop()
 	<-c.done
@@ -133,16 +200,13 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 	ended = !c.enterLocked(phaseEnded)
 	c.mu.Unlock()
 	if ended {
-		// finish already ended the instance; a later delete only forgets.
-		c.log().Info("cell already terminated", "reason", reason)
-		if forget {
-			c.forget()
-		}
+		// An earlier end ended the instance; a deletion only forgets.
+		c.log().Info("cell already terminated", "reason", e.reason)
 		return
 	}
-	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", id, reason)
+	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", id, e.reason)
 	if inst != nil {
-		c.d.end.terminate(ctx, inst.ID, id)
+		c.d.terminator.terminate(ctx, inst.ID, id)
 	}
 	// A Launch whose answer was lost may still have created an instance:
 	// find it by cell ID (any cell of the pod: one that never booted
@@ -157,26 +221,12 @@ func (c *cell) terminate(ctx context.Context, grace time.Duration, reason string
 		if list, err := c.d.lists.list(ctx, c.d.plugin); err == nil {
 			for _, other := range list.Instances {
 				if uid, _, ok := cellOf(other.CellID); ok && uid == c.uid && (inst == nil || other.ID != inst.ID) && other.State != pluginapi.StateTerminated {
-					c.d.end.terminate(ctx, other.ID, other.CellID)
+					c.d.terminator.terminate(ctx, other.ID, other.CellID)
 				}
 			}
 		}
 	}
-	c.log().Info("cell terminated", "reason", reason)
-	if forget {
-		c.forget()
-	}
-}
-
-// forget drops the cell from the Manager and the logs kept of its pod.
-func (c *cell) forget() {
-	c.mu.Lock()
-	pod := c.desired
-	c.mu.Unlock()
-	if err := c.d.logs.remove(pod.Namespace, pod.Name, c.uid); err != nil {
-		c.log().Warn("forgetting the pod's logs", "error", err)
-	}
-	c.d.forget(c)
+	c.log().Info("cell terminated", "reason", e.reason)
 }
 
 // terminatorAPI is the part of the plugin a terminator calls.

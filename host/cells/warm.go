@@ -303,7 +303,7 @@ func (w *warmPool) boot(ctx context.Context, p *poolState, sb *standby) {
 	w.mu.Unlock()
 	w.log.Warn("standby cell failed", "pool", sb.pool, "cell", sb.cellID, "error", err)
 	if inst != nil {
-		w.d.end.terminate(ctx, inst.ID, sb.cellID)
+		w.d.terminator.terminate(ctx, inst.ID, sb.cellID)
 		w.d.metrics.WarmTerminated(sb.pool, metrics.WarmEndBootFail)
 	}
 	w.report()
@@ -412,7 +412,7 @@ func (w *warmPool) end(ctx context.Context, sb *standby, reason string) {
 	w.d.metrics.WarmTerminated(sb.pool, reason)
 	if sb.inst != nil {
 		// Run's end stops it: the next run finds the standby too old.
-		w.busy.Go(func() { w.d.end.terminate(ctx, sb.inst.ID, sb.cellID) })
+		w.busy.Go(func() { w.d.terminator.terminate(ctx, sb.inst.ID, sb.cellID) })
 	}
 	w.poke()
 }
@@ -579,7 +579,7 @@ func (w *warmPool) adopt(ctx context.Context, inst pluginapi.Instance) (string, 
 				delete(w.standbys, sb.cellID)
 				w.mu.Unlock()
 				w.log.Warn("adopted standby cell failed to boot", "pool", name, "cell", sb.cellID, "error", err)
-				w.d.end.terminate(ctx, inst.ID, sb.cellID)
+				w.d.terminator.terminate(ctx, inst.ID, sb.cellID)
 				w.d.metrics.WarmTerminated(name, metrics.WarmEndBootFail)
 				w.poke()
 			}
@@ -766,12 +766,12 @@ func (g *collector) adoptStandbys(ctx context.Context, standbys []pluginapi.Inst
 			g.log.Warn("terminating a standby cell whose agent does not say which pod it runs", "pool", pool, "cell", inst.CellID,
 				"instance", inst.ID, "error", a.err)
 			g.deps.metrics.WarmTerminated(pool, metrics.WarmEndUnknowable)
-			go g.end.terminate(ctx, inst.ID, inst.CellID)
+			go g.terminator.terminate(ctx, inst.ID, inst.CellID)
 		case a.uid != "":
 			pod := byUID[a.uid]
 			if pod == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) {
 				g.log.Info("terminating a standby cell whose pod is gone", "pool", pool, "cell", inst.CellID, "instance", inst.ID, "pod_uid", a.uid)
-				go g.end.terminate(ctx, inst.ID, inst.CellID)
+				go g.terminator.terminate(ctx, inst.ID, inst.CellID)
 				continue
 			}
 			c := newCell(g.deps, pod, &inst)
@@ -783,7 +783,7 @@ func (g *collector) adoptStandbys(ctx context.Context, standbys []pluginapi.Inst
 			if why, ok := g.deps.warm.adopt(ctx, inst); !ok {
 				g.log.Info("terminating a standby cell no pool needs", "pool", pool, "cell", inst.CellID, "instance", inst.ID, "reason", why)
 				g.deps.metrics.WarmTerminated(pool, metrics.WarmEndUnneeded)
-				go g.end.terminate(ctx, inst.ID, inst.CellID)
+				go g.terminator.terminate(ctx, inst.ID, inst.CellID)
 				continue
 			}
 			g.log.Info("standby cell back in its pool", "pool", pool, "cell", inst.CellID, "instance", inst.ID)
