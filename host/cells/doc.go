@@ -1,7 +1,6 @@
 // Package cells runs the cell lifecycle: one cell (one instance, through
-// the cloud plugin) per pod bound to the virtual node.
-//
-//	Pending → Launching → Booting → Connecting → Running → Terminating → Gone
+// the cloud plugin) per pod bound to the virtual node, each driven through
+// one state machine (below).
 //
 // The Manager implements host/node.Pods for virtual-kubelet's pod
 // controller. CreatePod, UpdatePod and DeletePod only record intent and
@@ -9,6 +8,55 @@
 // transient, because virtual-kubelet turns a returned error into a Failed
 // pod for restartPolicy=Never. Status is pushed to virtual-kubelet as it
 // changes (PodNotifier), never polled.
+//
+// # The state machine
+//
+// A cell's phase is one field (phase.go: cellPhase), which its goroutine
+// (cell.run) moves at each step; whoever ends the cell moves it to
+// ending, and the end's work (terminate) to ended. kip_cells and /cells
+// count the phases under the names in brackets (metrics.CellPhases):
+//
+//	admitted [Pending]       made by CreatePod, or by adoption after a restart
+//	  │ admitted (admit.go)       rejected: ended at once, no instance
+//	  ▼                           adopted: its instance, booting
+//	placing [Pending]        ranked; a pod nothing fits, or whose choice is
+//	  │                           refused, stays here
+//	  │ a Launch issued (launchInstance), or a standby taken (takeWarm)
+//	  ▼
+//	launching [Launching]    refused: ranked again after a back-off, here
+//	  │ the instance answered, was found launched, or is the standby's
+//	  ▼
+//	booting [Booting]        awaitRunning: it ended, disappeared or did not
+//	  │                           run within BootTimeout: ending (lost)
+//	  │ it runs, with an address
+//	  ▼
+//	joining [Connecting]     joinUntil, the dial, the services, the first
+//	  │                           Apply; the agent silent past AgentTimeout
+//	  │                           (bootFailed): launching, the pod's next
+//	  │                           cell, or after the last ending (boot
+//	  │                           failed); no dial: ending (lost)
+//	  │ the agent answered
+//	  ▼
+//	running [Running]        the pod's end: ending (finished); the
+//	                              instance's (checkLost): ending (lost)
+//
+//	any phase before ending ─┬─ the pod deleted ─────────────────────┐
+//	                         └─ a spot interruption with time left ──┴─▶ ending [Terminating]
+//	ending ── terminate: the instance ended ──▶ ended [Gone] ── the pod deleted ──▶ forgotten
+//
+// Each way a cell ends is a move to ending with its reason (terminate.go,
+// cellEnd: failedEnd, finishedEnd, evictedEnd, deletedEnd), which says
+// what the end does besides ending the instance: fail or evict the pod,
+// stop its containers within a grace period, keep its logs, forget the
+// cell. A cell ending only ends, and one that ended stays so: the pod's
+// status is kept until the pod is deleted. The rest (the pod's phase, the
+// launch's measures, the instance's price) is derived or kept beside it.
+//
+// Launch, the wait for the instance to run and the join are each one step
+// (launchInstance, awaitRunning, joinUntil with joinAttempt), which a
+// standby of the warm pool takes as a pod's cell does: the same retries,
+// the same classification of the plugin's answers, the same rule for an
+// instance that disappears while booting.
 //
 // # Placement
 //
@@ -61,12 +109,15 @@
 // with leader election, the leader): a standby is launched under a cell ID
 // derived from no pod (kip-warm-<16 hex digits>), with an empty PodUID and
 // the pool's name in the kipcell.io/warm-pool tag (pluginapi.TagWarmPool);
-// its bootstrap names no pod. Once its instance runs its agent is joined
-// (its join token would not outlast maxAge otherwise) and it is ready. A
-// standby past maxAge is terminated and replaced; one whose instance ended
-// (the garbage collector's List) is replaced; a failed launch backs its
-// pool off (capacity and quota mark the offering as a pod's launch does,
-// anything else waits RefusedRetry, doubling).
+// its bootstrap names no pod. It is launched, waited for and joined by
+// a pod's cell's steps (launchInstance, awaitRunning, joinUntil with
+// joinAttempt): once its instance runs its agent is joined (its join
+// token would not outlast maxAge otherwise) and it is ready. A standby
+// past maxAge is terminated and replaced; one whose instance ended
+// (the garbage collector's List), or ended or disappeared while booting,
+// is replaced; a failed launch backs its pool off (capacity and quota
+// mark the offering as a pod's launch does, anything else waits
+// RefusedRetry, doubling).
 //
 // Before a pod's cell launches, its ranked candidates are matched against
 // the ready standbys (takeWarm): one whose type, zone and capacity type is
@@ -159,19 +210,20 @@
 // A cell is handed a cellDeps (cell.go), built once in New: the plugin's
 // instance calls behind a narrow interface, placement, the agent's dialer
 // and pod data, and where its status and its end go. It never reaches
-// back into the Manager. Its life is one goroutine (cell.run), in a file
-// per phase: launch.go (placement and Launch, capacity fallback; the
-// annotations that shape the instance in launchopts.go), boot.go
-// (waiting for the instance to run, the agent's deadline), join.go (joining the agent before it
-// is dialled: the CA signs the certificate of the agent's own key for the
+// back into the Manager. Its life is one goroutine (cell.run), its phase
+// one field (phase.go), in a file per step: launch.go (placement and
+// Launch, capacity fallback; the annotations that shape the instance in
+// launchopts.go), boot.go (waiting for the instance to run, the agent's
+// deadline), join.go (joining the agent before it is dialled: the CA signs the certificate of the agent's own key for the
 // bootstrap's token, after the plugin's instance identity check where it
 // offers one; a refusal is a CellJoinFailed event, once per message, and
 // is tried again; an agent found unjoined after its status stream broke
 // is asked again too), serve.go (the agent: the cluster's
 // ClusterIP services first when the Manager has a ServiceTable
 // (WithServices; host/clusterip's Sync), then Apply, the status stream,
-// a lost instance) and terminate.go (stopping the pod,
-// ending the instance, forgetting the cell).
+// a lost instance) and terminate.go (the ways a cell ends, and its
+// end's work: stopping the pod, keeping its logs, ending the instance,
+// forgetting the cell).
 //
 // # Spot interruptions
 //
