@@ -700,7 +700,8 @@ func (c *cell) takeWarm(cands []match.Candidate, opts launchOptions) *pluginapi.
 	if !w.take(cands, func(sb *standby, cand match.Candidate) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.id, c.instance = sb.cellID, sb.inst
+		c.setID(sb.cellID, 0) // its log lines name the standby's ID from now on
+		c.instance = sb.inst
 		c.placed = placedAnnotations(cand, sb.inst.Zone)
 		c.enterLocked(phaseLaunching)
 		inst, id, pool, placed, with = sb.inst, sb.cellID, sb.pool, c.placed, cand
@@ -715,7 +716,7 @@ func (c *cell) takeWarm(cands []match.Candidate, opts launchOptions) *pluginapi.
 		where += " in " + inst.Zone
 	}
 	what := fmt.Sprintf("%s (%s, %s)", where, with.CapacityType, priceText(with))
-	c.log().Info("assigned a standby cell of the warm pool", "pool", pool, "warm_cell", id, "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
+	c.log().Info("assigned a standby cell of the warm pool", "pool", pool, "instance", inst.ID, "type", inst.InstanceType, "zone", inst.Zone)
 	c.waiting("ContainerCreating", fmt.Sprintf("assigned warm cell %s on %s", id, what))
 	c.event(corev1.EventTypeNormal, ReasonAssignedWarmCell, "assigned warm cell %s of pool %s on %s, instance %s", id, pool, what, inst.ID)
 	return inst

@@ -16,6 +16,7 @@ import (
 	"github.com/kipcell/kip/host/setting"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
+	"github.com/kipcell/kip/test/syncbuf"
 )
 
 func TestWarmPoolConfigValidate(t *testing.T) {
@@ -409,5 +410,44 @@ func TestBootingStandbyWhoseInstanceDisappearsIsReplaced(t *testing.T) {
 	})
 	if _, all := h.warmCount("small"); all != 1 {
 		t.Errorf("standbys = %d, want 1 (the replacement, booting)", all)
+	}
+}
+
+// A pod given a standby takes its cell ID, and its log lines name that
+// ID from then on, once (they named the pod's own cell ID, which no
+// instance has, for good).
+func TestAssignedStandbyNamesItsCellInTheLog(t *testing.T) {
+	var log syncbuf.Buffer
+	h := newHarnessSetup(t, setup{log: &log, config: func(c *Config) {
+		c.WarmPool = WarmPoolConfig{Pools: []WarmPool{{Name: "small", InstanceType: "fake.small", Count: 1, CapacityType: pluginapi.CapacityOnDemand, MaxAge: time.Hour}}}
+		c.WarmInterval = 20 * time.Millisecond
+	}})
+	h.start(t)
+	eventually(t, "a standby ready", func() bool { r, _ := h.warmCount("small"); return r == 1 })
+	pod := newPod("web", "uid-1")
+	pod.Annotations = map[string]string{match.AnnotationInstanceType: "fake.small"}
+	h.create(t, pod)
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	id := h.m.cells.get("uid-1").cellID()
+	if !isWarmCellID(id) {
+		t.Fatalf("the pod's cell is %s, want a standby's", id)
+	}
+	var assigned bool
+	for _, line := range strings.Split(log.String(), "\n") {
+		if !strings.Contains(line, "pod=default/web") {
+			continue
+		}
+		if n := strings.Count(line, " cell="); n != 1 {
+			t.Errorf("a log line names %d cells: %s", n, line)
+		}
+		if strings.Contains(line, "assigned a standby cell") {
+			assigned = true
+		}
+		if assigned && !strings.Contains(line, "cell="+id+" ") && !strings.HasSuffix(line, "cell="+id) {
+			t.Errorf("a log line from the assignment on names another cell than %s: %s", id, line)
+		}
+	}
+	if !assigned {
+		t.Errorf("no log line of the assignment:\n%s", log.String())
 	}
 }
