@@ -100,8 +100,9 @@ type cellDeps struct {
 	forget func(*cell)
 	// logs keeps the logs of pods that ended.
 	logs podLogs
-	// terminating tracks the goroutines that end cells (cell.end), but
-	// for deleted pods, which Manager.Run waits for before it returns.
+	// terminating tracks the goroutines that end cells (cell.end; a
+	// deleted pod's aside), which Manager.Run waits for before it
+	// returns.
 	terminating sync.WaitGroup
 	// pods is the node's pods as the API server has them (the conditions
 	// others own, conditions.go); nil in tests that do without.

@@ -71,6 +71,8 @@ func (c *cell) enterLocked(p cellPhase) bool {
 	switch {
 	case c.phase == phaseEnded, c.phase == phaseEnding && p != phaseEnded:
 		return false
+	case c.phase != p:
+		c.log().Debug("cell phase", "phase", p, "was", c.phase)
 	}
 	c.phase = p
 	return true

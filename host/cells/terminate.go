@@ -77,8 +77,8 @@ func deletedEnd(reason string, grace time.Duration) cellEnd {
 // end moves the cell to phaseEnding the way e says, sets the pod's status
 // the end gives it, and ends the cell in the background (terminate: the
 // cell's own goroutine may be the one ending it, and terminate waits for
-// it). Manager.Run waits for those ends, but a deletion's: its pod is
-// gone, and its termination carries on as DeletePod's would.
+// it). Manager.Run waits for every end but a deletion's, as it always
+// has: a deleted pod's termination carries on on its own.
 func (c *cell) end(ctx context.Context, e cellEnd) {
 	c.mu.Lock()
 	if e.deleted {
