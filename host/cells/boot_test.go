@@ -121,13 +121,7 @@ func TestSilentAgentRelaunchesUnderTheNextCellID(t *testing.T) {
 	// cell until it is given up, the second from its launch on (they named
 	// the first cell's ID for ever, and the agent's silence twice).
 	var sawSecond bool
-	for _, line := range strings.Split(log.String(), "\n") {
-		if !strings.Contains(line, "pod=default/again") {
-			continue
-		}
-		if n := strings.Count(line, " cell="); n != 1 {
-			t.Errorf("a log line names %d cells: %s", n, line)
-		}
+	for _, line := range podLogLines(t, log.String(), "default/again") {
 		switch {
 		case strings.Contains(line, "cell=kip-uid-again-r1 "):
 			sawSecond = true
@@ -140,6 +134,23 @@ func TestSilentAgentRelaunchesUnderTheNextCellID(t *testing.T) {
 	if !sawSecond {
 		t.Errorf("no log line of the pod names its second cell kip-uid-again-r1:\n%s", log.String())
 	}
+}
+
+// podLogLines are the lines of log about pod (namespace/name); each must
+// name one cell.
+func podLogLines(t *testing.T, log, pod string) []string {
+	t.Helper()
+	var lines []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "pod="+pod) {
+			continue
+		}
+		if n := strings.Count(line, " cell="); n != 1 {
+			t.Errorf("a log line names %d cells: %s", n, line)
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func TestSilentAgentsFailThePodAfterTheLastAttempt(t *testing.T) {

@@ -433,13 +433,7 @@ func TestAssignedStandbyNamesItsCellInTheLog(t *testing.T) {
 		t.Fatalf("the pod's cell is %s, want a standby's", id)
 	}
 	var assigned bool
-	for _, line := range strings.Split(log.String(), "\n") {
-		if !strings.Contains(line, "pod=default/web") {
-			continue
-		}
-		if n := strings.Count(line, " cell="); n != 1 {
-			t.Errorf("a log line names %d cells: %s", n, line)
-		}
+	for _, line := range podLogLines(t, log.String(), "default/web") {
 		if strings.Contains(line, "assigned a standby cell") {
 			assigned = true
 		}
