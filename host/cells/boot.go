@@ -22,6 +22,7 @@ func (c *cell) waitRunning(ctx context.Context, inst *pluginapi.Instance) (*plug
 	inst, err := c.d.awaitRunning(ctx, c.log(), c.id, inst, c.booted, func(got *pluginapi.Instance) {
 		c.mu.Lock()
 		c.instance = got
+		c.enterLocked(bootingPhase(got))
 		c.mu.Unlock()
 	})
 	var gaveUp *bootError
@@ -232,9 +233,16 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 		return false // the cell is being deleted; its terminate ends the instance
 	}
 	c.mu.Lock()
+	// The pod's next cell is launching, as the cell was; one adopted
+	// after a restart, which this kip did not launch, is placing until
+	// its next Launch.
+	then := phaseLaunching
+	if c.adopted != nil {
+		then = phasePlacing
+	}
 	c.setID(next, attempt+1)
 	c.instance, c.placed, c.adopted = nil, nil, nil
-	c.enterLocked(phaseLaunching) // the pod's next cell
+	c.enterLocked(then)
 	c.mu.Unlock()
 	c.waiting("ContainerCreating", fmt.Sprintf("%s; launching cell %s in %s", msg, next, wait))
 	return sleep(ctx, wait)

@@ -299,7 +299,7 @@ func (c *cell) run(ctx context.Context) {
 		if err != nil {
 			return // deleted, or a failure already reported on the pod
 		}
-		c.enter(phaseBooting)
+		c.enter(bootingPhase(inst))
 		inst, err = c.waitRunning(ctx, inst)
 		if err != nil {
 			return

@@ -28,12 +28,13 @@
 //	  ▼
 //	booting [Booting]        awaitRunning: it ended, disappeared or did not
 //	  │                           run within BootTimeout: ending (lost)
-//	  │ it runs, with an address
+//	  │ the cloud says it runs
 //	  ▼
-//	joining [Connecting]     joinUntil, the dial, the services, the first
-//	  │                           Apply; the agent silent past AgentTimeout
-//	  │                           (bootFailed): launching, the pod's next
-//	  │                           cell, or after the last ending (boot
+//	joining [Connecting]     its address (awaitRunning), joinUntil, the dial,
+//	  │                           the services, the first Apply; the agent
+//	  │                           silent past AgentTimeout (bootFailed):
+//	  │                           launching, the pod's next cell (placing,
+//	  │                           if adopted), or after the last ending (boot
 //	  │                           failed); no dial: ending (lost)
 //	  │ the agent answered
 //	  ▼

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/kipcell/kip/host/match"
@@ -205,4 +206,37 @@ func TestCellPhasesThroughALife(t *testing.T) {
 	priv.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	h.create(t, priv)
 	waitPhase("uid-priv", metrics.CellGone)
+}
+
+// TestCellPhaseWhileItsNextCellWaits: a pod whose cell's agent never
+// answered waits BootRetry for its next cell as Launching; one whose cell
+// was adopted after a restart (this kip launched none) as Pending.
+func TestCellPhaseWhileItsNextCellWaits(t *testing.T) {
+	h := newHarnessSetup(t, setup{
+		silent: func(id string) bool { return id == CellID("uid-new") || id == CellID("uid-old") },
+		config: func(c *Config) {
+			c.AgentTimeout = 200 * time.Millisecond
+			c.BootRetry = time.Hour
+		},
+	})
+	old := newPod("old", "uid-old")
+	if _, err := h.plugin.Launch(t.Context(), &pluginapi.LaunchRequest{CellID: CellID(old.UID), PodUID: string(old.UID),
+		InstanceType: "fake.small", CapacityType: pluginapi.CapacityOnDemand, NodeName: "kip"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.indexer.Add(old); err != nil {
+		t.Fatal(err)
+	}
+	h.start(t)
+	h.create(t, newPod("new", "uid-new"))
+	for uid, want := range map[string]string{"uid-new": metrics.CellLaunching, "uid-old": metrics.CellPending} {
+		eventually(t, uid+" waiting for its next cell as "+want, func() bool {
+			for _, c := range h.m.Cells() {
+				if c.PodUID == uid {
+					return c.Phase == want && c.CellID == cellIDAttempt(types.UID(uid), 1)
+				}
+			}
+			return false
+		})
+	}
 }

@@ -1,6 +1,9 @@
 package cells
 
-import "github.com/kipcell/kip/host/metrics"
+import (
+	"github.com/kipcell/kip/host/metrics"
+	"github.com/kipcell/kip/pluginapi"
+)
 
 // cellPhase is where a cell is in its life: the state machine doc.go
 // draws. The cell's goroutine (cell.run) moves it forward, one phase at
@@ -19,13 +22,15 @@ const (
 	// phaseLaunching: a Launch was issued (or a standby of the warm pool
 	// taken) and no instance answered yet; a cell stays here while it
 	// ranks again after a refusal, and comes back here when its instance
-	// never booted and the pod's next cell is launched (bootFailed).
+	// never booted and the pod's next cell is launched (bootFailed; an
+	// adopted cell goes back to placing: this kip launched none).
 	phaseLaunching
 	// phaseBooting: the cell has its instance, which does not run yet
 	// (awaitRunning).
 	phaseBooting
-	// phaseJoining: the instance runs; its agent is being joined, dialled
-	// and sent the pod, within Config.AgentTimeout (serveWithin).
+	// phaseJoining: the instance runs; once it has an address too, its
+	// agent is joined, dialled and sent the pod, within
+	// Config.AgentTimeout (serveWithin).
 	phaseJoining
 	// phaseRunning: the agent answered; it serves the pod.
 	phaseRunning
@@ -60,6 +65,16 @@ func (p cellPhase) metric() string {
 	default:
 		return metrics.CellGone
 	}
+}
+
+// bootingPhase is the phase of a cell whose instance is inst and whose
+// agent has not answered: booting until the cloud says the instance runs,
+// joining from then on (awaitRunning may still wait for its address).
+func bootingPhase(inst *pluginapi.Instance) cellPhase {
+	if inst.State == pluginapi.StateRunning {
+		return phaseJoining
+	}
+	return phaseBooting
 }
 
 // enterLocked moves the cell to phase p, and reports whether it moved;
