@@ -9,7 +9,7 @@ import (
 // draws. The cell's goroutine (cell.run) moves it forward, one phase at
 // each step; whoever ends the cell (a deletion, the pod's end, the
 // instance's loss, an eviction) moves it to phaseEnding, and the
-// termination to phaseEnded (enter says which moves are allowed).
+// termination to phaseEnded (enterLocked says which moves are allowed).
 type cellPhase int
 
 const (
@@ -35,7 +35,7 @@ const (
 	// phaseRunning: the agent answered; it serves the pod.
 	phaseRunning
 	// phaseEnding: the pod ended, failed or was deleted; the cell is
-	// ending (terminate).
+	// ending (end, terminate).
 	phaseEnding
 	// phaseEnded: the cell's instance was ended (or it never had one:
 	// the pod was rejected); the pod's status is kept until the pod is
