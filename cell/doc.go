@@ -1,6 +1,6 @@
 // Package cell is the cell agent, kip-cell: Run wires the containerd
 // runtime (cell/runtime), the pod state machine (cell/pod), the log store
-// (cell/logs) and the gRPC service (cell/agent) together and serves the
+// (cell/logs) and the gRPC service (cell/server) together and serves the
 // host over mutual TLS on port 6421 (cell/api).
 //
 // # One cell, one pod, one containerd namespace

@@ -14,15 +14,15 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 
-	"github.com/kipcell/kip/cell/agent"
 	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/clusterip"
 	"github.com/kipcell/kip/cell/ephemeral"
 	"github.com/kipcell/kip/cell/imds"
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
-	"github.com/kipcell/kip/cell/services"
+	"github.com/kipcell/kip/cell/server"
 	"github.com/kipcell/kip/pluginapi/identity"
 )
 
@@ -46,7 +46,7 @@ type Config struct {
 	StateDir string
 	// InstanceIdentity, when set, reads the cloud's signed instance
 	// identity, sent with the join request (agent.InstanceIdentity).
-	InstanceIdentity agent.InstanceIdentity
+	InstanceIdentity server.InstanceIdentity
 	// PodIP is the cell's address: reported as hostIP, and as podIP of a
 	// pod that shares the cell's network (one without an address of its
 	// own from the host, or with hostNetwork).
@@ -100,7 +100,7 @@ type Config struct {
 	// ServicePrograms, when set, programs the ClusterIP services instead
 	// of iptables (a light cell only counts them); ServiceProxyNone still
 	// means none.
-	ServicePrograms services.Programmer
+	ServicePrograms clusterip.Programmer
 	// PodMetadata lets a pod in a network namespace of its own reach the
 	// instance metadata (podnet.Options.Metadata), as the operator's boot
 	// recipe allows (KIP_POD_IMDS, KIP_POD_METADATA).
@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
-	id, err := agent.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, joinIdentity, log, agent.WithClock(cfg.Now))
+	id, err := server.LoadIdentity(filepath.Join(cfg.StateDir, IdentityDir), cfg.Bootstrap, joinIdentity, log, server.WithClock(cfg.Now))
 	if err != nil {
 		return fmt.Errorf("running cell agent: %w", err)
 	}
@@ -272,7 +272,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}()
 	defer func() { stopStorage(); <-storageDone }()
 	notices := watchNotices(ctx, meta, cfg, log)
-	srv := agent.New(agent.Config{
+	srv := server.New(server.Config{
 		Pod: mgr, Logs: store, Services: proxy, NoServices: noServices,
 		DiskDir: cfg.StateDir, EtcDir: etcDir, Notices: notices, Logger: log,
 	})
@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Ready != nil {
 		cfg.Ready(lis.Addr())
 	}
-	serveErr := agent.Serve(ctx, lis, id, srv)
+	serveErr := server.Serve(ctx, lis, id, srv)
 
 	grace := cfg.StopGrace
 	if grace <= 0 {
@@ -409,7 +409,7 @@ func cleanup(ctx context.Context, rt runtime.Runtime, log *slog.Logger, volumesD
 // server for the cell's audience as the document, with no signature (the
 // token carries its own); else EC2's signed identity document from meta;
 // nil without any.
-func instanceIdentity(cfg Config, meta *imds.Client) (agent.InstanceIdentity, error) {
+func instanceIdentity(cfg Config, meta *imds.Client) (server.InstanceIdentity, error) {
 	switch {
 	case cfg.InstanceIdentity != nil:
 		return cfg.InstanceIdentity, nil
@@ -432,12 +432,12 @@ func instanceIdentity(cfg Config, meta *imds.Client) (agent.InstanceIdentity, er
 // watchNotices starts reading the cloud's notices from the instance
 // metadata meta, in the background until ctx ends, and returns where they
 // go; nil when the cell has no metadata to read (meta nil).
-func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.Logger) *agent.Notices {
+func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.Logger) *server.Notices {
 	if meta == nil {
 		return nil
 	}
-	notices := agent.NewNotices()
-	go agent.WatchInstanceMetadata(ctx, meta, cfg.NoticeInterval, notices, log.With("imds", cfg.IMDSEndpoint))
+	notices := server.NewNotices()
+	go server.WatchInstanceMetadata(ctx, meta, cfg.NoticeInterval, notices, log.With("imds", cfg.IMDSEndpoint))
 	return notices
 }
 
@@ -447,21 +447,21 @@ func watchNotices(ctx context.Context, meta *imds.Client, cfg Config, log *slog.
 // and to the host. Where the pod may have a namespace of its own
 // (ownPodNetwork), the proxy holds the table until podNetwork knows the
 // namespace and points podIPTables, checked here in the cell's, at it.
-func serviceProxy(cfg Config, ownPodNetwork bool, log *slog.Logger) (proxy *services.Proxy, podIPTables *services.IPTables, why string, err error) {
+func serviceProxy(cfg Config, ownPodNetwork bool, log *slog.Logger) (proxy *clusterip.Proxy, podIPTables *clusterip.IPTables, why string, err error) {
 	switch cfg.ServiceProxy {
 	case "", ServiceProxyIPTables:
 		if cfg.ServicePrograms != nil {
-			return services.New(cfg.ServicePrograms), nil, "", nil
+			return clusterip.New(cfg.ServicePrograms), nil, "", nil
 		}
-		ipt, err := services.NewIPTables(cfg.NetNSPath, log)
+		ipt, err := clusterip.NewIPTables(cfg.NetNSPath, log)
 		if err != nil {
 			log.Warn("ClusterIP services will not be reachable from this cell", "error", err)
 			return nil, nil, err.Error(), nil
 		}
 		if !ownPodNetwork {
-			return services.New(ipt), nil, "", nil
+			return clusterip.New(ipt), nil, "", nil
 		}
-		return services.New(nil), ipt, "", nil
+		return clusterip.New(nil), ipt, "", nil
 	case ServiceProxyNone:
 		return nil, nil, "the cell agent runs with --service-proxy=none", nil
 	}
@@ -478,7 +478,7 @@ func serviceProxy(cfg Config, ownPodNetwork bool, log *slog.Logger) (proxy *serv
 // them does not keep the pod from starting: the host's next
 // ApplyServices tries again, as before the pod had a namespace of its
 // own.
-func podNetwork(cfg Config, own bool, proxy *services.Proxy, ipt *services.IPTables, log *slog.Logger) func(ctx context.Context, address string) (string, error) {
+func podNetwork(cfg Config, own bool, proxy *clusterip.Proxy, ipt *clusterip.IPTables, log *slog.Logger) func(ctx context.Context, address string) (string, error) {
 	if !own {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kipcell/kip/cell/services"
+	"github.com/kipcell/kip/cell/clusterip"
 )
 
 // fakeCommands puts on PATH (alone) shell scripts named cmds that record
@@ -43,8 +43,8 @@ func fakeCommands(t *testing.T, cmds ...string) (log string) {
 // none, and the pod still gets its network.
 func TestServiceProxy(t *testing.T) {
 	const netns = "/proc/1/ns/net"
-	web := services.Update{Table: "t", Revision: 1, Services: []services.Service{{Namespace: "default", Name: "web",
-		ClusterIPs: []string{"10.96.0.10"}, Ports: []services.Port{{Protocol: "TCP", Port: 80, Endpoints: []services.Endpoint{{IP: "10.0.0.8", Port: 8080}}}}}}}
+	web := clusterip.Update{Table: "t", Revision: 1, Services: []clusterip.Service{{Namespace: "default", Name: "web",
+		ClusterIPs: []string{"10.96.0.10"}, Ports: []clusterip.Port{{Protocol: "TCP", Port: 80, Endpoints: []clusterip.Endpoint{{IP: "10.0.0.8", Port: 8080}}}}}}}
 	tests := []struct {
 		name     string
 		commands []string

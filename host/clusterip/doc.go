@@ -2,7 +2,7 @@
 // reachable from every cell: it watches Services and EndpointSlices once
 // for the whole node (no cell ever talks to the API server) and keeps one
 // Table of what cells program, which Sync streams to each cell's agent
-// (ApplyServices in cell/api; the agent's half is cell/services).
+// (ApplyServices in cell/api; the agent's half is cell/clusterip).
 //
 // # The table
 //

@@ -31,7 +31,7 @@ import (
 
 	"github.com/kipcell/kip/host/kubeconfig"
 	"github.com/kipcell/kip/host/pki"
-	"github.com/kipcell/kip/host/services"
+	"github.com/kipcell/kip/host/serviceenv"
 )
 
 // What kip does with the API server before it runs, and how long it waits.
@@ -403,7 +403,7 @@ func (a apiServer) syncPods(ctx context.Context, client kubernetes.Interface, fa
 // syncServices starts the informer of the cluster's Services (until ctx
 // ends) and waits until it is synced (syncCache): the environment of every
 // pod needs them.
-func (a apiServer) syncServices(ctx context.Context, client kubernetes.Interface, svcs *services.Informer, nodeName string, timeout time.Duration) error {
+func (a apiServer) syncServices(ctx context.Context, client kubernetes.Interface, svcs *serviceenv.Informer, nodeName string, timeout time.Duration) error {
 	req := request{
 		verb: "list", resource: "services",
 		grant: fmt.Sprintf("run kip as the node, system:node:%s in group system:nodes, whom the Node authorizer lets list and watch Services as it does every kubelet (deploy/rbac grants nothing for Services)", nodeName),

@@ -28,7 +28,7 @@ import (
 	"github.com/kipcell/kip/host/config"
 	"github.com/kipcell/kip/host/kubeconfig"
 	"github.com/kipcell/kip/host/node"
-	"github.com/kipcell/kip/host/services"
+	"github.com/kipcell/kip/host/serviceenv"
 )
 
 // pluginDir holds kip-plugin-fake, built by TestMain: Run starts it before
@@ -617,7 +617,7 @@ func TestSyncServices(t *testing.T) {
 			api, client := connect(t, writeKubeconfig(t, srv.URL, serverCA(srv), nodeCertUser(t)))
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			svcs := services.New(informers.NewSharedInformerFactory(client, 0), nil)
+			svcs := serviceenv.New(informers.NewSharedInformerFactory(client, 0), nil)
 			err := api.syncServices(ctx, client, svcs, "kip", time.Second)
 			checkErr(t, "syncServices", err, tt.want, srv.URL, tt.never)
 		})

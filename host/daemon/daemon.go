@@ -20,7 +20,7 @@ import (
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/host/plugin"
-	"github.com/kipcell/kip/host/services"
+	"github.com/kipcell/kip/host/serviceenv"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -141,7 +141,7 @@ func lead(ctx context.Context, cfg *config.Config, version string, log *slog.Log
 // components are what lead runs, built by build.
 type components struct {
 	sup         *plugin.Supervisor
-	svcs        *services.Informer
+	svcs        *serviceenv.Informer
 	table       *clusterip.Table
 	manager     *cells.Manager
 	vk          *node.Node
@@ -198,13 +198,13 @@ func build(ctx context.Context, cfg *config.Config, version string, log *slog.Lo
 
 	// The cluster's Services and EndpointSlices, watched once (one
 	// informer factory) for every cell: the service environment variables
-	// and the kube-dns address (host/services) and the ClusterIP table the
+	// and the kube-dns address (host/serviceenv) and the ClusterIP table the
 	// cells' service proxies serve (host/clusterip).
 	if err := api.checkEndpointSlices(ctx, client); err != nil {
 		return nil, nil, err
 	}
 	clusterFactory := informers.NewSharedInformerFactory(client, 0)
-	svcs := services.New(clusterFactory, log.With("component", "services"))
+	svcs := serviceenv.New(clusterFactory, log.With("component", "services"))
 	table, err := clusterip.New(clusterip.Config{NodeName: cfg.NodeName, Recorder: recorder, Log: log.With("component", "clusterip")},
 		clusterFactory.Core().V1().Services(), clusterFactory.Discovery().V1().EndpointSlices())
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
-// ServiceLister reads the cluster's Services from a cache (host/services'
+// ServiceLister reads the cluster's Services from a cache (host/serviceenv'
 // informer implements it): the one watch the host keeps, never a request
 // per pod.
 type ServiceLister interface {

@@ -13,7 +13,7 @@ import (
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
-// fakeServices lists Services from a slice, as host/services' cache would.
+// fakeServices lists Services from a slice, as host/serviceenv' cache would.
 type fakeServices struct {
 	services []*corev1.Service
 	unsynced bool

@@ -23,7 +23,7 @@
 // cluster.go): the service environment variables of every container
 // (KUBERNETES_SERVICE_HOST and the other variables of the master Service
 // always, those of the pod's namespace with enableServiceLinks), read
-// from a ServiceLister (host/services' one informer), and the node's DNS
+// from a ServiceLister (host/serviceenv' one informer), and the node's DNS
 // settings (the configured cluster DNS, else the kube-dns Service's
 // ClusterIP; the cluster domain), from which the agent writes the pod's
 // /etc/resolv.conf, /etc/hosts and /etc/hostname.
@@ -35,5 +35,5 @@
 // time.
 //
 // It imports cell/api, client-go types and virtual-kubelet's api types; it
-// never imports host/cells, host/node or host/services.
+// never imports host/cells, host/node or host/serviceenv.
 package dispatch

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/peer"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kipcell/kip/cell/agent"
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/server"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/test/fakeclock"
 )
@@ -27,7 +27,7 @@ func (applyOnly) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cell
 	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
 }
 
-// serveAgent serves a real agent's identity (cell/agent) for cell c-1,
+// serveAgent serves a real agent's identity (cell/server) for cell c-1,
 // bootstrapped by ca and reading clock, and returns its address.
 func serveAgent(t *testing.T, ca *pki.CA, clock func() time.Time) string {
 	t.Helper()
@@ -35,7 +35,7 @@ func serveAgent(t *testing.T, ca *pki.CA, clock func() time.Time) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := agent.LoadIdentity(filepath.Join(t.TempDir(), "identity"), b, nil, nil, agent.WithClock(clock))
+	id, err := server.LoadIdentity(filepath.Join(t.TempDir(), "identity"), b, nil, nil, server.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func serveAgent(t *testing.T, ca *pki.CA, clock func() time.Time) string {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- agent.Serve(ctx, lis, id, applyOnly{}) }()
+	go func() { done <- server.Serve(ctx, lis, id, applyOnly{}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

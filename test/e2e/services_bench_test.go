@@ -38,7 +38,7 @@ import (
 // it (host/clusterip's Table over the informers of the node's identity,
 // and a Sync per cell through host/dispatch over mutual TLS); the cells
 // are light agents (test/lightcell: the real ApplyServices and
-// cell/services Proxy, no iptables) in a process of their own,
+// cell/clusterip Proxy, no iptables) in a process of their own,
 // test/cmd/kip-light-cells, so that the CPU measured is the host's. It
 // reports:
 //

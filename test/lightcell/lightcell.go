@@ -23,7 +23,7 @@
 //     A handed cell listens in the stub's network namespace (netns mode)
 //     and logs to the stub's stderr (the cell's agent.log).
 //
-// It imports cell, cell/api, cell/runtime/fakeruntime, cell/services,
+// It imports cell, cell/api, cell/runtime/fakeruntime, cell/clusterip,
 // test/lightcell/handoff, x/sys/unix and testing; only tests and test
 // commands import it.
 package lightcell
@@ -45,8 +45,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kipcell/kip/cell"
+	"github.com/kipcell/kip/cell/clusterip"
 	"github.com/kipcell/kip/cell/runtime/fakeruntime"
-	"github.com/kipcell/kip/cell/services"
 	"github.com/kipcell/kip/test/lightcell/handoff"
 )
 
@@ -82,7 +82,7 @@ type counter struct {
 	syncs, services atomic.Int64
 }
 
-func (c *counter) Program(_ context.Context, s []services.Service) error {
+func (c *counter) Program(_ context.Context, s []clusterip.Service) error {
 	c.syncs.Add(1)
 	c.services.Store(int64(len(s)))
 	return nil

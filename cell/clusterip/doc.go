@@ -1,4 +1,4 @@
-// Package services makes the cluster's ClusterIP Services reachable from
+// Package clusterip makes the cluster's ClusterIP Services reachable from
 // the cell: it keeps the table of services the host sends (ApplyServices
 // in cell/api) and programs it into the pod's network namespace as
 // iptables DNAT rules, as kube-proxy's iptables mode does on a node.
@@ -45,4 +45,4 @@
 // nft command, which the cell image does not carry.
 //
 // It imports the standard library only.
-package services
+package clusterip

@@ -1,4 +1,4 @@
-package services
+package clusterip
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // --noflush of the changed Service's chains), in a network namespace of
 // its own. The first, whole sync is reported as first-sync-ms.
 //
-//	go test -run '^$' -bench IPTablesProgram -benchtime 100x ./cell/services/
+//	go test -run '^$' -bench IPTablesProgram -benchtime 100x ./cell/clusterip/
 func BenchmarkIPTablesProgram(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("network namespaces and iptables need root")

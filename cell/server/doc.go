@@ -1,4 +1,4 @@
-// Package agent is the cell agent's gRPC service, cellv1.CellServer, over
+// Package server is the cell agent's gRPC service, cellv1.CellServer, over
 // one pod.Manager: ApplyPod (the pod, env, volume files, credentials),
 // WatchStatus (the current status first, then every change, coalesced,
 // each update carrying the pod events not yet delivered), Logs, Exec (TTY,
@@ -9,7 +9,7 @@
 // only CPU and memory are asked for, the pod's network interfaces read in
 // its network namespace, its volumes' and the containers' writable layers'
 // and logs' disk usage, and the cell's disk), DeletePod and ApplyServices (the host's table of
-// ClusterIP services, handed to a cell/services Proxy that programs the
+// ClusterIP services, handed to a cell/clusterip Proxy that programs the
 // pod's network namespace). Serve runs it over mutual TLS with the agent's
 // Identity (identity.go): the key the agent made and keeps in its state
 // directory, and the certificate the host signed for it when it joined the
@@ -32,5 +32,5 @@
 // Unimplemented when the cell programs no services.
 //
 // It imports cell/api, cell/imds, cell/pod, cell/logs, cell/runtime,
-// cell/services, gRPC and k8s.io/api.
-package agent
+// cell/clusterip, gRPC and k8s.io/api.
+package server

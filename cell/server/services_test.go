@@ -1,4 +1,4 @@
-package agent
+package server
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
-	"github.com/kipcell/kip/cell/services"
+	"github.com/kipcell/kip/cell/clusterip"
 )
 
 // programmer records the last table it programmed and fails with fail.
 type programmer struct {
-	last []services.Service
+	last []clusterip.Service
 	fail error
 }
 
-func (p *programmer) Program(_ context.Context, s []services.Service) error {
+func (p *programmer) Program(_ context.Context, s []clusterip.Service) error {
 	if p.fail != nil {
 		return p.fail
 	}
@@ -29,7 +29,7 @@ func (p *programmer) Program(_ context.Context, s []services.Service) error {
 
 func TestApplyServices(t *testing.T) {
 	prog := &programmer{}
-	s := New(Config{Services: services.New(prog)})
+	s := New(Config{Services: clusterip.New(prog)})
 	web := &cellv1.Service{Namespace: "default", Name: "web", ClusterIps: []string{"10.0.0.10"}, AffinitySeconds: 60,
 		Ports: []*cellv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80,
 			Endpoints: []*cellv1.ServiceEndpoint{{Ip: "10.1.0.5", Port: 8080}}}}}
@@ -40,8 +40,8 @@ func TestApplyServices(t *testing.T) {
 	if resp.GetTable() != "t" || resp.GetRevision() != 2 {
 		t.Errorf("answer %v, want table t revision 2", resp)
 	}
-	want := []services.Service{{Namespace: "default", Name: "web", ClusterIPs: []string{"10.0.0.10"}, AffinitySeconds: 60,
-		Ports: []services.Port{{Name: "http", Protocol: "TCP", Port: 80, Endpoints: []services.Endpoint{{IP: "10.1.0.5", Port: 8080}}}}}}
+	want := []clusterip.Service{{Namespace: "default", Name: "web", ClusterIPs: []string{"10.0.0.10"}, AffinitySeconds: 60,
+		Ports: []clusterip.Port{{Name: "http", Protocol: "TCP", Port: 80, Endpoints: []clusterip.Endpoint{{IP: "10.1.0.5", Port: 8080}}}}}}
 	if diff := cmp.Diff(want, prog.last); diff != "" {
 		t.Errorf("programmed (-want +got):\n%s", diff)
 	}

@@ -1,4 +1,4 @@
-package agent
+package server
 
 import (
 	"google.golang.org/protobuf/types/known/timestamppb"

@@ -1,4 +1,4 @@
-package agent
+package server
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/clusterip"
 	"github.com/kipcell/kip/cell/logs"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
-	"github.com/kipcell/kip/cell/services"
 )
 
 // Config is what a Server needs.
@@ -31,7 +31,7 @@ type Config struct {
 	// Services programs the ClusterIP services the host sends
 	// (ApplyServices); nil means the cell programs none, and NoServices
 	// says why.
-	Services   *services.Proxy
+	Services   *clusterip.Proxy
 	NoServices string
 	// DiskDir is a directory on the cell's disk (the agent's state
 	// directory) whose filesystem Stats reports; empty: none.

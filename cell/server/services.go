@@ -1,4 +1,4 @@
-package agent
+package server
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
-	"github.com/kipcell/kip/cell/services"
+	"github.com/kipcell/kip/cell/clusterip"
 )
 
 // ApplyServices implements cellv1.CellServer: the host's table of
@@ -24,16 +24,16 @@ func (s *Server) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesReq
 		}
 		return nil, status.Error(codes.Unimplemented, why)
 	}
-	u := services.Update{
+	u := clusterip.Update{
 		Table: req.GetTable(), Revision: req.GetRevision(), Base: req.GetBaseRevision(),
-		Services: make([]services.Service, 0, len(req.GetServices())), Removed: req.GetRemoved(),
+		Services: make([]clusterip.Service, 0, len(req.GetServices())), Removed: req.GetRemoved(),
 	}
 	for _, sv := range req.GetServices() {
 		u.Services = append(u.Services, serviceFromProto(sv))
 	}
 	table, rev, err := s.cfg.Services.Apply(ctx, u)
 	switch {
-	case errors.Is(err, services.ErrBaseMismatch):
+	case errors.Is(err, clusterip.ErrBaseMismatch):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	case err != nil:
 		s.log.WarnContext(ctx, "programming services failed", "revision", req.GetRevision(), "error", err)
@@ -46,16 +46,16 @@ func (s *Server) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesReq
 	return &cellv1.ApplyServicesResponse{Table: table, Revision: rev}, nil
 }
 
-func serviceFromProto(sv *cellv1.Service) services.Service {
-	out := services.Service{
+func serviceFromProto(sv *cellv1.Service) clusterip.Service {
+	out := clusterip.Service{
 		Namespace: sv.GetNamespace(), Name: sv.GetName(), ClusterIPs: sv.GetClusterIps(),
-		AffinitySeconds: sv.GetAffinitySeconds(), Ports: make([]services.Port, 0, len(sv.GetPorts())),
+		AffinitySeconds: sv.GetAffinitySeconds(), Ports: make([]clusterip.Port, 0, len(sv.GetPorts())),
 	}
 	for _, p := range sv.GetPorts() {
-		port := services.Port{Name: p.GetName(), Protocol: p.GetProtocol(), Port: p.GetPort(),
-			Endpoints: make([]services.Endpoint, 0, len(p.GetEndpoints()))}
+		port := clusterip.Port{Name: p.GetName(), Protocol: p.GetProtocol(), Port: p.GetPort(),
+			Endpoints: make([]clusterip.Endpoint, 0, len(p.GetEndpoints()))}
 		for _, ep := range p.GetEndpoints() {
-			port.Endpoints = append(port.Endpoints, services.Endpoint{IP: ep.GetIp(), Port: ep.GetPort()})
+			port.Endpoints = append(port.Endpoints, clusterip.Endpoint{IP: ep.GetIp(), Port: ep.GetPort()})
 		}
 		out.Ports = append(out.Ports, port)
 	}

@@ -1,4 +1,4 @@
-// Package services is the host's one watch of the cluster's Services: a
+// Package serviceenv is the host's one watch of the cluster's Services: a
 // shared informer over every namespace, started once by the daemon and
 // read by whatever needs Services, never a watch per pod.
 //
@@ -32,4 +32,4 @@
 // It imports client-go and the Kubernetes API types; no Kip package. Every
 // host package above floor 0 may be handed an *Informer, but only
 // host/daemon builds one.
-package services
+package serviceenv
