@@ -22,7 +22,7 @@ import (
 // still flows, as kubectl then warns on its own.
 func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
 	// Headers at once commit the call: the host's gRPC does not retry a
-	// stream the agent has seen (dispatch's retryOnce).
+	// stream the agent has seen (host/cellclient's retryOnce).
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}

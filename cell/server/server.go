@@ -192,7 +192,7 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 
 // MaxChunk is the most output (of logs, exec, attach, port-forwards) the
 // agent puts in one message: the host takes messages of a few MiB at most
-// (host/dispatch.MaxAgentMessage).
+// (host/cellclient.MaxAgentMessage).
 const MaxChunk = 64 << 10
 
 // inChunks sends a copy of p in pieces of at most MaxChunk.
@@ -233,7 +233,7 @@ func (s *Server) DeletePod(ctx context.Context, req *cellv1.DeletePodRequest) (*
 // in the pod's network namespace and copies both ways.
 func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
 	// Headers at once commit the call: the host's gRPC does not retry a
-	// stream the agent has seen (dispatch's retryOnce).
+	// stream the agent has seen (host/cellclient's retryOnce).
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
 // Exec implements cellv1.CellServer.
 func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
 	// Headers at once commit the call: the host's gRPC does not retry a
-	// stream the agent has seen (dispatch's retryOnce).
+	// stream the agent has seen (host/cellclient's retryOnce).
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}

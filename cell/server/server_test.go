@@ -37,7 +37,7 @@ func TestApplyPodRefusesAPodAddress(t *testing.T) {
 
 // The agent sends output in messages of at most MaxChunk, whatever a
 // writer is given at once, so that kip takes every one of them
-// (host/dispatch.MaxAgentMessage).
+// (host/cellclient.MaxAgentMessage).
 func TestOutputInChunks(t *testing.T) {
 	for _, size := range []int{0, 1, MaxChunk, MaxChunk + 1, 3*MaxChunk + 5} {
 		p := bytes.Repeat([]byte("abcdefg"), size/7+1)[:size]

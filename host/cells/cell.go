@@ -15,9 +15,10 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/clusterip"
-	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/metrics"
+	"github.com/kipcell/kip/host/podrefs"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -71,7 +72,7 @@ type cellDeps struct {
 	identity   Identity   // the cell's bootstrap, its join, the agent's client TLS
 	placement  *placement // ranking, unavailable offerings, instance sizes
 	// dial connects to a cell's agent; tests replace it.
-	dial func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error)
+	dial func(cellID, address string, tlsConfig *tls.Config) (*cellclient.Agent, error)
 	// join joins a cell's agent before it is dialled (join.go); tests
 	// replace it.
 	join joinFunc
@@ -84,7 +85,7 @@ type cellDeps struct {
 	// source reads what the pod refers to (secrets, config maps,
 	// tokens): Fresh for a pod's first resolution and after it changed,
 	// Cached for the unchanged pods' periodic refreshes.
-	source *dispatch.Cache
+	source *podrefs.Cache
 	creds  *registryCreds // the cloud registry's credentials for the pod's images
 	// services streams the cluster's ClusterIP services to the agent;
 	// nil when the Manager has none (WithServices).
@@ -152,7 +153,7 @@ type cell struct {
 	generation int64
 	status     corev1.PodStatus
 	instance   *pluginapi.Instance
-	agent      *dispatch.Agent
+	agent      *cellclient.Agent
 	// deleting is set once the pod was deleted (deletedEnd): the cell
 	// ends and is forgotten, and keeps no logs.
 	deleting bool
@@ -393,7 +394,7 @@ func (c *cell) instanceID() string {
 }
 
 // connectedAgent is the cell's agent, or nil before serve has dialled it.
-func (c *cell) connectedAgent() *dispatch.Agent {
+func (c *cell) connectedAgent() *cellclient.Agent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.agent

@@ -136,7 +136,7 @@
 //
 // A standby's tags cannot say which pod it was given: after a restart,
 // adoption (gc.go, warm.go's adoptStandbys) asks each standby's agent
-// (dispatch.Agent.PodUID, the pod_uid of its status stream). One running
+// (cellclient.Agent.PodUID, the pod_uid of its status stream). One running
 // a pod still on the node becomes that pod's cell; one running a pod that
 // is gone is terminated; one running none returns to its pool, or is
 // terminated when its pool is no longer configured, has its count, or the
@@ -246,10 +246,10 @@
 //
 // A running pod's references are resolved again, as a kubelet's are:
 // when one of its service account tokens needs refreshing
-// (dispatch.Tokens: at 80 % of its lifetime, or after 24 hours) and every
+// (podrefs.Tokens: at 80 % of its lifetime, or after 24 hours) and every
 // Config.VolumeRefreshInterval while it has configMap, secret or projected
 // volumes (serve.go, applyLoop). The periodic refreshes of unchanged pods
-// read the ConfigMaps and Secrets through dispatch.Cache, as the
+// read the ConfigMaps and Secrets through podrefs.Cache, as the
 // kubelet's Cache strategy does: what any resolution read within half
 // the interval, so that a thousand pods mounting their namespace's
 // kube-root-ca.crt read it twice a minute, not a thousand times; a pod's
@@ -265,7 +265,7 @@
 // # A cell lives as long as its pod
 //
 // A cell's certificate (host/pki: 30 days) is renewed over the host's
-// connection to its agent (renew.go, renewLoop: dispatch.Agent.Renew,
+// connection to its agent (renew.go, renewLoop: cellclient.Agent.Renew,
 // signed by the Identity's Renew) once two thirds of its life, less a
 // jitter of up to a sixth, have passed: the agent makes a new key and
 // serves the new certificate from its next handshake on, the streams
@@ -273,8 +273,8 @@
 // agent serves, so a kip started again renews the cells it adopts that
 // fell due while it was away, once it has reconnected. One whose
 // certificate expired meanwhile serves it still; the join finds it
-// (dispatch.Joined.Expired) and renews it on a connection of its own
-// (dispatch.Rejoin), which the CA does within its grace after the plugin's
+// (cellclient.Joined.Expired) and renews it on a connection of its own
+// (cellclient.Rejoin), which the CA does within its grace after the plugin's
 // identity check: a CellCertificateRenewed event. Past that, the pod gets
 // a CellCertificateExpired event and its ConditionCellReachable False,
 // and kip tries again as for a join. An agent too old to renew
@@ -302,7 +302,7 @@
 // deleted or Run ends, which stops every cell; a termination, once begun,
 // finishes whatever context asked for it.
 //
-// It imports pluginapi, host/clusterip, host/match, host/metrics, host/dispatch, host/setting, cell/api,
+// It imports pluginapi, host/clusterip, host/match, host/metrics, host/cellclient, host/podrefs, host/setting, cell/api,
 // cell/api/sysctl, the kubelet's stats API types and client-go; never
 // host/node's implementation or host/config.
 package cells

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -27,8 +27,8 @@ const ReasonCellJoinFailed = "CellJoinFailed"
 // not even refuse the connection.
 const joinTimeout = 30 * time.Second
 
-// joinFunc joins a cell's agent (dispatch.Join); tests replace it.
-type joinFunc func(ctx context.Context, cellID, address string, tlsConfig *tls.Config, caPEM []byte, sign dispatch.JoinSigner) (dispatch.Joined, error)
+// joinFunc joins a cell's agent (cellclient.Join); tests replace it.
+type joinFunc func(ctx context.Context, cellID, address string, tlsConfig *tls.Config, caPEM []byte, sign cellclient.JoinSigner) (cellclient.Joined, error)
 
 // identityVerifier is the part of the plugin that checks a cell's
 // instance identity (capability instance-identity).
@@ -140,7 +140,7 @@ func (d *cellDeps) joinUntil(ctx context.Context, attempt func(context.Context) 
 
 // joinAttempt is the join step of every cell, a pod's and a standby's:
 // one try, within joinTimeout, to make sure the agent of cell cellID on
-// inst has joined (dispatch.Join). The host's CA signs the certificate of
+// inst has joined (cellclient.Join). The host's CA signs the certificate of
 // the agent's own key for its join request, after the plugin's check of
 // the instance identity the request carries (identityCheck). An agent
 // that joined before (by this host, or the one before a restart) and
@@ -149,12 +149,12 @@ func (d *cellDeps) joinUntil(ctx context.Context, attempt func(context.Context) 
 // certificate expired is the caller's to renew (Joined.Expired). The
 // error wraps cellapi.ErrJoinRefused when the CA or the plugin refused;
 // any other means the agent could not be asked (not up yet, say).
-func (d *cellDeps) joinAttempt(ctx context.Context, cellID string, inst *pluginapi.Instance) (dispatch.Joined, error) {
+func (d *cellDeps) joinAttempt(ctx context.Context, cellID string, inst *pluginapi.Instance) (cellclient.Joined, error) {
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	tlsConfig, err := d.identity.JoinTLSConfig(cellID)
 	if err != nil {
-		return dispatch.Joined{}, fmt.Errorf("joining cell %s: %w", cellID, err)
+		return cellclient.Joined{}, fmt.Errorf("joining cell %s: %w", cellID, err)
 	}
 	got, err := d.join(ctx, cellID, inst.PrivateAddress(), tlsConfig, d.identity.CertPEM(),
 		func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
 )
@@ -49,14 +49,14 @@ func TestCellJoinsBeforeItIsServed(t *testing.T) {
 		mu       sync.Mutex
 		attempts int
 	)
-	h.m.deps.join = func(ctx context.Context, cellID, _ string, _ *tls.Config, _ []byte, sign dispatch.JoinSigner) (dispatch.Joined, error) {
+	h.m.deps.join = func(ctx context.Context, cellID, _ string, _ *tls.Config, _ []byte, sign cellclient.JoinSigner) (cellclient.Joined, error) {
 		mu.Lock()
 		attempts++
 		n := attempts
 		mu.Unlock()
 		resp, err := h.plugin.List(ctx, &pluginapi.ListRequest{})
 		if err != nil {
-			return dispatch.Joined{}, err
+			return cellclient.Joined{}, err
 		}
 		var id string
 		for _, in := range resp.Instances {
@@ -70,9 +70,9 @@ func TestCellJoinsBeforeItIsServed(t *testing.T) {
 			req = cellapi.JoinRequest{IdentityDocument: pluginfake.IdentityDocument(id), IdentitySignature: pluginfake.IdentitySignature(id)}
 		}
 		if _, err := sign(ctx, req); err != nil {
-			return dispatch.Joined{}, fmt.Errorf("joining cell %s: %w", cellID, err)
+			return cellclient.Joined{}, fmt.Errorf("joining cell %s: %w", cellID, err)
 		}
-		return dispatch.Joined{Now: true}, nil
+		return cellclient.Joined{Now: true}, nil
 	}
 	h.start(t)
 	pod := newPod("web", "uid-1")

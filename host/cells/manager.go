@@ -19,9 +19,10 @@ import (
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/choices"
-	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/host/podrefs"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -53,7 +54,7 @@ type Config struct {
 	// the Services (their environment variables, the kube-dns address)
 	// and the DNS settings (the node section's clusterDNS and
 	// clusterDomain). The zero Cluster: no Service, no cluster DNS.
-	Cluster dispatch.Cluster `koanf:"-"`
+	Cluster podrefs.Cluster `koanf:"-"`
 	// KeptLogsChanged, when set, is called whenever the kept logs of
 	// ended pods (PodLogsDir) change: one kept, removed or pruned (the
 	// daemon wakes the standbys' long polls with it, host/keptlogs).
@@ -73,7 +74,7 @@ type Config struct {
 	// service account tokens are refreshed on their own schedule (at 80 %
 	// of their lifetime, or after 24 hours), and the pod is looked at by
 	// then whatever this says. The refreshes take the objects any
-	// resolution read within half this interval (dispatch.Cache). Default
+	// resolution read within half this interval (podrefs.Cache). Default
 	// 1 minute.
 	VolumeRefreshInterval time.Duration `koanf:"volumeRefreshInterval"`
 	// RefusedRetry is the least wait after the plugin refuses a launch
@@ -262,10 +263,10 @@ func (c *Config) defaults() {
 		c.BootRetry = 30 * time.Second
 	}
 	if c.AgentKeepalive == 0 {
-		c.AgentKeepalive = dispatch.DefaultKeepalive.Time
+		c.AgentKeepalive = cellclient.DefaultKeepalive.Time
 	}
 	if c.AgentKeepaliveTimeout == 0 {
-		c.AgentKeepaliveTimeout = dispatch.DefaultKeepalive.Timeout
+		c.AgentKeepaliveTimeout = cellclient.DefaultKeepalive.Timeout
 	}
 	if c.JoinTokenTTL == 0 {
 		c.JoinTokenTTL = c.BootTimeout + c.AgentTimeout + 5*time.Minute
@@ -351,7 +352,7 @@ func WithServices(table ServiceTable) Option {
 
 // New builds a Manager. pods lists the pods bound to the node (the pod
 // controller's informer); recorder posts events on pods.
-func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch.Source,
+func New(cfg Config, plugin pluginapi.Client, identity Identity, source podrefs.Source,
 	pods corev1listers.PodLister, recorder record.EventRecorder, log *slog.Logger, opts ...Option,
 ) *Manager {
 	cfg.defaults()
@@ -367,13 +368,13 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source dispatch
 		identity:   identity,
 		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match, choices: cfg.Choices,
 			ttl: cfg.UnavailableTTL, now: cfg.Now},
-		dial: func(cellID, address string, tlsConfig *tls.Config) (*dispatch.Agent, error) {
-			return dispatch.DialKeepalive(cellID, address, tlsConfig, dispatch.Keepalive{Time: cfg.AgentKeepalive, Timeout: cfg.AgentKeepaliveTimeout})
+		dial: func(cellID, address string, tlsConfig *tls.Config) (*cellclient.Agent, error) {
+			return cellclient.DialKeepalive(cellID, address, tlsConfig, cellclient.Keepalive{Time: cfg.AgentKeepalive, Timeout: cfg.AgentKeepaliveTimeout})
 		},
-		join:          dispatch.Join,
-		rejoin:        dispatch.Rejoin,
+		join:          cellclient.Join,
+		rejoin:        cellclient.Rejoin,
 		identityCheck: &identityCheck{plugin: plugin, catalog: catalog, log: log},
-		source:        dispatch.NewCache(source, cfg.VolumeRefreshInterval/2, cfg.Now),
+		source:        podrefs.NewCache(source, cfg.VolumeRefreshInterval/2, cfg.Now),
 		creds:         &registryCreds{plugin: plugin, catalog: catalog, now: cfg.Now, log: log, byHost: map[string]cachedCred{}},
 		recorder:      recorder,
 		log:           log,

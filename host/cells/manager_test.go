@@ -35,8 +35,9 @@ import (
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/match"
+	"github.com/kipcell/kip/host/podrefs"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
 	"github.com/kipcell/kip/test/syncbuf"
@@ -230,7 +231,7 @@ type setup struct {
 	opts []Option
 	// source replaces the empty fake API the pods' references are read
 	// from.
-	source dispatch.Source
+	source podrefs.Source
 	// agentGen is the generation the fake agent starts at.
 	agentGen int64
 	// agentPhase is the phase the fake agent reports first; empty:
@@ -260,7 +261,7 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 		notified: make(chan *corev1.Pod, 100), dialed: make(chan string, 10)}
 	src := s.source
 	if src == nil {
-		src = dispatch.ClientSource(fake.NewClientset())
+		src = podrefs.ClientSource(fake.NewClientset())
 	}
 	podLogsDir := t.TempDir()
 	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond, PodLogsDir: podLogsDir,
@@ -279,10 +280,10 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	}
 	h.m = New(cfg, client, fakeIdentity{}, src, corev1listers.NewPodLister(indexer), recorder, log, s.opts...)
 	// The fake agent has joined: no join is asked of it.
-	h.m.deps.join = func(context.Context, string, string, *tls.Config, []byte, dispatch.JoinSigner) (dispatch.Joined, error) {
-		return dispatch.Joined{}, nil
+	h.m.deps.join = func(context.Context, string, string, *tls.Config, []byte, cellclient.JoinSigner) (cellclient.Joined, error) {
+		return cellclient.Joined{}, nil
 	}
-	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*dispatch.Agent, error) {
+	h.m.deps.dial = func(cellID, address string, _ *tls.Config) (*cellclient.Agent, error) {
 		h.dialed <- cellID + "@" + address
 		if s.silent != nil && s.silent(cellID) {
 			gone := bufconn.Listen(1 << 10)
@@ -307,14 +308,14 @@ func serveAgent(t testing.TB, agent cellv1.CellServer) *bufconn.Listener {
 }
 
 // dialAgent connects to the agent serveAgent serves on lis.
-func dialAgent(cellID string, lis *bufconn.Listener) (*dispatch.Agent, error) {
+func dialAgent(cellID string, lis *bufconn.Listener) (*cellclient.Agent, error) {
 	cc, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}
-	return dispatch.NewAgent(cellID, cc), nil
+	return cellclient.NewAgent(cellID, cc), nil
 }
 
 func (h *harness) start(t *testing.T) {

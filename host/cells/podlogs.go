@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kipcell/kip/cell/logs"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/keptlogs"
 )
 
@@ -59,7 +59,7 @@ func (p podLogs) podDir(namespace, name string, uid types.UID) string {
 // save reads the current log of every container of pod from agent and
 // keeps it; a container the agent has no log of (it never started) is
 // left out. It returns the first error; what was read is kept.
-func (p podLogs) save(ctx context.Context, agent *dispatch.Agent, pod *corev1.Pod) error {
+func (p podLogs) save(ctx context.Context, agent *cellclient.Agent, pod *corev1.Pod) error {
 	dir := p.podDir(pod.Namespace, pod.Name, pod.UID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("keeping the logs of pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -88,7 +88,7 @@ func nothingToKeep(err error) bool {
 	return false
 }
 
-func (p podLogs) saveContainer(ctx context.Context, agent *dispatch.Agent, dir, container string) error {
+func (p podLogs) saveContainer(ctx context.Context, agent *cellclient.Agent, dir, container string) error {
 	r, err := agent.Logs(ctx, container, api.ContainerLogOpts{Timestamps: true})
 	if err != nil {
 		return fmt.Errorf("keeping the log of container %s: %w", container, err)

@@ -117,7 +117,7 @@ const refreshInterval = 5 * time.Millisecond
 
 // waitReads waits until the pod's references have been read from the API
 // n more times: the cell has resolved the pod again. Each look moves clk
-// by a refresh interval, so that the refreshes' cache (dispatch.Cache,
+// by a refresh interval, so that the refreshes' cache (podrefs.Cache,
 // half an interval) lets them read the API.
 func waitReads(t *testing.T, src *apiSource, clk *clocktesting.FakeClock, n int) {
 	t.Helper()
@@ -212,7 +212,7 @@ func TestSecretVolumeFollowsItsSecret(t *testing.T) {
 }
 
 // The refreshes of an unchanged pod take the Secret read within half a
-// refresh interval (dispatch.Cache): while the clock stands, ten intervals
+// refresh interval (podrefs.Cache): while the clock stands, ten intervals
 // of refreshes read the API at most once.
 func TestRefreshesShareTheirReads(t *testing.T) {
 	h, src, _ := refreshHarness(t, 0)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -47,8 +47,8 @@ const (
 const ConditionCellReachable corev1.PodConditionType = "kipcell.io/CellReachable"
 
 // rejoinFunc renews the certificate of a cell's agent that serves an
-// expired one (dispatch.Rejoin); tests replace it.
-type rejoinFunc func(ctx context.Context, cellID, address string, tlsConfig *tls.Config, sign dispatch.RenewSigner) (dispatch.Renewed, error)
+// expired one (cellclient.Rejoin); tests replace it.
+type rejoinFunc func(ctx context.Context, cellID, address string, tlsConfig *tls.Config, sign cellclient.RenewSigner) (cellclient.Renewed, error)
 
 // renewAt is when a cell certificate valid from notBefore to notAfter is
 // due for renewal: at two thirds of its life, less jitter (a fraction of
@@ -64,7 +64,7 @@ func renewAt(notBefore, notAfter time.Time, jitter float64) time.Time {
 
 // renewSigner is the CA's signer of cell c's renewals, with the
 // plugin's check of the instance identity the agent sent.
-func (c *cell) renewSigner(inst *pluginapi.Instance) dispatch.RenewSigner {
+func (c *cell) renewSigner(inst *pluginapi.Instance) cellclient.RenewSigner {
 	return func(ctx context.Context, req cellapi.RenewRequest) ([]byte, error) {
 		return c.d.identity.Renew(ctx, c.id, req, func(ctx context.Context) error {
 			return c.d.identityCheck.check(ctx, inst.ID, cellapi.JoinRequest{
@@ -75,7 +75,7 @@ func (c *cell) renewSigner(inst *pluginapi.Instance) dispatch.RenewSigner {
 }
 
 // rejoin renews the expired certificate the cell's agent serves
-// (dispatch.Rejoin), which the CA does within pki.ExpiredRenewalGrace
+// (cellclient.Rejoin), which the CA does within pki.ExpiredRenewalGrace
 // (CA.Renew). A refusal is logged and recorded on the pod
 // (ReasonCertificateExpired), once per distinct message, as a join's.
 func (c *cell) rejoin(ctx context.Context, inst *pluginapi.Instance, notAfter time.Time) error {
@@ -91,7 +91,7 @@ func (c *cell) rejoin(ctx context.Context, inst *pluginapi.Instance, notAfter ti
 			"the certificate of cell %s had expired at %s; renewed until %s", c.id, notAfter.UTC().Format(time.RFC3339), got.Certificate.NotAfter.UTC().Format(time.RFC3339))
 		return nil
 	}
-	if errors.Is(err, cellapi.ErrJoinRefused) || errors.Is(err, dispatch.ErrRenewalUnsupported) {
+	if errors.Is(err, cellapi.ErrJoinRefused) || errors.Is(err, cellclient.ErrRenewalUnsupported) {
 		c.mu.Lock()
 		repeat := c.joinRefused == err.Error()
 		c.joinRefused = err.Error()
@@ -173,7 +173,7 @@ func (c *cell) setCertificate(cert *x509.Certificate) {
 // agent too old to renew is reported once (ReasonCertificateNotRenewed)
 // and left until its certificate expires. A certificate renewed by a
 // kip that ran before this one is found at the next handshake.
-func (c *cell) renewLoop(ctx context.Context, agent *dispatch.Agent, inst *pluginapi.Instance) {
+func (c *cell) renewLoop(ctx context.Context, agent *cellclient.Agent, inst *pluginapi.Instance) {
 	var (
 		due      time.Time
 		dueFor   *x509.Certificate
@@ -214,7 +214,7 @@ func (c *cell) renewLoop(ctx context.Context, agent *dispatch.Agent, inst *plugi
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, dispatch.ErrRenewalUnsupported) {
+		if errors.Is(err, cellclient.ErrRenewalUnsupported) {
 			c.log().Warn("the cell's agent cannot renew its certificate (an older kip-cell): kip cannot reconnect to the cell once it expires", "not_after", cert.NotAfter)
 			c.event(corev1.EventTypeWarning, ReasonCertificateNotRenewed,
 				"the agent of cell %s cannot renew its certificate (an older kip-cell): after %s kip cannot reconnect to the cell; replace the pod to move it to a current cell",

@@ -30,9 +30,10 @@ import (
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/runtime/fakeruntime"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/pki"
+	"github.com/kipcell/kip/host/podrefs"
 	"github.com/kipcell/kip/pluginapi"
 	pluginfake "github.com/kipcell/kip/pluginapi/fake"
 	"github.com/kipcell/kip/test/fakeclock"
@@ -157,18 +158,18 @@ func startKip(t *testing.T, client *fake.Clientset, cloud *lightCloud, indexer c
 	cfg := Config{ClusterID: "test", NodeName: "kip", GCInterval: 100 * time.Millisecond, PodLogsDir: t.TempDir(),
 		Match: match.DefaultConfig(), RematchInterval: time.Hour, RenewalCheck: 10 * time.Millisecond, Now: clock,
 		Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
-	k.m = New(cfg, cloud, ca, dispatch.ClientSource(fake.NewClientset()), corev1listers.NewPodLister(indexer), k.recorder,
+	k.m = New(cfg, cloud, ca, podrefs.ClientSource(fake.NewClientset()), corev1listers.NewPodLister(indexer), k.recorder,
 		slog.New(slog.NewTextHandler(log, nil)))
 	// The cloud's addresses are the fake plugin's; the agents listen on
 	// loopback addresses of their own.
-	k.m.deps.dial = func(cellID, _ string, tlsConfig *tls.Config) (*dispatch.Agent, error) {
-		return dispatch.Dial(cellID, cloud.address(cellID), tlsConfig)
+	k.m.deps.dial = func(cellID, _ string, tlsConfig *tls.Config) (*cellclient.Agent, error) {
+		return cellclient.Dial(cellID, cloud.address(cellID), tlsConfig)
 	}
-	k.m.deps.join = func(ctx context.Context, cellID, _ string, tlsConfig *tls.Config, caPEM []byte, sign dispatch.JoinSigner) (dispatch.Joined, error) {
-		return dispatch.Join(ctx, cellID, cloud.address(cellID), tlsConfig, caPEM, sign)
+	k.m.deps.join = func(ctx context.Context, cellID, _ string, tlsConfig *tls.Config, caPEM []byte, sign cellclient.JoinSigner) (cellclient.Joined, error) {
+		return cellclient.Join(ctx, cellID, cloud.address(cellID), tlsConfig, caPEM, sign)
 	}
-	k.m.deps.rejoin = func(ctx context.Context, cellID, _ string, tlsConfig *tls.Config, sign dispatch.RenewSigner) (dispatch.Renewed, error) {
-		return dispatch.Rejoin(ctx, cellID, cloud.address(cellID), tlsConfig, sign)
+	k.m.deps.rejoin = func(ctx context.Context, cellID, _ string, tlsConfig *tls.Config, sign cellclient.RenewSigner) (cellclient.Renewed, error) {
+		return cellclient.Rejoin(ctx, cellID, cloud.address(cellID), tlsConfig, sign)
 	}
 	k.m.NotifyPods(t.Context(), func(p *corev1.Pod) { k.notified <- p })
 	ctx, cancel := context.WithCancel(t.Context())

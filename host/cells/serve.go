@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/clusterip"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/podrefs"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -113,7 +114,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		// once; one that lost it serves a certificate the host refuses
 		// and waits to be joined, which its spent token no longer can
 		// (joinOnce says so).
-		if dispatch.HandshakeFailed(err) && c.joinOnce(ctx, inst) == nil {
+		if cellclient.HandshakeFailed(err) && c.joinOnce(ctx, inst) == nil {
 			agent.ResetBackoff()
 		}
 		if nudged {
@@ -130,13 +131,13 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 // applies the pod at start and after every change; the first Apply also
 // proves the agent is up (it retries until the agent answers) and closes
 // applied. Between changes it resolves the pod again when one of its
-// service account tokens needs refreshing (dispatch.Tokens: at 80 % of
+// service account tokens needs refreshing (podrefs.Tokens: at 80 % of
 // its lifetime or after 24 hours) and every Config.VolumeRefreshInterval
 // while it has configMap, secret or projected volumes, and applies it
 // under a new generation when what was resolved changed: the agent swaps
 // the files in under the running containers, as a kubelet does.
-func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addresses, applied chan struct{}) {
-	tokens := dispatch.NewTokens(c.d.cfg.Now)
+func (c *cell) applyLoop(ctx context.Context, agent *cellclient.Agent, addrs addresses, applied chan struct{}) {
+	tokens := podrefs.NewTokens(c.d.cfg.Now)
 	var (
 		sent    *cellv1.ApplyPodRequest // what the agent took last
 		sentGen int64                   // and under which generation
@@ -148,7 +149,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 		pod, gen := c.desired.DeepCopy(), c.generation
 		info := c.instance
 		c.mu.Unlock()
-		cellInfo := dispatch.Cell{PodIP: addrs.podIP(pod), HostIP: addrs.agent}
+		cellInfo := podrefs.Cell{PodIP: addrs.podIP(pod), HostIP: addrs.agent}
 		if info != nil {
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
 		}
@@ -161,9 +162,9 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 		var err error
 		if refresh && sent != nil {
 			// The same pod as sent: its encoding too.
-			req, err = dispatch.ResolveEncoded(ctx, src, c.d.cfg.Cluster, pod, sent.GetPodJson(), cellInfo, tokens)
+			req, err = podrefs.ResolveEncoded(ctx, src, c.d.cfg.Cluster, pod, sent.GetPodJson(), cellInfo, tokens)
 		} else {
-			req, err = dispatch.Resolve(ctx, src, c.d.cfg.Cluster, pod, cellInfo, tokens)
+			req, err = podrefs.Resolve(ctx, src, c.d.cfg.Cluster, pod, cellInfo, tokens)
 		}
 		if err == nil {
 			req.PodAddress = addrs.pod
@@ -180,7 +181,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 			n = 0
 			continue
 		}
-		if addrs.pod != "" && dispatch.NoPodNetwork(err) {
+		if addrs.pod != "" && cellclient.NoPodNetwork(err) {
 			// The pod runs at the cell's address: its downward API
 			// says so.
 			c.log().Info("the cell's agent gives the pod no address of its own; it runs at the cell's",
@@ -215,7 +216,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 			}
 			continue
 		}
-		var rerr *dispatch.ResolveError
+		var rerr *podrefs.ResolveError
 		isResolve := errors.As(err, &rerr)
 		if isResolve {
 			c.waiting(ReasonResolveFailed, rerr.Error())
@@ -233,7 +234,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *dispatch.Agent, addrs addre
 
 // waitApply waits for a new desired pod or the pod's next refresh
 // (refreshWait); it reports false when ctx ended.
-func (c *cell) waitApply(ctx context.Context, pod *corev1.Pod, tokens *dispatch.Tokens) bool {
+func (c *cell) waitApply(ctx context.Context, pod *corev1.Pod, tokens *podrefs.Tokens) bool {
 	var refresh <-chan time.Time
 	if wait, ok := c.refreshWait(pod, tokens); ok {
 		t := time.NewTimer(wait)
@@ -260,7 +261,7 @@ var errPodChanged = errors.New("the desired pod changed")
 // before a restart: an adopted cell) ignores req; then req is sent again
 // past that generation. Either way, if the desired pod changed meanwhile,
 // req is stale: errPodChanged.
-func (c *cell) apply(ctx context.Context, agent *dispatch.Agent, req *cellv1.ApplyPodRequest, gen int64, refresh bool) (int64, error) {
+func (c *cell) apply(ctx context.Context, agent *cellclient.Agent, req *cellv1.ApplyPodRequest, gen int64, refresh bool) (int64, error) {
 	if refresh {
 		next, ok := c.advance(gen, gen)
 		if !ok {
@@ -317,7 +318,7 @@ func sameResolution(a, b *cellv1.ApplyPodRequest) bool {
 // change: until its next token refresh, and at most
 // Config.VolumeRefreshInterval while it has volumes whose files come from
 // the API. ok is false when nothing needs refreshing.
-func (c *cell) refreshWait(pod *corev1.Pod, tokens *dispatch.Tokens) (time.Duration, bool) {
+func (c *cell) refreshWait(pod *corev1.Pod, tokens *podrefs.Tokens) (time.Duration, bool) {
 	if !hasAPIVolumes(pod) {
 		return 0, false
 	}
@@ -455,7 +456,7 @@ func (c *cell) nudge() {
 // addresses are a running cell's: the agent's (the instance's private
 // address, the pod's hostIP) and the pod's own (pluginapi.AddressPod),
 // empty when the plugin gives none or the agent refuses it
-// (dispatch.NoPodNetwork).
+// (cellclient.NoPodNetwork).
 type addresses struct{ agent, pod string }
 
 // podIP is the pod's IP: its own address, unless it has none or shares

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kipcell/kip/cell/api/cellv1"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 )
 
 // statsParallel is how many cells PodStats asks at once.
@@ -25,7 +25,7 @@ const statsParallel = 64
 func (m *Manager) PodStats(ctx context.Context, onlyCPUAndMemory bool) ([]statsv1alpha1.PodStats, error) {
 	type source struct {
 		c     *cell
-		agent *dispatch.Agent
+		agent *cellclient.Agent
 		ref   statsv1alpha1.PodReference
 		start metav1.Time
 	}

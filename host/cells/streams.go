@@ -7,12 +7,12 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 )
 
 // agentOf returns the agent of a pod's running cell, or a NotFound error
 // that says why there is none (the kubelet API turns it into a 404).
-func (m *Manager) agentOf(namespace, pod string) (*dispatch.Agent, error) {
+func (m *Manager) agentOf(namespace, pod string) (*cellclient.Agent, error) {
 	c := m.cells.byKey(namespace, pod)
 	if c == nil {
 		return nil, errdefs.NotFoundf("pod %s/%s is not on this node", namespace, pod)

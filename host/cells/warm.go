@@ -22,7 +22,7 @@ import (
 // TagWarmPool is the tag of a standby cell's instance: its pool's name
 // (pluginapi.TagWarmPool). It stays on the instance once a pod was given
 // the cell (a plugin cannot change tags); the agent says which pod it runs
-// (dispatch.Agent.PodUID).
+// (cellclient.Agent.PodUID).
 const TagWarmPool = pluginapi.TagWarmPool
 
 // ReasonAssignedWarmCell is the Normal event of a pod given a standby

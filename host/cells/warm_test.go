@@ -11,7 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/setting"
 	"github.com/kipcell/kip/pluginapi"
@@ -304,13 +304,13 @@ func TestWarmAdoption(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.plugin.Reset()
-		lis := map[string]func() (*dispatch.Agent, error){}
+		lis := map[string]func() (*cellclient.Agent, error){}
 		var mu sync.Mutex
 		for id, a := range agents {
 			l := serveAgent(t, a)
-			lis[id] = func() (*dispatch.Agent, error) { return dialAgent(id, l) }
+			lis[id] = func() (*cellclient.Agent, error) { return dialAgent(id, l) }
 		}
-		h.m.deps.dial = func(cellID, _ string, _ *tls.Config) (*dispatch.Agent, error) {
+		h.m.deps.dial = func(cellID, _ string, _ *tls.Config) (*cellclient.Agent, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			return lis[cellID]()

@@ -11,7 +11,7 @@ import (
 	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
-// Applier is the agent's ApplyServices; host/dispatch's Agent is one.
+// Applier is the agent's ApplyServices; host/cellclient's Agent is one.
 type Applier interface {
 	ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error)
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/kipcell/kip/host/cells"
 	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/config"
-	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/node"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/host/plugin"
+	"github.com/kipcell/kip/host/podrefs"
 	"github.com/kipcell/kip/host/serviceenv"
 	"github.com/kipcell/kip/pluginapi"
 )
@@ -213,11 +213,11 @@ func build(ctx context.Context, cfg *config.Config, version string, log *slog.Lo
 	cellsCfg := cfg.Cells
 	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
-	cellsCfg.Cluster = dispatch.Cluster{Services: svcs, DNS: dispatch.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
+	cellsCfg.Cluster = podrefs.Cluster{Services: svcs, DNS: podrefs.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
 	if obs.keptLogsChanged != nil {
 		cellsCfg.KeptLogsChanged = obs.keptLogsChanged.Notify
 	}
-	manager := cells.New(cellsCfg, sup.Client(), identity, dispatch.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
+	manager := cells.New(cellsCfg, sup.Client(), identity, podrefs.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
 		cells.WithServices(table), cells.WithMetrics(m))
 	obs.pluginReady.set(manager.Healthy)
 

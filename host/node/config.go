@@ -103,7 +103,7 @@ type Config struct {
 	Workers int `koanf:"workers"`
 	// ClusterDNS and ClusterDomain are kubelet settings this package only
 	// owns (defaults, Validate): the daemon hands them to the cells
-	// (dispatch.Cluster), whose agents write the pods' resolv.conf.
+	// (podrefs.Cluster), whose agents write the pods' resolv.conf.
 	//
 	// ClusterDNS are the cluster DNS servers' IP addresses, a kubelet's
 	// --cluster-dns: the nameservers of a pod with dnsPolicy ClusterFirst.

@@ -161,7 +161,7 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 // What the CA remembers is in memory (see the tokens' comment above). A
 // host that restarted, or another replica, accepts a token once more only
 // for a cell it has not looked at since: the host joins no cell before it
-// has (dispatch.Join), and reports each joined one it finds (SawJoined).
+// has (cellclient.Join), and reports each joined one it finds (SawJoined).
 func (ca *CA) Join(ctx context.Context, cellID string, req api.JoinRequest, check func(context.Context) error) ([]byte, error) {
 	tok, err := ca.checkToken(cellID, req.Token)
 	if err != nil {

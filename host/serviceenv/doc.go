@@ -3,7 +3,7 @@
 // read by whatever needs Services, never a watch per pod.
 //
 // A kubelet keeps the same cache (its serviceLister) to build the service
-// environment variables of every container (host/dispatch does that for
+// environment variables of every container (host/podrefs does that for
 // kip) and to know the cluster DNS Service; kube-proxy keeps one to
 // program Service addresses. kip's cells need both, and both read this
 // one cache.

@@ -247,7 +247,7 @@ func waitFile(t *testing.T, ns, pod, path, want string, timeout time.Duration) {
 // volumes (kip resolves them again every
 // framework.VolumeRefreshInterval) without restarting it. Token refresh
 // follows the same path on its own schedule (80 % of a lifetime of at
-// least 10 minutes): host/cells and host/dispatch test that rule with a
+// least 10 minutes): host/cells and host/podrefs test that rule with a
 // clock they move.
 func TestVolumesFollowTheirObjects(t *testing.T) {
 	kipLogOnFailure(t)

@@ -23,8 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/clusterip"
-	"github.com/kipcell/kip/host/dispatch"
 	"github.com/kipcell/kip/host/pki"
 	"github.com/kipcell/kip/test/bench"
 	"github.com/kipcell/kip/test/lightcell"
@@ -36,7 +36,7 @@ import (
 // their EndpointSlices, written by the benchmark), and 100 cells
 // subscribed. The host's side runs in the benchmark's process as kip runs
 // it (host/clusterip's Table over the informers of the node's identity,
-// and a Sync per cell through host/dispatch over mutual TLS); the cells
+// and a Sync per cell through host/cellclient over mutual TLS); the cells
 // are light agents (test/lightcell: the real ApplyServices and
 // cell/clusterip Proxy, no iptables) in a process of their own,
 // test/cmd/kip-light-cells, so that the CPU measured is the host's. It
@@ -112,7 +112,7 @@ func measureFanout(b *testing.B, nServices, nEndpoints, nCells, nChanges int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := dispatch.Join(ctx, id, lightCellAddr(i), joinTLS, ca.CertPEM(), func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
+		if _, err := cellclient.Join(ctx, id, lightCellAddr(i), joinTLS, ca.CertPEM(), func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
 			return ca.Join(ctx, id, req, nil)
 		}); err != nil {
 			b.Fatal(err)
@@ -121,7 +121,7 @@ func measureFanout(b *testing.B, nServices, nEndpoints, nCells, nChanges int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		agent, err := dispatch.Dial(id, lightCellAddr(i), tlsConfig)
+		agent, err := cellclient.Dial(id, lightCellAddr(i), tlsConfig)
 		if err != nil {
 			b.Fatal(err)
 		}

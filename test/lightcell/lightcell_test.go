@@ -24,14 +24,14 @@ import (
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/runtime/fakeruntime"
-	"github.com/kipcell/kip/host/dispatch"
+	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/pki"
 )
 
 // host is the host's side of one light cell, as kip has it: the cluster
-// CA of host/pki and an agent joined and dialled through host/dispatch.
+// CA of host/pki and an agent joined and dialled through host/cellclient.
 type host struct {
-	agent *dispatch.Agent
+	agent *cellclient.Agent
 	light *Cell
 	done  chan error
 }
@@ -87,13 +87,13 @@ func loopbackAddress() string {
 }
 
 // joinCell joins the agent of cell id at addr as kip does, and dials it.
-func joinCell(t *testing.T, ca *pki.CA, id, addr string) *dispatch.Agent {
+func joinCell(t *testing.T, ca *pki.CA, id, addr string) *cellclient.Agent {
 	t.Helper()
 	joinTLS, err := ca.JoinTLSConfig(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dispatch.Join(t.Context(), id, addr, joinTLS, ca.CertPEM(), func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
+	if _, err := cellclient.Join(t.Context(), id, addr, joinTLS, ca.CertPEM(), func(ctx context.Context, req cellapi.JoinRequest) ([]byte, error) {
 		return ca.Join(ctx, id, req, nil)
 	}); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func joinCell(t *testing.T, ca *pki.CA, id, addr string) *dispatch.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := dispatch.Dial(id, addr, tlsConfig)
+	agent, err := cellclient.Dial(id, addr, tlsConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func testPod(uid string, policy corev1.RestartPolicy, command ...string) *corev1
 	}
 }
 
-// attachIO is an exec's streams for dispatch.Agent.Exec.
+// attachIO is an exec's streams for cellclient.Agent.Exec.
 type attachIO struct {
 	stdin  io.Reader
 	stdout nopCloser
@@ -181,7 +181,7 @@ func readAll(t *testing.T, r io.ReadCloser) string {
 }
 
 // TestHostDrivesALightCell: the host's client of the cell protocol
-// (host/dispatch, with host/pki's join and mutual TLS) drives a light
+// (host/cellclient, with host/pki's join and mutual TLS) drives a light
 // cell through a pod's life: ApplyPod, Running, Logs, Exec, Stats,
 // DeletePod; the container ran on the fake runtime and is gone.
 func TestHostDrivesALightCell(t *testing.T) {
