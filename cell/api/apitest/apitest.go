@@ -39,9 +39,13 @@ type CA struct {
 // (unchanged: a valid CA that may sign certificates).
 func NewCA(t testing.TB, mods ...Template) *CA {
 	t.Helper()
+	// The CA outlives every certificate it signs (an hour each): a leaf
+	// whose NotAfter rounded up to the second past the CA's could not be
+	// verified at its own NotAfter, which is how an expired certificate
+	// is recognised as the cell's (TestLoadIdentityAfterARenewal flaked).
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
 	for _, mod := range mods {
