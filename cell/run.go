@@ -18,7 +18,7 @@ import (
 	"github.com/kipcell/kip/cell/clusterip"
 	"github.com/kipcell/kip/cell/ephemeral"
 	"github.com/kipcell/kip/cell/imds"
-	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/kipcell/kip/cell/api/apitest"
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api/internal/cellv1"
 )
 
 type applyServer struct{ cellv1.UnimplementedCellServer }

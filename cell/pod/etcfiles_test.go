@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/cell/runtime"
 )
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/cell/runtime"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/sysctl"
-	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/host/setting"
 )
 

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/match"

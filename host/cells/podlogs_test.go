@@ -18,7 +18,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kipcell/kip/cell/logs"
+	"github.com/kipcell/kip/cell/api/logs"
 )
 
 func TestToCRI(t *testing.T) {

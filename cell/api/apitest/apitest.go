@@ -4,7 +4,7 @@
 // group) through a Template, and joins a test's agent as the host would
 // (CA.Join). Production certificates come from host/pki.
 //
-// It imports the standard library, gRPC and cell/api/cellv1 only (not
+// It imports the standard library, gRPC and cell/api/internal/cellv1 only (not
 // cell/api, whose tests import it), so that every test may use it: cell's,
 // host's (host imports cell/api) and test/'s.
 package apitest

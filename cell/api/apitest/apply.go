@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api/internal/cellv1"
 )
 
 // CheckApplyPod dials the agent at addr with clientTLS and calls ApplyPod

@@ -2924,7 +2924,7 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\x04Join\x12\x18.kip.cell.v1.JoinRequest\x1a\x19.kip.cell.v1.JoinResponse\x12S\n" +
 	"\fCompleteJoin\x12 .kip.cell.v1.CompleteJoinRequest\x1a!.kip.cell.v1.CompleteJoinResponse\x12>\n" +
 	"\x05Renew\x12\x19.kip.cell.v1.RenewRequest\x1a\x1a.kip.cell.v1.RenewResponse\x12V\n" +
-	"\rCompleteRenew\x12!.kip.cell.v1.CompleteRenewRequest\x1a\".kip.cell.v1.CompleteRenewResponseB/Z-github.com/kipcell/kip/cell/api/cellv1;cellv1b\x06proto3"
+	"\rCompleteRenew\x12!.kip.cell.v1.CompleteRenewRequest\x1a\".kip.cell.v1.CompleteRenewResponseB8Z6github.com/kipcell/kip/cell/api/internal/cellv1;cellv1b\x06proto3"
 
 var (
 	file_kip_cell_v1_cell_proto_rawDescOnce sync.Once
