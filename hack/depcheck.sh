@@ -7,6 +7,8 @@
 #   must never link (transitively); this script reads that table;
 # - pluginapi imports only the standard library, gRPC, protobuf, go-plugin
 #   and hclog; cell/api only the standard library, gRPC and protobuf;
+# - nothing under host/ (or cmd/kip) imports a cell package but cell/api and
+#   below, not even in tests;
 # - a plugin imports neither host, cell, Kubernetes nor another plugin;
 # - an example plugin (examples/*, a standalone module outside go.work)
 #   imports only pluginapi and the standard library, as the guide says.
@@ -130,6 +132,18 @@ while read -r pkg imports; do
     grep -qE "$allowed_cellapi" <<<"$imp" || bad "cell/api package $pkg imports $imp (allowed: stdlib, grpc, protobuf)"
   done
 done < <(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./cell/api/...)
+
+# host speaks to a cell through the protocol's public types only: nothing under
+# host/ imports a cell package other than cell/api and below (its generated
+# code is internal to it), its tests included; a test that needs a real agent
+# lives in test/.
+while read -r pkg imports; do
+  for imp in $imports; do
+    case "$imp" in "$kip"/cell|"$kip"/cell/*) ;; *) continue ;; esac
+    case "$imp" in "$kip"/cell/api|"$kip"/cell/api/*) [[ $imp != */internal/* ]] && continue ;; esac
+    bad "${pkg#"$kip"/} imports ${imp#"$kip"/} (host speaks to cells through cell/api's types only, tests included)"
+  done
+done < <(go list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./host/... ./cmd/kip/...)
 
 # --- Plugins -----------------------------------------------------------------
 # Nothing of host, cell, Kubernetes or another plugin.

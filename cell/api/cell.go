@@ -285,7 +285,7 @@ type ContainerStats struct {
 
 // InterfaceStats is a network interface's counters.
 type InterfaceStats struct {
-	Name                                   string
+	Name                                 string
 	RxBytes, RxErrors, TxBytes, TxErrors uint64
 }
 

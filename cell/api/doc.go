@@ -1,8 +1,17 @@
 // Package api is the contract between the kip host and the cell agent
-// (kip-cell): the gRPC services in cellv1 (generated from
-// proto/kip/cell/v1/cell.proto), the bootstrap document a cell starts from,
-// the join that gives a cell its certificate, and the mutual-TLS
-// configuration of both ends.
+// (kip-cell): the protocol's calls and types as Go (cell.go), the bootstrap
+// document a cell starts from, the join that gives a cell its certificate,
+// and the mutual-TLS configuration of both ends.
+//
+// The protocol is gRPC (proto/kip/cell/v1/cell.proto), but neither end
+// sees its generated code, which is internal to this package
+// (internal/cellv1), as pluginapi keeps its own: the agent implements the
+// Cell and JoinService interfaces and serves them with RegisterCell and
+// RegisterJoin; the host calls them through NewClient and NewJoinClient.
+// The converters between the Go types and the wire (convert.go) are
+// checked to carry every field both ways, so a field added to the proto
+// and not to a Go type, or the other way round, fails a test. Errors are
+// gRPC status errors, whose codes each call documents.
 //
 // A cell joins; it is not handed a key. The bootstrap (bootstrap.go)
 // carries the cluster CA, who the cell is and a join token, nothing
@@ -29,6 +38,10 @@
 // Every check of a certificate takes the time it judges at (the callers'
 // clocks, which tests move); the TLS configurations' Time is the
 // caller's to set.
+//
+// Its subpackages are what host and cell share besides: the container
+// logs' format (logs: the agent writes it, the host reads the logs it
+// keeps), the kubelet's $(VAR) expansion and its sysctl names.
 //
 // It imports the standard library, gRPC and protobuf only: host and cell
 // both import it, and it imports neither.

@@ -1,7 +1,7 @@
 package api
 
 // Kinds of the notices about a cell's instance that the agent reports in
-// its status stream (cellv1.InstanceNotice.Kind).
+// its status stream (InstanceNotice.Kind).
 const (
 	// NoticeInterruption: the cloud reclaims the instance at the notice's
 	// time (EC2's spot two-minute warning).
