@@ -2,6 +2,7 @@ package pluginapi
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -295,6 +296,26 @@ func (r *GetInfoResponse) CheckLaunch(req *LaunchRequest) error {
 		return NewUnsupportedField(FieldVolumeSizeGiB, "plugin %s does not support a root volume size (capability %q)", r.Name, CapabilityVolumeSize)
 	}
 	return nil
+}
+
+// Capacity is the first check of every Launch: it returns the capacity
+// req asks for (on-demand when it names none), or an error for a request
+// without a cell ID or instance type, or with a capacity type that is
+// neither on-demand nor spot.
+func (req *LaunchRequest) Capacity() (CapacityType, error) {
+	switch {
+	case req.CellID == "":
+		return "", fmt.Errorf("the request has no cell ID")
+	case req.InstanceType == "":
+		return "", fmt.Errorf("the request has no instance type")
+	}
+	switch req.CapacityType {
+	case "":
+		return CapacityOnDemand, nil
+	case CapacityOnDemand, CapacitySpot:
+		return req.CapacityType, nil
+	}
+	return "", fmt.Errorf("capacity type %q is neither %s nor %s", req.CapacityType, CapacityOnDemand, CapacitySpot)
 }
 
 // CatalogInfo describes the provenance of a plugin's catalog.

@@ -90,21 +90,12 @@ type launchPlan struct {
 // same request and configuration give the same call, which a retry under
 // the same ClientToken needs.
 func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
-	switch {
-	case req.CellID == "":
-		return nil, fmt.Errorf("the request has no cell ID")
-	case len(req.CellID) > maxClientToken:
-		return nil, fmt.Errorf("cell ID %q is longer than EC2's ClientToken (%d characters)", req.CellID, maxClientToken)
-	case req.InstanceType == "":
-		return nil, fmt.Errorf("the request has no instance type")
+	capacity, err := req.Capacity()
+	if err != nil {
+		return nil, err
 	}
-	capacity := req.CapacityType
-	switch capacity {
-	case "":
-		capacity = pluginapi.CapacityOnDemand
-	case pluginapi.CapacityOnDemand, pluginapi.CapacitySpot:
-	default:
-		return nil, fmt.Errorf("capacity type %q is neither %s nor %s", capacity, pluginapi.CapacityOnDemand, pluginapi.CapacitySpot)
+	if len(req.CellID) > maxClientToken {
+		return nil, fmt.Errorf("cell ID %q is longer than EC2's ClientToken (%d characters)", req.CellID, maxClientToken)
 	}
 	if err := cfg.allowed(req); err != nil {
 		return nil, err

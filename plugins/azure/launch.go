@@ -304,21 +304,12 @@ const podIPConfig = "ipconfig-pod"
 // plan turns a launch request into the VM to PUT. It is pure: the same
 // request and configuration give the same body.
 func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
-	switch {
-	case req.CellID == "":
-		return nil, fmt.Errorf("the request has no cell ID")
-	case !vmNameRE.MatchString(req.CellID):
-		return nil, fmt.Errorf("cell ID %q is not an Azure Linux VM name the plugin takes (at most 64 lowercase letters, digits and hyphens, starting and ending with a letter or digit)", req.CellID)
-	case req.InstanceType == "":
-		return nil, fmt.Errorf("the request has no instance type")
+	capacity, err := req.Capacity()
+	if err != nil {
+		return nil, err
 	}
-	capacity := req.CapacityType
-	switch capacity {
-	case "":
-		capacity = pluginapi.CapacityOnDemand
-	case pluginapi.CapacityOnDemand, pluginapi.CapacitySpot:
-	default:
-		return nil, fmt.Errorf("capacity type %q is neither %s nor %s", capacity, pluginapi.CapacityOnDemand, pluginapi.CapacitySpot)
+	if !vmNameRE.MatchString(req.CellID) {
+		return nil, fmt.Errorf("cell ID %q is not an Azure Linux VM name the plugin takes (at most 64 lowercase letters, digits and hyphens, starting and ending with a letter or digit)", req.CellID)
 	}
 	if len(req.SecurityGroups) > 0 {
 		return nil, pluginapi.NewUnsupportedField(pluginapi.FieldSecurityGroups, "the azure plugin has no per-pod security groups: every cell's NIC has networkSecurityGroupID")

@@ -175,21 +175,12 @@ var bundledGPUs = []string{"a2", "a3", "a4", "g2"}
 // the same request and configuration give the same call, which a retry
 // under the same requestId needs.
 func (cfg *config) plan(req *pluginapi.LaunchRequest) (*launchPlan, error) {
-	switch {
-	case req.CellID == "":
-		return nil, fmt.Errorf("the request has no cell ID")
-	case !nameRE.MatchString(req.CellID):
-		return nil, fmt.Errorf("cell ID %q is not a Compute Engine instance name (a lowercase letter, then at most 62 lowercase letters, digits and hyphens, not ending with a hyphen)", req.CellID)
-	case req.InstanceType == "":
-		return nil, fmt.Errorf("the request has no instance type")
+	capacity, err := req.Capacity()
+	if err != nil {
+		return nil, err
 	}
-	capacity := req.CapacityType
-	switch capacity {
-	case "":
-		capacity = pluginapi.CapacityOnDemand
-	case pluginapi.CapacityOnDemand, pluginapi.CapacitySpot:
-	default:
-		return nil, fmt.Errorf("capacity type %q is neither %s nor %s", capacity, pluginapi.CapacityOnDemand, pluginapi.CapacitySpot)
+	if !nameRE.MatchString(req.CellID) {
+		return nil, fmt.Errorf("cell ID %q is not a Compute Engine instance name (a lowercase letter, then at most 62 lowercase letters, digits and hyphens, not ending with a hyphen)", req.CellID)
 	}
 	if len(req.SecurityGroups) > 0 {
 		return nil, pluginapi.NewUnsupportedField(pluginapi.FieldSecurityGroups, "the gce plugin has no security groups: firewall rules follow networkTags")
