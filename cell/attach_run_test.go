@@ -9,18 +9,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 )
 
 // attachSession is one Attach stream with its output gathered.
 type attachSession struct {
-	stream cellv1.Cell_AttachClient
+	stream api.ExecClient
 	cancel context.CancelFunc
 	out    chan string
 	exit   chan int32
 }
 
-func attach(t *testing.T, a *agent, start *cellv1.ExecStart, input ...*cellv1.ExecInput) *attachSession {
+func attach(t *testing.T, a *agent, start *api.ExecStart, input ...*api.ExecInput) *attachSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	stream, err := a.client.Attach(ctx)
@@ -28,7 +28,7 @@ func attach(t *testing.T, a *agent, start *cellv1.ExecStart, input ...*cellv1.Ex
 		cancel()
 		t.Fatal(err)
 	}
-	if err := stream.Send(&cellv1.ExecInput{Start: start}); err != nil {
+	if err := stream.Send(&api.ExecInput{Start: start}); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
@@ -46,11 +46,11 @@ func attach(t *testing.T, a *agent, start *cellv1.ExecStart, input ...*cellv1.Ex
 				close(s.out)
 				return
 			}
-			if b := append(o.GetStdout(), o.GetStderr()...); len(b) > 0 {
+			if b := append(o.Stdout, o.Stderr...); len(b) > 0 {
 				s.out <- string(b)
 			}
-			if o.GetExit() != nil {
-				s.exit <- o.GetExit().GetCode()
+			if o.Exit != nil {
+				s.exit <- o.Exit.Code
 			}
 		}
 	}()
@@ -106,19 +106,19 @@ func TestAgentAttach(t *testing.T) {
 
 	t.Run("sequential sessions share stdin", func(t *testing.T) {
 		for _, word := range []string{"one", "two"} {
-			s := attach(t, a, &cellv1.ExecStart{Container: "echo", Stdin: true, Stdout: true, Stderr: true},
-				&cellv1.ExecInput{Stdin: []byte(word + "\n")}, &cellv1.ExecInput{CloseStdin: true})
+			s := attach(t, a, &api.ExecStart{Container: "echo", Stdin: true, Stdout: true, Stderr: true},
+				&api.ExecInput{Stdin: []byte(word + "\n")}, &api.ExecInput{CloseStdin: true})
 			s.waitOutput(t, "got-"+word)
 			s.cancel()
 		}
-		if logs := readLogs(t, a, &cellv1.LogsRequest{Container: "echo", TailLines: -1}); logs != "got-one\ngot-two\n" {
+		if logs := readLogs(t, a, api.LogsOptions{Container: "echo", TailLines: -1}); logs != "got-one\ngot-two\n" {
 			t.Errorf("echo log = %q", logs)
 		}
 	})
 
 	t.Run("stdinOnce closes stdin after the first session", func(t *testing.T) {
-		s := attach(t, a, &cellv1.ExecStart{Container: "once", Stdin: true, Stdout: true},
-			&cellv1.ExecInput{Stdin: []byte("12345")}, &cellv1.ExecInput{CloseStdin: true})
+		s := attach(t, a, &api.ExecStart{Container: "once", Stdin: true, Stdout: true},
+			&api.ExecInput{Stdin: []byte("12345")}, &api.ExecInput{CloseStdin: true})
 		s.waitOutput(t, "5")
 		select {
 		case code := <-s.exit:
@@ -132,14 +132,14 @@ func TestAgentAttach(t *testing.T) {
 	})
 
 	t.Run("tty with resize", func(t *testing.T) {
-		s := attach(t, a, &cellv1.ExecStart{Container: "term", Stdin: true, Tty: true, Stdout: true},
-			&cellv1.ExecInput{Resize: &cellv1.TerminalSize{Width: 100, Height: 30}},
-			&cellv1.ExecInput{Stdin: []byte("stty size; tty\n")})
+		s := attach(t, a, &api.ExecStart{Container: "term", Stdin: true, TTY: true, Stdout: true},
+			&api.ExecInput{Resize: &api.TerminalSize{Width: 100, Height: 30}},
+			&api.ExecInput{Stdin: []byte("stty size; tty\n")})
 		s.waitOutput(t, "30 100")
 		s.cancel()
-		s = attach(t, a, &cellv1.ExecStart{Container: "term", Stdin: true, Tty: true, Stdout: true},
-			&cellv1.ExecInput{Resize: &cellv1.TerminalSize{Width: 90, Height: 20}},
-			&cellv1.ExecInput{Stdin: []byte("stty size; exit 6\n")})
+		s = attach(t, a, &api.ExecStart{Container: "term", Stdin: true, TTY: true, Stdout: true},
+			&api.ExecInput{Resize: &api.TerminalSize{Width: 90, Height: 20}},
+			&api.ExecInput{Stdin: []byte("stty size; exit 6\n")})
 		s.waitOutput(t, "20 90")
 		select {
 		case code := <-s.exit:
@@ -150,7 +150,7 @@ func TestAgentAttach(t *testing.T) {
 			t.Fatal("no exit code")
 		}
 		s.cancel()
-		if logs := readLogs(t, a, &cellv1.LogsRequest{Container: "term", TailLines: -1}); !strings.Contains(logs, "/dev/pts/") {
+		if logs := readLogs(t, a, api.LogsOptions{Container: "term", TailLines: -1}); !strings.Contains(logs, "/dev/pts/") {
 			t.Errorf("term log lacks the TTY output: %q", logs)
 		}
 	})

@@ -1,7 +1,7 @@
 // Package cell is the cell agent, kip-cell: Run wires the containerd
 // runtime (cell/runtime), the pod state machine (cell/pod), the log store
-// (cell/logs) and the gRPC service (cell/server) together and serves the
-// host over mutual TLS on port 6421 (cell/api).
+// (cell/api/logs) and the gRPC service (cell/server) together and serves
+// the host over mutual TLS on port 6421 (cell/api).
 //
 // # One cell, one pod, one containerd namespace
 //
@@ -138,7 +138,7 @@
 // socket for the EC2 simulator; "none" where there is no EC2 metadata, as
 // the local plugin says through $KIP_CELL_IMDS_ENDPOINT) the agent reads
 // both every five seconds through cell/imds and reports them with every
-// status update (cellv1.InstanceNotice), for the host to evict the pod in
+// status update (api.InstanceNotice), for the host to evict the pod in
 // time. A metadata service that never answers (a cell on another cloud)
 // is given up after a few tries.
 //

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 )
 
 // TestAgentEtcFiles: through real containerd and runc, a busybox
@@ -36,10 +36,10 @@ func TestAgentEtcFiles(t *testing.T) {
 	user, pass := e.reg.Credentials()
 	apply := func(gen int64, dns string) {
 		t.Helper()
-		if _, err := a.client.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{
-			PodJson: data, Generation: gen,
-			ClusterDns:          &cellv1.ClusterDNS{Servers: []string{dns}, Domain: "cluster.local"},
-			RegistryCredentials: []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
+		if _, err := a.client.ApplyPod(t.Context(), &api.PodRequest{
+			PodJSON: data, Generation: gen,
+			ClusterDNS:          &api.ClusterDNS{Servers: []string{dns}, Domain: "cluster.local"},
+			RegistryCredentials: []api.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
 		}); err != nil {
 			t.Fatalf("ApplyPod: %v", err)
 		}
@@ -48,7 +48,7 @@ func TestAgentEtcFiles(t *testing.T) {
 	watch(t, a, "running", func(s *corev1.PodStatus) bool { return containerStatus(s, "main").State.Running != nil })
 	run := func(script string) string {
 		t.Helper()
-		out, errOut, code := execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh", "-c", script}, Stdout: true, Stderr: true})
+		out, errOut, code := execute(t, a, &api.ExecStart{Container: "main", Command: []string{"sh", "-c", script}, Stdout: true, Stderr: true})
 		if code != 0 {
 			t.Fatalf("%q exited %d: %s%s", script, code, out, errOut)
 		}

@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 )
 
 // heapPeak samples the process's HeapInuse until stop is called, which
@@ -62,7 +62,7 @@ func heapPeak() (stop func() uint64) {
 
 // logsEnd reads a whole Logs stream, keeping only its size and its last
 // keep bytes: the test must not hold what it checks the agent does not.
-func logsEnd(t *testing.T, a *agent, req *cellv1.LogsRequest, keep int) (size int64, end string) {
+func logsEnd(t *testing.T, a *agent, req api.LogsOptions, keep int) (size int64, end string) {
 	t.Helper()
 	stream, err := a.client.Logs(t.Context(), req)
 	if err != nil {
@@ -77,8 +77,8 @@ func logsEnd(t *testing.T, a *agent, req *cellv1.LogsRequest, keep int) (size in
 		if err != nil {
 			t.Fatalf("Logs(%v): %v", req, err)
 		}
-		size += int64(len(c.GetData()))
-		last = append(last, c.GetData()...)
+		size += int64(len(c))
+		last = append(last, c...)
 		if len(last) > 2*keep {
 			last = append(last[:0], last[len(last)-keep:]...)
 		}
@@ -153,15 +153,15 @@ func TestAgentLogsOfAPodThatPrintsALot(t *testing.T) {
 			e.applyPod(t, a, p, nil)
 			watch(t, a, "Succeeded", func(s *corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
 
-			size, end := logsEnd(t, a, &cellv1.LogsRequest{Container: "loud", TailLines: -1}, 256)
+			size, end := logsEnd(t, a, api.LogsOptions{Container: "loud", TailLines: -1}, 256)
 			if !strings.HasSuffix(end, tt.wantEnd) {
 				t.Errorf("the log (%d bytes) ends with %q, want %q", size, end, tt.wantEnd)
 			}
-			tailSize, tail := logsEnd(t, a, &cellv1.LogsRequest{Container: "loud", TailLines: 1}, 64)
+			tailSize, tail := logsEnd(t, a, api.LogsOptions{Container: "loud", TailLines: 1}, 64)
 			if !strings.HasSuffix(tail, tt.wantTail) || tailSize > 16<<10 {
 				t.Errorf("--tail=1 is %d bytes ending with %q, want at most 16 KiB ending with %q", tailSize, tail, tt.wantTail)
 			}
-			_, stamped := logsEnd(t, a, &cellv1.LogsRequest{Container: "loud", TailLines: 1, Timestamps: true}, 1<<20)
+			_, stamped := logsEnd(t, a, api.LogsOptions{Container: "loud", TailLines: 1, Timestamps: true}, 1<<20)
 			if !strings.HasPrefix(stamped, time.Now().UTC().Format("2006-01-02T")) || !strings.HasSuffix(stamped, tt.wantTail) {
 				t.Errorf("--tail=1 --timestamps = %.40q…%q", stamped, stamped[max(0, len(stamped)-20):])
 			}
@@ -195,7 +195,7 @@ func TestAgentRotatesLogsAsTheNodeSays(t *testing.T) {
 				"yes " + line + " | head -c 2020000; echo LAST-LINE-KEPT"}}},
 		},
 	}
-	e.applyPodWith(t, a, p, &cellv1.ApplyPodRequest{ContainerLogRotation: &cellv1.ContainerLogRotation{MaxSizeBytes: maxSize, MaxFiles: maxFiles}})
+	e.applyPodWith(t, a, p, &api.PodRequest{LogRotation: &api.LogRotation{MaxSizeBytes: maxSize, MaxFiles: maxFiles}})
 	watch(t, a, "Succeeded", func(s *corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })
 	dir := filepath.Join(e.d.Dir, a.cellID, "logs", "c")
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
@@ -204,7 +204,7 @@ func TestAgentRotatesLogsAsTheNodeSays(t *testing.T) {
 	if n := dirSize(t, dir); len(files) != maxFiles || n > maxFiles*(maxSize+64<<10) {
 		t.Errorf("the container's log is %d files of %d bytes in all, want %d files of about %d bytes", len(files), n, maxFiles, maxSize)
 	}
-	if _, end := logsEnd(t, a, &cellv1.LogsRequest{Container: "c", TailLines: 2}, 256); end != line+"\nLAST-LINE-KEPT\n" {
+	if _, end := logsEnd(t, a, api.LogsOptions{Container: "c", TailLines: 2}, 256); end != line+"\nLAST-LINE-KEPT\n" {
 		t.Errorf("--tail=2 = %q", end)
 	}
 }

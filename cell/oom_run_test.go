@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/cell"
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/test/containerdtest"
 )
@@ -163,10 +163,10 @@ func TestAgentSurvivesAContainerOverItsLimit(t *testing.T) {
 			if lt := hog.LastTerminationState.Terminated; lt == nil || lt.Reason != "OOMKilled" || lt.ExitCode != 137 {
 				t.Errorf("hog's last termination = %+v, want OOMKilled, exit code 137", lt)
 			}
-			if log := readLogs(t, a, &cellv1.LogsRequest{Container: "hog", Previous: true, TailLines: -1}); strings.Contains(log, "finished") {
+			if log := readLogs(t, a, api.LogsOptions{Container: "hog", Previous: true, TailLines: -1}); strings.Contains(log, "finished") {
 				t.Errorf("hog allocated 200 MB under a 32 MiB limit and finished: %q", log)
 			}
-			if log := readLogs(t, a, &cellv1.LogsRequest{Container: "steady", TailLines: -1}); strings.TrimSpace(log) != "999" {
+			if log := readLogs(t, a, api.LogsOptions{Container: "steady", TailLines: -1}); strings.TrimSpace(log) != "999" {
 				t.Errorf("steady's oom_score_adj = %q, want 999 (Burstable, no memory request)", log)
 			}
 			alive(t, p, a)

@@ -22,7 +22,6 @@ import (
 
 	"github.com/kipcell/kip/cell"
 	"github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/test/containerdtest"
@@ -240,14 +239,14 @@ func testAgentRestart(t *testing.T, e *env, p *processAgent, n *agent) {
 	})
 	main := containerStatus(before, "main")
 	execPID := func(a *agent) string {
-		out, _, code := execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh", "-c", "cut -d' ' -f22 /proc/1/stat"}})
+		out, _, code := execute(t, a, &api.ExecStart{Container: "main", Command: []string{"sh", "-c", "cut -d' ' -f22 /proc/1/stat"}})
 		if code != 0 {
 			t.Fatalf("exec = %d", code)
 		}
 		return strings.TrimSpace(out)
 	}
 	startBefore := execPID(a)
-	logBefore := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1})
+	logBefore := readLogs(t, a, api.LogsOptions{Container: "main", TailLines: -1})
 
 	p.kill(t)
 	// brief exits while no agent runs: its exit must still be seen.
@@ -293,7 +292,7 @@ func testAgentRestart(t *testing.T, e *env, p *processAgent, n *agent) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := ticks(readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1}))
+		got := ticks(readLogs(t, a, api.LogsOptions{Container: "main", TailLines: -1}))
 		if got[0] != 0 {
 			t.Fatalf("the log starts at tick %d, want 0", got[0])
 		}

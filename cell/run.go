@@ -15,10 +15,10 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/cell/clusterip"
 	"github.com/kipcell/kip/cell/ephemeral"
 	"github.com/kipcell/kip/cell/imds"
-	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"

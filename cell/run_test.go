@@ -26,7 +26,6 @@ import (
 	"github.com/kipcell/kip/cell"
 	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/apitest"
-	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/test/containerdtest"
 	"github.com/kipcell/kip/test/images"
@@ -60,7 +59,7 @@ func newEnv(t testing.TB) *env {
 // agent is one running kip-cell and a host-side client of it.
 type agent struct {
 	cellID string
-	client cellv1.CellClient
+	client *api.Client
 	netns  *containerdtest.Netns
 	done   chan error
 }
@@ -120,7 +119,7 @@ func (e *env) startAgent(t testing.TB, podIP string) *agent {
 }
 
 // dial is the host's client of the agent of cellID at addr.
-func (e *env) dial(t testing.TB, cellID, addr string) cellv1.CellClient {
+func (e *env) dial(t testing.TB, cellID, addr string) *api.Client {
 	t.Helper()
 	hostPEM, hostKey := e.ca.Issue(t, api.HostCommonName, x509.ExtKeyUsageClientAuth)
 	hostCert, err := tls.X509KeyPair(hostPEM, hostKey)
@@ -136,28 +135,28 @@ func (e *env) dial(t testing.TB, cellID, addr string) cellv1.CellClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return cellv1.NewCellClient(cc)
+	return api.NewClient(cc)
 }
 
-func (e *env) applyPod(t testing.TB, a *agent, p *corev1.Pod, envs map[string]*cellv1.EnvList) {
+func (e *env) applyPod(t testing.TB, a *agent, p *corev1.Pod, envs map[string][]api.EnvVar) {
 	t.Helper()
-	e.applyPodWith(t, a, p, &cellv1.ApplyPodRequest{Env: envs})
+	e.applyPodWith(t, a, p, &api.PodRequest{Env: envs})
 }
 
 // applyPodWith is applyPod with req's other fields (the node's settings):
 // it sets the pod, generation 1 and the registry's credentials in req.
-func (e *env) applyPodWith(t testing.TB, a *agent, p *corev1.Pod, req *cellv1.ApplyPodRequest) {
+func (e *env) applyPodWith(t testing.TB, a *agent, p *corev1.Pod, req *api.PodRequest) {
 	t.Helper()
 	data, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	user, pass := e.reg.Credentials()
-	req.PodJson, req.Generation = data, 1
-	req.RegistryCredentials = []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}}
-	resp, err := a.client.ApplyPod(t.Context(), req)
-	if err != nil || resp.GetGeneration() != 1 {
-		t.Fatalf("ApplyPod = %v, %v", resp, err)
+	req.PodJSON, req.Generation = data, 1
+	req.RegistryCredentials = []api.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}}
+	gen, err := a.client.ApplyPod(t.Context(), req)
+	if err != nil || gen != 1 {
+		t.Fatalf("ApplyPod = %v, %v", gen, err)
 	}
 }
 
@@ -166,7 +165,7 @@ func watch(t testing.TB, a *agent, what string, cond func(*corev1.PodStatus) boo
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	stream, err := a.client.WatchStatus(ctx, &cellv1.WatchStatusRequest{})
+	stream, err := a.client.WatchStatus(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +177,12 @@ func watch(t testing.TB, a *agent, what string, cond func(*corev1.PodStatus) boo
 			b, _ := json.MarshalIndent(last, "", " ")
 			t.Fatalf("waiting for %s: %v; last status:\n%s", what, err, b)
 		}
-		if u.GetSeq() <= lastSeq {
-			t.Fatalf("seq went from %d to %d", lastSeq, u.GetSeq())
+		if u.Seq <= lastSeq {
+			t.Fatalf("seq went from %d to %d", lastSeq, u.Seq)
 		}
-		lastSeq = u.GetSeq()
+		lastSeq = u.Seq
 		last = corev1.PodStatus{}
-		if err := json.Unmarshal(u.GetStatusJson(), &last); err != nil {
+		if err := json.Unmarshal(u.StatusJSON, &last); err != nil {
 			t.Fatal(err)
 		}
 		if cond(&last) {
@@ -201,7 +200,7 @@ func containerStatus(st *corev1.PodStatus, name string) corev1.ContainerStatus {
 	return corev1.ContainerStatus{}
 }
 
-func readLogs(t *testing.T, a *agent, req *cellv1.LogsRequest) string {
+func readLogs(t *testing.T, a *agent, req api.LogsOptions) string {
 	t.Helper()
 	stream, err := a.client.Logs(t.Context(), req)
 	if err != nil {
@@ -216,12 +215,12 @@ func readLogs(t *testing.T, a *agent, req *cellv1.LogsRequest) string {
 		if err != nil {
 			t.Fatalf("Logs(%v): %v", req, err)
 		}
-		b.Write(c.GetData())
+		b.Write(c)
 	}
 }
 
 // execute runs an exec and returns stdout, stderr and the exit code.
-func execute(t *testing.T, a *agent, start *cellv1.ExecStart, input ...*cellv1.ExecInput) (string, string, int32) {
+func execute(t *testing.T, a *agent, start *api.ExecStart, input ...*api.ExecInput) (string, string, int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -229,7 +228,7 @@ func execute(t *testing.T, a *agent, start *cellv1.ExecStart, input ...*cellv1.E
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&cellv1.ExecInput{Start: start}); err != nil {
+	if err := stream.Send(&api.ExecInput{Start: start}); err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range input {
@@ -241,12 +240,12 @@ func execute(t *testing.T, a *agent, start *cellv1.ExecStart, input ...*cellv1.E
 	for {
 		o, err := stream.Recv()
 		if err != nil {
-			t.Fatalf("exec %v: %v (output so far %q)", start.GetCommand(), err, out.String())
+			t.Fatalf("exec %v: %v (output so far %q)", start.Command, err, out.String())
 		}
-		out.Write(o.GetStdout())
-		errOut.Write(o.GetStderr())
-		if o.GetExit() != nil {
-			return out.String(), errOut.String(), o.GetExit().GetCode()
+		out.Write(o.Stdout)
+		errOut.Write(o.Stderr)
+		if o.Exit != nil {
+			return out.String(), errOut.String(), o.Exit.Code
 		}
 	}
 }
@@ -270,9 +269,9 @@ func TestAgentEndToEnd(t *testing.T) {
 			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
-	e.applyPod(t, a, p, map[string]*cellv1.EnvList{
-		"main":    {Vars: []*cellv1.EnvVar{{Name: "GREETING", Value: "resolved-by-host"}}},
-		"crasher": {Vars: []*cellv1.EnvVar{{Name: "EXIT_CODE", Value: "3"}}},
+	e.applyPod(t, a, p, map[string][]api.EnvVar{
+		"main":    {{Name: "GREETING", Value: "resolved-by-host"}},
+		"crasher": {{Name: "EXIT_CODE", Value: "3"}},
 	})
 
 	st := watch(t, a, "main running, crasher in CrashLoopBackOff after restarts", func(s *corev1.PodStatus) bool {
@@ -293,26 +292,26 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	t.Run("logs", func(t *testing.T) {
-		got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1})
+		got := readLogs(t, a, api.LogsOptions{Container: "main", TailLines: -1})
 		for _, want := range []string{"started as web with resolved-by-host", "inet 10.251.9.21/24"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("main logs lack %q:\n%s", want, got)
 			}
 		}
-		if got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: 1}); strings.Count(got, "\n") != 1 {
+		if got := readLogs(t, a, api.LogsOptions{Container: "main", TailLines: 1}); strings.Count(got, "\n") != 1 {
 			t.Errorf("tail 1 = %q", got)
 		}
-		if got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1, Timestamps: true}); !strings.HasPrefix(got, time.Now().UTC().Format("2006-01-02T")) {
+		if got := readLogs(t, a, api.LogsOptions{Container: "main", TailLines: -1, Timestamps: true}); !strings.HasPrefix(got, time.Now().UTC().Format("2006-01-02T")) {
 			t.Errorf("timestamps = %q", got)
 		}
-		if got := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: -1, LimitBytes: 7}); got != "started" {
+		if got := readLogs(t, a, api.LogsOptions{Container: "main", TailLines: -1, LimitBytes: 7}); got != "started" {
 			t.Errorf("limit 7 = %q", got)
 		}
-		prev := readLogs(t, a, &cellv1.LogsRequest{Container: "crasher", Previous: true, TailLines: -1})
+		prev := readLogs(t, a, api.LogsOptions{Container: "crasher", Previous: true, TailLines: -1})
 		if !strings.Contains(prev, "crash: stdout") || !strings.Contains(prev, "crash: stderr") {
 			t.Errorf("crasher previous logs = %q", prev)
 		}
-		stream, err := a.client.Logs(t.Context(), &cellv1.LogsRequest{Container: "nope"})
+		stream, err := a.client.Logs(t.Context(), api.LogsOptions{Container: "nope"})
 		if err == nil {
 			_, err = stream.Recv()
 		}
@@ -324,7 +323,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	t.Run("follow", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
-		stream, err := a.client.Logs(ctx, &cellv1.LogsRequest{Container: "main", Follow: true, TailLines: 0})
+		stream, err := a.client.Logs(ctx, api.LogsOptions{Container: "main", Follow: true, TailLines: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +336,7 @@ func TestAgentEndToEnd(t *testing.T) {
 					close(lines)
 					return
 				}
-				buf.Write(c.GetData())
+				buf.Write(c)
 				sc := bufio.NewScanner(strings.NewReader(buf.String()))
 				for sc.Scan() {
 					lines <- sc.Text()
@@ -346,7 +345,7 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 		}()
 		time.Sleep(200 * time.Millisecond)
-		if _, _, code := execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh", "-c", "echo followed-line > /proc/1/fd/1"}}); code != 0 {
+		if _, _, code := execute(t, a, &api.ExecStart{Container: "main", Command: []string{"sh", "-c", "echo followed-line > /proc/1/fd/1"}}); code != 0 {
 			t.Fatalf("exec exit %d", code)
 		}
 		select {
@@ -360,18 +359,18 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("exec", func(t *testing.T) {
-		out, errOut, code := execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh", "-c", "echo $((6*7)); echo warn >&2; exit 3"}, Stdout: true, Stderr: true})
+		out, errOut, code := execute(t, a, &api.ExecStart{Container: "main", Command: []string{"sh", "-c", "echo $((6*7)); echo warn >&2; exit 3"}, Stdout: true, Stderr: true})
 		if out != "42\n" || errOut != "warn\n" || code != 3 {
 			t.Errorf("exec = %q %q %d, want 42, warn, 3", out, errOut, code)
 		}
-		out, _, code = execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"sh"}, Tty: true, Stdin: true, Stdout: true},
-			&cellv1.ExecInput{Resize: &cellv1.TerminalSize{Width: 100, Height: 30}},
-			&cellv1.ExecInput{Stdin: []byte("stty size; exit 5\n")})
+		out, _, code = execute(t, a, &api.ExecStart{Container: "main", Command: []string{"sh"}, TTY: true, Stdin: true, Stdout: true},
+			&api.ExecInput{Resize: &api.TerminalSize{Width: 100, Height: 30}},
+			&api.ExecInput{Stdin: []byte("stty size; exit 5\n")})
 		if !strings.Contains(out, "30 100") || code != 5 {
 			t.Errorf("TTY exec = %q %d, want the size 30 100 and exit 5", out, code)
 		}
-		out, _, code = execute(t, a, &cellv1.ExecStart{Container: "main", Command: []string{"wc", "-c"}, Stdin: true, Stdout: true},
-			&cellv1.ExecInput{Stdin: []byte("12345")}, &cellv1.ExecInput{CloseStdin: true})
+		out, _, code = execute(t, a, &api.ExecStart{Container: "main", Command: []string{"wc", "-c"}, Stdin: true, Stdout: true},
+			&api.ExecInput{Stdin: []byte("12345")}, &api.ExecInput{CloseStdin: true})
 		if strings.TrimSpace(out) != "5" || code != 0 {
 			t.Errorf("stdin exec = %q %d, want 5 and 0", out, code)
 		}
@@ -386,14 +385,14 @@ func TestAgentEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = stream.Send(&cellv1.PortForwardFrame{Port: 8080, Data: []byte("GET / HTTP/1.0\r\nHost: x\r\n\r\n")})
+			_ = stream.Send(&api.PortForwardFrame{Port: 8080, Data: []byte("GET / HTTP/1.0\r\nHost: x\r\n\r\n")})
 			var b strings.Builder
 			for {
 				f, err := stream.Recv()
-				if err != nil || f.GetClose() {
+				if err != nil || f.Close {
 					break
 				}
-				b.Write(f.GetData())
+				b.Write(f.Data)
 			}
 			if body = b.String(); strings.Contains(body, "hello from") {
 				break
@@ -406,54 +405,54 @@ func TestAgentEndToEnd(t *testing.T) {
 	})
 
 	t.Run("stats", func(t *testing.T) {
-		resp, err := a.client.Stats(t.Context(), &cellv1.StatsRequest{})
+		resp, err := a.client.Stats(t.Context(), false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		names := map[string]bool{}
-		for _, c := range resp.GetContainers() {
-			names[c.GetName()] = c.GetMemoryUsageBytes() > 0
+		for _, c := range resp.Containers {
+			names[c.Name] = c.MemoryUsageBytes > 0
 		}
 		if !names["main"] || !names["hello"] {
-			t.Errorf("stats = %v", resp.GetContainers())
+			t.Errorf("stats = %+v", resp.Containers)
 		}
-		for _, c := range resp.GetContainers() {
-			if c.GetStartTime().AsTime().IsZero() || !c.GetRootfs().GetHasUsage() || c.GetLogs().GetUsedBytes() == 0 {
-				t.Errorf("container %s: start time, writable layer or logs missing: %v", c.GetName(), c)
+		for _, c := range resp.Containers {
+			if c.StartTime.IsZero() || c.Rootfs == nil || !c.Rootfs.HasUsage || c.Logs == nil || c.Logs.UsedBytes == 0 {
+				t.Errorf("container %s: start time, writable layer or logs missing: %+v", c.Name, c)
 			}
 		}
 		var ifaces []string
-		for _, i := range resp.GetInterfaces() {
-			ifaces = append(ifaces, i.GetName())
+		for _, i := range resp.Interfaces {
+			ifaces = append(ifaces, i.Name)
 		}
 		if !slices.Contains(ifaces, "eth0") || slices.Contains(ifaces, "lo") {
 			t.Errorf("interfaces = %v, want eth0 of the pod's namespace and no lo", ifaces)
 		}
-		if v := resp.GetVolumes(); len(v) != 1 || v[0].GetName() != "scratch" || !v[0].GetFs().GetHasFilesystem() || v[0].GetFs().GetInodesUsed() == 0 {
-			t.Errorf("volumes = %v, want scratch with its filesystem and usage", v)
+		if v := resp.Volumes; len(v) != 1 || v[0].Name != "scratch" || v[0].Fs == nil || !v[0].Fs.HasFilesystem || v[0].Fs.InodesUsed == 0 {
+			t.Errorf("volumes = %+v, want scratch with its filesystem and usage", v)
 		}
-		if d := resp.GetDisk(); d.GetCapacityBytes() == 0 || !resp.GetEtcFiles().GetHasUsage() {
-			t.Errorf("disk = %v, etc files = %v", d, resp.GetEtcFiles())
+		if d, etc := resp.Disk, resp.EtcFiles; d == nil || d.CapacityBytes == 0 || etc == nil || !etc.HasUsage {
+			t.Errorf("disk = %+v, etc files = %+v", d, etc)
 		}
 
 		// The second sample has a CPU rate; CPU and memory only leaves the rest out.
-		again, err := a.client.Stats(t.Context(), &cellv1.StatsRequest{OnlyCpuAndMemory: true})
+		again, err := a.client.Stats(t.Context(), true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range again.GetContainers() {
-			if !c.GetCpuRateKnown() || c.GetRootfs() != nil || c.GetLogs() != nil {
-				t.Errorf("second sample of %s = %v, want a CPU rate and no disk figures", c.GetName(), c)
+		for _, c := range again.Containers {
+			if !c.CPURateKnown || c.Rootfs != nil || c.Logs != nil {
+				t.Errorf("second sample of %s = %+v, want a CPU rate and no disk figures", c.Name, c)
 			}
 		}
-		if again.GetInterfaces() != nil || again.GetVolumes() != nil || again.GetDisk() != nil {
-			t.Errorf("CPU and memory only = %v", again)
+		if again.Interfaces != nil || again.Volumes != nil || again.Disk != nil {
+			t.Errorf("CPU and memory only = %+v", again)
 		}
 	})
 
 	t.Run("delete within grace", func(t *testing.T) {
 		start := time.Now()
-		if _, err := a.client.DeletePod(t.Context(), &cellv1.DeletePodRequest{GracePeriodSeconds: -1}); err != nil {
+		if err := a.client.DeletePod(t.Context(), -1); err != nil {
 			t.Fatalf("DeletePod: %v", err)
 		}
 		// main traps TERM; hello (a Go server) dies of it: all well within 10s.
@@ -469,7 +468,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		if st.Phase != corev1.PodFailed {
 			t.Errorf("phase after delete = %s, want Failed (crasher and hello did not exit 0)", st.Phase)
 		}
-		logs := readLogs(t, a, &cellv1.LogsRequest{Container: "main", TailLines: 1})
+		logs := readLogs(t, a, api.LogsOptions{Container: "main", TailLines: 1})
 		if logs != "bye\n" {
 			t.Errorf("main's last log line = %q, want bye", logs)
 		}
@@ -498,10 +497,10 @@ func TestAgentJobSucceeds(t *testing.T) {
 	if term := containerStatus(st, "echo").State.Terminated; term == nil || term.ExitCode != 0 || term.Reason != "Completed" {
 		t.Errorf("echo state = %+v", containerStatus(st, "echo").State)
 	}
-	if got := readLogs(t, a, &cellv1.LogsRequest{Container: "echo", TailLines: -1}); got != "hello from a job\n" {
+	if got := readLogs(t, a, api.LogsOptions{Container: "echo", TailLines: -1}); got != "hello from a job\n" {
 		t.Errorf("logs = %q", got)
 	}
-	if got := readLogs(t, a, &cellv1.LogsRequest{Container: "init", TailLines: -1}); got != "init done\n" {
+	if got := readLogs(t, a, api.LogsOptions{Container: "init", TailLines: -1}); got != "init done\n" {
 		t.Errorf("init logs = %q", got)
 	}
 }

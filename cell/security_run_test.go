@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 )
 
 // TestAgentSecurity: through real containerd and runc, a container runs
@@ -53,7 +53,7 @@ func TestAgentSecurity(t *testing.T) {
 	})
 	run := func(container, script string) string {
 		t.Helper()
-		out, errOut, code := execute(t, a, &cellv1.ExecStart{Container: container, Command: []string{"sh", "-c", script}, Stdout: true, Stderr: true})
+		out, errOut, code := execute(t, a, &api.ExecStart{Container: container, Command: []string{"sh", "-c", script}, Stdout: true, Stderr: true})
 		if code != 0 {
 			t.Fatalf("%s: %q exited %d: %s%s", container, script, code, out, errOut)
 		}
@@ -152,12 +152,12 @@ func TestAgentSeccompDefault(t *testing.T) {
 			},
 		},
 	}
-	e.applyPodWith(t, a, p, &cellv1.ApplyPodRequest{SeccompDefault: true})
+	e.applyPodWith(t, a, p, &api.PodRequest{SeccompDefault: true})
 	watch(t, a, "both running", func(s *corev1.PodStatus) bool {
 		return containerStatus(s, "plain").State.Running != nil && containerStatus(s, "open").State.Running != nil
 	})
 	for container, want := range map[string]string{"plain": "Seccomp:\t2", "open": "Seccomp:\t0"} {
-		out, errOut, code := execute(t, a, &cellv1.ExecStart{Container: container, Command: []string{"grep", "^Seccomp:", "/proc/self/status"}, Stdout: true, Stderr: true})
+		out, errOut, code := execute(t, a, &api.ExecStart{Container: container, Command: []string{"grep", "^Seccomp:", "/proc/self/status"}, Stdout: true, Stderr: true})
 		if code != 0 || strings.TrimSpace(out) != want {
 			t.Errorf("%s: %q (exit %d, %s), want %q", container, out, code, errOut, want)
 		}

@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 // BenchmarkAgentStats is a real agent's cost of one Stats call (as root,
@@ -46,12 +44,12 @@ func BenchmarkAgentStats(b *testing.B) {
 	}{{"summary", false}, {"cpu_and_memory", true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				resp, err := a.client.Stats(b.Context(), &cellv1.StatsRequest{OnlyCpuAndMemory: tc.only})
-				if err != nil || len(resp.GetContainers()) != 1 {
-					b.Fatalf("Stats = %v, %v", resp, err)
+				resp, err := a.client.Stats(b.Context(), tc.only)
+				if err != nil || len(resp.Containers) != 1 {
+					b.Fatalf("Stats = %+v, %v", resp, err)
 				}
-				if !tc.only && (len(resp.GetVolumes()) != 1 || resp.GetVolumes()[0].GetFs().GetInodesUsed() < 1000) {
-					b.Fatalf("volumes = %v, want scratch with its 1,000 files", resp.GetVolumes())
+				if !tc.only && (len(resp.Volumes) != 1 || resp.Volumes[0].Fs == nil || resp.Volumes[0].Fs.InodesUsed < 1000) {
+					b.Fatalf("volumes = %+v, want scratch with its 1,000 files", resp.Volumes)
 				}
 			}
 		})

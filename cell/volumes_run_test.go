@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 )
 
 // TestAgentVolumes: busybox containers see a configMap file, a secret file
@@ -47,13 +47,13 @@ func TestAgentVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	user, pass := e.reg.Credentials()
-	_, err = a.client.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{
-		PodJson: data, Generation: 1,
-		Volumes: map[string]*cellv1.VolumeFiles{
+	_, err = a.client.ApplyPod(t.Context(), &api.PodRequest{
+		PodJSON: data, Generation: 1,
+		Volumes: map[string]api.VolumeFiles{
 			"config": {Files: map[string][]byte{"game.properties": []byte("lives=3\n")}},
 			"creds":  {Files: map[string][]byte{"token": []byte("s3cret")}, Modes: map[string]uint32{"token": 0o400}},
 		},
-		RegistryCredentials: []*cellv1.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
+		RegistryCredentials: []api.RegistryCredential{{Server: e.reg.Host(), Username: user, Password: pass}},
 	})
 	if err != nil {
 		t.Fatalf("ApplyPod: %v", err)
@@ -66,7 +66,7 @@ func TestAgentVolumes(t *testing.T) {
 		var out, errOut string
 		var code int32
 		for range 50 { // the writer may not have written yet
-			out, errOut, code = execute(t, a, &cellv1.ExecStart{Container: container, Command: []string{"sh", "-c", script}, Stdout: true, Stderr: true})
+			out, errOut, code = execute(t, a, &api.ExecStart{Container: container, Command: []string{"sh", "-c", script}, Stdout: true, Stderr: true})
 			if code == 0 {
 				return out
 			}

@@ -38,7 +38,7 @@ type Pod interface {
 type Config struct {
 	Pod Pod
 	// LogDir is the directory of a container's log files, all its
-	// attempts' (cell/logs).
+	// attempts' (cell/api/logs).
 	LogDir func(container string) string
 	// EtcDir holds the pod's /etc files; "": none.
 	EtcDir string

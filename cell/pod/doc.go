@@ -165,7 +165,7 @@
 //
 // Not yet: mount propagation.
 //
-// It imports cell/runtime, cell/logs, cell/api/expansion, cell/api/sysctl,
-// k8s.io/api, apimachinery's validation, grpc's health client (gRPC
-// probes) and the standard library.
+// It imports cell/runtime, cell/api/logs, cell/api/expansion,
+// cell/api/sysctl, k8s.io/api, apimachinery's validation, grpc's health
+// client (gRPC probes) and the standard library.
 package pod

@@ -5,14 +5,13 @@ import (
 	"errors"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/pod"
 )
 
-// Attach implements cellv1.CellServer: it streams what the container's
+// Attach implements api.Cell: it streams what the container's
 // running main process writes from now on (stdout and stderr apart, or
 // the terminal's output with tty: true) and its exit code once it ends.
 // For a container with stdin: true the session's stdin goes to the
@@ -20,39 +19,33 @@ import (
 // stdin is closed when the first session closes its stdin or detaches.
 // Asking for stdin of a container without it only logs: the output
 // still flows, as kubectl then warns on its own.
-func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
-	// Headers at once commit the call: the host's gRPC does not retry a
-	// stream the agent has seen (host/cellclient's retryOnce).
-	if err := stream.SendHeader(metadata.MD{}); err != nil {
-		return err
-	}
+func (s *Server) Attach(ctx context.Context, stream api.ExecStream) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
-	start := first.GetStart()
+	start := first.Start
 	if start == nil {
 		return status.Error(codes.InvalidArgument, "the first message must carry start")
 	}
-	name := start.GetContainer()
+	name := start.Container
 	if name == "" {
 		name = s.cfg.Pod.DefaultContainer()
 	}
-	at, err := s.cfg.Pod.Attach(name, start.GetStdout(), start.GetStderr())
+	at, err := s.cfg.Pod.Attach(name, start.Stdout, start.Stderr)
 	if err != nil {
 		if errors.Is(err, pod.ErrNoContainer) {
 			return status.Error(codes.NotFound, err.Error())
 		}
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	ctx := stream.Context()
 	log := s.log.With("container", name)
 	defer func() {
 		if err := at.Detach(context.WithoutCancel(ctx)); err != nil {
 			log.WarnContext(ctx, "detaching", "error", err)
 		}
 	}()
-	wantStdin := start.GetStdin()
+	wantStdin := start.Stdin
 	if wantStdin && !at.Stdin {
 		log.InfoContext(ctx, "attach asked for stdin of a container without stdin: true; ignoring it")
 		wantStdin = false
@@ -69,7 +62,7 @@ func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
 				stdout = nil
 				continue
 			}
-			if err := out.send(&cellv1.ExecOutput{Stdout: b}); err != nil {
+			if err := out.send(&api.ExecOutput{Stdout: b}); err != nil {
 				return err
 			}
 		case b, ok := <-stderr:
@@ -77,7 +70,7 @@ func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
 				stderr = nil
 				continue
 			}
-			if err := out.send(&cellv1.ExecOutput{Stderr: b}); err != nil {
+			if err := out.send(&api.ExecOutput{Stderr: b}); err != nil {
 				return err
 			}
 		case <-ctx.Done():
@@ -89,7 +82,7 @@ func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
 	}
 	select {
 	case <-at.Exited():
-		return out.send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: at.ExitCode()}})
+		return out.send(&api.ExecOutput{Exit: &api.ExitStatus{Code: at.ExitCode()}})
 	case <-ctx.Done():
 		return nil
 	}
@@ -97,24 +90,24 @@ func (s *Server) Attach(stream cellv1.Cell_AttachServer) error {
 
 // attachInput forwards stdin, resizes and the end of stdin to the
 // attached process until the host stops sending.
-func (s *Server) attachInput(ctx context.Context, stream cellv1.Cell_AttachServer, at *pod.Attachment, first *cellv1.ExecInput, stdin bool) {
+func (s *Server) attachInput(ctx context.Context, stream api.ExecStream, at *pod.Attachment, first *api.ExecInput, stdin bool) {
 	log := s.log
-	handle := func(in *cellv1.ExecInput) {
-		if r := in.GetResize(); r != nil {
-			if err := at.Resize(ctx, r.GetWidth(), r.GetHeight()); err != nil {
+	handle := func(in *api.ExecInput) {
+		if r := in.Resize; r != nil {
+			if err := at.Resize(ctx, r.Width, r.Height); err != nil {
 				log.WarnContext(ctx, "resizing attached terminal", "error", err)
 			}
 		}
 		if !stdin {
 			return
 		}
-		if len(in.GetStdin()) > 0 {
-			if err := at.WriteStdin(in.GetStdin()); err != nil {
+		if len(in.Stdin) > 0 {
+			if err := at.WriteStdin(in.Stdin); err != nil {
 				log.InfoContext(ctx, "writing attached stdin", "error", err)
 				stdin = false
 			}
 		}
-		if in.GetCloseStdin() {
+		if in.CloseStdin {
 			if err := at.EndStdin(ctx); err != nil {
 				log.WarnContext(ctx, "closing attached stdin", "error", err)
 			}

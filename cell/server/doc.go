@@ -1,5 +1,5 @@
-// Package server is the cell agent's gRPC service, cellv1.CellServer, over
-// one pod.Manager: ApplyPod (the pod, env, volume files, credentials),
+// Package server is the cell agent's gRPC service, api.Cell, over one
+// pod.Manager: ApplyPod (the pod, env, volume files, credentials),
 // WatchStatus (the current status first, then every change, coalesced,
 // each update carrying the pod events not yet delivered), Logs, Exec (TTY,
 // resize, stdin, exit code in the last message), Attach (the main
@@ -11,9 +11,9 @@
 // and logs' disk usage, and the cell's disk), DeletePod and ApplyServices (the host's table of
 // ClusterIP services, handed to a cell/clusterip Proxy that programs the
 // pod's network namespace). Serve runs it over mutual TLS with the agent's
-// Identity (identity.go): the key the agent made and keeps in its state
-// directory, and the certificate the host signed for it when it joined the
-// cell (the Join service); until then every call but Join's fails
+// Identity (identity.go, api.JoinService): the key the agent made and keeps
+// in its state directory, and the certificate the host signed for it when
+// it joined the cell (the Join service); until then every call but Join's fails
 // FailedPrecondition "not joined". Once joined, the host renews the
 // certificate before it expires (the Join service's Renew and
 // CompleteRenew): a new key, a new certificate served from the next
@@ -24,13 +24,20 @@
 // metadata (cell/imds) into Notices, which WatchStatus sends with every
 // update.
 //
-// gRPC errors: NotFound for an unknown container or missing log,
-// FailedPrecondition for a container that is not running, a pod being
-// deleted or a second pod, InvalidArgument for a malformed request;
-// ApplyServices answers FailedPrecondition for a delta against a table
-// the cell does not have, Internal when programming failed and
-// Unimplemented when the cell programs no services.
+// Serve puts both on a gRPC server through cell/api's adapters
+// (api.RegisterCell, api.RegisterJoin), which speak the wire, send the
+// headers that commit an Exec, Attach or PortForward, and cut logs into
+// messages of at most api.MaxChunk: the generated gRPC code stays inside
+// cell/api.
 //
-// It imports cell/api, cell/imds, cell/pod, cell/logs, cell/runtime,
+// gRPC errors (status errors whose codes the host depends on): NotFound
+// for an unknown container or missing log, FailedPrecondition for a
+// container that is not running, a pod being deleted or a second pod,
+// InvalidArgument for a malformed request; ApplyServices answers
+// FailedPrecondition for a delta against a table the cell does not have,
+// Internal when programming failed and Unimplemented when the cell
+// programs no services.
+//
+// It imports cell/api, cell/api/logs, cell/imds, cell/pod, cell/runtime,
 // cell/clusterip, gRPC and k8s.io/api.
 package server

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/logs"
 	"github.com/kipcell/kip/cell/pod"
 )
@@ -32,29 +32,29 @@ func applyTestPod(t *testing.T, s *Server, containers ...string) {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: c, Image: "reg/" + c + ":v1"})
 	}
 	data, _ := json.Marshal(&p)
-	if _, err := s.ApplyPod(t.Context(), &cellv1.ApplyPodRequest{PodJson: data, Generation: 1}); err != nil {
+	if _, err := s.ApplyPod(t.Context(), &api.PodRequest{PodJSON: data, Generation: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // collect reads updates until one carries the event reason/message.
-func collect(t *testing.T, w *watchStream, container, reason string) (events []*cellv1.PodEvent) {
+func collect(t *testing.T, w *watchStream, container, reason string) (events []api.PodEvent) {
 	t.Helper()
 	deadline := time.After(5 * time.Second)
 	var lastSeq uint64
 	for {
 		select {
 		case u := <-w.got:
-			if u.GetSeq() <= lastSeq {
-				t.Fatalf("seq went from %d to %d", lastSeq, u.GetSeq())
+			if u.Seq <= lastSeq {
+				t.Fatalf("seq went from %d to %d", lastSeq, u.Seq)
 			}
-			lastSeq = u.GetSeq()
-			if len(u.GetStatusJson()) == 0 {
+			lastSeq = u.Seq
+			if len(u.StatusJSON) == 0 {
 				t.Fatal("an update without a status")
 			}
-			events = append(events, u.GetEvents()...)
-			for _, e := range u.GetEvents() {
-				if e.GetContainer() == container && e.GetReason() == reason {
+			events = append(events, u.Events...)
+			for _, e := range u.Events {
+				if e.Container == container && e.Reason == reason {
 					return events
 				}
 			}
@@ -68,9 +68,9 @@ func TestWatchStatusCarriesEvents(t *testing.T) {
 	s, _ := newTestServer(t)
 	applyTestPod(t, s, "app")
 	ctx, cancel := context.WithCancel(t.Context())
-	w := newWatchStream(ctx)
+	w := newWatchStream()
 	done := make(chan error, 1)
-	go func() { done <- s.WatchStatus(&cellv1.WatchStatusRequest{}, w) }()
+	go func() { done <- s.WatchStatus(ctx, w.Send) }()
 	events := collect(t, w, "app", "Started")
 	cancel()
 	if err := <-done; err != nil {
@@ -78,8 +78,8 @@ func TestWatchStatusCarriesEvents(t *testing.T) {
 	}
 	var reasons []string
 	for _, e := range events {
-		reasons = append(reasons, e.GetReason())
-		if e.GetTime() == nil || e.GetType() != "Normal" {
+		reasons = append(reasons, e.Reason)
+		if e.Time.IsZero() || e.Type != "Normal" {
 			t.Errorf("event %v: want Normal with a time", e)
 		}
 	}
@@ -115,24 +115,24 @@ func TestWatchStatusKeepsEventsAcrossSubscriptions(t *testing.T) {
 			t.Fatal("container did not start")
 		}
 	}
-	broken := newWatchStream(t.Context())
-	broken.fail = func(*cellv1.PodStatusUpdate) bool { return true }
-	if err := s.WatchStatus(&cellv1.WatchStatusRequest{}, broken); err == nil {
+	broken := newWatchStream()
+	broken.fail = func(*api.StatusUpdate) bool { return true }
+	if err := s.WatchStatus(t.Context(), broken.Send); err == nil {
 		t.Fatal("WatchStatus on a broken stream returned nil")
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	w := newWatchStream(ctx)
-	go func() { _ = s.WatchStatus(&cellv1.WatchStatusRequest{}, w) }()
-	var first *cellv1.PodStatusUpdate
+	w := newWatchStream()
+	go func() { _ = s.WatchStatus(ctx, w.Send) }()
+	var first *api.StatusUpdate
 	select {
 	case first = <-w.got:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no first update")
 	}
 	var reasons []string
-	for _, e := range first.GetEvents() {
-		reasons = append(reasons, e.GetReason())
+	for _, e := range first.Events {
+		reasons = append(reasons, e.Reason)
 	}
 	if len(reasons) != 3 || reasons[0] != "Pulled" || reasons[2] != "Started" {
 		t.Errorf("first update's events = %v, want Pulled, Created, Started", reasons)

@@ -8,9 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/runtime"
 )
 
@@ -60,24 +58,21 @@ func (t *fakeTask) Exec(context.Context, runtime.ExecSpec) (runtime.Process, err
 	return nil, errors.New("fake: no exec")
 }
 
-// watchStream is a WatchStatus server stream recording what is sent;
-// fail, when set, decides whether a send fails.
+// watchStream is the sending end of a WatchStatus subscription (its Send
+// is WatchStatus's send), recording what is sent; fail, when set, decides
+// whether a send fails.
 type watchStream struct {
-	grpc.ServerStream
-	ctx  context.Context
 	mu   sync.Mutex
-	sent []*cellv1.PodStatusUpdate
-	fail func(*cellv1.PodStatusUpdate) bool
-	got  chan *cellv1.PodStatusUpdate
+	sent []*api.StatusUpdate
+	fail func(*api.StatusUpdate) bool
+	got  chan *api.StatusUpdate
 }
 
-func newWatchStream(ctx context.Context) *watchStream {
-	return &watchStream{ctx: ctx, got: make(chan *cellv1.PodStatusUpdate, 1000)}
+func newWatchStream() *watchStream {
+	return &watchStream{got: make(chan *api.StatusUpdate, 1000)}
 }
 
-func (w *watchStream) Context() context.Context { return w.ctx }
-
-func (w *watchStream) Send(u *cellv1.PodStatusUpdate) error {
+func (w *watchStream) Send(u *api.StatusUpdate) error {
 	if w.fail != nil && w.fail(u) {
 		return errors.New("stream broken")
 	}

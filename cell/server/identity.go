@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 // The files of an Identity, in its directory (0700): the agent's key and
@@ -43,7 +42,7 @@ const (
 type InstanceIdentity func(ctx context.Context) (document, signature []byte, err error)
 
 // Identity is the agent's TLS identity and the Join service
-// (cellv1.JoinServer, see cell.proto). The agent makes its key on first
+// (api.JoinService). The agent makes its key on first
 // start and keeps it in its directory; until the host has signed a
 // certificate for it (Join, CompleteJoin) the agent is unjoined: it serves
 // a self-signed certificate of the key and answers nothing but Join (the
@@ -59,8 +58,6 @@ type InstanceIdentity func(ctx context.Context) (document, signature []byte, err
 // the cell and renews it (host/pki's CA.Renew); the agent does not judge
 // its own certificate's age.
 type Identity struct {
-	cellv1.UnimplementedJoinServer
-
 	dir      string
 	cellID   string
 	caPEM    []byte
@@ -77,6 +74,8 @@ type Identity struct {
 	pending crypto.Signer // the key of the last Renew, until CompleteRenew; guarded by mu
 	joined  atomic.Pointer[tls.Certificate]
 }
+
+var _ api.JoinService = (*Identity)(nil)
 
 // IdentityOption configures LoadIdentity.
 type IdentityOption func(*Identity)
@@ -265,17 +264,17 @@ func (id *Identity) TLSConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// Join returns the join request: the bootstrap's token, the certificate
+// Join returns the join offer: the bootstrap's token, the certificate
 // request for the agent's key and the instance identity where there is
 // one. An identity that cannot be read is left out, with a warning in the
 // agent's log: a host whose plugin checks identities refuses the join and
 // says why on the pod, then asks again; one whose plugin does not joins
 // the cell. FailedPrecondition once joined.
-func (id *Identity) Join(ctx context.Context, _ *cellv1.JoinRequest) (*cellv1.JoinResponse, error) {
+func (id *Identity) Join(ctx context.Context) (*api.JoinOffer, error) {
 	if id.Joined() {
 		return nil, status.Errorf(codes.FailedPrecondition, "cell %s has joined already", id.cellID)
 	}
-	resp := &cellv1.JoinResponse{Token: id.token, Csr: id.csr}
+	resp := &api.JoinOffer{Token: id.token, CSR: id.csr}
 	if id.identity != nil {
 		doc, sig, err := id.identity(ctx)
 		if err != nil {
@@ -291,30 +290,30 @@ func (id *Identity) Join(ctx context.Context, _ *cellv1.JoinRequest) (*cellv1.Jo
 // CompleteJoin checks the certificate the host signed (for this key and
 // cell, by the cluster CA), saves it and serves it from the next
 // handshake on. Idempotent.
-func (id *Identity) CompleteJoin(ctx context.Context, req *cellv1.CompleteJoinRequest) (*cellv1.CompleteJoinResponse, error) {
+func (id *Identity) CompleteJoin(ctx context.Context, certPEM []byte) error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	cert, err := api.VerifyCellCertificate(req.GetCertificate(), id.caPEM, id.cellID, id.key, id.now())
+	cert, err := api.VerifyCellCertificate(certPEM, id.caPEM, id.cellID, id.key, id.now())
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "refusing the certificate: %v", err)
+		return status.Errorf(codes.InvalidArgument, "refusing the certificate: %v", err)
 	}
-	if err := writeFile(filepath.Join(id.dir, CertFile), req.GetCertificate()); err != nil {
-		return nil, status.Errorf(codes.Internal, "saving the certificate: %v", err)
+	if err := writeFile(filepath.Join(id.dir, CertFile), certPEM); err != nil {
+		return status.Errorf(codes.Internal, "saving the certificate: %v", err)
 	}
 	id.joined.Store(cert)
 	id.log.InfoContext(ctx, "joined: serving the certificate the host signed", "not_after", cert.Leaf.NotAfter)
-	return &cellv1.CompleteJoinResponse{}, nil
+	return nil
 }
 
 // Renew makes a new key, saved as NextKeyFile, and returns the
 // certificate request for it, with the instance identity as Join sends
 // it; the agent serves its current certificate until CompleteRenew.
 // FailedPrecondition until joined.
-func (id *Identity) Renew(ctx context.Context, _ *cellv1.RenewRequest) (*cellv1.RenewResponse, error) {
+func (id *Identity) Renew(ctx context.Context) (*api.JoinOffer, error) {
 	if !id.Joined() {
 		return nil, id.errNotJoined(api.JoinMethodPrefix + "Renew")
 	}
-	resp := &cellv1.RenewResponse{}
+	resp := &api.JoinOffer{}
 	if id.identity != nil { // read before the lock: a metadata service may be slow
 		doc, sig, err := id.identity(ctx)
 		if err != nil {
@@ -329,7 +328,7 @@ func (id *Identity) Renew(ctx context.Context, _ *cellv1.RenewRequest) (*cellv1.
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
 	}
-	if resp.Csr, err = api.NewCSR(key, id.cellID); err != nil {
+	if resp.CSR, err = api.NewCSR(key, id.cellID); err != nil {
 		return nil, status.Errorf(codes.Internal, "renewing: %v", err)
 	}
 	id.pending = key
@@ -341,31 +340,31 @@ func (id *Identity) Renew(ctx context.Context, _ *cellv1.RenewRequest) (*cellv1.
 // the last Renew (by the cluster CA, for this cell), saves it, makes the
 // new key the agent's and serves both from the next handshake on.
 // Idempotent: the certificate served already is taken again.
-func (id *Identity) CompleteRenew(ctx context.Context, req *cellv1.CompleteRenewRequest) (*cellv1.CompleteRenewResponse, error) {
+func (id *Identity) CompleteRenew(ctx context.Context, certPEM []byte) error {
 	id.mu.Lock()
 	defer id.mu.Unlock()
-	if cur := id.joined.Load(); cur != nil && samePEMLeaf(req.GetCertificate(), cur) {
-		return &cellv1.CompleteRenewResponse{}, nil
+	if cur := id.joined.Load(); cur != nil && samePEMLeaf(certPEM, cur) {
+		return nil
 	}
 	if id.pending == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "cell %s has no renewal under way: ask Renew first", id.cellID)
+		return status.Errorf(codes.FailedPrecondition, "cell %s has no renewal under way: ask Renew first", id.cellID)
 	}
-	cert, err := api.VerifyCellCertificate(req.GetCertificate(), id.caPEM, id.cellID, id.pending, id.now())
+	cert, err := api.VerifyCellCertificate(certPEM, id.caPEM, id.cellID, id.pending, id.now())
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "refusing the certificate: %v", err)
+		return status.Errorf(codes.InvalidArgument, "refusing the certificate: %v", err)
 	}
 	// The certificate first: an agent stopped between the two finds it
 	// is for the new key and finishes (finishRenewal).
-	if err := writeFile(filepath.Join(id.dir, CertFile), req.GetCertificate()); err != nil {
-		return nil, status.Errorf(codes.Internal, "saving the certificate: %v", err)
+	if err := writeFile(filepath.Join(id.dir, CertFile), certPEM); err != nil {
+		return status.Errorf(codes.Internal, "saving the certificate: %v", err)
 	}
 	if err := os.Rename(filepath.Join(id.dir, NextKeyFile), filepath.Join(id.dir, KeyFile)); err != nil {
-		return nil, status.Errorf(codes.Internal, "saving the key: %v", err)
+		return status.Errorf(codes.Internal, "saving the key: %v", err)
 	}
 	id.key, id.pending = id.pending, nil
 	id.joined.Store(cert)
 	id.log.InfoContext(ctx, "renewed: serving the new certificate the host signed", "not_after", cert.Leaf.NotAfter)
-	return &cellv1.CompleteRenewResponse{}, nil
+	return nil
 }
 
 // samePEMLeaf reports whether certPEM's first certificate is cert's leaf.

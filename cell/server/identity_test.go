@@ -19,13 +19,14 @@ import (
 
 	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/apitest"
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
-type applyOnly struct{ cellv1.UnimplementedCellServer }
+// applyOnly is a Cell that answers ApplyPod with the request's generation;
+// the tests call nothing else (the nil api.Cell would panic).
+type applyOnly struct{ api.Cell }
 
-func (applyOnly) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
-	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+func (applyOnly) ApplyPod(_ context.Context, req *api.PodRequest) (int64, error) {
+	return req.Generation, nil
 }
 
 // serveIdentity serves an agent of cell c-1 that keeps its identity in
@@ -92,18 +93,18 @@ func TestUnjoinedAgentAnswersOnlyJoin(t *testing.T) {
 	cc := joinClient(t, ca, addr)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err := cellv1.NewCellClient(cc).ApplyPod(ctx, &cellv1.ApplyPodRequest{Generation: 1})
+	_, err := api.NewClient(cc).ApplyPod(ctx, &api.PodRequest{Generation: 1})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "has not joined") {
 		t.Errorf("ApplyPod before the join = %v, want FailedPrecondition: not joined", err)
 	}
-	resp, err := cellv1.NewJoinClient(cc).Join(ctx, &cellv1.JoinRequest{})
+	offer, err := api.NewJoinClient(cc).Join(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetToken() != "the-token" || string(resp.GetIdentityDocument()) != `{"instanceId":"i-1"}` || string(resp.GetIdentitySignature()) != "sig" {
-		t.Errorf("Join = %v, want the bootstrap's token and the instance identity", resp)
+	if offer.Token != "the-token" || string(offer.IdentityDocument) != `{"instanceId":"i-1"}` || string(offer.IdentitySignature) != "sig" {
+		t.Errorf("Join = %+v, want the bootstrap's token and the instance identity", offer)
 	}
-	csr, err := x509.ParseCertificateRequest(resp.GetCsr())
+	csr, err := x509.ParseCertificateRequest(offer.CSR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestUnjoinedAgentAnswersOnlyJoin(t *testing.T) {
 	// A client without the host's certificate (another CA's) gets nothing,
 	// Join included.
 	other := apitest.NewCA(t)
-	_, err = cellv1.NewJoinClient(joinClient(t, other, addr)).Join(ctx, &cellv1.JoinRequest{})
+	_, err = api.NewJoinClient(joinClient(t, other, addr)).Join(ctx)
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("Join with another CA's host certificate = %v, want the handshake refused (Unavailable)", err)
 	}
@@ -141,7 +142,7 @@ func TestJoinedAgentServesItsCertificate(t *testing.T) {
 	apitest.CheckApplyPod(t, addr, strict, "")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if _, err := cellv1.NewJoinClient(joinClient(t, ca, addr)).Join(ctx, &cellv1.JoinRequest{}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := api.NewJoinClient(joinClient(t, ca, addr)).Join(ctx); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Join once joined = %v, want FailedPrecondition", err)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, CertFile)); err != nil || fi.Mode() != 0o600 {
@@ -176,9 +177,9 @@ func TestJoinWithoutAnIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := id.Join(t.Context(), &cellv1.JoinRequest{})
-	if err != nil || resp.GetToken() != "t" || len(resp.GetIdentityDocument()) != 0 {
-		t.Errorf("Join = %v, %v; want the token and no identity", resp, err)
+	offer, err := id.Join(t.Context())
+	if err != nil || offer.Token != "t" || len(offer.IdentityDocument) != 0 {
+		t.Errorf("Join = %+v, %v; want the token and no identity", offer, err)
 	}
 }
 
@@ -205,7 +206,7 @@ func TestCompleteJoinRefusesOtherCertificates(t *testing.T) {
 		{"for client auth", ca.SignKey(t, pub, "c-1", x509.ExtKeyUsageClientAuth, "c-1"), "key usage"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := id.CompleteJoin(t.Context(), &cellv1.CompleteJoinRequest{Certificate: tt.cert})
+			err := id.CompleteJoin(t.Context(), tt.cert)
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("CompleteJoin = %v, want InvalidArgument saying %q", err, tt.want)
 			}

@@ -8,40 +8,37 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/imds"
 )
 
 // Notices are the cloud's notices about the cell's instance that are in
-// force (cellv1.InstanceNotice), one per kind; WatchStatus sends them with
+// force (api.InstanceNotice), one per kind; WatchStatus sends them with
 // every update and wakes on a change. Make one with NewNotices; a nil
 // *Notices has none.
 type Notices struct {
 	mu      sync.Mutex
-	byKind  map[string]*cellv1.InstanceNotice
+	byKind  map[string]api.InstanceNotice
 	version uint64
 	changed chan struct{} // closed and replaced at every change
 }
 
 // NewNotices returns an empty Notices.
 func NewNotices() *Notices {
-	return &Notices{byKind: map[string]*cellv1.InstanceNotice{}, changed: make(chan struct{})}
+	return &Notices{byKind: map[string]api.InstanceNotice{}, changed: make(chan struct{})}
 }
 
-// Set puts the notice of kind (cellapi.NoticeInterruption,
-// cellapi.NoticeRebalance) in force, replacing an earlier one of that
+// Set puts the notice of kind (api.NoticeInterruption,
+// api.NoticeRebalance) in force, replacing an earlier one of that
 // kind; the same notice again changes nothing. It reports whether the
 // notice is new.
 func (n *Notices) Set(kind, action string, at time.Time) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if old := n.byKind[kind]; old != nil && old.GetAction() == action && old.GetTime().AsTime().Equal(at) {
+	if old, ok := n.byKind[kind]; ok && old.Action == action && old.Time.Equal(at) {
 		return false
 	}
-	n.byKind[kind] = &cellv1.InstanceNotice{Kind: kind, Action: action, Time: timestamppb.New(at)}
+	n.byKind[kind] = api.InstanceNotice{Kind: kind, Action: action, Time: at}
 	n.changedLocked()
 	return true
 }
@@ -66,17 +63,17 @@ func (n *Notices) changedLocked() {
 // snapshot returns the notices in force (by kind), their version, and a
 // channel closed at the next change (nil, which never fires, for a nil
 // *Notices).
-func (n *Notices) snapshot() ([]*cellv1.InstanceNotice, uint64, <-chan struct{}) {
+func (n *Notices) snapshot() ([]api.InstanceNotice, uint64, <-chan struct{}) {
 	if n == nil {
 		return nil, 0, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]*cellv1.InstanceNotice, 0, len(n.byKind))
+	out := make([]api.InstanceNotice, 0, len(n.byKind))
 	for _, v := range n.byKind {
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b *cellv1.InstanceNotice) int { return strings.Compare(a.GetKind(), b.GetKind()) })
+	slices.SortFunc(out, func(a, b api.InstanceNotice) int { return strings.Compare(a.Kind, b.Kind) })
 	return out, n.version, n.changed
 }
 
@@ -141,8 +138,8 @@ func readNotices(ctx context.Context, src MetadataSource, n *Notices, log *slog.
 		return err
 	}
 	if action == nil {
-		n.Clear(cellapi.NoticeInterruption)
-	} else if n.Set(cellapi.NoticeInterruption, action.Action, action.Time) {
+		n.Clear(api.NoticeInterruption)
+	} else if n.Set(api.NoticeInterruption, action.Action, action.Time) {
 		log.WarnContext(ctx, "spot interruption notice", "action", action.Action, "time", action.Time)
 	}
 	rebalance, err := src.RebalanceRecommendation(ctx)
@@ -150,8 +147,8 @@ func readNotices(ctx context.Context, src MetadataSource, n *Notices, log *slog.
 		return err
 	}
 	if rebalance == nil {
-		n.Clear(cellapi.NoticeRebalance)
-	} else if n.Set(cellapi.NoticeRebalance, "", rebalance.NoticeTime) {
+		n.Clear(api.NoticeRebalance)
+	} else if n.Set(api.NoticeRebalance, "", rebalance.NoticeTime) {
 		log.WarnContext(ctx, "rebalance recommendation", "time", rebalance.NoticeTime)
 	}
 	return nil

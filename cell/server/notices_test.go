@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/imds"
 )
 
@@ -55,10 +54,10 @@ type noticeView struct {
 	Time         time.Time
 }
 
-func view(ns []*cellv1.InstanceNotice) []noticeView {
+func view(ns []api.InstanceNotice) []noticeView {
 	var out []noticeView
 	for _, n := range ns {
-		out = append(out, noticeView{n.GetKind(), n.GetAction(), n.GetTime().AsTime()})
+		out = append(out, noticeView{n.Kind, n.Action, n.Time})
 	}
 	return out
 }
@@ -71,7 +70,7 @@ func waitNotices(t *testing.T, w *watchStream, want []noticeView) {
 	for {
 		select {
 		case u := <-w.got:
-			last = view(u.GetNotices())
+			last = view(u.Notices)
 			if cmp.Diff(want, last) == "" {
 				return
 			}
@@ -90,22 +89,22 @@ func TestWatchStatusCarriesNotices(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go WatchInstanceMetadata(ctx, src, 10*time.Millisecond, notices, slog.New(slog.DiscardHandler))
-	w := newWatchStream(ctx)
-	go func() { _ = s.WatchStatus(&cellv1.WatchStatusRequest{}, w) }()
+	w := newWatchStream()
+	go func() { _ = s.WatchStatus(ctx, w.Send) }()
 
 	at := time.Date(2026, 11, 24, 20, 2, 0, 0, time.UTC)
 	src.set(func(f *fakeMetadata) { f.action = &imds.InstanceAction{Action: "terminate", Time: at} })
-	waitNotices(t, w, []noticeView{{cellapi.NoticeInterruption, "terminate", at}})
+	waitNotices(t, w, []noticeView{{api.NoticeInterruption, "terminate", at}})
 
 	src.set(func(f *fakeMetadata) { f.rebalance = &imds.Rebalance{NoticeTime: at.Add(-time.Minute)} })
-	waitNotices(t, w, []noticeView{{cellapi.NoticeInterruption, "terminate", at}, {cellapi.NoticeRebalance, "", at.Add(-time.Minute)}})
+	waitNotices(t, w, []noticeView{{api.NoticeInterruption, "terminate", at}, {api.NoticeRebalance, "", at.Add(-time.Minute)}})
 
 	// A new subscription gets the notices in force in its first update.
-	w2 := newWatchStream(ctx)
-	go func() { _ = s.WatchStatus(&cellv1.WatchStatusRequest{}, w2) }()
+	w2 := newWatchStream()
+	go func() { _ = s.WatchStatus(ctx, w2.Send) }()
 	select {
 	case u := <-w2.got:
-		if diff := cmp.Diff([]noticeView{{cellapi.NoticeInterruption, "terminate", at}, {cellapi.NoticeRebalance, "", at.Add(-time.Minute)}}, view(u.GetNotices())); diff != "" {
+		if diff := cmp.Diff([]noticeView{{api.NoticeInterruption, "terminate", at}, {api.NoticeRebalance, "", at.Add(-time.Minute)}}, view(u.Notices)); diff != "" {
 			t.Errorf("first update of a new subscription (-want +got):\n%s", diff)
 		}
 	case <-time.After(10 * time.Second):

@@ -19,7 +19,6 @@ import (
 
 	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/apitest"
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 // hostClient is the host's connection to the joined agent c-1 at addr,
@@ -48,7 +47,7 @@ func hostClient(t *testing.T, ca *apitest.CA, addr string) *grpc.ClientConn {
 func servedKey(t *testing.T, cc *grpc.ClientConn) any {
 	t.Helper()
 	var p peer.Peer
-	if _, err := cellv1.NewCellClient(cc).ApplyPod(t.Context(), &cellv1.ApplyPodRequest{Generation: 1}, grpc.Peer(&p)); err != nil {
+	if _, err := api.NewClient(cc).ApplyPod(t.Context(), &api.PodRequest{Generation: 1}, grpc.Peer(&p)); err != nil {
 		t.Fatal(err)
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
@@ -72,15 +71,15 @@ func TestRenewSwapsTheKeyAndCertificate(t *testing.T) {
 	open := hostClient(t, ca, addr)
 	oldKey := servedKey(t, open)
 
-	jc := cellv1.NewJoinClient(open)
-	resp, err := jc.Renew(t.Context(), &cellv1.RenewRequest{})
+	jc := api.NewJoinClient(open)
+	offer, err := jc.Renew(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(resp.GetIdentityDocument()) != "doc" || string(resp.GetIdentitySignature()) != "sig" {
-		t.Errorf("Renew = %v, want the instance identity", resp)
+	if string(offer.IdentityDocument) != "doc" || string(offer.IdentitySignature) != "sig" {
+		t.Errorf("Renew = %+v, want the instance identity", offer)
 	}
-	csr, err := x509.ParseCertificateRequest(resp.GetCsr())
+	csr, err := x509.ParseCertificateRequest(offer.CSR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +91,7 @@ func TestRenewSwapsTheKeyAndCertificate(t *testing.T) {
 	}
 	certPEM := ca.SignKey(t, csr.PublicKey, "c-1", x509.ExtKeyUsageServerAuth, "c-1")
 	for range 2 { // idempotent
-		if _, err := jc.CompleteRenew(t.Context(), &cellv1.CompleteRenewRequest{Certificate: certPEM}); err != nil {
+		if err := jc.CompleteRenew(t.Context(), certPEM); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +112,7 @@ func TestRenewSwapsTheKeyAndCertificate(t *testing.T) {
 	if cert, _ := again.Certificate(); !again.Joined() || !api.SamePublicKey(cert.Leaf.PublicKey, csr.PublicKey) {
 		t.Error("an agent started again does not serve the renewed certificate")
 	}
-	if _, err := id.CompleteRenew(t.Context(), &cellv1.CompleteRenewRequest{Certificate: ca.SignKey(t, oldKey, "c-1", x509.ExtKeyUsageServerAuth, "c-1")}); status.Code(err) != codes.FailedPrecondition {
+	if err := id.CompleteRenew(t.Context(), ca.SignKey(t, oldKey, "c-1", x509.ExtKeyUsageServerAuth, "c-1")); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("CompleteRenew with no renewal under way = %v, want FailedPrecondition", err)
 	}
 }
@@ -129,19 +128,19 @@ func TestRenewChecksTheCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := id.Renew(t.Context(), &cellv1.RenewRequest{}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := id.Renew(t.Context()); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Renew before the join = %v, want FailedPrecondition", err)
 	}
 	self, _ := id.Certificate()
-	if _, err := id.CompleteJoin(t.Context(), &cellv1.CompleteJoinRequest{Certificate: ca.SignKey(t, self.Leaf.PublicKey, "c-1", x509.ExtKeyUsageServerAuth, "c-1")}); err != nil {
+	if err := id.CompleteJoin(t.Context(), ca.SignKey(t, self.Leaf.PublicKey, "c-1", x509.ExtKeyUsageServerAuth, "c-1")); err != nil {
 		t.Fatal(err)
 	}
 	joined, _ := id.Certificate()
-	resp, err := id.Renew(t.Context(), &cellv1.RenewRequest{})
+	offer, err := id.Renew(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	csr, err := x509.ParseCertificateRequest(resp.GetCsr())
+	csr, err := x509.ParseCertificateRequest(offer.CSR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +150,7 @@ func TestRenewChecksTheCertificate(t *testing.T) {
 		"another CA's":    other.SignKey(t, csr.PublicKey, "c-1", x509.ExtKeyUsageServerAuth, "c-1"),
 		"for client auth": ca.SignKey(t, csr.PublicKey, "c-1", x509.ExtKeyUsageClientAuth, "c-1"),
 	} {
-		if _, err := id.CompleteRenew(t.Context(), &cellv1.CompleteRenewRequest{Certificate: cert}); status.Code(err) != codes.InvalidArgument {
+		if err := id.CompleteRenew(t.Context(), cert); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("CompleteRenew with %s certificate = %v, want InvalidArgument", name, err)
 		}
 	}

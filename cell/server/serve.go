@@ -11,8 +11,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
-	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 )
 
 // Serve serves srv and id's Join service on lis over mutual TLS
@@ -20,18 +19,18 @@ import (
 // streams still open after a few seconds (follows and watches never end on
 // their own). Until id has joined, every call but Join's fails
 // FailedPrecondition.
-func Serve(ctx context.Context, lis net.Listener, id *Identity, srv cellv1.CellServer) error {
+func Serve(ctx context.Context, lis net.Listener, id *Identity, srv api.Cell) error {
 	tlsConfig, err := id.TLSConfig()
 	if err != nil {
 		return fmt.Errorf("serving cell API: %w", err)
 	}
 	opts := append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cellapi.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: api.KeepaliveMinTime, PermitWithoutStream: true}),
 	}, id.interceptors()...)
 	gs := grpc.NewServer(opts...)
-	cellv1.RegisterCellServer(gs, srv)
-	cellv1.RegisterJoinServer(gs, id)
+	api.RegisterCell(gs, srv)
+	api.RegisterJoin(gs, id)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()
 	select {

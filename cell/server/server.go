@@ -12,13 +12,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
-	"github.com/kipcell/kip/cell/clusterip"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/logs"
+	"github.com/kipcell/kip/cell/clusterip"
 	"github.com/kipcell/kip/cell/pod"
 	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
@@ -45,9 +44,8 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
-// Server implements cellv1.CellServer over a pod.Manager.
+// Server implements api.Cell over a pod.Manager.
 type Server struct {
-	cellv1.UnimplementedCellServer
 	cfg Config
 	log *slog.Logger
 
@@ -55,7 +53,7 @@ type Server struct {
 	last    map[string]runtime.Metrics // previous sample per container ID
 }
 
-var _ cellv1.CellServer = (*Server)(nil)
+var _ api.Cell = (*Server)(nil)
 
 // New returns a Server.
 func New(cfg Config) *Server {
@@ -65,58 +63,61 @@ func New(cfg Config) *Server {
 	return &Server{cfg: cfg, log: cfg.Logger, last: map[string]runtime.Metrics{}}
 }
 
-// ApplyPod implements cellv1.CellServer.
-func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+// ApplyPod implements api.Cell.
+func (s *Server) ApplyPod(ctx context.Context, req *api.PodRequest) (int64, error) {
+	if req == nil {
+		req = &api.PodRequest{}
+	}
 	var p corev1.Pod
-	if err := json.Unmarshal(req.GetPodJson(), &p); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "decoding pod: %v", err)
+	if err := json.Unmarshal(req.PodJSON, &p); err != nil {
+		return 0, status.Errorf(codes.InvalidArgument, "decoding pod: %v", err)
 	}
-	d := pod.Desired{Generation: req.GetGeneration(), Pod: &p, PodAddress: req.GetPodAddress(), SeccompDefault: req.GetSeccompDefault()}
-	if r := req.GetContainerLogRotation(); r != nil {
-		d.LogRotation = logs.Rotation{MaxSize: r.GetMaxSizeBytes(), MaxFiles: int(r.GetMaxFiles())}
+	d := pod.Desired{Generation: req.Generation, Pod: &p, PodAddress: req.PodAddress, SeccompDefault: req.SeccompDefault}
+	if r := req.LogRotation; r != nil {
+		d.LogRotation = logs.Rotation{MaxSize: r.MaxSizeBytes, MaxFiles: int(r.MaxFiles)}
 	}
-	if len(req.GetEnv()) > 0 {
+	if len(req.Env) > 0 {
 		d.Env = map[string][]pod.EnvVar{}
-		for name, list := range req.GetEnv() {
+		for name, list := range req.Env {
 			vars := []pod.EnvVar{}
-			for _, v := range list.GetVars() {
-				vars = append(vars, pod.EnvVar{Name: v.GetName(), Value: v.GetValue()})
+			for _, v := range list {
+				vars = append(vars, pod.EnvVar{Name: v.Name, Value: v.Value})
 			}
 			d.Env[name] = vars
 		}
 	}
-	if len(req.GetVolumes()) > 0 {
+	if len(req.Volumes) > 0 {
 		d.Volumes = map[string]pod.VolumeFiles{}
-		for name, vf := range req.GetVolumes() {
-			d.Volumes[name] = pod.VolumeFiles{Files: vf.GetFiles(), Modes: vf.GetModes()}
+		for name, vf := range req.Volumes {
+			d.Volumes[name] = pod.VolumeFiles{Files: vf.Files, Modes: vf.Modes}
 		}
 	}
-	if dns := req.GetClusterDns(); dns != nil {
-		d.DNS = pod.ClusterDNS{Servers: dns.GetServers(), Domain: dns.GetDomain()}
+	if dns := req.ClusterDNS; dns != nil {
+		d.DNS = pod.ClusterDNS{Servers: dns.Servers, Domain: dns.Domain}
 	}
-	for _, c := range req.GetRegistryCredentials() {
+	for _, c := range req.RegistryCredentials {
 		d.Credentials = append(d.Credentials, runtime.Credential{
-			Server: c.GetServer(), Username: c.GetUsername(), Password: c.GetPassword(), IdentityToken: c.GetIdentityToken(),
+			Server: c.Server, Username: c.Username, Password: c.Password, IdentityToken: c.IdentityToken,
 		})
 	}
 	gen, err := s.cfg.Pod.Apply(ctx, d)
 	switch {
 	case errors.Is(err, pod.ErrDeleted), errors.Is(err, pod.ErrAnotherPod):
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return 0, status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, pod.ErrNoPodNetwork):
 		// Not supported here: the host sends the pod again without
-		// (cellv1.ApplyPodRequest.pod_address).
-		return nil, status.Error(codes.Unimplemented, err.Error())
+		// (api.PodRequest.PodAddress).
+		return 0, status.Error(codes.Unimplemented, err.Error())
 	case err != nil:
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return 0, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if gen == req.GetGeneration() {
+	if gen == req.Generation {
 		s.log.InfoContext(ctx, "applied pod", "pod", p.Namespace+"/"+p.Name, "generation", gen)
 	}
-	return &cellv1.ApplyPodResponse{Generation: gen}, nil
+	return gen, nil
 }
 
-// WatchStatus implements cellv1.CellServer: the current status first, then
+// WatchStatus implements api.Cell: the current status first, then
 // every change; changes that come faster than the host reads are
 // coalesced into the latest. Each update carries the pod events not yet
 // sent (see pod.Manager.Events): events wake the stream too, and those a
@@ -124,8 +125,7 @@ func (s *Server) ApplyPod(ctx context.Context, req *cellv1.ApplyPodRequest) (*ce
 // Each also carries the instance's notices in force (Config.Notices),
 // whose changes wake it as well; its seq counts both; and the UID of the
 // pod the agent runs, empty until its first ApplyPod (a standby cell).
-func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_WatchStatusServer) error {
-	ctx := stream.Context()
+func (s *Server) WatchStatus(ctx context.Context, send func(*api.StatusUpdate) error) error {
 	var sent uint64
 	for {
 		data, gen, podSeq, changed := s.cfg.Pod.Status()
@@ -133,9 +133,9 @@ func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_Wa
 		seq := podSeq + noticesSeq
 		events := s.cfg.Pod.Events()
 		if seq != sent {
-			u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: gen, Seq: seq, Events: podEvents(events), Notices: notices,
-				PodUid: s.cfg.Pod.PodUID()}
-			if err := stream.Send(u); err != nil {
+			u := &api.StatusUpdate{StatusJSON: data, Generation: gen, Seq: seq, Events: podEvents(events), Notices: notices,
+				PodUID: s.cfg.Pod.PodUID()}
+			if err := send(u); err != nil {
 				return err
 			}
 			if len(events) > 0 {
@@ -152,13 +152,13 @@ func (s *Server) WatchStatus(_ *cellv1.WatchStatusRequest, stream cellv1.Cell_Wa
 	}
 }
 
-// Logs implements cellv1.CellServer.
-func (s *Server) Logs(req *cellv1.LogsRequest, stream cellv1.Cell_LogsServer) error {
-	name := req.GetContainer()
+// Logs implements api.Cell.
+func (s *Server) Logs(ctx context.Context, req api.LogsOptions, w io.Writer) error {
+	name := req.Container
 	if name == "" {
 		name = s.cfg.Pod.DefaultContainer()
 	}
-	path, err := s.cfg.Pod.LogPath(name, req.GetPrevious())
+	path, err := s.cfg.Pod.LogPath(name, req.Previous)
 	if err != nil {
 		if errors.Is(err, pod.ErrNoContainer) {
 			return status.Error(codes.NotFound, err.Error())
@@ -166,16 +166,15 @@ func (s *Server) Logs(req *cellv1.LogsRequest, stream cellv1.Cell_LogsServer) er
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 	opts := logs.Options{
-		Follow: req.GetFollow(), TailLines: req.GetTailLines(), Timestamps: req.GetTimestamps(), LimitBytes: req.GetLimitBytes(),
+		Follow: req.Follow, TailLines: req.TailLines, Timestamps: req.Timestamps, LimitBytes: req.LimitBytes,
 	}
-	if ss := req.GetSinceSeconds(); ss > 0 {
+	if ss := req.SinceSeconds; ss > 0 {
 		opts.Since = time.Now().Add(-time.Duration(ss) * time.Second)
 	}
-	if st := req.GetSinceTime(); st != nil {
-		opts.Since = st.AsTime()
+	if !req.SinceTime.IsZero() {
+		opts.Since = req.SinceTime
 	}
-	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&cellv1.LogChunk{Data: b}) }}
-	if err := s.cfg.Logs.Read(stream.Context(), path, opts, w); err != nil {
+	if err := s.cfg.Logs.Read(ctx, path, opts, w); err != nil {
 		if errors.Is(err, logs.ErrNotFound) {
 			return status.Error(codes.NotFound, err.Error())
 		}
@@ -184,75 +183,46 @@ func (s *Server) Logs(req *cellv1.LogsRequest, stream cellv1.Cell_LogsServer) er
 	return nil
 }
 
-type chunkWriter struct{ send func([]byte) error }
-
-func (w *chunkWriter) Write(p []byte) (int, error) {
-	return inChunks(p, w.send)
-}
-
-// MaxChunk is the most output (of logs, exec, attach, port-forwards) the
-// agent puts in one message: the host takes messages of a few MiB at most
-// (host/cellclient.MaxAgentMessage).
-const MaxChunk = 64 << 10
-
-// inChunks sends a copy of p in pieces of at most MaxChunk.
-func inChunks(p []byte, send func([]byte) error) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		c := p[:min(len(p), MaxChunk)]
-		if err := send(append([]byte(nil), c...)); err != nil {
-			return n, err
-		}
-		n, p = n+len(c), p[len(c):]
-	}
-	return n, nil
-}
-
-// DeletePod implements cellv1.CellServer. Deletion goes on if the call's
-// context ends first; a repeated call waits for the same deletion.
-func (s *Server) DeletePod(ctx context.Context, req *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
-	var grace *time.Duration
-	if g := req.GetGracePeriodSeconds(); g >= 0 {
-		d := time.Duration(g) * time.Second
-		grace = &d
+// DeletePod implements api.Cell: each container stops within grace, or
+// within the pod's own terminationGracePeriodSeconds when grace is
+// negative. Deletion goes on if the call's context ends first; a repeated
+// call waits for the same deletion.
+func (s *Server) DeletePod(ctx context.Context, grace time.Duration) error {
+	var g *time.Duration
+	if grace >= 0 {
+		g = &grace
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.cfg.Pod.Delete(context.WithoutCancel(ctx), grace) }()
+	go func() { done <- s.cfg.Pod.Delete(context.WithoutCancel(ctx), g) }()
 	select {
 	case err := <-done:
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return status.Error(codes.Internal, err.Error())
 		}
-		return &cellv1.DeletePodResponse{}, nil
+		return nil
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return status.FromContextError(ctx.Err()).Err()
 	}
 }
 
-// PortForward implements cellv1.CellServer: it connects to 127.0.0.1:port
-// in the pod's network namespace and copies both ways.
-func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
-	// Headers at once commit the call: the host's gRPC does not retry a
-	// stream the agent has seen (host/cellclient's retryOnce).
-	if err := stream.SendHeader(metadata.MD{}); err != nil {
-		return err
-	}
+// PortForward implements api.Cell: it connects to 127.0.0.1:port in the
+// pod's network namespace and copies both ways.
+func (s *Server) PortForward(ctx context.Context, stream api.PortForwardStream) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
-	port := first.GetPort()
+	port := first.Port
 	if port <= 0 || port > 65535 {
 		return status.Errorf(codes.InvalidArgument, "port %d out of range", port)
 	}
-	ctx := stream.Context()
 	conn, err := podnet.DialContext(ctx, &net.Dialer{}, s.cfg.Pod.NetNS(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "connecting to port %d: %v", port, err)
 	}
 	defer conn.Close()
-	if len(first.GetData()) > 0 {
-		if _, err := conn.Write(first.GetData()); err != nil {
+	if len(first.Data) > 0 {
+		if _, err := conn.Write(first.Data); err != nil {
 			return status.Errorf(codes.Unavailable, "writing to port %d: %v", port, err)
 		}
 	}
@@ -264,13 +234,13 @@ func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
 				errc <- nil
 				return
 			}
-			if len(f.GetData()) > 0 {
-				if _, err := conn.Write(f.GetData()); err != nil {
+			if len(f.Data) > 0 {
+				if _, err := conn.Write(f.Data); err != nil {
 					errc <- err
 					return
 				}
 			}
-			if f.GetClose() {
+			if f.Close {
 				if tc, ok := conn.(interface{ CloseWrite() error }); ok {
 					_ = tc.CloseWrite()
 				}
@@ -282,13 +252,13 @@ func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
 		for {
 			n, err := conn.Read(buf)
 			if n > 0 {
-				if serr := stream.Send(&cellv1.PortForwardFrame{Port: port, Data: append([]byte(nil), buf[:n]...)}); serr != nil {
+				if serr := stream.Send(&api.PortForwardFrame{Port: port, Data: append([]byte(nil), buf[:n]...)}); serr != nil {
 					errc <- serr
 					return
 				}
 			}
 			if err != nil {
-				errc <- stream.Send(&cellv1.PortForwardFrame{Port: port, Close: true})
+				errc <- stream.Send(&api.PortForwardFrame{Port: port, Close: true})
 				return
 			}
 		}
@@ -301,22 +271,17 @@ func (s *Server) PortForward(stream cellv1.Cell_PortForwardServer) error {
 	}
 }
 
-// Exec implements cellv1.CellServer.
-func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
-	// Headers at once commit the call: the host's gRPC does not retry a
-	// stream the agent has seen (host/cellclient's retryOnce).
-	if err := stream.SendHeader(metadata.MD{}); err != nil {
-		return err
-	}
+// Exec implements api.Cell.
+func (s *Server) Exec(ctx context.Context, stream api.ExecStream) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
-	start := first.GetStart()
-	if start == nil || len(start.GetCommand()) == 0 {
+	start := first.Start
+	if start == nil || len(start.Command) == 0 {
 		return status.Error(codes.InvalidArgument, "the first message must carry start with a command")
 	}
-	name := start.GetContainer()
+	name := start.Container
 	if name == "" {
 		name = s.cfg.Pod.DefaultContainer()
 	}
@@ -327,18 +292,17 @@ func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
 		}
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
-	ctx := stream.Context()
 	out := &execSender{stream: stream}
-	spec := runtime.ExecSpec{Args: start.GetCommand(), TTY: start.GetTty()}
-	if start.GetStdout() || start.GetTty() {
+	spec := runtime.ExecSpec{Args: start.Command, TTY: start.TTY}
+	if start.Stdout || start.TTY {
 		spec.Stdout = out.writer(false)
 	}
-	if start.GetStderr() && !start.GetTty() {
+	if start.Stderr && !start.TTY {
 		spec.Stderr = out.writer(true)
 	}
 	var stdinW *io.PipeWriter
 	var stdinEOF chan struct{}
-	if start.GetStdin() {
+	if start.Stdin {
 		r, w := io.Pipe()
 		stdinW, stdinEOF = w, make(chan struct{})
 		spec.Stdin = &eofReader{r: r, eof: stdinEOF}
@@ -348,9 +312,9 @@ func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
 		return status.Error(codes.Internal, err.Error())
 	}
 	log := s.log.With("container", name)
-	log.InfoContext(ctx, "exec started", "command", start.GetCommand(), "tty", start.GetTty())
-	if r := first.GetResize(); r != nil && start.GetTty() {
-		_ = proc.Resize(ctx, r.GetWidth(), r.GetHeight())
+	log.InfoContext(ctx, "exec started", "command", start.Command, "tty", start.TTY)
+	if r := first.Resize; r != nil && start.TTY {
+		_ = proc.Resize(ctx, r.Width, r.Height)
 	}
 	go s.execInput(ctx, stream, proc, stdinW, stdinEOF, first)
 	code, err := proc.Wait(ctx)
@@ -361,11 +325,11 @@ func (s *Server) Exec(stream cellv1.Cell_ExecServer) error {
 		return status.Error(codes.Internal, err.Error())
 	}
 	log.InfoContext(ctx, "exec exited", "exit_code", code)
-	return out.send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: code}})
+	return out.send(&api.ExecOutput{Exit: &api.ExitStatus{Code: code}})
 }
 
 // execInput forwards stdin, resizes and the end of stdin to the process.
-func (s *Server) execInput(ctx context.Context, stream cellv1.Cell_ExecServer, proc runtime.Process, stdinW *io.PipeWriter, stdinEOF chan struct{}, first *cellv1.ExecInput) {
+func (s *Server) execInput(ctx context.Context, stream api.ExecStream, proc runtime.Process, stdinW *io.PipeWriter, stdinEOF chan struct{}, first *api.ExecInput) {
 	closeStdin := func() {
 		if stdinW == nil {
 			return
@@ -380,14 +344,14 @@ func (s *Server) execInput(ctx context.Context, stream cellv1.Cell_ExecServer, p
 		_ = proc.CloseStdin(ctx)
 		stdinW = nil
 	}
-	handle := func(in *cellv1.ExecInput) {
-		if len(in.GetStdin()) > 0 && stdinW != nil {
-			_, _ = stdinW.Write(in.GetStdin())
+	handle := func(in *api.ExecInput) {
+		if len(in.Stdin) > 0 && stdinW != nil {
+			_, _ = stdinW.Write(in.Stdin)
 		}
-		if r := in.GetResize(); r != nil && in != first {
-			_ = proc.Resize(ctx, r.GetWidth(), r.GetHeight())
+		if r := in.Resize; r != nil && in != first {
+			_ = proc.Resize(ctx, r.Width, r.Height)
 		}
-		if in.GetCloseStdin() {
+		if in.CloseStdin {
 			closeStdin()
 		}
 	}
@@ -422,22 +386,25 @@ func (e *eofReader) Read(p []byte) (int, error) {
 type execSender struct {
 	mu     sync.Mutex
 	stream interface {
-		Send(*cellv1.ExecOutput) error
+		Send(*api.ExecOutput) error
 	}
 }
 
-func (e *execSender) send(m *cellv1.ExecOutput) error {
+func (e *execSender) send(m *api.ExecOutput) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.stream.Send(m)
 }
 
+// writer is the process's stdout (or stderr) on the stream, in messages
+// of at most api.MaxChunk: the host takes messages of a few MiB at most
+// (host/cellclient.MaxAgentMessage).
 func (e *execSender) writer(stderr bool) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		return inChunks(p, func(b []byte) error {
-			m := &cellv1.ExecOutput{Stdout: b}
+		return api.InChunks(p, func(b []byte) error {
+			m := &api.ExecOutput{Stdout: b}
 			if stderr {
-				m = &cellv1.ExecOutput{Stderr: b}
+				m = &api.ExecOutput{Stderr: b}
 			}
 			return e.send(m)
 		})

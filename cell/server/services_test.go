@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/clusterip"
 )
 
@@ -30,14 +30,14 @@ func (p *programmer) Program(_ context.Context, s []clusterip.Service) error {
 func TestApplyServices(t *testing.T) {
 	prog := &programmer{}
 	s := New(Config{Services: clusterip.New(prog)})
-	web := &cellv1.Service{Namespace: "default", Name: "web", ClusterIps: []string{"10.0.0.10"}, AffinitySeconds: 60,
-		Ports: []*cellv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80,
-			Endpoints: []*cellv1.ServiceEndpoint{{Ip: "10.1.0.5", Port: 8080}}}}}
-	resp, err := s.ApplyServices(t.Context(), &cellv1.ApplyServicesRequest{Table: "t", Revision: 2, Services: []*cellv1.Service{web}})
+	web := api.Service{Namespace: "default", Name: "web", ClusterIPs: []string{"10.0.0.10"}, AffinitySeconds: 60,
+		Ports: []api.ServicePort{{Name: "http", Protocol: "TCP", Port: 80,
+			Endpoints: []api.ServiceEndpoint{{IP: "10.1.0.5", Port: 8080}}}}}
+	resp, err := s.ApplyServices(t.Context(), &api.ServicesUpdate{Table: "t", Revision: 2, Services: []api.Service{web}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetTable() != "t" || resp.GetRevision() != 2 {
+	if resp.Table != "t" || resp.Revision != 2 {
 		t.Errorf("answer %v, want table t revision 2", resp)
 	}
 	want := []clusterip.Service{{Namespace: "default", Name: "web", ClusterIPs: []string{"10.0.0.10"}, AffinitySeconds: 60,
@@ -49,14 +49,14 @@ func TestApplyServices(t *testing.T) {
 	tests := []struct {
 		name string
 		s    *Server
-		req  *cellv1.ApplyServicesRequest
+		req  *api.ServicesUpdate
 		fail error
 		want codes.Code
 	}{
-		{"a delta against another revision", s, &cellv1.ApplyServicesRequest{Table: "t", Revision: 4, BaseRevision: 3}, nil, codes.FailedPrecondition},
-		{"programming fails", s, &cellv1.ApplyServicesRequest{Table: "t", Revision: 3, BaseRevision: 2}, errors.New("iptables-restore: exit status 1"), codes.Internal},
+		{"a delta against another revision", s, &api.ServicesUpdate{Table: "t", Revision: 4, BaseRevision: 3}, nil, codes.FailedPrecondition},
+		{"programming fails", s, &api.ServicesUpdate{Table: "t", Revision: 3, BaseRevision: 2}, errors.New("iptables-restore: exit status 1"), codes.Internal},
 		{"a cell without a service proxy", New(Config{NoServices: "the cell agent runs with --service-proxy=none"}),
-			&cellv1.ApplyServicesRequest{Table: "t", Revision: 1}, nil, codes.Unimplemented},
+			&api.ServicesUpdate{Table: "t", Revision: 1}, nil, codes.Unimplemented},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

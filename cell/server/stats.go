@@ -12,37 +12,38 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/ephemeral"
 	"github.com/kipcell/kip/cell/podnet"
 	"github.com/kipcell/kip/cell/runtime"
 )
 
-// Stats implements cellv1.CellServer: the running containers' cgroup
-// counters (CPU as a rate since the previous call), and unless the
-// request asks for CPU and memory only, the pod's network interfaces, its
+// Stats implements api.Cell: the running containers' cgroup counters
+// (CPU as a rate since the previous call), and unless onlyCPUAndMemory,
+// the pod's network interfaces, its
 // volumes, the containers' writable layers and logs, the /etc files and
 // the cell's disk. A figure that cannot be read is left out and logged;
 // it never fails the call.
-func (s *Server) Stats(ctx context.Context, req *cellv1.StatsRequest) (*cellv1.StatsResponse, error) {
+func (s *Server) Stats(ctx context.Context, onlyCPUAndMemory bool) (*api.Stats, error) {
 	tasks, resp := s.sampleContainers(ctx)
-	if req.GetOnlyCpuAndMemory() {
+	if onlyCPUAndMemory {
 		return resp, nil
 	}
-	for _, cs := range resp.GetContainers() {
-		if lu, ok := tasks[cs.GetName()].(runtime.LayerUser); ok {
+	for i := range resp.Containers {
+		cs := &resp.Containers[i]
+		if lu, ok := tasks[cs.Name].(runtime.LayerUser); ok {
 			if u, err := lu.WritableLayerUsage(ctx); err != nil {
-				s.log.WarnContext(ctx, "reading a container's writable layer usage", "container", cs.GetName(), "error", err)
+				s.log.WarnContext(ctx, "reading a container's writable layer usage", "container", cs.Name, "error", err)
 			} else {
-				cs.Rootfs = &cellv1.FsStats{UsedBytes: u.Bytes, InodesUsed: u.Inodes, HasUsage: true}
+				cs.Rootfs = &api.FsStats{UsedBytes: u.Bytes, InodesUsed: u.Inodes, HasUsage: true}
 			}
 		}
 		if s.cfg.Logs != nil {
-			cs.Logs = s.dirStats(ctx, s.cfg.Logs.ContainerDir(cs.GetName()), false)
+			cs.Logs = s.dirStats(ctx, s.cfg.Logs.ContainerDir(cs.Name), false)
 		}
 	}
 	err := podnet.Do(s.cfg.Pod.NetNS(), func() {
@@ -57,7 +58,7 @@ func (s *Server) Stats(ctx context.Context, req *cellv1.StatsRequest) (*cellv1.S
 	}
 	dirs := s.cfg.Pod.VolumeDirs()
 	for _, name := range slices.Sorted(maps.Keys(dirs)) {
-		resp.Volumes = append(resp.Volumes, &cellv1.VolumeStats{Name: name, Fs: s.dirStats(ctx, dirs[name], true)})
+		resp.Volumes = append(resp.Volumes, api.VolumeStats{Name: name, Fs: s.dirStats(ctx, dirs[name], true)})
 	}
 	if s.cfg.DiskDir != "" {
 		if fsys, err := filesystemStats(s.cfg.DiskDir); err != nil {
@@ -76,8 +77,8 @@ func (s *Server) Stats(ctx context.Context, req *cellv1.StatsRequest) (*cellv1.S
 // and returns the tasks read, by container name. CPU nano-cores are the
 // rate since the previous sample of the same container (the same ID: a
 // restarted container starts afresh).
-func (s *Server) sampleContainers(ctx context.Context) (map[string]runtime.Task, *cellv1.StatsResponse) {
-	resp := &cellv1.StatsResponse{Time: timestamppb.Now()}
+func (s *Server) sampleContainers(ctx context.Context) (map[string]runtime.Task, *api.Stats) {
+	resp := &api.Stats{Time: time.Now()}
 	tasks := s.cfg.Pod.Tasks()
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
@@ -89,19 +90,19 @@ func (s *Server) sampleContainers(ctx context.Context) (map[string]runtime.Task,
 			s.log.WarnContext(ctx, "reading container metrics", "container", name, "error", err)
 			continue
 		}
-		cs := &cellv1.ContainerStats{
+		cs := api.ContainerStats{
 			Name:                    name,
-			StartTime:               timestamppb.New(t.StartedAt()),
-			CpuUsageCoreNanoSeconds: m.CPUUsageNanos,
+			StartTime:               t.StartedAt(),
+			CPUUsageCoreNanoSeconds: m.CPUUsageNanos,
 			MemoryWorkingSetBytes:   m.MemoryWorkingSet,
 			MemoryUsageBytes:        m.MemoryUsageBytes,
-			MemoryRssBytes:          m.MemoryRSSBytes,
+			MemoryRSSBytes:          m.MemoryRSSBytes,
 			MemoryPageFaults:        m.PageFaults,
 			MemoryMajorPageFaults:   m.MajorPageFaults,
 		}
 		if prev, ok := s.last[t.ID()]; ok && m.Time.After(prev.Time) && m.CPUUsageNanos >= prev.CPUUsageNanos {
-			cs.CpuUsageNanoCores = uint64(float64(m.CPUUsageNanos-prev.CPUUsageNanos) / m.Time.Sub(prev.Time).Seconds())
-			cs.CpuRateKnown = true
+			cs.CPUUsageNanoCores = uint64(float64(m.CPUUsageNanos-prev.CPUUsageNanos) / m.Time.Sub(prev.Time).Seconds())
+			cs.CPURateKnown = true
 		}
 		s.last[t.ID()] = m
 		seen[t.ID()] = true
@@ -117,8 +118,8 @@ func (s *Server) sampleContainers(ctx context.Context) (map[string]runtime.Task,
 
 // dirStats is the usage of the tree at dir and, with filesystem, the
 // figures of the filesystem it is on; nil when neither can be read.
-func (s *Server) dirStats(ctx context.Context, dir string, filesystem bool) *cellv1.FsStats {
-	out := &cellv1.FsStats{}
+func (s *Server) dirStats(ctx context.Context, dir string, filesystem bool) *api.FsStats {
+	out := &api.FsStats{}
 	if filesystem {
 		fsys, err := filesystemStats(dir)
 		if err != nil {
@@ -137,7 +138,7 @@ func (s *Server) dirStats(ctx context.Context, dir string, filesystem bool) *cel
 	default:
 		out.UsedBytes, out.InodesUsed, out.HasUsage = u.Bytes, u.Inodes, true
 	}
-	if !out.GetHasFilesystem() && !out.GetHasUsage() {
+	if !out.HasFilesystem && !out.HasUsage {
 		return nil
 	}
 	return out
@@ -145,13 +146,13 @@ func (s *Server) dirStats(ctx context.Context, dir string, filesystem bool) *cel
 
 // filesystemStats is the capacity, free space and inodes of the
 // filesystem holding dir (statfs), as cAdvisor reports a filesystem.
-func filesystemStats(dir string) (*cellv1.FsStats, error) {
+func filesystemStats(dir string) (*api.FsStats, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return nil, fmt.Errorf("statfs %s: %w", dir, err)
 	}
 	bsize := uint64(st.Bsize) //nolint:gosec // G115: a block size is positive
-	return &cellv1.FsStats{
+	return &api.FsStats{
 		CapacityBytes:  st.Blocks * bsize,
 		AvailableBytes: st.Bavail * bsize,
 		Inodes:         st.Files,
@@ -162,7 +163,7 @@ func filesystemStats(dir string) (*cellv1.FsStats, error) {
 
 // readNetDev reads the interfaces of /proc/<...>/net/dev, loopback left
 // out: bytes and errors received and sent.
-func readNetDev(path string) ([]*cellv1.InterfaceStats, error) {
+func readNetDev(path string) ([]api.InterfaceStats, error) {
 	data, err := os.ReadFile(path) //nolint:gosec // G304: a /proc path of the agent's own
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
@@ -172,8 +173,8 @@ func readNetDev(path string) ([]*cellv1.InterfaceStats, error) {
 
 // parseNetDev parses the format of /proc/net/dev: two header lines, then
 // "name: " and eight received and eight sent counters per interface.
-func parseNetDev(data []byte) ([]*cellv1.InterfaceStats, error) {
-	var out []*cellv1.InterfaceStats
+func parseNetDev(data []byte) ([]api.InterfaceStats, error) {
+	var out []api.InterfaceStats
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for line := 0; sc.Scan(); line++ {
 		if line < 2 {
@@ -199,7 +200,7 @@ func parseNetDev(data []byte) ([]*cellv1.InterfaceStats, error) {
 		if name == "lo" {
 			continue
 		}
-		out = append(out, &cellv1.InterfaceStats{Name: name, RxBytes: n[0], RxErrors: n[2], TxBytes: n[8], TxErrors: n[10]})
+		out = append(out, api.InterfaceStats{Name: name, RxBytes: n[0], RxErrors: n[2], TxBytes: n[8], TxErrors: n[10]})
 	}
 	return out, sc.Err()
 }

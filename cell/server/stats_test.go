@@ -4,9 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	"github.com/kipcell/kip/cell/api"
 )
 
 func TestParseNetDev(t *testing.T) {
@@ -19,8 +18,8 @@ func TestParseNetDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []*cellv1.InterfaceStats{{Name: "eth0", RxBytes: 9876543, RxErrors: 3, TxBytes: 123456, TxErrors: 2}}
-	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+	want := []api.InterfaceStats{{Name: "eth0", RxBytes: 9876543, RxErrors: 3, TxBytes: 123456, TxErrors: 2}}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("parseNetDev (-want +got):\n%s", diff)
 	}
 
@@ -41,7 +40,7 @@ func TestFilesystemStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !fsys.GetHasFilesystem() || fsys.GetCapacityBytes() == 0 || fsys.GetAvailableBytes() > fsys.GetCapacityBytes() {
+	if !fsys.HasFilesystem || fsys.CapacityBytes == 0 || fsys.AvailableBytes > fsys.CapacityBytes {
 		t.Errorf("filesystemStats = %v", fsys)
 	}
 }
