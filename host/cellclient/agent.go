@@ -17,19 +17,17 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 // Agent is a connection to one cell's agent.
 type Agent struct {
 	cellID string
 	cc     *grpc.ClientConn
-	c      cellv1.CellClient
+	c      *cellapi.Client
 }
 
 // Dial connects to the agent of cellID at address (an IP or host; the port
@@ -89,7 +87,7 @@ func dial(cellID, target string, creds credentials.TransportCredentials, ka Keep
 	if err != nil {
 		return nil, fmt.Errorf("dialing agent of cell %s at %s: %w", cellID, target, err)
 	}
-	return &Agent{cellID: cellID, cc: cc, c: cellv1.NewCellClient(cc)}, nil
+	return &Agent{cellID: cellID, cc: cc, c: cellapi.NewClient(cc)}, nil
 }
 
 // retryOnce is the agent connection's service config: a call that fails
@@ -98,13 +96,13 @@ func dial(cellID, target string, creds credentials.TransportCredentials, ka Keep
 // stream only until the agent sent its headers, which the agent's
 // streaming handlers do at once, so an exec that started is never run
 // twice.
-const retryOnce = `{"methodConfig": [{"name": [{"service": "kip.cell.v1.Cell"}],
+const retryOnce = `{"methodConfig": [{"name": [{"service": "` + cellapi.CellService + `"}],
   "retryPolicy": {"maxAttempts": 2, "initialBackoff": "0.1s", "maxBackoff": "1s",
     "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
 
 // NewAgent wraps an existing connection (tests, custom transports).
 func NewAgent(cellID string, cc *grpc.ClientConn) *Agent {
-	return &Agent{cellID: cellID, cc: cc, c: cellv1.NewCellClient(cc)}
+	return &Agent{cellID: cellID, cc: cc, c: cellapi.NewClient(cc)}
 }
 
 // ResetBackoff makes the connection try the agent again at once, when
@@ -120,16 +118,16 @@ func (a *Agent) Close() error { return a.cc.Close() }
 // req). Idempotent: the agent converges to the highest generation it has
 // seen. An agent that gives no pod a network namespace of its own
 // refuses a pod address (NoPodNetwork).
-func (a *Agent) Apply(ctx context.Context, req *cellv1.ApplyPodRequest) (int64, error) {
-	resp, err := a.c.ApplyPod(ctx, req)
+func (a *Agent) Apply(ctx context.Context, req *cellapi.PodRequest) (int64, error) {
+	gen, err := a.c.ApplyPod(ctx, req)
 	if err != nil {
 		return 0, fmt.Errorf("applying pod to cell %s: %w", a.cellID, err)
 	}
-	return resp.GetGeneration(), nil
+	return gen, nil
 }
 
 // NoPodNetwork reports whether err is an agent's refusal of the pod
-// address an Apply carried (cellv1.ApplyPodRequest.pod_address): it gives
+// address an Apply carried (cellapi.PodRequest.PodAddress): it gives
 // no pod a network namespace of its own (a light cell's agent) and took
 // nothing. The pod runs at the cell's address; send it again without one,
 // resolved for that address.
@@ -140,20 +138,20 @@ func NoPodNetwork(err error) bool {
 // ApplyServices sends the cell's ClusterIP services, the host's whole
 // table or a delta (see host/clusterip). The error wraps the agent's gRPC
 // status, whose code says what to do next.
-func (a *Agent) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
-	resp, err := a.c.ApplyServices(ctx, req)
+func (a *Agent) ApplyServices(ctx context.Context, u *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
+	applied, err := a.c.ApplyServices(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("applying services to cell %s: %w", a.cellID, err)
+		return cellapi.ServicesApplied{}, fmt.Errorf("applying services to cell %s: %w", a.cellID, err)
 	}
-	return resp, nil
+	return applied, nil
 }
 
 // WatchStatus calls fn with every status the agent reports, starting with
 // the current one, the pod events that came with it and the instance's
-// notices in force (cellv1.InstanceNotice), until ctx ends or the stream
+// notices in force (cellapi.InstanceNotice), until ctx ends or the stream
 // breaks; it returns the reason. The caller re-subscribes.
-func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatus, generation int64, events []*cellv1.PodEvent, notices []*cellv1.InstanceNotice)) error {
-	stream, err := a.c.WatchStatus(ctx, &cellv1.WatchStatusRequest{})
+func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatus, generation int64, events []cellapi.PodEvent, notices []cellapi.InstanceNotice)) error {
+	stream, err := a.c.WatchStatus(ctx)
 	if err != nil {
 		return fmt.Errorf("watching status of cell %s: %w", a.cellID, err)
 	}
@@ -163,10 +161,10 @@ func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatu
 			return fmt.Errorf("watching status of cell %s: %w", a.cellID, err)
 		}
 		var st corev1.PodStatus
-		if err := json.Unmarshal(u.GetStatusJson(), &st); err != nil {
+		if err := json.Unmarshal(u.StatusJSON, &st); err != nil {
 			return fmt.Errorf("decoding status from cell %s: %w", a.cellID, err)
 		}
-		fn(&st, u.GetGeneration(), u.GetEvents(), u.GetNotices())
+		fn(&st, u.Generation, u.Events, u.Notices)
 	}
 }
 
@@ -176,7 +174,7 @@ func (a *Agent) WatchStatus(ctx context.Context, fn func(status *corev1.PodStatu
 func (a *Agent) PodUID(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := a.c.WatchStatus(ctx, &cellv1.WatchStatusRequest{})
+	stream, err := a.c.WatchStatus(ctx)
 	if err != nil {
 		return "", fmt.Errorf("asking cell %s for its pod: %w", a.cellID, err)
 	}
@@ -184,44 +182,42 @@ func (a *Agent) PodUID(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("asking cell %s for its pod: %w", a.cellID, err)
 	}
-	return u.GetPodUid(), nil
+	return u.PodUID, nil
 }
 
 // Delete asks the agent to stop the pod's containers within grace.
 func (a *Agent) Delete(ctx context.Context, grace time.Duration) error {
-	if _, err := a.c.DeletePod(ctx, &cellv1.DeletePodRequest{GracePeriodSeconds: int64(grace / time.Second)}); err != nil {
+	if err := a.c.DeletePod(ctx, grace); err != nil {
 		return fmt.Errorf("deleting pod on cell %s: %w", a.cellID, err)
 	}
 	return nil
 }
 
-// Stats reads the cell's stats (cellv1.StatsRequest): with
+// Stats reads the cell's stats (cellapi.Cell's Stats): with
 // onlyCPUAndMemory, the containers' CPU and memory alone, without the disk
 // walks.
-func (a *Agent) Stats(ctx context.Context, onlyCPUAndMemory bool) (*cellv1.StatsResponse, error) {
-	resp, err := a.c.Stats(ctx, &cellv1.StatsRequest{OnlyCpuAndMemory: onlyCPUAndMemory})
+func (a *Agent) Stats(ctx context.Context, onlyCPUAndMemory bool) (*cellapi.Stats, error) {
+	st, err := a.c.Stats(ctx, onlyCPUAndMemory)
 	if err != nil {
 		return nil, fmt.Errorf("reading stats of cell %s: %w", a.cellID, err)
 	}
-	return resp, nil
+	return st, nil
 }
 
 // Logs streams a container's log as the kubelet API serves it.
 func (a *Agent) Logs(ctx context.Context, container string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
-	req := &cellv1.LogsRequest{
+	req := cellapi.LogsOptions{
 		Container:    container,
 		Follow:       opts.Follow,
 		Previous:     opts.Previous,
 		TailLines:    -1,
 		SinceSeconds: int64(opts.SinceSeconds),
+		SinceTime:    opts.SinceTime,
 		Timestamps:   opts.Timestamps,
 		LimitBytes:   int64(opts.LimitBytes),
 	}
 	if opts.Tail > 0 {
 		req.TailLines = int64(opts.Tail)
-	}
-	if !opts.SinceTime.IsZero() {
-		req.SinceTime = timestamppb.New(opts.SinceTime)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stream, err := a.c.Logs(ctx, req)
@@ -242,7 +238,7 @@ func (a *Agent) Logs(ctx context.Context, container string, opts api.ContainerLo
 				_ = pw.CloseWithError(fmt.Errorf("reading logs of %s on cell %s: %w", container, a.cellID, err))
 				return
 			}
-			if _, err := pw.Write(chunk.GetData()); err != nil {
+			if _, err := pw.Write(chunk); err != nil {
 				return // reader went away
 			}
 		}
@@ -265,7 +261,7 @@ func (a *Agent) Exec(ctx context.Context, container string, cmd []string, attach
 	if err != nil {
 		return fmt.Errorf("exec in %s on cell %s: %w", container, a.cellID, err)
 	}
-	return a.bridge(stream, &cellv1.ExecStart{Container: container, Command: cmd}, attach)
+	return a.bridge(stream, &cellapi.ExecStart{Container: container, Command: cmd}, attach)
 }
 
 // Attach attaches to container's main process.
@@ -274,22 +270,16 @@ func (a *Agent) Attach(ctx context.Context, container string, attach api.AttachI
 	if err != nil {
 		return fmt.Errorf("attaching to %s on cell %s: %w", container, a.cellID, err)
 	}
-	return a.bridge(stream, &cellv1.ExecStart{Container: container}, attach)
+	return a.bridge(stream, &cellapi.ExecStart{Container: container}, attach)
 }
 
-type execStream interface {
-	Send(*cellv1.ExecInput) error
-	Recv() (*cellv1.ExecOutput, error)
-	CloseSend() error
-}
-
-func (a *Agent) bridge(stream execStream, start *cellv1.ExecStart, attach api.AttachIO) error {
-	start.Tty = attach.TTY()
+func (a *Agent) bridge(stream cellapi.ExecClient, start *cellapi.ExecStart, attach api.AttachIO) error {
+	start.TTY = attach.TTY()
 	start.Stdin = attach.Stdin() != nil
 	start.Stdout = attach.Stdout() != nil
 	start.Stderr = attach.Stderr() != nil
-	if err := stream.Send(&cellv1.ExecInput{Start: start}); err != nil {
-		return fmt.Errorf("starting exec in %s on cell %s: %w", start.GetContainer(), a.cellID, err)
+	if err := stream.Send(&cellapi.ExecInput{Start: start}); err != nil {
+		return fmt.Errorf("starting exec in %s on cell %s: %w", start.Container, a.cellID, err)
 	}
 	// Input: stdin and terminal resizes go to the agent. gRPC allows one
 	// sender at a time, so one goroutine sends both.
@@ -317,18 +307,18 @@ func (a *Agent) bridge(stream execStream, start *cellv1.ExecStart, attach api.At
 		for {
 			select {
 			case data := <-stdin:
-				if stream.Send(&cellv1.ExecInput{Stdin: data}) != nil {
+				if stream.Send(&cellapi.ExecInput{Stdin: data}) != nil {
 					return
 				}
 			case <-stdinDone:
-				_ = stream.Send(&cellv1.ExecInput{CloseStdin: true})
+				_ = stream.Send(&cellapi.ExecInput{CloseStdin: true})
 				stdinDone = nil
 			case size, ok := <-resize:
 				if !ok {
 					resize = nil
 					continue
 				}
-				if stream.Send(&cellv1.ExecInput{Resize: &cellv1.TerminalSize{Width: uint32(size.Width), Height: uint32(size.Height)}}) != nil {
+				if stream.Send(&cellapi.ExecInput{Resize: &cellapi.TerminalSize{Width: uint32(size.Width), Height: uint32(size.Height)}}) != nil {
 					return
 				}
 			}
@@ -340,18 +330,18 @@ func (a *Agent) bridge(stream execStream, start *cellv1.ExecStart, attach api.At
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("exec in %s on cell %s: %w", start.GetContainer(), a.cellID, err)
+			return fmt.Errorf("exec in %s on cell %s: %w", start.Container, a.cellID, err)
 		}
-		if len(out.GetStdout()) > 0 && attach.Stdout() != nil {
-			_, _ = attach.Stdout().Write(out.GetStdout())
+		if len(out.Stdout) > 0 && attach.Stdout() != nil {
+			_, _ = attach.Stdout().Write(out.Stdout)
 		}
-		if len(out.GetStderr()) > 0 && attach.Stderr() != nil {
-			_, _ = attach.Stderr().Write(out.GetStderr())
+		if len(out.Stderr) > 0 && attach.Stderr() != nil {
+			_, _ = attach.Stderr().Write(out.Stderr)
 		}
-		if ex := out.GetExit(); ex != nil {
+		if ex := out.Exit; ex != nil {
 			_ = stream.CloseSend()
-			if ex.GetCode() != 0 {
-				return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", ex.GetCode()), Code: int(ex.GetCode())}
+			if ex.Code != 0 {
+				return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", ex.Code), Code: int(ex.Code)}
 			}
 			return nil
 		}
@@ -366,7 +356,7 @@ func (a *Agent) PortForward(ctx context.Context, port int32, conn io.ReadWriteCl
 	if err != nil {
 		return fmt.Errorf("forwarding port %d of cell %s: %w", port, a.cellID, err)
 	}
-	if err := stream.Send(&cellv1.PortForwardFrame{Port: port}); err != nil {
+	if err := stream.Send(&cellapi.PortForwardFrame{Port: port}); err != nil {
 		return fmt.Errorf("forwarding port %d of cell %s: %w", port, a.cellID, err)
 	}
 	upErr := make(chan error, 1)
@@ -375,13 +365,13 @@ func (a *Agent) PortForward(ctx context.Context, port int32, conn io.ReadWriteCl
 		for {
 			n, err := conn.Read(buf)
 			if n > 0 {
-				if serr := stream.Send(&cellv1.PortForwardFrame{Data: append([]byte(nil), buf[:n]...)}); serr != nil {
+				if serr := stream.Send(&cellapi.PortForwardFrame{Data: append([]byte(nil), buf[:n]...)}); serr != nil {
 					upErr <- serr
 					return
 				}
 			}
 			if err != nil {
-				_ = stream.Send(&cellv1.PortForwardFrame{Close: true})
+				_ = stream.Send(&cellapi.PortForwardFrame{Close: true})
 				_ = stream.CloseSend()
 				upErr <- nil
 				return
@@ -397,12 +387,12 @@ func (a *Agent) PortForward(ctx context.Context, port int32, conn io.ReadWriteCl
 		if err != nil {
 			return fmt.Errorf("forwarding port %d of cell %s: %w", port, a.cellID, err)
 		}
-		if len(frame.GetData()) > 0 {
-			if _, err := conn.Write(frame.GetData()); err != nil {
+		if len(frame.Data) > 0 {
+			if _, err := conn.Write(frame.Data); err != nil {
 				return nil // client went away
 			}
 		}
-		if frame.GetClose() {
+		if frame.Close {
 			return nil
 		}
 	}

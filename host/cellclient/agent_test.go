@@ -22,46 +22,111 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
+
+// unimplementedCell answers every call of cellapi.Cell Unimplemented, as
+// an agent without the call would; a fake embeds it and implements the
+// calls its test makes.
+type unimplementedCell struct{}
+
+func unimplemented(call string) error {
+	return status.Errorf(codes.Unimplemented, "%s is not implemented by this fake agent", call)
+}
+
+func (unimplementedCell) ApplyPod(context.Context, *cellapi.PodRequest) (int64, error) {
+	return 0, unimplemented("ApplyPod")
+}
+
+func (unimplementedCell) WatchStatus(context.Context, func(*cellapi.StatusUpdate) error) error {
+	return unimplemented("WatchStatus")
+}
+
+func (unimplementedCell) Logs(context.Context, cellapi.LogsOptions, io.Writer) error {
+	return unimplemented("Logs")
+}
+
+func (unimplementedCell) Exec(context.Context, cellapi.ExecStream) error {
+	return unimplemented("Exec")
+}
+
+func (unimplementedCell) Attach(context.Context, cellapi.ExecStream) error {
+	return unimplemented("Attach")
+}
+
+func (unimplementedCell) PortForward(context.Context, cellapi.PortForwardStream) error {
+	return unimplemented("PortForward")
+}
+
+func (unimplementedCell) Stats(context.Context, bool) (*cellapi.Stats, error) {
+	return nil, unimplemented("Stats")
+}
+
+func (unimplementedCell) DeletePod(context.Context, time.Duration) error {
+	return unimplemented("DeletePod")
+}
+
+func (unimplementedCell) ApplyServices(context.Context, *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
+	return cellapi.ServicesApplied{}, unimplemented("ApplyServices")
+}
+
+// unimplementedJoin answers every call of cellapi.JoinService
+// Unimplemented, as an agent older than the call would.
+type unimplementedJoin struct{}
+
+func (unimplementedJoin) Join(context.Context) (*cellapi.JoinOffer, error) {
+	return nil, unimplemented("Join")
+}
+
+func (unimplementedJoin) CompleteJoin(context.Context, []byte) error {
+	return unimplemented("CompleteJoin")
+}
+
+func (unimplementedJoin) Renew(context.Context) (*cellapi.JoinOffer, error) {
+	return nil, unimplemented("Renew")
+}
+
+func (unimplementedJoin) CompleteRenew(context.Context, []byte) error {
+	return unimplemented("CompleteRenew")
+}
 
 // fakeAgent is an in-process cell agent with scripted answers.
 type fakeAgent struct {
-	cellv1.UnimplementedCellServer
+	unimplementedCell
 	mu       sync.Mutex
 	applied  []int64
-	deleted  []int64
+	deleted  []time.Duration
 	logLines []string
 }
 
-func (f *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+func (f *fakeAgent) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.applied = append(f.applied, req.GetGeneration())
-	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+	f.applied = append(f.applied, req.Generation)
+	return req.Generation, nil
 }
 
-func (f *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
+func (f *fakeAgent) WatchStatus(_ context.Context, send func(*cellapi.StatusUpdate) error) error {
 	for i, phase := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning} {
 		data, _ := json.Marshal(corev1.PodStatus{Phase: phase, PodIP: "10.0.0.9"})
-		u := &cellv1.PodStatusUpdate{StatusJson: data, Generation: 4, Seq: uint64(i)}
+		u := &cellapi.StatusUpdate{StatusJSON: data, Generation: 4, Seq: uint64(i)}
 		if phase == corev1.PodRunning {
-			u.Events = []*cellv1.PodEvent{{Type: "Normal", Reason: "Started", Message: "Started container main", Container: "main"}}
+			u.Events = []cellapi.PodEvent{{Type: "Normal", Reason: "Started", Message: "Started container main", Container: "main"}}
 		}
-		if err := s.Send(u); err != nil {
+		if err := send(u); err != nil {
 			return err
 		}
 	}
 	return errors.New("agent restarting")
 }
 
-func (f *fakeAgent) Logs(req *cellv1.LogsRequest, s grpc.ServerStreamingServer[cellv1.LogChunk]) error {
+func (f *fakeAgent) Logs(_ context.Context, opts cellapi.LogsOptions, w io.Writer) error {
 	lines := f.logLines
-	if req.GetTailLines() >= 0 && int(req.GetTailLines()) < len(lines) {
-		lines = lines[len(lines)-int(req.GetTailLines()):]
+	if opts.TailLines >= 0 && int(opts.TailLines) < len(lines) {
+		lines = lines[len(lines)-int(opts.TailLines):]
 	}
 	for _, l := range lines {
-		if err := s.Send(&cellv1.LogChunk{Data: []byte(l + "\n")}); err != nil {
+		if _, err := w.Write([]byte(l + "\n")); err != nil {
 			return err
 		}
 	}
@@ -70,13 +135,16 @@ func (f *fakeAgent) Logs(req *cellv1.LogsRequest, s grpc.ServerStreamingServer[c
 
 // Exec echoes stdin to stdout in upper case, writes the command to stderr,
 // and exits with len(command) once stdin closes.
-func (f *fakeAgent) Exec(s grpc.BidiStreamingServer[cellv1.ExecInput, cellv1.ExecOutput]) error {
+func (f *fakeAgent) Exec(_ context.Context, s cellapi.ExecStream) error {
 	first, err := s.Recv()
 	if err != nil {
 		return err
 	}
-	start := first.GetStart()
-	if err := s.Send(&cellv1.ExecOutput{Stderr: []byte(strings.Join(start.GetCommand(), " "))}); err != nil {
+	start := first.Start
+	if start == nil {
+		return status.Error(codes.InvalidArgument, "no start")
+	}
+	if err := s.Send(&cellapi.ExecOutput{Stderr: []byte(strings.Join(start.Command, " "))}); err != nil {
 		return err
 	}
 	for {
@@ -84,19 +152,19 @@ func (f *fakeAgent) Exec(s grpc.BidiStreamingServer[cellv1.ExecInput, cellv1.Exe
 		if err != nil {
 			return err
 		}
-		if len(in.GetStdin()) > 0 {
-			if err := s.Send(&cellv1.ExecOutput{Stdout: bytes.ToUpper(in.GetStdin())}); err != nil {
+		if len(in.Stdin) > 0 {
+			if err := s.Send(&cellapi.ExecOutput{Stdout: bytes.ToUpper(in.Stdin)}); err != nil {
 				return err
 			}
 		}
-		if in.GetCloseStdin() {
-			return s.Send(&cellv1.ExecOutput{Exit: &cellv1.ExitStatus{Code: int32(len(start.GetCommand()))}})
+		if in.CloseStdin {
+			return s.Send(&cellapi.ExecOutput{Exit: &cellapi.ExitStatus{Code: int32(len(start.Command))}})
 		}
 	}
 }
 
 // PortForward echoes what it receives.
-func (f *fakeAgent) PortForward(s grpc.BidiStreamingServer[cellv1.PortForwardFrame, cellv1.PortForwardFrame]) error {
+func (f *fakeAgent) PortForward(_ context.Context, s cellapi.PortForwardStream) error {
 	if _, err := s.Recv(); err != nil {
 		return err
 	}
@@ -108,20 +176,20 @@ func (f *fakeAgent) PortForward(s grpc.BidiStreamingServer[cellv1.PortForwardFra
 		if err != nil {
 			return err
 		}
-		if in.GetClose() {
-			return s.Send(&cellv1.PortForwardFrame{Close: true})
+		if in.Close {
+			return s.Send(&cellapi.PortForwardFrame{Close: true})
 		}
-		if err := s.Send(&cellv1.PortForwardFrame{Data: in.GetData()}); err != nil {
+		if err := s.Send(&cellapi.PortForwardFrame{Data: in.Data}); err != nil {
 			return err
 		}
 	}
 }
 
-func (f *fakeAgent) DeletePod(_ context.Context, req *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
+func (f *fakeAgent) DeletePod(_ context.Context, grace time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.deleted = append(f.deleted, req.GetGracePeriodSeconds())
-	return &cellv1.DeletePodResponse{}, nil
+	f.deleted = append(f.deleted, grace)
+	return nil
 }
 
 func startFake(t *testing.T) (*fakeAgent, *Agent) {
@@ -129,7 +197,7 @@ func startFake(t *testing.T) (*fakeAgent, *Agent) {
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
 	fa := &fakeAgent{logLines: []string{"one", "two", "three"}}
-	cellv1.RegisterCellServer(srv, fa)
+	cellapi.RegisterCell(srv, fa)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	cc, err := grpc.NewClient("passthrough:///bufnet",
@@ -164,12 +232,12 @@ func TestAgentCalls(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 
-	if gen, err := a.Apply(ctx, &cellv1.ApplyPodRequest{Generation: 3}); err != nil || gen != 3 {
+	if gen, err := a.Apply(ctx, &cellapi.PodRequest{Generation: 3}); err != nil || gen != 3 {
 		t.Fatalf("Apply = %d, %v; want generation 3", gen, err)
 	}
 	var phases []corev1.PodPhase
-	var events []*cellv1.PodEvent
-	err := a.WatchStatus(ctx, func(st *corev1.PodStatus, gen int64, evs []*cellv1.PodEvent, _ []*cellv1.InstanceNotice) {
+	var events []cellapi.PodEvent
+	err := a.WatchStatus(ctx, func(st *corev1.PodStatus, gen int64, evs []cellapi.PodEvent, _ []cellapi.InstanceNotice) {
 		events = append(events, evs...)
 		if gen != 4 || st.PodIP != "10.0.0.9" {
 			t.Errorf("status gen %d IP %q", gen, st.PodIP)
@@ -182,7 +250,7 @@ func TestAgentCalls(t *testing.T) {
 	if len(phases) != 2 || phases[1] != corev1.PodRunning {
 		t.Errorf("phases = %v", phases)
 	}
-	if len(events) != 1 || events[0].GetReason() != "Started" || events[0].GetContainer() != "main" {
+	if len(events) != 1 || events[0].Reason != "Started" || events[0].Container != "main" {
 		t.Errorf("events = %v, want the agent's Started event", events)
 	}
 
@@ -201,7 +269,7 @@ func TestAgentCalls(t *testing.T) {
 	}
 	fa.mu.Lock()
 	defer fa.mu.Unlock()
-	if len(fa.applied) != 1 || fa.applied[0] != 3 || len(fa.deleted) != 1 || fa.deleted[0] != 30 {
+	if len(fa.applied) != 1 || fa.applied[0] != 3 || len(fa.deleted) != 1 || fa.deleted[0] != 30*time.Second {
 		t.Errorf("agent saw applied %v deleted %v", fa.applied, fa.deleted)
 	}
 }
@@ -262,14 +330,16 @@ func TestNoPodNetwork(t *testing.T) {
 	}
 }
 
-// loudAgent answers Logs with one chunk of its size.
+// loudAgent answers Stats with one message of about its size: a
+// container named with size bytes. (Its logs could not be one: the
+// agent's side of cell/api sends them in chunks of cellapi.MaxChunk.)
 type loudAgent struct {
-	cellv1.UnimplementedCellServer
+	unimplementedCell
 	size int
 }
 
-func (l *loudAgent) Logs(_ *cellv1.LogsRequest, s grpc.ServerStreamingServer[cellv1.LogChunk]) error {
-	return s.Send(&cellv1.LogChunk{Data: bytes.Repeat([]byte("x"), l.size)})
+func (l *loudAgent) Stats(context.Context, bool) (*cellapi.Stats, error) {
+	return &cellapi.Stats{Containers: []cellapi.ContainerStats{{Name: strings.Repeat("x", l.size)}}}, nil
 }
 
 // TestAgentMessagesAreCapped: kip takes from an agent, connected as Dial
@@ -282,7 +352,7 @@ func TestAgentMessagesAreCapped(t *testing.T) {
 		size    int
 		refused bool
 	}{
-		{"a chunk", 64 << 10, false},
+		{"a chunk", cellapi.MaxChunk, false},
 		{"past the cap", MaxAgentMessage + 1, true},
 	}
 	for _, tt := range tests {
@@ -292,7 +362,7 @@ func TestAgentMessagesAreCapped(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv := grpc.NewServer(grpc.MaxSendMsgSize(2 * MaxAgentMessage))
-			cellv1.RegisterCellServer(srv, &loudAgent{size: tt.size})
+			cellapi.RegisterCell(srv, &loudAgent{size: tt.size})
 			go func() { _ = srv.Serve(lis) }()
 			t.Cleanup(srv.Stop)
 			a, err := dial("c-1", lis.Addr().String(), insecure.NewCredentials(), DefaultKeepalive)
@@ -300,20 +370,19 @@ func TestAgentMessagesAreCapped(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = a.Close() })
-			rc, err := a.Logs(t.Context(), "main", api.ContainerLogOpts{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := io.ReadAll(rc)
-			_ = rc.Close()
+			st, err := a.Stats(t.Context(), false)
 			if tt.refused {
 				if status.Code(err) != codes.ResourceExhausted {
-					t.Errorf("a message of %d bytes: read %d bytes, %v; want ResourceExhausted", tt.size, len(data), err)
+					t.Errorf("a message of %d bytes: %v; want ResourceExhausted", tt.size, err)
 				}
 				return
 			}
-			if err != nil || len(data) != tt.size {
-				t.Errorf("a message of %d bytes: read %d bytes, %v", tt.size, len(data), err)
+			got := 0
+			if st != nil && len(st.Containers) == 1 {
+				got = len(st.Containers[0].Name)
+			}
+			if err != nil || got != tt.size {
+				t.Errorf("a message of %d bytes: read %d bytes, %v", tt.size, got, err)
 			}
 		})
 	}

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 // JoinSigner checks an agent's join request and returns the certificate
@@ -45,7 +44,7 @@ type Joined struct {
 // Join makes sure the agent of cellID at address (the port is
 // cellapi.Port) has joined: one that serves a certificate of the cluster
 // CA (caPEM) naming cellID has; one that does not is asked for its join
-// request (cell.proto's Join service), which sign checks, and handed the
+// request (cellapi.JoinService's Join), which sign checks, and handed the
 // certificate. tlsConfig is the host's join configuration (pki.CA's
 // JoinTLSConfig): it accepts the agent's self-signed certificate, and
 // Join pins it, taking from the call the key the peer proved it holds and
@@ -64,9 +63,9 @@ func join(ctx context.Context, cellID, target string, tlsConfig *tls.Config, caP
 		return Joined{}, fmt.Errorf("dialing agent of cell %s at %s to join it: %w", cellID, target, err)
 	}
 	defer cc.Close()
-	c := cellv1.NewJoinClient(cc)
+	c := cellapi.NewJoinClient(cc)
 	var p peer.Peer
-	resp, err := c.Join(ctx, &cellv1.JoinRequest{}, grpc.Peer(&p))
+	offer, err := c.Join(ctx, grpc.Peer(&p))
 	chain := peerChain(&p)
 	if len(chain) > 0 && cellapi.VerifiedAs(chain, caPEM, cellID, clock(tlsConfig)()) {
 		return Joined{Key: chain[0].PublicKey}, nil // joined before
@@ -82,14 +81,14 @@ func join(ctx context.Context, cellID, target string, tlsConfig *tls.Config, caP
 	}
 	pinned := chain[0].PublicKey
 	certPEM, err := sign(ctx, cellapi.JoinRequest{
-		Token: resp.GetToken(), CSR: resp.GetCsr(), PeerKey: pinned,
-		IdentityDocument: resp.GetIdentityDocument(), IdentitySignature: resp.GetIdentitySignature(),
+		Token: offer.Token, CSR: offer.CSR, PeerKey: pinned,
+		IdentityDocument: offer.IdentityDocument, IdentitySignature: offer.IdentitySignature,
 	})
 	if err != nil {
 		return Joined{}, fmt.Errorf("joining cell %s: %w", cellID, err)
 	}
 	var p2 peer.Peer
-	_, err = c.CompleteJoin(ctx, &cellv1.CompleteJoinRequest{Certificate: certPEM}, grpc.Peer(&p2))
+	err = c.CompleteJoin(ctx, certPEM, grpc.Peer(&p2))
 	if chain := peerChain(&p2); len(chain) == 0 || !cellapi.SamePublicKey(chain[0].PublicKey, pinned) {
 		// The connection broke and another agent answered: it does not
 		// hold the key the certificate is for, so it is useless to it.
@@ -118,7 +117,7 @@ type Renewed struct {
 // certificate lasts until it expires.
 var ErrRenewalUnsupported = errors.New("the cell's agent cannot renew its certificate")
 
-// Renew renews the agent's certificate over this connection (cell.proto's
+// Renew renews the agent's certificate over this connection (cellapi's
 // Renew): the agent makes a new key and sends a request for it, sign
 // checks it against the certificate the agent served on the connection
 // and signs it, and the agent takes the certificate. The connection and
@@ -126,7 +125,7 @@ var ErrRenewalUnsupported = errors.New("the cell's agent cannot renew its certif
 // handshake on. The error wraps ErrRenewalUnsupported for an older
 // agent and cellapi.ErrJoinRefused for a refusal.
 func (a *Agent) Renew(ctx context.Context, sign RenewSigner) (Renewed, error) {
-	return renew(ctx, a.cellID, cellv1.NewJoinClient(a.cc), sign)
+	return renew(ctx, a.cellID, cellapi.NewJoinClient(a.cc), sign)
 }
 
 // Rejoin renews the certificate of an agent that serves an expired one
@@ -145,13 +144,13 @@ func rejoin(ctx context.Context, cellID, target string, tlsConfig *tls.Config, s
 		return Renewed{}, fmt.Errorf("dialing agent of cell %s at %s to renew it: %w", cellID, target, err)
 	}
 	defer cc.Close()
-	return renew(ctx, cellID, cellv1.NewJoinClient(cc), sign)
+	return renew(ctx, cellID, cellapi.NewJoinClient(cc), sign)
 }
 
 // renew is Renew over c.
-func renew(ctx context.Context, cellID string, c cellv1.JoinClient, sign RenewSigner) (Renewed, error) {
+func renew(ctx context.Context, cellID string, c *cellapi.JoinClient, sign RenewSigner) (Renewed, error) {
 	var p peer.Peer
-	resp, err := c.Renew(ctx, &cellv1.RenewRequest{}, grpc.Peer(&p))
+	offer, err := c.Renew(ctx, grpc.Peer(&p))
 	if status.Code(err) == codes.Unimplemented {
 		return Renewed{}, fmt.Errorf("renewing cell %s: %w: %w", cellID, ErrRenewalUnsupported, err)
 	}
@@ -160,8 +159,8 @@ func renew(ctx context.Context, cellID string, c cellv1.JoinClient, sign RenewSi
 	}
 	chain := peerChain(&p)
 	certPEM, err := sign(ctx, cellapi.RenewRequest{
-		CSR: resp.GetCsr(), Peer: chain,
-		IdentityDocument: resp.GetIdentityDocument(), IdentitySignature: resp.GetIdentitySignature(),
+		CSR: offer.CSR, Peer: chain,
+		IdentityDocument: offer.IdentityDocument, IdentitySignature: offer.IdentitySignature,
 	})
 	if err != nil {
 		return Renewed{}, fmt.Errorf("renewing cell %s: %w", cellID, err)
@@ -174,7 +173,7 @@ func renew(ctx context.Context, cellID string, c cellv1.JoinClient, sign RenewSi
 	if err != nil {
 		return Renewed{}, fmt.Errorf("renewing cell %s: %w", cellID, err)
 	}
-	if _, err := c.CompleteRenew(ctx, &cellv1.CompleteRenewRequest{Certificate: certPEM}); err != nil {
+	if err := c.CompleteRenew(ctx, certPEM); err != nil {
 		return Renewed{}, fmt.Errorf("handing cell %s its renewed certificate: %w", cellID, err)
 	}
 	return Renewed{Certificate: cert}, nil

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/host/pki"
 )
 
@@ -24,7 +23,9 @@ import (
 // certificate of key (or cert, once it has one) and answers with token and
 // a request for csrKey.
 type joinAgent struct {
-	cellv1.UnimplementedJoinServer
+	// Renew and CompleteRenew are Unimplemented, as in an agent older than
+	// the renewal.
+	unimplementedJoin
 	cellID        string
 	token         string
 	key, csrKey   *ecdsa.PrivateKey
@@ -44,7 +45,7 @@ func (a *joinAgent) certificate() (*tls.Certificate, error) {
 	return &self, err
 }
 
-func (a *joinAgent) Join(context.Context, *cellv1.JoinRequest) (*cellv1.JoinResponse, error) {
+func (a *joinAgent) Join(context.Context) (*cellapi.JoinOffer, error) {
 	a.mu.Lock()
 	a.joins++
 	a.mu.Unlock()
@@ -52,15 +53,15 @@ func (a *joinAgent) Join(context.Context, *cellv1.JoinRequest) (*cellv1.JoinResp
 	if err != nil {
 		return nil, err
 	}
-	return &cellv1.JoinResponse{Token: a.token, Csr: csr}, nil
+	return &cellapi.JoinOffer{Token: a.token, CSR: csr}, nil
 }
 
-func (a *joinAgent) CompleteJoin(_ context.Context, req *cellv1.CompleteJoinRequest) (*cellv1.CompleteJoinResponse, error) {
+func (a *joinAgent) CompleteJoin(_ context.Context, certPEM []byte) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.served++
-	a.certPEM = req.GetCertificate()
-	return &cellv1.CompleteJoinResponse{}, nil
+	a.certPEM = certPEM
+	return nil
 }
 
 // serveJoin serves a on 127.0.0.1 with the agent's TLS (the host's client
@@ -76,7 +77,7 @@ func serveJoin(t *testing.T, ca *pki.CA, a *joinAgent) string {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
-	cellv1.RegisterJoinServer(srv, a)
+	cellapi.RegisterJoin(srv, a)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
@@ -235,7 +236,7 @@ func TestHandshakeFailed(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.Close()
-			_, err = a.Apply(t.Context(), &cellv1.ApplyPodRequest{})
+			_, err = a.Apply(t.Context(), &cellapi.PodRequest{})
 			if err == nil || HandshakeFailed(err) != tt.want {
 				t.Errorf("Apply = %v: HandshakeFailed %t, want %t", err, HandshakeFailed(err), tt.want)
 			}

@@ -17,28 +17,28 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // quietAgent sends one status per watch and then stays silent, as an
 // agent whose pod does not change; it counts applies.
 type quietAgent struct {
-	cellv1.UnimplementedCellServer
+	unimplementedCell
 	applies atomic.Int32
 }
 
-func (q *quietAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
+func (q *quietAgent) WatchStatus(ctx context.Context, send func(*cellapi.StatusUpdate) error) error {
 	data, _ := json.Marshal(corev1.PodStatus{Phase: corev1.PodRunning})
-	if err := s.Send(&cellv1.PodStatusUpdate{StatusJson: data, Generation: 1}); err != nil {
+	if err := send(&cellapi.StatusUpdate{StatusJSON: data, Generation: 1}); err != nil {
 		return err
 	}
-	<-s.Context().Done()
+	<-ctx.Done()
 	return nil
 }
 
-func (q *quietAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+func (q *quietAgent) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64, error) {
 	q.applies.Add(1)
-	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+	return req.Generation, nil
 }
 
 // proxy forwards TCP connections to a backend. Blackholed, it drops what
@@ -131,7 +131,7 @@ func startQuietAgent(t *testing.T) (*quietAgent, *proxy, *Agent) {
 	}
 	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: testKeepalive.Time, PermitWithoutStream: true}))
 	qa := &quietAgent{}
-	cellv1.RegisterCellServer(srv, qa)
+	cellapi.RegisterCell(srv, qa)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	p := startProxy(t, lis.Addr().String())
@@ -154,7 +154,7 @@ func TestSilentAgentIsNoticed(t *testing.T) {
 		errc, first := make(chan error, 1), make(chan struct{})
 		var once sync.Once
 		go func() {
-			errc <- a.WatchStatus(t.Context(), func(*corev1.PodStatus, int64, []*cellv1.PodEvent, []*cellv1.InstanceNotice) {
+			errc <- a.WatchStatus(t.Context(), func(*corev1.PodStatus, int64, []cellapi.PodEvent, []cellapi.InstanceNotice) {
 				once.Do(func() { close(first) })
 			})
 		}()
@@ -196,11 +196,11 @@ func TestSilentAgentIsNoticed(t *testing.T) {
 // sees it once.
 func TestStaleConnectionRetriedOnce(t *testing.T) {
 	qa, p, a := startQuietAgent(t)
-	if _, err := a.Apply(t.Context(), &cellv1.ApplyPodRequest{Generation: 1}); err != nil {
+	if _, err := a.Apply(t.Context(), &cellapi.PodRequest{Generation: 1}); err != nil {
 		t.Fatal(err)
 	}
 	p.resetNext.Store(true)
-	gen, err := a.Apply(t.Context(), &cellv1.ApplyPodRequest{Generation: 2})
+	gen, err := a.Apply(t.Context(), &cellapi.PodRequest{Generation: 2})
 	if err != nil || gen != 2 {
 		t.Fatalf("Apply on a reset connection = %d, %v; want it retried on a new one", gen, err)
 	}

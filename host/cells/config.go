@@ -8,8 +8,8 @@ import (
 	"time"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/sysctl"
 	"github.com/kipcell/kip/cell/api/logs"
+	"github.com/kipcell/kip/cell/api/sysctl"
 	"github.com/kipcell/kip/host/setting"
 )
 

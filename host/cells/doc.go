@@ -230,7 +230,7 @@
 //
 // The cloud's notice that it reclaims a spot instance comes either from
 // the plugin's events (WatchEvents: EventBridge, the instance's state
-// reason) or from the agent's status stream (cellv1.InstanceNotice: EC2's
+// reason) or from the agent's status stream (cellapi.InstanceNotice: EC2's
 // two-minute warning, which appears only in the instance's metadata);
 // both take one path (interrupt.go). The first notice records a
 // SpotInterruption event. With time left before the instance goes, the

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 // The eviction of a pod whose spot instance the cloud reclaims, as the
@@ -134,17 +133,13 @@ func evictedStatus(st *corev1.PodStatus, message string) {
 }
 
 // agentNotices takes the notices the agent read from the instance's
-// metadata (cellv1.PodStatusUpdate.Notices).
-func (c *cell) agentNotices(ctx context.Context, notices []*cellv1.InstanceNotice) {
+// metadata (cellapi.StatusUpdate.Notices).
+func (c *cell) agentNotices(ctx context.Context, notices []cellapi.InstanceNotice) {
 	for _, n := range notices {
 		reason := "from the instance's metadata"
-		if n.GetAction() != "" {
-			reason = "spot/instance-action " + n.GetAction() + " " + reason
+		if n.Action != "" {
+			reason = "spot/instance-action " + n.Action + " " + reason
 		}
-		var at time.Time
-		if n.GetTime() != nil {
-			at = n.GetTime().AsTime()
-		}
-		c.notice(ctx, notice{kind: n.GetKind(), at: at, instanceID: c.instanceID(), reason: reason})
+		c.notice(ctx, notice{kind: n.Kind, at: n.Time, instanceID: c.instanceID(), reason: reason})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"reflect"
@@ -22,8 +23,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +33,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/podrefs"
@@ -43,24 +41,69 @@ import (
 	"github.com/kipcell/kip/test/syncbuf"
 )
 
+// unimplementedCell answers every call of cellapi.Cell Unimplemented, as
+// an agent without the call would; a fake embeds it and implements the
+// calls its test makes.
+type unimplementedCell struct{}
+
+func unimplemented(call string) error {
+	return status.Errorf(codes.Unimplemented, "%s is not implemented by this fake agent", call)
+}
+
+func (unimplementedCell) ApplyPod(context.Context, *cellapi.PodRequest) (int64, error) {
+	return 0, unimplemented("ApplyPod")
+}
+
+func (unimplementedCell) WatchStatus(context.Context, func(*cellapi.StatusUpdate) error) error {
+	return unimplemented("WatchStatus")
+}
+
+func (unimplementedCell) Logs(context.Context, cellapi.LogsOptions, io.Writer) error {
+	return unimplemented("Logs")
+}
+
+func (unimplementedCell) Exec(context.Context, cellapi.ExecStream) error {
+	return unimplemented("Exec")
+}
+
+func (unimplementedCell) Attach(context.Context, cellapi.ExecStream) error {
+	return unimplemented("Attach")
+}
+
+func (unimplementedCell) PortForward(context.Context, cellapi.PortForwardStream) error {
+	return unimplemented("PortForward")
+}
+
+func (unimplementedCell) Stats(context.Context, bool) (*cellapi.Stats, error) {
+	return nil, unimplemented("Stats")
+}
+
+func (unimplementedCell) DeletePod(context.Context, time.Duration) error {
+	return unimplemented("DeletePod")
+}
+
+func (unimplementedCell) ApplyServices(context.Context, *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
+	return cellapi.ServicesApplied{}, unimplemented("ApplyServices")
+}
+
 // fakeAgent is an in-process cell agent: it reports Running once a pod is
 // applied, and whatever phase the test pushes afterwards.
 type fakeAgent struct {
-	cellv1.UnimplementedCellServer
+	unimplementedCell
 	mu      sync.Mutex
 	applied []int64
-	creds   []*cellv1.RegistryCredential   // of the last ApplyPod
-	volumes map[string]*cellv1.VolumeFiles // of the last ApplyPod taken
+	creds   []cellapi.RegistryCredential   // of the last ApplyPod
+	volumes map[string]cellapi.VolumeFiles // of the last ApplyPod taken
 	// gen is the generation the agent works towards: it ignores a lower
 	// or equal one, as a real agent does (set it to play an agent that an
 	// earlier kip process talked to).
 	gen     int64
 	deleted int
-	graces  []int64 // of the DeletePod calls
+	graces  []int64 // of the DeletePod calls, in whole seconds as sent
 	phases  chan corev1.PodPhase
 	// notices are sent, each in an update of its own with the last phase,
 	// as the agent's instance-metadata watch reports them.
-	notices chan []*cellv1.InstanceNotice
+	notices chan []cellapi.InstanceNotice
 	// calls are the agent's ApplyPod and ApplyServices calls in order:
 	// "pod 1" (generation), "services 3" (revision).
 	calls []string
@@ -72,50 +115,50 @@ type fakeAgent struct {
 	podAddress     string
 	seccompDefault bool
 	// logRotation is its node's container log rotation.
-	logRotation *cellv1.ContainerLogRotation
+	logRotation *cellapi.LogRotation
 	// first is the phase it reports first; empty: Running.
 	first corev1.PodPhase
 	// noPodNetwork plays an agent that gives no pod a namespace of its
 	// own (a light cell's): it refuses a pod address, Unimplemented.
 	noPodNetwork bool
 	// env is the environment of the last ApplyPod taken.
-	env map[string]*cellv1.EnvList
+	env map[string][]cellapi.EnvVar
 }
 
-func (a *fakeAgent) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
+func (a *fakeAgent) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.calls = append(a.calls, fmt.Sprintf("pod %d", req.GetGeneration()))
-	if a.noPodNetwork && req.GetPodAddress() != "" {
-		return nil, status.Error(codes.Unimplemented, "applying pod: this cell gives no pod a network namespace of its own")
+	a.calls = append(a.calls, fmt.Sprintf("pod %d", req.Generation))
+	if a.noPodNetwork && req.PodAddress != "" {
+		return 0, status.Error(codes.Unimplemented, "applying pod: this cell gives no pod a network namespace of its own")
 	}
-	a.applied = append(a.applied, req.GetGeneration())
-	a.env = req.GetEnv()
-	a.creds = req.GetRegistryCredentials()
-	a.podAddress = req.GetPodAddress()
-	a.seccompDefault = req.GetSeccompDefault()
-	a.logRotation = req.GetContainerLogRotation()
+	a.applied = append(a.applied, req.Generation)
+	a.env = req.Env
+	a.creds = req.RegistryCredentials
+	a.podAddress = req.PodAddress
+	a.seccompDefault = req.SeccompDefault
+	a.logRotation = req.LogRotation
 	if a.uid == "" {
 		var p corev1.Pod
-		if err := json.Unmarshal(req.GetPodJson(), &p); err == nil {
+		if err := json.Unmarshal(req.PodJSON, &p); err == nil {
 			a.uid = string(p.UID)
 		}
 	}
-	if req.GetGeneration() > a.gen {
-		a.gen = req.GetGeneration()
-		a.volumes = req.GetVolumes()
+	if req.Generation > a.gen {
+		a.gen = req.Generation
+		a.volumes = req.Volumes
 	}
-	return &cellv1.ApplyPodResponse{Generation: a.gen}, nil
+	return a.gen, nil
 }
 
-func (a *fakeAgent) ApplyServices(_ context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
+func (a *fakeAgent) ApplyServices(_ context.Context, u *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.calls = append(a.calls, fmt.Sprintf("services %d", req.GetRevision()))
-	return &cellv1.ApplyServicesResponse{Table: req.GetTable(), Revision: req.GetRevision()}, nil
+	a.calls = append(a.calls, fmt.Sprintf("services %d", u.Revision))
+	return cellapi.ServicesApplied{Table: u.Table, Revision: u.Revision}, nil
 }
 
-func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStreamingServer[cellv1.PodStatusUpdate]) error {
+func (a *fakeAgent) WatchStatus(ctx context.Context, sendUpdate func(*cellapi.StatusUpdate) error) error {
 	send := func(phase corev1.PodPhase) error {
 		st := corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: phase == corev1.PodRunning}}}
 		a.mu.Lock()
@@ -125,12 +168,12 @@ func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStrea
 			st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
 		}
 		data, _ := json.Marshal(st)
-		u := &cellv1.PodStatusUpdate{StatusJson: data, PodUid: a.uid}
+		u := &cellapi.StatusUpdate{StatusJSON: data, PodUID: a.uid}
 		a.mu.Unlock()
 		if phase == corev1.PodRunning {
-			u.Events = []*cellv1.PodEvent{{Type: "Normal", Reason: "Started", Message: "Started container main", Container: "main"}}
+			u.Events = []cellapi.PodEvent{{Type: "Normal", Reason: "Started", Message: "Started container main", Container: "main"}}
 		}
-		return s.Send(u)
+		return sendUpdate(u)
 	}
 	a.mu.Lock()
 	first := a.first
@@ -149,21 +192,21 @@ func (a *fakeAgent) WatchStatus(_ *cellv1.WatchStatusRequest, s grpc.ServerStrea
 			}
 		case n := <-a.notices:
 			data, _ := json.Marshal(corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true}}})
-			if err := s.Send(&cellv1.PodStatusUpdate{StatusJson: data, Notices: n}); err != nil {
+			if err := sendUpdate(&cellapi.StatusUpdate{StatusJSON: data, Notices: n}); err != nil {
 				return err
 			}
-		case <-s.Context().Done():
+		case <-ctx.Done():
 			return nil
 		}
 	}
 }
 
-func (a *fakeAgent) DeletePod(_ context.Context, req *cellv1.DeletePodRequest) (*cellv1.DeletePodResponse, error) {
+func (a *fakeAgent) DeletePod(_ context.Context, grace time.Duration) error {
 	a.mu.Lock()
 	a.deleted++
-	a.graces = append(a.graces, req.GetGracePeriodSeconds())
+	a.graces = append(a.graces, int64(grace/time.Second))
 	a.mu.Unlock()
-	return &cellv1.DeletePodResponse{}, nil
+	return nil
 }
 
 type fakeIdentity struct{}
@@ -252,7 +295,7 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 	if _, err := plugin.Configure(t.Context(), &pluginapi.ConfigureRequest{ClusterID: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), notices: make(chan []*cellv1.InstanceNotice, 4), gen: s.agentGen, first: s.agentPhase, noPodNetwork: s.noPodNetwork}
+	agent := &fakeAgent{phases: make(chan corev1.PodPhase, 4), notices: make(chan []cellapi.InstanceNotice, 4), gen: s.agentGen, first: s.agentPhase, noPodNetwork: s.noPodNetwork}
 	lis := serveAgent(t, agent)
 
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -297,11 +340,11 @@ func newHarnessSetup(t testing.TB, s setup) *harness {
 }
 
 // serveAgent serves agent over an in-memory listener until the test ends.
-func serveAgent(t testing.TB, agent cellv1.CellServer) *bufconn.Listener {
+func serveAgent(t testing.TB, agent cellapi.Cell) *bufconn.Listener {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
-	cellv1.RegisterCellServer(srv, agent)
+	cellapi.RegisterCell(srv, agent)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis
@@ -385,12 +428,12 @@ func TestNodeDefaultsReachTheAgent(t *testing.T) {
 		name     string
 		config   func(*Config)
 		seccomp  bool
-		rotation *cellv1.ContainerLogRotation
+		rotation *cellapi.LogRotation
 	}{
-		{name: "defaults", config: func(*Config) {}, seccomp: true, rotation: &cellv1.ContainerLogRotation{MaxSizeBytes: 10 << 20, MaxFiles: 5}},
-		{name: "seccompDefault false", config: func(c *Config) { c.SeccompDefault = false }, seccomp: false, rotation: &cellv1.ContainerLogRotation{MaxSizeBytes: 10 << 20, MaxFiles: 5}},
+		{name: "defaults", config: func(*Config) {}, seccomp: true, rotation: &cellapi.LogRotation{MaxSizeBytes: 10 << 20, MaxFiles: 5}},
+		{name: "seccompDefault false", config: func(c *Config) { c.SeccompDefault = false }, seccomp: false, rotation: &cellapi.LogRotation{MaxSizeBytes: 10 << 20, MaxFiles: 5}},
 		{name: "log rotation set", config: func(c *Config) { c.ContainerLogMaxBytes, c.ContainerLogMaxFiles = 1<<20, 3 },
-			seccomp: true, rotation: &cellv1.ContainerLogRotation{MaxSizeBytes: 1 << 20, MaxFiles: 3}},
+			seccomp: true, rotation: &cellapi.LogRotation{MaxSizeBytes: 1 << 20, MaxFiles: 3}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarnessSetup(t, setup{config: func(c *Config) { c.SeccompDefault = true; tt.config(c) }})
@@ -401,7 +444,7 @@ func TestNodeDefaultsReachTheAgent(t *testing.T) {
 			if h.agent.seccompDefault != tt.seccomp {
 				t.Errorf("the agent was sent seccomp default %v, want %v", h.agent.seccompDefault, tt.seccomp)
 			}
-			if !proto.Equal(h.agent.logRotation, tt.rotation) {
+			if !reflect.DeepEqual(h.agent.logRotation, tt.rotation) {
 				t.Errorf("the agent was sent log rotation %v, want %v", h.agent.logRotation, tt.rotation)
 			}
 		})
@@ -479,8 +522,8 @@ func TestDownwardAPIPodIP(t *testing.T) {
 			}
 			h.agent.mu.Lock()
 			defer h.agent.mu.Unlock()
-			got := h.agent.env["main"].GetVars()
-			if len(got) != 1 || got[0].GetName() != "MY_POD_IP" || got[0].GetValue() != want {
+			got := h.agent.env["main"]
+			if len(got) != 1 || got[0].Name != "MY_POD_IP" || got[0].Value != want {
 				t.Errorf("the agent took env %v, want MY_POD_IP=%s", got, want)
 			}
 			if h.agent.podAddress != wantSent {
@@ -952,7 +995,7 @@ func TestSpotInterruptionNoticeEvictsThePod(t *testing.T) {
 		}, ": instance-action terminate (EventBridge)"},
 		{"instance metadata", func(h *harness, _ string, at time.Time) error {
 			select {
-			case h.agent.notices <- []*cellv1.InstanceNotice{{Kind: cellapi.NoticeInterruption, Action: "terminate", Time: timestamppb.New(at)}}:
+			case h.agent.notices <- []cellapi.InstanceNotice{{Kind: cellapi.NoticeInterruption, Action: "terminate", Time: at}}:
 			default: // the cell ended: nobody reads them
 			}
 			return nil
@@ -1049,7 +1092,7 @@ func TestCloudRegistryCredentialsReachTheCell(t *testing.T) {
 	h.agent.mu.Lock()
 	creds := h.agent.creds
 	h.agent.mu.Unlock()
-	if len(creds) != 1 || creds[0].GetServer() != pluginfake.RegistryServer || creds[0].GetPassword() != "fake-token" {
+	if len(creds) != 1 || creds[0].Server != pluginfake.RegistryServer || creds[0].Password != "fake-token" {
 		t.Fatalf("credentials sent to the cell = %v, want the plugin's for %s only", creds, pluginfake.RegistryServer)
 	}
 	var asked []string

@@ -32,7 +32,7 @@ import (
 // pod's cell as soon as the pod ends, so it reads each container's log
 // from the agent first and keeps it under dir, one directory per pod
 // (<namespace>_<name>_<uid>/<container>.log) in the kubelet's CRI log
-// format that cell/logs reads back with kubectl's options. The directory
+// format that cell/api/logs reads back with kubectl's options. The directory
 // goes when the pod is deleted, or when the collector finds its pod gone
 // (deleted while kip was down); past maxTotal bytes the pods that ended
 // first lose theirs (prune).

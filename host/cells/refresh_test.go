@@ -105,7 +105,7 @@ func (h *harness) agentFiles() (map[string]string, int64) {
 	defer h.agent.mu.Unlock()
 	out := map[string]string{}
 	for vol, files := range h.agent.volumes {
-		for p, data := range files.GetFiles() {
+		for p, data := range files.Files {
 			out[vol+"/"+p] = string(data)
 		}
 	}

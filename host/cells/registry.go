@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -45,7 +45,7 @@ type registryCreds struct {
 // cachedCred is a registry's credentials until renewAt; nil cred means
 // the plugin said the registry is not the cloud's.
 type cachedCred struct {
-	cred    *cellv1.RegistryCredential
+	cred    *cellapi.RegistryCredential
 	renewAt time.Time
 }
 
@@ -54,13 +54,13 @@ type cachedCred struct {
 // for its own registry, when the plugin offers them. A registry the plugin
 // does not know is left alone; an error is logged and the pull then fails
 // with the registry's own message.
-func (r *registryCreds) add(ctx context.Context, pod *corev1.Pod, have []*cellv1.RegistryCredential) []*cellv1.RegistryCredential {
+func (r *registryCreds) add(ctx context.Context, pod *corev1.Pod, have []cellapi.RegistryCredential) []cellapi.RegistryCredential {
 	if !r.catalog.hasCapability(ctx, pluginapi.CapabilityRegistryAuth) {
 		return have
 	}
 	covered := map[string]bool{}
 	for _, c := range have {
-		covered[c.GetServer()] = true
+		covered[c.Server] = true
 	}
 	for _, ctr := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 		host := registryHost(ctr.Image)
@@ -75,14 +75,14 @@ func (r *registryCreds) add(ctx context.Context, pod *corev1.Pod, have []*cellv1
 			}
 			continue
 		}
-		have = append(have, cred)
+		have = append(have, *cred)
 	}
 	return have
 }
 
 // auth asks the plugin for credentials, reusing them per registry until
 // five minutes before they expire.
-func (r *registryCreds) auth(ctx context.Context, image, host string) (*cellv1.RegistryCredential, error) {
+func (r *registryCreds) auth(ctx context.Context, image, host string) (*cellapi.RegistryCredential, error) {
 	now := r.now()
 	r.mu.Lock()
 	if c, ok := r.byHost[host]; ok && now.Before(c.renewAt) {
@@ -103,7 +103,7 @@ func (r *registryCreds) auth(ctx context.Context, image, host string) (*cellv1.R
 	if err != nil {
 		return nil, err
 	}
-	cred := &cellv1.RegistryCredential{Server: cmpOr(resp.Server, host), Username: resp.Username, Password: resp.Password}
+	cred := &cellapi.RegistryCredential{Server: cmpOr(resp.Server, host), Username: resp.Username, Password: resp.Password}
 	renew := now.Add(time.Hour)
 	if !resp.ExpiresAt.IsZero() {
 		renew = resp.ExpiresAt.Add(-5 * time.Minute)

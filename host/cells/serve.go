@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/podrefs"
@@ -88,7 +87,7 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		c.mu.Lock()
 		c.stopWatch = stop
 		c.mu.Unlock()
-		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []*cellv1.PodEvent, notices []*cellv1.InstanceNotice) {
+		err := agent.WatchStatus(wctx, func(st *corev1.PodStatus, _ int64, events []cellapi.PodEvent, notices []cellapi.InstanceNotice) {
 			n = 1
 			c.agentEvents(events)
 			c.agentStatus(ctx, st, addrs)
@@ -139,9 +138,9 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 func (c *cell) applyLoop(ctx context.Context, agent *cellclient.Agent, addrs addresses, applied chan struct{}) {
 	tokens := podrefs.NewTokens(c.d.cfg.Now)
 	var (
-		sent    *cellv1.ApplyPodRequest // what the agent took last
-		sentGen int64                   // and under which generation
-		failing bool                    // the last refresh failed
+		sent    *cellapi.PodRequest // what the agent took last
+		sentGen int64               // and under which generation
+		failing bool                // the last refresh failed
 	)
 	first := true
 	for n := 1; ; n++ {
@@ -158,18 +157,18 @@ func (c *cell) applyLoop(ctx context.Context, agent *cellclient.Agent, addrs add
 		if refresh {
 			src = c.d.source.Cached() // what another pod's resolution read lately
 		}
-		var req *cellv1.ApplyPodRequest
+		var req *cellapi.PodRequest
 		var err error
 		if refresh && sent != nil {
 			// The same pod as sent: its encoding too.
-			req, err = podrefs.ResolveEncoded(ctx, src, c.d.cfg.Cluster, pod, sent.GetPodJson(), cellInfo, tokens)
+			req, err = podrefs.ResolveEncoded(ctx, src, c.d.cfg.Cluster, pod, sent.PodJSON, cellInfo, tokens)
 		} else {
 			req, err = podrefs.Resolve(ctx, src, c.d.cfg.Cluster, pod, cellInfo, tokens)
 		}
 		if err == nil {
 			req.PodAddress = addrs.pod
 			req.SeccompDefault = c.d.cfg.SeccompDefault
-			req.ContainerLogRotation = &cellv1.ContainerLogRotation{MaxSizeBytes: int64(c.d.cfg.ContainerLogMaxBytes), MaxFiles: int32(c.d.cfg.ContainerLogMaxFiles)}
+			req.LogRotation = &cellapi.LogRotation{MaxSizeBytes: int64(c.d.cfg.ContainerLogMaxBytes), MaxFiles: int32(c.d.cfg.ContainerLogMaxFiles)}
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)
 			if refresh && sameResolution(req, sent) {
 				req = sent // nothing new for the agent
@@ -261,7 +260,7 @@ var errPodChanged = errors.New("the desired pod changed")
 // before a restart: an adopted cell) ignores req; then req is sent again
 // past that generation. Either way, if the desired pod changed meanwhile,
 // req is stale: errPodChanged.
-func (c *cell) apply(ctx context.Context, agent *cellclient.Agent, req *cellv1.ApplyPodRequest, gen int64, refresh bool) (int64, error) {
+func (c *cell) apply(ctx context.Context, agent *cellclient.Agent, req *cellapi.PodRequest, gen int64, refresh bool) (int64, error) {
 	if refresh {
 		next, ok := c.advance(gen, gen)
 		if !ok {
@@ -304,14 +303,14 @@ func (c *cell) advance(from, past int64) (int64, bool) {
 // b themselves for the comparison, and puts them back: both must be the
 // caller's alone (a copy of each, every refresh of every pod, was a share
 // of kip's idle work).
-func sameResolution(a, b *cellv1.ApplyPodRequest) bool {
+func sameResolution(a, b *cellapi.PodRequest) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	aj, ag, bj, bg := a.PodJson, a.Generation, b.PodJson, b.Generation
-	a.PodJson, a.Generation, b.PodJson, b.Generation = nil, 0, nil, 0
-	defer func() { a.PodJson, a.Generation, b.PodJson, b.Generation = aj, ag, bj, bg }()
-	return proto.Equal(a, b)
+	aj, ag, bj, bg := a.PodJSON, a.Generation, b.PodJSON, b.Generation
+	a.PodJSON, a.Generation, b.PodJSON, b.Generation = nil, 0, nil, 0
+	defer func() { a.PodJSON, a.Generation, b.PodJSON, b.Generation = aj, ag, bj, bg }()
+	return a.Equal(b)
 }
 
 // refreshWait is how long until the pod is resolved again without a
@@ -346,7 +345,7 @@ func hasAPIVolumes(pod *corev1.Pod) bool {
 
 // agentEvents records the agent's events on the pod, each on its
 // container's field path as a kubelet does (kubectl describe shows them).
-func (c *cell) agentEvents(events []*cellv1.PodEvent) {
+func (c *cell) agentEvents(events []cellapi.PodEvent) {
 	if len(events) == 0 {
 		return
 	}
@@ -358,14 +357,14 @@ func (c *cell) agentEvents(events []*cellv1.PodEvent) {
 			Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
 			UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 		}
-		if e.GetContainer() != "" {
-			ref.FieldPath = containerFieldPath(pod, e.GetContainer())
+		if e.Container != "" {
+			ref.FieldPath = containerFieldPath(pod, e.Container)
 		}
 		kind := corev1.EventTypeNormal
-		if e.GetType() == corev1.EventTypeWarning {
+		if e.Type == corev1.EventTypeWarning {
 			kind = corev1.EventTypeWarning
 		}
-		c.d.recorder.Event(ref, kind, e.GetReason(), e.GetMessage())
+		c.d.recorder.Event(ref, kind, e.Reason, e.Message)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/cellclient"
 )
 
@@ -90,36 +90,36 @@ func (m *Manager) PodStats(ctx context.Context, onlyCPUAndMemory bool) ([]statsv
 // inline as the default), its volumes, and its ephemeral storage, the
 // containers' writable layers and logs, the volumes and the /etc files
 // on the cell's disk, as the kubelet's calcEphemeralStorage adds them.
-func podStats(ref statsv1alpha1.PodReference, start metav1.Time, resp *cellv1.StatsResponse) statsv1alpha1.PodStats {
-	t := metav1.NewTime(resp.GetTime().AsTime())
+func podStats(ref statsv1alpha1.PodReference, start metav1.Time, st *cellapi.Stats) statsv1alpha1.PodStats {
+	t := metav1.NewTime(st.Time)
 	ps := statsv1alpha1.PodStats{PodRef: ref, StartTime: start, Containers: []statsv1alpha1.ContainerStats{}}
-	disk := resp.GetDisk()
+	disk := st.Disk
 	var cpuNanos, cpuCores, memUsage, memWS, memRSS, faults, majorFaults uint64
 	rateKnown := true
-	for _, c := range resp.GetContainers() {
+	for _, c := range st.Containers {
 		cs := statsv1alpha1.ContainerStats{
-			Name:      c.GetName(),
-			StartTime: metav1.NewTime(c.GetStartTime().AsTime()),
-			CPU:       &statsv1alpha1.CPUStats{Time: t, UsageCoreNanoSeconds: ptr.To(c.GetCpuUsageCoreNanoSeconds())},
+			Name:      c.Name,
+			StartTime: metav1.NewTime(c.StartTime),
+			CPU:       &statsv1alpha1.CPUStats{Time: t, UsageCoreNanoSeconds: ptr.To(c.CPUUsageCoreNanoSeconds)},
 			Memory: &statsv1alpha1.MemoryStats{
-				Time: t, UsageBytes: ptr.To(c.GetMemoryUsageBytes()), WorkingSetBytes: ptr.To(c.GetMemoryWorkingSetBytes()),
-				RSSBytes: ptr.To(c.GetMemoryRssBytes()), PageFaults: ptr.To(c.GetMemoryPageFaults()), MajorPageFaults: ptr.To(c.GetMemoryMajorPageFaults()),
+				Time: t, UsageBytes: ptr.To(c.MemoryUsageBytes), WorkingSetBytes: ptr.To(c.MemoryWorkingSetBytes),
+				RSSBytes: ptr.To(c.MemoryRSSBytes), PageFaults: ptr.To(c.MemoryPageFaults), MajorPageFaults: ptr.To(c.MemoryMajorPageFaults),
 			},
-			Rootfs: usageOn(t, disk, c.GetRootfs()),
-			Logs:   usageOn(t, disk, c.GetLogs()),
+			Rootfs: usageOn(t, disk, c.Rootfs),
+			Logs:   usageOn(t, disk, c.Logs),
 		}
-		if c.GetCpuRateKnown() {
-			cs.CPU.UsageNanoCores = ptr.To(c.GetCpuUsageNanoCores())
+		if c.CPURateKnown {
+			cs.CPU.UsageNanoCores = ptr.To(c.CPUUsageNanoCores)
 		} else {
 			rateKnown = false
 		}
-		cpuNanos += c.GetCpuUsageCoreNanoSeconds()
-		cpuCores += c.GetCpuUsageNanoCores()
-		memUsage += c.GetMemoryUsageBytes()
-		memWS += c.GetMemoryWorkingSetBytes()
-		memRSS += c.GetMemoryRssBytes()
-		faults += c.GetMemoryPageFaults()
-		majorFaults += c.GetMemoryMajorPageFaults()
+		cpuNanos += c.CPUUsageCoreNanoSeconds
+		cpuCores += c.CPUUsageNanoCores
+		memUsage += c.MemoryUsageBytes
+		memWS += c.MemoryWorkingSetBytes
+		memRSS += c.MemoryRSSBytes
+		faults += c.MemoryPageFaults
+		majorFaults += c.MemoryMajorPageFaults
 		ps.Containers = append(ps.Containers, cs)
 	}
 	if len(ps.Containers) > 0 {
@@ -130,30 +130,30 @@ func podStats(ref statsv1alpha1.PodReference, start metav1.Time, resp *cellv1.St
 		ps.Memory = &statsv1alpha1.MemoryStats{Time: t, UsageBytes: ptr.To(memUsage), WorkingSetBytes: ptr.To(memWS),
 			RSSBytes: ptr.To(memRSS), PageFaults: ptr.To(faults), MajorPageFaults: ptr.To(majorFaults)}
 	}
-	if ifs := resp.GetInterfaces(); len(ifs) > 0 {
+	if ifs := st.Interfaces; len(ifs) > 0 {
 		ps.Network = &statsv1alpha1.NetworkStats{Time: t}
 		for _, i := range ifs {
 			ps.Network.Interfaces = append(ps.Network.Interfaces, statsv1alpha1.InterfaceStats{
-				Name: i.GetName(), RxBytes: ptr.To(i.GetRxBytes()), RxErrors: ptr.To(i.GetRxErrors()),
-				TxBytes: ptr.To(i.GetTxBytes()), TxErrors: ptr.To(i.GetTxErrors()),
+				Name: i.Name, RxBytes: ptr.To(i.RxBytes), RxErrors: ptr.To(i.RxErrors),
+				TxBytes: ptr.To(i.TxBytes), TxErrors: ptr.To(i.TxErrors),
 			})
 		}
 		ps.Network.InterfaceStats = ps.Network.Interfaces[0]
 	}
-	for _, v := range resp.GetVolumes() {
-		if fs := fsStats(t, v.GetFs(), v.GetFs()); fs != nil {
-			ps.VolumeStats = append(ps.VolumeStats, statsv1alpha1.VolumeStats{Name: v.GetName(), FsStats: *fs})
+	for _, v := range st.Volumes {
+		if fs := fsStats(t, v.Fs, v.Fs); fs != nil {
+			ps.VolumeStats = append(ps.VolumeStats, statsv1alpha1.VolumeStats{Name: v.Name, FsStats: *fs})
 		}
 	}
 	if disk != nil {
-		ps.EphemeralStorage = ephemeralStorage(t, disk, ps, resp.GetEtcFiles())
+		ps.EphemeralStorage = ephemeralStorage(t, disk, ps, st.EtcFiles)
 	}
 	return ps
 }
 
 // ephemeralStorage is the cell's disk with what the pod uses of it: its
 // containers' writable layers and logs, its volumes and its /etc files.
-func ephemeralStorage(t metav1.Time, disk *cellv1.FsStats, ps statsv1alpha1.PodStats, etc *cellv1.FsStats) *statsv1alpha1.FsStats {
+func ephemeralStorage(t metav1.Time, disk *cellapi.FsStats, ps statsv1alpha1.PodStats, etc *cellapi.FsStats) *statsv1alpha1.FsStats {
 	var used, inodes uint64
 	add := func(fs *statsv1alpha1.FsStats) {
 		if fs != nil && fs.UsedBytes != nil {
@@ -178,8 +178,8 @@ func ephemeralStorage(t metav1.Time, disk *cellv1.FsStats, ps statsv1alpha1.PodS
 
 // usageOn is a tree's usage on the cell's disk, nil when the usage is
 // not known.
-func usageOn(t metav1.Time, disk, usage *cellv1.FsStats) *statsv1alpha1.FsStats {
-	if !usage.GetHasUsage() {
+func usageOn(t metav1.Time, disk, usage *cellapi.FsStats) *statsv1alpha1.FsStats {
+	if usage == nil || !usage.HasUsage {
 		return nil
 	}
 	return fsStats(t, disk, usage)
@@ -187,19 +187,19 @@ func usageOn(t metav1.Time, disk, usage *cellv1.FsStats) *statsv1alpha1.FsStats 
 
 // fsStats is the kubelet's FsStats of a filesystem's figures (capacity,
 // available, inodes) and a tree's usage (used bytes and inodes); nil when
-// neither is known.
-func fsStats(t metav1.Time, filesystem, usage *cellv1.FsStats) *statsv1alpha1.FsStats {
-	hasFS, hasUsage := filesystem.GetHasFilesystem(), usage.GetHasUsage()
+// neither is known. Either may be nil: not known.
+func fsStats(t metav1.Time, filesystem, usage *cellapi.FsStats) *statsv1alpha1.FsStats {
+	hasFS, hasUsage := filesystem != nil && filesystem.HasFilesystem, usage != nil && usage.HasUsage
 	if !hasFS && !hasUsage {
 		return nil
 	}
 	out := &statsv1alpha1.FsStats{Time: t}
 	if hasFS {
-		out.CapacityBytes, out.AvailableBytes = ptr.To(filesystem.GetCapacityBytes()), ptr.To(filesystem.GetAvailableBytes())
-		out.Inodes, out.InodesFree = ptr.To(filesystem.GetInodes()), ptr.To(filesystem.GetInodesFree())
+		out.CapacityBytes, out.AvailableBytes = ptr.To(filesystem.CapacityBytes), ptr.To(filesystem.AvailableBytes)
+		out.Inodes, out.InodesFree = ptr.To(filesystem.Inodes), ptr.To(filesystem.InodesFree)
 	}
 	if hasUsage {
-		out.UsedBytes, out.InodesUsed = ptr.To(usage.GetUsedBytes()), ptr.To(usage.GetInodesUsed())
+		out.UsedBytes, out.InodesUsed = ptr.To(usage.UsedBytes), ptr.To(usage.InodesUsed)
 	}
 	return out
 }

@@ -7,55 +7,54 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // statsAgent answers Stats with resp, or, when resp is nil, only once
 // the call's context ends (a cell that does not answer).
 type statsAgent struct {
-	cellv1.UnimplementedCellServer
-	resp *cellv1.StatsResponse
-	only chan bool // the last request's only_cpu_and_memory
+	unimplementedCell
+	resp *cellapi.Stats
+	only chan bool // the last request's onlyCPUAndMemory
 }
 
-func (a *statsAgent) Stats(ctx context.Context, req *cellv1.StatsRequest) (*cellv1.StatsResponse, error) {
+func (a *statsAgent) Stats(ctx context.Context, onlyCPUAndMemory bool) (*cellapi.Stats, error) {
 	if a.resp == nil {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	a.only <- req.GetOnlyCpuAndMemory()
+	a.only <- onlyCPUAndMemory
 	return a.resp, nil
 }
 
 func TestPodStats(t *testing.T) {
 	sampled := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	started := sampled.Add(-time.Minute)
-	answering := &statsAgent{only: make(chan bool, 1), resp: &cellv1.StatsResponse{
-		Time: timestamppb.New(sampled),
-		Containers: []*cellv1.ContainerStats{
-			{Name: "app", StartTime: timestamppb.New(started), CpuUsageCoreNanoSeconds: 3e9, CpuUsageNanoCores: 5e8, CpuRateKnown: true,
-				MemoryUsageBytes: 30 << 20, MemoryWorkingSetBytes: 20 << 20, MemoryRssBytes: 10 << 20, MemoryPageFaults: 7, MemoryMajorPageFaults: 1,
-				Rootfs: &cellv1.FsStats{UsedBytes: 4096, InodesUsed: 3, HasUsage: true},
-				Logs:   &cellv1.FsStats{UsedBytes: 8192, InodesUsed: 2, HasUsage: true}},
-			{Name: "side", StartTime: timestamppb.New(started), CpuUsageCoreNanoSeconds: 1e9, CpuUsageNanoCores: 1e8, CpuRateKnown: true,
-				MemoryUsageBytes: 3 << 20, MemoryWorkingSetBytes: 2 << 20, MemoryRssBytes: 1 << 20},
+	answering := &statsAgent{only: make(chan bool, 1), resp: &cellapi.Stats{
+		Time: sampled,
+		Containers: []cellapi.ContainerStats{
+			{Name: "app", StartTime: started, CPUUsageCoreNanoSeconds: 3e9, CPUUsageNanoCores: 5e8, CPURateKnown: true,
+				MemoryUsageBytes: 30 << 20, MemoryWorkingSetBytes: 20 << 20, MemoryRSSBytes: 10 << 20, MemoryPageFaults: 7, MemoryMajorPageFaults: 1,
+				Rootfs: &cellapi.FsStats{UsedBytes: 4096, InodesUsed: 3, HasUsage: true},
+				Logs:   &cellapi.FsStats{UsedBytes: 8192, InodesUsed: 2, HasUsage: true}},
+			{Name: "side", StartTime: started, CPUUsageCoreNanoSeconds: 1e9, CPUUsageNanoCores: 1e8, CPURateKnown: true,
+				MemoryUsageBytes: 3 << 20, MemoryWorkingSetBytes: 2 << 20, MemoryRSSBytes: 1 << 20},
 		},
-		Interfaces: []*cellv1.InterfaceStats{{Name: "eth0", RxBytes: 100, RxErrors: 1, TxBytes: 200, TxErrors: 2}},
-		Volumes: []*cellv1.VolumeStats{{Name: "scratch", Fs: &cellv1.FsStats{
+		Interfaces: []cellapi.InterfaceStats{{Name: "eth0", RxBytes: 100, RxErrors: 1, TxBytes: 200, TxErrors: 2}},
+		Volumes: []cellapi.VolumeStats{{Name: "scratch", Fs: &cellapi.FsStats{
 			CapacityBytes: 1 << 30, AvailableBytes: 1 << 29, Inodes: 1000, InodesFree: 900, HasFilesystem: true,
 			UsedBytes: 1 << 20, InodesUsed: 5, HasUsage: true}}},
-		Disk:     &cellv1.FsStats{CapacityBytes: 1 << 34, AvailableBytes: 1 << 33, Inodes: 1 << 20, InodesFree: 1 << 19, HasFilesystem: true},
-		EtcFiles: &cellv1.FsStats{UsedBytes: 12288, InodesUsed: 4, HasUsage: true},
+		Disk:     &cellapi.FsStats{CapacityBytes: 1 << 34, AvailableBytes: 1 << 33, Inodes: 1 << 20, InodesFree: 1 << 19, HasFilesystem: true},
+		EtcFiles: &cellapi.FsStats{UsedBytes: 12288, InodesUsed: 4, HasUsage: true},
 	}}
 	h := newHarnessSetup(t, setup{config: func(c *Config) { c.StatsTimeout = 100 * time.Millisecond }})
 	for _, p := range []struct {
 		name  string
-		agent cellv1.CellServer // nil: the cell is not running yet
+		agent cellapi.Cell // nil: the cell is not running yet
 	}{{"web", answering}, {"stuck", &statsAgent{}}, {"booting", nil}} {
 		pod := newPod(p.name, types.UID("uid-"+p.name))
 		pod.Status.StartTime = &metav1.Time{Time: started}
@@ -117,8 +116,8 @@ func TestPodStats(t *testing.T) {
 
 	// CPU and memory only, and a first sample: no rate, in the pod as in
 	// the container.
-	answering.resp = &cellv1.StatsResponse{Time: timestamppb.New(sampled), Containers: []*cellv1.ContainerStats{
-		{Name: "app", StartTime: timestamppb.New(started), CpuUsageCoreNanoSeconds: 3e9, MemoryWorkingSetBytes: 20 << 20}}}
+	answering.resp = &cellapi.Stats{Time: sampled, Containers: []cellapi.ContainerStats{
+		{Name: "app", StartTime: started, CPUUsageCoreNanoSeconds: 3e9, MemoryWorkingSetBytes: 20 << 20}}}
 	got, err = h.m.PodStats(t.Context(), true)
 	if err != nil {
 		t.Fatal(err)
@@ -137,17 +136,17 @@ func TestPodStats(t *testing.T) {
 // conversion to the kubelet's types. The agents answer at once: a cell's
 // own time (cgroup reads, the disk walks) is not in it.
 func BenchmarkPodStats(b *testing.B) {
-	now := timestamppb.Now()
-	fs := &cellv1.FsStats{CapacityBytes: 1 << 34, AvailableBytes: 1 << 33, Inodes: 1 << 20, InodesFree: 1 << 19, HasFilesystem: true,
+	now := time.Now()
+	fs := &cellapi.FsStats{CapacityBytes: 1 << 34, AvailableBytes: 1 << 33, Inodes: 1 << 20, InodesFree: 1 << 19, HasFilesystem: true,
 		UsedBytes: 1 << 20, InodesUsed: 9, HasUsage: true}
-	ctr := func(name string) *cellv1.ContainerStats {
-		return &cellv1.ContainerStats{Name: name, StartTime: now, CpuUsageCoreNanoSeconds: 3e9, CpuUsageNanoCores: 5e8, CpuRateKnown: true,
-			MemoryUsageBytes: 30 << 20, MemoryWorkingSetBytes: 20 << 20, MemoryRssBytes: 10 << 20, Rootfs: fs, Logs: fs}
+	ctr := func(name string) cellapi.ContainerStats {
+		return cellapi.ContainerStats{Name: name, StartTime: now, CPUUsageCoreNanoSeconds: 3e9, CPUUsageNanoCores: 5e8, CPURateKnown: true,
+			MemoryUsageBytes: 30 << 20, MemoryWorkingSetBytes: 20 << 20, MemoryRSSBytes: 10 << 20, Rootfs: fs, Logs: fs}
 	}
-	agent := &statsAgent{only: make(chan bool, 1<<20), resp: &cellv1.StatsResponse{
-		Time: now, Containers: []*cellv1.ContainerStats{ctr("app"), ctr("side")},
-		Interfaces: []*cellv1.InterfaceStats{{Name: "eth0", RxBytes: 1 << 30, TxBytes: 1 << 29}},
-		Volumes:    []*cellv1.VolumeStats{{Name: "kube-api-access-x", Fs: fs}, {Name: "scratch", Fs: fs}},
+	agent := &statsAgent{only: make(chan bool, 1<<20), resp: &cellapi.Stats{
+		Time: now, Containers: []cellapi.ContainerStats{ctr("app"), ctr("side")},
+		Interfaces: []cellapi.InterfaceStats{{Name: "eth0", RxBytes: 1 << 30, TxBytes: 1 << 29}},
+		Volumes:    []cellapi.VolumeStats{{Name: "kube-api-access-x", Fs: fs}, {Name: "scratch", Fs: fs}},
 		Disk:       fs, EtcFiles: fs,
 	}}
 	for _, n := range []int{1, 10, 100} {

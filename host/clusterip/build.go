@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // defaultAffinitySeconds is sessionAffinity ClientIP's default timeout
@@ -20,7 +20,7 @@ const defaultAffinitySeconds = 10800
 // when there is nothing (headless, ExternalName, no IPv4 ClusterIP, no
 // TCP or UDP port). sctp names the ports left out because they are SCTP.
 // nodeName is the virtual node's, for internalTrafficPolicy Local.
-func entryOf(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodeName string) (entry *cellv1.Service, sctp []string) {
+func entryOf(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodeName string) (entry *cellapi.Service, sctp []string) {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil, nil
 	}
@@ -29,14 +29,14 @@ func entryOf(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, nodeName str
 		return nil, nil
 	}
 	local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
-	out := &cellv1.Service{Namespace: svc.Namespace, Name: svc.Name, ClusterIps: ips}
+	out := &cellapi.Service{Namespace: svc.Namespace, Name: svc.Name, ClusterIPs: ips}
 	for _, sp := range svc.Spec.Ports {
 		proto := cmp.Or(sp.Protocol, corev1.ProtocolTCP)
 		if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
 			sctp = append(sctp, portName(sp))
 			continue
 		}
-		out.Ports = append(out.Ports, &cellv1.ServicePort{
+		out.Ports = append(out.Ports, cellapi.ServicePort{
 			Name: sp.Name, Protocol: string(proto), Port: sp.Port,
 			Endpoints: readyEndpoints(eps, sp.Name, proto, local, nodeName),
 		})
@@ -80,7 +80,7 @@ func portName(sp corev1.ServicePort) string {
 // Service port named name, each with the port number its slice resolved,
 // sorted and without repeats (an endpoint moving between slices may show
 // in two for a moment).
-func readyEndpoints(eps []*discoveryv1.EndpointSlice, name string, proto corev1.Protocol, local bool, nodeName string) []*cellv1.ServiceEndpoint {
+func readyEndpoints(eps []*discoveryv1.EndpointSlice, name string, proto corev1.Protocol, local bool, nodeName string) []cellapi.ServiceEndpoint {
 	var all []netip.AddrPort
 	for _, slice := range eps {
 		if slice.AddressType != discoveryv1.AddressTypeIPv4 {
@@ -108,9 +108,9 @@ func readyEndpoints(eps []*discoveryv1.EndpointSlice, name string, proto corev1.
 	}
 	slices.SortFunc(all, netip.AddrPort.Compare)
 	all = slices.Compact(all)
-	out := make([]*cellv1.ServiceEndpoint, 0, len(all))
+	out := make([]cellapi.ServiceEndpoint, 0, len(all))
 	for _, ap := range all {
-		out = append(out, &cellv1.ServiceEndpoint{Ip: ap.Addr().String(), Port: int32(ap.Port())})
+		out = append(out, cellapi.ServiceEndpoint{IP: ap.Addr().String(), Port: int32(ap.Port())})
 	}
 	return out
 }

@@ -6,7 +6,7 @@
 //
 // # The table
 //
-// Each Service with something to program becomes one cellv1.Service: its
+// Each Service with something to program becomes one cellapi.Service: its
 // IPv4 ClusterIPs (ClusterIP, NodePort and LoadBalancer Services alike;
 // headless and ExternalName Services have none), and per TCP or UDP port
 // the ready endpoints of its EndpointSlices (Ready unset counts as ready,
@@ -40,6 +40,6 @@
 // informers of a SharedInformerFactory the daemon starts), so that other
 // host components that need Services share the same watch.
 //
-// It imports cell/api/cellv1 and client-go; never host/cells, whose
+// It imports cell/api and client-go; never host/cells, whose
 // cells call Sync.
 package clusterip

@@ -8,12 +8,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // Applier is the agent's ApplyServices; host/cellclient's Agent is one.
 type Applier interface {
-	ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error)
+	ApplyServices(ctx context.Context, u *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error)
 }
 
 // SyncOptions tune Sync for one cell.
@@ -62,7 +62,7 @@ func (t *Table) Sync(ctx context.Context, agent Applier, opts SyncOptions) {
 		rev, changed := t.Revision()
 		if full || acked != rev {
 			req := t.Request(acked, full)
-			resp, err := agent.ApplyServices(ctx, req)
+			applied, err := agent.ApplyServices(ctx, req)
 			if ctx.Err() != nil {
 				return
 			}
@@ -71,10 +71,10 @@ func (t *Table) Sync(ctx context.Context, agent Applier, opts SyncOptions) {
 				reached()
 			}
 			switch {
-			case err == nil && resp.GetTable() == t.id:
-				opts.Log.DebugContext(ctx, "cell programs ClusterIP services", "revision", resp.GetRevision(),
-					"base", req.GetBaseRevision(), "services", len(req.GetServices()), "removed", len(req.GetRemoved()))
-				acked, full, failures = resp.GetRevision(), false, 0
+			case err == nil && applied.Table == t.id:
+				opts.Log.DebugContext(ctx, "cell programs ClusterIP services", "revision", applied.Revision,
+					"base", req.BaseRevision, "services", len(req.Services), "removed", len(req.Removed))
+				acked, full, failures = applied.Revision, false, 0
 				if failing {
 					opts.Log.InfoContext(ctx, "cell programs ClusterIP services again", "revision", acked)
 					failing = false

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // agent is a scripted Applier: each call is recorded and answered by the
@@ -18,25 +18,25 @@ import (
 // then accepted. A call can be held until the test releases it.
 type agent struct {
 	mu    sync.Mutex
-	calls []*cellv1.ApplyServicesRequest
+	calls []*cellapi.ServicesUpdate
 	errs  []error
 	// hold, when set, blocks each call until a value is received.
 	hold chan struct{}
 	// seen gets every request as the call begins.
-	seen chan *cellv1.ApplyServicesRequest
+	seen chan *cellapi.ServicesUpdate
 }
 
 func newAgent(errs ...error) *agent {
-	return &agent{errs: errs, seen: make(chan *cellv1.ApplyServicesRequest, 100)}
+	return &agent{errs: errs, seen: make(chan *cellapi.ServicesUpdate, 100)}
 }
 
-func (a *agent) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequest) (*cellv1.ApplyServicesResponse, error) {
+func (a *agent) ApplyServices(ctx context.Context, req *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
 	a.seen <- req
 	if a.hold != nil {
 		select {
 		case <-a.hold:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return cellapi.ServicesApplied{}, ctx.Err()
 		}
 	}
 	a.mu.Lock()
@@ -46,14 +46,14 @@ func (a *agent) ApplyServices(ctx context.Context, req *cellv1.ApplyServicesRequ
 		err := a.errs[0]
 		a.errs = a.errs[1:]
 		if err != nil {
-			return nil, err
+			return cellapi.ServicesApplied{}, err
 		}
 	}
-	return &cellv1.ApplyServicesResponse{Table: req.GetTable(), Revision: req.GetRevision()}, nil
+	return cellapi.ServicesApplied{Table: req.Table, Revision: req.Revision}, nil
 }
 
 // next waits for the next call.
-func (a *agent) next(t *testing.T) *cellv1.ApplyServicesRequest {
+func (a *agent) next(t *testing.T) *cellapi.ServicesUpdate {
 	t.Helper()
 	select {
 	case req := <-a.seen:
@@ -71,12 +71,12 @@ type shape struct {
 	Removed   []string
 }
 
-func shapeOf(req *cellv1.ApplyServicesRequest) shape {
-	return shape{Rev: req.GetRevision(), Base: req.GetBaseRevision(), Services: keys(req), Removed: req.GetRemoved()}
+func shapeOf(req *cellapi.ServicesUpdate) shape {
+	return shape{Rev: req.Revision, Base: req.BaseRevision, Services: keys(req), Removed: req.Removed}
 }
 
-func svcEntry(name string, ip string) *cellv1.Service {
-	return &cellv1.Service{Namespace: "default", Name: name, ClusterIps: []string{ip}}
+func svcEntry(name string, ip string) *cellapi.Service {
+	return &cellapi.Service{Namespace: "default", Name: name, ClusterIPs: []string{ip}}
 }
 
 func opts() SyncOptions {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // ReasonSCTPNotSupported is the warning event on a Service with an SCTP
@@ -69,7 +68,7 @@ type Table struct {
 // entry is one Service's part of the table at revision rev; svc is nil
 // for a Service removed (a tombstone, kept for deltas).
 type entry struct {
-	svc *cellv1.Service
+	svc *cellapi.Service
 	rev uint64
 }
 
@@ -138,18 +137,18 @@ func (t *Table) Revision() (uint64, <-chan struct{}) {
 	return t.rev, t.changed
 }
 
-// Request is the ApplyServices request that takes a cell from revision
+// Request is the ApplyServices update that takes a cell from revision
 // have of this table to the current one: the whole table when full is
 // set, when have is zero, or when have is older than the tombstones
 // remembered; else the delta.
-func (t *Table) Request(have uint64, full bool) *cellv1.ApplyServicesRequest {
+func (t *Table) Request(have uint64, full bool) *cellapi.ServicesUpdate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	req := &cellv1.ApplyServicesRequest{Table: t.id, Revision: t.rev}
+	req := &cellapi.ServicesUpdate{Table: t.id, Revision: t.rev}
 	if full || have == 0 || have < t.floor {
 		for _, k := range slices.Sorted(maps.Keys(t.entries)) {
 			if e := t.entries[k]; e.svc != nil {
-				req.Services = append(req.Services, e.svc)
+				req.Services = append(req.Services, *e.svc)
 			}
 		}
 		return req
@@ -161,7 +160,7 @@ func (t *Table) Request(have uint64, full bool) *cellv1.ApplyServicesRequest {
 		case e.svc == nil:
 			req.Removed = append(req.Removed, k)
 		default:
-			req.Services = append(req.Services, e.svc)
+			req.Services = append(req.Services, *e.svc)
 		}
 	}
 	return req
@@ -203,7 +202,7 @@ func (t *Table) sliceChanged(obj any) {
 // changed, makes a new revision.
 func (t *Table) update(namespace, name string) {
 	key := namespace + "/" + name
-	var next *cellv1.Service
+	var next *cellapi.Service
 	svc, err := t.services.Services(namespace).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -225,11 +224,11 @@ func (t *Table) update(namespace, name string) {
 
 // set makes svc the entry of key at a new revision, unless it is what
 // the table has.
-func (t *Table) set(key string, svc *cellv1.Service) {
+func (t *Table) set(key string, svc *cellapi.Service) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old, had := t.entries[key]
-	if (svc == nil && (!had || old.svc == nil)) || (svc != nil && old.svc != nil && proto.Equal(svc, old.svc)) {
+	if (svc == nil && (!had || old.svc == nil)) || (svc != nil && old.svc != nil && svc.Equal(old.svc)) {
 		return
 	}
 	t.rev++

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/testing/protocmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // informed is a Table fed by informers over a fake clientset holding
@@ -57,9 +57,9 @@ func waitRevision(t *testing.T, tab *Table, rev uint64) uint64 {
 	}
 }
 
-func keys(req *cellv1.ApplyServicesRequest) (services []string) {
-	for _, s := range req.GetServices() {
-		services = append(services, s.GetNamespace()+"/"+s.GetName())
+func keys(req *cellapi.ServicesUpdate) (services []string) {
+	for _, s := range req.Services {
+		services = append(services, s.Namespace+"/"+s.Name)
 	}
 	return services
 }
@@ -75,8 +75,8 @@ func TestTableFollowsTheInformers(t *testing.T) {
 	if diff := cmp.Diff([]string{"default/api", "default/web"}, keys(full)); diff != "" {
 		t.Fatalf("whole table (-want +got):\n%s", diff)
 	}
-	if full.GetTable() != tab.ID() || full.GetRevision() != rev0 || full.GetBaseRevision() != 0 {
-		t.Errorf("whole table at %s/%d base %d, want %s/%d base 0", full.GetTable(), full.GetRevision(), full.GetBaseRevision(), tab.ID(), rev0)
+	if full.Table != tab.ID() || full.Revision != rev0 || full.BaseRevision != 0 {
+		t.Errorf("whole table at %s/%d base %d, want %s/%d base 0", full.Table, full.Revision, full.BaseRevision, tab.ID(), rev0)
 	}
 
 	// A second ready endpoint: a delta with web alone.
@@ -86,13 +86,13 @@ func TestTableFollowsTheInformers(t *testing.T) {
 	}
 	rev1 := waitRevision(t, tab, rev0)
 	delta := tab.Request(rev0, false)
-	want := &cellv1.ApplyServicesRequest{Table: tab.ID(), Revision: rev1, BaseRevision: rev0, Services: []*cellv1.Service{{
-		Namespace: "default", Name: "web", ClusterIps: []string{"10.0.0.10"},
-		Ports: []*cellv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80, Endpoints: []*cellv1.ServiceEndpoint{
-			{Ip: "10.1.0.5", Port: 8080}, {Ip: "10.1.0.6", Port: 8080},
+	want := &cellapi.ServicesUpdate{Table: tab.ID(), Revision: rev1, BaseRevision: rev0, Services: []cellapi.Service{{
+		Namespace: "default", Name: "web", ClusterIPs: []string{"10.0.0.10"},
+		Ports: []cellapi.ServicePort{{Name: "http", Protocol: "TCP", Port: 80, Endpoints: []cellapi.ServiceEndpoint{
+			{IP: "10.1.0.5", Port: 8080}, {IP: "10.1.0.6", Port: 8080},
 		}}},
 	}}}
-	if diff := cmp.Diff(want, delta, protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(want, delta, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("delta (-want +got):\n%s", diff)
 	}
 
@@ -111,14 +111,14 @@ func TestTableFollowsTheInformers(t *testing.T) {
 		t.Errorf("revision %d after a label change and a deletion, want %d (the label is no change)", rev2, rev1+1)
 	}
 	delta = tab.Request(rev1, false)
-	if len(delta.GetServices()) != 0 || !cmp.Equal(delta.GetRemoved(), []string{"default/api"}) {
-		t.Errorf("delta after the deletion: services %v removed %v, want only default/api removed", keys(delta), delta.GetRemoved())
+	if len(delta.Services) != 0 || !cmp.Equal(delta.Removed, []string{"default/api"}) {
+		t.Errorf("delta after the deletion: services %v removed %v, want only default/api removed", keys(delta), delta.Removed)
 	}
 	// From the start, the delta holds web and the removal, not api's
 	// intermediate states.
 	delta = tab.Request(rev0, false)
-	if !cmp.Equal(keys(delta), []string{"default/web"}) || !cmp.Equal(delta.GetRemoved(), []string{"default/api"}) {
-		t.Errorf("delta since %d: services %v removed %v", rev0, keys(delta), delta.GetRemoved())
+	if !cmp.Equal(keys(delta), []string{"default/web"}) || !cmp.Equal(delta.Removed, []string{"default/api"}) {
+		t.Errorf("delta since %d: services %v removed %v", rev0, keys(delta), delta.Removed)
 	}
 }
 
@@ -151,19 +151,19 @@ func TestTableWarnsOnceAboutSCTP(t *testing.T) {
 
 func TestTableForgetsTombstonesPastTheLimit(t *testing.T) {
 	tab := bare()
-	tab.set("default/keep", &cellv1.Service{Namespace: "default", Name: "keep"})
+	tab.set("default/keep", &cellapi.Service{Namespace: "default", Name: "keep"})
 	start, _ := tab.Revision()
 	for i := range maxTombstones + 1 {
 		key := "default/gone-" + strconv.Itoa(i)
-		tab.set(key, &cellv1.Service{Name: key})
+		tab.set(key, &cellapi.Service{Name: key})
 		tab.set(key, nil)
 	}
 	req := tab.Request(start, false)
-	if req.GetBaseRevision() != 0 || !cmp.Equal(keys(req), []string{"default/keep"}) {
-		t.Errorf("a cell from before the tombstones were forgotten got base %d services %v, want the whole table", req.GetBaseRevision(), keys(req))
+	if req.BaseRevision != 0 || !cmp.Equal(keys(req), []string{"default/keep"}) {
+		t.Errorf("a cell from before the tombstones were forgotten got base %d services %v, want the whole table", req.BaseRevision, keys(req))
 	}
 	now, _ := tab.Revision()
-	if req := tab.Request(now, false); req.GetBaseRevision() != now || len(req.GetServices())+len(req.GetRemoved()) != 0 {
+	if req := tab.Request(now, false); req.BaseRevision != now || len(req.Services)+len(req.Removed) != 0 {
 		t.Errorf("a cell at the current revision got %v", req)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -15,11 +16,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/apitest"
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 func parseCertPEM(t *testing.T, data []byte) *x509.Certificate {
@@ -195,10 +197,35 @@ func TestBootstrap(t *testing.T) {
 	}
 }
 
-type applyServer struct{ cellv1.UnimplementedCellServer }
+// applyServer is a cell agent that answers ApplyPod (with the request's
+// generation) and nothing else: enough to see a call get through the
+// mutual TLS.
+type applyServer struct{}
 
-func (applyServer) ApplyPod(_ context.Context, req *cellv1.ApplyPodRequest) (*cellv1.ApplyPodResponse, error) {
-	return &cellv1.ApplyPodResponse{Generation: req.GetGeneration()}, nil
+var errUnimplemented = status.Error(codes.Unimplemented, "not implemented by this test's agent")
+
+func (applyServer) ApplyPod(_ context.Context, req *api.PodRequest) (int64, error) {
+	return req.Generation, nil
+}
+
+func (applyServer) WatchStatus(context.Context, func(*api.StatusUpdate) error) error {
+	return errUnimplemented
+}
+
+func (applyServer) Logs(context.Context, api.LogsOptions, io.Writer) error { return errUnimplemented }
+func (applyServer) Exec(context.Context, api.ExecStream) error             { return errUnimplemented }
+func (applyServer) Attach(context.Context, api.ExecStream) error           { return errUnimplemented }
+
+func (applyServer) PortForward(context.Context, api.PortForwardStream) error {
+	return errUnimplemented
+}
+
+func (applyServer) Stats(context.Context, bool) (*api.Stats, error) { return nil, errUnimplemented }
+
+func (applyServer) DeletePod(context.Context, time.Duration) error { return errUnimplemented }
+
+func (applyServer) ApplyServices(context.Context, *api.ServicesUpdate) (api.ServicesApplied, error) {
+	return api.ServicesApplied{}, errUnimplemented
 }
 
 // serveCell runs a cell agent's gRPC server for the cell cellID, with a
@@ -223,7 +250,7 @@ func serveCell(t *testing.T, ca *CA, cellID string) string {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(serverTLS)))
-	cellv1.RegisterCellServer(srv, applyServer{})
+	api.RegisterCell(srv, applyServer{})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()

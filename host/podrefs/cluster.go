@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // ServiceLister reads the cluster's Services from a cache (host/serviceenv'
@@ -61,8 +61,8 @@ var errServicesNotSynced = errors.New("services have not yet been read at least 
 // clusterDNS is what the agent is sent: the configured servers, else the
 // ClusterIPs of kube-system/kube-dns when it has them (else none, and a
 // ClusterFirst pod falls back to Default on the cell).
-func (c Cluster) clusterDNS() (*cellv1.ClusterDNS, error) {
-	out := &cellv1.ClusterDNS{Servers: slices.Clone(c.DNS.Servers), Domain: c.DNS.Domain}
+func (c Cluster) clusterDNS() (*cellapi.ClusterDNS, error) {
+	out := &cellapi.ClusterDNS{Servers: slices.Clone(c.DNS.Servers), Domain: c.DNS.Domain}
 	if len(out.Servers) > 0 || c.Services == nil {
 		return out, nil
 	}
@@ -94,7 +94,7 @@ func clusterIPs(svc *corev1.Service) []string {
 // namespace then wins over default's. The variables come in a fixed order
 // (the kubelet's is a map's): Services by name, each's variables as
 // envvars.FromServices lists them.
-func (c Cluster) serviceEnv(namespace string, enableServiceLinks bool) ([]*cellv1.EnvVar, error) {
+func (c Cluster) serviceEnv(namespace string, enableServiceLinks bool) ([]cellapi.EnvVar, error) {
 	if c.Services == nil {
 		// A kubelet without an API server sets none.
 		return nil, nil
@@ -140,9 +140,9 @@ func serviceIPSet(svc *corev1.Service) bool {
 // (pkg/kubelet/envvars/envvars.go): per Service, <NAME>_SERVICE_HOST,
 // <NAME>_SERVICE_PORT (the first port), <NAME>_SERVICE_PORT_<PORT NAME>
 // for every named port, and the Docker link variables.
-func fromServices(services []*corev1.Service) []*cellv1.EnvVar {
-	var out []*cellv1.EnvVar
-	add := func(name, value string) { out = append(out, &cellv1.EnvVar{Name: name, Value: value}) }
+func fromServices(services []*corev1.Service) []cellapi.EnvVar {
+	var out []cellapi.EnvVar
+	add := func(name, value string) { out = append(out, cellapi.EnvVar{Name: name, Value: value}) }
 	for _, svc := range services {
 		if !serviceIPSet(svc) || len(svc.Spec.Ports) == 0 {
 			continue

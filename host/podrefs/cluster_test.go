@@ -5,12 +5,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/testing/protocmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // fakeServices lists Services from a slice, as host/serviceenv' cache would.
@@ -111,16 +110,16 @@ func TestFromServices(t *testing.T) {
 		"SCTP_1_PORT_777_SCTP_PORT", "777",
 		"SCTP_1_PORT_777_SCTP_ADDR", "1.2.3.4",
 	)
-	if diff := cmp.Diff(want, fromServices(sl), protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(want, fromServices(sl)); diff != "" {
 		t.Errorf("fromServices (-want +got):\n%s", diff)
 	}
 }
 
 // vars builds an env list from name, value pairs.
-func vars(pairs ...string) []*cellv1.EnvVar {
-	out := make([]*cellv1.EnvVar, 0, len(pairs)/2)
+func vars(pairs ...string) []cellapi.EnvVar {
+	out := make([]cellapi.EnvVar, 0, len(pairs)/2)
 	for i := 0; i+1 < len(pairs); i += 2 {
-		out = append(out, &cellv1.EnvVar{Name: pairs[i], Value: pairs[i+1]})
+		out = append(out, cellapi.EnvVar{Name: pairs[i], Value: pairs[i+1]})
 	}
 	return out
 }
@@ -252,7 +251,7 @@ func TestResolveServiceEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(vars(tt.want...), req.GetEnv()["main"].GetVars(), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(vars(tt.want...), req.Env["main"]); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
 			}
 		})
@@ -263,7 +262,7 @@ func TestResolveServiceEnv(t *testing.T) {
 func envVars(pairs []string) []corev1.EnvVar {
 	var out []corev1.EnvVar
 	for _, v := range vars(pairs...) {
-		out = append(out, corev1.EnvVar{Name: v.GetName(), Value: v.GetValue()})
+		out = append(out, corev1.EnvVar{Name: v.Name, Value: v.Value})
 	}
 	return out
 }
@@ -301,25 +300,25 @@ func TestResolveClusterDNS(t *testing.T) {
 		name     string
 		dns      DNS
 		services []*corev1.Service
-		want     *cellv1.ClusterDNS
+		want     *cellapi.ClusterDNS
 	}{
 		{
 			name:     "configured servers win over kube-dns",
 			dns:      DNS{Servers: []string{"10.0.0.53"}, Domain: "cluster.local"},
 			services: []*corev1.Service{kubeDNS("10.96.0.10")},
-			want:     &cellv1.ClusterDNS{Servers: []string{"10.0.0.53"}, Domain: "cluster.local"},
+			want:     &cellapi.ClusterDNS{Servers: []string{"10.0.0.53"}, Domain: "cluster.local"},
 		},
 		{
 			name:     "none configured: kube-dns's ClusterIP",
 			dns:      DNS{Domain: "example.org"},
 			services: []*corev1.Service{kubeDNS("10.96.0.10")},
-			want:     &cellv1.ClusterDNS{Servers: []string{"10.96.0.10"}, Domain: "example.org"},
+			want:     &cellapi.ClusterDNS{Servers: []string{"10.96.0.10"}, Domain: "example.org"},
 		},
 		{
 			name:     "dual-stack kube-dns: its ClusterIPs",
 			dns:      DNS{Domain: "cluster.local"},
 			services: []*corev1.Service{kubeDNS("10.96.0.10", "10.96.0.10", "fd00::a")},
-			want:     &cellv1.ClusterDNS{Servers: []string{"10.96.0.10", "fd00::a"}, Domain: "cluster.local"},
+			want:     &cellapi.ClusterDNS{Servers: []string{"10.96.0.10", "fd00::a"}, Domain: "cluster.local"},
 		},
 		{
 			name: "a kube-dns elsewhere or headless does not count",
@@ -328,11 +327,11 @@ func TestResolveClusterDNS(t *testing.T) {
 				buildService("kube-dns", "default", "10.96.0.11", "UDP", 53),
 				buildService("kube-dns", metav1.NamespaceSystem, "None", "UDP", 53),
 			},
-			want: &cellv1.ClusterDNS{Domain: "cluster.local"},
+			want: &cellapi.ClusterDNS{Domain: "cluster.local"},
 		},
 		{
 			name: "nothing known",
-			want: &cellv1.ClusterDNS{},
+			want: &cellapi.ClusterDNS{},
 		},
 	}
 	for _, tt := range tests {
@@ -342,7 +341,7 @@ func TestResolveClusterDNS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, req.GetClusterDns(), protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tt.want, req.ClusterDNS); diff != "" {
 				t.Errorf("cluster DNS (-want +got):\n%s", diff)
 			}
 		})

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/cell/api/expansion"
 )
 
@@ -72,7 +72,7 @@ func (e *ResolveError) Error() string { return e.Message }
 // imagePullSecrets, and the cluster's DNS settings. Service account
 // tokens come from tokens, the pod's, which requests them when it has
 // none or they need refreshing; nil requests every one.
-func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, cell Cell, tokens *Tokens) (*cellv1.ApplyPodRequest, error) {
+func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, cell Cell, tokens *Tokens) (*cellapi.PodRequest, error) {
 	podJSON, err := json.Marshal(pod)
 	if err != nil {
 		return nil, fmt.Errorf("encoding pod: %w", err)
@@ -81,10 +81,10 @@ func Resolve(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, 
 }
 
 // ResolveEncoded is Resolve with the pod already encoded as JSON (the
-// request's PodJson, which it does not copy): a refresh of a pod that did
+// request's PodJSON, which it does not copy): a refresh of a pod that did
 // not change reuses the encoding it sent, which was most of a refresh's
 // work (a CPU profile of kip idle with a thousand pods).
-func ResolveEncoded(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, podJSON []byte, cell Cell, tokens *Tokens) (*cellv1.ApplyPodRequest, error) {
+func ResolveEncoded(ctx context.Context, src Source, cluster Cluster, pod *corev1.Pod, podJSON []byte, cell Cell, tokens *Tokens) (*cellapi.PodRequest, error) {
 	// The API server defaults enableServiceLinks to true.
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
 	serviceEnv, err := cluster.serviceEnv(pod.Namespace, links)
@@ -100,7 +100,7 @@ func ResolveEncoded(ctx context.Context, src Source, cluster Cluster, pod *corev
 	}
 	tokens.begin()
 	r := &resolver{ctx: ctx, src: src, tokens: tokens, pod: pod, cell: cell, serviceEnv: serviceEnv}
-	req := &cellv1.ApplyPodRequest{PodJson: podJSON, Env: map[string]*cellv1.EnvList{}, Volumes: map[string]*cellv1.VolumeFiles{}, ClusterDns: dns}
+	req := &cellapi.PodRequest{PodJSON: podJSON, Env: map[string][]cellapi.EnvVar{}, Volumes: map[string]cellapi.VolumeFiles{}, ClusterDNS: dns}
 	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
 	for i := range all {
 		env, err := r.env(&all[i])
@@ -115,7 +115,7 @@ func ResolveEncoded(ctx context.Context, src Source, cluster Cluster, pod *corev
 			return nil, err
 		}
 		if files != nil {
-			req.Volumes[pod.Spec.Volumes[i].Name] = files
+			req.Volumes[pod.Spec.Volumes[i].Name] = *files
 		}
 	}
 	creds, err := r.pullCredentials()
@@ -134,7 +134,7 @@ type resolver struct {
 	pod    *corev1.Pod
 	cell   Cell
 	// serviceEnv are the variables of the Services the pod sees.
-	serviceEnv []*cellv1.EnvVar
+	serviceEnv []cellapi.EnvVar
 }
 
 func (r *resolver) missing(format string, args ...any) error {
@@ -175,14 +175,14 @@ func (r *resolver) secret(name string, optional *bool) (*corev1.Secret, error) {
 // references expanded against what is defined so far and then the
 // service variables; last the service variables the container does not
 // define itself (they never override its own).
-func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
+func (r *resolver) env(c *corev1.Container) ([]cellapi.EnvVar, error) {
 	var order []string
 	values := map[string]string{}
 	// scope is what $(VAR) sees: the container's variables over the
 	// services' (the kubelet's MappingFuncFor(tmpEnv, serviceEnv)).
 	scope := map[string]string{}
 	for _, v := range r.serviceEnv {
-		scope[v.GetName()] = v.GetValue()
+		scope[v.Name] = v.Value
 	}
 	set := func(name, value string) {
 		if _, ok := values[name]; !ok {
@@ -224,13 +224,13 @@ func (r *resolver) env(c *corev1.Container) (*cellv1.EnvList, error) {
 			set(e.Name, v)
 		}
 	}
-	out := &cellv1.EnvList{}
+	var out []cellapi.EnvVar
 	for _, name := range order {
-		out.Vars = append(out.Vars, &cellv1.EnvVar{Name: name, Value: values[name]})
+		out = append(out, cellapi.EnvVar{Name: name, Value: values[name]})
 	}
 	for _, v := range r.serviceEnv {
-		if _, own := values[v.GetName()]; !own {
-			out.Vars = append(out.Vars, &cellv1.EnvVar{Name: v.GetName(), Value: v.GetValue()})
+		if _, own := values[v.Name]; !own {
+			out = append(out, v)
 		}
 	}
 	return out, nil
@@ -384,8 +384,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // volume resolves the files of a configMap, secret, downwardAPI or
 // projected volume; other kinds (emptyDir, hostPath, ...) are the agent's
 // and give nil.
-func (r *resolver) volume(v *corev1.Volume) (*cellv1.VolumeFiles, error) {
-	files := &cellv1.VolumeFiles{Files: map[string][]byte{}, Modes: map[string]uint32{}}
+func (r *resolver) volume(v *corev1.Volume) (*cellapi.VolumeFiles, error) {
+	files := &cellapi.VolumeFiles{Files: map[string][]byte{}, Modes: map[string]uint32{}}
 	var defaultMode *int32
 	switch {
 	case v.ConfigMap != nil:
@@ -439,7 +439,7 @@ func mode(item *int32, def *int32) uint32 {
 	}
 }
 
-func (r *resolver) addConfigMap(files *cellv1.VolumeFiles, name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
+func (r *resolver) addConfigMap(files *cellapi.VolumeFiles, name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
 	cm, err := r.configMap(name, optional)
 	if err != nil || cm == nil {
 		return err
@@ -454,7 +454,7 @@ func (r *resolver) addConfigMap(files *cellv1.VolumeFiles, name string, items []
 	return r.addKeys(files, "configmap", name, data, items, optional, def)
 }
 
-func (r *resolver) addSecret(files *cellv1.VolumeFiles, name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
+func (r *resolver) addSecret(files *cellapi.VolumeFiles, name string, items []corev1.KeyToPath, optional *bool, def *int32) error {
 	s, err := r.secret(name, optional)
 	if err != nil || s == nil {
 		return err
@@ -462,7 +462,7 @@ func (r *resolver) addSecret(files *cellv1.VolumeFiles, name string, items []cor
 	return r.addKeys(files, "secret", name, s.Data, items, optional, def)
 }
 
-func (r *resolver) addKeys(files *cellv1.VolumeFiles, kind, name string, data map[string][]byte, items []corev1.KeyToPath, optional *bool, def *int32) error {
+func (r *resolver) addKeys(files *cellapi.VolumeFiles, kind, name string, data map[string][]byte, items []corev1.KeyToPath, optional *bool, def *int32) error {
 	if len(items) == 0 {
 		for _, k := range sortedKeys(data) {
 			files.Files[k] = data[k]
@@ -484,7 +484,7 @@ func (r *resolver) addKeys(files *cellv1.VolumeFiles, kind, name string, data ma
 	return nil
 }
 
-func (r *resolver) addDownward(files *cellv1.VolumeFiles, items []corev1.DownwardAPIVolumeFile, def *int32) error {
+func (r *resolver) addDownward(files *cellapi.VolumeFiles, items []corev1.DownwardAPIVolumeFile, def *int32) error {
 	for _, it := range items {
 		var (
 			v   string
@@ -513,7 +513,7 @@ func (r *resolver) addDownward(files *cellv1.VolumeFiles, items []corev1.Downwar
 // kubelet does for projected serviceAccountToken sources: the projection's
 // audience (none: the API server's own) and expirationSeconds (default
 // one hour), the file mode of the projected volume.
-func (r *resolver) addToken(files *cellv1.VolumeFiles, src *corev1.ServiceAccountTokenProjection, def *int32) error {
+func (r *resolver) addToken(files *cellapi.VolumeFiles, src *corev1.ServiceAccountTokenProjection, def *int32) error {
 	sa := r.pod.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
@@ -553,8 +553,8 @@ type dockerAuth struct {
 // pullCredentials reads the pod's imagePullSecrets (dockerconfigjson and
 // the older dockercfg). A missing pull secret is not fatal, as on a
 // kubelet: the pull may still work anonymously.
-func (r *resolver) pullCredentials() ([]*cellv1.RegistryCredential, error) {
-	var out []*cellv1.RegistryCredential
+func (r *resolver) pullCredentials() ([]cellapi.RegistryCredential, error) {
+	var out []cellapi.RegistryCredential
 	for _, ref := range r.pod.Spec.ImagePullSecrets {
 		optional := true
 		s, err := r.secret(ref.Name, &optional)
@@ -586,7 +586,7 @@ func (r *resolver) pullCredentials() ([]*cellv1.RegistryCredential, error) {
 					a.Username, a.Password, _ = strings.Cut(string(raw), ":")
 				}
 			}
-			out = append(out, &cellv1.RegistryCredential{
+			out = append(out, cellapi.RegistryCredential{
 				Server: normalizeRegistry(server), Username: a.Username, Password: a.Password, IdentityToken: a.IdentityToken,
 			})
 		}

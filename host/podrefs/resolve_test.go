@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
-	"github.com/kipcell/kip/cell/api/cellv1"
+	cellapi "github.com/kipcell/kip/cell/api"
 )
 
 // fakeSource serves objects from maps and records token requests.
@@ -74,10 +74,10 @@ func basePod() *corev1.Pod {
 
 var cell = Cell{PodIP: "10.213.0.7", HostIP: "10.213.0.7", MilliCPU: 2000, MemoryBytes: 4 << 30}
 
-func envOf(req *cellv1.ApplyPodRequest, container string) map[string]string {
+func envOf(req *cellapi.PodRequest, container string) map[string]string {
 	out := map[string]string{}
-	for _, v := range req.GetEnv()[container].GetVars() {
-		out[v.GetName()] = v.GetValue()
+	for _, v := range req.Env[container] {
+		out[v.Name] = v.Value
 	}
 	return out
 }
@@ -161,8 +161,8 @@ func TestResolveEnvKeepsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, v := range req.GetEnv()["main"].GetVars() {
-		names = append(names, v.GetName())
+	for _, v := range req.Env["main"] {
+		names = append(names, v.Name)
 	}
 	if diff := cmp.Diff([]string{"Z", "A", "M"}, names); diff != "" {
 		t.Errorf("env order (-want +got):\n%s", diff)
@@ -226,11 +226,11 @@ func TestResolveVolumes(t *testing.T) {
 	}
 	got := map[string]map[string]string{}
 	modes := map[string]uint32{}
-	for vol, files := range req.GetVolumes() {
+	for vol, files := range req.Volumes {
 		got[vol] = map[string]string{}
-		for p, data := range files.GetFiles() {
+		for p, data := range files.Files {
 			got[vol][p] = string(data)
-			modes[vol+"/"+p] = files.GetModes()[p]
+			modes[vol+"/"+p] = files.Modes[p]
 		}
 	}
 	want := map[string]map[string]string{
@@ -257,8 +257,8 @@ func TestResolvePullCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds := req.GetRegistryCredentials()
-	if len(creds) != 1 || creds[0].GetServer() != "registry.example:5000" || creds[0].GetUsername() != "alice" || creds[0].GetPassword() != "s3cret" {
+	creds := req.RegistryCredentials
+	if len(creds) != 1 || creds[0].Server != "registry.example:5000" || creds[0].Username != "alice" || creds[0].Password != "s3cret" {
 		t.Errorf("credentials = %v", creds)
 	}
 }

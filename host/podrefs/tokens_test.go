@@ -90,8 +90,8 @@ func resolveTokens(t *testing.T, src Source, pod *corev1.Pod, tokens *Tokens) ma
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	for vol, files := range req.GetVolumes() {
-		out[vol] = string(files.GetFiles()["token"])
+	for vol, files := range req.Volumes {
+		out[vol] = string(files.Files["token"])
 	}
 	return out
 }

@@ -252,7 +252,7 @@ func waitTable(b *testing.B, table *clusterip.Table, ok func(services int) bool)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		rev, changed := table.Revision()
-		if ok(len(table.Request(0, true).GetServices())) {
+		if ok(len(table.Request(0, true).Services)) {
 			return
 		}
 		if time.Now().After(deadline) {
