@@ -23,6 +23,11 @@
 //     A handed cell listens in the stub's network namespace (netns mode)
 //     and logs to the stub's stderr (the cell's agent.log).
 //
+// Its tests are also where the host's tests that need a real agent live,
+// since host/ imports no agent package: host/cellclient's renewal against
+// cell/server's identity (renew_test.go) and host/cells' cell outliving
+// its certificates on light cells (certificates_test.go).
+//
 // It imports cell, cell/api, cell/runtime/fakeruntime, cell/clusterip,
 // test/lightcell/handoff, x/sys/unix and testing; only tests and test
 // commands import it.

@@ -22,7 +22,6 @@ import (
 
 	"github.com/kipcell/kip/cell"
 	cellapi "github.com/kipcell/kip/cell/api"
-	"github.com/kipcell/kip/cell/api/cellv1"
 	"github.com/kipcell/kip/cell/runtime/fakeruntime"
 	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/pki"
@@ -117,7 +116,7 @@ func (h *host) apply(t *testing.T, pod *corev1.Pod) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.agent.Apply(t.Context(), &cellv1.ApplyPodRequest{Generation: 1, PodJson: data}); err != nil {
+	if _, err := h.agent.Apply(t.Context(), &cellapi.PodRequest{Generation: 1, PodJSON: data}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -128,7 +127,7 @@ func (h *host) waitPhase(t *testing.T, phase corev1.PodPhase) *corev1.PodStatus 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var got *corev1.PodStatus
-	err := h.agent.WatchStatus(ctx, func(st *corev1.PodStatus, _ int64, _ []*cellv1.PodEvent, _ []*cellv1.InstanceNotice) {
+	err := h.agent.WatchStatus(ctx, func(st *corev1.PodStatus, _ int64, _ []cellapi.PodEvent, _ []cellapi.InstanceNotice) {
 		if st.Phase == phase {
 			got = st
 			cancel()
@@ -217,10 +216,10 @@ func TestHostDrivesALightCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs := stats.GetContainers(); len(cs) != 1 || cs[0].GetName() != "app" || cs[0].GetMemoryWorkingSetBytes() != fakeruntime.MemoryUsage {
+	if cs := stats.Containers; len(cs) != 1 || cs[0].Name != "app" || cs[0].MemoryWorkingSetBytes != fakeruntime.MemoryUsage {
 		t.Errorf("container stats %v, want app's working set of %d bytes", cs, fakeruntime.MemoryUsage)
 	}
-	if stats.GetDisk() == nil {
+	if stats.Disk == nil {
 		t.Error("stats without the cell's disk")
 	}
 
@@ -264,14 +263,14 @@ func TestLightPodsEnd(t *testing.T) {
 // table, whole and in deltas, and only counts what it would program.
 func TestLightCellTakesServices(t *testing.T) {
 	h := startCell(t, "uid-svc")
-	svc := func(name string) *cellv1.Service { return &cellv1.Service{Namespace: "default", Name: name} }
-	for _, req := range []*cellv1.ApplyServicesRequest{
-		{Table: "t", Revision: 2, Services: []*cellv1.Service{svc("a"), svc("b")}},
-		{Table: "t", Revision: 3, BaseRevision: 2, Services: []*cellv1.Service{svc("c")}, Removed: []string{"default/a"}},
+	svc := func(name string) cellapi.Service { return cellapi.Service{Namespace: "default", Name: name} }
+	for _, req := range []*cellapi.ServicesUpdate{
+		{Table: "t", Revision: 2, Services: []cellapi.Service{svc("a"), svc("b")}},
+		{Table: "t", Revision: 3, BaseRevision: 2, Services: []cellapi.Service{svc("c")}, Removed: []string{"default/a"}},
 	} {
-		resp, err := h.agent.ApplyServices(t.Context(), req)
-		if err != nil || resp.GetRevision() != req.GetRevision() {
-			t.Fatalf("ApplyServices revision %d: %v, %v", req.GetRevision(), resp, err)
+		applied, err := h.agent.ApplyServices(t.Context(), req)
+		if err != nil || applied.Revision != req.Revision {
+			t.Fatalf("ApplyServices revision %d: %+v, %v", req.Revision, applied, err)
 		}
 	}
 	if syncs, services := h.light.Programmed(); syncs != 2 || services != 2 {

@@ -13,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	cellapi "github.com/kipcell/kip/cell/api"
-
-	"github.com/kipcell/kip/cell/api/cellv1"
 )
 
 // TestManyLightCellsInOneProcess measures what a light cell costs: it
@@ -53,7 +51,7 @@ func TestManyLightCellsInOneProcess(t *testing.T) {
 		(&host{agent: agent}).apply(t, testPod(id(i), corev1.RestartPolicyAlways, "/app"))
 		wg.Go(func() {
 			once := sync.OnceFunc(running.Done)
-			_ = agent.WatchStatus(watchCtx, func(st *corev1.PodStatus, _ int64, _ []*cellv1.PodEvent, _ []*cellv1.InstanceNotice) {
+			_ = agent.WatchStatus(watchCtx, func(st *corev1.PodStatus, _ int64, _ []cellapi.PodEvent, _ []cellapi.InstanceNotice) {
 				if st.Phase == corev1.PodRunning {
 					once()
 				}
