@@ -135,24 +135,41 @@ func serve(t *testing.T, c Cell, j JoinService) *grpc.ClientConn {
 	return cc
 }
 
-func TestClientAndServerSpeakTheSameCalls(t *testing.T) {
+// wire is a Client and a JoinClient talking over gRPC to a fakeCell and a
+// fakeJoin.
+type wire struct {
+	fc  *fakeCell
+	fj  *fakeJoin
+	c   *Client
+	jc  *JoinClient
+	ctx context.Context
+}
+
+func newWire(t *testing.T) wire {
+	t.Helper()
 	fc := &fakeCell{log: bytes.Repeat([]byte("0123456789abcdef"), 3*MaxChunk/16+5)}
 	fj := &fakeJoin{}
 	cc := serve(t, fc, fj)
-	c, jc := NewClient(cc), NewJoinClient(cc)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return wire{fc: fc, fj: fj, c: NewClient(cc), jc: NewJoinClient(cc), ctx: ctx}
+}
 
+func TestWireApplyPod(t *testing.T) {
+	e := newWire(t)
 	req := filled[PodRequest]()
-	if gen, err := c.ApplyPod(ctx, req); err != nil || gen != 8 {
+	if gen, err := e.c.ApplyPod(e.ctx, req); err != nil || gen != 8 {
 		t.Errorf("ApplyPod = %d, %v; want 8", gen, err)
 	}
-	if !reflect.DeepEqual(fc.gotPod, req) {
-		t.Errorf("the agent got pod %+v, want %+v", fc.gotPod, req)
+	if !reflect.DeepEqual(e.fc.gotPod, req) {
+		t.Errorf("the agent got pod %+v, want %+v", e.fc.gotPod, req)
 	}
+}
 
-	wctx, wcancel := context.WithCancel(ctx)
-	ws, err := c.WatchStatus(wctx)
+func TestWireWatchStatus(t *testing.T) {
+	e := newWire(t)
+	wctx, wcancel := context.WithCancel(e.ctx)
+	ws, err := e.c.WatchStatus(wctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +177,12 @@ func TestClientAndServerSpeakTheSameCalls(t *testing.T) {
 		t.Errorf("WatchStatus's first update = %+v, %v", u, err)
 	}
 	wcancel()
+}
 
+func TestWireLogs(t *testing.T) {
+	e := newWire(t)
 	opts := *filled[LogsOptions]()
-	ls, err := c.Logs(ctx, opts)
+	ls, err := e.c.Logs(e.ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,16 +200,19 @@ func TestClientAndServerSpeakTheSameCalls(t *testing.T) {
 		}
 		got = append(got, b...)
 	}
-	if !bytes.Equal(got, fc.log) || fc.gotLogs != opts {
-		t.Errorf("Logs(%+v) read %d bytes, want %d; the agent got %+v", opts, len(got), len(fc.log), fc.gotLogs)
+	if !bytes.Equal(got, e.fc.log) || e.fc.gotLogs != opts {
+		t.Errorf("Logs(%+v) read %d bytes, want %d; the agent got %+v", opts, len(got), len(e.fc.log), e.fc.gotLogs)
 	}
-	if ls, err := c.Logs(ctx, LogsOptions{Container: "missing"}); err == nil {
+	if ls, err := e.c.Logs(e.ctx, LogsOptions{Container: "missing"}); err == nil {
 		if _, err = ls.Recv(); status.Code(err) != codes.NotFound {
 			t.Errorf("Logs of a missing container: %v, want NotFound", err)
 		}
 	}
+}
 
-	ex, err := c.Exec(ctx)
+func TestWireExec(t *testing.T) {
+	e := newWire(t)
+	ex, err := e.c.Exec(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +231,11 @@ func TestClientAndServerSpeakTheSameCalls(t *testing.T) {
 	if out, err := ex.Recv(); err != nil || out.Exit == nil || out.Exit.Code != 3 {
 		t.Errorf("exec's last output = %+v, %v; want exit 3", out, err)
 	}
+}
 
-	at, err := c.Attach(ctx)
+func TestWireAttach(t *testing.T) {
+	e := newWire(t)
+	at, err := e.c.Attach(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +243,11 @@ func TestClientAndServerSpeakTheSameCalls(t *testing.T) {
 	if _, err := at.Recv(); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("attach: %v, want the agent's FailedPrecondition", err)
 	}
+}
 
-	pf, err := c.PortForward(ctx)
+func TestWirePortForward(t *testing.T) {
+	e := newWire(t)
+	pf, err := e.c.PortForward(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,14 +257,20 @@ func TestClientAndServerSpeakTheSameCalls(t *testing.T) {
 	if fr, err := pf.Recv(); err != nil || fr.Port != 80 || string(fr.Data) != "GET" || !fr.Close {
 		t.Errorf("port-forward frame = %+v, %v", fr, err)
 	}
+}
 
-	if st, err := c.Stats(ctx, false); err != nil || !reflect.DeepEqual(st, filled[Stats]()) {
+func TestWireStats(t *testing.T) {
+	e := newWire(t)
+	if st, err := e.c.Stats(e.ctx, false); err != nil || !reflect.DeepEqual(st, filled[Stats]()) {
 		t.Errorf("Stats = %+v, %v", st, err)
 	}
-	if st, err := c.Stats(ctx, true); err != nil || st.Volumes != nil {
+	if st, err := e.c.Stats(e.ctx, true); err != nil || st.Volumes != nil {
 		t.Errorf("Stats(only CPU and memory) = %+v, %v; want no volumes", st, err)
 	}
+}
 
+func TestWireDeletePod(t *testing.T) {
+	e := newWire(t)
 	for _, grace := range []struct{ sent, got time.Duration }{
 		{30 * time.Second, 30 * time.Second},
 		{1500 * time.Millisecond, time.Second},
@@ -243,29 +278,35 @@ func TestClientAndServerSpeakTheSameCalls(t *testing.T) {
 		{-1, -time.Second},
 		{-time.Hour, -time.Second},
 	} {
-		if err := c.DeletePod(ctx, grace.sent); err != nil || fc.gotGrace != grace.got {
-			t.Errorf("DeletePod(%v): the agent got %v (%v), want %v", grace.sent, fc.gotGrace, err, grace.got)
+		if err := e.c.DeletePod(e.ctx, grace.sent); err != nil || e.fc.gotGrace != grace.got {
+			t.Errorf("DeletePod(%v): the agent got %v (%v), want %v", grace.sent, e.fc.gotGrace, err, grace.got)
 		}
 	}
+}
 
+func TestWireApplyServices(t *testing.T) {
+	e := newWire(t)
 	u := filled[ServicesUpdate]()
-	if applied, err := c.ApplyServices(ctx, u); err != nil || applied != (ServicesApplied{Table: u.Table, Revision: u.Revision}) {
+	if applied, err := e.c.ApplyServices(e.ctx, u); err != nil || applied != (ServicesApplied{Table: u.Table, Revision: u.Revision}) {
 		t.Errorf("ApplyServices = %+v, %v", applied, err)
 	}
-	if !reflect.DeepEqual(fc.gotSvc, u) {
-		t.Errorf("the agent got services %+v, want %+v", fc.gotSvc, u)
+	if !reflect.DeepEqual(e.fc.gotSvc, u) {
+		t.Errorf("the agent got services %+v, want %+v", e.fc.gotSvc, u)
 	}
+}
 
-	if o, err := jc.Join(ctx); err != nil || !reflect.DeepEqual(o, filled[JoinOffer]()) {
+func TestWireJoin(t *testing.T) {
+	e := newWire(t)
+	if o, err := e.jc.Join(e.ctx); err != nil || !reflect.DeepEqual(o, filled[JoinOffer]()) {
 		t.Errorf("Join = %+v, %v", o, err)
 	}
-	if err := jc.CompleteJoin(ctx, []byte("cert")); err != nil || string(fj.gotCert) != "cert" {
-		t.Errorf("CompleteJoin: %v; the agent got %q", err, fj.gotCert)
+	if err := e.jc.CompleteJoin(e.ctx, []byte("cert")); err != nil || string(e.fj.gotCert) != "cert" {
+		t.Errorf("CompleteJoin: %v; the agent got %q", err, e.fj.gotCert)
 	}
-	if _, err := jc.Renew(ctx); status.Code(err) != codes.FailedPrecondition {
+	if _, err := e.jc.Renew(e.ctx); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Renew: %v, want the agent's FailedPrecondition", err)
 	}
-	if err := jc.CompleteRenew(ctx, []byte("cert")); err != nil {
+	if err := e.jc.CompleteRenew(e.ctx, []byte("cert")); err != nil {
 		t.Errorf("CompleteRenew: %v", err)
 	}
 }
