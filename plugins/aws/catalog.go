@@ -2,16 +2,14 @@ package aws
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"time"
+	"errors"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/plugins/aws/catalog"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // ListInstanceTypes returns the embedded catalog for the configured region
@@ -21,108 +19,57 @@ import (
 // without permission for that call every offering of the catalog is, and
 // the plugin says so once.
 func (p *provider) ListInstanceTypes(ctx context.Context, req *pluginapi.ListInstanceTypesRequest) (*pluginapi.ListInstanceTypesResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cat, err := catalog.Load()
-	if err != nil {
-		return nil, fmt.Errorf("loading the embedded catalog: %w", err)
-	}
-	all, warnings := cat.InstanceTypes(cfg.region, cfg.zones)
-	offered, err := cfg.offerings.get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing instance types: %w", err)
-	}
-	out := all[:0]
-	otherArch := 0
-	for _, t := range all {
-		if cfg.image.arch != "" && t.Arch != cfg.image.arch {
-			otherArch++
-			continue
+	return cfg.types.List(ctx, func(ctx context.Context) (kit.Sells, error) {
+		offered, err := cfg.offerings.Get(ctx)
+		if offered == nil {
+			return nil, err
 		}
-		if offered != nil {
-			for i := range t.Offerings {
-				t.Offerings[i].Available = offered[t.Name][t.Offerings[i].Zone]
-			}
-		}
-		out = append(out, t)
-	}
-	cfg.warnOnce.Do(func() {
-		for _, w := range warnings {
-			p.log.Warn(w)
-		}
-		if otherArch > 0 {
-			p.log.Info("catalog: leaving out the types of another architecture than the image's",
-				"image", cfg.image.id, "arch", cfg.image.arch, "left_out", otherArch)
-		}
+		return func(typ, zone string) bool { return offered[typ][zone] }, nil
 	})
-	return &pluginapi.ListInstanceTypesResponse{InstanceTypes: out}, nil
 }
 
-// offerings caches which types EC2 sells in which of the cells' zones.
-type offerings struct {
-	api   ec2API
-	zones []string
-	ttl   time.Duration
-	now   func() time.Time
-	log   *slog.Logger
+// offered is which types EC2 sells in which of the cells' zones: type →
+// zone → sold.
+type offered = map[string]map[string]bool
 
-	sem chan struct{} // one fetch at a time; a waiter may give up with its ctx
-
-	// Guarded by sem.
-	at      time.Time
-	offered map[string]map[string]bool // type → zone → sold; nil: not permitted
-	denied  bool                       // the last fetch was refused (logged once)
-}
-
-// get returns type → zone → sold, or nil when the plugin may not ask.
-func (o *offerings) get(ctx context.Context) (map[string]map[string]bool, error) {
-	select {
-	case o.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-o.sem }()
-	if !o.at.IsZero() && o.now().Sub(o.at) < o.ttl {
-		return o.offered, nil
-	}
-	offered := map[string]map[string]bool{}
-	in := &ec2.DescribeInstanceTypeOfferingsInput{
-		LocationType: types.LocationTypeAvailabilityZone,
-		Filters:      []types.Filter{{Name: aws.String("location"), Values: o.zones}},
-		MaxResults:   aws.Int32(1000),
-	}
-	for pages := ec2.NewDescribeInstanceTypeOfferingsPaginator(o.api, in); pages.HasMorePages(); {
-		page, err := pages.NextPage(ctx)
-		if errorCode(err) == codeUnauthorized {
-			if !o.denied {
-				o.log.Warn("the IAM policy does not allow ec2:DescribeInstanceTypeOfferings: every type of the catalog is offered as available in every zone, and launches of types a zone does not sell fail over to the next candidate",
-					"error", apiText("DescribeInstanceTypeOfferings", err))
+// fetchOfferings returns the offerings cache's source:
+// DescribeInstanceTypeOfferings of the cells' zones; nil when EC2 answers
+// none (an endpoint that does not know).
+func (p *provider) fetchOfferings(api ec2API, zones []string) func(context.Context) (offered, error) {
+	return func(ctx context.Context) (offered, error) {
+		sold := offered{}
+		in := &ec2.DescribeInstanceTypeOfferingsInput{
+			LocationType: types.LocationTypeAvailabilityZone,
+			Filters:      []types.Filter{{Name: aws.String("location"), Values: zones}},
+			MaxResults:   aws.Int32(1000),
+		}
+		for pages := ec2.NewDescribeInstanceTypeOfferingsPaginator(api, in); pages.HasMorePages(); {
+			page, err := pages.NextPage(ctx)
+			if errorCode(err) == codeUnauthorized {
+				return nil, kit.Denied("the IAM policy does not allow ec2:DescribeInstanceTypeOfferings: every type of the catalog is offered as available in every zone, and launches of types a zone does not sell fail over to the next candidate",
+					errors.New(apiText("DescribeInstanceTypeOfferings", err)))
 			}
-			o.denied, o.offered, o.at = true, nil, o.now()
+			if err != nil {
+				return nil, mapError("DescribeInstanceTypeOfferings", err)
+			}
+			for _, off := range page.InstanceTypeOfferings {
+				name := string(off.InstanceType)
+				if sold[name] == nil {
+					sold[name] = map[string]bool{}
+				}
+				sold[name][aws.ToString(off.Location)] = true
+			}
+		}
+		if len(sold) == 0 {
+			// EC2 sells something in every zone; an empty answer is an
+			// endpoint that does not know, not a region that sells nothing.
+			p.Log.Warn("DescribeInstanceTypeOfferings answered no offering in the cells' zones: every type of the catalog is offered as available", "zones", zones)
 			return nil, nil
 		}
-		if err != nil {
-			return nil, mapError("DescribeInstanceTypeOfferings", err)
-		}
-		for _, off := range page.InstanceTypeOfferings {
-			name := string(off.InstanceType)
-			if offered[name] == nil {
-				offered[name] = map[string]bool{}
-			}
-			offered[name][aws.ToString(off.Location)] = true
-		}
+		return sold, nil
 	}
-	if len(offered) == 0 {
-		// EC2 sells something in every zone; an empty answer is an
-		// endpoint that does not know, not a region that sells nothing.
-		o.log.Warn("DescribeInstanceTypeOfferings answered no offering in the cells' zones: every type of the catalog is offered as available", "zones", o.zones)
-		offered = nil
-	}
-	o.denied, o.offered, o.at = false, offered, o.now()
-	return offered, nil
 }

@@ -159,7 +159,7 @@ func TestConfigureResolves(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, _ := configured(t, tt.config).config()
+			cfg, _ := configured(t, tt.config).cfg.Get()
 			if diff := cmp.Diff(tt.subnets, cfg.subnets); diff != "" {
 				t.Errorf("subnets (-want +got):\n%s", diff)
 			}
@@ -253,7 +253,7 @@ func TestConfigDefaults(t *testing.T) {
 			if tt.rateLimit != nil {
 				config = with(config, "rateLimit", tt.rateLimit)
 			}
-			cfg, _ := configured(t, config).config()
+			cfg, _ := configured(t, config).cfg.Get()
 			if cfg.rate != tt.want {
 				t.Errorf("rate limit = %+v, want %+v", cfg.rate, tt.want)
 			}
@@ -297,7 +297,7 @@ func TestConfigAllowLists(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, _ := configured(t, tt.config).config()
+			cfg, _ := configured(t, tt.config).cfg.Get()
 			got := []any{cfg.allowedProfiles, cfg.allowedGroups, cfg.kmsKeyID, cfg.metadataTags}
 			want := []any{tt.wantProfiles, tt.wantGroups, tt.kmsKeyID, tt.metadataTags}
 			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
@@ -310,10 +310,10 @@ func TestConfigAllowLists(t *testing.T) {
 func TestCallsBeforeConfigureFail(t *testing.T) {
 	p := newProvider()
 	ctx := t.Context()
-	if _, err := p.List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, errNotConfigured) || !pluginapi.IsNotConfigured(err) {
+	if _, err := p.List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, p.cfg.ErrNotConfigured()) || !pluginapi.IsNotConfigured(err) {
 		t.Errorf("List before Configure = %v", err)
 	}
-	if _, err := p.Launch(ctx, launchRequest("c-1")); !errors.Is(err, errNotConfigured) {
+	if _, err := p.Launch(ctx, launchRequest("c-1")); !errors.Is(err, p.cfg.ErrNotConfigured()) {
 		t.Errorf("Launch before Configure = %v", err)
 	}
 	if _, err := p.GetInfo(ctx, &pluginapi.GetInfoRequest{}); err != nil {

@@ -18,7 +18,7 @@ import (
 // An instance EC2 does not know is NotFound. (Latest, the live buffer, is
 // left out: only Nitro instances support it.)
 func (p *provider) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutputRequest) (*pluginapi.ConsoleOutputResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}

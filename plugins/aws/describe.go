@@ -18,16 +18,16 @@ import (
 const describeBatch = 200
 
 // Describe returns the named instances that exist. Instances of the
-// cluster come from the shared snapshot (at most snapshotAge old, refreshed
+// cluster come from the shared snapshot (at most SnapshotAge old, refreshed
 // once for all the cells asking); others, which the host rarely asks for,
 // from DescribeInstances by ID. An instance without a cell tag is not a
 // cell and is left out.
 func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.Describe(ctx, cfg.view, p.snapshotAge, req.IDs, same, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
+	out, err := snapshot.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, same, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
 		var out []pluginapi.Instance
 		for batch := range slices.Chunk(missing, describeBatch) {
 			found, err := cfg.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: batch}})
@@ -45,13 +45,13 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 }
 
 // List returns the cluster's instances from the shared snapshot, at most
-// snapshotAge old, and never older than a Launch whose outcome was not seen.
+// SnapshotAge old, and never older than a Launch whose outcome was not seen.
 func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*pluginapi.ListResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.List(ctx, cfg.view, p.snapshotAge, same)
+	out, err := snapshot.List(ctx, cfg.view, p.SnapshotAge, same)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (p *provider) fetchCluster(cfg *config) func(context.Context) (map[string]p
 			out[inst.ID] = inst
 		}
 		if n := len(insts) - len(out); n > 0 {
-			p.log.Debug("instances tagged with the cluster but no cell left out", "count", n)
+			p.Log.Debug("instances tagged with the cluster but no cell left out", "count", n)
 		}
 		return out, nil
 	}

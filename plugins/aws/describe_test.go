@@ -124,7 +124,7 @@ func TestDescribeCoalesces(t *testing.T) {
 	}
 	rec := &recorder{ops: map[string]bool{}, counts: map[string]int{}}
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.snapshotAge = time.Minute
+		p.SnapshotAge = time.Minute
 		p.apiOptions = append(p.apiOptions, rec.middleware)
 	})
 	var wg sync.WaitGroup
@@ -153,7 +153,7 @@ func TestDescribeIsNeverStalerThanAsked(t *testing.T) {
 	f := newFakeEC2(t)
 	id := f.add("pending", cellTags(testCluster, "cell-1"))
 	clock := newFakeClock()
-	p := configured(t, testConfig(f), func(p *provider) { p.now, p.snapshotAge = clock.Now, 0 })
+	p := configured(t, testConfig(f), func(p *provider) { p.Now, p.SnapshotAge = clock.Now, 0 })
 	ctx := t.Context()
 	for _, want := range []pluginapi.InstanceState{pluginapi.StatePending, pluginapi.StateRunning} {
 		clock.Advance(time.Millisecond)
@@ -169,8 +169,8 @@ func TestDescribeIsNeverStalerThanAsked(t *testing.T) {
 func TestEventualConsistencyAfterLaunch(t *testing.T) {
 	f := newFakeEC2(t)
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.snapshotAge = 0
-		p.sleep = func(context.Context, time.Duration) error { return nil }
+		p.SnapshotAge = 0
+		p.Sleep = func(context.Context, time.Duration) error { return nil }
 	})
 	ctx := t.Context()
 	launched, err := p.Launch(ctx, launchRequest("cell-1"))
@@ -201,7 +201,7 @@ func TestEventualConsistencyAfterLaunch(t *testing.T) {
 // trust its snapshot, and finds the instance.
 func TestListAfterUncertainLaunch(t *testing.T) {
 	f := newFakeEC2(t)
-	p := configured(t, testConfig(f), func(p *provider) { p.snapshotAge = time.Hour })
+	p := configured(t, testConfig(f), func(p *provider) { p.SnapshotAge = time.Hour })
 	ctx := t.Context()
 	if list, err := p.List(ctx, &pluginapi.ListRequest{}); err != nil || len(list.Instances) != 0 {
 		t.Fatalf("List = %v, %v", list, err)

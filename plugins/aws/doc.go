@@ -4,7 +4,8 @@
 //
 // Read it in this order; each file holds one concern:
 //
-//	provider.go   New, GetInfo, Configure: the plugin's face
+//	provider.go   New, GetInfo, Configure: the plugin's face, on the kit's
+//	              skeleton (pluginapi/kit: seams, timings, configuration)
 //	config.go     the configuration: one struct, its keys and JSON Schema in its
 //	              tags (pluginapi.DecodeConfig, ConfigSchema), validation, defaults
 //	resolve.go    what Configure asks EC2: the subnets per zone, the image

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/snapshot"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // maintenanceCodes are the scheduled events that stop, reboot or retire an
@@ -40,23 +40,24 @@ var maintenanceCodes = []string{
 // EC2's API has no rebalance recommendation (instance metadata and
 // EventBridge only), so EventRebalance is never sent.
 //
-// It polls through the view (snapshot.View.Poll): every pollSlow, every
-// pollFast until it has timed a boot while an instance boots, then every
-// pollBoot from shortly before the quickest of the last boots may have
+// It polls through the view (snapshot.View.Poll): every PollSlow, every
+// PollFast until it has timed a boot while an instance boots, then every
+// PollBoot from shortly before the quickest of the last boots may have
 // ended (snapshot.Timings.Next, pluginapi/boottime), and at once after a
 // Launch of this plugin process, whose instance the view's overlay shows
-// pending when EC2 does not yet. A poll within snapshotAge of a Describe
+// pending when EC2 does not yet. A poll within SnapshotAge of a Describe
 // costs no call, so a burst of launches costs at most one
-// DescribeInstances per snapshotAge. Failed polls are logged and retried;
+// DescribeInstances per SnapshotAge. Failed polls are logged and retried;
 // the stream ends only with ctx or a failed send.
 func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return err
 	}
 	w := &watcher{p: p, cfg: cfg, send: send, sentMaintenance: map[string]bool{}}
-	return cfg.view.Poll(ctx, p.timings(), p.sleep, p.log, func(snap map[string]pluginapi.Instance) (time.Duration, error) {
-		if err := w.diff(snap); err != nil {
+	w.changes = kit.Changes[pluginapi.Instance]{Base: p.Base, Send: send, Changed: w.interrupted}
+	return cfg.view.Poll(ctx, p.Timings(), p.Sleep, p.Log, func(snap map[string]pluginapi.Instance) (time.Duration, error) {
+		if err := w.changes.Diff(snap); err != nil {
 			return 0, err
 		}
 		if err := w.maintenance(ctx, snap); err != nil {
@@ -66,52 +67,25 @@ func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRe
 	})
 }
 
-// timings are the event watcher's poll intervals.
-func (p *provider) timings() snapshot.Timings {
-	return snapshot.Timings{Slow: p.pollSlow, Fast: p.pollFast, Boot: p.pollBoot, SnapshotAge: p.snapshotAge}
-}
-
 // watcher is one WatchEvents stream's memory of what it reported.
 type watcher struct {
 	p    *provider
 	cfg  *config
 	send func(*pluginapi.Event) error
 
-	prev            map[string]pluginapi.Instance // nil before the first poll
+	changes         kit.Changes[pluginapi.Instance] // the state changes
 	lastStatus      time.Time
 	sentMaintenance map[string]bool // instance/event ID
 }
 
-// diff sends the events between the last poll and snap.
-func (w *watcher) diff(snap map[string]pluginapi.Instance) error {
-	first := w.prev == nil
-	prev := w.prev
-	w.prev = snap
-	if first {
+// interrupted sends the interruption of a spot instance EC2 is reclaiming,
+// after its state change.
+func (w *watcher) interrupted(old pluginapi.Instance, seen bool, inst pluginapi.Instance, now time.Time) error {
+	if !spotReclaimed(inst) || (seen && spotReclaimed(old)) {
 		return nil
 	}
-	now := w.p.now()
-	for _, id := range sortedKeys(snap) {
-		inst := snap[id]
-		old, seen := prev[id]
-		if seen && old.State == inst.State {
-			continue
-		}
-		if seen && old.State == pluginapi.StatePending && inst.State == pluginapi.StateRunning && inst.LaunchedAt.Before(now) {
-			w.p.boots.Add(now.Sub(inst.LaunchedAt))
-		}
-		if err := w.send(&pluginapi.Event{Type: pluginapi.EventStateChange, InstanceID: id, CellID: inst.CellID,
-			State: inst.State, Reason: inst.StateReason, Time: now}); err != nil {
-			return err
-		}
-		if spotReclaimed(inst) && (!seen || !spotReclaimed(old)) {
-			if err := w.send(&pluginapi.Event{Type: pluginapi.EventInterruption, InstanceID: id, CellID: inst.CellID,
-				State: inst.State, Reason: "spot interruption: EC2 is reclaiming the instance", Time: now, Deadline: now}); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return w.send(&pluginapi.Event{Type: pluginapi.EventInterruption, InstanceID: inst.ID, CellID: inst.CellID,
+		State: inst.State, Reason: "spot interruption: EC2 is reclaiming the instance", Time: now, Deadline: now})
 }
 
 // next returns the wait before the next poll (snapshot.Timings.Next)
@@ -124,8 +98,7 @@ func (w *watcher) next(snap map[string]pluginapi.Instance) time.Duration {
 			booting = append(booting, inst.LaunchedAt)
 		}
 	}
-	boot, known := w.p.boots.Quickest()
-	return w.p.timings().Next(w.p.now(), boot, known, booting)
+	return w.p.NextPoll(booting)
 }
 
 // spotReclaimed reports whether EC2 is taking a spot instance back.
@@ -138,7 +111,7 @@ func spotReclaimed(inst pluginapi.Instance) bool {
 // cluster's running instances it has not sent yet, at most once per
 // statusEvery.
 func (w *watcher) maintenance(ctx context.Context, snap map[string]pluginapi.Instance) error {
-	now := w.p.now()
+	now := w.p.Now()
 	if !w.lastStatus.IsZero() && now.Sub(w.lastStatus) < w.p.statusEvery {
 		return nil
 	}
@@ -160,7 +133,7 @@ func (w *watcher) maintenance(ctx context.Context, snap map[string]pluginapi.Ins
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			w.p.log.Warn("watching instances: looking for scheduled events failed", "error", mapError("DescribeInstanceStatus", err))
+			w.p.Log.Warn("watching instances: looking for scheduled events failed", "error", mapError("DescribeInstanceStatus", err))
 			return nil
 		}
 		for _, st := range page.InstanceStatuses {

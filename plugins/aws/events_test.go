@@ -164,8 +164,8 @@ func TestWatchEventsWakesOnLaunch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeEC2(t)
 			p := configured(t, testConfig(f), func(p *provider) {
-				p.pollFast, p.pollSlow, p.statusEvery = 10*time.Millisecond, time.Hour, time.Hour
-				p.snapshotAge = 10 * time.Millisecond
+				p.PollFast, p.PollSlow, p.statusEvery = 10*time.Millisecond, time.Hour, time.Hour
+				p.SnapshotAge = 10 * time.Millisecond
 			})
 			events := watch(t, p)
 			for f.callCount("DescribeInstances") == 0 { // the first poll; then an hour's sleep
@@ -191,10 +191,10 @@ func TestWatchEventsPollsSlowlyWhenSteady(t *testing.T) {
 	f.add("running", cellTags(testCluster, "cell-1"))
 	var intervals []time.Duration
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.pollFast, p.pollSlow, p.statusEvery = time.Second, time.Minute, time.Hour
+		p.PollFast, p.PollSlow, p.statusEvery = time.Second, time.Minute, time.Hour
 	})
 	ctx, cancel := context.WithCancel(t.Context())
-	p.sleep = func(ctx context.Context, d time.Duration) error {
+	p.Sleep = func(ctx context.Context, d time.Duration) error {
 		intervals = append(intervals, d)
 		if len(intervals) == 3 {
 			cancel()
@@ -202,7 +202,7 @@ func TestWatchEventsPollsSlowlyWhenSteady(t *testing.T) {
 		return ctx.Err()
 	}
 	clock := newFakeClock()
-	p.now = clock.Now
+	p.Now = clock.Now
 	p.cfg.Load().view.SetClock(clock.Now)
 	err := p.WatchEvents(ctx, &pluginapi.WatchEventsRequest{}, func(*pluginapi.Event) error { return nil })
 	if !errors.Is(err, context.Canceled) {
@@ -221,9 +221,9 @@ func TestWatchEventsPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 	f := newFakeEC2(t)
 	clock := newFakeClock()
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.pollFast, p.pollSlow, p.pollBoot, p.statusEvery = time.Second, time.Minute, time.Second/2, time.Hour
-		p.snapshotAge = time.Second / 4 // every poll of the test calls EC2
-		p.now = clock.Now
+		p.PollFast, p.PollSlow, p.PollBoot, p.statusEvery = time.Second, time.Minute, time.Second/2, time.Hour
+		p.SnapshotAge = time.Second / 4 // every poll of the test calls EC2
+		p.Now = clock.Now
 	})
 	p.cfg.Load().view.SetClock(clock.Now)
 	f.bootPolls = 1000 // the steps say when instances run
@@ -254,7 +254,7 @@ func TestWatchEventsPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	n := 0
-	p.sleep = func(ctx context.Context, d time.Duration) error {
+	p.Sleep = func(ctx context.Context, d time.Duration) error {
 		if n >= len(steps) {
 			t.Fatalf("more polls than steps")
 		}

@@ -125,14 +125,14 @@ type identityDocument struct {
 // in the configured region and (when set) one of the accounts, launched
 // no later than now. Without identity.certificates it answers NotChecked.
 func (p *provider) VerifyInstanceIdentity(ctx context.Context, req *pluginapi.VerifyInstanceIdentityRequest) (*pluginapi.VerifyInstanceIdentityResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return verifyIdentity(cfg.identity, cfg.region, req, p.now())
+	return verifyIdentity(cfg.identity, cfg.region, req, p.Now())
 }
 
 // verifyIdentity is VerifyInstanceIdentity for the settings s of region.

@@ -30,7 +30,7 @@ const maxClientToken = 64
 // terminated cell. Tags are part of the call (TagSpecifications), so the
 // instance and its volume carry them from their first moment.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		// The cell was launched before with other parameters (a newer
 		// AMI matching image.name since, say): its instance is the answer.
 		if inst, ferr := cfg.findCell(ctx, req.CellID); ferr == nil && inst != nil {
-			p.log.Info("cell launched before with other parameters; returning its instance", "cell", req.CellID, "instance", inst.ID)
+			p.Log.Info("cell launched before with other parameters; returning its instance", "cell", req.CellID, "instance", inst.ID)
 			cfg.view.Launched(inst.ID, *inst)
 			return &pluginapi.LaunchResponse{Instance: *inst}, nil
 		}
@@ -72,7 +72,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	}
 	inst.CellID = req.CellID
 	cfg.view.Launched(inst.ID, inst)
-	p.log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
+	p.Log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
 		"zone", inst.Zone, "capacity_type", plan.capacity, "subnet", plan.subnet, "pod_address", inst.PodAddress())
 	return &pluginapi.LaunchResponse{Instance: inst}, nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,7 +19,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/boottime"
+	"github.com/kipcell/kip/pluginapi/kit"
 	"github.com/kipcell/kip/pluginapi/snapshot"
 	"github.com/kipcell/kip/plugins/aws/catalog"
 )
@@ -34,26 +32,12 @@ const Name = "aws"
 //	go build -ldflags "-X github.com/kipcell/kip/plugins/aws.Version=0.1.0" ./cmd/kip-plugin-aws
 var Version = "0.1.0-dev"
 
-// Timings. Each is a field of provider so that tests can shorten it.
+// The aws plugin's own timings, beside kit.Base's. Each is a field of
+// provider so that tests can shorten it.
 const (
-	// defaultSnapshotAge is how old a snapshot of the cluster's instances
-	// Describe and List accept: many cells polling share one
-	// DescribeInstances call per second.
-	defaultSnapshotAge = time.Second
-	// defaultPollFast and defaultPollSlow are WatchEvents' polling
-	// intervals while some instance is changing state, and while none is.
-	defaultPollFast = time.Second
-	defaultPollSlow = 10 * time.Second
-	// defaultPollBoot is the interval around the moment a booting instance
-	// may be running, once WatchEvents has seen a boot (see bootTimes).
-	defaultPollBoot = time.Second / 2
 	// defaultStatusEvery is how often WatchEvents looks for scheduled
 	// maintenance (DescribeInstanceStatus).
 	defaultStatusEvery = time.Minute
-	// defaultConsistencyWindow is how long after RunInstances EC2 may not
-	// show the new instance yet: Describe reports it as launched, and
-	// Terminate retries InvalidInstanceID.NotFound, for that long.
-	defaultConsistencyWindow = 30 * time.Second
 	// defaultOfferingsTTL is how long DescribeInstanceTypeOfferings'
 	// answer is kept.
 	defaultOfferingsTTL = time.Hour
@@ -76,14 +60,16 @@ var (
 
 // provider implements pluginapi.Provider for EC2. Its configuration,
 // clients and caches hang off one immutable config, swapped whole by
-// Configure.
+// Configure. kit.Base holds the log, the clock, the sleep and the
+// timings of Describe, List and WatchEvents (kit.DefaultConsistencyWindow
+// is how long after RunInstances EC2 may not show the new instance yet:
+// Describe reports it as launched, and Terminate retries
+// InvalidInstanceID.NotFound, for that long).
 type provider struct {
-	log *slog.Logger
-	cfg atomic.Pointer[config] // nil until Configure succeeds
+	*kit.Base
+	cfg *kit.Configured[config] // empty until Configure succeeds
 
 	// Seams for tests.
-	now         func() time.Time
-	sleep       func(context.Context, time.Duration) error
 	apiOptions  []func(*middleware.Stack) error // added to every SDK client
 	maxAttempts int                             // of the SDK's retryer
 	// connectionRetriesOnly makes the SDK retry only a keep-alive
@@ -91,38 +77,20 @@ type provider struct {
 	// as in production, and nothing else (tests: an injected EC2 error,
 	// or a limiter's wait error, is seen once).
 	connectionRetriesOnly bool
-	snapshotAge           time.Duration
-	pollFast              time.Duration
-	pollSlow              time.Duration
-	pollBoot              time.Duration
 	statusEvery           time.Duration
-	consistencyWindow     time.Duration
 	offeringsTTL          time.Duration
-
-	// boots are the last boot times WatchEvents saw; they outlive a
-	// stream, so a re-subscribed host does not cost a relearning.
-	boots boottime.Times
 }
 
 // New returns the AWS plugin's provider; it is the plugin's Factory:
 //
 //	func main() { pluginapi.Serve(aws.New) }
 func New(log *slog.Logger) pluginapi.Provider {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &provider{
-		log:               log,
-		now:               time.Now,
-		sleep:             sleepCtx,
-		maxAttempts:       retry.DefaultMaxAttempts,
-		snapshotAge:       defaultSnapshotAge,
-		pollFast:          defaultPollFast,
-		pollSlow:          defaultPollSlow,
-		pollBoot:          defaultPollBoot,
-		statusEvery:       defaultStatusEvery,
-		consistencyWindow: defaultConsistencyWindow,
-		offeringsTTL:      defaultOfferingsTTL,
+		Base:         kit.NewBase(log),
+		cfg:          kit.NewConfigured[config](Name),
+		maxAttempts:  retry.DefaultMaxAttempts,
+		statusEvery:  defaultStatusEvery,
+		offeringsTTL: defaultOfferingsTTL,
 	}
 }
 
@@ -143,18 +111,7 @@ var capabilities = []pluginapi.Capability{
 // GetInfo describes the plugin. It needs no configuration and calls no AWS
 // API.
 func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
-	cat, err := catalog.Load()
-	if err != nil {
-		return nil, fmt.Errorf("loading the embedded catalog: %w", err)
-	}
-	return &pluginapi.GetInfoResponse{
-		Name:         Name,
-		Version:      Version,
-		APIVersions:  []string{pluginapi.APIVersion},
-		Capabilities: capabilities,
-		ConfigSchema: configSchema,
-		Catalog:      cat.Info(),
-	}, nil
+	return kit.Info{Name: Name, Version: Version, Capabilities: capabilities, ConfigSchema: configSchema, Catalog: catalog.Load}.GetInfo()
 }
 
 // config is a validated, resolved configuration with its clients and
@@ -172,22 +129,9 @@ type config struct {
 	image   resolvedImage
 
 	view      *snapshot.View[pluginapi.Instance]
-	offerings *offerings
+	types     *kit.Offerings // ListInstanceTypes' answer
+	offerings *kit.Sold[offered]
 	registry  *registry
-	warnOnce  sync.Once // catalog warnings, once per configuration
-}
-
-// errNotConfigured answers calls that need a configuration before
-// Configure, which the host never makes (and pluginapi's server refuses
-// before they get here).
-var errNotConfigured = pluginapi.NewNotConfigured("the aws plugin is not configured: Configure must come first")
-
-func (p *provider) config() (*config, error) {
-	cfg := p.cfg.Load()
-	if cfg == nil {
-		return nil, errNotConfigured
-	}
-	return cfg, nil
 }
 
 // Configure validates the configuration, builds the SDK clients and
@@ -214,7 +158,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if err != nil {
 		return nil, err
 	}
-	cfg.limiter = newLimiter(s.rate, p.now, p.sleep)
+	cfg.limiter = newLimiter(s.rate, p.Now, p.Sleep)
 	cfg.ec2 = ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
 		if s.endpointURL != "" {
 			o.BaseEndpoint = aws.String(s.endpointURL)
@@ -230,7 +174,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 			}
 			o.APIOptions = append(o.APIOptions, p.apiOptions...)
 		})
-	}, p.now)
+	}, p.Now)
 
 	var warnings []string
 	if cfg.subnets, warnings, err = resolveSubnets(ctx, cfg.ec2, s); err != nil {
@@ -243,17 +187,18 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if cfg.image.arch == "" {
 		warnings = append(warnings, fmt.Sprintf("image %s has architecture %q, which the plugin does not know: the catalog lists types of every architecture", cfg.image.id, cfg.image.rawArch))
 	}
-	cfg.view = snapshot.New(p.fetchCluster(cfg), p.now, p.consistencyWindow)
-	cfg.offerings = &offerings{api: cfg.ec2, zones: cfg.zones, ttl: p.offeringsTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
+	cfg.view = snapshot.New(p.fetchCluster(cfg), p.Now, p.ConsistencyWindow)
+	cfg.offerings = kit.NewSold(p.offeringsTTL, p.Now, p.Log, p.fetchOfferings(cfg.ec2, cfg.zones))
+	cfg.types = &kit.Offerings{Catalog: catalog.Load, Region: s.region, Zones: cfg.zones, Arch: cfg.image.arch, Image: cfg.image.id, Log: p.Log}
 
 	p.cfg.Store(cfg)
 	for _, w := range warnings {
-		p.log.Warn(w)
+		p.Log.Warn(w)
 	}
 	if len(s.identity.keys) == 0 {
-		p.log.Info("cells' instance identities are not checked: identity.certificates is not set")
+		p.Log.Info("cells' instance identities are not checked: identity.certificates is not set")
 	}
-	p.log.Info("configured", "cluster", cfg.clusterID, "region", s.region, "endpoint", s.endpointURL,
+	p.Log.Info("configured", "cluster", cfg.clusterID, "region", s.region, "endpoint", s.endpointURL,
 		"zones", cfg.zones, "image", cfg.image.id, "arch", cfg.image.arch,
 		"read_per_second", s.rate.ReadPerSecond, "mutate_per_second", s.rate.MutatePerSecond, "burst", s.rate.Burst)
 	return &pluginapi.ConfigureResponse{Warnings: warnings}, nil
@@ -273,7 +218,7 @@ func (p *provider) awsConfig(ctx context.Context, s *settings) (aws.Config, erro
 			if c == logging.Warn {
 				level = slog.LevelWarn
 			}
-			p.log.Log(context.Background(), level, "aws sdk", "message", fmt.Sprintf(format, v...))
+			p.Log.Log(context.Background(), level, "aws sdk", "message", fmt.Sprintf(format, v...))
 		})),
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {

@@ -11,9 +11,6 @@ import (
 	"github.com/kipcell/kip/pluginapi/ratelimit"
 )
 
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error { return ratelimit.Sleep(ctx, d) }
-
 // limiter holds the plugin's two token buckets (pluginapi/ratelimit).
 type limiter struct {
 	describe *ratelimit.Bucket

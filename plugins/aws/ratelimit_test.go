@@ -33,7 +33,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func TestLimiterBuckets(t *testing.T) {
-	l := newLimiter(ratelimit.Config{ReadPerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, sleepCtx)
+	l := newLimiter(ratelimit.Config{ReadPerSecond: 1, MutatePerSecond: 1, Burst: 1}, time.Now, ratelimit.Sleep)
 	for op, want := range map[string]*ratelimit.Bucket{
 		"DescribeInstances": l.describe, "DescribeInstanceTypeOfferings": l.describe, "DescribeSubnets": l.describe,
 		"DescribeImages": l.describe, "DescribeInstanceStatus": l.describe,
@@ -56,8 +56,8 @@ func TestLimiterHoldsCallsBack(t *testing.T) {
 	var mu sync.Mutex
 	p := configured(t, with(testConfig(f), "rateLimit", map[string]any{"describePerSecond": 0.001, "mutatePerSecond": 0.001, "burst": 4}),
 		func(p *provider) {
-			p.now = clock.Now
-			p.sleep = func(ctx context.Context, d time.Duration) error {
+			p.Now = clock.Now
+			p.Sleep = func(ctx context.Context, d time.Duration) error {
 				mu.Lock()
 				waits = append(waits, d)
 				mu.Unlock()

@@ -29,7 +29,7 @@ const tokenMargin = 30 * time.Minute
 // credentials may read, so images of another account work when its
 // repository policy allows. An image in any other registry is NotFound.
 func (p *provider) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthRequest) (*pluginapi.RegistryAuthResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 // machine (the IAM policy also limits TerminateInstances to tagged
 // instances).
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	if inst.CellID != "" {
 		cfg.view.Changed(inst.ID, inst)
 	}
-	p.log.Info("instance terminating", "instance", req.ID, "cell", inst.CellID, "state", inst.State)
+	p.Log.Info("instance terminating", "instance", req.ID, "cell", inst.CellID, "state", inst.State)
 	return &pluginapi.TerminateResponse{Instance: inst}, nil
 }
 
@@ -70,7 +70,7 @@ func (p *provider) terminate(ctx context.Context, cfg *config, id string) (*ec2.
 		if errorCode(err) != codeInstanceNotFound || !cfg.view.RecentlyLaunched(id) {
 			return out, mapError("TerminateInstances", err)
 		}
-		if err := p.sleep(ctx, delay); err != nil {
+		if err := p.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 		delay = min(2*delay, 2*time.Second)

@@ -149,7 +149,7 @@ func TestConfigure(t *testing.T) {
 		t.Errorf("no cluster ID: %v; want InvalidConfig naming clusterID", err)
 	}
 	p = configured(t, f, with(testConfig(f), "sshPublicKey", nil))
-	cfg, _ := p.config()
+	cfg, _ := p.cfg.Get()
 	if !sshKeyRE.MatchString(cfg.sshPublicKey) || !strings.HasPrefix(cfg.sshPublicKey, "ssh-rsa ") {
 		t.Errorf("the generated key %q is not an ssh-rsa authorized_keys line", cfg.sshPublicKey)
 	}

@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 	good := testConfig(f)
 	factory := func(log *slog.Logger) pluginapi.Provider {
 		p := newProvider(f)
-		p.log = log
+		p.Log = log
 		return p
 	}
 	plugintest.Run(t, factory, plugintest.Config{

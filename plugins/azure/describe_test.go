@@ -46,7 +46,7 @@ func TestStateFromAzure(t *testing.T) {
 func TestListAndDescribe(t *testing.T) {
 	f := newFakeARM(t)
 	f.pageSize = 2
-	p := configured(t, f, testConfig(f), func(p *provider) { p.snapshotAge = 0 })
+	p := configured(t, f, testConfig(f), func(p *provider) { p.SnapshotAge = 0 })
 	for _, cell := range []string{"kip-a", "kip-b", "kip-c"} {
 		if _, err := p.Launch(t.Context(), launchRequest(cell)); err != nil {
 			t.Fatal(err)

@@ -5,7 +5,8 @@
 //
 // Read it in this order; each file holds one concern:
 //
-//	provider.go   New, GetInfo, Configure: the plugin's face; the credentials
+//	provider.go   New, GetInfo, Configure: the plugin's face, on the kit's
+//	              skeleton (pluginapi/kit: seams, timings, configuration); the credentials
 //	              and the ARM clients on one set of pipeline options
 //	config.go     the configuration: one struct, its keys and JSON Schema in its
 //	              tags (pluginapi.DecodeConfig, ConfigSchema), validation, defaults
@@ -168,7 +169,7 @@
 // TLS (real LRO headers) for the unit tests and the conformance suite; the
 // simulator for end-to-end tests is test/cloudsim/azure.
 //
-// The package imports pluginapi (and its catalog, snapshot, ratelimit
-// and boottime packages), its own catalog and the Azure SDK; never host,
+// The package imports pluginapi (and its catalog, kit, snapshot and
+// ratelimit packages), its own catalog and the Azure SDK; never host,
 // cell, Kubernetes or another plugin (hack/depcheck.sh).
 package azure

@@ -270,7 +270,7 @@ func (cfg *config) quotaScope(message, instanceType string, capacity pluginapi.C
 		family := strings.TrimSpace(strings.TrimSuffix(name, " cores"))
 		types := []string{instanceType}
 		if cfg.skus != nil {
-			for _, t := range cfg.skus.family(family) {
+			for _, t := range cfg.family(family) {
 				if t != instanceType {
 					types = append(types, t)
 				}

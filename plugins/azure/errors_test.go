@@ -142,7 +142,7 @@ func TestLaunchErrorKinds(t *testing.T) {
 func TestMapError(t *testing.T) {
 	f := newFakeARM(t)
 	p := configured(t, f, testConfig(f))
-	cfg, _ := p.config()
+	cfg, _ := p.cfg.Get()
 	for _, tc := range []struct {
 		err  fakeError
 		want func(error) bool

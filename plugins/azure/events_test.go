@@ -58,7 +58,7 @@ func (l *eventLog) count(ok func(pluginapi.Event) bool) int {
 // delete) is an interruption; a Spot VM the plugin terminates is not.
 func TestWatchEventsSpotEviction(t *testing.T) {
 	f := newFakeARM(t)
-	p := configured(t, f, testConfig(f), func(p *provider) { p.snapshotAge = 0 })
+	p := configured(t, f, testConfig(f), func(p *provider) { p.SnapshotAge = 0 })
 	for _, cell := range []string{"kip-evicted", "kip-ended"} {
 		req := launchRequest(cell)
 		req.CapacityType = pluginapi.CapacitySpot
@@ -113,7 +113,7 @@ func TestWatchEventsSpotEviction(t *testing.T) {
 func TestWatchEventsWakesOnLaunch(t *testing.T) {
 	f := newFakeARM(t)
 	p := configured(t, f, testConfig(f), func(p *provider) {
-		p.pollFast, p.pollSlow, p.snapshotAge = 10*time.Millisecond, time.Hour, 10*time.Millisecond
+		p.PollFast, p.PollSlow, p.SnapshotAge = 10*time.Millisecond, time.Hour, 10*time.Millisecond
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	log := &eventLog{}

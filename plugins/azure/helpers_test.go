@@ -59,9 +59,9 @@ func newProvider(f *fakeARM) *provider {
 	p := New(slog.New(slog.DiscardHandler)).(*provider)
 	p.httpClient = f.srv.Client()
 	p.retry = policy.RetryOptions{MaxRetries: -1}
-	p.pollFast = 5 * time.Millisecond
-	p.pollSlow = 20 * time.Millisecond
-	p.pollBoot = 5 * time.Millisecond
+	p.PollFast = 5 * time.Millisecond
+	p.PollSlow = 20 * time.Millisecond
+	p.PollBoot = 5 * time.Millisecond
 	p.lroFrequency = 5 * time.Millisecond
 	return p
 }

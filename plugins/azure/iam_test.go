@@ -94,7 +94,7 @@ func TestEveryCalledOperationHasItsActions(t *testing.T) {
 	cfg["networkSecurityGroupID"] = fakeNSGID
 	cfg["identity"] = "/subscriptions/" + fakeSub + "/resourceGroups/kip-id/providers/Microsoft.ManagedIdentity/userAssignedIdentities/kip-cell"
 	cfg["image"] = map[string]any{"id": "/subscriptions/" + fakeSub + "/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/kip-cell/versions/1.0.0"}
-	p := configured(t, f, cfg, func(p *provider) { p.snapshotAge = time.Millisecond })
+	p := configured(t, f, cfg, func(p *provider) { p.SnapshotAge = time.Millisecond })
 	if _, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); err != nil {
 		t.Fatal(err)
 	}

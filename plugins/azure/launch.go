@@ -43,7 +43,7 @@ var vmNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$`)
 // 412, and the plugin reads it, answering its own cluster's and refusing
 // another's.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	}
 	cell := req.CellID
 	if cfg.deleting.Has(cell) {
-		inst := plan.instance(p.now())
+		inst := plan.instance(p.Now())
 		if vm, ok := cfg.view.Lookup(cell); ok {
 			inst = vm.Instance
 		}
@@ -64,18 +64,18 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 			inst.State = pluginapi.StateTerminating
 		}
 		inst.StateReason = "the cell's VM was terminated"
-		p.log.Info("cell terminated before; starting nothing", "cell", cell)
+		p.Log.Info("cell terminated before; starting nothing", "cell", cell)
 		return &pluginapi.LaunchResponse{Instance: inst}, nil
 	}
 	if tok := p.resume.get(cell); tok != "" {
 		poller, err := cfg.clients.vms.BeginCreateOrUpdate(ctx, cfg.resourceGroup, cell, armcompute.VirtualMachine{},
 			&armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions{ResumeToken: tok})
 		if err == nil {
-			p.log.Info("following the cell's create again", "cell", cell)
+			p.Log.Info("following the cell's create again", "cell", cell)
 			return p.follow(ctx, cfg, plan, poller)
 		}
 		p.resume.drop(cell)
-		p.log.Warn("cannot resume the cell's create; looking for its VM", "cell", cell, "error", err)
+		p.Log.Warn("cannot resume the cell's create; looking for its VM", "cell", cell, "error", err)
 	}
 	vm, known, err := cfg.knownCell(ctx, cell)
 	switch {
@@ -83,7 +83,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 		return nil, ctx.Err()
 	case err != nil:
 		// The PUT is create-only by itself: go on without the view.
-		p.log.Warn("launching a cell without the view of the cluster", "cell", cell, "error", err)
+		p.Log.Warn("launching a cell without the view of the cluster", "cell", cell, "error", err)
 	case known:
 		if resp, err, gone := p.existing(ctx, cfg, plan, vm); !gone {
 			return resp, err
@@ -176,7 +176,7 @@ func (p *provider) follow(ctx context.Context, cfg *config, plan *launchPlan, po
 	}
 	vm = p.withAddress(ctx, cfg, vm)
 	cfg.view.Launched(vm.ID, vm)
-	p.log.Info("cell launched", "cell", cell, "instance", vm.ID, "type", plan.spec, "zone", plan.zone, "capacity_type", plan.capacity)
+	p.Log.Info("cell launched", "cell", cell, "instance", vm.ID, "type", plan.spec, "zone", plan.zone, "capacity_type", plan.capacity)
 	return &pluginapi.LaunchResponse{Instance: vm.Instance}, nil
 }
 
@@ -192,7 +192,7 @@ func (p *provider) withAddress(ctx context.Context, cfg *config, vm azVM) azVM {
 	}
 	nic, err := cfg.clients.nics.Get(ctx, cfg.resourceGroup, vm.ID+"-nic", nil)
 	if err != nil {
-		p.log.Warn("reading the NIC of a launched VM; its address comes with the next listing", "cell", vm.CellID, "error", err)
+		p.Log.Warn("reading the NIC of a launched VM; its address comes with the next listing", "cell", vm.CellID, "error", err)
 		return vm
 	}
 	if owner, addrs := nicAddresses(&nic.Interface); len(addrs) > 0 && strings.EqualFold(owner, vm.ID) {
@@ -207,9 +207,9 @@ func (p *provider) withAddress(ctx context.Context, cfg *config, vm azVM) azVM {
 func (p *provider) failed(ctx context.Context, cfg *config, plan *launchPlan, opErr error) error {
 	cell := plan.cellID
 	if err := p.deleteAndWait(ctx, cfg, cell); err != nil {
-		p.log.Warn("deleting the VM of a failed launch failed; the next List shows it", "cell", cell, "error", err)
+		p.Log.Warn("deleting the VM of a failed launch failed; the next List shows it", "cell", cell, "error", err)
 	}
-	p.log.Info("cell launch failed", "cell", cell, "type", plan.spec, "zone", plan.zone, "capacity_type", plan.capacity, "error", opErr)
+	p.Log.Info("cell launch failed", "cell", cell, "type", plan.spec, "zone", plan.zone, "capacity_type", plan.capacity, "error", opErr)
 	return fmt.Errorf("launching cell %s: %w", cell, cfg.mapLaunchError(opErr, plan.spec, plan.zone, plan.capacity))
 }
 
@@ -229,7 +229,7 @@ func (p *provider) existing(ctx context.Context, cfg *config, plan *launchPlan, 
 		if !strings.EqualFold(vm.provisioning, "Creating") {
 			break
 		}
-		if err := p.sleep(ctx, p.lroFrequency); err != nil {
+		if err := p.Sleep(ctx, p.lroFrequency); err != nil {
 			return nil, err, false
 		}
 		if vm, err = cfg.getVM(ctx, cell); err != nil {
@@ -255,7 +255,7 @@ func (p *provider) existing(ctx context.Context, cfg *config, plan *launchPlan, 
 	}
 	vm = p.withAddress(ctx, cfg, vm)
 	cfg.view.Launched(vm.ID, vm)
-	p.log.Info("cell launched before; returning its VM", "cell", cell, "instance", vm.ID, "state", vm.State)
+	p.Log.Info("cell launched before; returning its VM", "cell", cell, "instance", vm.ID, "state", vm.State)
 	return &pluginapi.LaunchResponse{Instance: vm.Instance}, nil, false
 }
 

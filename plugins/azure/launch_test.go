@@ -129,7 +129,7 @@ func TestLaunchBody(t *testing.T) {
 func TestLaunchFollowsTheOperation(t *testing.T) {
 	f := newFakeARM(t)
 	f.polls = 3
-	p := configured(t, f, testConfig(f), func(p *provider) { p.snapshotAge = 0 })
+	p := configured(t, f, testConfig(f), func(p *provider) { p.SnapshotAge = 0 })
 	if _, err := p.Launch(t.Context(), launchRequest("kip-ops")); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -27,8 +26,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/boottime"
-	"github.com/kipcell/kip/pluginapi/ratelimit"
+	"github.com/kipcell/kip/pluginapi/kit"
 	"github.com/kipcell/kip/pluginapi/snapshot"
 	"github.com/kipcell/kip/plugins/azure/catalog"
 )
@@ -41,23 +39,9 @@ const Name = "azure"
 //	go build -ldflags "-X github.com/kipcell/kip/plugins/azure.Version=0.1.0" ./cmd/kip-plugin-azure
 var Version = "0.1.0-dev"
 
-// Timings. Each is a field of provider so that tests can shorten it.
+// The azure plugin's own timings, beside kit.Base's. Each is a field of
+// provider so that tests can shorten it.
 const (
-	// defaultSnapshotAge is how old a snapshot of the cluster's VMs
-	// Describe and List accept: many cells polling share one VM list and
-	// one NIC list per second.
-	defaultSnapshotAge = time.Second
-	// defaultPollFast and defaultPollSlow are WatchEvents' polling
-	// intervals while some VM is changing state, and while none is.
-	defaultPollFast = time.Second
-	defaultPollSlow = 10 * time.Second
-	// defaultPollBoot is the interval around the moment a booting VM may be
-	// running, once WatchEvents has seen a boot (pluginapi/boottime).
-	defaultPollBoot = time.Second / 2
-	// defaultConsistencyWindow is how long after a launch a new VM may be
-	// missing from the VM list: Describe reports it as launched for that
-	// long.
-	defaultConsistencyWindow = 30 * time.Second
 	// defaultSKUTTL is how long resourceSkus list's answer is kept.
 	defaultSKUTTL = time.Hour
 	// defaultLROFrequency is how often Launch and a failed launch's delete
@@ -77,27 +61,20 @@ var (
 
 // provider implements pluginapi.Provider for Azure. Its configuration,
 // clients and caches hang off one immutable config, swapped whole by
-// Configure.
+// Configure. kit.Base holds the log, the clock, the sleep and the timings
+// of Describe, List and WatchEvents (kit.DefaultConsistencyWindow is how
+// long after a launch a new VM may be missing from the VM list: Describe
+// reports it as launched for that long).
 type provider struct {
-	log *slog.Logger
-	cfg atomic.Pointer[config] // nil until Configure succeeds
+	*kit.Base
+	cfg *kit.Configured[config] // empty until Configure succeeds
 
 	// Seams for tests.
-	now               func() time.Time
-	sleep             func(context.Context, time.Duration) error
-	httpClient        *http.Client // the transport; nil: one of its own
-	retry             policy.RetryOptions
-	snapshotAge       time.Duration
-	pollFast          time.Duration
-	pollSlow          time.Duration
-	pollBoot          time.Duration
-	consistencyWindow time.Duration
-	skuTTL            time.Duration
-	lroFrequency      time.Duration
+	httpClient   *http.Client // the transport; nil: one of its own
+	retry        policy.RetryOptions
+	skuTTL       time.Duration
+	lroFrequency time.Duration
 
-	// boots are the last boot times WatchEvents saw; they outlive a
-	// stream, so a re-subscribed host does not cost a relearning.
-	boots boottime.Times
 	// resume holds the resume tokens of creates under way, by cell: a
 	// Launch retried while its VM is being created follows the same
 	// operation (launch.go). It outlives a Configure.
@@ -108,21 +85,12 @@ type provider struct {
 //
 //	func main() { pluginapi.Serve(azure.New) }
 func New(log *slog.Logger) pluginapi.Provider {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &provider{
-		log:               log,
-		now:               time.Now,
-		sleep:             ratelimit.Sleep,
-		snapshotAge:       defaultSnapshotAge,
-		pollFast:          defaultPollFast,
-		pollSlow:          defaultPollSlow,
-		pollBoot:          defaultPollBoot,
-		consistencyWindow: defaultConsistencyWindow,
-		skuTTL:            defaultSKUTTL,
-		lroFrequency:      defaultLROFrequency,
-		resume:            resumeTokens{tokens: map[string]string{}},
+		Base:         kit.NewBase(log),
+		cfg:          kit.NewConfigured[config](Name),
+		skuTTL:       defaultSKUTTL,
+		lroFrequency: defaultLROFrequency,
+		resume:       resumeTokens{tokens: map[string]string{}},
 	}
 }
 
@@ -145,22 +113,14 @@ const noPrices = "; prices: none (every offering's price is unknown, so kip pick
 // GetInfo describes the plugin. It needs no configuration and calls no
 // Azure API.
 func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
-	cat, err := catalog.Load()
+	info, err := kit.Info{Name: Name, Version: Version, Capabilities: capabilities, ConfigSchema: configSchema, Catalog: catalog.Load}.GetInfo()
 	if err != nil {
-		return nil, fmt.Errorf("loading the embedded catalog: %w", err)
+		return nil, err
 	}
-	info := cat.Info()
-	if len(cat.Regions) == 0 {
-		info.Source += noPrices
+	if cat, _ := catalog.Load(); len(cat.Regions) == 0 {
+		info.Catalog.Source += noPrices
 	}
-	return &pluginapi.GetInfoResponse{
-		Name:         Name,
-		Version:      Version,
-		APIVersions:  []string{pluginapi.APIVersion},
-		Capabilities: capabilities,
-		ConfigSchema: configSchema,
-		Catalog:      info,
-	}, nil
+	return info, nil
 }
 
 // config is a validated configuration with its clients and caches.
@@ -170,9 +130,9 @@ type config struct {
 
 	clients  *clients
 	view     *snapshot.View[azVM]
-	skus     *skuCache
+	types    *kit.Offerings // ListInstanceTypes' answer
+	skus     *kit.Sold[*soldSizes]
 	deleting *snapshot.Deletions
-	warnOnce sync.Once // catalog warnings, once per configuration
 }
 
 // clients are the Azure Resource Manager clients the plugin calls; every
@@ -185,19 +145,6 @@ type clients struct {
 	// nsgs is in the network security group's subscription; nil without
 	// networkSecurityGroupID.
 	nsgs networkSecurityGroupsAPI
-}
-
-// errNotConfigured answers calls that need a configuration before
-// Configure, which the host never makes (and pluginapi's server refuses
-// before they get here).
-var errNotConfigured = pluginapi.NewNotConfigured("the azure plugin is not configured: Configure must come first")
-
-func (p *provider) config() (*config, error) {
-	cfg := p.cfg.Load()
-	if cfg == nil {
-		return nil, errNotConfigured
-	}
-	return cfg, nil
 }
 
 // Configure validates the configuration, finds the credentials, builds the
@@ -231,13 +178,14 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	if err := cfg.resolve(ctx); err != nil {
 		return nil, err
 	}
-	cfg.view = snapshot.New(p.fetchCluster(cfg), p.now, p.consistencyWindow)
-	cfg.skus = &skuCache{client: cfg.clients.skus, location: s.location, zones: s.zones, ttl: p.skuTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
-	cfg.deleting = snapshot.NewDeletions(p.now)
+	cfg.view = snapshot.New(p.fetchCluster(cfg), p.Now, p.ConsistencyWindow)
+	cfg.skus = kit.NewSold(p.skuTTL, p.Now, p.Log, p.fetchSKUs(cfg))
+	cfg.types = &kit.Offerings{Catalog: catalog.Load, Region: s.location, Zones: cfg.zoneNames(), Log: p.Log}
+	cfg.deleting = snapshot.NewDeletions(p.Now)
 
 	// Calls under way keep the configuration they started with.
 	p.cfg.Store(cfg)
-	p.log.Info("configured", "cluster", cfg.clusterID, "subscription", s.subscription, "resource_group", s.resourceGroup,
+	p.Log.Info("configured", "cluster", cfg.clusterID, "subscription", s.subscription, "resource_group", s.resourceGroup,
 		"location", s.location, "zones", s.zones, "endpoint", s.endpoint, "subnet", s.subnetID,
 		"read_per_second", s.rate.ReadPerSecond, "mutate_per_second", s.rate.MutatePerSecond, "burst", s.rate.Burst)
 	return &pluginapi.ConfigureResponse{}, nil
@@ -339,7 +287,7 @@ func (p *provider) newClients(cfg *config, cred azcore.TokenCredential) (*client
 			Cloud:            cfg.cloudConfig(),
 			Transport:        transport,
 			Retry:            p.retry,
-			PerRetryPolicies: []policy.Policy{newLimiter(cfg.rate, p.now, p.sleep)},
+			PerRetryPolicies: []policy.Policy{newLimiter(cfg.rate, p.Now, p.Sleep)},
 			Telemetry:        policy.TelemetryOptions{ApplicationID: "kip-plugin-azure/" + Version},
 		},
 		DisableRPRegistration: true,

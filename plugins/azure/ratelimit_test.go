@@ -24,8 +24,8 @@ func TestEveryRequestPassesTheBuckets(t *testing.T) {
 	cfg := testConfig(f)
 	cfg["rateLimit"] = map[string]any{"readPerSecond": 1, "mutatePerSecond": 1, "burst": 1}
 	p := configured(t, f, cfg, func(p *provider) {
-		p.now = func() time.Time { return frozen }
-		p.sleep = func(context.Context, time.Duration) error {
+		p.Now = func() time.Time { return frozen }
+		p.Sleep = func(context.Context, time.Duration) error {
 			mu.Lock()
 			defer mu.Unlock()
 			waits++

@@ -17,7 +17,7 @@ import (
 // succeeds. The plugin refuses a VM that is not tagged with its cluster: a
 // host bug must not end a stranger's machine.
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	if vm.CellID != "" {
 		cfg.view.Changed(vm.ID, vm)
 	}
-	p.log.Info("instance terminating", "instance", req.ID, "cell", vm.CellID)
+	p.Log.Info("instance terminating", "instance", req.ID, "cell", vm.CellID)
 	return &pluginapi.TerminateResponse{Instance: vm.Instance}, nil
 }
 

@@ -3,17 +3,14 @@ package gce
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"slices"
-	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/plugins/gce/catalog"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // ListInstanceTypes returns the embedded catalog for the configured region
@@ -24,46 +21,17 @@ import (
 // lists only predefined types). Without permission for that call every
 // offering of the catalog is available, and the plugin says so once.
 func (p *provider) ListInstanceTypes(ctx context.Context, req *pluginapi.ListInstanceTypesRequest) (*pluginapi.ListInstanceTypesResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cat, err := catalog.Load()
-	if err != nil {
-		return nil, fmt.Errorf("loading the embedded catalog: %w", err)
-	}
-	all, warnings := cat.InstanceTypes(cfg.region, cfg.zones)
-	sold, err := cfg.machineTypes.get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing instance types: %w", err)
-	}
-	out := all[:0]
-	otherArch := 0
-	for _, t := range all {
-		if cfg.imageArch != "" && t.Arch != cfg.imageArch {
-			otherArch++
-			continue
+	return cfg.types.List(ctx, func(ctx context.Context) (kit.Sells, error) {
+		sold, err := cfg.machineTypes.Get(ctx)
+		if sold == nil {
+			return nil, err
 		}
-		if sold != nil {
-			for i := range t.Offerings {
-				t.Offerings[i].Available = sold.has(t.Name, t.Offerings[i].Zone)
-			}
-		}
-		out = append(out, t)
-	}
-	cfg.warnOnce.Do(func() {
-		for _, w := range warnings {
-			p.log.Warn(w)
-		}
-		if otherArch > 0 {
-			p.log.Info("catalog: leaving out the types of another architecture than the image's",
-				"image", cfg.imageURL, "arch", cfg.imageArch, "left_out", otherArch)
-		}
+		return sold.has, nil
 	})
-	return &pluginapi.ListInstanceTypesResponse{InstanceTypes: out}, nil
 }
 
 // soldTypes is which machine types Compute Engine sells in which zone.
@@ -100,77 +68,50 @@ func cutFamily(typ string) (string, string, bool) {
 	return typ, "", false
 }
 
-// machineTypes caches machineTypes.aggregatedList of the cells' zones.
-type machineTypes struct {
-	client  machineTypesAPI
-	project string
-	zones   []string
-	ttl     time.Duration
-	now     func() time.Time
-	log     *slog.Logger
-
-	sem chan struct{} // one fetch at a time; a waiter may give up with its ctx
-
-	// Guarded by sem.
-	at     time.Time
-	sold   *soldTypes // nil: not permitted, or the answer was empty
-	denied bool       // the last fetch was refused (logged once)
-}
-
-// get returns what is sold where, or nil when the plugin may not ask.
-func (m *machineTypes) get(ctx context.Context) (*soldTypes, error) {
-	select {
-	case m.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-m.sem }()
-	if !m.at.IsZero() && m.now().Sub(m.at) < m.ttl {
-		return m.sold, nil
-	}
-	sold := &soldTypes{types: map[string]map[string]bool{}, families: map[string]map[string]bool{}}
-	it := m.client.AggregatedList(ctx, &computepb.AggregatedListMachineTypesRequest{
-		Project: m.project, MaxResults: proto.Uint32(aggregatedPage),
-	})
-	for {
-		pair, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			break
-		}
-		if err != nil && isPermission(err) {
-			if !m.denied {
-				m.log.Warn("the plugin's IAM role does not allow compute.machineTypes.list: every type of the catalog is offered as available in every zone, and launches of types a zone does not sell fail over to the next candidate",
-					"error", err)
+// fetchMachineTypes returns the machine types cache's source:
+// machineTypes.aggregatedList of the cells' zones; nil when Compute Engine
+// answers none (an endpoint that does not know).
+func (p *provider) fetchMachineTypes(cfg *config) func(context.Context) (*soldTypes, error) {
+	return func(ctx context.Context) (*soldTypes, error) {
+		sold := &soldTypes{types: map[string]map[string]bool{}, families: map[string]map[string]bool{}}
+		it := cfg.clients.machineTypes.AggregatedList(ctx, &computepb.AggregatedListMachineTypesRequest{
+			Project: cfg.project, MaxResults: proto.Uint32(aggregatedPage),
+		})
+		for {
+			pair, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
 			}
-			m.denied, m.sold, m.at = true, nil, m.now()
-			return nil, nil
-		}
-		if err != nil {
-			return nil, mapError("machineTypes.aggregatedList", err)
-		}
-		if pair.Value == nil {
-			continue
-		}
-		for _, mt := range pair.Value.GetMachineTypes() {
-			zone := last(mt.GetZone())
-			if zone == "." || zone == "" {
-				zone = last(pair.Key)
+			if err != nil && isPermission(err) {
+				return nil, kit.Denied("the plugin's IAM role does not allow compute.machineTypes.list: every type of the catalog is offered as available in every zone, and launches of types a zone does not sell fail over to the next candidate", err)
 			}
-			if !slices.Contains(m.zones, zone) || mt.GetDeprecated().GetState() == "OBSOLETE" || mt.GetDeprecated().GetState() == "DELETED" {
+			if err != nil {
+				return nil, mapError("machineTypes.aggregatedList", err)
+			}
+			if pair.Value == nil {
 				continue
 			}
-			add(sold.types, mt.GetName(), zone)
-			add(sold.families, family(mt.GetName()), zone)
+			for _, mt := range pair.Value.GetMachineTypes() {
+				zone := last(mt.GetZone())
+				if zone == "." || zone == "" {
+					zone = last(pair.Key)
+				}
+				if !slices.Contains(cfg.zones, zone) || mt.GetDeprecated().GetState() == "OBSOLETE" || mt.GetDeprecated().GetState() == "DELETED" {
+					continue
+				}
+				add(sold.types, mt.GetName(), zone)
+				add(sold.families, family(mt.GetName()), zone)
+			}
 		}
+		if len(sold.types) == 0 {
+			// Compute Engine sells something in every zone; an empty answer
+			// is an endpoint that does not know, not a region that sells
+			// nothing.
+			p.Log.Warn("machineTypes.aggregatedList answered no machine type in the cells' zones: every type of the catalog is offered as available", "zones", cfg.zones)
+			return nil, nil
+		}
+		return sold, nil
 	}
-	if len(sold.types) == 0 {
-		// Compute Engine sells something in every zone; an empty answer is
-		// an endpoint that does not know, not a region that sells nothing.
-		m.log.Warn("machineTypes.aggregatedList answered no machine type in the cells' zones: every type of the catalog is offered as available", "zones", m.zones)
-		sold = nil
-	}
-	m.denied, m.sold, m.at = false, sold, m.now()
-	return sold, nil
 }
 
 func add(m map[string]map[string]bool, k, zone string) {

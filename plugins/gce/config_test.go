@@ -179,10 +179,10 @@ func mustString(t *testing.T, v any) string {
 func TestNotConfigured(t *testing.T) {
 	p := newProvider()
 	ctx := t.Context()
-	if _, err := p.List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, errNotConfigured) {
+	if _, err := p.List(ctx, &pluginapi.ListRequest{}); !errors.Is(err, p.cfg.ErrNotConfigured()) {
 		t.Errorf("List before Configure = %v", err)
 	}
-	if _, err := p.Launch(ctx, launchRequest("kip-1")); !errors.Is(err, errNotConfigured) {
+	if _, err := p.Launch(ctx, launchRequest("kip-1")); !errors.Is(err, p.cfg.ErrNotConfigured()) {
 		t.Errorf("Launch before Configure = %v", err)
 	}
 	info, err := p.GetInfo(ctx, &pluginapi.GetInfoRequest{})

@@ -16,7 +16,7 @@ import (
 // 1 MB), as text. An instance that has written nothing yet has an empty
 // Output, no error; one Compute Engine does not know is NotFound.
 func (p *provider) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutputRequest) (*pluginapi.ConsoleOutputResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -33,5 +33,5 @@ func (p *provider) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutp
 	if err != nil {
 		return nil, fmt.Errorf("reading the console output of instance %s: %w", req.InstanceID, mapError("instances.getSerialPortOutput", err))
 	}
-	return &pluginapi.ConsoleOutputResponse{Output: out.GetContents(), Timestamp: p.now().UTC().Truncate(time.Second)}, nil
+	return &pluginapi.ConsoleOutputResponse{Output: out.GetContents(), Timestamp: p.Now().UTC().Truncate(time.Second)}, nil
 }

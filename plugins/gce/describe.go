@@ -25,16 +25,16 @@ type gceInstance struct {
 }
 
 // Describe returns the named instances that exist. Instances of the
-// cluster come from the shared snapshot (at most snapshotAge old, refreshed
+// cluster come from the shared snapshot (at most SnapshotAge old, refreshed
 // once for all the cells asking); others, which the host rarely asks for,
 // from instances.get. An ID that is not zone/name names nothing. An
 // instance without the cell label is not a cell and is left out.
 func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.Describe(ctx, cfg.view, p.snapshotAge, req.IDs, cfg.reported, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
+	out, err := snapshot.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, cfg.reported, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
 		var out []pluginapi.Instance
 		for _, id := range missing {
 			zone, name, ok := parseID(id)
@@ -61,13 +61,13 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 }
 
 // List returns the cluster's instances from the shared snapshot, at most
-// snapshotAge old, and never older than a Launch whose outcome was not seen.
+// SnapshotAge old, and never older than a Launch whose outcome was not seen.
 func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*pluginapi.ListResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.List(ctx, cfg.view, p.snapshotAge, cfg.reported)
+	out, err := snapshot.List(ctx, cfg.view, p.SnapshotAge, cfg.reported)
 	if err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func TestDescribeAndListShareOneSnapshot(t *testing.T) {
 func TestDescribePreemptedSpot(t *testing.T) {
 	f := newFakeCompute(t)
 	ctx := t.Context()
-	p := configured(t, testConfig(f), func(p *provider) { p.snapshotAge = time.Millisecond })
+	p := configured(t, testConfig(f), func(p *provider) { p.SnapshotAge = time.Millisecond })
 	launch := func(cell string, ct pluginapi.CapacityType) string {
 		req := launchRequest(cell)
 		req.CapacityType = ct
@@ -152,7 +152,7 @@ func TestTerminate(t *testing.T) {
 	if q := f.query("instances.delete", 0); q != f.query("instances.delete", 1) || q == "" {
 		t.Errorf("delete queries %q, %q: want the same requestId", q, f.query("instances.delete", 1))
 	}
-	p.snapshotAge = 0
+	p.SnapshotAge = 0
 	list, _ := p.List(ctx, &pluginapi.ListRequest{})
 	for _, inst := range list.Instances {
 		if inst.ID == id && inst.State != pluginapi.StateTerminating {

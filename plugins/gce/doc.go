@@ -5,7 +5,8 @@
 //
 // Read it in this order; each file holds one concern:
 //
-//	provider.go   New, GetInfo, Configure: the plugin's face; the credentials
+//	provider.go   New, GetInfo, Configure: the plugin's face, on the kit's
+//	              skeleton (pluginapi/kit: seams, timings, configuration); the credentials
 //	              and the REST clients on one rate-limited HTTP client
 //	config.go     the configuration: one struct, its keys and JSON Schema in its
 //	              tags (pluginapi.DecodeConfig, ConfigSchema), validation, defaults
@@ -167,7 +168,7 @@
 // holds for the simulator's client tests (test/cloudsim/gce/sdktest, its
 // own module), so the root module's build list stays as it was.
 //
-// The package imports pluginapi (and its catalog, snapshot, ratelimit and
-// identity packages), its own catalog and the Google Cloud SDK; never host, cell,
+// The package imports pluginapi (and its catalog, kit, snapshot, ratelimit
+// and identity packages), its own catalog and the Google Cloud SDK; never host, cell,
 // Kubernetes or another plugin (hack/depcheck.sh).
 package gce

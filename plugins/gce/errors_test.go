@@ -257,7 +257,7 @@ func TestMapError(t *testing.T) {
 	f := newFakeCompute(t)
 	p := configured(t, testConfig(f))
 	ctx := t.Context()
-	p.snapshotAge = 0
+	p.SnapshotAge = 0
 	for _, tc := range []struct {
 		status int
 		reason string

@@ -2,12 +2,10 @@ package gce
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/snapshot"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // WatchEvents polls the cluster's instances through the shared view and
@@ -27,29 +25,24 @@ import (
 //     once per window.
 //
 // It polls through the view (snapshot.View.Poll, as the aws and azure
-// plugins do): every pollSlow, every pollFast while an instance it did not
+// plugins do): every PollSlow, every PollFast while an instance it did not
 // delete is terminating, faster while one boots (snapshot.Timings.Next:
-// every pollFast until it has timed a boot, then every pollBoot from
+// every PollFast until it has timed a boot, then every PollBoot from
 // shortly before the quickest of the last boots may have ended), so that
 // a 20-second boot costs a few aggregatedList calls instead of twenty, and
 // at once after a Launch of this plugin process.
 func (p *provider) WatchEvents(ctx context.Context, req *pluginapi.WatchEventsRequest, send func(*pluginapi.Event) error) error {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return err
 	}
-	w := &watcher{p: p, cfg: cfg, send: send, sentMaintenance: map[string]bool{}}
-	return cfg.view.Poll(ctx, p.timings(), p.sleep, p.log, func(snap map[string]gceInstance) (time.Duration, error) {
-		if err := w.diff(snap); err != nil {
+	w := newWatcher(p, cfg, send)
+	return cfg.view.Poll(ctx, p.Timings(), p.Sleep, p.Log, func(snap map[string]gceInstance) (time.Duration, error) {
+		if err := w.changes.Diff(snap); err != nil {
 			return 0, err
 		}
 		return w.next(snap), nil
 	})
-}
-
-// timings are the event watcher's poll intervals.
-func (p *provider) timings() snapshot.Timings {
-	return snapshot.Timings{Slow: p.pollSlow, Fast: p.pollFast, Boot: p.pollBoot, SnapshotAge: p.snapshotAge}
 }
 
 // watcher is one WatchEvents stream's memory of what it reported.
@@ -58,64 +51,34 @@ type watcher struct {
 	cfg  *config
 	send func(*pluginapi.Event) error
 
-	prev            map[string]gceInstance // nil before the first poll
-	sentMaintenance map[string]bool        // instance/window start
+	// changes sends the state changes, instances gone as terminated
+	// (deleted: by the plugin, or by Compute Engine after a preemption
+	// with instanceTerminationAction DELETE), each instance's maintenance
+	// (every poll, the first too) and the preemptions.
+	changes         kit.Changes[gceInstance]
+	sentMaintenance map[string]bool // instance/window start
 }
 
-// diff sends the events between the last poll and snap.
-func (w *watcher) diff(snap map[string]gceInstance) error {
-	first := w.prev == nil
-	prev := w.prev
-	w.prev = snap
-	now := w.p.now()
-	for _, id := range slices.Sorted(maps.Keys(snap)) {
-		gi := snap[id]
-		if err := w.maintenance(gi, now); err != nil {
-			return err
-		}
-		if first {
-			continue
-		}
-		old, seen := prev[id]
-		if seen && old.State == gi.State {
-			continue
-		}
-		if seen && old.State == pluginapi.StatePending && gi.State == pluginapi.StateRunning && gi.LaunchedAt.Before(now) {
-			w.p.boots.Add(now.Sub(gi.LaunchedAt))
-		}
-		if err := w.send(&pluginapi.Event{Type: pluginapi.EventStateChange, InstanceID: id, CellID: gi.CellID,
-			State: gi.State, Reason: gi.StateReason, Time: now}); err != nil {
-			return err
-		}
-		if gi.spot && gi.State == pluginapi.StateTerminating && (!seen || old.State != pluginapi.StateTerminating) && !w.cfg.deleting.Has(id) {
-			if err := w.preempted(gi, now); err != nil {
-				return err
+func newWatcher(p *provider, cfg *config, send func(*pluginapi.Event) error) *watcher {
+	w := &watcher{p: p, cfg: cfg, send: send, sentMaintenance: map[string]bool{}}
+	w.changes = kit.Changes[gceInstance]{
+		Base: p.Base, Send: send, GoneReason: "instance deleted",
+		Instance: func(gi *gceInstance) *pluginapi.Instance { return &gi.Instance },
+		Each:     w.maintenance,
+		Changed: func(old gceInstance, seen bool, gi gceInstance, now time.Time) error {
+			if gi.spot && gi.State == pluginapi.StateTerminating && (!seen || old.State != pluginapi.StateTerminating) && !w.cfg.deleting.Has(gi.ID) {
+				return w.preempted(gi, now)
 			}
-		}
-	}
-	if first {
-		return nil
-	}
-	for _, id := range slices.Sorted(maps.Keys(prev)) {
-		old := prev[id]
-		if _, ok := snap[id]; ok || old.State == pluginapi.StateTerminated {
-			continue
-		}
-		// Gone: deleted (by the plugin, or by Compute Engine after a
-		// preemption with instanceTerminationAction DELETE).
-		gone := old
-		gone.State, gone.StateReason = pluginapi.StateTerminated, "instance deleted"
-		if err := w.send(&pluginapi.Event{Type: pluginapi.EventStateChange, InstanceID: id, CellID: old.CellID,
-			State: gone.State, Reason: gone.StateReason, Time: now}); err != nil {
-			return err
-		}
-		if old.spot && old.State != pluginapi.StateTerminating && !w.cfg.deleting.Has(id) {
-			if err := w.preempted(gone, now); err != nil {
-				return err
+			return nil
+		},
+		Gone: func(old, gone gceInstance, now time.Time) error {
+			if old.spot && old.State != pluginapi.StateTerminating && !w.cfg.deleting.Has(old.ID) {
+				return w.preempted(gone, now)
 			}
-		}
+			return nil
+		},
 	}
-	return nil
+	return w
 }
 
 // preempted sends the interruption of a Spot instance.
@@ -152,7 +115,7 @@ func (w *watcher) maintenance(gi gceInstance, now time.Time) error {
 		State: gi.State, Reason: reason, Time: now, Deadline: deadline})
 }
 
-// next returns the wait before the next poll: pollFast while an instance
+// next returns the wait before the next poll: PollFast while an instance
 // the plugin did not delete is terminating (a preemption shows there; the
 // plugin's own deletions need no watching, the host has ended those
 // cells), else snapshot.Timings.Next of the instances booting.
@@ -161,11 +124,10 @@ func (w *watcher) next(snap map[string]gceInstance) time.Duration {
 	for _, gi := range snap {
 		switch {
 		case gi.State == pluginapi.StateTerminating && !w.cfg.deleting.Has(gi.ID):
-			return w.p.pollFast
+			return w.p.PollFast
 		case gi.State == pluginapi.StatePending:
 			booting = append(booting, gi.LaunchedAt)
 		}
 	}
-	boot, known := w.p.boots.Quickest()
-	return w.p.timings().Next(w.p.now(), boot, known, booting)
+	return w.p.NextPoll(booting)
 }

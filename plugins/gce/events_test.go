@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/kit"
 	"github.com/kipcell/kip/pluginapi/snapshot"
 )
 
@@ -53,7 +54,7 @@ func waitEvent(t *testing.T, events <-chan *pluginapi.Event, what string, match 
 func TestWatchEvents(t *testing.T) {
 	f := newFakeCompute(t)
 	ctx := t.Context()
-	p := configured(t, testConfig(f), func(p *provider) { p.snapshotAge = time.Millisecond })
+	p := configured(t, testConfig(f), func(p *provider) { p.SnapshotAge = time.Millisecond })
 	spot := func(cell string) string {
 		req := launchRequest(cell)
 		req.CapacityType = pluginapi.CapacitySpot
@@ -123,9 +124,9 @@ func TestWatchEvents(t *testing.T) {
 // pollSlow when nothing changes.
 func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	p := &provider{now: func() time.Time { return now }, pollFast: time.Second, pollSlow: time.Minute, pollBoot: time.Second / 2}
-	cfg := &config{deleting: snapshot.NewDeletions(p.now)}
-	w := &watcher{p: p, cfg: cfg, send: func(*pluginapi.Event) error { return nil }, sentMaintenance: map[string]bool{}}
+	p := &provider{Base: &kit.Base{Now: func() time.Time { return now }, PollFast: time.Second, PollSlow: time.Minute, PollBoot: time.Second / 2}}
+	cfg := &config{deleting: snapshot.NewDeletions(p.Now)}
+	w := newWatcher(p, cfg, func(*pluginapi.Event) error { return nil })
 	inst := func(state pluginapi.InstanceState, launched time.Time) map[string]gceInstance {
 		return map[string]gceInstance{"us-central1-a/kip-1": {Instance: pluginapi.Instance{
 			ID: "us-central1-a/kip-1", CellID: "kip-1", State: state, LaunchedAt: launched}}}
@@ -135,17 +136,17 @@ func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 		t.Errorf("no boot seen: next = %v, want pollFast", got)
 	}
 	// The first boot, seen 21 s after its launch.
-	if err := w.diff(inst(pluginapi.StatePending, launched)); err != nil {
+	if err := w.changes.Diff(inst(pluginapi.StatePending, launched)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.diff(inst(pluginapi.StatePending, launched)); err != nil {
+	if err := w.changes.Diff(inst(pluginapi.StatePending, launched)); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(21 * time.Second)
-	if err := w.diff(inst(pluginapi.StateRunning, launched)); err != nil {
+	if err := w.changes.Diff(inst(pluginapi.StateRunning, launched)); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := p.boots.Quickest(); !ok || d != 21*time.Second {
+	if d, ok := p.Boots.Quickest(); !ok || d != 21*time.Second {
 		t.Fatalf("boot recorded = %v, %v; want 21s", d, ok)
 	}
 	for _, tt := range []struct {
@@ -177,7 +178,7 @@ func TestWatcherPollsBootsWhenTheyMayBeRunning(t *testing.T) {
 func TestWatchEventsWakesOnLaunch(t *testing.T) {
 	f := newFakeCompute(t)
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.pollFast, p.pollSlow, p.snapshotAge = 10*time.Millisecond, time.Hour, 10*time.Millisecond
+		p.PollFast, p.PollSlow, p.SnapshotAge = 10*time.Millisecond, time.Hour, 10*time.Millisecond
 	})
 	before := f.callCount("instances.aggregatedList")
 	events := watch(t, p)

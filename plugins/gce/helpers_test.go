@@ -49,9 +49,9 @@ func mustJSON(t testing.TB, v any) []byte {
 // newProvider returns an unconfigured provider with fast polling.
 func newProvider() *provider {
 	p := New(slog.New(slog.DiscardHandler)).(*provider)
-	p.pollFast = 5 * time.Millisecond
-	p.pollSlow = 20 * time.Millisecond
-	p.pollBoot = 5 * time.Millisecond
+	p.PollFast = 5 * time.Millisecond
+	p.PollSlow = 20 * time.Millisecond
+	p.PollBoot = 5 * time.Millisecond
 	return p
 }
 

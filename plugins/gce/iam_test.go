@@ -110,7 +110,7 @@ func TestEveryCalledMethodHasItsPermissions(t *testing.T) {
 	f := newFakeCompute(t)
 	ctx := t.Context()
 	cfg := with(with(testConfig(f), "networkTags", []string{"kip-cell"}), "serviceAccount", "cells@kip-test.iam.gserviceaccount.com")
-	p := configured(t, cfg, func(p *provider) { p.snapshotAge = time.Millisecond })
+	p := configured(t, cfg, func(p *provider) { p.SnapshotAge = time.Millisecond })
 	configured(t, with(cfg, "image", map[string]any{"name": "kip-cell-1"}))
 	if _, err := p.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{}); err != nil {
 		t.Fatal(err)

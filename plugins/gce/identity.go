@@ -97,14 +97,14 @@ func checkIdentity(c *IdentityConfig) (string, error) {
 // (pluginapi.InstanceIdentityVerifier): see the top of this file. Without
 // serviceAccount it answers NotChecked.
 func (p *provider) VerifyInstanceIdentity(ctx context.Context, req *pluginapi.VerifyInstanceIdentityRequest) (*pluginapi.VerifyInstanceIdentityResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
 	if cfg.serviceAccount == "" {
 		return &pluginapi.VerifyInstanceIdentityResponse{NotChecked: "serviceAccount is not set in the gce plugin's configuration: cells without a service account have no identity token"}, nil
 	}
-	v := identityCheck{keys: cfg.certs, project: cfg.project, clusterID: cfg.clusterID, now: p.now()}
+	v := identityCheck{keys: cfg.certs, project: cfg.project, clusterID: cfg.clusterID, now: p.Now()}
 	if err := v.verify(ctx, req.InstanceID, req.Document); err != nil {
 		return nil, err
 	}

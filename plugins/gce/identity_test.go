@@ -128,7 +128,7 @@ func identityProvider(t *testing.T, j *jwksServer, now *time.Time) *provider {
 	t.Helper()
 	f := newFakeCompute(t)
 	cfg := with(with(testConfig(f), "serviceAccount", "cells@kip-test.iam.gserviceaccount.com"), "identity", map[string]any{"certsURL": j.URL})
-	return configured(t, cfg, func(p *provider) { p.now = func() time.Time { return *now } })
+	return configured(t, cfg, func(p *provider) { p.Now = func() time.Time { return *now } })
 }
 
 // TestVerifyInstanceIdentity: the token of the instance asked about,

@@ -39,7 +39,7 @@ import (
 // the instance, and a cell whose instance is gone is answered terminated,
 // so that a Launch of an ended cell starts nothing.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -57,9 +57,9 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	case err != nil:
 		// The insert is idempotent in its zone by itself: go on without
 		// the view rather than fail the launch for a listing.
-		p.log.Warn("launching a cell without the view of the cluster (an instance of the cell in another zone is not looked for)", "cell", req.CellID, "error", err)
+		p.Log.Warn("launching a cell without the view of the cluster (an instance of the cell in another zone is not looked for)", "cell", req.CellID, "error", err)
 	case ok:
-		p.log.Info("cell launched before; returning its instance", "cell", req.CellID, "instance", inst.ID, "state", inst.State)
+		p.Log.Info("cell launched before; returning its instance", "cell", req.CellID, "instance", inst.ID, "state", inst.State)
 		return &pluginapi.LaunchResponse{Instance: inst}, nil
 	}
 	op, err := cfg.clients.instances.Insert(ctx, plan.insert)
@@ -89,9 +89,9 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 	if replay {
 		return p.existing(ctx, cfg, plan, true)
 	}
-	inst = plan.instance(p.now())
+	inst = plan.instance(p.Now())
 	cfg.view.Launched(inst.ID, gceInstance{Instance: inst, spot: plan.capacity == pluginapi.CapacitySpot})
-	p.log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
+	p.Log.Info("cell launched", "cell", req.CellID, "instance", inst.ID, "type", req.InstanceType,
 		"zone", plan.zone, "capacity_type", plan.capacity)
 	return &pluginapi.LaunchResponse{Instance: inst}, nil
 }
@@ -106,9 +106,9 @@ func (p *provider) existing(ctx context.Context, cfg *config, plan *launchPlan, 
 	got, err := cfg.clients.instances.Get(ctx, &computepb.GetInstanceRequest{Project: cfg.project, Zone: plan.zone, Instance: cell})
 	if err != nil {
 		if isNotFound(err) && replay {
-			inst := plan.instance(p.now())
+			inst := plan.instance(p.Now())
 			inst.State, inst.StateReason = pluginapi.StateTerminated, "the cell's instance was launched before and has been deleted"
-			p.log.Info("cell launched before and its instance is gone", "cell", cell, "instance", inst.ID)
+			p.Log.Info("cell launched before and its instance is gone", "cell", cell, "instance", inst.ID)
 			return &pluginapi.LaunchResponse{Instance: inst}, nil
 		}
 		if isNotFound(err) {
@@ -124,7 +124,7 @@ func (p *provider) existing(ctx context.Context, cfg *config, plan *launchPlan, 
 			cell, plan.zone, cell, c, cfg.clusterID)
 	}
 	cfg.view.Launched(gi.ID, gi)
-	p.log.Info("cell launched before; returning its instance", "cell", cell, "instance", gi.ID, "state", gi.State)
+	p.Log.Info("cell launched before; returning its instance", "cell", cell, "instance", gi.ID, "state", gi.State)
 	return &pluginapi.LaunchResponse{Instance: gi.Instance}, nil
 }
 

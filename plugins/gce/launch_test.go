@@ -41,7 +41,7 @@ func TestLaunchInsertsTheCell(t *testing.T) {
 		t.Errorf("insert query %q: want the cell's requestId", q)
 	}
 
-	p.snapshotAge = 0
+	p.SnapshotAge = 0
 	got, err := p.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{inst.ID}})
 	if err != nil || len(got.Instances) != 1 {
 		t.Fatalf("Describe = %+v, %v", got, err)
@@ -306,7 +306,7 @@ func TestLaunchWaitsAndGoesOnWithoutTheView(t *testing.T) {
 	f := newFakeCompute(t)
 	var pauses []time.Duration
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.sleep = func(ctx context.Context, d time.Duration) error { pauses = append(pauses, d); return nil }
+		p.Sleep = func(ctx context.Context, d time.Duration) error { pauses = append(pauses, d); return nil }
 	})
 	f.waitsPending = 2
 	f.failHTTP("instances.aggregatedList", 500, "internalError", "injected", 1)
@@ -383,7 +383,7 @@ func eventuallyFake(t *testing.T, f *fakeCompute, what string, cond func() bool)
 func TestConcurrentLaunchesShareOperationCalls(t *testing.T) {
 	f := newFakeCompute(t)
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.sleep = func(ctx context.Context, d time.Duration) error { time.Sleep(time.Millisecond); return ctx.Err() }
+		p.Sleep = func(ctx context.Context, d time.Duration) error { time.Sleep(time.Millisecond); return ctx.Err() }
 	})
 	cells := []string{"kip-a", "kip-b", "kip-c"}
 	for i, err := range launchTogether(t, p, f, cells...) {
@@ -422,7 +422,7 @@ func TestConcurrentLaunchesShareOperationCalls(t *testing.T) {
 func TestOperationWaitsEnd(t *testing.T) {
 	f := newFakeCompute(t)
 	p := configured(t, testConfig(f), func(p *provider) {
-		p.sleep = func(ctx context.Context, d time.Duration) error { time.Sleep(time.Millisecond); return ctx.Err() }
+		p.Sleep = func(ctx context.Context, d time.Duration) error { time.Sleep(time.Millisecond); return ctx.Err() }
 	})
 	f.mu.Lock()
 	f.holdOps = true

@@ -199,7 +199,7 @@ func (p *provider) pollZone(cfg *config, zone string) {
 		if !ok {
 			return
 		}
-		start := p.now()
+		start := p.Now()
 		var (
 			ops    []*computepb.Operation
 			err    error
@@ -226,8 +226,8 @@ func (p *provider) pollZone(cfg *config, zone string) {
 		}
 		// Nothing finished: a held wait that came back at once (an
 		// endpoint that does not hold it) or a list pauses.
-		if listed || p.now().Sub(start) < time.Second {
-			_ = p.sleep(context.Background(), pause)
+		if listed || p.Now().Sub(start) < time.Second {
+			_ = p.Sleep(context.Background(), pause)
 			pause = min(2*pause, opPauseMax)
 		}
 	}

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/auth"
@@ -20,8 +18,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/boottime"
-	"github.com/kipcell/kip/pluginapi/ratelimit"
+	"github.com/kipcell/kip/pluginapi/kit"
 	"github.com/kipcell/kip/pluginapi/snapshot"
 	"github.com/kipcell/kip/plugins/gce/catalog"
 )
@@ -34,27 +31,10 @@ const Name = "gce"
 //	go build -ldflags "-X github.com/kipcell/kip/plugins/gce.Version=0.1.0" ./cmd/kip-plugin-gce
 var Version = "0.1.0-dev"
 
-// Timings. Each is a field of provider so that tests can shorten it.
-const (
-	// defaultSnapshotAge is how old a snapshot of the cluster's instances
-	// Describe and List accept: many cells polling share one
-	// aggregatedList per second.
-	defaultSnapshotAge = time.Second
-	// defaultPollFast and defaultPollSlow are WatchEvents' polling
-	// intervals while some instance is changing state, and while none is.
-	defaultPollFast = time.Second
-	defaultPollSlow = 10 * time.Second
-	// defaultPollBoot is the interval around the moment a booting instance
-	// may be running, once WatchEvents has seen a boot (pluginapi/boottime).
-	defaultPollBoot = time.Second / 2
-	// defaultConsistencyWindow is how long after instances.insert a new
-	// instance may be missing from aggregatedList: Describe reports it as
-	// launched for that long.
-	defaultConsistencyWindow = 30 * time.Second
-	// defaultMachineTypesTTL is how long machineTypes.aggregatedList's
-	// answer is kept.
-	defaultMachineTypesTTL = time.Hour
-)
+// defaultMachineTypesTTL is how long machineTypes.aggregatedList's answer
+// is kept; a field of provider so that tests can shorten it, as are
+// kit.Base's timings.
+const defaultMachineTypesTTL = time.Hour
 
 // The contract and the optional interfaces of its capabilities, checked
 // at compile time: a signature that drifts from pluginapi's fails the
@@ -70,46 +50,25 @@ var (
 
 // provider implements pluginapi.Provider for Compute Engine. Its
 // configuration, clients and caches hang off one immutable config, swapped
-// whole by Configure.
+// whole by Configure. kit.Base holds the log, the clock, the sleep and the
+// timings of Describe, List and WatchEvents (kit.DefaultConsistencyWindow
+// is how long after instances.insert a new instance may be missing from
+// aggregatedList: Describe reports it as launched for that long).
 type provider struct {
-	log *slog.Logger
-	cfg atomic.Pointer[config] // nil until Configure succeeds
+	*kit.Base
+	cfg *kit.Configured[config] // empty until Configure succeeds
 
 	// Seams for tests.
-	now               func() time.Time
-	sleep             func(context.Context, time.Duration) error
-	httpClient        *http.Client // the transport under the limiter; nil: one of its own
-	tokenURL          string       // OAuth token endpoint of user credentials; "": Google's
-	snapshotAge       time.Duration
-	pollFast          time.Duration
-	pollSlow          time.Duration
-	pollBoot          time.Duration
-	consistencyWindow time.Duration
-	machineTypesTTL   time.Duration
-
-	// boots are the last boot times WatchEvents saw; they outlive a
-	// stream, so a re-subscribed host does not cost a relearning.
-	boots boottime.Times
+	httpClient      *http.Client // the transport under the limiter; nil: one of its own
+	tokenURL        string       // OAuth token endpoint of user credentials; "": Google's
+	machineTypesTTL time.Duration
 }
 
 // New returns the GCE plugin's provider; it is the plugin's Factory:
 //
 //	func main() { pluginapi.Serve(gce.New) }
 func New(log *slog.Logger) pluginapi.Provider {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &provider{
-		log:               log,
-		now:               time.Now,
-		sleep:             ratelimit.Sleep,
-		snapshotAge:       defaultSnapshotAge,
-		pollFast:          defaultPollFast,
-		pollSlow:          defaultPollSlow,
-		pollBoot:          defaultPollBoot,
-		consistencyWindow: defaultConsistencyWindow,
-		machineTypesTTL:   defaultMachineTypesTTL,
-	}
+	return &provider{Base: kit.NewBase(log), cfg: kit.NewConfigured[config](Name), machineTypesTTL: defaultMachineTypesTTL}
 }
 
 // The plugin's capabilities. Security groups and instance profiles have
@@ -129,18 +88,7 @@ var capabilities = []pluginapi.Capability{
 // GetInfo describes the plugin. It needs no configuration and calls no
 // Google API.
 func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
-	cat, err := catalog.Load()
-	if err != nil {
-		return nil, fmt.Errorf("loading the embedded catalog: %w", err)
-	}
-	return &pluginapi.GetInfoResponse{
-		Name:         Name,
-		Version:      Version,
-		APIVersions:  []string{pluginapi.APIVersion},
-		Capabilities: capabilities,
-		ConfigSchema: configSchema,
-		Catalog:      cat.Info(),
-	}, nil
+	return kit.Info{Name: Name, Version: Version, Capabilities: capabilities, ConfigSchema: configSchema, Catalog: catalog.Load}.GetInfo()
 }
 
 // config is a validated, resolved configuration with its clients and
@@ -160,11 +108,11 @@ type config struct {
 	imageArch     pluginapi.Arch
 
 	view         *snapshot.View[gceInstance]
-	machineTypes *machineTypes
+	types        *kit.Offerings // ListInstanceTypes' answer
+	machineTypes *kit.Sold[*soldTypes]
 	deleting     *snapshot.Deletions
 	ops          *opWaits
 	certs        *googleKeys // the identity tokens' keys
-	warnOnce     sync.Once   // catalog warnings, once per configuration
 }
 
 // clients are the Compute Engine REST clients the plugin calls; every one
@@ -182,19 +130,6 @@ func (c *clients) close() {
 	for _, cl := range []interface{ Close() error }{c.instances, c.zoneOps, c.regions, c.machineTypes, c.images, c.subnetworks} {
 		_ = cl.Close()
 	}
-}
-
-// errNotConfigured answers calls that need a configuration before
-// Configure, which the host never makes (and pluginapi's server refuses
-// before they get here).
-var errNotConfigured = pluginapi.NewNotConfigured("the gce plugin is not configured: Configure must come first")
-
-func (p *provider) config() (*config, error) {
-	cfg := p.cfg.Load()
-	if cfg == nil {
-		return nil, errNotConfigured
-	}
-	return cfg, nil
 }
 
 // Configure validates the configuration, finds the credentials, builds the
@@ -228,9 +163,10 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 		cfg.clients.close()
 		return nil, err
 	}
-	cfg.view = snapshot.New(p.fetchCluster(cfg), p.now, p.consistencyWindow)
-	cfg.machineTypes = &machineTypes{client: cfg.clients.machineTypes, project: s.project, zones: s.zones, ttl: p.machineTypesTTL, now: p.now, log: p.log, sem: make(chan struct{}, 1)}
-	cfg.deleting = snapshot.NewDeletions(p.now)
+	cfg.view = snapshot.New(p.fetchCluster(cfg), p.Now, p.ConsistencyWindow)
+	cfg.machineTypes = kit.NewSold(p.machineTypesTTL, p.Now, p.Log, p.fetchMachineTypes(cfg))
+	cfg.types = &kit.Offerings{Catalog: catalog.Load, Region: s.region, Zones: s.zones, Arch: cfg.imageArch, Image: cfg.imageURL, Log: p.Log}
+	cfg.deleting = snapshot.NewDeletions(p.Now)
 	cfg.ops = newOpWaits()
 	cfg.certs = newGoogleKeys(s.certsURL, &http.Client{Transport: p.baseTransport(s)})
 
@@ -242,9 +178,9 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 		warnings = append(warnings, fmt.Sprintf("image %s states no architecture the plugin knows: the catalog lists types of every architecture", cfg.imageURL))
 	}
 	for _, w := range warnings {
-		p.log.Warn(w)
+		p.Log.Warn(w)
 	}
-	p.log.Info("configured", "cluster", cfg.clusterID, "project", s.project, "region", s.region, "zones", s.zones,
+	p.Log.Info("configured", "cluster", cfg.clusterID, "project", s.project, "region", s.region, "zones", s.zones,
 		"endpoint", s.endpoint, "subnetwork", cfg.subnetworkURL, "image", cfg.imageURL, "arch", cfg.imageArch,
 		"read_per_second", s.rate.ReadPerSecond, "mutate_per_second", s.rate.MutatePerSecond, "burst", s.rate.Burst)
 	return &pluginapi.ConfigureResponse{Warnings: warnings}, nil
@@ -311,7 +247,7 @@ func credentialsFromFile(path string, opts *credentials.DetectOptions) (*auth.Cr
 // transport (with the CA bundle), the rate limit, then the credentials'
 // bearer token.
 func (p *provider) newClients(ctx context.Context, cfg *config) (*clients, error) {
-	var rt http.RoundTripper = &transport{limiter: newLimiter(cfg.rate, p.now, p.sleep), next: p.baseTransport(cfg.settings)}
+	var rt http.RoundTripper = &transport{limiter: newLimiter(cfg.rate, p.Now, p.Sleep), next: p.baseTransport(cfg.settings)}
 	if cfg.creds != nil {
 		rt = &bearer{creds: cfg.creds, next: rt}
 	}

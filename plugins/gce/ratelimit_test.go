@@ -55,8 +55,8 @@ func TestLimiterHoldsCallsBack(t *testing.T) {
 	var mu sync.Mutex
 	p := configured(t, with(testConfig(f), "rateLimit", map[string]any{"readPerSecond": 0.001, "mutatePerSecond": 0.001, "burst": 5}),
 		func(p *provider) {
-			p.now = clock.Now
-			p.sleep = func(ctx context.Context, d time.Duration) error {
+			p.Now = clock.Now
+			p.Sleep = func(ctx context.Context, d time.Duration) error {
 				mu.Lock()
 				waits = append(waits, d)
 				mu.Unlock()
@@ -89,7 +89,7 @@ func TestLimiterHoldsCallsBack(t *testing.T) {
 		t.Errorf("waits = %v, want some of about 1000s", waited)
 	}
 	before := f.callCount("instances.aggregatedList")
-	p.snapshotAge = 0
+	p.SnapshotAge = 0
 	if _, err := p.List(ctx, &pluginapi.ListRequest{}); err == nil {
 		t.Error("List with no read token left succeeded")
 	}

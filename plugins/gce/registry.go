@@ -20,7 +20,7 @@ const registryUser = "oauth2accesstoken"
 // read access to the repositories (artifactregistry.reader). An image in
 // any other registry is NotFound.
 func (p *provider) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthRequest) (*pluginapi.RegistryAuthResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 // plugin refuses an instance that is not labelled with its cluster: a host
 // bug must not end a stranger's machine.
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
-	cfg, err := p.config()
+	cfg, err := p.cfg.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +61,6 @@ func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateReques
 	if gi.CellID != "" {
 		cfg.view.Changed(gi.ID, gi)
 	}
-	p.log.Info("instance terminating", "instance", req.ID, "cell", gi.CellID)
+	p.Log.Info("instance terminating", "instance", req.ID, "cell", gi.CellID)
 	return &pluginapi.TerminateResponse{Instance: gi.Instance}, nil
 }
