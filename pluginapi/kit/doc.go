@@ -17,10 +17,19 @@
 //     and where the cloud sells each type; Sold caches that answer of the
 //     cloud (one fetch at a time, kept for a TTL, a refusal for want of
 //     permission logged once and taken as "everything is sold").
+//   - List and Describe answer List and Describe from the plugin's
+//     snapshot.View; LookupEach is Describe's lookup of the instances
+//     outside the cluster for a cloud that gets one instance a call.
 //   - Changes is the event watcher's diff of two snapshots: the state
 //     changes to send, instances gone, and the boots to time.
 //   - FieldRule and RefusedField tell which configuration key or request
-//     field a cloud's refusal of a launch names, from its text.
+//     field a cloud's refusal of a launch names, from its text;
+//     IsContextError and NotAnAPIError map the errors of a cloud call
+//     that are not the cloud's answer.
+//
+// What stays the cloud's: its SDK's clients and error types (each
+// plugin's mapError, which reads them), its instance type (the view's T),
+// what its refusals and interruptions look like, and its own timings.
 //
 // The package imports the standard library and pluginapi's own packages.
 package kit

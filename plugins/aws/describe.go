@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/snapshot"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // describeBatch is how many instance IDs one DescribeInstances call names
@@ -27,7 +27,7 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, same, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
+	return kit.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, same, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
 		var out []pluginapi.Instance
 		for batch := range slices.Chunk(missing, describeBatch) {
 			found, err := cfg.describe(ctx, []types.Filter{{Name: aws.String("instance-id"), Values: batch}})
@@ -38,10 +38,6 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 		}
 		return out, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &pluginapi.DescribeResponse{Instances: out}, nil
 }
 
 // List returns the cluster's instances from the shared snapshot, at most
@@ -51,11 +47,7 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.List(ctx, cfg.view, p.SnapshotAge, same)
-	if err != nil {
-		return nil, err
-	}
-	return &pluginapi.ListResponse{Instances: out}, nil
+	return kit.List(ctx, cfg.view, p.SnapshotAge, same)
 }
 
 // same reports an instance of the view as it is.

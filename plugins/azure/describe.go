@@ -2,14 +2,13 @@ package azure
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/snapshot"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // azVM is a VM as the plugin's view keeps it: the contract's instance, and
@@ -34,29 +33,19 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, cfg.reported, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
-		var out []pluginapi.Instance
-		for _, id := range missing {
-			if !vmNameRE.MatchString(id) {
-				continue
-			}
-			vm, err := cfg.getVM(ctx, id)
-			if isNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("describing instance %s: %w", id, mapError("VirtualMachines_Get", err))
-			}
-			if vm.CellID != "" {
-				out = append(out, cfg.reported(vm))
-			}
+	return kit.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, cfg.reported, kit.LookupEach(cfg.reported, func(ctx context.Context, id string) (azVM, bool, error) {
+		if !vmNameRE.MatchString(id) {
+			return azVM{}, false, nil
 		}
-		return out, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &pluginapi.DescribeResponse{Instances: out}, nil
+		vm, err := cfg.getVM(ctx, id)
+		if isNotFound(err) {
+			return azVM{}, false, nil
+		}
+		if err != nil {
+			return azVM{}, false, mapError("VirtualMachines_Get", err)
+		}
+		return vm, true, nil
+	}))
 }
 
 // List returns the cluster's instances from the shared snapshot, at most
@@ -67,11 +56,7 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.List(ctx, cfg.view, p.SnapshotAge, cfg.reported)
-	if err != nil {
-		return nil, err
-	}
-	return &pluginapi.ListResponse{Instances: out}, nil
+	return kit.List(ctx, cfg.view, p.SnapshotAge, cfg.reported)
 }
 
 // evictionReason is why a Spot VM ends that this plugin did not delete:

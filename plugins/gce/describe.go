@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kipcell/kip/pluginapi"
-	"github.com/kipcell/kip/pluginapi/snapshot"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // gceInstance is an instance as the plugin's view keeps it: the contract's
@@ -34,30 +34,20 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, cfg.reported, func(ctx context.Context, missing []string) ([]pluginapi.Instance, error) {
-		var out []pluginapi.Instance
-		for _, id := range missing {
-			zone, name, ok := parseID(id)
-			if !ok {
-				continue
-			}
-			got, err := cfg.clients.instances.Get(ctx, &computepb.GetInstanceRequest{Project: cfg.project, Zone: zone, Instance: name})
-			if isNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("describing instance %s: %w", id, mapError("instances.get", err))
-			}
-			if gi := instanceFromGCE(got); gi.CellID != "" {
-				out = append(out, cfg.reported(gi))
-			}
+	return kit.Describe(ctx, cfg.view, p.SnapshotAge, req.IDs, cfg.reported, kit.LookupEach(cfg.reported, func(ctx context.Context, id string) (gceInstance, bool, error) {
+		zone, name, ok := parseID(id)
+		if !ok {
+			return gceInstance{}, false, nil
 		}
-		return out, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &pluginapi.DescribeResponse{Instances: out}, nil
+		got, err := cfg.clients.instances.Get(ctx, &computepb.GetInstanceRequest{Project: cfg.project, Zone: zone, Instance: name})
+		if isNotFound(err) {
+			return gceInstance{}, false, nil
+		}
+		if err != nil {
+			return gceInstance{}, false, mapError("instances.get", err)
+		}
+		return instanceFromGCE(got), true, nil
+	}))
 }
 
 // List returns the cluster's instances from the shared snapshot, at most
@@ -67,11 +57,7 @@ func (p *provider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugi
 	if err != nil {
 		return nil, err
 	}
-	out, err := snapshot.List(ctx, cfg.view, p.SnapshotAge, cfg.reported)
-	if err != nil {
-		return nil, err
-	}
-	return &pluginapi.ListResponse{Instances: out}, nil
+	return kit.List(ctx, cfg.view, p.SnapshotAge, cfg.reported)
 }
 
 // preemptionReason is why a Spot instance stops that this plugin did not
