@@ -1,10 +1,8 @@
 package aws
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/kit"
 	"github.com/kipcell/kip/plugins/aws/catalog"
 )
 
@@ -116,17 +115,15 @@ func mapError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if kit.IsContextError(err) {
 		return err
 	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
-		var se *smithyhttp.RequestSendError
-		var ne net.Error
-		if errors.As(err, &se) || errors.As(err, &ne) {
+		if se := (*smithyhttp.RequestSendError)(nil); errors.As(err, &se) {
 			return pluginapi.NewTransient("%s: %v", op, err)
 		}
-		return fmt.Errorf("%s: %w", op, err)
+		return kit.NotAnAPIError(op, err)
 	}
 	code, text := ae.ErrorCode(), apiText(op, err)
 	switch {

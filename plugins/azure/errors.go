@@ -1,12 +1,9 @@
 package azure
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // Azure Resource Manager answers a refused call in one of two ways: an HTTP
@@ -124,7 +122,7 @@ func mapError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if kit.IsContextError(err) {
 		return err
 	}
 	if isCredentialError(err) {
@@ -132,12 +130,7 @@ func mapError(op string, err error) error {
 	}
 	re, ae, ok := responseError(err)
 	if !ok {
-		var ne net.Error
-		var ue *url.Error
-		if errors.As(err, &ne) || errors.As(err, &ue) {
-			return pluginapi.NewTransient("%s: %v", op, err)
-		}
-		return fmt.Errorf("%s: %w", op, err)
+		return kit.NotAnAPIError(op, err)
 	}
 	text := fmt.Sprintf("%s: %d %s: %s", op, re.StatusCode, ae.Code, ae.Message)
 	switch {
@@ -184,23 +177,18 @@ func isQuota(ae armError) bool {
 // PUT may name, by its target or message: Azure writes the property path
 // ("imageReference", "osProfile.adminUsername",
 // "networkProfile.networkInterfaceConfigurations[0]…subnet").
-var launchFields = []struct {
-	match    []string
-	key      string // configuration key; "" with capacity or field
-	field    string // LaunchRequest field
-	capacity bool
-}{
-	{match: []string{"vmsize", "vm size", "hardwareprofile"}, capacity: true},
-	{match: []string{"disksizegb", "disk size"}, field: pluginapi.FieldVolumeSizeGiB},
-	{match: []string{"imagereference", "image", "plan"}, key: "image"},
-	{match: []string{"networksecuritygroup"}, key: "networkSecurityGroupID"},
-	{match: []string{"subnet", "virtualnetwork"}, key: "subnetID"},
-	{match: []string{"userassignedidentities", "identity"}, key: "identity"},
-	{match: []string{"adminusername"}, key: "adminUsername"},
-	{match: []string{"publickeys", "ssh"}, key: "sshPublicKey"},
-	{match: []string{"customdata"}, key: "customData"},
-	{match: []string{"tags", "tag "}, key: "tags"},
-	{match: []string{"zones", "zone"}, key: "zones"},
+var launchFields = []kit.FieldRule{
+	{Match: []string{"vmsize", "vm size", "hardwareprofile"}, Capacity: true},
+	{Match: []string{"disksizegb", "disk size"}, Field: pluginapi.FieldVolumeSizeGiB},
+	{Match: []string{"imagereference", "image", "plan"}, Key: "image"},
+	{Match: []string{"networksecuritygroup"}, Key: "networkSecurityGroupID"},
+	{Match: []string{"subnet", "virtualnetwork"}, Key: "subnetID"},
+	{Match: []string{"userassignedidentities", "identity"}, Key: "identity"},
+	{Match: []string{"adminusername"}, Key: "adminUsername"},
+	{Match: []string{"publickeys", "ssh"}, Key: "sshPublicKey"},
+	{Match: []string{"customdata"}, Key: "customData"},
+	{Match: []string{"tags", "tag "}, Key: "tags"},
+	{Match: []string{"zones", "zone"}, Key: "zones"},
 }
 
 // mapLaunchError is mapError for VirtualMachines_CreateOrUpdate and its
@@ -225,19 +213,8 @@ func (cfg *config) mapLaunchError(err error, instanceType, zone string, capacity
 		}
 		return pluginapi.NewQuotaExceededFor(types, ct, text)
 	case slices.Contains(invalidCodes, ae.Code) || re.StatusCode == 400:
-		where := strings.ToLower(ae.Target + " " + ae.Message)
-		for _, f := range launchFields {
-			if !slices.ContainsFunc(f.match, func(m string) bool { return strings.Contains(where, m) }) {
-				continue
-			}
-			switch {
-			case f.capacity:
-				return pluginapi.NewInsufficientCapacity(instanceType, zone, capacity, text)
-			case f.field != "":
-				return pluginapi.NewUnsupportedField(f.field, "%s", text)
-			default:
-				return pluginapi.NewInvalidConfig(f.key, "%s", text)
-			}
+		if refused := kit.RefusedField(launchFields, ae.Target+" "+ae.Message, text, instanceType, zone, capacity); refused != nil {
+			return refused
 		}
 	}
 	return mapError(op, err)

@@ -1,11 +1,8 @@
 package gce
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/kipcell/kip/pluginapi"
 	apicatalog "github.com/kipcell/kip/pluginapi/catalog"
+	"github.com/kipcell/kip/pluginapi/kit"
 	"github.com/kipcell/kip/plugins/gce/catalog"
 )
 
@@ -144,7 +142,7 @@ func mapError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if kit.IsContextError(err) {
 		return err
 	}
 	var oe *operationError
@@ -153,12 +151,7 @@ func mapError(op string, err error) error {
 	}
 	ge, reason, ok := apiError(err)
 	if !ok {
-		var ne net.Error
-		var ue *url.Error
-		if errors.As(err, &ne) || errors.As(err, &ue) {
-			return pluginapi.NewTransient("%s: %v", op, err)
-		}
-		return fmt.Errorf("%s: %w", op, err)
+		return kit.NotAnAPIError(op, err)
 	}
 	text := fmt.Sprintf("%s: %d %s: %s", op, ge.Code, reason, ge.Message)
 	switch {
@@ -200,23 +193,18 @@ func mapOperationError(oe *operationError) error {
 // not found"), and what it means: the machine type or accelerator is not
 // sold in the zone (no capacity, for good), or a configuration key is
 // wrong, or the pod's volume size is.
-var launchFields = []struct {
-	match    []string
-	key      string // configuration key; "" with capacity or field
-	field    string // LaunchRequest field
-	capacity bool
-}{
-	{match: []string{"machinetype", "machine type"}, capacity: true},
-	{match: []string{"acceleratortype", "accelerator type", "guestaccelerators"}, capacity: true},
-	{match: []string{"disksizegb", "disk size", "sizegb"}, field: pluginapi.FieldVolumeSizeGiB},
-	{match: []string{"disktype", "disk type", "disktypes/"}, key: "bootDisk.type"},
-	{match: []string{"sourceimage", "/images/", "image"}, key: "image"},
-	{match: []string{"subnetwork"}, key: "subnetwork"},
-	{match: []string{"network"}, key: "network"},
-	{match: []string{"serviceaccount", "service account", "scopes"}, key: "serviceAccount"},
-	{match: []string{"tags.items", "tag"}, key: "networkTags"},
-	{match: []string{"labels", "label"}, key: "labels"},
-	{match: []string{"metadata", "startup-script"}, key: "startupScript"},
+var launchFields = []kit.FieldRule{
+	{Match: []string{"machinetype", "machine type"}, Capacity: true},
+	{Match: []string{"acceleratortype", "accelerator type", "guestaccelerators"}, Capacity: true},
+	{Match: []string{"disksizegb", "disk size", "sizegb"}, Field: pluginapi.FieldVolumeSizeGiB},
+	{Match: []string{"disktype", "disk type", "disktypes/"}, Key: "bootDisk.type"},
+	{Match: []string{"sourceimage", "/images/", "image"}, Key: "image"},
+	{Match: []string{"subnetwork"}, Key: "subnetwork"},
+	{Match: []string{"network"}, Key: "network"},
+	{Match: []string{"serviceaccount", "service account", "scopes"}, Key: "serviceAccount"},
+	{Match: []string{"tags.items", "tag"}, Key: "networkTags"},
+	{Match: []string{"labels", "label"}, Key: "labels"},
+	{Match: []string{"metadata", "startup-script"}, Key: "startupScript"},
 }
 
 // invalidCodes are operation error codes and HTTP reasons of a refused
@@ -254,19 +242,8 @@ func mapLaunchError(err error, instanceType, zone string, capacity pluginapi.Cap
 		}
 		return pluginapi.NewQuotaExceededFor(types, ct, text)
 	case slices.Contains(invalidCodes, code):
-		lower := strings.ToLower(message)
-		for _, f := range launchFields {
-			if !slices.ContainsFunc(f.match, func(m string) bool { return strings.Contains(lower, m) }) {
-				continue
-			}
-			switch {
-			case f.capacity:
-				return pluginapi.NewInsufficientCapacity(instanceType, zone, capacity, text)
-			case f.field != "":
-				return pluginapi.NewUnsupportedField(f.field, "%s", text)
-			default:
-				return pluginapi.NewInvalidConfig(f.key, "%s", text)
-			}
+		if refused := kit.RefusedField(launchFields, message, text, instanceType, zone, capacity); refused != nil {
+			return refused
 		}
 	}
 	return mapError("instances.insert", err)
