@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -73,6 +74,9 @@ func TestConfigured(t *testing.T) {
 				if !errors.Is(err, c.ErrNotConfigured()) || !pluginapi.IsNotConfigured(err) || !strings.Contains(err.Error(), "the toy plugin is not configured") {
 					t.Fatalf("Get() = %v, %v; want the toy's NotConfigured error", got, err)
 				}
+				if _, err := c.Ready(t.Context()); !errors.Is(err, c.ErrNotConfigured()) {
+					t.Errorf("Ready() = %v, want the NotConfigured error", err)
+				}
 				if c.Load() != nil {
 					t.Errorf("Load() = %v, want nil", c.Load())
 				}
@@ -80,6 +84,14 @@ func TestConfigured(t *testing.T) {
 			}
 			if err != nil || *got != *tt.want || c.Load() != got {
 				t.Fatalf("Get() = %v, %v; Load() = %v; want %v", got, err, c.Load(), tt.want)
+			}
+			if ready, err := c.Ready(t.Context()); ready != got || err != nil {
+				t.Errorf("Ready() = %v, %v; want %v", ready, err, got)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			if _, err := c.Ready(ctx); !errors.Is(err, context.Canceled) {
+				t.Errorf("Ready(cancelled) = %v, want context.Canceled", err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -30,6 +31,19 @@ func (c *Configured[T]) Get() (*T, error) {
 	cfg := c.cur.Load()
 	if cfg == nil {
 		return nil, c.err
+	}
+	return cfg, nil
+}
+
+// Ready returns the configuration of a call that may start: Get's, or
+// ctx's error when ctx has ended already.
+func (c *Configured[T]) Ready(ctx context.Context) (*T, error) {
+	cfg, err := c.Get()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

@@ -125,11 +125,8 @@ type identityDocument struct {
 // in the configured region and (when set) one of the accounts, launched
 // no later than now. Without identity.certificates it answers NotChecked.
 func (p *provider) VerifyInstanceIdentity(ctx context.Context, req *pluginapi.VerifyInstanceIdentityRequest) (*pluginapi.VerifyInstanceIdentityResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return verifyIdentity(cfg.identity, cfg.region, req, p.Now())

@@ -30,11 +30,8 @@ const maxClientToken = 64
 // terminated cell. Tags are part of the call (TagSpecifications), so the
 // instance and its volume carry them from their first moment.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	plan, err := cfg.plan(req)

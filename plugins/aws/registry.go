@@ -29,11 +29,8 @@ const tokenMargin = 30 * time.Minute
 // credentials may read, so images of another account work when its
 // repository policy allows. An image in any other registry is NotFound.
 func (p *provider) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthRequest) (*pluginapi.RegistryAuthResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	host := registryHost(req.Image)

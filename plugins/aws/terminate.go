@@ -20,11 +20,8 @@ import (
 // machine (the IAM policy also limits TerminateInstances to tagged
 // instances).
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	inst, known := cfg.view.Lookup(req.ID)

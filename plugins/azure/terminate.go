@@ -17,11 +17,8 @@ import (
 // succeeds. The plugin refuses a VM that is not tagged with its cluster: a
 // host bug must not end a stranger's machine.
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if !vmNameRE.MatchString(req.ID) {

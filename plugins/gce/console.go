@@ -16,11 +16,8 @@ import (
 // 1 MB), as text. An instance that has written nothing yet has an empty
 // Output, no error; one Compute Engine does not know is NotFound.
 func (p *provider) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutputRequest) (*pluginapi.ConsoleOutputResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	zone, name, ok := parseID(req.InstanceID)

@@ -39,11 +39,8 @@ import (
 // the instance, and a cell whose instance is gone is answered terminated,
 // so that a Launch of an ended cell starts nothing.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	plan, err := cfg.plan(req)

@@ -20,11 +20,8 @@ const registryUser = "oauth2accesstoken"
 // read access to the repositories (artifactregistry.reader). An image in
 // any other registry is NotFound.
 func (p *provider) RegistryAuth(ctx context.Context, req *pluginapi.RegistryAuthRequest) (*pluginapi.RegistryAuthResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	host := registryHost(req.Image)

@@ -19,11 +19,8 @@ import (
 // plugin refuses an instance that is not labelled with its cluster: a host
 // bug must not end a stranger's machine.
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	zone, name, ok := parseID(req.ID)
