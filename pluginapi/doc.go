@@ -50,6 +50,19 @@
 // that the check and the schema share the one pattern. A plugin's rateLimit key is ratelimit.Config, the
 // same keys in every plugin.
 //
+// # The kit
+//
+// Below the contract, packages a cloud plugin is built from: snapshot (one
+// coalesced listing of the cluster's instances behind Describe, List and
+// WatchEvents), ratelimit (the token buckets in front of the cloud's API,
+// and the rateLimit key), boottime (the boots an event watcher times),
+// catalog (the embedded instance-type catalog) and kit, which puts them
+// together: the provider's skeleton of seams and timings (kit.Base), its
+// configuration (kit.Configured), GetInfo, ListInstanceTypes, List,
+// Describe and the event watcher's state changes, so that a cloud plugin
+// writes only what is its cloud's (the aws, gce and azure plugins are
+// built on it).
+//
 // The wire contract is proto/kip/plugin/v1/plugin.proto; its generated Go
 // code is internal, behind the Go types here, so authors never depend on it.
 // The host side uses PluginSets, Handshake and GRPCDialOptions to start and

@@ -38,7 +38,7 @@ type record struct {
 // derived from the cluster and cell IDs, and the file is created only if
 // it is absent.
 func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*pluginapi.LaunchResponse, error) {
-	cfg, err := p.config(ctx)
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func (p *provider) Launch(ctx context.Context, req *pluginapi.LaunchRequest) (*p
 // Describe answers with the named instances of this cluster that exist;
 // it leaves out the others, terminated ones included.
 func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest) (*pluginapi.DescribeResponse, error) {
-	cfg, err := p.config(ctx)
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (p *provider) Describe(ctx context.Context, req *pluginapi.DescribeRequest)
 
 // List answers with every instance of this cluster but the terminated.
 func (p *provider) List(ctx context.Context, _ *pluginapi.ListRequest) (*pluginapi.ListResponse, error) {
-	cfg, err := p.config(ctx)
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func (p *provider) List(ctx context.Context, _ *pluginapi.ListRequest) (*plugina
 // instance that never existed or is another cluster's. Its file stays, so
 // that a Launch of its cell answers with it rather than start another.
 func (p *provider) Terminate(ctx context.Context, req *pluginapi.TerminateRequest) (*pluginapi.TerminateResponse, error) {
-	cfg, err := p.config(ctx)
+	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -16,5 +16,6 @@
 //	provider.go  New, GetInfo, Configure, ListInstanceTypes: the plugin's face
 //	cloud.go     Launch, Describe, List, Terminate over the directory
 //
-// It imports only the standard library and pluginapi.
+// It imports only the standard library and pluginapi (with its kit,
+// pluginapi/kit).
 package toy

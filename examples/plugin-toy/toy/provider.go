@@ -5,10 +5,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/kipcell/kip/pluginapi"
+	"github.com/kipcell/kip/pluginapi/kit"
 )
 
 // Name is the plugin's name: the binary is kip-plugin-toy.
@@ -40,7 +40,7 @@ var _ pluginapi.Provider = (*provider)(nil)
 // configuration: the instances are in the directory.
 type provider struct {
 	log *slog.Logger
-	cfg atomic.Pointer[config] // nil until Configure succeeds
+	cfg *kit.Configured[config] // empty until Configure succeeds
 }
 
 // config is a validated configuration.
@@ -51,7 +51,9 @@ type config struct {
 }
 
 // New is the plugin's pluginapi.Factory: func main() { pluginapi.Serve(toy.New) }.
-func New(log *slog.Logger) pluginapi.Provider { return &provider{log: log} }
+func New(log *slog.Logger) pluginapi.Provider {
+	return &provider{log: log, cfg: kit.NewConfigured[config](Name)}
+}
 
 // GetInfo says who the plugin is. It works before Configure.
 func (p *provider) GetInfo(ctx context.Context, _ *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
@@ -109,21 +111,8 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 
 // ListInstanceTypes returns the catalog.
 func (p *provider) ListInstanceTypes(ctx context.Context, _ *pluginapi.ListInstanceTypesRequest) (*pluginapi.ListInstanceTypesResponse, error) {
-	if _, err := p.config(ctx); err != nil {
+	if _, err := p.cfg.Ready(ctx); err != nil {
 		return nil, err
 	}
 	return &pluginapi.ListInstanceTypesResponse{InstanceTypes: catalog}, nil
-}
-
-// config returns the configuration, or why the call cannot go on: ctx is
-// done, or Configure has not succeeded yet.
-func (p *provider) config(ctx context.Context) (*config, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cfg := p.cfg.Load()
-	if cfg == nil {
-		return nil, pluginapi.NewNotConfigured("the toy plugin: Configure must come first")
-	}
-	return cfg, nil
 }
