@@ -219,7 +219,7 @@ func TestSoldWaitsForOneFetch(t *testing.T) {
 	}
 	done := make(chan string)
 	go func() {
-		got, _ := s.Get(context.Background())
+		got, _ := s.Get(t.Context())
 		done <- got
 	}()
 	<-started

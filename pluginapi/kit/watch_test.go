@@ -10,11 +10,10 @@ import (
 	"github.com/kipcell/kip/pluginapi"
 )
 
-// vm is a view's instance with something of its cloud beside the
-// contract's instance.
+// vm is a view's instance: the contract's instance, as a cloud's view
+// embeds it.
 type vm struct {
 	pluginapi.Instance
-	spot bool
 }
 
 func snap(insts ...vm) map[string]vm {
