@@ -9,9 +9,9 @@
 //     watcher learns. A provider embeds *Base (NewBase).
 //   - Configured holds the configuration Configure stored, swapped whole,
 //     and answers a call before Configure with the plugin's NotConfigured
-//     error.
-//   - GetInfo answers GetInfo from the plugin's name, version,
-//     capabilities, configuration schema and embedded catalog.
+//     error (Get, Ready).
+//   - Info answers GetInfo (Info.GetInfo) from the plugin's name,
+//     version, capabilities, configuration schema and embedded catalog.
 //   - Offerings answers ListInstanceTypes from the embedded catalog, for
 //     one configuration: its region and zones, the image's architecture,
 //     and where the cloud sells each type; Sold caches that answer of the
