@@ -206,10 +206,58 @@ const (
 	// FieldUnlimitedCPUCredits: UnlimitedCPUCredits for a type the cloud
 	// gives no CPU credits.
 	FieldUnlimitedCPUCredits = "unlimited_cpu_credits" //nolint:gosec // a field name, not a credential
+	// FieldVolumeDriver: AttachVolumeRequest.Driver not among the
+	// plugin's VolumeDrivers (since API 1.2).
+	FieldVolumeDriver = "driver"
+	// FieldReadOnly: AttachVolumeRequest.ReadOnly where the cloud has no
+	// read-only attachment (since API 1.2).
+	FieldReadOnly = "read_only"
 )
 
 // IsUnsupported reports whether err is or wraps an UnsupportedError.
 func IsUnsupported(err error) bool { return isKind[*UnsupportedError](err) }
+
+// VolumeConflictError: a disk cannot be attached to the instance now, for
+// the Reason given (since API 1.2; only the volume calls return it).
+type VolumeConflictError struct {
+	Reason       VolumeConflictReason
+	VolumeHandle string
+	// InstanceID is the other instance the disk is attached to, for
+	// ConflictInUse, where the cloud says.
+	InstanceID string
+	Message    string
+}
+
+// VolumeConflictReason says why a disk cannot be attached.
+type VolumeConflictReason string
+
+// Volume conflict reasons.
+const (
+	// ConflictInUse: the disk is attached to another instance (EC2's
+	// VolumeInUse; Compute Engine's RESOURCE_IN_USE_BY_ANOTHER_RESOURCE;
+	// Azure's AttachDiskWhileBeingDetached or a disk owned by another
+	// VM). It clears once the other instance detaches it.
+	ConflictInUse VolumeConflictReason = "in-use"
+	// ConflictWrongZone: the disk lies in another zone than the instance;
+	// it never clears for this instance.
+	ConflictWrongZone VolumeConflictReason = "wrong-zone"
+	// ConflictAttachmentLimit: the instance has no free slot for another
+	// disk (EC2's AttachmentLimitExceeded); it never clears for this
+	// instance.
+	ConflictAttachmentLimit VolumeConflictReason = "attachment-limit"
+)
+
+func (e *VolumeConflictError) Error() string {
+	return fmt.Sprintf("volume %s %s: %s", e.VolumeHandle, e.Reason, e.Message)
+}
+
+// NewVolumeConflict returns a VolumeConflictError.
+func NewVolumeConflict(reason VolumeConflictReason, volumeHandle, otherInstance, message string) error {
+	return &VolumeConflictError{Reason: reason, VolumeHandle: volumeHandle, InstanceID: otherInstance, Message: message}
+}
+
+// IsVolumeConflict reports whether err is or wraps a VolumeConflictError.
+func IsVolumeConflict(err error) bool { return isKind[*VolumeConflictError](err) }
 
 // NotConfiguredError: a call that needs the plugin's configuration came
 // before a Configure succeeded. The SDK's gRPC server (Serve, plugintest)

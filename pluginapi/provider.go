@@ -35,7 +35,12 @@ const ProtocolVersion = 1
 // the scope of a QuotaExceededError (its InstanceTypes and CapacityType):
 // a 1.0 host sees a scoped quota as an unscoped one, and the optional
 // VerifyInstanceIdentity call (CapabilityInstanceIdentity).
-const APIVersion = "1.1"
+//
+// 1.2 added the optional volume calls (VolumeAttacher: AttachVolume,
+// DetachVolume, DescribeVolumeAttachments; CapabilityVolumes),
+// GetInfoResponse.VolumeDrivers, and the VolumeConflictError kind, which
+// only those calls return.
+const APIVersion = "1.2"
 
 // Provider is the contract between the kip host and one cloud: it knows
 // compute instances, not Kubernetes. A cloud plugin implements it and calls
@@ -54,8 +59,8 @@ const APIVersion = "1.1"
 //     Configure: it configures every plugin process first.
 //   - Errors use the kinds in errors.go (NotFound, InsufficientCapacity,
 //     QuotaExceeded, Throttled, InvalidConfig, Unsupported, NotConfigured,
-//     Transient); any other error reaches the host as an unclassified
-//     failure.
+//     Transient, and VolumeConflict from the volume calls); any other
+//     error reaches the host as an unclassified failure.
 //   - Every method may be called concurrently with any other.
 //   - Every method is safe to retry: the host retries a call whose outcome it
 //     did not see (a timeout, a plugin crash, a restart) with the same
@@ -207,6 +212,61 @@ type InstanceIdentityVerifier interface {
 	VerifyInstanceIdentity(ctx context.Context, req *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error)
 }
 
+// VolumeAttacher is implemented by plugins that report CapabilityVolumes
+// (since API 1.2): they attach the cloud's disks to the instances they
+// launched, so that a pod's persistent volume reaches its cell. The host
+// takes the place of the kubelet and of the attach-detach controller for
+// its node: it attaches a pod's disks once the pod's instance runs, hands
+// the agent what it needs to find each device (VolumeDevice), and detaches
+// them after the pod's containers have stopped and before it terminates
+// the instance (docs/volumes.md).
+//
+// A volume is named by the driver and handle of its PersistentVolume
+// (spec.csi.driver and spec.csi.volumeHandle: the cloud's disk ID); the
+// plugin lists the drivers it attaches in GetInfoResponse.VolumeDrivers,
+// and a request for another driver is Unsupported with Field
+// FieldVolumeDriver.
+type VolumeAttacher interface {
+	// AttachVolume attaches a disk to an instance and returns once the
+	// cloud has accepted the request, not once the disk is attached: the
+	// attachment it answers may be attaching, and the host polls
+	// DescribeVolumeAttachments until it is attached.
+	//
+	// Idempotent on (InstanceID, Driver, VolumeHandle): attaching a disk
+	// that is attaching or attached to the same instance answers that
+	// attachment, with the same device; it never attaches twice.
+	//
+	// Errors: NotFound when the instance or the disk does not exist;
+	// VolumeConflict when the disk is attached to another instance
+	// (ConflictInUse: the host waits for the other pod's cell to detach
+	// it, as the kubelet waits out a Multi-Attach error), lies in another
+	// zone than the instance (ConflictWrongZone), or the instance has no
+	// free attachment slot (ConflictAttachmentLimit); Unsupported with
+	// Field FieldVolumeDriver for a driver the plugin does not attach, or
+	// FieldReadOnly for a read-only attachment the cloud does not offer;
+	// Throttled, Transient. A refused AttachVolume attaches nothing.
+	AttachVolume(ctx context.Context, req *AttachVolumeRequest) (*AttachVolumeResponse, error)
+
+	// DetachVolume detaches a disk from an instance and returns once the
+	// cloud has accepted the request: the attachment may be detaching,
+	// and the host polls DescribeVolumeAttachments until it is gone.
+	// Idempotent: detaching a disk that is detaching succeeds; once the
+	// disk is not attached to that instance (or for a disk or instance
+	// that never existed) it returns NotFound, which the host treats as
+	// done. The host detaches only after the agent has unmounted the disk
+	// (or the instance is lost); the plugin forces nothing.
+	DetachVolume(ctx context.Context, req *DetachVolumeRequest) (*DetachVolumeResponse, error)
+
+	// DescribeVolumeAttachments returns the disks of the plugin's drivers
+	// attached, attaching or detaching to each of the given instances, so
+	// that a host restarted after a kill finds what it attached. An
+	// instance that does not exist has none (no NotFound). Like Describe,
+	// the answer may lag the cloud by its eventual consistency: a disk
+	// AttachVolume answered stays in the answer, attaching, until the
+	// cloud shows it. Read-only; safe to retry.
+	DescribeVolumeAttachments(ctx context.Context, req *DescribeVolumeAttachmentsRequest) (*DescribeVolumeAttachmentsResponse, error)
+}
+
 // Client is the host's view of a plugin: every call of the contract,
 // including the optional ones, which answer Unsupported when the plugin
 // lacks the capability.
@@ -216,6 +276,7 @@ type Client interface {
 	RegistryAuthenticator
 	ConsoleOutputReader
 	InstanceIdentityVerifier
+	VolumeAttacher
 }
 
 // Capability names an optional feature of a plugin. New capabilities are
@@ -247,6 +308,9 @@ const (
 	// CapabilityInstanceIdentity: the plugin implements
 	// InstanceIdentityVerifier (since API 1.1).
 	CapabilityInstanceIdentity Capability = "instance-identity"
+	// CapabilityVolumes: the plugin implements VolumeAttacher for the
+	// drivers in GetInfoResponse.VolumeDrivers (since API 1.2).
+	CapabilityVolumes Capability = "volumes"
 )
 
 // GetInfoRequest asks a plugin for its identity.
@@ -267,6 +331,10 @@ type GetInfoResponse struct {
 	ConfigSchema string `json:"configSchema,omitempty"`
 	// Catalog says where the instance-type catalog came from and when.
 	Catalog CatalogInfo `json:"catalog"`
+	// VolumeDrivers are the CSI drivers whose volumes AttachVolume takes
+	// (spec.csi.driver of a PersistentVolume: "ebs.csi.aws.com"), with
+	// CapabilityVolumes (since API 1.2).
+	VolumeDrivers []string `json:"volumeDrivers,omitempty"`
 }
 
 // Has reports whether the plugin offers capability c.
@@ -683,4 +751,83 @@ type VerifyInstanceIdentityResponse struct {
 	// NotChecked, when not empty, says why the plugin did not check the
 	// identity (it is not configured to); empty: the identity checked out.
 	NotChecked string
+}
+
+// AttachVolumeRequest asks for a disk to be attached to an instance.
+type AttachVolumeRequest struct {
+	// InstanceID is the instance, as Launch answered it.
+	InstanceID string
+	// Driver and VolumeHandle name the disk as its PersistentVolume does
+	// (spec.csi.driver, spec.csi.volumeHandle).
+	Driver       string
+	VolumeHandle string
+	// ReadOnly attaches the disk read-only where the cloud offers that
+	// (Compute Engine's READ_ONLY mode); a plugin whose cloud does not
+	// answers Unsupported with Field FieldReadOnly, and the host then
+	// attaches read-write and mounts read-only.
+	ReadOnly bool
+}
+
+// AttachVolumeResponse is the attachment AttachVolume made or found.
+type AttachVolumeResponse struct {
+	Attachment VolumeAttachment
+}
+
+// DetachVolumeRequest asks for a disk to be detached from an instance.
+type DetachVolumeRequest struct {
+	InstanceID   string
+	Driver       string
+	VolumeHandle string
+}
+
+// DetachVolumeResponse acknowledges a detach.
+type DetachVolumeResponse struct{}
+
+// DescribeVolumeAttachmentsRequest names the instances whose attachments
+// to list.
+type DescribeVolumeAttachmentsRequest struct {
+	InstanceIDs []string
+}
+
+// DescribeVolumeAttachmentsResponse lists attachments, in no order.
+type DescribeVolumeAttachmentsResponse struct {
+	Attachments []VolumeAttachment
+}
+
+// AttachmentState is where an attachment stands.
+type AttachmentState string
+
+// Attachment states. An attachment that is gone is absent from answers.
+const (
+	AttachmentAttaching AttachmentState = "attaching"
+	AttachmentAttached  AttachmentState = "attached"
+	AttachmentDetaching AttachmentState = "detaching"
+)
+
+// VolumeAttachment is one disk attached (or on its way) to one instance.
+type VolumeAttachment struct {
+	InstanceID   string
+	Driver       string
+	VolumeHandle string
+	State        AttachmentState
+	ReadOnly     bool
+	// Device tells the instance's agent which of its block devices the
+	// disk is; set at least once the attachment is attached.
+	Device VolumeDevice
+}
+
+// VolumeDevice identifies an attached disk on its instance, the way the
+// clouds' CSI node plugins find it. The agent takes the first block device
+// that Serial matches, else Path once it exists; a plugin sets what its
+// cloud guarantees.
+type VolumeDevice struct {
+	// Serial is the disk's serial number as the instance's kernel reports
+	// it (/sys/block/<device>/serial, or device/serial; EC2's NVMe disks:
+	// the volume ID without its dash, "vol0123456789abcdef0").
+	Serial string
+	// Path is the device's stable path on the instance
+	// ("/dev/disk/by-id/google-<device name>",
+	// "/dev/disk/azure/scsi1/lun3"), or its name where the cloud keeps the
+	// one it was given ("/dev/xvdf").
+	Path string
 }
