@@ -50,12 +50,13 @@ func capabilitiesFromProto(cs []string) []Capability {
 
 func getInfoToProto(r *GetInfoResponse) *pb.GetInfoResponse {
 	return &pb.GetInfoResponse{
-		Name:         r.Name,
-		Version:      r.Version,
-		ApiVersions:  r.APIVersions,
-		Capabilities: capabilitiesToProto(r.Capabilities),
-		ConfigSchema: r.ConfigSchema,
-		Catalog:      &pb.CatalogInfo{Source: r.Catalog.Source, GeneratedAt: toTimestamp(r.Catalog.GeneratedAt)},
+		Name:          r.Name,
+		Version:       r.Version,
+		ApiVersions:   r.APIVersions,
+		Capabilities:  capabilitiesToProto(r.Capabilities),
+		ConfigSchema:  r.ConfigSchema,
+		Catalog:       &pb.CatalogInfo{Source: r.Catalog.Source, GeneratedAt: toTimestamp(r.Catalog.GeneratedAt)},
+		VolumeDrivers: r.VolumeDrivers,
 	}
 }
 
@@ -70,6 +71,7 @@ func getInfoFromProto(r *pb.GetInfoResponse) *GetInfoResponse {
 			Source:      r.GetCatalog().GetSource(),
 			GeneratedAt: fromTimestamp(r.GetCatalog().GetGeneratedAt()),
 		},
+		VolumeDrivers: r.GetVolumeDrivers(),
 	}
 }
 
@@ -275,4 +277,69 @@ func registryAuthFromProto(r *pb.RegistryAuthResponse) *RegistryAuthResponse {
 		Password:  r.GetPassword(),
 		ExpiresAt: fromTimestamp(r.GetExpiresAt()),
 	}
+}
+
+func attachVolumeToProto(r *AttachVolumeRequest) *pb.AttachVolumeRequest {
+	return &pb.AttachVolumeRequest{InstanceId: r.InstanceID, Driver: r.Driver, VolumeHandle: r.VolumeHandle, ReadOnly: r.ReadOnly}
+}
+
+func attachVolumeFromProto(r *pb.AttachVolumeRequest) *AttachVolumeRequest {
+	return &AttachVolumeRequest{
+		InstanceID:   r.GetInstanceId(),
+		Driver:       r.GetDriver(),
+		VolumeHandle: r.GetVolumeHandle(),
+		ReadOnly:     r.GetReadOnly(),
+	}
+}
+
+func detachVolumeToProto(r *DetachVolumeRequest) *pb.DetachVolumeRequest {
+	return &pb.DetachVolumeRequest{InstanceId: r.InstanceID, Driver: r.Driver, VolumeHandle: r.VolumeHandle}
+}
+
+func detachVolumeFromProto(r *pb.DetachVolumeRequest) *DetachVolumeRequest {
+	return &DetachVolumeRequest{InstanceID: r.GetInstanceId(), Driver: r.GetDriver(), VolumeHandle: r.GetVolumeHandle()}
+}
+
+func volumeAttachmentToProto(a *VolumeAttachment) *pb.VolumeAttachment {
+	out := &pb.VolumeAttachment{
+		InstanceId:   a.InstanceID,
+		Driver:       a.Driver,
+		VolumeHandle: a.VolumeHandle,
+		State:        string(a.State),
+		ReadOnly:     a.ReadOnly,
+	}
+	if a.Device != (VolumeDevice{}) {
+		out.Device = &pb.VolumeDevice{Serial: a.Device.Serial, Path: a.Device.Path}
+	}
+	return out
+}
+
+func volumeAttachmentFromProto(a *pb.VolumeAttachment) VolumeAttachment {
+	return VolumeAttachment{
+		InstanceID:   a.GetInstanceId(),
+		Driver:       a.GetDriver(),
+		VolumeHandle: a.GetVolumeHandle(),
+		State:        AttachmentState(a.GetState()),
+		ReadOnly:     a.GetReadOnly(),
+		Device:       VolumeDevice{Serial: a.GetDevice().GetSerial(), Path: a.GetDevice().GetPath()},
+	}
+}
+
+func volumeAttachmentsToProto(as []VolumeAttachment) []*pb.VolumeAttachment {
+	out := make([]*pb.VolumeAttachment, len(as))
+	for i := range as {
+		out[i] = volumeAttachmentToProto(&as[i])
+	}
+	return out
+}
+
+func volumeAttachmentsFromProto(as []*pb.VolumeAttachment) []VolumeAttachment {
+	if len(as) == 0 {
+		return nil
+	}
+	out := make([]VolumeAttachment, len(as))
+	for i, a := range as {
+		out[i] = volumeAttachmentFromProto(a)
+	}
+	return out
 }

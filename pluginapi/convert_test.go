@@ -49,6 +49,11 @@ func TestGetInfoRoundTrip(t *testing.T) {
 			ConfigSchema: `{"type":"object"}`,
 			Catalog:      CatalogInfo{Source: "pricing API", GeneratedAt: at},
 		},
+		"volumes": {
+			Name: "aws", Version: "1.3.0", APIVersions: []string{"1.2"},
+			Capabilities:  []Capability{CapabilityVolumes},
+			VolumeDrivers: []string{"ebs.csi.aws.com", "efs.csi.aws.com"},
+		},
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -193,6 +198,73 @@ func TestRegistryAuthRoundTrip(t *testing.T) {
 	}
 }
 
+func TestAttachVolumeRoundTrip(t *testing.T) {
+	tests := map[string]AttachVolumeRequest{
+		"zero":       {},
+		"full":       {InstanceID: "i-1", Driver: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", ReadOnly: true},
+		"read-write": {InstanceID: "i-1", Driver: "pd.csi.storage.gke.io", VolumeHandle: "projects/p/zones/z/disks/d"},
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			roundTrip(t, &in, attachVolumeToProto, attachVolumeFromProto)
+		})
+	}
+}
+
+func TestDetachVolumeRoundTrip(t *testing.T) {
+	tests := map[string]DetachVolumeRequest{
+		"zero": {},
+		"full": {InstanceID: "i-1", Driver: "ebs.csi.aws.com", VolumeHandle: "vol-0abc"},
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			roundTrip(t, &in, detachVolumeToProto, detachVolumeFromProto)
+		})
+	}
+}
+
+func TestVolumeAttachmentRoundTrip(t *testing.T) {
+	tests := map[string]VolumeAttachment{
+		"zero":                     {},
+		"attaching, no device yet": {InstanceID: "i-1", Driver: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", State: AttachmentAttaching},
+		"attached by serial": {
+			InstanceID: "i-1", Driver: "ebs.csi.aws.com", VolumeHandle: "vol-0abc", State: AttachmentAttached,
+			Device: VolumeDevice{Serial: "vol0abc"},
+		},
+		"full": {
+			InstanceID: "vm-1", Driver: "disk.csi.azure.com", VolumeHandle: "/subscriptions/s/disks/d", State: AttachmentDetaching,
+			ReadOnly: true, Device: VolumeDevice{Serial: "60022480", Path: "/dev/disk/azure/scsi1/lun3"},
+		},
+		"only a path": {State: AttachmentAttached, Device: VolumeDevice{Path: "/dev/xvdf"}},
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			roundTrip(t, &in, volumeAttachmentToProto, func(m *pb.VolumeAttachment) *VolumeAttachment {
+				out := volumeAttachmentFromProto(m)
+				return &out
+			})
+		})
+	}
+}
+
+func TestVolumeAttachmentsRoundTrip(t *testing.T) {
+	tests := map[string][]VolumeAttachment{
+		"nil": nil,
+		"two": {
+			{InstanceID: "i-1", Driver: "d", VolumeHandle: "v-1", State: AttachmentAttaching},
+			{InstanceID: "i-2", Driver: "d", VolumeHandle: "v-2", State: AttachmentAttached, Device: VolumeDevice{Serial: "v2"}},
+		},
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := volumeAttachmentsFromProto(overWire(t, &pb.DescribeVolumeAttachmentsResponse{Attachments: volumeAttachmentsToProto(in)}).GetAttachments())
+			if !reflect.DeepEqual(got, in) {
+				t.Errorf("attachments round trip = %#v, want %#v", got, in)
+			}
+		})
+	}
+}
+
 // Nil messages (a plugin answering with missing sub-messages) convert to
 // zero values rather than panicking.
 func TestNilMessagesConvertToZero(t *testing.T) {
@@ -204,6 +276,9 @@ func TestNilMessagesConvertToZero(t *testing.T) {
 	}
 	if got := instanceTypeFromProto(nil); !reflect.DeepEqual(got, InstanceType{}) {
 		t.Errorf("nil InstanceType = %#v, want zero", got)
+	}
+	if got := volumeAttachmentFromProto(nil); !reflect.DeepEqual(got, VolumeAttachment{}) {
+		t.Errorf("nil VolumeAttachment = %#v, want zero", got)
 	}
 	if got := eventFromProto(nil); !reflect.DeepEqual(got, &Event{}) {
 		t.Errorf("nil Event = %#v, want zero", got)

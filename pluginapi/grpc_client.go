@@ -170,3 +170,34 @@ func (c *grpcClient) ConsoleOutput(ctx context.Context, req *ConsoleOutputReques
 	}
 	return &ConsoleOutputResponse{Output: resp.GetOutput(), Timestamp: fromTimestamp(resp.GetTimestamp())}, nil
 }
+
+func (c *grpcClient) AttachVolume(ctx context.Context, req *AttachVolumeRequest) (*AttachVolumeResponse, error) {
+	resp, err := c.c.AttachVolume(ctx, attachVolumeToProto(req))
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	a := volumeAttachmentFromProto(resp.GetAttachment())
+	if err := validateAttachAnswer(req, &a); err != nil {
+		return nil, invalidAnswer("AttachVolume", err)
+	}
+	return &AttachVolumeResponse{Attachment: a}, nil
+}
+
+func (c *grpcClient) DetachVolume(ctx context.Context, req *DetachVolumeRequest) (*DetachVolumeResponse, error) {
+	if _, err := c.c.DetachVolume(ctx, detachVolumeToProto(req)); err != nil {
+		return nil, fromStatus(err)
+	}
+	return &DetachVolumeResponse{}, nil
+}
+
+func (c *grpcClient) DescribeVolumeAttachments(ctx context.Context, req *DescribeVolumeAttachmentsRequest) (*DescribeVolumeAttachmentsResponse, error) {
+	resp, err := c.c.DescribeVolumeAttachments(ctx, &pb.DescribeVolumeAttachmentsRequest{InstanceIds: req.InstanceIDs})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	as := volumeAttachmentsFromProto(resp.GetAttachments())
+	if err := validateAttachments(req.InstanceIDs, as); err != nil {
+		return nil, invalidAnswer("DescribeVolumeAttachments", err)
+	}
+	return &DescribeVolumeAttachmentsResponse{Attachments: as}, nil
+}

@@ -22,7 +22,11 @@ import (
 //     ConfigKey;
 //   - Launch asking for a feature whose capability the plugin's GetInfo
 //     does not report answers Unsupported naming the field
-//     (GetInfoResponse.CheckLaunch).
+//     (GetInfoResponse.CheckLaunch);
+//   - the volume calls of a plugin whose GetInfo does not report
+//     CapabilityVolumes answer Unsupported, and AttachVolume and
+//     DetachVolume for a driver not in its VolumeDrivers answer
+//     Unsupported with Field FieldVolumeDriver (GetInfoResponse.CheckVolume).
 type grpcServer struct {
 	pb.UnimplementedProviderServer
 	impl Provider
@@ -124,16 +128,49 @@ func (s *grpcServer) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.Lau
 // checkLaunch refuses a request for a feature the plugin does not report.
 // Without a GetInfo answer it leaves the decision to the provider.
 func (s *grpcServer) checkLaunch(ctx context.Context, r *LaunchRequest) error {
-	info := s.info.Load()
+	info := s.getInfo(ctx)
 	if info == nil {
-		resp, err := s.impl.GetInfo(ctx, &GetInfoRequest{})
-		if err != nil || resp == nil {
-			return nil //nolint:nilerr // without the capabilities, the provider decides.
-		}
-		s.info.CompareAndSwap(nil, resp)
-		info = s.info.Load()
+		return nil // without the capabilities, the provider decides.
 	}
 	return info.CheckLaunch(r)
+}
+
+// getInfo returns the provider's GetInfo answer, asking for it the first
+// time; nil when the provider cannot answer.
+func (s *grpcServer) getInfo(ctx context.Context) *GetInfoResponse {
+	if info := s.info.Load(); info != nil {
+		return info
+	}
+	resp, err := s.impl.GetInfo(ctx, &GetInfoRequest{})
+	if err != nil || resp == nil {
+		return nil
+	}
+	s.info.CompareAndSwap(nil, resp)
+	return s.info.Load()
+}
+
+// volumeAttacher returns the provider as a VolumeAttacher, or the
+// Unsupported error call answers: the provider does not implement it, its
+// GetInfo does not report CapabilityVolumes, or (for a call naming one) it
+// does not list driver among its VolumeDrivers. Without a GetInfo answer
+// the provider decides.
+func (s *grpcServer) volumeAttacher(ctx context.Context, call string, driver *string) (VolumeAttacher, error) {
+	v, ok := s.impl.(VolumeAttacher)
+	if !ok {
+		return nil, NewUnsupported("plugin does not implement %s", call)
+	}
+	info := s.getInfo(ctx)
+	switch {
+	case info == nil:
+		return v, nil
+	case driver != nil:
+		if err := info.CheckVolumeDriver(*driver); err != nil {
+			return nil, err
+		}
+	case !info.Has(CapabilityVolumes):
+		return nil, NewUnsupported("plugin %s does not implement %s (capability %q)", info.Name, call, CapabilityVolumes)
+	}
+	return v, nil
 }
 
 func (s *grpcServer) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.DescribeResponse, error) {
@@ -228,4 +265,50 @@ func (s *grpcServer) ConsoleOutput(ctx context.Context, req *pb.ConsoleOutputReq
 		return nil, toStatus(err)
 	}
 	return &pb.ConsoleOutputResponse{Output: resp.Output, Timestamp: toTimestamp(resp.Timestamp)}, nil
+}
+
+func (s *grpcServer) AttachVolume(ctx context.Context, req *pb.AttachVolumeRequest) (*pb.AttachVolumeResponse, error) {
+	if err := s.ready("AttachVolume"); err != nil {
+		return nil, err
+	}
+	r := attachVolumeFromProto(req)
+	v, err := s.volumeAttacher(ctx, "AttachVolume", &r.Driver)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := v.AttachVolume(ctx, r)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AttachVolumeResponse{Attachment: volumeAttachmentToProto(&resp.Attachment)}, nil
+}
+
+func (s *grpcServer) DetachVolume(ctx context.Context, req *pb.DetachVolumeRequest) (*pb.DetachVolumeResponse, error) {
+	if err := s.ready("DetachVolume"); err != nil {
+		return nil, err
+	}
+	r := detachVolumeFromProto(req)
+	v, err := s.volumeAttacher(ctx, "DetachVolume", &r.Driver)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if _, err := v.DetachVolume(ctx, r); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DetachVolumeResponse{}, nil
+}
+
+func (s *grpcServer) DescribeVolumeAttachments(ctx context.Context, req *pb.DescribeVolumeAttachmentsRequest) (*pb.DescribeVolumeAttachmentsResponse, error) {
+	if err := s.ready("DescribeVolumeAttachments"); err != nil {
+		return nil, err
+	}
+	v, err := s.volumeAttacher(ctx, "DescribeVolumeAttachments", nil)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := v.DescribeVolumeAttachments(ctx, &DescribeVolumeAttachmentsRequest{InstanceIDs: req.GetInstanceIds()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DescribeVolumeAttachmentsResponse{Attachments: volumeAttachmentsToProto(resp.Attachments)}, nil
 }

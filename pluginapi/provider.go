@@ -3,6 +3,7 @@ package pluginapi
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -362,6 +363,22 @@ func (r *GetInfoResponse) CheckLaunch(req *LaunchRequest) error {
 		return NewUnsupportedField(FieldInstanceProfile, "plugin %s does not support instance profiles (capability %q)", r.Name, CapabilityInstanceProfiles)
 	case req.VolumeSizeGiB != 0 && !r.Has(CapabilityVolumeSize):
 		return NewUnsupportedField(FieldVolumeSizeGiB, "plugin %s does not support a root volume size (capability %q)", r.Name, CapabilityVolumeSize)
+	}
+	return nil
+}
+
+// CheckVolumeDriver returns the UnsupportedError an AttachVolume or
+// DetachVolume for driver answers when r does not report CapabilityVolumes
+// (the whole call, no Field) or does not list driver among its
+// VolumeDrivers (Field FieldVolumeDriver), or nil. The SDK's gRPC server
+// applies it to every AttachVolume and DetachVolume; a provider may call it
+// to answer a direct call the same way.
+func (r *GetInfoResponse) CheckVolumeDriver(driver string) error {
+	switch {
+	case !r.Has(CapabilityVolumes):
+		return NewUnsupported("plugin %s does not attach volumes (capability %q)", r.Name, CapabilityVolumes)
+	case !slices.Contains(r.VolumeDrivers, driver):
+		return NewUnsupportedField(FieldVolumeDriver, "plugin %s does not attach volumes of driver %q, only of %q", r.Name, driver, r.VolumeDrivers)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package pluginapi
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,39 @@ func TestLaunchRequestCapacity(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Capacity() = %q, %v; want an error with %q", got, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckVolumeDriver(t *testing.T) {
+	withVolumes := GetInfoResponse{Name: "aws", Capabilities: []Capability{CapabilityVolumes}, VolumeDrivers: []string{"ebs.csi.aws.com"}}
+	tests := []struct {
+		name      string
+		info      GetInfoResponse
+		driver    string
+		wantErr   bool
+		wantField string
+	}{
+		{name: "a listed driver", info: withVolumes, driver: "ebs.csi.aws.com"},
+		{name: "another driver", info: withVolumes, driver: "efs.csi.aws.com", wantErr: true, wantField: FieldVolumeDriver},
+		{name: "no driver", info: withVolumes, driver: "", wantErr: true, wantField: FieldVolumeDriver},
+		{name: "no capability", info: GetInfoResponse{Name: "toy"}, driver: "ebs.csi.aws.com", wantErr: true},
+		{name: "drivers without the capability", driver: "ebs.csi.aws.com", wantErr: true,
+			info: GetInfoResponse{Name: "odd", VolumeDrivers: []string{"ebs.csi.aws.com"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.info.CheckVolumeDriver(tt.driver)
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("CheckVolumeDriver(%q) = %v, want nil", tt.driver, err)
+				}
+				return
+			}
+			var u *UnsupportedError
+			if !errors.As(err, &u) || u.Field != tt.wantField {
+				t.Fatalf("CheckVolumeDriver(%q) = %v, want Unsupported with field %q", tt.driver, err, tt.wantField)
 			}
 		})
 	}

@@ -21,6 +21,7 @@ const (
 	kindUnsupported          = "unsupported"
 	kindTransient            = "transient"
 	kindNotConfigured        = "not_configured"
+	kindVolumeConflict       = "volume_conflict"
 )
 
 // toStatus turns an error returned by a Provider into a gRPC status error
@@ -62,6 +63,7 @@ func classify(err error) (codes.Code, *pb.ErrorDetail) {
 		unsup    *UnsupportedError
 		trans    *TransientError
 		notConf  *NotConfiguredError
+		conflict *VolumeConflictError
 	)
 	switch {
 	case errors.As(err, &notFound):
@@ -93,6 +95,11 @@ func classify(err error) (codes.Code, *pb.ErrorDetail) {
 		return codes.Unavailable, &pb.ErrorDetail{Kind: kindTransient, Message: trans.Message}
 	case errors.As(err, &notConf):
 		return codes.FailedPrecondition, &pb.ErrorDetail{Kind: kindNotConfigured, Message: notConf.Message}
+	case errors.As(err, &conflict):
+		return codes.FailedPrecondition, &pb.ErrorDetail{
+			Kind: kindVolumeConflict, Message: conflict.Message,
+			Reason: string(conflict.Reason), VolumeHandle: conflict.VolumeHandle, InstanceId: conflict.InstanceID,
+		}
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled, nil
 	case errors.Is(err, context.DeadlineExceeded):
@@ -178,6 +185,13 @@ func kindFromDetail(detail *pb.ErrorDetail) error {
 		return &TransientError{Message: msg}
 	case kindNotConfigured:
 		return &NotConfiguredError{Message: msg}
+	case kindVolumeConflict:
+		return &VolumeConflictError{
+			Reason:       VolumeConflictReason(detail.GetReason()),
+			VolumeHandle: detail.GetVolumeHandle(),
+			InstanceID:   detail.GetInstanceId(),
+			Message:      msg,
+		}
 	}
 	return nil
 }

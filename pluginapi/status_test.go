@@ -87,6 +87,21 @@ func TestErrorKindsRoundTrip(t *testing.T) {
 			name: "transient", err: NewTransient("HTTP %d", 503), code: codes.Unavailable,
 			is: IsTransient, wantKind: &TransientError{Message: "HTTP 503"},
 		},
+		{
+			name: "volume in use", code: codes.FailedPrecondition, is: IsVolumeConflict,
+			err:      NewVolumeConflict(ConflictInUse, "vol-0abc", "i-0other", "attached to i-0other"),
+			wantKind: &VolumeConflictError{Reason: ConflictInUse, VolumeHandle: "vol-0abc", InstanceID: "i-0other", Message: "attached to i-0other"},
+		},
+		{
+			name: "volume in another zone", code: codes.FailedPrecondition, is: IsVolumeConflict,
+			err:      NewVolumeConflict(ConflictWrongZone, "vol-0abc", "", "disk in eu-west-1b"),
+			wantKind: &VolumeConflictError{Reason: ConflictWrongZone, VolumeHandle: "vol-0abc", Message: "disk in eu-west-1b"},
+		},
+		{
+			name: "attachment limit", code: codes.FailedPrecondition, is: IsVolumeConflict,
+			err:      NewVolumeConflict(ConflictAttachmentLimit, "vol-0abc", "", "27 of 27 slots used"),
+			wantKind: &VolumeConflictError{Reason: ConflictAttachmentLimit, VolumeHandle: "vol-0abc", Message: "27 of 27 slots used"},
+		},
 	}
 	for _, tt := range tests {
 		for _, wrapped := range []bool{false, true} {
@@ -235,6 +250,20 @@ func TestIgnoreNotFound(t *testing.T) {
 	}
 	if !errors.Is(IgnoreNotFound(other), other) {
 		t.Error("IgnoreNotFound dropped an error that is not NotFound")
+	}
+}
+
+// A VolumeConflict is no other kind: a host must not take an in-use disk
+// for a missing one, nor an attachment limit for a quota.
+func TestVolumeConflictIsNoOtherKind(t *testing.T) {
+	got := acrossWire(t, fmt.Errorf("attaching vol-1: %w", NewVolumeConflict(ConflictInUse, "vol-1", "i-2", "in use")))
+	for name, is := range map[string]func(error) bool{
+		"NotFound": IsNotFound, "QuotaExceeded": IsQuotaExceeded, "InsufficientCapacity": IsInsufficientCapacity,
+		"Unsupported": IsUnsupported, "NotConfigured": IsNotConfigured, "Transient": IsTransient,
+	} {
+		if is(got) {
+			t.Errorf("a VolumeConflict after the wire (%v) is also %s", got, name)
+		}
 	}
 }
 

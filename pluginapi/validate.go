@@ -40,8 +40,9 @@ func invalidAnswer(call string, err error) error {
 // this protocol's major; host and plugin cannot work together.
 var ErrNoCompatibleAPIVersion = errors.New("no compatible API version")
 
-// ValidateInfo checks a GetInfo answer: a name, a version and at least one
-// API version of this protocol's major.
+// ValidateInfo checks a GetInfo answer: a name, a version, at least one
+// API version of this protocol's major, and volume drivers exactly with
+// CapabilityVolumes, each named once.
 func ValidateInfo(info *GetInfoResponse) error {
 	var errs []error
 	if info.Name == "" {
@@ -52,6 +53,22 @@ func ValidateInfo(info *GetInfoResponse) error {
 	}
 	if _, ok := CompatibleAPIVersion(info.APIVersions); !ok {
 		errs = append(errs, fmt.Errorf("%w: API versions %q include none of major %d", ErrNoCompatibleAPIVersion, info.APIVersions, ProtocolVersion))
+	}
+	switch volumes := info.Has(CapabilityVolumes); {
+	case volumes && len(info.VolumeDrivers) == 0:
+		errs = append(errs, fmt.Errorf("capability %q without volume drivers", CapabilityVolumes))
+	case !volumes && len(info.VolumeDrivers) > 0:
+		errs = append(errs, fmt.Errorf("volume drivers %q without capability %q", info.VolumeDrivers, CapabilityVolumes))
+	}
+	seen := make(map[string]bool, len(info.VolumeDrivers))
+	for _, d := range info.VolumeDrivers {
+		switch {
+		case strings.TrimSpace(d) == "":
+			errs = append(errs, errors.New("a volume driver is empty"))
+		case seen[d]:
+			errs = append(errs, fmt.Errorf("volume driver %q is listed twice", d))
+		}
+		seen[d] = true
 	}
 	return errors.Join(errs...)
 }
@@ -173,6 +190,76 @@ func validateInstances(insts []Instance) error {
 		} else {
 			seen[id] = true
 		}
+	}
+	return errors.Join(errs...)
+}
+
+var knownAttachmentStates = map[AttachmentState]bool{
+	AttachmentAttaching: true, AttachmentAttached: true, AttachmentDetaching: true,
+}
+
+// validateVolumeAttachment checks one attachment: an instance, a driver, a
+// volume handle, a known state, and a device once it is attached.
+func validateVolumeAttachment(a *VolumeAttachment) error {
+	var errs []error
+	if a.InstanceID == "" {
+		errs = append(errs, fmt.Errorf("attachment of volume %q has no instance ID", a.VolumeHandle))
+	}
+	if a.Driver == "" {
+		errs = append(errs, fmt.Errorf("attachment of volume %q to instance %q has no driver", a.VolumeHandle, a.InstanceID))
+	}
+	if a.VolumeHandle == "" {
+		errs = append(errs, fmt.Errorf("attachment to instance %q has no volume handle", a.InstanceID))
+	}
+	if !knownAttachmentStates[a.State] {
+		errs = append(errs, fmt.Errorf("attachment of volume %q to instance %q has unknown state %q", a.VolumeHandle, a.InstanceID, a.State))
+	}
+	if a.State == AttachmentAttached && a.Device.Serial == "" && a.Device.Path == "" {
+		errs = append(errs, fmt.Errorf("volume %q is attached to instance %q without a device serial or path", a.VolumeHandle, a.InstanceID))
+	}
+	return errors.Join(errs...)
+}
+
+// validateAttachAnswer checks AttachVolume's answer to req: a valid
+// attachment of the disk and instance asked about, attaching or attached.
+func validateAttachAnswer(req *AttachVolumeRequest, a *VolumeAttachment) error {
+	if err := validateVolumeAttachment(a); err != nil {
+		return err
+	}
+	if a.InstanceID != req.InstanceID || a.Driver != req.Driver || a.VolumeHandle != req.VolumeHandle {
+		return fmt.Errorf("answered the attachment of %s volume %q to instance %q, not the requested %s volume %q to %q",
+			a.Driver, a.VolumeHandle, a.InstanceID, req.Driver, req.VolumeHandle, req.InstanceID)
+	}
+	if a.State == AttachmentDetaching {
+		return fmt.Errorf("volume %q on instance %q is %s after AttachVolume; want attaching or attached", a.VolumeHandle, a.InstanceID, a.State)
+	}
+	return nil
+}
+
+// validateAttachments checks DescribeVolumeAttachments' answer: valid
+// attachments, each of an instance asked about, none twice.
+func validateAttachments(instanceIDs []string, as []VolumeAttachment) error {
+	asked := make(map[string]bool, len(instanceIDs))
+	for _, id := range instanceIDs {
+		asked[id] = true
+	}
+	type key struct{ instance, driver, handle string }
+	seen := make(map[key]bool, len(as))
+	var errs []error
+	for i := range as {
+		a := &as[i]
+		if err := validateVolumeAttachment(a); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !asked[a.InstanceID] {
+			errs = append(errs, fmt.Errorf("instance %q of volume %q was not asked for", a.InstanceID, a.VolumeHandle))
+		}
+		k := key{a.InstanceID, a.Driver, a.VolumeHandle}
+		if seen[k] {
+			errs = append(errs, fmt.Errorf("volume %q appears twice on instance %q", a.VolumeHandle, a.InstanceID))
+		}
+		seen[k] = true
 	}
 	return errors.Join(errs...)
 }

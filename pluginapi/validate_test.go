@@ -144,10 +144,112 @@ func TestValidateInfo(t *testing.T) {
 		{name: "no version", want: "version is empty", info: GetInfoResponse{Name: "x", APIVersions: []string{"1.0"}}},
 		{name: "only a future major", want: `API versions ["2.0"] include none of major 1`, info: GetInfoResponse{Name: "x", Version: "1", APIVersions: []string{"2.0"}}},
 		{name: "no API versions", want: "include none of major 1", info: GetInfoResponse{Name: "x", Version: "1"}},
+		{name: "volumes with drivers", info: GetInfoResponse{
+			Name: "x", Version: "1", APIVersions: []string{"1.2"},
+			Capabilities: []Capability{CapabilityVolumes}, VolumeDrivers: []string{"ebs.csi.aws.com"},
+		}},
+		{name: "volumes without drivers", want: `capability "volumes" without volume drivers`, info: GetInfoResponse{
+			Name: "x", Version: "1", APIVersions: []string{"1.2"}, Capabilities: []Capability{CapabilityVolumes},
+		}},
+		{name: "drivers without volumes", want: `volume drivers ["ebs.csi.aws.com"] without capability "volumes"`, info: GetInfoResponse{
+			Name: "x", Version: "1", APIVersions: []string{"1.2"}, VolumeDrivers: []string{"ebs.csi.aws.com"},
+		}},
+		{name: "an empty driver", want: "a volume driver is empty", info: GetInfoResponse{
+			Name: "x", Version: "1", APIVersions: []string{"1.2"},
+			Capabilities: []Capability{CapabilityVolumes}, VolumeDrivers: []string{"ebs.csi.aws.com", ""},
+		}},
+		{name: "a driver twice", want: `volume driver "ebs.csi.aws.com" is listed twice`, info: GetInfoResponse{
+			Name: "x", Version: "1", APIVersions: []string{"1.2"},
+			Capabilities: []Capability{CapabilityVolumes}, VolumeDrivers: []string{"ebs.csi.aws.com", "ebs.csi.aws.com"},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkProblem(t, "ValidateInfo", ValidateInfo(&tt.info), tt.want)
+		})
+	}
+}
+
+func TestValidateAttachAnswer(t *testing.T) {
+	req := &AttachVolumeRequest{InstanceID: "i-1", Driver: "ebs.csi.aws.com", VolumeHandle: "vol-1"}
+	valid := func() VolumeAttachment {
+		return VolumeAttachment{InstanceID: "i-1", Driver: "ebs.csi.aws.com", VolumeHandle: "vol-1", State: AttachmentAttaching}
+	}
+	tests := []struct {
+		name   string
+		change func(*VolumeAttachment)
+		want   string // substring of the error; "" means valid
+	}{
+		{name: "attaching", change: func(*VolumeAttachment) {}},
+		{name: "attaching with a device", change: func(a *VolumeAttachment) { a.Device.Path = "/dev/xvdf" }},
+		{name: "attached with a serial", change: func(a *VolumeAttachment) {
+			a.State, a.Device.Serial = AttachmentAttached, "vol1"
+		}},
+		{name: "attached with a path", change: func(a *VolumeAttachment) {
+			a.State, a.Device.Path = AttachmentAttached, "/dev/disk/by-id/google-d"
+		}},
+		{name: "attached without a device", want: `volume "vol-1" is attached to instance "i-1" without a device serial or path`, change: func(a *VolumeAttachment) {
+			a.State = AttachmentAttached
+		}},
+		{name: "detaching", want: "is detaching after AttachVolume; want attaching or attached", change: func(a *VolumeAttachment) {
+			a.State = AttachmentDetaching
+		}},
+		{name: "unknown state", want: `unknown state "mounted"`, change: func(a *VolumeAttachment) { a.State = "mounted" }},
+		{name: "no state", want: `unknown state ""`, change: func(a *VolumeAttachment) { a.State = "" }},
+		{name: "empty answer", want: "has no instance ID", change: func(a *VolumeAttachment) { *a = VolumeAttachment{} }},
+		{name: "no driver", want: "has no driver", change: func(a *VolumeAttachment) { a.Driver = "" }},
+		{name: "no handle", want: `attachment to instance "i-1" has no volume handle`, change: func(a *VolumeAttachment) { a.VolumeHandle = "" }},
+		{name: "another instance", want: `to instance "i-2", not the requested ebs.csi.aws.com volume "vol-1" to "i-1"`, change: func(a *VolumeAttachment) {
+			a.InstanceID = "i-2"
+		}},
+		{name: "another volume", want: `volume "vol-2" to instance "i-1", not the requested`, change: func(a *VolumeAttachment) {
+			a.VolumeHandle = "vol-2"
+		}},
+		{name: "another driver", want: `answered the attachment of other.csi volume "vol-1"`, change: func(a *VolumeAttachment) {
+			a.Driver = "other.csi"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := valid()
+			tt.change(&a)
+			checkProblem(t, "validateAttachAnswer", validateAttachAnswer(req, &a), tt.want)
+		})
+	}
+}
+
+func TestValidateAttachments(t *testing.T) {
+	att := func(instance, handle string, state AttachmentState) VolumeAttachment {
+		a := VolumeAttachment{InstanceID: instance, Driver: "d", VolumeHandle: handle, State: state}
+		if state == AttachmentAttached {
+			a.Device.Serial = handle
+		}
+		return a
+	}
+	asked := []string{"i-1", "i-2"}
+	tests := []struct {
+		name string
+		as   []VolumeAttachment
+		want string
+	}{
+		{name: "none"},
+		{name: "every state", as: []VolumeAttachment{
+			att("i-1", "v-1", AttachmentAttaching), att("i-1", "v-2", AttachmentAttached), att("i-2", "v-3", AttachmentDetaching),
+		}},
+		{name: "an instance not asked for", want: `instance "i-3" of volume "v-1" was not asked for`, as: []VolumeAttachment{
+			att("i-3", "v-1", AttachmentAttached),
+		}},
+		{name: "a volume twice on one instance", want: `volume "v-1" appears twice on instance "i-1"`, as: []VolumeAttachment{
+			att("i-1", "v-1", AttachmentAttached), att("i-1", "v-1", AttachmentDetaching),
+		}},
+		{name: "unknown state", want: `unknown state "gone"`, as: []VolumeAttachment{att("i-1", "v-1", "gone")}},
+		{name: "attached without a device", want: "without a device serial or path", as: []VolumeAttachment{
+			{InstanceID: "i-1", Driver: "d", VolumeHandle: "v-1", State: AttachmentAttached},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkProblem(t, "validateAttachments", validateAttachments(asked, tt.as), tt.want)
 		})
 	}
 }

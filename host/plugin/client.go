@@ -193,6 +193,24 @@ func (c *routingClient) VerifyInstanceIdentity(ctx context.Context, req *plugina
 	})
 }
 
+func (c *routingClient) AttachVolume(ctx context.Context, req *pluginapi.AttachVolumeRequest) (*pluginapi.AttachVolumeResponse, error) {
+	return call(ctx, c.s, "AttachVolume", func(ctx context.Context, api pluginapi.Client) (*pluginapi.AttachVolumeResponse, error) {
+		return api.AttachVolume(ctx, req)
+	})
+}
+
+func (c *routingClient) DetachVolume(ctx context.Context, req *pluginapi.DetachVolumeRequest) (*pluginapi.DetachVolumeResponse, error) {
+	return call(ctx, c.s, "DetachVolume", func(ctx context.Context, api pluginapi.Client) (*pluginapi.DetachVolumeResponse, error) {
+		return api.DetachVolume(ctx, req)
+	})
+}
+
+func (c *routingClient) DescribeVolumeAttachments(ctx context.Context, req *pluginapi.DescribeVolumeAttachmentsRequest) (*pluginapi.DescribeVolumeAttachmentsResponse, error) {
+	return call(ctx, c.s, "DescribeVolumeAttachments", func(ctx context.Context, api pluginapi.Client) (*pluginapi.DescribeVolumeAttachmentsResponse, error) {
+		return api.DescribeVolumeAttachments(ctx, req)
+	})
+}
+
 // WatchEvents streams the plugin's events and subscribes again on the new
 // process after a restart or Reload; events in between are lost, which the
 // contract allows (events are hints). It returns when ctx ends, when send

@@ -12,7 +12,9 @@
 //     kip.plugin.v2 served beside this one for a while.
 //   - Within v1, changes are additive only: new fields with new numbers, new
 //     RPCs, new capability strings. A field number is never reused.
-//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput, VerifyInstanceIdentity) are offered by capability in
+//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput,
+//     VerifyInstanceIdentity, and the volume calls AttachVolume, DetachVolume
+//     and DescribeVolumeAttachments) are offered by capability in
 //     GetInfoResponse.capabilities; a plugin without the capability answers
 //     UNIMPLEMENTED.
 //   - Errors are gRPC statuses carrying one ErrorDetail (below) so that error
@@ -80,13 +82,16 @@ func (*GetInfoRequest) Descriptor() ([]byte, []int) {
 }
 
 type GetInfoResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	ApiVersions   []string               `protobuf:"bytes,3,rep,name=api_versions,json=apiVersions,proto3" json:"api_versions,omitempty"`
-	Capabilities  []string               `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
-	ConfigSchema  string                 `protobuf:"bytes,5,opt,name=config_schema,json=configSchema,proto3" json:"config_schema,omitempty"`
-	Catalog       *CatalogInfo           `protobuf:"bytes,6,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version      string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	ApiVersions  []string               `protobuf:"bytes,3,rep,name=api_versions,json=apiVersions,proto3" json:"api_versions,omitempty"`
+	Capabilities []string               `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	ConfigSchema string                 `protobuf:"bytes,5,opt,name=config_schema,json=configSchema,proto3" json:"config_schema,omitempty"`
+	Catalog      *CatalogInfo           `protobuf:"bytes,6,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	// Since 1.2: the CSI drivers whose volumes AttachVolume takes
+	// ("ebs.csi.aws.com"), set exactly when capabilities has "volumes".
+	VolumeDrivers []string `protobuf:"bytes,7,rep,name=volume_drivers,json=volumeDrivers,proto3" json:"volume_drivers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -159,6 +164,13 @@ func (x *GetInfoResponse) GetConfigSchema() string {
 func (x *GetInfoResponse) GetCatalog() *CatalogInfo {
 	if x != nil {
 		return x.Catalog
+	}
+	return nil
+}
+
+func (x *GetInfoResponse) GetVolumeDrivers() []string {
+	if x != nil {
+		return x.VolumeDrivers
 	}
 	return nil
 }
@@ -1699,6 +1711,445 @@ func (x *VerifyInstanceIdentityResponse) GetNotChecked() string {
 	return ""
 }
 
+// AttachVolumeRequest (since 1.2) names a disk as its PersistentVolume does
+// (spec.csi.driver, spec.csi.volumeHandle) and the instance to attach it to.
+type AttachVolumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Driver        string                 `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	VolumeHandle  string                 `protobuf:"bytes,3,opt,name=volume_handle,json=volumeHandle,proto3" json:"volume_handle,omitempty"`
+	ReadOnly      bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachVolumeRequest) Reset() {
+	*x = AttachVolumeRequest{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachVolumeRequest) ProtoMessage() {}
+
+func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachVolumeRequest.ProtoReflect.Descriptor instead.
+func (*AttachVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AttachVolumeRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *AttachVolumeRequest) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *AttachVolumeRequest) GetVolumeHandle() string {
+	if x != nil {
+		return x.VolumeHandle
+	}
+	return ""
+}
+
+func (x *AttachVolumeRequest) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+type AttachVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attachment    *VolumeAttachment      `protobuf:"bytes,1,opt,name=attachment,proto3" json:"attachment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachVolumeResponse) Reset() {
+	*x = AttachVolumeResponse{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachVolumeResponse) ProtoMessage() {}
+
+func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachVolumeResponse.ProtoReflect.Descriptor instead.
+func (*AttachVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AttachVolumeResponse) GetAttachment() *VolumeAttachment {
+	if x != nil {
+		return x.Attachment
+	}
+	return nil
+}
+
+type DetachVolumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Driver        string                 `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	VolumeHandle  string                 `protobuf:"bytes,3,opt,name=volume_handle,json=volumeHandle,proto3" json:"volume_handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachVolumeRequest) Reset() {
+	*x = DetachVolumeRequest{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachVolumeRequest) ProtoMessage() {}
+
+func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachVolumeRequest.ProtoReflect.Descriptor instead.
+func (*DetachVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DetachVolumeRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *DetachVolumeRequest) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *DetachVolumeRequest) GetVolumeHandle() string {
+	if x != nil {
+		return x.VolumeHandle
+	}
+	return ""
+}
+
+type DetachVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachVolumeResponse) Reset() {
+	*x = DetachVolumeResponse{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachVolumeResponse) ProtoMessage() {}
+
+func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachVolumeResponse.ProtoReflect.Descriptor instead.
+func (*DetachVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
+}
+
+type DescribeVolumeAttachmentsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceIds   []string               `protobuf:"bytes,1,rep,name=instance_ids,json=instanceIds,proto3" json:"instance_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeVolumeAttachmentsRequest) Reset() {
+	*x = DescribeVolumeAttachmentsRequest{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeVolumeAttachmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeVolumeAttachmentsRequest) ProtoMessage() {}
+
+func (x *DescribeVolumeAttachmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeVolumeAttachmentsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeVolumeAttachmentsRequest) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DescribeVolumeAttachmentsRequest) GetInstanceIds() []string {
+	if x != nil {
+		return x.InstanceIds
+	}
+	return nil
+}
+
+type DescribeVolumeAttachmentsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attachments   []*VolumeAttachment    `protobuf:"bytes,1,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeVolumeAttachmentsResponse) Reset() {
+	*x = DescribeVolumeAttachmentsResponse{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeVolumeAttachmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeVolumeAttachmentsResponse) ProtoMessage() {}
+
+func (x *DescribeVolumeAttachmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeVolumeAttachmentsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeVolumeAttachmentsResponse) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DescribeVolumeAttachmentsResponse) GetAttachments() []*VolumeAttachment {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+// VolumeAttachment is one disk attached (or on its way) to one instance.
+type VolumeAttachment struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId   string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Driver       string                 `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	VolumeHandle string                 `protobuf:"bytes,3,opt,name=volume_handle,json=volumeHandle,proto3" json:"volume_handle,omitempty"`
+	// One of: attaching, attached, detaching.
+	State         string        `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	ReadOnly      bool          `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Device        *VolumeDevice `protobuf:"bytes,6,opt,name=device,proto3" json:"device,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeAttachment) Reset() {
+	*x = VolumeAttachment{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeAttachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeAttachment) ProtoMessage() {}
+
+func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
+func (*VolumeAttachment) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *VolumeAttachment) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *VolumeAttachment) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *VolumeAttachment) GetVolumeHandle() string {
+	if x != nil {
+		return x.VolumeHandle
+	}
+	return ""
+}
+
+func (x *VolumeAttachment) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *VolumeAttachment) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *VolumeAttachment) GetDevice() *VolumeDevice {
+	if x != nil {
+		return x.Device
+	}
+	return nil
+}
+
+// VolumeDevice tells the instance's agent which block device the disk is.
+type VolumeDevice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The disk's serial as the instance's kernel reports it.
+	Serial string `protobuf:"bytes,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The device's stable path on the instance.
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeDevice) Reset() {
+	*x = VolumeDevice{}
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeDevice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeDevice) ProtoMessage() {}
+
+func (x *VolumeDevice) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeDevice.ProtoReflect.Descriptor instead.
+func (*VolumeDevice) Descriptor() ([]byte, []int) {
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *VolumeDevice) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *VolumeDevice) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
 // ErrorDetail rides in the details of a non-OK gRPC status and names the
 // error kind, so that both sides map it to the same pluginapi error.
 type ErrorDetail struct {
@@ -1706,8 +2157,9 @@ type ErrorDetail struct {
 	// One of: not_found, insufficient_capacity, quota_exceeded, throttled,
 	// invalid_config, unsupported, transient, not_configured (gRPC code
 	// FAILED_PRECONDITION: a call other than GetInfo and Configure before a
-	// Configure succeeded). A receiver maps a kind it does not know by the
-	// status code alone.
+	// Configure succeeded), volume_conflict (since 1.2, gRPC code
+	// FAILED_PRECONDITION: only the volume calls answer it). A receiver maps
+	// a kind it does not know by the status code alone.
 	Kind         string               `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Message      string               `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	InstanceType string               `protobuf:"bytes,3,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
@@ -1723,13 +2175,19 @@ type ErrorDetail struct {
 	// for every type; its capacity type goes in capacity_type (empty for
 	// both). A quota without either is unscoped.
 	InstanceTypes []string `protobuf:"bytes,8,rep,name=instance_types,json=instanceTypes,proto3" json:"instance_types,omitempty"`
+	// volume_conflict (since 1.2): why the disk cannot be attached (in-use,
+	// wrong-zone, attachment-limit), the disk's handle, and for in-use the
+	// other instance it is attached to, where the cloud says.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	VolumeHandle  string `protobuf:"bytes,10,opt,name=volume_handle,json=volumeHandle,proto3" json:"volume_handle,omitempty"`
+	InstanceId    string `protobuf:"bytes,11,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +2199,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_kip_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +2212,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_kip_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ErrorDetail) GetKind() string {
@@ -1813,19 +2271,41 @@ func (x *ErrorDetail) GetInstanceTypes() []string {
 	return nil
 }
 
+func (x *ErrorDetail) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetVolumeHandle() string {
+	if x != nil {
+		return x.VolumeHandle
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
 var File_kip_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x1akip/plugin/v1/plugin.proto\x12\rkip.plugin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
-	"\x0eGetInfoRequest\"\xe1\x01\n" +
+	"\x0eGetInfoRequest\"\x88\x02\n" +
 	"\x0fGetInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12!\n" +
 	"\fapi_versions\x18\x03 \x03(\tR\vapiVersions\x12\"\n" +
 	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x12#\n" +
 	"\rconfig_schema\x18\x05 \x01(\tR\fconfigSchema\x124\n" +
-	"\acatalog\x18\x06 \x01(\v2\x1a.kip.plugin.v1.CatalogInfoR\acatalog\"d\n" +
+	"\acatalog\x18\x06 \x01(\v2\x1a.kip.plugin.v1.CatalogInfoR\acatalog\x12%\n" +
+	"\x0evolume_drivers\x18\a \x03(\tR\rvolumeDrivers\"d\n" +
 	"\vCatalogInfo\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12=\n" +
 	"\fgenerated_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vgeneratedAt\"o\n" +
@@ -1942,7 +2422,38 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tsignature\x18\x03 \x01(\fR\tsignature\"A\n" +
 	"\x1eVerifyInstanceIdentityResponse\x12\x1f\n" +
 	"\vnot_checked\x18\x01 \x01(\tR\n" +
-	"notChecked\"\x8e\x02\n" +
+	"notChecked\"\x90\x01\n" +
+	"\x13AttachVolumeRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12#\n" +
+	"\rvolume_handle\x18\x03 \x01(\tR\fvolumeHandle\x12\x1b\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\"W\n" +
+	"\x14AttachVolumeResponse\x12?\n" +
+	"\n" +
+	"attachment\x18\x01 \x01(\v2\x1f.kip.plugin.v1.VolumeAttachmentR\n" +
+	"attachment\"s\n" +
+	"\x13DetachVolumeRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12#\n" +
+	"\rvolume_handle\x18\x03 \x01(\tR\fvolumeHandle\"\x16\n" +
+	"\x14DetachVolumeResponse\"E\n" +
+	" DescribeVolumeAttachmentsRequest\x12!\n" +
+	"\finstance_ids\x18\x01 \x03(\tR\vinstanceIds\"f\n" +
+	"!DescribeVolumeAttachmentsResponse\x12A\n" +
+	"\vattachments\x18\x01 \x03(\v2\x1f.kip.plugin.v1.VolumeAttachmentR\vattachments\"\xd8\x01\n" +
+	"\x10VolumeAttachment\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12#\n" +
+	"\rvolume_handle\x18\x03 \x01(\tR\fvolumeHandle\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1b\n" +
+	"\tread_only\x18\x05 \x01(\bR\breadOnly\x123\n" +
+	"\x06device\x18\x06 \x01(\v2\x1b.kip.plugin.v1.VolumeDeviceR\x06device\":\n" +
+	"\fVolumeDevice\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\tR\x06serial\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xec\x02\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12#\n" +
@@ -1952,7 +2463,12 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x10\n" +
 	"\x03key\x18\a \x01(\tR\x03key\x12%\n" +
-	"\x0einstance_types\x18\b \x03(\tR\rinstanceTypes2\xa7\a\n" +
+	"\x0einstance_types\x18\b \x03(\tR\rinstanceTypes\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12#\n" +
+	"\rvolume_handle\x18\n" +
+	" \x01(\tR\fvolumeHandle\x12\x1f\n" +
+	"\vinstance_id\x18\v \x01(\tR\n" +
+	"instanceId2\xd9\t\n" +
 	"\bProvider\x12H\n" +
 	"\aGetInfo\x12\x1d.kip.plugin.v1.GetInfoRequest\x1a\x1e.kip.plugin.v1.GetInfoResponse\x12N\n" +
 	"\tConfigure\x12\x1f.kip.plugin.v1.ConfigureRequest\x1a .kip.plugin.v1.ConfigureResponse\x12f\n" +
@@ -1964,7 +2480,10 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vWatchEvents\x12!.kip.plugin.v1.WatchEventsRequest\x1a\x14.kip.plugin.v1.Event0\x01\x12W\n" +
 	"\fRegistryAuth\x12\".kip.plugin.v1.RegistryAuthRequest\x1a#.kip.plugin.v1.RegistryAuthResponse\x12Z\n" +
 	"\rConsoleOutput\x12#.kip.plugin.v1.ConsoleOutputRequest\x1a$.kip.plugin.v1.ConsoleOutputResponse\x12u\n" +
-	"\x16VerifyInstanceIdentity\x12,.kip.plugin.v1.VerifyInstanceIdentityRequest\x1a-.kip.plugin.v1.VerifyInstanceIdentityResponseB=Z;github.com/kipcell/kip/pluginapi/internal/pluginv1;pluginv1b\x06proto3"
+	"\x16VerifyInstanceIdentity\x12,.kip.plugin.v1.VerifyInstanceIdentityRequest\x1a-.kip.plugin.v1.VerifyInstanceIdentityResponse\x12W\n" +
+	"\fAttachVolume\x12\".kip.plugin.v1.AttachVolumeRequest\x1a#.kip.plugin.v1.AttachVolumeResponse\x12W\n" +
+	"\fDetachVolume\x12\".kip.plugin.v1.DetachVolumeRequest\x1a#.kip.plugin.v1.DetachVolumeResponse\x12~\n" +
+	"\x19DescribeVolumeAttachments\x12/.kip.plugin.v1.DescribeVolumeAttachmentsRequest\x1a0.kip.plugin.v1.DescribeVolumeAttachmentsResponseB=Z;github.com/kipcell/kip/pluginapi/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_kip_plugin_v1_plugin_proto_rawDescOnce sync.Once
@@ -1978,88 +2497,105 @@ func file_kip_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_kip_plugin_v1_plugin_proto_rawDescData
 }
 
-var file_kip_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_kip_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_kip_plugin_v1_plugin_proto_goTypes = []any{
-	(*GetInfoRequest)(nil),                 // 0: kip.plugin.v1.GetInfoRequest
-	(*GetInfoResponse)(nil),                // 1: kip.plugin.v1.GetInfoResponse
-	(*CatalogInfo)(nil),                    // 2: kip.plugin.v1.CatalogInfo
-	(*ConfigureRequest)(nil),               // 3: kip.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),              // 4: kip.plugin.v1.ConfigureResponse
-	(*ListInstanceTypesRequest)(nil),       // 5: kip.plugin.v1.ListInstanceTypesRequest
-	(*ListInstanceTypesResponse)(nil),      // 6: kip.plugin.v1.ListInstanceTypesResponse
-	(*InstanceType)(nil),                   // 7: kip.plugin.v1.InstanceType
-	(*GPU)(nil),                            // 8: kip.plugin.v1.GPU
-	(*Offering)(nil),                       // 9: kip.plugin.v1.Offering
-	(*LaunchRequest)(nil),                  // 10: kip.plugin.v1.LaunchRequest
-	(*LaunchResponse)(nil),                 // 11: kip.plugin.v1.LaunchResponse
-	(*Instance)(nil),                       // 12: kip.plugin.v1.Instance
-	(*Address)(nil),                        // 13: kip.plugin.v1.Address
-	(*DescribeRequest)(nil),                // 14: kip.plugin.v1.DescribeRequest
-	(*DescribeResponse)(nil),               // 15: kip.plugin.v1.DescribeResponse
-	(*ListRequest)(nil),                    // 16: kip.plugin.v1.ListRequest
-	(*ListResponse)(nil),                   // 17: kip.plugin.v1.ListResponse
-	(*TerminateRequest)(nil),               // 18: kip.plugin.v1.TerminateRequest
-	(*TerminateResponse)(nil),              // 19: kip.plugin.v1.TerminateResponse
-	(*WatchEventsRequest)(nil),             // 20: kip.plugin.v1.WatchEventsRequest
-	(*Event)(nil),                          // 21: kip.plugin.v1.Event
-	(*RegistryAuthRequest)(nil),            // 22: kip.plugin.v1.RegistryAuthRequest
-	(*RegistryAuthResponse)(nil),           // 23: kip.plugin.v1.RegistryAuthResponse
-	(*ConsoleOutputRequest)(nil),           // 24: kip.plugin.v1.ConsoleOutputRequest
-	(*ConsoleOutputResponse)(nil),          // 25: kip.plugin.v1.ConsoleOutputResponse
-	(*VerifyInstanceIdentityRequest)(nil),  // 26: kip.plugin.v1.VerifyInstanceIdentityRequest
-	(*VerifyInstanceIdentityResponse)(nil), // 27: kip.plugin.v1.VerifyInstanceIdentityResponse
-	(*ErrorDetail)(nil),                    // 28: kip.plugin.v1.ErrorDetail
-	nil,                                    // 29: kip.plugin.v1.LaunchRequest.TagsEntry
-	nil,                                    // 30: kip.plugin.v1.Instance.TagsEntry
-	(*timestamppb.Timestamp)(nil),          // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 32: google.protobuf.Duration
+	(*GetInfoRequest)(nil),                    // 0: kip.plugin.v1.GetInfoRequest
+	(*GetInfoResponse)(nil),                   // 1: kip.plugin.v1.GetInfoResponse
+	(*CatalogInfo)(nil),                       // 2: kip.plugin.v1.CatalogInfo
+	(*ConfigureRequest)(nil),                  // 3: kip.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),                 // 4: kip.plugin.v1.ConfigureResponse
+	(*ListInstanceTypesRequest)(nil),          // 5: kip.plugin.v1.ListInstanceTypesRequest
+	(*ListInstanceTypesResponse)(nil),         // 6: kip.plugin.v1.ListInstanceTypesResponse
+	(*InstanceType)(nil),                      // 7: kip.plugin.v1.InstanceType
+	(*GPU)(nil),                               // 8: kip.plugin.v1.GPU
+	(*Offering)(nil),                          // 9: kip.plugin.v1.Offering
+	(*LaunchRequest)(nil),                     // 10: kip.plugin.v1.LaunchRequest
+	(*LaunchResponse)(nil),                    // 11: kip.plugin.v1.LaunchResponse
+	(*Instance)(nil),                          // 12: kip.plugin.v1.Instance
+	(*Address)(nil),                           // 13: kip.plugin.v1.Address
+	(*DescribeRequest)(nil),                   // 14: kip.plugin.v1.DescribeRequest
+	(*DescribeResponse)(nil),                  // 15: kip.plugin.v1.DescribeResponse
+	(*ListRequest)(nil),                       // 16: kip.plugin.v1.ListRequest
+	(*ListResponse)(nil),                      // 17: kip.plugin.v1.ListResponse
+	(*TerminateRequest)(nil),                  // 18: kip.plugin.v1.TerminateRequest
+	(*TerminateResponse)(nil),                 // 19: kip.plugin.v1.TerminateResponse
+	(*WatchEventsRequest)(nil),                // 20: kip.plugin.v1.WatchEventsRequest
+	(*Event)(nil),                             // 21: kip.plugin.v1.Event
+	(*RegistryAuthRequest)(nil),               // 22: kip.plugin.v1.RegistryAuthRequest
+	(*RegistryAuthResponse)(nil),              // 23: kip.plugin.v1.RegistryAuthResponse
+	(*ConsoleOutputRequest)(nil),              // 24: kip.plugin.v1.ConsoleOutputRequest
+	(*ConsoleOutputResponse)(nil),             // 25: kip.plugin.v1.ConsoleOutputResponse
+	(*VerifyInstanceIdentityRequest)(nil),     // 26: kip.plugin.v1.VerifyInstanceIdentityRequest
+	(*VerifyInstanceIdentityResponse)(nil),    // 27: kip.plugin.v1.VerifyInstanceIdentityResponse
+	(*AttachVolumeRequest)(nil),               // 28: kip.plugin.v1.AttachVolumeRequest
+	(*AttachVolumeResponse)(nil),              // 29: kip.plugin.v1.AttachVolumeResponse
+	(*DetachVolumeRequest)(nil),               // 30: kip.plugin.v1.DetachVolumeRequest
+	(*DetachVolumeResponse)(nil),              // 31: kip.plugin.v1.DetachVolumeResponse
+	(*DescribeVolumeAttachmentsRequest)(nil),  // 32: kip.plugin.v1.DescribeVolumeAttachmentsRequest
+	(*DescribeVolumeAttachmentsResponse)(nil), // 33: kip.plugin.v1.DescribeVolumeAttachmentsResponse
+	(*VolumeAttachment)(nil),                  // 34: kip.plugin.v1.VolumeAttachment
+	(*VolumeDevice)(nil),                      // 35: kip.plugin.v1.VolumeDevice
+	(*ErrorDetail)(nil),                       // 36: kip.plugin.v1.ErrorDetail
+	nil,                                       // 37: kip.plugin.v1.LaunchRequest.TagsEntry
+	nil,                                       // 38: kip.plugin.v1.Instance.TagsEntry
+	(*timestamppb.Timestamp)(nil),             // 39: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),               // 40: google.protobuf.Duration
 }
 var file_kip_plugin_v1_plugin_proto_depIdxs = []int32{
 	2,  // 0: kip.plugin.v1.GetInfoResponse.catalog:type_name -> kip.plugin.v1.CatalogInfo
-	31, // 1: kip.plugin.v1.CatalogInfo.generated_at:type_name -> google.protobuf.Timestamp
+	39, // 1: kip.plugin.v1.CatalogInfo.generated_at:type_name -> google.protobuf.Timestamp
 	7,  // 2: kip.plugin.v1.ListInstanceTypesResponse.instance_types:type_name -> kip.plugin.v1.InstanceType
 	8,  // 3: kip.plugin.v1.InstanceType.gpu:type_name -> kip.plugin.v1.GPU
 	9,  // 4: kip.plugin.v1.InstanceType.offerings:type_name -> kip.plugin.v1.Offering
-	29, // 5: kip.plugin.v1.LaunchRequest.tags:type_name -> kip.plugin.v1.LaunchRequest.TagsEntry
+	37, // 5: kip.plugin.v1.LaunchRequest.tags:type_name -> kip.plugin.v1.LaunchRequest.TagsEntry
 	12, // 6: kip.plugin.v1.LaunchResponse.instance:type_name -> kip.plugin.v1.Instance
 	13, // 7: kip.plugin.v1.Instance.addresses:type_name -> kip.plugin.v1.Address
-	30, // 8: kip.plugin.v1.Instance.tags:type_name -> kip.plugin.v1.Instance.TagsEntry
-	31, // 9: kip.plugin.v1.Instance.launched_at:type_name -> google.protobuf.Timestamp
+	38, // 8: kip.plugin.v1.Instance.tags:type_name -> kip.plugin.v1.Instance.TagsEntry
+	39, // 9: kip.plugin.v1.Instance.launched_at:type_name -> google.protobuf.Timestamp
 	12, // 10: kip.plugin.v1.DescribeResponse.instances:type_name -> kip.plugin.v1.Instance
 	12, // 11: kip.plugin.v1.ListResponse.instances:type_name -> kip.plugin.v1.Instance
 	12, // 12: kip.plugin.v1.TerminateResponse.instance:type_name -> kip.plugin.v1.Instance
-	31, // 13: kip.plugin.v1.Event.time:type_name -> google.protobuf.Timestamp
-	31, // 14: kip.plugin.v1.Event.deadline:type_name -> google.protobuf.Timestamp
-	31, // 15: kip.plugin.v1.RegistryAuthResponse.expires_at:type_name -> google.protobuf.Timestamp
-	31, // 16: kip.plugin.v1.ConsoleOutputResponse.timestamp:type_name -> google.protobuf.Timestamp
-	32, // 17: kip.plugin.v1.ErrorDetail.retry_after:type_name -> google.protobuf.Duration
-	0,  // 18: kip.plugin.v1.Provider.GetInfo:input_type -> kip.plugin.v1.GetInfoRequest
-	3,  // 19: kip.plugin.v1.Provider.Configure:input_type -> kip.plugin.v1.ConfigureRequest
-	5,  // 20: kip.plugin.v1.Provider.ListInstanceTypes:input_type -> kip.plugin.v1.ListInstanceTypesRequest
-	10, // 21: kip.plugin.v1.Provider.Launch:input_type -> kip.plugin.v1.LaunchRequest
-	14, // 22: kip.plugin.v1.Provider.Describe:input_type -> kip.plugin.v1.DescribeRequest
-	16, // 23: kip.plugin.v1.Provider.List:input_type -> kip.plugin.v1.ListRequest
-	18, // 24: kip.plugin.v1.Provider.Terminate:input_type -> kip.plugin.v1.TerminateRequest
-	20, // 25: kip.plugin.v1.Provider.WatchEvents:input_type -> kip.plugin.v1.WatchEventsRequest
-	22, // 26: kip.plugin.v1.Provider.RegistryAuth:input_type -> kip.plugin.v1.RegistryAuthRequest
-	24, // 27: kip.plugin.v1.Provider.ConsoleOutput:input_type -> kip.plugin.v1.ConsoleOutputRequest
-	26, // 28: kip.plugin.v1.Provider.VerifyInstanceIdentity:input_type -> kip.plugin.v1.VerifyInstanceIdentityRequest
-	1,  // 29: kip.plugin.v1.Provider.GetInfo:output_type -> kip.plugin.v1.GetInfoResponse
-	4,  // 30: kip.plugin.v1.Provider.Configure:output_type -> kip.plugin.v1.ConfigureResponse
-	6,  // 31: kip.plugin.v1.Provider.ListInstanceTypes:output_type -> kip.plugin.v1.ListInstanceTypesResponse
-	11, // 32: kip.plugin.v1.Provider.Launch:output_type -> kip.plugin.v1.LaunchResponse
-	15, // 33: kip.plugin.v1.Provider.Describe:output_type -> kip.plugin.v1.DescribeResponse
-	17, // 34: kip.plugin.v1.Provider.List:output_type -> kip.plugin.v1.ListResponse
-	19, // 35: kip.plugin.v1.Provider.Terminate:output_type -> kip.plugin.v1.TerminateResponse
-	21, // 36: kip.plugin.v1.Provider.WatchEvents:output_type -> kip.plugin.v1.Event
-	23, // 37: kip.plugin.v1.Provider.RegistryAuth:output_type -> kip.plugin.v1.RegistryAuthResponse
-	25, // 38: kip.plugin.v1.Provider.ConsoleOutput:output_type -> kip.plugin.v1.ConsoleOutputResponse
-	27, // 39: kip.plugin.v1.Provider.VerifyInstanceIdentity:output_type -> kip.plugin.v1.VerifyInstanceIdentityResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	39, // 13: kip.plugin.v1.Event.time:type_name -> google.protobuf.Timestamp
+	39, // 14: kip.plugin.v1.Event.deadline:type_name -> google.protobuf.Timestamp
+	39, // 15: kip.plugin.v1.RegistryAuthResponse.expires_at:type_name -> google.protobuf.Timestamp
+	39, // 16: kip.plugin.v1.ConsoleOutputResponse.timestamp:type_name -> google.protobuf.Timestamp
+	34, // 17: kip.plugin.v1.AttachVolumeResponse.attachment:type_name -> kip.plugin.v1.VolumeAttachment
+	34, // 18: kip.plugin.v1.DescribeVolumeAttachmentsResponse.attachments:type_name -> kip.plugin.v1.VolumeAttachment
+	35, // 19: kip.plugin.v1.VolumeAttachment.device:type_name -> kip.plugin.v1.VolumeDevice
+	40, // 20: kip.plugin.v1.ErrorDetail.retry_after:type_name -> google.protobuf.Duration
+	0,  // 21: kip.plugin.v1.Provider.GetInfo:input_type -> kip.plugin.v1.GetInfoRequest
+	3,  // 22: kip.plugin.v1.Provider.Configure:input_type -> kip.plugin.v1.ConfigureRequest
+	5,  // 23: kip.plugin.v1.Provider.ListInstanceTypes:input_type -> kip.plugin.v1.ListInstanceTypesRequest
+	10, // 24: kip.plugin.v1.Provider.Launch:input_type -> kip.plugin.v1.LaunchRequest
+	14, // 25: kip.plugin.v1.Provider.Describe:input_type -> kip.plugin.v1.DescribeRequest
+	16, // 26: kip.plugin.v1.Provider.List:input_type -> kip.plugin.v1.ListRequest
+	18, // 27: kip.plugin.v1.Provider.Terminate:input_type -> kip.plugin.v1.TerminateRequest
+	20, // 28: kip.plugin.v1.Provider.WatchEvents:input_type -> kip.plugin.v1.WatchEventsRequest
+	22, // 29: kip.plugin.v1.Provider.RegistryAuth:input_type -> kip.plugin.v1.RegistryAuthRequest
+	24, // 30: kip.plugin.v1.Provider.ConsoleOutput:input_type -> kip.plugin.v1.ConsoleOutputRequest
+	26, // 31: kip.plugin.v1.Provider.VerifyInstanceIdentity:input_type -> kip.plugin.v1.VerifyInstanceIdentityRequest
+	28, // 32: kip.plugin.v1.Provider.AttachVolume:input_type -> kip.plugin.v1.AttachVolumeRequest
+	30, // 33: kip.plugin.v1.Provider.DetachVolume:input_type -> kip.plugin.v1.DetachVolumeRequest
+	32, // 34: kip.plugin.v1.Provider.DescribeVolumeAttachments:input_type -> kip.plugin.v1.DescribeVolumeAttachmentsRequest
+	1,  // 35: kip.plugin.v1.Provider.GetInfo:output_type -> kip.plugin.v1.GetInfoResponse
+	4,  // 36: kip.plugin.v1.Provider.Configure:output_type -> kip.plugin.v1.ConfigureResponse
+	6,  // 37: kip.plugin.v1.Provider.ListInstanceTypes:output_type -> kip.plugin.v1.ListInstanceTypesResponse
+	11, // 38: kip.plugin.v1.Provider.Launch:output_type -> kip.plugin.v1.LaunchResponse
+	15, // 39: kip.plugin.v1.Provider.Describe:output_type -> kip.plugin.v1.DescribeResponse
+	17, // 40: kip.plugin.v1.Provider.List:output_type -> kip.plugin.v1.ListResponse
+	19, // 41: kip.plugin.v1.Provider.Terminate:output_type -> kip.plugin.v1.TerminateResponse
+	21, // 42: kip.plugin.v1.Provider.WatchEvents:output_type -> kip.plugin.v1.Event
+	23, // 43: kip.plugin.v1.Provider.RegistryAuth:output_type -> kip.plugin.v1.RegistryAuthResponse
+	25, // 44: kip.plugin.v1.Provider.ConsoleOutput:output_type -> kip.plugin.v1.ConsoleOutputResponse
+	27, // 45: kip.plugin.v1.Provider.VerifyInstanceIdentity:output_type -> kip.plugin.v1.VerifyInstanceIdentityResponse
+	29, // 46: kip.plugin.v1.Provider.AttachVolume:output_type -> kip.plugin.v1.AttachVolumeResponse
+	31, // 47: kip.plugin.v1.Provider.DetachVolume:output_type -> kip.plugin.v1.DetachVolumeResponse
+	33, // 48: kip.plugin.v1.Provider.DescribeVolumeAttachments:output_type -> kip.plugin.v1.DescribeVolumeAttachmentsResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_kip_plugin_v1_plugin_proto_init() }
@@ -2074,7 +2610,7 @@ func file_kip_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_plugin_v1_plugin_proto_rawDesc), len(file_kip_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -12,7 +12,9 @@
 //     kip.plugin.v2 served beside this one for a while.
 //   - Within v1, changes are additive only: new fields with new numbers, new
 //     RPCs, new capability strings. A field number is never reused.
-//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput, VerifyInstanceIdentity) are offered by capability in
+//   - Optional RPCs (WatchEvents, RegistryAuth, ConsoleOutput,
+//     VerifyInstanceIdentity, and the volume calls AttachVolume, DetachVolume
+//     and DescribeVolumeAttachments) are offered by capability in
 //     GetInfoResponse.capabilities; a plugin without the capability answers
 //     UNIMPLEMENTED.
 //   - Errors are gRPC statuses carrying one ErrorDetail (below) so that error
@@ -39,17 +41,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Provider_GetInfo_FullMethodName                = "/kip.plugin.v1.Provider/GetInfo"
-	Provider_Configure_FullMethodName              = "/kip.plugin.v1.Provider/Configure"
-	Provider_ListInstanceTypes_FullMethodName      = "/kip.plugin.v1.Provider/ListInstanceTypes"
-	Provider_Launch_FullMethodName                 = "/kip.plugin.v1.Provider/Launch"
-	Provider_Describe_FullMethodName               = "/kip.plugin.v1.Provider/Describe"
-	Provider_List_FullMethodName                   = "/kip.plugin.v1.Provider/List"
-	Provider_Terminate_FullMethodName              = "/kip.plugin.v1.Provider/Terminate"
-	Provider_WatchEvents_FullMethodName            = "/kip.plugin.v1.Provider/WatchEvents"
-	Provider_RegistryAuth_FullMethodName           = "/kip.plugin.v1.Provider/RegistryAuth"
-	Provider_ConsoleOutput_FullMethodName          = "/kip.plugin.v1.Provider/ConsoleOutput"
-	Provider_VerifyInstanceIdentity_FullMethodName = "/kip.plugin.v1.Provider/VerifyInstanceIdentity"
+	Provider_GetInfo_FullMethodName                   = "/kip.plugin.v1.Provider/GetInfo"
+	Provider_Configure_FullMethodName                 = "/kip.plugin.v1.Provider/Configure"
+	Provider_ListInstanceTypes_FullMethodName         = "/kip.plugin.v1.Provider/ListInstanceTypes"
+	Provider_Launch_FullMethodName                    = "/kip.plugin.v1.Provider/Launch"
+	Provider_Describe_FullMethodName                  = "/kip.plugin.v1.Provider/Describe"
+	Provider_List_FullMethodName                      = "/kip.plugin.v1.Provider/List"
+	Provider_Terminate_FullMethodName                 = "/kip.plugin.v1.Provider/Terminate"
+	Provider_WatchEvents_FullMethodName               = "/kip.plugin.v1.Provider/WatchEvents"
+	Provider_RegistryAuth_FullMethodName              = "/kip.plugin.v1.Provider/RegistryAuth"
+	Provider_ConsoleOutput_FullMethodName             = "/kip.plugin.v1.Provider/ConsoleOutput"
+	Provider_VerifyInstanceIdentity_FullMethodName    = "/kip.plugin.v1.Provider/VerifyInstanceIdentity"
+	Provider_AttachVolume_FullMethodName              = "/kip.plugin.v1.Provider/AttachVolume"
+	Provider_DetachVolume_FullMethodName              = "/kip.plugin.v1.Provider/DetachVolume"
+	Provider_DescribeVolumeAttachments_FullMethodName = "/kip.plugin.v1.Provider/DescribeVolumeAttachments"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -69,6 +74,13 @@ type ProviderClient interface {
 	ConsoleOutput(ctx context.Context, in *ConsoleOutputRequest, opts ...grpc.CallOption) (*ConsoleOutputResponse, error)
 	// Since 1.1, capability instance-identity.
 	VerifyInstanceIdentity(ctx context.Context, in *VerifyInstanceIdentityRequest, opts ...grpc.CallOption) (*VerifyInstanceIdentityResponse, error)
+	// Since 1.2, capability "volumes", for the drivers in
+	// GetInfoResponse.volume_drivers.
+	AttachVolume(ctx context.Context, in *AttachVolumeRequest, opts ...grpc.CallOption) (*AttachVolumeResponse, error)
+	// Since 1.2, capability "volumes".
+	DetachVolume(ctx context.Context, in *DetachVolumeRequest, opts ...grpc.CallOption) (*DetachVolumeResponse, error)
+	// Since 1.2, capability "volumes".
+	DescribeVolumeAttachments(ctx context.Context, in *DescribeVolumeAttachmentsRequest, opts ...grpc.CallOption) (*DescribeVolumeAttachmentsResponse, error)
 }
 
 type providerClient struct {
@@ -198,6 +210,36 @@ func (c *providerClient) VerifyInstanceIdentity(ctx context.Context, in *VerifyI
 	return out, nil
 }
 
+func (c *providerClient) AttachVolume(ctx context.Context, in *AttachVolumeRequest, opts ...grpc.CallOption) (*AttachVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AttachVolumeResponse)
+	err := c.cc.Invoke(ctx, Provider_AttachVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) DetachVolume(ctx context.Context, in *DetachVolumeRequest, opts ...grpc.CallOption) (*DetachVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DetachVolumeResponse)
+	err := c.cc.Invoke(ctx, Provider_DetachVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) DescribeVolumeAttachments(ctx context.Context, in *DescribeVolumeAttachmentsRequest, opts ...grpc.CallOption) (*DescribeVolumeAttachmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeVolumeAttachmentsResponse)
+	err := c.cc.Invoke(ctx, Provider_DescribeVolumeAttachments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
@@ -215,6 +257,13 @@ type ProviderServer interface {
 	ConsoleOutput(context.Context, *ConsoleOutputRequest) (*ConsoleOutputResponse, error)
 	// Since 1.1, capability instance-identity.
 	VerifyInstanceIdentity(context.Context, *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error)
+	// Since 1.2, capability "volumes", for the drivers in
+	// GetInfoResponse.volume_drivers.
+	AttachVolume(context.Context, *AttachVolumeRequest) (*AttachVolumeResponse, error)
+	// Since 1.2, capability "volumes".
+	DetachVolume(context.Context, *DetachVolumeRequest) (*DetachVolumeResponse, error)
+	// Since 1.2, capability "volumes".
+	DescribeVolumeAttachments(context.Context, *DescribeVolumeAttachmentsRequest) (*DescribeVolumeAttachmentsResponse, error)
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -257,6 +306,15 @@ func (UnimplementedProviderServer) ConsoleOutput(context.Context, *ConsoleOutput
 }
 func (UnimplementedProviderServer) VerifyInstanceIdentity(context.Context, *VerifyInstanceIdentityRequest) (*VerifyInstanceIdentityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyInstanceIdentity not implemented")
+}
+func (UnimplementedProviderServer) AttachVolume(context.Context, *AttachVolumeRequest) (*AttachVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AttachVolume not implemented")
+}
+func (UnimplementedProviderServer) DetachVolume(context.Context, *DetachVolumeRequest) (*DetachVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DetachVolume not implemented")
+}
+func (UnimplementedProviderServer) DescribeVolumeAttachments(context.Context, *DescribeVolumeAttachmentsRequest) (*DescribeVolumeAttachmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeVolumeAttachments not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -470,6 +528,60 @@ func _Provider_VerifyInstanceIdentity_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_AttachVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AttachVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).AttachVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_AttachVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).AttachVolume(ctx, req.(*AttachVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_DetachVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DetachVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).DetachVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_DetachVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).DetachVolume(ctx, req.(*DetachVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_DescribeVolumeAttachments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeVolumeAttachmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).DescribeVolumeAttachments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_DescribeVolumeAttachments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).DescribeVolumeAttachments(ctx, req.(*DescribeVolumeAttachmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -516,6 +628,18 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VerifyInstanceIdentity",
 			Handler:    _Provider_VerifyInstanceIdentity_Handler,
+		},
+		{
+			MethodName: "AttachVolume",
+			Handler:    _Provider_AttachVolume_Handler,
+		},
+		{
+			MethodName: "DetachVolume",
+			Handler:    _Provider_DetachVolume_Handler,
+		},
+		{
+			MethodName: "DescribeVolumeAttachments",
+			Handler:    _Provider_DescribeVolumeAttachments_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
