@@ -1,8 +1,8 @@
 // Package fake is an in-memory Kip cloud plugin for tests: Provider
 // implements pluginapi.Provider, pluginapi.EventWatcher,
-// pluginapi.RegistryAuthenticator and pluginapi.InstanceIdentityVerifier
-// (IdentityDocument and IdentitySignature make an identity it accepts) over
-// a Store, the simulated cloud.
+// pluginapi.RegistryAuthenticator, pluginapi.InstanceIdentityVerifier
+// (IdentityDocument and IdentitySignature make an identity it accepts) and
+// pluginapi.VolumeAttacher over a Store, the simulated cloud.
 //
 // Host tests use it directly or behind plugintest.Serve's real gRPC wire:
 //
@@ -37,6 +37,23 @@
 // for a type not in the catalog, Unsupported naming the field
 // (pluginapi.FieldSecurityGroups, ...) for a feature without its
 // capability, and InsufficientCapacity when no available offering matches.
+//
+// Volumes, as EC2 attaches them: Store.CreateVolume makes a disk in a zone
+// (its handle, "vol-00000001", is a PersistentVolume's volumeHandle for
+// the driver VolumeDriver, the one GetInfo reports with
+// pluginapi.CapabilityVolumes); a disk is attached to at most one
+// instance. AttachVolume answers attaching, attached after WithAttachDelay
+// (at once by default), with the device serial EC2's NVMe disks show;
+// DetachVolume makes it detaching, then gone. Both are idempotent;
+// DetachVolume of a disk not attached to the instance is NotFound.
+// AttachVolume refuses with NotFound (unknown or ended instance or disk),
+// VolumeConflict in-use (attached to another instance), wrong-zone (the
+// disk in another zone than the instance), attachment-limit (past
+// Store.SetAttachmentLimit, DefaultAttachmentLimit by default), Transient
+// (a pending instance, or a disk still detaching from it) and Unsupported
+// (another driver; read-only, which EC2 does not offer). An instance that
+// terminates loses its attachments, as EC2 detaches a terminated
+// instance's volumes.
 //
 // This package imports only the standard library and pluginapi.
 package fake

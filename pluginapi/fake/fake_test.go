@@ -81,6 +81,18 @@ func TestCallsBeforeConfigureFail(t *testing.T) {
 			_, err := p.RegistryAuth(ctx, &pluginapi.RegistryAuthRequest{Image: fake.RegistryServer + "/x"})
 			return err
 		},
+		"AttachVolume": func() error {
+			_, err := p.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: "i-1", Driver: fake.VolumeDriver, VolumeHandle: "vol-1"})
+			return err
+		},
+		"DetachVolume": func() error {
+			_, err := p.DetachVolume(ctx, &pluginapi.DetachVolumeRequest{InstanceID: "i-1", Driver: fake.VolumeDriver, VolumeHandle: "vol-1"})
+			return err
+		},
+		"DescribeVolumeAttachments": func() error {
+			_, err := p.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{"i-1"}})
+			return err
+		},
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, fake.ErrNotConfigured) || !pluginapi.IsNotConfigured(err) {

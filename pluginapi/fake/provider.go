@@ -14,8 +14,9 @@ import (
 )
 
 // Provider is an in-memory pluginapi.Provider over a Store. It also
-// implements pluginapi.EventWatcher, pluginapi.RegistryAuthenticator and
-// pluginapi.ConsoleOutputReader, and records every call for tests.
+// implements pluginapi.EventWatcher, pluginapi.RegistryAuthenticator,
+// pluginapi.ConsoleOutputReader, pluginapi.InstanceIdentityVerifier and
+// pluginapi.VolumeAttacher, and records every call for tests.
 type Provider struct {
 	store        *Store
 	name         string
@@ -23,6 +24,7 @@ type Provider struct {
 	capabilities []pluginapi.Capability
 	types        []pluginapi.InstanceType
 	bootDelay    time.Duration
+	attachDelay  time.Duration
 	clock        func() time.Time
 	initErr      error // from loading the state file; every call but GetInfo returns it
 
@@ -39,6 +41,7 @@ var (
 	_ pluginapi.RegistryAuthenticator    = (*Provider)(nil)
 	_ pluginapi.ConsoleOutputReader      = (*Provider)(nil)
 	_ pluginapi.InstanceIdentityVerifier = (*Provider)(nil)
+	_ pluginapi.VolumeAttacher           = (*Provider)(nil)
 )
 
 // ErrNotConfigured is returned (wrapped) by every call but GetInfo and
@@ -64,6 +67,7 @@ type options struct {
 	capabilities []pluginapi.Capability
 	types        []pluginapi.InstanceType
 	bootDelay    time.Duration
+	attachDelay  time.Duration
 	clock        func() time.Time
 }
 
@@ -85,7 +89,9 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 func WithVersion(version string) Option { return func(o *options) { o.version = version } }
 
 // WithCapabilities sets the capabilities GetInfo reports and Launch honours,
-// replacing the default (watch-events, registry-auth and console-output).
+// replacing the default (watch-events, registry-auth, console-output,
+// instance-identity and volumes). With pluginapi.CapabilityVolumes, GetInfo
+// reports VolumeDriver as its only volume driver.
 func WithCapabilities(caps ...pluginapi.Capability) Option {
 	return func(o *options) { o.capabilities = append([]pluginapi.Capability{}, caps...) }
 }
@@ -100,6 +106,11 @@ func WithInstanceTypes(types []pluginapi.InstanceType) Option {
 // then it is running with a private address. The default, 0, makes an
 // instance running at once.
 func WithBootDelay(d time.Duration) Option { return func(o *options) { o.bootDelay = d } }
+
+// WithAttachDelay keeps an attached disk attaching, and a detached one
+// detaching, until d after the AttachVolume or DetachVolume; then it is
+// attached, or gone. The default, 0, attaches and detaches at once.
+func WithAttachDelay(d time.Duration) Option { return func(o *options) { o.attachDelay = d } }
 
 // WithClock sets the provider's clock (default time.Now), which stamps
 // LaunchedAt and decides when a booting instance is running.
@@ -129,11 +140,13 @@ func DefaultInstanceTypes() []pluginapi.InstanceType {
 // fails until Configure succeeds.
 func New(opts ...Option) *Provider {
 	o := options{
-		name:         "fake",
-		version:      "0.0.0-dev",
-		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth, pluginapi.CapabilityConsoleOutput, pluginapi.CapabilityInstanceIdentity},
-		types:        DefaultInstanceTypes(),
-		clock:        time.Now,
+		name:    "fake",
+		version: "0.0.0-dev",
+		capabilities: []pluginapi.Capability{pluginapi.CapabilityWatchEvents, pluginapi.CapabilityRegistryAuth, pluginapi.CapabilityConsoleOutput, pluginapi.CapabilityInstanceIdentity,
+			pluginapi.CapabilityVolumes,
+		},
+		types: DefaultInstanceTypes(),
+		clock: time.Now,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -148,6 +161,7 @@ func New(opts ...Option) *Provider {
 		capabilities: o.capabilities,
 		types:        o.types,
 		bootDelay:    o.bootDelay,
+		attachDelay:  o.attachDelay,
 		clock:        o.clock,
 		failures:     map[string][]error{},
 	}
@@ -224,19 +238,20 @@ func (p *Provider) begin(ctx context.Context, method string, req any, needConfig
 	return p.clusterID, nil
 }
 
-// GetInfo reports the provider's name, version, capabilities and catalog
-// source.
+// GetInfo reports the provider's name, version, capabilities, catalog
+// source and, with pluginapi.CapabilityVolumes, VolumeDriver.
 func (p *Provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
 	if _, err := p.begin(ctx, "GetInfo", copyPtr(req), false); err != nil {
 		return nil, err
 	}
 	return &pluginapi.GetInfoResponse{
-		Name:         p.name,
-		Version:      p.version,
-		APIVersions:  []string{pluginapi.APIVersion},
-		Capabilities: slices.Clone(p.capabilities),
-		ConfigSchema: configSchema,
-		Catalog:      pluginapi.CatalogInfo{Source: "fake"},
+		Name:          p.name,
+		Version:       p.version,
+		APIVersions:   []string{pluginapi.APIVersion},
+		Capabilities:  slices.Clone(p.capabilities),
+		ConfigSchema:  configSchema,
+		Catalog:       pluginapi.CatalogInfo{Source: "fake"},
+		VolumeDrivers: p.volumeDrivers(),
 	}, nil
 }
 

@@ -31,6 +31,10 @@ type Store struct {
 	pending   map[*record]bool // instances still booting
 	stateFile string
 	subs      map[*subscriber]bool
+	// volumes are the disks CreateVolume made, by handle.
+	volumes     map[string]*volume
+	nextVolume  int
+	attachLimit int
 }
 
 // record is one instance and what the cloud knows about it beyond the
@@ -45,9 +49,11 @@ type record struct {
 
 // stateFileContents is the JSON written to a state file.
 type stateFileContents struct {
-	NextID    int       `json:"nextID"`
-	Instances []*record `json:"instances"`
-	Ended     []*record `json:"ended,omitempty"`
+	NextID     int       `json:"nextID"`
+	Instances  []*record `json:"instances"`
+	Ended      []*record `json:"ended,omitempty"`
+	NextVolume int       `json:"nextVolume,omitempty"`
+	Volumes    []*volume `json:"volumes,omitempty"`
 }
 
 // subscriber receives the events of one cluster.
@@ -65,6 +71,9 @@ func NewStore() *Store {
 		ended:     map[string]*record{},
 		pending:   map[*record]bool{},
 		subs:      map[*subscriber]bool{},
+
+		volumes:     map[string]*volume{},
+		attachLimit: DefaultAttachmentLimit,
 	}
 }
 
@@ -162,6 +171,17 @@ func (s *Store) attachStateFile(path string) error {
 			s.ended[cellKey(r.ClusterID, r.Instance.CellID)] = r
 		}
 	}
+	if contents.NextVolume > s.nextVolume {
+		s.nextVolume = contents.NextVolume
+	}
+	for _, v := range contents.Volumes {
+		if v == nil || v.Handle == "" {
+			continue
+		}
+		if _, ok := s.volumes[v.Handle]; !ok {
+			s.volumes[v.Handle] = v
+		}
+	}
 	return nil
 }
 
@@ -182,6 +202,11 @@ func (s *Store) persistLocked() error {
 	for _, rs := range [][]*record{contents.Instances, contents.Ended} {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Instance.ID < rs[j].Instance.ID })
 	}
+	contents.NextVolume = s.nextVolume
+	for _, v := range s.volumes {
+		contents.Volumes = append(contents.Volumes, v)
+	}
+	sort.Slice(contents.Volumes, func(i, j int) bool { return contents.Volumes[i].Handle < contents.Volumes[j].Handle })
 	data, err := json.MarshalIndent(contents, "", "  ")
 	if err != nil {
 		return fmt.Errorf("persisting fake state: %w", err)
@@ -260,6 +285,9 @@ func (s *Store) setStateLocked(r *record, state pluginapi.InstanceState, reason 
 	r.Instance.State = state
 	if state != pluginapi.StatePending {
 		delete(s.pending, r)
+	}
+	if state == pluginapi.StateTerminated {
+		s.detachAllLocked(r.Instance.ID)
 	}
 	r.Instance.StateReason = reason
 	if state == pluginapi.StateRunning && r.Instance.PrivateAddress() == "" {
