@@ -38,6 +38,22 @@ type Config struct {
 	// UnknownInstanceID is an instance ID that does not exist in the cloud,
 	// in the cloud's ID format; default "i-0000000000000dead".
 	UnknownInstanceID string
+	// CreateVolume creates a disk in zone that the plugin's first volume
+	// driver (GetInfoResponse.VolumeDrivers[0]) attaches, and returns its
+	// handle (a PersistentVolume's spec.csi.volumeHandle). The volume cases
+	// attach such disks to the instances they launch, so a plugin that
+	// reports pluginapi.CapabilityVolumes must give it: without it those
+	// cases fail, saying so. Plugins without the capability leave it nil.
+	CreateVolume func(ctx context.Context, zone string) (handle string, err error)
+	// DeleteVolume, when set, deletes a disk CreateVolume made; the suite
+	// calls it for each one at the end of the case that made it, after
+	// terminating the case's instances (whose disks the cloud may still be
+	// detaching: DeleteVolume waits for that itself).
+	DeleteVolume func(ctx context.Context, handle string) error
+	// OtherZone is a zone where CreateVolume can create a disk other than
+	// the zone the suite's instances run in, for the wrong-zone case;
+	// default: another zone of the catalog's offerings.
+	OtherZone string
 }
 
 // InvalidConfig is a plugin configuration Configure must refuse.
@@ -82,6 +98,11 @@ const (
 	CaseContextCancellation  = "context-cancellation"
 	CaseDeadline             = "deadline"
 	CaseErrorKinds           = "error-kinds"
+	CaseVolumeAttach         = "volume-attach"
+	CaseVolumeInUse          = "volume-in-use"
+	CaseVolumeWrongZone      = "volume-wrong-zone"
+	CaseVolumeDetach         = "volume-detach"
+	CaseVolumeRefusals       = "volume-refusals"
 )
 
 type conformanceCase struct {
@@ -109,6 +130,11 @@ var cases = []conformanceCase{
 	{CaseContextCancellation, checkContextCancellation},
 	{CaseDeadline, checkDeadline},
 	{CaseErrorKinds, checkErrorKinds},
+	{CaseVolumeAttach, checkVolumeAttach},
+	{CaseVolumeInUse, checkVolumeInUse},
+	{CaseVolumeWrongZone, checkVolumeWrongZone},
+	{CaseVolumeDetach, checkVolumeDetach},
+	{CaseVolumeRefusals, checkVolumeRefusals},
 }
 
 // Cases returns the names of the conformance cases in the order they run.
@@ -231,6 +257,8 @@ type env struct {
 	nextCell int
 	// abandoned: the case gave up on a launch in flight.
 	abandoned bool
+	// disks are the disks the case created (Config.CreateVolume).
+	disks []string
 }
 
 func (s *suite) newEnv() *env {
@@ -398,7 +426,7 @@ func (e *env) cleanup(parent context.Context) error {
 	gaveUp := e.abandoned
 	e.mu.Unlock()
 	if !gaveUp {
-		return first
+		return errors.Join(first, e.deleteDisks(ctx))
 	}
 	select {
 	case <-ctx.Done():
@@ -410,7 +438,26 @@ func (e *env) cleanup(parent context.Context) error {
 	e.mu.Lock()
 	e.clients = map[string]pluginapi.Client{}
 	e.mu.Unlock()
-	return errors.Join(first, e.terminateAll(ctx))
+	return errors.Join(first, e.terminateAll(ctx), e.deleteDisks(ctx))
+}
+
+// deleteDisks deletes the disks the case created, with Config.DeleteVolume
+// if the harness gave one.
+func (e *env) deleteDisks(ctx context.Context) error {
+	e.mu.Lock()
+	disks := e.disks
+	e.disks = nil
+	e.mu.Unlock()
+	if e.cfg.DeleteVolume == nil {
+		return nil
+	}
+	var errs []error
+	for _, d := range disks {
+		if err := e.cfg.DeleteVolume(ctx, d); err != nil {
+			errs = append(errs, fmt.Errorf("cleaning up: deleting disk %s with Config.DeleteVolume: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // terminateAll is one pass of cleanup.
@@ -512,6 +559,9 @@ func checkInfo(ctx context.Context, e *env) error {
 	}
 	if _, ok := raw.(pluginapi.InstanceIdentityVerifier); info.Has(pluginapi.CapabilityInstanceIdentity) && !ok {
 		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.InstanceIdentityVerifier", pluginapi.CapabilityInstanceIdentity))
+	}
+	if _, ok := raw.(pluginapi.VolumeAttacher); info.Has(pluginapi.CapabilityVolumes) && !ok {
+		errs = append(errs, fmt.Errorf("GetInfo reports %q but the provider does not implement pluginapi.VolumeAttacher", pluginapi.CapabilityVolumes))
 	}
 	if info.Has(pluginapi.CapabilityInterruptionEvents) && !info.Has(pluginapi.CapabilityWatchEvents) {
 		errs = append(errs, fmt.Errorf("GetInfo reports %q without %q", pluginapi.CapabilityInterruptionEvents, pluginapi.CapabilityWatchEvents))
@@ -1031,6 +1081,8 @@ func kindOf(err error) string {
 		return "Unsupported"
 	case pluginapi.IsNotConfigured(err):
 		return "NotConfigured"
+	case pluginapi.IsVolumeConflict(err):
+		return "VolumeConflict"
 	case pluginapi.IsUnreachable(err):
 		return "plugin unreachable"
 	case pluginapi.IsTransient(err):

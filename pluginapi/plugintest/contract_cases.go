@@ -57,8 +57,9 @@ type contractCall struct {
 // calls returns one call of each method of p: GetInfo, ListInstanceTypes,
 // a Launch of cell (remembered for clean-up in cluster), a Describe, List,
 // a Terminate of the unknown ID, and WatchEvents, RegistryAuth and
-// ConsoleOutput (of the unknown ID) and VerifyInstanceIdentity where p
-// implements them and info (if not nil) offers them.
+// ConsoleOutput (of the unknown ID), VerifyInstanceIdentity and the volume
+// calls (of the unknown ID and a made-up disk of the plugin's first
+// driver) where p implements them and info (if not nil) offers them.
 func (e *env) calls(p pluginapi.Provider, info *pluginapi.GetInfoResponse, cluster, cell string) []contractCall {
 	calls := []contractCall{
 		{"GetInfo", func(ctx context.Context) error { _, err := p.GetInfo(ctx, &pluginapi.GetInfoRequest{}); return err }},
@@ -109,8 +110,29 @@ func (e *env) calls(p pluginapi.Provider, info *pluginapi.GetInfoResponse, clust
 			return err
 		}})
 	}
+	if v, ok := p.(pluginapi.VolumeAttacher); ok && info.Has(pluginapi.CapabilityVolumes) && len(info.VolumeDrivers) > 0 {
+		driver := info.VolumeDrivers[0]
+		calls = append(calls,
+			contractCall{"AttachVolume", func(ctx context.Context) error {
+				_, err := v.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: e.cfg.UnknownInstanceID, Driver: driver, VolumeHandle: probeVolume})
+				return err
+			}},
+			contractCall{"DetachVolume", func(ctx context.Context) error {
+				_, err := v.DetachVolume(ctx, &pluginapi.DetachVolumeRequest{InstanceID: e.cfg.UnknownInstanceID, Driver: driver, VolumeHandle: probeVolume})
+				return err
+			}},
+			contractCall{"DescribeVolumeAttachments", func(ctx context.Context) error {
+				_, err := v.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{e.cfg.UnknownInstanceID}})
+				return err
+			}},
+		)
+	}
 	return calls
 }
+
+// probeVolume is the disk the suite's probing volume calls name: no
+// cloud's, so the answer does not matter, only that the call is made.
+const probeVolume = "plugintest-no-such-volume"
 
 // probeImage is the image the suite asks RegistryAuth about: in no
 // registry, so the answer does not matter, only that the call is made.
@@ -301,8 +323,11 @@ func checkDeadline(ctx context.Context, e *env) error {
 		_, auths := tp.p.(pluginapi.RegistryAuthenticator)
 		_, consoles := tp.p.(pluginapi.ConsoleOutputReader)
 		_, verifies := tp.p.(pluginapi.InstanceIdentityVerifier)
+		_, attaches := tp.p.(pluginapi.VolumeAttacher)
+		volumeCall := call.name == "AttachVolume" || call.name == "DetachVolume" || call.name == "DescribeVolumeAttachments"
 		return call.name == "WatchEvents" && !watches || call.name == "RegistryAuth" && !auths ||
-			call.name == "ConsoleOutput" && !consoles || call.name == "VerifyInstanceIdentity" && !verifies
+			call.name == "ConsoleOutput" && !consoles || call.name == "VerifyInstanceIdentity" && !verifies ||
+			volumeCall && !attaches
 	})
 	for _, call := range calls {
 		errs = append(errs, deadlineCall(ctx, tp, call.name, func(ctx context.Context) { _ = call.call(ctx) }))

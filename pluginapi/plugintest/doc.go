@@ -24,8 +24,20 @@
 // concurrent launches; answers to cancelled contexts that are context
 // errors (context-cancellation); every call returning within 200 ms of a
 // 50 ms deadline, watched on the plugin's side of the wire (deadline);
-// error kinds surviving the wire. Each case terminates what it launched.
-// Check runs the same cases without a testing.T and returns their Results.
+// error kinds surviving the wire. For a plugin that reports
+// pluginapi.CapabilityVolumes, the volume cases attach disks the harness
+// creates (Config.CreateVolume, required then) to running instances:
+// AttachVolume answering attaching or attached, idempotent with the same
+// device, and DescribeVolumeAttachments showing attaching then attached
+// (volume-attach); VolumeConflict in-use for a disk attached to another
+// instance (volume-in-use) and wrong-zone for a disk of another zone
+// (volume-wrong-zone, Config.OtherZone); DetachVolume idempotent, the
+// attachment detaching then gone, then NotFound (volume-detach);
+// Unsupported naming FieldVolumeDriver for a driver the plugin does not
+// attach, and NotFound for an unknown instance (volume-refusals). Each case
+// terminates what it launched and deletes the disks it created
+// (Config.DeleteVolume). Check runs the same cases without a testing.T and
+// returns their Results.
 //
 // A plugin's conformance test:
 //
@@ -41,6 +53,11 @@
 //			},
 //			InstanceType: "t3.micro",
 //			ReadyTimeout: 5 * time.Minute,
+//			// With CapabilityVolumes: disks the suite attaches.
+//			CreateVolume: func(ctx context.Context, zone string) (string, error) {
+//				return createTestDisk(ctx, zone) // the harness's own cloud call
+//			},
+//			DeleteVolume: deleteTestDiskOnceDetached,
 //		})
 //	}
 //

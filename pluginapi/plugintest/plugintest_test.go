@@ -25,23 +25,45 @@ func fakeFactory(store *fake.Store, opts ...fake.Option) pluginapi.Factory {
 	}
 }
 
-var fakeConfig = plugintest.Config{
-	Plugin:  []byte(`{"region":"nowhere"}`),
-	Invalid: []plugintest.InvalidConfig{{Config: []byte(`{"fail":"on purpose"}`), Key: "fail"}},
+// fakeConfig is the suite's configuration for fakes on store: the
+// harness creates and deletes disks in it.
+func fakeConfig(store *fake.Store) plugintest.Config {
+	return plugintest.Config{
+		Plugin:  []byte(`{"region":"nowhere"}`),
+		Invalid: []plugintest.InvalidConfig{{Config: []byte(`{"fail":"on purpose"}`), Key: "fail"}},
+		CreateVolume: func(_ context.Context, zone string) (string, error) {
+			return store.CreateVolume(zone), nil
+		},
+		DeleteVolume: func(_ context.Context, handle string) error { return store.DeleteVolume(handle) },
+		OtherZone:    "fake-b",
+	}
+}
+
+// checkNothingLeft fails t if the suite left instances, attachments or
+// disks in store.
+func checkNothingLeft(t *testing.T, store *fake.Store) {
+	t.Helper()
+	if left := store.Instances(); len(left) != 0 {
+		t.Errorf("the suite left %d instances behind: %v", len(left), left)
+	}
+	if left := store.VolumeAttachments(); len(left) != 0 {
+		t.Errorf("the suite left %d volume attachments behind: %v", len(left), left)
+	}
+	if left := store.Volumes(); len(left) != 0 {
+		t.Errorf("the suite left %d disks behind: %v", len(left), left)
+	}
 }
 
 func TestFakeConforms(t *testing.T) {
 	tests := map[string][]fake.Option{
 		"instant boot": nil,
-		"slow boot":    {fake.WithBootDelay(50 * time.Millisecond)},
+		"slow boot":    {fake.WithBootDelay(50 * time.Millisecond), fake.WithAttachDelay(50 * time.Millisecond)},
 	}
 	for name, opts := range tests {
 		t.Run(name, func(t *testing.T) {
 			store := fake.NewStore()
-			plugintest.Run(t, fakeFactory(store, opts...), fakeConfig)
-			if left := store.Instances(); len(left) != 0 {
-				t.Errorf("the suite left %d instances behind: %v", len(left), left)
-			}
+			plugintest.Run(t, fakeFactory(store, opts...), fakeConfig(store))
+			checkNothingLeft(t, store)
 		})
 	}
 }
@@ -106,7 +128,7 @@ func unhide(inst *pluginapi.Instance) {
 func TestBrokenProviderFailsExactlyItsCases(t *testing.T) {
 	store := fake.NewStore()
 	factory := func(*slog.Logger) pluginapi.Provider { return &broken{Provider: fake.New(fake.WithStore(store))} }
-	results := plugintest.Check(t.Context(), factory, fakeConfig)
+	results := plugintest.Check(t.Context(), factory, fakeConfig(store))
 
 	if got, want := len(results), len(plugintest.Cases()); got != want {
 		t.Fatalf("Check returned %d results, want one per case (%d)", got, want)
@@ -134,9 +156,7 @@ func TestBrokenProviderFailsExactlyItsCases(t *testing.T) {
 		}
 		t.Log(r)
 	}
-	if left := store.Instances(); len(left) != 0 {
-		t.Errorf("Check left %d instances behind: %v", len(left), left)
-	}
+	checkNothingLeft(t, store)
 }
 
 // Each variant of the fake breaks one more rule; Check must fail exactly the
@@ -200,6 +220,11 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 				plugintest.CaseLaunch:             "did not reach running with an address within 100ms; last seen pending with 0 addresses",
 				plugintest.CaseStandbyLaunch:      "did not reach running",
 				plugintest.CaseConcurrentLaunches: "did not reach running",
+				plugintest.CaseVolumeAttach:       "did not reach running",
+				plugintest.CaseVolumeInUse:        "did not reach running",
+				plugintest.CaseVolumeWrongZone:    "did not reach running",
+				plugintest.CaseVolumeDetach:       "did not reach running",
+				plugintest.CaseVolumeRefusals:     "did not reach running",
 			},
 		},
 		{
@@ -215,6 +240,60 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 				plugintest.CaseLaunchAfterTerminate: "cannot launch",
 				plugintest.CaseUnsupportedFields:    "cannot launch",
 				plugintest.CaseConcurrentLaunches:   "cannot launch",
+				plugintest.CaseVolumeAttach:         "cannot launch",
+				plugintest.CaseVolumeInUse:          "cannot launch",
+				plugintest.CaseVolumeWrongZone:      "cannot launch",
+				plugintest.CaseVolumeDetach:         "cannot launch",
+				plugintest.CaseVolumeRefusals:       "cannot launch",
+			},
+		},
+		{
+			name: "volumes without a CreateVolume hook",
+			cfg:  func(c *plugintest.Config) { c.CreateVolume = nil },
+			want: map[string]string{
+				plugintest.CaseVolumeAttach:    "must set plugintest.Config.CreateVolume",
+				plugintest.CaseVolumeInUse:     "must set plugintest.Config.CreateVolume",
+				plugintest.CaseVolumeWrongZone: "must set plugintest.Config.CreateVolume",
+				plugintest.CaseVolumeDetach:    "must set plugintest.Config.CreateVolume",
+				plugintest.CaseVolumeRefusals:  "must set plugintest.Config.CreateVolume",
+			},
+		},
+		{
+			name: "volumes without the interface",
+			opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityVolumes)},
+			wrap: func(p *fake.Provider) pluginapi.Provider { return onlyProvider{p} },
+			want: map[string]string{
+				plugintest.CaseInfo:            `reports "volumes" but the provider does not implement pluginapi.VolumeAttacher`,
+				plugintest.CaseVolumeAttach:    "unsupported: plugin does not implement AttachVolume",
+				plugintest.CaseVolumeInUse:     "unsupported: plugin does not implement AttachVolume",
+				plugintest.CaseVolumeWrongZone: "want VolumeConflict wrong-zone",
+				plugintest.CaseVolumeDetach:    "unsupported: plugin does not implement AttachVolume",
+				plugintest.CaseVolumeRefusals:  "want NotFound",
+			},
+		},
+		{
+			name: "conflicts as plain errors",
+			wrap: func(p *fake.Provider) pluginapi.Provider { return plainConflicts{p} },
+			want: map[string]string{
+				plugintest.CaseVolumeInUse:     "(unclassified plugin error, code Unknown); want VolumeConflict in-use",
+				plugintest.CaseVolumeWrongZone: "(unclassified plugin error, code Unknown); want VolumeConflict wrong-zone",
+			},
+		},
+		{
+			name: "attach forgets the device",
+			wrap: func(p *fake.Provider) pluginapi.Provider { return forgetfulAttacher{p} },
+			want: map[string]string{
+				plugintest.CaseVolumeAttach: "twice answered devices {Serial:vol00000001 Path:}, then {Serial: Path:}; want the same device",
+			},
+		},
+		{
+			name: "disks never attach",
+			opts: []fake.Option{fake.WithAttachDelay(time.Hour)},
+			cfg:  func(c *plugintest.Config) { c.ReadyTimeout = 200 * time.Millisecond },
+			want: map[string]string{
+				plugintest.CaseVolumeAttach: "was not attached within 200ms; last seen attaching",
+				plugintest.CaseVolumeInUse:  "was not attached within 200ms",
+				plugintest.CaseVolumeDetach: "was not attached within 200ms",
 			},
 		},
 		{
@@ -228,7 +307,7 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := fake.NewStore()
-			cfg := fakeConfig
+			cfg := fakeConfig(store)
 			if tt.cfg != nil {
 				tt.cfg(&cfg)
 			}
@@ -250,9 +329,7 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 					t.Errorf("case %s failed, want it to pass: %v", r.Name, r.Err)
 				}
 			}
-			if left := store.Instances(); len(left) != 0 {
-				t.Errorf("Check left %d instances behind: %v", len(left), left)
-			}
+			checkNothingLeft(t, store)
 		})
 	}
 }
@@ -405,7 +482,7 @@ func TestDeadlineCaseFailsAProviderThatIgnoresItsContext(t *testing.T) {
 			t.Parallel()
 			store := fake.NewStore()
 			factory := func(log *slog.Logger) pluginapi.Provider { return tt.wrap(fakeFactory(store)(log).(*fake.Provider)) }
-			for _, r := range plugintest.Check(t.Context(), factory, fakeConfig) {
+			for _, r := range plugintest.Check(t.Context(), factory, fakeConfig(store)) {
 				switch {
 				case r.Name == plugintest.CaseDeadline && tt.want != nil && r.Err == nil:
 					t.Errorf("case %s passed, want it to fail with %s", r.Name, tt.want)
@@ -418,9 +495,7 @@ func TestDeadlineCaseFailsAProviderThatIgnoresItsContext(t *testing.T) {
 					t.Log(r)
 				}
 			}
-			if left := store.Instances(); len(left) != 0 {
-				t.Errorf("Check left %d instances behind: %v", len(left), left)
-			}
+			checkNothingLeft(t, store)
 		})
 	}
 }
@@ -436,6 +511,32 @@ func (p ctxHider) List(ctx context.Context, req *pluginapi.ListRequest) (*plugin
 		return nil, pluginapi.NewTransient("request cancelled")
 	}
 	return p.Provider.List(ctx, req)
+}
+
+// plainConflicts turns the VolumeConflict errors of AttachVolume into
+// errors of no kind.
+type plainConflicts struct{ *fake.Provider }
+
+func (p plainConflicts) AttachVolume(ctx context.Context, req *pluginapi.AttachVolumeRequest) (*pluginapi.AttachVolumeResponse, error) {
+	resp, err := p.Provider.AttachVolume(ctx, req)
+	if pluginapi.IsVolumeConflict(err) {
+		return nil, errors.New(err.Error())
+	}
+	return resp, err
+}
+
+// forgetfulAttacher answers an attachment without its device when the disk
+// is attached already.
+type forgetfulAttacher struct{ *fake.Provider }
+
+func (p forgetfulAttacher) AttachVolume(ctx context.Context, req *pluginapi.AttachVolumeRequest) (*pluginapi.AttachVolumeResponse, error) {
+	before := p.Store().VolumeAttachments()
+	resp, err := p.Provider.AttachVolume(ctx, req)
+	if err == nil && slices.ContainsFunc(before, func(a pluginapi.VolumeAttachment) bool { return a.VolumeHandle == req.VolumeHandle }) {
+		resp.Attachment.Device = pluginapi.VolumeDevice{}
+		resp.Attachment.State = pluginapi.AttachmentAttaching
+	}
+	return resp, err
 }
 
 // invalidLauncher answers Launch with an instance of another cell.

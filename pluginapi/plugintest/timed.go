@@ -35,6 +35,7 @@ var (
 	_ pluginapi.RegistryAuthenticator    = (*timed)(nil)
 	_ pluginapi.ConsoleOutputReader      = (*timed)(nil)
 	_ pluginapi.InstanceIdentityVerifier = (*timed)(nil)
+	_ pluginapi.VolumeAttacher           = (*timed)(nil)
 )
 
 // begin records the start of a call; the returned func records its end.
@@ -144,4 +145,31 @@ func (t *timed) ConsoleOutput(ctx context.Context, req *pluginapi.ConsoleOutputR
 	}
 	defer t.begin(ctx, "ConsoleOutput")()
 	return r.ConsoleOutput(ctx, req)
+}
+
+func (t *timed) AttachVolume(ctx context.Context, req *pluginapi.AttachVolumeRequest) (*pluginapi.AttachVolumeResponse, error) {
+	v, ok := t.p.(pluginapi.VolumeAttacher)
+	if !ok {
+		return nil, pluginapi.NewUnsupported("plugin does not implement AttachVolume")
+	}
+	defer t.begin(ctx, "AttachVolume")()
+	return v.AttachVolume(ctx, req)
+}
+
+func (t *timed) DetachVolume(ctx context.Context, req *pluginapi.DetachVolumeRequest) (*pluginapi.DetachVolumeResponse, error) {
+	v, ok := t.p.(pluginapi.VolumeAttacher)
+	if !ok {
+		return nil, pluginapi.NewUnsupported("plugin does not implement DetachVolume")
+	}
+	defer t.begin(ctx, "DetachVolume")()
+	return v.DetachVolume(ctx, req)
+}
+
+func (t *timed) DescribeVolumeAttachments(ctx context.Context, req *pluginapi.DescribeVolumeAttachmentsRequest) (*pluginapi.DescribeVolumeAttachmentsResponse, error) {
+	v, ok := t.p.(pluginapi.VolumeAttacher)
+	if !ok {
+		return nil, pluginapi.NewUnsupported("plugin does not implement DescribeVolumeAttachments")
+	}
+	defer t.begin(ctx, "DescribeVolumeAttachments")()
+	return v.DescribeVolumeAttachments(ctx, req)
 }
