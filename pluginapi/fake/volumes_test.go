@@ -241,12 +241,12 @@ func TestDetachVolumeErrors(t *testing.T) {
 // A terminated instance's disks are detached with it, whichever way it
 // ended, and can then be attached elsewhere.
 func TestTerminationDetaches(t *testing.T) {
-	tests := map[string]func(*fake.Provider, string) error{
-		"Terminate": func(p *fake.Provider, id string) error {
-			_, err := p.Terminate(context.Background(), &pluginapi.TerminateRequest{ID: id})
+	tests := map[string]func(context.Context, *fake.Provider, string) error{
+		"Terminate": func(ctx context.Context, p *fake.Provider, id string) error {
+			_, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: id})
 			return err
 		},
-		"the cloud": func(p *fake.Provider, id string) error {
+		"the cloud": func(_ context.Context, p *fake.Provider, id string) error {
 			return p.Store().SetState(id, pluginapi.StateTerminated, "reclaimed")
 		},
 	}
@@ -260,7 +260,7 @@ func TestTerminationDetaches(t *testing.T) {
 			if _, err := p.AttachVolume(ctx, attachReq(inst.ID, vol)); err != nil {
 				t.Fatal(err)
 			}
-			if err := end(p, inst.ID); err != nil {
+			if err := end(ctx, p, inst.ID); err != nil {
 				t.Fatal(err)
 			}
 			if got := store.VolumeAttachments(); len(got) != 0 {

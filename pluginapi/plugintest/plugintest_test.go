@@ -162,149 +162,7 @@ func TestBrokenProviderFailsExactlyItsCases(t *testing.T) {
 // Each variant of the fake breaks one more rule; Check must fail exactly the
 // cases that rule belongs to and say why.
 func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
-	tests := []struct {
-		name string
-		opts []fake.Option
-		wrap func(*fake.Provider) pluginapi.Provider
-		cfg  func(*plugintest.Config)
-		want map[string]string // failing case → part of its message
-	}{
-		{
-			name: "malformed capability",
-			opts: []fake.Option{fake.WithCapabilities("Spot Instances")},
-			want: map[string]string{plugintest.CaseInfo: `capability "Spot Instances" is not a lower-case dashed name`},
-		},
-		{
-			name: "watch-events without the interface",
-			opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityWatchEvents)},
-			wrap: func(p *fake.Provider) pluginapi.Provider { return onlyProvider{p} },
-			want: map[string]string{plugintest.CaseInfo: `reports "watch-events" but the provider does not implement pluginapi.EventWatcher`},
-		},
-		{
-			name: "cancellation reported as a transient failure",
-			wrap: func(p *fake.Provider) pluginapi.Provider { return ctxHider{p} },
-			want: map[string]string{
-				plugintest.CaseContextCancellation: "called directly with a cancelled context, List answered transient: request cancelled (Transient); want a context error",
-			},
-		},
-		{
-			name: "interruption events without watch events",
-			opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityInterruptionEvents)},
-			want: map[string]string{plugintest.CaseInfo: `reports "interruption-events" without "watch-events"`},
-		},
-		{
-			name: "invalid config names another key",
-			cfg: func(c *plugintest.Config) {
-				c.Invalid = []plugintest.InvalidConfig{{Config: []byte(`{"fail":"x"}`), Key: "region"}}
-			},
-			want: map[string]string{
-				plugintest.CaseConfig:     `answered InvalidConfig naming key "fail"`,
-				plugintest.CaseErrorKinds: `answered InvalidConfig key "fail"; want key "region"`,
-			},
-		},
-		{
-			name: "an invalid config the plugin accepts",
-			cfg: func(c *plugintest.Config) {
-				c.Invalid = []plugintest.InvalidConfig{{Config: []byte(`{"subnets":[]}`), Key: "subnets"}}
-			},
-			want: map[string]string{
-				plugintest.CaseConfig:     `Configure succeeded; want InvalidConfig naming key "subnets"`,
-				plugintest.CaseErrorKinds: `answered <nil> (no error); want an InvalidConfigError`,
-			},
-		},
-		{
-			name: "instances never boot",
-			opts: []fake.Option{fake.WithBootDelay(time.Hour)},
-			cfg:  func(c *plugintest.Config) { c.ReadyTimeout = 100 * time.Millisecond },
-			want: map[string]string{
-				plugintest.CaseLaunch:             "did not reach running with an address within 100ms; last seen pending with 0 addresses",
-				plugintest.CaseStandbyLaunch:      "did not reach running",
-				plugintest.CaseConcurrentLaunches: "did not reach running",
-				plugintest.CaseVolumeAttach:       "did not reach running",
-				plugintest.CaseVolumeInUse:        "did not reach running",
-				plugintest.CaseVolumeWrongZone:    "did not reach running",
-				plugintest.CaseVolumeDetach:       "did not reach running",
-				plugintest.CaseVolumeRefusals:     "did not reach running",
-			},
-		},
-		{
-			name: "unknown instance type",
-			cfg:  func(c *plugintest.Config) { c.InstanceType = "fake.huge" },
-			want: map[string]string{
-				plugintest.CaseCatalog:              `instance type "fake.huge" is not in the catalog`,
-				plugintest.CaseLaunch:               "cannot launch",
-				plugintest.CaseStandbyLaunch:        "cannot launch",
-				plugintest.CaseIdempotentLaunch:     "cannot launch",
-				plugintest.CaseOwnInstances:         "cannot launch",
-				plugintest.CaseTerminateTwice:       "cannot launch",
-				plugintest.CaseLaunchAfterTerminate: "cannot launch",
-				plugintest.CaseUnsupportedFields:    "cannot launch",
-				plugintest.CaseConcurrentLaunches:   "cannot launch",
-				plugintest.CaseVolumeAttach:         "cannot launch",
-				plugintest.CaseVolumeInUse:          "cannot launch",
-				plugintest.CaseVolumeWrongZone:      "cannot launch",
-				plugintest.CaseVolumeDetach:         "cannot launch",
-				plugintest.CaseVolumeRefusals:       "cannot launch",
-			},
-		},
-		{
-			name: "volumes without a CreateVolume hook",
-			cfg:  func(c *plugintest.Config) { c.CreateVolume = nil },
-			want: map[string]string{
-				plugintest.CaseVolumeAttach:    "must set plugintest.Config.CreateVolume",
-				plugintest.CaseVolumeInUse:     "must set plugintest.Config.CreateVolume",
-				plugintest.CaseVolumeWrongZone: "must set plugintest.Config.CreateVolume",
-				plugintest.CaseVolumeDetach:    "must set plugintest.Config.CreateVolume",
-				plugintest.CaseVolumeRefusals:  "must set plugintest.Config.CreateVolume",
-			},
-		},
-		{
-			name: "volumes without the interface",
-			opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityVolumes)},
-			wrap: func(p *fake.Provider) pluginapi.Provider { return onlyProvider{p} },
-			want: map[string]string{
-				plugintest.CaseInfo:            `reports "volumes" but the provider does not implement pluginapi.VolumeAttacher`,
-				plugintest.CaseVolumeAttach:    "unsupported: plugin does not implement AttachVolume",
-				plugintest.CaseVolumeInUse:     "unsupported: plugin does not implement AttachVolume",
-				plugintest.CaseVolumeWrongZone: "want VolumeConflict wrong-zone",
-				plugintest.CaseVolumeDetach:    "unsupported: plugin does not implement AttachVolume",
-				plugintest.CaseVolumeRefusals:  "want NotFound",
-			},
-		},
-		{
-			name: "conflicts as plain errors",
-			wrap: func(p *fake.Provider) pluginapi.Provider { return plainConflicts{p} },
-			want: map[string]string{
-				plugintest.CaseVolumeInUse:     "(unclassified plugin error, code Unknown); want VolumeConflict in-use",
-				plugintest.CaseVolumeWrongZone: "(unclassified plugin error, code Unknown); want VolumeConflict wrong-zone",
-			},
-		},
-		{
-			name: "attach forgets the device",
-			wrap: func(p *fake.Provider) pluginapi.Provider { return forgetfulAttacher{p} },
-			want: map[string]string{
-				plugintest.CaseVolumeAttach: "twice answered devices {Serial:vol00000001 Path:}, then {Serial: Path:}; want the same device",
-			},
-		},
-		{
-			name: "disks never attach",
-			opts: []fake.Option{fake.WithAttachDelay(time.Hour)},
-			cfg:  func(c *plugintest.Config) { c.ReadyTimeout = 200 * time.Millisecond },
-			want: map[string]string{
-				plugintest.CaseVolumeAttach: "was not attached within 200ms; last seen attaching",
-				plugintest.CaseVolumeInUse:  "was not attached within 200ms",
-				plugintest.CaseVolumeDetach: "was not attached within 200ms",
-			},
-		},
-		{
-			name: "an empty config refused without a key",
-			wrap: func(p *fake.Provider) pluginapi.Provider { return keylessConfig{p} },
-			want: map[string]string{
-				plugintest.CaseEmptyConfig: `Configure with the config {} answered InvalidConfig naming no key (invalid config: needs settings); every InvalidConfig names its key`,
-			},
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range brokenRules {
 		t.Run(tt.name, func(t *testing.T) {
 			store := fake.NewStore()
 			cfg := fakeConfig(store)
@@ -332,6 +190,151 @@ func TestCheckFailsTheCasesOfEachBrokenRule(t *testing.T) {
 			checkNothingLeft(t, store)
 		})
 	}
+}
+
+// brokenRules are the variants of the fake TestCheckFailsTheCasesOfEachBrokenRule
+// checks, each breaking one more rule.
+var brokenRules = []struct {
+	name string
+	opts []fake.Option
+	wrap func(*fake.Provider) pluginapi.Provider
+	cfg  func(*plugintest.Config)
+	want map[string]string // failing case → part of its message
+}{
+	{
+		name: "malformed capability",
+		opts: []fake.Option{fake.WithCapabilities("Spot Instances")},
+		want: map[string]string{plugintest.CaseInfo: `capability "Spot Instances" is not a lower-case dashed name`},
+	},
+	{
+		name: "watch-events without the interface",
+		opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityWatchEvents)},
+		wrap: func(p *fake.Provider) pluginapi.Provider { return onlyProvider{p} },
+		want: map[string]string{plugintest.CaseInfo: `reports "watch-events" but the provider does not implement pluginapi.EventWatcher`},
+	},
+	{
+		name: "cancellation reported as a transient failure",
+		wrap: func(p *fake.Provider) pluginapi.Provider { return ctxHider{p} },
+		want: map[string]string{
+			plugintest.CaseContextCancellation: "called directly with a cancelled context, List answered transient: request cancelled (Transient); want a context error",
+		},
+	},
+	{
+		name: "interruption events without watch events",
+		opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityInterruptionEvents)},
+		want: map[string]string{plugintest.CaseInfo: `reports "interruption-events" without "watch-events"`},
+	},
+	{
+		name: "invalid config names another key",
+		cfg: func(c *plugintest.Config) {
+			c.Invalid = []plugintest.InvalidConfig{{Config: []byte(`{"fail":"x"}`), Key: "region"}}
+		},
+		want: map[string]string{
+			plugintest.CaseConfig:     `answered InvalidConfig naming key "fail"`,
+			plugintest.CaseErrorKinds: `answered InvalidConfig key "fail"; want key "region"`,
+		},
+	},
+	{
+		name: "an invalid config the plugin accepts",
+		cfg: func(c *plugintest.Config) {
+			c.Invalid = []plugintest.InvalidConfig{{Config: []byte(`{"subnets":[]}`), Key: "subnets"}}
+		},
+		want: map[string]string{
+			plugintest.CaseConfig:     `Configure succeeded; want InvalidConfig naming key "subnets"`,
+			plugintest.CaseErrorKinds: `answered <nil> (no error); want an InvalidConfigError`,
+		},
+	},
+	{
+		name: "instances never boot",
+		opts: []fake.Option{fake.WithBootDelay(time.Hour)},
+		cfg:  func(c *plugintest.Config) { c.ReadyTimeout = 100 * time.Millisecond },
+		want: map[string]string{
+			plugintest.CaseLaunch:             "did not reach running with an address within 100ms; last seen pending with 0 addresses",
+			plugintest.CaseStandbyLaunch:      "did not reach running",
+			plugintest.CaseConcurrentLaunches: "did not reach running",
+			plugintest.CaseVolumeAttach:       "did not reach running",
+			plugintest.CaseVolumeInUse:        "did not reach running",
+			plugintest.CaseVolumeWrongZone:    "did not reach running",
+			plugintest.CaseVolumeDetach:       "did not reach running",
+			plugintest.CaseVolumeRefusals:     "did not reach running",
+		},
+	},
+	{
+		name: "unknown instance type",
+		cfg:  func(c *plugintest.Config) { c.InstanceType = "fake.huge" },
+		want: map[string]string{
+			plugintest.CaseCatalog:              `instance type "fake.huge" is not in the catalog`,
+			plugintest.CaseLaunch:               "cannot launch",
+			plugintest.CaseStandbyLaunch:        "cannot launch",
+			plugintest.CaseIdempotentLaunch:     "cannot launch",
+			plugintest.CaseOwnInstances:         "cannot launch",
+			plugintest.CaseTerminateTwice:       "cannot launch",
+			plugintest.CaseLaunchAfterTerminate: "cannot launch",
+			plugintest.CaseUnsupportedFields:    "cannot launch",
+			plugintest.CaseConcurrentLaunches:   "cannot launch",
+			plugintest.CaseVolumeAttach:         "cannot launch",
+			plugintest.CaseVolumeInUse:          "cannot launch",
+			plugintest.CaseVolumeWrongZone:      "cannot launch",
+			plugintest.CaseVolumeDetach:         "cannot launch",
+			plugintest.CaseVolumeRefusals:       "cannot launch",
+		},
+	},
+	{
+		name: "volumes without a CreateVolume hook",
+		cfg:  func(c *plugintest.Config) { c.CreateVolume = nil },
+		want: map[string]string{
+			plugintest.CaseVolumeAttach:    "must set plugintest.Config.CreateVolume",
+			plugintest.CaseVolumeInUse:     "must set plugintest.Config.CreateVolume",
+			plugintest.CaseVolumeWrongZone: "must set plugintest.Config.CreateVolume",
+			plugintest.CaseVolumeDetach:    "must set plugintest.Config.CreateVolume",
+			plugintest.CaseVolumeRefusals:  "must set plugintest.Config.CreateVolume",
+		},
+	},
+	{
+		name: "volumes without the interface",
+		opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityVolumes)},
+		wrap: func(p *fake.Provider) pluginapi.Provider { return onlyProvider{p} },
+		want: map[string]string{
+			plugintest.CaseInfo:            `reports "volumes" but the provider does not implement pluginapi.VolumeAttacher`,
+			plugintest.CaseVolumeAttach:    "unsupported: plugin does not implement AttachVolume",
+			plugintest.CaseVolumeInUse:     "unsupported: plugin does not implement AttachVolume",
+			plugintest.CaseVolumeWrongZone: "want VolumeConflict wrong-zone",
+			plugintest.CaseVolumeDetach:    "unsupported: plugin does not implement AttachVolume",
+			plugintest.CaseVolumeRefusals:  "want NotFound",
+		},
+	},
+	{
+		name: "conflicts as plain errors",
+		wrap: func(p *fake.Provider) pluginapi.Provider { return plainConflicts{p} },
+		want: map[string]string{
+			plugintest.CaseVolumeInUse:     "(unclassified plugin error, code Unknown); want VolumeConflict in-use",
+			plugintest.CaseVolumeWrongZone: "(unclassified plugin error, code Unknown); want VolumeConflict wrong-zone",
+		},
+	},
+	{
+		name: "attach forgets the device",
+		wrap: func(p *fake.Provider) pluginapi.Provider { return forgetfulAttacher{p} },
+		want: map[string]string{
+			plugintest.CaseVolumeAttach: "twice answered devices {Serial:vol00000001 Path:}, then {Serial: Path:}; want the same device",
+		},
+	},
+	{
+		name: "disks never attach",
+		opts: []fake.Option{fake.WithAttachDelay(time.Hour)},
+		cfg:  func(c *plugintest.Config) { c.ReadyTimeout = 200 * time.Millisecond },
+		want: map[string]string{
+			plugintest.CaseVolumeAttach: "was not attached within 200ms; last seen attaching",
+			plugintest.CaseVolumeInUse:  "was not attached within 200ms",
+			plugintest.CaseVolumeDetach: "was not attached within 200ms",
+		},
+	},
+	{
+		name: "an empty config refused without a key",
+		wrap: func(p *fake.Provider) pluginapi.Provider { return keylessConfig{p} },
+		want: map[string]string{
+			plugintest.CaseEmptyConfig: `Configure with the config {} answered InvalidConfig naming no key (invalid config: needs settings); every InvalidConfig names its key`,
+		},
+	},
 }
 
 func TestResultString(t *testing.T) {
