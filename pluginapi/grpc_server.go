@@ -26,7 +26,8 @@ import (
 //   - the volume calls of a plugin whose GetInfo does not report
 //     CapabilityVolumes answer Unsupported, and AttachVolume and
 //     DetachVolume for a driver not in its VolumeDrivers answer
-//     Unsupported with Field FieldVolumeDriver (GetInfoResponse.CheckVolume).
+//     Unsupported with Field FieldVolumeDriver
+//     (GetInfoResponse.CheckVolumeDriver).
 type grpcServer struct {
 	pb.UnimplementedProviderServer
 	impl Provider
