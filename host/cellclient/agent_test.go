@@ -25,74 +25,9 @@ import (
 	cellapi "github.com/kipcell/kip/cell/api"
 )
 
-// unimplementedCell answers every call of cellapi.Cell Unimplemented, as
-// an agent without the call would; a fake embeds it and implements the
-// calls its test makes.
-type unimplementedCell struct{}
-
-func unimplemented(call string) error {
-	return status.Errorf(codes.Unimplemented, "%s is not implemented by this fake agent", call)
-}
-
-func (unimplementedCell) ApplyPod(context.Context, *cellapi.PodRequest) (int64, error) {
-	return 0, unimplemented("ApplyPod")
-}
-
-func (unimplementedCell) WatchStatus(context.Context, func(*cellapi.StatusUpdate) error) error {
-	return unimplemented("WatchStatus")
-}
-
-func (unimplementedCell) Logs(context.Context, cellapi.LogsOptions, io.Writer) error {
-	return unimplemented("Logs")
-}
-
-func (unimplementedCell) Exec(context.Context, cellapi.ExecStream) error {
-	return unimplemented("Exec")
-}
-
-func (unimplementedCell) Attach(context.Context, cellapi.ExecStream) error {
-	return unimplemented("Attach")
-}
-
-func (unimplementedCell) PortForward(context.Context, cellapi.PortForwardStream) error {
-	return unimplemented("PortForward")
-}
-
-func (unimplementedCell) Stats(context.Context, bool) (*cellapi.Stats, error) {
-	return nil, unimplemented("Stats")
-}
-
-func (unimplementedCell) DeletePod(context.Context, time.Duration) error {
-	return unimplemented("DeletePod")
-}
-
-func (unimplementedCell) ApplyServices(context.Context, *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
-	return cellapi.ServicesApplied{}, unimplemented("ApplyServices")
-}
-
-// unimplementedJoin answers every call of cellapi.JoinService
-// Unimplemented, as an agent older than the call would.
-type unimplementedJoin struct{}
-
-func (unimplementedJoin) Join(context.Context) (*cellapi.JoinOffer, error) {
-	return nil, unimplemented("Join")
-}
-
-func (unimplementedJoin) CompleteJoin(context.Context, []byte) error {
-	return unimplemented("CompleteJoin")
-}
-
-func (unimplementedJoin) Renew(context.Context) (*cellapi.JoinOffer, error) {
-	return nil, unimplemented("Renew")
-}
-
-func (unimplementedJoin) CompleteRenew(context.Context, []byte) error {
-	return unimplemented("CompleteRenew")
-}
-
 // fakeAgent is an in-process cell agent with scripted answers.
 type fakeAgent struct {
-	unimplementedCell
+	cellapi.UnimplementedCell
 	mu       sync.Mutex
 	applied  []int64
 	deleted  []time.Duration
@@ -334,7 +269,7 @@ func TestNoPodNetwork(t *testing.T) {
 // container named with size bytes. (Its logs could not be one: the
 // agent's side of cell/api sends them in chunks of cellapi.MaxChunk.)
 type loudAgent struct {
-	unimplementedCell
+	cellapi.UnimplementedCell
 	size int
 }
 

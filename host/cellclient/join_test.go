@@ -25,7 +25,7 @@ import (
 type joinAgent struct {
 	// Renew and CompleteRenew are Unimplemented, as in an agent older than
 	// the renewal.
-	unimplementedJoin
+	cellapi.UnimplementedJoin
 	cellID        string
 	token         string
 	key, csrKey   *ecdsa.PrivateKey

@@ -23,7 +23,7 @@ import (
 // quietAgent sends one status per watch and then stays silent, as an
 // agent whose pod does not change; it counts applies.
 type quietAgent struct {
-	unimplementedCell
+	cellapi.UnimplementedCell
 	applies atomic.Int32
 }
 

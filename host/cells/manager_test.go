@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"reflect"
@@ -41,55 +40,10 @@ import (
 	"github.com/kipcell/kip/test/syncbuf"
 )
 
-// unimplementedCell answers every call of cellapi.Cell Unimplemented, as
-// an agent without the call would; a fake embeds it and implements the
-// calls its test makes.
-type unimplementedCell struct{}
-
-func unimplemented(call string) error {
-	return status.Errorf(codes.Unimplemented, "%s is not implemented by this fake agent", call)
-}
-
-func (unimplementedCell) ApplyPod(context.Context, *cellapi.PodRequest) (int64, error) {
-	return 0, unimplemented("ApplyPod")
-}
-
-func (unimplementedCell) WatchStatus(context.Context, func(*cellapi.StatusUpdate) error) error {
-	return unimplemented("WatchStatus")
-}
-
-func (unimplementedCell) Logs(context.Context, cellapi.LogsOptions, io.Writer) error {
-	return unimplemented("Logs")
-}
-
-func (unimplementedCell) Exec(context.Context, cellapi.ExecStream) error {
-	return unimplemented("Exec")
-}
-
-func (unimplementedCell) Attach(context.Context, cellapi.ExecStream) error {
-	return unimplemented("Attach")
-}
-
-func (unimplementedCell) PortForward(context.Context, cellapi.PortForwardStream) error {
-	return unimplemented("PortForward")
-}
-
-func (unimplementedCell) Stats(context.Context, bool) (*cellapi.Stats, error) {
-	return nil, unimplemented("Stats")
-}
-
-func (unimplementedCell) DeletePod(context.Context, time.Duration) error {
-	return unimplemented("DeletePod")
-}
-
-func (unimplementedCell) ApplyServices(context.Context, *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
-	return cellapi.ServicesApplied{}, unimplemented("ApplyServices")
-}
-
 // fakeAgent is an in-process cell agent: it reports Running once a pod is
 // applied, and whatever phase the test pushes afterwards.
 type fakeAgent struct {
-	unimplementedCell
+	cellapi.UnimplementedCell
 	mu      sync.Mutex
 	applied []int64
 	creds   []cellapi.RegistryCredential   // of the last ApplyPod

@@ -40,29 +40,13 @@ func TestRenewAt(t *testing.T) {
 	}
 }
 
-// olderAgent is an agent without the renewal: every Join call is
-// UNIMPLEMENTED.
-type olderAgent struct{}
-
-func (olderAgent) Join(context.Context) (*cellapi.JoinOffer, error) {
-	return nil, unimplemented("Join")
-}
-
-func (olderAgent) CompleteJoin(context.Context, []byte) error { return unimplemented("CompleteJoin") }
-
-func (olderAgent) Renew(context.Context) (*cellapi.JoinOffer, error) {
-	return nil, unimplemented("Renew")
-}
-
-func (olderAgent) CompleteRenew(context.Context, []byte) error { return unimplemented("CompleteRenew") }
-
 // TestRenewLoopReportsAnOlderAgent: a cell whose agent cannot renew its
 // certificate is reported once, with when it expires, and not asked again
 // until it serves another certificate.
 func TestRenewLoopReportsAnOlderAgent(t *testing.T) {
 	lis := bufconn.Listen(1 << 16)
 	srv := grpc.NewServer()
-	cellapi.RegisterJoin(srv, olderAgent{})
+	cellapi.RegisterJoin(srv, cellapi.UnimplementedJoin{}) // an agent older than the renewal
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	agent, err := dialAgent("c-1", lis)

@@ -17,7 +17,7 @@ import (
 // statsAgent answers Stats with resp, or, when resp is nil, only once
 // the call's context ends (a cell that does not answer).
 type statsAgent struct {
-	unimplementedCell
+	cellapi.UnimplementedCell
 	resp *cellapi.Stats
 	only chan bool // the last request's onlyCPUAndMemory
 }

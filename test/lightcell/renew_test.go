@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -13,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"k8s.io/client-go/kubernetes/fake"
 
 	cellapi "github.com/kipcell/kip/cell/api"
@@ -29,53 +26,9 @@ import (
 // real agent's identity (cell/server), which serves what it was given:
 // these tests were host/cellclient's, which may not import the agent.
 
-// unimplementedCell answers every call of cellapi.Cell Unimplemented; a
-// test's agent embeds it and implements the calls its test makes.
-type unimplementedCell struct{}
-
-func unimplemented(call string) error {
-	return status.Errorf(codes.Unimplemented, "%s is not implemented by this test's agent", call)
-}
-
-func (unimplementedCell) ApplyPod(context.Context, *cellapi.PodRequest) (int64, error) {
-	return 0, unimplemented("ApplyPod")
-}
-
-func (unimplementedCell) WatchStatus(context.Context, func(*cellapi.StatusUpdate) error) error {
-	return unimplemented("WatchStatus")
-}
-
-func (unimplementedCell) Logs(context.Context, cellapi.LogsOptions, io.Writer) error {
-	return unimplemented("Logs")
-}
-
-func (unimplementedCell) Exec(context.Context, cellapi.ExecStream) error {
-	return unimplemented("Exec")
-}
-
-func (unimplementedCell) Attach(context.Context, cellapi.ExecStream) error {
-	return unimplemented("Attach")
-}
-
-func (unimplementedCell) PortForward(context.Context, cellapi.PortForwardStream) error {
-	return unimplemented("PortForward")
-}
-
-func (unimplementedCell) Stats(context.Context, bool) (*cellapi.Stats, error) {
-	return nil, unimplemented("Stats")
-}
-
-func (unimplementedCell) DeletePod(context.Context, time.Duration) error {
-	return unimplemented("DeletePod")
-}
-
-func (unimplementedCell) ApplyServices(context.Context, *cellapi.ServicesUpdate) (cellapi.ServicesApplied, error) {
-	return cellapi.ServicesApplied{}, unimplemented("ApplyServices")
-}
-
 // applyOnly answers ApplyPod with the request's generation: a call that
 // gets through the agent's mutual TLS.
-type applyOnly struct{ unimplementedCell }
+type applyOnly struct{ cellapi.UnimplementedCell }
 
 func (applyOnly) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64, error) {
 	return req.Generation, nil
