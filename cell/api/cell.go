@@ -113,6 +113,41 @@ type PodRequest struct {
 	// LogRotation is the containers' log rotation; nil: the agent's
 	// default.
 	LogRotation *LogRotation
+	// Disks are the pod's disks the host attached to the instance, by
+	// the pod's volume name (its persistentVolumeClaim volumes, and the
+	// claims of its ephemeral volumes). The host sends the pod once each
+	// is attached; the agent finds, formats when blank, mounts and gives
+	// each to the containers, and unmounts it before DeletePod returns,
+	// after which the host detaches it. A claim volume without one keeps
+	// the containers Waiting CreateContainerConfigError.
+	Disks map[string]Disk
+}
+
+// Disk is an attached disk of the pod: how the agent finds its device
+// (Serial, else Path, as pluginapi.VolumeDevice gives them) and how the
+// pod uses it.
+type Disk struct {
+	// Serial is the device's serial as the instance's kernel reports it
+	// (EC2's NVMe serial "vol0123…", the volume ID without its dash): the
+	// agent takes the first block device whose serial matches. Empty:
+	// none known.
+	Serial string
+	// Path is the device's path (/dev/xvdf, a /dev/disk/by-id link),
+	// used when no device's serial matches; the agent waits for it to
+	// exist and follows symlinks.
+	Path string
+	// FSType is the PV's filesystem (ext4 when empty, as the CSI drivers
+	// default): a blank device is formatted with it, a device holding
+	// another filesystem refused, never reformatted.
+	FSType string
+	// ReadOnly mounts it read-only (the PV's or the pod volume's
+	// readOnly).
+	ReadOnly bool
+	// Block is volumeMode Block: the containers get the device itself
+	// (volumeDevices), neither formatted nor mounted.
+	Block bool
+	// MountOptions are the PV's mountOptions, passed to mount.
+	MountOptions []string
 }
 
 // LogRotation is the kubelet's containerLogMaxSize and

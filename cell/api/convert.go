@@ -66,6 +66,14 @@ func podRequestToProto(r *PodRequest) *cellv1.ApplyPodRequest {
 	if lr := r.LogRotation; lr != nil {
 		m.ContainerLogRotation = &cellv1.ContainerLogRotation{MaxSizeBytes: lr.MaxSizeBytes, MaxFiles: lr.MaxFiles}
 	}
+	if r.Disks != nil {
+		m.Disks = make(map[string]*cellv1.Disk, len(r.Disks))
+		for name, d := range r.Disks {
+			m.Disks[name] = &cellv1.Disk{
+				Serial: d.Serial, Path: d.Path, FsType: d.FSType, ReadOnly: d.ReadOnly, Block: d.Block, MountOptions: d.MountOptions,
+			}
+		}
+	}
 	return m
 }
 
@@ -97,6 +105,15 @@ func podRequestFromProto(m *cellv1.ApplyPodRequest) *PodRequest {
 	}
 	if lr := m.GetContainerLogRotation(); lr != nil {
 		r.LogRotation = &LogRotation{MaxSizeBytes: lr.GetMaxSizeBytes(), MaxFiles: lr.GetMaxFiles()}
+	}
+	if len(m.GetDisks()) > 0 {
+		r.Disks = make(map[string]Disk, len(m.GetDisks()))
+		for name, d := range m.GetDisks() {
+			r.Disks[name] = Disk{
+				Serial: d.GetSerial(), Path: d.GetPath(), FSType: d.GetFsType(), ReadOnly: d.GetReadOnly(), Block: d.GetBlock(),
+				MountOptions: d.GetMountOptions(),
+			}
+		}
 	}
 	return r
 }
