@@ -336,6 +336,15 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 		specOpts = append(specOpts, withOOMScoreAdj(max(adj, r.oomScoreAdjFloor)))
 	}
 	specOpts = append(specOpts, securityOpts(spec.Security)...)
+	// After the security options, which give a privileged container the
+	// host's devices: a block volume's device at its path.
+	for _, d := range spec.Devices {
+		perms := "rwm"
+		if d.ReadOnly {
+			perms = "r" // as the kubelet's makeBlockVolumes
+		}
+		specOpts = append(specOpts, oci.WithDevices(d.Source, d.Destination, perms))
+	}
 	id := r.containerID(spec.ID)
 	specOpts = append(specOpts, oci.WithCgroup(r.cgroupPath(id)))
 	labels := map[string]string{"kipcell.io/container": spec.Name}

@@ -1,8 +1,10 @@
 // Package runtime is the cell's narrow view of a container runtime: pull an
 // image, start a container attempt in the cell's network namespace with
-// cgroup limits, bind mounts (volumes), optionally a stdin and a terminal
-// (resizable), and its output going to the agent, wait for it, signal it,
-// exec into it, read its metrics, and remove everything the cell created.
+// cgroup limits, bind mounts (volumes), device nodes (block volumes, with
+// their device cgroup rule, as containerd's oci.WithDevices makes them),
+// optionally a stdin and a terminal (resizable), and its output going to
+// the agent, wait for it, signal it, exec into it, read its metrics, and
+// remove everything the cell created.
 //
 // Runtime is the interface the pod logic uses (tests use a hand-written
 // fake); Containerd implements it over containerd's Go client, following

@@ -117,6 +117,8 @@ type ContainerSpec struct {
 	Resources Resources
 	// Mounts are bind mounts into the container, in order (volumes).
 	Mounts []Mount
+	// Devices are block devices given to the container (block volumes).
+	Devices []Device
 	// Stdout and Stderr receive the process's output. They are not closed by
 	// the runtime. With TTY, Stderr is unused (the terminal merges both).
 	Stdout, Stderr io.Writer
@@ -132,6 +134,14 @@ type ContainerSpec struct {
 
 // Mount is a bind mount of a host file or directory into a container.
 type Mount struct {
+	Source      string
+	Destination string
+	ReadOnly    bool
+}
+
+// Device is a host's device node made in the container at Destination
+// and allowed by its device cgroup: read, write and mknod, or read only.
+type Device struct {
 	Source      string
 	Destination string
 	ReadOnly    bool
