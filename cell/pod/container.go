@@ -125,8 +125,15 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 				pullDly, pulled = 0, c.Image
 			}
 
+			// A disk that failed to set up is tried again (at most once per
+			// Backoff.Initial); until it is, the container cannot start.
+			m.mountDisks(ctx, d, 0, true)
 			_, vars := containerEnv(c, d)
 			mounts, err := m.vols.mounts(d.Pod, c, vars)
+			var devices []runtime.Device
+			if err == nil {
+				devices, err = m.vols.devices(d.Pod, c)
+			}
 			if err == nil {
 				var etc []runtime.Mount
 				etc, err = m.etc.mounts(c)
@@ -149,7 +156,7 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 				continue
 			}
 			cfgDly = 0
-			ranFor, exit, ok = m.runAttempt(ctx, cs, c, d, img, mounts, sec, specCh)
+			ranFor, exit, ok = m.runAttempt(ctx, cs, c, d, img, mounts, devices, sec, specCh)
 		}
 		if !ok {
 			return false
@@ -222,7 +229,7 @@ func (m *Manager) pullBackOff(ctx context.Context, cs *containerState, image str
 // runAttempt starts one attempt and waits for it to end. exit is nil when
 // the attempt was stopped because the desired spec changed; ok is false
 // when the pod is being deleted (the attempt has then been stopped).
-func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, mounts []runtime.Mount, sec runtime.Security, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
+func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, img runtime.Image, mounts []runtime.Mount, devices []runtime.Device, sec runtime.Security, specCh <-chan struct{}) (ranFor time.Duration, exit *runtime.ExitStatus, ok bool) {
 	log := m.log.With("container", cs.name)
 	m.mu.Lock()
 	attempt := cs.attempts
@@ -235,7 +242,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		return 0, &runtime.ExitStatus{Code: 128}, true
 	}
 	spec := m.containerRuntimeSpec(cs, c, d, img, attempt)
-	spec.Mounts, spec.Security = mounts, sec
+	spec.Mounts, spec.Devices, spec.Security = mounts, devices, sec
 	termFile := ""
 	if tm, ok, err := m.terminationFile(c, attempt); err != nil {
 		log.WarnContext(ctx, "creating the termination message file", "error", err)

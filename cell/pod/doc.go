@@ -47,9 +47,47 @@
 // (subpath.go): opened beneath the volume and bind-mounted under
 // .subpaths/<container>/<index>, which the runtime mounts, so a symlink
 // swapped in afterwards cannot redirect it. A volume that cannot be set up, or of a kind the cell
-// does not offer (persistentVolumeClaim, csi, ...), keeps every container
+// does not offer (csi, nfs, ...), keeps every container
 // Waiting CreateContainerConfigError with a message naming the volume and
 // its kind. Delete unmounts and removes them.
+//
+// Disks (disks.go): a persistentVolumeClaim volume, or a generic
+// ephemeral one, gets the disk the host attached to the instance for it
+// (Desired.Disks; without one it is a kind the cell does not offer), as a
+// CSI node plugin gives it on a kubelet's node. Before any container
+// starts, the manager finds the device: the first block device whose
+// serial (/sys/block/<dev>/serial, or device/serial for NVMe) matches,
+// dashes aside (an EBS volume's NVMe serial is its ID without the dash),
+// else the disk's path with symlinks resolved, waiting for it up to
+// Config.DiskWait (DefaultDiskWait, two minutes; a WaitingForDisk Warning
+// event after ten seconds). In filesystem mode it probes the device with
+// blkid as mount-utils' SafeFormatAndMount does: a blank one is formatted
+// with the PV's fsType (ext4 when none; mkfs.ext4 -F -m0, mkfs.xfs -f),
+// one holding another filesystem or a partition table is refused and
+// never formatted, a blank one asked read-only refused too; an ext
+// filesystem mounted writable is checked with fsck -a first. It is
+// mounted at the volume's directory (read-only with the disk's ReadOnly,
+// with the PV's mountOptions) and bound into the containers per their
+// volumeMounts like any volume (readOnly, subPath, whose missing directory
+// is made with the root's mode, subPathExpr); with an fsGroup and not
+// read-only it is given to the group as the kubelet's SetVolumeOwnership
+// does, skipped under fsGroupChangePolicy OnRootMismatch when the root is
+// the group's already. In volumeMode Block the device itself goes to each
+// container per its volumeDevices (a device node at devicePath, allowed in
+// its device cgroup, read-only when the disk is). A device that never
+// appears, cannot be formatted or mounted, or holds the wrong filesystem
+// keeps every container Waiting CreateContainerConfigError naming the
+// volume and why, with a FailedMount Warning event in the kubelet's words
+// (MountVolume.WaitForAttach / MountDevice / SetUp failed for volume …);
+// the containers' retries try the disk again, at most once per
+// Backoff.Initial. A device mounted outside the pod's volumes (the cell's
+// own disk, named by mistake) is refused. Delete, once the containers are
+// gone, unmounts every mount of each disk's filesystem under the volumes'
+// directory (pinned subPaths first) without MNT_DETACH, retrying while it
+// is busy, and returns only once nothing holds the device (an exclusive
+// open succeeds), since the host detaches the disk next. A restarted agent
+// takes over the disks mounted at their directories and sets up the
+// others.
 //
 // The /etc files (etcfiles.go, dns.go): every container gets the pod's
 // /etc/hosts, /etc/hostname and /etc/resolv.conf as bind mounts of files

@@ -58,6 +58,12 @@ type Config struct {
 	// downwardAPI, projected), a directory per volume; it is removed on
 	// Delete. Empty: only hostPath volumes work.
 	VolumesDir string
+	// DiskWait is how long the pod's start waits for the device of each
+	// disk the host attached (Desired.Disks) to appear; zero:
+	// DefaultDiskWait. A disk still missing then keeps the containers
+	// from starting (CreateContainerConfigError) and is looked for again
+	// at their retries.
+	DiskWait time.Duration
 	// EtcDir holds the pod's hosts, hostname and resolv.conf files, which
 	// every container gets at /etc (etcfiles.go); it is removed on Delete.
 	// Empty: the containers keep their image's files.
@@ -129,6 +135,10 @@ type Desired struct {
 	// (kip's cells.containerLogMaxSize and containerLogMaxFiles); zero:
 	// the store's own (logs.DefaultRotation, the kubelet's).
 	LogRotation logs.Rotation
+	// Disks are the disks the host attached for the pod's
+	// persistentVolumeClaim and ephemeral volumes, by volume name
+	// (disks.go).
+	Disks map[string]Disk
 }
 
 // ownAddress is the address of d's pod's own network namespace, or ""
@@ -222,6 +232,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DiskWait <= 0 {
+		cfg.DiskWait = DefaultDiskWait
 	}
 	now := cfg.Now
 	if now == nil {
@@ -377,6 +390,11 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 	if err := m.cfg.Runtime.Cleanup(ctx); err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
+	// The host detaches the disks once Delete returns: each must be
+	// unmounted and free by then.
+	if err := m.vols.releaseDisks(ctx); err != nil {
+		return fmt.Errorf("deleting pod: %w", err)
+	}
 	if err := m.vols.cleanup(); err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
@@ -524,6 +542,13 @@ func (m *Manager) run(ctx context.Context) {
 	}
 	m.syncVolumes(ctx, d)
 	m.syncEtc(ctx, d)
+	// The disks before any container, as the kubelet waits for a pod's
+	// volumes to attach and mount before it starts its containers; the
+	// containers wait meanwhile (ContainerCreating).
+	m.mountDisks(ctx, d, m.cfg.DiskWait, false)
+	if ctx.Err() != nil {
+		return
+	}
 	// Sidecars run until the app containers have ended (or the pod is
 	// deleted); then they are stopped, after the app containers, as by
 	// the kubelet.

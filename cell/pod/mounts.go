@@ -2,7 +2,9 @@ package pod
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +35,9 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 		if !ok {
 			return nil, fmt.Errorf("volume %q of mount %s is not a volume of the pod", vm.Name, vm.MountPath)
 		}
+		if st := v.disks[vm.Name]; st != nil && st.dir == "" {
+			return nil, fmt.Errorf("volume %q has volumeMode Block, but is specified in volumeMounts", vm.Name)
+		}
 		base, ok := v.paths[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("volume %q (%s) is not set up yet", vm.Name, volumeKind(vol))
@@ -51,9 +56,37 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 		if err != nil {
 			return nil, fmt.Errorf("volume %q (%s) at %s: %w", vm.Name, volumeKind(vol), vm.MountPath, err)
 		}
-		out = append(out, runtime.Mount{
-			Source: src, Destination: vm.MountPath, ReadOnly: vm.ReadOnly || fileVolume(&vol.VolumeSource),
-		})
+		readOnly := vm.ReadOnly || fileVolume(&vol.VolumeSource)
+		if st := v.disks[vm.Name]; st != nil && st.readOnly {
+			readOnly = true
+		}
+		out = append(out, runtime.Mount{Source: src, Destination: vm.MountPath, ReadOnly: readOnly})
+	}
+	return out, nil
+}
+
+// devices resolves a container's volumeDevices into the device nodes of
+// the pod's block volumes (volumeMode Block disks), as the kubelet hands
+// a CRI runtime their devices. A volume that is not a block disk of the
+// pod fails, with the kubelet's message for a filesystem volume.
+func (v *volumes) devices(p *corev1.Pod, c *corev1.Container) ([]runtime.Device, error) {
+	if len(c.VolumeDevices) == 0 {
+		return nil, nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []runtime.Device
+	for _, vd := range c.VolumeDevices {
+		st := v.disks[vd.Name]
+		switch {
+		case st == nil && slices.ContainsFunc(p.Spec.Volumes, func(vol corev1.Volume) bool { return vol.Name == vd.Name && isClaimVolume(&vol) }):
+			return nil, fmt.Errorf("volume %q of device %s is not set up yet", vd.Name, vd.DevicePath)
+		case st == nil:
+			return nil, fmt.Errorf("volume %q of device %s is not a block volume of the pod", vd.Name, vd.DevicePath)
+		case st.dir != "":
+			return nil, fmt.Errorf("volume %q has volumeMode Filesystem, but is specified in volumeDevices", vd.Name)
+		}
+		out = append(out, runtime.Device{Source: st.dev, Destination: vd.DevicePath, ReadOnly: st.readOnly})
 	}
 	return out, nil
 }
@@ -82,7 +115,19 @@ func subPathSource(vol *corev1.Volume, base, sub, pin string) (string, error) {
 		}
 	}
 	if vol.EmptyDir != nil || vol.HostPath != nil {
-		if err := makeSubPathDir(base, sub); err != nil {
+		if err := makeSubPathDir(base, sub, 0o755); err != nil {
+			return "", err
+		}
+	}
+	if isClaimVolume(vol) {
+		// As the kubelet's makeMounts: with the mode of the volume's
+		// root, so that a subPath of a disk given to an fsGroup is the
+		// group's to write.
+		info, err := os.Stat(base)
+		if err != nil {
+			return "", fmt.Errorf("reading the volume: %w", err)
+		}
+		if err := makeSubPathDir(base, sub, info.Mode()&(os.ModePerm|os.ModeSetgid)); err != nil {
 			return "", err
 		}
 	}

@@ -138,11 +138,13 @@ func unpin(target string) error {
 	return fmt.Errorf("unmounting the earlier pin at %s: still mounted after 16 unmounts", target)
 }
 
-// makeSubPathDir creates the missing directory sub under base, as the
-// kubelet does for an emptyDir's or a hostPath's subPath, without
-// following a symlink out of base on the way (os.Root): a symlink in the
-// volume to /etc must not make the agent create /etc/<name> on the cell.
-func makeSubPathDir(base, sub string) error {
+// makeSubPathDir creates the missing directory sub under base, with perm
+// (permission bits, setgid),
+// as the kubelet does for a subPath of an emptyDir, a hostPath or a disk,
+// without following a symlink out of base on the way (os.Root): a symlink
+// in the volume to /etc must not make the agent create /etc/<name> on the
+// cell.
+func makeSubPathDir(base, sub string, perm os.FileMode) error {
 	root, err := os.OpenRoot(base)
 	if err != nil {
 		return fmt.Errorf("opening the volume: %w", err)
@@ -151,8 +153,13 @@ func makeSubPathDir(base, sub string) error {
 	if _, err := root.Lstat(sub); !errors.Is(err, os.ErrNotExist) {
 		return nil //nolint:nilerr // there already (or not reachable: the open says why)
 	}
-	if err := root.MkdirAll(sub, 0o755); err != nil {
+	if err := root.MkdirAll(sub, perm.Perm()); err != nil {
 		return fmt.Errorf("creating subPath %q: %w", sub, err)
+	}
+	// The umask took its share: the subPath itself gets perm whole, as
+	// the kubelet's SafeMakeDir gives it.
+	if err := root.Chmod(sub, perm); err != nil {
+		return fmt.Errorf("setting the mode of subPath %q: %w", sub, err)
 	}
 	return nil
 }

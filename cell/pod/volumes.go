@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -42,11 +43,21 @@ type volumes struct {
 	tmpfs  map[string]bool   // volume dirs with a tmpfs mounted
 	onDisk map[string]bool   // volumes meant for memory, told to be on disk
 	owned  map[string]bool   // emptyDirs given to the pod's fsGroup
+
+	// The pod's disks (disks.go): diskMu serializes their setup and
+	// release, which may wait long and does not hold mu; disks (under mu)
+	// are those set up, diskFailed when each that failed was last tried.
+	diskMu     sync.Mutex
+	disks      map[string]*diskState
+	diskFailed map[string]time.Time
+	// sysBlock and devDir are /sys/block and /dev; tests change them.
+	sysBlock, devDir string
 }
 
 func newVolumes(dir string, noTmpfs error, log *slog.Logger) *volumes {
 	return &volumes{dir: dir, noTmpfs: noTmpfs, log: log, paths: map[string]string{}, kinds: map[string]string{},
-		errs: map[string]error{}, tmpfs: map[string]bool{}, onDisk: map[string]bool{}, owned: map[string]bool{}}
+		errs: map[string]error{}, tmpfs: map[string]bool{}, onDisk: map[string]bool{}, owned: map[string]bool{},
+		disks: map[string]*diskState{}, diskFailed: map[string]time.Time{}, sysBlock: "/sys/block", devDir: "/dev"}
 }
 
 // ErrUnsupportedVolume marks a volume kind the cell cannot provide.
@@ -79,6 +90,14 @@ func (v *volumes) sync(ctx context.Context, d *Desired) []string {
 		vol := &d.Pod.Spec.Volumes[i]
 		kind := volumeKind(vol)
 		v.kinds[vol.Name] = kind
+		if isClaimVolume(vol) {
+			// The host's disk, set up by mountDisks, which may wait for it;
+			// without one, the volume cannot be had.
+			if _, ok := d.Disks[vol.Name]; !ok {
+				v.errs[vol.Name] = fmt.Errorf("volume %q (%s): no disk attached for it: %w", vol.Name, kind, ErrUnsupportedVolume)
+			}
+			continue
+		}
 		path, diskWhy, err := v.setup(vol, kind, d.Volumes[vol.Name], fsGroup)
 		if diskWhy != nil && !v.onDisk[vol.Name] {
 			v.onDisk[vol.Name] = true
@@ -251,7 +270,8 @@ func fileVolume(src *corev1.VolumeSource) bool {
 }
 
 // VolumeDirs returns the directories of the pod's volumes the agent made
-// (emptyDir, configMap, secret, downwardAPI, projected), by volume name,
+// (emptyDir, configMap, secret, downwardAPI, projected, and the mounted
+// disks of persistentVolumeClaim and ephemeral volumes), by volume name,
 // for their usage figures. hostPath volumes are the cell's own directories
 // and are left out, as the kubelet reports no usage of them.
 func (m *Manager) VolumeDirs() map[string]string { return m.vols.dirs() }
@@ -330,6 +350,10 @@ func (v *volumes) restore(d *Desired) {
 		v.kinds[vol.Name] = kind
 		if hp := vol.HostPath; hp != nil {
 			v.paths[vol.Name] = hp.Path
+			continue
+		}
+		if isClaimVolume(vol) {
+			v.restoreDisk(vol.Name, d.Disks)
 			continue
 		}
 		switch {

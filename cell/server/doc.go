@@ -1,5 +1,7 @@
 // Package server is the cell agent's gRPC service, api.Cell, over one
-// pod.Manager: ApplyPod (the pod, env, volume files, credentials),
+// pod.Manager: ApplyPod (the pod, env, volume files, credentials, the
+// disks the host attached, which pod.Manager finds, formats when blank and
+// mounts; see cell/pod's package comment),
 // WatchStatus (the current status first, then every change, coalesced,
 // each update carrying the pod events not yet delivered), Logs, Exec (TTY,
 // resize, stdin, exit code in the last message), Attach (the main
@@ -7,8 +9,11 @@
 // containers with stdin/tty, stdinOnce honoured), PortForward (127.0.0.1:port inside the pod's network
 // namespace), Stats (cgroup CPU and memory of the running containers; unless
 // only CPU and memory are asked for, the pod's network interfaces read in
-// its network namespace, its volumes' and the containers' writable layers'
-// and logs' disk usage, and the cell's disk), DeletePod and ApplyServices (the host's table of
+// its network namespace, its volumes' (a disk's: its own filesystem's
+// figures and usage) and the containers' writable layers'
+// and logs' disk usage, and the cell's disk), DeletePod (which returns
+// once the containers stopped and the pod's disks are unmounted and free,
+// so that the host may detach them) and ApplyServices (the host's table of
 // ClusterIP services, handed to a cell/clusterip Proxy that programs the
 // pod's network namespace). Serve runs it over mutual TLS with the agent's
 // Identity (identity.go, api.JoinService): the key the agent made and keeps

@@ -92,6 +92,15 @@ func (s *Server) ApplyPod(ctx context.Context, req *api.PodRequest) (int64, erro
 			d.Volumes[name] = pod.VolumeFiles{Files: vf.Files, Modes: vf.Modes}
 		}
 	}
+	if len(req.Disks) > 0 {
+		d.Disks = map[string]pod.Disk{}
+		for name, disk := range req.Disks {
+			d.Disks[name] = pod.Disk{
+				Serial: disk.Serial, Path: disk.Path, FSType: disk.FSType, ReadOnly: disk.ReadOnly, Block: disk.Block,
+				MountOptions: disk.MountOptions,
+			}
+		}
+	}
 	if dns := req.ClusterDNS; dns != nil {
 		d.DNS = pod.ClusterDNS{Servers: dns.Servers, Domain: dns.Domain}
 	}
