@@ -401,3 +401,55 @@ func TestDiskMountedAndReleased(t *testing.T) {
 		t.Errorf("the disk is still mounted at %v after the second Delete", got)
 	}
 }
+
+// TestRestoreTakesOverADisk: an agent restarted while its pod runs finds
+// the disk mounted where the earlier one mounted it (the state file keeps
+// how the disk is found), restarts a container on it, and releases it at
+// Delete.
+func TestRestoreTakesOverADisk(t *testing.T) {
+	dev := testLoopDisk(t, 32<<20)
+	rdev, err := deviceNumber(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p := testPod(corev1.RestartPolicyAlways, "app")
+	p.Spec.Volumes = []corev1.Volume{
+		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}},
+	}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	first := newAgentManager(t, rt, dir)
+	if _, err := first.Apply(t.Context(), Desired{Generation: 1, Pod: p, Disks: map[string]Disk{"data": {Path: dev}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, first, "running", func(s corev1.PodStatus) bool { return s.ContainerStatuses[0].State.Running != nil })
+	volDir := filepath.Join(dir, "volumes", "data")
+
+	// The first agent dies here; the second starts on the same disk.
+	second := newAgentManager(t, rt, dir)
+	if !restore(t, second, "uid-1") {
+		t.Fatal("Restore found nothing to resume")
+	}
+	if got := second.VolumeDirs()["data"]; got != volDir {
+		t.Errorf("restored volume dirs = %v, want data at %s", second.VolumeDirs(), volDir)
+	}
+	rt.task("app-0", true).exit(1)
+	waitStatus(t, second, "restarted", func(s corev1.PodStatus) bool {
+		return s.ContainerStatuses[0].RestartCount == 1 && s.ContainerStatuses[0].State.Running != nil
+	})
+	specs := rt.startedSpecs()
+	if last := specs[len(specs)-1]; len(last.Mounts) == 0 || last.Mounts[0].Source != volDir {
+		t.Errorf("restarted with mounts %+v, want the disk's directory", last.Mounts)
+	}
+	if got := mountsOfDevice(rdev); !slices.Equal(got, []string{volDir}) {
+		t.Errorf("the disk is mounted at %v, want once at %s", got, volDir)
+	}
+	deletePod(t, second, 0)
+	if got := mountsOfDevice(rdev); len(got) > 0 {
+		t.Errorf("the disk is still mounted at %v after Delete", got)
+	}
+	if err := deviceFree(dev); err != nil {
+		t.Errorf("after Delete: %v", err)
+	}
+}
