@@ -319,11 +319,14 @@ func mountDisk(ctx context.Context, dev, dir string, disk Disk) error {
 	if !validFSType(fsType) {
 		return fmt.Errorf("invalid fsType %q", fsType)
 	}
+	// Read-only by the disk or by its mount options, as mount-utils reads
+	// "ro" among them.
+	readOnly := disk.ReadOnly || slices.Contains(disk.MountOptions, "ro")
 	existing, err := diskFormat(ctx, dev)
 	if err != nil {
 		return err
 	}
-	format, err := formatDecision(existing, fsType, disk.ReadOnly)
+	format, err := formatDecision(existing, fsType, readOnly)
 	if err != nil {
 		return fmt.Errorf("device %s: %w", dev, err)
 	}
@@ -331,7 +334,7 @@ func mountDisk(ctx context.Context, dev, dir string, disk Disk) error {
 		if err := formatDisk(ctx, dev, fsType); err != nil {
 			return err
 		}
-	} else if !disk.ReadOnly {
+	} else if !readOnly {
 		if err := checkFilesystem(ctx, dev, fsType); err != nil {
 			return err
 		}
