@@ -168,35 +168,11 @@ func TestAgentDisks(t *testing.T) {
 	if out != "kept\ndeep\n2000\n2000\n" {
 		t.Errorf("the disk's files and group = %q (exit %d), want kept, deep and fsGroup 2000", out, code)
 	}
-	stats, err := a.client.Stats(t.Context(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fs *api.FsStats
-	for _, v := range stats.Volumes {
-		if v.Name == "data" {
-			fs = v.Fs
-		}
-	}
-	if fs == nil || !fs.HasFilesystem || fs.CapacityBytes == 0 || fs.CapacityBytes > 64<<20 || fs.Inodes == 0 || !fs.HasUsage || fs.UsedBytes == 0 {
-		t.Errorf("the disk's stats = %+v, want its filesystem's figures (at most 64 MiB) and a usage", fs)
-	}
+	checkDiskStats(t, a, 64<<20)
 	if got := mountedIn(t, dev); len(got) == 0 {
 		t.Error("the disk is not mounted while the pod runs")
 	}
-	if err := a.client.DeletePod(t.Context(), -1); err != nil {
-		t.Fatalf("DeletePod: %v", err)
-	}
-	if got := mountedIn(t, dev); len(got) > 0 {
-		t.Errorf("the disk is still mounted at %v after DeletePod", got)
-	}
-	// Nothing holds it, in any mount namespace: the host may detach it.
-	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Errorf("the disk is in use after DeletePod: %v", err)
-	} else {
-		_ = unix.Close(fd)
-	}
+	deleteAndCheckReleased(t, a, dev)
 
 	// The second pod, on another cell: the same disk, read-only.
 	b := e.startAgent(t, "10.251.9.62")
@@ -209,14 +185,54 @@ func TestAgentDisks(t *testing.T) {
 	if out, code := run(b, "echo x > /data/new"); code == 0 || !strings.Contains(out, "Read-only file system") {
 		t.Errorf("writing to the read-only disk: %q (exit %d), want a read-only file system", out, code)
 	}
-	if err := b.client.DeletePod(t.Context(), -1); err != nil {
+	deleteAndCheckReleased(t, b, dev)
+
+	checkOtherFilesystemRefused(t, e, dev)
+}
+
+// checkDiskStats checks that the pod's Stats report the volume "data"
+// with its filesystem's figures (a capacity of at most size) and a usage.
+func checkDiskStats(t *testing.T, a *agent, size uint64) {
+	t.Helper()
+	stats, err := a.client.Stats(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs *api.FsStats
+	for _, v := range stats.Volumes {
+		if v.Name == "data" {
+			fs = v.Fs
+		}
+	}
+	if fs == nil || !fs.HasFilesystem || fs.CapacityBytes == 0 || fs.CapacityBytes > size || fs.Inodes == 0 || !fs.HasUsage || fs.UsedBytes == 0 {
+		t.Errorf("the disk's stats = %+v, want its filesystem's figures (at most %d bytes) and a usage", fs, size)
+	}
+}
+
+// deleteAndCheckReleased deletes the pod of a and checks that once
+// DeletePod returned the disk dev is mounted nowhere here and nothing
+// holds it, in any mount namespace: the host may detach it.
+func deleteAndCheckReleased(t *testing.T, a *agent, dev string) {
+	t.Helper()
+	if err := a.client.DeletePod(t.Context(), -1); err != nil {
 		t.Fatalf("DeletePod: %v", err)
 	}
 	if got := mountedIn(t, dev); len(got) > 0 {
-		t.Errorf("the disk is still mounted at %v after the second DeletePod", got)
+		t.Errorf("the disk is still mounted at %v after DeletePod", got)
 	}
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Errorf("the disk is in use after DeletePod: %v", err)
+		return
+	}
+	_ = unix.Close(fd)
+}
 
-	// The third: the disk holds ext4, the volume asks for xfs.
+// checkOtherFilesystemRefused runs a pod whose volume asks for xfs on the
+// disk dev, which holds ext4: the agent refuses it with FailedMount and
+// never starts the container, and the disk is left as it was.
+func checkOtherFilesystemRefused(t *testing.T, e *env, dev string) {
+	t.Helper()
 	c := e.startAgent(t, "10.251.9.63")
 	e.applyPodWith(t, c, diskPod(e, "wrongfs", "true"),
 		&api.PodRequest{Disks: map[string]api.Disk{"data": {Path: dev, FSType: "xfs"}}})
