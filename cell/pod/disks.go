@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,8 +53,9 @@ const DefaultDiskWait = 2 * time.Minute
 
 // diskRelease bounds how long Delete waits for a disk to be free once its
 // containers stopped: an unmount that finds it busy is retried, and the
-// device must be held by nothing before the host may detach it.
-const diskRelease = 30 * time.Second
+// device must be held by nothing before the host may detach it. Tests
+// shorten it.
+var diskRelease = 30 * time.Second
 
 // Reasons of the disks' events.
 const (
@@ -76,8 +78,10 @@ const unformattedMarker = "unknown data, probably partitions"
 
 // diskState is a disk the agent set up.
 type diskState struct {
-	// dev is the device node found for the disk.
-	dev string
+	// dev is the device node found for the disk, rdev its device number
+	// (what mountinfo names its mounts by, even once the node is gone).
+	dev  string
+	rdev uint64
 	// dir is where its filesystem is mounted; empty for a block volume.
 	dir string
 	// readOnly: mounted read-only, so bound read-only too.
@@ -177,27 +181,32 @@ func (v *volumes) setupDisk(ctx context.Context, name string, disk Disk, wait ti
 	if err != nil {
 		return nil, "WaitForAttach", err
 	}
+	rdev, err := deviceNumber(dev)
+	if err != nil {
+		return nil, "WaitForAttach", err
+	}
 	// A device the cell uses otherwise (its root disk, named by mistake)
 	// is not the pod's.
-	if err := notMountedOutside(dev, v.dir); err != nil {
+	if err := notMountedOutside(dev, rdev, v.dir); err != nil {
 		return nil, "MountDevice", err
 	}
+	st = &diskState{dev: dev, rdev: rdev, readOnly: disk.ReadOnly}
 	if disk.Block {
-		return &diskState{dev: dev, readOnly: disk.ReadOnly}, "", nil
+		return st, "", nil
 	}
-	dir := filepath.Join(v.dir, name)
-	if err := mountDisk(ctx, dev, dir, disk); err != nil {
+	st.dir = filepath.Join(v.dir, name)
+	if err := mountDisk(ctx, dev, rdev, st.dir, disk); err != nil {
 		return nil, "MountDevice", err
 	}
 	if fsGroup != nil && !disk.ReadOnly {
-		if policy != nil && *policy == corev1.FSGroupChangeOnRootMismatch && !ownershipMismatch(dir, *fsGroup) {
-			return &diskState{dev: dev, dir: dir, readOnly: disk.ReadOnly}, "", nil
+		if policy != nil && *policy == corev1.FSGroupChangeOnRootMismatch && !ownershipMismatch(st.dir, *fsGroup) {
+			return st, "", nil
 		}
-		if err := setVolumeOwnership(dir, *fsGroup, false); err != nil {
+		if err := setVolumeOwnership(st.dir, *fsGroup, false); err != nil {
 			return nil, "SetUp", err
 		}
 	}
-	return &diskState{dev: dev, dir: dir, readOnly: disk.ReadOnly}, "", nil
+	return st, "", nil
 }
 
 // ownershipMismatch reports whether the root of a volume at dir is not
@@ -306,10 +315,10 @@ func serialMatches(got, want string) bool {
 	return g != "" && g == norm(want)
 }
 
-// mountDisk formats dev when blank and mounts it at dir, unless it is
-// mounted there already (a retry, a restarted agent).
-func mountDisk(ctx context.Context, dev, dir string, disk Disk) error {
-	if mountedAt(dev, dir) {
+// mountDisk formats dev (device number rdev) when blank and mounts it at
+// dir, unless it is mounted there already (a retry, a restarted agent).
+func mountDisk(ctx context.Context, dev string, rdev uint64, dir string, disk Disk) error {
+	if slices.Contains(mountsOfDevice(rdev), dir) {
 		return nil
 	}
 	fsType := disk.FSType
@@ -449,15 +458,6 @@ func checkFilesystem(ctx context.Context, dev, fsType string) error {
 	return nil
 }
 
-// mountedAt reports whether the device dev is mounted at dir.
-func mountedAt(dev, dir string) bool {
-	rdev, err := deviceNumber(dev)
-	if err != nil {
-		return false
-	}
-	return slices.Contains(mountsOfDevice(rdev), dir)
-}
-
 // deviceNumber is the device number of the block device node dev.
 func deviceNumber(dev string) (uint64, error) {
 	var st unix.Stat_t
@@ -514,14 +514,19 @@ func (v *volumes) releaseDisks(ctx context.Context) error {
 	v.diskMu.Lock()
 	defer v.diskMu.Unlock()
 	v.mu.Lock()
-	disks := v.disks
-	v.disks = map[string]*diskState{}
+	disks := maps.Clone(v.disks)
 	v.mu.Unlock()
 	var errs []error
 	for name, st := range disks {
 		if err := releaseDisk(ctx, v.dir, st); err != nil {
+			// Kept, so that a repeated Delete tries again.
 			errs = append(errs, fmt.Errorf("releasing the disk of volume %q: %w", name, err))
+			continue
 		}
+		v.mu.Lock()
+		delete(v.disks, name)
+		delete(v.paths, name)
+		v.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -529,13 +534,9 @@ func (v *volumes) releaseDisks(ctx context.Context) error {
 // releaseDisk unmounts the disk's filesystem wherever it is mounted
 // under dir (the volumes' directory) and waits until its device is free.
 func releaseDisk(ctx context.Context, dir string, st *diskState) error {
-	rdev, err := deviceNumber(st.dev)
-	if err != nil {
-		return err
-	}
 	deadline := time.Now().Add(diskRelease)
 	for {
-		err := unmountDevice(rdev, dir)
+		err := unmountDevice(st.rdev, dir)
 		if err == nil {
 			err = deviceFree(st.dev)
 		}
@@ -568,8 +569,12 @@ func unmountDevice(rdev uint64, dir string) error {
 
 // deviceFree fails while something holds the block device dev: a
 // filesystem mounted in any mount namespace, or another exclusive user.
+// A device that is gone (its node, or the disk behind it) holds nothing.
 func deviceFree(dev string) error {
 	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("the device %s is still in use: %w", dev, err)
 	}
@@ -581,13 +586,9 @@ func within(path, dir string) bool {
 	return dir != "" && (path == dir || strings.HasPrefix(path, dir+"/"))
 }
 
-// notMountedOutside fails when the filesystem on dev is mounted anywhere
-// but under dir.
-func notMountedOutside(dev, dir string) error {
-	rdev, err := deviceNumber(dev)
-	if err != nil {
-		return err
-	}
+// notMountedOutside fails when the filesystem on dev (device number rdev)
+// is mounted anywhere but under dir.
+func notMountedOutside(dev string, rdev uint64, dir string) error {
 	for _, p := range mountsOfDevice(rdev) {
 		if !within(p, dir) {
 			return fmt.Errorf("the device %s is mounted at %s, outside the pod's volumes", dev, p)
@@ -610,31 +611,36 @@ func (v *volumes) restoreDisk(name string, disks map[string]Disk) {
 		return
 	}
 	dir := filepath.Join(v.dir, name)
-	if dev := mountSource(dir); dev != "" {
-		v.disks[name] = &diskState{dev: dev, dir: dir, readOnly: disk.ReadOnly}
+	if dev, rdev, ok := mountSource(dir); ok {
+		v.disks[name] = &diskState{dev: dev, rdev: rdev, dir: dir, readOnly: disk.ReadOnly}
 		v.paths[name] = dir
 	}
 }
 
-// mountSource is the source (a device path) of the mount at dir in this
-// namespace, the last one made there; "" when nothing is mounted there.
-func mountSource(dir string) string {
+// mountSource is the source (a device path) and the device number of the
+// mount at dir in this namespace, the last one made there; false when
+// nothing is mounted there.
+func mountSource(dir string) (src string, rdev uint64, ok bool) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return ""
+		return "", 0, false
 	}
-	src := ""
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 || unescapeMount(f[4]) != dir {
 			continue
 		}
+		major, minor, found := strings.Cut(f[2], ":")
+		maj, err1 := strconv.ParseUint(major, 10, 32)
+		mnr, err2 := strconv.ParseUint(minor, 10, 32)
 		// After the optional fields, "-", the type and the source.
-		if i := slices.Index(f, "-"); i > 0 && i+2 < len(f) {
-			src = unescapeMount(f[i+2])
+		i := slices.Index(f, "-")
+		if !found || err1 != nil || err2 != nil || i < 0 || i+2 >= len(f) {
+			continue
 		}
+		src, rdev, ok = unescapeMount(f[i+2]), unix.Mkdev(uint32(maj), uint32(mnr)), true
 	}
-	return src
+	return src, rdev, ok
 }
 
 // validFSType reports whether fsType names a filesystem (lowercase

@@ -453,3 +453,50 @@ func TestRestoreTakesOverADisk(t *testing.T) {
 		t.Errorf("after Delete: %v", err)
 	}
 }
+
+// TestBusyDiskFailsDelete: a disk something still holds (a file open on
+// it) is not lazily unmounted: Delete fails, saying so, and a repeated
+// Delete, once it is free, unmounts it.
+func TestBusyDiskFailsDelete(t *testing.T) {
+	dev := testLoopDisk(t, 32<<20)
+	rdev, err := deviceNumber(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := diskRelease
+	diskRelease = 300 * time.Millisecond
+	t.Cleanup(func() { diskRelease = old })
+	rt := newFakeRuntime()
+	vols := t.TempDir()
+	m := New(Config{Runtime: rt, Logs: logs.NewStore(t.TempDir()), PodIP: "10.0.0.7", NetNSPath: "/var/run/netns/test",
+		Backoff: testBackoff, VolumesDir: vols})
+	p := testPod(corev1.RestartPolicyAlways, "app")
+	p.Spec.Volumes = []corev1.Volume{
+		{Name: "data", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
+	}
+	if _, err := m.Apply(t.Context(), Desired{Generation: 1, Pod: p, Disks: map[string]Disk{"data": {Path: dev}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, "running", func(s corev1.PodStatus) bool { return s.ContainerStatuses[0].State.Running != nil })
+	f, err := os.Create(filepath.Join(vols, "data", "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grace := time.Duration(0)
+	if err := m.Delete(t.Context(), &grace); err == nil || !strings.Contains(err.Error(), `releasing the disk of volume "data"`) {
+		t.Errorf("Delete with the disk busy = %v, want it not released", err)
+	}
+	if got := mountsOfDevice(rdev); len(got) != 1 {
+		t.Errorf("the busy disk is mounted at %v, want still at its directory", got)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deletePod(t, m, 0)
+	if got := mountsOfDevice(rdev); len(got) > 0 {
+		t.Errorf("the disk is still mounted at %v after the second Delete", got)
+	}
+	if err := deviceFree(dev); err != nil {
+		t.Errorf("after the second Delete: %v", err)
+	}
+}
