@@ -93,7 +93,11 @@
 // namespace), as a cloud cell's agent, a systemd service, shares the
 // machine's with containerd. Where the namespaces differ or cannot be
 // read, the volumes are directories on disk, which the containers see, and
-// each pod gets a VolumeOnDisk Warning event saying so and why.
+// each pod gets a VolumeOnDisk Warning event saying so and why. A pod's
+// disks (persistent volumes the host attached) are mounted the same way
+// and need the shared namespace too: without it a disk is refused
+// (FailedMount) rather than mounted where runc cannot see it; a Block
+// volume's device node needs no mount and works either way.
 //
 // Image pulls are made by the agent process (the containerd client
 // resolves and fetches, then streams into the daemon), from the agent's

@@ -58,7 +58,10 @@ type Cell interface {
 	// network, volumes and disk.
 	Stats(ctx context.Context, onlyCPUAndMemory bool) (*Stats, error)
 	// DeletePod stops the pod's containers, each within grace (negative:
-	// the pod's own terminationGracePeriodSeconds); the deletion goes on
+	// the pod's own terminationGracePeriodSeconds), and returns once they
+	// are gone and the pod's disks (PodRequest.Disks) unmounted and free,
+	// so that the host may detach them; an error (Internal) when a disk
+	// stayed busy, and a repeated call tries again. The deletion goes on
 	// if ctx ends first, and a repeated call waits for the same one.
 	DeletePod(ctx context.Context, grace time.Duration) error
 	// ApplyServices programs the cell's ClusterIP services (see

@@ -2019,6 +2019,10 @@ func (x *FsStats) GetHasUsage() bool {
 	return false
 }
 
+// DeletePod answers once the pod's containers are gone and its disks
+// (ApplyPodRequest.disks) are unmounted and held by nothing, so that the
+// host may detach them; INTERNAL when a disk stayed busy (a repeated call
+// tries again).
 type DeletePodRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seconds between SIGTERM and SIGKILL; negative: the pod's own
