@@ -69,8 +69,8 @@ const (
 )
 
 // diskWaitWarning is how long a disk may take to appear before the pod
-// gets a WaitingForDisk event.
-const diskWaitWarning = 10 * time.Second
+// gets a WaitingForDisk event. Tests shorten it.
+var diskWaitWarning = 10 * time.Second
 
 // unformattedMarker is what diskFormat reports for a device that holds a
 // partition table: mount-utils' "not blank, do not format".

@@ -224,14 +224,18 @@ func TestUnescapeMount(t *testing.T) {
 	}
 }
 
-// TestDiskNeverAppears: a disk whose device does not appear keeps every
+// TestDiskNeverAppears: a disk whose device does not appear gets a
+// WaitingForDisk event while the pod waits for it, then keeps every
 // container Waiting CreateContainerConfigError naming the volume, with
 // a FailedMount event, and nothing starts.
 func TestDiskNeverAppears(t *testing.T) {
+	old := diskWaitWarning
+	diskWaitWarning = 100 * time.Millisecond
+	t.Cleanup(func() { diskWaitWarning = old })
 	rt := newFakeRuntime()
 	m := New(Config{
 		Runtime: rt, Logs: logs.NewStore(t.TempDir()), PodIP: "10.0.0.7", HostIP: "10.0.0.7", NetNSPath: "/var/run/netns/test",
-		Backoff: testBackoff, VolumesDir: t.TempDir(), DiskWait: 200 * time.Millisecond,
+		Backoff: testBackoff, VolumesDir: t.TempDir(), DiskWait: 600 * time.Millisecond,
 	})
 	p := testPod(corev1.RestartPolicyAlways, "app")
 	p.Spec.Volumes = []corev1.Volume{
@@ -247,12 +251,14 @@ func TestDiskNeverAppears(t *testing.T) {
 		return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, `volume "data" (persistentVolumeClaim)`) &&
 			strings.Contains(w.Message, "/dev/kip-test-absent")
 	})
-	found := false
+	var waited, failed bool
 	for _, e := range m.Events() {
-		found = found || (e.Type == EventWarning && e.Reason == ReasonFailedMount && strings.Contains(e.Message, `MountVolume.WaitForAttach failed for volume "data"`))
+		waited = waited || (e.Type == EventWarning && e.Reason == ReasonWaitingForDisk && strings.Contains(e.Message, `volume "data"`) &&
+			strings.Contains(e.Message, "path /dev/kip-test-absent"))
+		failed = failed || (e.Type == EventWarning && e.Reason == ReasonFailedMount && strings.Contains(e.Message, `MountVolume.WaitForAttach failed for volume "data"`))
 	}
-	if !found {
-		t.Errorf("events %+v, want a FailedMount warning", m.Events())
+	if !waited || !failed {
+		t.Errorf("events %+v, want a WaitingForDisk and a FailedMount warning", m.Events())
 	}
 	if got := rt.startedNames(); len(got) > 0 {
 		t.Errorf("started %v without the pod's disk", got)
