@@ -121,6 +121,11 @@ func (m *Manager) mountDisks(ctx context.Context, d *Desired, wait time.Duration
 		if done || (retry && (!failed || m.now().Sub(failedAt) < m.cfg.Backoff.Initial)) {
 			continue
 		}
+		if pvc := vol.PersistentVolumeClaim; pvc != nil && pvc.ReadOnly {
+			// The host folds it into the disk's; a pod's readOnly holds
+			// whatever the host sent.
+			disk.ReadOnly = true
+		}
 		kind := volumeKind(vol)
 		st, stage, err := v.setupDisk(ctx, vol.Name, disk, wait, fsGroup, policy, func() {
 			m.emit(EventWarning, ReasonWaitingForDisk, "", "Waiting for the disk of volume %q to appear on the instance (%s)", vol.Name, describeDisk(disk))

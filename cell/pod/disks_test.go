@@ -506,3 +506,27 @@ func TestBusyDiskFailsDelete(t *testing.T) {
 		t.Errorf("after the second Delete: %v", err)
 	}
 }
+
+// TestBlankDiskReadOnlyIsRefused: a claim volume the pod mounts readOnly
+// on a blank disk is refused, as mount-utils refuses to format what it
+// mounts read-only: the disk stays blank.
+func TestBlankDiskReadOnlyIsRefused(t *testing.T) {
+	dev := testLoopDisk(t, 32<<20)
+	m := New(Config{Runtime: newFakeRuntime(), Logs: logs.NewStore(t.TempDir()), PodIP: "10.0.0.7", NetNSPath: "/var/run/netns/test",
+		Backoff: testBackoff, VolumesDir: t.TempDir()})
+	p := testPod(corev1.RestartPolicyAlways, "app")
+	p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0", ReadOnly: true},
+	}}}
+	if _, err := m.Apply(t.Context(), Desired{Generation: 1, Pod: p, Disks: map[string]Disk{"data": {Path: dev}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, m, "CreateContainerConfigError", func(s corev1.PodStatus) bool {
+		w := s.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "unformatted disk read-only")
+	})
+	if format, err := diskFormat(t.Context(), dev); err != nil || format != "" {
+		t.Errorf("the disk holds %q (%v), want it blank", format, err)
+	}
+	deletePod(t, m, 0)
+}

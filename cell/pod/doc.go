@@ -66,8 +66,8 @@
 // one holding another filesystem or a partition table is refused and
 // never formatted, a blank one asked read-only refused too; an ext
 // filesystem mounted writable is checked with fsck -a first. It is
-// mounted at the volume's directory (read-only with the disk's ReadOnly,
-// with the PV's mountOptions) and bound into the containers per their
+// mounted at the volume's directory (read-only with the disk's ReadOnly
+// or the claim volume's readOnly, with the PV's mountOptions) and bound into the containers per their
 // volumeMounts like any volume (readOnly, subPath, whose missing directory
 // is made with the root's mode, subPathExpr); with an fsGroup and not
 // read-only it is given to the group as the kubelet's SetVolumeOwnership
