@@ -20,6 +20,11 @@ func TestGetInfo(t *testing.T) {
 	if info.Name != "local" || info.Version != Version || info.Catalog.Source != "built-in local catalog" || info.ConfigSchema == "" {
 		t.Errorf("GetInfo = %+v", info)
 	}
+	// Local disks, attached as loop devices, and nothing else optional.
+	if !slices.Equal(info.Capabilities, []pluginapi.Capability{pluginapi.CapabilityVolumes}) ||
+		!slices.Equal(info.VolumeDrivers, []string{"local.csi.kipcell.io"}) {
+		t.Errorf("GetInfo capabilities %q, volume drivers %q; want volumes with local.csi.kipcell.io", info.Capabilities, info.VolumeDrivers)
+	}
 }
 
 func TestBuiltInCatalog(t *testing.T) {

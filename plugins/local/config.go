@@ -52,6 +52,9 @@ type Config struct {
 	MountNamespace string `json:"mountNamespace,omitempty" doc:"Path of the mount namespace the cells live in (/proc/1/ns/mnt: the machine's, from a pod with hostPID): ip, nsenter and the agents run there, from a copy of the agent in <stateDir>/bin, and stateDir must be the same directory in both. Empty: the plugin's own."`
 	// Masquerade's iptables rules are in network.go.
 	Masquerade bool `json:"masquerade,omitempty" doc:"netns mode: masquerade what the cells send beyond their subnet (iptables rules of this machine's, and IPv4 forwarding on), so that they reach what the machine reaches."`
+	// AttachmentLimit bounds the disks of one cell (volume.go), as a cloud
+	// instance has so many slots.
+	AttachmentLimit int `json:"attachmentLimit,omitempty" minimum:"1" doc:"How many disks (loop devices) one cell can have attached; AttachVolume past it answers VolumeConflict attachment-limit."`
 }
 
 // InstanceTypeConfig is one instance type of a catalog override.
@@ -73,6 +76,7 @@ var defaults = Config{
 	LoopbackSubnet:   "127.77.0.0/16",
 	Zone:             "local",
 	TerminationGrace: "5s",
+	AttachmentLimit:  16,
 }
 
 // configSchema is Config's JSON Schema, reported by GetInfo.
@@ -101,6 +105,7 @@ type config struct {
 	terminationGrace time.Duration
 	masquerade       bool
 	catalog          []pluginapi.InstanceType
+	attachmentLimit  int
 }
 
 // decodeConfig parses raw strictly (pluginapi.DecodeConfig): it refuses
@@ -183,6 +188,11 @@ func validate(c *Config, m machine, probe func() error) (*config, []string, erro
 	grace := cmp.Or(c.TerminationGrace, defaults.TerminationGrace)
 	if out.terminationGrace, err = time.ParseDuration(grace); err != nil || out.terminationGrace < 0 {
 		return nil, nil, pluginapi.NewInvalidConfig("terminationGrace", "%q is not a non-negative duration such as %q", grace, defaults.TerminationGrace)
+	}
+
+	out.attachmentLimit = cmp.Or(c.AttachmentLimit, defaults.AttachmentLimit)
+	if out.attachmentLimit < 1 {
+		return nil, nil, pluginapi.NewInvalidConfig("attachmentLimit", "%d is not a number of disks (at least 1)", c.AttachmentLimit)
 	}
 
 	if out.catalog, err = buildCatalog(c.InstanceTypes, out.zone); err != nil {

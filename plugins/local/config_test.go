@@ -51,6 +51,8 @@ func TestConfigureRefusesBadConfigNamingTheKey(t *testing.T) {
 		{"instance type CPU not integer", `{` + agent + `, "instanceTypes": [{"name": "a", "milliCPU": 0.5, "memoryMiB": 64}]}`, "instanceTypes[0].milliCPU"},
 		{"instance type memory", `{` + agent + `, "instanceTypes": [{"name": "a", "milliCPU": 100, "memoryMiB": 1}]}`, "instanceTypes[0].memoryMiB"},
 		{"instance type price", `{` + agent + `, "instanceTypes": [{"name": "a", "milliCPU": 100, "memoryMiB": 64, "price": -1}]}`, "instanceTypes[0].price"},
+		{"attachment limit negative", `{` + agent + `, "attachmentLimit": -1}`, "attachmentLimit"},
+		{"attachment limit not a number", `{` + agent + `, "attachmentLimit": "many"}`, "attachmentLimit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,6 +105,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"loopbackSubnet", cfg.loopbackSubnet, netip.MustParsePrefix("127.77.0.0/16")},
 		{"zone", cfg.zone, "local"},
 		{"terminationGrace", cfg.terminationGrace, 5 * time.Second},
+		{"attachmentLimit", cfg.attachmentLimit, 16},
 		{"instance types", len(cfg.catalog), len(defaultTypes)},
 		{"agent args", cfg.agentArgs, []string{"{bootstrap}"}},
 	}

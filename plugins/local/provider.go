@@ -27,7 +27,8 @@ var Version = "0.1.0-dev"
 // build instead of silently dropping the feature (the host finds an
 // optional call by type assertion).
 var (
-	_ pluginapi.Provider = (*provider)(nil)
+	_ pluginapi.Provider       = (*provider)(nil)
+	_ pluginapi.VolumeAttacher = (*provider)(nil)
 )
 
 // provider implements pluginapi.Provider for cells that are processes on
@@ -68,16 +69,22 @@ func New(log *slog.Logger) pluginapi.Provider {
 
 // GetInfo describes the plugin. It needs no configuration.
 func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
+	return info(), nil
+}
+
+// info is GetInfo's answer. Of the optional capabilities, only volumes:
+// no spot, no GPUs, no security groups or instance profiles, no event
+// stream.
+func info() *pluginapi.GetInfoResponse {
 	return &pluginapi.GetInfoResponse{
-		Name:        Name,
-		Version:     Version,
-		APIVersions: []string{pluginapi.APIVersion},
-		// None of the optional capabilities: no spot, no GPUs, no security
-		// groups or instance profiles, no volumes, no event stream.
-		Capabilities: []pluginapi.Capability{},
-		ConfigSchema: configSchema,
-		Catalog:      pluginapi.CatalogInfo{Source: "built-in local catalog"},
-	}, nil
+		Name:          Name,
+		Version:       Version,
+		APIVersions:   []string{pluginapi.APIVersion},
+		Capabilities:  []pluginapi.Capability{pluginapi.CapabilityVolumes},
+		VolumeDrivers: []string{VolumeDriver},
+		ConfigSchema:  configSchema,
+		Catalog:       pluginapi.CatalogInfo{Source: "built-in local catalog"},
+	}
 }
 
 // Configure validates the configuration and makes the state directory. It

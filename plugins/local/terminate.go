@@ -17,7 +17,8 @@ import (
 
 // Terminate stops the agent and removes everything Launch created for the
 // cell: the process group, the network namespace and veth, the cgroups and
-// the cell directory, with whatever the agent left mounted in it. The cell
+// the cell directory, with whatever the agent left mounted in it; and it
+// detaches the cell's disks (attach.go). The cell
 // is gone when it returns (Describe and List no longer show it), so a
 // second Terminate, like one for an ID that never existed, returns
 // NotFound, which the host treats as done. If it fails part way (or ctx
@@ -113,6 +114,11 @@ func (p *provider) destroy(ctx context.Context, cfg *config, r *record) error {
 	}
 	dir := cellDir(cfg.stateDir, r.CellID)
 	if err := unmountBelow(cfg.machine, dir); err != nil {
+		return err
+	}
+	// After the unmount, so that a disk the agent mounted in its
+	// directory is unbound at once rather than at its last close.
+	if err := p.detachAll(ctx, cfg, r); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
