@@ -1,8 +1,10 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,10 +66,32 @@ func runConformance(t *testing.T, e *testEnv) {
 		ClusterID:         e.clusterID,
 		ReadyTimeout:      30 * time.Second,
 		UnknownInstanceID: "local-00000000dead",
+		// Disks of the local cloud are files of the state directory;
+		// the plugin's cells run in zone "local", and a disk may lie in
+		// any zone.
+		CreateVolume: func(ctx context.Context, zone string) (string, error) {
+			handle := "conformance-" + randHex(8)
+			return handle, CreateVolume(ctx, e.stateDir(), handle, zone, 16<<20)
+		},
+		DeleteVolume: func(ctx context.Context, handle string) error {
+			return DeleteVolume(ctx, e.stateDir(), handle)
+		},
+		OtherZone: "local-elsewhere",
 	})
-	// Nothing is left behind: the suite terminated what it launched.
+	// Nothing is left behind: the suite terminated what it launched and
+	// deleted the disks it made, whose loop devices went with their cells.
 	p := e.provider()
 	if records, err := readRecords(p.cfg.Load().stateDir); err != nil || len(records) != 0 {
 		t.Errorf("cells left after the conformance suite: %d (%v)", len(records), err)
+	}
+	if vols, err := readVolumes(e.stateDir()); err != nil || len(vols) != 0 {
+		t.Errorf("disks left after the conformance suite: %d (%v)", len(vols), err)
+	}
+	if bound, err := boundLoops(); err == nil {
+		for backing, device := range bound {
+			if strings.HasPrefix(backing, resolved(e.stateDir())+"/") {
+				t.Errorf("loop device %s is still bound to %s after the conformance suite", device, backing)
+			}
+		}
 	}
 }
