@@ -21,6 +21,11 @@
 //	cgroup.go     CPU and memory limits through cgroup v1 or v2
 //	process.go    starting, watching and signalling the agent process
 //	supervise.go  restarting an agent that died while its cell runs
+//	volume.go     the local cloud's disks: sparse files and their records;
+//	              CreateVolume and DeleteVolume, how disks come to exist
+//	attach.go     AttachVolume, DetachVolume, DescribeVolumeAttachments:
+//	              a disk's attachment as its record and the kernel have it
+//	loop.go       binding and unbinding loop devices through their ioctls
 //
 // The contract a plugin implements is pluginapi.Provider; its rules (every
 // call retryable, Launch idempotent, no state only in memory) shape this
@@ -30,6 +35,20 @@
 // cells, which is how a restarted plugin finds the cells of the old one.
 // A terminated cell leaves only <stateDir>/ended/<cellID>.json, kept a day.
 //
+// Volumes: the local cloud's disks are sparse files,
+// <stateDir>/volumes/<handle>.img, each with a record (<handle>.json: its
+// zone, size and attachment) made by CreateVolume (the conformance test's,
+// and an operator's, until kip provisions local disks itself). The plugin
+// reports capability volumes with driver local.csi.kipcell.io; attaching
+// a disk to a running cell binds a loop device to its file, and the answer
+// names the device, /dev/loopN, which the cell's agent sees since it runs
+// in the mount namespace the plugin binds it in. The attachment is
+// recorded before the kernel is touched and checked against the kernel
+// (/sys/block/loopN/loop/backing_file) whenever it is answered, so a
+// restarted plugin finds its attachments and never binds a disk twice.
+// Terminate, and the end of a cell given up, detach its disks.
+//
 // The package imports only the standard library, pluginapi and
-// golang.org/x/sys/unix (setns, for mountns.go).
+// golang.org/x/sys/unix (setns, for mountns.go; the loop ioctls, for
+// loop.go).
 package local
