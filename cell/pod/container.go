@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -250,8 +249,7 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 		spec.Mounts, termFile = append(append([]runtime.Mount(nil), mounts...), tm), tm.Source
 	}
 	aio := newAttachIO(c.Stdin, c.TTY, c.StdinOnce)
-	spec.Stdout = io.MultiWriter(lf.Stream(logs.Stdout), aio.stdout)
-	spec.Stderr = io.MultiWriter(lf.Stream(logs.Stderr), aio.stderr)
+	spec.Stdout, spec.Stderr = outputs(lf, aio, log)
 	spec.Stdin, spec.TTY = aio.stdinReader(), c.TTY
 	task, err := m.cfg.Runtime.Start(context.WithoutCancel(ctx), spec)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -310,11 +309,7 @@ func (m *Manager) reattach(ctx context.Context, cs *containerState) {
 		log.WarnContext(ctx, "opening the log of a resumed container", "error", err)
 	}
 	aio := newAttachIO(c.Stdin, c.TTY, c.StdinOnce)
-	var stdout, stderr io.Writer = aio.stdout, aio.stderr
-	if lf != nil {
-		stdout = io.MultiWriter(lf.Stream(logs.Stdout), aio.stdout)
-		stderr = io.MultiWriter(lf.Stream(logs.Stderr), aio.stderr)
-	}
+	stdout, stderr := outputs(lf, aio, log)
 	task, err := m.cfg.Runtime.Reattach(ctx, runtime.ReattachSpec{
 		ID: r.id, StartedAt: r.started, Stdout: stdout, Stderr: stderr, Stdin: aio.stdinReader(), TTY: c.TTY,
 	})
