@@ -83,27 +83,10 @@ func readEnded(stateDir, cellID string) (*tombstone, error) {
 // over it), so a reader sees all of it or none. The caller holds the
 // cell's lock.
 func writeEnded(stateDir string, t *tombstone) error {
-	dir := endedDir(stateDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(endedDir(stateDir), 0o700); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, t.Instance.CellID+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), endedPath(stateDir, t.Instance.CellID))
+	return writeJSONAtomic(endedPath(stateDir, t.Instance.CellID), t)
 }
 
 // pruneEnded removes the tombstones that ended more than endedRetention

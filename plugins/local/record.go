@@ -114,16 +114,22 @@ func readRecord(stateDir, cellID string) (*record, error) {
 	return r, nil
 }
 
-// writeRecord writes r atomically: a temporary file in the same directory,
-// synced, then renamed over instance.json. A reader (another plugin
-// process) sees the old record or the new one, never half of one.
+// writeRecord writes r atomically (writeJSONAtomic) as the cell's
+// instance.json.
 func writeRecord(stateDir string, r *record) error {
-	dir := cellDir(stateDir, r.CellID)
-	data, err := json.MarshalIndent(r, "", "  ")
+	return writeJSONAtomic(filepath.Join(cellDir(stateDir, r.CellID), recordFile), r)
+}
+
+// writeJSONAtomic writes v as indented JSON to path atomically: a
+// temporary file in the same directory, synced, then renamed over path. A
+// reader (another plugin process) sees the old content or the new, never
+// half of it.
+func writeJSONAtomic(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, recordFile+".tmp*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
@@ -139,7 +145,7 @@ func writeRecord(stateDir string, r *record) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, recordFile))
+	return os.Rename(tmp.Name(), path)
 }
 
 // readRecords reads every cell's record. A cell directory without a

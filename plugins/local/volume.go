@@ -111,27 +111,7 @@ func readVolume(stateDir, handle string) (*volumeRecord, error) {
 // writeVolume writes a disk's record atomically (a synced temporary file
 // renamed over it). The caller holds the disk's lock.
 func writeVolume(stateDir string, v *volumeRecord) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(volumesDir(stateDir), v.Handle+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), volumeRecordPath(stateDir, v.Handle))
+	return writeJSONAtomic(volumeRecordPath(stateDir, v.Handle), v)
 }
 
 // readVolumes reads every disk's record.
