@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -475,38 +476,17 @@ func deviceNumber(dev string) (uint64, error) {
 // mountsOfDevice lists the mount points of the filesystem on device rdev
 // in this mount namespace, in mount order (/proc/self/mountinfo).
 func mountsOfDevice(rdev uint64) []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(func(i *mountinfo.Info) (skip, stop bool) {
+		return unix.Mkdev(uint32(i.Major), uint32(i.Minor)) != rdev, false //nolint:gosec // device numbers fit
+	})
 	if err != nil {
 		return nil
 	}
-	want := fmt.Sprintf("%d:%d", unix.Major(rdev), unix.Minor(rdev))
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[2] == want {
-			out = append(out, unescapeMount(f[4]))
-		}
+	out := make([]string, 0, len(infos))
+	for _, i := range infos {
+		out = append(out, i.Mountpoint)
 	}
 	return out
-}
-
-// unescapeMount undoes the octal escapes of a path in mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // releaseDisks unmounts every mount of the pod's disks' filesystems (the
@@ -626,26 +606,12 @@ func (v *volumes) restoreDisk(name string, disks map[string]Disk) {
 // mount at dir in this namespace, the last one made there; false when
 // nothing is mounted there.
 func mountSource(dir string) (src string, rdev uint64, ok bool) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
+	infos, err := mountinfo.GetMounts(func(i *mountinfo.Info) (skip, stop bool) { return i.Mountpoint != dir, false })
+	if err != nil || len(infos) == 0 {
 		return "", 0, false
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 || unescapeMount(f[4]) != dir {
-			continue
-		}
-		major, minor, found := strings.Cut(f[2], ":")
-		maj, err1 := strconv.ParseUint(major, 10, 32)
-		mnr, err2 := strconv.ParseUint(minor, 10, 32)
-		// After the optional fields, "-", the type and the source.
-		i := slices.Index(f, "-")
-		if !found || err1 != nil || err2 != nil || i < 0 || i+2 >= len(f) {
-			continue
-		}
-		src, rdev, ok = unescapeMount(f[i+2]), unix.Mkdev(uint32(maj), uint32(mnr)), true
-	}
-	return src, rdev, ok
+	last := infos[len(infos)-1]
+	return last.Source, unix.Mkdev(uint32(last.Major), uint32(last.Minor)), true //nolint:gosec // device numbers fit
 }
 
 // validFSType reports whether fsType names a filesystem (lowercase

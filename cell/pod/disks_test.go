@@ -218,12 +218,6 @@ func TestOwnershipMismatch(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	if got := unescapeMount(`/a\040b\011c`); got != "/a b\tc" {
-		t.Errorf("unescapeMount = %q", got)
-	}
-}
-
 // TestDiskNeverAppears: a disk whose device does not appear gets a
 // WaitingForDisk event while the pod waits for it, then keeps every
 // container Waiting CreateContainerConfigError naming the volume, with
