@@ -348,3 +348,34 @@ func (l *Lifecycle) stopStartedLocked(in Instance) {
 		in.CellStopped(c.StoppedAt)
 	}()
 }
+
+// DiskStarter is a CellStarter whose cells can have disks: a simulator
+// whose cloud attaches disks (EC2 volumes, Compute Engine persistent
+// disks, Azure managed data disks) makes each of its disks here and gives
+// the attached ones to the instance's cell as real block devices, so that
+// the cell's agent finds, formats and mounts them as it would on the
+// cloud. The simulator keeps the cloud's own bookkeeping (states, errors,
+// limits); a DiskStarter only does what the machine does.
+//
+// CreateDisk makes a blank disk of sizeBytes named id (the cloud's disk
+// ID or name, unique within the simulator); it is idempotent for the same
+// size. DeleteDisk deletes it and its data; a disk it does not know is
+// already deleted. AttachDisk gives the instance's cell the disk as a
+// block device that the cell's agent finds at path (an absolute path as
+// the instance sees it: "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_
+// vol0123…", "/dev/disk/by-id/google-data-1", "/dev/disk/azure/scsi1/
+// lun0"), read-only if readOnly; paths of different instances may be
+// equal (two VMs each with a LUN 0), and each instance's agent finds its
+// own. It is idempotent for the same instance, disk and path. DetachDisk
+// takes the disk from the instance's cell; it returns once the disk is
+// gone from the cell, or an error while the cell still holds it open
+// (mounted): the simulator keeps the attachment detaching and asks again,
+// as the cloud waits for the guest to let go. A disk not attached to the
+// instance is already detached.
+type DiskStarter interface {
+	CellStarter
+	CreateDisk(ctx context.Context, id string, sizeBytes int64) error
+	DeleteDisk(ctx context.Context, id string) error
+	AttachDisk(ctx context.Context, instanceID, id, path string, readOnly bool) error
+	DetachDisk(ctx context.Context, instanceID, id string) error
+}
