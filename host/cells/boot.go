@@ -228,6 +228,10 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 	next := cellIDAttempt(c.uid, attempt+1)
 	c.event(corev1.EventTypeWarning, ReasonCellBootFailed, "%s; terminating it and launching cell %s in %s (attempt %d of %d)%s",
 		msg, next, wait, attempt+2, c.d.cfg.BootAttempts, console)
+	if c.mayHaveDisks(ctx) {
+		// The pod's next instance attaches them.
+		c.detachDisks(ctx, inst.ID)
+	}
 	c.d.terminator.terminate(ctx, inst.ID, id)
 	if ctx.Err() != nil {
 		return false // the cell is being deleted; its terminate ends the instance
@@ -241,7 +245,7 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 		then = phasePlacing
 	}
 	c.setID(next, attempt+1)
-	c.instance, c.placed, c.adopted = nil, nil, nil
+	c.instance, c.placed, c.adopted, c.attached = nil, nil, nil, nil
 	c.enterLocked(then)
 	c.mu.Unlock()
 	c.waiting("ContainerCreating", fmt.Sprintf("%s; launching cell %s in %s", msg, next, wait))

@@ -30,10 +30,11 @@ type catalogCache struct {
 	now    func() time.Time
 	log    *slog.Logger
 
-	mu   sync.Mutex // guards cat, at and caps; held while fetching
-	cat  *match.Catalog
-	at   time.Time
-	caps []pluginapi.Capability
+	mu      sync.Mutex // guards cat, at, caps and drivers; held while fetching
+	cat     *match.Catalog
+	at      time.Time
+	caps    []pluginapi.Capability
+	drivers []string // the CSI drivers whose volumes the plugin attaches
 }
 
 // get returns the matcher's index of the plugin's catalog, fetching it
@@ -61,6 +62,10 @@ func (c *catalogCache) get(ctx context.Context) (*match.Catalog, error) {
 		return nil, fmt.Errorf("listing instance types: %w", err)
 	}
 	c.cat, c.at, c.caps = match.NewCatalog(resp.InstanceTypes), now, info.Capabilities
+	c.drivers = nil
+	if slices.Contains(info.Capabilities, pluginapi.CapabilityVolumes) {
+		c.drivers = info.VolumeDrivers
+	}
 	c.log.Info("instance-type catalog loaded", "types", c.cat.Len())
 	return c.cat, nil
 }
@@ -83,6 +88,17 @@ func (c *catalogCache) hasCapability(ctx context.Context, capability pluginapi.C
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Contains(c.caps, capability)
+}
+
+// volumeDrivers returns the CSI drivers whose volumes the plugin
+// attaches (none without CapabilityVolumes), read with the catalog.
+func (c *catalogCache) volumeDrivers(ctx context.Context) ([]string, error) {
+	if _, err := c.get(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.drivers, nil
 }
 
 // ExtendedResources implements host/node.ResourceReporter: the GPU

@@ -15,10 +15,12 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/cellclient"
 	"github.com/kipcell/kip/host/clusterip"
 	"github.com/kipcell/kip/host/metrics"
 	"github.com/kipcell/kip/host/podrefs"
+	"github.com/kipcell/kip/host/volumes"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -87,6 +89,11 @@ type cellDeps struct {
 	// Cached for the unchanged pods' periodic refreshes.
 	source *podrefs.Cache
 	creds  *registryCreds // the cloud registry's credentials for the pod's images
+	// volumeSource reads the pod's claims and volumes (WithVolumes); nil:
+	// a pod with one waits with FailedAttachVolume. volumes attaches
+	// them (the plugin).
+	volumeSource volumes.Source
+	volumes      volumeAPI
 	// services streams the cluster's ClusterIP services to the agent;
 	// nil when the Manager has none (WithServices).
 	services ServiceTable
@@ -154,6 +161,12 @@ type cell struct {
 	status     corev1.PodStatus
 	instance   *pluginapi.Instance
 	agent      *cellclient.Agent
+	// disks are the pod's disks (disks.go), resolved before placing
+	// (disksResolved: even if none); attached is what the agent gets of
+	// them once they are attached.
+	disks         []volumes.Disk
+	disksResolved bool
+	attached      map[string]cellapi.Disk
 	// deleting is set once the pod was deleted (deletedEnd): the cell
 	// ends and is forgotten, and keeps no logs.
 	deleting bool

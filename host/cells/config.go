@@ -36,7 +36,7 @@ func (c Config) Validate() error {
 	}{
 		{"unavailableTTL", c.UnavailableTTL}, {"catalogTTL", c.CatalogTTL}, {"rematchInterval", c.RematchInterval},
 		{"volumeRefreshInterval", c.VolumeRefreshInterval}, {"agentTimeout", c.AgentTimeout}, {"joinTokenTTL", c.JoinTokenTTL},
-		{"bootRetry", c.BootRetry}, {"agentKeepaliveTimeout", c.AgentKeepaliveTimeout},
+		{"bootRetry", c.BootRetry}, {"agentKeepaliveTimeout", c.AgentKeepaliveTimeout}, {"detachTimeout", c.DetachTimeout},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, setting.Errorf(d.key, "%s is not a positive duration", d.v))

@@ -262,6 +262,25 @@
 // An agent already at a later generation (a cell adopted after a restart)
 // is sent the pod again past it.
 //
+// # Disks
+//
+// kip is the attach-detach controller of its node (disks.go,
+// docs/volumes.md). A pod's persistent volumes are resolved before its
+// cell is placed (host/volumes: each claim bound to a PV of a driver the
+// plugin attaches; a volume that cannot be had keeps the pod Pending with
+// FailedAttachVolume), and each disk's zones, and the node's own
+// (Config.Zone), constrain the placement. Once the instance runs its
+// disks are attached through the plugin (VolumeAttacher) while the agent
+// is joined, each polled until attached; a disk attached elsewhere waits
+// with the kubelet's Multi-Attach message. The pod is applied with the
+// devices (PodRequest.Disks); the agent formats a blank one, mounts it
+// and unmounts it when the pod ends. At the end, after the agent stopped
+// the pod, every disk the plugin describes on the instance is detached
+// and waited for (Config.DetachTimeout) before the instance is
+// terminated, and before a cell whose agent never answered is replaced.
+// An adopted cell attaches again, which AttachVolume answers with the
+// attachment it has: nothing is attached twice.
+//
 // # A cell lives as long as its pod
 //
 // A cell's certificate (host/pki: 30 days) is renewed over the host's

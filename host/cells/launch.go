@@ -12,6 +12,7 @@ import (
 	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/metrics"
+	"github.com/kipcell/kip/host/volumes"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -67,7 +68,14 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			}
 			continue
 		}
-		cands, err := c.d.placement.rank(ctx, pod, opts)
+		zones, ok := c.placeDisks(ctx, pod, n, &lastMsg)
+		if !ok {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		cands, err := c.d.placement.rank(ctx, pod, opts, zones...)
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -107,6 +115,37 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// placeDisks resolves the pod's disks before it is placed, and returns
+// the zone constraints of the node and of its disks. A volume that
+// cannot be had leaves the pod Pending with FailedAttachVolume until it
+// changes or Config.RematchInterval passes; a transient failure waits
+// out the back-off. Either way it reports false, and the caller starts
+// over.
+func (c *cell) placeDisks(ctx context.Context, pod *corev1.Pod, n int, lastMsg *string) ([]zoneConstraint, bool) {
+	var zones []zoneConstraint
+	if c.d.cfg.Zone != "" {
+		zones = append(zones, zoneConstraint{zones: []string{c.d.cfg.Zone}, source: "the node's zone (node.zone)"})
+	}
+	disks, err := c.resolveDisks(ctx, pod)
+	var verr *volumes.Error
+	switch {
+	case err == nil:
+		c.mu.Lock()
+		c.disks, c.disksResolved = disks, true
+		c.mu.Unlock()
+		return append(zones, diskZones(disks)...), true
+	case ctx.Err() != nil:
+		return nil, false
+	case errors.As(err, &verr):
+		c.unplaceable(ReasonFailedAttachVolume, verr.Error(), lastMsg)
+		c.waitChange(ctx, c.d.cfg.RematchInterval)
+	default:
+		c.log().Warn("resolving the pod's volumes", "attempt", n, "error", err)
+		sleep(ctx, c.d.cfg.Backoff(n))
+	}
+	return nil, false
 }
 
 // earlier reports whether Launch answered an instance other than the

@@ -23,6 +23,7 @@ import (
 	"github.com/kipcell/kip/host/choices"
 	"github.com/kipcell/kip/host/match"
 	"github.com/kipcell/kip/host/podrefs"
+	"github.com/kipcell/kip/host/volumes"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -65,6 +66,13 @@ type Config struct {
 	// CatalogTTL is how long the plugin's catalog is used before it is
 	// fetched again; default 10 minutes.
 	CatalogTTL time.Duration `koanf:"catalogTTL"`
+	// DetachTimeout bounds how long a cell's end waits for the pod's
+	// disks to detach before it terminates the instance, which detaches
+	// them too (docs/volumes.md); default 2 minutes.
+	DetachTimeout time.Duration `koanf:"detachTimeout"`
+	// Zone is the Kip node's zone (node.zone): every cell is launched in
+	// it. Empty: any zone.
+	Zone string `koanf:"-"`
 	// RematchInterval is how often a pod nothing fits is matched again
 	// (also whenever it changes); default 1 minute.
 	RematchInterval time.Duration `koanf:"rematchInterval"`
@@ -283,6 +291,9 @@ func (c *Config) defaults() {
 	if c.CatalogTTL == 0 {
 		c.CatalogTTL = 10 * time.Minute
 	}
+	if c.DetachTimeout == 0 {
+		c.DetachTimeout = 2 * time.Minute
+	}
 	if c.RematchInterval == 0 {
 		c.RematchInterval = time.Minute
 	}
@@ -350,6 +361,12 @@ func WithServices(table ServiceTable) Option {
 	return func(d *cellDeps) { d.services = table }
 }
 
+// WithVolumes makes the cells resolve their pods' persistent volumes
+// from src and attach their disks through the plugin (disks.go).
+func WithVolumes(src volumes.Source) Option {
+	return func(d *cellDeps) { d.volumeSource = src }
+}
+
 // New builds a Manager. pods lists the pods bound to the node (the pod
 // controller's informer); recorder posts events on pods.
 func New(cfg Config, plugin pluginapi.Client, identity Identity, source podrefs.Source,
@@ -364,6 +381,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source podrefs.
 	deps := &cellDeps{
 		cfg:        cfg,
 		plugin:     plugin,
+		volumes:    plugin,
 		terminator: term,
 		identity:   identity,
 		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match, choices: cfg.Choices,

@@ -77,6 +77,8 @@ type fakeAgent struct {
 	noPodNetwork bool
 	// env is the environment of the last ApplyPod taken.
 	env map[string][]cellapi.EnvVar
+	// disks are the disks of the last ApplyPod.
+	disks map[string]cellapi.Disk
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64, error) {
@@ -88,6 +90,7 @@ func (a *fakeAgent) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64,
 	}
 	a.applied = append(a.applied, req.Generation)
 	a.env = req.Env
+	a.disks = req.Disks
 	a.creds = req.RegistryCredentials
 	a.podAddress = req.PodAddress
 	a.seccompDefault = req.SeccompDefault

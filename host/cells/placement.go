@@ -67,9 +67,16 @@ type quotaMark struct {
 // cells.choices lets it choose (opts: its launch annotations). An
 // *match.UnsatisfiableError says why nothing fits, a
 // *choices.ForbiddenError which choice is not the pod's to make; any other
-// error is the plugin's.
-func (p *placement) rank(ctx context.Context, pod *corev1.Pod, opts launchOptions) ([]match.Candidate, error) {
+// error is the plugin's. zones are further zone constraints (the pod's
+// disks', the node's), each narrowing the pod's own.
+func (p *placement) rank(ctx context.Context, pod *corev1.Pod, opts launchOptions, zones ...zoneConstraint) ([]match.Candidate, error) {
 	req, err := match.PodRequirements(pod, p.match)
+	for _, z := range zones {
+		if err != nil {
+			break
+		}
+		req, err = req.ConstrainZones(z.zones, z.source)
+	}
 	if err != nil {
 		p.metrics.MatchDecision(match.Outcome(err))
 		return nil, err
@@ -95,6 +102,13 @@ func (p *placement) rank(ctx context.Context, pod *corev1.Pod, opts launchOption
 		p.metrics.CapacityFallback(metrics.FallbackSpotToOnDemand)
 	}
 	return cands, err
+}
+
+// zoneConstraint is a constraint on the zone of a pod's cell from
+// beyond the pod's spec: source names it in the explanations.
+type zoneConstraint struct {
+	zones  []string
+	source string
 }
 
 // bound applies cells.choices to the candidates of a pod that names an

@@ -21,6 +21,12 @@ import (
 func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 	address := inst.PrivateAddress()
 	addrs := addresses{agent: address, pod: inst.PodAddress()}
+	// The pod's disks are attached while the agent is joined; the pod is
+	// applied once they are (disks.go).
+	disksAttached := make(chan bool, 1)
+	attachCtx, stopAttaching := context.WithCancel(ctx)
+	defer stopAttaching() // an instance given up is attached no more
+	go func() { disksAttached <- c.attachDisks(attachCtx, inst) }()
 	if !c.join(ctx, inst) {
 		return
 	}
@@ -68,6 +74,9 @@ func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
 		}
 	}
 
+	if !<-disksAttached {
+		return
+	}
 	// Apply the desired pod whenever it changes; the first Apply also
 	// proves the agent is up (it retries until the agent answers).
 	applied := make(chan struct{})
@@ -167,6 +176,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *cellclient.Agent, addrs add
 		}
 		if err == nil {
 			req.PodAddress = addrs.pod
+			req.Disks = c.cellDisks()
 			req.SeccompDefault = c.d.cfg.SeccompDefault
 			req.LogRotation = &cellapi.LogRotation{MaxSizeBytes: int64(c.d.cfg.ContainerLogMaxBytes), MaxFiles: int32(c.d.cfg.ContainerLogMaxFiles)}
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)

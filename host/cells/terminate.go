@@ -204,6 +204,11 @@ func (c *cell) terminate(ctx context.Context, e cellEnd) {
 		c.log().Info("cell already terminated", "reason", e.reason)
 		return
 	}
+	if inst != nil && c.mayHaveDisks(ctx) {
+		// Detached before the instance goes, so that the pod's next
+		// cell (a StatefulSet's) can attach them at once.
+		c.detachDisks(ctx, inst.ID)
+	}
 	c.event(corev1.EventTypeNormal, ReasonTerminating, "terminating cell %s: %s", id, e.reason)
 	if inst != nil {
 		c.d.terminator.terminate(ctx, inst.ID, id)

@@ -21,6 +21,7 @@ import (
 	"github.com/kipcell/kip/host/plugin"
 	"github.com/kipcell/kip/host/podrefs"
 	"github.com/kipcell/kip/host/serviceenv"
+	"github.com/kipcell/kip/host/volumes"
 	"github.com/kipcell/kip/pluginapi"
 )
 
@@ -218,7 +219,7 @@ func build(ctx context.Context, cfg *config.Config, version string, log *slog.Lo
 		cellsCfg.KeptLogsChanged = obs.keptLogsChanged.Notify
 	}
 	manager := cells.New(cellsCfg, sup.Client(), identity, podrefs.ClientSource(client), podInformer.Lister(), recorder, log.With("component", "cells"),
-		cells.WithServices(table), cells.WithMetrics(m))
+		cells.WithServices(table), cells.WithMetrics(m), cells.WithVolumes(volumes.NewSource(client)))
 	obs.pluginReady.set(manager.Healthy)
 
 	if err := watchPodConditions(podInformer.Informer(), manager); err != nil {

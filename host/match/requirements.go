@@ -510,3 +510,30 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// ConstrainZones narrows the acceptable zones to those of a further
+// constraint (a persistent volume's zones, the Kip node's zone), source
+// naming it for the explanations. Empty zones constrain nothing. When the
+// pod already asks for zones, only those of both are left; none left is
+// an *UnsatisfiableError naming both sources.
+func (req Requirements) ConstrainZones(zones []string, source string) (Requirements, error) {
+	if len(zones) == 0 {
+		return req, nil
+	}
+	if len(req.Zones) == 0 {
+		req.Zones, req.ZoneSource = slices.Clone(zones), source
+		return req, nil
+	}
+	var both []string
+	for _, z := range req.Zones {
+		if slices.Contains(zones, z) {
+			both = append(both, z)
+		}
+	}
+	if len(both) == 0 {
+		return req, unsatisfiable(fmt.Sprintf("no zone satisfies both %s (%s) and %s (%s)",
+			req.ZoneSource, strings.Join(req.Zones, " or "), source, strings.Join(zones, " or ")))
+	}
+	req.Zones, req.ZoneSource = both, req.ZoneSource+" and "+source
+	return req, nil
+}

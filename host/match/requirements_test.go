@@ -1,6 +1,7 @@
 package match
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -327,5 +328,41 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := PodRequirements(simple("1", "1Gi"), c); err == nil || IsUnsatisfiable(err) {
 			t.Errorf("PodRequirements with %+v: err = %v, want a config error", c, err)
 		}
+	}
+}
+
+// A further zone constraint narrows the pod's zones, and one that leaves
+// none says both sources.
+func TestConstrainZones(t *testing.T) {
+	tests := []struct {
+		name       string
+		pod        []string
+		zones      []string
+		want       []string
+		wantSource string
+		wantErr    string
+	}{
+		{name: "no constraint", pod: []string{"a"}, want: []string{"a"}, wantSource: "nodeSelector"},
+		{name: "the pod asks none", zones: []string{"b", "c"}, want: []string{"b", "c"}, wantSource: "PV x"},
+		{name: "both", pod: []string{"a", "b"}, zones: []string{"b", "c"}, want: []string{"b"}, wantSource: "nodeSelector and PV x"},
+		{name: "disjoint", pod: []string{"a"}, zones: []string{"c"}, wantErr: "no zone satisfies both nodeSelector (a) and PV x (c)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := Requirements{Zones: tt.pod}
+			if len(tt.pod) > 0 {
+				req.ZoneSource = "nodeSelector"
+			}
+			got, err := req.ConstrainZones(tt.zones, "PV x")
+			if tt.wantErr != "" {
+				if !IsUnsatisfiable(err) || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want unsatisfiable %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got.Zones, tt.want) || got.ZoneSource != tt.wantSource {
+				t.Errorf("got %v (%q), %v; want %v (%q)", got.Zones, got.ZoneSource, err, tt.want, tt.wantSource)
+			}
+		})
 	}
 }
