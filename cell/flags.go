@@ -66,6 +66,8 @@ func (f *Flags) Register(fs *flag.FlagSet, getenv func(string) string) {
 		"Compute Engine's metadata server, whose identity token of the instance the agent sends when it joins, instead of EC2's identity document (http://metadata.google.internal, or unix:///socket); none or empty: none (default $KIP_CELL_GCE_METADATA_ENDPOINT)")
 	fs.BoolVar(&cfg.PodMetadata, "pod-metadata", getenv("KIP_CELL_POD_METADATA") == "1",
 		"let a pod in a network namespace of its own reach the instance metadata at 169.254.169.254 and its credentials (default $KIP_CELL_POD_METADATA=1; off: dropped)")
+	fs.StringVar(&cfg.DiskPathRoot, "disk-path-root", "",
+		"for the cloud simulators' cells, which share one machine's /dev: a directory standing in for the instance's root where udev makes the disks' device links, under which (and only there) the agent looks up an attached disk's path; its links lead to the devices (empty: the path as it is)")
 	fs.BoolVar(&f.Debug, "debug", false, "log at debug level")
 }
 

@@ -94,6 +94,10 @@ type Config struct {
 	// DiskWait is how long the pod waits for an attached disk's device to
 	// appear (pod.Config.DiskWait); zero means pod.DefaultDiskWait.
 	DiskWait time.Duration
+	// DiskPathRoot stands in for the instance's root where udev makes the
+	// disks' device links (pod.Config.DiskPathRoot): only the cloud
+	// simulators' cells have one (kip-cell --disk-path-root).
+	DiskPathRoot string
 	// ServiceProxy is how the cell serves ClusterIP services:
 	// ServiceProxyIPTables (the default when empty) or ServiceProxyNone,
 	// for an agent that shares its network namespace with the machine
@@ -250,7 +254,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
 		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, ownPodNetwork, proxy, podIPTables, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
-		StatePath: filepath.Join(cfg.StateDir, StateFile), MemoryCapacity: memoryCapacity, MakePodCgroup: makePodCgroup, Backoff: cfg.Backoff, DiskWait: cfg.DiskWait, Logger: log,
+		StatePath: filepath.Join(cfg.StateDir, StateFile), MemoryCapacity: memoryCapacity, MakePodCgroup: makePodCgroup, Backoff: cfg.Backoff, DiskWait: cfg.DiskWait, DiskPathRoot: cfg.DiskPathRoot, Logger: log,
 	})
 	// An earlier agent of this cell (it died; its service manager started
 	// this one) left its pod running: take it over. Otherwise whatever it

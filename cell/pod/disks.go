@@ -183,7 +183,7 @@ func (v *volumes) setupDisk(ctx context.Context, name string, disk Disk, wait ti
 	if !disk.Block && v.dir == "" {
 		return nil, "MountDevice", errors.New("the agent has no volume directory")
 	}
-	dev, err := waitForDevice(ctx, v.sysBlock, v.devDir, disk, wait, waiting)
+	dev, err := waitForDevice(ctx, v.sysBlock, v.devDir, v.pathRoot, disk, wait, waiting)
 	if err != nil {
 		return nil, "WaitForAttach", err
 	}
@@ -234,14 +234,14 @@ func ownershipMismatch(dir string, fsGroup int64) bool {
 
 // waitForDevice finds the disk's device (findDevice), polling until it
 // appears, wait passes or ctx ends.
-func waitForDevice(ctx context.Context, sysBlock, devDir string, disk Disk, wait time.Duration, waiting func()) (string, error) {
+func waitForDevice(ctx context.Context, sysBlock, devDir, pathRoot string, disk Disk, wait time.Duration, waiting func()) (string, error) {
 	if disk.Serial == "" && disk.Path == "" {
 		return "", errors.New("the host named no serial or path for the disk")
 	}
 	start := time.Now()
 	warned := false
 	for {
-		dev, err := findDevice(sysBlock, devDir, disk)
+		dev, err := findDevice(sysBlock, devDir, pathRoot, disk)
 		if err == nil {
 			return dev, nil
 		}
@@ -264,8 +264,9 @@ var errNoDevice = errors.New("no such device")
 // findDevice returns the device node of disk: the first block device
 // under sysBlock (/sys/block) whose serial (serial, or device/serial for
 // NVMe) matches disk.Serial, else disk.Path with its symlinks resolved,
-// which must be a block device.
-func findDevice(sysBlock, devDir string, disk Disk) (string, error) {
+// which must be a block device. With a pathRoot (Config.DiskPathRoot)
+// the path is looked up under it, and only there.
+func findDevice(sysBlock, devDir, pathRoot string, disk Disk) (string, error) {
 	if disk.Serial != "" {
 		if dev := deviceBySerial(sysBlock, devDir, disk.Serial); dev != "" {
 			return dev, nil
@@ -274,12 +275,18 @@ func findDevice(sysBlock, devDir string, disk Disk) (string, error) {
 	if disk.Path == "" {
 		return "", fmt.Errorf("no block device with serial %q: %w", disk.Serial, errNoDevice)
 	}
-	dev, err := filepath.EvalSymlinks(disk.Path)
+	path := disk.Path
+	if pathRoot != "" {
+		// Cleaned as an absolute path first, so that no ".." leads out
+		// of the root; a link in it may (to /dev/loopN).
+		path = filepath.Join(pathRoot, filepath.Clean("/"+disk.Path))
+	}
+	dev, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("%s: %w", disk.Path, errNoDevice)
+			return "", fmt.Errorf("%s: %w", path, errNoDevice)
 		}
-		return "", fmt.Errorf("resolving %s: %w", disk.Path, err)
+		return "", fmt.Errorf("resolving %s: %w", path, err)
 	}
 	info, err := os.Stat(dev)
 	if err != nil {

@@ -91,24 +91,41 @@ func TestFindDevice(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Two instances' path roots (DiskPathRoot), as the simulators' local
+	// cells have them: the same cloud path, a link to another device in
+	// each; the second has no such link.
+	root, other := t.TempDir(), t.TempDir()
+	const cloudPath = "/dev/disk/azure/scsi1/lun0"
+	if err := os.MkdirAll(filepath.Join(root, filepath.Dir(cloudPath)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(blk, filepath.Join(root, cloudPath)); err != nil {
+		t.Fatal(err)
+	}
 	sys := fakeSysBlock(t, map[string]map[string]string{"vdb": {"serial": "s-1"}})
 	tests := []struct {
-		name    string
-		disk    Disk
-		want    string
-		wantErr string
-		missing bool
+		name     string
+		pathRoot string
+		disk     Disk
+		want     string
+		wantErr  string
+		missing  bool
 	}{
-		{"the serial first", Disk{Serial: "s-1", Path: link}, "/dev/vdb", "", false},
-		{"the path when no serial matches", Disk{Serial: "other", Path: link}, blk, "", false},
-		{"a symlinked path resolved", Disk{Path: link}, blk, "", false},
-		{"a path not there yet", Disk{Path: filepath.Join(dir, "absent")}, "", "absent", true},
-		{"a serial alone, not there yet", Disk{Serial: "s-2"}, "", `serial "s-2"`, true},
-		{"a path that is no block device", Disk{Path: file}, "", "not a block device", false},
+		{"the serial first", "", Disk{Serial: "s-1", Path: link}, "/dev/vdb", "", false},
+		{"the path when no serial matches", "", Disk{Serial: "other", Path: link}, blk, "", false},
+		{"a symlinked path resolved", "", Disk{Path: link}, blk, "", false},
+		{"a path not there yet", "", Disk{Path: filepath.Join(dir, "absent")}, "", "absent", true},
+		{"a serial alone, not there yet", "", Disk{Serial: "s-2"}, "", `serial "s-2"`, true},
+		{"a path that is no block device", "", Disk{Path: file}, "", "not a block device", false},
+		{"a path under the path root, linked out of it", root, Disk{Path: cloudPath}, blk, "", false},
+		{"the serial first, path root or not", root, Disk{Serial: "s-1", Path: cloudPath}, "/dev/vdb", "", false},
+		{"another path root: not there", other, Disk{Path: cloudPath}, "", filepath.Join(other, cloudPath), true},
+		{"with a path root, a path of the machine is not looked at", other, Disk{Path: link}, "", filepath.Join(other, link), true},
+		{"no way out of the path root", other, Disk{Path: "/../.." + link}, "", filepath.Join(other, link), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := findDevice(sys, "/dev", tt.disk)
+			got, err := findDevice(sys, "/dev", tt.pathRoot, tt.disk)
 			if tt.wantErr == "" {
 				if err != nil || got != tt.want {
 					t.Errorf("findDevice(%+v) = %q, %v; want %q", tt.disk, got, err, tt.want)
@@ -124,14 +141,14 @@ func TestFindDevice(t *testing.T) {
 
 func TestWaitForDeviceGivesUp(t *testing.T) {
 	start := time.Now()
-	_, err := waitForDevice(t.Context(), t.TempDir(), "/dev", Disk{Path: "/dev/kip-test-absent"}, 300*time.Millisecond, nil)
+	_, err := waitForDevice(t.Context(), t.TempDir(), "/dev", "", Disk{Path: "/dev/kip-test-absent"}, 300*time.Millisecond, nil)
 	if err == nil || !strings.Contains(err.Error(), "not there after") {
 		t.Errorf("waitForDevice = %v, want a timeout", err)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
 		t.Errorf("waitForDevice gave up after %s, want about 300ms", d)
 	}
-	if _, err := waitForDevice(t.Context(), t.TempDir(), "/dev", Disk{}, time.Second, nil); err == nil {
+	if _, err := waitForDevice(t.Context(), t.TempDir(), "/dev", "", Disk{}, time.Second, nil); err == nil {
 		t.Error("a disk without serial or path was looked for")
 	}
 }
@@ -263,7 +280,7 @@ func TestDiskNeverAppears(t *testing.T) {
 // TestClaimWithoutDisk: a claim volume the host sent no disk for stays
 // unsupported, as before disks.
 func TestClaimWithoutDisk(t *testing.T) {
-	v := newVolumes(t.TempDir(), nil, slog.New(slog.DiscardHandler))
+	v := newVolumes(t.TempDir(), nil, "", slog.New(slog.DiscardHandler))
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
 	}}}
@@ -277,7 +294,7 @@ func TestClaimWithoutDisk(t *testing.T) {
 // TestVolumeModeMismatch: a block disk in volumeMounts, or a filesystem
 // one in volumeDevices, is refused with the kubelet's messages.
 func TestVolumeModeMismatch(t *testing.T) {
-	v := newVolumes(t.TempDir(), nil, slog.New(slog.DiscardHandler))
+	v := newVolumes(t.TempDir(), nil, "", slog.New(slog.DiscardHandler))
 	v.disks["raw"] = &diskState{dev: "/dev/xvdf"}
 	v.disks["fs"] = &diskState{dev: "/dev/xvdg", dir: "/v/fs"}
 	v.paths["fs"] = "/v/fs"

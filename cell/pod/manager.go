@@ -64,6 +64,16 @@ type Config struct {
 	// from starting (CreateContainerConfigError) and is looked for again
 	// at their retries.
 	DiskWait time.Duration
+	// DiskPathRoot, set, stands in for the instance's root where udev
+	// makes the disks' device links: a disk's Path (/dev/disk/azure/
+	// scsi1/lun0) is looked up as DiskPathRoot/dev/disk/azure/scsi1/lun0,
+	// and only there, its symlinks followed (to /dev/loopN). It is what
+	// the cloud simulators' cells use (test/cloudsim/simcells/localcells):
+	// they share one machine's /dev, where two instances' disks may have
+	// the same path, and where the machine's own disk may have it too
+	// (a test run on that cloud), which must never be taken for the
+	// pod's. Empty, on a real instance: Path as it is.
+	DiskPathRoot string
 	// EtcDir holds the pod's hosts, hostname and resolv.conf files, which
 	// every container gets at /etc (etcfiles.go); it is removed on Delete.
 	// Empty: the containers keep their image's files.
@@ -241,7 +251,7 @@ func New(cfg Config) *Manager {
 		now = time.Now
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}), probeUnit: time.Second,
-		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.Logger),
+		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.DiskPathRoot, cfg.Logger),
 		etc:  newEtcFiles(etcConfig{dir: cfg.EtcDir, resolvConf: cfg.ResolvConf, hostsFile: cfg.HostsFile, podIP: cfg.PodIP}, cfg.Logger)}
 	m.publishLocked()
 	return m

@@ -52,12 +52,15 @@ type volumes struct {
 	diskFailed map[string]time.Time
 	// sysBlock and devDir are /sys/block and /dev; tests change them.
 	sysBlock, devDir string
+	// pathRoot is Config.DiskPathRoot.
+	pathRoot string
 }
 
-func newVolumes(dir string, noTmpfs error, log *slog.Logger) *volumes {
+func newVolumes(dir string, noTmpfs error, pathRoot string, log *slog.Logger) *volumes {
 	return &volumes{dir: dir, noTmpfs: noTmpfs, log: log, paths: map[string]string{}, kinds: map[string]string{},
 		errs: map[string]error{}, tmpfs: map[string]bool{}, onDisk: map[string]bool{}, owned: map[string]bool{},
-		disks: map[string]*diskState{}, diskFailed: map[string]time.Time{}, sysBlock: "/sys/block", devDir: "/dev"}
+		disks: map[string]*diskState{}, diskFailed: map[string]time.Time{}, sysBlock: "/sys/block", devDir: "/dev",
+		pathRoot: pathRoot}
 }
 
 // ErrUnsupportedVolume marks a volume kind the cell cannot provide.
