@@ -6,6 +6,8 @@ replace github.com/kipcell/kip/pluginapi => ./pluginapi
 
 replace github.com/kipcell/kip/plugins/aws => ./plugins/aws
 
+replace github.com/kipcell/kip/plugins/local => ./plugins/local
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.6
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.14
@@ -26,6 +28,7 @@ require (
 	github.com/hashicorp/go-plugin v1.8.0
 	github.com/kipcell/kip/pluginapi v1.0.0
 	github.com/kipcell/kip/plugins/aws v0.0.0-00010101000000-000000000000
+	github.com/kipcell/kip/plugins/local v0.0.0-00010101000000-000000000000
 	github.com/knadh/koanf/parsers/yaml v1.1.1
 	github.com/knadh/koanf/providers/confmap v1.0.1
 	github.com/knadh/koanf/providers/file v1.2.1

@@ -28,7 +28,9 @@ type Config struct {
 	// command line, with {bootstrap}, {address} and {cellID} placeholders
 	// (for a real cell: kip-cell --bootstrap {bootstrap} …), and {imds}:
 	// the unix socket of the instance's metadata service (kip-cell
-	// --imds-endpoint unix://{imds}).
+	// --imds-endpoint unix://{imds}), and {disks}: the instance's disk
+	// path root, where AttachDisk links its disks at their cloud paths
+	// (kip-cell --disk-path-root {disks}; disks.go).
 	AgentCommand []string
 	// StateDir is the local plugin's stateDir (required: cells of
 	// different simulators must not share one).
@@ -38,7 +40,9 @@ type Config struct {
 	Network string
 	// PluginConfig holds further keys of the local plugin's configuration
 	// (bridge, subnet, terminationGrace, …); they win over the fields
-	// above.
+	// above and over LocalCells' attachmentLimit (diskAttachmentLimit).
+	// The disks need the cells in the plugin's own mount namespace (no
+	// mountNamespace).
 	PluginConfig map[string]any
 	// InstanceTypes are the cloud's types to size local cells like
 	// (required): the types the simulator launches (ec2sim.CellTypes of
@@ -77,10 +81,18 @@ type LocalCells struct {
 	imdsDir string
 	// metadata: Config.Metadata.
 	metadata bool
+	// stateDir is the local plugin's (absolute), where its disks are;
+	// zone is the plugin's zone, which LocalCells' disks lie in.
+	stateDir, zone string
+	// diskRoots holds the instances' disk path roots (disks.go).
+	diskRoots string
 
 	mu        sync.Mutex
 	cells     map[string]string       // simulated instance ID → local instance ID
 	metadatas map[string]*metadataNet // simulated instance ID → its metadata's namespace
+	// diskLinks: simulated instance ID → disk handle → the path its link
+	// has under the instance's disk path root.
+	diskLinks map[string]map[string]string
 }
 
 var (
@@ -101,30 +113,50 @@ func New(ctx context.Context, cfg Config) (*LocalCells, error) {
 	if cfg.Metadata && cfg.Network != "netns" {
 		return nil, errors.New("starting local cells: Metadata needs Network netns")
 	}
+	stateDir, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("starting local cells: %w", err)
+	}
 	agent, imdsDir, err := imdsCommand(cfg.AgentCommand, cfg.Metadata)
 	if err != nil {
 		return nil, err
 	}
+	// What New made, removed if it fails.
+	made := []string{imdsDir}
+	fail := func(err error) (*LocalCells, error) {
+		for _, dir := range made {
+			if dir != "" {
+				_ = os.RemoveAll(dir)
+			}
+		}
+		return nil, err
+	}
+	diskRoots, err := os.MkdirTemp("", "simcells-disks-")
+	if err != nil {
+		return fail(fmt.Errorf("starting local cells: %w", err))
+	}
+	made = append(made, diskRoots)
+	agent = replaceAll(agent, "{disks}", filepath.Join(diskRoots, "{cellID}"))
 	gates, err := os.MkdirTemp("", "simcells-agent-gates-")
 	if err != nil {
-		_ = os.RemoveAll(imdsDir)
-		return nil, fmt.Errorf("starting local cells: %w", err)
+		return fail(fmt.Errorf("starting local cells: %w", err))
 	}
+	made = append(made, gates)
 	// The instance (the cell, its address) runs at once; its agent once
 	// StartAgent has made the cell's file.
 	gated := append([]string{"/bin/sh", "-c", `while [ ! -e "$0" ]; do sleep 0.1; done; exec "$@"`,
 		filepath.Join(gates, "{cellID}")}, agent...)
 	conf := map[string]any{
-		"agentCommand":  gated,
-		"stateDir":      cfg.StateDir,
-		"network":       cmp.Or(cfg.Network, "loopback"),
-		"instanceTypes": localTypes,
+		"agentCommand":    gated,
+		"stateDir":        stateDir,
+		"network":         cmp.Or(cfg.Network, "loopback"),
+		"instanceTypes":   localTypes,
+		"attachmentLimit": diskAttachmentLimit,
 	}
 	maps.Copy(conf, cfg.PluginConfig)
 	raw, err := json.Marshal(conf)
 	if err != nil {
-		_ = os.RemoveAll(imdsDir)
-		return nil, fmt.Errorf("encoding local plugin configuration: %w", err)
+		return fail(fmt.Errorf("encoding local plugin configuration: %w", err))
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -141,14 +173,45 @@ func New(ctx context.Context, cfg Config) (*LocalCells, error) {
 		Logger: log,
 	})
 	if err != nil {
-		_ = os.RemoveAll(imdsDir)
-		_ = os.RemoveAll(gates)
-		return nil, fmt.Errorf("starting local cells: %w", err)
+		return fail(fmt.Errorf("starting local cells: %w", err))
+	}
+	// The disks lie in the plugin's one zone (its configuration's, else
+	// its default), which its catalog's offerings name.
+	zone, err := pluginZone(ctx, sup.Client())
+	if err != nil {
+		_ = sup.Close()
+		return fail(fmt.Errorf("starting local cells: %w", err))
 	}
 	return &LocalCells{
 		sup: sup, log: log.With("cells", "local"), gates: gates, imdsDir: imdsDir, metadata: cfg.Metadata,
-		cells: map[string]string{}, metadatas: map[string]*metadataNet{},
+		stateDir: stateDir, zone: zone, diskRoots: diskRoots,
+		cells: map[string]string{}, metadatas: map[string]*metadataNet{}, diskLinks: map[string]map[string]string{},
 	}, nil
+}
+
+// pluginZone is the zone of the local plugin's offerings.
+func pluginZone(ctx context.Context, client pluginapi.Client) (string, error) {
+	types, err := client.ListInstanceTypes(ctx, &pluginapi.ListInstanceTypesRequest{})
+	if err != nil {
+		return "", fmt.Errorf("listing the local plugin's instance types: %w", err)
+	}
+	for _, t := range types.InstanceTypes {
+		for _, o := range t.Offerings {
+			if o.Zone != "" {
+				return o.Zone, nil
+			}
+		}
+	}
+	return "", errors.New("the local plugin offers its instance types in no zone")
+}
+
+// replaceAll replaces old with new in every argument of argv.
+func replaceAll(argv []string, old, new string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, old, new)
+	}
+	return out
 }
 
 // imdsCommand replaces {imds} in an agent command with a socket path in a
@@ -164,11 +227,7 @@ func imdsCommand(argv []string, always bool) ([]string, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("making the IMDS socket directory: %w", err)
 	}
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = strings.ReplaceAll(a, "{imds}", filepath.Join(dir, "{cellID}.sock"))
-	}
-	return out, dir, nil
+	return replaceAll(argv, "{imds}", filepath.Join(dir, "{cellID}.sock")), dir, nil
 }
 
 // IMDSSocket is where the instance's cell finds its metadata ({imds}), or
@@ -282,7 +341,9 @@ func (c *LocalCells) Stop(ctx context.Context, instanceID string) error {
 	delete(c.cells, instanceID)
 	c.mu.Unlock()
 	c.log.Info("local cell terminated", "instance", instanceID, "local", id)
-	return nil
+	// Terminating the cell detached its disks: their links go, as udev's
+	// go with the instance.
+	return c.forgetDisks(instanceID)
 }
 
 // Close terminates the cells still running and stops the local plugin.
@@ -299,7 +360,7 @@ func (c *LocalCells) Close() error {
 		errs = append(errs, c.Stop(ctx, id))
 		cancel()
 	}
-	errs = append(errs, c.sup.Close(), os.RemoveAll(c.gates))
+	errs = append(errs, c.sup.Close(), os.RemoveAll(c.gates), os.RemoveAll(c.diskRoots))
 	if c.imdsDir != "" {
 		errs = append(errs, os.RemoveAll(c.imdsDir))
 	}
