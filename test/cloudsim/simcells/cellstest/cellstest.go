@@ -1,6 +1,7 @@
 // Package cellstest holds what the simulators' tests share: a manual
 // clock for their Options.Now and recording fakes of
-// simcells.CellStarter and simcells.AgentStarter.
+// simcells.CellStarter, simcells.AgentStarter and simcells.DiskStarter
+// (DiskCells, disks.go, which also injects errors).
 //
 // It imports only the standard library, simcells and test/fakeclock.
 package cellstest
