@@ -133,6 +133,10 @@ func (k *Kip) startSimCells(ctx context.Context, name, binDir string, agent []st
 		return nil, nil, fmt.Errorf("creating the simulator's log: %w", err)
 	}
 	log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// Each instance's agent looks its disks' paths up under its own disk
+	// path root, where the simulator's AttachDisk links them, not in the
+	// machine's /dev, which all the cells share (localcells' {disks}).
+	agent = append(slices.Clone(agent), "--disk-path-root", "{disks}")
 	k.localCells, err = localcells.New(ctx, localcells.Config{
 		PluginPath: filepath.Join(binDir, "kip-plugin-local"), AgentCommand: agent, StateDir: k.StateDir, Network: k.cellNetwork,
 		// Each instance's metadata also at 169.254.169.254, off the cell,

@@ -67,9 +67,10 @@ func needLoops(t *testing.T) {
 }
 
 // A disk attached to two instances' cells in turn, at the same cloud path:
-// each instance finds it under its own disk path root, and only while it
-// is attached to it; a detach while the device is open fails and keeps it,
-// one after the close finishes; deleting an attached disk fails.
+// each instance (and its agent, given {disks}) finds it under its own disk
+// path root, and only while it is attached to it; a detach while the
+// device is open fails and keeps it, one after the close finishes;
+// deleting an attached disk fails.
 func TestDisks(t *testing.T) {
 	needLoops(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -79,16 +80,47 @@ func TestDisks(t *testing.T) {
 	// any that is, is unbound).
 	var stateDir string
 	t.Cleanup(func() { unbindLeftLoops(t, stateDir) })
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cells, dir := StartForTest(ctx, t, []simcells.InstanceType{{Name: "m.small", VCPUs: 1, MemoryMiB: 256}}, log)
-	stateDir = dir
+	const disk, path, size = "disk-1", "/dev/disk/azure/scsi1/lun0", 8 << 20
+	// Each cell's agent looks for a block device at path under its disk
+	// path root ({disks}), as kip-cell --disk-path-root does, and writes
+	// the device it found beside the root.
+	stateDir = t.TempDir()
+	cells, err := New(ctx, Config{
+		PluginPath: BuildPlugin(t), StateDir: stateDir, Network: "loopback",
+		InstanceTypes: []simcells.InstanceType{{Name: "m.small", VCPUs: 1, MemoryMiB: 256}},
+		AgentCommand: []string{"/bin/sh", "-c", `while [ ! -b "$0` + path + `" ]; do sleep 0.1; done; ` +
+			`readlink -f "$0` + path + `" > "$0.found.tmp" && mv "$0.found.tmp" "$0.found"; exec sleep 300`, "{disks}"},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatalf("starting local cells: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cells.Close(); err != nil {
+			t.Errorf("closing local cells: %v", err)
+		}
+	})
 	for _, id := range []string{"vm-a", "vm-b"} {
 		if _, err := cells.Start(ctx, id, "m.small", []byte(`{}`)); err != nil {
 			t.Fatalf("starting %s: %v", id, err)
 		}
+		if err := cells.StartAgent(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// agentFound waits for what the instance's agent found.
+	agentFound := func(instanceID string) string {
+		t.Helper()
+		for ctx.Err() == nil {
+			if b, err := os.ReadFile(cells.DiskPathRoot(instanceID) + ".found"); err == nil {
+				return strings.TrimSpace(string(b))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("the agent of %s found no disk at %s", instanceID, path)
+		return ""
 	}
 
-	const disk, path, size = "disk-1", "/dev/disk/azure/scsi1/lun0", 8 << 20
 	if err := cells.CreateDisk(ctx, disk, size); err != nil {
 		t.Fatalf("CreateDisk: %v", err)
 	}
@@ -107,6 +139,9 @@ func TestDisks(t *testing.T) {
 		t.Errorf("AttachDisk to vm-a again: %v; want it idempotent", err)
 	}
 	devA := checkDisk(t, cells, "vm-a", path, size)
+	if got := agentFound("vm-a"); got != devA {
+		t.Errorf("vm-a's agent found %q at %s; want %s", got, path, devA)
+	}
 	checkNoDisk(t, cells, "vm-b", path)
 	if err := cells.AttachDisk(ctx, "vm-b", disk, path, false); err == nil || !pluginapi.IsVolumeConflict(err) {
 		t.Errorf("AttachDisk to vm-b while on vm-a: %v; want an in-use conflict", err)
@@ -121,6 +156,7 @@ func TestDisks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = f.Close() }) // before the cells close, if the test stops early
 	err = cells.DetachDisk(ctx, "vm-a", disk)
 	if err == nil {
 		t.Error("DetachDisk of an open device succeeded")
@@ -142,12 +178,18 @@ func TestDisks(t *testing.T) {
 	if err := cells.DetachDisk(ctx, "vm-a", disk); err != nil {
 		t.Errorf("DetachDisk again: %v; want it done", err)
 	}
+	if _, err := os.Stat(cells.DiskPathRoot("vm-b") + ".found"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("vm-b's agent found a disk while it was vm-a's: %v", err)
+	}
 
 	// On vm-b, at the same path: the same data; not on vm-a.
 	if err := cells.AttachDisk(ctx, "vm-b", disk, path, true); err != nil {
 		t.Fatalf("AttachDisk to vm-b: %v", err)
 	}
 	devB := checkDisk(t, cells, "vm-b", path, size)
+	if got := agentFound("vm-b"); got != devB {
+		t.Errorf("vm-b's agent found %q at %s; want %s", got, path, devB)
+	}
 	checkNoDisk(t, cells, "vm-a", path)
 	got := make([]byte, len(data))
 	if b, err := os.Open(devB); err != nil {
