@@ -23,6 +23,7 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3 // indirect
 	github.com/hashicorp/go-plugin v1.8.0 // indirect
 	github.com/hashicorp/yamux v0.1.2 // indirect
+	github.com/kipcell/kip/plugins/local v0.0.0-00010101000000-000000000000 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.17 // indirect
@@ -46,3 +47,5 @@ replace github.com/kipcell/kip/pluginapi => ../../../../pluginapi
 replace github.com/kipcell/kip/plugins/aws => ../../../../plugins/aws
 
 replace github.com/kipcell/kip/plugins/azure => ../../../../plugins/azure
+
+replace github.com/kipcell/kip/plugins/local => ../../../../plugins/local
