@@ -56,3 +56,34 @@ func TestFlagsAgentMemoryAndOOMScore(t *testing.T) {
 		})
 	}
 }
+
+// --disk-path-root reaches the agent's Config (the cloud simulators' cells
+// give it; a real instance does not).
+func TestFlagsDiskPathRoot(t *testing.T) {
+	bootstrap := filepath.Join(t.TempDir(), "bootstrap")
+	if err := os.WriteFile(bootstrap, []byte(testBootstrap), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--disk-path-root", "/tmp/simcells-disks-1/vm-a"}, "/tmp/simcells-disks-1/vm-a"},
+	} {
+		var f cell.Flags
+		fs := flag.NewFlagSet("kip-cell", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f.Register(fs, func(string) string { return "" })
+		if err := fs.Parse(append([]string{"--bootstrap", bootstrap}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.DiskPathRoot != tc.want {
+			t.Errorf("%v: DiskPathRoot %q, want %q", tc.args, cfg.DiskPathRoot, tc.want)
+		}
+	}
+}
