@@ -205,11 +205,11 @@ func pluginZone(ctx context.Context, client pluginapi.Client) (string, error) {
 	return "", errors.New("the local plugin offers its instance types in no zone")
 }
 
-// replaceAll replaces old with new in every argument of argv.
-func replaceAll(argv []string, old, new string) []string {
+// replaceAll replaces placeholder with value in every argument of argv.
+func replaceAll(argv []string, placeholder, value string) []string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
-		out[i] = strings.ReplaceAll(a, old, new)
+		out[i] = strings.ReplaceAll(a, placeholder, value)
 	}
 	return out
 }
