@@ -1,6 +1,7 @@
 package cells
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -322,6 +323,11 @@ func (c *cell) mayHaveDisks(ctx context.Context) bool {
 // could not unmount it) is left to the termination, which detaches it,
 // with a FailedDetachVolume event.
 func (c *cell) detachDisks(ctx context.Context, instanceID string) {
+	defer func() {
+		c.mu.Lock()
+		c.attached = nil
+		c.mu.Unlock()
+	}()
 	deadline := c.d.cfg.Now().Add(c.d.cfg.DetachTimeout)
 	asked := map[string]bool{}
 	for n := 1; ; n++ {
@@ -364,4 +370,29 @@ func (c *cell) detachDisks(ctx context.Context, instanceID string) {
 			return
 		}
 	}
+}
+
+// Volumes reports the disks attached to the node's cells (the Node's
+// volumesAttached, as the attach-detach controller writes it, with the
+// device path the agent was given) and those its pods use (volumesInUse,
+// as a kubelet reports it), each named as the kubelet names a CSI
+// volume (volumes.UniqueName), sorted. host/node writes them into the
+// Node's status.
+func (m *Manager) Volumes() (attached []corev1.AttachedVolume, inUse []corev1.UniqueVolumeName) {
+	for _, c := range m.cells.all() {
+		c.mu.Lock()
+		for _, d := range c.disks {
+			dev, ok := c.attached[d.Volume]
+			if !ok {
+				continue
+			}
+			name := volumes.UniqueName(d.Driver, d.Handle)
+			attached = append(attached, corev1.AttachedVolume{Name: name, DevicePath: cmp.Or(dev.Path, dev.Serial)})
+			inUse = append(inUse, name)
+		}
+		c.mu.Unlock()
+	}
+	slices.SortFunc(attached, func(a, b corev1.AttachedVolume) int { return cmp.Compare(a.Name, b.Name) })
+	slices.Sort(inUse)
+	return attached, slices.Compact(inUse)
 }

@@ -108,6 +108,11 @@ func TestPodDiskAttachedThenDetachedBeforeTerminate(t *testing.T) {
 	if want := strings.ReplaceAll(handle, "-", ""); got.Serial != want || got.FSType != "ext4" || got.ReadOnly || got.Block {
 		t.Errorf("the agent got disk %+v, want serial %s, ext4, read-write", got, want)
 	}
+	name := volumes.UniqueName(pluginfake.VolumeDriver, handle)
+	if attached, inUse := h.m.Volumes(); len(attached) != 1 || attached[0].Name != name || attached[0].DevicePath != got.Serial ||
+		!slices.Equal(inUse, []corev1.UniqueVolumeName{name}) {
+		t.Errorf("the node's volumes: attached %+v, in use %v; want %s", attached, inUse, name)
+	}
 	if ev := h.events(); !strings.Contains(ev, `Normal SuccessfulAttachVolume AttachVolume.Attach succeeded for volume "pv-data-web-0"`) {
 		t.Errorf("events lack the attachment:\n%s", ev)
 	}
@@ -120,6 +125,9 @@ func TestPodDiskAttachedThenDetachedBeforeTerminate(t *testing.T) {
 	eventually(t, "the instance terminated", func() bool { return len(store.Instances()) == 0 })
 	if atts := store.VolumeAttachments(); len(atts) != 0 {
 		t.Errorf("attachments after the pod's end = %+v, want none", atts)
+	}
+	if attached, inUse := h.m.Volumes(); len(attached)+len(inUse) != 0 {
+		t.Errorf("the node's volumes after the pod's end: %+v, %v", attached, inUse)
 	}
 	calls := methods(h, "AttachVolume", "DetachVolume", "Terminate")
 	if len(calls) < 3 || calls[0] != "AttachVolume" || !slices.Contains(calls, "DetachVolume") ||
