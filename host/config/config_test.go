@@ -43,7 +43,7 @@ func TestSettingsKeys(t *testing.T) {
 	want := []string{
 		"clusterID", "nodeName", "kubeconfig",
 		"bootstrap.kubeconfig", "bootstrap.certDir", "bootstrap.certificateLifetime",
-		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.capacity.gpus", "node.capacity.ephemeralStorage", "node.arch",
+		"node.taint", "node.setRoleLabel", "node.capacity.cpu", "node.capacity.memory", "node.capacity.pods", "node.capacity.gpus", "node.capacity.ephemeralStorage", "node.arch", "node.zone",
 		"node.internalIP", "node.listenAddress", "node.tlsCertFile", "node.tlsKeyFile", "node.clientCAFile",
 		"node.leaseDurationSeconds", "node.statusUpdateInterval", "node.workers", "node.clusterDNS", "node.clusterDomain",
 		"cells.unavailableTTL", "cells.catalogTTL", "cells.detachTimeout", "cells.rematchInterval", "cells.volumeRefreshInterval",
@@ -246,6 +246,7 @@ func TestEnvName(t *testing.T) {
 		"node.leaseDurationSeconds":           "KIP_NODE_LEASE_DURATION_SECONDS",
 		"node.capacity.cpu":                   "KIP_NODE_CAPACITY_CPU",
 		"node.clusterDNS":                     "KIP_NODE_CLUSTER_DNS",
+		"node.zone":                           "KIP_NODE_ZONE",
 		"cells.catalogTTL":                    "KIP_CELLS_CATALOG_TTL",
 		"match.agentReserveCPU":               "KIP_MATCH_AGENT_RESERVE_CPU",
 		"match.surplusCreditPricePerVCPUHour": "KIP_MATCH_SURPLUS_CREDIT_PRICE_PER_VCPU_HOUR",
@@ -427,6 +428,7 @@ func TestValidate(t *testing.T) {
 		// tests); the key is named as kip.yaml spells it.
 		{name: "node", mutate: func(c *Config) { c.Node.Taint = "a=b:Never" }, wantErr: `config node.taint: taint effect "Never" is not NoSchedule, PreferNoSchedule or NoExecute`},
 		{name: "node capacity", mutate: func(c *Config) { c.Node.Capacity.Pods = "" }, wantErr: `config node.capacity.pods: "" is not a quantity such as 64, 500m or 256Gi`},
+		{name: "node zone", mutate: func(c *Config) { c.Node.Zone = "us east" }, wantErr: `config node.zone: "us east" is not a zone such as us-east-1a`},
 		{name: "cells", mutate: func(c *Config) { c.Cells.CatalogTTL = 0 }, wantErr: "config cells.catalogTTL: 0s is not a positive duration"},
 		{name: "match", mutate: func(c *Config) { c.Match.BurstablePolicy = "sometimes" }, wantErr: `config match.burstablePolicy: "sometimes": want "baseline" or "unlimited"`},
 		{name: "plugin", mutate: func(c *Config) { c.Plugin.SHA256 = "abc" }, wantErr: "config plugin.sha256: want 64 hexadecimal digits"},
@@ -476,6 +478,7 @@ node:
     cpu: "256"
     memory: 1Ti
   internalIP: 10.1.2.3
+  zone: us-east-1a
   statusUpdateInterval: 30s
   clientCAFile: /etc/kip/ca.crt
   clusterDomain: kip.example
@@ -490,6 +493,7 @@ node:
 		SetRoleLabel:         true,
 		Capacity:             node.Capacity{CPU: "256", Memory: "1Ti", Pods: "300", GPUs: node.DefaultGPUs, EphemeralStorage: node.DefaultEphemeralStorage},
 		Arch:                 "amd64",
+		Zone:                 "us-east-1a",
 		InternalIP:           "10.1.2.3",
 		ListenAddress:        "0.0.0.0:10260",
 		ClientCAFile:         "/etc/kip/ca.crt",

@@ -192,6 +192,7 @@ func build(ctx context.Context, cfg *config.Config, version string, log *slog.Lo
 	// daemon fills in what is wired rather than configured (koanf:"-").
 	nodeCfg := cfg.Node
 	nodeCfg.Name, nodeCfg.Version, nodeCfg.Annotations = cfg.NodeName, version, nodeAnnotations
+	nodeCfg.VolumeDrivers = sup.Info().VolumeDrivers
 	podFactory := node.NewPodInformerFactory(client, cfg.NodeName)
 	podInformer := podFactory.Core().V1().Pods()
 	recorder, stopEvents := node.NewEventRecorder(ctx, eventClient, cfg.NodeName)

@@ -75,6 +75,21 @@ type Config struct {
 	Capacity Capacity `koanf:"capacity"`
 	// Arch is the kubernetes.io/arch label and NodeInfo architecture.
 	Arch string `koanf:"arch"`
+	// Zone, when set, is the one zone the node's cells are launched in
+	// (host/cells holds the matcher to it), so that the node can offer
+	// that zone's topology to volumes: it carries
+	// topology.kubernetes.io/zone=<zone> and each volume driver's zone
+	// key (ZoneKey: topology.ebs.csi.aws.com/zone, ...), and its CSINode
+	// lists that key, which the external-provisioner of a
+	// WaitForFirstConsumer StorageClass reads to create a disk there. A
+	// label has one value, so a node spans one zone: run one Kip node per
+	// zone where pods use volumes (docs/volumes.md). Empty: any zone, no
+	// zone labels.
+	Zone string `koanf:"zone"`
+	// VolumeDrivers are the CSI drivers whose volumes the cloud plugin
+	// attaches (GetInfoResponse.VolumeDrivers); the daemon sets them. The
+	// CSINode lists them.
+	VolumeDrivers []string `koanf:"-"`
 	// InternalIP is the address the API server dials for the kubelet API
 	// (kubectl logs, exec, port-forward). Empty picks the first global
 	// unicast IPv4 address of this host. In a Deployment, set it from
@@ -271,6 +286,11 @@ func (c Config) Validate() error {
 	}
 	if !archRE.MatchString(c.Arch) {
 		bad("arch", "%q is not an architecture such as amd64 or arm64", c.Arch)
+	}
+	if c.Zone != "" {
+		if msgs := validation.IsValidLabelValue(c.Zone); len(msgs) > 0 {
+			bad("zone", "%q is not a zone such as us-east-1a: %s", c.Zone, strings.Join(msgs, "; "))
+		}
 	}
 	if c.InternalIP != "" && net.ParseIP(c.InternalIP) == nil {
 		bad("internalIP", "%q is not an IP address", c.InternalIP)

@@ -105,6 +105,28 @@
 // to change its taints later, so a changed configuration on an existing
 // Node is reported in the log, not applied.
 //
+// # The zone and the CSINode
+//
+// With Config.Zone the Node also carries topology.kubernetes.io/zone and,
+// for each of the plugin's volume drivers (Config.VolumeDrivers), that
+// driver's zone key (ZoneKey: topology.ebs.csi.aws.com/zone,
+// topology.gke.io/zone, topology.disk.csi.azure.com/zone,
+// topology.local.csi.kipcell.io/zone), all set to the zone: the zone
+// label is on NodeRestriction's list, and labels outside kubernetes.io/
+// and k8s.io/ are not restricted. virtual-kubelet's status patch carries
+// labels, so a Node registered earlier gets them too.
+//
+// Once the Node is registered, and again whenever it is registered anew,
+// Run writes its storage.k8s.io/v1 CSINode as the kubelet's CSI plugin
+// registration does (csinode.go): named and owned by the Node, one driver
+// entry per volume driver with the node's name as its node ID and, with
+// a zone, the driver's zone key as its topology keys, so that the
+// external-provisioner of a WaitForFirstConsumer StorageClass finds the
+// zone to create a disk in. The Node authorizer lets a node get, create
+// and update the CSINode of its own name (no RBAC is needed). A failed
+// write is logged and retried with backoff up to a minute; it never stops
+// the node.
+//
 // # The kubelet API
 //
 // HTTPS (TLS 1.2+, HTTP/1.1 for upgrades) on Config.ListenAddress. The

@@ -74,6 +74,8 @@ type Node struct {
 	ownedAnnotations string
 	// provider is virtual-kubelet's NodeProvider, set by Run.
 	provider *nodeProvider
+	// csiNodeKick asks runCSINode to write the CSINode again.
+	csiNodeKick chan struct{}
 
 	mu   sync.Mutex
 	addr string // the kubelet API's address once listening
@@ -180,7 +182,7 @@ func New(client kubernetes.Interface, pods Pods, cfg Config, log *slog.Logger, o
 	n := &Node{
 		client: client, pods: pods, cfg: cfg, log: log, internalIP: ip,
 		tlsConfig: tlsConfig, cert: current, auth: auth,
-		ready: make(chan struct{}), done: make(chan struct{}),
+		ready: make(chan struct{}), done: make(chan struct{}), csiNodeKick: make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(n)
@@ -422,7 +424,12 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		return nil
 	}
-	n.log.Info("node ready", "taint", taintString(cfg.taint()), "lease_duration", cfg.leaseDuration())
+	// The CSINode is owned by the Node, so it is written once the Node
+	// is registered, and again when the Node is registered anew.
+	csiNodeDone := make(chan struct{})
+	go func() { defer close(csiNodeDone); n.runCSINode(ctx) }()
+	defer func() { cancel(); <-csiNodeDone }()
+	n.log.Info("node ready", "taint", taintString(cfg.taint()), "lease_duration", cfg.leaseDuration(), "zone", cfg.Zone)
 	close(n.ready)
 
 	select {
@@ -495,6 +502,11 @@ func (n *Node) reregister(port int) vknode.ErrorHandler {
 		_, cerr := n.client.CoreV1().Nodes().Create(ctx, nodeObject(n.cfg, n.address(), int32(port), n.provider.state(), time.Now()), metav1.CreateOptions{})
 		if cerr != nil && !apierrors.IsAlreadyExists(cerr) {
 			return fmt.Errorf("registering the deleted Node again: %w", cerr)
+		}
+		// The new Node has a new UID: the CSINode's owner follows.
+		select {
+		case n.csiNodeKick <- struct{}{}:
+		default:
 		}
 		return nil
 	}

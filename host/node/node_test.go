@@ -80,6 +80,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad memory", mutate: func(c *Config) { c.Capacity.Memory = "4 TB" }, wantKey: "capacity.memory"},
 		{name: "empty pods", mutate: func(c *Config) { c.Capacity.Pods = "" }, wantKey: "capacity.pods"},
 		{name: "bad arch", mutate: func(c *Config) { c.Arch = "x86-64" }, wantKey: "arch"},
+		{name: "zone", mutate: func(c *Config) { c.Zone = "us-east-1a" }},
+		{name: "bad zone", mutate: func(c *Config) { c.Zone = "us east 1a" }, wantKey: "zone"},
 		{name: "bad internal IP", mutate: func(c *Config) { c.InternalIP = "kip.local" }, wantKey: "internalIP"},
 		{name: "IPv6 internal IP", mutate: func(c *Config) { c.InternalIP = "fd00::1" }},
 		{name: "bad listen address", mutate: func(c *Config) { c.ListenAddress = "10250" }, wantKey: "listenAddress"},

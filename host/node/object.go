@@ -23,6 +23,7 @@ func nodeObject(cfg Config, internalIP string, port int32, st nodeState, now tim
 	labels[LabelHostname] = cfg.Name
 	labels[LabelOS] = "linux"
 	labels[LabelArch] = cfg.Arch
+	maps.Copy(labels, cfg.zoneLabels())
 	if cfg.SetRoleLabel {
 		labels[LabelRole] = LabelRoleKip
 	}
