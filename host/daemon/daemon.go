@@ -214,6 +214,7 @@ func build(ctx context.Context, cfg *config.Config, version string, log *slog.Lo
 	}
 	cellsCfg := cfg.Cells
 	cellsCfg.ClusterID, cellsCfg.NodeName = cfg.ClusterID, cfg.NodeName
+	cellsCfg.Zone = cfg.Node.Zone
 	cellsCfg.Match = cfg.Match.WithNodeArch(pluginapi.Arch(cfg.Node.Arch))
 	cellsCfg.Cluster = podrefs.Cluster{Services: svcs, DNS: podrefs.DNS{Servers: cfg.Node.ClusterDNS, Domain: cfg.Node.ClusterDomain}}
 	if obs.keptLogsChanged != nil {

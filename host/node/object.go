@@ -45,9 +45,11 @@ func nodeObject(cfg Config, internalIP string, port int32, st nodeState, now tim
 		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Labels: labels, Annotations: maps.Clone(cfg.Annotations)},
 		Spec:       corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
-			Capacity:    cfg.resources(extended),
-			Allocatable: cfg.resources(extended),
-			Phase:       corev1.NodeRunning,
+			Capacity:        cfg.resources(extended),
+			Allocatable:     cfg.resources(extended),
+			VolumesAttached: st.attached,
+			VolumesInUse:    st.inUse,
+			Phase:           corev1.NodeRunning,
 			Conditions: []corev1.NodeCondition{
 				ready(st.notReady, cond),
 				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "every pod gets its own cell"),

@@ -31,6 +31,15 @@ type ResourceReporter interface {
 	ExtendedResources(ctx context.Context) ([]corev1.ResourceName, error)
 }
 
+// VolumeReporter is an optional interface of Pods: the disks attached to
+// the node's cells and those their pods use, which the Node's status
+// lists (volumesAttached, as the attach-detach controller writes it;
+// volumesInUse, as a kubelet does), so that kubectl describe node tells
+// the truth. Asked at every status update.
+type VolumeReporter interface {
+	Volumes() (attached []corev1.AttachedVolume, inUse []corev1.UniqueVolumeName)
+}
+
 // healthTimeout bounds one Healthy call; a call that times out counts as
 // a failure (subject to the grace period like any other).
 const healthTimeout = 5 * time.Second
@@ -42,6 +51,7 @@ const healthTimeout = 5 * time.Second
 type nodeProvider struct {
 	health    HealthChecker    // nil: always healthy
 	resources ResourceReporter // nil: no extended resources
+	volumes   VolumeReporter   // nil: no disks
 	grace     time.Duration
 	log       *slog.Logger
 	now       func() time.Time
@@ -61,6 +71,8 @@ type nodeProvider struct {
 	notReady     string    // why the node is not Ready; "" while it is
 	address      string    // the node's InternalIP
 	extended     []corev1.ResourceName
+	attached     []corev1.AttachedVolume
+	inUse        []corev1.UniqueVolumeName
 }
 
 func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProvider {
@@ -70,6 +82,9 @@ func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProv
 	}
 	if r, ok := pods.(ResourceReporter); ok {
 		p.resources = r
+	}
+	if v, ok := pods.(VolumeReporter); ok {
+		p.volumes = v
 	}
 	return p
 }
@@ -143,7 +158,11 @@ func (p *nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Nod
 		t := time.NewTicker(p.interval)
 		defer t.Stop()
 		for {
-			if changed := p.refreshResources(ctx); p.refreshAddressChanged() || changed {
+			changed := p.refreshResources(ctx)
+			if p.refreshVolumes() {
+				changed = true
+			}
+			if p.refreshAddressChanged() || changed {
 				cb(p.node(p.state()))
 			}
 			select {
@@ -162,12 +181,15 @@ type nodeState struct {
 	extended []corev1.ResourceName
 	notReady string
 	address  string
+	attached []corev1.AttachedVolume
+	inUse    []corev1.UniqueVolumeName
 }
 
 func (p *nodeProvider) state() nodeState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return nodeState{extended: slices.Clone(p.extended), notReady: p.notReady, address: p.address}
+	return nodeState{extended: slices.Clone(p.extended), notReady: p.notReady, address: p.address,
+		attached: slices.Clone(p.attached), inUse: slices.Clone(p.inUse)}
 }
 
 // refreshAddressChanged looks at the node's address again and reports
@@ -182,6 +204,22 @@ func (p *nodeProvider) refreshAddressChanged() bool {
 	changed := addr != p.address
 	p.address = addr
 	return changed
+}
+
+// refreshVolumes asks for the disks attached and in use and reports
+// whether they changed.
+func (p *nodeProvider) refreshVolumes() bool {
+	if p.volumes == nil {
+		return false
+	}
+	attached, inUse := p.volumes.Volumes()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if slices.Equal(attached, p.attached) && slices.Equal(inUse, p.inUse) {
+		return false
+	}
+	p.attached, p.inUse = attached, inUse
+	return true
 }
 
 // refreshResources asks for the extended resources and reports whether

@@ -111,3 +111,45 @@ func TestNodeFollowsItsAddress(t *testing.T) {
 		t.Fatal("no status sent after the address changed")
 	}
 }
+
+// volumeReporter is a VolumeReporter whose answer the test changes.
+type volumeReporter struct {
+	mu       sync.Mutex
+	attached []corev1.AttachedVolume
+	inUse    []corev1.UniqueVolumeName
+}
+
+func (r *volumeReporter) Volumes() ([]corev1.AttachedVolume, []corev1.UniqueVolumeName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]corev1.AttachedVolume(nil), r.attached...), append([]corev1.UniqueVolumeName(nil), r.inUse...)
+}
+
+// TestNodeListsItsVolumes: the Node's status lists the disks attached to
+// its cells and in use by their pods, and follows when they change.
+func TestNodeListsItsVolumes(t *testing.T) {
+	cfg := DefaultConfig("kip")
+	rep := &volumeReporter{}
+	p := &nodeProvider{volumes: rep, log: slog.New(slog.DiscardHandler), now: time.Now, interval: 20 * time.Millisecond,
+		kick: make(chan struct{}, 1),
+		node: func(st nodeState) *corev1.Node { return nodeObject(cfg, "10.0.0.7", 10250, st, time.Now()) }}
+	got := make(chan *corev1.Node, 10)
+	p.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { got <- n })
+	name := corev1.UniqueVolumeName("kubernetes.io/csi/ebs.csi.aws.com^vol-1")
+	rep.mu.Lock()
+	rep.attached = []corev1.AttachedVolume{{Name: name, DevicePath: "/dev/xvdba"}}
+	rep.inUse = []corev1.UniqueVolumeName{name}
+	rep.mu.Unlock()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case n := <-got:
+			if len(n.Status.VolumesAttached) == 1 && n.Status.VolumesAttached[0].Name == name &&
+				n.Status.VolumesAttached[0].DevicePath == "/dev/xvdba" && len(n.Status.VolumesInUse) == 1 && n.Status.VolumesInUse[0] == name {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no node status listing the attached disk")
+		}
+	}
+}
