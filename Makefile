@@ -58,7 +58,7 @@ deps: ## Install the Debian packages the project needs (only those missing).
 	@hack/install-deps.sh
 
 .PHONY: build
-build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-plugin-aws, kip-plugin-gce, kip-plugin-azure, kip-cluster).
+build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-plugin-aws, kip-plugin-gce, kip-plugin-azure, kip-local-provisioner, kip-cluster).
 	@mkdir -p $(BIN)
 	$(GO_BUILD) -ldflags '$(LDFLAGS_KIP)' -o $(BIN)/kip ./cmd/kip
 	$(GO_BUILD) -ldflags '$(LDFLAGS_LOCAL)' -o $(BIN)/kip-plugin-local ./plugins/local/cmd/kip-plugin-local
@@ -67,6 +67,7 @@ build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-pl
 	$(GO_BUILD) -ldflags '$(LDFLAGS_AZURE)' -o $(BIN)/kip-plugin-azure ./plugins/azure/cmd/kip-plugin-azure
 	$(GO_BUILD) -ldflags '-X main.version=$(VERSION)' -o $(BIN)/kip-cell ./cmd/kip-cell
 	$(GO_BUILD) -o $(BIN)/kip-cluster ./test/cmd/kip-cluster
+	$(GO_BUILD) -o $(BIN)/kip-local-provisioner ./cmd/kip-local-provisioner
 	$(GO_BUILD) -o $(BIN)/kip-demo ./test/cmd/kip-demo
 
 .PHONY: dist
