@@ -4,16 +4,23 @@
 // identity), a real kubelet node, kip-infra (test/kubeletnode), for the
 // cluster's own add-ons: the cluster DNS (deploy/coredns, when
 // framework.ClusterDNS is on) and metrics-server (deploy/metrics-server:
-// kubectl top, the HorizontalPodAutoscaler); and deploy/examples/hello.yaml
-// on the Kip node. It writes a ready file once the workload is applied,
-// and stays in the foreground until SIGTERM, when it deletes the workload
-// (so every cell ends), metrics-server and the DNS, and stops everything.
+// kubectl top, the HorizontalPodAutoscaler); and
+// deploy/examples/hello.yaml on the Kip node. For persistent volumes
+// (volumes.go) it applies the StorageClass kip-local and runs
+// kip-local-provisioner on the local plugin's state directory;
+// hack/demo.sh applies the StatefulSet example when kip reports volume
+// support. It writes a ready file once the workload is applied, and stays
+// in the foreground until SIGTERM, when it deletes the workload (so every
+// cell ends), the StatefulSet example and its claims (so that the
+// provisioner deletes their disks), metrics-server and the DNS, and stops
+// everything.
 //
 // Everything it keeps lives in the demo's directory (--dir, by default
 // demo/ in kip-cluster's state directory): kip/ (kip.yaml, kip.log, the
-// local plugin's cells), containerd/, and cells.json, which holds the
-// cells' bridge, subnet and registry port so that the next run advertises
-// the registry at the same address and the workload stays the same object.
+// local plugin's cells and disks), provisioner.log, containerd/, and
+// cells.json, which holds the cells' bridge, subnet and registry port so
+// that the next run advertises the registry at the same address and the
+// workload stays the same object.
 //
 // Two options make the node one that another test suite can use (the
 // upstream conformance suite, docs/conformance.md), both passed to kip as
@@ -33,7 +40,7 @@
 //
 // starts such a node. The usage:
 //
-//	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE [--insecure-registry HOST:PORT]... [--untainted]
+//	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE [--manifest FILE] [--storage-class FILE] [--insecure-registry HOST:PORT]... [--untainted]
 package main
 
 import (
@@ -62,6 +69,7 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding kip, kip-cell and kip-plugin-local")
 	ready := flag.String("ready", "", "file to write once the demo runs")
 	manifest := flag.String("manifest", "deploy/examples/hello.yaml", "the workload")
+	storageClass := flag.String("storage-class", "deploy/examples/storageclass-kip-local.yaml", "the local plugin's StorageClass")
 	var node nodeOptions
 	flag.Func("insecure-registry", "another plain-HTTP registry cells may pull from, HOST:PORT or :PORT on the cells' bridge (repeatable)",
 		func(s string) error { node.insecureRegistries = append(node.insecureRegistries, s); return nil })
@@ -70,13 +78,13 @@ func main() {
 	if *dir == "" && *state != "" {
 		*dir = filepath.Join(*state, "demo")
 	}
-	if err := run(*state, *dir, *bin, *ready, *manifest, node); err != nil {
+	if err := run(*state, *dir, *bin, *ready, *manifest, *storageClass, node); err != nil {
 		fmt.Fprintln(os.Stderr, "kip-demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
+func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions) error {
 	if state == "" || ready == "" {
 		return errors.New("usage: kip-demo --state DIR --bin DIR --ready FILE")
 	}
@@ -113,6 +121,11 @@ func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
 		}
 		fmt.Fprintf(os.Stderr, "kip runs with %s\n", kv)
 	}
+	// The node's zone, the local plugin's (volumes.go); a kip that does
+	// not know node.zone leaves the variable alone.
+	if err := os.Setenv("KIP_NODE_ZONE", localZone); err != nil {
+		return fmt.Errorf("setting KIP_NODE_ZONE for kip: %w", err)
+	}
 	kip, err := fw.StartKip(ctx, cells, framework.KipOptions{
 		NodeName: "kip", ClusterID: "kip-demo", BinDir: bin, Dir: filepath.Join(dir, "kip"), Log: os.Stderr,
 	})
@@ -120,6 +133,13 @@ func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
 		return err
 	}
 	defer kip.Stop()
+	// The local plugin's disks for claims of class kip-local, made in
+	// kip's local plugin's state directory.
+	prov, err := startProvisioner(bin, kip.StateDir, cluster.Kubeconfig, filepath.Join(dir, "provisioner.log"))
+	if err != nil {
+		return err
+	}
+	defer prov.Stop()
 
 	data, err := os.ReadFile(manifest)
 	if err != nil {
@@ -160,14 +180,23 @@ func run(state, dir, bin, ready, manifest string, node nodeOptions) error {
 	if err := kubectl(workload, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("applying %s: %w", manifest, err)
 	}
-	info := fmt.Sprintf("kip log: %s\nregistry: %s\n", kip.LogPath, cells.Registry.Host())
+	if err := kubectl("", "apply", "-f", storageClass); err != nil {
+		return fmt.Errorf("applying %s: %w", storageClass, err)
+	}
+	info := fmt.Sprintf("kip log: %s\nregistry: %s\nprovisioner log: %s\n", kip.LogPath, cells.Registry.Host(), filepath.Join(dir, "provisioner.log"))
 	if err := os.WriteFile(ready, []byte(info), 0o600); err != nil {
 		return fmt.Errorf("writing ready file: %w", err)
 	}
 	<-ctx.Done()
 
-	// Delete the workload while kip still runs, so that it ends every cell.
+	// Delete the workload while kip still runs, so that it ends every cell,
+	// and the StatefulSet example's claims while the provisioner runs, so
+	// that it deletes their disks.
 	fmt.Fprintln(os.Stderr, "deleting the workload and waiting for its cells to end")
+	if err := deleteNotes(context.Background(), fw.Client, 90*time.Second); err != nil { // ctx has ended
+		fmt.Fprintln(os.Stderr, err)
+	}
+	_ = kubectl("", "delete", "-f", storageClass, "--ignore-not-found")
 	_ = kubectl(workload, "delete", "-f", "-", "--wait=true", "--timeout=60s")
 	if err := ms.Delete(context.Background(), fw); err != nil { // ctx has ended
 		fmt.Fprintln(os.Stderr, err)

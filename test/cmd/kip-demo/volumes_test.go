@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestDeleteNotes(t *testing.T) {
+	notes := map[string]string{"app": "notes"}
+	objects := func() []runtime.Object {
+		return []runtime.Object{
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "notes", Namespace: "default", Labels: notes}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "notes", Namespace: "default", Labels: notes}},
+			&corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "data-notes-0", Namespace: "default", Labels: notes},
+				Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-1"},
+			},
+			&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1"}},
+			// Not the example's: left alone.
+			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "default"}},
+		}
+	}
+	tests := []struct {
+		name string
+		objs []runtime.Object
+		// provisioner: the claim's deletion deletes its volume, as
+		// kip-local-provisioner does under reclaimPolicy Delete.
+		provisioner bool
+		wantErr     string
+	}{
+		{name: "the volumes go with their claims", objs: objects(), provisioner: true},
+		{name: "a volume that stays is waited for, then reported", objs: objects(), wantErr: "waiting for the notes volumes to go: 1 left"},
+		{name: "no example: nothing to do", objs: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.objs...)
+			if tt.provisioner {
+				client.PrependReactor("delete", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					_ = client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("persistentvolumes"), "", "pvc-1")
+					return false, nil, nil
+				})
+			}
+			err := deleteNotes(context.Background(), client, time.Second)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("deleteNotes: %v, want error %q", err, tt.wantErr)
+			}
+			ctx := t.Context()
+			if _, err := client.AppsV1().StatefulSets("default").Get(ctx, "notes", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("StatefulSet notes: %v, want it deleted", err)
+			}
+			if _, err := client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "data-notes-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("claim data-notes-0: %v, want it deleted", err)
+			}
+			if tt.objs != nil {
+				if _, err := client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "other", metav1.GetOptions{}); err != nil {
+					t.Errorf("claim other: %v, want it left alone", err)
+				}
+			}
+		})
+	}
+}
