@@ -160,8 +160,8 @@ func lockVolume(ctx context.Context, l *locker, stateDir, handle string) (unlock
 // 512) named by handle (a PersistentVolume's spec.csi.volumeHandle, up to
 // 128 of [A-Za-z0-9._-]), lying in zone, attached nowhere. It is how a
 // disk comes to exist in the local cloud, as a cloud's CreateVolume call
-// makes one, until kip's own provisioner for local disks lands (issue 31,
-// item 4); the conformance test creates its disks with it. The zone need
+// makes one: kip-local-provisioner (package localprov) and the
+// conformance test create their disks with it. The zone need
 // not be the plugin's: a disk of another zone is one a cell of this zone
 // cannot attach (VolumeConflict wrong-zone).
 //
