@@ -292,16 +292,22 @@ func (p *Provisioner) provision(ctx context.Context, claim *corev1.PersistentVol
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading volume %s: %w", name, err)
 	}
+	node, err := p.selectedNode(ctx, claim)
+	if err != nil {
+		return err
+	}
+	// From here on, as the library's provisionClaimOperation, every
+	// failure follows this event.
+	p.recorder.Event(claim, corev1.EventTypeNormal, "Provisioning",
+		fmt.Sprintf("External provisioner is provisioning volume for claim %q", klogKey(claim)))
 	spec, err := readClaim(claim, class)
 	if err != nil {
 		return err
 	}
-	zone, err := p.zone(ctx, claim, class)
+	zone, err := p.zone(ctx, node, class)
 	if err != nil {
 		return err
 	}
-	p.recorder.Event(claim, corev1.EventTypeNormal, "Provisioning",
-		fmt.Sprintf("External provisioner is provisioning volume for claim %q", klogKey(claim)))
 	if err := p.createDisk(ctx, p.cfg.StateDir, name, zone, spec.sizeBytes); err != nil {
 		return fmt.Errorf("creating disk %s: %w", name, err)
 	}
@@ -368,26 +374,36 @@ func readClaim(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClas
 	return s, nil
 }
 
+// selectedNode is the claim's selected node, nil without one; one that
+// does not exist is rescheduled, as the library does.
+func (p *Provisioner) selectedNode(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.Node, error) {
+	name := claim.Annotations[AnnSelectedNode]
+	if name == "" {
+		return nil, nil
+	}
+	node, err := p.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, reschedulef("selected node %s does not exist", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading selected node %s: %w", name, err)
+	}
+	return node, nil
+}
+
 // zone is the zone the claim's disk is made in: the plugin's, which the
-// class's allowedTopologies must allow and, for a claim with a selected
-// node, the node must be in, as its CSINode and labels say (the
-// external-provisioner's topology: the CSINode's keys for the driver,
-// the node's labels for their values).
-func (p *Provisioner) zone(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass) (string, error) {
+// class's allowedTopologies must allow and the selected node (nil: none)
+// must be in, as its CSINode and labels say (the external-provisioner's
+// topology: the CSINode's keys for the driver, the node's labels for
+// their values).
+func (p *Provisioner) zone(ctx context.Context, node *corev1.Node, class *storagev1.StorageClass) (string, error) {
 	if !allows(class.AllowedTopologies, p.cfg.Zone) {
 		return "", finalf("the StorageClass's allowedTopologies do not allow zone %s, the only zone of local disks", p.cfg.Zone)
 	}
-	nodeName := claim.Annotations[AnnSelectedNode]
-	if nodeName == "" {
+	if node == nil {
 		return p.cfg.Zone, nil
 	}
-	node, err := p.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", reschedulef("selected node %s does not exist", nodeName)
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading selected node %s: %w", nodeName, err)
-	}
+	nodeName := node.Name
 	csiNode, err := p.client.StorageV1().CSINodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("reading the CSINode of selected node %s: %w", nodeName, err)

@@ -249,12 +249,12 @@ func TestSyncClaim(t *testing.T) {
 		{
 			name:   "ReadWriteMany is refused, naming it",
 			objs:   append(node(zone), class(), claim(accessMode(corev1.ReadWriteMany))),
-			events: []string{"Warning ProvisioningFailed"}, failure: "access mode ReadWriteMany is not supported", selectedNode: nodeName,
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "access mode ReadWriteMany is not supported", selectedNode: nodeName,
 		},
 		{
 			name:   "ReadOnlyMany is refused, naming it",
 			objs:   append(node(zone), class(), claim(accessMode(corev1.ReadOnlyMany))),
-			events: []string{"Warning ProvisioningFailed"}, failure: "access mode ReadOnlyMany is not supported", selectedNode: nodeName,
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "access mode ReadOnlyMany is not supported", selectedNode: nodeName,
 		},
 		{
 			name: "ReadWriteOncePod",
@@ -273,12 +273,12 @@ func TestSyncClaim(t *testing.T) {
 		{
 			name:   "an fsType the cell cannot format",
 			objs:   append(node(zone), class(fsType("btrfs")), claim()),
-			events: []string{"Warning ProvisioningFailed"}, failure: `fsType "btrfs" is not supported`, selectedNode: nodeName,
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: `fsType "btrfs" is not supported`, selectedNode: nodeName,
 		},
 		{
 			name:   "an unknown class parameter",
 			objs:   append(node(zone), class(func(c *storagev1.StorageClass) { c.Parameters = map[string]string{"type": "gp3"} }), claim()),
-			events: []string{"Warning ProvisioningFailed"}, failure: `StorageClass parameter "type" is not supported`, selectedNode: nodeName,
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: `StorageClass parameter "type" is not supported`, selectedNode: nodeName,
 		},
 		{
 			name: "Block mode: no filesystem",
@@ -326,14 +326,14 @@ func TestSyncClaim(t *testing.T) {
 			objs: append(node(zone), class(), claim(func(c *corev1.PersistentVolumeClaim) {
 				c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
 			})),
-			events: []string{"Warning ProvisioningFailed"}, failure: "claim Selector is not supported", selectedNode: nodeName,
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "claim Selector is not supported", selectedNode: nodeName,
 		},
 		{
 			name: "a data source is refused",
 			objs: append(node(zone), class(), claim(func(c *corev1.PersistentVolumeClaim) {
 				c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "other"}
 			})),
-			events: []string{"Warning ProvisioningFailed"}, failure: "a data source", selectedNode: nodeName,
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "a data source", selectedNode: nodeName,
 		},
 		{
 			name: "allowedTopologies without the plugin's zone",
@@ -342,7 +342,7 @@ func TestSyncClaim(t *testing.T) {
 					{Key: ZoneKey, Values: []string{"us-east-1a"}},
 				}}}
 			}), claim()),
-			events: []string{"Warning ProvisioningFailed"}, failure: "allowedTopologies do not allow zone local", selectedNode: nodeName,
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "allowedTopologies do not allow zone local", selectedNode: nodeName,
 		},
 		{
 			name: "allowedTopologies with the plugin's zone",
@@ -357,7 +357,7 @@ func TestSyncClaim(t *testing.T) {
 		{
 			name:   "the selected node is in another zone: the scheduler chooses again",
 			objs:   append(node("us-east-1a"), class(), claim()),
-			events: []string{"Warning ProvisioningFailed"}, failure: "selected node kip is in zone us-east-1a; local disks are made in zone local",
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "selected node kip is in zone us-east-1a; local disks are made in zone local",
 		},
 		{
 			name:   "the selected node is gone: the scheduler chooses again",
@@ -367,13 +367,13 @@ func TestSyncClaim(t *testing.T) {
 		{
 			name:   "the selected node does not run the driver (no CSINode): retried",
 			objs:   []runtime.Object{node(zone)[0], class(), claim()},
-			events: []string{"Warning ProvisioningFailed"}, failure: "does not run driver local.csi.kipcell.io",
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "does not run driver local.csi.kipcell.io",
 			retry: true, selectedNode: nodeName,
 		},
 		{
 			name:   "the selected node has no zone label: retried",
 			objs:   append([]runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}, node(zone)[1], class(), claim()),
-			events: []string{"Warning ProvisioningFailed"}, failure: "has no label topology.kubernetes.io/zone",
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "has no label topology.kubernetes.io/zone",
 			retry: true, selectedNode: nodeName,
 		},
 		{
