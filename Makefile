@@ -71,7 +71,7 @@ build: ## Build every binary into ./bin (kip, kip-cell, kip-plugin-local, kip-pl
 	$(GO_BUILD) -o $(BIN)/kip-demo ./test/cmd/kip-demo
 
 .PHONY: dist
-dist: ## Build kip, kip-cell and the plugins for linux/amd64 and linux/arm64 (static, CGO off) into ./dist, with SHA256SUMS.
+dist: ## Build kip, kip-cell, the plugins and kip-local-provisioner for linux/amd64 and linux/arm64 (static, CGO off) into ./dist, with SHA256SUMS.
 	@rm -rf $(DIST); mkdir -p $(DIST)
 	@for platform in $(DIST_PLATFORMS); do os=$${platform%/*}; arch=$${platform#*/}; echo "== dist $$os/$$arch"; \
 	  build() { CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "$$2" -o "$(DIST)/$$1-$$os-$$arch" "$$3"; }; \
@@ -81,6 +81,7 @@ dist: ## Build kip, kip-cell and the plugins for linux/amd64 and linux/arm64 (st
 	  build kip-plugin-aws '$(LDFLAGS_AWS)' ./plugins/aws/cmd/kip-plugin-aws; \
 	  (cd plugins/gce && GOWORK=off build kip-plugin-gce '$(LDFLAGS_GCE)' ./cmd/kip-plugin-gce); \
 	  build kip-plugin-azure '$(LDFLAGS_AZURE)' ./plugins/azure/cmd/kip-plugin-azure; \
+	  build kip-local-provisioner '' ./cmd/kip-local-provisioner; \
 	done
 	@cd $(DIST) && sha256sum -- kip* > SHA256SUMS && echo "== $(DIST)/SHA256SUMS ($(VERSION))" && cat SHA256SUMS
 
