@@ -146,8 +146,8 @@ func (p *Provisioner) Run(ctx context.Context) error {
 		}
 	}
 	p.log.Info("provisioning", "driver", Driver, "stateDir", p.cfg.StateDir, "zone", p.cfg.Zone)
-	go wait.UntilWithContext(ctx, func(ctx context.Context) { work(ctx, claims, p.syncClaim) }, time.Second)
-	go wait.UntilWithContext(ctx, func(ctx context.Context) { work(ctx, volumes, p.syncVolume) }, time.Second)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) { work(ctx, claims, p.syncClaim, p.log) }, time.Second)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) { work(ctx, volumes, p.syncVolume, p.log) }, time.Second)
 	<-ctx.Done()
 	return nil
 }
@@ -155,13 +155,14 @@ func (p *Provisioner) Run(ctx context.Context) error {
 // work takes keys from q until it shuts down; a key whose sync fails is
 // retried with the queue's backoff (5 ms doubling to 1000 s), as the
 // external-provisioner's work queues do.
-func work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+func work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error, log *slog.Logger) {
 	for {
 		key, shutdown := q.Get()
 		if shutdown {
 			return
 		}
 		if err := sync(ctx, key); err != nil {
+			log.Warn("retrying", "key", key, "tries", q.NumRequeues(key)+1, "err", err)
 			q.AddRateLimited(key)
 		} else {
 			q.Forget(key)
@@ -173,7 +174,7 @@ func work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], s
 // failure is why a claim was not provisioned: reschedule when the
 // selected node cannot have the disk (the scheduler must choose again),
 // final when retrying cannot help until the claim or its class changes
-// (an update of the claim brings it back).
+// (an update of the claim, or the informers' resync, brings it back).
 type failure struct {
 	err        error
 	reschedule bool
