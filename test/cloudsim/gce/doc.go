@@ -47,6 +47,22 @@
 //	compute.globalOperations.wait       POST   global/operations/{op}/wait
 //	compute.globalOperations.list       GET    global/operations (same parameters)
 //	compute.globalOperations.aggregatedList GET aggregated/operations (same parameters)
+//	compute.disks.insert                POST   zones/{z}/disks?requestId=
+//	compute.disks.get                   GET    zones/{z}/disks/{name}
+//	compute.disks.list                  GET    zones/{z}/disks (same parameters)
+//	compute.disks.delete                DELETE zones/{z}/disks/{name}?requestId=
+//	compute.instances.attachDisk        POST   zones/{z}/instances/{name}/attachDisk?requestId=
+//	compute.instances.detachDisk        POST   zones/{z}/instances/{name}/detachDisk?deviceName=&requestId=
+//
+// Zonal persistent disks follow disks.go's comment: CREATING, READY and
+// DELETING disks; attach and detach as operations on the instance, whose
+// disks[] (boot disk first) and the disk's users[] change once they are
+// DONE; READ_WRITE on one instance or READ_ONLY on several; the machine
+// type's maximumPersistentDisks; GCE's errors, at once or in the
+// operation. With a simcells.DiskStarter as Options.Cells, each disk is a
+// real block device, given to the instance's cell at DiskPath(deviceName)
+// (/dev/disk/by-id/google-<deviceName>); an operation stays RUNNING until
+// the DiskStarter's call returned, and a detach until the cell let go.
 //
 // Insert is idempotent on requestId (a UUID, as GCE requires): a repeat
 // returns the first operation and changes nothing, whatever its body. The

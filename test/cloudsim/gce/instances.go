@@ -81,6 +81,8 @@ type instance struct {
 	visibleFor time.Duration
 
 	maintenance *maintenance
+	// disks are its attachments, gone ones included (disks.go).
+	disks []*attachment
 }
 
 // maintenance is a scheduled host maintenance of an instance.
@@ -320,6 +322,7 @@ func (s *Server) deleteInstance(q request) (any, error) {
 	if !in.deleted {
 		in.deleted, in.visibleFor = true, s.opts.TerminatedVisible
 		s.stop(in, now)
+		s.releaseDisks(in, now)
 		s.log.Info("instance deleted", "instance", name, "zone", zone)
 	}
 	op := s.newOperation(zone, "delete", apiBase+s.instancePath(zone, name), in.id, rid, now, now.Add(s.opDelay), nil)
@@ -369,6 +372,7 @@ func (s *Server) instanceJSON(in *instance, now time.Time) map[string]any {
 	}
 	s.linkNIC(nic)
 	out["networkInterfaces"] = []any{nic}
+	out["disks"] = s.attachedDisksJSON(in, now)
 	return out
 }
 

@@ -27,6 +27,7 @@ type operation struct {
 	insertTime time.Time
 	doneAt     time.Time
 	until      *instance // DONE no earlier than it is TERMINATED
+	task       *task     // DONE no earlier than the DiskStarter's call returned
 	err        *opError
 }
 
@@ -104,13 +105,23 @@ func (s *Server) newOperation(zone, opType, targetLink string, targetID uint64, 
 	return op
 }
 
-// doneAt is when op is DONE, or false while it is not known.
+// done returns when op is DONE, or false while it is not known.
 func (op *operation) done() (time.Time, bool) {
-	if op.until == nil {
-		return op.doneAt, true
+	end := op.doneAt
+	if op.until != nil {
+		t, ok := op.until.terminated()
+		if !ok {
+			return time.Time{}, false
+		}
+		end = later(t, end)
 	}
-	t, ok := op.until.terminated()
-	return later(t, op.doneAt), ok
+	if op.task != nil {
+		if !op.task.done {
+			return time.Time{}, false
+		}
+		end = later(op.task.at, end)
+	}
+	return end, true
 }
 
 // operationJSON renders op as it is at now.
@@ -131,7 +142,11 @@ func (s *Server) operationJSON(op *operation, now time.Time) operationJSON {
 		return out
 	}
 	out.Status, out.Progress, out.EndTime = "DONE", 100, formatTime(end)
-	if e := op.err; e != nil {
+	e := op.err
+	if e == nil && op.task != nil {
+		e = op.task.err
+	}
+	if e != nil {
 		item := opErrorJSON{Code: e.code, Message: e.message}
 		if e.quota != nil {
 			item.ErrorDetails = []errorDetailJSON{{QuotaInfo: e.quota}}

@@ -2,6 +2,7 @@ package gcesim
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -137,6 +138,14 @@ type Server struct {
 	quotas        []Quota
 	opOrder       []*operation // every operation, in insert order
 	opSeq         uint64
+	disks         map[instanceKey]*disk // the latest of each name
+	diskOrder     []*disk               // every disk, in insert order
+	diskSeq       uint64
+
+	// bgCtx ends at Close; bg counts the DiskStarter calls under way.
+	bgCtx  context.Context
+	stopBG context.CancelFunc
+	bg     sync.WaitGroup
 }
 
 // instanceKey names an instance (or an operation) in a zone.
@@ -164,8 +173,10 @@ func New(opts Options) *Server {
 		Knobs:     simknobs.New(opts.Latency, opts.RateLimit),
 		instances: map[instanceKey]*instance{}, operations: map[instanceKey]*operation{}, requests: map[string]*operation{},
 		metadata:  simhttp.Sockets{Prefix: "gcesim-metadata-"},
+		disks:     map[instanceKey]*disk{},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay, opDelay: opts.OperationDelay,
 	}
+	s.bgCtx, s.stopBG = context.WithCancel(context.Background())
 	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
 		Starter: opts.Cells, StartTimeout: opts.CellStartTimeout, Lock: &s.mu,
 		AgentDelay: opts.AgentDelay, Now: opts.Now, Logger: s.log,
@@ -187,6 +198,8 @@ func (s *Server) Close() error {
 		if err := s.http.Stop(); err != nil {
 			s.log.Warn("stopping GCE simulator", "error", err)
 		}
+		s.stopBG()
+		s.bg.Wait()
 		s.cells.Close()
 		if err := s.metadata.Close(); err != nil {
 			s.log.Warn("closing the instances' metadata servers", "error", err)
@@ -341,6 +354,24 @@ func route(method string, p []string) (routed, bool) {
 			return routed{"compute.instances.get", true, []string{p[1], p[3]}, (*Server).getInstance}, true
 		case http.MethodDelete:
 			return routed{"compute.instances.delete", true, []string{p[1], p[3]}, (*Server).deleteInstance}, true
+		}
+	case len(p) == 5 && p[0] == "zones" && p[2] == "instances" && method == http.MethodPost && p[4] == "attachDisk":
+		return routed{"compute.instances.attachDisk", true, []string{p[1], p[3]}, (*Server).attachDisk}, true
+	case len(p) == 5 && p[0] == "zones" && p[2] == "instances" && method == http.MethodPost && p[4] == "detachDisk":
+		return routed{"compute.instances.detachDisk", true, []string{p[1], p[3]}, (*Server).detachDisk}, true
+	case len(p) == 3 && p[0] == "zones" && p[2] == "disks":
+		switch method {
+		case http.MethodPost:
+			return routed{"compute.disks.insert", true, []string{p[1]}, (*Server).insertDisk}, true
+		case http.MethodGet:
+			return routed{"compute.disks.list", true, []string{p[1]}, (*Server).listDisks}, true
+		}
+	case len(p) == 4 && p[0] == "zones" && p[2] == "disks":
+		switch method {
+		case http.MethodGet:
+			return routed{"compute.disks.get", true, []string{p[1], p[3]}, (*Server).getDisk}, true
+		case http.MethodDelete:
+			return routed{"compute.disks.delete", true, []string{p[1], p[3]}, (*Server).deleteDisk}, true
 		}
 	case len(p) == 2 && p[0] == "aggregated" && p[1] == "instances" && method == http.MethodGet:
 		return routed{"compute.instances.aggregatedList", false, nil, (*Server).aggregatedInstances}, true
