@@ -1,6 +1,9 @@
 package gce
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +16,12 @@ import (
 // Compute simulator (test/cloudsim/gce).
 func TestConformance(t *testing.T) {
 	f := newFakeCompute(t)
-	good := testConfig(f)
+	var disks atomic.Int64
+	// One zone: the volume cases attach a disk of one instance's zone to
+	// another instance, and the plugin spreads cells without a zone over
+	// its zones (by cell ID). OtherZone is where the wrong-zone case makes
+	// its disk.
+	good := with(testConfig(f), "zones", []string{"us-central1-a"})
 	plugintest.Run(t, New, plugintest.Config{
 		Plugin: mustJSON(t, good),
 		Invalid: []plugintest.InvalidConfig{
@@ -27,6 +35,11 @@ func TestConformance(t *testing.T) {
 		InstanceType:      "e2-small",
 		ReadyTimeout:      20 * time.Second,
 		UnknownInstanceID: "us-central1-a/kip-never-launched",
+		OtherZone:         "us-central1-b",
+		CreateVolume: func(_ context.Context, zone string) (string, error) {
+			return f.addDisk(zone, fmt.Sprintf("kip-disk-%d", disks.Add(1))), nil
+		},
+		DeleteVolume: func(_ context.Context, handle string) error { return f.removeDisk(handle) },
 	})
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,6 +48,8 @@ type fakeCompute struct {
 	holdOps bool
 	nextOp  int
 	nextID  int
+	// disks are the disks that exist, zone/name → their zone.
+	disks map[string]bool
 }
 
 type fakeInstance struct {
@@ -57,6 +59,7 @@ type fakeInstance struct {
 	created  time.Time
 	deleting bool
 	console  string
+	disks    []map[string]any // attached disks (fakedisks_test.go)
 }
 
 type fakeHTTPError struct {
@@ -95,6 +98,7 @@ func newFakeCompute(t testing.TB) *fakeCompute {
 		calls:    map[string]int{},
 		bodies:   map[string][]map[string]any{},
 		queries:  map[string][]string{},
+		disks:    map[string]bool{},
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
@@ -170,6 +174,8 @@ var routes = []route{
 	{"instances.get", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)$`)},
 	{"instances.delete", "DELETE", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)$`)},
 	{"instances.getSerialPortOutput", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)/serialPort$`)},
+	{"instances.attachDisk", "POST", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)/attachDisk$`)},
+	{"instances.detachDisk", "POST", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)/detachDisk$`)},
 	{"instances.aggregatedList", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/aggregated/instances$`)},
 	{"zoneOperations.wait", "POST", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)/wait$`)},
 	{"zoneOperations.get", "GET", regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)$`)},
@@ -363,6 +369,14 @@ func (f *fakeCompute) instanceJSON(in *fakeInstance) map[string]any {
 		}
 		out["networkInterfaces"] = []any{nic}
 	}
+	if len(in.disks) > 0 {
+		disks := []any{map[string]any{"boot": true, "deviceName": "persistent-disk-0", "index": 0, "mode": "READ_WRITE",
+			"source": "https://www.googleapis.com/compute/v1/projects/" + fakeProject + "/zones/" + in.zone + "/disks/" + name}}
+		for _, d := range in.disks {
+			disks = append(disks, d)
+		}
+		out["disks"] = disks
+	}
 	return out
 }
 
@@ -405,6 +419,10 @@ func (f *fakeCompute) serveInstances(w http.ResponseWriter, r *http.Request, met
 		writeJSON(w, map[string]any{"contents": in.console, "start": "0", "next": strconv.Itoa(len(in.console))})
 	case "instances.aggregatedList":
 		f.aggregated(w, q.Get("filter"), q.Get("pageToken"))
+	case "instances.attachDisk":
+		f.attachDisk(w, m[2], m[3], body)
+	case "instances.detachDisk":
+		f.detachDisk(w, m[2], m[3], q.Get("deviceName"))
 	}
 }
 

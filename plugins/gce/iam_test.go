@@ -31,7 +31,12 @@ var permissions = map[string][]string{
 		"compute.subnetworks.use", "compute.instances.setMetadata", "compute.instances.setLabels",
 		"compute.instances.setTags", "compute.instances.setServiceAccount", "iam.serviceAccounts.actAs",
 	},
-	"instances.get":                 {"compute.instances.get"},
+	"instances.get": {"compute.instances.get"},
+	// compute.disks.use for a READ_WRITE disk, useReadOnly for READ_ONLY
+	// (https://cloud.google.com/compute/docs/disks/add-persistent-disk,
+	// "Required roles").
+	"instances.attachDisk":          {"compute.instances.attachDisk", "compute.disks.use", "compute.disks.useReadOnly"},
+	"instances.detachDisk":          {"compute.instances.detachDisk"},
 	"instances.delete":              {"compute.instances.delete"},
 	"instances.aggregatedList":      {"compute.instances.list"},
 	"instances.getSerialPortOutput": {"compute.instances.getSerialPortOutput"},
@@ -138,6 +143,16 @@ func TestEveryCalledMethodHasItsPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := p.ConsoleOutput(ctx, &pluginapi.ConsoleOutputRequest{InstanceID: id}); err != nil {
+		t.Fatal(err)
+	}
+	disk := f.addDisk("us-central1-a", "kip-iam-disk")
+	if _, err := p.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: id, Driver: VolumeDriver, VolumeHandle: disk, ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DetachVolume(ctx, &pluginapi.DetachVolumeRequest{InstanceID: id, Driver: VolumeDriver, VolumeHandle: disk}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: id}); err != nil {

@@ -46,6 +46,7 @@ var (
 	_ pluginapi.RegistryAuthenticator    = (*provider)(nil)
 	_ pluginapi.ConsoleOutputReader      = (*provider)(nil)
 	_ pluginapi.InstanceIdentityVerifier = (*provider)(nil)
+	_ pluginapi.VolumeAttacher           = (*provider)(nil)
 )
 
 // provider implements pluginapi.Provider for Compute Engine. Its
@@ -83,12 +84,18 @@ var capabilities = []pluginapi.Capability{
 	pluginapi.CapabilityRegistryAuth,
 	pluginapi.CapabilityConsoleOutput,
 	pluginapi.CapabilityInstanceIdentity,
+	pluginapi.CapabilityVolumes,
 }
 
 // GetInfo describes the plugin. It needs no configuration and calls no
 // Google API.
 func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
-	return kit.Info{Name: Name, Version: Version, Capabilities: capabilities, ConfigSchema: configSchema, Catalog: catalog.Load}.GetInfo()
+	info, err := kit.Info{Name: Name, Version: Version, Capabilities: capabilities, ConfigSchema: configSchema, Catalog: catalog.Load}.GetInfo()
+	if err != nil {
+		return nil, err
+	}
+	info.VolumeDrivers = []string{VolumeDriver}
+	return info, nil
 }
 
 // config is a validated, resolved configuration with its clients and
@@ -112,6 +119,7 @@ type config struct {
 	machineTypes *kit.Sold[*soldTypes]
 	deleting     *snapshot.Deletions
 	ops          *opWaits
+	volumes      *pendingOps // attaches and detaches under way (volumes.go)
 	certs        *googleKeys // the identity tokens' keys
 }
 
@@ -168,6 +176,7 @@ func (p *provider) Configure(ctx context.Context, req *pluginapi.ConfigureReques
 	cfg.types = &kit.Offerings{Catalog: catalog.Load, Region: s.region, Zones: s.zones, Arch: cfg.imageArch, Image: cfg.imageURL, Log: p.Log}
 	cfg.deleting = snapshot.NewDeletions(p.Now)
 	cfg.ops = newOpWaits()
+	cfg.volumes = newPendingOps()
 	cfg.certs = newGoogleKeys(s.certsURL, &http.Client{Transport: p.baseTransport(s)})
 
 	// Calls under way keep the configuration they started with; its

@@ -1,10 +1,18 @@
 package sdktest
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
 
 	"github.com/kipcell/kip/pluginapi/plugintest"
 	"github.com/kipcell/kip/plugins/gce"
@@ -22,9 +30,14 @@ func TestGCEPluginConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sim.Close() })
+	dc := diskClient(t, sim)
+	var disks atomic.Int64
 	config := func(edit func(map[string]any)) []byte {
 		c := map[string]any{
-			"project": project, "region": "us-central1", "subnetwork": "default",
+			// One zone: the volume cases attach a disk of one instance's
+			// zone to another instance, and the plugin spreads cells
+			// without a zone over its zones.
+			"project": project, "region": "us-central1", "zones": []string{zoneA}, "subnetwork": "default",
 			"image":    map[string]any{"project": "debian-cloud", "family": "debian-12"},
 			"endpoint": url, "withoutAuthentication": true,
 		}
@@ -47,6 +60,22 @@ func TestGCEPluginConformance(t *testing.T) {
 			}), Key: "image.family"},
 			{Config: config(func(c map[string]any) { c["zones"] = []string{"us-central1-a", "europe-west1-b"} }), Key: "zones[1]"},
 		},
+		// Real disks through the SDK: disks.insert, then its operation;
+		// deleted with disks.delete once the suite's instances let go of
+		// them (resourceInUseByAnotherResource until then).
+		OtherZone: zoneB,
+		CreateVolume: func(ctx context.Context, zone string) (string, error) {
+			name := fmt.Sprintf("kip-disk-%d", disks.Add(1))
+			op, err := insertDisk(ctx, dc, zone, name)
+			if err == nil {
+				err = op.Wait(ctx)
+			}
+			if err != nil {
+				return "", err
+			}
+			return "projects/" + project + "/zones/" + zone + "/disks/" + name, nil
+		},
+		DeleteVolume:      func(ctx context.Context, handle string) error { return deleteDisk(ctx, dc, handle) },
 		InstanceType:      "e2-small",
 		ReadyTimeout:      30 * time.Second,
 		UnknownInstanceID: "us-central1-a/kip-never-launched",
@@ -60,5 +89,38 @@ func TestGCEPluginConformance(t *testing.T) {
 			t.Errorf("instance %s/%s at %s has no alias IP (the pod's)", in.Zone, in.Name, in.Address)
 		}
 	}
+	for i := range disks.Load() {
+		for _, zone := range []string{zoneA, zoneB} {
+			if d, ok := sim.Disk(zone, fmt.Sprintf("kip-disk-%d", i+1)); ok && !d.Gone && d.Status != "DELETING" {
+				t.Errorf("the suite left disk %s/%s %s, used by %v", zone, d.Name, d.Status, d.Users)
+			}
+		}
+	}
 	t.Logf("Compute calls: %v", sim.Calls())
+}
+
+// deleteDisk deletes the disk of a PD CSI handle and waits for it,
+// retrying while an instance the suite deleted still holds it (Compute
+// Engine lets go of a deleted instance's disks once it is TERMINATED).
+func deleteDisk(ctx context.Context, dc *compute.DisksClient, handle string) error {
+	parts := strings.Split(handle, "/") // projects/p/zones/z/disks/d
+	if len(parts) != 6 {
+		return fmt.Errorf("disk handle %q is not projects/<p>/zones/<z>/disks/<d>", handle)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		op, err := dc.Delete(ctx, &computepb.DeleteDiskRequest{Project: parts[1], Zone: parts[3], Disk: parts[5]})
+		if err == nil {
+			return op.Wait(ctx)
+		}
+		if !isStatus(err, http.StatusBadRequest, "resourceInUseByAnotherResource") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deleting disk %s: %w (last: %w)", handle, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
