@@ -369,12 +369,9 @@ func (f *fakeCompute) instanceJSON(in *fakeInstance) map[string]any {
 		}
 		out["networkInterfaces"] = []any{nic}
 	}
-	if len(in.disks) > 0 {
-		disks := []any{map[string]any{"boot": true, "deviceName": "persistent-disk-0", "index": 0, "mode": "READ_WRITE",
-			"source": "https://www.googleapis.com/compute/v1/projects/" + fakeProject + "/zones/" + in.zone + "/disks/" + name}}
-		for _, d := range in.disks {
-			disks = append(disks, d)
-		}
+	if shown := f.shownDisks(in); len(shown) > 0 {
+		disks := append([]any{map[string]any{"boot": true, "deviceName": "persistent-disk-0", "index": 0, "mode": "READ_WRITE",
+			"source": "https://www.googleapis.com/compute/v1/projects/" + fakeProject + "/zones/" + in.zone + "/disks/" + name}}, shown...)
 		out["disks"] = disks
 	}
 	return out

@@ -8,10 +8,13 @@ import (
 )
 
 // The fake's persistent disks: disks made by addDisk (the fake serves no
-// disks.insert: the plugin does not call it), attached and detached at
-// once by instances.attachDisk and detachDisk, whose operations are DONE
-// on their first wait, with Compute Engine's refusals (the simulator,
-// test/cloudsim/gce, models the rest: states, timings, limits).
+// disks.insert: the plugin does not call it), attached and detached by
+// instances.attachDisk and detachDisk, whose operations are DONE on their
+// first wait or list (never with holdOps), with Compute Engine's refusals.
+// As on Compute Engine, the instance shows a disk once its attach's
+// operation is DONE and until its detach's is, and an attach under way
+// already holds the disk. The simulator, test/cloudsim/gce, models the
+// rest: disk states, timings, limits.
 
 // addDisk makes the disk name in zone and returns its PD CSI handle.
 func (f *fakeCompute) addDisk(zone, name string) string {
@@ -52,6 +55,9 @@ func (f *fakeCompute) diskUser(source, except string, anyMode ...bool) string {
 			continue
 		}
 		for _, d := range in.disks {
+			if f.opIsDone(d["_detach"]) {
+				continue
+			}
 			dz, dn := diskZoneName(d["source"].(string))
 			if dz == zone && dn == name && (len(anyMode) > 0 && anyMode[0] || d["mode"] == "READ_WRITE") {
 				return id
@@ -63,7 +69,7 @@ func (f *fakeCompute) diskUser(source, except string, anyMode ...bool) string {
 
 // opDone answers a DONE operation of type on the instance, failed with
 // code and message if code is not empty.
-func (f *fakeCompute) opDone(w http.ResponseWriter, opType, code, message string) {
+func (f *fakeCompute) opDone(w http.ResponseWriter, opType, code, message string) string {
 	f.nextOp++
 	name := fmt.Sprintf("operation-%d", f.nextOp)
 	op := map[string]any{"name": name, "status": "RUNNING", "operationType": opType}
@@ -73,6 +79,31 @@ func (f *fakeCompute) opDone(w http.ResponseWriter, opType, code, message string
 	}
 	f.ops[name] = op
 	writeJSON(w, op)
+	return name
+}
+
+// opIsDone reports whether the operation named name (a string) is DONE.
+func (f *fakeCompute) opIsDone(name any) bool {
+	n, _ := name.(string)
+	op := f.ops[n]
+	return op != nil && op["status"] == "DONE"
+}
+
+// shownDisks are the attached disks the instance shows. f.mu is held.
+func (f *fakeCompute) shownDisks(in *fakeInstance) []any {
+	var out []any
+	for _, d := range in.disks {
+		if f.opIsDone(d["_attach"]) && !f.opIsDone(d["_detach"]) {
+			shown := map[string]any{}
+			for k, v := range d {
+				if !strings.HasPrefix(k, "_") {
+					shown[k] = v
+				}
+			}
+			out = append(out, shown)
+		}
+	}
+	return out
 }
 
 func (f *fakeCompute) attachDisk(w http.ResponseWriter, zone, name string, body map[string]any) {
@@ -92,7 +123,7 @@ func (f *fakeCompute) attachDisk(w http.ResponseWriter, zone, name string, body 
 		return
 	}
 	device, _ := body["deviceName"].(string)
-	if slices.ContainsFunc(in.disks, func(d map[string]any) bool { return d["deviceName"] == device }) {
+	if slices.ContainsFunc(in.disks, func(d map[string]any) bool { return d["deviceName"] == device && !f.opIsDone(d["_detach"]) }) {
 		writeError(w, 400, "invalid", fmt.Sprintf("Invalid value for field 'resource.deviceName': '%s'. Device name '%s' is already in use.", device, device))
 		return
 	}
@@ -105,9 +136,9 @@ func (f *fakeCompute) attachDisk(w http.ResponseWriter, zone, name string, body 
 	}
 	in.disks = append(in.disks, map[string]any{
 		"deviceName": device, "mode": mode, "index": len(in.disks) + 1, "autoDelete": false,
-		"source": fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/zones/%s/disks/%s", fakeProject, dz, dn),
+		"source":  fmt.Sprintf("https://www.googleapis.com/compute/v1/projects/%s/zones/%s/disks/%s", fakeProject, dz, dn),
+		"_attach": f.opDone(w, "attachDisk", "", ""),
 	})
-	f.opDone(w, "attachDisk", "", "")
 }
 
 func (f *fakeCompute) detachDisk(w http.ResponseWriter, zone, name, device string) {
@@ -116,11 +147,14 @@ func (f *fakeCompute) detachDisk(w http.ResponseWriter, zone, name, device strin
 		writeError(w, 404, "notFound", fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' was not found", fakeProject, zone, name))
 		return
 	}
-	i := slices.IndexFunc(in.disks, func(d map[string]any) bool { return d["deviceName"] == device })
-	if i < 0 {
+	i := slices.IndexFunc(in.disks, func(d map[string]any) bool { return d["deviceName"] == device && !f.opIsDone(d["_detach"]) })
+	if i < 0 || !f.opIsDone(in.disks[i]["_attach"]) {
 		writeError(w, 400, "invalid", fmt.Sprintf("Invalid value for field 'deviceName': '%s'. No attached disk found with device name '%s'", device, device))
 		return
 	}
-	in.disks = slices.Delete(in.disks, i, i+1)
-	f.opDone(w, "detachDisk", "", "")
+	if in.disks[i]["_detach"] != nil {
+		writeError(w, 400, "resourceNotReady", fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' is not ready", fakeProject, zone, name))
+		return
+	}
+	in.disks[i]["_detach"] = f.opDone(w, "detachDisk", "", "")
 }

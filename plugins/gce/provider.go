@@ -63,13 +63,15 @@ type provider struct {
 	httpClient      *http.Client // the transport under the limiter; nil: one of its own
 	tokenURL        string       // OAuth token endpoint of user credentials; "": Google's
 	machineTypesTTL time.Duration
+	volumeOpWait    time.Duration
 }
 
 // New returns the GCE plugin's provider; it is the plugin's Factory:
 //
 //	func main() { pluginapi.Serve(gce.New) }
 func New(log *slog.Logger) pluginapi.Provider {
-	return &provider{Base: kit.NewBase(log), cfg: kit.NewConfigured[config](Name), machineTypesTTL: defaultMachineTypesTTL}
+	return &provider{Base: kit.NewBase(log), cfg: kit.NewConfigured[config](Name), machineTypesTTL: defaultMachineTypesTTL,
+		volumeOpWait: defaultVolumeOpWait}
 }
 
 // The plugin's capabilities. Security groups and instance profiles have

@@ -37,7 +37,7 @@ import (
 //     READ_WRITE one).
 //   - attachDisk and detachDisk are zonal operations. AttachVolume and
 //     DetachVolume wait for theirs for up to volumeOpWait (a few seconds
-//     on Compute Engine), so that what the operation refuses (a disk in use
+//     on Compute Engine; defaultVolumeOpWait), so that what the operation refuses (a disk in use
 //     elsewhere, the attachment limit) is the call's error; an operation
 //     still running then is answered attaching or detaching, and
 //     remembered (pending) so that DescribeVolumeAttachments shows it so
@@ -51,9 +51,10 @@ import (
 // Compute Engine persistent disk CSI driver.
 const VolumeDriver = "pd.csi.storage.gke.io"
 
-// volumeOpWait bounds how long AttachVolume and DetachVolume wait for
-// their operation before they answer it under way.
-const volumeOpWait = 10 * time.Second
+// defaultVolumeOpWait bounds how long AttachVolume and DetachVolume wait
+// for their operation before they answer it under way; a field of
+// provider (volumeOpWait) so that tests can shorten it.
+const defaultVolumeOpWait = 10 * time.Second
 
 // Compute Engine's refusals of an attach (instances.attachDisk's HTTP
 // errors, or its operation's error.errors[].code).
@@ -244,7 +245,7 @@ func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolume
 	key := pendingKey{req.InstanceID, req.VolumeHandle}
 	pending, isPending := cfg.volumes.get(key)
 	if d := attachedDisk(in, ref); d != nil {
-		if isPending && pending.detach {
+		if isPending && pending.detach && !pending.failed {
 			return nil, pluginapi.NewTransient("disk %s is detaching from instance %s; attach it again once it is detached", req.VolumeHandle, req.InstanceID)
 		}
 		cfg.volumes.drop(key)
@@ -302,7 +303,7 @@ func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolume
 // waitVolumeOp waits up to volumeOpWait for a zone operation: the
 // operation once DONE, nil if it still runs then, or ctx's error.
 func (p *provider) waitVolumeOp(ctx context.Context, cfg *config, zone, name string) (*computepb.Operation, error) {
-	wctx, cancel := context.WithTimeout(ctx, volumeOpWait)
+	wctx, cancel := context.WithTimeout(ctx, p.volumeOpWait)
 	defer cancel()
 	op, err := p.wait(wctx, cfg, zone, name)
 	switch {
