@@ -31,6 +31,9 @@
 //	console.go    ConsoleOutput: instances.getSerialPortOutput
 //	identity.go   VerifyInstanceIdentity: a cell's identity token, checked
 //	              against Google's keys (no Compute Engine call)
+//	volumes.go    AttachVolume, DetachVolume, DescribeVolumeAttachments:
+//	              instances.attachDisk and detachDisk of the PD CSI
+//	              driver's zonal disks
 //
 // The contract is pluginapi.Provider. Its rules shape this package: every
 // call is safe to retry, and no state lives only in memory (instances carry
@@ -112,6 +115,31 @@
 // operation waits, and writes), so the plugin never exceeds its limit.
 // deploy/gce/role.yaml is the custom IAM role with exactly the permissions
 // of those calls; iam_test.go keeps the two equal.
+//
+// # Persistent disks
+//
+// The plugin reports capability volumes with the driver
+// pd.csi.storage.gke.io (VolumeDriver): it attaches the zonal persistent
+// disks of the Compute Engine PD CSI driver's PersistentVolumes, whose
+// volume handle is projects/<project>/zones/<zone>/disks/<name>, to its
+// instances as that driver's controller does: instances.attachDisk with
+// the disk's name as the device name, autoDelete false (the disk outlives
+// the cell), mode READ_ONLY for a read-only attachment (offered), then its
+// operation. The agent finds the disk at the path it answers,
+// /dev/disk/by-id/google-<name>, which Google's guest udev rules link on
+// the instance (the path the PD CSI node plugin uses); no serial is
+// answered, since neither a SCSI persistent disk nor an NVMe one shows the
+// device name as its kernel serial. Compute Engine's refusals are the
+// contract's: a disk READ_WRITE on another instance (or READ_ONLY there
+// when asked READ_WRITE) is VolumeConflict in-use naming that instance; a
+// disk of another zone than the instance's wrong-zone; the machine type's
+// maximumPersistentDisks (16 on shared-core types, 128 on others, the boot
+// disk included) attachment-limit; a regional disk Unsupported. Attaches
+// and detaches whose operation runs past a few seconds are answered
+// attaching or detaching, and remembered so that
+// DescribeVolumeAttachments (instances.get of each instance) shows them
+// until the instance does; volumes.go says what a restart forgets and how
+// the next call finds it.
 //
 // # Instance identity
 //
