@@ -232,6 +232,16 @@ func TestAttachRefusedAtOnce(t *testing.T) {
 	if diff := cmp.Diff([]string{"data-a=READ_WRITE@1 " + diskURL(zoneA, "data-a") + " autoDelete=false"}, attachedDisks(t, c, zoneA, "cell-a")); diff != "" {
 		t.Errorf("disks after the refusals (-want +got):\n%s", diff)
 	}
+
+	// An instance shutting down is busy; GCE attaches to a running or a
+	// stopped one.
+	sim.SetShutdownDelay(time.Hour)
+	if _, err := c.instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: project, Zone: zoneA, Instance: "cell-a"}); err != nil {
+		t.Fatalf("deleting cell-a: %v", err)
+	}
+	if _, err := attach(ctx, c, zoneA, "cell-a", diskURL(zoneA, "data-b"), "data-b", "READ_WRITE"); !isStatus(err, http.StatusBadRequest, "resourceNotReady") {
+		t.Errorf("attaching to a STOPPING instance: %v; want 400 resourceNotReady", err)
+	}
 }
 
 // A disk READ_WRITE on one instance, or READ_ONLY anywhere when asked
@@ -404,7 +414,31 @@ func TestDisksReachTheCells(t *testing.T) {
 			t.Fatalf("step %d: %v, %v", i, err, op.Proto().GetError())
 		}
 	}
-	want := []string{"create 10737418240", "attach cell-a /dev/disk/by-id/google-data-1 ro=true", "detach cell-a", "delete"}
+	// A deleted instance's disks leave its cell.
+	op, err := insertDisk(ctx, dc, zoneA, "data-2")
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err == nil {
+		op, err = attach(ctx, c, zoneA, "cell-a", diskURL(zoneA, "data-2"), "data-2", "READ_WRITE")
+	}
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err == nil {
+		op, err = c.instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: project, Zone: zoneA, Instance: "cell-a"})
+	}
+	if err == nil {
+		err = op.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatalf("attaching data-2 and deleting cell-a: %v", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(cells.recorded()) < 7 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := []string{"create 10737418240", "attach cell-a /dev/disk/by-id/google-data-1 ro=true", "detach cell-a", "delete",
+		"create 10737418240", "attach cell-a /dev/disk/by-id/google-data-2 ro=false", "detach cell-a"}
 	if diff := cmp.Diff(want, cells.recorded()); diff != "" {
 		t.Errorf("DiskStarter calls (-want +got):\n%s", diff)
 	}
