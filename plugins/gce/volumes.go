@@ -275,6 +275,7 @@ func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolume
 	})
 	if err != nil {
 		if attachingAlready(err, req.InstanceID) {
+			cfg.volumes.put(key, p.attachFound(zone, req.ReadOnly))
 			return &pluginapi.AttachVolumeResponse{Attachment: attaching}, nil
 		}
 		return nil, attachError(err, req)
@@ -291,6 +292,7 @@ func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolume
 	if err := opError("instances.attachDisk", done); err != nil {
 		cfg.volumes.drop(key)
 		if attachingAlready(err, req.InstanceID) {
+			cfg.volumes.put(key, p.attachFound(zone, req.ReadOnly))
 			return &pluginapi.AttachVolumeResponse{Attachment: attaching}, nil
 		}
 		return nil, attachError(err, req)
@@ -298,6 +300,16 @@ func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolume
 	cfg.volumes.settle(key, done, p.Now())
 	attaching.State = pluginapi.AttachmentAttached
 	return &pluginapi.AttachVolumeResponse{Attachment: attaching}, nil
+}
+
+// attachFound is the pending attach of a disk Compute Engine says is
+// already attaching to the instance (an attach an earlier process
+// started): its operation is not known, so it is shown attaching for
+// ConsistencyWindow, as one seen DONE now, and the host's next
+// AttachVolume finds it again if it takes longer.
+func (p *provider) attachFound(zone string, readOnly bool) pendingOp {
+	now := p.Now()
+	return pendingOp{zone: zone, readOnly: readOnly, at: now, doneAt: now}
 }
 
 // waitVolumeOp waits up to volumeOpWait for a zone operation: the

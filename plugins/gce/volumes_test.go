@@ -151,6 +151,17 @@ func TestVolumeOperationsUnderWay(t *testing.T) {
 	if _, err := p.DetachVolume(ctx, &pluginapi.DetachVolumeRequest{InstanceID: id, Driver: VolumeDriver, VolumeHandle: handle}); !pluginapi.IsTransient(err) {
 		t.Errorf("DetachVolume while attaching: %v; want Transient", err)
 	}
+	// A restarted plugin knows nothing of the attach: Compute Engine's
+	// refusal of a second one says it is under way.
+	restarted := configured(t, testConfig(f), func(p *provider) { p.volumeOpWait = 50 * time.Millisecond })
+	resp, err = restarted.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: id, Driver: VolumeDriver, VolumeHandle: handle, ReadOnly: true})
+	if err != nil || resp.Attachment.State != pluginapi.AttachmentAttaching {
+		t.Errorf("AttachVolume by a restarted plugin = %+v, %v; want attaching", resp, err)
+	}
+	if got, err := restarted.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{id}}); err != nil ||
+		!cmp.Equal(got.Attachments, want(pluginapi.AttachmentAttaching)) {
+		t.Errorf("described by the restarted plugin: %+v, %v; want it attaching", got, err)
+	}
 	hold(false)
 	describe() // lists the operation, which ends it
 	if diff := cmp.Diff(want(pluginapi.AttachmentAttached), describe()); diff != "" {
