@@ -39,7 +39,11 @@
 //	VirtualMachines_CreateOrUpdate PUT    resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{vm}
 //	VirtualMachines_Get            GET    …/virtualMachines/{vm}?$expand=instanceView|userData
 //	VirtualMachines_InstanceView   GET    …/virtualMachines/{vm}/instanceView
+//	VirtualMachines_Update         PATCH  …/virtualMachines/{vm}  (tags, storageProfile.dataDisks)
 //	VirtualMachines_Delete         DELETE …/virtualMachines/{vm}  (forceDeletion= accepted, ignored)
+//	Disks_CreateOrUpdate           PUT    resourceGroups/{rg}/providers/Microsoft.Compute/disks/{disk}
+//	Disks_Get                      GET    …/disks/{disk}
+//	Disks_Delete                   DELETE …/disks/{disk}
 //	VirtualMachines_List           GET    resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines?$expand=instanceView&$skiptoken=
 //	VirtualMachines_ListAll        GET    providers/Microsoft.Compute/virtualMachines?statusOnly=true&$expand=instanceView&$skiptoken=
 //	Operations_Get                 GET    providers/Microsoft.Compute/locations/{loc}/operations/{id}        (Azure-AsyncOperation)
@@ -140,6 +144,47 @@
 // size unavailable in some zones, Location where in all; its $filter
 // takes only location eq '…'.
 //
+// # Managed data disks
+//
+// disks.go has the details and the Azure documents they follow. A disk
+// PUT (createOption Empty, diskSizeGB 1 to 32767, a SKU, at most one zone
+// of Options.Zones) is 202 with Azure-AsyncOperation and Location, the
+// disk Creating until Options.DiskDelay (SetDiskDelay) has passed and
+// the DiskStarter made it, then Succeeded; GET shows diskState
+// Unattached, Attached (managedBy the VM) or Reserved (its VM
+// deallocated); DELETE is 202 (204 for none), 409 OperationNotAllowed
+// "Disk … is attached to VM …" while it is attached, attaching or
+// detaching. A VM's PATCH (VirtualMachines_Update: the dataDisks it sends
+// are the whole list) or PUT of a VM that succeeded (the whole model: no
+// dataDisks detaches every disk) attaches the disks it lists
+// (createOption Attach, managedDisk.id, a LUN of 0 to 63) and detaches
+// those it leaves out or marks toBeDetached; the VM is Updating, and the
+// update's operation InProgress, until every disk attached and detached
+// (Options.DiskDelay and the DiskStarter's call). GET shows dataDisks by
+// LUN, a disk detaching with toBeDetached true (one left out is gone from
+// the model at once), and the VM's etag, which changes with each update;
+// If-Match is checked (412 PreconditionFailed). Refusals are Compute's: a
+// disk attached to another VM 409 ConflictingUserInput, a disk in another
+// zone than the VM 400 BadRequest, a LUN twice or taken 400
+// InvalidParameter "A disk at LUN n already exists.", more disks than
+// the size takes 409 OperationNotAllowed (resourceSkus' MaxDataDiskCount:
+// Size.MaxDataDisks, else twice the vCPUs, at most 32, with the
+// documented exceptions), a disk that does not exist 404 NotFound,
+// changing an attached disk's LUN 409 PropertyChangeNotAllowed, and any
+// update while the VM is Updating 409 Conflict "The request failed due to
+// conflict with a concurrent request.". Data disks at a VM's create are
+// not modelled (400). A deleted VM detaches its disks: each is free once
+// the VM is gone and the machine let it go.
+//
+// With a CellStarter that is a simcells.DiskStarter, the disks are real:
+// a disk PUT calls CreateDisk (the disk's uniqueId as its ID) and a
+// DELETE DeleteDisk, an attach AttachDisk for the VM's cell at
+// /dev/disk/azure/scsi1/lun<N> (the path the udev rule of Azure's Linux
+// images links, which azuredisk-csi reads), a detach DetachDisk, asked
+// again while it fails (a disk still mounted: the operation stays
+// InProgress), all in the background; an AttachDisk that fails fails the
+// update's operation (InternalOperationError) and attaches nothing.
+//
 // # Real cells
 //
 // Every VM whose allocation succeeded gets a real cell through
@@ -218,13 +263,15 @@
 //
 // # Not yet
 //
-// NICs, disks, public IPs and virtual networks cannot be created on their
-// own (a VM's networkProfile.networkInterfaces references are 400); only
-// the primary NIC configuration of a VM is created; disks are not served.
+// NICs, public IPs and virtual networks cannot be created on their own (a
+// VM's networkProfile.networkInterfaces references are 400); only the
+// primary NIC configuration of a VM is created. Disks are created Empty
+// only (no snapshot, image or copy source), not resized, listed, shared
+// (maxShares), or zone-redundant (a ZRS disk would attach in any zone).
 // Resizing a VM, start, stop, deallocate and restart calls, Spot
-// priority SpotPlus, scale sets, availability sets, If-Match (If-None-Match
-// is: a PUT with If-None-Match: * of a VM that exists, in any state, is
-// 412 PreconditionFailed) and the activity log are not modelled; nor are
+// priority SpotPlus, scale sets, availability sets (If-None-Match
+// is modelled: a PUT with If-None-Match: * of a VM that exists, in any
+// state, is 412 PreconditionFailed; and If-Match, above) and the activity log are not modelled; nor are
 // the IMDS's scheduled events, attested data, load balancer category,
 // managed identity tokens and rate limit: an evicted VM's cell simply
 // stops. Operations never expire.

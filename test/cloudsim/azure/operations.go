@@ -29,6 +29,21 @@ type operation struct {
 	final     string // "" while InProgress
 	err       *armError
 	endedAt   time.Time
+	// disk is the disk of a disk's operation (disk-create, disk-update,
+	// disk-delete); vm is nil then.
+	disk *disk
+	// pending, for an update that attaches or detaches disks, reports
+	// whether they still are; the caller holds s.mu.
+	pending func(now time.Time) bool
+}
+
+// newDiskOperation records an operation on a disk. The caller holds
+// s.mu.
+func (s *Server) newDiskOperation(kind string, d *disk, now time.Time) *operation {
+	op := &operation{id: newGUID(), kind: kind, disk: d, startedAt: now}
+	s.operations[op.id] = op
+	op.settle(now)
+	return op
 }
 
 // newOperation records an operation on v. The caller holds s.mu.
@@ -48,7 +63,26 @@ func (op *operation) settle(now time.Time) {
 	v := op.vm
 	switch op.kind {
 	case "update":
+		switch {
+		case op.pending != nil && op.pending(now):
+		case op.err != nil:
+			op.final, op.endedAt = OperationFailed, now
+		default:
+			op.final, op.endedAt = OperationSucceeded, now
+		}
+	case "disk-update":
 		op.final, op.endedAt = OperationSucceeded, now
+	case "disk-create":
+		switch op.disk.provisioningState(now) {
+		case StateSucceeded:
+			op.final, op.endedAt = OperationSucceeded, now
+		case StateFailed:
+			op.final, op.err, op.endedAt = OperationFailed, op.disk.madeErr, now
+		}
+	case "disk-delete":
+		if op.disk.gone(now) {
+			op.final, op.endedAt = OperationSucceeded, now
+		}
 	case "create":
 		switch v.provisioningState(now) {
 		case StateSucceeded:
@@ -110,7 +144,9 @@ func (s *Server) readOperation(q request, render func(*operation) (*answer, erro
 		return nil, &armError{Status: http.StatusNotFound, Code: CodeResourceNotFound,
 			Message: fmt.Sprintf("The operation '%s' in location '%s' was not found.", q.name, q.sub)}
 	}
-	op.settle(s.now())
+	now := s.now()
+	s.settleDisksLocked(now)
+	op.settle(now)
 	return render(op)
 }
 

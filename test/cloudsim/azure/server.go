@@ -2,6 +2,7 @@ package azuresim
 
 import (
 	"cmp"
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -65,6 +66,10 @@ type Options struct {
 	// ShutdownDelay is how long a deleted or evicted VM is Deleting
 	// before it is gone (and not before its cell stopped).
 	ShutdownDelay time.Duration
+	// DiskDelay is how long a disk's create and delete, and an attach or
+	// detach, take at least (also SetDiskDelay), besides the
+	// DiskStarter's call.
+	DiskDelay time.Duration
 	// RetryAfter is the Retry-After the long-running operations' answers
 	// carry, in whole seconds (0 lets the client poll at its own
 	// frequency).
@@ -136,6 +141,15 @@ type Server struct {
 	pageSize      int
 	quotas        map[string]int // family (or LowPriorityCores, cores) → vCPU limit
 	rateLimit     RateLimit
+	disks         map[vmKey]*disk // the latest of each name (disks.go)
+	diskOrder     []*disk
+	diskDelay     time.Duration
+
+	// bgCtx, bgCancel and bgWG run the DiskStarter's calls in the
+	// background; Close cancels and waits for them.
+	bgCtx    context.Context //nolint:containedctx // the server's own lifetime, for its background calls
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
 
 	// imds serves each VM's Instance Metadata Service (imds.go).
 	imds simhttp.Sockets
@@ -178,6 +192,7 @@ func New(opts Options) *Server {
 		opts: opts, log: opts.Logger.With("sim", "azure", "subscription", opts.Subscription), now: opts.Now,
 		Knobs: simknobs.New(opts.Latency, opts.RateLimit),
 		vms:   map[vmKey]*vm{}, nics: map[vmKey]*nic{}, operations: map[string]*operation{}, sizes: map[string]Size{},
+		disks: map[vmKey]*disk{}, diskDelay: opts.DiskDelay,
 		allocDelay: opts.AllocationDelay, bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay,
 		pageSize: opts.PageSize, quotas: map[string]int{}, rateLimit: opts.RateLimit,
 		imds: simhttp.Sockets{Prefix: "azuresim-imds-"},
@@ -185,6 +200,7 @@ func New(opts Options) *Server {
 	for _, sz := range opts.Sizes {
 		s.sizes[strings.ToLower(sz.Name)] = sz
 	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
 		Starter: opts.Cells, StartTimeout: opts.CellStartTimeout, Lock: &s.mu,
 		AgentDelay: opts.AgentDelay, Now: opts.Now, Logger: s.log,
@@ -263,6 +279,8 @@ func (s *Server) Close() error {
 			srv.CloseClientConnections()
 			srv.Close()
 		}
+		s.bgCancel()
+		s.bgWG.Wait()
 		s.cells.Close()
 		if err := s.closeIMDS(); err != nil {
 			s.log.Warn("closing instance metadata", "error", err)
@@ -421,7 +439,11 @@ var routes = []struct {
 	{http.MethodGet, "VirtualMachines_List", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines", (*Server).listVMs},
 	{http.MethodGet, "VirtualMachines_Get", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}", (*Server).getVM},
 	{http.MethodPut, "VirtualMachines_CreateOrUpdate", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}", (*Server).putVM},
+	{http.MethodPatch, "VirtualMachines_Update", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}", (*Server).patchVM},
 	{http.MethodDelete, "VirtualMachines_Delete", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}", (*Server).deleteVM},
+	{http.MethodGet, "Disks_Get", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks/{name}", (*Server).getDisk},
+	{http.MethodPut, "Disks_CreateOrUpdate", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks/{name}", (*Server).putDisk},
+	{http.MethodDelete, "Disks_Delete", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks/{name}", (*Server).deleteDisk},
 	{http.MethodGet, "VirtualMachines_InstanceView", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}/instanceView", (*Server).getInstanceView},
 	{http.MethodGet, "NetworkInterfaces_List", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces", (*Server).listNICs},
 	{http.MethodGet, "NetworkInterfaces_Get", "subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}", (*Server).getNIC},

@@ -21,7 +21,31 @@ type Size struct {
 	// Zones are the zones that offer the size; empty means every zone of
 	// Options.Zones.
 	Zones []string
+	// MaxDataDisks is how many data disks a VM of the size takes; zero
+	// means maxDataDisks' table.
+	MaxDataDisks int
 }
+
+// maxDataDisks is the size's data disk limit (resourceSkus'
+// MaxDataDiskCount): MaxDataDisks, else Azure's documented limit of the
+// simulator's sizes (https://learn.microsoft.com/azure/virtual-machines/sizes,
+// each series' table, "Max data disks"): twice the vCPUs, at most 32, for
+// every B, Dv3, Dv4, Dav4, Ddv4, Ev3, Ev4, Eav4, Fsv2, NCv3 and NVv3
+// size of DefaultSizes, but Standard_B12ms (16) and Standard_NV12s_v3
+// (12).
+func (z Size) maxDataDisks() int {
+	if z.MaxDataDisks > 0 {
+		return z.MaxDataDisks
+	}
+	if n, ok := dataDiskExceptions[z.Name]; ok {
+		return n
+	}
+	return max(1, min(2*z.VCPUs, 32))
+}
+
+// dataDiskExceptions are the sizes of DefaultSizes whose data disk limit is
+// not twice their vCPUs (at most 32).
+var dataDiskExceptions = map[string]int{"Standard_B12ms": 16, "Standard_NV12s_v3": 12}
 
 // family is the size's quota family.
 func (z Size) family() string {
@@ -198,6 +222,7 @@ func (s *Server) skuJSON(sz Size) map[string]any {
 		capability("HyperVGenerations", "V1,V2"),
 		capability("LowPriorityCapable", "True"),
 		capability("PremiumIO", strconv.FormatBool(strings.Contains(strings.TrimPrefix(sz.Name, "Standard_"), "s"))),
+		capability("MaxDataDiskCount", strconv.Itoa(sz.maxDataDisks())),
 	}
 	restrictions := []any{}
 	var restricted []string

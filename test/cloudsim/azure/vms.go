@@ -21,6 +21,8 @@ const (
 	StateSucceeded = "Succeeded"
 	StateFailed    = "Failed"
 	StateDeleting  = "Deleting"
+	// StateUpdating is a VM whose data disks are attaching or detaching.
+	StateUpdating = "Updating"
 )
 
 // Power states of a VM's instance view ("" while it has none).
@@ -98,6 +100,12 @@ type vm struct {
 	startFailed bool
 	// replaced: a later PUT retried this Failed VM as a new record.
 	replaced bool
+	// etag counts its model's changes: ARM's VM etag, which If-Match
+	// compares.
+	etag int
+	// disksBusy reports whether its data disks are attaching or
+	// detaching (disks.go); the caller holds s.mu.
+	disksBusy func(now time.Time) bool
 
 	cell simcells.Cell
 
@@ -134,6 +142,8 @@ func (v *vm) provisioningState(now time.Time) string {
 		return StateFailed
 	case v.failure != nil || now.Before(v.runningAt) || !v.cell.Started:
 		return StateCreating
+	case v.disksBusy != nil && v.disksBusy(now):
+		return StateUpdating
 	}
 	return StateSucceeded
 }
@@ -214,6 +224,7 @@ type spec struct {
 				CreateOption string `json:"createOption"`
 				DeleteOption string `json:"deleteOption"`
 			} `json:"osDisk"`
+			DataDisks []dataDiskSpec `json:"dataDisks"`
 		} `json:"storageProfile"`
 		OS      *osProfileSpec `json:"osProfile"`
 		Network struct {
@@ -504,7 +515,11 @@ func (s *Server) putVM(q request) (*answer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	s.settleDisksLocked(now)
 	old := s.live(q.rg, q.name, now)
+	if err := ifMatch(q.r, old); err != nil {
+		return nil, err
+	}
 	if old != nil && q.r.Header.Get("If-None-Match") == "*" {
 		// A create-only PUT: ARM refuses it for a VM that exists, in any
 		// state.
@@ -519,10 +534,15 @@ func (s *Server) putVM(q request) (*answer, error) {
 		case StateDeleting:
 			return nil, &armError{Status: http.StatusConflict, Code: CodeOperationNotAllowed,
 				Message: fmt.Sprintf("Operation 'PUT' is not allowed on VM '%s' since the VM is marked for deletion. You can only retry the Delete operation (or wait for an ongoing one to complete).", old.name)}
+		case StateUpdating:
+			return nil, conflictingUpdate()
 		case StateSucceeded:
 			return s.updateVM(q, old, sp, size, zone, now)
 		}
 		// Failed: the PUT creates it again, as ARM retries a failed create.
+	}
+	if len(sp.Props.Storage.DataDisks) > 0 {
+		return nil, invalidParameter("dataDisks", "The simulator attaches data disks to a VM that exists (a later PUT or PATCH), not at its create.")
 	}
 	if err := s.refusal(size, zone, sp); err != nil {
 		s.log.Info("PUT refused", "vm", q.name, "size", size.Name, "zone", zone, "code", err.Code)
@@ -552,9 +572,127 @@ func (s *Server) updateVM(q request, v *vm, sp *spec, size Size, zone string, no
 				Message: fmt.Sprintf("Changing property '%s' is not allowed.", prop), Target: prop}
 		}
 	}
+	// The whole model is PUT: the data disks it lists are the VM's.
+	change, err := s.planDisks(v, sp.Props.Storage.DataDisks, now)
+	if err != nil {
+		return nil, err
+	}
 	v.tags = maps.Clone(sp.Tags)
-	op := s.newOperation("update", v, now)
-	return &answer{status: http.StatusOK, header: s.lroHeader(q.r, op, false), body: withState(s.vmJSON(v, now, false, false), "Updating")}, nil
+	return s.update(q, v, change, now), nil
+}
+
+// update applies a VM update that passed its checks: its data disks'
+// change under a new operation, which ends when they have attached or
+// detached; the VM's etag changes. The caller holds s.mu.
+func (s *Server) update(q request, v *vm, change *diskChange, now time.Time) *answer {
+	v.etag++
+	op := &operation{id: newGUID(), kind: "update", vm: v, startedAt: now}
+	if !change.empty() {
+		op.pending = func(now time.Time) bool { return !s.diskOpSettled(op, now) }
+		s.applyDisks(v, change, op, now)
+	}
+	s.operations[op.id] = op
+	op.settle(now)
+	return &answer{status: http.StatusOK, header: s.lroHeader(q.r, op, false), body: withState(s.vmJSON(v, now, false, false), StateUpdating)}
+}
+
+// conflictingUpdate is Compute's answer to a VM update while another is
+// under way.
+func conflictingUpdate() *armError {
+	return &armError{Status: http.StatusConflict, Code: CodeConflict, Message: "The request failed due to conflict with a concurrent request."}
+}
+
+// ifMatch checks a PUT's or PATCH's If-Match against the VM's etag: 412
+// PreconditionFailed when they differ, or when there is no VM. "*"
+// matches any VM.
+func ifMatch(r *http.Request, v *vm) error {
+	want := r.Header.Get("If-Match")
+	if want == "" {
+		return nil
+	}
+	if v == nil || want != "*" && want != v.etagValue() {
+		return &armError{Status: http.StatusPreconditionFailed, Code: CodePreconditionFailed,
+			Message: "The condition specified using HTTP conditional header(s) is not met."}
+	}
+	return nil
+}
+
+// etagValue is the VM's ETag, as ARM writes it (a quoted number).
+func (v *vm) etagValue() string { return fmt.Sprintf("%q", fmt.Sprint(v.etag)) }
+
+// patchSpec is what the simulator reads of a VM PATCH
+// (VirtualMachineUpdate): its tags and data disks, each only when sent.
+type patchSpec struct {
+	Tags  *map[string]string `json:"tags"`
+	Props struct {
+		Storage *struct {
+			DataDisks *[]dataDiskSpec `json:"dataDisks"`
+		} `json:"storageProfile"`
+		Hardware *struct {
+			VMSize string `json:"vmSize"`
+		} `json:"hardwareProfile"`
+	} `json:"properties"`
+	Zones []string `json:"zones"`
+}
+
+// patchVM answers VirtualMachines_Update (PATCH): the tags and the data
+// disks it sends replace the VM's (a list sent is the whole list, as with
+// PUT); what it leaves out stays. It is 200 with the VM Updating and an
+// Azure-AsyncOperation that ends once the disks attached and detached. A
+// VM that does not exist is 404; one being created, updated or deleted
+// is 409 as for PUT; If-Match is checked against the VM's etag.
+func (s *Server) patchVM(q request) (*answer, error) {
+	raw, err := io.ReadAll(io.LimitReader(q.r.Body, maxBody))
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	var sp patchSpec
+	if err := json.Unmarshal(raw, &sp); err != nil {
+		return nil, &armError{Status: http.StatusBadRequest, Code: "InvalidRequestContent", Message: "The request content was invalid and could not be deserialized: " + err.Error()}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.settleDisksLocked(now)
+	v := s.live(q.rg, q.name, now)
+	if v == nil {
+		return nil, notFound("Microsoft.Compute/virtualMachines", q.rg, q.name)
+	}
+	if err := ifMatch(q.r, v); err != nil {
+		return nil, err
+	}
+	switch v.provisioningState(now) {
+	case StateCreating, StateUpdating:
+		return nil, conflictingUpdate()
+	case StateDeleting:
+		return nil, &armError{Status: http.StatusConflict, Code: CodeOperationNotAllowed,
+			Message: fmt.Sprintf("Operation 'PATCH' is not allowed on VM '%s' since the VM is marked for deletion. You can only retry the Delete operation (or wait for an ongoing one to complete).", v.name)}
+	case StateFailed:
+		return nil, &armError{Status: http.StatusConflict, Code: CodeOperationNotAllowed,
+			Message: fmt.Sprintf("Operation 'PATCH' is not allowed on VM '%s' since its provisioning failed.", v.name)}
+	}
+	if h := sp.Props.Hardware; h != nil && h.VMSize != "" && !strings.EqualFold(h.VMSize, v.size.Name) {
+		return nil, &armError{Status: http.StatusConflict, Code: "PropertyChangeNotAllowed", Target: "hardwareProfile.vmSize", Message: "The simulator does not resize VMs."}
+	}
+	if sp.Zones != nil && !(len(sp.Zones) == 1 && sp.Zones[0] == v.zone) {
+		return nil, &armError{Status: http.StatusConflict, Code: "PropertyChangeNotAllowed", Target: "zones", Message: "Changing property 'zones' is not allowed."}
+	}
+	change := &diskChange{}
+	if st := sp.Props.Storage; st != nil && st.DataDisks != nil {
+		if change, err = s.planDisks(v, *st.DataDisks, now); err != nil {
+			return nil, err
+		}
+	}
+	if sp.Tags != nil {
+		for k := range *sp.Tags {
+			if strings.ContainsAny(k, reservedTagChars) {
+				return nil, &armError{Status: http.StatusBadRequest, Code: "InvalidTagNameCharacters",
+					Message: fmt.Sprintf("The tag names '%s' have reserved characters '<,>,%%,&,\\,?,/' or control characters.", k)}
+			}
+		}
+		v.tags = maps.Clone(*sp.Tags)
+	}
+	return s.update(q, v, change, now), nil
 }
 
 // withState sets the provisioningState of a VM's JSON.
@@ -593,6 +731,7 @@ func (s *Server) create(q request, body map[string]any, sp *spec, size Size, zon
 	if code, short := s.allocFails.Short(size.Name, zone); short {
 		v.failure = allocationError(code)
 	}
+	v.disksBusy = func(now time.Time) bool { return s.vmDisksBusy(v, now) }
 	s.vms[v.key] = v
 	s.order = append(s.order, v)
 	s.addNIC(v, nc)
@@ -676,6 +815,9 @@ func (s *Server) beginDelete(v *vm, now time.Time) {
 		}
 	}
 	v.deleting, v.goneAt = true, now.Add(s.shutdownDelay)
+	// Its data disks are detached (deleteOption Detach): free once it is
+	// gone and the machine let them go.
+	s.detachAllLocked(v, now)
 	s.cells.StopLocked(cellVM{s, v})
 	s.log.Info("VM deleting", "vm", v.name, "cell", v.cell.LogAttr)
 }
@@ -684,7 +826,9 @@ func (s *Server) beginDelete(v *vm, now time.Time) {
 // in, the instance view and userData only when expanded.
 func (s *Server) vmJSON(v *vm, now time.Time, withView, withUserData bool) map[string]any {
 	s.cells.AgentDueLocked(cellVM{s, v}, now)
+	s.settleDisksLocked(now)
 	out := maps.Clone(v.body)
+	out["etag"] = v.etagValue()
 	id := s.resourceID(v.rg, "Microsoft.Compute/virtualMachines", v.name)
 	out["id"], out["name"], out["type"], out["location"] = id, v.name, "Microsoft.Compute/virtualMachines", s.opts.Location
 	if v.zone != "" {
@@ -728,6 +872,7 @@ func (s *Server) vmJSON(v *vm, now time.Time, withView, withUserData bool) map[s
 			disk["deleteOption"] = "Detach"
 		}
 		sp["osDisk"] = disk
+		sp["dataDisks"] = s.dataDisksJSON(v)
 		props["storageProfile"] = sp
 	}
 	if np, ok := props["networkProfile"].(map[string]any); ok {

@@ -41,6 +41,7 @@ func newClock() *cellstest.Clock {
 // clients are the SDK's clients, pointed at a simulator.
 type clients struct {
 	vms     *armcompute.VirtualMachinesClient
+	disks   *armcompute.DisksClient
 	skus    *armcompute.ResourceSKUsClient
 	nics    *armnetwork.InterfacesClient
 	subnets *armnetwork.SubnetsClient
@@ -86,6 +87,8 @@ func startSim(t *testing.T, opts azuresim.Options, retry ...policy.RetryOptions)
 		}
 	}
 	c.vms, err = armcompute.NewVirtualMachinesClient(sub, cred, co)
+	must(err)
+	c.disks, err = armcompute.NewDisksClient(sub, cred, co)
 	must(err)
 	c.skus, err = armcompute.NewResourceSKUsClient(sub, cred, co)
 	must(err)
