@@ -1,7 +1,11 @@
 package azure
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,10 +16,16 @@ import (
 // The conformance suite over real gRPC, against the in-package fake ARM
 // over TLS: every provider the factory returns is a "process" of the
 // plugin talking to the same fake. The lead runs the same suite against
-// the ARM simulator (test/cloudsim/azure).
+// the ARM simulator (test/cloudsim/azure/sdktest), where the volume cases
+// also follow ARM's operations and refusals; the fake attaches and
+// detaches at once.
 func TestConformance(t *testing.T) {
 	f := newFakeARM(t)
-	good := testConfig(f)
+	var disks atomic.Int64
+	// One zone: the plugin spreads cells without a zone over its zones by
+	// cell ID, and the volume-in-use case needs two instances in one zone.
+	// The wrong-zone case's disks go to zone 2 (OtherZone).
+	good := with(testConfig(f), "zones", []string{"1"})
 	factory := func(log *slog.Logger) pluginapi.Provider {
 		p := newProvider(f)
 		p.Log = log
@@ -34,6 +44,10 @@ func TestConformance(t *testing.T) {
 		InstanceType:      "Standard_B2s",
 		ReadyTimeout:      20 * time.Second,
 		UnknownInstanceID: "kip-never-launched",
+		OtherZone:         fakeLocation + "-2",
+		CreateVolume: func(_ context.Context, zone string) (string, error) {
+			return f.addDisk(fmt.Sprintf("pv-%d", disks.Add(1)), strings.TrimPrefix(zone, fakeLocation+"-")), nil
+		},
 	})
 	f.mu.Lock()
 	defer f.mu.Unlock()

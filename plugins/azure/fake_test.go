@@ -29,8 +29,12 @@ import (
 type fakeARM struct {
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	vms     map[string]*fakeVM // by name
+	mu  sync.Mutex
+	vms map[string]*fakeVM // by name
+	// disks are the managed disks of fakeRG, by name: their zone and the
+	// VM they are attached to. A VM's PATCH attaches and detaches them at
+	// once (the simulator models the operation).
+	disks   map[string]*fakeDisk
 	ops     map[string]*fakeOp
 	skus    []map[string]any
 	subnets []string // subnet resource IDs that exist
@@ -59,6 +63,56 @@ type fakeVM struct {
 	failMessage  string
 	created      time.Time
 	ip           string
+}
+
+type fakeDisk struct{ zone, vm string }
+
+// addDisk makes a disk of fakeRG in zone and returns its resource ID.
+func (f *fakeARM) addDisk(name, zone string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.disks[name] = &fakeDisk{zone: zone}
+	return fakeDiskID(name)
+}
+
+func fakeDiskID(name string) string {
+	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/disks/%s", fakeSub, fakeRG, name)
+}
+
+// patch applies a VM's PATCH: its data disks (without those
+// toBeDetached) become the VM's, at once; 200 with the VM.
+func (f *fakeARM) patch(w http.ResponseWriter, name string, body map[string]any) {
+	v := f.vms[name]
+	if v == nil {
+		writeError(w, notFound("Microsoft.Compute/virtualMachines/"+name, fakeRG))
+		return
+	}
+	sp, _ := body["properties"].(map[string]any)["storageProfile"].(map[string]any)
+	if sp != nil {
+		var keep []any
+		for _, d := range f.disks {
+			if d.vm == name {
+				d.vm = ""
+			}
+		}
+		for _, it := range sp["dataDisks"].([]any) {
+			dd := it.(map[string]any)
+			id, _ := dd["managedDisk"].(map[string]any)["id"].(string)
+			disk := f.disks[id[strings.LastIndex(id, "/")+1:]]
+			if detach, _ := dd["toBeDetached"].(bool); detach || disk == nil {
+				continue
+			}
+			disk.vm = name
+			keep = append(keep, dd)
+		}
+		props := maps.Clone(v.body["properties"].(map[string]any))
+		storage := maps.Clone(props["storageProfile"].(map[string]any))
+		storage["dataDisks"] = keep
+		props["storageProfile"] = storage
+		v.body = maps.Clone(v.body)
+		v.body["properties"] = props
+	}
+	writeJSON(w, 200, f.vmJSON(name, v, false))
 }
 
 type fakeOp struct {
@@ -92,6 +146,7 @@ const (
 func newFakeARM(t testing.TB) *fakeARM {
 	f := &fakeARM{
 		vms:     map[string]*fakeVM{},
+		disks:   map[string]*fakeDisk{},
 		ops:     map[string]*fakeOp{},
 		subnets: []string{fakeSubnetID},
 		nsgs:    []string{fakeNSGID},
@@ -210,6 +265,8 @@ const (
 var routes = []route{
 	{"VirtualMachines_CreateOrUpdate", "PUT", regexp.MustCompile(rgPath + `/providers/Microsoft\.Compute/virtualMachines/([^/]+)$`)},
 	{"VirtualMachines_Get", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Compute/virtualMachines/([^/]+)$`)},
+	{"VirtualMachines_Update", "PATCH", regexp.MustCompile(rgPath + `/providers/Microsoft\.Compute/virtualMachines/([^/]+)$`)},
+	{"Disks_Get", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Compute/disks/([^/]+)$`)},
 	{"VirtualMachines_Delete", "DELETE", regexp.MustCompile(rgPath + `/providers/Microsoft\.Compute/virtualMachines/([^/]+)$`)},
 	{"VirtualMachines_List", "GET", regexp.MustCompile(rgPath + `/providers/Microsoft\.Compute/virtualMachines$`)},
 	{"Operations_Get", "GET", regexp.MustCompile(subPath + `/providers/Microsoft\.Compute/locations/([^/]+)/operations/([^/]+)$`)},
@@ -286,6 +343,22 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, f.vmJSON(m[3], v, r.URL.Query().Get("$expand") == "instanceView"))
 	case "VirtualMachines_Delete":
 		f.delete(w, m[3])
+	case "VirtualMachines_Update":
+		f.patch(w, m[3], body)
+	case "Disks_Get":
+		d := f.disks[m[3]]
+		if d == nil || m[2] != fakeRG {
+			writeError(w, notFound("Microsoft.Compute/disks/"+m[3], m[2]))
+			return
+		}
+		out := map[string]any{"id": fakeDiskID(m[3]), "name": m[3], "properties": map[string]any{"diskState": "Unattached"}}
+		if d.zone != "" {
+			out["zones"] = []any{d.zone}
+		}
+		if d.vm != "" {
+			out["managedBy"] = fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s", fakeSub, fakeRG, d.vm)
+		}
+		writeJSON(w, 200, out)
 	case "VirtualMachines_List":
 		var items []any
 		for _, name := range slices.Sorted(maps.Keys(f.vms)) {
@@ -466,6 +539,11 @@ func (f *fakeARM) step(o *fakeOp) bool {
 	switch {
 	case o.delete:
 		delete(f.vms, o.vm)
+		for _, d := range f.disks {
+			if d.vm == o.vm {
+				d.vm = ""
+			}
+		}
 	case v == nil:
 	case o.err != nil:
 		v.provisioning, v.failCode, v.failMessage = "Failed", o.err.code, o.err.message

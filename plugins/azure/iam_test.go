@@ -33,7 +33,11 @@ var actions = map[string][]string{
 		"Microsoft.ManagedIdentity/userAssignedIdentities/assign/action",
 		"Microsoft.Compute/galleries/images/versions/read", "Microsoft.Compute/images/read",
 	},
-	"VirtualMachines_Get":       {"Microsoft.Compute/virtualMachines/read", "Microsoft.Compute/virtualMachines/instanceView/read"},
+	"VirtualMachines_Get": {"Microsoft.Compute/virtualMachines/read", "Microsoft.Compute/virtualMachines/instanceView/read"},
+	// The PATCH of a VM's data disks, and the linked check on each disk
+	// it attaches or detaches (its managedBy changes).
+	"VirtualMachines_Update":    {"Microsoft.Compute/virtualMachines/write", "Microsoft.Compute/disks/write"},
+	"Disks_Get":                 {"Microsoft.Compute/disks/read"},
 	"VirtualMachines_List":      {"Microsoft.Compute/virtualMachines/read", "Microsoft.Compute/virtualMachines/instanceView/read"},
 	"VirtualMachines_Delete":    {"Microsoft.Compute/virtualMachines/delete", "Microsoft.Compute/disks/delete", "Microsoft.Network/networkInterfaces/delete"},
 	"Operations_Get":            {"Microsoft.Compute/locations/operations/read"},
@@ -113,6 +117,17 @@ func TestEveryCalledOperationHasItsActions(t *testing.T) {
 	if _, err := p.Describe(ctx, &pluginapi.DescribeRequest{IDs: []string{id, "kip-elsewhere"}}); err != nil {
 		t.Fatal(err)
 	}
+	disk := f.addDisk("pv-iam", "1")
+	vol := pluginapi.AttachVolumeRequest{InstanceID: id, Driver: volumeDriver, VolumeHandle: disk}
+	if _, err := p.AttachVolume(ctx, &vol); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DetachVolume(ctx, &pluginapi.DetachVolumeRequest{InstanceID: id, Driver: volumeDriver, VolumeHandle: disk}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: id}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +162,7 @@ func TestSDKInterfacesAreTheActions(t *testing.T) {
 	for group, api := range map[string]reflect.Type{
 		"VirtualMachines":       reflect.TypeFor[virtualMachinesAPI](),
 		"ResourceSkus":          reflect.TypeFor[resourceSKUsAPI](),
+		"Disks":                 reflect.TypeFor[disksAPI](),
 		"NetworkInterfaces":     reflect.TypeFor[networkInterfacesAPI](),
 		"Subnets":               reflect.TypeFor[subnetsAPI](),
 		"NetworkSecurityGroups": reflect.TypeFor[networkSecurityGroupsAPI](),

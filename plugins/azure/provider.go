@@ -79,6 +79,9 @@ type provider struct {
 	// Launch retried while its VM is being created follows the same
 	// operation (launch.go). It outlives a Configure.
 	resume resumeTokens
+
+	// vmLocks serialises the data disk updates of each VM (volumes.go).
+	vmLocks vmLocks
 }
 
 // New returns the Azure plugin's provider; it is the plugin's Factory:
@@ -104,6 +107,7 @@ var capabilities = []pluginapi.Capability{
 	pluginapi.CapabilityVolumeSize,
 	pluginapi.CapabilityWatchEvents,
 	pluginapi.CapabilityInterruptionEvents,
+	pluginapi.CapabilityVolumes,
 }
 
 // noPrices is what GetInfo adds to the catalog's source while the catalog
@@ -117,6 +121,7 @@ func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (
 	if err != nil {
 		return nil, err
 	}
+	info.VolumeDrivers = []string{volumeDriver}
 	if cat, _ := catalog.Load(); len(cat.Regions) == 0 {
 		info.Catalog.Source += noPrices
 	}
@@ -139,6 +144,7 @@ type config struct {
 // one shares the pipeline's options (rate limit, retries, transport).
 type clients struct {
 	vms     virtualMachinesAPI
+	disks   disksAPI
 	skus    resourceSKUsAPI
 	nics    networkInterfacesAPI
 	subnets subnetsAPI // in the subnet's subscription
@@ -296,6 +302,9 @@ func (p *provider) newClients(cfg *config, cred azcore.TokenCredential) (*client
 	var err error
 	if c.vms, err = armcompute.NewVirtualMachinesClient(cfg.subscription, cred, opts); err != nil {
 		return nil, fmt.Errorf("creating the virtual machines client: %w", err)
+	}
+	if c.disks, err = armcompute.NewDisksClient(cfg.subscription, cred, opts); err != nil {
+		return nil, fmt.Errorf("creating the disks client: %w", err)
 	}
 	if c.skus, err = armcompute.NewResourceSKUsClient(cfg.subscription, cred, opts); err != nil {
 		return nil, fmt.Errorf("creating the resource SKUs client: %w", err)

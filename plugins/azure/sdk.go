@@ -22,7 +22,15 @@ type (
 			options *armcompute.VirtualMachinesClientBeginDeleteOptions) (*runtime.Poller[armcompute.VirtualMachinesClientDeleteResponse], error)
 		Get(ctx context.Context, resourceGroupName, vmName string,
 			options *armcompute.VirtualMachinesClientGetOptions) (armcompute.VirtualMachinesClientGetResponse, error)
+		// BeginUpdate is the PATCH that attaches and detaches data disks
+		// (volumes.go).
+		BeginUpdate(ctx context.Context, resourceGroupName, vmName string, parameters armcompute.VirtualMachineUpdate,
+			options *armcompute.VirtualMachinesClientBeginUpdateOptions) (*runtime.Poller[armcompute.VirtualMachinesClientUpdateResponse], error)
 		NewListPager(resourceGroupName string, options *armcompute.VirtualMachinesClientListOptions) *runtime.Pager[armcompute.VirtualMachinesClientListResponse]
+	}
+	disksAPI interface {
+		Get(ctx context.Context, resourceGroupName, diskName string,
+			options *armcompute.DisksClientGetOptions) (armcompute.DisksClientGetResponse, error)
 	}
 	resourceSKUsAPI interface {
 		NewListPager(options *armcompute.ResourceSKUsClientListOptions) *runtime.Pager[armcompute.ResourceSKUsClientListResponse]
@@ -44,6 +52,7 @@ type (
 
 var (
 	_ virtualMachinesAPI       = (*armcompute.VirtualMachinesClient)(nil)
+	_ disksAPI                 = (*armcompute.DisksClient)(nil)
 	_ resourceSKUsAPI          = (*armcompute.ResourceSKUsClient)(nil)
 	_ networkInterfacesAPI     = (*armnetwork.InterfacesClient)(nil)
 	_ subnetsAPI               = (*armnetwork.SubnetsClient)(nil)

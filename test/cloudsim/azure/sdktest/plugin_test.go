@@ -1,12 +1,23 @@
 package sdktest
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 
 	"github.com/kipcell/kip/pluginapi/plugintest"
 	"github.com/kipcell/kip/plugins/azure"
@@ -17,10 +28,14 @@ import (
 // azure plugin against the simulator: the real armcompute and armnetwork
 // clients over TLS (the simulator's certificate as the plugin's CA
 // bundle), ARM's long-running operations, states, idempotency and
-// validation.
+// validation; and the volume cases on managed disks the test creates
+// through the SDK's disks client, attached by the VM's PATCH as ARM
+// attaches them (an operation, refusals, LUNs), onto a recording
+// DiskStarter's cells.
 func TestAzurePluginConformance(t *testing.T) {
+	cells := newDiskCells()
 	sim := azuresim.New(azuresim.Options{AllocationDelay: 50 * time.Millisecond, BootDelay: 200 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
+		DiskDelay: 100 * time.Millisecond, Cells: cells, Logger: slog.New(slog.DiscardHandler)})
 	url, err := sim.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +52,11 @@ func TestAzurePluginConformance(t *testing.T) {
 			"image":        map[string]any{"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server"},
 			"sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKipKipKipKipKipKipKipKipKipKipKipKipKipKipKip kip-test",
 			"endpoint":     url, "caBundle": ca, "withoutAuthentication": true,
+			// One zone: the plugin spreads cells without a zone over its
+			// zones by cell ID, and the volume-in-use case needs two
+			// instances in one zone; the wrong-zone case's disks go to
+			// zone 2 (OtherZone).
+			"zones": []string{"1"},
 		}
 		if edit != nil {
 			edit(c)
@@ -47,6 +67,8 @@ func TestAzurePluginConformance(t *testing.T) {
 		}
 		return data
 	}
+	disks := diskClient(t, sim, url)
+	var n atomic.Int64
 	plugintest.Run(t, azure.New, plugintest.Config{
 		Plugin: config(nil),
 		Invalid: []plugintest.InvalidConfig{
@@ -58,6 +80,42 @@ func TestAzurePluginConformance(t *testing.T) {
 		InstanceType:      size,
 		ReadyTimeout:      30 * time.Second,
 		UnknownInstanceID: "kip-never-launched",
+		OtherZone:         azuresim.DefaultLocation + "-2",
+		CreateVolume: func(ctx context.Context, zone string) (string, error) {
+			name := fmt.Sprintf("pv-%d", n.Add(1))
+			p, err := disks.BeginCreateOrUpdate(ctx, rg, name, armcompute.Disk{
+				Location: to.Ptr(location), Zones: []*string{to.Ptr(strings.TrimPrefix(zone, azuresim.DefaultLocation+"-"))},
+				Properties: &armcompute.DiskProperties{
+					CreationData: &armcompute.CreationData{CreateOption: to.Ptr(armcompute.DiskCreateOptionEmpty)}, DiskSizeGB: to.Ptr[int32](1),
+				},
+			}, nil)
+			if err != nil {
+				return "", err
+			}
+			d, err := p.PollUntilDone(ctx, pollEvery)
+			return str(d.ID), err
+		},
+		DeleteVolume: func(ctx context.Context, handle string) error {
+			name := handle[strings.LastIndex(handle, "/")+1:]
+			// The suite's instances are terminated: their disks are free
+			// once the VMs are gone and the detach is done.
+			for {
+				p, err := disks.BeginDelete(ctx, rg, name, nil)
+				if isCode(err, 409, "OperationNotAllowed") {
+					select {
+					case <-ctx.Done():
+						return fmt.Errorf("disk %s still attached: %w", name, err)
+					case <-time.After(50 * time.Millisecond):
+						continue
+					}
+				}
+				if err != nil {
+					return err
+				}
+				_, err = p.PollUntilDone(ctx, pollEvery)
+				return err
+			}
+		},
 	})
 	for _, vm := range sim.VMs() {
 		if vm.ProvisioningState != azuresim.StateDeleting && !vm.Gone {
@@ -68,5 +126,28 @@ func TestAzurePluginConformance(t *testing.T) {
 			t.Errorf("VM %s at %s has no pod address (a second IP configuration)", vm.Name, vm.Address)
 		}
 	}
+	if calls := sim.Calls(); calls["VirtualMachines_Update"] == 0 || calls["Disks_Get"] == 0 {
+		t.Errorf("the plugin never attached through ARM: %v", calls)
+	}
 	t.Logf("ARM calls: %v", sim.Calls())
+	t.Logf("DiskStarter calls: %q", cells.log())
+}
+
+// diskClient is the SDK's disks client on the simulator, as the suite's
+// hooks use it.
+func diskClient(t *testing.T, sim *azuresim.Server, url string) *armcompute.DisksClient {
+	t.Helper()
+	c, err := armcompute.NewDisksClient(sub, &azfake.TokenCredential{}, &arm.ClientOptions{
+		ClientOptions: policy.ClientOptions{
+			Cloud: cloud.Configuration{Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+				cloud.ResourceManager: {Endpoint: url, Audience: "https://management.core.windows.net/"},
+			}},
+			Transport: sim.Client(),
+		},
+		DisableRPRegistration: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
