@@ -43,11 +43,6 @@ const maxLUN = 63
 // lunPath is where an Azure Linux VM links the data disk at lun.
 func lunPath(lun int32) string { return fmt.Sprintf("/dev/disk/azure/scsi1/lun%d", lun) }
 
-// updateAttempts bounds the read-modify-write of a VM's data disks when
-// another writer changed the VM between the read and the PATCH (412 on
-// If-Match).
-const updateAttempts = 4
-
 var _ pluginapi.VolumeAttacher = (*provider)(nil)
 
 // diskRef is a managed disk's resource ID, parsed.
@@ -193,8 +188,15 @@ func attachment(instance, handle string, vm *armcompute.VirtualMachine, d *armco
 // is VolumeConflict in-use naming it, one in another zone than the VM
 // wrong-zone; ARM's own refusals of the PATCH are mapped the same way,
 // and its data disk limit for the size (409 OperationNotAllowed) is
-// attachment-limit. A disk still detaching from this VM is Transient:
-// ARM takes no update of the VM until the detach ends.
+// attachment-limit.
+//
+// ARM takes one update of a VM at a time (409 Conflict while the VM is
+// Updating), so AttachVolume waits out an update under way (another
+// disk's attach or detach, this disk's detach), reading the VM every
+// lroFrequency, until its context ends; a PATCH refused for a VM changed
+// since it was read (412: another process of the plugin updated it) is
+// made again on the VM as it is now. No disk of a concurrent attach is
+// lost.
 func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolumeRequest) (*pluginapi.AttachVolumeResponse, error) {
 	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
@@ -213,23 +215,24 @@ func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolume
 		return nil, err
 	}
 	defer unlock()
-	for attempt := 1; ; attempt++ {
-		a, retry, err := p.attachOnce(ctx, cfg, req, ref)
-		if err != nil {
+	for {
+		a, wait, err := p.attachOnce(ctx, cfg, req, ref)
+		switch {
+		case err != nil:
 			return nil, fmt.Errorf("attaching disk %s to instance %s: %w", req.VolumeHandle, req.InstanceID, err)
-		}
-		if !retry {
+		case !wait:
 			p.Log.Info("volume attaching", "instance", req.InstanceID, "volume", req.VolumeHandle, "state", a.State, "device", a.Device.Path)
 			return &pluginapi.AttachVolumeResponse{Attachment: a}, nil
 		}
-		if attempt == updateAttempts {
-			return nil, pluginapi.NewTransient("attaching disk %s to instance %s: the VM changed under %d attempts to update it", req.VolumeHandle, req.InstanceID, attempt)
+		if err := p.Sleep(ctx, p.lroFrequency); err != nil {
+			return nil, fmt.Errorf("attaching disk %s to instance %s: waiting for the VM's update under way: %w", req.VolumeHandle, req.InstanceID, err)
 		}
 	}
 }
 
-// attachOnce is one read-modify-write of AttachVolume; retry is true when
-// the VM changed between the read and the PATCH (412).
+// attachOnce is one read-modify-write of AttachVolume; wait is true when
+// the VM is being created or updated, or changed between the read and the
+// PATCH: the caller waits and tries again.
 func (p *provider) attachOnce(ctx context.Context, cfg *config, req *pluginapi.AttachVolumeRequest, ref diskRef) (pluginapi.VolumeAttachment, bool, error) {
 	vm, err := cfg.clusterVM(ctx, req.InstanceID)
 	if err != nil {
@@ -237,10 +240,11 @@ func (p *provider) attachOnce(ctx context.Context, cfg *config, req *pluginapi.A
 	}
 	if d := diskOf(vm, req.VolumeHandle); d != nil {
 		a := attachment(req.InstanceID, req.VolumeHandle, vm, d)
-		if a.State == pluginapi.AttachmentDetaching {
-			return a, false, pluginapi.NewTransient("the disk is detaching from this instance; it can be attached again once it is detached")
-		}
-		return a, false, nil
+		// Detaching: attached again once it is gone.
+		return a, a.State == pluginapi.AttachmentDetaching, nil
+	}
+	if busy(vm) {
+		return pluginapi.VolumeAttachment{}, true, nil
 	}
 	got, err := cfg.clients.disks.Get(ctx, ref.resourceGroup, ref.name, nil)
 	if err != nil {
@@ -264,14 +268,31 @@ func (p *provider) attachOnce(ctx context.Context, cfg *config, req *pluginapi.A
 		Lun: &lun, CreateOption: ptr(armcompute.DiskCreateOptionTypesAttach),
 		ManagedDisk: &armcompute.ManagedDiskParameters{ID: ptr(req.VolumeHandle)}, Caching: ptr(armcompute.CachingTypesNone),
 	})
-	if err := cfg.updateDisks(ctx, req.InstanceID, vm, disks); err != nil {
-		if errors.Is(err, errVMChanged) {
-			return pluginapi.VolumeAttachment{}, true, nil
-		}
+	switch err := cfg.updateDisks(ctx, req.InstanceID, vm, disks); {
+	case errors.Is(err, errVMChanged), isConflict(err):
+		return pluginapi.VolumeAttachment{}, true, nil
+	case err != nil:
 		return pluginapi.VolumeAttachment{}, false, mapAttachError(err, req.VolumeHandle)
 	}
 	return pluginapi.VolumeAttachment{InstanceID: req.InstanceID, Driver: volumeDriver, VolumeHandle: req.VolumeHandle,
 		State: pluginapi.AttachmentAttaching, Device: pluginapi.VolumeDevice{Path: lunPath(lun)}}, false, nil
+}
+
+// busy reports whether ARM takes no update of the VM now: it is being
+// created or updated.
+func busy(vm *armcompute.VirtualMachine) bool {
+	if vm.Properties == nil {
+		return false
+	}
+	s := deref(vm.Properties.ProvisioningState)
+	return s == "Creating" || s == "Updating"
+}
+
+// isConflict reports whether err is ARM's 409 Conflict: another update of
+// the VM is under way.
+func isConflict(err error) bool {
+	re, ae, ok := responseError(err)
+	return ok && re.StatusCode == 409 && ae.Code == "Conflict"
 }
 
 // zoneOf is a resource's availability zone, "" for a regional one.
@@ -361,7 +382,8 @@ func mapAttachError(err error, handle string) error {
 // PATCH with If-Match) and returns once ARM accepted it: the attachment is
 // detaching until the update ends and the VM no longer lists it. A disk
 // already detaching succeeds; one the VM does not list (or a VM that does
-// not exist) is NotFound.
+// not exist) is NotFound. Like AttachVolume it waits out another update
+// of the VM under way.
 func (p *provider) DetachVolume(ctx context.Context, req *pluginapi.DetachVolumeRequest) (*pluginapi.DetachVolumeResponse, error) {
 	cfg, err := p.cfg.Ready(ctx)
 	if err != nil {
@@ -375,35 +397,50 @@ func (p *provider) DetachVolume(ctx context.Context, req *pluginapi.DetachVolume
 		return nil, err
 	}
 	defer unlock()
-	for attempt := 1; attempt <= updateAttempts; attempt++ {
-		vm, err := cfg.clusterVM(ctx, req.InstanceID)
-		if err != nil {
-			return nil, fmt.Errorf("detaching disk %s from instance %s: %w", req.VolumeHandle, req.InstanceID, err)
-		}
-		d := diskOf(vm, req.VolumeHandle)
+	for {
+		wait, err := p.detachOnce(ctx, cfg, req)
 		switch {
-		case d == nil:
-			return nil, pluginapi.NewNotFound("disk %s is not attached to instance %s", req.VolumeHandle, req.InstanceID)
-		case attachmentState(vm, d) == pluginapi.AttachmentDetaching:
+		case err != nil:
+			return nil, fmt.Errorf("detaching disk %s from instance %s: %w", req.VolumeHandle, req.InstanceID, err)
+		case !wait:
 			return &pluginapi.DetachVolumeResponse{}, nil
 		}
-		disks := modelOf(dataDisks(vm))
-		for _, m := range disks {
-			if m.ManagedDisk != nil && strings.EqualFold(deref(m.ManagedDisk.ID), req.VolumeHandle) {
-				m.ToBeDetached = ptr(true)
-			}
+		if err := p.Sleep(ctx, p.lroFrequency); err != nil {
+			return nil, fmt.Errorf("detaching disk %s from instance %s: waiting for the VM's update under way: %w", req.VolumeHandle, req.InstanceID, err)
 		}
-		err = cfg.updateDisks(ctx, req.InstanceID, vm, disks)
-		switch {
-		case errors.Is(err, errVMChanged):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("detaching disk %s from instance %s: %w", req.VolumeHandle, req.InstanceID, mapError("VirtualMachines_Update", err))
-		}
-		p.Log.Info("volume detaching", "instance", req.InstanceID, "volume", req.VolumeHandle)
-		return &pluginapi.DetachVolumeResponse{}, nil
 	}
-	return nil, pluginapi.NewTransient("detaching disk %s from instance %s: the VM changed under %d attempts to update it", req.VolumeHandle, req.InstanceID, updateAttempts)
+}
+
+// detachOnce is one read-modify-write of DetachVolume; wait as for
+// attachOnce.
+func (p *provider) detachOnce(ctx context.Context, cfg *config, req *pluginapi.DetachVolumeRequest) (bool, error) {
+	vm, err := cfg.clusterVM(ctx, req.InstanceID)
+	if err != nil {
+		return false, err
+	}
+	d := diskOf(vm, req.VolumeHandle)
+	switch {
+	case d == nil:
+		return false, pluginapi.NewNotFound("disk %s is not attached to instance %s", req.VolumeHandle, req.InstanceID)
+	case attachmentState(vm, d) == pluginapi.AttachmentDetaching:
+		return false, nil
+	case busy(vm):
+		return true, nil
+	}
+	disks := modelOf(dataDisks(vm))
+	for _, m := range disks {
+		if m.ManagedDisk != nil && strings.EqualFold(deref(m.ManagedDisk.ID), req.VolumeHandle) {
+			m.ToBeDetached = ptr(true)
+		}
+	}
+	switch err := cfg.updateDisks(ctx, req.InstanceID, vm, disks); {
+	case errors.Is(err, errVMChanged), isConflict(err):
+		return true, nil
+	case err != nil:
+		return false, mapError("VirtualMachines_Update", err)
+	}
+	p.Log.Info("volume detaching", "instance", req.InstanceID, "volume", req.VolumeHandle)
+	return false, nil
 }
 
 // DescribeVolumeAttachments reads each cell's VM (VirtualMachines_Get) and
