@@ -165,4 +165,3 @@ func concurrentAttaches(t *testing.T, opts azuresim.Options) {
 	}
 	t.Logf("ARM calls: %v", sim.Calls())
 }
-
