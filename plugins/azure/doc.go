@@ -23,6 +23,8 @@
 //	              shared, coalesced VM list and NIC list (pluginapi/snapshot)
 //	terminate.go  Terminate: the DELETE, idempotent
 //	events.go     WatchEvents: state changes, Spot eviction
+//	volumes.go    AttachVolume, DetachVolume, DescribeVolumeAttachments:
+//	              managed disks as the VMs' data disks
 //
 // The contract is pluginapi.Provider. Its rules shape this package: every
 // call is safe to retry, and no state lives only in memory (VMs carry the
@@ -115,6 +117,38 @@
 // without the plugin's delete is an eviction: WatchEvents sends
 // EventInterruption, and Describe and List say so in the reason.
 //
+// # Volumes
+//
+// The plugin reports the capability volumes with the driver
+// disk.csi.azure.com: a PersistentVolume of azuredisk-csi, whose volume
+// handle is the managed disk's resource ID
+// (/subscriptions/…/resourceGroups/…/providers/Microsoft.Compute/disks/<name>,
+// compared without case as ARM compares IDs), in the plugin's
+// subscription. AttachVolume reads the VM and the disk (Disks_Get: a disk
+// another VM manages is in-use, naming it; one in another zone is
+// wrong-zone), then PATCHes the VM's data disks (VirtualMachines_Update)
+// with the disk added at the lowest free LUN (createOption Attach, caching
+// None), If-Match on the VM's etag, and answers once ARM accepted it,
+// attaching; ARM's data disk limit of the size is attachment-limit.
+// DetachVolume PATCHes the disk toBeDetached, as azuredisk-csi does.
+// Calls on one VM are serialised in the process, and each waits out an
+// update of the VM under way (ARM takes one at a time: 409 Conflict) and
+// re-reads the VM after a 412, so that concurrent attaches, from this
+// process or another, lose no disk. DescribeVolumeAttachments reads each
+// VM (VirtualMachines_Get): a listed disk is attaching while the VM is
+// Creating or Updating, detaching when toBeDetached or the VM is
+// Deleting, attached otherwise. The VM's model is the only record.
+//
+// On the VM the data disk at LUN n is the SCSI disk the udev rule of
+// Azure's Linux images (66-azure-storage.rules, from WALinuxAgent or
+// azure-vm-utils) links as /dev/disk/azure/scsi1/lun<n>, which is what
+// the attachment's Device.Path says and where the cell's agent waits for
+// it, as azuredisk-csi's node plugin looks there; Azure gives the agent no
+// serial to match. A read-only attachment is Unsupported (field
+// read_only): Azure attaches a managed disk read-write (only a shared disk,
+// maxShares > 1, can be attached read-only), and the host mounts it
+// read-only instead.
+//
 // # Calls
 //
 // ARM calls are few by design, since a subscription's request rate is
@@ -122,7 +156,10 @@
 // Retry-After says), the SDK's final GET and one NetworkInterfaces_Get
 // (Launch answers the VM running at its address, so that the host reaches
 // the agent at once rather than after the next NIC listing), and a
-// DELETE; Describe, List
+// DELETE; a volume's attach costs a VirtualMachines_Get, a Disks_Get and
+// a VirtualMachines_Update (more when it waits for another update), its
+// detach a VirtualMachines_Get and a VirtualMachines_Update, and
+// DescribeVolumeAttachments a VirtualMachines_Get per instance; Describe, List
 // and WatchEvents of every cell are served from one snapshot of the
 // cluster (the resource group's VM list with $expand=instanceView, and
 // its NIC list for the private addresses, each paginated), refreshed at
