@@ -65,27 +65,44 @@ func parseDiskID(id string) (diskRef, bool) {
 // ARM refuses a VM update while another runs (409 Conflict), and a
 // read-modify-write of the disk list must not lose a concurrent one
 // (If-Match guards against other processes). A lock is a one-slot channel
-// so that a waiting call still ends with its context.
+// so that a waiting call still ends with its context; it is forgotten
+// once nobody holds or waits for it, so that the map does not grow with
+// every cell the process has seen.
 type vmLocks struct {
 	mu    sync.Mutex
-	locks map[string]chan struct{}
+	locks map[string]*vmLock
+}
+
+type vmLock struct {
+	slot  chan struct{}
+	users int // holders and waiters
 }
 
 func (l *vmLocks) lock(ctx context.Context, vm string) (func(), error) {
+	key := strings.ToLower(vm)
 	l.mu.Lock()
 	if l.locks == nil {
-		l.locks = map[string]chan struct{}{}
+		l.locks = map[string]*vmLock{}
 	}
-	c := l.locks[strings.ToLower(vm)]
+	c := l.locks[key]
 	if c == nil {
-		c = make(chan struct{}, 1)
-		l.locks[strings.ToLower(vm)] = c
+		c = &vmLock{slot: make(chan struct{}, 1)}
+		l.locks[key] = c
 	}
+	c.users++
 	l.mu.Unlock()
+	done := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if c.users--; c.users == 0 {
+			delete(l.locks, key)
+		}
+	}
 	select {
-	case c <- struct{}{}:
-		return func() { <-c }, nil
+	case c.slot <- struct{}{}:
+		return func() { <-c.slot; done() }, nil
 	case <-ctx.Done():
+		done()
 		return nil, ctx.Err()
 	}
 }

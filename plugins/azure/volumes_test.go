@@ -2,6 +2,7 @@ package azure
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
@@ -247,5 +249,34 @@ func TestVolumeRefusals(t *testing.T) {
 	}
 	if r, err := p.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{vm}}); err != nil || len(r.Attachments) != 0 {
 		t.Errorf("describing another cluster's VM: %+v, %v; want none", r, err)
+	}
+}
+
+// The per-VM lock serialises, ends with the waiter's context, and is
+// forgotten once free.
+func TestVMLocks(t *testing.T) {
+	var l vmLocks
+	unlock, err := l.lock(t.Context(), "kip-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := l.lock(ctx, "KIP-A"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second lock of the same VM (names without case): %v; want it to wait until its context ends", err)
+	}
+	other, err := l.lock(t.Context(), "kip-b")
+	if err != nil {
+		t.Fatalf("another VM's lock: %v", err)
+	}
+	other()
+	unlock()
+	again, err := l.lock(t.Context(), "kip-a")
+	if err != nil {
+		t.Fatalf("the lock once free: %v", err)
+	}
+	again()
+	if len(l.locks) != 0 {
+		t.Errorf("%d locks remembered after every one was freed", len(l.locks))
 	}
 }
