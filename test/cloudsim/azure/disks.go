@@ -97,6 +97,11 @@ type attachment struct {
 	readyAt time.Time
 	done    bool
 	op      *operation
+	// attachCalled is closed once the DiskStarter's AttachDisk returned
+	// (nil without a DiskStarter): a detach begun while the attach is in
+	// flight (its VM deleted) waits for it, so that the machine is never
+	// left holding a disk the cloud detached.
+	attachCalled chan struct{}
 }
 
 func (a *attachment) settled(now time.Time) bool { return a.done && !now.Before(a.readyAt) }
@@ -604,10 +609,15 @@ func (s *Server) applyDisks(v *vm, c *diskChange, op *operation, now time.Time) 
 			continue
 		}
 		cell, id, path := v.cell.ID, d.starterID(), DevicePath(na.lun)
+		a.attachCalled = make(chan struct{})
 		s.background(func(ctx context.Context) {
 			err := ds.AttachDisk(ctx, cell, id, path, false)
+			close(a.attachCalled)
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if a.detaching {
+				return // the detach under way ends it
+			}
 			a.done = true
 			if err != nil {
 				// The machine could not take the disk: the update fails and
@@ -638,8 +648,15 @@ func (s *Server) startDetach(a *attachment, omitted bool, op *operation, now tim
 		a.done = true
 		return
 	}
-	cell, id := a.vm.cell.ID, d.starterID()
+	cell, id, attachCalled := a.vm.cell.ID, d.starterID(), a.attachCalled
 	s.background(func(ctx context.Context) {
+		if attachCalled != nil {
+			select {
+			case <-attachCalled:
+			case <-ctx.Done():
+				return
+			}
+		}
 		err := retrying(ctx, func(ctx context.Context) error {
 			err := ds.DetachDisk(ctx, cell, id)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ type diskCells struct {
 	mu    sync.Mutex
 	calls []string
 	held  map[string]bool // disk ID → DetachDisk fails
+	// gate, when set, holds every AttachDisk until it is closed.
+	gate chan struct{}
 }
 
 var _ simcells.DiskStarter = (*diskCells)(nil)
@@ -52,7 +55,17 @@ func (d *diskCells) DeleteDisk(_ context.Context, id string) error {
 	return nil
 }
 
-func (d *diskCells) AttachDisk(_ context.Context, instance, id, path string, readOnly bool) error {
+func (d *diskCells) AttachDisk(ctx context.Context, instance, id, path string, readOnly bool) error {
+	d.mu.Lock()
+	gate := d.gate
+	d.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	d.record(fmt.Sprintf("attach %s %s %s %v", instance, id, path, readOnly))
 	return nil
 }
@@ -422,5 +435,37 @@ func TestDisksOnCells(t *testing.T) {
 	slices.Sort(want)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the DiskStarter's calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestVMDeletedWhileItsDiskAttaches: a VM deleted while the machine is
+// still taking its disk detaches it only once the attach returned, so the
+// machine is not left holding a disk the cloud calls free.
+func TestVMDeletedWhileItsDiskAttaches(t *testing.T) {
+	cells := newDiskCells()
+	sim, c := startSim(t, azuresim.Options{Cells: cells})
+	ctx := t.Context()
+	mustCreate(t, c, spec{name: "kip-gone", zone: "1"})
+	mustDisk(t, c, "data-g", "1")
+	d, _ := sim.Disk(rg, "data-g")
+	gate := make(chan struct{})
+	cells.mu.Lock()
+	cells.gate = gate
+	cells.mu.Unlock()
+	if _, err := setDisks(ctx, c, "kip-gone", "", attachment{disk: "data-g", lun: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.vms.BeginDelete(ctx, rg, "kip-gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := cells.log(); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "detach") }) {
+		t.Errorf("DetachDisk called while AttachDisk is in flight: %q", got)
+	}
+	close(gate)
+	eventually(t, "the disk to be free", func() bool { d, _ := sim.Disk(rg, "data-g"); return d.DiskState == azuresim.DiskUnattached })
+	want := []string{"attach kip-gone " + d.UniqueID + " /dev/disk/azure/scsi1/lun0 false", "detach kip-gone " + d.UniqueID}
+	if got := cells.log()[1:]; !slices.Equal(got, want) {
+		t.Errorf("the DiskStarter's calls after the create: %q; want %q", got, want)
 	}
 }
