@@ -284,6 +284,10 @@ func (p *provider) attachOnce(ctx context.Context, cfg *config, req *pluginapi.A
 	disks := append(modelOf(dataDisks(vm)), &armcompute.DataDisk{
 		Lun: &lun, CreateOption: ptr(armcompute.DiskCreateOptionTypesAttach),
 		ManagedDisk: &armcompute.ManagedDiskParameters{ID: ptr(req.VolumeHandle)}, Caching: ptr(armcompute.CachingTypesNone),
+		// A PersistentVolume's disk outlives the cell: deleting the VM
+		// detaches it (Detach is ARM's default for an attached disk;
+		// said so that no default can change it).
+		DeleteOption: ptr(armcompute.DiskDeleteOptionTypesDetach),
 	})
 	switch err := cfg.updateDisks(ctx, req.InstanceID, vm, disks); {
 	case errors.Is(err, errVMChanged), isConflict(err):
@@ -340,7 +344,8 @@ func modelOf(disks []*armcompute.DataDisk) []*armcompute.DataDisk {
 		if d == nil {
 			continue
 		}
-		m := &armcompute.DataDisk{Lun: d.Lun, CreateOption: d.CreateOption, Caching: d.Caching, ToBeDetached: d.ToBeDetached, Name: d.Name}
+		m := &armcompute.DataDisk{Lun: d.Lun, CreateOption: d.CreateOption, Caching: d.Caching, ToBeDetached: d.ToBeDetached, Name: d.Name,
+			DeleteOption: d.DeleteOption}
 		if d.ManagedDisk != nil {
 			m.ManagedDisk = &armcompute.ManagedDiskParameters{ID: d.ManagedDisk.ID}
 		}

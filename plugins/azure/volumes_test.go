@@ -196,8 +196,8 @@ func TestAttachTakesTheLowestFreeLUN(t *testing.T) {
 	// The PATCH sends the VM's data disks back with the new one.
 	body := f.body("VirtualMachines_Update", 3)
 	disks := body["properties"].(map[string]any)["storageProfile"].(map[string]any)["dataDisks"].([]any)
-	if len(disks) != 2 || disks[1].(map[string]any)["createOption"] != "Attach" {
-		t.Errorf("the last attach's PATCH sent dataDisks %v; want the VM's disk and the new one, createOption Attach", disks)
+	if len(disks) != 2 || disks[1].(map[string]any)["createOption"] != "Attach" || disks[1].(map[string]any)["deleteOption"] != "Detach" {
+		t.Errorf("the last attach's PATCH sent dataDisks %v; want the VM's disk and the new one, createOption Attach, deleteOption Detach", disks)
 	}
 }
 

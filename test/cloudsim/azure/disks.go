@@ -472,6 +472,7 @@ type dataDiskSpec struct {
 	} `json:"managedDisk"`
 	ToBeDetached *bool  `json:"toBeDetached"`
 	DetachOption string `json:"detachOption"`
+	DeleteOption string `json:"deleteOption"`
 }
 
 // diskChange is what a VM update does to its data disks: the disks to
@@ -522,6 +523,16 @@ func (s *Server) planDisks(v *vm, want []dataDiskSpec, now time.Time) (*diskChan
 		default:
 			return nil, &armError{Status: http.StatusBadRequest, Code: "InvalidParameterConflictingProperties", Target: "dataDisks",
 				Message: fmt.Sprintf("The property 'dataDisk.createOption' cannot have the value '%s' when property 'dataDisk.managedDisk.id' is set.", dd.CreateOption)}
+		}
+		switch dd.DeleteOption {
+		case "", "Detach":
+		case "Delete":
+			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].deleteOption", i), "The simulator detaches data disks from a deleted VM; deleteOption Delete is not modelled.")
+		default:
+			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].deleteOption", i), fmt.Sprintf("The value '%s' of parameter 'deleteOption' is invalid: Delete or Detach.", dd.DeleteOption))
+		}
+		if dd.DetachOption != "" && dd.DetachOption != "ForceDetach" {
+			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].detachOption", i), fmt.Sprintf("The value '%s' of parameter 'detachOption' is invalid: ForceDetach.", dd.DetachOption))
 		}
 		if dd.Caching != "" && dd.Caching != "None" && dd.Caching != "ReadOnly" && dd.Caching != "ReadWrite" {
 			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].caching", i), fmt.Sprintf("The value '%s' of parameter 'caching' is invalid: None, ReadOnly or ReadWrite.", dd.Caching))
