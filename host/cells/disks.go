@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,7 +288,9 @@ func (c *cell) describeAttachment(ctx context.Context, instanceID string, d volu
 		return pluginapi.VolumeAttachment{}, false, fmt.Errorf("describing the attachments of %s: %w", instanceID, err)
 	}
 	for _, a := range resp.Attachments {
-		if a.InstanceID == instanceID && a.Driver == d.Driver && a.VolumeHandle == d.Handle {
+		// ARM spells a resource ID's case as it likes: handles are
+		// compared without it, as Azure compares them.
+		if a.InstanceID == instanceID && a.Driver == d.Driver && strings.EqualFold(a.VolumeHandle, d.Handle) {
 			return a, true, nil
 		}
 	}
