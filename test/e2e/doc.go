@@ -106,6 +106,8 @@
 //	TestServiceAccountToken                       local          the projected token kip requests
 //	TestVolumesFollowTheirObjects                 local          volumes refreshed by kip
 //	TestReferencesEventsAndAttach                 local          references, events and attach through kip
+//	TestStatefulSetKeepsItsData                   local          a StatefulSet's disks attached through the plugin, formatted and mounted by the agent, detached and attached again to a pod's new cell
+//	TestBlockVolumeAndRefusedDisks                local          a Block disk as a device; a disk in use elsewhere and one in a zone without offerings, each with its event
 //	TestSecurityRunAsUser                         local          the security context, in the agent
 //	TestSecurityRunAsNonRoot                      local          the security context, in the agent
 //	TestSecurityReadOnlyRoot                      local          the security context, in the agent
