@@ -881,6 +881,7 @@ func (s *Server) xmlOf(in *instance) xmlInstance {
 		x.BlockDevices = []xmlBlockDevice{{DeviceName: defaultInstanceRootName, Ebs: xmlEBS{
 			VolumeID: "vol-" + in.id[2:], Status: "attached", AttachTime: in.launchTime.UTC().Format(timeLayout), DeleteOnTermination: true,
 		}}}
+		x.BlockDevices = append(x.BlockDevices, s.dataBlockDevices(in, s.now())...)
 	}
 	return x
 }
@@ -1114,6 +1115,13 @@ func (s *Server) shutDown(in *instance, reason string, now time.Time) {
 	in.reason = reason
 	in.doneAt = now.Add(s.shutdownDelay)
 	s.log.Info("instance shutting down", "instance", in.id, "cell", in.cellAttr(), "reason", reason)
+	// EC2 detaches the volumes AttachVolume attached (DeleteOnTermination
+	// false) as the instance ends.
+	for _, v := range s.volumesAttachedTo(in) {
+		if !v.att.detaching {
+			s.startDetach(v, now)
+		}
+	}
 	s.stopCell(in)
 }
 

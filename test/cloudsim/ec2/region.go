@@ -23,9 +23,26 @@ type InstanceType struct {
 	// interface of the type takes (EC2's per-type limit); 0 means 2, the
 	// least of any type (t3.nano, t3.micro).
 	IPv4PerInterface int
+	// Attachments is how many EBS volumes and network interfaces the
+	// type attaches at once, its root volume and its one network interface
+	// included; 0 means 28, a Nitro type's shared limit (every default
+	// type is Nitro). The simulator's rule is that one number, where EC2
+	// also counts NVMe instance-store volumes and has dedicated EBS limits
+	// on some newer types (ec2/latest/instancetypes/ec2-instance-volume-limits.html).
+	Attachments int
 }
 
 func (t InstanceType) ipv4PerInterface() int { return cmp.Or(t.IPv4PerInterface, 2) }
+
+// nitroAttachments is the attachment limit most Nitro instance types share
+// among EBS volumes, network interfaces and NVMe instance-store volumes
+// (ec2-instance-volume-limits.html, "Shared volume limits").
+const nitroAttachments = 28
+
+// dataVolumeSlots is how many volumes AttachVolume may attach to an
+// instance of the type: the shared limit less the root volume and the
+// network interface.
+func (t InstanceType) dataVolumeSlots() int { return cmp.Or(t.Attachments, nitroAttachments) - 2 }
 
 // Subnet is a subnet of the simulated VPC.
 type Subnet struct {

@@ -2,6 +2,7 @@ package ec2sim
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -72,6 +73,10 @@ type Options struct {
 	// (AgentStarter): a real instance runs minutes before cloud-init has
 	// started kip-cell.
 	AgentDelay time.Duration
+	// VolumeDelay is how long a volume stays creating, attaching,
+	// detaching and deleting at least (also SetVolumeDelay); EBS takes
+	// seconds for each.
+	VolumeDelay time.Duration
 	// TerminatedVisible is how long a terminated instance stays visible;
 	// zero means DefaultTerminatedVisible (EC2: about an hour).
 	TerminatedVisible time.Duration
@@ -129,6 +134,17 @@ type Server struct {
 	shutdownDelay    time.Duration
 	consistencyDelay time.Duration
 
+	// EBS volumes (volumes.go), in creation order, by ID and by
+	// CreateVolume ClientToken; diskCtx ends the DiskStarter calls under
+	// way at Close.
+	volumes      map[string]*volume
+	volumeOrder  []*volume
+	volumeTokens map[string]*volume
+	volumeDelay  time.Duration
+	diskCtx      context.Context
+	diskStop     context.CancelFunc
+	diskWG       sync.WaitGroup
+
 	// Instance metadata (imds.go).
 	signer identitySigner
 	imds   simhttp.Sockets // the instances' IMDS
@@ -172,8 +188,10 @@ func New(opts Options) *Server {
 		opts:  opts, region: r, log: opts.Logger.With("sim", "ec2", "region", opts.Region), now: opts.Now,
 		instances: map[string]*instance{}, tokens: map[string]*reservation{},
 		bootDelay: opts.BootDelay, shutdownDelay: opts.ShutdownDelay,
-		imds: simhttp.Sockets{Prefix: "ec2sim-imds-"},
+		imds:    simhttp.Sockets{Prefix: "ec2sim-imds-"},
+		volumes: map[string]*volume{}, volumeTokens: map[string]*volume{}, volumeDelay: opts.VolumeDelay,
 	}
+	s.diskCtx, s.diskStop = context.WithCancel(context.Background())
 	s.cells = simcells.NewLifecycle(simcells.LifecycleConfig{
 		Starter: opts.Cells, StartTimeout: opts.CellStartTimeout, Lock: &s.mu,
 		AgentDelay: opts.AgentDelay, Now: opts.Now, Logger: s.log,
@@ -195,7 +213,11 @@ func (s *Server) Close() error {
 		if err := s.http.Stop(); err != nil {
 			s.log.Warn("stopping EC2 simulator", "error", err)
 		}
+		s.stopDiskOps()
 		s.cells.Close()
+		if err := s.deleteDisks(); err != nil {
+			s.log.Warn("deleting the volumes' disks", "error", err)
+		}
 		if err := s.closeIMDS(); err != nil {
 			s.log.Warn("closing instance metadata", "error", err)
 		}
@@ -283,6 +305,16 @@ func (s *Server) dispatchEC2(op string, f form) (response, error) {
 		return s.describeAvailabilityZones(f)
 	case "GetConsoleOutput":
 		return s.getConsoleOutput(f)
+	case "CreateVolume":
+		return s.createVolume(f)
+	case "DeleteVolume":
+		return s.deleteVolume(f)
+	case "DescribeVolumes":
+		return s.describeVolumes(f)
+	case "AttachVolume":
+		return s.attachVolume(f)
+	case "DetachVolume":
+		return s.detachVolume(f)
 	default:
 		return nil, clientError(codeInvalidAction, "The action %s is not valid for this web service.", op)
 	}
