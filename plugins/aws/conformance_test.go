@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ func TestConformance(t *testing.T) {
 	factory := New
 	good := testConfig(f)
 	plugintest.Run(t, factory, plugintest.Config{
-		Plugin: mustJSON(t, good),
+		// One zone's subnet: the volume cases attach a disk of the
+		// instances' zone to two of them, and one of OtherZone.
+		Plugin: mustJSON(t, with(good, "subnets", []string{"subnet-0a"})),
 		Invalid: []plugintest.InvalidConfig{
 			{Config: mustJSON(t, with(good, "region", nil)), Key: "region"},
 			{Config: mustJSON(t, with(good, "regions", "us-east-1")), Key: "regions"},
@@ -29,9 +32,15 @@ func TestConformance(t *testing.T) {
 		},
 		InstanceType: "m5.large",
 		ReadyTimeout: 20 * time.Second,
+		CreateVolume: func(_ context.Context, zone string) (string, error) { return f.addVolume(zone), nil },
+		DeleteVolume: func(_ context.Context, id string) error { return f.deleteVolume(id) },
+		OtherZone:    "us-east-1b",
 	})
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for id, v := range f.volumes {
+		t.Errorf("the suite left volume %s (zone %s) attached to %q", id, v.zone, v.instance)
+	}
 	for id, i := range f.instances {
 		if i.state != "shutting-down" && i.state != "terminated" {
 			t.Errorf("the suite left instance %s (cell %s) %s", id, i.tags[pluginapi.TagCell], i.state)

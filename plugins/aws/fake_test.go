@@ -44,6 +44,9 @@ type fakeEC2 struct {
 	bootPolls int                     // DescribeInstances calls a new instance stays pending
 	nextID    int
 	ecrToken  int
+
+	volumes     map[string]*fakeVolume // fakevolumes_test.go
+	attachLimit int                    // volumes per instance; 0: fakeAttachmentLimit
 }
 
 type fakeInstance struct {
@@ -204,6 +207,12 @@ func (f *fakeEC2) serve(w http.ResponseWriter, r *http.Request) {
 		resp, err = f.describeStatus(form)
 	case "GetConsoleOutput":
 		resp, err = f.getConsoleOutput(form)
+	case "DescribeVolumes":
+		resp, err = f.describeVolumes(form)
+	case "AttachVolume":
+		resp, err = f.attachVolume(form)
+	case "DetachVolume":
+		resp, err = f.detachVolume(form)
 	default:
 		err = &fakeError{code: "InvalidAction", message: "the fake does not know " + op}
 	}

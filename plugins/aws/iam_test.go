@@ -239,6 +239,16 @@ func TestEveryCallableOperationIsCalled(t *testing.T) {
 	if err != nil || console.Output != fakeConsole || console.Timestamp.IsZero() {
 		t.Fatalf("ConsoleOutput = %+v, %v; want the decoded console and its time", console, err)
 	}
+	vol := f.addVolume(launched.Instance.Zone)
+	if _, err := p.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: launched.Instance.ID, Driver: VolumeDriver, VolumeHandle: vol}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{launched.Instance.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DetachVolume(ctx, &pluginapi.DetachVolumeRequest{InstanceID: launched.Instance.ID, Driver: VolumeDriver, VolumeHandle: vol}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := p.Terminate(ctx, &pluginapi.TerminateRequest{ID: launched.Instance.ID}); err != nil {
 		t.Fatal(err)
 	}
@@ -365,6 +375,19 @@ func TestIAMPolicyScopesTheCalls(t *testing.T) {
 		check{"ec2:TerminateInstances", arn("instance", "i-0other"), resourceTags(map[string]string{pluginapi.TagCluster: "another-cluster"}), false},
 		check{"ec2:TerminateInstances", arn("instance", "i-0other"), resourceTags(nil), false},
 	)
+
+	// AttachVolume and DetachVolume, on this cluster's instances and
+	// volumes only: EC2 authorizes both resources, each by its own tags
+	// (the volumes carry the cluster's tag, deploy/aws/README.md says how).
+	for _, a := range []string{"ec2:AttachVolume", "ec2:DetachVolume"} {
+		checks = append(checks,
+			check{a, arn("instance", term.Get("InstanceId.1")), resourceTags(launchedTags), true},
+			check{a, arn("volume", "vol-0a"), resourceTags(map[string]string{pluginapi.TagCluster: testCluster}), true},
+			check{a, arn("volume", "vol-0b"), resourceTags(map[string]string{pluginapi.TagCluster: "another-cluster"}), false},
+			check{a, arn("volume", "vol-0c"), resourceTags(nil), false},
+			check{a, arn("instance", "i-0other"), resourceTags(map[string]string{pluginapi.TagCluster: "another-cluster"}), false},
+		)
+	}
 
 	// The Describe calls, in the configured region only; the ECR token and
 	// pulls with it.

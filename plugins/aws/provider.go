@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -106,12 +107,18 @@ var capabilities = []pluginapi.Capability{
 	pluginapi.CapabilityRegistryAuth,
 	pluginapi.CapabilityConsoleOutput,
 	pluginapi.CapabilityInstanceIdentity,
+	pluginapi.CapabilityVolumes,
 }
 
 // GetInfo describes the plugin. It needs no configuration and calls no AWS
 // API.
 func (p *provider) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
-	return kit.Info{Name: Name, Version: Version, Capabilities: capabilities, ConfigSchema: configSchema, Catalog: catalog.Load}.GetInfo()
+	info, err := kit.Info{Name: Name, Version: Version, Capabilities: capabilities, ConfigSchema: configSchema, Catalog: catalog.Load}.GetInfo()
+	if err != nil {
+		return nil, err
+	}
+	info.VolumeDrivers = []string{VolumeDriver}
+	return info, nil
 }
 
 // config is a validated, resolved configuration with its clients and
@@ -132,6 +139,11 @@ type config struct {
 	types     *kit.Offerings // ListInstanceTypes' answer
 	offerings *kit.Sold[offered]
 	registry  *registry
+
+	// The volume calls' memory (volumes.go): the attachments answered that
+	// EC2 may not show yet, and device names EC2 called in use.
+	recent     recentAttachments
+	badDevices sync.Map
 }
 
 // Configure validates the configuration, builds the SDK clients and

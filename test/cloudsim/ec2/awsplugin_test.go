@@ -1,14 +1,21 @@
 package ec2sim_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -21,7 +28,7 @@ import (
 // plugin against the simulator: the real SDK over HTTP, EC2's states,
 // idempotency and validation.
 func TestAWSPluginConformance(t *testing.T) {
-	sim := ec2sim.New(ec2sim.Options{BootDelay: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	sim := ec2sim.New(ec2sim.Options{BootDelay: 200 * time.Millisecond, VolumeDelay: 150 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	url, err := sim.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +50,11 @@ func TestAWSPluginConformance(t *testing.T) {
 		}
 		return data
 	}
+	volumes := newVolumeHooks(t, url)
 	plugintest.Run(t, aws.New, plugintest.Config{
-		Plugin: config(nil),
+		// One zone's subnet: the volume cases attach a disk of the
+		// instances' zone to two instances, and one of OtherZone to one.
+		Plugin: config(func(c map[string]any) { c["subnets"] = []string{"subnet-00000000000000001"} }),
 		Invalid: []plugintest.InvalidConfig{
 			{Config: config(func(c map[string]any) { delete(c, "region") }), Key: "region"},
 			{Config: config(func(c map[string]any) { c["subnets"] = []string{"subnet-0dead0dead0dead0de"} }), Key: "subnets[0]"},
@@ -54,7 +64,13 @@ func TestAWSPluginConformance(t *testing.T) {
 		},
 		InstanceType: "t3.small",
 		ReadyTimeout: 30 * time.Second,
+		CreateVolume: volumes.create,
+		DeleteVolume: volumes.delete,
+		OtherZone:    "us-east-1b",
 	})
+	for _, v := range sim.Volumes() {
+		t.Errorf("the suite left volume %s (zone %s) %s, attached %+v", v.ID, v.Zone, v.State, v.Attachment)
+	}
 	for _, in := range sim.Instances() {
 		if in.State != "shutting-down" && in.State != "terminated" {
 			t.Errorf("the suite left instance %s %s", in.ID, in.State)
@@ -73,6 +89,76 @@ func TestAWSPluginConformance(t *testing.T) {
 		}
 	}
 	t.Logf("EC2 calls: %v", sim.Calls())
+}
+
+// volumeHooks create and delete volumes for the conformance suite through
+// the real SDK client, as the EBS CSI driver's controller does: create,
+// then wait for available; delete once the volume is no longer in use.
+type volumeHooks struct {
+	client *ec2.Client
+}
+
+func newVolumeHooks(t *testing.T, url string) *volumeHooks {
+	return &volumeHooks{client: ec2.New(ec2.Options{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSIM", "secret", ""),
+		BaseEndpoint: awssdk.String(url),
+	})}
+}
+
+func (h *volumeHooks) create(ctx context.Context, zone string) (string, error) {
+	out, err := h.client.CreateVolume(ctx, &ec2.CreateVolumeInput{
+		AvailabilityZone: awssdk.String(zone), Size: awssdk.Int32(1), VolumeType: types.VolumeTypeGp3, Encrypted: awssdk.Bool(true),
+		ClientToken: awssdk.String(fmt.Sprintf("plugintest-%d", time.Now().UnixNano())),
+		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeVolume,
+			Tags: []types.Tag{{Key: awssdk.String(pluginapi.TagCluster), Value: awssdk.String("plugintest")}}}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("creating a volume in %s: %w", zone, err)
+	}
+	id := awssdk.ToString(out.VolumeId)
+	for {
+		d, err := h.client.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
+		if err != nil {
+			return id, fmt.Errorf("describing new volume %s: %w", id, err)
+		}
+		if len(d.Volumes) == 1 && d.Volumes[0].State == types.VolumeStateAvailable {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return id, fmt.Errorf("waiting for volume %s to be available: %w", id, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// delete deletes a volume, waiting while EC2 answers VolumeInUse (the
+// suite's instances are terminating and their volumes detaching), then
+// until DescribeVolumes no longer shows it.
+func (h *volumeHooks) delete(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := h.client.DeleteVolume(ctx, &ec2.DeleteVolumeInput{VolumeId: awssdk.String(id)})
+		var ae smithy.APIError
+		switch {
+		case err == nil:
+			_, err = h.client.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
+			if errors.As(err, &ae) && ae.ErrorCode() == "InvalidVolume.NotFound" {
+				return nil
+			}
+		case errors.As(err, &ae) && ae.ErrorCode() == "InvalidVolume.NotFound":
+			return nil
+		case !errors.As(err, &ae) || ae.ErrorCode() != "VolumeInUse":
+			return fmt.Errorf("deleting volume %s: %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deleting volume %s, still there: %v", id, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Each refusal of RunInstances the simulator injects reaches the host as
