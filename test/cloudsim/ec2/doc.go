@@ -21,7 +21,9 @@
 // Operations: RunInstances, DescribeInstances, TerminateInstances,
 // DescribeInstanceStatus, DescribeInstanceTypeOfferings, DescribeSubnets,
 // DescribeImages, DescribeAvailabilityZones, GetConsoleOutput (a Debian
-// cloud image's boot log, base64), and ECR GetAuthorizationToken.
+// cloud image's boot log, base64), the EBS volume calls (CreateVolume,
+// DeleteVolume, DescribeVolumes, AttachVolume, DetachVolume; volumes.go),
+// and ECR GetAuthorizationToken.
 // Any other action is answered with InvalidAction. Form keys and XML element
 // names follow the SDK's serializers and deserializers (ec2 v1.344.0), not
 // the API reference; errors use EC2's
@@ -55,6 +57,30 @@
 // pagination. An unknown filter name is an error, as in EC2, so a plugin
 // that relies on an unsupported filter finds out here.
 //
+// EBS volumes move creating → available → in-use → deleting, and their
+// attachments attaching → attached → detaching → gone, each after
+// Options.VolumeDelay (SetVolumeDelay) on the injected clock. CreateVolume
+// is idempotent on ClientToken; AttachVolume refuses as EC2 does: a volume
+// attached anywhere, even to the same instance (VolumeInUse), one not
+// available or an instance not running (IncorrectState), another zone
+// (InvalidVolume.ZoneMismatch), a device name in use or not an EBS one
+// (InvalidParameterValue), and past the type's attachments
+// (AttachmentLimitExceeded: InstanceType.Attachments, 28 by default,
+// shared with the root volume and the network interface, the Nitro rule).
+// DetachVolume of a volume not attached is IncorrectState, of another
+// instance's attachment InvalidAttachment.NotFound; DeleteVolume of an
+// attached volume VolumeInUse. An instance's end detaches its volumes
+// (free once it is terminated), and DescribeInstances shows them in
+// blockDeviceMapping after the root volume. DescribeVolumes takes VolumeId,
+// the filters in volumeFields and tags, and MaxResults (5–500)/NextToken.
+// The root volume is shown in blockDeviceMapping only, not by
+// DescribeVolumes. Where the CellStarter is a simcells.DiskStarter, each
+// volume is a real disk, attached to the instance's cell at NVMePath
+// (udev's /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol…), and a
+// volume waits in creating, attaching, detaching or deleting until the
+// DiskStarter has done its part (DetachDisk is asked again while the cell
+// holds the disk); Close deletes the disks left.
+//
 // Every instance gets a real cell through a CellStarter (the cell lifecycle
 // is simcells.Lifecycle, shared with gcesim): localcells.LocalCells
 // (test/cloudsim/simcells/localcells) starts a cell agent through the
@@ -80,7 +106,7 @@
 //
 // Every knob is safe for concurrent use (the faults, rate limit, latency
 // and counters are simknobs.Knobs, shared with gcesim): SetBootDelay, SetShutdownDelay,
-// SetAgentDelay, SilenceAgents (the next instances never start their agent),
+// SetAgentDelay, SetVolumeDelay, SilenceAgents (the next instances never start their agent),
 // SetEventualConsistency (new instances invisible to Describe for a while),
 // InjectThrottle, SetRateLimit (a token bucket over all EC2 calls,
 // answering RequestLimitExceeded above it), InjectInsufficientCapacity per

@@ -205,7 +205,10 @@ func (s *Server) advanceVolume(v *volume, now time.Time) {
 		if !a.attached && !a.detaching && a.diskDone && !now.Before(a.readyAt) {
 			a.attached = true
 		}
-		if a.detaching && !now.Before(a.detachAt) && (a.freed || a.in.state == stateTerminated) {
+		// An ending instance's volumes are free once it is terminated,
+		// whatever its cell did with the disks; a detach from a running
+		// instance ends after the delay, once the cell let the disk go.
+		if a.detaching && (a.in.state == stateTerminated || a.in.state == stateRunning && a.freed && !now.Before(a.detachAt)) {
 			s.log.Info("volume detached", "volume", v.id, "instance", a.in.id, "device", a.device)
 			v.att = nil
 		}
