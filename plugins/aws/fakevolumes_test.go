@@ -68,6 +68,21 @@ func (f *fakeEC2) deleteVolume(id string) error {
 	return nil
 }
 
+// settleVolumes moves every attachment one step, as a DescribeVolumes
+// call does.
+func (f *fakeEC2) settleVolumes() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.advanceVolumes()
+}
+
+// failWith makes the next call of op answer code (HTTP 400) with message.
+func (f *fakeEC2) failWith(op, code, message string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs[op] = append(f.errs[op], fakeError{code: code, status: 400, message: message})
+}
+
 func (f *fakeEC2) volume(id string) fakeVolume {
 	f.mu.Lock()
 	defer f.mu.Unlock()
