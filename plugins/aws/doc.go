@@ -26,6 +26,21 @@
 //	registry.go   RegistryAuth: ECR pull credentials
 //	console.go    ConsoleOutput: GetConsoleOutput, decoded
 //	identity.go   VerifyInstanceIdentity: EC2's signed identity documents
+//	volumes.go    AttachVolume, DetachVolume, DescribeVolumeAttachments:
+//	              EBS volumes of driver ebs.csi.aws.com (handle: the volume ID)
+//
+// Volumes: AttachVolume attaches a PersistentVolume's EBS volume to a cell
+// at a free device name of /dev/xvdaa…/dev/xvddx (the EBS CSI driver's
+// names; an attachment at one of them is the plugin's), after describing
+// the volume (EC2 refuses to attach a volume twice, even to the same
+// instance, so the plugin answers an attachment already there). The agent
+// finds the disk by its NVMe serial, the volume ID without its dash, or at
+// /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol… (what udev makes on a
+// Nitro instance); the device name given to EC2 is only a label there.
+// VolumeInUse, InvalidVolume.ZoneMismatch and AttachmentLimitExceeded are
+// the contract's VolumeConflict in-use, wrong-zone and attachment-limit;
+// EBS has no read-only attachment (Unsupported, read_only). The IAM policy
+// allows AttachVolume and DetachVolume on volumes tagged with the cluster.
 //
 // The contract is pluginapi.Provider. Its rules shape this package: every
 // call is safe to retry (Launch passes the cell ID as RunInstances'
