@@ -189,7 +189,8 @@ func existingAttachment(vol *types.Volume, instance string) (*pluginapi.VolumeAt
 // DetachVolume detaches an EBS volume from an instance. It describes the
 // volume first: one that is not attached to the instance is NotFound (done
 // for the host), one detaching from it succeeds without asking EC2 again
-// (EC2 refuses a second DetachVolume with IncorrectState). It never forces
+// (EC2 refuses a second DetachVolume with IncorrectState), one at a device
+// name the plugin does not use (the root volume) is refused. It never forces
 // (DetachVolume's Force risks the file system; the host detaches only what
 // the agent unmounted).
 func (p *provider) DetachVolume(ctx context.Context, req *pluginapi.DetachVolumeRequest) (*pluginapi.DetachVolumeResponse, error) {
@@ -206,15 +207,20 @@ func (p *provider) DetachVolume(ctx context.Context, req *pluginapi.DetachVolume
 		return nil, fmt.Errorf("detaching volume %s from instance %s: %w", req.VolumeHandle, req.InstanceID, mapVolumeError("DescribeVolumes", req.VolumeHandle, err))
 	}
 	var state pluginapi.AttachmentState
+	var device string
 	for _, a := range vol.Attachments {
 		if aws.ToString(a.InstanceId) == req.InstanceID {
-			state = attachmentState(a.State)
+			state, device = attachmentState(a.State), aws.ToString(a.Device)
 		}
 	}
-	switch state {
-	case "":
+	switch {
+	case state != "" && !isPluginDevice(device):
+		// The root volume, or one the launch attached: not the plugin's to
+		// take away from a running cell.
+		return nil, fmt.Errorf("detaching volume %s from instance %s: it is attached at %s, which the plugin does not attach volumes at; refusing", req.VolumeHandle, req.InstanceID, device)
+	case state == "":
 		return nil, pluginapi.NewNotFound("volume %s is not attached to instance %s", req.VolumeHandle, req.InstanceID)
-	case pluginapi.AttachmentDetaching:
+	case state == pluginapi.AttachmentDetaching:
 		return &pluginapi.DetachVolumeResponse{}, nil
 	}
 	_, err = cfg.ec2.DetachVolume(ctx, &ec2.DetachVolumeInput{VolumeId: aws.String(req.VolumeHandle), InstanceId: aws.String(req.InstanceID)})

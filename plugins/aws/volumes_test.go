@@ -226,6 +226,13 @@ func TestDetachVolume(t *testing.T) {
 	if _, err := x.p.DetachVolume(t.Context(), &pluginapi.DetachVolumeRequest{InstanceID: x.instance, Driver: VolumeDriver, VolumeHandle: "vol-0000000000000dead"}); !pluginapi.IsNotFound(err) {
 		t.Errorf("an unknown volume: %v; want NotFound", err)
 	}
+	root := x.f.addVolume("us-east-1a")
+	x.f.attachRoot(x.instance, root)
+	before := x.f.callCount("DetachVolume")
+	_, err := x.p.DetachVolume(t.Context(), &pluginapi.DetachVolumeRequest{InstanceID: x.instance, Driver: VolumeDriver, VolumeHandle: root})
+	if err == nil || pluginapi.IsNotFound(err) || x.f.callCount("DetachVolume") != before {
+		t.Errorf("detaching the root volume: %v, DetachVolume calls %d; want a refusal without a call", err, x.f.callCount("DetachVolume")-before)
+	}
 }
 
 // DescribeVolumeAttachments: the plugin's attachments of the named
