@@ -119,10 +119,13 @@ func (h *volumeHooks) create(ctx context.Context, zone string) (string, error) {
 	id := awssdk.ToString(out.VolumeId)
 	for {
 		d, err := h.client.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
-		if err != nil {
+		var ae smithy.APIError
+		switch {
+		case errors.As(err, &ae) && ae.ErrorCode() == "InvalidVolume.NotFound":
+			// Not visible yet: EC2 is eventually consistent.
+		case err != nil:
 			return id, fmt.Errorf("describing new volume %s: %w", id, err)
-		}
-		if len(d.Volumes) == 1 && d.Volumes[0].State == types.VolumeStateAvailable {
+		case len(d.Volumes) == 1 && d.Volumes[0].State == types.VolumeStateAvailable:
 			return id, nil
 		}
 		select {

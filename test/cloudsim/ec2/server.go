@@ -410,7 +410,8 @@ func (s *Server) SetShutdownDelay(d time.Duration) {
 // SetEventualConsistency makes instances launched from now on invisible to
 // DescribeInstances, DescribeInstanceStatus and TerminateInstances for d
 // after RunInstances (InvalidInstanceID.NotFound by ID), as EC2 may be
-// right after a launch.
+// right after a launch; and volumes created from now on invisible to the
+// other volume calls for d after CreateVolume (InvalidVolume.NotFound).
 func (s *Server) SetEventualConsistency(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

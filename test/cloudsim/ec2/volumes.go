@@ -121,6 +121,9 @@ type volume struct {
 	tags        map[string]string
 	createTime  time.Time
 	availableAt time.Time // creating ends no earlier than this
+	// visibleAt is when the other calls see the new volume (the
+	// eventual-consistency delay, SetEventualConsistency).
+	visibleAt time.Time
 	// diskMade is false while a DiskStarter makes the disk; failed when it
 	// could not (the volume's state is then error); created once the
 	// volume is available.
@@ -381,7 +384,7 @@ func (s *Server) createVolume(f form) (response, error) {
 	s.seq++
 	v := &volume{
 		seq: s.seq, id: "vol-" + randomHex(17), zone: zone, sizeGiB: size, vtype: vtype, encrypted: encrypted,
-		token: token, canonical: canonical, tags: tags, createTime: now, availableAt: now.Add(s.volumeDelay),
+		token: token, canonical: canonical, tags: tags, createTime: now, availableAt: now.Add(s.volumeDelay), visibleAt: now.Add(s.consistencyDelay),
 		diskMade: true, deletedDisk: true,
 	}
 	s.volumes[v.id] = v
@@ -438,7 +441,9 @@ func (s *Server) lookupVolume(id string, now time.Time) (*volume, error) {
 	if v != nil {
 		s.advanceVolume(v, now)
 	}
-	if v = s.volumes[id]; v == nil {
+	// A volume just created may not be visible yet: EC2 answers NotFound
+	// (ec2/latest/devguide/eventual-consistency.html).
+	if v = s.volumes[id]; v == nil || now.Before(v.visibleAt) {
 		return nil, clientError(codeVolumeNotFound, "The volume '%s' does not exist.", id)
 	}
 	return v, nil
@@ -560,7 +565,7 @@ func (s *Server) describeVolumes(f form) (response, error) {
 	var matched []*volume
 	for _, v := range candidates {
 		s.advanceVolume(v, now)
-		if s.volumes[v.id] == v && matchFilters(v, filters, volumeFields, volumeTags) {
+		if s.volumes[v.id] == v && !now.Before(v.visibleAt) && matchFilters(v, filters, volumeFields, volumeTags) {
 			matched = append(matched, v)
 		}
 	}

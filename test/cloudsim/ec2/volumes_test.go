@@ -541,6 +541,38 @@ func TestVolumesAreDisksOfTheCells(t *testing.T) {
 	}
 }
 
+// With eventual consistency, a new volume is NotFound to the other calls
+// for a while; a repeated CreateVolume still answers it.
+func TestVolumeEventualConsistency(t *testing.T) {
+	w := newVolumeWorld(t, Options{})
+	ctx := t.Context()
+	inst := w.running("t3.small", "subnet-00000000000000001")
+	w.sim.SetEventualConsistency(10 * time.Second)
+	in := &ec2.CreateVolumeInput{AvailabilityZone: aws.String("us-east-1a"), Size: aws.Int32(1), ClientToken: aws.String("pvc-ec")}
+	out, err := w.c.CreateVolume(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := aws.ToString(out.VolumeId)
+	w.clk.Advance(volumeDelay)
+	if _, err := w.c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{vol}}); apiCode(err) != codeVolumeNotFound {
+		t.Errorf("describing the new volume: %v, want %s", err, codeVolumeNotFound)
+	}
+	if err := w.attach(vol, inst, "/dev/xvdba"); apiCode(err) != codeVolumeNotFound {
+		t.Errorf("attaching the new volume: %v, want %s", err, codeVolumeNotFound)
+	}
+	if all, err := w.c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{}); err != nil || len(all.Volumes) != 0 {
+		t.Errorf("listing: %d volumes, %v; want none yet", len(all.Volumes), err)
+	}
+	if again, err := w.c.CreateVolume(ctx, in); err != nil || aws.ToString(again.VolumeId) != vol {
+		t.Errorf("repeated CreateVolume: %v, %v; want %s", aws.ToString(again.VolumeId), err, vol)
+	}
+	w.clk.Advance(5 * time.Second)
+	if v := w.describe(vol); v.State != types.VolumeStateAvailable {
+		t.Errorf("after the delay: %s, want available", v.State)
+	}
+}
+
 // Close deletes the disks of the volumes a test left.
 func TestCloseDeletesTheDisksLeft(t *testing.T) {
 	disks := newDiskCells()
