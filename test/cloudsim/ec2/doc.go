@@ -73,8 +73,10 @@
 // (free once it is terminated), and DescribeInstances shows them in
 // blockDeviceMapping after the root volume. DescribeVolumes takes VolumeId,
 // the filters in volumeFields and tags, and MaxResults (5–500)/NextToken.
-// The root volume is shown in blockDeviceMapping only, not by
-// DescribeVolumes. Where the CellStarter is a simcells.DiskStarter, each
+// RunInstances makes each instance's root volume (vol-<the instance's
+// digits>, attached at /dev/xvda with DeleteOnTermination, deleted with
+// the instance; it cannot be detached, and counts against the limit).
+// Where the CellStarter is a simcells.DiskStarter, each
 // volume is a real disk, attached to the instance's cell at NVMePath
 // (udev's /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol…), and a
 // volume waits in creating, attaching, detaching or deleting until the

@@ -967,6 +967,7 @@ func (s *Server) runInstances(f form) (response, error) {
 		s.log.Info("instance launched", "instance", in.id, "cell", in.cellAttr(), "type", in.itype.Name, "zone", zone,
 			"subnet", in.subnet.ID, "spot", in.spot, "client_token", token)
 		s.startCell(in)
+		s.addRootVolume(in)
 	}
 	if token != "" {
 		s.tokens[token] = r
@@ -1118,7 +1119,7 @@ func (s *Server) shutDown(in *instance, reason string, now time.Time) {
 	// EC2 detaches the volumes AttachVolume attached (DeleteOnTermination
 	// false) as the instance ends.
 	for _, v := range s.volumesAttachedTo(in) {
-		if !v.att.detaching {
+		if !v.att.detaching && !v.att.root {
 			s.startDetach(v, now)
 		}
 	}

@@ -39,10 +39,10 @@ func (t InstanceType) ipv4PerInterface() int { return cmp.Or(t.IPv4PerInterface,
 // (ec2-instance-volume-limits.html, "Shared volume limits").
 const nitroAttachments = 28
 
-// dataVolumeSlots is how many volumes AttachVolume may attach to an
-// instance of the type: the shared limit less the root volume and the
-// network interface.
-func (t InstanceType) dataVolumeSlots() int { return cmp.Or(t.Attachments, nitroAttachments) - 2 }
+// volumeSlots is how many volumes an instance of the type may have
+// attached, its root volume included: the shared limit less the network
+// interface.
+func (t InstanceType) volumeSlots() int { return cmp.Or(t.Attachments, nitroAttachments) - 1 }
 
 // Subnet is a subnet of the simulated VPC.
 type Subnet struct {

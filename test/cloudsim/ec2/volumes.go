@@ -1,6 +1,7 @@
 package ec2sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/xml"
 	"fmt"
@@ -106,6 +107,9 @@ type VolumeAttachment struct {
 	Device     string
 	// State is attaching, attached or detaching.
 	State string
+	// Root is the attachment of an instance's root volume, which
+	// RunInstances made.
+	Root bool
 }
 
 // volume is the server's record of a volume, guarded by Server.mu.
@@ -142,12 +146,16 @@ type attachment struct {
 	in         *instance
 	device     string
 	attachTime time.Time
-	readyAt    time.Time // attaching ends no earlier than this
-	diskDone   bool      // the DiskStarter attached the disk (or there is none)
-	attached   bool
-	detaching  bool
-	detachAt   time.Time // detaching ends no earlier than this
-	freed      bool      // the DiskStarter detached the disk (or there is none)
+	// root is the instance's root volume's attachment (/dev/xvda), made
+	// by RunInstances, attached once the instance runs, and deleted with
+	// the instance (DeleteOnTermination true).
+	root      bool
+	readyAt   time.Time // attaching ends no earlier than this
+	diskDone  bool      // the DiskStarter attached the disk (or there is none)
+	attached  bool
+	detaching bool
+	detachAt  time.Time // detaching ends no earlier than this
+	freed     bool      // the DiskStarter detached the disk (or there is none)
 }
 
 // state is the attachment's EC2 state.
@@ -180,7 +188,7 @@ func (v *volume) snapshot() Volume {
 	out := Volume{ID: v.id, Zone: v.zone, SizeGiB: v.sizeGiB, Type: v.vtype, Encrypted: v.encrypted, ClientToken: v.token,
 		Tags: maps.Clone(v.tags), State: v.state()}
 	if a := v.att; a != nil {
-		out.Attachment = VolumeAttachment{InstanceID: a.in.id, Device: a.device, State: a.state()}
+		out.Attachment = VolumeAttachment{InstanceID: a.in.id, Device: a.device, State: a.state(), Root: a.root}
 	}
 	return out
 }
@@ -196,6 +204,17 @@ func (s *Server) diskStarter() (simcells.DiskStarter, bool) {
 func (s *Server) advanceVolume(v *volume, now time.Time) {
 	if !v.created && !v.failed && v.diskMade && !now.Before(v.availableAt) {
 		v.created = true
+	}
+	if a := v.att; a != nil && a.root {
+		s.advance(a.in, now)
+		switch a.in.state {
+		case statePending:
+		case stateTerminated:
+			delete(s.volumes, v.id)
+		default:
+			a.attached = true
+		}
+		return
 	}
 	if a := v.att; a != nil {
 		s.advance(a.in, now)
@@ -320,7 +339,7 @@ func (s *Server) xmlOfVolume(v *volume) xmlVolume {
 	}
 	if a := v.att; a != nil {
 		x.Attachments = []xmlVolumeAttachment{{VolumeID: v.id, InstanceID: a.in.id, Device: a.device, Status: a.state(),
-			AttachTime: a.attachTime.UTC().Format(timeLayout)}}
+			AttachTime: a.attachTime.UTC().Format(timeLayout), DeleteOnTermination: a.root}}
 	}
 	return x
 }
@@ -508,7 +527,7 @@ var volumeFields = map[string]fieldFunc[*volume]{
 		if v.att == nil {
 			return nil
 		}
-		return []string{"false"}
+		return []string{strconv.FormatBool(v.att.root)}
 	},
 }
 
@@ -633,9 +652,9 @@ func (s *Server) attachVolume(f form) (response, error) {
 	if device == rootDeviceReservedForImage || slices.ContainsFunc(attached, func(o *volume) bool { return o.att.device == device }) {
 		return nil, clientError(codeInvalidParameter, "Invalid value '%s' for unixDevice. Attachment point %s is already in use", device, device)
 	}
-	if len(attached) >= in.itype.dataVolumeSlots() {
+	if len(attached) >= in.itype.volumeSlots() {
 		return nil, clientError(codeAttachmentLimit, "You have reached the maximum number of attachments (%d, its root volume and network interface included) for instance %s of type %s.",
-			in.itype.dataVolumeSlots()+2, in.id, in.itype.Name)
+			in.itype.volumeSlots()+1, in.id, in.itype.Name)
 	}
 	a := &attachment{in: in, device: device, attachTime: now, readyAt: now.Add(s.volumeDelay), diskDone: true, freed: true}
 	v.att = a
@@ -694,6 +713,10 @@ func (s *Server) detachVolume(f form) (response, error) {
 			device, v.id, instanceID)
 	case a.detaching:
 		return nil, clientError(codeIncorrectState, "Volume '%s' is in the 'detaching' state.", v.id)
+	case a.root:
+		// EC2 detaches a root volume from a stopped instance only, and
+		// the simulator's instances never stop.
+		return nil, clientError(codeIncorrectState, "Unable to detach root volume '%s' from instance '%s'", v.id, a.in.id)
 	}
 	s.startDetach(v, now)
 	return &detachVolumeResponse{xmlVolumeAttachment: xmlVolumeAttachment{VolumeID: v.id, InstanceID: a.in.id, Device: a.device,
@@ -727,12 +750,35 @@ func (s *Server) dataBlockDevices(in *instance, now time.Time) []xmlBlockDevice 
 	var out []xmlBlockDevice
 	for _, v := range s.volumesAttachedTo(in) {
 		s.advanceVolume(v, now)
-		if a := v.att; a != nil && a.in == in {
+		if a := v.att; a != nil && a.in == in && !a.root {
 			out = append(out, xmlBlockDevice{DeviceName: a.device, Ebs: xmlEBS{VolumeID: v.id, Status: a.state(),
 				AttachTime: a.attachTime.UTC().Format(timeLayout)}})
 		}
 	}
 	return out
+}
+
+// addRootVolume records the root volume RunInstances makes for an
+// instance: vol-<the instance ID's digits>, as DescribeInstances' root
+// blockDeviceMapping names it, sized and typed by the launch's mapping
+// for the root device (8 GiB gp2 without one), tagged with the launch's
+// volume tags. It is no disk of the DiskStarter: the cell is the
+// instance's root. The caller holds s.mu.
+func (s *Server) addRootVolume(in *instance) {
+	v := &volume{
+		seq: in.seq, id: "vol-" + in.id[2:], zone: in.subnet.Zone, sizeGiB: 8, vtype: defaultVolumeType, tags: maps.Clone(in.volumeTags),
+		createTime: in.launchTime, availableAt: in.launchTime, visibleAt: in.visibleAt, diskMade: true, created: true, deletedDisk: true,
+	}
+	for _, bd := range in.blockDevices {
+		if bd.DeviceName == defaultInstanceRootName {
+			v.sizeGiB = cmp.Or(bd.VolumeSizeGiB, v.sizeGiB)
+			v.vtype = cmp.Or(bd.VolumeType, v.vtype)
+			v.encrypted = bd.Encrypted != nil && *bd.Encrypted
+		}
+	}
+	v.att = &attachment{in: in, device: defaultInstanceRootName, attachTime: in.launchTime, root: true, diskDone: true, freed: true}
+	s.volumes[v.id] = v
+	s.volumeOrder = append(s.volumeOrder, v)
 }
 
 // ---- knobs and inspection ----

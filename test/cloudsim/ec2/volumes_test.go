@@ -337,6 +337,8 @@ func TestDescribeVolumesFiltersAndPages(t *testing.T) {
 		}
 	}
 	w.clk.Advance(volumeDelay)
+	// RunInstances made each instance's root volume, named after it.
+	rootA, rootB := "vol-"+a[2:], "vol-"+b[2:]
 	find := func(in *ec2.DescribeVolumesInput) []string {
 		t.Helper()
 		var got []string
@@ -362,10 +364,12 @@ func TestDescribeVolumesFiltersAndPages(t *testing.T) {
 		in   *ec2.DescribeVolumesInput
 		want []string
 	}{
-		{"all, in pages of 5", &ec2.DescribeVolumesInput{MaxResults: aws.Int32(5)}, all},
-		{"attached to a", &ec2.DescribeVolumesInput{Filters: filter("attachment.instance-id", a)}, all[:2]},
-		{"attached to a or b", &ec2.DescribeVolumesInput{Filters: filter("attachment.instance-id", a, b)}, all[:3]},
-		{"attached", &ec2.DescribeVolumesInput{Filters: filter("attachment.status", "attached")}, all[:3]},
+		{"all, in pages of 5", &ec2.DescribeVolumesInput{MaxResults: aws.Int32(5)}, append([]string{rootA, rootB}, all...)},
+		{"attached to a", &ec2.DescribeVolumesInput{Filters: filter("attachment.instance-id", a)}, []string{rootA, all[0], all[1]}},
+		{"attached to a or b", &ec2.DescribeVolumesInput{Filters: filter("attachment.instance-id", a, b)}, append([]string{rootA, rootB}, all[:3]...)},
+		{"attached", &ec2.DescribeVolumesInput{Filters: filter("attachment.status", "attached")}, append([]string{rootA, rootB}, all[:3]...)},
+		{"attached by AttachVolume", &ec2.DescribeVolumesInput{Filters: filter("attachment.delete-on-termination", "false")}, all[:3]},
+		{"root volumes", &ec2.DescribeVolumesInput{Filters: filter("attachment.device", "/dev/xvda")}, []string{rootA, rootB}},
 		{"available", &ec2.DescribeVolumesInput{Filters: filter("status", "available")}, all[3:]},
 		{"in another zone", &ec2.DescribeVolumesInput{Filters: filter("availability-zone", "us-east-1b")}, nil},
 		{"by ID", &ec2.DescribeVolumesInput{VolumeIds: []string{all[4], all[1]}}, []string{all[1], all[4]}},
@@ -541,6 +545,48 @@ func TestVolumesAreDisksOfTheCells(t *testing.T) {
 	}
 }
 
+// RunInstances makes the instance's root volume: attaching while the
+// instance is pending, then attached at /dev/xvda with DeleteOnTermination,
+// sized and tagged as the launch asked; it cannot be detached or deleted,
+// counts against the attachment limit, and is deleted with the instance.
+func TestRootVolume(t *testing.T) {
+	w := newVolumeWorld(t, Options{ShutdownDelay: time.Second})
+	ctx := t.Context()
+	in := runInput("t3.small", "subnet-00000000000000001", "")
+	in.BlockDeviceMappings = []types.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), Ebs: &types.EbsBlockDevice{VolumeSize: aws.Int32(30), VolumeType: types.VolumeTypeGp3}}}
+	in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeVolume, Tags: []types.Tag{{Key: aws.String("kipcell.io/cluster"), Value: aws.String("c1")}}}}
+	w.cells.Gate = make(chan struct{})
+	inst := launch(t, w.c, in)
+	root := "vol-" + inst[2:]
+	if st, on, dev := attachmentOf(w.describe(root)); st != "attaching" || on != inst || dev != "/dev/xvda" {
+		t.Errorf("pending instance: root %s to %s at %s, want attaching at /dev/xvda", st, on, dev)
+	}
+	close(w.cells.Gate)
+	eventually(t, "the instance to run", func() bool {
+		w.clk.Advance(time.Second)
+		return stateName(describe(t, w.c, inst)) == "running"
+	})
+	v := w.describe(root)
+	if st, _, _ := attachmentOf(v); st != "attached" || !aws.ToBool(v.Attachments[0].DeleteOnTermination) || aws.ToInt32(v.Size) != 30 ||
+		v.VolumeType != types.VolumeTypeGp3 || len(v.Tags) != 1 || v.State != types.VolumeStateInUse {
+		t.Errorf("running instance's root volume: %+v", v)
+	}
+	if _, err := w.c.DetachVolume(ctx, &ec2.DetachVolumeInput{VolumeId: aws.String(root)}); apiCode(err) != codeIncorrectState {
+		t.Errorf("detaching the root volume: %v, want %s", err, codeIncorrectState)
+	}
+	if _, err := w.c.DeleteVolume(ctx, &ec2.DeleteVolumeInput{VolumeId: aws.String(root)}); apiCode(err) != codeVolumeInUse {
+		t.Errorf("deleting the root volume: %v, want %s", err, codeVolumeInUse)
+	}
+	if _, err := w.c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{inst}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the root volume to be deleted", func() bool {
+		w.clk.Advance(time.Second)
+		_, err := w.c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{root}})
+		return apiCode(err) == codeVolumeNotFound
+	})
+}
+
 // With eventual consistency, a new volume is NotFound to the other calls
 // for a while; a repeated CreateVolume still answers it.
 func TestVolumeEventualConsistency(t *testing.T) {
@@ -561,7 +607,8 @@ func TestVolumeEventualConsistency(t *testing.T) {
 	if err := w.attach(vol, inst, "/dev/xvdba"); apiCode(err) != codeVolumeNotFound {
 		t.Errorf("attaching the new volume: %v, want %s", err, codeVolumeNotFound)
 	}
-	if all, err := w.c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{}); err != nil || len(all.Volumes) != 0 {
+	available := []types.Filter{{Name: aws.String("status"), Values: []string{"available", "creating"}}}
+	if all, err := w.c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{Filters: available}); err != nil || len(all.Volumes) != 0 {
 		t.Errorf("listing: %d volumes, %v; want none yet", len(all.Volumes), err)
 	}
 	if again, err := w.c.CreateVolume(ctx, in); err != nil || aws.ToString(again.VolumeId) != vol {
