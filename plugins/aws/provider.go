@@ -141,9 +141,11 @@ type config struct {
 	registry  *registry
 
 	// The volume calls' memory (volumes.go): the attachments answered that
-	// EC2 may not show yet, and device names EC2 called in use.
-	recent     recentAttachments
-	badDevices sync.Map
+	// EC2 may not show yet, device names EC2 called in use, and a lock per
+	// instance being attached to.
+	recent      recentAttachments
+	badDevices  sync.Map
+	attachLocks keyedLocks
 }
 
 // Configure validates the configuration, builds the SDK clients and

@@ -126,6 +126,12 @@ func (p *provider) attach(ctx context.Context, cfg *config, req *pluginapi.Attac
 	if a, done, err := existingAttachment(vol, req.InstanceID); done || err != nil {
 		return a, err
 	}
+	// One attach at a time per instance, from the names in use to EC2's
+	// answer, so that the host's parallel attaches to a cell choose
+	// different names (the EBS CSI driver's device manager holds a lock
+	// per node likewise).
+	unlock := cfg.attachLocks.lock(req.InstanceID)
+	defer unlock()
 	used, err := cfg.devicesInUse(ctx, req.InstanceID)
 	if err != nil {
 		return nil, err
@@ -382,6 +388,42 @@ func mapVolumeError(op, handle string, err error) error {
 		return pluginapi.NewTransient("%s", text)
 	}
 	return mapError(op, err)
+}
+
+// keyedLocks are mutexes by key, each kept while someone holds or waits
+// for it.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock locks key and returns its unlock.
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+	}
 }
 
 // recentAttachments are the attachments AttachVolume answered, kept so

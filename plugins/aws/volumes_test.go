@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,6 +108,32 @@ func TestAttachVolumeDeviceNames(t *testing.T) {
 	}
 	if len(deviceNames) != 76 || deviceNames[0] != "/dev/xvdaa" || deviceNames[75] != "/dev/xvddx" {
 		t.Errorf("deviceNames: %d names from %s to %s; want 76, /dev/xvdaa to /dev/xvddx", len(deviceNames), deviceNames[0], deviceNames[len(deviceNames)-1])
+	}
+}
+
+// The host attaches a pod's volumes in parallel: each gets its own name at
+// the first try.
+func TestParallelAttachesChooseDifferentNames(t *testing.T) {
+	x := newVolumeFixture(t)
+	vols := []string{x.volume}
+	for range 4 {
+		vols = append(vols, x.f.addVolume("us-east-1a"))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(vols))
+	for i, v := range vols {
+		wg.Go(func() { _, errs[i] = x.attach(t, x.instance, v) })
+	}
+	wg.Wait()
+	devices := map[string]bool{}
+	for i, v := range vols {
+		if errs[i] != nil {
+			t.Errorf("attaching %s: %v", v, errs[i])
+		}
+		devices[x.f.volume(v).device] = true
+	}
+	if len(devices) != len(vols) || x.f.callCount("AttachVolume") != len(vols) {
+		t.Errorf("%d volumes at %d names with %d AttachVolume calls; want each at its own name at the first try", len(vols), len(devices), x.f.callCount("AttachVolume"))
 	}
 }
 
