@@ -792,8 +792,8 @@ func (s *Server) SetVolumeDelay(d time.Duration) {
 	s.volumeDelay = d
 }
 
-// Volumes returns every volume not deleted, in creation order, in its
-// current state.
+// Volumes returns every volume not deleted, the instances' root volumes
+// included (Attachment.Root), in creation order, in its current state.
 func (s *Server) Volumes() []Volume {
 	s.mu.Lock()
 	defer s.mu.Unlock()
