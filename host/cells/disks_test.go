@@ -129,6 +129,13 @@ func TestPodDiskAttachedThenDetachedBeforeTerminate(t *testing.T) {
 	if attached, inUse := h.m.Volumes(); len(attached)+len(inUse) != 0 {
 		t.Errorf("the node's volumes after the pod's end: %+v, %v", attached, inUse)
 	}
+	// Deleted at once (grace 0), the pod was still stopped on its agent,
+	// which unmounts its disks, for them to detach.
+	h.agent.mu.Lock()
+	defer h.agent.mu.Unlock()
+	if h.agent.deleted != 1 || len(h.agent.graces) != 1 || h.agent.graces[0] != 0 {
+		t.Errorf("agent DeletePod calls %d with graces %v, want one with grace 0", h.agent.deleted, h.agent.graces)
+	}
 	calls := methods(h, "AttachVolume", "DetachVolume", "Terminate")
 	if len(calls) < 3 || calls[0] != "AttachVolume" || !slices.Contains(calls, "DetachVolume") ||
 		slices.Index(calls, "DetachVolume") > slices.Index(calls, "Terminate") {

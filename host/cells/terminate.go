@@ -190,6 +190,18 @@ func (c *cell) terminate(ctx context.Context, e cellEnd) {
 	if e.keepLogs {
 		c.keepLogs(ctx)
 	}
+	if agent != nil && !e.stop && !ended && c.mayHaveDisks(ctx) {
+		// A pod deleted at once, or one that finished, is not stopped
+		// within a grace period, but its disks must be unmounted for
+		// them to detach: the agent's DeletePod (grace 0; after the
+		// logs are kept) does that, as a kubelet unmounts a force-deleted
+		// pod's volumes.
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := agent.Delete(dctx, 0); err != nil {
+			c.log().Warn("unmounting the pod's disks on its cell", "error", err)
+		}
+		cancel()
+	}
 	c.stop()
 	<-c.done
 	if agent != nil {
