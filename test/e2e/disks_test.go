@@ -3,19 +3,29 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kipcell/kip/pluginapi"
 	local "github.com/kipcell/kip/plugins/local"
+	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
+	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
 
@@ -34,16 +44,199 @@ func newDisk(t *testing.T, name, zone string) (driver, handle string) {
 			t.Fatalf("creating disk %s: %v", handle, err)
 		}
 		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := local.DeleteVolume(ctx, kip.StateDir, handle); err != nil {
-				t.Logf("deleting disk %s: %v", handle, err)
+			// Once the test's pods are gone (deletePodsAtEnd) kip
+			// detaches the disk; a disk still attached is deleted once
+			// it is not, and one left attached fails the test.
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err := local.DeleteVolume(ctx, kip.StateDir, handle)
+				cancel()
+				if err == nil || pluginapi.IsNotFound(err) {
+					return
+				}
+				if !pluginapi.IsVolumeConflict(err) || time.Now().After(deadline) {
+					t.Errorf("deleting disk %s after the test: %v", handle, err)
+					return
+				}
+				time.Sleep(time.Second)
 			}
 		})
 		return local.VolumeDriver, handle
+	case framework.PluginAWS:
+		return "ebs.csi.aws.com", ebsVolume(t, zone)
+	case framework.PluginGCE:
+		return "pd.csi.storage.gke.io", gceDisk(t, name, zone)
+	case framework.PluginAzure:
+		return "disk.csi.azure.com", azureDisk(t, name, zone)
 	default:
 		t.Fatalf("no disks in the %s pass yet", framework.Pass())
 		return "", ""
+	}
+}
+
+// simCall sends a JSON request to a simulator with client and fails the
+// test unless it is accepted.
+func simCall(t *testing.T, client *http.Client, method, url string, body any) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer e2e")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %s: %s", method, url, resp.Status, out)
+	}
+}
+
+// ebsVolume creates a blank EBS volume in zone through the EC2
+// simulator's API, tagged as the cluster's (the IAM policy's scope),
+// waits until it is available, and returns its ID, the EBS CSI handle;
+// the test's end deletes it once it is detached.
+func ebsVolume(t *testing.T, zone string) string {
+	t.Helper()
+	client := kip.EC2Client()
+	out, err := client.CreateVolume(t.Context(), &ec2.CreateVolumeInput{
+		AvailabilityZone: aws.String(zone), Size: aws.Int32(1), VolumeType: ec2types.VolumeTypeGp3,
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeVolume,
+			Tags: []ec2types.Tag{{Key: aws.String(pluginapi.TagCluster), Value: aws.String(kip.ClusterID)}}}},
+	})
+	if err != nil {
+		t.Fatalf("creating an EBS volume in %s: %v", zone, err)
+	}
+	id := aws.ToString(out.VolumeId)
+	state := func(ctx context.Context) (string, error) {
+		d, err := client.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
+		if err != nil || len(d.Volumes) == 0 {
+			return "", err
+		}
+		return string(d.Volumes[0].State), nil
+	}
+	f.WaitFor(t, time.Minute, "volume "+id+" available", func(ctx context.Context) (bool, error) {
+		s, _ := state(ctx)
+		return s == "available", nil
+	})
+	t.Cleanup(func() {
+		f.WaitFor(t, 2*time.Minute, "volume "+id+" detached and deleted", func(ctx context.Context) (bool, error) {
+			switch s, err := state(ctx); {
+			case err != nil && strings.Contains(err.Error(), "InvalidVolume.NotFound"):
+				return true, nil
+			case s != "available":
+				return false, nil
+			}
+			_, _ = client.DeleteVolume(ctx, &ec2.DeleteVolumeInput{VolumeId: aws.String(id)})
+			return false, nil
+		})
+	})
+	return id
+}
+
+// gceDisk inserts a blank persistent disk in zone through the Compute
+// Engine simulator's API, waits until it is READY, and returns its PD
+// CSI handle; the test's end deletes it once it is detached.
+func gceDisk(t *testing.T, name, zone string) string {
+	t.Helper()
+	disk := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1e9)
+	base := fmt.Sprintf("%s/compute/v1/projects/%s/zones/%s/disks", kip.GCE.URL(), gcesim.DefaultProject, zone)
+	simCall(t, http.DefaultClient, http.MethodPost, base, map[string]any{"name": disk, "sizeGb": "1"})
+	f.WaitFor(t, time.Minute, "disk "+disk+" READY", func(context.Context) (bool, error) {
+		d, ok := kip.GCE.Disk(zone, disk)
+		return ok && d.Status == "READY", nil
+	})
+	t.Cleanup(func() {
+		f.WaitFor(t, 2*time.Minute, "disk "+disk+" detached and deleted", func(ctx context.Context) (bool, error) {
+			if d, ok := kip.GCE.Disk(zone, disk); !ok || d.Gone {
+				return true, nil
+			} else if len(d.Users) > 0 || d.Status != "READY" {
+				return false, nil
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, base+"/"+disk, nil)
+			if err != nil {
+				return false, err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return false, nil
+		})
+	})
+	return fmt.Sprintf("projects/%s/zones/%s/disks/%s", gcesim.DefaultProject, zone, disk)
+}
+
+// azureDisk creates a blank managed disk in zone (eastus-1) through the
+// ARM simulator's API, waits until it is made, and returns its resource
+// ID, the Azure Disk CSI handle; the test's end deletes it once it is
+// detached.
+func azureDisk(t *testing.T, name, zone string) string {
+	t.Helper()
+	disk := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1e9)
+	id := fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/disks/%s",
+		azuresim.DefaultSubscription, azuresim.DefaultResourceGroup, disk)
+	url := kip.Azure.URL() + id + "?api-version=2024-03-02"
+	simCall(t, kip.Azure.Client(), http.MethodPut, url, map[string]any{
+		"location": azuresim.DefaultLocation, "zones": []string{strings.TrimPrefix(zone, azuresim.DefaultLocation+"-")},
+		"properties": map[string]any{"creationData": map[string]any{"createOption": "Empty"}, "diskSizeGB": 1},
+	})
+	f.WaitFor(t, time.Minute, "disk "+disk+" made", func(context.Context) (bool, error) {
+		d, ok := kip.Azure.Disk(azuresim.DefaultResourceGroup, disk)
+		return ok && d.ProvisioningState == "Succeeded", nil
+	})
+	t.Cleanup(func() {
+		f.WaitFor(t, 2*time.Minute, "disk "+disk+" detached and deleted", func(ctx context.Context) (bool, error) {
+			if d, ok := kip.Azure.Disk(azuresim.DefaultResourceGroup, disk); !ok || d.Gone {
+				return true, nil
+			} else if d.VM != "" {
+				return false, nil
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
+			if err != nil {
+				return false, err
+			}
+			req.Header.Set("Authorization", "Bearer e2e")
+			resp, err := kip.Azure.Client().Do(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			return false, nil
+		})
+	})
+	return id
+}
+
+// deletePodsAtEnd deletes the namespace's StatefulSets and pods at the
+// test's end, before its disks are deleted (cleanups run last first), so
+// that kip detaches them.
+func deletePodsAtEnd(t *testing.T, ns string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = f.Client.AppsV1().StatefulSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	})
+}
+
+// otherZone is a zone of the pass's cloud that is not passZone.
+func otherZone() string {
+	switch framework.Pass() {
+	case framework.PluginAWS:
+		return "us-east-1b"
+	case framework.PluginGCE:
+		return gcesim.DefaultRegion + "-b"
+	case framework.PluginAzure:
+		return azuresim.DefaultLocation + "-2"
+	default:
+		return "nowhere-1"
 	}
 }
 
@@ -52,6 +245,12 @@ func passZone() string {
 	switch framework.Pass() {
 	case "local":
 		return "local"
+	case framework.PluginAWS:
+		return "us-east-1a"
+	case framework.PluginGCE:
+		return gcesim.DefaultRegion + "-a"
+	case framework.PluginAzure:
+		return azuresim.DefaultLocation + "-1"
 	default:
 		return ""
 	}
@@ -59,14 +258,15 @@ func passZone() string {
 
 // staticPV creates a PV of the disk, bound ahead to the claim
 // namespace/claim (as an operator pre-binds a disk to a StatefulSet's
-// claim). It has no node affinity: the Kip node of the e2e runs carries
-// no zone label (node.zone), which the scheduler would hold a PV's zone
-// against.
+// claim). Its zone is the pass's, as a zone label (an in-tree PV's
+// way), which kip holds the cell's placement to; it has no node
+// affinity, which the scheduler would hold against the Kip node of the
+// e2e runs, which carries no zone label (node.zone).
 func staticPV(t *testing.T, ns, claim, driver, handle string, mode corev1.PersistentVolumeMode) string {
 	t.Helper()
 	name := "pv-" + ns + "-" + claim
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: passZone()}},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(diskSize, resource.BinarySI)},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -100,6 +300,7 @@ func TestStatefulSetKeepsItsData(t *testing.T) {
 		driver, handle := newDisk(t, fmt.Sprintf("sts-%d", i), zone)
 		staticPV(t, ns, fmt.Sprintf("data-keeper-%d", i), driver, handle, corev1.PersistentVolumeFilesystem)
 	}
+	deletePodsAtEnd(t, ns)
 	spec := onKip(corev1.Container{
 		Name: "main", Image: cells.Images.Busybox.Ref,
 		Command:      []string{"sh", "-c", `echo "started as $(hostname)" >> /data/log; trap 'exit 0' TERM; while true; do sleep 1; done`},
@@ -162,6 +363,7 @@ func TestBlockVolumeAndRefusedDisks(t *testing.T) {
 	driver, handle := newDisk(t, "block", zone)
 	staticPV(t, ns, "raw", driver, handle, corev1.PersistentVolumeBlock)
 	createClaim(t, ns, "raw", corev1.PersistentVolumeBlock)
+	deletePodsAtEnd(t, ns)
 	spec := onKip(corev1.Container{
 		Name: "main", Image: cells.Images.Busybox.Ref,
 		Command:       []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},
@@ -181,9 +383,10 @@ func TestBlockVolumeAndRefusedDisks(t *testing.T) {
 	createPod(t, ns, "second", *spec2)
 	waitEvent(t, ns, "second", "FailedAttachVolume", "Multi-Attach error for volume")
 
-	// A disk in another zone than the cell's: the plugin refuses to
-	// attach it (wrong-zone), and the pod waits saying so.
-	driver, handle = newDisk(t, "elsewhere", "nowhere-1")
+	// A disk in another zone than its PV says (and so than the cell's):
+	// the plugin refuses to attach it (wrong-zone), and the pod waits
+	// saying so.
+	driver, handle = newDisk(t, "elsewhere", otherZone())
 	staticPV(t, ns, "far", driver, handle, corev1.PersistentVolumeFilesystem)
 	createClaim(t, ns, "far", corev1.PersistentVolumeFilesystem)
 	far := onKip(sleeper())

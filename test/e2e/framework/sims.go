@@ -9,6 +9,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	azuresim "github.com/kipcell/kip/test/cloudsim/azure"
 	ec2sim "github.com/kipcell/kip/test/cloudsim/ec2"
 	gcesim "github.com/kipcell/kip/test/cloudsim/gce"
@@ -242,3 +246,17 @@ const azureAllocationDelay = 200 * time.Millisecond
 
 // ec2AccessKey is the only access key the simulator accepts.
 const ec2AccessKey = "AKIDE2ESIMULATOR"
+
+// EC2Client is an EC2 client of the simulator kip's aws plugin talks to,
+// with the credentials it accepts, for tests that make what a user makes
+// in the region (volumes). Nil outside the aws pass.
+func (k *Kip) EC2Client() *ec2.Client {
+	if k.EC2 == nil {
+		return nil
+	}
+	return ec2.New(ec2.Options{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider(ec2AccessKey, "e2e-secret", ""),
+		BaseEndpoint: aws.String(k.EC2.URL()),
+	})
+}
