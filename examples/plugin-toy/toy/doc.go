@@ -13,8 +13,14 @@
 // so kip can list, verify and drive the plugin, but a pod given a toy cell
 // never starts.
 //
+// The cloud has disks too, <dir>/disks/<handle>.json, which the plugin
+// attaches to its instances (the optional pluginapi.VolumeAttacher, for
+// PersistentVolumes of the CSI driver toy.csi.example.com): CreateDisk
+// and DeleteDisk stand in for the cloud's own disk API.
+//
 //	provider.go  New, GetInfo, Configure, ListInstanceTypes: the plugin's face
 //	cloud.go     Launch, Describe, List, Terminate over the directory
+//	disks.go     AttachVolume, DetachVolume, DescribeVolumeAttachments over its disks
 //
 // It imports only the standard library and pluginapi (with its kit,
 // pluginapi/kit).

@@ -34,7 +34,10 @@ func onDemand(price float64) []pluginapi.Offering {
 // Checked at compile time: a method whose signature drifts from the
 // contract fails the build. A plugin that offers an optional call adds
 // its interface here too (pluginapi.EventWatcher for WatchEvents, …).
-var _ pluginapi.Provider = (*provider)(nil)
+var (
+	_ pluginapi.Provider       = (*provider)(nil)
+	_ pluginapi.VolumeAttacher = (*provider)(nil)
+)
 
 // provider implements pluginapi.Provider. Its only state is the
 // configuration: the instances are in the directory.
@@ -60,13 +63,22 @@ func (p *provider) GetInfo(ctx context.Context, _ *pluginapi.GetInfoRequest) (*p
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return info(), nil
+}
+
+// info is GetInfo's answer, which the volume calls check drivers against.
+func info() *pluginapi.GetInfoResponse {
 	return &pluginapi.GetInfoResponse{
 		Name:         Name,
 		Version:      Version,
 		APIVersions:  pluginapi.SupportedAPIVersions(),
 		ConfigSchema: configSchema,
 		Catalog:      pluginapi.CatalogInfo{Source: "the toy cloud's two types, built in"},
-	}, nil
+		// The optional calls the toy implements (disks.go), and the
+		// drivers of the PersistentVolumes it attaches.
+		Capabilities:  []pluginapi.Capability{pluginapi.CapabilityVolumes},
+		VolumeDrivers: []string{VolumeDriver},
+	}
 }
 
 // Config is the toy's plugin.config, one struct for both its decoding

@@ -2,7 +2,9 @@ package toy_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,6 +31,11 @@ func TestConformance(t *testing.T) {
 			{Config: []byte(`{"dir": "` + dir + `", "bootSecond": 1}`), Key: "bootSecond"},
 		},
 		UnknownInstanceID: "toy-00000000deadbeef",
+		// The volume cases' disks: instances run in toy-1a, so a disk in
+		// toy-1b is in another zone.
+		CreateVolume: func(ctx context.Context, zone string) (string, error) { return toy.CreateDisk(ctx, dir, zone) },
+		DeleteVolume: func(ctx context.Context, handle string) error { return toy.DeleteDisk(ctx, dir, handle) },
+		OtherZone:    "toy-1b",
 	})
 }
 
@@ -69,4 +76,57 @@ func TestConfigSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "config-schema.json", []byte(info.ConfigSchema))
+}
+
+// The disk rules the conformance suite does not reach: an instance takes
+// at most four disks, a disk attached somewhere cannot be deleted, and
+// terminating an instance detaches its disks at once.
+func TestDisks(t *testing.T) {
+	dir := t.TempDir()
+	c := plugintest.Client(t, toy.New(slog.New(slog.DiscardHandler)))
+	ctx := t.Context()
+	if _, err := c.Configure(ctx, &pluginapi.ConfigureRequest{ClusterID: "c1", Config: []byte(`{"dir": "` + dir + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	launched, err := c.Launch(ctx, &pluginapi.LaunchRequest{CellID: "cell-1", PodUID: "uid-1", InstanceType: "toy.small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := launched.Instance.ID
+	var disks []string
+	for range 5 {
+		h, err := toy.CreateDisk(ctx, dir, "toy-1a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		disks = append(disks, h)
+	}
+	attach := func(h string) error {
+		_, err := c.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: inst, Driver: toy.VolumeDriver, VolumeHandle: h})
+		return err
+	}
+	for _, h := range disks[:4] {
+		if err := attach(h); err != nil {
+			t.Fatalf("attaching disk %s: %v", h, err)
+		}
+	}
+	var conflict *pluginapi.VolumeConflictError
+	if err := attach(disks[4]); !errors.As(err, &conflict) || conflict.Reason != pluginapi.ConflictAttachmentLimit {
+		t.Errorf("attaching a fifth disk = %v, want VolumeConflict %s", err, pluginapi.ConflictAttachmentLimit)
+	}
+	if err := toy.DeleteDisk(ctx, dir, disks[0]); !errors.As(err, &conflict) || conflict.Reason != pluginapi.ConflictInUse {
+		t.Errorf("deleting an attached disk = %v, want VolumeConflict %s", err, pluginapi.ConflictInUse)
+	}
+
+	if _, err := c.Terminate(ctx, &pluginapi.TerminateRequest{ID: inst}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range disks {
+		if err := toy.DeleteDisk(ctx, dir, h); err != nil {
+			t.Errorf("deleting disk %s of a terminated instance: %v", h, err)
+		}
+	}
+	if err := toy.DeleteDisk(ctx, dir, disks[0]); !pluginapi.IsNotFound(err) {
+		t.Errorf("deleting a deleted disk = %v, want NotFound", err)
+	}
 }
