@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/kipcell/kip/pluginapi"
 	"github.com/kipcell/kip/pluginapi/plugintest"
@@ -128,5 +129,38 @@ func TestDisks(t *testing.T) {
 	}
 	if err := toy.DeleteDisk(ctx, dir, disks[0]); !pluginapi.IsNotFound(err) {
 		t.Errorf("deleting a deleted disk = %v, want NotFound", err)
+	}
+}
+
+// A disk attaches to a running instance only, and not while it is still
+// detaching from it: both answer Transient, which the host retries.
+func TestAttachIsTransientWhilePendingOrDetaching(t *testing.T) {
+	dir := t.TempDir()
+	c := plugintest.Client(t, toy.New(slog.New(slog.DiscardHandler)))
+	ctx := t.Context()
+	if _, err := c.Configure(ctx, &pluginapi.ConfigureRequest{ClusterID: "c1", Config: []byte(`{"dir": "` + dir + `", "bootSeconds": 1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	launched, err := c.Launch(ctx, &pluginapi.LaunchRequest{CellID: "cell-1", PodUID: "uid-1", InstanceType: "toy.small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := toy.CreateDisk(ctx, dir, "toy-1a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &pluginapi.AttachVolumeRequest{InstanceID: launched.Instance.ID, Driver: toy.VolumeDriver, VolumeHandle: h}
+	if _, err := c.AttachVolume(ctx, req); !pluginapi.IsTransient(err) {
+		t.Errorf("attaching to a pending instance = %v, want Transient", err)
+	}
+	time.Sleep(time.Second) // bootSeconds: the instance runs
+	if _, err := c.AttachVolume(ctx, req); err != nil {
+		t.Fatalf("attaching to the running instance: %v", err)
+	}
+	if _, err := c.DetachVolume(ctx, &pluginapi.DetachVolumeRequest{InstanceID: req.InstanceID, Driver: req.Driver, VolumeHandle: h}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AttachVolume(ctx, req); !pluginapi.IsTransient(err) {
+		t.Errorf("attaching a disk detaching from the same instance = %v, want Transient", err)
 	}
 }
