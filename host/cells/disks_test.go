@@ -1,7 +1,6 @@
 package cells
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -181,7 +180,7 @@ func TestUnboundClaimWaitsWithTheReason(t *testing.T) {
 		t.Errorf("Launch called %d times for a pod whose claim is not bound", n)
 	}
 	pvc.Spec.VolumeName, pvc.Status.Phase = pv.Name, corev1.ClaimBound
-	if _, err := client.CoreV1().PersistentVolumeClaims("default").Update(context.Background(), pvc, metav1.UpdateOptions{}); err != nil {
+	if _, err := client.CoreV1().PersistentVolumeClaims("default").Update(t.Context(), pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })

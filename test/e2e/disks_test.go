@@ -49,7 +49,7 @@ func newDisk(t *testing.T, name, zone string) (driver, handle string) {
 			// it is not, and one left attached fails the test.
 			deadline := time.Now().Add(2 * time.Minute)
 			for {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:usetesting // a Cleanup: t.Context() has ended
 				err := local.DeleteVolume(ctx, kip.StateDir, handle)
 				cancel()
 				if err == nil || pluginapi.IsNotFound(err) {
@@ -220,7 +220,7 @@ func azureDisk(t *testing.T, name, zone string) string {
 // that kip detaches them.
 func deletePodsAtEnd(t *testing.T, ns string) {
 	t.Cleanup(func() {
-		ctx := context.Background()
+		ctx := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		_ = f.Client.AppsV1().StatefulSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	})
@@ -282,7 +282,7 @@ func staticPV(t *testing.T, ns, claim, driver, handle string, mode corev1.Persis
 		t.Fatalf("creating PV %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = f.Client.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = f.Client.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{}) //nolint:usetesting // a Cleanup: t.Context() has ended
 	})
 	return name
 }
@@ -293,6 +293,7 @@ func staticPV(t *testing.T, ns, claim, driver, handle string, mode corev1.Persis
 // and re-created on a new cell reads what its predecessor wrote, after
 // kip detached the disk from the old cell and attached it to the new.
 func TestStatefulSetKeepsItsData(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	zone := passZone()
@@ -357,6 +358,7 @@ func TestStatefulSetKeepsItsData(t *testing.T) {
 // the cell's and a disk in use by another pod each leave their pod
 // Pending with the event that names why.
 func TestBlockVolumeAndRefusedDisks(t *testing.T) {
+	framework.PluginPath(t)
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
 	zone := passZone()
@@ -436,4 +438,61 @@ func waitEvent(t *testing.T, ns, pod, reason, text string) {
 		}
 		return false, nil
 	})
+}
+
+// TestKillBetweenAttachAndStart: kip killed (SIGKILL) after it attached a
+// pod's disk and before the pod started (the instance's agent is held
+// back), and started again, adopts the cell, finds the disk attached to
+// it (AttachVolume answers the attachment it has), and runs the pod: one
+// instance, the disk attached once, to it; and once the pod is deleted
+// the disk is detached, nothing leaked.
+func TestKillBetweenAttachAndStart(t *testing.T) {
+	framework.Only(t, framework.PluginAWS) // EC2's VolumeInUse would show a second attach
+	kipLogOnFailure(t)
+	ns := f.Namespace(t)
+	zone := passZone()
+	driver, handle := newDisk(t, "kill", zone)
+	staticPV(t, ns, "kept", driver, handle, corev1.PersistentVolumeFilesystem)
+	createClaim(t, ns, "kept", corev1.PersistentVolumeFilesystem)
+	deletePodsAtEnd(t, ns)
+	kip.EC2.SetAgentDelay(30 * time.Second) // the agent starts well after the attach
+	t.Cleanup(func() { kip.EC2.SetAgentDelay(0) })
+
+	spec := onKip(sleeper())
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "kept", MountPath: "/data"}}
+	spec.Volumes = []corev1.Volume{claimVolume("kept", "kept")}
+	pod := createPod(t, ns, "killed", spec)
+	waitEvent(t, ns, "killed", "SuccessfulAttachVolume", "AttachVolume.Attach succeeded")
+	if p := getPod(t, ns, "killed"); running(p) {
+		t.Fatal("the pod runs already: the kill would not fall between the attach and the start")
+	}
+	kip.Kill()
+	kip.EC2.SetAgentDelay(0)
+	if err := kip.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitForPods(t, ns, "app=killed", 1, 3*time.Minute, "Running", running)
+	ins := instancesOf(t, pod.UID)
+	vol := ec2Volume(t, handle)
+	if len(ins) != 1 || len(vol.Attachments) != 1 || aws.ToString(vol.Attachments[0].InstanceId) != ins[0].ID ||
+		vol.Attachments[0].State != ec2types.VolumeAttachmentStateAttached {
+		t.Errorf("instances %v, volume attachments %+v: want one instance with the disk attached to it", ins, vol.Attachments)
+	}
+	if err := f.Client.CoreV1().Pods(ns).Delete(t.Context(), "killed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor(t, 2*time.Minute, "the disk detached", func(context.Context) (bool, error) {
+		v := ec2Volume(t, handle)
+		return v.State == ec2types.VolumeStateAvailable && len(v.Attachments) == 0, nil
+	})
+}
+
+// ec2Volume describes an EBS volume of the EC2 simulator.
+func ec2Volume(t *testing.T, id string) ec2types.Volume {
+	t.Helper()
+	out, err := kip.EC2Client().DescribeVolumes(t.Context(), &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
+	if err != nil || len(out.Volumes) != 1 {
+		t.Fatalf("describing volume %s: %v (%d volumes)", id, err, len(out.Volumes))
+	}
+	return out.Volumes[0]
 }

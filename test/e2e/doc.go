@@ -106,8 +106,9 @@
 //	TestServiceAccountToken                       local          the projected token kip requests
 //	TestVolumesFollowTheirObjects                 local          volumes refreshed by kip
 //	TestReferencesEventsAndAttach                 local          references, events and attach through kip
-//	TestStatefulSetKeepsItsData                   local          a StatefulSet's disks attached through the plugin, formatted and mounted by the agent, detached and attached again to a pod's new cell
-//	TestBlockVolumeAndRefusedDisks                local          a Block disk as a device; a disk in use elsewhere and one in a zone without offerings, each with its event
+//	TestStatefulSetKeepsItsData                   all            a StatefulSet's disks attached through the plugin, formatted and mounted by the agent, detached and attached again to a pod's new cell
+//	TestBlockVolumeAndRefusedDisks                all            a Block disk as a device through the plugin; a disk in use elsewhere and one in another zone (the plugin's wrong-zone), each with its event
+//	TestKillBetweenAttachAndStart                 aws            kip killed after attaching a disk, before its pod started: adopted, attached once, detached at the end (EC2 refuses a second attach)
 //	TestSecurityRunAsUser                         local          the security context, in the agent
 //	TestSecurityRunAsNonRoot                      local          the security context, in the agent
 //	TestSecurityReadOnlyRoot                      local          the security context, in the agent
