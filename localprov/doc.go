@@ -30,7 +30,7 @@
 //     annotation removed, so that the scheduler chooses again.
 //
 // Topology: a local disk lies in the local plugin's zone. The volume's node
-// affinity is topology.kubernetes.io/zone In [zone]; a WaitForFirstConsumer
+// affinity is topology.local.csi.kipcell.io/zone In [zone]; a WaitForFirstConsumer
 // claim's selected node must run the driver (its CSINode lists
 // local.csi.kipcell.io with the zone key, which kip writes for its node
 // when node.zone is set) and carry that zone's label.

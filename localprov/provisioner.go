@@ -53,8 +53,11 @@ const (
 const DefaultFSType = "ext4"
 
 // ZoneKey is the topology key of a local disk's zone: the volume's node
-// affinity, the node's label, the CSINode's topology key.
-const ZoneKey = corev1.LabelTopologyZone
+// affinity, the node's label, the CSINode's topology key. It is the
+// driver's own key, as every CSI driver has one
+// (topology.ebs.csi.aws.com/zone), and the one kip writes into its
+// node's CSINode and labels (host/node.ZoneKey).
+const ZoneKey = "topology.local.csi.kipcell.io/zone"
 
 // sizeUnit is what a disk's size is rounded up to: a MiB, as a cloud
 // rounds a disk up to its GiB.

@@ -373,7 +373,7 @@ func TestSyncClaim(t *testing.T) {
 		{
 			name:   "the selected node has no zone label: retried",
 			objs:   append([]runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}}, node(zone)[1], class(), claim()),
-			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "has no label topology.kubernetes.io/zone",
+			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "has no label topology.local.csi.kipcell.io/zone",
 			retry: true, selectedNode: nodeName,
 		},
 		{

@@ -13,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kipcell/kip/host/node"
+	"github.com/kipcell/kip/localprov"
 )
 
 func TestDeleteNotes(t *testing.T) {
@@ -68,5 +71,14 @@ func TestDeleteNotes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The demo's provisioner reads a selected node's zone under the key kip
+// writes into its node's labels and CSINode for the local driver: were
+// they two keys, no claim of kip-local would ever be provisioned.
+func TestProvisionerZoneKeyIsKips(t *testing.T) {
+	if got, want := localprov.ZoneKey, node.ZoneKey(localprov.Driver); got != want {
+		t.Errorf("kip-local-provisioner's zone key %q, kip's for %s %q", got, localprov.Driver, want)
 	}
 }
