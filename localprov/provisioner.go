@@ -148,7 +148,7 @@ func (p *Provisioner) Run(ctx context.Context) error {
 			return fmt.Errorf("syncing the %v informer: %w", typ, ctx.Err())
 		}
 	}
-	p.log.Info("provisioning", "driver", Driver, "stateDir", p.cfg.StateDir, "zone", p.cfg.Zone)
+	p.log.Info("provisioning", "driver", Driver, "state_dir", p.cfg.StateDir, "zone", p.cfg.Zone)
 	go wait.UntilWithContext(ctx, func(ctx context.Context) { work(ctx, claims, p.syncClaim, p.log) }, time.Second)
 	go wait.UntilWithContext(ctx, func(ctx context.Context) { work(ctx, volumes, p.syncVolume, p.log) }, time.Second)
 	<-ctx.Done()
@@ -204,7 +204,9 @@ func VolumeName(claim *corev1.PersistentVolumeClaim) string { return "pvc-" + st
 func (p *Provisioner) syncClaim(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return nil // not a key of ours: nothing to retry
+		// Keys come from DeletionHandlingMetaNamespaceKeyFunc, so this one
+		// is not ours and retrying it cannot help: drop it.
+		return nil //nolint:nilerr // a malformed key is dropped, not retried
 	}
 	claim, err := p.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

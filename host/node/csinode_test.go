@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"log/slog"
 	"testing"
 
@@ -162,7 +161,7 @@ func TestEnsureCSINode(t *testing.T) {
 			cfg.Zone, cfg.VolumeDrivers = "us-east-1a", []string{"ebs.csi.aws.com"}
 			n := &Node{client: client, cfg: cfg, log: slog.New(slog.DiscardHandler)}
 			client.ClearActions()
-			err := n.ensureCSINode(context.Background())
+			err := n.ensureCSINode(t.Context())
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ensureCSINode = %v, want error %v", err, tt.wantErr)
 			}
@@ -182,7 +181,7 @@ func TestEnsureCSINode(t *testing.T) {
 			if tt.wantErr {
 				return
 			}
-			got, err := client.StorageV1().CSINodes().Get(context.Background(), "kip", metav1.GetOptions{})
+			got, err := client.StorageV1().CSINodes().Get(t.Context(), "kip", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

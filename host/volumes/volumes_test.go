@@ -1,7 +1,6 @@
 package volumes
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -580,7 +579,7 @@ func TestResolve(t *testing.T) {
 				drivers = allDrivers
 			}
 			src := NewSource(fake.NewClientset(tt.objs...))
-			got, err := Resolve(context.Background(), src, tt.pod, drivers)
+			got, err := Resolve(t.Context(), src, tt.pod, drivers)
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("Resolve: %v", err)
@@ -622,7 +621,7 @@ func TestResolveTransient(t *testing.T) {
 			client.PrependReactor("get", tt.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewServiceUnavailable("etcd is slow")
 			})
-			_, err := Resolve(context.Background(), NewSource(client), pod(pvcVol(false)), allDrivers)
+			_, err := Resolve(t.Context(), NewSource(client), pod(pvcVol(false)), allDrivers)
 			var e *Error
 			if err == nil || errors.As(err, &e) || !apierrors.IsServiceUnavailable(err) {
 				t.Fatalf("Resolve = %v, want the API's ServiceUnavailable, not an *Error", err)

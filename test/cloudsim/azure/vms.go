@@ -674,7 +674,7 @@ func (s *Server) patchVM(q request) (*answer, error) {
 	if h := sp.Props.Hardware; h != nil && h.VMSize != "" && !strings.EqualFold(h.VMSize, v.size.Name) {
 		return nil, &armError{Status: http.StatusConflict, Code: "PropertyChangeNotAllowed", Target: "hardwareProfile.vmSize", Message: "The simulator does not resize VMs."}
 	}
-	if sp.Zones != nil && !(len(sp.Zones) == 1 && sp.Zones[0] == v.zone) {
+	if sp.Zones != nil && (len(sp.Zones) != 1 || sp.Zones[0] != v.zone) {
 		return nil, &armError{Status: http.StatusConflict, Code: "PropertyChangeNotAllowed", Target: "zones", Message: "Changing property 'zones' is not allowed."}
 	}
 	change := &diskChange{}

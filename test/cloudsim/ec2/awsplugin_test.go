@@ -161,7 +161,7 @@ func (h *volumeHooks) delete(ctx context.Context, id string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("deleting volume %s, still there: %v", id, err)
+			return fmt.Errorf("deleting volume %s, still there: %w", id, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -566,7 +567,8 @@ func (s *Server) describeVolumes(f form) (response, error) {
 		var missing []string
 		for _, id := range ids {
 			v, err := s.lookupVolume(id, now)
-			if ae, ok := err.(*apiError); ok && ae.Code == codeVolumeNotFound {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Code == codeVolumeNotFound {
 				missing = append(missing, id)
 				continue
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +53,7 @@ func TestDeleteNotes(t *testing.T) {
 					return false, nil, nil
 				})
 			}
-			err := deleteNotes(context.Background(), client, time.Second)
+			err := deleteNotes(t.Context(), client, time.Second)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("deleteNotes: %v, want error %q", err, tt.wantErr)
 			}

@@ -58,7 +58,7 @@ const diskAttachmentLimit = 128
 func diskHandle(id string) string {
 	clean := []byte(id)
 	for i, b := range clean {
-		if !('a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || b == '-') {
+		if (b < 'a' || b > 'z') && (b < 'A' || b > 'Z') && (b < '0' || b > '9') && b != '-' {
 			clean[i] = '-'
 		}
 	}
