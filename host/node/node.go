@@ -378,13 +378,7 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("node: creating node controller: %w", err)
 	}
 
-	srv := &http.Server{
-		Handler:           withAuth(n.auth, routes(n.pods, podInformer.Lister(), statsRoutes{node: cfg.Name, start: start, log: n.log}), n.log),
-		ReadHeaderTimeout: 30 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		// TLS handshake failures from scanners are not kip's problem.
-		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
-	}
+	srv := n.newServer(ctx, podInformer, start)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(tls.NewListener(ln, n.tlsConfig)) }()
 	defer func() {
@@ -441,6 +435,18 @@ func (n *Node) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("node: node controller stopped: %w", nc.Err())
 	case err := <-serveErr:
 		return fmt.Errorf("node: kubelet API: %w", err)
+	}
+}
+
+// newServer builds the kubelet API's server: the routes over the pods and
+// podInformer's lister, behind the node's authentication.
+func (n *Node) newServer(ctx context.Context, podInformer coreinformers.PodInformer, start time.Time) *http.Server {
+	return &http.Server{
+		Handler:           withAuth(n.auth, routes(n.pods, podInformer.Lister(), statsRoutes{node: n.cfg.Name, start: start, log: n.log}), n.log),
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// TLS handshake failures from scanners are not kip's problem.
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 	}
 }
 
