@@ -136,18 +136,22 @@ func ebsDisk(mods ...func(*Disk)) []Disk {
 	return []Disk{d}
 }
 
-func TestResolve(t *testing.T) {
-	shared := corev1.AzureSharedBlobDisk
+// resolveCase is one case of the TestResolve tests.
+type resolveCase struct {
+	name    string
+	objs    []runtime.Object
+	pod     *corev1.Pod
+	drivers []string // allDrivers when nil
+	want    []Disk
+	// wantErr: the Error's Reason and Field, and a piece of its Message.
+	wantErr *Error
+}
+
+// TestResolveClaims: the claim, its PV and their binding, and generic
+// ephemeral volumes.
+func TestResolveClaims(t *testing.T) {
 	deleting := metav1.Now()
-	tests := []struct {
-		name    string
-		objs    []runtime.Object
-		pod     *corev1.Pod
-		drivers []string // allDrivers when nil
-		want    []Disk
-		// wantErr: the Error's Reason and Field, and a piece of its Message.
-		wantErr *Error
-	}{
+	runResolve(t, []resolveCase{
 		{
 			name: "a bound claim of a CSI PV",
 			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1", func(pv *corev1.PersistentVolume) {
@@ -167,6 +171,87 @@ func TestResolve(t *testing.T) {
 			}),
 			want: nil,
 		},
+		{
+			name:    "no claim",
+			objs:    []runtime.Object{ebsPV("pv-1")},
+			pod:     pod(pvcVol(false)),
+			wantErr: &Error{Reason: ClaimNotFound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "error processing PVC ns/data: failed to fetch PVC from API server"},
+		},
+		{
+			name:    "a pending claim",
+			objs:    []runtime.Object{claim("data", "", func(c *corev1.PersistentVolumeClaim) { c.Status.Phase = corev1.ClaimPending })},
+			pod:     pod(pvcVol(false)),
+			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "error processing PVC ns/data: PVC is not bound"},
+		},
+		{
+			name:    "a bound claim without volumeName",
+			objs:    []runtime.Object{claim("data", "")},
+			pod:     pod(pvcVol(false)),
+			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "PVC has empty pvc.Spec.VolumeName"},
+		},
+		{
+			name: "a claim being deleted without pvc-protection",
+			objs: []runtime.Object{ebsPV("pv-1"), claim("data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
+				c.DeletionTimestamp, c.Finalizers = &deleting, []string{"example.com/other"}
+			})},
+			pod:     pod(pvcVol(false)),
+			wantErr: &Error{Reason: ClaimDeleting, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "error processing PVC ns/data: PVC is being deleted"},
+		},
+		{
+			name: "a claim being deleted under pvc-protection is still used",
+			objs: []runtime.Object{ebsPV("pv-1"), claim("data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
+				c.DeletionTimestamp, c.Finalizers = &deleting, []string{"kubernetes.io/pvc-protection"}
+			})},
+			pod:  pod(pvcVol(false)),
+			want: ebsDisk(),
+		},
+		{
+			name:    "no PV",
+			objs:    []runtime.Object{claim("data", "pv-1")},
+			pod:     pod(pvcVol(false)),
+			wantErr: &Error{Reason: ClaimNotFound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "failed to fetch PV pv-1 from API server"},
+		},
+		{
+			name:    "a PV bound to no claim",
+			objs:    []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil })},
+			pod:     pod(pvcVol(false)),
+			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "found PV object pv-1 but it has a nil pv.Spec.ClaimRef"},
+		},
+		{
+			name:    "a PV bound to another claim",
+			objs:    []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "other" })},
+			pod:     pod(pvcVol(false)),
+			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "found PV object pv-1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID claim-uid"},
+		},
+		{
+			name: "a generic ephemeral volume: the pod's claim",
+			objs: []runtime.Object{ebsPV("pv-1"), claim("web-data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
+				c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: podUID, Controller: ptr.To(true)}}
+			})},
+			pod:  pod(corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}),
+			want: ebsDisk(func(d *Disk) { d.Claim = "web-data" }),
+		},
+		{
+			name: "a generic ephemeral volume's claim of another pod",
+			objs: []runtime.Object{ebsPV("pv-1"), claim("web-data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
+				c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "old-pod-uid", Controller: ptr.To(true)}}
+			})},
+			pod:     pod(corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}),
+			wantErr: &Error{Reason: ClaimNotOwned, Field: "spec.volumes[1].ephemeral", Message: "PVC ns/web-data was not created for pod ns/web (pod is not owner)"},
+		},
+		{
+			name:    "a generic ephemeral volume's claim not made yet",
+			objs:    []runtime.Object{ebsPV("pv-1")},
+			pod:     pod(corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}),
+			wantErr: &Error{Reason: ClaimNotFound, Field: "spec.volumes[1].ephemeral", Message: "error processing PVC ns/web-data"},
+		},
+	})
+}
+
+// TestResolveModes: read-only, fsGroup and its policy, access modes, and
+// Block volumes.
+func TestResolveModes(t *testing.T) {
+	runResolve(t, []resolveCase{
 		{
 			name: "the claim's readOnly: read-only, no fsGroup",
 			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1")},
@@ -250,80 +335,13 @@ func TestResolve(t *testing.T) {
 			pod:     pod(pvcVol(false), asDevice(true)),
 			wantErr: &Error{Reason: VolumeModeMismatch, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "volume data has volumeMode Filesystem, but is specified in volumeDevices"},
 		},
-		{
-			name:    "no claim",
-			objs:    []runtime.Object{ebsPV("pv-1")},
-			pod:     pod(pvcVol(false)),
-			wantErr: &Error{Reason: ClaimNotFound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "error processing PVC ns/data: failed to fetch PVC from API server"},
-		},
-		{
-			name:    "a pending claim",
-			objs:    []runtime.Object{claim("data", "", func(c *corev1.PersistentVolumeClaim) { c.Status.Phase = corev1.ClaimPending })},
-			pod:     pod(pvcVol(false)),
-			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "error processing PVC ns/data: PVC is not bound"},
-		},
-		{
-			name:    "a bound claim without volumeName",
-			objs:    []runtime.Object{claim("data", "")},
-			pod:     pod(pvcVol(false)),
-			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "PVC has empty pvc.Spec.VolumeName"},
-		},
-		{
-			name: "a claim being deleted without pvc-protection",
-			objs: []runtime.Object{ebsPV("pv-1"), claim("data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
-				c.DeletionTimestamp, c.Finalizers = &deleting, []string{"example.com/other"}
-			})},
-			pod:     pod(pvcVol(false)),
-			wantErr: &Error{Reason: ClaimDeleting, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "error processing PVC ns/data: PVC is being deleted"},
-		},
-		{
-			name: "a claim being deleted under pvc-protection is still used",
-			objs: []runtime.Object{ebsPV("pv-1"), claim("data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
-				c.DeletionTimestamp, c.Finalizers = &deleting, []string{"kubernetes.io/pvc-protection"}
-			})},
-			pod:  pod(pvcVol(false)),
-			want: ebsDisk(),
-		},
-		{
-			name:    "no PV",
-			objs:    []runtime.Object{claim("data", "pv-1")},
-			pod:     pod(pvcVol(false)),
-			wantErr: &Error{Reason: ClaimNotFound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "failed to fetch PV pv-1 from API server"},
-		},
-		{
-			name:    "a PV bound to no claim",
-			objs:    []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil })},
-			pod:     pod(pvcVol(false)),
-			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "found PV object pv-1 but it has a nil pv.Spec.ClaimRef"},
-		},
-		{
-			name:    "a PV bound to another claim",
-			objs:    []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "other" })},
-			pod:     pod(pvcVol(false)),
-			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "found PV object pv-1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID claim-uid"},
-		},
-		{
-			name: "a generic ephemeral volume: the pod's claim",
-			objs: []runtime.Object{ebsPV("pv-1"), claim("web-data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
-				c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: podUID, Controller: ptr.To(true)}}
-			})},
-			pod:  pod(corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}),
-			want: ebsDisk(func(d *Disk) { d.Claim = "web-data" }),
-		},
-		{
-			name: "a generic ephemeral volume's claim of another pod",
-			objs: []runtime.Object{ebsPV("pv-1"), claim("web-data", "pv-1", func(c *corev1.PersistentVolumeClaim) {
-				c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "old-pod-uid", Controller: ptr.To(true)}}
-			})},
-			pod:     pod(corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}),
-			wantErr: &Error{Reason: ClaimNotOwned, Field: "spec.volumes[1].ephemeral", Message: "PVC ns/web-data was not created for pod ns/web (pod is not owner)"},
-		},
-		{
-			name:    "a generic ephemeral volume's claim not made yet",
-			objs:    []runtime.Object{ebsPV("pv-1")},
-			pod:     pod(corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}),
-			wantErr: &Error{Reason: ClaimNotFound, Field: "spec.volumes[1].ephemeral", Message: "error processing PVC ns/web-data"},
-		},
+	})
+}
+
+// TestResolveDrivers: the sources and drivers a plugin does or does not
+// attach, and a pod of several volumes.
+func TestResolveDrivers(t *testing.T) {
+	runResolve(t, []resolveCase{
 		{
 			name:    "a CSI ephemeral inline volume",
 			pod:     pod(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io"}}),
@@ -349,6 +367,27 @@ func TestResolve(t *testing.T) {
 			pod:     pod(pvcVol(false)),
 			wantErr: &Error{Reason: UnsupportedVolume, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: `PersistentVolume "pv-1": a hostPath volume is not supported`},
 		},
+		{
+			name: "the first volume's error",
+			pod: pod(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "a"}}, func(p *corev1.Pod) {
+				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "b", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "b"}}})
+			}),
+			wantErr: &Error{Volume: "data", Reason: UnsupportedVolume, Field: "spec.volumes[1].csi", Message: "driver a "},
+		},
+		{
+			name: "several disks in the pod's order",
+			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1")},
+			pod: pod(pvcVol(false), func(p *corev1.Pod) {
+				p.Spec.Volumes = append([]corev1.Volume{{Name: "first", VolumeSource: corev1.VolumeSource{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{VolumeID: "vol-1"}}}}, p.Spec.Volumes...)
+			}),
+			want: append([]Disk{{Volume: "first", Driver: "ebs.csi.aws.com", Handle: "vol-1"}}, ebsDisk()...),
+		},
+	})
+}
+
+// TestResolveZones: the zones of a PV's node affinity and labels.
+func TestResolveZones(t *testing.T) {
+	runResolve(t, []resolveCase{
 		{
 			name: "a local PV on a node",
 			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1", withSource(corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/a"}}), func(pv *corev1.PersistentVolume) {
@@ -435,6 +474,14 @@ func TestResolve(t *testing.T) {
 				d.Zones, d.ZoneSource = []string{"us-east-1c"}, `PersistentVolume "pv-1" label failure-domain.beta.kubernetes.io/zone`
 			}),
 		},
+	})
+}
+
+// TestResolveInTree: in-tree EBS, PD and Azure disk PVs, migrated to their
+// CSI drivers.
+func TestResolveInTree(t *testing.T) {
+	shared := corev1.AzureSharedBlobDisk
+	runResolve(t, []resolveCase{
 		{
 			name: "in-tree EBS PV: handle without aws://zone/, zone from the ID",
 			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1", noAffinity, withSource(corev1.PersistentVolumeSource{
@@ -517,6 +564,12 @@ func TestResolve(t *testing.T) {
 			pod:     pod(pvcVol(false)),
 			wantErr: &Error{Reason: UnsupportedVolume, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "azureDisk kind Shared is not supported"},
 		},
+	})
+}
+
+// TestResolveInline: in-tree inline EBS, PD and Azure disk volumes.
+func TestResolveInline(t *testing.T) {
+	runResolve(t, []resolveCase{
 		{
 			name: "inline EBS",
 			pod:  pod(corev1.VolumeSource{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{VolumeID: "aws://us-east-1a/vol-0abc", FSType: "ext4"}}),
@@ -556,22 +609,11 @@ func TestResolve(t *testing.T) {
 			drivers: []string{"ebs.csi.aws.com"},
 			wantErr: &Error{Reason: DriverNotAttached, Field: "spec.volumes[1].azureDisk", Message: "CSI driver disk.csi.azure.com (it attaches: ebs.csi.aws.com)"},
 		},
-		{
-			name: "the first volume's error",
-			pod: pod(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "a"}}, func(p *corev1.Pod) {
-				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "b", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "b"}}})
-			}),
-			wantErr: &Error{Volume: "data", Reason: UnsupportedVolume, Field: "spec.volumes[1].csi", Message: "driver a "},
-		},
-		{
-			name: "several disks in the pod's order",
-			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1")},
-			pod: pod(pvcVol(false), func(p *corev1.Pod) {
-				p.Spec.Volumes = append([]corev1.Volume{{Name: "first", VolumeSource: corev1.VolumeSource{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{VolumeID: "vol-1"}}}}, p.Spec.Volumes...)
-			}),
-			want: append([]Disk{{Volume: "first", Driver: "ebs.csi.aws.com", Handle: "vol-1"}}, ebsDisk()...),
-		},
-	}
+	})
+}
+
+func runResolve(t *testing.T, tests []resolveCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			drivers := tt.drivers
