@@ -177,28 +177,27 @@ func diskSize(t *testing.T, stateDir, handle string) int64 {
 	return st.Size()
 }
 
-func TestSyncClaim(t *testing.T) {
+// syncClaimCase is one case of the TestSyncClaim tests: the objects
+// there are, and what syncClaim of the claim default/data-web-0 does.
+type syncClaimCase struct {
+	name    string
+	objs    []runtime.Object
+	want    *corev1.PersistentVolume // nil: no volume
+	events  []string                 // type and reason of each
+	failure string                   // in the ProvisioningFailed message
+	retry   bool                     // syncClaim asks to be retried
+	// selectedNode is the claim's annotation afterwards.
+	selectedNode string
+}
+
+// TestSyncClaimWhich: which claims are provisioned, and when.
+func TestSyncClaimWhich(t *testing.T) {
 	immediate := func(c *storagev1.StorageClass) {
 		m := storagev1.VolumeBindingImmediate
 		c.VolumeBindingMode = &m
 	}
 	noSelectedNode := func(c *corev1.PersistentVolumeClaim) { delete(c.Annotations, AnnSelectedNode) }
-	accessMode := func(m corev1.PersistentVolumeAccessMode) func(*corev1.PersistentVolumeClaim) {
-		return func(c *corev1.PersistentVolumeClaim) { c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{m} }
-	}
-	fsType := func(fs string) func(*storagev1.StorageClass) {
-		return func(c *storagev1.StorageClass) { c.Parameters = map[string]string{ParamFSType: fs} }
-	}
-	tests := []struct {
-		name    string
-		objs    []runtime.Object
-		want    *corev1.PersistentVolume // nil: no volume
-		events  []string                 // type and reason of each
-		failure string                   // in the ProvisioningFailed message
-		retry   bool                     // syncClaim asks to be retried
-		// selectedNode is the claim's annotation afterwards.
-		selectedNode string
-	}{
+	runSyncClaim(t, []syncClaimCase{
 		{
 			name:   "WaitForFirstConsumer with the node chosen: disk and volume in its zone",
 			objs:   append(node(zone), class(), claim()),
@@ -246,6 +245,24 @@ func TestSyncClaim(t *testing.T) {
 			objs:  append(node(zone), claim()),
 			retry: true, selectedNode: nodeName,
 		},
+		{
+			name: "the volume exists already: nothing more",
+			objs: append(node(zone), class(), claim(), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}}),
+			want: &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}}, selectedNode: nodeName,
+		},
+	})
+}
+
+// TestSyncClaimSpec: what of the claim and its class is honoured, and what
+// is refused.
+func TestSyncClaimSpec(t *testing.T) {
+	accessMode := func(m corev1.PersistentVolumeAccessMode) func(*corev1.PersistentVolumeClaim) {
+		return func(c *corev1.PersistentVolumeClaim) { c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{m} }
+	}
+	fsType := func(fs string) func(*storagev1.StorageClass) {
+		return func(c *storagev1.StorageClass) { c.Parameters = map[string]string{ParamFSType: fs} }
+	}
+	runSyncClaim(t, []syncClaimCase{
 		{
 			name:   "ReadWriteMany is refused, naming it",
 			objs:   append(node(zone), class(), claim(accessMode(corev1.ReadWriteMany))),
@@ -335,6 +352,13 @@ func TestSyncClaim(t *testing.T) {
 			})),
 			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "a data source", selectedNode: nodeName,
 		},
+	})
+}
+
+// TestSyncClaimTopology: the class's allowedTopologies and the selected
+// node's zone and driver.
+func TestSyncClaimTopology(t *testing.T) {
+	runSyncClaim(t, []syncClaimCase{
 		{
 			name: "allowedTopologies without the plugin's zone",
 			objs: append(node(zone), class(func(c *storagev1.StorageClass) {
@@ -376,12 +400,11 @@ func TestSyncClaim(t *testing.T) {
 			events: []string{"Normal Provisioning", "Warning ProvisioningFailed"}, failure: "has no label topology.local.csi.kipcell.io/zone",
 			retry: true, selectedNode: nodeName,
 		},
-		{
-			name: "the volume exists already: nothing more",
-			objs: append(node(zone), class(), claim(), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}}),
-			want: &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}}, selectedNode: nodeName,
-		},
-	}
+	})
+}
+
+func runSyncClaim(t *testing.T, tests []syncClaimCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, client, rec, dir := newTestProvisioner(t, tt.objs...)
