@@ -502,41 +502,10 @@ func (s *Server) planDisks(v *vm, want []dataDiskSpec, now time.Time) (*diskChan
 	seenLUN := map[int]bool{}
 	kept := map[*attachment]bool{}
 	for i, dd := range want {
-		if dd.Lun == nil {
-			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].lun", i), "Required parameter 'dataDisk.lun' is missing (null).")
+		if err := checkDataDisk(i, dd, seenLUN); err != nil {
+			return nil, err
 		}
 		lun := *dd.Lun
-		if lun < 0 || lun > maxLUN {
-			return nil, invalidParameter("dataDisks", fmt.Sprintf("The value %d of parameter 'dataDisk.lun' is out of range: 0 to %d.", lun, maxLUN))
-		}
-		if seenLUN[lun] {
-			return nil, invalidParameter("dataDisks", fmt.Sprintf("A disk at LUN %d already exists.", lun))
-		}
-		seenLUN[lun] = true
-		if dd.ManagedDisk == nil || dd.ManagedDisk.ID == "" {
-			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].managedDisk.id", i), "The simulator attaches managed disks only: dataDisk.managedDisk.id is required.")
-		}
-		switch dd.CreateOption {
-		case "Attach":
-		case "":
-			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].createOption", i), "Required parameter 'dataDisk.createOption' is missing (null).")
-		default:
-			return nil, &armError{Status: http.StatusBadRequest, Code: "InvalidParameterConflictingProperties", Target: "dataDisks",
-				Message: fmt.Sprintf("The property 'dataDisk.createOption' cannot have the value '%s' when property 'dataDisk.managedDisk.id' is set.", dd.CreateOption)}
-		}
-		switch dd.DeleteOption {
-		case "", "Detach":
-		case "Delete":
-			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].deleteOption", i), "The simulator detaches data disks from a deleted VM; deleteOption Delete is not modelled.")
-		default:
-			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].deleteOption", i), fmt.Sprintf("The value '%s' of parameter 'deleteOption' is invalid: Delete or Detach.", dd.DeleteOption))
-		}
-		if dd.DetachOption != "" && dd.DetachOption != "ForceDetach" {
-			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].detachOption", i), fmt.Sprintf("The value '%s' of parameter 'detachOption' is invalid: ForceDetach.", dd.DetachOption))
-		}
-		if dd.Caching != "" && dd.Caching != "None" && dd.Caching != "ReadOnly" && dd.Caching != "ReadWrite" {
-			return nil, invalidParameter(fmt.Sprintf("dataDisks[%d].caching", i), fmt.Sprintf("The value '%s' of parameter 'caching' is invalid: None, ReadOnly or ReadWrite.", dd.Caching))
-		}
 		d := s.diskByID(dd.ManagedDisk.ID, now)
 		if d == nil {
 			return nil, &armError{Status: http.StatusNotFound, Code: CodeNotFound, Target: dd.ManagedDisk.ID,
@@ -561,21 +530,8 @@ func (s *Server) planDisks(v *vm, want []dataDiskSpec, now time.Time) (*diskChan
 			// toBeDetached on a disk the VM does not have: nothing to do.
 			continue
 		}
-		if d.att != nil {
-			return nil, &armError{Status: http.StatusConflict, Code: CodeConflictingUserInput, Target: s.resourceID(d.rg, "Microsoft.Compute/disks", d.name),
-				Message: fmt.Sprintf("Cannot attach the disk %s to VM %s because it is already attached to VM %s. A disk can be attached to only one VM at a time.",
-					d.name, s.resourceID(v.rg, "Microsoft.Compute/virtualMachines", v.name), s.resourceID(d.att.vm.rg, "Microsoft.Compute/virtualMachines", d.att.vm.name))}
-		}
-		if d.provisioningState(now) != StateSucceeded {
-			return nil, &armError{Status: http.StatusConflict, Code: CodeConflict, Message: "The request failed due to conflict with a concurrent request."}
-		}
-		if slices.ContainsFunc(current, func(a *attachment) bool { return a.lun == lun }) {
-			return nil, invalidParameter("dataDisks", fmt.Sprintf("A disk at LUN %d already exists.", lun))
-		}
-		if d.zone != v.zone {
-			return nil, &armError{Status: http.StatusBadRequest, Code: CodeBadRequest,
-				Message: fmt.Sprintf("Disk %s cannot be attached to the VM because it is not in the same zone as the VM. VM zone: '%s'. Disk zone: '%s'.",
-					s.resourceID(d.rg, "Microsoft.Compute/disks", d.name), v.zone, d.zone)}
+		if err := s.checkAttach(v, d, lun, current, now); err != nil {
+			return nil, err
 		}
 		c.attach = append(c.attach, newAttachment{d: d, lun: lun, caching: cmp.Or(dd.Caching, "None")})
 	}
@@ -590,6 +546,69 @@ func (s *Server) planDisks(v *vm, want []dataDiskSpec, now time.Time) (*diskChan
 			Message: fmt.Sprintf("The maximum number of data disks allowed to be attached to a VM of this size is %d.", limit)}
 	}
 	return c, nil
+}
+
+// checkDataDisk checks the fields of dataDisks[i], as Compute checks them,
+// and records its LUN in seenLUN.
+func checkDataDisk(i int, dd dataDiskSpec, seenLUN map[int]bool) error {
+	if dd.Lun == nil {
+		return invalidParameter(fmt.Sprintf("dataDisks[%d].lun", i), "Required parameter 'dataDisk.lun' is missing (null).")
+	}
+	lun := *dd.Lun
+	if lun < 0 || lun > maxLUN {
+		return invalidParameter("dataDisks", fmt.Sprintf("The value %d of parameter 'dataDisk.lun' is out of range: 0 to %d.", lun, maxLUN))
+	}
+	if seenLUN[lun] {
+		return invalidParameter("dataDisks", fmt.Sprintf("A disk at LUN %d already exists.", lun))
+	}
+	seenLUN[lun] = true
+	if dd.ManagedDisk == nil || dd.ManagedDisk.ID == "" {
+		return invalidParameter(fmt.Sprintf("dataDisks[%d].managedDisk.id", i), "The simulator attaches managed disks only: dataDisk.managedDisk.id is required.")
+	}
+	switch dd.CreateOption {
+	case "Attach":
+	case "":
+		return invalidParameter(fmt.Sprintf("dataDisks[%d].createOption", i), "Required parameter 'dataDisk.createOption' is missing (null).")
+	default:
+		return &armError{Status: http.StatusBadRequest, Code: "InvalidParameterConflictingProperties", Target: "dataDisks",
+			Message: fmt.Sprintf("The property 'dataDisk.createOption' cannot have the value '%s' when property 'dataDisk.managedDisk.id' is set.", dd.CreateOption)}
+	}
+	switch dd.DeleteOption {
+	case "", "Detach":
+	case "Delete":
+		return invalidParameter(fmt.Sprintf("dataDisks[%d].deleteOption", i), "The simulator detaches data disks from a deleted VM; deleteOption Delete is not modelled.")
+	default:
+		return invalidParameter(fmt.Sprintf("dataDisks[%d].deleteOption", i), fmt.Sprintf("The value '%s' of parameter 'deleteOption' is invalid: Delete or Detach.", dd.DeleteOption))
+	}
+	if dd.DetachOption != "" && dd.DetachOption != "ForceDetach" {
+		return invalidParameter(fmt.Sprintf("dataDisks[%d].detachOption", i), fmt.Sprintf("The value '%s' of parameter 'detachOption' is invalid: ForceDetach.", dd.DetachOption))
+	}
+	if dd.Caching != "" && dd.Caching != "None" && dd.Caching != "ReadOnly" && dd.Caching != "ReadWrite" {
+		return invalidParameter(fmt.Sprintf("dataDisks[%d].caching", i), fmt.Sprintf("The value '%s' of parameter 'caching' is invalid: None, ReadOnly or ReadWrite.", dd.Caching))
+	}
+	return nil
+}
+
+// checkAttach checks that the disk d may be attached to the VM v at lun,
+// beside its current attachments. The caller holds s.mu.
+func (s *Server) checkAttach(v *vm, d *disk, lun int, current []*attachment, now time.Time) error {
+	if d.att != nil {
+		return &armError{Status: http.StatusConflict, Code: CodeConflictingUserInput, Target: s.resourceID(d.rg, "Microsoft.Compute/disks", d.name),
+			Message: fmt.Sprintf("Cannot attach the disk %s to VM %s because it is already attached to VM %s. A disk can be attached to only one VM at a time.",
+				d.name, s.resourceID(v.rg, "Microsoft.Compute/virtualMachines", v.name), s.resourceID(d.att.vm.rg, "Microsoft.Compute/virtualMachines", d.att.vm.name))}
+	}
+	if d.provisioningState(now) != StateSucceeded {
+		return &armError{Status: http.StatusConflict, Code: CodeConflict, Message: "The request failed due to conflict with a concurrent request."}
+	}
+	if slices.ContainsFunc(current, func(a *attachment) bool { return a.lun == lun }) {
+		return invalidParameter("dataDisks", fmt.Sprintf("A disk at LUN %d already exists.", lun))
+	}
+	if d.zone != v.zone {
+		return &armError{Status: http.StatusBadRequest, Code: CodeBadRequest,
+			Message: fmt.Sprintf("Disk %s cannot be attached to the VM because it is not in the same zone as the VM. VM zone: '%s'. Disk zone: '%s'.",
+				s.resourceID(d.rg, "Microsoft.Compute/disks", d.name), v.zone, d.zone)}
+	}
+	return nil
 }
 
 // attachmentsOf are the VM's attachments, by LUN. The caller holds s.mu.
