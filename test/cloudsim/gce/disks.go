@@ -465,32 +465,11 @@ func (s *Server) attachDisk(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	source, _ := body["source"].(string)
-	m := diskSourcePattern.FindStringSubmatch(source)
-	if m == nil {
-		return nil, invalid("resource.source", source, "The URL is malformed.")
+	ar, err := parseAttachDisk(q, body)
+	if err != nil {
+		return nil, err
 	}
-	mode, _ := body["mode"].(string)
-	if mode == "" {
-		mode = "READ_WRITE"
-	}
-	if mode != "READ_WRITE" && mode != "READ_ONLY" {
-		return nil, invalid("resource.mode", mode, "Must be READ_WRITE or READ_ONLY.")
-	}
-	if boot, _ := body["boot"].(bool); boot {
-		return nil, invalid("resource.boot", "true", "The GCE simulator attaches data disks only.")
-	}
-	if t, _ := body["type"].(string); t != "" && t != "PERSISTENT" {
-		return nil, invalid("resource.type", t, "Only persistent disks can be attached to a running instance.")
-	}
-	deviceName, _ := body["deviceName"].(string)
-	if deviceName != "" && !namePattern.MatchString(deviceName) {
-		return nil, invalid("resource.deviceName", deviceName, "Must be a match of regex '[a-z]([-a-z0-9]*[a-z0-9])?'")
-	}
-	project := m[1]
-	if project == "" {
-		project = q.project
-	}
+	source, m, mode, deviceName, project := ar.source, ar.m, ar.mode, ar.deviceName, ar.project
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -568,6 +547,46 @@ func (s *Server) attachDisk(q request) (any, error) {
 	d.lastAttach = now
 	s.log.Info("disk attached", "instance", name, "zone", zone, "disk", diskName, "device_name", deviceName, "mode", mode)
 	return s.operationJSON(a.attach, now), nil
+}
+
+// attachDiskArgs are the checked fields of an attachDisk body: the source,
+// its diskSourcePattern match m, the mode, the device name (empty: GCE
+// chooses) and the disk's project.
+type attachDiskArgs struct {
+	source, mode, deviceName, project string
+	m                                 []string
+}
+
+// parseAttachDisk checks an attachDisk body, as GCE checks it before it
+// looks at the instance or the disk.
+func parseAttachDisk(q request, body map[string]any) (*attachDiskArgs, error) {
+	source, _ := body["source"].(string)
+	m := diskSourcePattern.FindStringSubmatch(source)
+	if m == nil {
+		return nil, invalid("resource.source", source, "The URL is malformed.")
+	}
+	mode, _ := body["mode"].(string)
+	if mode == "" {
+		mode = "READ_WRITE"
+	}
+	if mode != "READ_WRITE" && mode != "READ_ONLY" {
+		return nil, invalid("resource.mode", mode, "Must be READ_WRITE or READ_ONLY.")
+	}
+	if boot, _ := body["boot"].(bool); boot {
+		return nil, invalid("resource.boot", "true", "The GCE simulator attaches data disks only.")
+	}
+	if t, _ := body["type"].(string); t != "" && t != "PERSISTENT" {
+		return nil, invalid("resource.type", t, "Only persistent disks can be attached to a running instance.")
+	}
+	deviceName, _ := body["deviceName"].(string)
+	if deviceName != "" && !namePattern.MatchString(deviceName) {
+		return nil, invalid("resource.deviceName", deviceName, "Must be a match of regex '[a-z]([-a-z0-9]*[a-z0-9])?'")
+	}
+	project := m[1]
+	if project == "" {
+		project = q.project
+	}
+	return &attachDiskArgs{source: source, m: m, mode: mode, deviceName: deviceName, project: project}, nil
 }
 
 // bootDeviceName is the device name of the instance's boot disk.

@@ -341,44 +341,56 @@ type routed struct {
 // handler, or false.
 func route(method string, p []string) (routed, bool) {
 	switch {
-	case len(p) == 3 && p[0] == "zones" && p[2] == "instances":
-		switch method {
-		case http.MethodPost:
-			return routed{"compute.instances.insert", true, []string{p[1]}, (*Server).insertInstance}, true
-		case http.MethodGet:
-			return routed{"compute.instances.list", true, []string{p[1]}, (*Server).listInstances}, true
-		}
-	case len(p) == 4 && p[0] == "zones" && p[2] == "instances":
-		switch method {
-		case http.MethodGet:
-			return routed{"compute.instances.get", true, []string{p[1], p[3]}, (*Server).getInstance}, true
-		case http.MethodDelete:
-			return routed{"compute.instances.delete", true, []string{p[1], p[3]}, (*Server).deleteInstance}, true
+	case len(p) >= 3 && len(p) <= 4 && p[0] == "zones" && (p[2] == "instances" || p[2] == "disks"):
+		if rt, ok := routeZonal(method, p); ok {
+			return rt, true
 		}
 	case len(p) == 5 && p[0] == "zones" && p[2] == "instances" && method == http.MethodPost && p[4] == "attachDisk":
 		return routed{"compute.instances.attachDisk", true, []string{p[1], p[3]}, (*Server).attachDisk}, true
 	case len(p) == 5 && p[0] == "zones" && p[2] == "instances" && method == http.MethodPost && p[4] == "detachDisk":
 		return routed{"compute.instances.detachDisk", true, []string{p[1], p[3]}, (*Server).detachDisk}, true
-	case len(p) == 3 && p[0] == "zones" && p[2] == "disks":
-		switch method {
-		case http.MethodPost:
-			return routed{"compute.disks.insert", true, []string{p[1]}, (*Server).insertDisk}, true
-		case http.MethodGet:
-			return routed{"compute.disks.list", true, []string{p[1]}, (*Server).listDisks}, true
-		}
-	case len(p) == 4 && p[0] == "zones" && p[2] == "disks":
-		switch method {
-		case http.MethodGet:
-			return routed{"compute.disks.get", true, []string{p[1], p[3]}, (*Server).getDisk}, true
-		case http.MethodDelete:
-			return routed{"compute.disks.delete", true, []string{p[1], p[3]}, (*Server).deleteDisk}, true
-		}
 	case len(p) == 2 && p[0] == "aggregated" && p[1] == "instances" && method == http.MethodGet:
 		return routed{"compute.instances.aggregatedList", false, nil, (*Server).aggregatedInstances}, true
 	case len(p) >= 3 && p[0] == "zones" && p[2] == "operations", len(p) >= 2 && p[1] == "operations":
 		return routeOperation(method, p)
 	}
 	return surfaceRoute(method, p)
+}
+
+// routeZonal maps a method and zones/{zone}/instances[/{name}] or
+// zones/{zone}/disks[/{name}] to a handler, or false.
+func routeZonal(method string, p []string) (routed, bool) {
+	switch {
+	case len(p) == 3 && p[2] == "instances":
+		switch method {
+		case http.MethodPost:
+			return routed{"compute.instances.insert", true, []string{p[1]}, (*Server).insertInstance}, true
+		case http.MethodGet:
+			return routed{"compute.instances.list", true, []string{p[1]}, (*Server).listInstances}, true
+		}
+	case len(p) == 4 && p[2] == "instances":
+		switch method {
+		case http.MethodGet:
+			return routed{"compute.instances.get", true, []string{p[1], p[3]}, (*Server).getInstance}, true
+		case http.MethodDelete:
+			return routed{"compute.instances.delete", true, []string{p[1], p[3]}, (*Server).deleteInstance}, true
+		}
+	case len(p) == 3 && p[2] == "disks":
+		switch method {
+		case http.MethodPost:
+			return routed{"compute.disks.insert", true, []string{p[1]}, (*Server).insertDisk}, true
+		case http.MethodGet:
+			return routed{"compute.disks.list", true, []string{p[1]}, (*Server).listDisks}, true
+		}
+	case len(p) == 4 && p[2] == "disks":
+		switch method {
+		case http.MethodGet:
+			return routed{"compute.disks.get", true, []string{p[1], p[3]}, (*Server).getDisk}, true
+		case http.MethodDelete:
+			return routed{"compute.disks.delete", true, []string{p[1], p[3]}, (*Server).deleteDisk}, true
+		}
+	}
+	return routed{}, false
 }
 
 // zoneURL and friends write the URLs GCE puts in its resources.
