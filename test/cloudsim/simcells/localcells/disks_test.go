@@ -75,52 +75,8 @@ func TestDisks(t *testing.T) {
 	needLoops(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	// Registered first, so run last, after the cells closed: no loop
-	// device is left bound to a disk of this test's state directory (and
-	// any that is, is unbound).
-	var stateDir string
-	t.Cleanup(func() { unbindLeftLoops(t, stateDir) })
 	const disk, path, size = "disk-1", "/dev/disk/azure/scsi1/lun0", 8 << 20
-	// Each cell's agent looks for a block device at path under its disk
-	// path root ({disks}), as kip-cell --disk-path-root does, and writes
-	// the device it found beside the root.
-	stateDir = t.TempDir()
-	cells, err := New(ctx, Config{
-		PluginPath: BuildPlugin(t), StateDir: stateDir, Network: "loopback",
-		InstanceTypes: []simcells.InstanceType{{Name: "m.small", VCPUs: 1, MemoryMiB: 256}},
-		AgentCommand: []string{"/bin/sh", "-c", `while [ ! -b "$0` + path + `" ]; do sleep 0.1; done; ` +
-			`readlink -f "$0` + path + `" > "$0.found.tmp" && mv "$0.found.tmp" "$0.found"; exec sleep 300`, "{disks}"},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatalf("starting local cells: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cells.Close(); err != nil {
-			t.Errorf("closing local cells: %v", err)
-		}
-	})
-	for _, id := range []string{"vm-a", "vm-b"} {
-		if _, err := cells.Start(ctx, id, "m.small", []byte(`{}`)); err != nil {
-			t.Fatalf("starting %s: %v", id, err)
-		}
-		if err := cells.StartAgent(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// agentFound waits for what the instance's agent found.
-	agentFound := func(instanceID string) string {
-		t.Helper()
-		for ctx.Err() == nil {
-			if b, err := os.ReadFile(cells.DiskPathRoot(instanceID) + ".found"); err == nil {
-				return strings.TrimSpace(string(b))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("the agent of %s found no disk at %s", instanceID, path)
-		return ""
-	}
-
+	cells := startDiskCells(ctx, t, path, "vm-a", "vm-b")
 	if err := cells.CreateDisk(ctx, disk, size); err != nil {
 		t.Fatalf("CreateDisk: %v", err)
 	}
@@ -139,7 +95,7 @@ func TestDisks(t *testing.T) {
 		t.Errorf("AttachDisk to vm-a again: %v; want it idempotent", err)
 	}
 	devA := checkDisk(t, cells, "vm-a", path, size)
-	if got := agentFound("vm-a"); got != devA {
+	if got := agentFound(ctx, t, cells, "vm-a", path); got != devA {
 		t.Errorf("vm-a's agent found %q at %s; want %s", got, path, devA)
 	}
 	checkNoDisk(t, cells, "vm-b", path)
@@ -152,28 +108,7 @@ func TestDisks(t *testing.T) {
 	}
 
 	// Detached while open: refused, still there; after the close, gone.
-	f, err := os.Open(devA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.Close() }) // before the cells close, if the test stops early
-	err = cells.DetachDisk(ctx, "vm-a", disk)
-	if err == nil {
-		t.Error("DetachDisk of an open device succeeded")
-	}
-	checkDisk(t, cells, "vm-a", path, size)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The kernel unbinds the device at its last close, maybe a moment
-	// after: asked again, as a simulator does.
-	for err != nil && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-		err = cells.DetachDisk(ctx, "vm-a", disk)
-	}
-	if err != nil {
-		t.Fatalf("DetachDisk after the close: %v", err)
-	}
+	detachWhileOpen(ctx, t, cells, "vm-a", disk, path, devA, size)
 	checkNoDisk(t, cells, "vm-a", path)
 	if err := cells.DetachDisk(ctx, "vm-a", disk); err != nil {
 		t.Errorf("DetachDisk again: %v; want it done", err)
@@ -187,20 +122,11 @@ func TestDisks(t *testing.T) {
 		t.Fatalf("AttachDisk to vm-b: %v", err)
 	}
 	devB := checkDisk(t, cells, "vm-b", path, size)
-	if got := agentFound("vm-b"); got != devB {
+	if got := agentFound(ctx, t, cells, "vm-b", path); got != devB {
 		t.Errorf("vm-b's agent found %q at %s; want %s", got, path, devB)
 	}
 	checkNoDisk(t, cells, "vm-a", path)
-	got := make([]byte, len(data))
-	if b, err := os.Open(devB); err != nil {
-		t.Error(err)
-	} else {
-		_, err := b.ReadAt(got, 0)
-		_ = b.Close()
-		if err != nil || !bytes.Equal(got, data) {
-			t.Errorf("read on vm-b %q, %v; want %q", got, err, data)
-		}
-	}
+	checkData(t, devB, data)
 	if err := os.WriteFile(devB, data, 0); err == nil {
 		t.Error("wrote to a disk attached read-only")
 	}
@@ -220,6 +146,101 @@ func TestDisks(t *testing.T) {
 	}
 	if err := cells.AttachDisk(ctx, "vm-a", disk, path, false); !pluginapi.IsNotFound(err) {
 		t.Errorf("AttachDisk of a deleted disk: %v; want NotFound", err)
+	}
+}
+
+// startDiskCells starts local cells with the instances instanceIDs and
+// their agents. Each agent looks for a block device at path under its disk
+// path root ({disks}), as kip-cell --disk-path-root does, and writes the
+// device it found beside the root.
+func startDiskCells(ctx context.Context, t *testing.T, path string, instanceIDs ...string) *LocalCells {
+	t.Helper()
+	// Registered first, so run last, after the cells closed: no loop
+	// device is left bound to a disk of this test's state directory (and
+	// any that is, is unbound).
+	var stateDir string
+	t.Cleanup(func() { unbindLeftLoops(t, stateDir) })
+	stateDir = t.TempDir()
+	cells, err := New(ctx, Config{
+		PluginPath: BuildPlugin(t), StateDir: stateDir, Network: "loopback",
+		InstanceTypes: []simcells.InstanceType{{Name: "m.small", VCPUs: 1, MemoryMiB: 256}},
+		AgentCommand: []string{"/bin/sh", "-c", `while [ ! -b "$0` + path + `" ]; do sleep 0.1; done; ` +
+			`readlink -f "$0` + path + `" > "$0.found.tmp" && mv "$0.found.tmp" "$0.found"; exec sleep 300`, "{disks}"},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatalf("starting local cells: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cells.Close(); err != nil {
+			t.Errorf("closing local cells: %v", err)
+		}
+	})
+	for _, id := range instanceIDs {
+		if _, err := cells.Start(ctx, id, "m.small", []byte(`{}`)); err != nil {
+			t.Fatalf("starting %s: %v", id, err)
+		}
+		if err := cells.StartAgent(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cells
+}
+
+// agentFound waits for what the instance's agent found at path.
+func agentFound(ctx context.Context, t *testing.T, cells *LocalCells, instanceID, path string) string {
+	t.Helper()
+	for ctx.Err() == nil {
+		if b, err := os.ReadFile(cells.DiskPathRoot(instanceID) + ".found"); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the agent of %s found no disk at %s", instanceID, path)
+	return ""
+}
+
+// detachWhileOpen opens the instance's disk device dev and detaches the
+// disk: refused while the device is open, and the disk still there; done
+// after the close.
+func detachWhileOpen(ctx context.Context, t *testing.T, cells *LocalCells, instanceID, disk, path, dev string, size int64) {
+	t.Helper()
+	f, err := os.Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() }) // before the cells close, if the test stops early
+	err = cells.DetachDisk(ctx, instanceID, disk)
+	if err == nil {
+		t.Error("DetachDisk of an open device succeeded")
+	}
+	checkDisk(t, cells, instanceID, path, size)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel unbinds the device at its last close, maybe a moment
+	// after: asked again, as a simulator does.
+	for err != nil && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		err = cells.DetachDisk(ctx, instanceID, disk)
+	}
+	if err != nil {
+		t.Fatalf("DetachDisk after the close: %v", err)
+	}
+}
+
+// checkData checks that the device dev starts with data.
+func checkData(t *testing.T, dev string, data []byte) {
+	t.Helper()
+	got := make([]byte, len(data))
+	if b, err := os.Open(dev); err != nil {
+		t.Error(err)
+	} else {
+		_, err := b.ReadAt(got, 0)
+		_ = b.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("read on %s %q, %v; want %q", dev, got, err, data)
+		}
 	}
 }
 
