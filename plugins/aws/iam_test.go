@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -301,15 +302,7 @@ func TestIAMPolicyScopesTheCalls(t *testing.T) {
 	// type, with ec2:CreateAction. All from the request on the wire.
 	run := f.requests("RunInstances")[0]
 	arn := func(typ, id string) string { return "arn:aws:ec2:us-east-1:123456789012:" + typ + "/" + id }
-	requestTags := map[string]map[string]string{} // resource type → tags
-	for n := 1; run.Has(fmt.Sprintf("TagSpecification.%d.ResourceType", n)); n++ {
-		prefix := fmt.Sprintf("TagSpecification.%d.", n)
-		tags := map[string]string{}
-		for m := 1; run.Has(fmt.Sprintf("%sTag.%d.Key", prefix, m)); m++ {
-			tags[run.Get(fmt.Sprintf("%sTag.%d.Key", prefix, m))] = run.Get(fmt.Sprintf("%sTag.%d.Value", prefix, m))
-		}
-		requestTags[run.Get(prefix+"ResourceType")] = tags
-	}
+	requestTags := tagSpecifications(run)
 	withTags := func(tags map[string]string, extra ...string) map[string]string {
 		ctx := map[string]string{"aws:RequestedRegion": "us-east-1"}
 		for k, v := range tags {
@@ -415,4 +408,19 @@ func TestIAMPolicyScopesTheCalls(t *testing.T) {
 			t.Errorf("%s on %s with %v: allowed %v, want %v", c.action, c.resource, c.context, got, c.want)
 		}
 	}
+}
+
+// tagSpecifications are the tags of a RunInstances request on the wire,
+// by resource type.
+func tagSpecifications(run url.Values) map[string]map[string]string {
+	requestTags := map[string]map[string]string{} // resource type → tags
+	for n := 1; run.Has(fmt.Sprintf("TagSpecification.%d.ResourceType", n)); n++ {
+		prefix := fmt.Sprintf("TagSpecification.%d.", n)
+		tags := map[string]string{}
+		for m := 1; run.Has(fmt.Sprintf("%sTag.%d.Key", prefix, m)); m++ {
+			tags[run.Get(fmt.Sprintf("%sTag.%d.Key", prefix, m))] = run.Get(fmt.Sprintf("%sTag.%d.Value", prefix, m))
+		}
+		requestTags[run.Get(prefix+"ResourceType")] = tags
+	}
+	return requestTags
 }
