@@ -328,37 +328,13 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 	case "VirtualMachines_CreateOrUpdate":
 		f.put(w, r, m[3], body)
 	case "VirtualMachines_Get":
-		// A VM goes on being created whoever looks: a GET moves its
-		// create on as a poll does.
-		for _, o := range f.ops {
-			if o.vm == m[3] && !o.delete && !o.done {
-				f.step(o)
-			}
-		}
-		v := f.vms[m[3]]
-		if v == nil || m[2] != fakeRG {
-			writeError(w, notFound("Microsoft.Compute/virtualMachines/"+m[3], m[2]))
-			return
-		}
-		writeJSON(w, 200, f.vmJSON(m[3], v, r.URL.Query().Get("$expand") == "instanceView"))
+		f.getVM(w, r, m)
 	case "VirtualMachines_Delete":
 		f.delete(w, m[3])
 	case "VirtualMachines_Update":
 		f.patch(w, m[3], body)
 	case "Disks_Get":
-		d := f.disks[m[3]]
-		if d == nil || m[2] != fakeRG {
-			writeError(w, notFound("Microsoft.Compute/disks/"+m[3], m[2]))
-			return
-		}
-		out := map[string]any{"id": fakeDiskID(m[3]), "name": m[3], "properties": map[string]any{"diskState": "Unattached"}}
-		if d.zone != "" {
-			out["zones"] = []any{d.zone}
-		}
-		if d.vm != "" {
-			out["managedBy"] = fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s", fakeSub, fakeRG, d.vm)
-		}
-		writeJSON(w, 200, out)
+		f.getDisk(w, m)
 	case "VirtualMachines_List":
 		var items []any
 		for _, name := range slices.Sorted(maps.Keys(f.vms)) {
@@ -376,6 +352,40 @@ func (f *fakeARM) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		f.serveNetwork(w, r, rt.op, m)
 	}
+}
+
+// getVM answers VirtualMachines_Get; f.mu is held.
+func (f *fakeARM) getVM(w http.ResponseWriter, r *http.Request, m []string) {
+	// A VM goes on being created whoever looks: a GET moves its
+	// create on as a poll does.
+	for _, o := range f.ops {
+		if o.vm == m[3] && !o.delete && !o.done {
+			f.step(o)
+		}
+	}
+	v := f.vms[m[3]]
+	if v == nil || m[2] != fakeRG {
+		writeError(w, notFound("Microsoft.Compute/virtualMachines/"+m[3], m[2]))
+		return
+	}
+	writeJSON(w, 200, f.vmJSON(m[3], v, r.URL.Query().Get("$expand") == "instanceView"))
+}
+
+// getDisk answers Disks_Get; f.mu is held.
+func (f *fakeARM) getDisk(w http.ResponseWriter, m []string) {
+	d := f.disks[m[3]]
+	if d == nil || m[2] != fakeRG {
+		writeError(w, notFound("Microsoft.Compute/disks/"+m[3], m[2]))
+		return
+	}
+	out := map[string]any{"id": fakeDiskID(m[3]), "name": m[3], "properties": map[string]any{"diskState": "Unattached"}}
+	if d.zone != "" {
+		out["zones"] = []any{d.zone}
+	}
+	if d.vm != "" {
+		out["managedBy"] = fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s", fakeSub, fakeRG, d.vm)
+	}
+	writeJSON(w, 200, out)
 }
 
 // serveNetwork answers the Microsoft.Network operations; f.mu is held.
