@@ -104,59 +104,13 @@ func TestDiskLifecycle(t *testing.T) {
 	mustInsert(t, c, spec{name: "cell-a", zone: zoneA, machineType: "e2-small"})
 	sim.SetOperationDelay(opDelay)
 
-	op, err := insertDisk(ctx, dc, zoneA, "data-1")
-	if err != nil {
-		t.Fatalf("disks.insert: %v", err)
-	}
-	if got := poll(t, c, zoneA, op); got.GetOperationType() != "insert" || got.GetTargetLink() != diskURL(zoneA, "data-1") || opCode(got) != "RUNNING" {
-		t.Errorf("insert operation = %s on %s, %s; want a RUNNING insert of the disk", got.GetOperationType(), got.GetTargetLink(), opCode(got))
-	}
-	d, err := dc.Get(ctx, &computepb.GetDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"})
-	if err != nil || d.GetStatus() != "CREATING" || d.GetSizeGb() != 10 || d.GetType() != "https://www.googleapis.com/compute/v1/projects/"+project+"/zones/"+zoneA+"/diskTypes/pd-balanced" {
-		t.Fatalf("disk while inserted = %v, %v; want CREATING, 10 GB, pd-balanced", d, err)
-	}
-	if _, err := attach(ctx, c, zoneA, "cell-a", diskURL(zoneA, "data-1"), "data-1", "READ_WRITE"); !isStatus(err, http.StatusBadRequest, "resourceNotReady") {
-		t.Errorf("attaching a CREATING disk: %v; want 400 resourceNotReady", err)
-	}
-	if _, err := insertDisk(ctx, dc, zoneA, "data-1"); !isStatus(err, http.StatusConflict, "alreadyExists") {
-		t.Errorf("inserting data-1 again: %v; want 409 alreadyExists", err)
-	}
-	clk.Advance(opDelay)
-	if d, err := dc.Get(ctx, &computepb.GetDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"}); err != nil || d.GetStatus() != "READY" {
-		t.Fatalf("disk after its insert = %v, %v; want READY", d.GetStatus(), err)
-	}
-
-	op, err = attach(ctx, c, zoneA, "cell-a", diskURL(zoneA, "data-1"), "data-1", "READ_WRITE")
-	if err != nil {
-		t.Fatalf("attachDisk: %v", err)
-	}
-	if got := poll(t, c, zoneA, op); got.GetOperationType() != "attachDisk" || opCode(got) != "RUNNING" ||
-		got.GetTargetLink() != "https://www.googleapis.com/compute/v1/projects/"+project+"/zones/"+zoneA+"/instances/cell-a" {
-		t.Errorf("attach operation = %s on %s, %s; want a RUNNING attachDisk of the instance", got.GetOperationType(), got.GetTargetLink(), opCode(got))
-	}
-	if got := attachedDisks(t, c, zoneA, "cell-a"); len(got) != 0 {
-		t.Errorf("disks while attaching = %v; want none until the operation is DONE", got)
-	}
-	clk.Advance(opDelay)
-	if got := opCode(poll(t, c, zoneA, op)); got != "" {
-		t.Fatalf("attach operation ended %s; want DONE without error", got)
-	}
-	want := []string{"data-1=READ_WRITE@1 " + diskURL(zoneA, "data-1") + " autoDelete=false"}
-	if diff := cmp.Diff(want, attachedDisks(t, c, zoneA, "cell-a")); diff != "" {
-		t.Errorf("disks once attached (-want +got):\n%s", diff)
-	}
-	d, _ = dc.Get(ctx, &computepb.GetDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"})
-	if diff := cmp.Diff([]string{"https://www.googleapis.com/compute/v1/projects/" + project + "/zones/" + zoneA + "/instances/cell-a"}, d.GetUsers()); diff != "" || d.GetLastAttachTimestamp() == "" {
-		t.Errorf("users of the attached disk (-want +got):\n%s, lastAttachTimestamp %q", diff, d.GetLastAttachTimestamp())
-	}
-	if _, err := dc.Delete(ctx, &computepb.DeleteDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"}); !isStatus(err, http.StatusBadRequest, "resourceInUseByAnotherResource") {
-		t.Errorf("deleting an attached disk: %v; want 400 resourceInUseByAnotherResource", err)
-	}
+	lifecycleInsert(ctx, t, clk, dc, c)
+	lifecycleAttach(ctx, t, clk, dc, c)
 
 	if _, err := detach(ctx, c, zoneA, "cell-a", "nothing"); !isStatus(err, http.StatusBadRequest, "invalid") {
 		t.Errorf("detaching an unknown device name: %v; want 400 invalid", err)
 	}
-	op, err = detach(ctx, c, zoneA, "cell-a", "data-1")
+	op, err := detach(ctx, c, zoneA, "cell-a", "data-1")
 	if err != nil {
 		t.Fatalf("detachDisk: %v", err)
 	}
@@ -190,6 +144,65 @@ func TestDiskLifecycle(t *testing.T) {
 	list, err := all(t, dc.List(ctx, &computepb.ListDisksRequest{Project: project, Zone: zoneA}).Next), nil
 	if err != nil || len(list) != 0 {
 		t.Errorf("disks listed after the delete: %d; want none", len(list))
+	}
+}
+
+// lifecycleInsert inserts the disk data-1 in zoneA: CREATING, not to be
+// attached or inserted again, then READY.
+func lifecycleInsert(ctx context.Context, t *testing.T, clk *cellstest.Clock, dc *compute.DisksClient, c clients) {
+	t.Helper()
+	op, err := insertDisk(ctx, dc, zoneA, "data-1")
+	if err != nil {
+		t.Fatalf("disks.insert: %v", err)
+	}
+	if got := poll(t, c, zoneA, op); got.GetOperationType() != "insert" || got.GetTargetLink() != diskURL(zoneA, "data-1") || opCode(got) != "RUNNING" {
+		t.Errorf("insert operation = %s on %s, %s; want a RUNNING insert of the disk", got.GetOperationType(), got.GetTargetLink(), opCode(got))
+	}
+	d, err := dc.Get(ctx, &computepb.GetDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"})
+	if err != nil || d.GetStatus() != "CREATING" || d.GetSizeGb() != 10 || d.GetType() != "https://www.googleapis.com/compute/v1/projects/"+project+"/zones/"+zoneA+"/diskTypes/pd-balanced" {
+		t.Fatalf("disk while inserted = %v, %v; want CREATING, 10 GB, pd-balanced", d, err)
+	}
+	if _, err := attach(ctx, c, zoneA, "cell-a", diskURL(zoneA, "data-1"), "data-1", "READ_WRITE"); !isStatus(err, http.StatusBadRequest, "resourceNotReady") {
+		t.Errorf("attaching a CREATING disk: %v; want 400 resourceNotReady", err)
+	}
+	if _, err := insertDisk(ctx, dc, zoneA, "data-1"); !isStatus(err, http.StatusConflict, "alreadyExists") {
+		t.Errorf("inserting data-1 again: %v; want 409 alreadyExists", err)
+	}
+	clk.Advance(opDelay)
+	if d, err := dc.Get(ctx, &computepb.GetDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"}); err != nil || d.GetStatus() != "READY" {
+		t.Fatalf("disk after its insert = %v, %v; want READY", d.GetStatus(), err)
+	}
+}
+
+// lifecycleAttach attaches data-1 to cell-a: an attachDisk operation of the
+// instance, the disk on it and its users once DONE, and not to be deleted.
+func lifecycleAttach(ctx context.Context, t *testing.T, clk *cellstest.Clock, dc *compute.DisksClient, c clients) {
+	t.Helper()
+	op, err := attach(ctx, c, zoneA, "cell-a", diskURL(zoneA, "data-1"), "data-1", "READ_WRITE")
+	if err != nil {
+		t.Fatalf("attachDisk: %v", err)
+	}
+	if got := poll(t, c, zoneA, op); got.GetOperationType() != "attachDisk" || opCode(got) != "RUNNING" ||
+		got.GetTargetLink() != "https://www.googleapis.com/compute/v1/projects/"+project+"/zones/"+zoneA+"/instances/cell-a" {
+		t.Errorf("attach operation = %s on %s, %s; want a RUNNING attachDisk of the instance", got.GetOperationType(), got.GetTargetLink(), opCode(got))
+	}
+	if got := attachedDisks(t, c, zoneA, "cell-a"); len(got) != 0 {
+		t.Errorf("disks while attaching = %v; want none until the operation is DONE", got)
+	}
+	clk.Advance(opDelay)
+	if got := opCode(poll(t, c, zoneA, op)); got != "" {
+		t.Fatalf("attach operation ended %s; want DONE without error", got)
+	}
+	want := []string{"data-1=READ_WRITE@1 " + diskURL(zoneA, "data-1") + " autoDelete=false"}
+	if diff := cmp.Diff(want, attachedDisks(t, c, zoneA, "cell-a")); diff != "" {
+		t.Errorf("disks once attached (-want +got):\n%s", diff)
+	}
+	d, _ := dc.Get(ctx, &computepb.GetDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"})
+	if diff := cmp.Diff([]string{"https://www.googleapis.com/compute/v1/projects/" + project + "/zones/" + zoneA + "/instances/cell-a"}, d.GetUsers()); diff != "" || d.GetLastAttachTimestamp() == "" {
+		t.Errorf("users of the attached disk (-want +got):\n%s, lastAttachTimestamp %q", diff, d.GetLastAttachTimestamp())
+	}
+	if _, err := dc.Delete(ctx, &computepb.DeleteDiskRequest{Project: project, Zone: zoneA, Disk: "data-1"}); !isStatus(err, http.StatusBadRequest, "resourceInUseByAnotherResource") {
+		t.Errorf("deleting an attached disk: %v; want 400 resourceInUseByAnotherResource", err)
 	}
 }
 
