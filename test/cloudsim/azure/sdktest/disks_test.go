@@ -182,34 +182,7 @@ func TestDiskLifecycle(t *testing.T) {
 	ctx := t.Context()
 	mustCreate(t, c, spec{name: "kip-disk-vm", zone: "1"})
 
-	p, err := c.disks.BeginCreateOrUpdate(ctx, rg, "data-1", armcompute.Disk{
-		Location: to.Ptr(location), Zones: []*string{to.Ptr("1")},
-		Properties: &armcompute.DiskProperties{
-			CreationData: &armcompute.CreationData{CreateOption: to.Ptr(armcompute.DiskCreateOptionEmpty)}, DiskSizeGB: to.Ptr[int32](8),
-		},
-	}, nil)
-	if err != nil {
-		t.Fatalf("BeginCreateOrUpdate of the disk: %v", err)
-	}
-	if done, err := pollOnce(ctx, p); err != nil || done {
-		t.Fatalf("the disk's create before its delay: done %v, %v; want InProgress", done, err)
-	}
-	if d, _ := sim.Disk(rg, "data-1"); d.ProvisioningState != azuresim.StateCreating {
-		t.Errorf("disk %+v; want Creating", d)
-	}
-	clock.Advance(10 * time.Second)
-	r, err := p.PollUntilDone(ctx, pollEvery)
-	if err != nil {
-		t.Fatalf("the disk's create: %v", err)
-	}
-	got := map[string]string{
-		"id": str(r.ID), "state": str(r.Properties.ProvisioningState), "diskState": string(*r.Properties.DiskState),
-		"zone": *r.Zones[0], "size": fmt.Sprint(*r.Properties.DiskSizeGB), "managedBy": str(r.ManagedBy),
-	}
-	want := map[string]string{"id": diskID("data-1"), "state": "Succeeded", "diskState": "Unattached", "zone": "1", "size": "8", "managedBy": ""}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("the created disk (-want +got):\n%s", diff)
-	}
+	lifecycleCreate(ctx, t, clock, sim, c)
 
 	// Attach at LUN 0: the VM Updating until the attach's delay.
 	vm, err := c.vms.Get(ctx, rg, "kip-disk-vm", nil)
@@ -284,6 +257,40 @@ func TestDiskLifecycle(t *testing.T) {
 		if calls[op] == 0 {
 			t.Errorf("no %s counted: %v", op, calls)
 		}
+	}
+}
+
+// lifecycleCreate creates the disk data-1 in zone 1: Creating until the
+// disk delay, then Succeeded and Unattached.
+func lifecycleCreate(ctx context.Context, t *testing.T, clock *cellstest.Clock, sim *azuresim.Server, c clients) {
+	t.Helper()
+	p, err := c.disks.BeginCreateOrUpdate(ctx, rg, "data-1", armcompute.Disk{
+		Location: to.Ptr(location), Zones: []*string{to.Ptr("1")},
+		Properties: &armcompute.DiskProperties{
+			CreationData: &armcompute.CreationData{CreateOption: to.Ptr(armcompute.DiskCreateOptionEmpty)}, DiskSizeGB: to.Ptr[int32](8),
+		},
+	}, nil)
+	if err != nil {
+		t.Fatalf("BeginCreateOrUpdate of the disk: %v", err)
+	}
+	if done, err := pollOnce(ctx, p); err != nil || done {
+		t.Fatalf("the disk's create before its delay: done %v, %v; want InProgress", done, err)
+	}
+	if d, _ := sim.Disk(rg, "data-1"); d.ProvisioningState != azuresim.StateCreating {
+		t.Errorf("disk %+v; want Creating", d)
+	}
+	clock.Advance(10 * time.Second)
+	r, err := p.PollUntilDone(ctx, pollEvery)
+	if err != nil {
+		t.Fatalf("the disk's create: %v", err)
+	}
+	got := map[string]string{
+		"id": str(r.ID), "state": str(r.Properties.ProvisioningState), "diskState": string(*r.Properties.DiskState),
+		"zone": *r.Zones[0], "size": fmt.Sprint(*r.Properties.DiskSizeGB), "managedBy": str(r.ManagedBy),
+	}
+	want := map[string]string{"id": diskID("data-1"), "state": "Succeeded", "diskState": "Unattached", "zone": "1", "size": "8", "managedBy": ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the created disk (-want +got):\n%s", diff)
 	}
 }
 
