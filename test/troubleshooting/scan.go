@@ -75,6 +75,7 @@ type scanner struct {
 	global map[string]string            // constant name → value, any package
 	funcs  map[string][]*function       // "pkg.name" → functions of that name
 	lits   map[*ast.FuncLit]string      // function literal → the name it is assigned to
+	uses   map[string]int               // identifier → how often it occurs, declarations included
 	sinks  map[string]map[int]bool      // "pkg.name" → indexes of its reason parameters
 	found  map[string]map[string]bool
 	untr   map[string]Untraced
@@ -82,14 +83,14 @@ type scanner struct {
 
 // Scan parses the Go files under root's Dirs and lists the reasons kip
 // emits. A reason is the value of a constant whose name begins or ends
-// with "Reason", or a string that reaches a reason argument: the reason
+// with "Reason" and that the code uses, or a string that reaches a reason argument: the reason
 // of a recorder's Event or Eventf, a Reason field of statusTypes, or a
 // parameter of a function of the same package that passes it to one of
 // those (found by following calls until nothing new turns up).
 func Scan(root string) (*Result, error) {
 	s := &scanner{
 		root: root, fset: token.NewFileSet(), consts: map[string]map[string]string{}, global: map[string]string{},
-		funcs: map[string][]*function{}, lits: map[*ast.FuncLit]string{}, sinks: map[string]map[int]bool{},
+		funcs: map[string][]*function{}, lits: map[*ast.FuncLit]string{}, uses: map[string]int{}, sinks: map[string]map[int]bool{},
 		found: map[string]map[string]bool{}, untr: map[string]Untraced{},
 	}
 	for _, dir := range Dirs {
@@ -170,6 +171,8 @@ func (s *scanner) collect() {
 		}
 		ast.Inspect(f.ast, func(n ast.Node) bool {
 			switch n := n.(type) {
+			case *ast.Ident:
+				s.uses[n.Name]++
 			case *ast.GenDecl:
 				if n.Tok != token.CONST {
 					return true
@@ -236,7 +239,8 @@ func (s *scanner) funcOf(pkg, name string, t *ast.FuncType, body *ast.BlockStmt)
 	return fn
 }
 
-// constReasons records the constants named Reason… or …Reason.
+// constReasons records the constants named Reason… or …Reason that
+// kip's code uses: one only declared is emitted nowhere.
 func (s *scanner) constReasons() {
 	for _, f := range s.files {
 		for _, d := range f.ast.Decls {
@@ -248,7 +252,7 @@ func (s *scanner) constReasons() {
 				vs := spec.(*ast.ValueSpec)
 				for _, name := range vs.Names {
 					v, ok := s.consts[f.pkg][name.Name]
-					if ok && (strings.HasPrefix(name.Name, "Reason") || strings.HasSuffix(name.Name, "Reason")) {
+					if ok && s.uses[name.Name] > 1 && (strings.HasPrefix(name.Name, "Reason") || strings.HasSuffix(name.Name, "Reason")) {
 						s.add(v, s.pos(name))
 					}
 				}

@@ -97,12 +97,17 @@ func TestScan(t *testing.T) {
 		reasons  []string
 		untraced []string
 	}{{
-		name: "a Reason constant, used or not",
+		name: "a Reason constant used, even where the scan cannot follow it",
 		src: `package cells
 const ReasonCellLost = "CellLost"
 const EventReason = "Unsatisfiable"
-const message = "not a reason"`,
+const message = "not a reason"
+var warnings = []warning{{ReasonCellLost, message}, {EventReason, message}}`,
 		reasons: []string{"CellLost", "Unsatisfiable"},
+	}, {
+		name: "a Reason constant only declared is emitted nowhere",
+		src: `package cells
+const ReasonCellTerminated = "CellTerminated"`,
 	}, {
 		name: "a literal passed to a recorder",
 		src: `package cells
