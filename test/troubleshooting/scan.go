@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"go/types"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,16 +78,18 @@ type scanner struct {
 	lits   map[*ast.FuncLit]string      // function literal → the name it is assigned to
 	uses   map[string]int               // identifier → how often it occurs, declarations included
 	sinks  map[string]map[int]bool      // "pkg.name" → indexes of its reason parameters
-	found  map[string]map[string]bool
-	untr   map[string]Untraced
+	found  map[string]map[string]bool   // reason → the positions that emit it
+	untr   map[string]Untraced          // Untraced.Key → the argument
 }
 
 // Scan parses the Go files under root's Dirs and lists the reasons kip
 // emits. A reason is the value of a constant whose name begins or ends
-// with "Reason" and that the code uses, or a string that reaches a reason argument: the reason
-// of a recorder's Event or Eventf, a Reason field of statusTypes, or a
-// parameter of a function of the same package that passes it to one of
-// those (found by following calls until nothing new turns up).
+// with "Reason" and that the code uses, or a string that reaches a reason
+// argument: the reason of a recorder's Event or Eventf, a Reason field of
+// statusTypes, or a parameter of a function of the same package that
+// passes it to one of those (found by following calls until nothing new
+// turns up). A reason argument it cannot follow to a constant or a
+// literal (a struct field, a range variable) is listed as Untraced.
 func Scan(root string) (*Result, error) {
 	s := &scanner{
 		root: root, fset: token.NewFileSet(), consts: map[string]map[string]string{}, global: map[string]string{},
@@ -120,13 +123,7 @@ func Scan(root string) (*Result, error) {
 	}
 	res := &Result{Reasons: map[string][]string{}}
 	for r, at := range s.found {
-		res.Reasons[r] = slices.Sorted(func(yield func(string) bool) {
-			for p := range at {
-				if !yield(p) {
-					return
-				}
-			}
-		})
+		res.Reasons[r] = slices.Sorted(maps.Keys(at))
 	}
 	for _, u := range s.untr {
 		res.Untraced = append(res.Untraced, u)
