@@ -30,6 +30,23 @@ var traced = map[string]string{
 	"host/cells.agentEvents: e.Reason": "cell/pod",
 }
 
+// dependencies are the reasons that a module kip runs posts on kip's
+// objects, which Scan does not read, each list checked by hand against
+// the module's version in go.mod: the test fails when go.mod requires
+// another, until the list is checked again.
+var dependencies = []struct {
+	module, version, where string
+	reasons                []string
+}{{
+	// node/pod.go's PodController posts an event on the pod for each
+	// create, update and delete it hands to kip (host/cells/pods.go).
+	// kip's CreatePod and UpdatePod never fail, so ProviderCreateFailed,
+	// ProviderUpdateFailed and the status reason ProviderFailed do not
+	// occur; DeletePod is NotFound for a pod whose cell is gone.
+	module: "github.com/virtual-kubelet/virtual-kubelet", version: "v1.13.0", where: "node/pod.go",
+	reasons: []string{"ProviderCreateSuccess", "ProviderUpdateSuccess", "ProviderDeleteSuccess", "ProviderDeleteFailed"},
+}}
+
 // TestPageCoversEveryReason fails when docs/troubleshooting.md has no
 // heading for a reason kip emits, or a heading for one it does not.
 func TestPageCoversEveryReason(t *testing.T) {
@@ -48,6 +65,19 @@ func TestPageCoversEveryReason(t *testing.T) {
 	for key := range traced {
 		if !slices.ContainsFunc(res.Untraced, func(u Untraced) bool { return u.Key == key }) {
 			t.Errorf("traced lists %q, which the code no longer has: remove it", key)
+		}
+	}
+
+	gomod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dep := range dependencies {
+		if !strings.Contains(string(gomod), "\t"+dep.module+" "+dep.version+"\n") {
+			t.Errorf("go.mod no longer requires %s %s: check the events of its %s and update dependencies", dep.module, dep.version, dep.where)
+		}
+		for _, r := range dep.reasons {
+			res.Reasons[r] = append(res.Reasons[r], dep.module+"@"+dep.version+" "+dep.where)
 		}
 	}
 
