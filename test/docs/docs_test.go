@@ -1,0 +1,300 @@
+package docs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kipcell/kip/host/cli"
+)
+
+// root is the repository's root, relative to this package.
+const root = "../.."
+
+// maxReadmeWords is what a newcomer reads in about ten minutes (issue 32).
+const maxReadmeWords = 1800
+
+// TestReadmeIsShort counts README.md's words as wc -w does.
+func TestReadmeIsShort(t *testing.T) {
+	text := read(t, "README.md")
+	if n := len(strings.Fields(text)); n > maxReadmeWords {
+		t.Errorf("README.md has %d words, more than %d: move the detail to a page of docs/ and link it", n, maxReadmeWords)
+	}
+}
+
+// TestLinksResolve checks every relative link of README.md and docs/*.md:
+// its file or directory exists and, for a link into a Markdown file, its
+// anchor names a heading of that file.
+func TestLinksResolve(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"README.md"}
+	for _, p := range pages {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, filepath.ToSlash(rel))
+	}
+	anchorsOf := map[string]map[string]bool{}
+	anchors := func(file string) map[string]bool {
+		if a, ok := anchorsOf[file]; ok {
+			return a
+		}
+		a := headingAnchors(read(t, file))
+		anchorsOf[file] = a
+		return a
+	}
+	checked := 0
+	for _, file := range files {
+		for _, link := range links(read(t, file)) {
+			target, anchor, _ := strings.Cut(link, "#")
+			dest := file
+			if target != "" {
+				dest = filepath.ToSlash(filepath.Join(filepath.Dir(file), target))
+				if _, err := os.Stat(filepath.Join(root, dest)); err != nil {
+					t.Errorf("%s links to %s: no such file (%s)", file, link, dest)
+					continue
+				}
+			}
+			checked++
+			if anchor == "" || !strings.HasSuffix(dest, ".md") {
+				continue
+			}
+			if !anchors(dest)[anchor] {
+				t.Errorf("%s links to %s: %s has no heading with anchor #%s", file, link, dest, anchor)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no relative link at all: the link pattern is broken")
+	}
+}
+
+// TestReadmeMakeTargets checks that every `make <target>` README.md quotes
+// is a target of the Makefile.
+func TestReadmeMakeTargets(t *testing.T) {
+	targets := makeTargets(read(t, "Makefile"))
+	quoted := regexp.MustCompile(`(?m)(?:^|[\x60\s(])make\s+(?:-s\s+)?([a-z][a-z0-9-]*)`).FindAllStringSubmatch(codeOnly(read(t, "README.md")), -1)
+	if len(quoted) == 0 {
+		t.Fatal("README.md quotes no make target: the pattern is broken")
+	}
+	for _, m := range quoted {
+		if !targets[m[1]] {
+			t.Errorf("README.md quotes `make %s`, which is no target of the Makefile", m[1])
+		}
+	}
+}
+
+// TestReadmeCommands checks every command README.md quotes that starts with
+// one of Kip's binaries: the binary has a main package under a cmd/
+// directory of the repository, and for kip itself the subcommand is one
+// kip's usage lists.
+func TestReadmeCommands(t *testing.T) {
+	usage := kipUsage(t)
+	binary := regexp.MustCompile(`^(?:bin/)?(kip(?:-[a-z0-9]+)*)$`)
+	var seen []string
+	for _, cmd := range commands(read(t, "README.md")) {
+		words := strings.Fields(cmd)
+		m := binary.FindStringSubmatch(words[0])
+		if m == nil {
+			continue
+		}
+		seen = append(seen, cmd)
+		name := m[1]
+		dirs, err := filepath.Glob(filepath.Join(root, "*", "cmd", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, err := filepath.Glob(filepath.Join(root, "cmd", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dirs)+len(top) == 0 {
+			t.Errorf("README.md quotes `%s`: no cmd/%s in the repository", cmd, name)
+			continue
+		}
+		if name != "kip" || len(words) == 1 {
+			continue // a binary named, not run
+		}
+		sub := subcommand(words[1:])
+		if !slices.Contains(usage, sub) {
+			t.Errorf("README.md quotes `%s`: kip has no command %q (its usage lists %q)", cmd, sub, usage)
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatal("README.md quotes no kip command: the pattern is broken")
+	}
+}
+
+// TestHeadingAnchors pins the anchor rule TestLinksResolve relies on, as
+// GitHub renders it.
+func TestHeadingAnchors(t *testing.T) {
+	got := headingAnchors("# Kip\n## 1. Your first plugin\n## `kip cells`\n" +
+		"## Scale (issue 19): a burst of N pods on one node, virtual-kubelet's mock beside kip\n" +
+		"```sh\n# a comment, not a heading\n```\n## Kip\n### The main: `Serve`\n")
+	want := map[string]bool{
+		"kip": true, "1-your-first-plugin": true, "kip-cells": true,
+		"scale-issue-19-a-burst-of-n-pods-on-one-node-virtual-kubelets-mock-beside-kip": true,
+		"kip-1": true, "the-main-serve": true,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("headingAnchors (-want +got):\n%s", diff)
+	}
+}
+
+func read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, name))
+	if err != nil {
+		t.Fatalf("reading %s: %v", name, err)
+	}
+	return string(b)
+}
+
+var fence = regexp.MustCompile("(?ms)^```.*?^```[ \t]*$")
+
+// prose is text without its fenced code blocks and inline code spans.
+func prose(text string) string {
+	text = fence.ReplaceAllString(text, "")
+	return regexp.MustCompile("`[^`\n]*`").ReplaceAllString(text, "")
+}
+
+// codeOnly is text's fenced code blocks and inline code spans, one a line.
+func codeOnly(text string) string {
+	var b strings.Builder
+	for _, block := range fence.FindAllString(text, -1) {
+		b.WriteString(block)
+		b.WriteByte('\n')
+	}
+	for _, span := range regexp.MustCompile("`([^`\n]+)`").FindAllStringSubmatch(fence.ReplaceAllString(text, ""), -1) {
+		b.WriteString(span[1])
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// links returns the targets of text's Markdown links that are neither URLs
+// nor mail addresses, outside code.
+func links(text string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(prose(text), -1) {
+		if regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`).MatchString(m[1]) {
+			continue
+		}
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown text: lower case, punctuation dropped, spaces as hyphens, and
+// -1, -2, ... after a repeated one.
+func headingAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	count := map[string]int{}
+	for _, line := range strings.Split(fence.ReplaceAllString(text, ""), "\n") {
+		m := regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`).FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(m[1]) {
+			switch {
+			case unicode.IsLetter(r), unicode.IsDigit(r), r == '-', r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteByte('-')
+			}
+		}
+		a := b.String()
+		if n := count[a]; n > 0 {
+			anchors[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			anchors[a] = true
+		}
+		count[a]++
+	}
+	return anchors
+}
+
+// makeTargets returns the targets the Makefile's rules define.
+func makeTargets(makefile string) map[string]bool {
+	targets := map[string]bool{}
+	rule := regexp.MustCompile(`^([A-Za-z0-9_.-]+(?:\s+[A-Za-z0-9_.-]+)*)\s*:([^=]|$)`)
+	for _, line := range strings.Split(makefile, "\n") {
+		if m := rule.FindStringSubmatch(line); m != nil {
+			for _, name := range strings.Fields(m[1]) {
+				targets[name] = true
+			}
+		}
+	}
+	return targets
+}
+
+// commands returns the commands text quotes: each line of a fenced shell
+// block (without its comment) and each inline code span.
+func commands(text string) []string {
+	var out []string
+	for _, block := range fence.FindAllString(text, -1) {
+		lines := strings.Split(block, "\n")
+		if !strings.HasPrefix(lines[0], "```sh") {
+			continue
+		}
+		for _, line := range lines[1 : len(lines)-1] {
+			line, _, _ = strings.Cut(line, "#")
+			if line = strings.TrimSpace(line); line != "" {
+				out = append(out, line)
+			}
+		}
+	}
+	for _, span := range regexp.MustCompile("`([^`\n]+)`").FindAllStringSubmatch(fence.ReplaceAllString(text, ""), -1) {
+		if s := strings.TrimSpace(span[1]); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// kipUsage returns the commands kip's usage lists ("run", "plugins list",
+// ...), read from `kip help`.
+func kipUsage(t *testing.T) []string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := cli.Run(context.Background(), []string{"help"}, cli.Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
+		t.Fatalf("kip help: exit status %d: %s", code, stderr.String())
+	}
+	var usage []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+kip ((?:[a-z]+ ?)+)`).FindAllStringSubmatch(stdout.String()+stderr.String(), -1) {
+		usage = append(usage, strings.TrimSpace(m[1]))
+	}
+	if len(usage) == 0 {
+		t.Fatalf("kip help lists no command:\n%s%s", stdout.String(), stderr.String())
+	}
+	return usage
+}
+
+// subcommand returns the words of a kip command line that name its
+// command: those before the first flag, argument in capitals or other
+// word kip's usage would not spell in lower case.
+func subcommand(args []string) string {
+	var words []string
+	for _, w := range args {
+		if !regexp.MustCompile(`^[a-z]+$`).MatchString(w) || len(words) == 2 {
+			break
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, " ")
+}
