@@ -82,6 +82,25 @@ func TestLinksResolve(t *testing.T) {
 	}
 }
 
+// TestDocsIndexListsEveryPage checks that docs/README.md links every other
+// page of docs/.
+func TestDocsIndexListsEveryPage(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexed := map[string]bool{}
+	for _, link := range links(read(t, "docs/README.md")) {
+		target, _, _ := strings.Cut(link, "#")
+		indexed[target] = true
+	}
+	for _, p := range pages {
+		if name := filepath.Base(p); name != "README.md" && !indexed[name] {
+			t.Errorf("docs/README.md does not list docs/%s: add a line saying what it holds", name)
+		}
+	}
+}
+
 // TestReadmeMakeTargets checks that every `make <target>` README.md quotes
 // is a target of the Makefile.
 func TestReadmeMakeTargets(t *testing.T) {
