@@ -17,9 +17,6 @@ import (
 	"github.com/kipcell/kip/host/cli"
 )
 
-// root is the repository's root, relative to this package.
-const root = "../.."
-
 // maxReadmeWords is what a newcomer reads in about ten minutes (issue 32).
 const maxReadmeWords = 1800
 
