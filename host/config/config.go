@@ -93,7 +93,7 @@ func Defaults() *Config {
 
 // Moved maps every key that moved to where it is now. Load refuses the old
 // key, in the file, the environment and flags, naming the new one; the
-// README's "Migrating" section lists them.
+// docs/running.md's "Migrating" section lists them.
 var Moved = map[string]string{
 	"match.unavailableTTL":  "cells.unavailableTTL",
 	"match.catalogTTL":      "cells.catalogTTL",
@@ -196,7 +196,7 @@ func (ks *keySet) check(values map[string]any, source string) error {
 	sort.Strings(names)
 	for _, key := range names {
 		if to, ok := Moved[key]; ok {
-			return &Error{Key: key, Source: source, Reason: fmt.Sprintf("moved to %s: rename it (the README's Migrating section lists every move)", to)}
+			return &Error{Key: key, Source: source, Reason: fmt.Sprintf("moved to %s: rename it (docs/running.md's Migrating section lists every move)", to)}
 		}
 		if ks.settable(key) {
 			continue

@@ -35,7 +35,7 @@
 //
 // Moved maps each key that moved to its new place; Load refuses the old
 // key in the file, the environment and flags, naming the new one, and the
-// README's "Migrating" section lists them.
+// docs/running.md's "Migrating" section lists them.
 //
 // # KIP_* variables
 //
@@ -44,7 +44,7 @@
 // that spells a key the same way without case and underscores sets it. A
 // list key takes comma-separated values. plugin.config's keys are set by
 // KIP_PLUGIN_CONFIG_<KEY>, its value read as YAML (env.go has the exact
-// rule, the README the user's version). Other KIP_* variables are not
+// rule, docs/running.md the user's version). Other KIP_* variables are not
 // kip's settings and are left alone.
 //
 // It imports koanf, the standard library and the host components whose
