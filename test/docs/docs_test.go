@@ -2,7 +2,6 @@ package docs
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -288,7 +287,7 @@ func commands(text string) []string {
 func kipUsage(t *testing.T) []string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	if code := cli.Run(context.Background(), []string{"help"}, cli.Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
+	if code := cli.Run(t.Context(), []string{"help"}, cli.Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
 		t.Fatalf("kip help: exit status %d: %s", code, stderr.String())
 	}
 	var usage []string
