@@ -3,6 +3,7 @@ package config
 import (
 	"encoding"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -19,7 +20,7 @@ type Setting struct {
 // itself from text; a map (plugin.config) is one free-form key.
 func (c *Config) Settings() []Setting {
 	var out []Setting
-	walkSettings(reflect.ValueOf(c).Elem(), "", func(key string, v reflect.Value) {
+	walkSettings(reflect.ValueOf(c).Elem(), "", nil, func(key string, v reflect.Value, _ []reflect.StructField) {
 		out = append(out, Setting{Key: key, Value: v.Interface()})
 	})
 	return out
@@ -27,19 +28,22 @@ func (c *Config) Settings() []Setting {
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
-// walkSettings calls leaf for every key under v, a struct, in field order.
-func walkSettings(v reflect.Value, prefix string, leaf func(key string, v reflect.Value)) {
+// walkSettings calls leaf for every key under v, a struct, in field order,
+// with the fields that lead to it from v (path's, then the key's own; the
+// configuration reference reads their doc comments).
+func walkSettings(v reflect.Value, prefix string, path []reflect.StructField, leaf func(key string, v reflect.Value, fields []reflect.StructField)) {
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
 		tag := f.Tag.Get("koanf")
 		if tag == "" || tag == "-" || !f.IsExported() {
 			continue
 		}
+		fields := append(slices.Clip(path), f)
 		if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(textUnmarshaler) {
-			walkSettings(v.Field(i), prefix+tag+".", leaf)
+			walkSettings(v.Field(i), prefix+tag+".", fields, leaf)
 			continue
 		}
-		leaf(prefix+tag, v.Field(i))
+		leaf(prefix+tag, v.Field(i), fields)
 	}
 }
 
@@ -66,7 +70,7 @@ func keysOf(defaults *Config) *keySet {
 		text: map[string]bool{}, list: map[string]bool{}, records: map[string]bool{}, byNorm: map[string]string{},
 		fields: map[string]map[string]bool{},
 	}
-	walkSettings(reflect.ValueOf(defaults).Elem(), "", func(key string, v reflect.Value) {
+	walkSettings(reflect.ValueOf(defaults).Elem(), "", nil, func(key string, v reflect.Value, _ []reflect.StructField) {
 		ks.leaves[key] = true
 		ks.byNorm[normalize(key)] = key
 		switch {
@@ -77,7 +81,7 @@ func keysOf(defaults *Config) *keySet {
 		case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
 			ks.records[key] = true
 			ks.fields[key] = map[string]bool{}
-			walkSettings(reflect.New(v.Type().Elem()).Elem(), "", func(field string, _ reflect.Value) {
+			walkSettings(reflect.New(v.Type().Elem()).Elem(), "", nil, func(field string, _ reflect.Value, _ []reflect.StructField) {
 				ks.fields[key][field] = true
 			})
 		case v.Kind() == reflect.Slice:
