@@ -188,7 +188,7 @@ bench-scale: deps ## Issue 19's scale benchmark: bursts of KIP_SCALE_PODS pods o
 	KIP_SCALE_PODS=$(KIP_SCALE_PODS) KIP_SCALE_OUT=$(KIP_SCALE_OUT) go test -tags e2e -count=1 -v -run '^TestScale$$' -timeout 60m ./test/scale/
 
 .PHONY: generate
-generate: ## Regenerate the Go code of the .proto contracts (plugin and cell protocols).
+generate: ## Regenerate the Go code of the .proto contracts (plugin and cell protocols) and the configuration reference (docs/configuration.md).
 	@hack/generate.sh
 
 .PHONY: catalogs
@@ -204,7 +204,7 @@ catalogs: ## Regenerate the plugins' instance-type catalogs from their sources
 LINT_GOFLAGS := -race
 
 .PHONY: verify
-verify: deps testreport ## gofmt, go vet, golangci-lint, go mod tidy, generated code and catalogs unchanged, dependency direction.
+verify: deps testreport ## gofmt, go vet, golangci-lint, go mod tidy, generated code, configuration reference and catalogs unchanged, dependency direction.
 	@echo "== gofmt"; out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do echo "== go vet $$m"; $(STEP) --name "vet $$m" -C $$m -- go vet $(LINT_GOFLAGS) -tags e2e ./... || exit 1; done
@@ -215,7 +215,7 @@ verify: deps testreport ## gofmt, go vet, golangci-lint, go mod tidy, generated 
 	  $(STEP) --name "vet, lint $$m" -C $$m -- env GOWORK=off GOFLAGS="$$(go env GOFLAGS) $(LINT_GOFLAGS)" sh -c "go vet ./... && $$lint run --config $(CURDIR)/.golangci.yml ./..." || exit 1; done
 	@for m in $(MODULES) $(STANDALONE) $(EXAMPLES); do echo "== go mod tidy $$m"; (cd $$m && GOWORK=off go mod tidy -diff) || \
 	  { echo "go.mod/go.sum of $$m are not tidy: run (cd $$m && GOWORK=off go mod tidy)"; exit 1; }; done
-	@echo "== generated code"; hack/generate.sh --check
+	@echo "== generated code and configuration reference"; hack/generate.sh --check
 	@$(call catalog_gens,-check)
 	@echo "== dependency direction"; hack/depcheck.sh
 

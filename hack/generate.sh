@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the Go code of the project's protobuf contracts.
+# Regenerates the Go code of the project's protobuf contracts, and the
+# configuration reference (docs/configuration.md) from the components'
+# Config types and the plugins' config schemas (host/config's TestReference).
 #   hack/generate.sh           write the generated files
 #   hack/generate.sh --check   fail if any committed generated file is stale
 #
@@ -45,6 +47,17 @@ for i in "${!contracts[@]}"; do
     fi
   done
 done
+
+# The configuration reference: its generated part is TestReference's golden.
+# -race: the build make test makes of the package, not a second one.
+reference=(go test -race -count=1 -run '^TestReference$' ./host/config)
+if $check; then
+  "${reference[@]}" >"$out/reference.log" 2>&1 ||
+    { cat "$out/reference.log" >&2; stale="$stale docs/configuration.md"; }
+else
+  "${reference[@]}" -update >"$out/reference.log" 2>&1 || { cat "$out/reference.log" >&2; exit 1; }
+  echo "generated docs/configuration.md"
+fi
 
 if $check; then
   if [ -n "$stale" ]; then
