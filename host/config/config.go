@@ -92,8 +92,9 @@ func Defaults() *Config {
 }
 
 // Moved maps every key that moved to where it is now. Load refuses the old
-// key, in the file, the environment and flags, naming the new one; the
-// docs/running.md's "Migrating" section lists them.
+// key, in the file, the environment and flags, naming the new one;
+// docs/configuration.md's "Keys that moved" lists them (reference_test.go
+// writes it from this map).
 var Moved = map[string]string{
 	"match.unavailableTTL":  "cells.unavailableTTL",
 	"match.catalogTTL":      "cells.catalogTTL",
@@ -196,7 +197,7 @@ func (ks *keySet) check(values map[string]any, source string) error {
 	sort.Strings(names)
 	for _, key := range names {
 		if to, ok := Moved[key]; ok {
-			return &Error{Key: key, Source: source, Reason: fmt.Sprintf("moved to %s: rename it (docs/running.md's Migrating section lists every move)", to)}
+			return &Error{Key: key, Source: source, Reason: fmt.Sprintf("moved to %s: rename it (docs/configuration.md lists every move)", to)}
 		}
 		if ks.settable(key) {
 			continue

@@ -34,8 +34,8 @@
 // # Keys that moved
 //
 // Moved maps each key that moved to its new place; Load refuses the old
-// key in the file, the environment and flags, naming the new one, and the
-// docs/running.md's "Migrating" section lists them.
+// key in the file, the environment and flags, naming the new one, and
+// docs/configuration.md lists them.
 //
 // # KIP_* variables
 //
@@ -44,8 +44,18 @@
 // that spells a key the same way without case and underscores sets it. A
 // list key takes comma-separated values. plugin.config's keys are set by
 // KIP_PLUGIN_CONFIG_<KEY>, its value read as YAML (env.go has the exact
-// rule, docs/running.md the user's version). Other KIP_* variables are not
-// kip's settings and are left alone.
+// rule, docs/configuration.md the user's version). Other KIP_* variables
+// are not kip's settings and are left alone.
+//
+// # The reference
+//
+// docs/configuration.md lists every key with its variable, type, default
+// and the doc comment of its field, read from the components' source, and
+// every plugin's settings from the config schema its TestConfigSchema keeps
+// in testdata. Its generated part is TestReference's golden file (go test
+// -update, or make generate, rewrites it), so make verify and make test
+// fail when a field, a default or a doc comment changes without it: a
+// component's doc comments are written for kip.yaml's readers too.
 //
 // It imports koanf, the standard library and the host components whose
 // sections it loads (host/node, host/cells, host/pki, host/match,

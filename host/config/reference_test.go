@@ -438,12 +438,21 @@ func keyEntry(ks *keySet, src *docSource, owner reflect.Type, f reflect.StructFi
 	default:
 		e.doc = markdown(doc, owner, section)
 	}
-	if reflect.PointerTo(v.Type()).Implements(textUnmarshaler) && e.doc != "" {
+	if reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
+		// The type says how it reads itself from text.
 		tdoc, err := src.typeDoc(v.Type())
 		if err != nil {
 			return e, err
 		}
-		e.doc += "\nAs text: " + markdown(tdoc, nil, "")
+		if strings.Contains(tdoc, "quantity") {
+			e.typ = "quantity"
+		}
+		if e.doc != "" {
+			e.doc += "\n" + markdown(tdoc, nil, "")
+		}
+	}
+	if ks.freeForm[key] && key == "plugin.config" {
+		e.doc += "\nEach plugin's keys are under [Plugin settings](#" + anchor("Plugin settings (plugin.config)") + ").\n"
 	}
 	return e, nil
 }
@@ -905,4 +914,35 @@ func cell(text string) string {
 	}
 	r := strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", `\<`, ">", `\>`, "*", `\*`, "`", "\\`", "[", `\[`, "]", `\]`, "\n", " ")
 	return r.Replace(text)
+}
+
+// Every link of docs/configuration.md leads somewhere: an anchor to one
+// of its headings, a relative path to a file or directory of the
+// repository.
+func TestReferenceLinks(t *testing.T) {
+	page, err := os.ReadFile(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(page), "\n") {
+		if title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			anchors[anchor(title)] = true
+		}
+	}
+	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(page), -1) {
+		target := m[1]
+		switch {
+		case strings.HasPrefix(target, "#"):
+			if !anchors[target[1:]] {
+				t.Errorf("link %s: no such heading", target)
+			}
+		case strings.Contains(target, "://"):
+		default:
+			path, _, _ := strings.Cut(target, "#")
+			if _, err := os.Stat(filepath.Join(filepath.Dir(referencePath), path)); err != nil {
+				t.Errorf("link %s: %v", target, err)
+			}
+		}
+	}
 }
