@@ -9,6 +9,7 @@ import (
 	"go/doc/comment"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -230,49 +231,45 @@ func renderReference() ([]byte, error) {
 	p("\n## Keys that moved\n\n")
 	p("kip refuses each of these keys, in the file, as a variable and as a flag, naming the new one.\n\n")
 	p("| old key | new key | old variable | new variable |\n|---|---|---|---|\n")
-	for _, from := range slices.Sorted(mapsKeys(Moved)) {
+	for _, from := range slices.Sorted(maps.Keys(Moved)) {
 		to := Moved[from]
 		p("| `%s` | [`%s`](#%s) | `%s` | `%s` |\n", from, to, anchor(to), EnvName(from), EnvName(to))
 	}
 
 	top := reflect.TypeFor[Config]()
+	ownerTop, err := sectionOwner(src, top)
+	if err != nil {
+		return nil, err
+	}
+	writeSection(&b, "Top-level keys", "kip's own keys, outside any section.", ownerTop, topLevel(entries))
 	for i := range top.NumField() {
 		f := top.Field(i)
 		tag := f.Tag.Get("koanf")
-		if tag == "" || tag == "-" {
-			continue
+		if tag == "" || tag == "-" || f.Type.Kind() != reflect.Struct {
+			continue // not a section: a top-level key, or not configured
 		}
 		var keys []entry
 		for _, e := range entries {
-			if f.Type.Kind() == reflect.Struct && strings.HasPrefix(e.key, tag+".") {
+			if strings.HasPrefix(e.key, tag+".") {
 				keys = append(keys, e)
 			}
-		}
-		if f.Type.Kind() != reflect.Struct {
-			continue // a top-level key: in the first section
-		}
-		if i == firstSection(top) {
-			writeSection(&b, "Top-level keys", "kip's own keys, outside any section.", "", topLevel(entries))
 		}
 		intro, err := src.fieldDoc(top, f.Name)
 		if err != nil {
 			return nil, err
 		}
-		owner := ""
-		if f.Type.PkgPath() != top.PkgPath() {
-			file, err := src.file(f.Type)
-			if err != nil {
-				return nil, err
-			}
-			owner = fmt.Sprintf("Declared by [`%s`](%s) (its `DefaultConfig` and `Validate` beside it).", f.Type, "../"+file)
+		owner, err := sectionOwner(src, f.Type)
+		if err != nil {
+			return nil, err
 		}
 		writeSection(&b, "`"+tag+"`", markdown(intro, nil, ""), owner, keys)
 	}
 
 	p("\n## Plugin settings (`plugin.config`)\n\n")
 	p("Each plugin reads its own settings under `plugin.config` and checks them itself (`Configure`); ")
-	p("these tables come from the JSON Schema each reports in `GetInfo` (`kip plugins info <name>` shows it). ")
-	p("A variable sets a key whether or not the file sets it; a key inside a list is reached only by setting the whole list.\n")
+	p("these tables come from the JSON Schema each reports in `GetInfo` (`kip plugins describe <name>` prints it, `kip plugins verify <name> --config kip.yaml` checks a file's settings against the plugin). ")
+	p("A variable sets a key whether or not the file sets it; a key inside a list is reached only by setting the whole list. ")
+	p("A nested key marked required is required once its mapping is set.\n")
 	for _, name := range referencePlugins {
 		if err := writePlugin(&b, name); err != nil {
 			return nil, err
@@ -281,14 +278,30 @@ func renderReference() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// firstSection is the index of Config's first section (a struct field).
-func firstSection(top reflect.Type) int {
-	for i := range top.NumField() {
-		if top.Field(i).Type.Kind() == reflect.Struct {
-			return i
-		}
+// sectionOwner says which type declares a section's keys, and where
+// their defaults and rules are.
+func sectionOwner(src *docSource, t reflect.Type) (string, error) {
+	file, err := src.file(t)
+	if err != nil {
+		return "", err
 	}
-	return -1
+	if t.PkgPath() == reflect.TypeFor[Config]().PkgPath() {
+		return fmt.Sprintf("kip's own: declared in [`%s`](../%s), defaults in `Defaults`, rules in `Validate`.", t, file), nil
+	}
+	owner := fmt.Sprintf("Declared by [`%s`](../%s)", t, file)
+	var beside []string
+	if ok, err := src.hasFunc(t, "DefaultConfig"); err != nil {
+		return "", err
+	} else if ok {
+		beside = append(beside, "its defaults are `DefaultConfig`'s")
+	}
+	if _, ok := t.MethodByName("Validate"); ok {
+		beside = append(beside, "its rules `Validate`'s")
+	}
+	if len(beside) > 0 {
+		owner += "; " + strings.Join(beside, ", ")
+	}
+	return owner + ".", nil
 }
 
 // topLevel are the entries outside any section.
@@ -307,7 +320,7 @@ func topLevel(entries []entry) []entry {
 func writeSection(b *bytes.Buffer, title, intro, owner string, entries []entry) {
 	fmt.Fprintf(b, "\n## %s\n\n%s\n", title, strings.TrimSpace(intro))
 	if owner != "" {
-		fmt.Fprintf(b, "%s\n", owner)
+		fmt.Fprintf(b, "\n%s\n", owner)
 	}
 	b.WriteString("\n| key | type | default | variable |\n|---|---|---|---|\n")
 	for _, e := range entries {
@@ -516,7 +529,7 @@ func typeOf(ks *keySet, key string, t reflect.Type) string {
 
 // formatDefault shows a default: "empty" for the empty string.
 func formatDefault(v any) string {
-	if v == "" {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.String && rv.Len() == 0 {
 		return "empty"
 	}
 	return "`" + formatValue(v) + "`"
@@ -603,7 +616,7 @@ func markdown(doc string, owner reflect.Type, section string) string {
 	if len(names) == 0 {
 		return out
 	}
-	alts := slices.Sorted(mapsKeys(names))
+	alts := slices.Sorted(maps.Keys(names))
 	sort.SliceStable(alts, func(i, j int) bool { return len(alts[i]) > len(alts[j]) })
 	re := regexp.MustCompile(`\b(` + strings.Join(alts, "|") + `)\b`)
 	lines := strings.Split(out, "\n")
@@ -616,27 +629,18 @@ func markdown(doc string, owner reflect.Type, section string) string {
 	return strings.Join(lines, "\n")
 }
 
-// mapsKeys is m's keys, in no order.
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // docSource reads the doc comments of the root module's types from their
 // source, a package at a time.
 type docSource struct {
 	pkgs map[string]*sourcePackage
 }
 
-// sourcePackage is a parsed package: its type declarations by name.
+// sourcePackage is a parsed package: its type declarations by name, and
+// the names of its functions (not methods).
 type sourcePackage struct {
 	fset  *token.FileSet
 	types map[string]typeDecl
+	funcs map[string]bool
 }
 
 // typeDecl is one type's declaration and doc comment.
@@ -664,7 +668,7 @@ func (s *docSource) pkg(t reflect.Type) (*sourcePackage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
-	p := &sourcePackage{fset: fset, types: map[string]typeDecl{}}
+	p := &sourcePackage{fset: fset, types: map[string]typeDecl{}, funcs: map[string]bool{}}
 	for _, name := range names {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -674,6 +678,9 @@ func (s *docSource) pkg(t reflect.Type) (*sourcePackage, error) {
 			return nil, fmt.Errorf("parsing %s: %w", name, err)
 		}
 		for _, decl := range f.Decls {
+			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Recv == nil {
+				p.funcs[fd.Name.Name] = true
+			}
 			gd, ok := decl.(*ast.GenDecl)
 			if !ok || gd.Tok != token.TYPE {
 				continue
@@ -703,6 +710,16 @@ func (s *docSource) decl(t reflect.Type) (typeDecl, *sourcePackage, error) {
 		return typeDecl{}, nil, fmt.Errorf("reading the doc of %s: no declaration of %s in %s", t, t.Name(), t.PkgPath())
 	}
 	return d, p, nil
+}
+
+// hasFunc reports whether the package that declares t has a function
+// name.
+func (s *docSource) hasFunc(t reflect.Type, name string) (bool, error) {
+	p, err := s.pkg(t)
+	if err != nil {
+		return false, err
+	}
+	return p.funcs[name], nil
 }
 
 // file is the file that declares t, relative to the repository.
@@ -854,7 +871,7 @@ type pluginRow struct {
 // its own; inList: s is a list's entry, which no variable reaches.
 func pluginRows(s *schema, prefix string, inList bool) []pluginRow {
 	var out []pluginRow
-	for _, key := range slices.Sorted(mapsKeys(s.Properties)) {
+	for _, key := range slices.Sorted(maps.Keys(s.Properties)) {
 		p := s.Properties[key]
 		r := pluginRow{key: prefix + key, typ: schemaType(p), def: "—", desc: p.Description}
 		switch {
