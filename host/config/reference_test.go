@@ -429,10 +429,7 @@ func keyEntry(ks *keySet, src *docSource, owner reflect.Type, f reflect.StructFi
 	switch {
 	case record:
 		e.def = "—" // the doc comment says what an entry's unset field means
-		e.record = strings.TrimSuffix(parentOf(key), "[]")
-		for strings.Contains(e.record, "[]") {
-			e.record = strings.TrimSuffix(parentOf(e.record), "[]")
-		}
+		e.record, _, _ = strings.Cut(key, "[]")
 	case ks.freeForm[key]:
 		e.env = EnvName(key) + "_<KEY>"
 	default:
@@ -464,7 +461,7 @@ func keyEntry(ks *keySet, src *docSource, owner reflect.Type, f reflect.StructFi
 			e.doc += "\n" + markdown(tdoc, nil, "")
 		}
 	}
-	if ks.freeForm[key] && key == "plugin.config" {
+	if ks.freeForm[key] { // plugin.config
 		e.doc += "\nEach plugin's keys are under [Plugin settings](#" + anchor("Plugin settings (plugin.config)") + ").\n"
 	}
 	return e, nil
