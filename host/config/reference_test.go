@@ -228,6 +228,19 @@ func renderReference() ([]byte, error) {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
+	p("\nContents: [keys that moved](#keys-that-moved), [top-level keys](#top-level-keys)")
+	for _, tag := range sectionTags() {
+		p(", [`%s`](#%s)", tag, anchor(tag))
+	}
+	p(", [plugin settings](#%s): ", anchor("Plugin settings (plugin.config)"))
+	for i, name := range referencePlugins {
+		if i > 0 {
+			p(", ")
+		}
+		p("[%s](#%s)", name, anchor(name))
+	}
+	p(".\n")
+
 	p("\n## Keys that moved\n\n")
 	p("kip refuses each of these keys, in the file, as a variable and as a flag, naming the new one.\n\n")
 	p("| old key | new key | old variable | new variable |\n|---|---|---|---|\n")
@@ -242,12 +255,8 @@ func renderReference() ([]byte, error) {
 		return nil, err
 	}
 	writeSection(&b, "Top-level keys", "kip's own keys, outside any section.", ownerTop, topLevel(entries))
-	for i := range top.NumField() {
-		f := top.Field(i)
-		tag := f.Tag.Get("koanf")
-		if tag == "" || tag == "-" || f.Type.Kind() != reflect.Struct {
-			continue // not a section: a top-level key, or not configured
-		}
+	for _, tag := range sectionTags() {
+		f := sectionField(tag)
 		var keys []entry
 		for _, e := range entries {
 			if strings.HasPrefix(e.key, tag+".") {
@@ -276,6 +285,28 @@ func renderReference() ([]byte, error) {
 		}
 	}
 	return b.Bytes(), nil
+}
+
+// sectionTags are the keys of Config's sections (bootstrap, node, ...), in
+// field order.
+func sectionTags() []string {
+	var out []string
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if tag := f.Tag.Get("koanf"); tag != "" && tag != "-" && f.Type.Kind() == reflect.Struct {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// sectionField is Config's field of section tag.
+func sectionField(tag string) reflect.StructField {
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if f.Tag.Get("koanf") == tag {
+			return f
+		}
+	}
+	panic("no section " + tag)
 }
 
 // sectionOwner says which type declares a section's keys, and where
