@@ -81,12 +81,18 @@ func deletedEnd(reason string, grace time.Duration) cellEnd {
 // has: a deleted pod's termination carries on on its own.
 func (c *cell) end(ctx context.Context, e cellEnd) {
 	c.mu.Lock()
-	if e.deleted {
-		if c.deleting {
-			c.mu.Unlock()
-			return
-		}
+	switch {
+	case e.deleted && c.deleting:
+		c.mu.Unlock()
+		return
+	case e.deleted:
 		c.deleting = true
+	case c.phase == phaseEnding || c.phase == phaseEnded:
+		// An end under way (the pod's deletion, which stops its
+		// containers: they then finish) ends the cell once; a second
+		// would race it to the agent it closes.
+		c.mu.Unlock()
+		return
 	}
 	c.enterLocked(phaseEnding)
 	c.mu.Unlock()
