@@ -35,7 +35,7 @@ const diskSize = 64 << 20
 // newDisk makes a blank disk in zone the way the pass's cloud makes one
 // and returns its CSI driver and handle: the local plugin's disks are
 // files in its state directory (what kip-local's provisioner calls).
-func newDisk(t *testing.T, name, zone string) (driver, handle string) {
+func newDisk(t testing.TB, name, zone string) (driver, handle string) {
 	t.Helper()
 	switch framework.Pass() {
 	case "local":
@@ -77,7 +77,7 @@ func newDisk(t *testing.T, name, zone string) (driver, handle string) {
 
 // simCall sends a JSON request to a simulator with client and fails the
 // test unless it is accepted.
-func simCall(t *testing.T, client *http.Client, method, url string, body any) {
+func simCall(t testing.TB, client *http.Client, method, url string, body any) {
 	t.Helper()
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -104,7 +104,7 @@ func simCall(t *testing.T, client *http.Client, method, url string, body any) {
 // simulator's API, tagged as the cluster's (the IAM policy's scope),
 // waits until it is available, and returns its ID, the EBS CSI handle;
 // the test's end deletes it once it is detached.
-func ebsVolume(t *testing.T, zone string) string {
+func ebsVolume(t testing.TB, zone string) string {
 	t.Helper()
 	client := kip.EC2Client()
 	out, err := client.CreateVolume(t.Context(), &ec2.CreateVolumeInput{
@@ -145,7 +145,7 @@ func ebsVolume(t *testing.T, zone string) string {
 // gceDisk inserts a blank persistent disk in zone through the Compute
 // Engine simulator's API, waits until it is READY, and returns its PD
 // CSI handle; the test's end deletes it once it is detached.
-func gceDisk(t *testing.T, name, zone string) string {
+func gceDisk(t testing.TB, name, zone string) string {
 	t.Helper()
 	disk := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1e9)
 	base := fmt.Sprintf("%s/compute/v1/projects/%s/zones/%s/disks", kip.GCE.URL(), gcesim.DefaultProject, zone)
@@ -179,7 +179,7 @@ func gceDisk(t *testing.T, name, zone string) string {
 // ARM simulator's API, waits until it is made, and returns its resource
 // ID, the Azure Disk CSI handle; the test's end deletes it once it is
 // detached.
-func azureDisk(t *testing.T, name, zone string) string {
+func azureDisk(t testing.TB, name, zone string) string {
 	t.Helper()
 	disk := fmt.Sprintf("e2e-%s-%d", name, time.Now().UnixNano()%1e9)
 	id := fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/disks/%s",
@@ -218,7 +218,7 @@ func azureDisk(t *testing.T, name, zone string) string {
 // deletePodsAtEnd deletes the namespace's StatefulSets and pods at the
 // test's end, before its disks are deleted (cleanups run last first), so
 // that kip detaches them.
-func deletePodsAtEnd(t *testing.T, ns string) {
+func deletePodsAtEnd(t testing.TB, ns string) {
 	t.Cleanup(func() {
 		ctx := context.Background() //nolint:usetesting // a Cleanup: t.Context() has ended
 		_ = f.Client.AppsV1().StatefulSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
@@ -262,7 +262,7 @@ func passZone() string {
 // way), which kip holds the cell's placement to; it has no node
 // affinity, which the scheduler would hold against the Kip node of the
 // e2e runs, which carries no zone label (node.zone).
-func staticPV(t *testing.T, ns, claim, driver, handle string, mode corev1.PersistentVolumeMode) string {
+func staticPV(t testing.TB, ns, claim, driver, handle string, mode corev1.PersistentVolumeMode) string {
 	t.Helper()
 	name := "pv-" + ns + "-" + claim
 	pv := &corev1.PersistentVolume{
@@ -399,7 +399,7 @@ func TestBlockVolumeAndRefusedDisks(t *testing.T) {
 }
 
 // createClaim creates claim name in ns for the PV pre-bound to it.
-func createClaim(t *testing.T, ns, name string, mode corev1.PersistentVolumeMode) {
+func createClaim(t testing.TB, ns, name string, mode corev1.PersistentVolumeMode) {
 	t.Helper()
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},

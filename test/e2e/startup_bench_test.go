@@ -45,6 +45,10 @@ type startup struct {
 	// assigned is when kip gave the pod a standby cell of the warm pool
 	// (BenchmarkWarmStartup).
 	assigned time.Time
+	// launched, joined and diskAttached are when the plugin's Launch
+	// answered, the agent joined, and kip saw the pod's last disk
+	// attached (BenchmarkDiskStartup).
+	launched, joined, diskAttached time.Time
 }
 
 // runningWatch notes when the watch of a namespace's pods first shows
@@ -137,8 +141,8 @@ func measureStartup(b *testing.B, n int) {
 
 var logLine = regexp.MustCompile(`^time=(\S+) .*msg="([^"]+)".* pod=(\S+)`)
 
-// readKipLog fills bound, launchIssued, assigned and cellRunning from the
-// kip log at path.
+// readKipLog fills bound, launchIssued, assigned, launched, joined,
+// diskAttached and cellRunning from the kip log at path.
 func readKipLog(b *testing.B, path, ns string, results map[string]*startup) {
 	file, err := os.Open(path)
 	if err != nil {
@@ -168,6 +172,14 @@ func readKipLog(b *testing.B, path, ns string, results map[string]*startup) {
 			r.launchIssued = at
 		case m[2] == "assigned a standby cell of the warm pool" && r.assigned.IsZero():
 			r.assigned = at
+		case m[2] == "cell launched" && r.launched.IsZero():
+			r.launched = at
+		case m[2] == "cell joined: its agent holds a certificate for its own key" && r.joined.IsZero():
+			r.joined = at
+		case m[2] == "disk attached" && at.After(r.diskAttached):
+			// A pod's disks attach each in its own goroutine; the
+			// last one holds the pod.
+			r.diskAttached = at
 		case m[2] == "cell reported pod phase" && strings.Contains(sc.Text(), "phase=Running") && r.cellRunning.IsZero():
 			r.cellRunning = at
 		}

@@ -1,0 +1,172 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kipcell/kip/test/bench"
+)
+
+// BenchmarkDiskStartup measures what a PersistentVolume disk adds to a
+// pod's start (issue 31): N pods with one disk each, bound ahead to
+// their claims, beside N pods without, started one at a time so that
+// each gets a cold cell, the two kinds alternating so that the load of
+// the machine weighs on both alike. Each disk is a fresh blank one of
+// the pass's cloud (newDisk), so the agent formats it (ext4) before it
+// mounts it; its claim is Bound before its pod is created. For each
+// kind, in milliseconds:
+//
+//   - created → Running: from just before Create to the watch event that
+//     shows the pod Running with its container running;
+//   - bound → Running: from kip's log line "pod bound to the node"
+//     (virtual-kubelet's CreatePod) to that watch event;
+//   - ready → cell Running: from the cell ready for its pod (the agent
+//     joined and, with a disk, the disk attached: the later of kip's
+//     log lines) to kip receiving the agent's Running status: the
+//     agent's apply, and with a disk its format and mount;
+//
+// and for the pods with a disk, from kip's log:
+//
+//   - launched → attached: from the plugin's Launch answered ("cell
+//     launched") to "disk attached": the plugin's attach, which kip
+//     starts then, beside the instance's boot and the agent's join;
+//   - attach past join: how long the attach went on after the agent
+//     joined (0 when it was done before): the attach's share of the
+//     start, what the pod waited for it.
+//
+// added-p50-ms is the difference of the two kinds' created → Running
+// medians. The clocks are this machine's.
+//
+//	KIP_E2E_PLUGIN=<local|aws|gce|azure> go test -tags e2e -race -count=1 -run '^$' -bench DiskStartup -benchtime=1x -timeout 20m ./test/e2e/
+func BenchmarkDiskStartup(b *testing.B) {
+	const pods = 5 // of each kind: the machine has 2 cores, shared
+	for b.Loop() {
+		measureDiskStartup(b, pods)
+	}
+}
+
+func measureDiskStartup(b *testing.B, n int) {
+	b.StopTimer()
+	ctx := b.Context()
+	ns := f.Namespace(b)
+	before := cellNames(b) // CoreDNS's, when the cluster DNS runs
+	zone := passZone()
+	for i := range n {
+		claim := fmt.Sprintf("data-%02d", i)
+		driver, handle := newDisk(b, claim, zone)
+		staticPV(b, ns, claim, driver, handle, corev1.PersistentVolumeFilesystem)
+		createClaim(b, ns, claim, corev1.PersistentVolumeFilesystem)
+	}
+	// After the disks: cleanups run last first, so a failed run's pods
+	// are deleted, and their disks detached, before the disks are.
+	deletePodsAtEnd(b, ns)
+	f.WaitFor(b, time.Minute, "the benchmark's claims Bound", func(ctx context.Context) (bool, error) {
+		list, err := f.Client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range list.Items {
+			if c.Status.Phase != corev1.ClaimBound {
+				return false, nil
+			}
+		}
+		return len(list.Items) == n, nil
+	})
+
+	runningPods := watchRunning(b, ns)
+	defer runningPods.stop()
+	plain, disk := map[string]*startup{}, map[string]*startup{}
+	b.StartTimer()
+	for i := range n {
+		for _, withDisk := range []bool{false, true} {
+			name, spec, results := fmt.Sprintf("plain-%02d", i), onKip(sleeper()), plain
+			if withDisk {
+				name, results = fmt.Sprintf("disk-%02d", i), disk
+				spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+				spec.Volumes = []corev1.Volume{claimVolume("data", fmt.Sprintf("data-%02d", i))}
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "diskstart"}}, Spec: spec}
+			r := &startup{created: time.Now()}
+			f.CreatePod(b, ns, pod)
+			r.apiRunning = runningPods.wait(b, name, 3*time.Minute)
+			results[name] = r
+		}
+	}
+	b.StopTimer()
+	all := map[string]*startup{}
+	for name, r := range plain {
+		all[name] = r
+	}
+	for name, r := range disk {
+		all[name] = r
+	}
+	readKipLog(b, kip.LogPath, ns, all)
+
+	plainRunning := reportDiskStartup(b, "plain", plain, false)
+	diskRunning := reportDiskStartup(b, "disk", disk, true)
+	if len(plainRunning) > 0 && len(diskRunning) > 0 {
+		added := bench.Of(diskRunning).P50 - bench.Of(plainRunning).P50
+		b.ReportMetric(float64(added)/float64(time.Millisecond), "added-p50-ms")
+		b.Logf("%-28s %v", "added (created → Running p50)", added)
+	}
+
+	// Delete the pods and wait for their cells to end, which detaches
+	// their disks, before the disks' cleanups delete them.
+	if err := f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+		metav1.ListOptions{LabelSelector: "app=diskstart"}); err != nil {
+		b.Fatal(err)
+	}
+	f.WaitFor(b, 2*time.Minute, "the benchmark's cells to end", func(context.Context) (bool, error) { return newCells(b, before) == 0, nil })
+	b.StartTimer()
+}
+
+// reportDiskStartup reports one kind's figures, each metric named after
+// kind, and returns its created → Running durations. A pod whose kip
+// log lacks a line is left out of the figures that need it; with
+// withDisk, a pod whose disk kip never logged attached fails b.
+func reportDiskStartup(b *testing.B, kind string, results map[string]*startup, withDisk bool) []time.Duration {
+	b.Helper()
+	var createdToRunning, boundToRunning, readyToCell, launchToAttach, attachPastJoin []time.Duration
+	for name, r := range results {
+		createdToRunning = append(createdToRunning, r.apiRunning.Sub(r.created))
+		if !r.bound.IsZero() {
+			boundToRunning = append(boundToRunning, r.apiRunning.Sub(r.bound))
+		}
+		if withDisk && r.diskAttached.IsZero() {
+			b.Errorf("%s: Running, but kip's log has no \"disk attached\" for it", name)
+			continue
+		}
+		ready := r.joined
+		if withDisk && r.diskAttached.After(ready) {
+			ready = r.diskAttached
+		}
+		if !r.joined.IsZero() && !r.cellRunning.IsZero() {
+			readyToCell = append(readyToCell, r.cellRunning.Sub(ready))
+		}
+		if !withDisk {
+			continue
+		}
+		if !r.launched.IsZero() {
+			launchToAttach = append(launchToAttach, r.diskAttached.Sub(r.launched))
+		}
+		if !r.joined.IsZero() {
+			attachPastJoin = append(attachPastJoin, max(0, r.diskAttached.Sub(r.joined)))
+		}
+	}
+	report(b, kind+"-created-to-running", createdToRunning)
+	report(b, kind+"-bound-to-running", boundToRunning)
+	report(b, kind+"-ready-to-cell-running", readyToCell)
+	if withDisk {
+		report(b, kind+"-launched-to-attached", launchToAttach)
+		report(b, kind+"-attach-past-join", attachPastJoin)
+	}
+	return createdToRunning
+}
