@@ -4,7 +4,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +35,15 @@ import (
 //   - ready → cell Running: from the cell ready for its pod (the agent
 //     joined and, with a disk, the disk attached: the later of kip's
 //     log lines) to kip receiving the agent's Running status: the
-//     agent's apply, and with a disk its format and mount;
+//     agent's apply, with a disk its format and mount, and the first
+//     sync of the ClusterIP services, which an attach ending after the
+//     join hides;
+//   - agent: applied → container started: from the agent's log line
+//     "applied pod" (the host's first Apply) to its "container started":
+//     the pod's network, volumes and, with a disk, its format and mount
+//     (its "disk set up"), then the container's start;
+//   - agent: applied → disk set up, for the pods with a disk: the pod's
+//     network and volumes, then the disk found, formatted and mounted;
 //
 // and for the pods with a disk, from kip's log:
 //
@@ -43,7 +55,8 @@ import (
 //     start, what the pod waited for it.
 //
 // added-p50-ms is the difference of the two kinds' created → Running
-// medians. The clocks are this machine's.
+// medians, agent-added-p50-ms that of their agent figures: the format
+// and mount, beside the machine's noise. The clocks are this machine's.
 //
 //	KIP_E2E_PLUGIN=<local|aws|gce|azure> go test -tags e2e -race -count=1 -run '^$' -bench DiskStartup -benchtime=1x -timeout 20m ./test/e2e/
 func BenchmarkDiskStartup(b *testing.B) {
@@ -109,14 +122,16 @@ func measureDiskStartup(b *testing.B, n int) {
 		all[name] = r
 	}
 	readKipLog(b, kip.LogPath, ns, all)
-
-	plainRunning := reportDiskStartup(b, "plain", plain, false)
-	diskRunning := reportDiskStartup(b, "disk", disk, true)
-	if len(plainRunning) > 0 && len(diskRunning) > 0 {
-		added := bench.Of(diskRunning).P50 - bench.Of(plainRunning).P50
-		b.ReportMetric(float64(added)/float64(time.Millisecond), "added-p50-ms")
-		b.Logf("%-28s %v", "added (created → Running p50)", added)
+	// The agents' logs go with their cells: read them before the pods
+	// are deleted.
+	for name, r := range all {
+		readAgentLog(b, name, r)
 	}
+
+	plainRunning, plainAgent := reportDiskStartup(b, "plain", plain, false)
+	diskRunning, diskAgent := reportDiskStartup(b, "disk", disk, true)
+	reportAdded(b, "added-p50-ms", plainRunning, diskRunning)
+	reportAdded(b, "agent-added-p50-ms", plainAgent, diskAgent)
 
 	// Delete the pods and wait for their cells to end, which detaches
 	// their disks, before the disks' cleanups delete them.
@@ -128,15 +143,37 @@ func measureDiskStartup(b *testing.B, n int) {
 	b.StartTimer()
 }
 
-// reportDiskStartup reports one kind's figures, each metric named after
-// kind, and returns its created → Running durations. A pod whose kip
-// log lacks a line is left out of the figures that need it; with
-// withDisk, a pod whose disk kip never logged attached fails b.
-func reportDiskStartup(b *testing.B, kind string, results map[string]*startup, withDisk bool) []time.Duration {
+// reportAdded reports, as metric, the p50 of with less the p50 of
+// without, in milliseconds.
+func reportAdded(b *testing.B, metric string, without, with []time.Duration) {
 	b.Helper()
-	var createdToRunning, boundToRunning, readyToCell, launchToAttach, attachPastJoin []time.Duration
+	if len(without) == 0 || len(with) == 0 {
+		return
+	}
+	added := bench.Of(with).P50 - bench.Of(without).P50
+	b.ReportMetric(float64(added)/float64(time.Millisecond), metric)
+	b.Logf("%-28s %v", metric, added)
+}
+
+// reportDiskStartup reports one kind's figures, each metric named after
+// kind, and returns its created → Running and agent durations. A pod
+// whose kip or agent log lacks a line is left out of the figures that
+// need it; with withDisk, a pod whose disk kip never logged attached, or
+// its agent never set up, fails b.
+func reportDiskStartup(b *testing.B, kind string, results map[string]*startup, withDisk bool) (createdToRunning, agent []time.Duration) {
+	b.Helper()
+	var boundToRunning, readyToCell, launchToAttach, attachPastJoin, appliedToSetUp []time.Duration
 	for name, r := range results {
 		createdToRunning = append(createdToRunning, r.apiRunning.Sub(r.created))
+		if !r.agentApplied.IsZero() && !r.containerStarted.IsZero() {
+			agent = append(agent, r.containerStarted.Sub(r.agentApplied))
+		}
+		switch {
+		case withDisk && r.diskSetUp.IsZero():
+			b.Errorf("%s: Running, but its agent's log has no \"disk set up\"", name)
+		case withDisk && !r.agentApplied.IsZero():
+			appliedToSetUp = append(appliedToSetUp, r.diskSetUp.Sub(r.agentApplied))
+		}
 		if !r.bound.IsZero() {
 			boundToRunning = append(boundToRunning, r.apiRunning.Sub(r.bound))
 		}
@@ -164,9 +201,52 @@ func reportDiskStartup(b *testing.B, kind string, results map[string]*startup, w
 	report(b, kind+"-created-to-running", createdToRunning)
 	report(b, kind+"-bound-to-running", boundToRunning)
 	report(b, kind+"-ready-to-cell-running", readyToCell)
+	report(b, kind+"-agent-applied-to-started", agent)
 	if withDisk {
 		report(b, kind+"-launched-to-attached", launchToAttach)
 		report(b, kind+"-attach-past-join", attachPastJoin)
+		report(b, kind+"-agent-applied-to-disk-set-up", appliedToSetUp)
 	}
-	return createdToRunning
+	return createdToRunning, agent
+}
+
+// readAgentLog fills agentApplied, diskSetUp and containerStarted from
+// the agent.log of pod name's cell (JSON lines, kip-cell's slog), in the
+// local plugin's state directory, which the simulators' cells share:
+// <StateDir>/cells/<cell ID>/, the cell ID kip's with the local plugin,
+// the instance's behind a simulator (localcells). A pod whose log cannot
+// be read fails b.
+func readAgentLog(b *testing.B, name string, r *startup) {
+	b.Helper()
+	var data []byte
+	err := os.ErrNotExist
+	for _, id := range []string{r.cell, r.instance} {
+		if id == "" {
+			continue
+		}
+		if data, err = os.ReadFile(filepath.Join(kip.StateDir, "cells", id, "agent.log")); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		b.Errorf("%s: reading its agent's log (cell %q, instance %q): %v", name, r.cell, r.instance, err)
+		return
+	}
+	for line := range strings.Lines(string(data)) {
+		var entry struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			continue
+		}
+		switch {
+		case entry.Msg == "applied pod" && r.agentApplied.IsZero():
+			r.agentApplied = entry.Time
+		case entry.Msg == "disk set up" && r.diskSetUp.IsZero():
+			r.diskSetUp = entry.Time
+		case entry.Msg == "container started" && r.containerStarted.IsZero():
+			r.containerStarted = entry.Time
+		}
+	}
 }

@@ -49,6 +49,13 @@ type startup struct {
 	// answered, the agent joined, and kip saw the pod's last disk
 	// attached (BenchmarkDiskStartup).
 	launched, joined, diskAttached time.Time
+	// cell and instance are the pod's cell and the plugin's instance
+	// ("cell launched"), which name its agent's directory.
+	cell, instance string
+	// agentApplied, diskSetUp and containerStarted are from the cell's
+	// agent's log: the host's first Apply, the pod's disk formatted and
+	// mounted, its container started (BenchmarkDiskStartup).
+	agentApplied, diskSetUp, containerStarted time.Time
 }
 
 // runningWatch notes when the watch of a namespace's pods first shows
@@ -174,6 +181,7 @@ func readKipLog(b *testing.B, path, ns string, results map[string]*startup) {
 			r.assigned = at
 		case m[2] == "cell launched" && r.launched.IsZero():
 			r.launched = at
+			r.cell, r.instance = logAttr(sc.Text(), "cell"), logAttr(sc.Text(), "instance")
 		case m[2] == "cell joined: its agent holds a certificate for its own key" && r.joined.IsZero():
 			r.joined = at
 		case m[2] == "disk attached" && at.After(r.diskAttached):
@@ -184,6 +192,17 @@ func readKipLog(b *testing.B, path, ns string, results map[string]*startup) {
 			r.cellRunning = at
 		}
 	}
+}
+
+// logAttr is the value of key in a kip log line, unquoted; "" when it
+// has none.
+func logAttr(line, key string) string {
+	_, rest, ok := strings.Cut(line, " "+key+"=")
+	if !ok {
+		return ""
+	}
+	value, _, _ := strings.Cut(rest, " ")
+	return value
 }
 
 // report reports the percentiles of ds, in milliseconds, and logs them.
