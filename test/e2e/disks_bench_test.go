@@ -47,9 +47,10 @@ import (
 //
 // and for the pods with a disk, from kip's log:
 //
-//   - launched → attached: from the plugin's Launch answered ("cell
-//     launched") to "disk attached": the plugin's attach, which kip
-//     starts then, beside the instance's boot and the agent's join;
+//   - up → attached: from kip finding the instance up (its debug line
+//     "cell phase" joining), when it starts the attach beside the
+//     agent's join, to "disk attached": the plugin's AttachVolume and
+//     kip's polls of the attachment until attached;
 //   - attach past join: how long the attach went on after the agent
 //     joined (0 when it was done before): the attach's share of the
 //     start, what the pod waited for it.
@@ -162,7 +163,7 @@ func reportAdded(b *testing.B, metric string, without, with []time.Duration) {
 // its agent never set up, fails b.
 func reportDiskStartup(b *testing.B, kind string, results map[string]*startup, withDisk bool) (createdToRunning, agent []time.Duration) {
 	b.Helper()
-	var boundToRunning, readyToCell, launchToAttach, attachPastJoin, appliedToSetUp []time.Duration
+	var boundToRunning, readyToCell, upToAttach, attachPastJoin, appliedToSetUp []time.Duration
 	for name, r := range results {
 		createdToRunning = append(createdToRunning, r.apiRunning.Sub(r.created))
 		if !r.agentApplied.IsZero() && !r.containerStarted.IsZero() {
@@ -191,8 +192,8 @@ func reportDiskStartup(b *testing.B, kind string, results map[string]*startup, w
 		if !withDisk {
 			continue
 		}
-		if !r.launched.IsZero() {
-			launchToAttach = append(launchToAttach, r.diskAttached.Sub(r.launched))
+		if !r.up.IsZero() {
+			upToAttach = append(upToAttach, r.diskAttached.Sub(r.up))
 		}
 		if !r.joined.IsZero() {
 			attachPastJoin = append(attachPastJoin, max(0, r.diskAttached.Sub(r.joined)))
@@ -203,7 +204,7 @@ func reportDiskStartup(b *testing.B, kind string, results map[string]*startup, w
 	report(b, kind+"-ready-to-cell-running", readyToCell)
 	report(b, kind+"-agent-applied-to-started", agent)
 	if withDisk {
-		report(b, kind+"-launched-to-attached", launchToAttach)
+		report(b, kind+"-up-to-attached", upToAttach)
 		report(b, kind+"-attach-past-join", attachPastJoin)
 		report(b, kind+"-agent-applied-to-disk-set-up", appliedToSetUp)
 	}

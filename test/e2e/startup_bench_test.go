@@ -45,10 +45,11 @@ type startup struct {
 	// assigned is when kip gave the pod a standby cell of the warm pool
 	// (BenchmarkWarmStartup).
 	assigned time.Time
-	// launched, joined and diskAttached are when the plugin's Launch
-	// answered, the agent joined, and kip saw the pod's last disk
+	// up, joined and diskAttached are when kip found the instance up
+	// and began to join its agent and attach the pod's disks (the cell
+	// phase joining), the agent joined, and kip saw the pod's last disk
 	// attached (BenchmarkDiskStartup).
-	launched, joined, diskAttached time.Time
+	up, joined, diskAttached time.Time
 	// cell and instance are the pod's cell and the plugin's instance
 	// ("cell launched"), which name its agent's directory.
 	cell, instance string
@@ -148,8 +149,8 @@ func measureStartup(b *testing.B, n int) {
 
 var logLine = regexp.MustCompile(`^time=(\S+) .*msg="([^"]+)".* pod=(\S+)`)
 
-// readKipLog fills bound, launchIssued, assigned, launched, joined,
-// diskAttached and cellRunning from the kip log at path.
+// readKipLog fills bound, launchIssued, assigned, cell, instance, up,
+// joined, diskAttached and cellRunning from the kip log at path.
 func readKipLog(b *testing.B, path, ns string, results map[string]*startup) {
 	file, err := os.Open(path)
 	if err != nil {
@@ -179,9 +180,10 @@ func readKipLog(b *testing.B, path, ns string, results map[string]*startup) {
 			r.launchIssued = at
 		case m[2] == "assigned a standby cell of the warm pool" && r.assigned.IsZero():
 			r.assigned = at
-		case m[2] == "cell launched" && r.launched.IsZero():
-			r.launched = at
+		case m[2] == "cell launched" && r.cell == "":
 			r.cell, r.instance = logAttr(sc.Text(), "cell"), logAttr(sc.Text(), "instance")
+		case m[2] == "cell phase" && logAttr(sc.Text(), "phase") == "joining" && r.up.IsZero():
+			r.up = at
 		case m[2] == "cell joined: its agent holds a certificate for its own key" && r.joined.IsZero():
 			r.joined = at
 		case m[2] == "disk attached" && at.After(r.diskAttached):
