@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -224,16 +223,7 @@ func headingAnchors(text string) map[string]bool {
 		if m == nil {
 			continue
 		}
-		var b strings.Builder
-		for _, r := range strings.ToLower(m[1]) {
-			switch {
-			case unicode.IsLetter(r), unicode.IsDigit(r), r == '-', r == '_':
-				b.WriteRune(r)
-			case r == ' ':
-				b.WriteByte('-')
-			}
-		}
-		a := b.String()
+		a := slug(m[1]) // benchmarks_test.go
 		if n := count[a]; n > 0 {
 			anchors[fmt.Sprintf("%s-%d", a, n)] = true
 		} else {
