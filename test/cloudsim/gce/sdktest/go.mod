@@ -8,6 +8,8 @@ replace github.com/kipcell/kip/pluginapi => ../../../../pluginapi
 
 replace github.com/kipcell/kip/plugins/aws => ../../../../plugins/aws
 
+replace github.com/kipcell/kip/plugins/local => ../../../../plugins/local
+
 require (
 	cloud.google.com/go/compute v1.74.0
 	github.com/google/go-cmp v0.7.0
