@@ -1,13 +1,18 @@
 // Command kip-cluster builds and runs a local Kubernetes control plane for
 // Kip's demo and end-to-end tests (see test/controlplane).
 //
-//	kip-cluster build                 build the binaries (cached per version)
-//	kip-cluster up [--nodes kip] [--apiserver-port N] [--apiserver-arg FLAG]...
+//	kip-cluster build [--log FILE]    build the binaries (cached per version)
+//	kip-cluster up [--log FILE] [--nodes kip] [--apiserver-port N] [--apiserver-arg FLAG]...
 //	               [--kubelet [--kubelet-registry HOST:PORT]...]
 //	                                  build if needed, start, print the KUBECONFIG export
 //	kip-cluster env                   print export lines for the running cluster
 //	kip-cluster down [--purge]        stop it (and delete its state)
 //
+// --log FILE (up, build) sends the build's and the control plane's log,
+// the Go tool's own output among it, to FILE (appended) instead of
+// stderr, and prints only one line per step on stderr: a cold build with
+// about how long it takes, the build done, the control plane up (make
+// demo runs it so).
 // --state DIR picks the state directory (default $XDG_STATE_HOME/kip/cluster);
 // KIP_KUBE_VERSION picks the Kubernetes version (default v1.36.3).
 // --kubelet also builds (cached) and starts a real kubelet node, kip-infra,
@@ -27,6 +32,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/signal"
@@ -67,6 +73,7 @@ type options struct {
 	apiserverArgs []string
 	kubelet       bool
 	registries    []string
+	log           string
 }
 
 // parse reads the command and its flags, which may stand before or after
@@ -84,6 +91,7 @@ func parse(args []string) (string, options, error) {
 	fs.BoolVar(&o.kubelet, "kubelet", false, "up: also start a real kubelet node, "+kubeletnode.DefaultName+" (built from source, cached)")
 	fs.Func("kubelet-registry", "up: a plain-HTTP registry (HOST:PORT) the kubelet node pulls from (repeatable)",
 		func(s string) error { o.registries = append(o.registries, s); return nil })
+	fs.StringVar(&o.log, "log", "", "up, build: append the build's and the control plane's log to this file, print only the steps on stderr")
 	if err := fs.Parse(args); err != nil {
 		return "", o, err
 	}
@@ -105,7 +113,12 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	build := controlplane.BuildOptions{Log: os.Stderr}
+	logw, closeLog, err := openLog(o.log)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	build := controlplane.BuildOptions{Log: logw}
 	switch command {
 	case "build":
 		bin, err := controlplane.Build(ctx, build)
@@ -132,7 +145,7 @@ func run(ctx context.Context, args []string) error {
 			ReadyTimeout: o.timeout,
 			Ports:        controlplane.Ports{APIServer: o.apiPort},
 			ExtraArgs:    map[string][]string{"kube-apiserver": o.apiserverArgs},
-			Log:          os.Stderr,
+			Log:          logw,
 		})
 		if errors.Is(err, controlplane.ErrRunning) {
 			// Already up: reuse it.
@@ -147,13 +160,17 @@ func run(ctx context.Context, args []string) error {
 		}
 		if o.kubelet {
 			if _, err := kubeletnode.Start(ctx, c, kubeletnode.Options{
-				BinDir: nodeBin, Registries: o.registries, ReadyTimeout: o.timeout, Log: os.Stderr,
+				BinDir: nodeBin, Registries: o.registries, ReadyTimeout: o.timeout, Log: logw,
 			}); err != nil {
 				_ = c.Stop()
 				return err
 			}
 		}
-		fmt.Fprintf(os.Stderr, "kip-cluster: control plane up at %s; to use it:\n", c.APIServerURL)
+		if o.log != "" {
+			fmt.Fprintf(os.Stderr, "  control plane up at %s (its log: %s)\n", c.APIServerURL, o.log)
+		} else {
+			fmt.Fprintf(os.Stderr, "kip-cluster: control plane up at %s; to use it:\n", c.APIServerURL)
+		}
 		fmt.Print(c.Env())
 		return nil
 	case "env":
@@ -180,6 +197,20 @@ func run(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("unknown command %q (build, up, env, down)", command)
 	}
+}
+
+// openLog returns where up and build write their log: stderr when path is
+// empty, else path (appended) through controlplane.Progress, which prints
+// the steps a person follows on stderr.
+func openLog(path string) (io.Writer, func(), error) {
+	if path == "" {
+		return os.Stderr, func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the log: %w", err)
+	}
+	return controlplane.Progress(os.Stderr, f), func() { _ = f.Close() }, nil
 }
 
 // stopNodes stops the kubelet nodes up --kubelet started (their state is

@@ -13,6 +13,7 @@ func TestParse(t *testing.T) {
 		wantCommand   string
 		wantState     string
 		wantAPIServer []string
+		wantLog       string
 		wantErr       bool
 	}{
 		{name: "no command", args: []string{"--state", "/s"}, wantErr: true},
@@ -24,6 +25,7 @@ func TestParse(t *testing.T) {
 			wantState:     "/s",
 			wantAPIServer: []string{"--enable-aggregator-routing=true", "--v=2"},
 		},
+		{name: "a log file", args: []string{"--state", "/s", "up", "--log", "/s/build.log"}, wantCommand: "up", wantState: "/s", wantLog: "/s/build.log"},
 		{name: "a stray argument", args: []string{"--state", "/s", "up", "extra"}, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -37,6 +39,9 @@ func TestParse(t *testing.T) {
 			}
 			if command != tt.wantCommand || o.state != tt.wantState {
 				t.Errorf("parse(%q) = command %q, state %q; want %q, %q", tt.args, command, o.state, tt.wantCommand, tt.wantState)
+			}
+			if o.log != tt.wantLog {
+				t.Errorf("parse(%q): log %q, want %q", tt.args, o.log, tt.wantLog)
 			}
 			if diff := cmp.Diff(tt.wantAPIServer, o.apiserverArgs); diff != "" {
 				t.Errorf("apiserver flags (-want +got):\n%s", diff)
