@@ -150,7 +150,11 @@ func run(ctx context.Context, args []string) error {
 		if errors.Is(err, controlplane.ErrRunning) {
 			// Already up: reuse it.
 			if c, lerr := controlplane.Load(o.state); lerr == nil {
-				fmt.Fprintf(os.Stderr, "kip-cluster: control plane already running at %s; to use it:\n", c.APIServerURL)
+				if o.log != "" {
+					fmt.Fprintf(os.Stderr, "  control plane already running at %s\n", c.APIServerURL)
+				} else {
+					fmt.Fprintf(os.Stderr, "kip-cluster: control plane already running at %s; to use it:\n", c.APIServerURL)
+				}
 				fmt.Print(c.Env())
 				return nil
 			}

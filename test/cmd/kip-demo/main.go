@@ -15,6 +15,14 @@
 // provisioner deletes their disks), metrics-server and the DNS, and stops
 // everything.
 //
+// What it prints: one line per step on stdout (starting containerd and
+// the registry, kip, the kubelet node, deploying CoreDNS and
+// metrics-server, applying the workload), with a line for each build from
+// source that a first run makes, about how long it takes, and its end
+// (controlplane.Progress); everything else, the Go tool's output among it,
+// on stderr. hack/demo.sh shows the first on the screen and keeps the
+// second in demo.log.
+//
 // Everything it keeps lives in the demo's directory (--dir, by default
 // demo/ in kip-cluster's state directory): kip/ (kip.yaml, kip.log, the
 // local plugin's cells and disks), provisioner.log, containerd/, and
@@ -105,6 +113,9 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating the demo's directory: %w", err)
 	}
+	// log is stderr, with each cold build announced on stdout.
+	log := controlplane.Progress(os.Stdout, os.Stderr)
+	step("starting containerd and the demo's registry")
 	cells, err := startCells(ctx, dir)
 	if err != nil {
 		return err
@@ -126,8 +137,9 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 	if err := os.Setenv("KIP_NODE_ZONE", localZone); err != nil {
 		return fmt.Errorf("setting KIP_NODE_ZONE for kip: %w", err)
 	}
+	step("starting kip with the local plugin, as node kip")
 	kip, err := fw.StartKip(ctx, cells, framework.KipOptions{
-		NodeName: "kip", ClusterID: "kip-demo", BinDir: bin, Dir: filepath.Join(dir, "kip"), Log: os.Stderr,
+		NodeName: "kip", ClusterID: "kip-demo", BinDir: bin, Dir: filepath.Join(dir, "kip"), Log: log,
 	})
 	if err != nil {
 		return err
@@ -155,7 +167,8 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 	// The cluster's own add-ons run where they run in a real cluster: on
 	// a kubelet node, kip-infra, pinned there (an --untainted Kip node
 	// would otherwise be a candidate too).
-	infra, err := framework.StartInfraNode(ctx, cluster, cells, os.Stderr)
+	step("starting the kubelet node kip-infra, for the cluster's add-ons")
+	infra, err := framework.StartInfraNode(ctx, cluster, cells, log)
 	if err != nil {
 		return err
 	}
@@ -168,15 +181,18 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 	// The cluster DNS first, so that the workload's pods find it.
 	var dns *framework.DNS
 	if framework.ClusterDNS() {
-		if dns, err = fw.ApplyDNS(ctx, cells, framework.DNSOptions{Placement: onInfra, Log: os.Stderr}); err != nil {
+		step("deploying CoreDNS, the cluster DNS, on kip-infra")
+		if dns, err = fw.ApplyDNS(ctx, cells, framework.DNSOptions{Placement: onInfra, Log: log}); err != nil {
 			return err
 		}
 	}
 	// metrics-server, behind kubectl top and the HorizontalPodAutoscaler.
-	ms, err := fw.ApplyMetricsServer(ctx, cells, onInfra, os.Stderr)
+	step("deploying metrics-server, behind kubectl top, on kip-infra")
+	ms, err := fw.ApplyMetricsServer(ctx, cells, onInfra, log)
 	if err != nil {
 		return err
 	}
+	step("applying " + manifest + " and the StorageClass kip-local")
 	if err := kubectl(workload, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("applying %s: %w", manifest, err)
 	}
@@ -215,6 +231,12 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 		time.Sleep(200 * time.Millisecond)
 	}
 	return nil
+}
+
+// step announces the next step on stdout, and in the log on stderr.
+func step(what string) {
+	fmt.Println(what)
+	fmt.Fprintln(os.Stderr, "kip-demo:", what)
 }
 
 // nodeOptions are what kip-demo changes in kip's configuration.
