@@ -3,9 +3,14 @@
 # deploy/examples/hello.yaml with each pod in its own cell.
 #   hack/demo.sh up     start everything (make demo)
 #   hack/demo.sh down   stop everything (make demo-down)
-# The demo's state and logs live in $CLUSTER_STATE/demo: demo.log (what
-# kip-demo printed), kip/ (kip.yaml, kip.log, the cells), containerd/, and
-# cells.json (the registry's address, kept so that every run deploys the
+# The screen gets one line per phase (== …) and per step, with a line for
+# each build from source a first run makes and about how long it takes;
+# the Go tool's own output goes to the logs. The demo's state and logs live
+# in $CLUSTER_STATE/demo: build.log (make build), cluster.log (kip-cluster
+# up: the control plane's build and start), demo.log (kip-demo: the kubelet
+# node's, CoreDNS's and metrics-server's builds, kip's start), progress
+# (kip-demo's steps, shown on the screen), kip/ (kip.yaml, kip.log, the
+# cells), containerd/, and cells.json (the registry's address, kept so that every run deploys the
 # same workload). $KIP_DEMO_FLAGS passes more options to kip-demo
 # (--insecure-registry HOST:PORT|:PORT, --untainted: see its doc comment),
 # $KIP_CLUSTER_FLAGS more to kip-cluster up (--apiserver-arg FLAG).
@@ -16,6 +21,7 @@ demo=$state/demo
 mkdir -p "$demo"
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+phase() { printf '\033[1m== %s\033[0m\n' "$*"; }
 
 down() {
   if [ -f "$demo/pid" ] && kill -0 "$(cat "$demo/pid")" 2>/dev/null; then
@@ -40,28 +46,56 @@ fi
 if [ -f "$demo/pid" ] && kill -0 "$(cat "$demo/pid")" 2>/dev/null; then
   echo "the demo is already running (make demo-down stops it)"
 else
-  printf '\n\033[1m$ bin/kip-cluster up\033[0m   (the first run builds Kubernetes from source: about 9 minutes)\n'
+  # make build: the first run downloads kip's modules and compiles them
+  # (issue 32's cold run spent about 8 of its 23 minutes before the control
+  # plane's build, Debian packages and module downloads included), a
+  # second one takes seconds.
+  phase "building kip's binaries (make build): a few minutes the first time, seconds after; Go's output: $demo/build.log"
+  make -s build > "$demo/build.log" 2>&1 ||
+    { echo "make build failed; the end of $demo/build.log:" >&2; tail -20 "$demo/build.log" >&2; exit 1; }
+  # kip-cluster prints a line for each cold build, with how long it takes
+  # (test/controlplane/build.go: about 7 minutes for the control plane, the
+  # time issue 32 measured), and the control plane up.
+  phase "starting the control plane (kip-cluster up); its log: $demo/cluster.log"
+  : > "$demo/cluster.log"
   # KIP_CLUSTER_FLAGS: more kip-cluster up options (--apiserver-arg FLAG).
   # shellcheck disable=SC2086
-  bin/kip-cluster --state "$state" up ${KIP_CLUSTER_FLAGS:-} >/dev/null
+  bin/kip-cluster --state "$state" up --log "$demo/cluster.log" ${KIP_CLUSTER_FLAGS:-} >/dev/null ||
+    { echo "the control plane did not start; the end of $demo/cluster.log:" >&2; tail -20 "$demo/cluster.log" >&2; exit 1; }
   rm -f "$demo/ready"
+  phase "starting the demo (kip-demo); its log: $demo/demo.log"
+  : > "$demo/progress"
   # KIP_DEMO_FLAGS: more kip-demo options (--insecure-registry, --untainted),
-  # e.g. for the conformance suite (docs/conformance.md).
+  # e.g. for the conformance suite (docs/conformance.md). kip-demo prints
+  # its steps on stdout (shown below as they come), its log on stderr.
   # shellcheck disable=SC2086
-  setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" ${KIP_DEMO_FLAGS:-} > "$demo/demo.log" 2>&1 < /dev/null &
+  setsid bin/kip-demo --state "$state" --dir "$demo" --bin bin --ready "$demo/ready" ${KIP_DEMO_FLAGS:-} > "$demo/progress" 2> "$demo/demo.log" < /dev/null &
   echo $! > "$demo/pid"
-  # Up to 12 minutes: the first run builds the kubelet node (under a
-  # minute after the control plane's build), CoreDNS (about 2.5 minutes)
-  # and metrics-server (about 2) from source.
+  # relay shows the steps kip-demo printed since the last call.
+  shown=0
+  relay() {
+    local n
+    n=$(wc -l < "$demo/progress")
+    if [ "$n" -gt "$shown" ]; then sed -n "$((shown + 1)),${n}s/^/  /p" "$demo/progress"; shown=$n; fi
+  }
+  # Up to 12 minutes: the first run builds the kubelet node (about a
+  # minute after the control plane's build), CoreDNS (about 3 minutes)
+  # and metrics-server (about 2 to 4) from source: the cold times
+  # test/controlplane/build.go and test/images give, which kip-demo's
+  # steps print.
   for _ in $(seq 1 1440); do
+    relay
     [ -f "$demo/ready" ] && break
-    kill -0 "$(cat "$demo/pid")" 2>/dev/null || { echo "the demo failed to start; its log:" >&2; tail -30 "$demo/demo.log" >&2; down >/dev/null 2>&1; exit 1; }
+    kill -0 "$(cat "$demo/pid")" 2>/dev/null || { relay; echo "the demo failed to start; the end of its log, $demo/demo.log:" >&2; tail -30 "$demo/demo.log" >&2; down >/dev/null 2>&1; exit 1; }
     sleep 0.5
   done
+  relay
   [ -f "$demo/ready" ] || { echo "the demo did not start in 12 minutes; its log: $demo/demo.log" >&2; exit 1; }
 fi
 
 eval "$(bin/kip-cluster --state "$state" env)"
+echo
+phase "what Kip runs, as kubectl shows it"
 step kubectl get nodes -o wide   # kip: the Kip node; kip-infra: a kubelet node for the add-ons
 # Wait for what the user cares about: each Deployment rolled out, all its
 # pods of the current template Running and Ready on node kip.
@@ -137,8 +171,9 @@ for _ in $(seq 1 45); do
 done
 step kubectl top pod
 
+echo
+phase "the demo runs"
 cat <<MSG
-
 Each pod above runs in its own cell: a kip-cell agent in its own network
 namespace, with the pod IP shown, driving containerd, on the cheapest local
 instance type that fits it (hello-big asks for more CPU, so it got a bigger
@@ -147,8 +182,8 @@ one). Try:
   kubectl scale deployment hello --replicas=5
   kubectl get events --field-selector reason=CellRunning
   kubectl top pod                  # metrics-server, from each cell's cgroups
-Logs: kip $demo/kip/kip.log, demo $demo/demo.log, provisioner $demo/provisioner.log
-Stop everything: make demo-down
+Logs: kip $demo/kip/kip.log, demo $demo/demo.log, provisioner $demo/provisioner.log,
+control plane $demo/cluster.log, build $demo/build.log
 MSG
 if [ -n "$volumes" ]; then
   cat <<MSG
@@ -169,3 +204,5 @@ node kip-infra, as in any cluster, behind the kube-dns Service; every pod's
   kubectl exec $big -- /app -api /api/v1/namespaces/default/pods/$big   # the pod's own token: 403 until RBAC allows it
 MSG
 fi
+echo
+phase "stop everything: make demo-down"
