@@ -198,7 +198,7 @@ func build(ctx context.Context, opts BuildOptions, b buildSpec) (string, error) 
 	}
 
 	m := kubeVersionRE.FindStringSubmatch(opts.KubeVersion)
-	fmt.Fprintf(opts.Log, "controlplane: resolving k8s.io/kubernetes@%s\n", opts.KubeVersion)
+	fmt.Fprint(opts.Log, resolvingLine(b, opts.KubeVersion))
 	get := []string{"get"}
 	for _, p := range b.pkgs {
 		get = append(get, p+"@"+opts.KubeVersion)
@@ -242,6 +242,12 @@ func build(ctx context.Context, opts BuildOptions, b buildSpec) (string, error) 
 		return "", err
 	}
 	return b.bin, nil
+}
+
+// resolvingLine is the log line that starts the download and resolution
+// of b's modules, which Progress announces on the screen.
+func resolvingLine(b buildSpec, kubeVersion string) string {
+	return fmt.Sprintf("controlplane: resolving k8s.io/kubernetes@%s for %s\n", kubeVersion, b.title)
 }
 
 // buildingLine is the log line that starts b's cold build, which Progress

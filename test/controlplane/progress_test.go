@@ -18,12 +18,13 @@ func TestProgress(t *testing.T) {
 		{
 			name: "a cold control-plane build",
 			writes: []string{
-				"controlplane: resolving k8s.io/kubernetes@v1.36.3\n",
+				resolvingLine(controlPlaneSpec(opts), opts.KubeVersion),
 				"go: downloading k8s.io/api v0.36.3\ngo: downl", "oading go.etcd.io/etcd/server/v3 v3.6.5\n",
 				buildingLine(controlPlaneSpec(opts), opts.KubeVersion),
 				"controlplane: built in 6m48s\n",
 			},
-			want: "  building the control plane (Kubernetes v1.36.3) from source, about 7 minutes, once\n" +
+			want: "  downloading the Go modules of k8s.io/kubernetes@v1.36.3 for the control plane, once\n" +
+				"  building the control plane (Kubernetes v1.36.3) from source, about 7 minutes, once\n" +
 				"  built in 6m48s\n",
 		},
 		{
