@@ -10,8 +10,8 @@
 # up: the control plane's build and start), demo.log (kip-demo: the kubelet
 # node's, CoreDNS's and metrics-server's builds, kip's start), progress
 # (kip-demo's steps, shown on the screen), kip/ (kip.yaml, kip.log, the
-# cells), containerd/, and cells.json (the registry's address, kept so that every run deploys the
-# same workload). $KIP_DEMO_FLAGS passes more options to kip-demo
+# cells), containerd/, and cells.json (the registry's address, kept so
+# that every run deploys the same workload). $KIP_DEMO_FLAGS passes more options to kip-demo
 # (--insecure-registry HOST:PORT|:PORT, --untainted: see its doc comment),
 # $KIP_CLUSTER_FLAGS more to kip-cluster up (--apiserver-arg FLAG).
 set -euo pipefail
