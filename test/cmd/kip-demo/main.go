@@ -92,6 +92,24 @@ func main() {
 	}
 }
 
+// setKipEnv sets the environment kip is started with: the node's options
+// (kipEnv) and its zone, the local plugin's (volumes.go), for the
+// kip-local class's topology.
+func setKipEnv(node nodeOptions, registry, gateway string) error {
+	env, err := node.kipEnv(registry, gateway)
+	if err != nil {
+		return err
+	}
+	for _, kv := range append(env, "KIP_NODE_ZONE="+localZone) {
+		name, value, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(name, value); err != nil {
+			return fmt.Errorf("setting %s for kip: %w", name, err)
+		}
+		fmt.Fprintf(os.Stderr, "kip runs with %s\n", kv)
+	}
+	return nil
+}
+
 func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions) error {
 	if state == "" || ready == "" {
 		return errors.New("usage: kip-demo --state DIR --bin DIR --ready FILE")
@@ -121,21 +139,8 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 		return err
 	}
 	defer cells.Stop()
-	env, err := node.kipEnv(cells.Registry.Host(), cells.Gateway)
-	if err != nil {
+	if err := setKipEnv(node, cells.Registry.Host(), cells.Gateway); err != nil {
 		return err
-	}
-	for _, kv := range env {
-		name, value, _ := strings.Cut(kv, "=")
-		if err := os.Setenv(name, value); err != nil {
-			return fmt.Errorf("setting %s for kip: %w", name, err)
-		}
-		fmt.Fprintf(os.Stderr, "kip runs with %s\n", kv)
-	}
-	// The node's zone, the local plugin's (volumes.go); a kip that does
-	// not know node.zone leaves the variable alone.
-	if err := os.Setenv("KIP_NODE_ZONE", localZone); err != nil {
-		return fmt.Errorf("setting KIP_NODE_ZONE for kip: %w", err)
 	}
 	step("starting kip with the local plugin, as node kip")
 	kip, err := fw.StartKip(ctx, cells, framework.KipOptions{
