@@ -124,6 +124,25 @@ type PodRequest struct {
 	// after which the host detaches it. A claim volume without one keeps
 	// the containers Waiting CreateContainerConfigError.
 	Disks map[string]Disk
+	// Shares are the pod's NFS shares the host resolved from its claims
+	// (a PV of spec.nfs or of an NFS CSI driver), by the pod's volume
+	// name; the pod's inline nfs volumes are read from the pod. The agent
+	// mounts each before any container starts and unmounts it when the
+	// pod is deleted.
+	Shares map[string]Share
+}
+
+// Share is an NFS export a pod mounts.
+type Share struct {
+	// Server is a host name or an address, resolved in the instance's
+	// network.
+	Server string
+	// Path is the exported path.
+	Path string
+	// ReadOnly mounts it read-only.
+	ReadOnly bool
+	// MountOptions are the PV's mountOptions, as nfs(5) spells them.
+	MountOptions []string
 }
 
 // Disk is an attached disk of the pod: how the agent finds its device

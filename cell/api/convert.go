@@ -74,6 +74,12 @@ func podRequestToProto(r *PodRequest) *cellv1.ApplyPodRequest {
 			}
 		}
 	}
+	if r.Shares != nil {
+		m.Shares = make(map[string]*cellv1.Share, len(r.Shares))
+		for name, s := range r.Shares {
+			m.Shares[name] = &cellv1.Share{Server: s.Server, Path: s.Path, ReadOnly: s.ReadOnly, MountOptions: s.MountOptions}
+		}
+	}
 	return m
 }
 
@@ -113,6 +119,12 @@ func podRequestFromProto(m *cellv1.ApplyPodRequest) *PodRequest {
 				Serial: d.GetSerial(), Path: d.GetPath(), FSType: d.GetFsType(), ReadOnly: d.GetReadOnly(), Block: d.GetBlock(),
 				MountOptions: d.GetMountOptions(),
 			}
+		}
+	}
+	if len(m.GetShares()) > 0 {
+		r.Shares = make(map[string]Share, len(m.GetShares()))
+		for name, s := range m.GetShares() {
+			r.Shares[name] = Share{Server: s.GetServer(), Path: s.GetPath(), ReadOnly: s.GetReadOnly(), MountOptions: s.GetMountOptions()}
 		}
 	}
 	return r

@@ -2,11 +2,13 @@ package cells
 
 import (
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kipcell/kip/cell/api/share"
 	"github.com/kipcell/kip/cell/api/sysctl"
 )
 
@@ -41,6 +43,11 @@ const (
 	// instance's metadata is reachable; Pod Security's baseline level
 	// (1.34 and later) refuses it too. cells.allowProbeHosts opens it.
 	ReasonProbeHostForbidden = "ProbeHostForbidden"
+	// ReasonNFSServerForbidden: an nfs volume whose server is an address
+	// only the instance reaches (loopback, link-local where the cloud's
+	// metadata lives, Azure's WireServer: cell/api/share), which the
+	// cell's agent would mount from the instance's network.
+	ReasonNFSServerForbidden = "NFSServerForbidden"
 )
 
 // BaselineCapabilities are the capabilities a container may add under
@@ -162,6 +169,13 @@ func (a admission) admitHost(pod *corev1.Pod, refuse func(reason, format string,
 			"spec.hostUsers is false, and kip cells do not run pods in user namespaces: the pod's root would be the cell's")
 	}
 	for i, v := range pod.Spec.Volumes {
+		if v.NFS != nil {
+			if why := nfsServerRefused(v.NFS.Server); why != "" {
+				refuse(ReasonNFSServerForbidden,
+					"volume %q is an NFS share of server %q (spec.volumes[%d].nfs.server), and %s: the cell's agent mounts it from the instance's network, which the pod may not reach",
+					v.Name, v.NFS.Server, i, why)
+			}
+		}
 		if v.HostPath == nil {
 			continue
 		}
@@ -169,6 +183,21 @@ func (a admission) admitHost(pod *corev1.Pod, refuse func(reason, format string,
 			refuse(ReasonHostPathForbidden, "volume %q is a hostPath of %q (spec.volumes[%d].hostPath.path), %s", v.Name, v.HostPath.Path, i, why)
 		}
 	}
+}
+
+// nfsServerRefused says why an inline nfs volume's server may not be
+// mounted, or "". Only an address or localhost is known here; the agent
+// checks every address a name resolves to before it mounts.
+func nfsServerRefused(server string) string {
+	host := strings.TrimSuffix(strings.ToLower(server), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return "it is the instance itself"
+	}
+	addr, err := netip.ParseAddr(strings.Trim(server, "[]"))
+	if err != nil {
+		return ""
+	}
+	return share.Refused(addr)
 }
 
 // hostPathRefused says why p may not be a hostPath volume's path, or "".

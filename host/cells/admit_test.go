@@ -112,6 +112,18 @@ func TestAdmit(t *testing.T) {
 			reason: ReasonHostPathForbidden, msg: `volume "host" is a hostPath of "/var/logs" (spec.volumes[1].hostPath.path), outside kip's cells.allowedHostPaths (/var/log)`},
 		{name: "hostPath out of an allowed one through ..", cfg: Config{AllowedHostPaths: []string{"/var/log"}}, mutate: hostPath("/var/log/../../etc"),
 			reason: ReasonHostPathForbidden, msg: `volume "host" is a hostPath of "/var/log/../../etc" (spec.volumes[1].hostPath.path), which is not an absolute, clean path (no "..", "." or "//")`},
+		{name: "nfs of a server on the network", mutate: nfsVolume("10.0.0.5")},
+		{name: "nfs of a server by name", mutate: nfsVolume("nfs.example.com")},
+		{name: "nfs of the instance's metadata refused", mutate: nfsVolume("169.254.169.254"), reason: ReasonNFSServerForbidden,
+			msg: `volume "share" is an NFS share of server "169.254.169.254" (spec.volumes[0].nfs.server), and it is a link-local address, where the cloud's instance metadata lives: the cell's agent mounts it from the instance's network, which the pod may not reach`},
+		{name: "nfs of loopback refused", mutate: nfsVolume("127.0.0.1"), reason: ReasonNFSServerForbidden,
+			msg: `volume "share" is an NFS share of server "127.0.0.1" (spec.volumes[0].nfs.server), and it is a loopback address, the instance itself: the cell's agent mounts it from the instance's network, which the pod may not reach`},
+		{name: "nfs of localhost refused", mutate: nfsVolume("LocalHost."), reason: ReasonNFSServerForbidden,
+			msg: `volume "share" is an NFS share of server "LocalHost." (spec.volumes[0].nfs.server), and it is the instance itself: the cell's agent mounts it from the instance's network, which the pod may not reach`},
+		{name: "nfs of Azure's WireServer refused", mutate: nfsVolume("168.63.129.16"), reason: ReasonNFSServerForbidden,
+			msg: `volume "share" is an NFS share of server "168.63.129.16" (spec.volumes[0].nfs.server), and it is Azure's WireServer, which only the instance may reach: the cell's agent mounts it from the instance's network, which the pod may not reach`},
+		{name: "nfs of IPv6 loopback in brackets refused", mutate: nfsVolume("[::1]"), reason: ReasonNFSServerForbidden,
+			msg: `volume "share" is an NFS share of server "[::1]" (spec.volumes[0].nfs.server), and it is a loopback address, the instance itself: the cell's agent mounts it from the instance's network, which the pod may not reach`},
 		{name: "baseline capabilities", mutate: addCaps(0, "CHOWN", "NET_BIND_SERVICE", "sys_chroot")},
 		{name: "NET_ADMIN refused", mutate: addCaps(0, "NET_ADMIN"), reason: ReasonCapabilityForbidden,
 			msg: `container "main" adds capability NET_ADMIN (spec.containers[0].securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list`},
@@ -198,5 +210,14 @@ func TestRejectedPodFailsWithoutACell(t *testing.T) {
 	eventually(t, "the pod forgotten", func() bool { _, err := h.m.GetPod(t.Context(), "default", "priv"); return err != nil })
 	if n := h.plugin.Calls("Terminate"); n != 0 {
 		t.Errorf("Terminate called %d times for a pod that never had a cell", n)
+	}
+}
+
+// nfsVolume gives the pod an inline nfs volume "share" of server.
+func nfsVolume(server string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "share", VolumeSource: corev1.VolumeSource{
+			NFS: &corev1.NFSVolumeSource{Server: server, Path: "/srv"},
+		}})
 	}
 }

@@ -167,6 +167,9 @@ type cell struct {
 	disks         []volumes.Disk
 	disksResolved bool
 	attached      map[string]cellapi.Disk
+	// shares are the pod's NFS shares of its claims (shares.go), for the
+	// agent, resolved with the disks.
+	shares map[string]cellapi.Share
 	// deleting is set once the pod was deleted (deletedEnd): the cell
 	// ends and is forgotten, and keeps no logs.
 	deleting bool

@@ -85,6 +85,9 @@ func (c *cell) resolveDisks(ctx context.Context, pod *corev1.Pod) ([]volumes.Dis
 	if err != nil {
 		return nil, fmt.Errorf("resolving the pod's volumes: %w", err)
 	}
+	if err := c.resolveShares(ctx, pod); err != nil {
+		return nil, err
+	}
 	return disks, nil
 }
 

@@ -177,6 +177,7 @@ func (c *cell) applyLoop(ctx context.Context, agent *cellclient.Agent, addrs add
 		if err == nil {
 			req.PodAddress = addrs.pod
 			req.Disks = c.cellDisks()
+			req.Shares = c.cellShares()
 			req.SeccompDefault = c.d.cfg.SeccompDefault
 			req.LogRotation = &cellapi.LogRotation{MaxSizeBytes: int64(c.d.cfg.ContainerLogMaxBytes), MaxFiles: int32(c.d.cfg.ContainerLogMaxFiles)}
 			req.RegistryCredentials = c.d.creds.add(ctx, pod, req.RegistryCredentials)

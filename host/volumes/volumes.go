@@ -220,9 +220,10 @@ func (r resolver) resolve(ctx context.Context, mounted, device bool) (*Disk, err
 	return nil, nil
 }
 
-// claim resolves a claim as the kubelet's populator does
-// (createVolumeSpec, getPVCExtractPV, getPVSpec), with its wording.
-func (r resolver) claim(ctx context.Context, name string, readOnly, ephemeral bool, field string, mounted, device bool) (*Disk, error) {
+// boundPV answers the PV the claim name is bound to, checked as the
+// kubelet's populator checks it (getPVCExtractPV, getPVSpec), with its
+// wording.
+func (r resolver) boundPV(ctx context.Context, name string, ephemeral bool, field string) (*corev1.PersistentVolume, error) {
 	ns := r.pod.Namespace
 	processing := fmt.Sprintf("error processing PVC %s/%s", ns, name)
 	pvc, err := r.src.PersistentVolumeClaim(ctx, ns, name)
@@ -263,9 +264,21 @@ func (r resolver) claim(ctx context.Context, name string, readOnly, ephemeral bo
 		return nil, r.fail(field, ClaimNotBound,
 			"%s: found PV object %s but its pv.Spec.ClaimRef.UID %s does not point to claim.UID %s", processing, pvName, pv.Spec.ClaimRef.UID, pvc.UID)
 	}
-	if pv.Spec.NFS != nil {
+	return pv, nil
+}
+
+// claim resolves a claim as the kubelet's populator does
+// (createVolumeSpec, getPVCExtractPV, getPVSpec), with its wording. A
+// claim bound to an NFS share is no disk (ResolveShares).
+func (r resolver) claim(ctx context.Context, name string, readOnly, ephemeral bool, field string, mounted, device bool) (*Disk, error) {
+	pv, err := r.boundPV(ctx, name, ephemeral, field)
+	if err != nil {
+		return nil, err
+	}
+	if isShare(pv) {
 		return nil, nil
 	}
+	pvName := pv.Name
 
 	block := pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock
 	mode := corev1.PersistentVolumeFilesystem

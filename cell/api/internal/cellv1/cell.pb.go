@@ -102,7 +102,16 @@ type ApplyPodRequest struct {
 	// which the host detaches it. A claim volume without an entry here (a
 	// host older than this field) keeps the pod's containers waiting with
 	// CreateContainerConfigError, as before.
-	Disks         map[string]*Disk `protobuf:"bytes,40,rep,name=disks,proto3" json:"disks,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Disks map[string]*Disk `protobuf:"bytes,40,rep,name=disks,proto3" json:"disks,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The pod's NFS shares the host resolved from its claims: a
+	// persistentVolumeClaim volume (or an ephemeral volume's claim) bound to
+	// a PV of spec.nfs or of an NFS CSI driver (nfs.csi.k8s.io, Filestore,
+	// EFS, Azure Files over NFS), by the pod's volume name. The agent mounts
+	// each under the volume's directory (with the kernel's NFS client, or
+	// its own NFSv3 client over FUSE where the kernel has none) and unmounts
+	// it when the pod is deleted. A pod's inline nfs volumes are not here:
+	// the agent reads them from the pod.
+	Shares        map[string]*Share `protobuf:"bytes,41,rep,name=shares,proto3" json:"shares,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +216,89 @@ func (x *ApplyPodRequest) GetDisks() map[string]*Disk {
 	return nil
 }
 
+func (x *ApplyPodRequest) GetShares() map[string]*Share {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
+// Share is an NFS export a pod mounts.
+type Share struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server: a host name or an address. The agent resolves it in the
+	// instance's network and refuses the instance's own, loopback and
+	// link-local addresses (the cloud's metadata endpoints among them).
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The exported path ("/srv/share").
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Mount read-only.
+	ReadOnly bool `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// The PV's spec.mountOptions (nfsvers=4.1, port=2049, ...), as nfs(5)
+	// spells them.
+	MountOptions  []string `protobuf:"bytes,4,rep,name=mount_options,json=mountOptions,proto3" json:"mount_options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Share) Reset() {
+	*x = Share{}
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Share) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Share) ProtoMessage() {}
+
+func (x *Share) ProtoReflect() protoreflect.Message {
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Share.ProtoReflect.Descriptor instead.
+func (*Share) Descriptor() ([]byte, []int) {
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Share) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *Share) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Share) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *Share) GetMountOptions() []string {
+	if x != nil {
+		return x.MountOptions
+	}
+	return nil
+}
+
 // Disk is one attached disk of the pod: how the agent finds its device
 // (pluginapi's VolumeDevice) and how it is used (the PV's and the pod
 // volume's settings).
@@ -239,7 +331,7 @@ type Disk struct {
 
 func (x *Disk) Reset() {
 	*x = Disk{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +343,7 @@ func (x *Disk) String() string {
 func (*Disk) ProtoMessage() {}
 
 func (x *Disk) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[1]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +356,7 @@ func (x *Disk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disk.ProtoReflect.Descriptor instead.
 func (*Disk) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{1}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Disk) GetSerial() string {
@@ -322,7 +414,7 @@ type ContainerLogRotation struct {
 
 func (x *ContainerLogRotation) Reset() {
 	*x = ContainerLogRotation{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +426,7 @@ func (x *ContainerLogRotation) String() string {
 func (*ContainerLogRotation) ProtoMessage() {}
 
 func (x *ContainerLogRotation) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[2]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +439,7 @@ func (x *ContainerLogRotation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerLogRotation.ProtoReflect.Descriptor instead.
 func (*ContainerLogRotation) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{2}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ContainerLogRotation) GetMaxSizeBytes() int64 {
@@ -394,7 +486,7 @@ type ClusterDNS struct {
 
 func (x *ClusterDNS) Reset() {
 	*x = ClusterDNS{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +498,7 @@ func (x *ClusterDNS) String() string {
 func (*ClusterDNS) ProtoMessage() {}
 
 func (x *ClusterDNS) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[3]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +511,7 @@ func (x *ClusterDNS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDNS.ProtoReflect.Descriptor instead.
 func (*ClusterDNS) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{3}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClusterDNS) GetServers() []string {
@@ -445,7 +537,7 @@ type EnvList struct {
 
 func (x *EnvList) Reset() {
 	*x = EnvList{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +549,7 @@ func (x *EnvList) String() string {
 func (*EnvList) ProtoMessage() {}
 
 func (x *EnvList) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[4]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +562,7 @@ func (x *EnvList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvList.ProtoReflect.Descriptor instead.
 func (*EnvList) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{4}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EnvList) GetVars() []*EnvVar {
@@ -490,7 +582,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +594,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[5]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +607,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{5}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EnvVar) GetName() string {
@@ -544,7 +636,7 @@ type VolumeFiles struct {
 
 func (x *VolumeFiles) Reset() {
 	*x = VolumeFiles{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +648,7 @@ func (x *VolumeFiles) String() string {
 func (*VolumeFiles) ProtoMessage() {}
 
 func (x *VolumeFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[6]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +661,7 @@ func (x *VolumeFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeFiles.ProtoReflect.Descriptor instead.
 func (*VolumeFiles) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{6}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *VolumeFiles) GetFiles() map[string][]byte {
@@ -598,7 +690,7 @@ type RegistryCredential struct {
 
 func (x *RegistryCredential) Reset() {
 	*x = RegistryCredential{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -610,7 +702,7 @@ func (x *RegistryCredential) String() string {
 func (*RegistryCredential) ProtoMessage() {}
 
 func (x *RegistryCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[7]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -623,7 +715,7 @@ func (x *RegistryCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryCredential.ProtoReflect.Descriptor instead.
 func (*RegistryCredential) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{7}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegistryCredential) GetServer() string {
@@ -664,7 +756,7 @@ type ApplyPodResponse struct {
 
 func (x *ApplyPodResponse) Reset() {
 	*x = ApplyPodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +768,7 @@ func (x *ApplyPodResponse) String() string {
 func (*ApplyPodResponse) ProtoMessage() {}
 
 func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[8]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +781,7 @@ func (x *ApplyPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPodResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{8}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplyPodResponse) GetGeneration() int64 {
@@ -707,7 +799,7 @@ type WatchStatusRequest struct {
 
 func (x *WatchStatusRequest) Reset() {
 	*x = WatchStatusRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +811,7 @@ func (x *WatchStatusRequest) String() string {
 func (*WatchStatusRequest) ProtoMessage() {}
 
 func (x *WatchStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[9]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +824,7 @@ func (x *WatchStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStatusRequest.ProtoReflect.Descriptor instead.
 func (*WatchStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{9}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
 }
 
 type PodStatusUpdate struct {
@@ -765,7 +857,7 @@ type PodStatusUpdate struct {
 
 func (x *PodStatusUpdate) Reset() {
 	*x = PodStatusUpdate{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +869,7 @@ func (x *PodStatusUpdate) String() string {
 func (*PodStatusUpdate) ProtoMessage() {}
 
 func (x *PodStatusUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[10]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +882,7 @@ func (x *PodStatusUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatusUpdate.ProtoReflect.Descriptor instead.
 func (*PodStatusUpdate) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{10}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PodStatusUpdate) GetStatusJson() []byte {
@@ -853,7 +945,7 @@ type InstanceNotice struct {
 
 func (x *InstanceNotice) Reset() {
 	*x = InstanceNotice{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +957,7 @@ func (x *InstanceNotice) String() string {
 func (*InstanceNotice) ProtoMessage() {}
 
 func (x *InstanceNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[11]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +970,7 @@ func (x *InstanceNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceNotice.ProtoReflect.Descriptor instead.
 func (*InstanceNotice) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{11}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InstanceNotice) GetKind() string {
@@ -919,7 +1011,7 @@ type PodEvent struct {
 
 func (x *PodEvent) Reset() {
 	*x = PodEvent{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -931,7 +1023,7 @@ func (x *PodEvent) String() string {
 func (*PodEvent) ProtoMessage() {}
 
 func (x *PodEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[12]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -944,7 +1036,7 @@ func (x *PodEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodEvent.ProtoReflect.Descriptor instead.
 func (*PodEvent) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{12}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PodEvent) GetType() string {
@@ -999,7 +1091,7 @@ type LogsRequest struct {
 
 func (x *LogsRequest) Reset() {
 	*x = LogsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1103,7 @@ func (x *LogsRequest) String() string {
 func (*LogsRequest) ProtoMessage() {}
 
 func (x *LogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[13]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1116,7 @@ func (x *LogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
 func (*LogsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{13}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LogsRequest) GetContainer() string {
@@ -1092,7 +1184,7 @@ type LogChunk struct {
 
 func (x *LogChunk) Reset() {
 	*x = LogChunk{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1196,7 @@ func (x *LogChunk) String() string {
 func (*LogChunk) ProtoMessage() {}
 
 func (x *LogChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[14]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1209,7 @@ func (x *LogChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogChunk.ProtoReflect.Descriptor instead.
 func (*LogChunk) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{14}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LogChunk) GetData() []byte {
@@ -1141,7 +1233,7 @@ type ExecInput struct {
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1245,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[15]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1258,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{15}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecInput) GetStart() *ExecStart {
@@ -1212,7 +1304,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1316,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[16]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1329,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{16}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecStart) GetContainer() string {
@@ -1292,7 +1384,7 @@ type TerminalSize struct {
 
 func (x *TerminalSize) Reset() {
 	*x = TerminalSize{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1396,7 @@ func (x *TerminalSize) String() string {
 func (*TerminalSize) ProtoMessage() {}
 
 func (x *TerminalSize) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[17]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1409,7 @@ func (x *TerminalSize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
 func (*TerminalSize) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{17}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TerminalSize) GetWidth() uint32 {
@@ -1346,7 +1438,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1450,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[18]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1463,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{18}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecOutput) GetStdout() []byte {
@@ -1404,7 +1496,7 @@ type ExitStatus struct {
 
 func (x *ExitStatus) Reset() {
 	*x = ExitStatus{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1508,7 @@ func (x *ExitStatus) String() string {
 func (*ExitStatus) ProtoMessage() {}
 
 func (x *ExitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[19]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1521,7 @@ func (x *ExitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitStatus.ProtoReflect.Descriptor instead.
 func (*ExitStatus) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{19}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExitStatus) GetCode() int32 {
@@ -1452,7 +1544,7 @@ type PortForwardFrame struct {
 
 func (x *PortForwardFrame) Reset() {
 	*x = PortForwardFrame{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1556,7 @@ func (x *PortForwardFrame) String() string {
 func (*PortForwardFrame) ProtoMessage() {}
 
 func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[20]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1569,7 @@ func (x *PortForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardFrame.ProtoReflect.Descriptor instead.
 func (*PortForwardFrame) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{20}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PortForwardFrame) GetPort() int32 {
@@ -1518,7 +1610,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1622,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[21]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1635,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{21}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatsRequest) GetOnlyCpuAndMemory() bool {
@@ -1577,7 +1669,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1681,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[22]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1694,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{22}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatsResponse) GetTime() *timestamppb.Timestamp {
@@ -1673,7 +1765,7 @@ type ContainerStats struct {
 
 func (x *ContainerStats) Reset() {
 	*x = ContainerStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1777,7 @@ func (x *ContainerStats) String() string {
 func (*ContainerStats) ProtoMessage() {}
 
 func (x *ContainerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[23]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1790,7 @@ func (x *ContainerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerStats.ProtoReflect.Descriptor instead.
 func (*ContainerStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{23}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ContainerStats) GetName() string {
@@ -1798,7 +1890,7 @@ type InterfaceStats struct {
 
 func (x *InterfaceStats) Reset() {
 	*x = InterfaceStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1902,7 @@ func (x *InterfaceStats) String() string {
 func (*InterfaceStats) ProtoMessage() {}
 
 func (x *InterfaceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[24]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1915,7 @@ func (x *InterfaceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfaceStats.ProtoReflect.Descriptor instead.
 func (*InterfaceStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{24}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InterfaceStats) GetName() string {
@@ -1871,7 +1963,7 @@ type VolumeStats struct {
 
 func (x *VolumeStats) Reset() {
 	*x = VolumeStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +1975,7 @@ func (x *VolumeStats) String() string {
 func (*VolumeStats) ProtoMessage() {}
 
 func (x *VolumeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[25]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +1988,7 @@ func (x *VolumeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStats.ProtoReflect.Descriptor instead.
 func (*VolumeStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{25}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VolumeStats) GetName() string {
@@ -1935,7 +2027,7 @@ type FsStats struct {
 
 func (x *FsStats) Reset() {
 	*x = FsStats{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2039,7 @@ func (x *FsStats) String() string {
 func (*FsStats) ProtoMessage() {}
 
 func (x *FsStats) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[26]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2052,7 @@ func (x *FsStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsStats.ProtoReflect.Descriptor instead.
 func (*FsStats) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{26}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FsStats) GetCapacityBytes() uint64 {
@@ -2034,7 +2126,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2138,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[27]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2151,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{27}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeletePodRequest) GetGracePeriodSeconds() int64 {
@@ -2077,7 +2169,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2181,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[28]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2194,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{28}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{29}
 }
 
 type ApplyServicesRequest struct {
@@ -2126,7 +2218,7 @@ type ApplyServicesRequest struct {
 
 func (x *ApplyServicesRequest) Reset() {
 	*x = ApplyServicesRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2230,7 @@ func (x *ApplyServicesRequest) String() string {
 func (*ApplyServicesRequest) ProtoMessage() {}
 
 func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[29]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2243,7 @@ func (x *ApplyServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{29}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ApplyServicesRequest) GetTable() string {
@@ -2207,7 +2299,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2311,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[30]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2324,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{30}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Service) GetNamespace() string {
@@ -2285,7 +2377,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2389,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[31]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2402,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{31}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ServicePort) GetName() string {
@@ -2351,7 +2443,7 @@ type ServiceEndpoint struct {
 
 func (x *ServiceEndpoint) Reset() {
 	*x = ServiceEndpoint{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2455,7 @@ func (x *ServiceEndpoint) String() string {
 func (*ServiceEndpoint) ProtoMessage() {}
 
 func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[32]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2468,7 @@ func (x *ServiceEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceEndpoint.ProtoReflect.Descriptor instead.
 func (*ServiceEndpoint) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{32}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ServiceEndpoint) GetIp() string {
@@ -2404,7 +2496,7 @@ type ApplyServicesResponse struct {
 
 func (x *ApplyServicesResponse) Reset() {
 	*x = ApplyServicesResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2508,7 @@ func (x *ApplyServicesResponse) String() string {
 func (*ApplyServicesResponse) ProtoMessage() {}
 
 func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[33]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2521,7 @@ func (x *ApplyServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyServicesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{33}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ApplyServicesResponse) GetTable() string {
@@ -2454,7 +2546,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2558,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[34]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2571,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{34}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{35}
 }
 
 type JoinResponse struct {
@@ -2500,7 +2592,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2604,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[35]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2617,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{35}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JoinResponse) GetToken() string {
@@ -2566,7 +2658,7 @@ type CompleteJoinRequest struct {
 
 func (x *CompleteJoinRequest) Reset() {
 	*x = CompleteJoinRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[36]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2670,7 @@ func (x *CompleteJoinRequest) String() string {
 func (*CompleteJoinRequest) ProtoMessage() {}
 
 func (x *CompleteJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[36]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2683,7 @@ func (x *CompleteJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJoinRequest.ProtoReflect.Descriptor instead.
 func (*CompleteJoinRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{36}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CompleteJoinRequest) GetCertificate() []byte {
@@ -2609,7 +2701,7 @@ type CompleteJoinResponse struct {
 
 func (x *CompleteJoinResponse) Reset() {
 	*x = CompleteJoinResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[37]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2713,7 @@ func (x *CompleteJoinResponse) String() string {
 func (*CompleteJoinResponse) ProtoMessage() {}
 
 func (x *CompleteJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[37]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2726,7 @@ func (x *CompleteJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJoinResponse.ProtoReflect.Descriptor instead.
 func (*CompleteJoinResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{37}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{38}
 }
 
 type RenewRequest struct {
@@ -2645,7 +2737,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[38]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +2749,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[38]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +2762,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{38}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{39}
 }
 
 type RenewResponse struct {
@@ -2689,7 +2781,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[39]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2793,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[39]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2806,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{39}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RenewResponse) GetCsr() []byte {
@@ -2748,7 +2840,7 @@ type CompleteRenewRequest struct {
 
 func (x *CompleteRenewRequest) Reset() {
 	*x = CompleteRenewRequest{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[40]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2852,7 @@ func (x *CompleteRenewRequest) String() string {
 func (*CompleteRenewRequest) ProtoMessage() {}
 
 func (x *CompleteRenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[40]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2865,7 @@ func (x *CompleteRenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRenewRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRenewRequest) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{40}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CompleteRenewRequest) GetCertificate() []byte {
@@ -2791,7 +2883,7 @@ type CompleteRenewResponse struct {
 
 func (x *CompleteRenewResponse) Reset() {
 	*x = CompleteRenewResponse{}
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[41]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +2895,7 @@ func (x *CompleteRenewResponse) String() string {
 func (*CompleteRenewResponse) ProtoMessage() {}
 
 func (x *CompleteRenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kip_cell_v1_cell_proto_msgTypes[41]
+	mi := &file_kip_cell_v1_cell_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,14 +2908,14 @@ func (x *CompleteRenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRenewResponse.ProtoReflect.Descriptor instead.
 func (*CompleteRenewResponse) Descriptor() ([]byte, []int) {
-	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{41}
+	return file_kip_cell_v1_cell_proto_rawDescGZIP(), []int{42}
 }
 
 var File_kip_cell_v1_cell_proto protoreflect.FileDescriptor
 
 const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
-	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x06\n" +
+	"\x16kip/cell/v1/cell.proto\x12\vkip.cell.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbc\a\n" +
 	"\x0fApplyPodRequest\x12\x19\n" +
 	"\bpod_json\x18\x01 \x01(\fR\apodJson\x12\x1e\n" +
 	"\n" +
@@ -2839,7 +2931,8 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"podAddress\x12'\n" +
 	"\x0fseccomp_default\x18\x1e \x01(\bR\x0eseccompDefault\x12W\n" +
 	"\x16container_log_rotation\x18\x1f \x01(\v2!.kip.cell.v1.ContainerLogRotationR\x14containerLogRotation\x12=\n" +
-	"\x05disks\x18( \x03(\v2'.kip.cell.v1.ApplyPodRequest.DisksEntryR\x05disks\x1aL\n" +
+	"\x05disks\x18( \x03(\v2'.kip.cell.v1.ApplyPodRequest.DisksEntryR\x05disks\x12@\n" +
+	"\x06shares\x18) \x03(\v2(.kip.cell.v1.ApplyPodRequest.SharesEntryR\x06shares\x1aL\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.kip.cell.v1.EnvListR\x05value:\x028\x01\x1aT\n" +
@@ -2849,7 +2942,15 @@ const file_kip_cell_v1_cell_proto_rawDesc = "" +
 	"\n" +
 	"DisksEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
-	"\x05value\x18\x02 \x01(\v2\x11.kip.cell.v1.DiskR\x05value:\x028\x01\"\xa3\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.kip.cell.v1.DiskR\x05value:\x028\x01\x1aM\n" +
+	"\vSharesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12(\n" +
+	"\x05value\x18\x02 \x01(\v2\x12.kip.cell.v1.ShareR\x05value:\x028\x01\"u\n" +
+	"\x05Share\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12#\n" +
+	"\rmount_options\x18\x04 \x03(\tR\fmountOptions\"\xa3\x01\n" +
 	"\x04Disk\x12\x16\n" +
 	"\x06serial\x18\x01 \x01(\tR\x06serial\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x17\n" +
@@ -3076,122 +3177,126 @@ func file_kip_cell_v1_cell_proto_rawDescGZIP() []byte {
 	return file_kip_cell_v1_cell_proto_rawDescData
 }
 
-var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_kip_cell_v1_cell_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_kip_cell_v1_cell_proto_goTypes = []any{
 	(*ApplyPodRequest)(nil),       // 0: kip.cell.v1.ApplyPodRequest
-	(*Disk)(nil),                  // 1: kip.cell.v1.Disk
-	(*ContainerLogRotation)(nil),  // 2: kip.cell.v1.ContainerLogRotation
-	(*ClusterDNS)(nil),            // 3: kip.cell.v1.ClusterDNS
-	(*EnvList)(nil),               // 4: kip.cell.v1.EnvList
-	(*EnvVar)(nil),                // 5: kip.cell.v1.EnvVar
-	(*VolumeFiles)(nil),           // 6: kip.cell.v1.VolumeFiles
-	(*RegistryCredential)(nil),    // 7: kip.cell.v1.RegistryCredential
-	(*ApplyPodResponse)(nil),      // 8: kip.cell.v1.ApplyPodResponse
-	(*WatchStatusRequest)(nil),    // 9: kip.cell.v1.WatchStatusRequest
-	(*PodStatusUpdate)(nil),       // 10: kip.cell.v1.PodStatusUpdate
-	(*InstanceNotice)(nil),        // 11: kip.cell.v1.InstanceNotice
-	(*PodEvent)(nil),              // 12: kip.cell.v1.PodEvent
-	(*LogsRequest)(nil),           // 13: kip.cell.v1.LogsRequest
-	(*LogChunk)(nil),              // 14: kip.cell.v1.LogChunk
-	(*ExecInput)(nil),             // 15: kip.cell.v1.ExecInput
-	(*ExecStart)(nil),             // 16: kip.cell.v1.ExecStart
-	(*TerminalSize)(nil),          // 17: kip.cell.v1.TerminalSize
-	(*ExecOutput)(nil),            // 18: kip.cell.v1.ExecOutput
-	(*ExitStatus)(nil),            // 19: kip.cell.v1.ExitStatus
-	(*PortForwardFrame)(nil),      // 20: kip.cell.v1.PortForwardFrame
-	(*StatsRequest)(nil),          // 21: kip.cell.v1.StatsRequest
-	(*StatsResponse)(nil),         // 22: kip.cell.v1.StatsResponse
-	(*ContainerStats)(nil),        // 23: kip.cell.v1.ContainerStats
-	(*InterfaceStats)(nil),        // 24: kip.cell.v1.InterfaceStats
-	(*VolumeStats)(nil),           // 25: kip.cell.v1.VolumeStats
-	(*FsStats)(nil),               // 26: kip.cell.v1.FsStats
-	(*DeletePodRequest)(nil),      // 27: kip.cell.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),     // 28: kip.cell.v1.DeletePodResponse
-	(*ApplyServicesRequest)(nil),  // 29: kip.cell.v1.ApplyServicesRequest
-	(*Service)(nil),               // 30: kip.cell.v1.Service
-	(*ServicePort)(nil),           // 31: kip.cell.v1.ServicePort
-	(*ServiceEndpoint)(nil),       // 32: kip.cell.v1.ServiceEndpoint
-	(*ApplyServicesResponse)(nil), // 33: kip.cell.v1.ApplyServicesResponse
-	(*JoinRequest)(nil),           // 34: kip.cell.v1.JoinRequest
-	(*JoinResponse)(nil),          // 35: kip.cell.v1.JoinResponse
-	(*CompleteJoinRequest)(nil),   // 36: kip.cell.v1.CompleteJoinRequest
-	(*CompleteJoinResponse)(nil),  // 37: kip.cell.v1.CompleteJoinResponse
-	(*RenewRequest)(nil),          // 38: kip.cell.v1.RenewRequest
-	(*RenewResponse)(nil),         // 39: kip.cell.v1.RenewResponse
-	(*CompleteRenewRequest)(nil),  // 40: kip.cell.v1.CompleteRenewRequest
-	(*CompleteRenewResponse)(nil), // 41: kip.cell.v1.CompleteRenewResponse
-	nil,                           // 42: kip.cell.v1.ApplyPodRequest.EnvEntry
-	nil,                           // 43: kip.cell.v1.ApplyPodRequest.VolumesEntry
-	nil,                           // 44: kip.cell.v1.ApplyPodRequest.DisksEntry
-	nil,                           // 45: kip.cell.v1.VolumeFiles.FilesEntry
-	nil,                           // 46: kip.cell.v1.VolumeFiles.ModesEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*Share)(nil),                 // 1: kip.cell.v1.Share
+	(*Disk)(nil),                  // 2: kip.cell.v1.Disk
+	(*ContainerLogRotation)(nil),  // 3: kip.cell.v1.ContainerLogRotation
+	(*ClusterDNS)(nil),            // 4: kip.cell.v1.ClusterDNS
+	(*EnvList)(nil),               // 5: kip.cell.v1.EnvList
+	(*EnvVar)(nil),                // 6: kip.cell.v1.EnvVar
+	(*VolumeFiles)(nil),           // 7: kip.cell.v1.VolumeFiles
+	(*RegistryCredential)(nil),    // 8: kip.cell.v1.RegistryCredential
+	(*ApplyPodResponse)(nil),      // 9: kip.cell.v1.ApplyPodResponse
+	(*WatchStatusRequest)(nil),    // 10: kip.cell.v1.WatchStatusRequest
+	(*PodStatusUpdate)(nil),       // 11: kip.cell.v1.PodStatusUpdate
+	(*InstanceNotice)(nil),        // 12: kip.cell.v1.InstanceNotice
+	(*PodEvent)(nil),              // 13: kip.cell.v1.PodEvent
+	(*LogsRequest)(nil),           // 14: kip.cell.v1.LogsRequest
+	(*LogChunk)(nil),              // 15: kip.cell.v1.LogChunk
+	(*ExecInput)(nil),             // 16: kip.cell.v1.ExecInput
+	(*ExecStart)(nil),             // 17: kip.cell.v1.ExecStart
+	(*TerminalSize)(nil),          // 18: kip.cell.v1.TerminalSize
+	(*ExecOutput)(nil),            // 19: kip.cell.v1.ExecOutput
+	(*ExitStatus)(nil),            // 20: kip.cell.v1.ExitStatus
+	(*PortForwardFrame)(nil),      // 21: kip.cell.v1.PortForwardFrame
+	(*StatsRequest)(nil),          // 22: kip.cell.v1.StatsRequest
+	(*StatsResponse)(nil),         // 23: kip.cell.v1.StatsResponse
+	(*ContainerStats)(nil),        // 24: kip.cell.v1.ContainerStats
+	(*InterfaceStats)(nil),        // 25: kip.cell.v1.InterfaceStats
+	(*VolumeStats)(nil),           // 26: kip.cell.v1.VolumeStats
+	(*FsStats)(nil),               // 27: kip.cell.v1.FsStats
+	(*DeletePodRequest)(nil),      // 28: kip.cell.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),     // 29: kip.cell.v1.DeletePodResponse
+	(*ApplyServicesRequest)(nil),  // 30: kip.cell.v1.ApplyServicesRequest
+	(*Service)(nil),               // 31: kip.cell.v1.Service
+	(*ServicePort)(nil),           // 32: kip.cell.v1.ServicePort
+	(*ServiceEndpoint)(nil),       // 33: kip.cell.v1.ServiceEndpoint
+	(*ApplyServicesResponse)(nil), // 34: kip.cell.v1.ApplyServicesResponse
+	(*JoinRequest)(nil),           // 35: kip.cell.v1.JoinRequest
+	(*JoinResponse)(nil),          // 36: kip.cell.v1.JoinResponse
+	(*CompleteJoinRequest)(nil),   // 37: kip.cell.v1.CompleteJoinRequest
+	(*CompleteJoinResponse)(nil),  // 38: kip.cell.v1.CompleteJoinResponse
+	(*RenewRequest)(nil),          // 39: kip.cell.v1.RenewRequest
+	(*RenewResponse)(nil),         // 40: kip.cell.v1.RenewResponse
+	(*CompleteRenewRequest)(nil),  // 41: kip.cell.v1.CompleteRenewRequest
+	(*CompleteRenewResponse)(nil), // 42: kip.cell.v1.CompleteRenewResponse
+	nil,                           // 43: kip.cell.v1.ApplyPodRequest.EnvEntry
+	nil,                           // 44: kip.cell.v1.ApplyPodRequest.VolumesEntry
+	nil,                           // 45: kip.cell.v1.ApplyPodRequest.DisksEntry
+	nil,                           // 46: kip.cell.v1.ApplyPodRequest.SharesEntry
+	nil,                           // 47: kip.cell.v1.VolumeFiles.FilesEntry
+	nil,                           // 48: kip.cell.v1.VolumeFiles.ModesEntry
+	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
 }
 var file_kip_cell_v1_cell_proto_depIdxs = []int32{
-	42, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
-	43, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
-	7,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
-	3,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
-	2,  // 4: kip.cell.v1.ApplyPodRequest.container_log_rotation:type_name -> kip.cell.v1.ContainerLogRotation
-	44, // 5: kip.cell.v1.ApplyPodRequest.disks:type_name -> kip.cell.v1.ApplyPodRequest.DisksEntry
-	5,  // 6: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
-	45, // 7: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
-	46, // 8: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
-	12, // 9: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
-	11, // 10: kip.cell.v1.PodStatusUpdate.notices:type_name -> kip.cell.v1.InstanceNotice
-	47, // 11: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
-	47, // 12: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
-	47, // 13: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
-	16, // 14: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
-	17, // 15: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
-	19, // 16: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
-	47, // 17: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
-	23, // 18: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
-	24, // 19: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
-	25, // 20: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
-	26, // 21: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
-	26, // 22: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
-	47, // 23: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
-	26, // 24: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
-	26, // 25: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
-	26, // 26: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
-	30, // 27: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
-	31, // 28: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
-	32, // 29: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
-	4,  // 30: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
-	6,  // 31: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
-	1,  // 32: kip.cell.v1.ApplyPodRequest.DisksEntry.value:type_name -> kip.cell.v1.Disk
-	0,  // 33: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
-	9,  // 34: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
-	13, // 35: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
-	15, // 36: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
-	15, // 37: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
-	20, // 38: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
-	21, // 39: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
-	27, // 40: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
-	29, // 41: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
-	34, // 42: kip.cell.v1.Join.Join:input_type -> kip.cell.v1.JoinRequest
-	36, // 43: kip.cell.v1.Join.CompleteJoin:input_type -> kip.cell.v1.CompleteJoinRequest
-	38, // 44: kip.cell.v1.Join.Renew:input_type -> kip.cell.v1.RenewRequest
-	40, // 45: kip.cell.v1.Join.CompleteRenew:input_type -> kip.cell.v1.CompleteRenewRequest
-	8,  // 46: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
-	10, // 47: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
-	14, // 48: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
-	18, // 49: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
-	18, // 50: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
-	20, // 51: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
-	22, // 52: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
-	28, // 53: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
-	33, // 54: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
-	35, // 55: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
-	37, // 56: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
-	39, // 57: kip.cell.v1.Join.Renew:output_type -> kip.cell.v1.RenewResponse
-	41, // 58: kip.cell.v1.Join.CompleteRenew:output_type -> kip.cell.v1.CompleteRenewResponse
-	46, // [46:59] is the sub-list for method output_type
-	33, // [33:46] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	43, // 0: kip.cell.v1.ApplyPodRequest.env:type_name -> kip.cell.v1.ApplyPodRequest.EnvEntry
+	44, // 1: kip.cell.v1.ApplyPodRequest.volumes:type_name -> kip.cell.v1.ApplyPodRequest.VolumesEntry
+	8,  // 2: kip.cell.v1.ApplyPodRequest.registry_credentials:type_name -> kip.cell.v1.RegistryCredential
+	4,  // 3: kip.cell.v1.ApplyPodRequest.cluster_dns:type_name -> kip.cell.v1.ClusterDNS
+	3,  // 4: kip.cell.v1.ApplyPodRequest.container_log_rotation:type_name -> kip.cell.v1.ContainerLogRotation
+	45, // 5: kip.cell.v1.ApplyPodRequest.disks:type_name -> kip.cell.v1.ApplyPodRequest.DisksEntry
+	46, // 6: kip.cell.v1.ApplyPodRequest.shares:type_name -> kip.cell.v1.ApplyPodRequest.SharesEntry
+	6,  // 7: kip.cell.v1.EnvList.vars:type_name -> kip.cell.v1.EnvVar
+	47, // 8: kip.cell.v1.VolumeFiles.files:type_name -> kip.cell.v1.VolumeFiles.FilesEntry
+	48, // 9: kip.cell.v1.VolumeFiles.modes:type_name -> kip.cell.v1.VolumeFiles.ModesEntry
+	13, // 10: kip.cell.v1.PodStatusUpdate.events:type_name -> kip.cell.v1.PodEvent
+	12, // 11: kip.cell.v1.PodStatusUpdate.notices:type_name -> kip.cell.v1.InstanceNotice
+	49, // 12: kip.cell.v1.InstanceNotice.time:type_name -> google.protobuf.Timestamp
+	49, // 13: kip.cell.v1.PodEvent.time:type_name -> google.protobuf.Timestamp
+	49, // 14: kip.cell.v1.LogsRequest.since_time:type_name -> google.protobuf.Timestamp
+	17, // 15: kip.cell.v1.ExecInput.start:type_name -> kip.cell.v1.ExecStart
+	18, // 16: kip.cell.v1.ExecInput.resize:type_name -> kip.cell.v1.TerminalSize
+	20, // 17: kip.cell.v1.ExecOutput.exit:type_name -> kip.cell.v1.ExitStatus
+	49, // 18: kip.cell.v1.StatsResponse.time:type_name -> google.protobuf.Timestamp
+	24, // 19: kip.cell.v1.StatsResponse.containers:type_name -> kip.cell.v1.ContainerStats
+	25, // 20: kip.cell.v1.StatsResponse.interfaces:type_name -> kip.cell.v1.InterfaceStats
+	26, // 21: kip.cell.v1.StatsResponse.volumes:type_name -> kip.cell.v1.VolumeStats
+	27, // 22: kip.cell.v1.StatsResponse.disk:type_name -> kip.cell.v1.FsStats
+	27, // 23: kip.cell.v1.StatsResponse.etc_files:type_name -> kip.cell.v1.FsStats
+	49, // 24: kip.cell.v1.ContainerStats.start_time:type_name -> google.protobuf.Timestamp
+	27, // 25: kip.cell.v1.ContainerStats.rootfs:type_name -> kip.cell.v1.FsStats
+	27, // 26: kip.cell.v1.ContainerStats.logs:type_name -> kip.cell.v1.FsStats
+	27, // 27: kip.cell.v1.VolumeStats.fs:type_name -> kip.cell.v1.FsStats
+	31, // 28: kip.cell.v1.ApplyServicesRequest.services:type_name -> kip.cell.v1.Service
+	32, // 29: kip.cell.v1.Service.ports:type_name -> kip.cell.v1.ServicePort
+	33, // 30: kip.cell.v1.ServicePort.endpoints:type_name -> kip.cell.v1.ServiceEndpoint
+	5,  // 31: kip.cell.v1.ApplyPodRequest.EnvEntry.value:type_name -> kip.cell.v1.EnvList
+	7,  // 32: kip.cell.v1.ApplyPodRequest.VolumesEntry.value:type_name -> kip.cell.v1.VolumeFiles
+	2,  // 33: kip.cell.v1.ApplyPodRequest.DisksEntry.value:type_name -> kip.cell.v1.Disk
+	1,  // 34: kip.cell.v1.ApplyPodRequest.SharesEntry.value:type_name -> kip.cell.v1.Share
+	0,  // 35: kip.cell.v1.Cell.ApplyPod:input_type -> kip.cell.v1.ApplyPodRequest
+	10, // 36: kip.cell.v1.Cell.WatchStatus:input_type -> kip.cell.v1.WatchStatusRequest
+	14, // 37: kip.cell.v1.Cell.Logs:input_type -> kip.cell.v1.LogsRequest
+	16, // 38: kip.cell.v1.Cell.Exec:input_type -> kip.cell.v1.ExecInput
+	16, // 39: kip.cell.v1.Cell.Attach:input_type -> kip.cell.v1.ExecInput
+	21, // 40: kip.cell.v1.Cell.PortForward:input_type -> kip.cell.v1.PortForwardFrame
+	22, // 41: kip.cell.v1.Cell.Stats:input_type -> kip.cell.v1.StatsRequest
+	28, // 42: kip.cell.v1.Cell.DeletePod:input_type -> kip.cell.v1.DeletePodRequest
+	30, // 43: kip.cell.v1.Cell.ApplyServices:input_type -> kip.cell.v1.ApplyServicesRequest
+	35, // 44: kip.cell.v1.Join.Join:input_type -> kip.cell.v1.JoinRequest
+	37, // 45: kip.cell.v1.Join.CompleteJoin:input_type -> kip.cell.v1.CompleteJoinRequest
+	39, // 46: kip.cell.v1.Join.Renew:input_type -> kip.cell.v1.RenewRequest
+	41, // 47: kip.cell.v1.Join.CompleteRenew:input_type -> kip.cell.v1.CompleteRenewRequest
+	9,  // 48: kip.cell.v1.Cell.ApplyPod:output_type -> kip.cell.v1.ApplyPodResponse
+	11, // 49: kip.cell.v1.Cell.WatchStatus:output_type -> kip.cell.v1.PodStatusUpdate
+	15, // 50: kip.cell.v1.Cell.Logs:output_type -> kip.cell.v1.LogChunk
+	19, // 51: kip.cell.v1.Cell.Exec:output_type -> kip.cell.v1.ExecOutput
+	19, // 52: kip.cell.v1.Cell.Attach:output_type -> kip.cell.v1.ExecOutput
+	21, // 53: kip.cell.v1.Cell.PortForward:output_type -> kip.cell.v1.PortForwardFrame
+	23, // 54: kip.cell.v1.Cell.Stats:output_type -> kip.cell.v1.StatsResponse
+	29, // 55: kip.cell.v1.Cell.DeletePod:output_type -> kip.cell.v1.DeletePodResponse
+	34, // 56: kip.cell.v1.Cell.ApplyServices:output_type -> kip.cell.v1.ApplyServicesResponse
+	36, // 57: kip.cell.v1.Join.Join:output_type -> kip.cell.v1.JoinResponse
+	38, // 58: kip.cell.v1.Join.CompleteJoin:output_type -> kip.cell.v1.CompleteJoinResponse
+	40, // 59: kip.cell.v1.Join.Renew:output_type -> kip.cell.v1.RenewResponse
+	42, // 60: kip.cell.v1.Join.CompleteRenew:output_type -> kip.cell.v1.CompleteRenewResponse
+	48, // [48:61] is the sub-list for method output_type
+	35, // [35:48] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_kip_cell_v1_cell_proto_init() }
@@ -3205,7 +3310,7 @@ func file_kip_cell_v1_cell_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kip_cell_v1_cell_proto_rawDesc), len(file_kip_cell_v1_cell_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

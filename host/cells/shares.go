@@ -1,0 +1,43 @@
+package cells
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	cellapi "github.com/kipcell/kip/cell/api"
+	"github.com/kipcell/kip/host/volumes"
+)
+
+// This file gives the agent the pod's NFS shares of its claims (a PV of
+// spec.nfs or of an NFS CSI driver): nothing is attached, the agent
+// mounts them itself. They are resolved with the disks (resolveDisks),
+// so a claim not bound keeps the pod Pending with the same event.
+
+// resolveShares resolves the NFS shares of the pod's claims and keeps
+// them for the agent. A *volumes.Error says which cannot be had.
+func (c *cell) resolveShares(ctx context.Context, pod *corev1.Pod) error {
+	shares, err := volumes.ResolveShares(ctx, c.d.volumeSource, pod)
+	if err != nil {
+		return fmt.Errorf("resolving the pod's NFS shares: %w", err)
+	}
+	var m map[string]cellapi.Share
+	for _, s := range shares {
+		if m == nil {
+			m = make(map[string]cellapi.Share, len(shares))
+		}
+		m[s.Volume] = cellapi.Share{Server: s.Server, Path: s.Path, ReadOnly: s.ReadOnly, MountOptions: s.MountOptions}
+	}
+	c.mu.Lock()
+	c.shares = m
+	c.mu.Unlock()
+	return nil
+}
+
+// cellShares is what the agent gets of the pod's NFS shares.
+func (c *cell) cellShares() map[string]cellapi.Share {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shares
+}
