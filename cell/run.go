@@ -254,7 +254,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mgr := pod.New(pod.Config{
 		Runtime: rt, Logs: store, PodIP: cfg.PodIP, HostIP: cfg.PodIP,
 		NetNSPath: cfg.NetNSPath, Network: podNetwork(cfg, ownPodNetwork, proxy, podIPTables, log), VolumesDir: volumesDir, NoTmpfs: noTmpfs, EtcDir: etcDir, TerminationDir: termDir, ResolvConf: cfg.ResolvConf,
-		StatePath: filepath.Join(cfg.StateDir, StateFile), MemoryCapacity: memoryCapacity, MakePodCgroup: makePodCgroup, Backoff: cfg.Backoff, DiskWait: cfg.DiskWait, DiskPathRoot: cfg.DiskPathRoot, Logger: log,
+		StatePath: filepath.Join(cfg.StateDir, StateFile), MemoryCapacity: memoryCapacity, MakePodCgroup: makePodCgroup, Backoff: cfg.Backoff, DiskWait: cfg.DiskWait, DiskPathRoot: cfg.DiskPathRoot, NFS: nfsMounter(cfg), Logger: log,
 	})
 	// An earlier agent of this cell (it died; its service manager started
 	// this one) left its pod running: take it over. Otherwise whatever it

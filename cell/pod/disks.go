@@ -95,11 +95,12 @@ func isClaimVolume(vol *corev1.Volume) bool {
 	return vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil
 }
 
-// mountDisks sets up the pod's disks that are not yet: it finds each
-// device, waiting up to wait for it, formats a blank one and mounts it.
-// A disk that fails is kept as the volume's error (so that no container
-// starts) and reported, with a FailedMount event. With retry, only disks
-// that failed earlier are tried again, at most once per Backoff.Initial.
+// mountDisks sets up the pod's disks and NFS shares that are not yet:
+// it finds each disk's device, waiting up to wait for it, formats a blank
+// one and mounts it; it mounts each share (shares.go). A volume that
+// fails is kept as the volume's error (so that no container starts) and
+// reported, with a FailedMount event. With retry, only volumes that
+// failed earlier are tried again, at most once per Backoff.Initial.
 func (m *Manager) mountDisks(ctx context.Context, d *Desired, wait time.Duration, retry bool) {
 	v := m.vols
 	v.diskMu.Lock()
@@ -111,26 +112,37 @@ func (m *Manager) mountDisks(ctx context.Context, d *Desired, wait time.Duration
 	}
 	for i := range d.Pod.Spec.Volumes {
 		vol := &d.Pod.Spec.Volumes[i]
-		disk, ok := d.Disks[vol.Name]
-		if !isClaimVolume(vol) || !ok {
+		share, isShare := shareOf(vol, d)
+		disk, isDisk := d.Disks[vol.Name]
+		if !isShare && (!isClaimVolume(vol) || !isDisk) {
 			continue
 		}
 		v.mu.Lock()
 		_, done := v.disks[vol.Name]
+		_, mounted := v.shares[vol.Name]
 		failedAt, failed := v.diskFailed[vol.Name]
 		v.mu.Unlock()
-		if done || (retry && (!failed || m.now().Sub(failedAt) < m.cfg.Backoff.Initial)) {
+		if done || mounted || (retry && (!failed || m.now().Sub(failedAt) < m.cfg.Backoff.Initial)) {
 			continue
 		}
-		if pvc := vol.PersistentVolumeClaim; pvc != nil && pvc.ReadOnly {
-			// The host folds it into the disk's; a pod's readOnly holds
-			// whatever the host sent.
-			disk.ReadOnly = true
-		}
 		kind := volumeKind(vol)
-		st, stage, err := v.setupDisk(ctx, vol.Name, disk, wait, fsGroup, policy, func() {
-			m.emit(EventWarning, ReasonWaitingForDisk, "", "Waiting for the disk of volume %q to appear on the instance (%s)", vol.Name, describeDisk(disk))
-		})
+		var (
+			st    *diskState
+			stage = "SetUp"
+			err   error
+		)
+		if isShare {
+			err = v.setupShare(ctx, vol.Name, share)
+		} else {
+			if pvc := vol.PersistentVolumeClaim; pvc != nil && pvc.ReadOnly {
+				// The host folds it into the disk's; a pod's readOnly holds
+				// whatever the host sent.
+				disk.ReadOnly = true
+			}
+			st, stage, err = v.setupDisk(ctx, vol.Name, disk, wait, fsGroup, policy, func() {
+				m.emit(EventWarning, ReasonWaitingForDisk, "", "Waiting for the disk of volume %q to appear on the instance (%s)", vol.Name, describeDisk(disk))
+			})
+		}
 		v.mu.Lock()
 		if err != nil {
 			v.diskFailed[vol.Name] = m.now()
@@ -139,12 +151,19 @@ func (m *Manager) mountDisks(ctx context.Context, d *Desired, wait time.Duration
 			if ctx.Err() != nil {
 				return
 			}
-			m.log.WarnContext(ctx, "setting up a disk", "volume", vol.Name, "disk", describeDisk(disk), "error", err)
+			m.log.WarnContext(ctx, "setting up a volume", "volume", vol.Name, "kind", kind, "error", err)
 			m.emit(EventWarning, ReasonFailedMount, "", "MountVolume.%s failed for volume %q : %v", stage, vol.Name, err)
 			continue
 		}
 		delete(v.diskFailed, vol.Name)
 		delete(v.errs, vol.Name)
+		if isShare {
+			v.shares[vol.Name] = share.ReadOnly
+			v.paths[vol.Name] = filepath.Join(v.dir, vol.Name)
+			v.mu.Unlock()
+			m.log.InfoContext(ctx, "NFS share mounted", "volume", vol.Name, "share", share.String())
+			continue
+		}
 		v.disks[vol.Name] = st
 		if st.dir != "" {
 			v.paths[vol.Name] = st.dir

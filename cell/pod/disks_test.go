@@ -280,7 +280,7 @@ func TestDiskNeverAppears(t *testing.T) {
 // TestClaimWithoutDisk: a claim volume the host sent no disk for stays
 // unsupported, as before disks.
 func TestClaimWithoutDisk(t *testing.T) {
-	v := newVolumes(t.TempDir(), nil, "", slog.New(slog.DiscardHandler))
+	v := newVolumes(t.TempDir(), nil, "", nil, slog.New(slog.DiscardHandler))
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
 	}}}
@@ -294,7 +294,7 @@ func TestClaimWithoutDisk(t *testing.T) {
 // TestVolumeModeMismatch: a block disk in volumeMounts, or a filesystem
 // one in volumeDevices, is refused with the kubelet's messages.
 func TestVolumeModeMismatch(t *testing.T) {
-	v := newVolumes(t.TempDir(), nil, "", slog.New(slog.DiscardHandler))
+	v := newVolumes(t.TempDir(), nil, "", nil, slog.New(slog.DiscardHandler))
 	v.disks["raw"] = &diskState{dev: "/dev/xvdf"}
 	v.disks["fs"] = &diskState{dev: "/dev/xvdg", dir: "/v/fs"}
 	v.paths["fs"] = "/v/fs"

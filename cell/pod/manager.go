@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kipcell/kip/cell/api/logs"
+	"github.com/kipcell/kip/cell/nfs"
 	"github.com/kipcell/kip/cell/runtime"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	// (a test run on that cloud), which must never be taken for the
 	// pod's. Empty, on a real instance: Path as it is.
 	DiskPathRoot string
+	// NFS mounts the pod's NFS shares (its inline nfs volumes and
+	// Desired.Shares); nil: none can be mounted, and such a volume keeps
+	// the containers waiting with CreateContainerConfigError.
+	NFS *nfs.Mounter
 	// EtcDir holds the pod's hosts, hostname and resolv.conf files, which
 	// every container gets at /etc (etcfiles.go); it is removed on Delete.
 	// Empty: the containers keep their image's files.
@@ -149,6 +154,9 @@ type Desired struct {
 	// persistentVolumeClaim and ephemeral volumes, by volume name
 	// (disks.go).
 	Disks map[string]Disk
+	// Shares are the NFS shares the host resolved for the pod's claims,
+	// by volume name (shares.go); inline nfs volumes are read from Pod.
+	Shares map[string]Share
 }
 
 // ownAddress is the address of d's pod's own network namespace, or ""
@@ -251,7 +259,7 @@ func New(cfg Config) *Manager {
 		now = time.Now
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}), probeUnit: time.Second,
-		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.DiskPathRoot, cfg.Logger),
+		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.DiskPathRoot, cfg.NFS, cfg.Logger),
 		etc:  newEtcFiles(etcConfig{dir: cfg.EtcDir, resolvConf: cfg.ResolvConf, hostsFile: cfg.HostsFile, podIP: cfg.PodIP}, cfg.Logger)}
 	m.publishLocked()
 	return m

@@ -57,6 +57,9 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 			return nil, fmt.Errorf("volume %q (%s) at %s: %w", vm.Name, volumeKind(vol), vm.MountPath, err)
 		}
 		readOnly := vm.ReadOnly || fileVolume(&vol.VolumeSource)
+		if v.shares[vm.Name] {
+			readOnly = true
+		}
 		if st := v.disks[vm.Name]; st != nil && st.readOnly {
 			readOnly = true
 		}

@@ -275,7 +275,7 @@ func TestVolumeOwnership(t *testing.T) {
 		t.Skip("changing a file's group to any group needs root")
 	}
 	dir := filepath.Join(t.TempDir(), "volumes")
-	v := newVolumes(dir, nil, "", slog.New(slog.DiscardHandler))
+	v := newVolumes(dir, nil, "", nil, slog.New(slog.DiscardHandler))
 	pod := securityPod(&corev1.PodSecurityContext{FSGroup: ptr.To[int64](2345)}, nil)
 	pod.Spec.Volumes = []corev1.Volume{
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},

@@ -72,6 +72,8 @@ type savedDesired struct {
 	// Disks are how the pod's disks are found and mounted: a restarted
 	// agent takes over the mounted ones and sets up the others.
 	Disks map[string]Disk `json:"disks,omitempty"`
+	// Shares are the claims' NFS shares, for a restarted agent.
+	Shares map[string]Share `json:"shares,omitempty"`
 }
 
 // savedContainer is what a container's status does not say.
@@ -93,7 +95,7 @@ func (m *Manager) setDesiredLocked(d *Desired) {
 	if m.cfg.StatePath == "" {
 		return
 	}
-	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS, PodAddress: d.PodAddress, SeccompDefault: d.SeccompDefault, LogRotation: d.LogRotation, Disks: d.Disks})
+	data, err := json.Marshal(savedDesired{Generation: d.Generation, Pod: d.Pod, Env: d.Env, Credentials: d.Credentials, DNS: d.DNS, PodAddress: d.PodAddress, SeccompDefault: d.SeccompDefault, LogRotation: d.LogRotation, Disks: d.Disks, Shares: d.Shares})
 	if err != nil {
 		m.log.Error("encoding the desired pod for the state file", "error", err)
 		return
@@ -208,7 +210,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 		m.log.InfoContext(ctx, "the state file is of another pod; not resuming it", "saved_uid", sd.Pod.UID, "uid", podUID)
 		return false, nil
 	}
-	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress, SeccompDefault: sd.SeccompDefault, LogRotation: sd.LogRotation, Disks: sd.Disks}
+	d := &Desired{Generation: sd.Generation, Pod: sd.Pod, Env: sd.Env, Credentials: sd.Credentials, DNS: sd.DNS, PodAddress: sd.PodAddress, SeccompDefault: sd.SeccompDefault, LogRotation: sd.LogRotation, Disks: sd.Disks, Shares: sd.Shares}
 	if err := m.checkAddress(d); err != nil {
 		// An agent of another kind left it: the pod was resolved for an
 		// address this one cannot give it.

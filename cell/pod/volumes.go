@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kipcell/kip/cell/nfs"
 )
 
 // VolumeFiles are the files of a configMap, secret, downwardAPI or
@@ -54,13 +56,17 @@ type volumes struct {
 	sysBlock, devDir string
 	// pathRoot is Config.DiskPathRoot.
 	pathRoot string
+	// nfs is Config.NFS; shares (under mu) are the NFS shares mounted, by
+	// volume name: whether read-only.
+	nfs    *nfs.Mounter
+	shares map[string]bool
 }
 
-func newVolumes(dir string, noTmpfs error, pathRoot string, log *slog.Logger) *volumes {
+func newVolumes(dir string, noTmpfs error, pathRoot string, mounter *nfs.Mounter, log *slog.Logger) *volumes {
 	return &volumes{dir: dir, noTmpfs: noTmpfs, log: log, paths: map[string]string{}, kinds: map[string]string{},
 		errs: map[string]error{}, tmpfs: map[string]bool{}, onDisk: map[string]bool{}, owned: map[string]bool{},
 		disks: map[string]*diskState{}, diskFailed: map[string]time.Time{}, sysBlock: "/sys/block", devDir: "/dev",
-		pathRoot: pathRoot}
+		pathRoot: pathRoot, nfs: mounter, shares: map[string]bool{}}
 }
 
 // ErrUnsupportedVolume marks a volume kind the cell cannot provide.
@@ -93,6 +99,10 @@ func (v *volumes) sync(ctx context.Context, d *Desired) []string {
 		vol := &d.Pod.Spec.Volumes[i]
 		kind := volumeKind(vol)
 		v.kinds[vol.Name] = kind
+		if _, ok := shareOf(vol, d); ok {
+			// Mounted by mountDisks with the disks, before any container.
+			continue
+		}
 		if isClaimVolume(vol) {
 			// The host's disk, set up by mountDisks, which may wait for it;
 			// without one, the volume cannot be had.
@@ -353,6 +363,10 @@ func (v *volumes) restore(d *Desired) {
 		v.kinds[vol.Name] = kind
 		if hp := vol.HostPath; hp != nil {
 			v.paths[vol.Name] = hp.Path
+			continue
+		}
+		if sh, ok := shareOf(vol, d); ok {
+			v.restoreShare(vol.Name, sh)
 			continue
 		}
 		if isClaimVolume(vol) {

@@ -96,7 +96,7 @@ func TestVolumeMounts(t *testing.T) {
 		t.Skip("pinning a subPath (a bind mount) needs root")
 	}
 	dir := t.TempDir()
-	v := newVolumes(filepath.Join(dir, "volumes"), nil, "", slog.New(slog.DiscardHandler))
+	v := newVolumes(filepath.Join(dir, "volumes"), nil, "", nil, slog.New(slog.DiscardHandler))
 	hostDir := filepath.Join(dir, "host", "made")
 	hostFile := filepath.Join(dir, "hostfile")
 	dirOrCreate, fileOrCreate, mustDir := corev1.HostPathDirectoryOrCreate, corev1.HostPathFileOrCreate, corev1.HostPathDirectory
@@ -241,7 +241,7 @@ func TestSubPathCannotBeRedirected(t *testing.T) {
 				t.Fatal(err)
 			}
 			vols := filepath.Join(dir, "volumes")
-			v := newVolumes(vols, nil, "", slog.New(slog.DiscardHandler))
+			v := newVolumes(vols, nil, "", nil, slog.New(slog.DiscardHandler))
 			t.Cleanup(func() { _ = v.cleanup() })
 			p := testPod(corev1.RestartPolicyAlways, "app")
 			p.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
@@ -328,7 +328,7 @@ func TestMemoryVolumesOnTmpfs(t *testing.T) {
 		t.Skip("mounting tmpfs needs root")
 	}
 	dir := filepath.Join(t.TempDir(), "volumes")
-	v := newVolumes(dir, nil, "", slog.New(slog.DiscardHandler))
+	v := newVolumes(dir, nil, "", nil, slog.New(slog.DiscardHandler))
 	size := resource.MustParse("4Mi")
 	p := testPod(corev1.RestartPolicyAlways, "app")
 	p.Spec.Volumes = []corev1.Volume{

@@ -101,6 +101,12 @@ func (s *Server) ApplyPod(ctx context.Context, req *api.PodRequest) (int64, erro
 			}
 		}
 	}
+	if len(req.Shares) > 0 {
+		d.Shares = map[string]pod.Share{}
+		for name, s := range req.Shares {
+			d.Shares[name] = pod.Share{Server: s.Server, Path: s.Path, ReadOnly: s.ReadOnly, Options: s.MountOptions}
+		}
+	}
 	if dns := req.ClusterDNS; dns != nil {
 		d.DNS = pod.ClusterDNS{Servers: dns.Servers, Domain: dns.Domain}
 	}
