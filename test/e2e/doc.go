@@ -108,6 +108,7 @@
 //	TestReferencesEventsAndAttach                 local          references, events and attach through kip
 //	TestStatefulSetKeepsItsData                   all            a StatefulSet's disks attached through the plugin, formatted and mounted by the agent, detached and attached again to a pod's new cell
 //	TestBlockVolumeAndRefusedDisks                all            a Block disk as a device through the plugin; a disk in use elsewhere and one in another zone (the plugin's wrong-zone), each with its event
+//	TestNFSVolumes                                local          NFS shares the agent mounts (inline, and a claim of spec.nfs), from a server pod; a server only the instance reaches refused before launch
 //	TestKillBetweenAttachAndStart                 aws            kip killed after attaching a disk, before its pod started: adopted, attached once, detached at the end (EC2 refuses a second attach)
 //	TestSecurityRunAsUser                         local          the security context, in the agent
 //	TestSecurityRunAsNonRoot                      local          the security context, in the agent
