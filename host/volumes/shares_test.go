@@ -32,13 +32,7 @@ func TestResolveShares(t *testing.T) {
 		}
 		return []Share{s}
 	}
-	tests := []struct {
-		name    string
-		objs    []runtime.Object
-		pod     *corev1.Pod
-		want    []Share
-		wantErr *Error
-	}{
+	runShares(t, []shareCase{
 		{
 			name: "spec.nfs",
 			objs: []runtime.Object{claim("data", "pv-1"), nfsPV(func(pv *corev1.PersistentVolume) { pv.Spec.MountOptions = []string{"nfsvers=3", "port=2049"} })},
@@ -117,7 +111,20 @@ func TestResolveShares(t *testing.T) {
 			pod:     pod(pvcVol(false)),
 			wantErr: &Error{Reason: ClaimNotBound, Field: "spec.volumes[1].persistentVolumeClaim.claimName", Message: "PVC is not bound"},
 		},
-	}
+	})
+}
+
+// shareCase is one case of TestResolveShares.
+type shareCase struct {
+	name    string
+	objs    []runtime.Object
+	pod     *corev1.Pod
+	want    []Share
+	wantErr *Error
+}
+
+func runShares(t *testing.T, tests []shareCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := NewSource(fake.NewClientset(tt.objs...))
