@@ -2,15 +2,12 @@ package docs
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/kipcell/kip/host/cli"
 )
@@ -26,57 +23,6 @@ func TestReadmeIsShort(t *testing.T) {
 	}
 }
 
-// TestLinksResolve checks every relative link of README.md and docs/*.md:
-// its file or directory exists and, for a link into a Markdown file, its
-// anchor names a heading of that file.
-func TestLinksResolve(t *testing.T) {
-	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := []string{"README.md"}
-	for _, p := range pages {
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, filepath.ToSlash(rel))
-	}
-	anchorsOf := map[string]map[string]bool{}
-	anchors := func(file string) map[string]bool {
-		if a, ok := anchorsOf[file]; ok {
-			return a
-		}
-		a := headingAnchors(read(t, file))
-		anchorsOf[file] = a
-		return a
-	}
-	checked := 0
-	for _, file := range files {
-		for _, link := range links(read(t, file)) {
-			target, anchor, _ := strings.Cut(link, "#")
-			dest := file
-			if target != "" {
-				dest = filepath.ToSlash(filepath.Join(filepath.Dir(file), target))
-				if _, err := os.Stat(filepath.Join(root, dest)); err != nil {
-					t.Errorf("%s links to %s: no such file (%s)", file, link, dest)
-					continue
-				}
-			}
-			checked++
-			if anchor == "" || !strings.HasSuffix(dest, ".md") {
-				continue
-			}
-			if !anchors(dest)[anchor] {
-				t.Errorf("%s links to %s: %s has no heading with anchor #%s", file, link, dest, anchor)
-			}
-		}
-	}
-	if checked == 0 {
-		t.Fatal("found no relative link at all: the link pattern is broken")
-	}
-}
-
 // TestDocsIndexListsEveryPage checks that docs/README.md links every other
 // page of docs/.
 func TestDocsIndexListsEveryPage(t *testing.T) {
@@ -85,9 +31,8 @@ func TestDocsIndexListsEveryPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	indexed := map[string]bool{}
-	for _, link := range links(read(t, "docs/README.md")) {
-		target, _, _ := strings.Cut(link, "#")
-		indexed[target] = true
+	for _, l := range readPage(t, "docs/README.md").links() {
+		indexed[strings.TrimPrefix(l.file, "docs/")] = true
 	}
 	for _, p := range pages {
 		if name := filepath.Base(p); name != "README.md" && !indexed[name] {
@@ -152,22 +97,6 @@ func TestReadmeCommands(t *testing.T) {
 	}
 }
 
-// TestHeadingAnchors pins the anchor rule TestLinksResolve relies on, as
-// GitHub renders it.
-func TestHeadingAnchors(t *testing.T) {
-	got := headingAnchors("# Kip\n## 1. Your first plugin\n## `kip cells`\n" +
-		"## Scale (issue 19): a burst of N pods on one node, virtual-kubelet's mock beside kip\n" +
-		"```sh\n# a comment, not a heading\n```\n## Kip\n### The main: `Serve`\n")
-	want := map[string]bool{
-		"kip": true, "1-your-first-plugin": true, "kip-cells": true,
-		"scale-issue-19-a-burst-of-n-pods-on-one-node-virtual-kubelets-mock-beside-kip": true,
-		"kip-1": true, "the-main-serve": true,
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("headingAnchors (-want +got):\n%s", diff)
-	}
-}
-
 func read(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, name))
@@ -178,12 +107,6 @@ func read(t *testing.T, name string) string {
 }
 
 var fence = regexp.MustCompile("(?ms)^```.*?^```[ \t]*$")
-
-// prose is text without its fenced code blocks and inline code spans.
-func prose(text string) string {
-	text = fence.ReplaceAllString(text, "")
-	return regexp.MustCompile("`[^`\n]*`").ReplaceAllString(text, "")
-}
 
 // codeOnly is text's fenced code blocks and inline code spans, one a line.
 func codeOnly(text string) string {
@@ -197,41 +120,6 @@ func codeOnly(text string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-// links returns the targets of text's Markdown links that are neither URLs
-// nor mail addresses, outside code.
-func links(text string) []string {
-	var out []string
-	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(prose(text), -1) {
-		if regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`).MatchString(m[1]) {
-			continue
-		}
-		out = append(out, m[1])
-	}
-	return out
-}
-
-// headingAnchors returns the anchors GitHub gives the headings of a
-// Markdown text: lower case, punctuation dropped, spaces as hyphens, and
-// -1, -2, ... after a repeated one.
-func headingAnchors(text string) map[string]bool {
-	anchors := map[string]bool{}
-	count := map[string]int{}
-	for _, line := range strings.Split(fence.ReplaceAllString(text, ""), "\n") {
-		m := regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`).FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		a := slug(m[1]) // benchmarks_test.go
-		if n := count[a]; n > 0 {
-			anchors[fmt.Sprintf("%s-%d", a, n)] = true
-		} else {
-			anchors[a] = true
-		}
-		count[a]++
-	}
-	return anchors
 }
 
 // makeTargets returns the targets the Makefile's rules define.
