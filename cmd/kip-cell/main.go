@@ -16,6 +16,7 @@ import (
 	containerdlog "github.com/containerd/log"
 
 	"github.com/kipcell/kip/cell"
+	"github.com/kipcell/kip/cell/nfsfuse"
 )
 
 // version is set at build time (make build, make dist, make images:
@@ -23,6 +24,11 @@ import (
 var version = "dev"
 
 func main() {
+	// The agent runs itself as the process behind a FUSE NFS mount
+	// (nfsfuse.Start): that process has its own flags.
+	if len(os.Args) > 1 && os.Args[1] == nfsfuse.Command {
+		os.Exit(nfsfuse.Main(os.Args[2:]))
+	}
 	var (
 		flags   cell.Flags
 		showVer bool

@@ -1,0 +1,646 @@
+package nfsfuse
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestMain makes the test binary the mount's process too: Start runs
+// os.Args[0] nfs-fuse ..., as the agent runs /proc/self/exe.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == Command {
+		os.Exit(Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting FUSE with mount(2) needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+}
+
+// mountDir makes a directory to mount on that every user can reach (the
+// tests run processes as other users in it).
+func mountDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	target := filepath.Join(dir, "mnt")
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return target
+}
+
+// mountOf is the line of /proc/self/mountinfo for target, or "".
+func mountOf(t *testing.T, target string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == target {
+			return l
+		}
+	}
+	return ""
+}
+
+// childOf is the pid of the nfs-fuse process serving target, or 0.
+func childOf(target string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 1 && args[1] == Command && slices.Contains(args, target) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	return 0
+}
+
+// waitGone waits until target is unmounted and its process has exited.
+func waitGone(t *testing.T, target string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for mountOf(t, target) != "" || childOf(target) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: mount %q, process %d", mountOf(t, target), childOf(target))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startMount mounts opts through Start; cleanup unmounts it and checks that
+// the process exits.
+func startMount(t *testing.T, opts Options) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	opts.LogFile = filepath.Join(t.TempDir(), "nfs-fuse.log")
+	if err := Start(ctx, os.Args[0], opts); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		for i := 0; mountOf(t, opts.Target) != "" && i < 100; i++ {
+			if err := syscall.Unmount(opts.Target, 0); err != nil && i == 99 {
+				t.Errorf("unmounting: %v", err)
+				_ = syscall.Unmount(opts.Target, syscall.MNT_DETACH)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		waitGone(t, opts.Target)
+		if t.Failed() {
+			b, _ := os.ReadFile(opts.LogFile)
+			t.Logf("the mount's log:\n%s", b)
+		}
+	})
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return 0
+}
+
+func TestMount(t *testing.T) {
+	needRoot(t)
+	srv := newServer(t, false)
+	mnt := mountDir(t)
+	startMount(t, srv.options(mnt))
+	onServer := func(name string) string { return filepath.Join(srv.dir, name) }
+	onMount := func(name string) string { return filepath.Join(mnt, name) }
+
+	t.Run("mountinfo", func(t *testing.T) {
+		l := mountOf(t, mnt)
+		// ... - fuse.nfs 127.0.0.1:/export rw,...
+		_, post, _ := strings.Cut(l, " - ")
+		if f := strings.Fields(post); len(f) < 2 || f[0] != "fuse.nfs" || f[1] != "127.0.0.1:/export" {
+			t.Errorf("mountinfo line %q, want type fuse.nfs and source 127.0.0.1:/export", l)
+		}
+		if !strings.Contains(l, "nosuid") || !strings.Contains(l, "nodev") || !strings.Contains(l, "allow_other") {
+			t.Errorf("mountinfo line %q, want nosuid, nodev, allow_other", l)
+		}
+	})
+
+	t.Run("a multi-MB file written at offsets", func(t *testing.T) {
+		const size = 5<<20 + 123
+		want := make([]byte, size)
+		_, _ = rand.Read(want)
+		f, err := os.OpenFile(onMount("big"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The second half first, then the first: writes at any offset.
+		for _, part := range [][2]int{{size / 2, size}, {0, size / 2}} {
+			if _, err := f.WriteAt(want[part[0]:part[1]], int64(part[0])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]byte, 1000)
+		if _, err := f.ReadAt(got, 3<<20); err != nil || !bytes.Equal(got, want[3<<20:3<<20+1000]) {
+			t.Errorf("ReadAt 3 MiB: %v, data equal %v", err, bytes.Equal(got, want[3<<20:3<<20+1000]))
+		}
+		if err := f.Close(); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		for _, p := range []string{onServer("big"), onMount("big")} {
+			got, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s: %v, %d bytes, equal %v", p, err, len(got), bytes.Equal(got, want))
+			}
+		}
+	})
+
+	t.Run("append", func(t *testing.T) {
+		if err := os.WriteFile(onMount("log"), []byte("one\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(onMount("log"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("two\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(onServer("log")); string(got) != "one\ntwo\n" {
+			t.Errorf("server has %q, want one, two", got)
+		}
+	})
+
+	t.Run("what the server writes is read", func(t *testing.T) {
+		if err := os.WriteFile(onServer("from-server"), []byte("hello"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(onMount("from-server")); err != nil || string(got) != "hello" {
+			t.Errorf("read %q, %v; want hello", got, err)
+		}
+		st, err := os.Stat(onMount("from-server"))
+		want, _ := os.Stat(onServer("from-server"))
+		if err != nil || st.Sys().(*syscall.Stat_t).Ino != want.Sys().(*syscall.Stat_t).Ino {
+			t.Errorf("inode %v, %v; want the server's %d (go-nfs's fileid)", st, err, want.Sys().(*syscall.Stat_t).Ino)
+		}
+	})
+
+	t.Run("directories", func(t *testing.T) {
+		if err := os.Mkdir(onMount("d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"c", "a", "b"} {
+			if err := os.WriteFile(onMount("d/"+n), []byte(n), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Mkdir(onMount("d/sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := os.ReadDir(onMount("d"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			n := e.Name()
+			if e.IsDir() {
+				n += "/"
+			}
+			names = append(names, n)
+		}
+		if want := []string{"a", "b", "c", "sub/"}; !slices.Equal(names, want) {
+			t.Errorf("ReadDir = %v, want %v", names, want)
+		}
+		if st, err := os.Stat(onServer("d/sub")); err != nil || !st.IsDir() {
+			t.Errorf("server: d/sub %v, %v", st, err)
+		}
+		// ls -la: the entries and their attributes from READDIRPLUS.
+		out, err := exec.Command("ls", "-la", onMount("d")).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), " sub\n") || !strings.Contains(string(out), " ..\n") {
+			t.Errorf("ls -la: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("rename, unlink, rmdir", func(t *testing.T) {
+		if err := os.Rename(onMount("d/a"), onMount("d/sub/moved")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(onServer("d/sub/moved")); err != nil || string(got) != "a" {
+			t.Errorf("server: moved %q, %v", got, err)
+		}
+		if _, err := os.Stat(onServer("d/a")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("server: d/a still there: %v", err)
+		}
+		if err := os.Remove(onMount("d/b")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(onServer("d/b")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("server: d/b still there: %v", err)
+		}
+		// go-nfs answers NFS3ERR_IO here (nfs_onremove.go), not
+		// NOTEMPTY: the errno is the server's; TestErrnos maps NOTEMPTY.
+		if err := syscall.Rmdir(onMount("d/sub")); err == nil {
+			t.Errorf("rmdir of a full directory succeeded")
+		}
+		if _, err := os.Stat(onServer("d/sub/moved")); err != nil {
+			t.Errorf("server: after a refused rmdir: %v", err)
+		}
+		if err := os.Remove(onMount("d/sub/moved")); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Rmdir(onMount("d/sub")); err != nil {
+			t.Fatalf("rmdir: %v", err)
+		}
+		if _, err := os.Stat(onServer("d/sub")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("server: d/sub still there: %v", err)
+		}
+	})
+
+	t.Run("attributes", func(t *testing.T) {
+		p := onMount("attrs")
+		if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 5000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+		steps := []struct {
+			name string
+			do   func() error
+			// what the server's stat must show
+			check func(st *syscall.Stat_t) bool
+		}{
+			{"truncate", func() error { return os.Truncate(p, 1000) }, func(st *syscall.Stat_t) bool { return st.Size == 1000 }},
+			{"chmod", func() error { return os.Chmod(p, 0o640) }, func(st *syscall.Stat_t) bool { return st.Mode&0o7777 == 0o640 }},
+			// go-nfs runs every call as itself (root) and ignores
+			// AUTH_SYS, so a chown is granted: this checks that the
+			// owner reaches the server, not who may change it.
+			{"chown", func() error { return os.Chown(p, 1234, 5678) }, func(st *syscall.Stat_t) bool { return st.Uid == 1234 && st.Gid == 5678 }},
+			{"mtime", func() error { return os.Chtimes(p, mtime, mtime) }, func(st *syscall.Stat_t) bool { return st.Mtim.Sec == mtime.Unix() }},
+		}
+		for _, s := range steps {
+			if err := s.do(); err != nil {
+				t.Errorf("%s: %v", s.name, err)
+				continue
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(onServer("attrs"), &st); err != nil || !s.check(&st) {
+				t.Errorf("%s: the server's file: %+v, %v", s.name, st, err)
+			}
+			// And the mount shows the same at once (the reply's attributes).
+			var mst syscall.Stat_t
+			if err := syscall.Stat(p, &mst); err != nil || !s.check(&mst) {
+				t.Errorf("%s: the mount's stat: %+v, %v", s.name, mst, err)
+			}
+		}
+	})
+
+	t.Run("symlink", func(t *testing.T) {
+		if err := os.Symlink("some/where", onMount("link")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{onMount("link"), onServer("link")} {
+			if got, err := os.Readlink(p); err != nil || got != "some/where" {
+				t.Errorf("readlink %s = %q, %v", p, got, err)
+			}
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		if err := os.WriteFile(onMount("exists"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name string
+			do   func() error
+			want syscall.Errno
+		}{
+			{"O_EXCL on an existing name", func() error {
+				_, err := os.OpenFile(onMount("exists"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+				return err
+			}, syscall.EEXIST},
+			{"mkdir on an existing name", func() error { return os.Mkdir(onMount("exists"), 0o755) }, syscall.EEXIST},
+			{"open a missing file", func() error { _, err := os.Open(onMount("missing")); return err }, syscall.ENOENT},
+			{"a file as a directory", func() error { _, err := os.Stat(onMount("exists/x")); return err }, syscall.ENOTDIR},
+			{"renameat2 NOREPLACE", func() error {
+				return unixRenameNoReplace(onMount("exists"), onMount("other"))
+			}, syscall.EINVAL},
+		}
+		for _, tt := range tests {
+			if got := errnoOf(tt.do()); got != tt.want {
+				t.Errorf("%s: errno %v, want %v", tt.name, got, tt.want)
+			}
+		}
+		// Without O_EXCL the existing file is opened, not replaced.
+		if err := os.WriteFile(onServer("keep"), []byte("kept"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(onMount("keep"), os.O_CREATE|os.O_RDONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(f)
+		f.Close()
+		if string(got) != "kept" {
+			t.Errorf("O_CREAT without O_EXCL read %q, want kept", got)
+		}
+	})
+
+	t.Run("statfs", func(t *testing.T) {
+		var got, want syscall.Statfs_t
+		if err := syscall.Statfs(mnt, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Statfs(srv.dir, &want); err != nil {
+			t.Fatal(err)
+		}
+		total := func(s syscall.Statfs_t) uint64 { return s.Blocks * uint64(s.Bsize) }
+		if total(got) != total(want)/4096*4096 || got.Files != want.Files {
+			t.Errorf("statfs: %d bytes, %d files; the server's file system %d, %d", total(got), got.Files, total(want), want.Files)
+		}
+	})
+
+	t.Run("credentials are the caller's", func(t *testing.T) {
+		if err := os.WriteFile(onServer("for-1234"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("cat", onMount("for-1234"))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1234, Gid: 5678, Groups: []uint32{42}}}
+		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "x" {
+			t.Fatalf("cat as 1234: %q, %v", out, err)
+		}
+		var seen []call
+		for _, c := range srv.recorded() {
+			if c.prog == progNFS && c.uid == 1234 {
+				seen = append(seen, c)
+			}
+		}
+		if len(seen) == 0 {
+			t.Fatalf("no NFS call as uid 1234 among %d", len(srv.recorded()))
+		}
+		for _, c := range seen {
+			if c.flavor != authSys || c.gid != 5678 || !slices.Equal(c.gids, []uint32{42}) {
+				t.Errorf("call %d as uid 1234: flavor %d gid %d groups %v, want AUTH_SYS, 5678, [42]", c.proc, c.flavor, c.gid, c.gids)
+			}
+		}
+	})
+}
+
+func unixRenameNoReplace(from, to string) error {
+	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+}
+
+func TestReadOnly(t *testing.T) {
+	needRoot(t)
+	srv := newServer(t, false)
+	if err := os.WriteFile(filepath.Join(srv.dir, "f"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		edit func(*Options)
+	}{
+		{"ReadOnly", func(o *Options) { o.ReadOnly = true }},
+		{"the ro mount option", func(o *Options) { o.Options = []string{"ro"} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mnt := mountDir(t)
+			o := srv.options(mnt)
+			tt.edit(&o)
+			startMount(t, o)
+			if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "data" {
+				t.Errorf("read %q, %v", got, err)
+			}
+			for name, err := range map[string]error{
+				"write":  os.WriteFile(filepath.Join(mnt, "f"), []byte("no"), 0o644),
+				"create": os.WriteFile(filepath.Join(mnt, "new"), []byte("no"), 0o644),
+				"mkdir":  os.Mkdir(filepath.Join(mnt, "d"), 0o755),
+				"remove": os.Remove(filepath.Join(mnt, "f")),
+			} {
+				if errnoOf(err) != syscall.EROFS {
+					t.Errorf("%s: %v, want EROFS", name, err)
+				}
+			}
+			if got, _ := os.ReadFile(filepath.Join(srv.dir, "f")); string(got) != "data" {
+				t.Errorf("the server's file is %q", got)
+			}
+		})
+	}
+}
+
+// TestStartFails: Start returns the child's error, or fails within its ctx,
+// and leaves no mount and no process.
+func TestStartFails(t *testing.T) {
+	needRoot(t)
+	refusing := newServer(t, true)
+	serving := newServer(t, false)
+	silent := silentListener(t)
+	closed := closedPort(t)
+	tests := []struct {
+		name    string
+		opts    func(target string) Options
+		timeout time.Duration
+		want    string // in the error
+		within  time.Duration
+	}{
+		{"the server refuses the export", refusing.options, 20 * time.Second,
+			"mounting 127.0.0.1:/export: MNT: permission denied", 10 * time.Second},
+		{"no such export", func(target string) Options {
+			o := serving.options(target)
+			o.Export = "/elsewhere"
+			return o
+		}, 20 * time.Second, "mounting 127.0.0.1:/elsewhere: MNT: no such file or directory", 10 * time.Second},
+		{"nothing listens", func(target string) Options {
+			return Options{Server: "127.0.0.1", Export: "/export", Target: target, NFSPort: closed, MountPort: closed}
+		}, 20 * time.Second, "connection refused", 10 * time.Second},
+		{"the server never answers", func(target string) Options {
+			return Options{Server: "127.0.0.1", Export: "/export", Target: target, NFSPort: silent, MountPort: silent}
+		}, 2 * time.Second, "context deadline exceeded", 2*time.Second + stopWait},
+		{"an option only the kernel honours", func(target string) Options {
+			o := serving.options(target)
+			o.Options = []string{"nfsvers=4.1"}
+			return o
+		}, 20 * time.Second, `mount option "nfsvers=4.1": needs the kernel's NFS client`, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mnt := mountDir(t)
+			ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
+			defer cancel()
+			start := time.Now()
+			err := Start(ctx, os.Args[0], tt.opts(mnt))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start: %v, want %q", err, tt.want)
+			}
+			if d := time.Since(start); d > tt.within {
+				t.Errorf("Start took %v, want at most %v", d, tt.within)
+			}
+			waitGone(t, mnt)
+		})
+	}
+}
+
+// TestStop: the mount's process exits when the target is unmounted (the
+// agent's unmount at the pod's end) and unmounts on SIGTERM.
+func TestStop(t *testing.T) {
+	needRoot(t)
+	srv := newServer(t, false)
+	tests := []struct {
+		name string
+		stop func(t *testing.T, target string, pid int)
+	}{
+		{"umount", func(t *testing.T, target string, _ int) {
+			if err := syscall.Unmount(target, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"SIGTERM", func(t *testing.T, _ string, pid int) {
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		// A busy mount is detached: it leaves the tree at once, and
+		// the process serves the files still open until they are
+		// closed, then exits.
+		{"SIGTERM while a file is open", func(t *testing.T, target string, pid int) {
+			f, err := os.Open(filepath.Join(target, "f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; mountOf(t, target) != "" && i < 500; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if l := mountOf(t, target); l != "" {
+				t.Fatalf("still mounted after SIGTERM: %s", l)
+			}
+			if _, err := f.Stat(); err != nil {
+				t.Errorf("the open file after the detach: %v", err)
+			}
+			if childOf(target) != pid {
+				t.Errorf("the process exited with a file still open")
+			}
+		}},
+	}
+	if err := os.WriteFile(filepath.Join(srv.dir, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mnt := mountDir(t)
+			startMount(t, srv.options(mnt))
+			pid := childOf(mnt)
+			if pid == 0 {
+				t.Fatal("no nfs-fuse process")
+			}
+			// Its own session: it outlives the agent's.
+			if sid, _ := unix.Getsid(pid); sid != pid {
+				t.Errorf("session %d, want its own (%d)", sid, pid)
+			}
+			tt.stop(t, mnt, pid)
+			waitGone(t, mnt)
+		})
+	}
+}
+
+// TestServerLost: a hard mount waits for a server that went away and
+// carries on once it is back, instead of failing the pod's reads.
+func TestServerLost(t *testing.T) {
+	needRoot(t)
+	srv := newServer(t, false)
+	mnt := mountDir(t)
+	startMount(t, srv.options(mnt))
+	if _, err := os.ReadDir(mnt); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(srv.dir, "later"), []byte("still here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.blocked.Store(true)
+	srv.drop()
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := os.ReadFile(filepath.Join(mnt, "later"))
+		done <- result{b, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("read while the server was gone: %q, %v; want it to wait", r.b, r.err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	srv.blocked.Store(false)
+	select {
+	case r := <-done:
+		if r.err != nil || string(r.b) != "still here" {
+			t.Errorf("read after the server came back: %q, %v", r.b, r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("read still waiting 20 s after the server came back")
+	}
+}
+
+// TestErrnos: each NFS3ERR_* status reaches the process as the errno the
+// Linux client gives (or, where Linux uses a kernel-internal one, the
+// nearest a process understands).
+func TestErrnos(t *testing.T) {
+	tests := []struct {
+		status nfsStatus
+		want   syscall.Errno
+	}{
+		{1, syscall.EPERM}, {2, syscall.ENOENT}, {5, syscall.EIO}, {6, syscall.ENXIO},
+		{13, syscall.EACCES}, {17, syscall.EEXIST}, {18, syscall.EXDEV}, {19, syscall.ENODEV},
+		{20, syscall.ENOTDIR}, {21, syscall.EISDIR}, {22, syscall.EINVAL}, {27, syscall.EFBIG},
+		{28, syscall.ENOSPC}, {30, syscall.EROFS}, {31, syscall.EMLINK}, {63, syscall.ENAMETOOLONG},
+		{66, syscall.ENOTEMPTY}, {69, syscall.EDQUOT}, {70, syscall.ESTALE}, {71, syscall.EREMOTE},
+		{10001, syscall.ESTALE}, {10002, syscall.EIO}, {10003, syscall.EIO}, {10004, syscall.ENOTSUP},
+		{10005, syscall.EIO}, {10006, syscall.EREMOTEIO}, {10007, syscall.EINVAL}, {10008, syscall.EAGAIN},
+		{12345, syscall.EIO},
+	}
+	f := &filesys{}
+	for _, tt := range tests {
+		if got := f.errno("TEST", tt.status); got != tt.want {
+			t.Errorf("status %d: errno %v, want %v", tt.status, got, tt.want)
+		}
+		if !errors.Is(tt.status, tt.want) {
+			t.Errorf("status %d is not %v", tt.status, tt.want)
+		}
+	}
+}
