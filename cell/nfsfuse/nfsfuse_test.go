@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -642,5 +644,73 @@ func TestErrnos(t *testing.T) {
 		if !errors.Is(tt.status, tt.want) {
 			t.Errorf("status %d is not %v", tt.status, tt.want)
 		}
+	}
+}
+
+// TestClient calls the NFS client directly where the kernel hides what it
+// does: the kernel looks a name up before it creates, so only a race would
+// show whether CREATE is GUARDED.
+func TestClient(t *testing.T) {
+	srv := newServer(t, false)
+	s, err := srv.options("/unused").resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rc := newRPCClient(net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.port)), s, log)
+	defer rc.close()
+	ctx := t.Context()
+	root, err := mnt(ctx, rc, srv.export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &nfsClient{rpc: rc}
+	cr := &cred{}
+	if err := os.WriteFile(filepath.Join(srv.dir, "there"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.create(ctx, cr, root, "there", 0o644, true); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("guarded CREATE of an existing name: %v, want EEXIST", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(srv.dir, "there")); string(b) != "keep" {
+		t.Errorf("the existing file is now %q", b)
+	}
+
+	// A directory larger than one READDIRPLUS reply.
+	const n = 3000
+	if err := os.Mkdir(filepath.Join(srv.dir, "many"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(srv.dir, "many", "file-with-a-long-name-"+strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, _, err := c.lookup(ctx, cr, root, "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := c.readdirplus(ctx, cr, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, e := range ents {
+		if e.attr == nil || e.fh == nil {
+			t.Errorf("entry %q without attributes or handle", e.name)
+		}
+		names[e.name] = true
+	}
+	if len(names) != n+2 && len(names) != n { // with or without . and ..
+		t.Errorf("READDIRPLUS listed %d names, want %d", len(names), n)
+	}
+	pages := 0
+	for _, cl := range srv.recorded() {
+		if cl.prog == progNFS && cl.proc == procReaddirplus {
+			pages++
+		}
+	}
+	if pages < 2 {
+		t.Errorf("%d READDIRPLUS calls, want the listing in several pages", pages)
 	}
 }
