@@ -15,9 +15,11 @@
 //     and UDP with it; with -get URL it is the tests' client instead: asks
 //     a URL, http, https or udp, n times on new connections and prints the
 //     answers, and finds a Service by name through the pod's resolver),
-//     crash (exits with $EXIT_CODE) and logger (prints numbered lines).
+//     crash (exits with $EXIT_CODE), logger (prints numbered lines) and
+//     nfsserver (serves a directory over NFSv3 and MOUNT on port 2049 with
+//     go-nfs: a test server, no authentication and no portmapper).
 //
-// PushAll pushes busybox, hello, crash and logger as
+// PushAll pushes busybox, hello, crash, logger and nfsserver as
 // <registry host>/kip-e2e/<name>:v1 and returns their references and
 // digests:
 //

@@ -103,6 +103,7 @@ func TestPushAllPullBack(t *testing.T) {
 		{set.Hello, "hello", 2, appCfg},
 		{set.Crash, "crash", 2, appCfg},
 		{set.Logger, "logger", 2, appCfg},
+		{set.NFSServer, "nfsserver", 2, appCfg},
 	}
 	if len(set.All()) != len(tests) {
 		t.Fatalf("Set.All() has %d images, the test checks %d", len(set.All()), len(tests))

@@ -23,7 +23,7 @@ const ProgramsPkg = "github.com/kipcell/kip/test/images/programs"
 
 // Programs are the test programs under programs/, in the order PushAll
 // pushes them.
-var Programs = []string{"hello", "crash", "logger"}
+var Programs = []string{"hello", "crash", "logger", "nfsserver"}
 
 // GoOptions configures GoProgram. The zero value builds in the current
 // directory on top of Busybox.

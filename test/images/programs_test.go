@@ -13,12 +13,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/willscott/go-nfs-client/nfs"
+	"github.com/willscott/go-nfs-client/nfs/rpc"
 
 	"github.com/kipcell/kip/test/images"
 )
@@ -276,4 +280,96 @@ func run(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
 		t.Fatal(err)
 	}
 	return out.String(), errOut.String(), code
+}
+
+// TestNFSServer runs nfsserver on a directory it creates and uses it as an
+// NFS client does (go-nfs-client): MOUNT, then files written and listed
+// through NFS appear in and come from the directory.
+func TestNFSServer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "export") // created by the server
+	addr := closedAddr(t)
+	cmd := exec.CommandContext(t.Context(), program(t, "nfsserver"), "-dir", dir, "-listen", addr)
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var client *rpc.Client
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		if client, err = rpc.DialTCP("tcp", addr, false); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dialling nfsserver: %v; its log:\n%s", err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer client.Close()
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		t.Errorf("the served directory: %v, %v", st, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "from-disk"), []byte("disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	m := &nfs.Mount{Client: client}
+	target, err := m.Mount("/export", rpc.AuthNull)
+	if err != nil {
+		t.Fatalf("MNT /export: %v", err)
+	}
+	f, err := target.OpenFile("from-nfs", 0o644)
+	if err != nil {
+		t.Fatalf("creating a file: %v", err)
+	}
+	if _, err := f.Write([]byte("over nfs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "from-nfs")); err != nil || string(got) != "over nfs" {
+		t.Errorf("the file written over NFS on disk: %q, %v", got, err)
+	}
+	ents, err := target.ReadDirPlus("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"from-disk", "from-nfs"}) {
+		t.Errorf("READDIRPLUS of the export: %v", names)
+	}
+	if !strings.Contains(logs.String(), "path=/export") {
+		t.Errorf("no mount logged:\n%s", logs.String())
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("nfsserver after SIGTERM: %v, want exit 0; its log:\n%s", err, logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

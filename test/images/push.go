@@ -26,7 +26,8 @@ const (
 
 // Image is one pushed image.
 type Image struct {
-	// Name is the short name: busybox, hello, crash, logger or coredns.
+	// Name is the short name: busybox, hello, crash, logger, nfsserver or
+	// coredns.
 	Name string
 	// Ref is registry.Host()/kip-e2e/<name>:<tag>, the tag v1 for the
 	// images of PushAll.
@@ -46,13 +47,13 @@ func (i Image) DigestRef() string {
 
 // Set is the images PushAll pushed.
 type Set struct {
-	Busybox, Hello, Crash, Logger Image
+	Busybox, Hello, Crash, Logger, NFSServer Image
 }
 
 // All returns the images of s in a fixed order: busybox, hello, crash,
-// logger.
+// logger, nfsserver.
 func (s Set) All() []Image {
-	return []Image{s.Busybox, s.Hello, s.Crash, s.Logger}
+	return []Image{s.Busybox, s.Hello, s.Crash, s.Logger, s.NFSServer}
 }
 
 var built struct {
@@ -128,6 +129,7 @@ func PushAll(ctx context.Context, reg *registry.Registry) (Set, error) {
 		{"hello", &s.Hello},
 		{"crash", &s.Crash},
 		{"logger", &s.Logger},
+		{"nfsserver", &s.NFSServer},
 	} {
 		if *p.dst, err = push(ctx, reg, p.name, Tag, imgs[p.name]); err != nil {
 			return Set{}, err
