@@ -73,11 +73,14 @@ func (n *node) handle() []byte {
 // logged since the process sees only EIO.
 func (f *filesys) errno(op string, err error) syscall.Errno {
 	var st nfsStatus
+	var re *rpcError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &st):
 		return st.Errno()
+	case errors.As(err, &re) && re.auth:
+		return syscall.EACCES
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}

@@ -107,7 +107,14 @@ func Start(ctx context.Context, exe string, opts Options) error {
 // for bad flags.
 func Main(args []string) int {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "nfs-fuse")
-	ready := os.NewFile(readyFD, "ready")
+	// fd 3 is the parent's pipe only when Start ran us; by hand it may be
+	// anything (the Go runtime's epoll), which must not be written or
+	// closed.
+	var ready *os.File
+	var st syscall.Stat_t
+	if syscall.Fstat(readyFD, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO {
+		ready = os.NewFile(readyFD, "ready")
+	}
 	report := func(msg string) {
 		if ready != nil {
 			_, _ = io.WriteString(ready, msg+"\n")

@@ -645,6 +645,20 @@ func TestErrnos(t *testing.T) {
 			t.Errorf("status %d is not %v", tt.status, tt.want)
 		}
 	}
+	f.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tt := range []struct {
+		err  error
+		want syscall.Errno
+	}{
+		{&rpcError{msg: "authentication error 5", auth: true}, syscall.EACCES},
+		{&rpcError{msg: "procedure unavailable"}, syscall.EIO},
+		{errTimedOut, syscall.EIO},
+		{context.Canceled, syscall.EINTR},
+	} {
+		if got := f.errno("TEST", tt.err); got != tt.want {
+			t.Errorf("%v: errno %v, want %v", tt.err, got, tt.want)
+		}
+	}
 }
 
 // TestClient calls the NFS client directly where the kernel hides what it

@@ -39,10 +39,16 @@ type cred struct {
 }
 
 // rpcError is a call the server did not execute (an RPC-level refusal, not
-// an NFS status).
-type rpcError struct{ msg string }
+// an NFS status); auth is a refused credential (AUTH_ERROR).
+type rpcError struct {
+	msg  string
+	auth bool
+}
 
 func (e *rpcError) Error() string { return "rpc: " + e.msg }
+
+// errClosed is a call on a client closed after the unmount: not retried.
+var errClosed = errors.New("rpc: client closed")
 
 // errTimedOut is a soft mount's call that failed retrans + 1 times.
 var errTimedOut = errors.New("rpc: giving up (soft mount)")
@@ -171,7 +177,7 @@ func (c *rpcClient) connection(ctx context.Context) (*rpcConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, errors.New("rpc: client closed")
+		return nil, errClosed
 	}
 	if c.conn != nil {
 		select {
@@ -264,6 +270,9 @@ func (c *rpcClient) call(ctx context.Context, prog, vers, proc uint32, cr *cred,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if errors.Is(err, errClosed) {
+			return nil, err
+		}
 		switch {
 		case !c.ready.Load():
 			return nil, err
@@ -327,7 +336,7 @@ func (c *rpcClient) send(ctx context.Context, xid uint32, msg []byte) ([]byte, e
 func parseReply(b []byte) ([]byte, error) {
 	d := dec{b: b}
 	if d.u32() != rpcReply {
-		return nil, &rpcError{"not a reply"}
+		return nil, &rpcError{msg: "not a reply"}
 	}
 	switch d.u32() {
 	case msgAccepted:
@@ -341,21 +350,21 @@ func parseReply(b []byte) ([]byte, error) {
 		case 0:
 			return d.b, nil
 		case 1:
-			return nil, &rpcError{"program unavailable"}
+			return nil, &rpcError{msg: "program unavailable"}
 		case 2:
-			return nil, &rpcError{fmt.Sprintf("program version mismatch (the server has %d to %d)", d.u32(), d.u32())}
+			return nil, &rpcError{msg: fmt.Sprintf("program version mismatch (the server has %d to %d)", d.u32(), d.u32())}
 		case 3:
-			return nil, &rpcError{"procedure unavailable"}
+			return nil, &rpcError{msg: "procedure unavailable"}
 		case 4:
-			return nil, &rpcError{"garbage arguments"}
+			return nil, &rpcError{msg: "garbage arguments"}
 		default:
-			return nil, &rpcError{"system error"}
+			return nil, &rpcError{msg: "system error"}
 		}
 	case msgDenied:
 		if d.u32() == 0 {
-			return nil, &rpcError{"RPC version mismatch"}
+			return nil, &rpcError{msg: "RPC version mismatch"}
 		}
-		return nil, &rpcError{fmt.Sprintf("authentication error %d", d.u32())}
+		return nil, &rpcError{msg: fmt.Sprintf("authentication error %d", d.u32()), auth: true}
 	}
-	return nil, &rpcError{"malformed reply"}
+	return nil, &rpcError{msg: "malformed reply"}
 }
