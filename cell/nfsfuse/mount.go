@@ -125,11 +125,13 @@ func Main(args []string) int {
 
 	o, err := parseFlags(args)
 	if err != nil {
+		log.Error("bad flags", "error", err)
 		report("error: " + err.Error())
 		return 2
 	}
 	s, err := o.resolve()
 	if err != nil {
+		log.Error("bad options", "error", err)
 		report("error: " + err.Error())
 		return 2
 	}
