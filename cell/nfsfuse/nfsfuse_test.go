@@ -377,6 +377,31 @@ func TestMount(t *testing.T) {
 		}
 	})
 
+	t.Run("concurrent readers and writers", func(t *testing.T) {
+		const n = 8
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				want := bytes.Repeat([]byte{byte('a' + i)}, 300<<10+i)
+				p := onMount("par-" + strconv.Itoa(i))
+				if err := os.WriteFile(p, want, 0o644); err != nil {
+					errs <- err
+					return
+				}
+				got, err := os.ReadFile(p)
+				if err == nil && !bytes.Equal(got, want) {
+					err = errors.New(p + ": read back different data")
+				}
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
 	t.Run("statfs", func(t *testing.T) {
 		var got, want syscall.Statfs_t
 		if err := syscall.Statfs(mnt, &got); err != nil {
@@ -440,6 +465,9 @@ func TestReadOnly(t *testing.T) {
 			o := srv.options(mnt)
 			tt.edit(&o)
 			startMount(t, o)
+			if opts := strings.Fields(mountOf(t, mnt)); len(opts) < 6 || !slices.Contains(strings.Split(opts[5], ","), "ro") {
+				t.Errorf("mountinfo %q, want ro", mountOf(t, mnt))
+			}
 			if got, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(got) != "data" {
 				t.Errorf("read %q, %v", got, err)
 			}
@@ -585,6 +613,26 @@ func TestServerLost(t *testing.T) {
 	srv := newServer(t, false)
 	mnt := mountDir(t)
 	startMount(t, srv.options(mnt))
+	lose(t, srv, mnt, true)
+}
+
+// TestSoftMount: a soft mount gives up on a server that went away: EIO
+// after retrans more tries.
+func TestSoftMount(t *testing.T) {
+	needRoot(t)
+	srv := newServer(t, false)
+	mnt := mountDir(t)
+	o := srv.options(mnt)
+	o.Options = []string{"soft", "timeo=10", "retrans=1"}
+	startMount(t, o)
+	lose(t, srv, mnt, false)
+}
+
+// lose cuts the server off while a file is read: a hard mount's read
+// waits and gets the data once the server is back, a soft one's fails
+// with EIO.
+func lose(t *testing.T, srv *testServer, mnt string, hard bool) {
+	t.Helper()
 	if _, err := os.ReadDir(mnt); err != nil {
 		t.Fatal(err)
 	}
@@ -603,6 +651,18 @@ func TestServerLost(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(mnt, "later"))
 		done <- result{b, err}
 	}()
+	if !hard {
+		select {
+		case r := <-done:
+			if errnoOf(r.err) != syscall.EIO {
+				t.Errorf("soft mount, server gone: read %q, %v; want EIO", r.b, r.err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("soft mount, server gone: read still waiting after 20 s")
+		}
+		srv.blocked.Store(false)
+		return
+	}
 	select {
 	case r := <-done:
 		t.Fatalf("read while the server was gone: %q, %v; want it to wait", r.b, r.err)
