@@ -35,10 +35,10 @@ const (
 	procFsinfo      = 19
 	procCommit      = 21
 
-	fhSize3    = 64   // NFS3_FHSIZE
-	nameLimit  = 4096 // a name or path in a reply; servers' limits are far lower
-	nfs3Ok     = 0
-	nfs3Jukebo = 10008 // NFS3ERR_JUKEBOX: try again later
+	fhSize3        = 64   // NFS3_FHSIZE
+	nameLimit      = 4096 // a name or path in a reply; servers' limits are far lower
+	nfs3Ok         = 0
+	nfs3ErrJukebox = 10008 // NFS3ERR_JUKEBOX: try again later
 
 	unstable = 0
 	fileSync = 2
@@ -213,7 +213,7 @@ func (c *nfsClient) call(ctx context.Context, cr *cred, proc uint32, args []byte
 		if d.err != nil {
 			return nil, 0, d.err
 		}
-		if st != nfs3Jukebo {
+		if st != nfs3ErrJukebox {
 			return d, st, nil
 		}
 		select {
@@ -476,11 +476,17 @@ type dirEntry struct {
 }
 
 // readdirplus reads the whole directory, page by page. A cookie the server
-// no longer knows (BAD_COOKIE, the directory changed) restarts the listing
-// once from the beginning.
+// no longer knows (BAD_COOKIE: the directory changed under the listing)
+// restarts the listing once from the beginning.
 func (c *nfsClient) readdirplus(ctx context.Context, cr *cred, dir []byte) ([]dirEntry, error) {
-	restarted := false
-restart:
+	all, err := c.readdirplusFrom(ctx, cr, dir)
+	if errors.Is(err, nfsStatus(10003)) {
+		all, err = c.readdirplusFrom(ctx, cr, dir)
+	}
+	return all, err
+}
+
+func (c *nfsClient) readdirplusFrom(ctx context.Context, cr *cred, dir []byte) ([]dirEntry, error) {
 	var (
 		all    []dirEntry
 		cookie uint64
@@ -498,10 +504,6 @@ restart:
 			return nil, err
 		}
 		d.postOpAttr()
-		if st == 10003 && !restarted {
-			restarted = true
-			goto restart
-		}
 		if st != nfs3Ok {
 			return nil, st
 		}
@@ -518,9 +520,7 @@ restart:
 				break
 			}
 			n++
-			if de.name != "." && de.name != ".." {
-				all = append(all, de)
-			}
+			all = append(all, de)
 		}
 		eof := d.boolean()
 		if d.err != nil {

@@ -770,12 +770,15 @@ func TestClient(t *testing.T) {
 	}
 	names := map[string]bool{}
 	for _, e := range ents {
+		if e.name == "." || e.name == ".." {
+			continue // go-nfs sends them bare; the file system makes its own
+		}
 		if e.attr == nil || e.fh == nil {
 			t.Errorf("entry %q without attributes or handle", e.name)
 		}
 		names[e.name] = true
 	}
-	if len(names) != n+2 && len(names) != n { // with or without . and ..
+	if len(names) != n {
 		t.Errorf("READDIRPLUS listed %d names, want %d", len(names), n)
 	}
 	pages := 0

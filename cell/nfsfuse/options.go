@@ -34,39 +34,33 @@ type Options struct {
 	// set them too; a field that is not 0 wins.
 	NFSPort, MountPort int
 
-	// Options are a PersistentVolume's mountOptions. Those the FUSE client
-	// honours (see MountOptionsHonoured), those it accepts and ignores
-	// (MountOptionsIgnored); any other is refused with an error naming it,
-	// since the pod asked for something it would not get.
+	// Options are a PersistentVolume's mountOptions, each one option or
+	// several comma-separated. Honoured: ro, rw; nfsvers=3, vers=3,
+	// mountvers=3, proto=tcp, mountproto=tcp, sec=sys; port=N,
+	// mountport=N; hard (the default), soft, timeo=N (tenths of a second,
+	// default 600), retrans=N (default 2); actimeo=N (seconds, default 1),
+	// noac; rsize=N, wsize=N; resvport (the default), noresvport; noexec,
+	// exec, nosuid, nodev.
+	//
+	// Accepted and ignored, since they change nothing a pod can observe
+	// through this client or ask for what it does anyway: nolock (locks
+	// are local to the cell), intr, nointr, noatime, nodiratime, relatime,
+	// strictatime, atime, diratime (the server keeps access times),
+	// acregmin, acregmax, acdirmin, acdirmax (actimeo alone sets the cache
+	// time), cto, nocto (the page cache is dropped on every open), sync,
+	// async (writes are FILE_SYNC), lookupcache, fg, bg, retry, _netdev,
+	// nofail, defaults, auto, noauto, user, nouser.
+	//
+	// Refused, with an error naming the option, since the pod would not
+	// get what it asks for: what only the kernel's client does
+	// (ErrNeedsKernel: NFSv4, UDP, Kerberos, NLM locks with lock, fsc,
+	// nconnect, ...), suid and dev (a FUSE mount is nosuid,nodev), and any
+	// option unknown here.
 	Options []string
 
 	// LogFile is where the mount's process writes its log (appended);
 	// empty discards it.
 	LogFile string
-}
-
-// MountOptionsHonoured are the mount options the FUSE client honours.
-var MountOptionsHonoured = []string{
-	"ro", "rw",
-	"nfsvers=3", "vers=3", "mountvers=3", "proto=tcp", "mountproto=tcp", "sec=sys",
-	"port=N", "mountport=N",
-	"hard", "soft", "timeo=N (tenths of a second)", "retrans=N",
-	"actimeo=N", "noac",
-	"rsize=N", "wsize=N",
-	"resvport", "noresvport",
-	"noexec", "exec", "nosuid", "nodev",
-}
-
-// MountOptionsIgnored are options accepted and ignored: they change nothing
-// a pod can observe through this client, or ask for what it does anyway.
-var MountOptionsIgnored = []string{
-	"nolock (locks are local to the cell: the client has no NLM)",
-	"intr", "nointr (ignored by Linux since 2.6.25)",
-	"noatime", "nodiratime", "relatime", "strictatime", "atime", "diratime (the server keeps access times)",
-	"acregmin=N", "acregmax=N", "acdirmin=N", "acdirmax=N (actimeo alone sets the cache time)",
-	"cto", "nocto (the client always revalidates on open)",
-	"sync", "async (writes are FILE_SYNC)",
-	"lookupcache=…", "fg", "bg", "retry=N", "_netdev", "nofail", "defaults", "auto", "noauto", "user", "nouser",
 }
 
 // settings are Options with the mount options applied and defaults filled.
@@ -93,6 +87,14 @@ var ignored = map[string]bool{
 	"cto": true, "nocto": true, "sync": true, "async": true,
 	"lookupcache": true, "fg": true, "bg": true, "retry": true, "_netdev": true, "nofail": true,
 	"defaults": true, "auto": true, "noauto": true, "user": true, "nouser": true,
+}
+
+// Validate checks o as Start does before it starts anything: the server
+// is an IP address, the paths are absolute, every mount option is one
+// this client honours or ignores.
+func (o Options) Validate() error {
+	_, err := o.resolve()
+	return err
 }
 
 // resolve checks o and applies its mount options.

@@ -79,7 +79,7 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
-	_, err := Options{Server: "10.0.0.5", Export: "/e", Target: "/t", Options: []string{"nfsvers=4"}}.resolve()
+	err := Options{Server: "10.0.0.5", Export: "/e", Target: "/t", Options: []string{"nfsvers=4"}}.Validate()
 	if !errors.Is(err, ErrNeedsKernel) {
 		t.Errorf("nfsvers=4: %v, want ErrNeedsKernel", err)
 	}
