@@ -47,7 +47,7 @@ const stopWait = 5 * time.Second
 // it unmounts and exits; a busy mount is detached (MNT_DETACH) and the
 // files still open in it are served until they are closed. Start reaps it.
 func Start(ctx context.Context, exe string, opts Options) error {
-	what := opts.Server + ":" + opts.Export
+	what := source(opts.Server, opts.Export)
 	if _, err := opts.resolve(); err != nil {
 		return fmt.Errorf("mounting %s: %w", what, err)
 	}
@@ -275,7 +275,7 @@ func mount(ctx context.Context, s settings, log *slog.Logger) (*mounted, error) 
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			AllowOther:        true, // the pod's containers run as any user
-			FsName:            s.server + ":" + s.export,
+			FsName:            source(s.server, s.export),
 			Name:              "nfs", // fuse.nfs in /proc/self/mountinfo
 			DirectMountStrict: true,  // we are root; a cell has no fusermount
 			DirectMountFlags:  flags,
@@ -305,6 +305,15 @@ func mount(ctx context.Context, s settings, log *slog.Logger) (*mounted, error) 
 	mountc.ready.Store(true)
 	nfsc.ready.Store(true)
 	return m, nil
+}
+
+// source is the mount's source as the kernel client shows it:
+// "10.0.0.5:/srv/share", "[fd00::5]:/srv/share".
+func source(server, export string) string {
+	if strings.Contains(server, ":") {
+		return "[" + server + "]:" + export
+	}
+	return server + ":" + export
 }
 
 // askPortmapper asks the portmapper (port 111) for the NFS and MOUNT v3

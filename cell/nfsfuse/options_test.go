@@ -195,3 +195,14 @@ func TestAskPortmapper(t *testing.T) {
 		})
 	}
 }
+
+func TestSource(t *testing.T) {
+	for _, tt := range []struct{ server, want string }{
+		{"10.0.0.5", "10.0.0.5:/srv/share"},
+		{"fd00::5", "[fd00::5]:/srv/share"},
+	} {
+		if got := source(tt.server, "/srv/share"); got != tt.want {
+			t.Errorf("source(%q) = %q, want %q", tt.server, got, tt.want)
+		}
+	}
+}
