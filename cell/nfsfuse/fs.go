@@ -48,6 +48,7 @@ var (
 	_ fs.NodeReleaser       = (*node)(nil)
 	_ fs.NodeOpendirHandler = (*node)(nil)
 	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeMknoder        = (*node)(nil)
 	_ fs.NodeCreater        = (*node)(nil)
 	_ fs.NodeUnlinker       = (*node)(nil)
 	_ fs.NodeRmdirer        = (*node)(nil)
@@ -442,6 +443,37 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	fh, a, err := n.fsys.nfs.mkdir(ctx, credOf(ctx, nil), n.handle(), name, mode&07777)
 	if err != nil {
 		return nil, n.fsys.errno("MKDIR", err)
+	}
+	return n.child(ctx, fh, a, out), 0
+}
+
+// Mknod makes FIFOs, sockets and device nodes (MKNOD; the mount is nodev,
+// so a device node made here cannot be opened through it), and regular
+// files as Create does.
+func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	cr := credOf(ctx, nil)
+	var ftype uint32
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFREG, 0:
+		fh, a, err := n.fsys.nfs.create(ctx, cr, n.handle(), name, mode&07777, true)
+		if err != nil {
+			return nil, n.fsys.errno("CREATE", err)
+		}
+		return n.child(ctx, fh, a, out), 0
+	case syscall.S_IFBLK:
+		ftype = 3
+	case syscall.S_IFCHR:
+		ftype = 4
+	case syscall.S_IFSOCK:
+		ftype = 6
+	case syscall.S_IFIFO:
+		ftype = 7
+	default:
+		return nil, syscall.EINVAL
+	}
+	fh, a, err := n.fsys.nfs.mknod(ctx, cr, n.handle(), name, ftype, mode&07777, unix.Major(uint64(dev)), unix.Minor(uint64(dev)))
+	if err != nil {
+		return nil, n.fsys.errno("MKNOD", err)
 	}
 	return n.child(ctx, fh, a, out), 0
 }

@@ -26,6 +26,7 @@ const (
 	procCreate      = 8
 	procMkdir       = 9
 	procSymlink     = 10
+	procMknod       = 11
 	procRemove      = 12
 	procRmdir       = 13
 	procRename      = 14
@@ -428,6 +429,20 @@ func (c *nfsClient) symlink(ctx context.Context, cr *cred, dir []byte, name, tar
 	e.sattr(sattr{})
 	e.str(target)
 	return c.created(ctx, cr, dir, name, procSymlink, e.b)
+}
+
+// mknod makes a special file: ftype 3 (block) or 4 (character device)
+// with its major and minor numbers, 6 (socket) or 7 (FIFO).
+func (c *nfsClient) mknod(ctx context.Context, cr *cred, dir []byte, name string, ftype, mode, major, minor uint32) ([]byte, fattr, error) {
+	var e enc
+	e.dirop(dir, name)
+	e.u32(ftype)
+	e.sattr(sattr{mode: &mode})
+	if ftype == 3 || ftype == 4 {
+		e.u32(major)
+		e.u32(minor)
+	}
+	return c.created(ctx, cr, dir, name, procMknod, e.b)
 }
 
 func (c *nfsClient) remove(ctx context.Context, cr *cred, proc uint32, dir []byte, name string) error {

@@ -337,6 +337,17 @@ func TestMount(t *testing.T) {
 		}
 	})
 
+	t.Run("a FIFO", func(t *testing.T) {
+		if err := syscall.Mkfifo(onMount("fifo"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{onServer("fifo"), onMount("fifo")} {
+			if st, err := os.Lstat(p); err != nil || st.Mode()&os.ModeNamedPipe == 0 || st.Mode().Perm() != 0o640 {
+				t.Errorf("%s: %v, %v; want a FIFO, rw-r-----", p, st, err)
+			}
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		if err := os.WriteFile(onMount("exists"), nil, 0o644); err != nil {
 			t.Fatal(err)

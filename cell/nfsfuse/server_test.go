@@ -38,6 +38,17 @@ func (c changeFS) Chtimes(name string, atime, mtime time.Time) error {
 	return os.Chtimes(c.abs(name), atime, mtime)
 }
 
+// Mknod, Mkfifo, Socket and Link make changeFS a go-nfs UnixChange, so
+// that it serves MKNOD.
+func (c changeFS) Mknod(name string, mode, major, minor uint32) error {
+	return unix.Mknod(c.abs(name), mode, int(unix.Mkdev(major, minor)))
+}
+func (c changeFS) Mkfifo(name string, mode uint32) error { return unix.Mkfifo(c.abs(name), mode) }
+func (c changeFS) Socket(name string) error {
+	return unix.Mknod(c.abs(name), unix.S_IFSOCK|0o644, 0)
+}
+func (c changeFS) Link(target, name string) error { return os.Link(c.abs(target), c.abs(name)) }
+
 // exportHandler serves one export path and can refuse every mount.
 type exportHandler struct {
 	nfs.Handler

@@ -10,7 +10,8 @@
 // user), no portmapper (clients need port=2049,mountport=2049 or a client
 // that falls back to 2049, as cell/nfsfuse does), no locking, and the
 // file handles live in its memory (a restarted server makes every handle
-// stale).
+// stale), and hard links fail (go-nfs v0.0.3 decodes LINK's arguments as
+// SYMLINK's).
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/go-git/go-billy/v5/osfs"
 	nfs "github.com/willscott/go-nfs"
 	"github.com/willscott/go-nfs/helpers"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -96,3 +98,15 @@ func (c changeFS) Chown(name string, uid, gid int) error     { return os.Chown(c
 func (c changeFS) Chtimes(name string, atime, mtime time.Time) error {
 	return os.Chtimes(c.abs(name), atime, mtime)
 }
+
+// Mknod, Mkfifo, Socket and Link make changeFS a go-nfs UnixChange, so
+// that it serves MKNOD (FIFOs, sockets, device nodes). go-nfs v0.0.3's
+// LINK does not decode RFC 1813's arguments, so hard links fail anyway.
+func (c changeFS) Mknod(name string, mode, major, minor uint32) error {
+	return unix.Mknod(c.abs(name), mode, int(unix.Mkdev(major, minor)))
+}
+func (c changeFS) Mkfifo(name string, mode uint32) error { return unix.Mkfifo(c.abs(name), mode) }
+func (c changeFS) Socket(name string) error {
+	return unix.Mknod(c.abs(name), unix.S_IFSOCK|0o644, 0)
+}
+func (c changeFS) Link(target, name string) error { return os.Link(c.abs(target), c.abs(name)) }
