@@ -217,6 +217,29 @@ func TestMount(t *testing.T) {
 		}
 	})
 
+	// Close-to-open: an open sees what the server has, even within the
+	// attribute cache time of an earlier read.
+	t.Run("an open sees the server's change", func(t *testing.T) {
+		if err := os.WriteFile(onServer("grows"), []byte("one"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(onMount("grows")); err != nil || string(got) != "one" {
+			t.Fatalf("first read %q, %v", got, err)
+		}
+		if err := os.WriteFile(onServer("grows"), []byte("two, longer"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(onMount("grows")); err != nil || string(got) != "two, longer" {
+			t.Errorf("read after the server's change: %q, %v", got, err)
+		}
+		if err := os.WriteFile(onServer("grows"), []byte("TWO, LONGER"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(onMount("grows")); err != nil || string(got) != "TWO, LONGER" {
+			t.Errorf("read after the server's change of the same size: %q, %v", got, err)
+		}
+	})
+
 	t.Run("directories", func(t *testing.T) {
 		if err := os.Mkdir(onMount("d"), 0o755); err != nil {
 			t.Fatal(err)
