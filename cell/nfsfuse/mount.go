@@ -89,11 +89,12 @@ func Start(ctx context.Context, exe string, opts Options) error {
 		if msg, ok := strings.CutPrefix(l, "error: "); ok {
 			return fmt.Errorf("mounting %s: %s", what, msg)
 		}
-		return fmt.Errorf("mounting %s: the mount process ended without a word: %v", what, err)
+		return fmt.Errorf("mounting %s: the mount process ended without a word: %w", what, err)
 	case <-ctx.Done():
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case werr := <-exited:
+			_ = werr // stopped on purpose: how it ended is no news
 		case <-time.After(stopWait):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}

@@ -135,345 +135,374 @@ func errnoOf(err error) syscall.Errno {
 	return 0
 }
 
+// mountFixture is the mount TestMount's cases share: a server and its
+// export mounted.
+type mountFixture struct {
+	srv *testServer
+	mnt string
+}
+
+func (fx *mountFixture) onServer(name string) string { return filepath.Join(fx.srv.dir, name) }
+func (fx *mountFixture) onMount(name string) string  { return filepath.Join(fx.mnt, name) }
+
 func TestMount(t *testing.T) {
 	needRoot(t)
-	srv := newServer(t, false)
-	mnt := mountDir(t)
-	startMount(t, srv.options(mnt))
-	onServer := func(name string) string { return filepath.Join(srv.dir, name) }
-	onMount := func(name string) string { return filepath.Join(mnt, name) }
+	fx := &mountFixture{srv: newServer(t, false), mnt: mountDir(t)}
+	startMount(t, fx.srv.options(fx.mnt))
+	tests := []struct {
+		name string
+		run  func(*testing.T, *mountFixture)
+	}{
+		{"mountinfo", mountMountinfo},
+		{"a multi-MB file written at offsets", mountMultiMBFileAtOffsets},
+		{"append", mountAppend},
+		{"what the server writes is read", mountWhatTheServerWritesIsRead},
+		{"an open sees the server's change", mountAnOpenSeesTheServersChange},
+		{"directories", mountDirectories},
+		{"rename, unlink, rmdir", mountRenameUnlinkRmdir},
+		{"attributes", mountAttributes},
+		{"symlink", mountSymlink},
+		{"a FIFO", mountFIFO},
+		{"errors", mountErrors},
+		{"concurrent readers and writers", mountConcurrentReadersAndWriters},
+		{"statfs", mountStatfs},
+		{"credentials are the caller's", mountCredentialsAreTheCallers},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, fx) })
+	}
+}
 
-	t.Run("mountinfo", func(t *testing.T) {
-		l := mountOf(t, mnt)
-		// ... - fuse.nfs 127.0.0.1:/export rw,...
-		_, post, _ := strings.Cut(l, " - ")
-		if f := strings.Fields(post); len(f) < 2 || f[0] != "fuse.nfs" || f[1] != "127.0.0.1:/export" {
-			t.Errorf("mountinfo line %q, want type fuse.nfs and source 127.0.0.1:/export", l)
-		}
-		if !strings.Contains(l, "nosuid") || !strings.Contains(l, "nodev") || !strings.Contains(l, "allow_other") {
-			t.Errorf("mountinfo line %q, want nosuid, nodev, allow_other", l)
-		}
-	})
+func mountMountinfo(t *testing.T, fx *mountFixture) {
+	l := mountOf(t, fx.mnt)
+	// ... - fuse.nfs 127.0.0.1:/export rw,...
+	_, post, _ := strings.Cut(l, " - ")
+	if f := strings.Fields(post); len(f) < 2 || f[0] != "fuse.nfs" || f[1] != "127.0.0.1:/export" {
+		t.Errorf("mountinfo line %q, want type fuse.nfs and source 127.0.0.1:/export", l)
+	}
+	if !strings.Contains(l, "nosuid") || !strings.Contains(l, "nodev") || !strings.Contains(l, "allow_other") {
+		t.Errorf("mountinfo line %q, want nosuid, nodev, allow_other", l)
+	}
+}
 
-	t.Run("a multi-MB file written at offsets", func(t *testing.T) {
-		const size = 5<<20 + 123
-		want := make([]byte, size)
-		_, _ = rand.Read(want)
-		f, err := os.OpenFile(onMount("big"), os.O_CREATE|os.O_RDWR, 0o644)
-		if err != nil {
+func mountMultiMBFileAtOffsets(t *testing.T, fx *mountFixture) {
+	const size = 5<<20 + 123
+	want := make([]byte, size)
+	_, _ = rand.Read(want)
+	f, err := os.OpenFile(fx.onMount("big"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second half first, then the first: writes at any offset.
+	for _, part := range [][2]int{{size / 2, size}, {0, size / 2}} {
+		if _, err := f.WriteAt(want[part[0]:part[1]], int64(part[0])); err != nil {
 			t.Fatal(err)
 		}
-		// The second half first, then the first: writes at any offset.
-		for _, part := range [][2]int{{size / 2, size}, {0, size / 2}} {
-			if _, err := f.WriteAt(want[part[0]:part[1]], int64(part[0])); err != nil {
-				t.Fatal(err)
-			}
+	}
+	got := make([]byte, 1000)
+	if _, err := f.ReadAt(got, 3<<20); err != nil || !bytes.Equal(got, want[3<<20:3<<20+1000]) {
+		t.Errorf("ReadAt 3 MiB: %v, data equal %v", err, bytes.Equal(got, want[3<<20:3<<20+1000]))
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for _, p := range []string{fx.onServer("big"), fx.onMount("big")} {
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %v, %d bytes, equal %v", p, err, len(got), bytes.Equal(got, want))
 		}
-		got := make([]byte, 1000)
-		if _, err := f.ReadAt(got, 3<<20); err != nil || !bytes.Equal(got, want[3<<20:3<<20+1000]) {
-			t.Errorf("ReadAt 3 MiB: %v, data equal %v", err, bytes.Equal(got, want[3<<20:3<<20+1000]))
-		}
-		if err := f.Close(); err != nil {
-			t.Fatalf("close: %v", err)
-		}
-		for _, p := range []string{onServer("big"), onMount("big")} {
-			got, err := os.ReadFile(p)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Errorf("%s: %v, %d bytes, equal %v", p, err, len(got), bytes.Equal(got, want))
-			}
-		}
-	})
+	}
+}
 
-	t.Run("append", func(t *testing.T) {
-		if err := os.WriteFile(onMount("log"), []byte("one\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(onMount("log"), os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteString("two\n"); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := os.ReadFile(onServer("log")); string(got) != "one\ntwo\n" {
-			t.Errorf("server has %q, want one, two", got)
-		}
-	})
+func mountAppend(t *testing.T, fx *mountFixture) {
+	if err := os.WriteFile(fx.onMount("log"), []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(fx.onMount("log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("two\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(fx.onServer("log")); string(got) != "one\ntwo\n" {
+		t.Errorf("server has %q, want one, two", got)
+	}
+}
 
-	t.Run("what the server writes is read", func(t *testing.T) {
-		if err := os.WriteFile(onServer("from-server"), []byte("hello"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(onMount("from-server")); err != nil || string(got) != "hello" {
-			t.Errorf("read %q, %v; want hello", got, err)
-		}
-		st, err := os.Stat(onMount("from-server"))
-		want, _ := os.Stat(onServer("from-server"))
-		if err != nil || st.Sys().(*syscall.Stat_t).Ino != want.Sys().(*syscall.Stat_t).Ino {
-			t.Errorf("inode %v, %v; want the server's %d (go-nfs's fileid)", st, err, want.Sys().(*syscall.Stat_t).Ino)
-		}
-	})
+func mountWhatTheServerWritesIsRead(t *testing.T, fx *mountFixture) {
+	if err := os.WriteFile(fx.onServer("from-server"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(fx.onMount("from-server")); err != nil || string(got) != "hello" {
+		t.Errorf("read %q, %v; want hello", got, err)
+	}
+	st, err := os.Stat(fx.onMount("from-server"))
+	want, _ := os.Stat(fx.onServer("from-server"))
+	if err != nil || st.Sys().(*syscall.Stat_t).Ino != want.Sys().(*syscall.Stat_t).Ino {
+		t.Errorf("inode %v, %v; want the server's %d (go-nfs's fileid)", st, err, want.Sys().(*syscall.Stat_t).Ino)
+	}
+}
 
-	// Close-to-open: an open sees what the server has, even within the
-	// attribute cache time of an earlier read.
-	t.Run("an open sees the server's change", func(t *testing.T) {
-		if err := os.WriteFile(onServer("grows"), []byte("one"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(onMount("grows")); err != nil || string(got) != "one" {
-			t.Fatalf("first read %q, %v", got, err)
-		}
-		if err := os.WriteFile(onServer("grows"), []byte("two, longer"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(onMount("grows")); err != nil || string(got) != "two, longer" {
-			t.Errorf("read after the server's change: %q, %v", got, err)
-		}
-		if err := os.WriteFile(onServer("grows"), []byte("TWO, LONGER"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(onMount("grows")); err != nil || string(got) != "TWO, LONGER" {
-			t.Errorf("read after the server's change of the same size: %q, %v", got, err)
-		}
-	})
+// Close-to-open: an open sees what the server has, even within the
+// attribute cache time of an earlier read.
+func mountAnOpenSeesTheServersChange(t *testing.T, fx *mountFixture) {
+	if err := os.WriteFile(fx.onServer("grows"), []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(fx.onMount("grows")); err != nil || string(got) != "one" {
+		t.Fatalf("first read %q, %v", got, err)
+	}
+	if err := os.WriteFile(fx.onServer("grows"), []byte("two, longer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(fx.onMount("grows")); err != nil || string(got) != "two, longer" {
+		t.Errorf("read after the server's change: %q, %v", got, err)
+	}
+	if err := os.WriteFile(fx.onServer("grows"), []byte("TWO, LONGER"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(fx.onMount("grows")); err != nil || string(got) != "TWO, LONGER" {
+		t.Errorf("read after the server's change of the same size: %q, %v", got, err)
+	}
+}
 
-	t.Run("directories", func(t *testing.T) {
-		if err := os.Mkdir(onMount("d"), 0o755); err != nil {
+func mountDirectories(t *testing.T, fx *mountFixture) {
+	if err := os.Mkdir(fx.onMount("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"c", "a", "b"} {
+		if err := os.WriteFile(fx.onMount("d/"+n), []byte(n), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range []string{"c", "a", "b"} {
-			if err := os.WriteFile(onMount("d/"+n), []byte(n), 0o644); err != nil {
-				t.Fatal(err)
-			}
+	}
+	if err := os.Mkdir(fx.onMount("d/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(fx.onMount("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
 		}
-		if err := os.Mkdir(onMount("d/sub"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		ents, err := os.ReadDir(onMount("d"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range ents {
-			n := e.Name()
-			if e.IsDir() {
-				n += "/"
-			}
-			names = append(names, n)
-		}
-		if want := []string{"a", "b", "c", "sub/"}; !slices.Equal(names, want) {
-			t.Errorf("ReadDir = %v, want %v", names, want)
-		}
-		if st, err := os.Stat(onServer("d/sub")); err != nil || !st.IsDir() {
-			t.Errorf("server: d/sub %v, %v", st, err)
-		}
-		// ls -la: the entries and their attributes from READDIRPLUS.
-		out, err := exec.Command("ls", "-la", onMount("d")).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), " sub\n") || !strings.Contains(string(out), " ..\n") {
-			t.Errorf("ls -la: %v\n%s", err, out)
-		}
-	})
+		names = append(names, n)
+	}
+	if want := []string{"a", "b", "c", "sub/"}; !slices.Equal(names, want) {
+		t.Errorf("ReadDir = %v, want %v", names, want)
+	}
+	if st, err := os.Stat(fx.onServer("d/sub")); err != nil || !st.IsDir() {
+		t.Errorf("server: d/sub %v, %v", st, err)
+	}
+	// ls -la: the entries and their attributes from READDIRPLUS.
+	out, err := exec.Command("ls", "-la", fx.onMount("d")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), " sub\n") || !strings.Contains(string(out), " ..\n") {
+		t.Errorf("ls -la: %v\n%s", err, out)
+	}
+}
 
-	t.Run("rename, unlink, rmdir", func(t *testing.T) {
-		if err := os.Rename(onMount("d/a"), onMount("d/sub/moved")); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(onServer("d/sub/moved")); err != nil || string(got) != "a" {
-			t.Errorf("server: moved %q, %v", got, err)
-		}
-		if _, err := os.Stat(onServer("d/a")); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("server: d/a still there: %v", err)
-		}
-		if err := os.Remove(onMount("d/b")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(onServer("d/b")); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("server: d/b still there: %v", err)
-		}
-		// go-nfs answers NFS3ERR_IO here (nfs_onremove.go), not
-		// NOTEMPTY: the errno is the server's; TestErrnos maps NOTEMPTY.
-		if err := syscall.Rmdir(onMount("d/sub")); err == nil {
-			t.Errorf("rmdir of a full directory succeeded")
-		}
-		if _, err := os.Stat(onServer("d/sub/moved")); err != nil {
-			t.Errorf("server: after a refused rmdir: %v", err)
-		}
-		if err := os.Remove(onMount("d/sub/moved")); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Rmdir(onMount("d/sub")); err != nil {
-			t.Fatalf("rmdir: %v", err)
-		}
-		if _, err := os.Stat(onServer("d/sub")); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("server: d/sub still there: %v", err)
-		}
-	})
+func mountRenameUnlinkRmdir(t *testing.T, fx *mountFixture) {
+	if err := os.Rename(fx.onMount("d/a"), fx.onMount("d/sub/moved")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(fx.onServer("d/sub/moved")); err != nil || string(got) != "a" {
+		t.Errorf("server: moved %q, %v", got, err)
+	}
+	if _, err := os.Stat(fx.onServer("d/a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("server: d/a still there: %v", err)
+	}
+	if err := os.Remove(fx.onMount("d/b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(fx.onServer("d/b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("server: d/b still there: %v", err)
+	}
+	// go-nfs answers NFS3ERR_IO here (nfs_onremove.go), not
+	// NOTEMPTY: the errno is the server's; TestErrnos maps NOTEMPTY.
+	if err := syscall.Rmdir(fx.onMount("d/sub")); err == nil {
+		t.Errorf("rmdir of a full directory succeeded")
+	}
+	if _, err := os.Stat(fx.onServer("d/sub/moved")); err != nil {
+		t.Errorf("server: after a refused rmdir: %v", err)
+	}
+	if err := os.Remove(fx.onMount("d/sub/moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Rmdir(fx.onMount("d/sub")); err != nil {
+		t.Fatalf("rmdir: %v", err)
+	}
+	if _, err := os.Stat(fx.onServer("d/sub")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("server: d/sub still there: %v", err)
+	}
+}
 
-	t.Run("attributes", func(t *testing.T) {
-		p := onMount("attrs")
-		if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 5000), 0o644); err != nil {
-			t.Fatal(err)
+func mountAttributes(t *testing.T, fx *mountFixture) {
+	p := fx.onMount("attrs")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 5000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	steps := []struct {
+		name string
+		do   func() error
+		// what the server's stat must show
+		check func(st *syscall.Stat_t) bool
+	}{
+		{"truncate", func() error { return os.Truncate(p, 1000) }, func(st *syscall.Stat_t) bool { return st.Size == 1000 }},
+		{"chmod", func() error { return os.Chmod(p, 0o640) }, func(st *syscall.Stat_t) bool { return st.Mode&0o7777 == 0o640 }},
+		// go-nfs runs every call as itself (root) and ignores
+		// AUTH_SYS, so a chown is granted: this checks that the
+		// owner reaches the server, not who may change it.
+		{"chown", func() error { return os.Chown(p, 1234, 5678) }, func(st *syscall.Stat_t) bool { return st.Uid == 1234 && st.Gid == 5678 }},
+		{"mtime", func() error { return os.Chtimes(p, mtime, mtime) }, func(st *syscall.Stat_t) bool { return st.Mtim.Sec == mtime.Unix() }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Errorf("%s: %v", s.name, err)
+			continue
 		}
-		mtime := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
-		steps := []struct {
-			name string
-			do   func() error
-			// what the server's stat must show
-			check func(st *syscall.Stat_t) bool
-		}{
-			{"truncate", func() error { return os.Truncate(p, 1000) }, func(st *syscall.Stat_t) bool { return st.Size == 1000 }},
-			{"chmod", func() error { return os.Chmod(p, 0o640) }, func(st *syscall.Stat_t) bool { return st.Mode&0o7777 == 0o640 }},
-			// go-nfs runs every call as itself (root) and ignores
-			// AUTH_SYS, so a chown is granted: this checks that the
-			// owner reaches the server, not who may change it.
-			{"chown", func() error { return os.Chown(p, 1234, 5678) }, func(st *syscall.Stat_t) bool { return st.Uid == 1234 && st.Gid == 5678 }},
-			{"mtime", func() error { return os.Chtimes(p, mtime, mtime) }, func(st *syscall.Stat_t) bool { return st.Mtim.Sec == mtime.Unix() }},
+		var st syscall.Stat_t
+		if err := syscall.Stat(fx.onServer("attrs"), &st); err != nil || !s.check(&st) {
+			t.Errorf("%s: the server's file: %+v, %v", s.name, st, err)
 		}
-		for _, s := range steps {
-			if err := s.do(); err != nil {
-				t.Errorf("%s: %v", s.name, err)
-				continue
-			}
-			var st syscall.Stat_t
-			if err := syscall.Stat(onServer("attrs"), &st); err != nil || !s.check(&st) {
-				t.Errorf("%s: the server's file: %+v, %v", s.name, st, err)
-			}
-			// And the mount shows the same at once (the reply's attributes).
-			var mst syscall.Stat_t
-			if err := syscall.Stat(p, &mst); err != nil || !s.check(&mst) {
-				t.Errorf("%s: the mount's stat: %+v, %v", s.name, mst, err)
-			}
+		// And the mount shows the same at once (the reply's attributes).
+		var mst syscall.Stat_t
+		if err := syscall.Stat(p, &mst); err != nil || !s.check(&mst) {
+			t.Errorf("%s: the mount's stat: %+v, %v", s.name, mst, err)
 		}
-	})
+	}
+}
 
-	t.Run("symlink", func(t *testing.T) {
-		if err := os.Symlink("some/where", onMount("link")); err != nil {
-			t.Fatal(err)
+func mountSymlink(t *testing.T, fx *mountFixture) {
+	if err := os.Symlink("some/where", fx.onMount("link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fx.onMount("link"), fx.onServer("link")} {
+		if got, err := os.Readlink(p); err != nil || got != "some/where" {
+			t.Errorf("readlink %s = %q, %v", p, got, err)
 		}
-		for _, p := range []string{onMount("link"), onServer("link")} {
-			if got, err := os.Readlink(p); err != nil || got != "some/where" {
-				t.Errorf("readlink %s = %q, %v", p, got, err)
-			}
-		}
-	})
+	}
+}
 
-	t.Run("a FIFO", func(t *testing.T) {
-		if err := syscall.Mkfifo(onMount("fifo"), 0o640); err != nil {
-			t.Fatal(err)
+func mountFIFO(t *testing.T, fx *mountFixture) {
+	if err := syscall.Mkfifo(fx.onMount("fifo"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fx.onServer("fifo"), fx.onMount("fifo")} {
+		if st, err := os.Lstat(p); err != nil || st.Mode()&os.ModeNamedPipe == 0 || st.Mode().Perm() != 0o640 {
+			t.Errorf("%s: %v, %v; want a FIFO, rw-r-----", p, st, err)
 		}
-		for _, p := range []string{onServer("fifo"), onMount("fifo")} {
-			if st, err := os.Lstat(p); err != nil || st.Mode()&os.ModeNamedPipe == 0 || st.Mode().Perm() != 0o640 {
-				t.Errorf("%s: %v, %v; want a FIFO, rw-r-----", p, st, err)
-			}
-		}
-	})
+	}
+}
 
-	t.Run("errors", func(t *testing.T) {
-		if err := os.WriteFile(onMount("exists"), nil, 0o644); err != nil {
-			t.Fatal(err)
+func mountErrors(t *testing.T, fx *mountFixture) {
+	if err := os.WriteFile(fx.onMount("exists"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		do   func() error
+		want syscall.Errno
+	}{
+		{"O_EXCL on an existing name", func() error {
+			_, err := os.OpenFile(fx.onMount("exists"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			return err
+		}, syscall.EEXIST},
+		{"mkdir on an existing name", func() error { return os.Mkdir(fx.onMount("exists"), 0o755) }, syscall.EEXIST},
+		{"open a missing file", func() error { _, err := os.Open(fx.onMount("missing")); return err }, syscall.ENOENT},
+		{"a file as a directory", func() error { _, err := os.Stat(fx.onMount("exists/x")); return err }, syscall.ENOTDIR},
+		{"renameat2 NOREPLACE", func() error {
+			return unixRenameNoReplace(fx.onMount("exists"), fx.onMount("other"))
+		}, syscall.EINVAL},
+	}
+	for _, tt := range tests {
+		if got := errnoOf(tt.do()); got != tt.want {
+			t.Errorf("%s: errno %v, want %v", tt.name, got, tt.want)
 		}
-		tests := []struct {
-			name string
-			do   func() error
-			want syscall.Errno
-		}{
-			{"O_EXCL on an existing name", func() error {
-				_, err := os.OpenFile(onMount("exists"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-				return err
-			}, syscall.EEXIST},
-			{"mkdir on an existing name", func() error { return os.Mkdir(onMount("exists"), 0o755) }, syscall.EEXIST},
-			{"open a missing file", func() error { _, err := os.Open(onMount("missing")); return err }, syscall.ENOENT},
-			{"a file as a directory", func() error { _, err := os.Stat(onMount("exists/x")); return err }, syscall.ENOTDIR},
-			{"renameat2 NOREPLACE", func() error {
-				return unixRenameNoReplace(onMount("exists"), onMount("other"))
-			}, syscall.EINVAL},
-		}
-		for _, tt := range tests {
-			if got := errnoOf(tt.do()); got != tt.want {
-				t.Errorf("%s: errno %v, want %v", tt.name, got, tt.want)
-			}
-		}
-		// Without O_EXCL the existing file is opened, not replaced.
-		if err := os.WriteFile(onServer("keep"), []byte("kept"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(onMount("keep"), os.O_CREATE|os.O_RDONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := io.ReadAll(f)
-		f.Close()
-		if string(got) != "kept" {
-			t.Errorf("O_CREAT without O_EXCL read %q, want kept", got)
-		}
-	})
+	}
+	// Without O_EXCL the existing file is opened, not replaced.
+	if err := os.WriteFile(fx.onServer("keep"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(fx.onMount("keep"), os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if string(got) != "kept" {
+		t.Errorf("O_CREAT without O_EXCL read %q, want kept", got)
+	}
+}
 
-	t.Run("concurrent readers and writers", func(t *testing.T) {
-		const n = 8
-		errs := make(chan error, n)
-		for i := range n {
-			go func() {
-				want := bytes.Repeat([]byte{byte('a' + i)}, 300<<10+i)
-				p := onMount("par-" + strconv.Itoa(i))
-				if err := os.WriteFile(p, want, 0o644); err != nil {
-					errs <- err
-					return
-				}
-				got, err := os.ReadFile(p)
-				if err == nil && !bytes.Equal(got, want) {
-					err = errors.New(p + ": read back different data")
-				}
+func mountConcurrentReadersAndWriters(t *testing.T, fx *mountFixture) {
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			want := bytes.Repeat([]byte{byte('a' + i)}, 300<<10+i)
+			p := fx.onMount("par-" + strconv.Itoa(i))
+			if err := os.WriteFile(p, want, 0o644); err != nil {
 				errs <- err
-			}()
-		}
-		for range n {
-			if err := <-errs; err != nil {
-				t.Error(err)
+				return
 			}
+			got, err := os.ReadFile(p)
+			if err == nil && !bytes.Equal(got, want) {
+				err = errors.New(p + ": read back different data")
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
-	})
+	}
+}
 
-	t.Run("statfs", func(t *testing.T) {
-		var got, want syscall.Statfs_t
-		if err := syscall.Statfs(mnt, &got); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Statfs(srv.dir, &want); err != nil {
-			t.Fatal(err)
-		}
-		total := func(s syscall.Statfs_t) uint64 { return s.Blocks * uint64(s.Bsize) }
-		if total(got) != total(want)/4096*4096 || got.Files != want.Files {
-			t.Errorf("statfs: %d bytes, %d files; the server's file system %d, %d", total(got), got.Files, total(want), want.Files)
-		}
-	})
+func mountStatfs(t *testing.T, fx *mountFixture) {
+	var got, want syscall.Statfs_t
+	if err := syscall.Statfs(fx.mnt, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Statfs(fx.srv.dir, &want); err != nil {
+		t.Fatal(err)
+	}
+	total := func(s syscall.Statfs_t) uint64 { return s.Blocks * uint64(s.Bsize) }
+	if total(got) != total(want)/4096*4096 || got.Files != want.Files {
+		t.Errorf("statfs: %d bytes, %d files; the server's file system %d, %d", total(got), got.Files, total(want), want.Files)
+	}
+}
 
-	t.Run("credentials are the caller's", func(t *testing.T) {
-		if err := os.WriteFile(onServer("for-1234"), []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
+func mountCredentialsAreTheCallers(t *testing.T, fx *mountFixture) {
+	if err := os.WriteFile(fx.onServer("for-1234"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("cat", fx.onMount("for-1234"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1234, Gid: 5678, Groups: []uint32{42}}}
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "x" {
+		t.Fatalf("cat as 1234: %q, %v", out, err)
+	}
+	var seen []call
+	for _, c := range fx.srv.recorded() {
+		if c.prog == progNFS && c.uid == 1234 {
+			seen = append(seen, c)
 		}
-		cmd := exec.Command("cat", onMount("for-1234"))
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1234, Gid: 5678, Groups: []uint32{42}}}
-		if out, err := cmd.CombinedOutput(); err != nil || string(out) != "x" {
-			t.Fatalf("cat as 1234: %q, %v", out, err)
+	}
+	if len(seen) == 0 {
+		t.Fatalf("no NFS call as uid 1234 among %d", len(fx.srv.recorded()))
+	}
+	for _, c := range seen {
+		if c.flavor != authSys || c.gid != 5678 || !slices.Equal(c.gids, []uint32{42}) {
+			t.Errorf("call %d as uid 1234: flavor %d gid %d groups %v, want AUTH_SYS, 5678, [42]", c.proc, c.flavor, c.gid, c.gids)
 		}
-		var seen []call
-		for _, c := range srv.recorded() {
-			if c.prog == progNFS && c.uid == 1234 {
-				seen = append(seen, c)
-			}
-		}
-		if len(seen) == 0 {
-			t.Fatalf("no NFS call as uid 1234 among %d", len(srv.recorded()))
-		}
-		for _, c := range seen {
-			if c.flavor != authSys || c.gid != 5678 || !slices.Equal(c.gids, []uint32{42}) {
-				t.Errorf("call %d as uid 1234: flavor %d gid %d groups %v, want AUTH_SYS, 5678, [42]", c.proc, c.flavor, c.gid, c.gids)
-			}
-		}
-	})
+	}
 }
 
 func unixRenameNoReplace(from, to string) error {
@@ -739,7 +768,7 @@ func TestErrnos(t *testing.T) {
 			t.Errorf("status %d is not %v", tt.status, tt.want)
 		}
 	}
-	f.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	f.log = slog.New(slog.DiscardHandler)
 	for _, tt := range []struct {
 		err  error
 		want syscall.Errno
@@ -764,7 +793,7 @@ func TestClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	rc := newRPCClient(net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.port)), s, log)
 	defer rc.close()
 	ctx := t.Context()

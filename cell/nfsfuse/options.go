@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -176,37 +177,9 @@ func (s *settings) apply(opt string) error {
 		if err != nil {
 			return err
 		}
-		switch name {
-		case "port":
-			s.nfsPort = n
-		case "mountport":
-			s.mountPort = n
-		case "timeo":
-			if n == 0 {
-				return fmt.Errorf("mount option %q: want timeo above 0", opt)
-			}
-			s.timeo = time.Duration(n) * time.Second / 10
-		case "retrans":
-			s.retrans = n
-		case "actimeo":
-			s.attrTimeout = time.Duration(n) * time.Second
-		case "rsize":
-			s.rsize = uint32(max(n, 4096))
-		case "wsize":
-			s.wsize = uint32(max(n, 4096))
-		}
-	case "nfsvers", "vers", "mountvers":
-		if val == "3" {
-			return nil
-		}
-		return kernelNeeded(opt)
-	case "proto", "mountproto":
-		if val == "tcp" {
-			return nil
-		}
-		return kernelNeeded(opt)
-	case "sec":
-		if val == "sys" {
+		return s.applyNumber(opt, name, n)
+	case "nfsvers", "vers", "mountvers", "proto", "mountproto", "sec":
+		if want := map[string]string{"nfsvers": "3", "vers": "3", "mountvers": "3", "proto": "tcp", "mountproto": "tcp", "sec": "sys"}[name]; val == want {
 			return nil
 		}
 		return kernelNeeded(opt)
@@ -214,12 +187,34 @@ func (s *settings) apply(opt string) error {
 		if ignored[name] {
 			return nil
 		}
-		for _, k := range kernelOnly {
-			if name == k {
-				return kernelNeeded(opt)
-			}
+		if slices.Contains(kernelOnly, name) {
+			return kernelNeeded(opt)
 		}
 		return fmt.Errorf("mount option %q: unknown to the FUSE NFS client", opt)
+	}
+	return nil
+}
+
+// applyNumber applies a numeric option, n its value.
+func (s *settings) applyNumber(opt, name string, n int) error {
+	switch name {
+	case "port":
+		s.nfsPort = n
+	case "mountport":
+		s.mountPort = n
+	case "timeo":
+		if n == 0 {
+			return fmt.Errorf("mount option %q: want timeo above 0", opt)
+		}
+		s.timeo = time.Duration(n) * time.Second / 10
+	case "retrans":
+		s.retrans = n
+	case "actimeo":
+		s.attrTimeout = time.Duration(n) * time.Second
+	case "rsize":
+		s.rsize = uint32(max(n, 4096))
+	case "wsize":
+		s.wsize = uint32(max(n, 4096))
 	}
 	return nil
 }

@@ -2,9 +2,7 @@ package nfsfuse
 
 import (
 	"bufio"
-	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -158,7 +156,7 @@ func fakePortmapper(t *testing.T, ports map[uint32]uint32) string {
 }
 
 func TestAskPortmapper(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	s, err := Options{Server: "127.0.0.1", Export: "/e", Target: "/t"}.resolve()
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +180,7 @@ func TestAskPortmapper(t *testing.T) {
 			old := portmapperPort
 			portmapperPort = tt.port(t)
 			defer func() { portmapperPort = old }()
-			nfs, mnt, err := askPortmapper(context.Background(), s, log)
+			nfs, mnt, err := askPortmapper(t.Context(), s, log)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Errorf("askPortmapper: %v, want %q", err, tt.wantErr)

@@ -89,7 +89,7 @@ func newRPCClient(addr string, s settings, log *slog.Logger) *rpcClient {
 		log:      log.With("server", addr),
 		machine:  host,
 	}
-	c.xid.Store(rand.Uint32())
+	c.xid.Store(rand.Uint32()) //nolint:gosec // G404: a transaction id needs to differ, not to be secret (RFC 5531)
 	return c
 }
 
@@ -205,7 +205,7 @@ func (c *rpcClient) dial(ctx context.Context) (net.Conn, error) {
 	defer cancel()
 	if c.resvport && os.Geteuid() == 0 {
 		for range 32 {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{Port: 665 + rand.IntN(1024-665)}}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{Port: 665 + rand.IntN(1024-665)}} //nolint:gosec // G404: a free reserved port, not a secret
 			nc, err := d.DialContext(dctx, "tcp", c.addr)
 			if err == nil {
 				return nc, nil
