@@ -42,7 +42,7 @@ func TestNFSVolumes(t *testing.T) {
 	writer.Volumes = []corev1.Volume{{Name: "share", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: server, Path: "/"}}}}
 	createPod(t, ns, "writer", writer)
 	f.WaitForPods(t, ns, "app=writer", 1, 3*time.Minute, "Running", running)
-	if out, code := kubectl(t, "exec", "-n", ns, "writer", "--", "cat", "/share/hello"); code != 0 || out != "written-by-writer" {
+	if out, code := kubectl(t, "exec", "-n", ns, "writer", "--", "cat", "/share/hello"); code != 0 || strings.TrimSpace(out) != "written-by-writer" {
 		t.Fatalf("the writer's share: %q (exit %d), want its file", out, code)
 	}
 
@@ -54,7 +54,7 @@ func TestNFSVolumes(t *testing.T) {
 	}}}
 	createPod(t, ns, "reader", reader)
 	f.WaitForPods(t, ns, "app=reader", 1, 3*time.Minute, "Running", running)
-	if out, code := kubectl(t, "exec", "-n", ns, "reader", "--", "cat", "/share/hello"); code != 0 || out != "written-by-writer" {
+	if out, code := kubectl(t, "exec", "-n", ns, "reader", "--", "cat", "/share/hello"); code != 0 || strings.TrimSpace(out) != "written-by-writer" {
 		t.Errorf("the reader's share: %q (exit %d), want the writer's file", out, code)
 	}
 	if out, code := kubectl(t, "exec", "-n", ns, "reader", "--", "sh", "-c", "echo no > /share/nope"); code == 0 || !strings.Contains(out, "Read-only file system") {
