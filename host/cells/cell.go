@@ -94,6 +94,10 @@ type cellDeps struct {
 	// them (the plugin).
 	volumeSource volumes.Source
 	volumes      volumeAPI
+	// volumesChanged says that a cell's disks were attached or detached
+	// (Manager.Volumes answers otherwise): host/node sends the Node's
+	// status (Manager.NotifyNodeChanges).
+	volumesChanged func()
 	// services streams the cluster's ClusterIP services to the agent;
 	// nil when the Manager has none (WithServices).
 	services ServiceTable
@@ -161,12 +165,14 @@ type cell struct {
 	status     corev1.PodStatus
 	instance   *pluginapi.Instance
 	agent      *cellclient.Agent
-	// disks are the pod's disks (disks.go), resolved before placing
-	// (disksResolved: even if none); attached is what the agent gets of
-	// them once they are attached.
-	disks         []volumes.Disk
-	disksResolved bool
-	attached      map[string]cellapi.Disk
+	// disks are the pod's disks (disks.go), resolved before every launch
+	// (placeDisks), and at attach for an adopted cell, which this process
+	// never placed; attached is what the agent gets of them once they are
+	// attached.
+	disks    []volumes.Disk
+	attached map[string]cellapi.Disk
+	// poller polls the instance's attachments while attachDisks runs.
+	poller *attachPoller
 	// shares are the pod's NFS shares of its claims (shares.go), for the
 	// agent, resolved with the disks.
 	shares map[string]cellapi.Share

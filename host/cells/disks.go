@@ -111,7 +111,12 @@ func diskZones(disks []volumes.Disk) []zoneConstraint {
 // between attach and start attaches nothing twice.
 func (c *cell) attachDisks(ctx context.Context, inst *pluginapi.Instance) bool {
 	c.mu.Lock()
-	disks, resolved, pod := c.disks, c.disksResolved, c.desired.DeepCopy()
+	// Every launch of this process resolved the disks first
+	// (placeDisks); an adopted instance was launched by another, so its
+	// cell resolves them here, once it has some (a pod without disk
+	// volumes resolves to none at no cost).
+	disks, pod := c.disks, c.desired.DeepCopy()
+	resolved := c.adopted == nil || len(disks) > 0
 	c.mu.Unlock()
 	if !resolved {
 		var ok bool
@@ -122,6 +127,14 @@ func (c *cell) attachDisks(ctx context.Context, inst *pluginapi.Instance) bool {
 	if len(disks) == 0 {
 		return true
 	}
+	// One poller serves every disk of the instance (attachAndWait).
+	poller := newAttachPoller(c.d.volumes, inst.ID)
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	var polling sync.WaitGroup
+	polling.Go(func() { poller.run(pollCtx) })
+	c.mu.Lock()
+	c.poller = poller
+	c.mu.Unlock()
 	var wg sync.WaitGroup
 	results := make([]cellapi.Disk, len(disks))
 	done := make([]bool, len(disks))
@@ -131,6 +144,11 @@ func (c *cell) attachDisks(ctx context.Context, inst *pluginapi.Instance) bool {
 		})
 	}
 	wg.Wait()
+	stopPolling()
+	polling.Wait()
+	c.mu.Lock()
+	c.poller = nil
+	c.mu.Unlock()
 	if slices.Contains(done, false) {
 		return false
 	}
@@ -141,6 +159,7 @@ func (c *cell) attachDisks(ctx context.Context, inst *pluginapi.Instance) bool {
 	c.mu.Lock()
 	c.attached = attached
 	c.mu.Unlock()
+	c.d.volumesChanged()
 	return true
 }
 
@@ -152,7 +171,7 @@ func (c *cell) resolveUntil(ctx context.Context, pod *corev1.Pod) ([]volumes.Dis
 		disks, err := c.resolveDisks(ctx, pod)
 		if err == nil {
 			c.mu.Lock()
-			c.disks, c.disksResolved = disks, true
+			c.disks = disks
 			c.mu.Unlock()
 			return disks, true
 		}
@@ -242,9 +261,10 @@ func volumeName(d volumes.Disk) string {
 }
 
 // attachAndWait asks for the attachment and polls the plugin until it is
-// attached with its device known. An attachment that vanishes while
-// attaching (the cloud gave up on it) is an error: the caller asks
-// again, and hears why.
+// attached with its device known, through the instance's poller (one
+// Describe a round for all its disks; pollDelay says how often). An
+// attachment that vanishes while attaching (the cloud gave up on it) is
+// an error: the caller asks again, and hears why.
 func (c *cell) attachAndWait(ctx context.Context, instanceID string, d volumes.Disk, readOnly bool) (pluginapi.VolumeAttachment, error) {
 	resp, err := c.d.volumes.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{
 		InstanceID: instanceID, Driver: d.Driver, VolumeHandle: d.Handle, ReadOnly: readOnly,
@@ -253,10 +273,25 @@ func (c *cell) attachAndWait(ctx context.Context, instanceID string, d volumes.D
 		return pluginapi.VolumeAttachment{}, fmt.Errorf("attaching %s: %w", d.Handle, err)
 	}
 	att := resp.Attachment
+	if isAttached(att) {
+		return att, nil
+	}
+	c.mu.Lock()
+	poller := c.poller
+	c.mu.Unlock()
+	if poller == nil || poller.instanceID != instanceID {
+		// attachDisks always sets it; a poller of this call's own keeps
+		// attachAndWait whole without it.
+		poller = newAttachPoller(c.d.volumes, instanceID)
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go poller.run(pctx)
+	}
 	start := c.d.cfg.Now()
 	warned := false
-	for n := 1; !isAttached(att); n++ {
-		if !sleep(ctx, min(100*time.Millisecond<<min(n-1, 6), 2*time.Second)) {
+	for !isAttached(att) {
+		resp, err := poller.wait(ctx)
+		if ctx.Err() != nil {
 			return att, ctx.Err()
 		}
 		if !warned && c.d.cfg.Now().Sub(start) > attachWarning {
@@ -264,10 +299,12 @@ func (c *cell) attachAndWait(ctx context.Context, instanceID string, d volumes.D
 			c.event(corev1.EventTypeWarning, ReasonFailedAttachVolume, "AttachVolume.Attach for volume %q still %s after %s",
 				volumeName(d), att.State, attachWarning)
 		}
-		got, found, err := c.describeAttachment(ctx, instanceID, d)
-		switch {
-		case err != nil:
+		if err != nil {
 			c.log().Warn("describing a disk's attachment", "volume", d.Volume, "error", err)
+			continue
+		}
+		got, found := findAttachment(resp, instanceID, d)
+		switch {
 		case !found:
 			return att, fmt.Errorf("attaching %s: the attachment is gone", d.Handle)
 		case got.State == pluginapi.AttachmentDetaching:
@@ -284,20 +321,17 @@ func isAttached(att pluginapi.VolumeAttachment) bool {
 	return att.State == pluginapi.AttachmentAttached && (att.Device.Serial != "" || att.Device.Path != "")
 }
 
-// describeAttachment finds d's attachment to the instance.
-func (c *cell) describeAttachment(ctx context.Context, instanceID string, d volumes.Disk) (pluginapi.VolumeAttachment, bool, error) {
-	resp, err := c.d.volumes.DescribeVolumeAttachments(ctx, &pluginapi.DescribeVolumeAttachmentsRequest{InstanceIDs: []string{instanceID}})
-	if err != nil {
-		return pluginapi.VolumeAttachment{}, false, fmt.Errorf("describing the attachments of %s: %w", instanceID, err)
-	}
+// findAttachment finds d's attachment to the instance in a Describe's
+// answer.
+func findAttachment(resp *pluginapi.DescribeVolumeAttachmentsResponse, instanceID string, d volumes.Disk) (pluginapi.VolumeAttachment, bool) {
 	for _, a := range resp.Attachments {
 		// ARM spells a resource ID's case as it likes: handles are
 		// compared without it, as Azure compares them.
 		if a.InstanceID == instanceID && a.Driver == d.Driver && strings.EqualFold(a.VolumeHandle, d.Handle) {
-			return a, true, nil
+			return a, true
 		}
 	}
-	return pluginapi.VolumeAttachment{}, false, nil
+	return pluginapi.VolumeAttachment{}, false
 }
 
 // cellDisks is what the agent gets of the pod's disks: nil before they
@@ -331,8 +365,12 @@ func (c *cell) mayHaveDisks(ctx context.Context) bool {
 func (c *cell) detachDisks(ctx context.Context, instanceID string) {
 	defer func() {
 		c.mu.Lock()
+		had := c.attached != nil
 		c.attached = nil
 		c.mu.Unlock()
+		if had {
+			c.d.volumesChanged()
+		}
 	}()
 	deadline := c.d.cfg.Now().Add(c.d.cfg.DetachTimeout)
 	asked := map[string]bool{}
@@ -372,7 +410,7 @@ func (c *cell) detachDisks(ctx context.Context, instanceID string) {
 				left, c.id, c.d.cfg.DetachTimeout)
 			return
 		}
-		if !sleep(ctx, min(100*time.Millisecond<<min(n-1, 6), 2*time.Second)) {
+		if !sleep(ctx, pollDelay(n)) {
 			return
 		}
 	}

@@ -133,7 +133,7 @@ func (c *cell) placeDisks(ctx context.Context, pod *corev1.Pod, n int, lastMsg *
 	switch {
 	case err == nil:
 		c.mu.Lock()
-		c.disks, c.disksResolved = disks, true
+		c.disks = disks
 		c.mu.Unlock()
 		return append(zones, diskZones(disks)...), true
 	case ctx.Err() != nil:

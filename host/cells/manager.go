@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -350,6 +351,8 @@ type Manager struct {
 	notifier  *notifier     // statuses to virtual-kubelet (notify.go)
 	watch     *eventWatch   // the plugin's instance events (events.go)
 	collector *collector    // adoption and garbage collection (gc.go)
+	// nodeChanged is host/node's callback (NotifyNodeChanges).
+	nodeChanged *nodeSignal
 }
 
 // Option adds an optional part to a Manager.
@@ -378,12 +381,14 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source podrefs.
 	catalog := &catalogCache{plugin: plugin, ttl: cfg.CatalogTTL, now: cfg.Now, log: log}
 	watch := &eventWatch{plugin: plugin, catalog: catalog, cells: cells, backoff: cfg.Backoff, now: cfg.Now, log: log}
 	term := terminator{plugin: plugin, backoff: cfg.Backoff, log: log, now: cfg.Now}
+	nodeChanged := &nodeSignal{}
 	deps := &cellDeps{
-		cfg:        cfg,
-		plugin:     plugin,
-		volumes:    plugin,
-		terminator: term,
-		identity:   identity,
+		volumesChanged: nodeChanged.notify,
+		cfg:            cfg,
+		plugin:         plugin,
+		volumes:        plugin,
+		terminator:     term,
+		identity:       identity,
 		placement: &placement{catalog: catalog, unavailable: match.NewUnavailable(cfg.UnavailableTTL, cfg.Now), match: cfg.Match, choices: cfg.Choices,
 			ttl: cfg.UnavailableTTL, now: cfg.Now},
 		dial: func(cellID, address string, tlsConfig *tls.Config) (*cellclient.Agent, error) {
@@ -412,7 +417,7 @@ func New(cfg Config, plugin pluginapi.Client, identity Identity, source podrefs.
 		watch.standbys = deps.warm.event
 	}
 	m := &Manager{
-		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch,
+		plugin: plugin, log: log, cells: cells, deps: deps, catalog: catalog, notifier: notifier, watch: watch, nodeChanged: nodeChanged,
 		collector: &collector{nodeName: cfg.NodeName, interval: cfg.GCInterval, plugin: plugin, pods: pods,
 			cells: cells, deps: deps, terminator: deps.terminator, log: log},
 	}
@@ -460,7 +465,29 @@ func (m *Manager) Healthy(ctx context.Context) error {
 // RefreshCatalog makes the next placement fetch the plugin's catalog and
 // capabilities again, whatever their age: after a plugin swap, whose new
 // version or configuration may offer other types, prices or capabilities.
-func (m *Manager) RefreshCatalog() { m.catalog.refresh() }
+func (m *Manager) RefreshCatalog() {
+	m.catalog.refresh()
+	// A new plugin process may attach other drivers, or offer other
+	// extended resources: host/node asks again.
+	m.nodeChanged.notify()
+}
+
+// NotifyNodeChanges implements host/node.NodeChangeNotifier: changed is
+// called whenever what the Node's status reports of the cells may have
+// changed (a disk attached or detached: Volumes; the plugin swapped:
+// VolumeDrivers, ExtendedResources). It must not block.
+func (m *Manager) NotifyNodeChanges(changed func()) { m.nodeChanged.set(changed) }
+
+// nodeSignal calls host/node's callback, once it has one.
+type nodeSignal struct{ f atomic.Pointer[func()] }
+
+func (s *nodeSignal) set(f func()) { s.f.Store(&f) }
+
+func (s *nodeSignal) notify() {
+	if f := s.f.Load(); f != nil {
+		(*f)()
+	}
+}
 
 func key(namespace, name string) string { return namespace + "/" + name }
 
