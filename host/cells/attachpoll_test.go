@@ -3,6 +3,7 @@ package cells
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,4 +167,78 @@ func TestAttachPollerRounds(t *testing.T) {
 	}
 	cancel()
 	running.Wait()
+}
+
+// The node is told (NotifyNodeChanges) once a pod's disks are attached
+// and once they are detached, and Volumes then answers the change: the
+// Node's volumesAttached follows without waiting for its status interval.
+func TestNodeToldOfAttachAndDetach(t *testing.T) {
+	store := pluginfake.NewStore()
+	pvc, pv := claimFor("data", store.CreateVolume(pluginfake.DefaultZone), "")
+	h := diskHarness(t, setup{plugin: []pluginfake.Option{pluginfake.WithStore(store)}}, pvc, pv)
+	var mu sync.Mutex
+	var seen []int // how many disks Volumes listed at each call
+	h.m.NotifyNodeChanges(func() {
+		attached, _ := h.m.Volumes()
+		mu.Lock()
+		seen = append(seen, len(attached))
+		mu.Unlock()
+	})
+	told := func(n int) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) > 0 && seen[len(seen)-1] == n
+		}
+	}
+	pod := podWithClaim("web-0", "uid-told", "data")
+	h.create(t, pod)
+	eventually(t, "the node told of the attached disk", told(1))
+	if err := h.m.DeletePod(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node told of the detached disk", told(0))
+}
+
+// getInfoSwap answers GetInfo with the volume drivers the test sets, as
+// a plugin swapped on SIGHUP answers its own.
+type getInfoSwap struct {
+	pluginapi.Client
+	mu      sync.Mutex
+	drivers []string
+}
+
+func (g *getInfoSwap) GetInfo(ctx context.Context, req *pluginapi.GetInfoRequest) (*pluginapi.GetInfoResponse, error) {
+	resp, err := g.Client.GetInfo(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	resp.VolumeDrivers = g.drivers
+	return resp, nil
+}
+
+// A plugin swap (the daemon's reload calls RefreshCatalog) tells the
+// node, and VolumeDrivers then answers the new plugin's drivers, which
+// the Node's zone labels and CSINode follow.
+func TestPluginSwapTellsTheNodeItsDrivers(t *testing.T) {
+	swap := &getInfoSwap{drivers: []string{pluginfake.VolumeDriver}}
+	h := newHarnessSetup(t, setup{config: func(c *Config) { c.CatalogTTL = time.Hour },
+		wrap: func(p *pluginfake.Provider) pluginapi.Client { swap.Client = p; return swap }})
+	var told atomic.Int32
+	h.m.NotifyNodeChanges(func() { told.Add(1) })
+	if got, err := h.m.VolumeDrivers(t.Context()); err != nil || !slices.Equal(got, []string{pluginfake.VolumeDriver}) {
+		t.Fatalf("VolumeDrivers = %v, %v; want the plugin's", got, err)
+	}
+	swap.mu.Lock()
+	swap.drivers = []string{"other.csi.example.com"}
+	swap.mu.Unlock()
+	h.m.RefreshCatalog()
+	if told.Load() != 1 {
+		t.Errorf("the node was told %d times of the swap, want once", told.Load())
+	}
+	if got, err := h.m.VolumeDrivers(t.Context()); err != nil || !slices.Equal(got, []string{"other.csi.example.com"}) {
+		t.Errorf("VolumeDrivers after the swap = %v, %v; want the new plugin's", got, err)
+	}
 }

@@ -119,3 +119,15 @@ func (m *Manager) ExtendedResources(ctx context.Context) ([]corev1.ResourceName,
 	}
 	return out, nil
 }
+
+// VolumeDrivers implements host/node.VolumeDriverReporter: the CSI
+// drivers the plugin attaches now (none without CapabilityVolumes), read
+// with the catalog, which a plugin swap refreshes (RefreshCatalog), so
+// that the Node's zone labels and CSINode follow the new plugin.
+func (m *Manager) VolumeDrivers(ctx context.Context) ([]string, error) {
+	drivers, err := m.catalog.volumeDrivers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the plugin's volume drivers: %w", err)
+	}
+	return drivers, nil
+}

@@ -27,12 +27,16 @@ import (
 
 // What host/node finds by type assertion on the cell manager, checked at
 // compile time: a signature that drifts fails the build instead of
-// silently dropping the node's stats, health or extended resources.
+// silently dropping the node's stats, health, extended resources,
+// volumes or prompt updates.
 var (
-	_ node.Pods             = (*cells.Manager)(nil)
-	_ node.StatsProvider    = (*cells.Manager)(nil)
-	_ node.HealthChecker    = (*cells.Manager)(nil)
-	_ node.ResourceReporter = (*cells.Manager)(nil)
+	_ node.Pods                 = (*cells.Manager)(nil)
+	_ node.StatsProvider        = (*cells.Manager)(nil)
+	_ node.HealthChecker        = (*cells.Manager)(nil)
+	_ node.ResourceReporter     = (*cells.Manager)(nil)
+	_ node.VolumeReporter       = (*cells.Manager)(nil)
+	_ node.VolumeDriverReporter = (*cells.Manager)(nil)
+	_ node.NodeChangeNotifier   = (*cells.Manager)(nil)
 )
 
 // staleCatalog is the catalog age past which kip warns at start-up.

@@ -87,8 +87,9 @@ type Config struct {
 	// zone labels.
 	Zone string `koanf:"zone"`
 	// VolumeDrivers are the CSI drivers whose volumes the cloud plugin
-	// attaches (GetInfoResponse.VolumeDrivers); the daemon sets them. The
-	// CSINode lists them.
+	// attaches (GetInfoResponse.VolumeDrivers) when kip starts; the
+	// daemon sets them. The zone labels and the CSINode list them until
+	// a VolumeDriverReporter answers others (a plugin swapped).
 	VolumeDrivers []string `koanf:"-"`
 	// InternalIP is the address the API server dials for the kubelet API
 	// (kubectl logs, exec, port-forward). Empty picks the first global

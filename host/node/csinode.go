@@ -36,15 +36,16 @@ var driverTopology = map[string]struct{ zoneKey, inTree string }{
 func ZoneKey(driver string) string { return driverTopology[driver].zoneKey }
 
 // zoneLabels are the node's labels of Config.Zone: the well-known zone
-// label and each volume driver's zone key; none without a zone. Labels
-// outside kubernetes.io/ and k8s.io/ are free to a node under
-// NodeRestriction, and topology.kubernetes.io/zone is on its list.
-func (c Config) zoneLabels() map[string]string {
+// label and the zone key of each volume driver the cells attach now;
+// none without a zone. Labels outside kubernetes.io/ and k8s.io/ are
+// free to a node under NodeRestriction, and topology.kubernetes.io/zone
+// is on its list.
+func (c Config) zoneLabels(drivers []string) map[string]string {
 	if c.Zone == "" {
 		return nil
 	}
 	out := map[string]string{LabelZone: c.Zone}
-	for _, d := range c.VolumeDrivers {
+	for _, d := range drivers {
 		if key := ZoneKey(d); key != "" {
 			out[key] = c.Zone
 		}
@@ -54,13 +55,14 @@ func (c Config) zoneLabels() map[string]string {
 
 // csiNodeObject is the CSINode of the node n, as the kubelet's CSI
 // plugin registration writes it (pkg/volume/csi/nodeinfomanager): named
-// and owned by the Node, a driver entry per volume driver with the node
+// and owned by the Node, a driver entry per volume driver the cells
+// attach now (drivers) with the node
 // ID (the node's name: kip attaches, no node plugin answers NodeGetInfo)
 // and, with a zone, the driver's zone key as its topology keys; no
 // allocatable count (the plugin's AttachVolume answers attachment-limit).
 // The migrated-plugins annotation lists the in-tree plugins whose
 // volumes kip translates to those drivers.
-func csiNodeObject(c Config, n *corev1.Node) *storagev1.CSINode {
+func csiNodeObject(c Config, drivers []string, n *corev1.Node) *storagev1.CSINode {
 	obj := &storagev1.CSINode{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            c.Name,
@@ -69,7 +71,7 @@ func csiNodeObject(c Config, n *corev1.Node) *storagev1.CSINode {
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{}},
 	}
 	var migrated []string
-	for _, d := range c.VolumeDrivers {
+	for _, d := range drivers {
 		driver := storagev1.CSINodeDriver{Name: d, NodeID: c.Name}
 		if key := ZoneKey(d); key != "" && c.Zone != "" {
 			driver.TopologyKeys = []string{key}
@@ -87,7 +89,7 @@ func csiNodeObject(c Config, n *corev1.Node) *storagev1.CSINode {
 }
 
 // ensureCSINode creates the node's CSINode, or updates it to what
-// csiNodeObject says (its spec, owner and annotation; other annotations
+// csiNodeObject says of the drivers the cells attach now (its spec, owner and annotation; other annotations
 // and labels stay). The Node must exist: the CSINode is owned by it, so
 // that the garbage collector deletes it with the Node. The Node
 // authorizer lets a node get, create and update the CSINode of its own
@@ -97,14 +99,15 @@ func (n *Node) ensureCSINode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the Node: %w", err)
 	}
-	want := csiNodeObject(n.cfg, node)
+	drivers := n.provider.state().drivers
+	want := csiNodeObject(n.cfg, drivers, node)
 	csinodes := n.client.StorageV1().CSINodes()
 	cur, err := csinodes.Get(ctx, n.cfg.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		if _, err := csinodes.Create(ctx, want, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating the CSINode: %w", err)
 		}
-		n.log.Info("CSINode created", "drivers", n.cfg.VolumeDrivers, "zone", n.cfg.Zone)
+		n.log.Info("CSINode created", "drivers", drivers, "zone", n.cfg.Zone)
 		return nil
 	}
 	if err != nil {
@@ -128,12 +131,13 @@ func (n *Node) ensureCSINode(ctx context.Context) error {
 	if _, err := csinodes.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating the CSINode: %w", err)
 	}
-	n.log.Info("CSINode updated", "drivers", n.cfg.VolumeDrivers, "zone", n.cfg.Zone)
+	n.log.Info("CSINode updated", "drivers", drivers, "zone", n.cfg.Zone)
 	return nil
 }
 
 // runCSINode writes the CSINode (keepCSINode) and again each time
-// csiNodeKick asks, until ctx ends.
+// csiNodeKick asks (the Node registered anew, the volume drivers
+// changed), until ctx ends.
 func (n *Node) runCSINode(ctx context.Context) {
 	for {
 		n.keepCSINode(ctx)

@@ -36,8 +36,8 @@ func TestZoneLabels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig("kip")
-			cfg.Zone, cfg.VolumeDrivers = tt.zone, tt.drivers
-			n := nodeObject(cfg, "10.0.0.7", 1, nodeState{}, metav1.Now().Time)
+			cfg.Zone = tt.zone
+			n := nodeObject(cfg, "10.0.0.7", 1, nodeState{drivers: tt.drivers}, metav1.Now().Time)
 			got := map[string]string{}
 			for k, v := range n.Labels {
 				if k == LabelZone || ZoneKey(driverOfKey(k)) == k {
@@ -100,8 +100,8 @@ func TestCSINodeObject(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig("kip")
-			cfg.Zone, cfg.VolumeDrivers = tt.zone, tt.drivers
-			got := csiNodeObject(cfg, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kip", UID: "node-uid"}})
+			cfg.Zone = tt.zone
+			got := csiNodeObject(cfg, tt.drivers, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kip", UID: "node-uid"}})
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("CSINode (-want +got):\n%s", diff)
 			}
@@ -158,8 +158,8 @@ func TestEnsureCSINode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.objs...)
 			cfg := DefaultConfig("kip")
-			cfg.Zone, cfg.VolumeDrivers = "us-east-1a", []string{"ebs.csi.aws.com"}
-			n := &Node{client: client, cfg: cfg, log: slog.New(slog.DiscardHandler)}
+			cfg.Zone = "us-east-1a"
+			n := &Node{client: client, cfg: cfg, log: slog.New(slog.DiscardHandler), provider: &nodeProvider{volDrivers: []string{"ebs.csi.aws.com"}}}
 			client.ClearActions()
 			err := n.ensureCSINode(t.Context())
 			if (err != nil) != tt.wantErr {

@@ -36,6 +36,15 @@
 //     GPU here. They are asked for at start and every
 //     Config.StatusUpdateInterval, and a change is sent as a new status
 //     (NotifyNodeStatus).
+//   - The disks attached to the cells and in use (VolumeReporter: the
+//     status's volumesAttached and volumesInUse) and the volume drivers
+//     are asked for at the same times, and also at once when Pods says
+//     they changed (NodeChangeNotifier: a disk attached or detached, the
+//     plugin swapped); changes said together make one status update. A
+//     status is sent when what it reports changed, and once at the start:
+//     a Node registered by a Create lacks virtual-kubelet's last-applied
+//     annotations, without which its three-way status patch removes no
+//     label.
 //   - Without node.internalIP the node's address is this host's first
 //     global IPv4 address, looked at again every status update: a new one
 //     is reported (and the self-signed serving certificate made for it;
@@ -108,16 +117,19 @@
 // # The zone and the CSINode
 //
 // With Config.Zone the Node also carries topology.kubernetes.io/zone and,
-// for each of the plugin's volume drivers (Config.VolumeDrivers), that
-// driver's zone key (ZoneKey: topology.ebs.csi.aws.com/zone,
+// for each of the plugin's volume drivers (Config.VolumeDrivers at start,
+// then what Pods answers as a VolumeDriverReporter: a plugin swapped on
+// SIGHUP may attach others, and a dropped driver's label and CSINode
+// entry go), that driver's zone key (ZoneKey: topology.ebs.csi.aws.com/zone,
 // topology.gke.io/zone, topology.disk.csi.azure.com/zone,
 // topology.local.csi.kipcell.io/zone), all set to the zone: the zone
 // label is on NodeRestriction's list, and labels outside kubernetes.io/
 // and k8s.io/ are not restricted. virtual-kubelet's status patch carries
 // labels, so a Node registered earlier gets them too.
 //
-// Once the Node is registered, and again whenever it is registered anew,
-// Run writes its storage.k8s.io/v1 CSINode as the kubelet's CSI plugin
+// Once the Node is registered, again whenever it is registered anew, and
+// whenever the volume drivers change, Run writes its storage.k8s.io/v1
+// CSINode as the kubelet's CSI plugin
 // registration does (csinode.go): named and owned by the Node, one driver
 // entry per volume driver with the node's name as its node ID and, with
 // a zone, the driver's zone key as its topology keys, so that the

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -334,10 +335,12 @@ func (n *Node) Run(ctx context.Context) (err error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	start := time.Now()
-	nodeObj := nodeObject(cfg, n.address(), int32(port), nodeState{}, start)
 	provider := newNodeProvider(n.pods, cfg.HealthGrace, n.log)
 	provider.address = n.address()
 	provider.refreshAddress = n.refreshAddress
+	provider.volDrivers = slices.Sorted(slices.Values(cfg.VolumeDrivers))
+	provider.driversChanged = n.kickCSINode
+	nodeObj := nodeObject(cfg, n.address(), int32(port), provider.state(), start)
 	provider.node = func(st nodeState) *corev1.Node {
 		return nodeObject(cfg, st.address, int32(port), st, time.Now())
 	}
@@ -510,11 +513,17 @@ func (n *Node) reregister(port int) vknode.ErrorHandler {
 			return fmt.Errorf("registering the deleted Node again: %w", cerr)
 		}
 		// The new Node has a new UID: the CSINode's owner follows.
-		select {
-		case n.csiNodeKick <- struct{}{}:
-		default:
-		}
+		n.kickCSINode()
+		n.provider.sendAgain()
 		return nil
+	}
+}
+
+// kickCSINode has runCSINode write the CSINode again.
+func (n *Node) kickCSINode() {
+	select {
+	case n.csiNodeKick <- struct{}{}:
+	default:
 	}
 }
 

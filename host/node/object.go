@@ -12,7 +12,8 @@ import (
 // nodeObject is the Node kip registers: labels, annotations, taint,
 // capacity, addresses, the kubelet endpoint and Ready conditions. port is the kubelet API's
 // real port; st is what changes while kip runs: the extended resources the
-// backend offers (ResourceReporter) and why the node is not ready.
+// backend offers (ResourceReporter), why the node is not ready, its
+// disks and the volume drivers whose zone keys it carries.
 func nodeObject(cfg Config, internalIP string, port int32, st nodeState, now time.Time) *corev1.Node {
 	extended := st.extended
 	labels := maps.Clone(cfg.Labels)
@@ -23,7 +24,7 @@ func nodeObject(cfg Config, internalIP string, port int32, st nodeState, now tim
 	labels[LabelHostname] = cfg.Name
 	labels[LabelOS] = "linux"
 	labels[LabelArch] = cfg.Arch
-	maps.Copy(labels, cfg.zoneLabels())
+	maps.Copy(labels, cfg.zoneLabels(st.drivers))
 	if cfg.SetRoleLabel {
 		labels[LabelRole] = LabelRoleKip
 	}

@@ -40,6 +40,30 @@ type VolumeReporter interface {
 	Volumes() (attached []corev1.AttachedVolume, inUse []corev1.UniqueVolumeName)
 }
 
+// VolumeDriverReporter is an optional interface of Pods: the CSI drivers
+// whose volumes the cells attach now (the plugin's
+// GetInfoResponse.VolumeDrivers). The Node's zone labels (ZoneKey) and
+// its CSINode follow them: a plugin swapped on SIGHUP may attach others,
+// and a driver dropped leaves both. Asked at every status update and
+// whenever a NodeChangeNotifier says so; until its first answer the node
+// has Config.VolumeDrivers. It must answer quickly.
+type VolumeDriverReporter interface {
+	VolumeDrivers(ctx context.Context) ([]string, error)
+}
+
+// NodeChangeNotifier is an optional interface of Pods, as
+// virtual-kubelet's PodNotifier is for pods: Run hands it changed, which
+// Pods calls whenever what its reporters (VolumeReporter,
+// VolumeDriverReporter, ResourceReporter) answer may have changed: a
+// disk attached or detached, the plugin swapped. changed returns at once;
+// the node then asks the reporters and sends the status if it changed, so
+// that volumesAttached follows an attach without waiting for
+// Config.StatusUpdateInterval. Calls while an update is under way make
+// one more update, not one each.
+type NodeChangeNotifier interface {
+	NotifyNodeChanges(changed func())
+}
+
 // healthTimeout bounds one Healthy call; a call that times out counts as
 // a failure (subject to the grace period like any other).
 const healthTimeout = 5 * time.Second
@@ -49,9 +73,10 @@ const healthTimeout = 5 * time.Second
 // a lease duration later (pitfall A4.10), so Ping fails only after the
 // backend has been unhealthy for the whole grace period.
 type nodeProvider struct {
-	health    HealthChecker    // nil: always healthy
-	resources ResourceReporter // nil: no extended resources
-	volumes   VolumeReporter   // nil: no disks
+	health    HealthChecker        // nil: always healthy
+	resources ResourceReporter     // nil: no extended resources
+	volumes   VolumeReporter       // nil: no disks
+	drivers   VolumeDriverReporter // nil: Config.VolumeDrivers for good
 	grace     time.Duration
 	log       *slog.Logger
 	now       func() time.Time
@@ -60,8 +85,12 @@ type nodeProvider struct {
 	node     func(nodeState) *corev1.Node
 	interval time.Duration
 
-	// kick asks the status loop to send the status now.
+	// kick asks the status loop to look at the state now (the reporters
+	// and Ready) and send it if it changed.
 	kick chan struct{}
+	// driversChanged, if set, is called when the volume drivers changed
+	// (the CSINode is written again).
+	driversChanged func()
 	// refreshAddress returns the node's current address (picked again
 	// when none is configured); nil: it does not change.
 	refreshAddress func() string
@@ -73,6 +102,9 @@ type nodeProvider struct {
 	extended     []corev1.ResourceName
 	attached     []corev1.AttachedVolume
 	inUse        []corev1.UniqueVolumeName
+	volDrivers   []string // sorted
+	// resend: the next look sends the status even if unchanged (resend).
+	resend bool
 }
 
 func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProvider {
@@ -86,7 +118,22 @@ func newNodeProvider(pods Pods, grace time.Duration, log *slog.Logger) *nodeProv
 	if v, ok := pods.(VolumeReporter); ok {
 		p.volumes = v
 	}
+	if d, ok := pods.(VolumeDriverReporter); ok {
+		p.drivers = d
+	}
+	if n, ok := pods.(NodeChangeNotifier); ok {
+		n.NotifyNodeChanges(p.poke)
+	}
 	return p
+}
+
+// poke asks the status loop to look at the state now; pokes while it
+// looks make one more look.
+func (p *nodeProvider) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Ping implements node.NodeProvider. It fails only when ctx has ended: a
@@ -139,17 +186,18 @@ func (p *nodeProvider) setNotReadyLocked(why string) {
 		return
 	}
 	p.notReady = why
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	p.poke()
 }
 
 // NotifyNodeStatus implements node.NodeProvider. The node's status comes
-// from the configuration, but for the extended resources the backend
-// offers (asked for at once and every interval) and the Ready condition
-// (Ping): a change of either is sent as a new status. The periodic status
-// update refreshes heartbeats.
+// from the configuration, but for what changes while kip runs
+// (nodeState): the extended resources the backend offers, the disks
+// attached and in use, the volume drivers (the zone labels), the address
+// and the Ready condition (Ping). They are looked at once at the start,
+// every interval and whenever something pokes the loop (Ping's verdict
+// changed, Pods said its answers changed: NodeChangeNotifier); a state
+// other than the last sent is sent. The periodic status update refreshes
+// heartbeats.
 func (p *nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Node)) {
 	if p.node == nil {
 		return
@@ -157,23 +205,42 @@ func (p *nodeProvider) NotifyNodeStatus(ctx context.Context, cb func(*corev1.Nod
 	go func() {
 		t := time.NewTicker(p.interval)
 		defer t.Stop()
+		sent := p.state()
+		p.sendAgain()
 		for {
-			changed := p.refreshResources(ctx)
-			if p.refreshVolumes() {
-				changed = true
-			}
-			if p.refreshAddressChanged() || changed {
-				cb(p.node(p.state()))
+			p.refreshResources(ctx)
+			p.refreshVolumes()
+			p.refreshDrivers(ctx)
+			p.refreshAddressNow()
+			p.mu.Lock()
+			resend := p.resend
+			p.resend = false
+			p.mu.Unlock()
+			if st := p.state(); resend || !st.equal(sent) {
+				cb(p.node(st))
+				sent = st
 			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			case <-p.kick:
-				cb(p.node(p.state()))
 			}
 		}
 	}()
+}
+
+// sendAgain has the next look send the status even if unchanged. A
+// Node registered by a Create (at start, or again after a deletion)
+// carries none of the last-applied annotations virtual-kubelet's
+// three-way status patch diffs from, and a patch without them adds
+// labels but removes none: the status sent at once records them, so that
+// a label dropped later (a volume driver's zone key) is removed.
+func (p *nodeProvider) sendAgain() {
+	p.mu.Lock()
+	p.resend = true
+	p.mu.Unlock()
+	p.poke()
 }
 
 // nodeState is what of the Node's status changes while kip runs.
@@ -183,50 +250,80 @@ type nodeState struct {
 	address  string
 	attached []corev1.AttachedVolume
 	inUse    []corev1.UniqueVolumeName
+	// drivers are the CSI drivers the cells attach, sorted: the zone
+	// labels and the CSINode list them.
+	drivers []string
 }
 
 func (p *nodeProvider) state() nodeState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return nodeState{extended: slices.Clone(p.extended), notReady: p.notReady, address: p.address,
-		attached: slices.Clone(p.attached), inUse: slices.Clone(p.inUse)}
+		attached: slices.Clone(p.attached), inUse: slices.Clone(p.inUse), drivers: slices.Clone(p.volDrivers)}
 }
 
-// refreshAddressChanged looks at the node's address again and reports
-// whether it changed.
-func (p *nodeProvider) refreshAddressChanged() bool {
+// equal reports whether s and o make the same Node status.
+func (s nodeState) equal(o nodeState) bool {
+	return slices.Equal(s.extended, o.extended) && s.notReady == o.notReady && s.address == o.address &&
+		slices.Equal(s.attached, o.attached) && slices.Equal(s.inUse, o.inUse) && slices.Equal(s.drivers, o.drivers)
+}
+
+// refreshDrivers asks for the volume drivers; when they changed, the
+// CSINode is written again (driversChanged).
+func (p *nodeProvider) refreshDrivers(ctx context.Context) {
+	if p.drivers == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	got, err := p.drivers.VolumeDrivers(rctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("asking the cell backend which volume drivers it attaches", "error", err)
+		}
+		return
+	}
+	got = slices.Sorted(slices.Values(got))
+	p.mu.Lock()
+	old := p.volDrivers
+	changed := !slices.Equal(got, old)
+	p.volDrivers = got
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	p.log.Info("the volume drivers changed; the zone labels and the CSINode follow", "drivers", got, "before", old)
+	if p.driversChanged != nil {
+		p.driversChanged()
+	}
+}
+
+// refreshAddressNow looks at the node's address again.
+func (p *nodeProvider) refreshAddressNow() {
 	if p.refreshAddress == nil {
-		return false
+		return
 	}
 	addr := p.refreshAddress()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	changed := addr != p.address
 	p.address = addr
-	return changed
 }
 
-// refreshVolumes asks for the disks attached and in use and reports
-// whether they changed.
-func (p *nodeProvider) refreshVolumes() bool {
+// refreshVolumes asks for the disks attached and in use.
+func (p *nodeProvider) refreshVolumes() {
 	if p.volumes == nil {
-		return false
+		return
 	}
 	attached, inUse := p.volumes.Volumes()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if slices.Equal(attached, p.attached) && slices.Equal(inUse, p.inUse) {
-		return false
-	}
 	p.attached, p.inUse = attached, inUse
-	return true
 }
 
-// refreshResources asks for the extended resources and reports whether
-// they changed.
-func (p *nodeProvider) refreshResources(ctx context.Context) bool {
+// refreshResources asks for the extended resources.
+func (p *nodeProvider) refreshResources(ctx context.Context) {
 	if p.resources == nil {
-		return false
+		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	got, err := p.resources.ExtendedResources(rctx)
@@ -235,7 +332,7 @@ func (p *nodeProvider) refreshResources(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			p.log.Warn("asking the cell backend which extended resources it offers", "error", err)
 		}
-		return false
+		return
 	}
 	slices.Sort(got)
 	p.mu.Lock()
@@ -245,5 +342,4 @@ func (p *nodeProvider) refreshResources(ctx context.Context) bool {
 	if changed {
 		p.log.Info("the node offers extended resources", "resources", got)
 	}
-	return changed
 }

@@ -95,6 +95,11 @@ func TestNodeFollowsItsAddress(t *testing.T) {
 	got := make(chan *corev1.Node, 10)
 	p.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { got <- n })
 	select {
+	case <-got: // sent once at the start (sendAgain)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no status sent at the start")
+	}
+	select {
 	case n := <-got:
 		t.Fatalf("a status sent without a change: %v", n.Status.Addresses)
 	case <-time.After(100 * time.Millisecond):
