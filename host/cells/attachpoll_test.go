@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kipcell/kip/pluginapi"
@@ -240,5 +243,33 @@ func TestPluginSwapTellsTheNodeItsDrivers(t *testing.T) {
 	}
 	if got, err := h.m.VolumeDrivers(t.Context()); err != nil || !slices.Equal(got, []string{"other.csi.example.com"}) {
 		t.Errorf("VolumeDrivers after the swap = %v, %v; want the new plugin's", got, err)
+	}
+}
+
+// An inline csi volume of a driver whose CSIDriver does not list
+// Ephemeral is refused as the kubelet refuses it: the pod stays Pending
+// with the kubelet's FailedMount event and message, and nothing is
+// launched for it.
+func TestInlineCSIOfAPersistentDriverWaitsWithFailedMount(t *testing.T) {
+	drv := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "disk.csi.example.com"},
+		Spec: storagev1.CSIDriverSpec{VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}
+	h := diskHarness(t, setup{}, drv)
+	pod := newPod("inline", "uid-inline")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "disk.csi.example.com"}}}}
+	h.create(t, pod)
+	const want = `MountVolume.SetUp failed for volume "scratch" : kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: ` +
+		`volume mode "Ephemeral" not supported by driver disk.csi.example.com (only supports ["Persistent"])`
+	p := h.waitNotified(t, "the reason", func(p *corev1.Pod) bool { return p.Status.Reason == ReasonFailedMount })
+	if p.Status.Phase != corev1.PodPending || !strings.Contains(p.Status.Message, want) {
+		t.Errorf("status %s %q, want Pending saying\n%s", p.Status.Phase, p.Status.Message, want)
+	}
+	var events strings.Builder // h.events drains the recorder
+	eventually(t, "the event", func() bool {
+		events.WriteString(h.events())
+		ev := events.String()
+		return strings.Contains(ev, "Warning FailedMount ") && strings.Contains(ev, want)
+	})
+	if n := h.plugin.Calls("Launch"); n != 0 {
+		t.Errorf("Launch called %d times for a pod whose volume the kubelet would refuse", n)
 	}
 }

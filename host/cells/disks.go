@@ -56,11 +56,14 @@ type volumeAPI interface {
 
 // hasDiskVolumes reports whether pod has a volume that may be a disk
 // (host/volumes decides): a claim, a generic ephemeral volume or an
-// in-tree cloud disk. Pods without one cost no API or plugin call.
+// in-tree cloud disk; or an inline csi volume, which host/volumes
+// refuses as the kubelet would (its CSIDriver's lifecycle modes) before
+// a cell is launched for nothing. Pods without one cost no API or plugin
+// call.
 func hasDiskVolumes(pod *corev1.Pod) bool {
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.AWSElasticBlockStore != nil ||
-			v.GCEPersistentDisk != nil || v.AzureDisk != nil {
+			v.GCEPersistentDisk != nil || v.AzureDisk != nil || v.CSI != nil {
 			return true
 		}
 	}
@@ -181,7 +184,7 @@ func (c *cell) resolveUntil(ctx context.Context, pod *corev1.Pod) ([]volumes.Dis
 		wait := c.d.cfg.Backoff(n)
 		var verr *volumes.Error
 		if errors.As(err, &verr) {
-			c.diskFailed(err.Error(), &last)
+			c.diskFailedAs(diskEvent(verr), err.Error(), &last)
 			wait = c.d.cfg.RematchInterval
 		} else {
 			c.log().Warn("resolving the pod's volumes", "attempt", n, "error", err)
@@ -193,15 +196,28 @@ func (c *cell) resolveUntil(ctx context.Context, pod *corev1.Pod) ([]volumes.Dis
 }
 
 // diskFailed says on the pod, once per message, why its disks are not
-// there: a warning event and the containers' waiting reason.
+// there: a FailedAttachVolume warning event and the containers' waiting
+// reason.
 func (c *cell) diskFailed(message string, last *string) {
+	c.diskFailedAs(ReasonFailedAttachVolume, message, last)
+}
+
+// diskFailedAs is diskFailed with the event's reason.
+func (c *cell) diskFailedAs(reason, message string, last *string) {
 	if message == *last {
 		return
 	}
 	*last = message
 	c.log().Warn("the pod's disk is not available", "message", message)
-	c.waiting(ReasonFailedAttachVolume, message)
-	c.event(corev1.EventTypeWarning, ReasonFailedAttachVolume, "%s", message)
+	c.waiting(reason, message)
+	c.event(corev1.EventTypeWarning, reason, "%s", message)
+}
+
+// diskEvent is the reason of the event a volume that cannot be had gets:
+// the kubelet's where it says one (FailedMount for a lifecycle mode the
+// CSIDriver does not list), else FailedAttachVolume.
+func diskEvent(verr *volumes.Error) string {
+	return cmp.Or(verr.Event, ReasonFailedAttachVolume)
 }
 
 // attachOne attaches d to the instance and waits until it is attached,

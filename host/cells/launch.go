@@ -119,7 +119,8 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 
 // placeDisks resolves the pod's disks before it is placed, and returns
 // the zone constraints of the node and of its disks. A volume that
-// cannot be had leaves the pod Pending with FailedAttachVolume until it
+// cannot be had leaves the pod Pending with FailedAttachVolume (or the
+// kubelet's FailedMount, diskEvent) until it
 // changes or Config.RematchInterval passes; a transient failure waits
 // out the back-off. Either way it reports false, and the caller starts
 // over.
@@ -139,7 +140,7 @@ func (c *cell) placeDisks(ctx context.Context, pod *corev1.Pod, n int, lastMsg *
 	case ctx.Err() != nil:
 		return nil, false
 	case errors.As(err, &verr):
-		c.unplaceable(ReasonFailedAttachVolume, verr.Error(), lastMsg)
+		c.unplaceable(diskEvent(verr), verr.Error(), lastMsg)
 		c.waitChange(ctx, c.d.cfg.RematchInterval)
 	default:
 		c.log().Warn("resolving the pod's volumes", "attempt", n, "error", err)

@@ -116,7 +116,16 @@ const (
 	// NodeAffinity: the PV's node affinity pins it to a node (a local
 	// volume) or to no zone a cell can be launched in.
 	NodeAffinity = "NodeAffinity"
+	// LifecycleModeUnsupported: the driver's CSIDriver does not list the
+	// volume's lifecycle mode (Persistent for a PV or an in-tree disk,
+	// Ephemeral for an inline csi volume), or there is none and the
+	// volume is inline: the kubelet refuses to mount it.
+	LifecycleModeUnsupported = "LifecycleModeUnsupported"
 )
+
+// EventFailedMount is the event reason of an Error the kubelet finds when
+// it mounts (its FailedMount: pkg/kubelet/events FailedMountVolume).
+const EventFailedMount = "FailedMount"
 
 // Error is a pod volume that cannot be given to the cell. It is the
 // pod's state now, not a failure of kip: the claim may be bound or
@@ -131,6 +140,10 @@ type Error struct {
 	// Message says what is wrong, in the kubelet's words where it has
 	// them ("error processing PVC ns/data: PVC is not bound").
 	Message string
+	// Event is the reason of the event the kubelet posts for it where
+	// that is not the attach's (EventFailedMount for a check its CSI
+	// mounter makes); "": FailedAttachVolume.
+	Event string
 }
 
 func (e *Error) Error() string {
@@ -211,6 +224,13 @@ func (r resolver) resolve(ctx context.Context, mounted, device bool) (*Disk, err
 		// controller makes for it (component-helpers' VolumeClaimName).
 		return r.claim(ctx, r.pod.Name+"-"+v.Name, false, true, ".ephemeral", mounted, device)
 	case v.CSI != nil:
+		drv, err := r.csiDriver(ctx, v.CSI.Driver)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.lifecycle(drv, v.CSI.Driver, storagev1.VolumeLifecycleEphemeral, v.Name, ".csi"); err != nil {
+			return nil, err
+		}
 		return nil, r.fail(".csi", UnsupportedVolume,
 			"CSI ephemeral inline volumes are not supported: driver %s would need its node plugin on the cell", v.CSI.Driver)
 	case v.AWSElasticBlockStore != nil, v.GCEPersistentDisk != nil, v.AzureDisk != nil:
@@ -319,9 +339,14 @@ func (r resolver) claim(ctx context.Context, name string, readOnly, ephemeral bo
 	if err := r.attachable(d.Driver, field); err != nil {
 		return nil, err
 	}
-	if d.FSGroup, err = r.fsGroup(ctx, d, src.rwo(pv.Spec.AccessModes)); err != nil {
+	drv, err := r.csiDriver(ctx, d.Driver)
+	if err != nil {
 		return nil, err
 	}
+	if err := r.lifecycle(drv, d.Driver, storagev1.VolumeLifecyclePersistent, pvName, field); err != nil {
+		return nil, err
+	}
+	d.FSGroup = r.fsGroup(drv, d, src.rwo(pv.Spec.AccessModes))
 	return d, nil
 }
 
@@ -344,9 +369,16 @@ func (r resolver) inline(ctx context.Context) (*Disk, error) {
 	if err := r.attachable(d.Driver, field); err != nil {
 		return nil, err
 	}
-	if d.FSGroup, err = r.fsGroup(ctx, d, src.rwo(src.inlineModes)); err != nil {
+	// Translated, an inline in-tree disk is a PV's CSI source to the
+	// kubelet (csi-translation-lib), so its mode is Persistent.
+	drv, err := r.csiDriver(ctx, d.Driver)
+	if err != nil {
 		return nil, err
 	}
+	if err := r.lifecycle(drv, d.Driver, storagev1.VolumeLifecyclePersistent, r.vol.Name, field); err != nil {
+		return nil, err
+	}
+	d.FSGroup = r.fsGroup(drv, d, src.rwo(src.inlineModes))
 	return d, nil
 }
 
@@ -362,23 +394,67 @@ func (r resolver) attachable(driver, field string) error {
 	return r.fail(field, DriverNotAttached, "the cloud plugin does not attach volumes of CSI driver %s (it attaches: %s)", driver, has)
 }
 
+// csiDriver reads driver's CSIDriver object: nil when there is none
+// (the driver's defaults apply, as the kubelet reads it).
+func (r resolver) csiDriver(ctx context.Context, driver string) (*storagev1.CSIDriver, error) {
+	drv, err := r.src.CSIDriver(ctx, driver)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting CSIDriver %s: %w", driver, err)
+	}
+	return drv, nil
+}
+
+// lifecycle refuses a volume of lifecycle mode the driver's CSIDriver
+// (drv, nil for none) does not list, as the kubelet's CSI mounter does
+// before it mounts (csi_mounter.go supportsVolumeLifecycleMode: without a
+// CSIDriver only Persistent), with the event and message the kubelet
+// posts (FailedMount, "MountVolume.SetUp failed for volume <spec name>
+// : kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle
+// mode: ..."; the spec's name is the PV's, or the pod volume's when
+// inline). kip says it before it attaches: the mount would refuse the
+// disk on the cell.
+func (r resolver) lifecycle(drv *storagev1.CSIDriver, driver string, mode storagev1.VolumeLifecycleMode, specName, field string) error {
+	var modes []storagev1.VolumeLifecycleMode
+	if drv != nil {
+		modes = drv.Spec.VolumeLifecycleModes
+		if len(modes) == 0 {
+			// The API server's default (SetDefaults_CSIDriver); a
+			// hand-made object keeps it, as for fsGroupPolicy.
+			modes = []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
+		}
+	}
+	var why string
+	switch {
+	case drv == nil && mode == storagev1.VolumeLifecyclePersistent:
+		return nil
+	case drv == nil:
+		why = fmt.Sprintf("volume mode %q not supported by driver %s (no CSIDriver object)", mode, driver)
+	case slices.Contains(modes, mode):
+		return nil
+	default:
+		why = fmt.Sprintf("volume mode %q not supported by driver %s (only supports %q)", mode, driver, modes)
+	}
+	e := r.fail(field, LifecycleModeUnsupported,
+		"MountVolume.SetUp failed for volume %q : kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: %s", specName, why)
+	e.Event = EventFailedMount
+	return e
+}
+
 // fsGroup decides whether the pod's fsGroup applies to d as the kubelet's
-// CSI mounter does (supportsFSGroup, getFSGroupPolicy); rwo is whether the
-// (translated) PV's access modes include ReadWriteOnce or
-// ReadWriteOncePod. The block mapper never applies it.
-func (r resolver) fsGroup(ctx context.Context, d *Disk, rwo bool) (bool, error) {
+// CSI mounter does (supportsFSGroup, getFSGroupPolicy), with the driver's
+// CSIDriver drv (nil: none); rwo is whether the (translated) PV's access
+// modes include ReadWriteOnce or ReadWriteOncePod. The block mapper never
+// applies it.
+func (r resolver) fsGroup(drv *storagev1.CSIDriver, d *Disk, rwo bool) bool {
 	sc := r.pod.Spec.SecurityContext
 	if sc == nil || sc.FSGroup == nil || d.ReadOnly || d.Block {
-		return false, nil
+		return false
 	}
 	policy := storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
-	drv, err := r.src.CSIDriver(ctx, d.Driver)
-	switch {
-	case apierrors.IsNotFound(err):
-		// No CSIDriver object: the default policy.
-	case err != nil:
-		return false, fmt.Errorf("getting CSIDriver %s: %w", d.Driver, err)
-	case drv.Spec.FSGroupPolicy != nil && *drv.Spec.FSGroupPolicy != "":
+	if drv != nil && drv.Spec.FSGroupPolicy != nil && *drv.Spec.FSGroupPolicy != "" {
 		// The API server defaults the field; an empty one (a hand-made
 		// object) keeps the default rather than failing as the kubelet
 		// does.
@@ -386,9 +462,9 @@ func (r resolver) fsGroup(ctx context.Context, d *Disk, rwo bool) (bool, error) 
 	}
 	switch policy {
 	case storagev1.NoneFSGroupPolicy:
-		return false, nil
+		return false
 	case storagev1.FileFSGroupPolicy:
-		return true, nil
+		return true
 	}
-	return d.FSType != "" && rwo, nil
+	return d.FSType != "" && rwo
 }

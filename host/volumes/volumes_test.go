@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -343,7 +344,8 @@ func TestResolveModes(t *testing.T) {
 func TestResolveDrivers(t *testing.T) {
 	runResolve(t, []resolveCase{
 		{
-			name:    "a CSI ephemeral inline volume",
+			name:    "a CSI ephemeral inline volume of a driver that offers it",
+			objs:    []runtime.Object{lifecycleDriver("secrets-store.csi.k8s.io", storagev1.VolumeLifecycleEphemeral)},
 			pod:     pod(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io"}}),
 			wantErr: &Error{Reason: UnsupportedVolume, Field: "spec.volumes[1].csi", Message: "driver secrets-store.csi.k8s.io"},
 		},
@@ -372,7 +374,7 @@ func TestResolveDrivers(t *testing.T) {
 			pod: pod(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "a"}}, func(p *corev1.Pod) {
 				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "b", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "b"}}})
 			}),
-			wantErr: &Error{Volume: "data", Reason: UnsupportedVolume, Field: "spec.volumes[1].csi", Message: "driver a "},
+			wantErr: &Error{Volume: "data", Reason: LifecycleModeUnsupported, Field: "spec.volumes[1].csi", Message: "driver a "},
 		},
 		{
 			name: "several disks in the pod's order",
@@ -383,6 +385,85 @@ func TestResolveDrivers(t *testing.T) {
 			want: append([]Disk{{Volume: "first", Driver: "ebs.csi.aws.com", Handle: "vol-1"}}, ebsDisk()...),
 		},
 	})
+}
+
+func lifecycleDriver(name string, modes ...storagev1.VolumeLifecycleMode) *storagev1.CSIDriver {
+	return &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSIDriverSpec{VolumeLifecycleModes: modes}}
+}
+
+// TestResolveLifecycleModes: a volume whose lifecycle mode the driver's
+// CSIDriver does not list is refused as the kubelet's CSI mounter refuses
+// it, with its message and its FailedMount event; without a CSIDriver only
+// Persistent volumes are had.
+func TestResolveLifecycleModes(t *testing.T) {
+	const prefix = "MountVolume.SetUp failed for volume %q : kubernetes.io/csi: mounter.SetupAt failed to check volume lifecycle mode: "
+	inlineCSI := pod(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "inline.csi.example.com"}})
+	tests := []struct {
+		name      string
+		objs      []runtime.Object
+		pod       *corev1.Pod
+		want      []Disk
+		wantEvent string // "": no Error of this kind
+		wantMsg   string
+	}{
+		{
+			name: "inline, no CSIDriver", pod: inlineCSI, wantEvent: EventFailedMount,
+			wantMsg: fmt.Sprintf(prefix, "data") + `volume mode "Ephemeral" not supported by driver inline.csi.example.com (no CSIDriver object)`,
+		},
+		{
+			name: "inline, a CSIDriver of Persistent volumes", pod: inlineCSI, wantEvent: EventFailedMount,
+			objs:    []runtime.Object{lifecycleDriver("inline.csi.example.com", storagev1.VolumeLifecyclePersistent)},
+			wantMsg: fmt.Sprintf(prefix, "data") + `volume mode "Ephemeral" not supported by driver inline.csi.example.com (only supports ["Persistent"])`,
+		},
+		{
+			name: "inline, a CSIDriver as the API server defaults it", pod: inlineCSI, wantEvent: EventFailedMount,
+			objs:    []runtime.Object{lifecycleDriver("inline.csi.example.com")},
+			wantMsg: fmt.Sprintf(prefix, "data") + `volume mode "Ephemeral" not supported by driver inline.csi.example.com (only supports ["Persistent"])`,
+		},
+		{
+			name: "a PV of a driver of Ephemeral volumes only", pod: pod(pvcVol(false)), wantEvent: EventFailedMount,
+			objs:    []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1"), lifecycleDriver("ebs.csi.aws.com", storagev1.VolumeLifecycleEphemeral)},
+			wantMsg: fmt.Sprintf(prefix, "pv-1") + `volume mode "Persistent" not supported by driver ebs.csi.aws.com (only supports ["Ephemeral"])`,
+		},
+		{
+			name: "an inline in-tree disk of a driver of Ephemeral volumes only", wantEvent: EventFailedMount,
+			pod:     pod(corev1.VolumeSource{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{VolumeID: "vol-0abc"}}),
+			objs:    []runtime.Object{lifecycleDriver("ebs.csi.aws.com", storagev1.VolumeLifecycleEphemeral)},
+			wantMsg: fmt.Sprintf(prefix, "data") + `volume mode "Persistent" not supported by driver ebs.csi.aws.com (only supports ["Ephemeral"])`,
+		},
+		{
+			name: "a PV of a driver of both", pod: pod(pvcVol(false)),
+			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1"),
+				lifecycleDriver("ebs.csi.aws.com", storagev1.VolumeLifecycleEphemeral, storagev1.VolumeLifecyclePersistent)},
+			want: ebsDisk(),
+		},
+		{
+			name: "a PV without a CSIDriver", pod: pod(pvcVol(false)),
+			objs: []runtime.Object{claim("data", "pv-1"), ebsPV("pv-1")},
+			want: ebsDisk(),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Resolve(t.Context(), NewSource(fake.NewClientset(tt.objs...)), tt.pod, allDrivers)
+			if tt.wantEvent == "" {
+				if err != nil {
+					t.Fatalf("Resolve: %v", err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("Resolve (-want +got):\n%s", diff)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Resolve = %v, %v; want an *Error", got, err)
+			}
+			if e.Reason != LifecycleModeUnsupported || e.Event != tt.wantEvent || e.Message != tt.wantMsg {
+				t.Errorf("Resolve error = reason %s, event %q, message\n%s\nwant %s, %q,\n%s", e.Reason, e.Event, e.Message, LifecycleModeUnsupported, tt.wantEvent, tt.wantMsg)
+			}
+		})
+	}
 }
 
 // TestResolveZones: the zones of a PV's node affinity and labels.
