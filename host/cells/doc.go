@@ -268,11 +268,17 @@
 // docs/volumes.md). A pod's persistent volumes are resolved before its
 // cell is placed (host/volumes: each claim bound to a PV of a driver the
 // plugin attaches; a volume that cannot be had keeps the pod Pending with
-// FailedAttachVolume), and each disk's zones, and the node's own
-// (Config.Zone), constrain the placement. Once the instance runs its
-// disks are attached through the plugin (VolumeAttacher) while the agent
-// is joined, each polled until attached; a disk attached elsewhere waits
-// with the kubelet's Multi-Attach message. The pod is applied with the
+// FailedAttachVolume, or the kubelet's FailedMount for a lifecycle mode
+// the driver's CSIDriver does not list), and each disk's zones, and the
+// node's own (Config.Zone), constrain the placement. Once the instance
+// runs its disks are attached through the plugin (VolumeAttacher) while
+// the agent is joined, and polled until attached by one poller of the
+// instance (attachpoll.go: one DescribeVolumeAttachments a round for all
+// its disks); a disk attached elsewhere waits with the kubelet's
+// Multi-Attach message. Each attach and detach tells host/node
+// (NotifyNodeChanges), which sends the Node's volumesAttached and
+// volumesInUse (Volumes) at once, and a plugin swap (RefreshCatalog)
+// its volume drivers (VolumeDrivers). The pod is applied with the
 // devices (PodRequest.Disks); the agent formats a blank one, mounts it
 // and unmounts it when the pod ends. At the end, after the agent stopped
 // the pod, every disk the plugin describes on the instance is detached
