@@ -171,8 +171,6 @@ type cell struct {
 	// attached.
 	disks    []volumes.Disk
 	attached map[string]cellapi.Disk
-	// poller polls the instance's attachments while attachDisks runs.
-	poller *attachPoller
 	// shares are the pod's NFS shares of its claims (shares.go), for the
 	// agent, resolved with the disks.
 	shares map[string]cellapi.Share

@@ -135,23 +135,17 @@ func (c *cell) attachDisks(ctx context.Context, inst *pluginapi.Instance) bool {
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	var polling sync.WaitGroup
 	polling.Go(func() { poller.run(pollCtx) })
-	c.mu.Lock()
-	c.poller = poller
-	c.mu.Unlock()
 	var wg sync.WaitGroup
 	results := make([]cellapi.Disk, len(disks))
 	done := make([]bool, len(disks))
 	for i, d := range disks {
 		wg.Go(func() {
-			results[i], done[i] = c.attachOne(ctx, inst.ID, d)
+			results[i], done[i] = c.attachOne(ctx, poller, d)
 		})
 	}
 	wg.Wait()
 	stopPolling()
 	polling.Wait()
-	c.mu.Lock()
-	c.poller = nil
-	c.mu.Unlock()
 	if slices.Contains(done, false) {
 		return false
 	}
@@ -220,17 +214,17 @@ func diskEvent(verr *volumes.Error) string {
 	return cmp.Or(verr.Event, ReasonFailedAttachVolume)
 }
 
-// attachOne attaches d to the instance and waits until it is attached,
+// attachOne attaches d to the poller's instance and waits until it is attached,
 // retrying until it is or ctx ends. A disk attached to another instance
 // (the previous pod of a StatefulSet, still detaching) is waited for
 // with the kubelet's Multi-Attach message; other refusals are said once
 // each and tried again after Config.RematchInterval, transient failures
 // after the back-off.
-func (c *cell) attachOne(ctx context.Context, instanceID string, d volumes.Disk) (cellapi.Disk, bool) {
+func (c *cell) attachOne(ctx context.Context, poller *attachPoller, d volumes.Disk) (cellapi.Disk, bool) {
 	readOnly := d.ReadOnly
 	last := ""
 	for n := 1; ; n++ {
-		att, err := c.attachAndWait(ctx, instanceID, d, readOnly)
+		att, err := c.attachAndWait(ctx, poller, d, readOnly)
 		if err == nil {
 			c.event(corev1.EventTypeNormal, ReasonSuccessfulAttachVolume, "AttachVolume.Attach succeeded for volume %q", volumeName(d))
 			c.log().Info("disk attached", "volume", d.Volume, "handle", d.Handle, "serial", att.Device.Serial, "path", att.Device.Path)
@@ -281,7 +275,8 @@ func volumeName(d volumes.Disk) string {
 // Describe a round for all its disks; pollDelay says how often). An
 // attachment that vanishes while attaching (the cloud gave up on it) is
 // an error: the caller asks again, and hears why.
-func (c *cell) attachAndWait(ctx context.Context, instanceID string, d volumes.Disk, readOnly bool) (pluginapi.VolumeAttachment, error) {
+func (c *cell) attachAndWait(ctx context.Context, poller *attachPoller, d volumes.Disk, readOnly bool) (pluginapi.VolumeAttachment, error) {
+	instanceID := poller.instanceID
 	resp, err := c.d.volumes.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{
 		InstanceID: instanceID, Driver: d.Driver, VolumeHandle: d.Handle, ReadOnly: readOnly,
 	})
@@ -289,20 +284,6 @@ func (c *cell) attachAndWait(ctx context.Context, instanceID string, d volumes.D
 		return pluginapi.VolumeAttachment{}, fmt.Errorf("attaching %s: %w", d.Handle, err)
 	}
 	att := resp.Attachment
-	if isAttached(att) {
-		return att, nil
-	}
-	c.mu.Lock()
-	poller := c.poller
-	c.mu.Unlock()
-	if poller == nil || poller.instanceID != instanceID {
-		// attachDisks always sets it; a poller of this call's own keeps
-		// attachAndWait whole without it.
-		poller = newAttachPoller(c.d.volumes, instanceID)
-		pctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go poller.run(pctx)
-	}
 	start := c.d.cfg.Now()
 	warned := false
 	for !isAttached(att) {
