@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -156,5 +157,47 @@ func TestNodeListsItsVolumes(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no node status listing the attached disk")
 		}
+	}
+}
+
+// TestNodeStatusCoalescesChanges: many changes said at once (disks
+// attached together, each telling the node) make one status update, and
+// a poke that changed nothing sends none.
+func TestNodeStatusCoalescesChanges(t *testing.T) {
+	cfg := DefaultConfig("kip")
+	rep := &volumeReporter{}
+	p := &nodeProvider{volumes: rep, log: slog.New(slog.DiscardHandler), now: time.Now, interval: time.Hour,
+		kick: make(chan struct{}, 1),
+		node: func(st nodeState) *corev1.Node { return nodeObject(cfg, "10.0.0.7", 10250, st, time.Now()) }}
+	got := make(chan *corev1.Node, 20)
+	p.NotifyNodeStatus(t.Context(), func(n *corev1.Node) { got <- n })
+	select {
+	case <-got: // sent once at the start (sendAgain)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no status sent at the start")
+	}
+	rep.mu.Lock()
+	for i := range 10 {
+		name := corev1.UniqueVolumeName(fmt.Sprintf("kubernetes.io/csi/ebs.csi.aws.com^vol-%d", i))
+		rep.attached = append(rep.attached, corev1.AttachedVolume{Name: name})
+		rep.inUse = append(rep.inUse, name)
+	}
+	rep.mu.Unlock()
+	for range 10 {
+		p.poke()
+	}
+	select {
+	case n := <-got:
+		if len(n.Status.VolumesAttached) != 10 {
+			t.Errorf("%d disks in the status, want the 10 attached", len(n.Status.VolumesAttached))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no status sent after the disks were attached")
+	}
+	p.poke()
+	select {
+	case n := <-got:
+		t.Errorf("a second status for one change, or for a poke that changed nothing: %d disks", len(n.Status.VolumesAttached))
+	case <-time.After(200 * time.Millisecond):
 	}
 }
