@@ -225,7 +225,11 @@ type VolumeConflictError struct {
 	// InstanceID is the other instance the disk is attached to, for
 	// ConflictInUse, where the cloud says.
 	InstanceID string
-	Message    string
+	// DiskType is the disk's type as the cloud names it ("pd-standard",
+	// "Premium_LRS"), for ConflictWrongType, where the plugin knows it
+	// (since API 1.2; the host only says it on the pod).
+	DiskType string
+	Message  string
 }
 
 // VolumeConflictReason says why a disk cannot be attached.
@@ -245,6 +249,14 @@ const (
 	// disk (EC2's AttachmentLimitExceeded); it never clears for this
 	// instance.
 	ConflictAttachmentLimit VolumeConflictReason = "attachment-limit"
+	// ConflictWrongType: the instance's type cannot take a disk of this
+	// type (Compute Engine's UNSUPPORTED_OPERATION "[pd-standard] features
+	// are not compatible" on an N4 or C3 machine; Azure's
+	// BadRequest for a Premium_LRS disk on a size without premium
+	// storage). It never clears for this instance type: the host places
+	// the pod's cell again on another type. A host that does not know the
+	// reason sees a plain refusal, as any reason it does not know.
+	ConflictWrongType VolumeConflictReason = "wrong-type"
 )
 
 func (e *VolumeConflictError) Error() string {
@@ -254,6 +266,13 @@ func (e *VolumeConflictError) Error() string {
 // NewVolumeConflict returns a VolumeConflictError.
 func NewVolumeConflict(reason VolumeConflictReason, volumeHandle, otherInstance, message string) error {
 	return &VolumeConflictError{Reason: reason, VolumeHandle: volumeHandle, InstanceID: otherInstance, Message: message}
+}
+
+// NewVolumeWrongType returns a VolumeConflictError with ConflictWrongType
+// for a disk of diskType ("" when the plugin does not know it) that the
+// instance's type cannot take.
+func NewVolumeWrongType(volumeHandle, diskType, message string) error {
+	return &VolumeConflictError{Reason: ConflictWrongType, VolumeHandle: volumeHandle, DiskType: diskType, Message: message}
 }
 
 // IsVolumeConflict reports whether err is or wraps a VolumeConflictError.

@@ -40,7 +40,11 @@ const ProtocolVersion = 1
 // 1.2 added the optional volume calls (VolumeAttacher: AttachVolume,
 // DetachVolume, DescribeVolumeAttachments; CapabilityVolumes),
 // GetInfoResponse.VolumeDrivers, and the VolumeConflictError kind, which
-// only those calls return.
+// only those calls return. Its reason ConflictWrongType (and the
+// error's DiskType) came later within 1.2 and left it there: a host
+// decides nothing before it sees the reason (no capability announces
+// it), and one that does not know the reason treats the conflict as a
+// plain refusal, as it treats every reason it does not know.
 const APIVersion = "1.2"
 
 // Provider is the contract between the kip host and one cloud: it knows
@@ -241,8 +245,12 @@ type VolumeAttacher interface {
 	// VolumeConflict when the disk is attached to another instance
 	// (ConflictInUse: the host waits for the other pod's cell to detach
 	// it, as the kubelet waits out a Multi-Attach error), lies in another
-	// zone than the instance (ConflictWrongZone), or the instance has no
-	// free attachment slot (ConflictAttachmentLimit); Unsupported with
+	// zone than the instance (ConflictWrongZone), the instance has no
+	// free attachment slot (ConflictAttachmentLimit), or the instance's
+	// type cannot take a disk of this type (ConflictWrongType, with the
+	// disk's type where the plugin knows it: it never clears for this
+	// instance type, and the host launches the pod's cell again on
+	// another); Unsupported with
 	// Field FieldVolumeDriver for a driver the plugin does not attach, or
 	// FieldReadOnly for a read-only attachment the cloud does not offer;
 	// Throttled, Transient. A refused AttachVolume attaches nothing.

@@ -99,6 +99,7 @@ func classify(err error) (codes.Code, *pb.ErrorDetail) {
 		return codes.FailedPrecondition, &pb.ErrorDetail{
 			Kind: kindVolumeConflict, Message: conflict.Message,
 			Reason: string(conflict.Reason), VolumeHandle: conflict.VolumeHandle, InstanceId: conflict.InstanceID,
+			DiskType: conflict.DiskType,
 		}
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled, nil
@@ -190,6 +191,7 @@ func kindFromDetail(detail *pb.ErrorDetail) error {
 			Reason:       VolumeConflictReason(detail.GetReason()),
 			VolumeHandle: detail.GetVolumeHandle(),
 			InstanceID:   detail.GetInstanceId(),
+			DiskType:     detail.GetDiskType(),
 			Message:      msg,
 		}
 	}

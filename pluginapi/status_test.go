@@ -102,6 +102,18 @@ func TestErrorKindsRoundTrip(t *testing.T) {
 			err:      NewVolumeConflict(ConflictAttachmentLimit, "vol-0abc", "", "27 of 27 slots used"),
 			wantKind: &VolumeConflictError{Reason: ConflictAttachmentLimit, VolumeHandle: "vol-0abc", Message: "27 of 27 slots used"},
 		},
+		{
+			name: "wrong disk type", code: codes.FailedPrecondition, is: IsVolumeConflict,
+			err:      NewVolumeWrongType("projects/p/zones/z/disks/d", "pd-standard", "[pd-standard] features are not compatible"),
+			wantKind: &VolumeConflictError{Reason: ConflictWrongType, VolumeHandle: "projects/p/zones/z/disks/d", DiskType: "pd-standard", Message: "[pd-standard] features are not compatible"},
+		},
+		{
+			// A reason this version does not know arrives as it was sent:
+			// the host takes it for a plain refusal.
+			name: "volume conflict of a later reason", code: codes.FailedPrecondition, is: IsVolumeConflict,
+			err:      NewVolumeConflict("some-later-reason", "vol-0abc", "", "refused"),
+			wantKind: &VolumeConflictError{Reason: "some-later-reason", VolumeHandle: "vol-0abc", Message: "refused"},
+		},
 	}
 	for _, tt := range tests {
 		for _, wrapped := range []bool{false, true} {

@@ -48,8 +48,10 @@
 // DetachVolume of a disk not attached to the instance is NotFound.
 // AttachVolume refuses with NotFound (unknown or ended instance or disk),
 // VolumeConflict in-use (attached to another instance), wrong-zone (the
-// disk in another zone than the instance), attachment-limit (past
-// Store.SetAttachmentLimit, DefaultAttachmentLimit by default), Transient
+// disk in another zone than the instance), wrong-type (a disk
+// Store.CreateTypedVolume made for instance types that cannot take it),
+// attachment-limit (past Store.SetAttachmentLimit,
+// DefaultAttachmentLimit by default), Transient
 // (a pending instance, or a disk still detaching from it) and Unsupported
 // (another driver; read-only, which EC2 does not offer). An instance that
 // terminates loses its attachments, as EC2 detaches a terminated

@@ -24,6 +24,10 @@ const DefaultAttachmentLimit = 26
 type volume struct {
 	Handle string `json:"handle"`
 	Zone   string `json:"zone"`
+	// Type and RefusedBy: a disk made by CreateTypedVolume, of a type the
+	// instance types RefusedBy cannot take.
+	Type      string   `json:"type,omitempty"`
+	RefusedBy []string `json:"refusedBy,omitempty"`
 	// Attachment is nil while the disk is attached nowhere.
 	Attachment *attachment `json:"attachment,omitempty"`
 }
@@ -48,6 +52,21 @@ func (s *Store) CreateVolume(zone string) string {
 	handle := fmt.Sprintf("vol-%08d", s.nextVolume)
 	s.volumes[handle] = &volume{Handle: handle, Zone: zone}
 	_ = s.persistLocked() // the store's state file is a convenience; CreateVolume has no error to report
+	return handle
+}
+
+// CreateTypedVolume creates a disk of diskType in zone, as CreateVolume
+// does, that instances of the types refusedBy cannot take: AttachVolume to
+// one answers a VolumeConflictError with pluginapi.ConflictWrongType
+// naming diskType, as Compute Engine refuses a pd-standard disk on an N4
+// machine.
+func (s *Store) CreateTypedVolume(zone, diskType string, refusedBy ...string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextVolume++
+	handle := fmt.Sprintf("vol-%08d", s.nextVolume)
+	s.volumes[handle] = &volume{Handle: handle, Zone: zone, Type: diskType, RefusedBy: slices.Clone(refusedBy)}
+	_ = s.persistLocked() // as CreateVolume
 	return handle
 }
 
@@ -213,8 +232,10 @@ func (s *Store) instanceForVolumeLocked(cluster, id string) (*record, error) {
 // or ended instance or disk; Transient for a pending instance (EC2 attaches
 // to running or stopped ones) or a disk still detaching from this one;
 // VolumeConflict ConflictInUse for a disk attached to another instance,
-// ConflictWrongZone for a disk in another zone than the instance, and
-// ConflictAttachmentLimit past the store's limit (SetAttachmentLimit).
+// ConflictWrongZone for a disk in another zone than the instance,
+// ConflictWrongType for a disk CreateTypedVolume made that the instance's
+// type cannot take, and ConflictAttachmentLimit past the store's limit
+// (SetAttachmentLimit).
 func (p *Provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolumeRequest) (*pluginapi.AttachVolumeResponse, error) {
 	cluster, err := p.begin(ctx, "AttachVolume", copyPtr(req), true)
 	if err != nil {
@@ -255,6 +276,10 @@ func (p *Provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolume
 	if v.Zone != r.Instance.Zone {
 		return nil, pluginapi.NewVolumeConflict(pluginapi.ConflictWrongZone, v.Handle, "",
 			fmt.Sprintf("volume %s is in zone %s, instance %s in %s", v.Handle, v.Zone, r.Instance.ID, r.Instance.Zone))
+	}
+	if slices.Contains(v.RefusedBy, r.Instance.InstanceType) {
+		return nil, pluginapi.NewVolumeWrongType(v.Handle, v.Type,
+			fmt.Sprintf("volume %s of type %s cannot be attached to instance %s of type %s", v.Handle, v.Type, r.Instance.ID, r.Instance.InstanceType))
 	}
 	if n := s.attachedCountLocked(r.Instance.ID); n >= s.attachLimit {
 		return nil, pluginapi.NewVolumeConflict(pluginapi.ConflictAttachmentLimit, v.Handle, "",

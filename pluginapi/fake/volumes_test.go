@@ -39,6 +39,26 @@ func conflict(reason pluginapi.VolumeConflictReason, handle, other string) func(
 	}
 }
 
+// wrongDiskType checks for a VolumeConflictError with ConflictWrongType
+// naming the disk and its type.
+func wrongDiskType(handle, diskType string) func(error) bool {
+	return func(err error) bool {
+		var c *pluginapi.VolumeConflictError
+		return errors.As(err, &c) && c.Reason == pluginapi.ConflictWrongType && c.VolumeHandle == handle && c.DiskType == diskType
+	}
+}
+
+// A typed disk is refused only by the types it names.
+func TestTypedVolumeAttachesElsewhere(t *testing.T) {
+	store := fake.NewStore()
+	p := configured(t, "cl", fake.WithStore(store))
+	inst := running(t, p, "c-1") // fake.small
+	vol := store.CreateTypedVolume(fake.DefaultZone, "pd-extreme", "fake.large")
+	if _, err := p.AttachVolume(t.Context(), attachReq(inst.ID, vol)); err != nil {
+		t.Errorf("attaching %s, refused by fake.large only, to a fake.small: %v", vol, err)
+	}
+}
+
 func TestGetInfoReportsTheVolumeDriver(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -76,6 +96,7 @@ func TestAttachVolumeErrors(t *testing.T) {
 	free := store.CreateVolume(fake.DefaultZone)
 	elsewhere := store.CreateVolume("fake-b")
 	taken := store.CreateVolume(fake.DefaultZone)
+	wrongType := store.CreateTypedVolume(fake.DefaultZone, "pd-standard", "fake.large", "fake.small")
 	if _, err := p.AttachVolume(ctx, attachReq(second.ID, taken)); err != nil {
 		t.Fatalf("attaching %s to %s: %v", taken, second.ID, err)
 	}
@@ -91,6 +112,7 @@ func TestAttachVolumeErrors(t *testing.T) {
 		{"unknown disk", attachReq(inst.ID, "vol-99999999"), pluginapi.IsNotFound, "NotFound"},
 		{"a disk attached elsewhere", attachReq(inst.ID, taken), conflict(pluginapi.ConflictInUse, taken, second.ID), "VolumeConflict in-use naming " + second.ID},
 		{"a disk in another zone", attachReq(inst.ID, elsewhere), conflict(pluginapi.ConflictWrongZone, elsewhere, ""), "VolumeConflict wrong-zone"},
+		{"a disk the instance's type cannot take", attachReq(inst.ID, wrongType), wrongDiskType(wrongType, "pd-standard"), "VolumeConflict wrong-type naming pd-standard"},
 		{
 			"another driver", &pluginapi.AttachVolumeRequest{InstanceID: inst.ID, Driver: "ebs.csi.aws.com", VolumeHandle: free},
 			unsupported(pluginapi.FieldVolumeDriver), "Unsupported driver",

@@ -2176,11 +2176,14 @@ type ErrorDetail struct {
 	// both). A quota without either is unscoped.
 	InstanceTypes []string `protobuf:"bytes,8,rep,name=instance_types,json=instanceTypes,proto3" json:"instance_types,omitempty"`
 	// volume_conflict (since 1.2): why the disk cannot be attached (in-use,
-	// wrong-zone, attachment-limit), the disk's handle, and for in-use the
-	// other instance it is attached to, where the cloud says.
+	// wrong-zone, attachment-limit, wrong-type), the disk's handle, for
+	// in-use the other instance it is attached to, where the cloud says, and
+	// for wrong-type the disk's type, where the plugin knows it. A receiver
+	// takes a reason it does not know for a plain refusal.
 	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	VolumeHandle  string `protobuf:"bytes,10,opt,name=volume_handle,json=volumeHandle,proto3" json:"volume_handle,omitempty"`
 	InstanceId    string `protobuf:"bytes,11,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	DiskType      string `protobuf:"bytes,12,opt,name=disk_type,json=diskType,proto3" json:"disk_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2288,6 +2291,13 @@ func (x *ErrorDetail) GetVolumeHandle() string {
 func (x *ErrorDetail) GetInstanceId() string {
 	if x != nil {
 		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetDiskType() string {
+	if x != nil {
+		return x.DiskType
 	}
 	return ""
 }
@@ -2453,7 +2463,7 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06device\x18\x06 \x01(\v2\x1b.kip.plugin.v1.VolumeDeviceR\x06device\":\n" +
 	"\fVolumeDevice\x12\x16\n" +
 	"\x06serial\x18\x01 \x01(\tR\x06serial\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\"\xec\x02\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\x89\x03\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12#\n" +
@@ -2468,7 +2478,8 @@ const file_kip_plugin_v1_plugin_proto_rawDesc = "" +
 	"\rvolume_handle\x18\n" +
 	" \x01(\tR\fvolumeHandle\x12\x1f\n" +
 	"\vinstance_id\x18\v \x01(\tR\n" +
-	"instanceId2\xd9\t\n" +
+	"instanceId\x12\x1b\n" +
+	"\tdisk_type\x18\f \x01(\tR\bdiskType2\xd9\t\n" +
 	"\bProvider\x12H\n" +
 	"\aGetInfo\x12\x1d.kip.plugin.v1.GetInfoRequest\x1a\x1e.kip.plugin.v1.GetInfoResponse\x12N\n" +
 	"\tConfigure\x12\x1f.kip.plugin.v1.ConfigureRequest\x1a .kip.plugin.v1.ConfigureResponse\x12f\n" +
