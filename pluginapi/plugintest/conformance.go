@@ -54,6 +54,22 @@ type Config struct {
 	// the zone the suite's instances run in, for the wrong-zone case;
 	// default: another zone of the catalog's offerings.
 	OtherZone string
+	// IncompatibleVolume, when set, creates a disk in zone that instances
+	// of instanceType cannot take (Compute Engine's pd-standard for an N4
+	// machine, Azure's Premium_LRS for a size without premium storage),
+	// for the wrong-type case, which launches IncompatibleInstanceType.
+	// A plugin reporting pluginapi.CapabilityVolumes whose cloud has no
+	// such combination leaves it nil and says why in
+	// NoIncompatibleVolume; with neither, the case fails saying so.
+	IncompatibleVolume func(ctx context.Context, zone, instanceType string) (handle string, err error)
+	// IncompatibleInstanceType is the type the wrong-type case launches;
+	// default: InstanceType.
+	IncompatibleInstanceType string
+	// NoIncompatibleVolume says why the plugin's cloud has no disk an
+	// instance type cannot take ("every EBS volume type attaches to every
+	// Nitro instance type"): the wrong-type case is then skipped with it
+	// (Run: t.Skip; Check: Result.Skipped), never counted as passed.
+	NoIncompatibleVolume string
 }
 
 // InvalidConfig is a plugin configuration Configure must refuse.
@@ -67,15 +83,27 @@ type InvalidConfig struct {
 type Result struct {
 	Name string
 	Err  error
+	// Skipped says why the case did not run (Config.NoIncompatibleVolume);
+	// Err is then nil, and the case neither passed nor failed.
+	Skipped string
 }
 
-// String is "name: ok" or "name: FAIL: <why>".
+// String is "name: ok", "name: FAIL: <why>" or "name: skipped: <why>".
 func (r Result) String() string {
-	if r.Err == nil {
-		return r.Name + ": ok"
+	switch {
+	case r.Err != nil:
+		return r.Name + ": FAIL: " + r.Err.Error()
+	case r.Skipped != "":
+		return r.Name + ": skipped: " + r.Skipped
 	}
-	return r.Name + ": FAIL: " + r.Err.Error()
+	return r.Name + ": ok"
 }
+
+// notApplicable ends a case that does not apply to the plugin, for the
+// reason its harness gave: Run skips it, Check reports it Skipped.
+type notApplicable struct{ reason string }
+
+func (n *notApplicable) Error() string { return "not applicable: " + n.reason }
 
 // Names of the conformance cases, in the order they run.
 const (
@@ -101,6 +129,7 @@ const (
 	CaseVolumeAttach         = "volume-attach"
 	CaseVolumeInUse          = "volume-in-use"
 	CaseVolumeWrongZone      = "volume-wrong-zone"
+	CaseVolumeWrongType      = "volume-wrong-type"
 	CaseVolumeDetach         = "volume-detach"
 	CaseVolumeRefusals       = "volume-refusals"
 )
@@ -133,6 +162,7 @@ var cases = []conformanceCase{
 	{CaseVolumeAttach, checkVolumeAttach},
 	{CaseVolumeInUse, checkVolumeInUse},
 	{CaseVolumeWrongZone, checkVolumeWrongZone},
+	{CaseVolumeWrongType, checkVolumeWrongType},
 	{CaseVolumeDetach, checkVolumeDetach},
 	{CaseVolumeRefusals, checkVolumeRefusals},
 }
@@ -157,7 +187,12 @@ func Run(t *testing.T, factory pluginapi.Factory, cfg Config) {
 	s := newSuite(t.Context(), factory, cfg)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if err := s.run(t.Context(), c); err != nil {
+			err := s.run(t.Context(), c)
+			var na *notApplicable
+			if errors.As(err, &na) {
+				t.Skip(na.reason)
+			}
+			if err != nil {
 				t.Error(err)
 			}
 		})
@@ -171,7 +206,12 @@ func Check(ctx context.Context, factory pluginapi.Factory, cfg Config) []Result 
 	s := newSuite(ctx, factory, cfg)
 	results := make([]Result, 0, len(cases))
 	for _, c := range cases {
-		results = append(results, Result{Name: c.name, Err: s.run(ctx, c)})
+		r := Result{Name: c.name, Err: s.run(ctx, c)}
+		var na *notApplicable
+		if errors.As(r.Err, &na) {
+			r.Err, r.Skipped = nil, na.reason
+		}
+		results = append(results, r)
 	}
 	return results
 }
@@ -332,6 +372,11 @@ const (
 
 // launch launches cell in cluster and remembers the instance for cleanup.
 func (e *env) launch(ctx context.Context, cluster, cell string) (pluginapi.Instance, error) {
+	return e.launchAs(ctx, cluster, cell, e.cfg.InstanceType)
+}
+
+// launchAs is launch of an instance of type typ.
+func (e *env) launchAs(ctx context.Context, cluster, cell, typ string) (pluginapi.Instance, error) {
 	if e.setupErr != nil {
 		return pluginapi.Instance{}, fmt.Errorf("cannot launch: %w", e.setupErr)
 	}
@@ -339,9 +384,11 @@ func (e *env) launch(ctx context.Context, cluster, cell string) (pluginapi.Insta
 	if err != nil {
 		return pluginapi.Instance{}, err
 	}
-	resp, err := c.Launch(ctx, e.launchRequest(cell))
+	req := e.launchRequest(cell)
+	req.InstanceType = typ
+	resp, err := c.Launch(ctx, req)
 	if err != nil {
-		return pluginapi.Instance{}, fmt.Errorf("launching cell %s (type %s, %s): %w", cell, e.cfg.InstanceType, e.capacity, err)
+		return pluginapi.Instance{}, fmt.Errorf("launching cell %s (type %s, %s): %w", cell, typ, e.capacity, err)
 	}
 	e.remember(resp.Instance.ID, cluster)
 	return resp.Instance, nil

@@ -31,7 +31,11 @@
 // device, and DescribeVolumeAttachments showing attaching then attached
 // (volume-attach); VolumeConflict in-use for a disk attached to another
 // instance (volume-in-use) and wrong-zone for a disk of another zone
-// (volume-wrong-zone, Config.OtherZone); DetachVolume idempotent, the
+// (volume-wrong-zone, Config.OtherZone); wrong-type for a disk the
+// instance's type cannot take (volume-wrong-type, Config.IncompatibleVolume
+// on Config.IncompatibleInstanceType; a plugin whose cloud has none says
+// why in Config.NoIncompatibleVolume, and the case is skipped with that
+// reason, never counted as passed); DetachVolume idempotent, the
 // attachment detaching then gone, then NotFound (volume-detach);
 // Unsupported naming FieldVolumeDriver for a driver the plugin does not
 // attach, and NotFound for an unknown instance (volume-refusals). Each case

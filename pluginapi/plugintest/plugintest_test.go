@@ -36,6 +36,12 @@ func fakeConfig(store *fake.Store) plugintest.Config {
 		},
 		DeleteVolume: func(_ context.Context, handle string) error { return store.DeleteVolume(handle) },
 		OtherZone:    "fake-b",
+		// fake.large cannot take a "pd-standard" disk, as an N4 machine
+		// cannot.
+		IncompatibleInstanceType: "fake.large",
+		IncompatibleVolume: func(_ context.Context, zone, instanceType string) (string, error) {
+			return store.CreateTypedVolume(zone, "pd-standard", instanceType), nil
+		},
 	}
 }
 
@@ -255,6 +261,7 @@ var brokenRules = []struct {
 			plugintest.CaseVolumeAttach:       "did not reach running",
 			plugintest.CaseVolumeInUse:        "did not reach running",
 			plugintest.CaseVolumeWrongZone:    "did not reach running",
+			plugintest.CaseVolumeWrongType:    "did not reach running",
 			plugintest.CaseVolumeDetach:       "did not reach running",
 			plugintest.CaseVolumeRefusals:     "did not reach running",
 		},
@@ -275,6 +282,7 @@ var brokenRules = []struct {
 			plugintest.CaseVolumeAttach:         "cannot launch",
 			plugintest.CaseVolumeInUse:          "cannot launch",
 			plugintest.CaseVolumeWrongZone:      "cannot launch",
+			plugintest.CaseVolumeWrongType:      "cannot launch",
 			plugintest.CaseVolumeDetach:         "cannot launch",
 			plugintest.CaseVolumeRefusals:       "cannot launch",
 		},
@@ -291,6 +299,24 @@ var brokenRules = []struct {
 		},
 	},
 	{
+		name: "volumes without an IncompatibleVolume hook or a reason",
+		cfg:  func(c *plugintest.Config) { c.IncompatibleVolume = nil },
+		want: map[string]string{
+			plugintest.CaseVolumeWrongType: "must set plugintest.Config.IncompatibleVolume",
+		},
+	},
+	{
+		name: "a disk of the wrong type attached",
+		cfg: func(c *plugintest.Config) {
+			// The plugin attaches what the hook says it cannot.
+			create := c.CreateVolume
+			c.IncompatibleVolume = func(ctx context.Context, zone, _ string) (string, error) { return create(ctx, zone) }
+		},
+		want: map[string]string{
+			plugintest.CaseVolumeWrongType: "it succeeded; want VolumeConflict wrong-type",
+		},
+	},
+	{
 		name: "volumes without the interface",
 		opts: []fake.Option{fake.WithCapabilities(pluginapi.CapabilityVolumes)},
 		wrap: func(p *fake.Provider) pluginapi.Provider { return onlyProvider{p} },
@@ -299,6 +325,7 @@ var brokenRules = []struct {
 			plugintest.CaseVolumeAttach:    "unsupported: plugin does not implement AttachVolume",
 			plugintest.CaseVolumeInUse:     "unsupported: plugin does not implement AttachVolume",
 			plugintest.CaseVolumeWrongZone: "want VolumeConflict wrong-zone",
+			plugintest.CaseVolumeWrongType: "want VolumeConflict wrong-type",
 			plugintest.CaseVolumeDetach:    "unsupported: plugin does not implement AttachVolume",
 			plugintest.CaseVolumeRefusals:  "want NotFound",
 		},
@@ -309,6 +336,7 @@ var brokenRules = []struct {
 		want: map[string]string{
 			plugintest.CaseVolumeInUse:     "(unclassified plugin error, code Unknown); want VolumeConflict in-use",
 			plugintest.CaseVolumeWrongZone: "(unclassified plugin error, code Unknown); want VolumeConflict wrong-zone",
+			plugintest.CaseVolumeWrongType: "(unclassified plugin error, code Unknown); want VolumeConflict wrong-type",
 		},
 	},
 	{
@@ -335,6 +363,28 @@ var brokenRules = []struct {
 			plugintest.CaseEmptyConfig: `Configure with the config {} answered InvalidConfig naming no key (invalid config: needs settings); every InvalidConfig names its key`,
 		},
 	},
+}
+
+// A plugin whose cloud has no disk an instance type cannot take says
+// why, and the wrong-type case is skipped with that reason: neither
+// passed nor failed.
+func TestWrongTypeCaseSkippedWithTheReasonGiven(t *testing.T) {
+	store := fake.NewStore()
+	cfg := fakeConfig(store)
+	cfg.IncompatibleVolume = nil
+	cfg.NoIncompatibleVolume = "every disk of this cloud attaches to every type"
+	for _, r := range plugintest.Check(t.Context(), fakeFactory(store), cfg) {
+		switch {
+		case r.Name == plugintest.CaseVolumeWrongType && (r.Err != nil || r.Skipped != cfg.NoIncompatibleVolume):
+			t.Errorf("case %s = %v, skipped %q; want skipped with %q", r.Name, r.Err, r.Skipped, cfg.NoIncompatibleVolume)
+		case r.Name != plugintest.CaseVolumeWrongType && (r.Err != nil || r.Skipped != ""):
+			t.Errorf("case %s = %v, skipped %q; want it to pass", r.Name, r.Err, r.Skipped)
+		}
+	}
+	if got, want := (plugintest.Result{Name: "volume-wrong-type", Skipped: "none"}).String(), "volume-wrong-type: skipped: none"; got != want {
+		t.Errorf("a skipped Result's String() = %q, want %q", got, want)
+	}
+	checkNothingLeft(t, store)
 }
 
 func TestResultString(t *testing.T) {

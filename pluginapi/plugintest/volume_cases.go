@@ -45,9 +45,14 @@ func (e *env) volumes(ctx context.Context) (*volumeEnv, error) {
 // runningInstance launches a new cell of the suite's cluster and waits for
 // it to run; the instance must say its zone, where the case creates disks.
 func (e *env) runningInstance(ctx context.Context) (pluginapi.Instance, error) {
+	return e.runningInstanceOf(ctx, e.cfg.InstanceType)
+}
+
+// runningInstanceOf is runningInstance of an instance of type typ.
+func (e *env) runningInstanceOf(ctx context.Context, typ string) (pluginapi.Instance, error) {
 	cluster := e.cfg.ClusterID
 	cell := e.cell(cluster)
-	inst, err := e.launch(ctx, cluster, cell)
+	inst, err := e.launchAs(ctx, cluster, cell, typ)
 	if err != nil {
 		return inst, err
 	}
@@ -69,11 +74,17 @@ func (e *env) newVolume(ctx context.Context, zone string) (string, error) {
 			pluginapi.CapabilityVolumes)
 	}
 	handle, err := e.cfg.CreateVolume(ctx, zone)
+	return e.madeVolume("Config.CreateVolume", zone, handle, err)
+}
+
+// madeVolume remembers the disk a harness hook (what) made in zone for
+// clean-up, or says why there is none.
+func (e *env) madeVolume(what, zone, handle string, err error) (string, error) {
 	if err != nil {
-		return "", fmt.Errorf("creating a disk in zone %s with Config.CreateVolume: %w", zone, err)
+		return "", fmt.Errorf("creating a disk in zone %s with %s: %w", zone, what, err)
 	}
 	if handle == "" {
-		return "", fmt.Errorf("Config.CreateVolume made a disk in zone %s without a handle", zone)
+		return "", fmt.Errorf("%s made a disk in zone %s without a handle", what, zone)
 	}
 	e.mu.Lock()
 	e.disks = append(e.disks, handle)
@@ -270,12 +281,20 @@ func checkVolumeInUse(ctx context.Context, e *env) error {
 	if other.Zone != owner.Zone {
 		return fmt.Errorf("instances %s and %s of the same launch request run in zones %s and %s; the case needs both in one zone", owner.ID, other.ID, owner.Zone, other.Zone)
 	}
-	_, err = v.c.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: other.ID, Driver: v.driver, VolumeHandle: handle})
+	return e.refused(ctx, v, other.ID, handle, pluginapi.ConflictInUse, owner.ID,
+		fmt.Sprintf("attaching disk %s, attached to instance %s, to instance %s", handle, owner.ID, other.ID))
+}
+
+// refused attaches handle to instance, which must answer VolumeConflict
+// reason (naming other, if an instance) and attach nothing; what says
+// what was tried.
+func (e *env) refused(ctx context.Context, v *volumeEnv, instance, handle string, reason pluginapi.VolumeConflictReason, other, what string) error {
+	_, err := v.c.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: instance, Driver: v.driver, VolumeHandle: handle})
 	var errs []error
-	if err := wantConflict(err, pluginapi.ConflictInUse, handle, owner.ID); err != nil {
-		errs = append(errs, fmt.Errorf("attaching disk %s, attached to instance %s, to instance %s: %w", handle, owner.ID, other.ID, err))
+	if err := wantConflict(err, reason, handle, other); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", what, err))
 	}
-	if a, err := e.attachment(ctx, v, other.ID, handle); err != nil || a != nil {
+	if a, err := e.attachment(ctx, v, instance, handle); err != nil || a != nil {
 		errs = append(errs, errors.Join(err, refusedAttached(a)))
 	}
 	return errors.Join(errs...)
@@ -300,15 +319,40 @@ func checkVolumeWrongZone(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	_, err = v.c.AttachVolume(ctx, &pluginapi.AttachVolumeRequest{InstanceID: inst.ID, Driver: v.driver, VolumeHandle: handle})
-	var errs []error
-	if err := wantConflict(err, pluginapi.ConflictWrongZone, handle, ""); err != nil {
-		errs = append(errs, fmt.Errorf("attaching disk %s of zone %s to instance %s of zone %s: %w", handle, zone, inst.ID, inst.Zone, err))
+	return e.refused(ctx, v, inst.ID, handle, pluginapi.ConflictWrongZone, "",
+		fmt.Sprintf("attaching disk %s of zone %s to instance %s of zone %s", handle, zone, inst.ID, inst.Zone))
+}
+
+// checkVolumeWrongType: attaching a disk the instance's type cannot take
+// (Config.IncompatibleVolume) answers VolumeConflict wrong-type and
+// attaches nothing. A plugin whose cloud has no such disk says why
+// (Config.NoIncompatibleVolume), and the case is skipped with it.
+func checkVolumeWrongType(ctx context.Context, e *env) error {
+	v, err := e.volumes(ctx)
+	if v == nil || err != nil {
+		return err
 	}
-	if a, err := e.attachment(ctx, v, inst.ID, handle); err != nil || a != nil {
-		errs = append(errs, errors.Join(err, refusedAttached(a)))
+	if e.cfg.IncompatibleVolume == nil {
+		if e.cfg.NoIncompatibleVolume != "" {
+			return &notApplicable{reason: e.cfg.NoIncompatibleVolume}
+		}
+		return fmt.Errorf("the plugin reports capability %q, so its conformance test must set plugintest.Config.IncompatibleVolume, which creates a disk an instance type cannot take, or say in Config.NoIncompatibleVolume why its cloud has none",
+			pluginapi.CapabilityVolumes)
 	}
-	return errors.Join(errs...)
+	typ := e.cfg.IncompatibleInstanceType
+	if typ == "" {
+		typ = e.cfg.InstanceType
+	}
+	inst, err := e.runningInstanceOf(ctx, typ)
+	if err != nil {
+		return err
+	}
+	handle, err := e.cfg.IncompatibleVolume(ctx, inst.Zone, typ)
+	if handle, err = e.madeVolume("Config.IncompatibleVolume", inst.Zone, handle, err); err != nil {
+		return err
+	}
+	return e.refused(ctx, v, inst.ID, handle, pluginapi.ConflictWrongType, "",
+		fmt.Sprintf("attaching disk %s, which type %s cannot take, to instance %s", handle, typ, inst.ID))
 }
 
 // checkVolumeDetach: DetachVolume of an attached disk succeeds, and again
