@@ -228,28 +228,40 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 	next := cellIDAttempt(c.uid, attempt+1)
 	c.event(corev1.EventTypeWarning, ReasonCellBootFailed, "%s; terminating it and launching cell %s in %s (attempt %d of %d)%s",
 		msg, next, wait, attempt+2, c.d.cfg.BootAttempts, console)
+	if !c.replaceInstance(ctx, inst, phaseLaunching) {
+		return false
+	}
+	c.waiting("ContainerCreating", fmt.Sprintf("%s; launching cell %s in %s", msg, next, wait))
+	return sleep(ctx, wait)
+}
+
+// replaceInstance gives up the cell's instance for its next cell ID
+// (cellIDAttempt of the next attempt), for the caller to launch again: it
+// detaches the pod's disks (the next instance attaches them), terminates
+// the instance and moves the cell to then, or to phasePlacing for a cell
+// adopted after a restart, which this kip did not launch. It reports
+// false when ctx ended first: the cell is being deleted, and its
+// terminate ends the instance.
+func (c *cell) replaceInstance(ctx context.Context, inst *pluginapi.Instance, then cellPhase) bool {
+	c.mu.Lock()
+	id, attempt := c.id, c.attempt
+	c.mu.Unlock()
 	if c.mayHaveDisks(ctx) {
-		// The pod's next instance attaches them.
 		c.detachDisks(ctx, inst.ID)
 	}
 	c.d.terminator.terminate(ctx, inst.ID, id)
 	if ctx.Err() != nil {
-		return false // the cell is being deleted; its terminate ends the instance
+		return false
 	}
 	c.mu.Lock()
-	// The pod's next cell is launching, as the cell was; one adopted
-	// after a restart, which this kip did not launch, is placing until
-	// its next Launch.
-	then := phaseLaunching
+	defer c.mu.Unlock()
 	if c.adopted != nil {
 		then = phasePlacing
 	}
-	c.setID(next, attempt+1)
+	c.setID(cellIDAttempt(c.uid, attempt+1), attempt+1)
 	c.instance, c.placed, c.adopted, c.attached = nil, nil, nil, nil
 	c.enterLocked(then)
-	c.mu.Unlock()
-	c.waiting("ContainerCreating", fmt.Sprintf("%s; launching cell %s in %s", msg, next, wait))
-	return sleep(ctx, wait)
+	return true
 }
 
 // consoleLines and consoleBytes bound the console output a

@@ -174,6 +174,9 @@ type cell struct {
 	// shares are the pod's NFS shares of its claims (shares.go), for the
 	// agent, resolved with the disks.
 	shares map[string]cellapi.Share
+	// typeRefusals are the instance types the pod's disks refused
+	// (disktype.go).
+	typeRefusals typeRefusals
 	// deleting is set once the pod was deleted (deletedEnd): the cell
 	// ends and is forgotten, and keeps no logs.
 	deleting bool
@@ -327,7 +330,13 @@ func (c *cell) run(ctx context.Context) {
 		}
 		c.enter(phaseJoining)
 		c.instanceRunning()
-		if c.serveWithin(ctx, inst) || !c.bootFailed(ctx, inst) {
+		if c.serveWithin(ctx, inst) {
+			if c.replaceForDiskType(ctx, inst) {
+				continue // placed again, on another instance type
+			}
+			return
+		}
+		if !c.bootFailed(ctx, inst) {
 			return
 		}
 	}

@@ -249,6 +249,10 @@ func (c *cell) attachOne(ctx context.Context, poller *attachPoller, d volumes.Di
 		case errors.As(err, &conflict) && conflict.Reason == pluginapi.ConflictInUse:
 			c.diskFailed(fmt.Sprintf("Multi-Attach error for volume %q Volume is already exclusively attached to one node and can't be attached to another", volumeName(d)), &last)
 			wait = min(wait, 5*time.Second)
+		case errors.As(err, &conflict) && conflict.Reason == pluginapi.ConflictWrongType:
+			// Never for this instance type: the cell is placed again.
+			c.wrongDiskType(d, conflict)
+			return cellapi.Disk{}, false
 		case pluginapi.IsTransient(err), pluginapi.IsThrottled(err), pluginapi.IsUnreachable(err):
 			c.log().Warn("attaching a disk", "volume", d.Volume, "attempt", n, "error", err)
 		default:

@@ -275,7 +275,10 @@
 // the agent is joined, and polled until attached by one poller of the
 // instance (attachpoll.go: one DescribeVolumeAttachments a round for all
 // its disks); a disk attached elsewhere waits with the kubelet's
-// Multi-Attach message. Each attach and detach tells host/node
+// Multi-Attach message; a disk the instance's type cannot take
+// (wrong-type, disktype.go) is said once, the instance given up, and the
+// cell placed again on a type no disk of the pod refused (NoInstanceType
+// once none is left). Each attach and detach tells host/node
 // (NotifyNodeChanges), which sends the Node's volumesAttached and
 // volumesInUse (Volumes) at once, and a plugin swap (RefreshCatalog)
 // its volume drivers (VolumeDrivers). The pod is applied with the

@@ -76,6 +76,9 @@ func (c *cell) launch(ctx context.Context) (*pluginapi.Instance, error) {
 			continue
 		}
 		cands, err := c.d.placement.rank(ctx, pod, opts, zones...)
+		if err == nil {
+			cands, err = c.withoutRefusedTypes(cands)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()

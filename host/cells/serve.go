@@ -19,6 +19,10 @@ import (
 // serve connects to the agent, applies the desired pod, and mirrors the
 // agent's status until the pod ends or the cell is deleted.
 func (c *cell) serve(ctx context.Context, inst *pluginapi.Instance) {
+	// A disk the instance's type refuses ends the serving (disktype.go).
+	ctx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	c.servingFor(stopServing)
 	address := inst.PrivateAddress()
 	addrs := addresses{agent: address, pod: inst.PodAddress()}
 	// The pod's disks are attached while the agent is joined; the pod is
