@@ -132,7 +132,10 @@
 // device name as its kernel serial. Compute Engine's refusals are the
 // contract's: a disk READ_WRITE on another instance (or READ_ONLY there
 // when asked READ_WRITE) is VolumeConflict in-use naming that instance; a
-// disk of another zone than the instance's wrong-zone; the machine type's
+// disk of another zone than the instance's wrong-zone; a disk type the
+// machine type cannot take (UNSUPPORTED_OPERATION "[pd-standard] features
+// are not compatible": a pd-* disk on N4, pd-standard on C3) wrong-type
+// naming the disk type; the machine type's
 // maximumPersistentDisks (16 on shared-core types, 128 on others, the boot
 // disk included) attachment-limit; a regional disk Unsupported. Attaches
 // and detaches whose operation runs past a few seconds are answered

@@ -64,7 +64,18 @@ const (
 	codeLimit        = "LIMIT_EXCEEDED"
 	reasonNotReady   = "resourceNotReady"
 	limitMetricInMsg = "maximum_persistent_disks"
+	// codeUnsupported is the operation error of an attachDisk whose disk
+	// type the machine type cannot take (a pd-* disk on a Hyperdisk-only
+	// series such as N4, pd-standard on C3), with the message
+	// "[pd-standard] features are not compatible for creating instance"
+	// (the PD CSI driver reads the same: pkg/gce-cloud-provider/compute/
+	// gce-compute.go, pdDiskTypeUnsupportedPattern).
+	codeUnsupported = "UNSUPPORTED_OPERATION"
 )
+
+// diskTypeUnsupportedRE reads the disk type out of an
+// UNSUPPORTED_OPERATION's message.
+var diskTypeUnsupportedRE = regexp.MustCompile(`\[([a-z0-9-]+)\] features are not compatible for creating instance`)
 
 // handleRE reads a PD CSI volume handle.
 var handleRE = regexp.MustCompile(`^projects/([^/]+)/(zones|regions)/([^/]+)/disks/([^/]+)$`)
@@ -367,17 +378,38 @@ func attachError(err error, req *pluginapi.AttachVolumeRequest) error {
 	if errors.As(err, &oe) && (oe.code == codeLimit || strings.Contains(oe.message, limitMetricInMsg)) {
 		return pluginapi.NewVolumeConflict(pluginapi.ConflictAttachmentLimit, req.VolumeHandle, "", err.Error())
 	}
-	if ge, reason, ok := apiError(err); ok {
-		switch {
-		case reason == "invalid" && strings.Contains(ge.Message, "same zone"):
-			return pluginapi.NewVolumeConflict(pluginapi.ConflictWrongZone, req.VolumeHandle, "", err.Error())
-		case reason == reasonNotReady:
-			// A disk still being created, or an instance busy with another
-			// operation: the host retries.
-			return pluginapi.NewTransient("attaching disk %s to instance %s: %s", req.VolumeHandle, req.InstanceID, ge.Message)
+	if errors.As(err, &oe) && oe.code == codeUnsupported {
+		if m := diskTypeUnsupportedRE.FindStringSubmatch(oe.message); m != nil {
+			return pluginapi.NewVolumeWrongType(req.VolumeHandle, m[1], err.Error())
 		}
 	}
-	return fmt.Errorf("attaching disk %s to instance %s: %w", req.VolumeHandle, req.InstanceID, mapError("instances.attachDisk", err))
+	return volumeCallError(err, fmt.Sprintf("attaching disk %s to instance %s", req.VolumeHandle, req.InstanceID), "instances.attachDisk",
+		func(message string) error {
+			if strings.Contains(message, "same zone") {
+				return pluginapi.NewVolumeConflict(pluginapi.ConflictWrongZone, req.VolumeHandle, "", err.Error())
+			}
+			return nil
+		})
+}
+
+// volumeCallError maps the HTTP refusal of an attachDisk or detachDisk
+// (what says which) that attachError and detachError do not read
+// themselves: a 400 invalid that invalid maps (nil: not one it knows), a
+// disk still being created or an instance busy with another operation
+// (resourceNotReady) Transient, for the host to retry; anything else as
+// mapError maps call's errors.
+func volumeCallError(err error, what, call string, invalid func(message string) error) error {
+	if ge, reason, ok := apiError(err); ok {
+		if reason == "invalid" {
+			if kind := invalid(ge.Message); kind != nil {
+				return kind
+			}
+		}
+		if reason == reasonNotReady {
+			return pluginapi.NewTransient("%s: %s", what, ge.Message)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, mapError(call, err))
 }
 
 // DetachVolume detaches a disk with instances.detachDisk (by the device
@@ -447,15 +479,13 @@ func (p *provider) DetachVolume(ctx context.Context, req *pluginapi.DetachVolume
 // device on the instance is NotFound (detached already), an instance busy
 // with another operation (an attach or detach under way) Transient.
 func detachError(err error, req *pluginapi.DetachVolumeRequest) error {
-	if ge, reason, ok := apiError(err); ok {
-		switch {
-		case reason == "invalid" && strings.Contains(ge.Message, "No attached disk"):
-			return pluginapi.NewNotFound("disk %s is not attached to instance %s: %s", req.VolumeHandle, req.InstanceID, ge.Message)
-		case reason == reasonNotReady:
-			return pluginapi.NewTransient("detaching disk %s from instance %s: %s", req.VolumeHandle, req.InstanceID, ge.Message)
-		}
-	}
-	return fmt.Errorf("detaching disk %s from instance %s: %w", req.VolumeHandle, req.InstanceID, mapError("instances.detachDisk", err))
+	return volumeCallError(err, fmt.Sprintf("detaching disk %s from instance %s", req.VolumeHandle, req.InstanceID), "instances.detachDisk",
+		func(message string) error {
+			if strings.Contains(message, "No attached disk") {
+				return pluginapi.NewNotFound("disk %s is not attached to instance %s: %s", req.VolumeHandle, req.InstanceID, message)
+			}
+			return nil
+		})
 }
 
 // DescribeVolumeAttachments reads each instance with instances.get: its

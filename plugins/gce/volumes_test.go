@@ -81,6 +81,22 @@ func TestAttachErrorKinds(t *testing.T) {
 		{"device name taken on itself", httpErr(400, "invalid", "Invalid value for field 'resource.deviceName': 'd'. Device name 'd' is already in use on instance 'cell-1'."), true, nil},
 		{"attachment limit", &operationError{code: codeLimit, message: "Exceeded limit 'maximum_persistent_disks' on resource 'cell-1'. Limit: 16.0"}, false,
 			conflict(pluginapi.ConflictAttachmentLimit, "")},
+		{"a disk type the machine type cannot take", &operationError{code: codeUnsupported, message: "[pd-standard] features are not compatible for creating instance."}, false,
+			func(err error) string {
+				var c *pluginapi.VolumeConflictError
+				if !errors.As(err, &c) || c.Reason != pluginapi.ConflictWrongType || c.DiskType != "pd-standard" {
+					return "want VolumeConflict wrong-type naming pd-standard"
+				}
+				return ""
+			}},
+		{"another unsupported operation", &operationError{code: codeUnsupported, message: "Maximum hyperdisk-balanced disks count should be less than or equal to [16], Requested : [17]"}, false,
+			func(err error) string {
+				var c *pluginapi.VolumeConflictError
+				if errors.As(err, &c) && c.Reason == pluginapi.ConflictWrongType {
+					return "want no wrong-type: the message names no disk type"
+				}
+				return ""
+			}},
 		{"another zone", httpErr(400, "invalid", "Invalid value for field 'resource.source': 'x'. Disk must be in the same zone as the instance ('us-central1-a')."), false,
 			conflict(pluginapi.ConflictWrongZone, "")},
 		{"disk not ready", httpErr(400, reasonNotReady, "The resource 'projects/p/zones/us-central1-a/disks/d' is not ready"), false, kind(pluginapi.IsTransient, "Transient")},
