@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kipcell/kip/test/cloudsim/simcells"
@@ -36,7 +37,9 @@ import (
 //     READ_WRITE: "you cannot attach a disk in read-write mode to one
 //     instance and read-only to others"), LIMIT_EXCEEDED past the machine
 //     type's maximumPersistentDisks (the boot disk counts: 16 for
-//     shared-core types, 128 for the others).
+//     shared-core types, 128 for the others), UNSUPPORTED_OPERATION
+//     "[pd-standard] features are not compatible for creating instance"
+//     for a disk type the machine series cannot take (refusedDiskTypes).
 //   - instances.get shows an attached disk in disks[] once the attach's
 //     operation is DONE, and until the detach's is; a disk's users[] lists
 //     its instances over the same span (an attach under way already
@@ -52,6 +55,31 @@ const defaultDiskSizeGb = 500
 
 // diskTypes are the zonal persistent disk types offered.
 var diskTypes = []string{"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme"}
+
+// refusedDiskTypes are the disk types of diskTypes a machine series (the
+// machine type's name up to its first dash) cannot take, as Compute
+// Engine's machine series pages list the disks each supports
+// (https://cloud.google.com/compute/docs/general-purpose-machines): N4
+// takes Hyperdisk only, no Persistent Disk at all; C3 takes pd-balanced and
+// pd-ssd but neither pd-standard nor pd-extreme. attachDisk's operation
+// then ends with UNSUPPORTED_OPERATION "[<type>] features are not
+// compatible for creating instance", the error the PD CSI driver reads
+// (kubernetes-sigs/gcp-compute-persistent-disk-csi-driver,
+// pkg/gce-cloud-provider/compute/gce-compute.go; its PR 1212 shows it for
+// pd-standard on c3-highcpu-4). The other series of the catalog take
+// every type offered: pd-extreme's own limits (N2 with 64 vCPUs or more,
+// M-series) are not modelled, and no Hyperdisk type is offered.
+var refusedDiskTypes = map[string][]string{
+	"n4": diskTypes,
+	"c3": {"pd-standard", "pd-extreme"},
+}
+
+// takesDiskType reports whether machineType's series can take a disk of
+// diskType.
+func takesDiskType(machineType, diskType string) bool {
+	series, _, _ := strings.Cut(machineType, "-")
+	return !slices.Contains(refusedDiskTypes[series], diskType)
+}
 
 // DiskPath is the path of an attached disk on its instance: Google's
 // guest udev rules link /dev/disk/by-id/google-<deviceName>, which is what
@@ -313,26 +341,22 @@ func (s *Server) insertDisk(q request) (any, error) {
 		return nil, err
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if op := s.repeated(rid); op != nil {
-		return s.operationJSON(op, now), nil
-	}
-	if s.liveDisk(zone, name, now) != nil {
-		return nil, alreadyExists(s.diskPath(zone, name))
-	}
-	s.diskSeq++
-	d := &disk{key: instanceKey{zone, name}, seq: s.diskSeq, id: newID(), sizeGb: size, diskType: diskType, labels: labels, created: now}
-	d.insert = s.newOperation(zone, "insert", apiBase+s.diskPath(zone, name), d.id, rid, now, now.Add(s.opDelay), nil)
-	if ds := s.diskStarter(); ds != nil {
-		id, bytes := d.starterID(), size<<30
-		s.background(d.insert, "creating the disk", func(ctx context.Context) error { return ds.CreateDisk(ctx, id, bytes) })
-	}
-	s.disks[d.key] = d
-	s.diskOrder = append(s.diskOrder, d)
-	s.log.Info("disk inserted", "disk", name, "zone", zone, "size_gb", size, "type", diskType)
-	return s.operationJSON(d.insert, now), nil
+	return s.operation(rid, func(now time.Time) (any, error) {
+		if s.liveDisk(zone, name, now) != nil {
+			return nil, alreadyExists(s.diskPath(zone, name))
+		}
+		s.diskSeq++
+		d := &disk{key: instanceKey{zone, name}, seq: s.diskSeq, id: newID(), sizeGb: size, diskType: diskType, labels: labels, created: now}
+		d.insert = s.newOperation(zone, "insert", apiBase+s.diskPath(zone, name), d.id, rid, now, now.Add(s.opDelay), nil)
+		if ds := s.diskStarter(); ds != nil {
+			id, bytes := d.starterID(), size<<30
+			s.background(d.insert, "creating the disk", func(ctx context.Context) error { return ds.CreateDisk(ctx, id, bytes) })
+		}
+		s.disks[d.key] = d
+		s.diskOrder = append(s.diskOrder, d)
+		s.log.Info("disk inserted", "disk", name, "zone", zone, "size_gb", size, "type", diskType)
+		return s.operationJSON(d.insert, now), nil
+	})
 }
 
 // getDisk answers disks.get.
@@ -387,30 +411,26 @@ func (s *Server) deleteDisk(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if op := s.repeated(rid); op != nil {
-		return s.operationJSON(op, now), nil
-	}
-	d := s.liveDisk(zone, name, now)
-	if d == nil {
-		return nil, notFound(s.diskPath(zone, name))
-	}
-	for in := range s.holders(d, now) {
-		return nil, &apiError{Status: http.StatusBadRequest, Reason: "resourceInUseByAnotherResource",
-			Message: fmt.Sprintf("The disk resource '%s' is already being used by '%s'", s.diskPath(zone, name), s.instancePath(in.key.zone, in.key.name))}
-	}
-	if st := d.status(now); st != "READY" {
-		return nil, notReady(s.diskPath(zone, name))
-	}
-	d.remove = s.newOperation(zone, "delete", apiBase+s.diskPath(zone, name), d.id, rid, now, now.Add(s.opDelay), nil)
-	if ds := s.diskStarter(); ds != nil {
-		id := d.starterID()
-		s.background(d.remove, "deleting the disk", func(ctx context.Context) error { return ds.DeleteDisk(ctx, id) })
-	}
-	s.log.Info("disk deleted", "disk", name, "zone", zone)
-	return s.operationJSON(d.remove, now), nil
+	return s.operation(rid, func(now time.Time) (any, error) {
+		d := s.liveDisk(zone, name, now)
+		if d == nil {
+			return nil, notFound(s.diskPath(zone, name))
+		}
+		for in := range s.holders(d, now) {
+			return nil, &apiError{Status: http.StatusBadRequest, Reason: "resourceInUseByAnotherResource",
+				Message: fmt.Sprintf("The disk resource '%s' is already being used by '%s'", s.diskPath(zone, name), s.instancePath(in.key.zone, in.key.name))}
+		}
+		if st := d.status(now); st != "READY" {
+			return nil, notReady(s.diskPath(zone, name))
+		}
+		d.remove = s.newOperation(zone, "delete", apiBase+s.diskPath(zone, name), d.id, rid, now, now.Add(s.opDelay), nil)
+		if ds := s.diskStarter(); ds != nil {
+			id := d.starterID()
+			s.background(d.remove, "deleting the disk", func(ctx context.Context) error { return ds.DeleteDisk(ctx, id) })
+		}
+		s.log.Info("disk deleted", "disk", name, "zone", zone)
+		return s.operationJSON(d.remove, now), nil
+	})
 }
 
 // notReady is GCE's 400 for a resource busy with another operation.
@@ -471,82 +491,85 @@ func (s *Server) attachDisk(q request) (any, error) {
 	}
 	source, m, mode, deviceName, project := ar.source, ar.m, ar.mode, ar.deviceName, ar.project
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if op := s.repeated(rid); op != nil {
-		return s.operationJSON(op, now), nil
-	}
-	in := s.live(zone, name, now)
-	if in == nil {
-		return nil, notFound(s.instancePath(zone, name))
-	}
-	if m[2] == "regions" {
-		return nil, invalid("resource.source", source, "The GCE simulator does not simulate regional disks.")
-	}
-	diskZone, diskName := m[3], m[4]
-	if project != s.opts.Project {
-		return nil, notFound(fmt.Sprintf("projects/%s/zones/%s/disks/%s", project, diskZone, diskName))
-	}
-	if diskZone != zone {
-		return nil, invalid("resource.source", source, fmt.Sprintf("Disk must be in the same zone as the instance ('%s').", zone))
-	}
-	d := s.liveDisk(diskZone, diskName, now)
-	if d == nil {
-		return nil, notFound(s.diskPath(diskZone, diskName))
-	}
-	if d.status(now) != "READY" {
-		return nil, notReady(s.diskPath(diskZone, diskName))
-	}
-	// GCE attaches to a running instance and to a stopped one (TERMINATED,
-	// not deleted); one on its way up or down is busy.
-	if st := in.status(now); st != "RUNNING" && (st != "TERMINATED" || in.deleted) {
-		return nil, notReady(s.instancePath(zone, name))
-	}
-	live := in.liveDisks(now)
-	index := 1 // 0 is the boot disk
-	for slices.ContainsFunc(live, func(a *attachment) bool { return a.index == index }) {
-		index++
-	}
-	if deviceName == "" {
-		// GCE's default is persistent-disk-<index>.
-		deviceName = fmt.Sprintf("persistent-disk-%d", index)
-	}
-	if deviceName == bootDeviceName(in) || slices.ContainsFunc(live, func(a *attachment) bool { return a.deviceName == deviceName }) {
-		return nil, invalid("resource.deviceName", deviceName, fmt.Sprintf("Device name '%s' is already in use on instance '%s'.", deviceName, name))
-	}
-	link := apiBase + s.instancePath(zone, name)
-	refuse := func(e *opError) (any, error) {
-		s.log.Info("attachDisk refused", "instance", name, "zone", zone, "disk", diskName, "code", e.code)
-		op := s.newOperation(zone, "attachDisk", link, in.id, rid, now, now.Add(s.opDelay), e)
-		return s.operationJSON(op, now), nil
-	}
-	for other, otherMode := range s.holders(d, now) {
-		if other == in || mode == "READ_WRITE" || otherMode == "READ_WRITE" {
+	return s.operation(rid, func(now time.Time) (any, error) {
+		in := s.live(zone, name, now)
+		if in == nil {
+			return nil, notFound(s.instancePath(zone, name))
+		}
+		if m[2] == "regions" {
+			return nil, invalid("resource.source", source, "The GCE simulator does not simulate regional disks.")
+		}
+		diskZone, diskName := m[3], m[4]
+		if project != s.opts.Project {
+			return nil, notFound(fmt.Sprintf("projects/%s/zones/%s/disks/%s", project, diskZone, diskName))
+		}
+		if diskZone != zone {
+			return nil, invalid("resource.source", source, fmt.Sprintf("Disk must be in the same zone as the instance ('%s').", zone))
+		}
+		d := s.liveDisk(diskZone, diskName, now)
+		if d == nil {
+			return nil, notFound(s.diskPath(diskZone, diskName))
+		}
+		if d.status(now) != "READY" {
+			return nil, notReady(s.diskPath(diskZone, diskName))
+		}
+		// GCE attaches to a running instance and to a stopped one (TERMINATED,
+		// not deleted); one on its way up or down is busy.
+		if st := in.status(now); st != "RUNNING" && (st != "TERMINATED" || in.deleted) {
+			return nil, notReady(s.instancePath(zone, name))
+		}
+		live := in.liveDisks(now)
+		index := 1 // 0 is the boot disk
+		for slices.ContainsFunc(live, func(a *attachment) bool { return a.index == index }) {
+			index++
+		}
+		if deviceName == "" {
+			// GCE's default is persistent-disk-<index>.
+			deviceName = fmt.Sprintf("persistent-disk-%d", index)
+		}
+		if deviceName == bootDeviceName(in) || slices.ContainsFunc(live, func(a *attachment) bool { return a.deviceName == deviceName }) {
+			return nil, invalid("resource.deviceName", deviceName, fmt.Sprintf("Device name '%s' is already in use on instance '%s'.", deviceName, name))
+		}
+		link := apiBase + s.instancePath(zone, name)
+		refuse := func(e *opError) (any, error) {
+			s.log.Info("attachDisk refused", "instance", name, "zone", zone, "disk", diskName, "code", e.code)
+			op := s.newOperation(zone, "attachDisk", link, in.id, rid, now, now.Add(s.opDelay), e)
+			return s.operationJSON(op, now), nil
+		}
+		for other, otherMode := range s.holders(d, now) {
+			if other == in || mode == "READ_WRITE" || otherMode == "READ_WRITE" {
+				return refuse(&opError{
+					code:       "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE",
+					message:    fmt.Sprintf("The disk resource '%s' is already being used by '%s'", s.diskPath(diskZone, diskName), s.instancePath(other.key.zone, other.key.name)),
+					httpStatus: http.StatusBadRequest, httpMessage: "BAD REQUEST",
+				})
+			}
+		}
+		if !takesDiskType(in.machineType, d.diskType) {
 			return refuse(&opError{
-				code:       "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE",
-				message:    fmt.Sprintf("The disk resource '%s' is already being used by '%s'", s.diskPath(diskZone, diskName), s.instancePath(other.key.zone, other.key.name)),
+				code:       "UNSUPPORTED_OPERATION",
+				message:    fmt.Sprintf("[%s] features are not compatible for creating instance.", d.diskType),
 				httpStatus: http.StatusBadRequest, httpMessage: "BAD REQUEST",
 			})
 		}
-	}
-	if limit := s.maxDisks(zone, in.machineType); len(live)+1 >= limit {
-		return refuse(&opError{
-			code:       "LIMIT_EXCEEDED",
-			message:    fmt.Sprintf("Exceeded limit 'maximum_persistent_disks' on resource '%s'. Limit: %d.0", name, limit),
-			httpStatus: http.StatusBadRequest, httpMessage: "BAD REQUEST",
-		})
-	}
-	a := &attachment{disk: d, deviceName: deviceName, index: index, mode: mode}
-	a.attach = s.newOperation(zone, "attachDisk", link, in.id, rid, now, now.Add(s.opDelay), nil)
-	if ds := s.diskStarter(); ds != nil && in.cell.Started && !in.cell.Stopped {
-		cell, id, path, ro := in.cell.ID, d.starterID(), DiskPath(deviceName), mode == "READ_ONLY"
-		s.background(a.attach, "attaching the disk", func(ctx context.Context) error { return ds.AttachDisk(ctx, cell, id, path, ro) })
-	}
-	in.disks = append(in.disks, a)
-	d.lastAttach = now
-	s.log.Info("disk attached", "instance", name, "zone", zone, "disk", diskName, "device_name", deviceName, "mode", mode)
-	return s.operationJSON(a.attach, now), nil
+		if limit := s.maxDisks(zone, in.machineType); len(live)+1 >= limit {
+			return refuse(&opError{
+				code:       "LIMIT_EXCEEDED",
+				message:    fmt.Sprintf("Exceeded limit 'maximum_persistent_disks' on resource '%s'. Limit: %d.0", name, limit),
+				httpStatus: http.StatusBadRequest, httpMessage: "BAD REQUEST",
+			})
+		}
+		a := &attachment{disk: d, deviceName: deviceName, index: index, mode: mode}
+		a.attach = s.newOperation(zone, "attachDisk", link, in.id, rid, now, now.Add(s.opDelay), nil)
+		if ds := s.diskStarter(); ds != nil && in.cell.Started && !in.cell.Stopped {
+			cell, id, path, ro := in.cell.ID, d.starterID(), DiskPath(deviceName), mode == "READ_ONLY"
+			s.background(a.attach, "attaching the disk", func(ctx context.Context) error { return ds.AttachDisk(ctx, cell, id, path, ro) })
+		}
+		in.disks = append(in.disks, a)
+		d.lastAttach = now
+		s.log.Info("disk attached", "instance", name, "zone", zone, "disk", diskName, "device_name", deviceName, "mode", mode)
+		return s.operationJSON(a.attach, now), nil
+	})
 }
 
 // attachDiskArgs are the checked fields of an attachDisk body: the source,
@@ -608,32 +631,28 @@ func (s *Server) detachDisk(q request) (any, error) {
 	if deviceName == "" {
 		return nil, &apiError{Status: http.StatusBadRequest, Reason: "required", Message: "Required field 'deviceName' not specified"}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if op := s.repeated(rid); op != nil {
-		return s.operationJSON(op, now), nil
-	}
-	in := s.live(zone, name, now)
-	if in == nil {
-		return nil, notFound(s.instancePath(zone, name))
-	}
-	i := slices.IndexFunc(in.liveDisks(now), func(a *attachment) bool { return a.deviceName == deviceName })
-	if i < 0 {
-		return nil, invalid("deviceName", deviceName, fmt.Sprintf("No attached disk found with device name '%s'", deviceName))
-	}
-	a := in.liveDisks(now)[i]
-	if a.state(now) != "attached" {
-		// An attach or a detach of it is under way.
-		return nil, notReady(s.instancePath(zone, name))
-	}
-	a.detach = s.newOperation(zone, "detachDisk", apiBase+s.instancePath(zone, name), in.id, rid, now, now.Add(s.opDelay), nil)
-	if ds := s.diskStarter(); ds != nil && in.cell.Started && !in.cell.Stopped {
-		s.background(a.detach, "detaching the disk", retryDetach(ds, in.cell.ID, a.disk.starterID()))
-	}
-	a.disk.lastDetach = now
-	s.log.Info("disk detaching", "instance", name, "zone", zone, "disk", a.disk.key.name, "device_name", deviceName)
-	return s.operationJSON(a.detach, now), nil
+	return s.operation(rid, func(now time.Time) (any, error) {
+		in := s.live(zone, name, now)
+		if in == nil {
+			return nil, notFound(s.instancePath(zone, name))
+		}
+		i := slices.IndexFunc(in.liveDisks(now), func(a *attachment) bool { return a.deviceName == deviceName })
+		if i < 0 {
+			return nil, invalid("deviceName", deviceName, fmt.Sprintf("No attached disk found with device name '%s'", deviceName))
+		}
+		a := in.liveDisks(now)[i]
+		if a.state(now) != "attached" {
+			// An attach or a detach of it is under way.
+			return nil, notReady(s.instancePath(zone, name))
+		}
+		a.detach = s.newOperation(zone, "detachDisk", apiBase+s.instancePath(zone, name), in.id, rid, now, now.Add(s.opDelay), nil)
+		if ds := s.diskStarter(); ds != nil && in.cell.Started && !in.cell.Stopped {
+			s.background(a.detach, "detaching the disk", retryDetach(ds, in.cell.ID, a.disk.starterID()))
+		}
+		a.disk.lastDetach = now
+		s.log.Info("disk detaching", "instance", name, "zone", zone, "disk", a.disk.key.name, "device_name", deviceName)
+		return s.operationJSON(a.detach, now), nil
+	})
 }
 
 // releaseDisks takes the disks of a deleted instance from its cell, in the

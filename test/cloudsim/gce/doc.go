@@ -58,8 +58,9 @@
 // DELETING disks; attach and detach as operations on the instance, whose
 // disks[] (boot disk first) and the disk's users[] change once they are
 // DONE; READ_WRITE on one instance or READ_ONLY on several; the machine
-// type's maximumPersistentDisks; GCE's errors, at once or in the
-// operation. With a simcells.DiskStarter as Options.Cells, each disk is a
+// type's maximumPersistentDisks; the disk types a machine series cannot
+// take (N4: no Persistent Disk; C3: no pd-standard or pd-extreme;
+// UNSUPPORTED_OPERATION); GCE's errors, at once or in the operation. With a simcells.DiskStarter as Options.Cells, each disk is a
 // real block device, given to the instance's cell at DiskPath(deviceName)
 // (/dev/disk/by-id/google-<deviceName>); an operation stays RUNNING until
 // the DiskStarter's call returned, and a detach until the cell let go.

@@ -200,6 +200,20 @@ func (s *Server) repeated(rid string) *operation {
 	return s.requests[rid]
 }
 
+// operation makes the change of a mutating call whose requestId is rid
+// (do, under s.mu at now), unless rid repeats an earlier call: that call's
+// operation is then the answer, and nothing changes, as GCE answers a
+// retried requestId.
+func (s *Server) operation(rid string, do func(now time.Time) (any, error)) (any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if op := s.repeated(rid); op != nil {
+		return s.operationJSON(op, now), nil
+	}
+	return do(now)
+}
+
 // insertInstance answers instances.insert. A repeat of a requestId
 // returns the first operation and changes nothing; another insert of a
 // name that exists is alreadyExists. A stock-out answers an operation
@@ -239,38 +253,34 @@ func (s *Server) insertInstance(q request) (any, error) {
 		return nil, err
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if op := s.repeated(rid); op != nil {
+	return s.operation(rid, func(now time.Time) (any, error) {
+		if s.live(zone, name, now) != nil {
+			return nil, alreadyExists(s.instancePath(zone, name))
+		}
+		link := apiBase + s.instancePath(zone, name)
+		if e := s.refusal(zone, m[2], sched.spot, body); e != nil {
+			s.log.Info("insert refused", "instance", name, "zone", zone, "machine_type", m[2], "code", e.code)
+			op := s.newOperation(zone, "insert", link, newID(), rid, now, now.Add(s.opDelay), e)
+			return s.operationJSON(op, now), nil
+		}
+		s.seq++
+		in := &instance{
+			key: instanceKey{zone, name}, seq: s.seq, id: newID(), machineType: m[2], labels: labels,
+			requestID: rid, body: body, spot: sched.spot, action: sched.action,
+			created: now, stagingAt: now.Add(s.bootDelay / 2), runningAt: now.Add(s.bootDelay),
+		}
+		in.cell = simcells.Cell{ID: name, Type: m[2], Bootstrap: metadataItem(body, BootstrapKey), LogAttr: labels["kip-cell"]}
+		if !s.cells.HasStarter() {
+			in.cell.Address = fmt.Sprintf("10.128.%d.%d", s.seq/250, s.seq%250+2)
+		}
+		s.instances[in.key] = in
+		s.order = append(s.order, in)
+		s.log.Info("instance inserted", "instance", name, "zone", zone, "machine_type", m[2], "spot", in.spot)
+		s.startMetadata(in)
+		s.cells.StartLocked(cellInstance{s, in})
+		op := s.newOperation(zone, "insert", link, in.id, rid, now, now.Add(s.opDelay), nil)
 		return s.operationJSON(op, now), nil
-	}
-	if s.live(zone, name, now) != nil {
-		return nil, alreadyExists(s.instancePath(zone, name))
-	}
-	link := apiBase + s.instancePath(zone, name)
-	if e := s.refusal(zone, m[2], sched.spot, body); e != nil {
-		s.log.Info("insert refused", "instance", name, "zone", zone, "machine_type", m[2], "code", e.code)
-		op := s.newOperation(zone, "insert", link, newID(), rid, now, now.Add(s.opDelay), e)
-		return s.operationJSON(op, now), nil
-	}
-	s.seq++
-	in := &instance{
-		key: instanceKey{zone, name}, seq: s.seq, id: newID(), machineType: m[2], labels: labels,
-		requestID: rid, body: body, spot: sched.spot, action: sched.action,
-		created: now, stagingAt: now.Add(s.bootDelay / 2), runningAt: now.Add(s.bootDelay),
-	}
-	in.cell = simcells.Cell{ID: name, Type: m[2], Bootstrap: metadataItem(body, BootstrapKey), LogAttr: labels["kip-cell"]}
-	if !s.cells.HasStarter() {
-		in.cell.Address = fmt.Sprintf("10.128.%d.%d", s.seq/250, s.seq%250+2)
-	}
-	s.instances[in.key] = in
-	s.order = append(s.order, in)
-	s.log.Info("instance inserted", "instance", name, "zone", zone, "machine_type", m[2], "spot", in.spot)
-	s.startMetadata(in)
-	s.cells.StartLocked(cellInstance{s, in})
-	op := s.newOperation(zone, "insert", link, in.id, rid, now, now.Add(s.opDelay), nil)
-	return s.operationJSON(op, now), nil
+	})
 }
 
 // parseLabels checks labels as GCE does: lowercase keys and values of at
@@ -309,25 +319,21 @@ func (s *Server) deleteInstance(q request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if op := s.repeated(rid); op != nil {
+	return s.operation(rid, func(now time.Time) (any, error) {
+		in := s.live(zone, name, now)
+		if in == nil {
+			return nil, notFound(s.instancePath(zone, name))
+		}
+		if !in.deleted {
+			in.deleted, in.visibleFor = true, s.opts.TerminatedVisible
+			s.stop(in, now)
+			s.releaseDisks(in, now)
+			s.log.Info("instance deleted", "instance", name, "zone", zone)
+		}
+		op := s.newOperation(zone, "delete", apiBase+s.instancePath(zone, name), in.id, rid, now, now.Add(s.opDelay), nil)
+		op.until = in
 		return s.operationJSON(op, now), nil
-	}
-	in := s.live(zone, name, now)
-	if in == nil {
-		return nil, notFound(s.instancePath(zone, name))
-	}
-	if !in.deleted {
-		in.deleted, in.visibleFor = true, s.opts.TerminatedVisible
-		s.stop(in, now)
-		s.releaseDisks(in, now)
-		s.log.Info("instance deleted", "instance", name, "zone", zone)
-	}
-	op := s.newOperation(zone, "delete", apiBase+s.instancePath(zone, name), in.id, rid, now, now.Add(s.opDelay), nil)
-	op.until = in
-	return s.operationJSON(op, now), nil
+	})
 }
 
 // instanceJSON renders in as GCE does: what the client sent, with the

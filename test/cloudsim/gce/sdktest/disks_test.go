@@ -459,3 +459,57 @@ func TestDisksReachTheCells(t *testing.T) {
 		t.Errorf("the detach's operation ended while the cell still held the disk (%d refusals left)", cells.busy)
 	}
 }
+
+// A machine series that cannot take a disk type ends the attach's
+// operation with UNSUPPORTED_OPERATION "[<type>] features are not
+// compatible for creating instance" and attaches nothing: N4 takes no
+// Persistent Disk, C3 neither pd-standard nor pd-extreme.
+func TestAttachDiskTypeTheSeriesRefuses(t *testing.T) {
+	ctx := t.Context()
+	sim, c := startSim(t, gcesim.Options{})
+	dc := diskClient(t, sim)
+	for i, tc := range []struct {
+		machineType, diskType string
+		refused               bool
+	}{
+		{"n4-standard-2", "pd-balanced", true},
+		{"n4-standard-4", "pd-ssd", true},
+		{"c3-standard-4", "pd-standard", true},
+		{"c3-standard-4", "pd-extreme", true},
+		{"c3-standard-8", "pd-ssd", false},
+		{"e2-standard-2", "pd-standard", false},
+		{"n2-standard-2", "pd-balanced", false},
+	} {
+		cell, disk := fmt.Sprintf("cell-%d", i), fmt.Sprintf("disk-%d", i)
+		mustInsert(t, c, spec{name: cell, zone: zoneA, machineType: tc.machineType})
+		op, err := dc.Insert(ctx, &computepb.InsertDiskRequest{Project: project, Zone: zoneA, DiskResource: &computepb.Disk{
+			Name: proto.String(disk), SizeGb: proto.Int64(10), Type: proto.String("zones/" + zoneA + "/diskTypes/" + tc.diskType),
+		}})
+		if err != nil || op.Wait(ctx) != nil {
+			t.Fatalf("inserting %s disk %s: %v", tc.diskType, disk, err)
+		}
+		op, err = attach(ctx, c, zoneA, cell, diskURL(zoneA, disk), disk, "READ_WRITE")
+		if err != nil {
+			t.Fatalf("attaching a %s disk to %s: %v; want the call accepted and its operation to say", tc.diskType, tc.machineType, err)
+		}
+		waitErr := op.Wait(ctx)
+		got := op.Proto()
+		wantCode, wantMsg := "", ""
+		if tc.refused {
+			wantCode, wantMsg = "UNSUPPORTED_OPERATION", "["+tc.diskType+"] features are not compatible for creating instance."
+		}
+		if code := opCode(got); code != wantCode {
+			t.Errorf("attaching a %s disk to %s ended %q (%v); want %q", tc.diskType, tc.machineType, code, waitErr, wantCode)
+		}
+		if errs := got.GetError().GetErrors(); tc.refused && (len(errs) != 1 || errs[0].GetMessage() != wantMsg) {
+			t.Errorf("the refusal's errors = %v; want one saying %q", errs, wantMsg)
+		}
+		wantDisks := 1
+		if tc.refused {
+			wantDisks = 0
+		}
+		if n := len(attachedDisks(t, c, zoneA, cell)); n != wantDisks {
+			t.Errorf("%s has %d data disks after the attach of a %s disk; want %d", tc.machineType, n, tc.diskType, wantDisks)
+		}
+	}
+}

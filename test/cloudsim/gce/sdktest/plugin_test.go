@@ -50,6 +50,17 @@ func TestGCEPluginConformance(t *testing.T) {
 		}
 		return data
 	}
+	createVolume := func(ctx context.Context, zone string) (string, error) {
+		name := fmt.Sprintf("kip-disk-%d", disks.Add(1))
+		op, err := insertDisk(ctx, dc, zone, name)
+		if err == nil {
+			err = op.Wait(ctx)
+		}
+		if err != nil {
+			return "", err
+		}
+		return "projects/" + project + "/zones/" + zone + "/disks/" + name, nil
+	}
 	plugintest.Run(t, gce.New, plugintest.Config{
 		Plugin: config(nil),
 		Invalid: []plugintest.InvalidConfig{
@@ -63,22 +74,15 @@ func TestGCEPluginConformance(t *testing.T) {
 		// Real disks through the SDK: disks.insert, then its operation;
 		// deleted with disks.delete once the suite's instances let go of
 		// them (resourceInUseByAnotherResource until then).
-		OtherZone: zoneB,
-		CreateVolume: func(ctx context.Context, zone string) (string, error) {
-			name := fmt.Sprintf("kip-disk-%d", disks.Add(1))
-			op, err := insertDisk(ctx, dc, zone, name)
-			if err == nil {
-				err = op.Wait(ctx)
-			}
-			if err != nil {
-				return "", err
-			}
-			return "projects/" + project + "/zones/" + zone + "/disks/" + name, nil
-		},
-		DeleteVolume:      func(ctx context.Context, handle string) error { return deleteDisk(ctx, dc, handle) },
-		InstanceType:      "e2-small",
-		ReadyTimeout:      30 * time.Second,
-		UnknownInstanceID: "us-central1-a/kip-never-launched",
+		OtherZone:    zoneB,
+		CreateVolume: createVolume,
+		// insertDisk's disks are pd-balanced, which no N4 machine takes.
+		IncompatibleInstanceType: "n4-standard-2",
+		IncompatibleVolume:       func(ctx context.Context, zone, _ string) (string, error) { return createVolume(ctx, zone) },
+		DeleteVolume:             func(ctx context.Context, handle string) error { return deleteDisk(ctx, dc, handle) },
+		InstanceType:             "e2-small",
+		ReadyTimeout:             30 * time.Second,
+		UnknownInstanceID:        "us-central1-a/kip-never-launched",
 	})
 	for _, in := range sim.Instances() {
 		if in.Status != "STOPPING" && in.Status != "TERMINATED" && !in.Gone {
