@@ -77,6 +77,9 @@ func runConformance(t *testing.T, e *testEnv) {
 			return DeleteVolume(ctx, e.stateDir(), handle)
 		},
 		OtherZone: "local-elsewhere",
+		// A local disk is a file behind a loop device: it has no type,
+		// and every cell takes it.
+		NoIncompatibleVolume: "local disks have no type: every cell takes every disk",
 	})
 	// Nothing is left behind: the suite terminated what it launched and
 	// deleted the disks it made, whose loop devices went with their cells.

@@ -37,6 +37,8 @@ func TestConformance(t *testing.T) {
 		CreateVolume: func(ctx context.Context, zone string) (string, error) { return toy.CreateDisk(ctx, dir, zone) },
 		DeleteVolume: func(ctx context.Context, handle string) error { return toy.DeleteDisk(ctx, dir, handle) },
 		OtherZone:    "toy-1b",
+		// The toy's disks have no type: every instance takes every disk.
+		NoIncompatibleVolume: "the toy's disks have no type",
 	})
 }
 
