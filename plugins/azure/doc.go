@@ -129,7 +129,10 @@
 // wrong-zone), then PATCHes the VM's data disks (VirtualMachines_Update)
 // with the disk added at the lowest free LUN (createOption Attach, caching
 // None), If-Match on the VM's etag, and answers once ARM accepted it,
-// attaching; ARM's data disk limit of the size is attachment-limit.
+// attaching; ARM's data disk limit of the size is attachment-limit, and
+// its refusal of a disk type the size cannot take (a Premium SSD on a size
+// without premium storage: 400 InvalidParameter, target
+// dataDisk.managedDisk.storageAccountType) wrong-type, naming the SKU.
 // DetachVolume PATCHes the disk toBeDetached, as azuredisk-csi does.
 // Calls on one VM are serialised in the process, and each waits out an
 // update of the VM under way (ARM takes one at a time: 409 Conflict) and

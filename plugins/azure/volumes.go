@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -375,11 +376,21 @@ func (cfg *config) updateDisks(ctx context.Context, instance string, vm *armcomp
 	return err
 }
 
+// storageTypeTarget is the target of ARM's refusal of a disk type the
+// VM's size cannot take; storageTypeRE reads the type out of its message.
+const storageTypeTarget = "dataDisk.managedDisk.storageAccountType"
+
+var storageTypeRE = regexp.MustCompile(`storage account type (\S+) of disk`)
+
 // mapAttachError maps ARM's refusal of an attaching update to the
 // contract's kinds: Compute's codes for a disk attached elsewhere
-// (ConflictingUserInput), in another zone (BadRequest naming the zone),
-// and over the size's data disk limit (OperationNotAllowed naming the
-// maximum); 409 Conflict (another update of the VM is under way) is
+// (ConflictingUserInput), a disk type the VM's size cannot take (400
+// InvalidParameter, target dataDisk.managedDisk.storageAccountType: "the
+// VM size Standard_D2_v2 does not support the storage account type
+// Premium_LRS of disk …", as the attach-detach controller's events quote
+// it) wrong-type naming the SKU, in another zone (BadRequest naming the
+// zone), and over the size's data disk limit (OperationNotAllowed naming
+// the maximum); 409 Conflict (another update of the VM is under way) is
 // Transient, as mapError has it.
 func mapAttachError(err error, handle string) error {
 	const op = "VirtualMachines_Update"
@@ -392,6 +403,12 @@ func mapAttachError(err error, handle string) error {
 	switch {
 	case ae.Code == "ConflictingUserInput" || strings.Contains(msg, "already attached") || strings.Contains(msg, "already owned"):
 		return pluginapi.NewVolumeConflict(pluginapi.ConflictInUse, handle, "", text)
+	case re.StatusCode == 400 && (strings.EqualFold(ae.Target, storageTypeTarget) || strings.Contains(msg, "does not support the storage account type")):
+		sku := ""
+		if m := storageTypeRE.FindStringSubmatch(ae.Message); m != nil {
+			sku = m[1]
+		}
+		return pluginapi.NewVolumeWrongType(handle, sku, text)
 	case re.StatusCode == 400 && strings.Contains(msg, "zone"):
 		return pluginapi.NewVolumeConflict(pluginapi.ConflictWrongZone, handle, "", text)
 	case strings.Contains(msg, "maximum number of data disks"):

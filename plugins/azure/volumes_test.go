@@ -107,6 +107,12 @@ func TestMapAttachError(t *testing.T) {
 		"owned elsewhere":    {armErr(409, "ConflictingUserInput", "Disk 'pv-1' cannot be attached as the disk is already owned by VM 'b'."), conflict(pluginapi.ConflictInUse)},
 		"another zone": {armErr(400, "BadRequest", "Disk pv-1 cannot be attached to the VM because it is not in the same zone as the VM. VM zone: '1'. Disk zone: '2'."),
 			conflict(pluginapi.ConflictWrongZone)},
+		"a premium disk on a size without premium storage": {armErr(400, "InvalidParameter",
+			"Requested operation cannot be performed because the VM size Standard_D2_v3 does not support the storage account type Premium_LRS of disk 'pv-1'. Consider updating the VM to a size that supports Premium storage."),
+			func(err error) bool {
+				var c *pluginapi.VolumeConflictError
+				return errors.As(err, &c) && c.Reason == pluginapi.ConflictWrongType && c.VolumeHandle == handle && c.DiskType == "Premium_LRS"
+			}},
 		"the size's limit": {armErr(409, "OperationNotAllowed", "The maximum number of data disks allowed to be attached to a VM of this size is 4."),
 			conflict(pluginapi.ConflictAttachmentLimit)},
 		"no such disk":   {armErr(404, "NotFound", "Disk pv-1 was not found."), pluginapi.IsNotFound},
