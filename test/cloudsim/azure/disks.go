@@ -37,7 +37,14 @@ import (
 //     to be attached to a VM of this size is 4.", 409 OperationNotAllowed
 //     "Disk … is attached to VM …" for the delete of an attached disk, and
 //     409 Conflict "The request failed due to conflict with a concurrent
-//     request." for a VM update while another is under way.
+//     request." for a VM update while another is under way, and 400
+//     InvalidParameter, target dataDisk.managedDisk.storageAccountType,
+//     "Requested operation cannot be performed because the VM size
+//     Standard_D2_v2 does not support the storage account type
+//     Premium_LRS of disk '…'. Consider updating the VM to a size that
+//     supports Premium storage." for a premium disk on a size without
+//     premium storage (as the attach-detach controller's events quote
+//     it; premiumSKUs).
 
 // Disk states (properties.diskState) ARM writes.
 const (
@@ -218,6 +225,14 @@ var diskNamePattern = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,78}[A-
 
 // diskSKUs are the managed disk types.
 var diskSKUs = []string{"Standard_LRS", "Premium_LRS", "StandardSSD_LRS", "UltraSSD_LRS", "Premium_ZRS", "StandardSSD_ZRS", "PremiumV2_LRS"}
+
+// premiumSKUs are the disk types only a size with premium storage
+// (Size.premiumIO) takes: Premium SSDs
+// (https://learn.microsoft.com/azure/virtual-machines/disks-types, "Premium
+// SSDs … can only be used with VM series that are premium storage
+// compatible"). PremiumV2_LRS and UltraSSD_LRS have rules of their own
+// (zones, the VM's ultraSSDEnabled), not modelled.
+var premiumSKUs = []string{"Premium_LRS", "Premium_ZRS"}
 
 // diskSpec is what the simulator reads of a disk PUT.
 type diskSpec struct {
@@ -607,6 +622,11 @@ func (s *Server) checkAttach(v *vm, d *disk, lun int, current []*attachment, now
 		return &armError{Status: http.StatusBadRequest, Code: CodeBadRequest,
 			Message: fmt.Sprintf("Disk %s cannot be attached to the VM because it is not in the same zone as the VM. VM zone: '%s'. Disk zone: '%s'.",
 				s.resourceID(d.rg, "Microsoft.Compute/disks", d.name), v.zone, d.zone)}
+	}
+	if slices.Contains(premiumSKUs, d.sku) && !v.size.premiumIO() {
+		return invalidParameter("dataDisk.managedDisk.storageAccountType", fmt.Sprintf(
+			"Requested operation cannot be performed because the VM size %s does not support the storage account type %s of disk '%s'. Consider updating the VM to a size that supports Premium storage.",
+			v.size.Name, d.sku, d.name))
 	}
 	return nil
 }

@@ -169,7 +169,10 @@
 // InvalidParameter "A disk at LUN n already exists.", more disks than
 // the size takes 409 OperationNotAllowed (resourceSkus' MaxDataDiskCount:
 // Size.MaxDataDisks, else twice the vCPUs, at most 32, with the
-// documented exceptions), a disk that does not exist 404 NotFound,
+// documented exceptions), a Premium SSD (Premium_LRS, Premium_ZRS) on a
+// size without premium storage (PremiumIO False: no s in its name, as
+// Standard_D2_v3) 400 InvalidParameter "…does not support the storage
+// account type…", a disk that does not exist 404 NotFound,
 // changing an attached disk's LUN 409 PropertyChangeNotAllowed, and any
 // update while the VM is Updating 409 Conflict "The request failed due to
 // conflict with a concurrent request.". Data disks at a VM's create are

@@ -43,6 +43,20 @@ func (z Size) maxDataDisks() int {
 	return max(1, min(2*z.VCPUs, 32))
 }
 
+// premiumIO reports whether the size takes premium storage (resourceSkus'
+// PremiumIO capability): Azure names such sizes with an s among their
+// feature letters (Standard_D2s_v3, Standard_B2s; the older DS, GS and FS
+// series with it in the series), and Standard_D2_v3 takes none
+// (https://learn.microsoft.com/azure/virtual-machines/dv3-dsv3-series:
+// "Premium Storage: Not Supported" for Dv3).
+func (z Size) premiumIO() bool {
+	m := sizePattern.FindStringSubmatch(z.Name)
+	if m == nil {
+		return strings.Contains(strings.TrimPrefix(z.Name, "Standard_"), "s")
+	}
+	return strings.Contains(m[3], "s") || strings.Contains(m[1][1:], "S")
+}
+
 // dataDiskExceptions are the sizes of DefaultSizes whose data disk limit is
 // not twice their vCPUs (at most 32).
 var dataDiskExceptions = map[string]int{"Standard_B12ms": 16, "Standard_NV12s_v3": 12}
@@ -221,7 +235,9 @@ func (s *Server) skuJSON(sz Size) map[string]any {
 		capability("CpuArchitectureType", "x64"),
 		capability("HyperVGenerations", "V1,V2"),
 		capability("LowPriorityCapable", "True"),
-		capability("PremiumIO", strconv.FormatBool(strings.Contains(strings.TrimPrefix(sz.Name, "Standard_"), "s"))),
+		// ARM writes a boolean capability True or False (as
+		// LowPriorityCapable above).
+		capability("PremiumIO", map[bool]string{true: "True", false: "False"}[sz.premiumIO()]),
 		capability("MaxDataDiskCount", strconv.Itoa(sz.maxDataDisks())),
 	}
 	restrictions := []any{}

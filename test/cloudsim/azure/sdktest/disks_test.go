@@ -2,6 +2,7 @@ package sdktest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
@@ -116,6 +118,25 @@ func beginDisk(ctx context.Context, c clients, name, zone string, sizeGB int32) 
 	}
 	r, err := p.PollUntilDone(ctx, pollEvery)
 	return &r, err
+}
+
+// armErrorOf is an ARM refusal and its error body (nil for none).
+func armErrorOf(err error) (*azcore.ResponseError, armErrorBody) {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) || re.RawResponse == nil {
+		return nil, armErrorBody{}
+	}
+	body, _ := runtime.Payload(re.RawResponse)
+	var wrap struct {
+		Error armErrorBody `json:"error"`
+	}
+	_ = json.Unmarshal(body, &wrap)
+	return re, wrap.Error
+}
+
+// armErrorBody is the error object of an ARM refusal.
+type armErrorBody struct {
+	Code, Message, Target string
 }
 
 func mustDisk(t *testing.T, c clients, name, zone string) armcompute.Disk {
@@ -303,6 +324,7 @@ func TestAttachRefusals(t *testing.T) {
 	mustCreate(t, c, spec{name: "kip-a", zone: "1"})
 	mustCreate(t, c, spec{name: "kip-b", zone: "1"})
 	mustCreate(t, c, spec{name: "kip-small", size: "Standard_B1s", zone: "1"})
+	mustCreate(t, c, spec{name: "kip-std", size: "Standard_D2_v3", zone: "1"}) // no premium storage
 	for _, name := range []string{"d-a", "d-1", "d-2", "d-3"} {
 		mustDisk(t, c, name, "1")
 	}
@@ -329,6 +351,7 @@ func TestAttachRefusals(t *testing.T) {
 		{"more than the size takes (Standard_B1s: 2)", "kip-small", []attachment{{disk: "d-1", lun: 0}, {disk: "d-2", lun: 1}, {disk: "d-3", lun: 2}}, http.StatusConflict, "OperationNotAllowed"},
 		{"a LUN another disk of the VM holds", "kip-a", []attachment{{disk: "d-a", lun: 0}, {disk: "d-1", lun: 0}}, http.StatusBadRequest, "InvalidParameter"},
 		{"no such VM", "kip-nowhere", []attachment{{disk: "d-1", lun: 0}}, http.StatusNotFound, "ResourceNotFound"},
+		{"a Premium_LRS disk on a size without premium storage", "kip-std", []attachment{{disk: "d-1", lun: 0}}, http.StatusBadRequest, "InvalidParameter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,7 +361,12 @@ func TestAttachRefusals(t *testing.T) {
 			}
 		})
 	}
-	for _, vm := range []string{"kip-b", "kip-small"} {
+	_, err = setDisks(ctx, c, "kip-std", "", attachment{disk: "d-1", lun: 0})
+	if re, ae := armErrorOf(err); re == nil || ae.Target != "dataDisk.managedDisk.storageAccountType" || !strings.Contains(ae.Message,
+		"the VM size Standard_D2_v3 does not support the storage account type Premium_LRS of disk 'd-1'") {
+		t.Errorf("a Premium_LRS disk on a Standard_D2_v3: %v (target %q); want Compute's refusal naming the size, the SKU and the disk", err, ae.Target)
+	}
+	for _, vm := range []string{"kip-b", "kip-small", "kip-std"} {
 		if got := dataDisks(t, c, vm); len(got) != 0 {
 			t.Errorf("the refused updates left disks on %s: %q", vm, got)
 		}
@@ -370,12 +398,14 @@ func TestAttachRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range skus.Value {
-		if str(s.Name) != "Standard_B1s" {
-			continue
-		}
 		for _, cp := range s.Capabilities {
-			if str(cp.Name) == "MaxDataDiskCount" && str(cp.Value) != "2" {
-				t.Errorf("Standard_B1s' MaxDataDiskCount is %s; want 2", str(cp.Value))
+			switch name, value := str(cp.Name), str(cp.Value); {
+			case str(s.Name) == "Standard_B1s" && name == "MaxDataDiskCount" && value != "2":
+				t.Errorf("Standard_B1s' MaxDataDiskCount is %s; want 2", value)
+			case str(s.Name) == "Standard_D2_v3" && name == "PremiumIO" && value != "False":
+				t.Errorf("Standard_D2_v3's PremiumIO is %s; want False", value)
+			case str(s.Name) == "Standard_D2s_v3" && name == "PremiumIO" && value != "True":
+				t.Errorf("Standard_D2s_v3's PremiumIO is %s; want True", value)
 			}
 		}
 	}

@@ -69,6 +69,21 @@ func TestAzurePluginConformance(t *testing.T) {
 	}
 	disks := diskClient(t, sim, url)
 	var n atomic.Int64
+	createVolume := func(ctx context.Context, zone string, sku armcompute.DiskStorageAccountTypes) (string, error) {
+		name := fmt.Sprintf("pv-%d", n.Add(1))
+		p, err := disks.BeginCreateOrUpdate(ctx, rg, name, armcompute.Disk{
+			Location: to.Ptr(location), Zones: []*string{to.Ptr(strings.TrimPrefix(zone, azuresim.DefaultLocation+"-"))},
+			SKU: &armcompute.DiskSKU{Name: to.Ptr(sku)},
+			Properties: &armcompute.DiskProperties{
+				CreationData: &armcompute.CreationData{CreateOption: to.Ptr(armcompute.DiskCreateOptionEmpty)}, DiskSizeGB: to.Ptr[int32](1),
+			},
+		}, nil)
+		if err != nil {
+			return "", err
+		}
+		d, err := p.PollUntilDone(ctx, pollEvery)
+		return str(d.ID), err
+	}
 	plugintest.Run(t, azure.New, plugintest.Config{
 		Plugin: config(nil),
 		Invalid: []plugintest.InvalidConfig{
@@ -82,18 +97,13 @@ func TestAzurePluginConformance(t *testing.T) {
 		UnknownInstanceID: "kip-never-launched",
 		OtherZone:         azuresim.DefaultLocation + "-2",
 		CreateVolume: func(ctx context.Context, zone string) (string, error) {
-			name := fmt.Sprintf("pv-%d", n.Add(1))
-			p, err := disks.BeginCreateOrUpdate(ctx, rg, name, armcompute.Disk{
-				Location: to.Ptr(location), Zones: []*string{to.Ptr(strings.TrimPrefix(zone, azuresim.DefaultLocation+"-"))},
-				Properties: &armcompute.DiskProperties{
-					CreationData: &armcompute.CreationData{CreateOption: to.Ptr(armcompute.DiskCreateOptionEmpty)}, DiskSizeGB: to.Ptr[int32](1),
-				},
-			}, nil)
-			if err != nil {
-				return "", err
-			}
-			d, err := p.PollUntilDone(ctx, pollEvery)
-			return str(d.ID), err
+			return createVolume(ctx, zone, armcompute.DiskStorageAccountTypesStandardLRS)
+		},
+		// A Premium SSD, which a Dv3 size (no s: no premium storage)
+		// cannot take.
+		IncompatibleInstanceType: "Standard_D2_v3",
+		IncompatibleVolume: func(ctx context.Context, zone, _ string) (string, error) {
+			return createVolume(ctx, zone, armcompute.DiskStorageAccountTypesPremiumLRS)
 		},
 		DeleteVolume: func(ctx context.Context, handle string) error {
 			name := handle[strings.LastIndex(handle, "/")+1:]
