@@ -390,13 +390,19 @@ func (s *Server) diskByID(id string, now time.Time) *disk {
 	return s.liveDisk(p[3], p[7], now)
 }
 
+// lockDisk takes s.mu (unlock lets it go), settles the disks' attaches
+// and detaches at now and returns the disk q names, or nil.
+func (s *Server) lockDisk(q request) (d *disk, now time.Time, unlock func()) {
+	s.mu.Lock()
+	now = s.now()
+	s.settleDisksLocked(now)
+	return s.liveDisk(q.rg, q.name, now), now, s.mu.Unlock
+}
+
 // getDisk answers Disks_Get.
 func (s *Server) getDisk(q request) (*answer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	s.settleDisksLocked(now)
-	d := s.liveDisk(q.rg, q.name, now)
+	d, now, unlock := s.lockDisk(q)
+	defer unlock()
 	if d == nil {
 		return nil, notFound("Microsoft.Compute/disks", q.rg, q.name)
 	}
@@ -409,11 +415,8 @@ func (s *Server) getDisk(q request) (*answer, error) {
 // OperationNotAllowed for a disk attached to a VM (or attaching,
 // detaching), as Compute refuses it.
 func (s *Server) deleteDisk(q request) (*answer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	s.settleDisksLocked(now)
-	d := s.liveDisk(q.rg, q.name, now)
+	d, now, unlock := s.lockDisk(q)
+	defer unlock()
 	if d == nil {
 		return &answer{status: http.StatusNoContent}, nil
 	}

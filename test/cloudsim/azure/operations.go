@@ -40,15 +40,19 @@ type operation struct {
 // newDiskOperation records an operation on a disk. The caller holds
 // s.mu.
 func (s *Server) newDiskOperation(kind string, d *disk, now time.Time) *operation {
-	op := &operation{id: newGUID(), kind: kind, disk: d, startedAt: now}
-	s.operations[op.id] = op
-	op.settle(now)
-	return op
+	return s.record(&operation{kind: kind, disk: d}, now)
 }
 
 // newOperation records an operation on v. The caller holds s.mu.
 func (s *Server) newOperation(kind string, v *vm, now time.Time) *operation {
-	op := &operation{id: newGUID(), kind: kind, vm: v, startedAt: now}
+	return s.record(&operation{kind: kind, vm: v}, now)
+}
+
+// record gives op its ID and start, keeps it for its polls and settles
+// it at once (an operation that has nothing to wait for is done). The
+// caller holds s.mu.
+func (s *Server) record(op *operation, now time.Time) *operation {
+	op.id, op.startedAt = newGUID(), now
 	s.operations[op.id] = op
 	op.settle(now)
 	return op
