@@ -204,15 +204,21 @@ func (c *config) read(id string) (record, error) {
 	return r, nil
 }
 
-// write puts r's file in place whole: written to a temporary file, then
-// moved there with place, os.Link to create it only if it is absent,
-// os.Rename to replace it. No reader ever sees half a file.
+// write puts r's file in place whole (writeWhole), with os.Link to
+// create it only if it is absent, os.Rename to replace it.
 func (c *config) write(r record, place func(oldpath, newpath string) error) error {
-	data, err := json.Marshal(r)
+	return writeWhole(r, filepath.Join(c.dir, r.ID+".json"), place)
+}
+
+// writeWhole puts v, as JSON, at path whole: written to a temporary file
+// in path's directory, then moved there with place. No reader ever sees
+// half a file.
+func writeWhole(v any, path string, place func(oldpath, newpath string) error) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(c.dir, ".tmp-")
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
 	if err != nil {
 		return err
 	}
@@ -224,5 +230,5 @@ func (c *config) write(r record, place func(oldpath, newpath string) error) erro
 	if err != nil {
 		return err
 	}
-	return place(tmp.Name(), filepath.Join(c.dir, r.ID+".json"))
+	return place(tmp.Name(), path)
 }

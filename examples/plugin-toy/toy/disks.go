@@ -339,25 +339,10 @@ func readDisks(dir string) ([]disk, error) {
 	return disks, nil
 }
 
-// writeDisk replaces d's file whole, as config.write does an instance's.
+// writeDisk replaces d's file whole (writeWhole), as config.write does an
+// instance's.
 func writeDisk(dir string, d disk) error {
-	data, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Join(dir, "disks"), ".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // gone already after the rename
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), diskPath(dir, d.Handle))
+	return writeWhole(d, diskPath(dir, d.Handle), os.Rename)
 }
 
 // lockDisks takes the cloud's disk lock, for this process and every other
