@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -226,35 +227,21 @@ func deletePodsAtEnd(t testing.TB, ns string) {
 	})
 }
 
-// otherZone is a zone of the pass's cloud that is not passZone.
-func otherZone() string {
-	switch framework.Pass() {
-	case framework.PluginAWS:
-		return "us-east-1b"
-	case framework.PluginGCE:
-		return gcesim.DefaultRegion + "-b"
-	case framework.PluginAzure:
-		return azuresim.DefaultLocation + "-2"
-	default:
-		return "nowhere-1"
-	}
+// passZones are, for each pass, the zone its plugin launches cells in
+// (own) and another zone of its cloud (other).
+var passZones = map[string]struct{ own, other string }{
+	framework.PluginLocal: {own: "local", other: "nowhere-1"},
+	framework.PluginAWS:   {own: "us-east-1a", other: "us-east-1b"},
+	framework.PluginGCE:   {own: gcesim.DefaultRegion + "-a", other: gcesim.DefaultRegion + "-b"},
+	framework.PluginAzure: {own: azuresim.DefaultLocation + "-1", other: azuresim.DefaultLocation + "-2"},
 }
 
-// passZone is the zone the pass's plugin launches cells in.
-func passZone() string {
-	switch framework.Pass() {
-	case "local":
-		return "local"
-	case framework.PluginAWS:
-		return "us-east-1a"
-	case framework.PluginGCE:
-		return gcesim.DefaultRegion + "-a"
-	case framework.PluginAzure:
-		return azuresim.DefaultLocation + "-1"
-	default:
-		return ""
-	}
-}
+// otherZone is a zone of the pass's cloud that is not passZone.
+func otherZone() string { return cmp.Or(passZones[framework.Pass()].other, "nowhere-1") }
+
+// passZone is the zone the pass's plugin launches cells in ("" for a pass
+// without one).
+func passZone() string { return passZones[framework.Pass()].own }
 
 // staticPV creates a PV of the disk, bound ahead to the claim
 // namespace/claim (as an operator pre-binds a disk to a StatefulSet's
