@@ -129,6 +129,25 @@ func checkDriver(driver string) error {
 	return nil
 }
 
+// volumeInstance checks what AttachVolume and DetachVolume check first:
+// the configuration, the driver (Unsupported but VolumeDriver) and the
+// instance ID, whose zone and name it returns (NotFound when malformed:
+// no instance has it).
+func (p *provider) volumeInstance(driver, instanceID string) (*config, string, string, error) {
+	cfg, err := p.cfg.Get()
+	if err != nil {
+		return nil, "", "", err
+	}
+	if err := checkDriver(driver); err != nil {
+		return nil, "", "", err
+	}
+	zone, name, ok := parseID(instanceID)
+	if !ok {
+		return nil, "", "", pluginapi.NewNotFound("instance %q", instanceID)
+	}
+	return cfg, zone, name, nil
+}
+
 // pendingKey names an attachment under way: instance ID and handle.
 type pendingKey struct{ instance, handle string }
 
@@ -227,16 +246,9 @@ func attachedDisk(in *computepb.Instance, ref diskRef) *computepb.AttachedDisk {
 // is answered as it is. A disk of another zone than the instance's is
 // refused (wrong-zone) without an attachDisk.
 func (p *provider) AttachVolume(ctx context.Context, req *pluginapi.AttachVolumeRequest) (*pluginapi.AttachVolumeResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, zone, name, err := p.volumeInstance(req.Driver, req.InstanceID)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkDriver(req.Driver); err != nil {
-		return nil, err
-	}
-	zone, name, ok := parseID(req.InstanceID)
-	if !ok {
-		return nil, pluginapi.NewNotFound("instance %q", req.InstanceID)
 	}
 	ref, err := parseHandle(req.VolumeHandle)
 	if err != nil {
@@ -419,16 +431,9 @@ func volumeCallError(err error, what, call string, invalid func(message string) 
 // unless this process is attaching it (Transient: detach it once
 // attached).
 func (p *provider) DetachVolume(ctx context.Context, req *pluginapi.DetachVolumeRequest) (*pluginapi.DetachVolumeResponse, error) {
-	cfg, err := p.cfg.Get()
+	cfg, zone, name, err := p.volumeInstance(req.Driver, req.InstanceID)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkDriver(req.Driver); err != nil {
-		return nil, err
-	}
-	zone, name, ok := parseID(req.InstanceID)
-	if !ok {
-		return nil, pluginapi.NewNotFound("instance %q", req.InstanceID)
 	}
 	ref, err := parseHandle(req.VolumeHandle)
 	if err != nil {
