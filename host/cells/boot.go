@@ -201,6 +201,9 @@ func (c *cell) agentAnswered() {
 func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 	c.mu.Lock()
 	id, attempt := c.id, c.attempt
+	// The cells given up for a disk's type (disktype.go) booted: they
+	// count for the cell ID, not among the boot failures.
+	failures := attempt - c.typeRefusals.replaced
 	never := c.desired.Spec.RestartPolicy == corev1.RestartPolicyNever
 	agent := c.agent
 	c.agent = nil
@@ -211,23 +214,23 @@ func (c *cell) bootFailed(ctx context.Context, inst *pluginapi.Instance) bool {
 	msg := fmt.Sprintf("the agent of cell %s (instance %s) did not answer within %s of the instance running",
 		id, inst.ID, c.d.cfg.AgentTimeout)
 	console := c.consoleTail(ctx, inst.ID)
-	c.log().Warn("cell agent never answered", "instance", inst.ID, "attempt", attempt+1, "console", console)
+	c.log().Warn("cell agent never answered", "instance", inst.ID, "attempt", failures+1, "console", console)
 	if console != "" {
 		console = "; its console output ends:\n" + console
 	}
-	if never || attempt+1 >= c.d.cfg.BootAttempts {
+	if never || failures+1 >= c.d.cfg.BootAttempts {
 		why := "the pod's restartPolicy is Never"
 		if !never {
-			why = fmt.Sprintf("the pod had %d cells, none of which booted", attempt+1)
+			why = fmt.Sprintf("the pod had %d cells, none of which booted", failures+1)
 		}
 		c.event(corev1.EventTypeWarning, ReasonCellBootFailed, "%s; terminating it and failing the pod (%s)%s", msg, why, console)
 		c.end(ctx, failedEnd(ReasonCellBootFailed, fmt.Sprintf("%s (%s)", msg, why)))
 		return false
 	}
-	wait := min(c.d.cfg.BootRetry<<min(attempt, 10), 30*time.Minute)
+	wait := min(c.d.cfg.BootRetry<<min(failures, 10), 30*time.Minute)
 	next := cellIDAttempt(c.uid, attempt+1)
 	c.event(corev1.EventTypeWarning, ReasonCellBootFailed, "%s; terminating it and launching cell %s in %s (attempt %d of %d)%s",
-		msg, next, wait, attempt+2, c.d.cfg.BootAttempts, console)
+		msg, next, wait, failures+2, c.d.cfg.BootAttempts, console)
 	if !c.replaceInstance(ctx, inst, phaseLaunching) {
 		return false
 	}

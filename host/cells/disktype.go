@@ -38,6 +38,9 @@ type typeRefusals struct {
 	pending bool
 	// stop ends the current serving of the instance (serve sets it).
 	stop context.CancelFunc
+	// replaced counts the cells given up for a disk's type, which
+	// bootFailed does not count among the cells that did not boot.
+	replaced int
 }
 
 // wrongDiskType handles an AttachVolume refused with ConflictWrongType:
@@ -101,7 +104,13 @@ func (c *cell) replaceForDiskType(ctx context.Context, inst *pluginapi.Instance)
 	if agent != nil {
 		_ = agent.Close()
 	}
-	return c.replaceInstance(ctx, inst, phasePlacing)
+	if !c.replaceInstance(ctx, inst, phasePlacing) {
+		return false
+	}
+	c.mu.Lock()
+	c.typeRefusals.replaced++
+	c.mu.Unlock()
+	return true
 }
 
 // withoutRefusedTypes takes out of cands the instance types the pod's

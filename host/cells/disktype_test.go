@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -68,5 +69,32 @@ func TestDiskEveryTypeRefusesLeavesThePodPending(t *testing.T) {
 	eventually(t, "every instance terminated", func() bool { return len(store.Instances()) == 0 })
 	if n := h.plugin.Calls("Launch"); n != 3 {
 		t.Errorf("%d launches, want 3: one a type, each refused once", n)
+	}
+}
+
+// A cell given up for its disk's type booted: it does not count among the
+// cells that did not, so the pod still gets BootAttempts cells whose
+// agents may stay silent.
+func TestCellGivenUpForADiskTypeIsNoBootFailure(t *testing.T) {
+	store := pluginfake.NewStore()
+	handle := store.CreateTypedVolume(pluginfake.DefaultZone, "pd-standard", "fake.small")
+	pvc, pv := claimFor("data", handle, pluginfake.DefaultZone)
+	first := cellIDAttempt("uid-silent-after", 0)
+	h := diskHarness(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithStore(store)},
+		silent: func(cellID string) bool { return cellID != first },
+		config: func(c *Config) {
+			c.AgentTimeout = 300 * time.Millisecond
+			c.BootRetry = 10 * time.Millisecond
+			c.BootAttempts = 2
+		},
+	}, pvc, pv)
+	h.create(t, podWithClaim("web", "uid-silent-after", "data"))
+	failed := h.waitNotified(t, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+	if !strings.Contains(failed.Status.Message, "the pod had 2 cells, none of which booted") {
+		t.Errorf("status = %s: %s; want 2 cells that did not boot", failed.Status.Reason, failed.Status.Message)
+	}
+	if n := h.plugin.Calls("Launch"); n != 3 {
+		t.Errorf("Launch called %d times, want 3: the cell the disk's type refused, then 2 silent ones", n)
 	}
 }
