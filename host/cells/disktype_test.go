@@ -98,3 +98,26 @@ func TestCellGivenUpForADiskTypeIsNoBootFailure(t *testing.T) {
 		t.Errorf("Launch called %d times, want 3: the cell the disk's type refused, then 2 silent ones", n)
 	}
 }
+
+// A conflict of a reason this kip does not know is a plain refusal: said
+// on the pod and tried again on the same instance, never a reason to
+// launch elsewhere.
+func TestUnknownConflictReasonIsAPlainRefusal(t *testing.T) {
+	store := pluginfake.NewStore()
+	handle := store.CreateVolume(pluginfake.DefaultZone)
+	pvc, pv := claimFor("data", handle, pluginfake.DefaultZone)
+	h := diskHarness(t, setup{
+		plugin: []pluginfake.Option{pluginfake.WithStore(store)},
+		config: func(c *Config) { c.RematchInterval = 50 * time.Millisecond },
+	}, pvc, pv)
+	h.plugin.FailNext("AttachVolume", pluginapi.NewVolumeConflict("some-later-reason", handle, "", "refused for now"))
+	h.create(t, podWithClaim("web", "uid-later-reason", "data"))
+	h.waitNotified(t, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if ev := h.events(); !strings.Contains(ev, `Warning FailedAttachVolume AttachVolume.Attach failed for volume "pv-data"`) ||
+		!strings.Contains(ev, "some-later-reason") {
+		t.Errorf("events lack the refusal:\n%s", ev)
+	}
+	if n := h.plugin.Calls("Launch"); n != 1 {
+		t.Errorf("Launch called %d times, want 1: an unknown reason places nothing again", n)
+	}
+}
