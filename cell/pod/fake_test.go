@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,8 +34,35 @@ type fakeRuntime struct {
 	// nil: exec fails. It may block until ctx ends (a timeout).
 	onExec func(ctx context.Context, container string, args []string) (string, int32)
 	// log records what happened in order: "exec <container> <args>",
-	// "signal <container> <sig>".
+	// "signal <container> <sig>", "mount-image <ref> <target>",
+	// "unmount-image <target>".
 	log []string
+	// mountErr fails MountImage.
+	mountErr error
+}
+
+// MountImage makes target a directory holding the file "ref" (the
+// image's reference) and a directory "bin" holding "sh".
+func (f *fakeRuntime) MountImage(_ context.Context, img runtime.Image, target string) error {
+	f.mu.Lock()
+	err := f.mountErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	f.record("mount-image " + img.Ref + " " + target)
+	if err := os.MkdirAll(filepath.Join(target, "bin"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(target, "bin", "sh"), nil, 0o755); err != nil { //nolint:gosec // G306: a program of the image
+		return err
+	}
+	return os.WriteFile(filepath.Join(target, "ref"), []byte(img.Ref), 0o644) //nolint:gosec // G306: an image's file
+}
+
+func (f *fakeRuntime) UnmountImage(_ context.Context, target string) error {
+	f.record("unmount-image " + target)
+	return nil
 }
 
 func (f *fakeRuntime) record(s string) {

@@ -513,6 +513,9 @@ func (r *Containerd) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := r.removeImageViews(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	imgs, err := r.c.ImageService().List(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing images: %w", err))
@@ -549,7 +552,7 @@ func (r *Containerd) cleanupShared(ctx context.Context) error {
 		}
 	}
 	// A snapshot whose container NewContainer never made (the agent died
-	// in between).
+	// in between), and the cell's image views (MountImage).
 	sn := r.c.SnapshotService(Snapshotter)
 	var left []string
 	if err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {

@@ -27,8 +27,18 @@ type Runtime interface {
 	// while no agent ran. Errors wrap ErrNotFound when the container or
 	// its process is gone (whatever is left of it is removed).
 	Reattach(ctx context.Context, spec ReattachSpec) (Task, error)
+	// MountImage mounts a read-only view of the root filesystem of img
+	// (as EnsureImage returned it) at target, a directory it makes: an
+	// image volume. A target already mounted is left as it is, so that a
+	// call again (a container's retry, a restarted agent) is harmless.
+	// The mount is made by the calling process.
+	MountImage(ctx context.Context, img Image, target string) error
+	// UnmountImage unmounts what MountImage mounted at target and releases
+	// the view; a target with nothing mounted is not an error.
+	UnmountImage(ctx context.Context, target string) error
 	// Cleanup removes every container, image and other trace of the cell
-	// from the runtime. Running tasks are killed.
+	// from the runtime (image views too, whose mounts are the caller's to
+	// undo first). Running tasks are killed.
 	Cleanup(ctx context.Context) error
 }
 

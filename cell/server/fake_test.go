@@ -27,6 +27,10 @@ func (fakeRuntime) Reattach(_ context.Context, spec runtime.ReattachSpec) (runti
 	return nil, fmt.Errorf("container %s: %w", spec.ID, runtime.ErrNotFound)
 }
 
+func (fakeRuntime) MountImage(context.Context, runtime.Image, string) error { return nil }
+
+func (fakeRuntime) UnmountImage(context.Context, string) error { return nil }
+
 func (fakeRuntime) Cleanup(context.Context) error { return nil }
 
 type fakeTask struct {

@@ -27,6 +27,8 @@
 //   - Reattach finds only a container this runtime started (a new agent
 //     in the same process); any other is ErrNotFound, since nothing
 //     outlives the process that holds it.
+//   - MountImage makes its target a directory holding one file,
+//     ImageFile, with the image's reference; UnmountImage removes it.
 //   - Cleanup ends every container and forgets every image.
 //
 // It imports cell/runtime and the standard library.

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,6 +165,30 @@ func (r *Runtime) Reattach(_ context.Context, spec runtime.ReattachSpec) (runtim
 	t.stdout = spec.Stdout
 	t.mu.Unlock()
 	return t, nil
+}
+
+// ImageFile is the file MountImage writes in the directory it "mounts":
+// it holds the image's reference.
+const ImageFile = "fake-image"
+
+// MountImage implements runtime.Runtime: target becomes a directory
+// holding ImageFile, which names the image.
+func (r *Runtime) MountImage(_ context.Context, img runtime.Image, target string) error {
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fmt.Errorf("mounting image %s: %w", img.Ref, err)
+	}
+	if err := os.WriteFile(filepath.Join(target, ImageFile), []byte(img.Ref+"\n"), 0o444); err != nil { //nolint:gosec // G306: an image's files are readable
+		return fmt.Errorf("mounting image %s: %w", img.Ref, err)
+	}
+	return nil
+}
+
+// UnmountImage implements runtime.Runtime: ImageFile goes.
+func (r *Runtime) UnmountImage(_ context.Context, target string) error {
+	if err := os.Remove(filepath.Join(target, ImageFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("unmounting image at %s: %w", target, err)
+	}
+	return nil
 }
 
 // Cleanup implements runtime.Runtime: every container ends and is
