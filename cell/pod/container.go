@@ -100,6 +100,22 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			img, pulled = m.resumedImage(ctx, cs, c, d), c.Image
 			ranFor, exit, ok = m.resumeAttempt(ctx, cs, c, d, img, r, specCh)
 		} else {
+			// The image volumes it mounts first, as the kubelet fails a
+			// container on them before it pulls the container's image.
+			if reason, msg, event, wait := m.imageVolumesOf(ctx, c, d); reason != "" {
+				if ctx.Err() != nil {
+					return false
+				}
+				log.WarnContext(ctx, "waiting for an image volume", "reason", reason, "message", msg, "retry_in", wait)
+				m.update(func() {
+					cs.status.State = waiting(reason, msg)
+					m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", event)
+				})
+				if !sleep(ctx, wait) {
+					return false
+				}
+				continue
+			}
 			// Pull (IfNotPresent is cheap once the image is there).
 			if pulled != c.Image {
 				m.update(func() {
@@ -145,8 +161,12 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			if err != nil {
 				cfgDly = m.nextDelay(cfgDly)
 				log.WarnContext(ctx, "configuring the container", "error", err, "retry_in", cfgDly)
+				reason := "CreateContainerConfigError"
+				if errors.As(err, new(createContainerError)) {
+					reason = reasonCreateContainerError
+				}
 				m.update(func() {
-					cs.status.State = waiting("CreateContainerConfigError", err.Error())
+					cs.status.State = waiting(reason, err.Error())
 					m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", err)
 				})
 				if !sleep(ctx, cfgDly) {
@@ -635,7 +655,13 @@ func containerEnv(c *corev1.Container, d *Desired) ([]string, map[string]string)
 }
 
 func pullPolicy(c *corev1.Container) runtime.PullPolicy {
-	switch c.ImagePullPolicy {
+	return imagePullPolicy(c.ImagePullPolicy, c.Image)
+}
+
+// imagePullPolicy is policy, or when empty the API server's default for
+// image ref (a container's imagePullPolicy, an image volume's pullPolicy).
+func imagePullPolicy(policy corev1.PullPolicy, image string) runtime.PullPolicy {
+	switch policy {
 	case corev1.PullAlways:
 		return runtime.PullAlways
 	case corev1.PullNever:
@@ -644,7 +670,7 @@ func pullPolicy(c *corev1.Container) runtime.PullPolicy {
 		return runtime.PullIfNotPresent
 	}
 	// Defaulting, as the API server does.
-	ref := c.Image
+	ref := image
 	if i := strings.LastIndexByte(ref, '/'); i >= 0 {
 		ref = ref[i+1:]
 	}

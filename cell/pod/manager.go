@@ -197,7 +197,9 @@ type Manager struct {
 	log  *slog.Logger
 	now  func() time.Time
 	vols *volumes
-	etc  *etcFiles
+	// imgVols are the pulls and mounts of the pod's image volumes.
+	imgVols imageVolumes
+	etc     *etcFiles
 	// probeUnit is a probe's second (its delays and periods); tests
 	// shorten it.
 	probeUnit time.Duration
@@ -405,6 +407,9 @@ func (m *Manager) Delete(ctx context.Context, grace *time.Duration) error {
 	case <-ctx.Done():
 		return fmt.Errorf("deleting pod: %w", ctx.Err())
 	}
+	if err := m.releaseImageVolumes(ctx); err != nil {
+		return fmt.Errorf("deleting pod: %w", err)
+	}
 	if err := m.cfg.Runtime.Cleanup(ctx); err != nil {
 		return fmt.Errorf("deleting pod: %w", err)
 	}
@@ -564,6 +569,9 @@ func (m *Manager) run(ctx context.Context) {
 	// volumes to attach and mount before it starts its containers; the
 	// containers wait meanwhile (ContainerCreating).
 	m.mountDisks(ctx, d, m.cfg.DiskWait, false)
+	// Then the image volumes' images, each once; a container that mounts
+	// one that failed retries it (runContainer).
+	m.pullImageVolumes(ctx, d)
 	if ctx.Err() != nil {
 		return
 	}

@@ -53,13 +53,17 @@ func (v *volumes) mounts(p *corev1.Pod, c *corev1.Container, vars map[string]str
 			pin = filepath.Join(v.dir, subPathsDir, c.Name, strconv.Itoa(i))
 		}
 		src, err := subPathSource(vol, base, sub, pin)
+		if err == nil && vol.Image != nil && sub != "" {
+			err = imageSubPath(src, sub)
+		} else if err != nil && vol.Image != nil {
+			err = createContainerError{err}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("volume %q (%s) at %s: %w", vm.Name, volumeKind(vol), vm.MountPath, err)
 		}
-		readOnly := vm.ReadOnly || fileVolume(&vol.VolumeSource)
-		if v.shares[vm.Name] {
-			readOnly = true
-		}
+		// An image volume is read-only whatever the mount says, as the
+		// kubelet's image volume mounter is; a share mounted read-only is too.
+		readOnly := vm.ReadOnly || fileVolume(&vol.VolumeSource) || vol.Image != nil || v.shares[vm.Name]
 		if st := v.disks[vm.Name]; st != nil && st.readOnly {
 			readOnly = true
 		}

@@ -111,6 +111,9 @@ func (v *volumes) sync(ctx context.Context, d *Desired) []string {
 			}
 			continue
 		}
+		if vol.Image != nil {
+			continue // pulled and mounted by imagevolumes.go
+		}
 		path, diskWhy, err := v.setup(vol, kind, d.Volumes[vol.Name], fsGroup)
 		if diskWhy != nil && !v.onDisk[vol.Name] {
 			v.onDisk[vol.Name] = true
@@ -294,7 +297,9 @@ func (v *volumes) dirs() map[string]string {
 	defer v.mu.Unlock()
 	out := make(map[string]string, len(v.paths))
 	for name, path := range v.paths {
-		if v.kinds[name] != "hostPath" {
+		// An image volume is the image's, in the runtime's store, as on a
+		// kubelet, which counts it in no pod's usage.
+		if k := v.kinds[name]; k != "hostPath" && k != "image" {
 			out[name] = path
 		}
 	}
@@ -372,6 +377,9 @@ func (v *volumes) restore(d *Desired) {
 		if isClaimVolume(vol) {
 			v.restoreDisk(vol.Name, d.Disks)
 			continue
+		}
+		if vol.Image != nil {
+			continue // mounted again by imagevolumes.go (a mount there is kept)
 		}
 		switch {
 		case vol.EmptyDir == nil && !fileVolume(&vol.VolumeSource):
