@@ -51,6 +51,15 @@
 // Start removes a container an earlier agent created under the same ID
 // but never recorded.
 //
+// MountImage gives an image volume its files (imagemount.go), as
+// containerd's CRI plugin does: the image unpacked, a View snapshot of its
+// root filesystem (read-only: a bind of a one-layer image, an overlay of
+// lower directories only) mounted by the agent's process at the path it
+// asks, labelled ImageViewLabel and kept from garbage collection by a
+// root label until UnmountImage or Cleanup removes it; in a shared
+// namespace it carries CellLabel too, so that the cell's Cleanup takes
+// only its own views.
+//
 // MountsShared tells the agent whether containerd sees the mounts it
 // makes (same mount namespace), which decides whether secrets may live on
 // a tmpfs (see the cell package comment).

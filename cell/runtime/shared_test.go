@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 
 	"github.com/kipcell/kip/cell/runtime"
 	"github.com/kipcell/kip/test/containerdtest"
@@ -234,6 +238,97 @@ func (e *sharedEnv) checkEmpty(t *testing.T, last runtime.Task) {
 	e.collect(t)
 	if got := e.snapshots(t, snapshots.KindCommitted); len(got) != 0 {
 		t.Errorf("committed snapshots with no image and no lease: %v", got)
+	}
+	containerdtest.CleanupNamespace(t, e.d.Client, e.ns)
+}
+
+// TestContainerdImageViews: image volumes of two cells over one shared
+// namespace (MountImage): each cell's view of the hello image (two
+// layers: an overlay of lower directories) is mounted read-only where it
+// asked, a second MountImage at the same place changes nothing, one
+// cell's UnmountImage and Cleanup leave the other's view and its mount,
+// which garbage collection does not take (the view is a root until it is
+// removed), and the last cell's Cleanup removes a view its agent left
+// mounted (an agent that died), after which collection takes the layers.
+func TestContainerdImageViews(t *testing.T) {
+	containerdtest.Require(t)
+	ctx := t.Context()
+	reg, err := registry.Start(ctx, registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	set, err := images.PushAll(ctx, reg)
+	if err != nil {
+		t.Fatalf("pushing test images: %v", err)
+	}
+	e := &sharedEnv{d: containerdtest.StartDaemon(t), ns: "kip-views-" + containerdtest.Random(6)}
+	e.nsCtx = namespaces.WithNamespace(ctx, e.ns)
+	a, b := e.runtime(t, "kip-cell-a"), e.runtime(t, "kip-cell-b")
+	dirA, dirB := filepath.Join(t.TempDir(), "a", "img"), filepath.Join(t.TempDir(), "b", "img")
+	t.Cleanup(func() {
+		_ = unix.Unmount(dirA, unix.MNT_DETACH)
+		_ = unix.Unmount(dirB, unix.MNT_DETACH)
+	})
+	mountIn := func(rt *runtime.Containerd, dir string) {
+		t.Helper()
+		img, err := rt.EnsureImage(ctx, set.Hello.Ref, runtime.PullIfNotPresent, nil)
+		if err != nil {
+			t.Fatalf("EnsureImage: %v", err)
+		}
+		if err := rt.MountImage(ctx, img, dir); err != nil {
+			t.Fatalf("MountImage at %s: %v", dir, err)
+		}
+	}
+	mountIn(a, dirA)
+	mountIn(b, dirB)
+	mountIn(a, dirA) // again: nothing new
+	if got := e.snapshots(t, snapshots.KindView); len(got) != 2 {
+		t.Errorf("views %v, want one per cell", got)
+	}
+	for _, dir := range []string{dirA, dirB} {
+		if info, err := os.Stat(filepath.Join(dir, "app")); err != nil || info.Mode()&0o111 == 0 {
+			t.Errorf("the hello program in the view at %s: %v, %v", dir, info, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "written"), nil, 0o600); !errors.Is(err, unix.EROFS) {
+			t.Errorf("writing in the view at %s: %v, want EROFS", dir, err)
+		}
+	}
+
+	if err := b.UnmountImage(ctx, dirB); err != nil {
+		t.Fatalf("cell B UnmountImage: %v", err)
+	}
+	if err := b.Cleanup(ctx); err != nil {
+		t.Fatalf("cell B Cleanup: %v", err)
+	}
+	if mounted, _ := mountinfo.Mounted(dirB); mounted {
+		t.Error("cell B's view still mounted after UnmountImage")
+	}
+	e.collect(t)
+	if got := e.snapshots(t, snapshots.KindView); len(got) != 1 {
+		t.Errorf("views after cell B's release and a collection %v, want cell A's", got)
+	}
+	if _, err := os.Stat(filepath.Join(dirA, "etc", "passwd")); err != nil {
+		t.Errorf("cell A's view after cell B's Cleanup: %v", err)
+	}
+
+	// Cell A's agent died with its view mounted: its next Cleanup removes
+	// the view (the mount is the agent's, RemoveVolumes).
+	if err := a.Cleanup(ctx); err != nil {
+		t.Fatalf("cell A Cleanup: %v", err)
+	}
+	if got := e.snapshots(t, snapshots.KindView); len(got) != 0 {
+		t.Errorf("views after every Cleanup: %v", got)
+	}
+	if err := unix.Unmount(dirA, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Client.ImageService().Delete(e.nsCtx, set.Hello.Ref, ctrimages.SynchronousDelete()); err != nil {
+		t.Fatal(err)
+	}
+	e.collect(t)
+	if got := e.snapshots(t, snapshots.KindCommitted); len(got) != 0 {
+		t.Errorf("committed snapshots with no image, view or lease: %v", got)
 	}
 	containerdtest.CleanupNamespace(t, e.d.Client, e.ns)
 }
