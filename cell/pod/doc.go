@@ -89,6 +89,16 @@
 // takes over the disks mounted at their directories and sets up the
 // others.
 //
+// Image volumes (imagevolumes.go): before the containers start each
+// image volume's image is ensured by its pullPolicy, with the image
+// manager's events on the pod (no container), and its root filesystem is
+// mounted read-only at the volume's directory (Runtime.MountImage); a
+// container that mounts one whose pull failed waits ErrImagePull, then
+// ImagePullBackOff (ErrImageNeverPull under Never), the pull tried again
+// after the back-off; containers get it read-only, a subPath only if it
+// is a directory of the image (else CreateContainerError). Delete
+// releases the views before the runtime's Cleanup.
+//
 // The /etc files (etcfiles.go, dns.go): every container gets the pod's
 // /etc/hosts, /etc/hostname and /etc/resolv.conf as bind mounts of files
 // under Config.EtcDir, as on a node the kubelet (hosts) and containerd
