@@ -105,6 +105,7 @@
 //	TestSecretVolumes                             local          volumes kip resolves and the agent mounts
 //	TestServiceAccountToken                       local          the projected token kip requests
 //	TestVolumesFollowTheirObjects                 local          volumes refreshed by kip
+//	TestImageVolume                               local          image volumes pulled and mounted read-only by the agent; a missing image's events and waiting reason
 //	TestReferencesEventsAndAttach                 local          references, events and attach through kip
 //	TestStatefulSetKeepsItsData                   all            a StatefulSet's disks attached through the plugin, formatted and mounted by the agent, detached and attached again to a pod's new cell
 //	TestBlockVolumeAndRefusedDisks                all            a Block disk as a device through the plugin; a disk in use elsewhere and one in another zone (the plugin's wrong-zone), each with its event
