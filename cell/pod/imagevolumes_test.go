@@ -256,3 +256,54 @@ func TestImageVolumeMountFailure(t *testing.T) {
 	waitStatus(t, m, "running once it mounts", func(s corev1.PodStatus) bool { return s.ContainerStatuses[0].State.Running != nil })
 	deletePod(t, m, time.Second)
 }
+
+// A restarted agent keeps the image volume an earlier one mounted: while
+// its image cannot be pulled again (policy Always) a container that does
+// not mount it restarts all the same, and once it can, the resumed
+// container's next attempt gets the volume, read-only; the volume is
+// released at deletion.
+func TestImageVolumeAfterRestore(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p := imageVolumePod("reg/data:v1", corev1.PullAlways, corev1.VolumeMount{Name: "img", MountPath: "/img"})
+	first := newAgentManager(t, rt, dir)
+	apply(t, first, 1, p)
+	both := func(restarts int32) func(s corev1.PodStatus) bool {
+		return func(s corev1.PodStatus) bool {
+			for _, c := range s.ContainerStatuses {
+				if c.State.Running == nil || c.RestartCount != restarts {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	waitStatus(t, first, "both running", both(0))
+
+	rt.setPullErr("reg/data:v1", errors.New("registry down"))
+	second := newAgentManager(t, rt, dir)
+	if !restore(t, second, "uid-1") {
+		t.Fatal("Restore found nothing to resume")
+	}
+	rt.task("other-0", true).exit(1)
+	waitStatus(t, second, "other restarted while the volume's image fails", func(s corev1.PodStatus) bool {
+		c := s.ContainerStatuses[1]
+		return c.RestartCount == 1 && c.State.Running != nil
+	})
+	rt.setPullErr("reg/data:v1", nil)
+	rt.task("app-0", true).exit(1)
+	waitStatus(t, second, "both restarted", both(1))
+	img := filepath.Join(dir, "volumes", "img")
+	want := runtime.Mount{Source: img, Destination: "/img", ReadOnly: true}
+	if spec := appSpec(t, rt); !slices.Contains(spec.Mounts, want) {
+		t.Errorf("app's first attempt with mounts %+v, want %+v", spec.Mounts, want)
+	}
+	specs := rt.startedSpecs()
+	if last := specs[len(specs)-1]; last.ID != "app-1" || !slices.Contains(last.Mounts, want) {
+		t.Errorf("restarted %s with mounts %+v, want app-1 with %+v", last.ID, last.Mounts, want)
+	}
+	deletePod(t, second, 0)
+	if h := rt.history(); !slices.Contains(h, "unmount-image "+img) {
+		t.Errorf("runtime history %q: the restarted agent did not release the image volume", h)
+	}
+}
