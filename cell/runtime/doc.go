@@ -73,6 +73,6 @@
 // adjustment (Resources.OOMScoreAdj) never below what the agent may set
 // (OOMScoreAdjFloor, as containerd's restrict_oom_score_adj).
 //
-// It imports containerd, the OCI specs, x/sys/unix and the standard
-// library; nothing of Kubernetes.
+// It imports containerd, the OCI specs, x/sys/unix, moby's mountinfo and
+// the standard library; nothing of Kubernetes.
 package runtime
