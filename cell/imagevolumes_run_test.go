@@ -16,7 +16,8 @@ import (
 // from the loopback registry with the pod's credentials: a busybox
 // container sees the hello image's root filesystem (two layers: an
 // overlay view) at /img, its bin/ directory through a subPath at /tools,
-// both read-only though the mounts ask for neither; once DeletePod
+// and the busybox image's (one layer: a bind of it) at /bb, all read-only
+// though the mounts ask for none; once DeletePod
 // returned nothing of the view is mounted, and the cell's namespace could
 // be removed (a view left behind would keep it: "namespace must be
 // empty").
@@ -28,14 +29,19 @@ func TestAgentImageVolume(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "imgvol", Namespace: "default", UID: "uid-imgvol"},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
-			Volumes: []corev1.Volume{{Name: "hello", VolumeSource: corev1.VolumeSource{
-				Image: &corev1.ImageVolumeSource{Reference: e.img.Hello.Ref, PullPolicy: corev1.PullAlways}}}},
+			Volumes: []corev1.Volume{
+				{Name: "hello", VolumeSource: corev1.VolumeSource{
+					Image: &corev1.ImageVolumeSource{Reference: e.img.Hello.Ref, PullPolicy: corev1.PullAlways}}},
+				{Name: "bb", VolumeSource: corev1.VolumeSource{
+					Image: &corev1.ImageVolumeSource{Reference: e.img.Busybox.Ref, PullPolicy: corev1.PullIfNotPresent}}},
+			},
 			Containers: []corev1.Container{{
 				Name: "app", Image: e.img.Busybox.Ref,
 				Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"},
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "hello", MountPath: "/img"},
 					{Name: "hello", MountPath: "/tools", SubPath: "bin"},
+					{Name: "bb", MountPath: "/bb"},
 				},
 			}},
 		},
@@ -48,10 +54,10 @@ func TestAgentImageVolume(t *testing.T) {
 		return out + errOut, code
 	}
 	// The hello image is busybox plus its program at /app.
-	if out, code := run("test -x /img/app && test -x /tools/busybox && grep '^root:' /img/etc/passwd"); code != 0 {
-		t.Errorf("the image's files at /img and /tools: %q (exit %d)", out, code)
+	if out, code := run("test -x /img/app && test -x /tools/busybox && grep '^root:' /img/etc/passwd && test -x /bb/bin/busybox && test ! -e /bb/app"); code != 0 {
+		t.Errorf("the images' files at /img, /tools and /bb: %q (exit %d)", out, code)
 	}
-	for _, path := range []string{"/img/written", "/tools/written", "/img/app"} {
+	for _, path := range []string{"/img/written", "/tools/written", "/img/app", "/bb/written", "/bb/bin/busybox"} {
 		if out, code := run("echo x > " + path); code == 0 || !strings.Contains(out, "Read-only file system") {
 			t.Errorf("writing %s: %q (exit %d), want a read-only file system", path, out, code)
 		}

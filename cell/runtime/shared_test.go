@@ -243,9 +243,10 @@ func (e *sharedEnv) checkEmpty(t *testing.T, last runtime.Task) {
 }
 
 // TestContainerdImageViews: image volumes of two cells over one shared
-// namespace (MountImage): each cell's view of the hello image (two
-// layers: an overlay of lower directories) is mounted read-only where it
-// asked, a second MountImage at the same place changes nothing, one
+// namespace (MountImage): cell A's view of the hello image (two layers:
+// an overlay of lower directories) and cell B's of busybox (one layer: a
+// bind) are mounted read-only where they asked, a second MountImage at
+// the same place changes nothing, one
 // cell's UnmountImage and Cleanup leave the other's view and its mount,
 // which garbage collection does not take (the view is a root until it is
 // removed), and the last cell's Cleanup removes a view its agent left
@@ -270,9 +271,9 @@ func TestContainerdImageViews(t *testing.T) {
 		_ = unix.Unmount(dirA, unix.MNT_DETACH)
 		_ = unix.Unmount(dirB, unix.MNT_DETACH)
 	})
-	mountIn := func(rt *runtime.Containerd, dir string) {
+	mountIn := func(rt *runtime.Containerd, ref, dir string) {
 		t.Helper()
-		img, err := rt.EnsureImage(ctx, set.Hello.Ref, runtime.PullIfNotPresent, nil)
+		img, err := rt.EnsureImage(ctx, ref, runtime.PullIfNotPresent, nil)
 		if err != nil {
 			t.Fatalf("EnsureImage: %v", err)
 		}
@@ -280,16 +281,18 @@ func TestContainerdImageViews(t *testing.T) {
 			t.Fatalf("MountImage at %s: %v", dir, err)
 		}
 	}
-	mountIn(a, dirA)
-	mountIn(b, dirB)
-	mountIn(a, dirA) // again: nothing new
+	mountIn(a, set.Hello.Ref, dirA)
+	mountIn(b, set.Busybox.Ref, dirB)
+	mountIn(a, set.Hello.Ref, dirA) // again: nothing new
 	if got := e.snapshots(t, snapshots.KindView); len(got) != 2 {
 		t.Errorf("views %v, want one per cell", got)
 	}
-	for _, dir := range []string{dirA, dirB} {
-		if info, err := os.Stat(filepath.Join(dir, "app")); err != nil || info.Mode()&0o111 == 0 {
-			t.Errorf("the hello program in the view at %s: %v, %v", dir, info, err)
+	for _, program := range []string{filepath.Join(dirA, "app"), filepath.Join(dirB, "bin", "busybox")} {
+		if info, err := os.Stat(program); err != nil || info.Mode()&0o111 == 0 {
+			t.Errorf("the image's program %s: %v, %v", program, info, err)
 		}
+	}
+	for _, dir := range []string{dirA, dirB} {
 		if err := os.WriteFile(filepath.Join(dir, "written"), nil, 0o600); !errors.Is(err, unix.EROFS) {
 			t.Errorf("writing in the view at %s: %v, want EROFS", dir, err)
 		}
@@ -323,8 +326,10 @@ func TestContainerdImageViews(t *testing.T) {
 	if err := unix.Unmount(dirA, unix.MNT_DETACH); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.d.Client.ImageService().Delete(e.nsCtx, set.Hello.Ref, ctrimages.SynchronousDelete()); err != nil {
-		t.Fatal(err)
+	for _, ref := range []string{set.Hello.Ref, set.Busybox.Ref} {
+		if err := e.d.Client.ImageService().Delete(e.nsCtx, ref, ctrimages.SynchronousDelete()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.collect(t)
 	if got := e.snapshots(t, snapshots.KindCommitted); len(got) != 0 {
