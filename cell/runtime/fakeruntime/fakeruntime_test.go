@@ -3,6 +3,8 @@ package fakeruntime
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,5 +241,30 @@ func TestReattachAndCleanup(t *testing.T) {
 	}
 	if _, err := rt.Reattach(ctx, runtime.ReattachSpec{ID: "c1"}); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Reattach after Cleanup: %v, want ErrNotFound", err)
+	}
+}
+
+// MountImage makes a directory naming the image; UnmountImage empties it,
+// and again is no error.
+func TestMountImage(t *testing.T) {
+	r := New(Config{})
+	target := filepath.Join(t.TempDir(), "vol")
+	img, err := r.EnsureImage(t.Context(), "reg/data:v1", runtime.PullIfNotPresent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MountImage(t.Context(), img, target); err != nil {
+		t.Fatalf("MountImage: %v", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(target, ImageFile)); err != nil || string(got) != "reg/data:v1\n" {
+		t.Errorf("%s = %q, %v", ImageFile, got, err)
+	}
+	for range 2 {
+		if err := r.UnmountImage(t.Context(), target); err != nil {
+			t.Fatalf("UnmountImage: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(target, ImageFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after UnmountImage: %v", ImageFile, err)
 	}
 }
