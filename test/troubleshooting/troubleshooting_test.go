@@ -28,6 +28,15 @@ var traced = map[string]string{
 	// The cell agent's events, passed on to the API server as they are:
 	// every emit and emitLocked of cell/pod.
 	"host/cells.agentEvents: e.Reason": "cell/pod",
+	// The event of a volume that cannot be given to the cell: the
+	// volumes.Error's Event (volumes.EventFailedMount) or
+	// ReasonFailedAttachVolume (host/cells/disks.go diskEvent).
+	"host/cells.resolveUntil: diskEvent(verr)": "host/cells/disks.go",
+	"host/cells.placeDisks: diskEvent(verr)":   "host/cells/disks.go",
+	// An image volume's pull failure kept as the waiting reason of the
+	// containers that mount it: reasonErrImagePull or the reason pull.go
+	// gave (cell/pod/imagevolumes.go, pull.go).
+	"cell/pod.ensureImageVolume: v.reason": "cell/pod/imagevolumes.go",
 }
 
 // dependencies are the reasons that a module kip runs posts on kip's
