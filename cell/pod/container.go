@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -71,6 +72,25 @@ func (cs *containerState) restartPolicy(p *corev1.Pod) corev1.RestartPolicy {
 	}
 }
 
+// waitForImageVolumes holds the container while an image volume it
+// mounts is not there (waited), waiting with the volume's reason until
+// the pull is tried again; alive is false once ctx has ended.
+func (m *Manager) waitForImageVolumes(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, log *slog.Logger) (waited, alive bool) {
+	reason, msg, event, wait := m.imageVolumesOf(ctx, c, d)
+	if reason == "" {
+		return false, true
+	}
+	if ctx.Err() != nil {
+		return true, false
+	}
+	log.WarnContext(ctx, "waiting for an image volume", "reason", reason, "message", msg, "retry_in", wait)
+	m.update(func() {
+		cs.status.State = waiting(reason, msg)
+		m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", event)
+	})
+	return true, sleep(ctx, wait)
+}
+
 // runContainer runs a container's attempts until it should not restart or
 // the pod is deleted. It reports whether the container completed
 // successfully (what an init container must do before the next may start).
@@ -102,16 +122,8 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 		} else {
 			// The image volumes it mounts first, as the kubelet fails a
 			// container on them before it pulls the container's image.
-			if reason, msg, event, wait := m.imageVolumesOf(ctx, c, d); reason != "" {
-				if ctx.Err() != nil {
-					return false
-				}
-				log.WarnContext(ctx, "waiting for an image volume", "reason", reason, "message", msg, "retry_in", wait)
-				m.update(func() {
-					cs.status.State = waiting(reason, msg)
-					m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", event)
-				})
-				if !sleep(ctx, wait) {
+			if waited, alive := m.waitForImageVolumes(ctx, cs, c, d, log); waited {
+				if !alive {
 					return false
 				}
 				continue
