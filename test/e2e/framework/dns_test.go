@@ -212,6 +212,18 @@ func TestMetricsServerManifest(t *testing.T) {
 		t.Fatalf("no Deployment metrics-server in %s", MetricsServerManifest)
 	}
 	checkOffKipNode(t, d.Spec.Template.Spec)
+	// kubectl top and the HorizontalPodAutoscaler wait for metrics-server
+	// Ready: its probe must see /readyz pass within 2 s of it passing (two
+	// scrapes, 15 s after the start), and still take a Ready pod out only
+	// after upstream's 30 s of failures.
+	probe := d.Spec.Template.Spec.Containers[0].ReadinessProbe
+	if probe == nil {
+		t.Fatal("metrics-server has no readiness probe")
+	}
+	if probe.InitialDelaySeconds != 0 || probe.PeriodSeconds > 2 || probe.PeriodSeconds*probe.FailureThreshold < 30 {
+		t.Errorf("readiness probe: first after %d s, every %d s, out after %d failures: want from the start, every 2 s at most, out after 30 s",
+			probe.InitialDelaySeconds, probe.PeriodSeconds, probe.FailureThreshold)
+	}
 }
 
 // TestPlace: a Placement pins the Deployment's pods to a node, tolerating
