@@ -9,9 +9,10 @@
 # in $CLUSTER_STATE/demo: build.log (make build), cluster.log (kip-cluster
 # up: the control plane's build and start), demo.log (kip-demo: the kubelet
 # node's, CoreDNS's and metrics-server's builds, kip's start), progress
-# (kip-demo's steps, shown on the screen), kip/ (kip.yaml, kip.log, the
-# cells), containerd/, and cells.json (the registry's address, kept so
-# that every run deploys the same workload). $KIP_DEMO_FLAGS passes more options to kip-demo
+# (kip-demo's steps, shown on the screen), times (each run's phases and
+# steps, timed), kip/ (kip.yaml, kip.log, the cells), containerd/, and
+# cells.json (the registry's address, kept so that every run deploys the
+# same workload). $KIP_DEMO_FLAGS passes more options to kip-demo
 # (--insecure-registry HOST:PORT|:PORT, --untainted: see its doc comment),
 # $KIP_CLUSTER_FLAGS more to kip-cluster up (--apiserver-arg FLAG).
 set -euo pipefail
@@ -20,8 +21,14 @@ state=${CLUSTER_STATE:?CLUSTER_STATE is set by make}
 demo=$state/demo
 mkdir -p "$demo"
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
-phase() { printf '\033[1m== %s\033[0m\n' "$*"; }
+# $demo/times gets, for each make demo, a line per phase and step with
+# the seconds since it started (issue 32: where a run's time goes);
+# kip-demo's own steps, timed the same way, are in demo.log.
+usec() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t)); }
+started=$(usec)
+timed() { local d=$((($(usec) - started) / 100000)); printf '%5d.%ds %s\n' $((d / 10)) $((d % 10)) "$*" >> "$demo/times"; }
+step() { timed "\$ $*"; printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+phase() { timed "== $*"; printf '\033[1m== %s\033[0m\n' "$*"; }
 
 down() {
   if [ -f "$demo/pid" ] && kill -0 "$(cat "$demo/pid")" 2>/dev/null; then
@@ -39,6 +46,7 @@ case "${1:-up}" in
   *) echo "usage: $0 up|down" >&2; exit 2 ;;
 esac
 
+echo "# make demo, $(date -u +%Y-%m-%dT%H:%M:%SZ)" >> "$demo/times"
 if [ "$(id -u)" -ne 0 ]; then
   echo "make demo runs containers (containerd, runc, network namespaces): run it as root" >&2
   exit 1
@@ -130,17 +138,13 @@ fi
 # 1Gi disk of class kip-local that kip-local-provisioner (started by
 # kip-demo) makes in the local plugin's state directory. A pod appends a
 # line to its disk at start; the replacement of a deleted pod, in a new
-# cell, finds the line of the pod before it. It needs kip to attach the
-# local plugin's disks, which kip says as a kubelet says it of a CSI
-# driver: the Kip node's CSINode lists the driver.
+# cell, finds the line of the pod before it. kip-demo applies it with the
+# workload (so that its pods start while the steps above run) when kip
+# attaches the local plugin's disks, which kip says as a kubelet says it
+# of a CSI driver: the Kip node's CSINode lists the driver.
 volumes=
-driver=$(kubectl get csinode kip -o jsonpath='{.spec.drivers[?(@.name=="local.csi.kipcell.io")].name}' 2>/dev/null || true)
-if [ "$driver" = local.csi.kipcell.io ]; then
+if kubectl get statefulset notes >/dev/null 2>&1; then
   volumes=1
-  registry=$(sed -n 's/^registry: //p' "$demo/ready")
-  # deploy/examples/statefulset.yaml with the demo's registry.
-  sed "s|\${KIP_DEMO_REGISTRY}|$registry|g" deploy/examples/statefulset.yaml > "$demo/statefulset.yaml"
-  step kubectl apply -f "$demo/statefulset.yaml"
   step kubectl rollout status statefulset/notes --timeout=300s
   step kubectl get pvc -l app=notes
   step kubectl logs notes-0
@@ -159,7 +163,7 @@ if [ "$driver" = local.csi.kipcell.io ]; then
     { echo "notes-0's disk does not hold the line of the pod it replaced ($old): see $demo/kip/kip.log" >&2; exit 1; }
 else
   echo
-  echo "skipping the persistent volume steps: kip does not report volume support yet (CSINode kip lists no driver local.csi.kipcell.io)"
+  echo "skipping the persistent volume steps: kip does not report volume support yet (CSINode kip lists no driver local.csi.kipcell.io; see $demo/demo.log)"
 fi
 
 # metrics-server on the kubelet node scrapes the Kip node's kubelet API:

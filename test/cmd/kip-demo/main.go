@@ -6,22 +6,24 @@
 // framework.ClusterDNS is on) and metrics-server (deploy/metrics-server:
 // kubectl top, the HorizontalPodAutoscaler); and
 // deploy/examples/hello.yaml on the Kip node. For persistent volumes
-// (volumes.go) it applies the StorageClass kip-local and runs
-// kip-local-provisioner on the local plugin's state directory;
-// hack/demo.sh applies the StatefulSet example when kip reports volume
-// support. It writes a ready file once the workload is applied, and stays
-// in the foreground until SIGTERM, when it deletes the workload (so every
-// cell ends), the StatefulSet example and its claims (so that the
-// provisioner deletes their disks), metrics-server and the DNS, and stops
-// everything.
+// (volumes.go) it applies the StorageClass kip-local, runs
+// kip-local-provisioner on the local plugin's state directory and, when
+// kip reports volume support, applies the StatefulSet example
+// (deploy/examples/statefulset.yaml). kip starts beside the kubelet node
+// and its add-ons (start.go). It writes a ready file once the workload is
+// applied, and stays in the foreground until SIGTERM, when it deletes the
+// workload (so every cell ends), the StatefulSet example and its claims
+// (so that the provisioner deletes their disks), metrics-server and the
+// DNS, and stops everything.
 //
 // What it prints: one line per step on stdout (starting containerd and
 // the registry, kip, the kubelet node, deploying CoreDNS and
 // metrics-server, applying the workload), with a line for each build from
 // source that a first run makes, about how long it takes, and its end
 // (controlplane.Progress); everything else, the Go tool's output among it,
-// on stderr. hack/demo.sh shows the first on the screen and keeps the
-// second in demo.log.
+// on stderr, where each step also has the seconds since kip-demo started.
+// hack/demo.sh shows the first on the screen and keeps the second in
+// demo.log.
 //
 // Everything it keeps lives in the demo's directory (--dir, by default
 // demo/ in kip-cluster's state directory): kip/ (kip.yaml, kip.log, the
@@ -48,7 +50,7 @@
 //
 // starts such a node. The usage:
 //
-//	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE [--manifest FILE] [--storage-class FILE] [--insecure-registry HOST:PORT]... [--untainted]
+//	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE [--manifest FILE] [--storage-class FILE] [--statefulset FILE] [--insecure-registry HOST:PORT]... [--untainted]
 package main
 
 import (
@@ -67,6 +69,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kipcell/kip/localprov"
 	"github.com/kipcell/kip/test/controlplane"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
@@ -78,6 +81,7 @@ func main() {
 	ready := flag.String("ready", "", "file to write once the demo runs")
 	manifest := flag.String("manifest", "deploy/examples/hello.yaml", "the workload")
 	storageClass := flag.String("storage-class", "deploy/examples/storageclass-kip-local.yaml", "the local plugin's StorageClass")
+	statefulSet := flag.String("statefulset", "deploy/examples/statefulset.yaml", "the StatefulSet whose pods keep a disk of class kip-local")
 	var node nodeOptions
 	flag.Func("insecure-registry", "another plain-HTTP registry cells may pull from, HOST:PORT or :PORT on the cells' bridge (repeatable)",
 		func(s string) error { node.insecureRegistries = append(node.insecureRegistries, s); return nil })
@@ -86,7 +90,7 @@ func main() {
 	if *dir == "" && *state != "" {
 		*dir = filepath.Join(*state, "demo")
 	}
-	if err := run(*state, *dir, *bin, *ready, *manifest, *storageClass, node); err != nil {
+	if err := run(*state, *dir, *bin, *ready, demoManifests{*manifest, *storageClass, *statefulSet}, node); err != nil {
 		fmt.Fprintln(os.Stderr, "kip-demo:", err)
 		os.Exit(1)
 	}
@@ -110,7 +114,14 @@ func setKipEnv(node nodeOptions, registry, gateway string) error {
 	return nil
 }
 
-func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions) error {
+// demoManifests are the files kip-demo applies: the workload, the
+// StorageClass kip-local and the StatefulSet notes.
+type demoManifests struct {
+	workload, storageClass, statefulSet string
+}
+
+func run(state, dir, bin, ready string, files demoManifests, node nodeOptions) error {
+	manifest, storageClass, statefulSet := files.workload, files.storageClass, files.statefulSet
 	if state == "" || ready == "" {
 		return errors.New("usage: kip-demo --state DIR --bin DIR --ready FILE")
 	}
@@ -133,7 +144,8 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 	}
 	// log is stderr, with each cold build announced on stdout.
 	log := controlplane.Progress(os.Stdout, os.Stderr)
-	step("starting containerd and the demo's registry")
+	st := newSteps(os.Stdout, os.Stderr, time.Now)
+	st.announce("starting containerd and the demo's registry")
 	cells, err := startCells(ctx, dir)
 	if err != nil {
 		return err
@@ -142,21 +154,42 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 	if err := setKipEnv(node, cells.Registry.Host(), cells.Gateway); err != nil {
 		return err
 	}
-	step("starting kip with the local plugin, as node kip")
-	kip, err := fw.StartKip(ctx, cells, framework.KipOptions{
-		NodeName: "kip", ClusterID: "kip-demo", BinDir: bin, Dir: filepath.Join(dir, "kip"), Log: log,
-	})
-	if err != nil {
+	// kip starts beside the kubelet node and its add-ons: neither needs
+	// the other, and the add-ons' node, about 4 s warm, is the longer. The
+	// first to fail ends the other's start (what runs is not bound to
+	// the context: the processes run on until stopped below).
+	startCtx, cancelStart := context.WithCancel(ctx)
+	defer cancelStart()
+	kipc := make(chan startedKip, 1)
+	go func() {
+		k := startKip(startCtx, fw, st, cells, bin, dir, cluster.Kubeconfig, log)
+		if k.err != nil {
+			cancelStart()
+		}
+		kipc <- k
+	}()
+	add, addErr := startAddons(startCtx, fw, st, cluster, cells, log)
+	if addErr != nil {
+		cancelStart()
+	}
+	k := <-kipc
+	if k.kip != nil {
+		defer k.kip.Stop()
+	}
+	if k.prov != nil {
+		defer k.prov.Stop()
+	}
+	if add.infra != nil {
+		defer func() {
+			if err := add.infra.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}()
+	}
+	if err := errors.Join(k.err, addErr); err != nil {
 		return err
 	}
-	defer kip.Stop()
-	// The local plugin's disks for claims of class kip-local, made in
-	// kip's local plugin's state directory.
-	prov, err := startProvisioner(bin, kip.StateDir, cluster.Kubeconfig, filepath.Join(dir, "provisioner.log"))
-	if err != nil {
-		return err
-	}
-	defer prov.Stop()
+	kip := k.kip
 
 	data, err := os.ReadFile(manifest)
 	if err != nil {
@@ -169,45 +202,32 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		return cmd.Run()
 	}
-	// The cluster's own add-ons run where they run in a real cluster: on
-	// a kubelet node, kip-infra, pinned there (an --untainted Kip node
-	// would otherwise be a candidate too).
-	step("starting the kubelet node kip-infra, for the cluster's add-ons")
-	infra, err := framework.StartInfraNode(ctx, cluster, cells, log)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := infra.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	onInfra := framework.Placement{Node: infra.Name}
-	// The cluster DNS first, so that the workload's pods find it.
-	var dns *framework.DNS
-	if framework.ClusterDNS() {
-		step("deploying CoreDNS, the cluster DNS, on kip-infra")
-		if dns, err = fw.ApplyDNS(ctx, cells, framework.DNSOptions{Placement: onInfra, Log: log}); err != nil {
-			return err
-		}
-	}
-	// metrics-server, behind kubectl top and the HorizontalPodAutoscaler.
-	step("deploying metrics-server, behind kubectl top, on kip-infra")
-	ms, err := fw.ApplyMetricsServer(ctx, cells, onInfra, log)
-	if err != nil {
-		return err
-	}
-	step("applying " + manifest + " and the StorageClass kip-local")
+	// The cluster DNS was applied first (startAddons), so that the
+	// workload's pods find it.
+	st.announce("applying " + manifest + " and the StorageClass kip-local")
 	if err := kubectl(workload, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("applying %s: %w", manifest, err)
 	}
 	if err := kubectl("", "apply", "-f", storageClass); err != nil {
 		return fmt.Errorf("applying %s: %w", storageClass, err)
 	}
+	if volumeSupport(ctx, fw.Client, kip.NodeName, 10*time.Second) {
+		notes, err := os.ReadFile(statefulSet)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", statefulSet, err)
+		}
+		st.announce("applying " + statefulSet + ": the StatefulSet notes, a disk of class kip-local for each pod")
+		if err := kubectl(strings.ReplaceAll(string(notes), framework.RegistryVar, cells.Registry.Host()), "apply", "-f", "-"); err != nil {
+			return fmt.Errorf("applying %s: %w", statefulSet, err)
+		}
+	} else {
+		st.logf("kip does not report volume support (CSINode %s lists no driver %s): no StatefulSet notes", kip.NodeName, localprov.Driver)
+	}
 	info := fmt.Sprintf("kip log: %s\nregistry: %s\nprovisioner log: %s\n", kip.LogPath, cells.Registry.Host(), filepath.Join(dir, "provisioner.log"))
 	if err := os.WriteFile(ready, []byte(info), 0o600); err != nil {
 		return fmt.Errorf("writing ready file: %w", err)
 	}
+	st.logf("ready")
 	<-ctx.Done()
 
 	// Delete the workload while kip still runs, so that it ends every cell,
@@ -219,11 +239,11 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 	}
 	_ = kubectl("", "delete", "-f", storageClass, "--ignore-not-found")
 	_ = kubectl(workload, "delete", "-f", "-", "--wait=true", "--timeout=60s")
-	if err := ms.Delete(context.Background(), fw); err != nil { // ctx has ended
+	if err := add.ms.Delete(context.Background(), fw); err != nil { // ctx has ended
 		fmt.Fprintln(os.Stderr, err)
 	}
-	if dns != nil {
-		if err := dns.Delete(context.Background(), fw); err != nil { // ctx has ended
+	if add.dns != nil {
+		if err := add.dns.Delete(context.Background(), fw); err != nil { // ctx has ended
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
@@ -236,12 +256,6 @@ func run(state, dir, bin, ready, manifest, storageClass string, node nodeOptions
 		time.Sleep(200 * time.Millisecond)
 	}
 	return nil
-}
-
-// step announces the next step on stdout, and in the log on stderr.
-func step(what string) {
-	fmt.Println(what)
-	fmt.Fprintln(os.Stderr, "kip-demo:", what)
 }
 
 // nodeOptions are what kip-demo changes in kip's configuration.

@@ -13,12 +13,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kipcell/kip/localprov"
 )
 
 // The demo's persistent volumes (issue 31): the StorageClass kip-local,
 // kip-local-provisioner making its disks in the local plugin's state
 // directory, and the StatefulSet notes (deploy/examples/statefulset.yaml),
-// which hack/demo.sh applies when kip reports volume support.
+// which kip-demo applies with the workload when kip reports volume
+// support, so that its pods and their disks start while hack/demo.sh shows
+// the workload; hack/demo.sh shows the StatefulSet's steps when it is
+// there.
 
 // localZone is the local plugin's zone as the demo runs it (the plugin's
 // default, plugins/local's config.go): the provisioner's zone, and the Kip
@@ -28,6 +33,29 @@ const localZone = "local"
 
 // notesLabel selects the StatefulSet example's objects and its claims.
 const notesLabel = "app=notes"
+
+// volumeSupport says whether kip attaches the local plugin's disks, as
+// kip says it, as a kubelet says it of a CSI driver: its node's CSINode
+// lists the driver. kip writes it when it starts; it waits up to timeout
+// for it.
+func volumeSupport(ctx context.Context, client kubernetes.Interface, nodeName string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if n, err := client.StorageV1().CSINodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+			for _, d := range n.Spec.Drivers {
+				if d.Name == localprov.Driver {
+					return true
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
 
 // provisioner is a running kip-local-provisioner.
 type provisioner struct {

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -79,5 +80,36 @@ func TestDeleteNotes(t *testing.T) {
 func TestProvisionerZoneKeyIsKips(t *testing.T) {
 	if got, want := localprov.ZoneKey, node.ZoneKey(localprov.Driver); got != want {
 		t.Errorf("kip-local-provisioner's zone key %q, kip's for %s %q", got, localprov.Driver, want)
+	}
+}
+
+// TestVolumeSupport: kip-demo applies the StatefulSet example only when
+// the Kip node's CSINode lists the local plugin's driver, as a kubelet's
+// lists a CSI driver it attaches volumes of.
+func TestVolumeSupport(t *testing.T) {
+	csiNode := func(name string, drivers ...string) *storagev1.CSINode {
+		n := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		for _, d := range drivers {
+			n.Spec.Drivers = append(n.Spec.Drivers, storagev1.CSINodeDriver{Name: d, NodeID: name})
+		}
+		return n
+	}
+	tests := []struct {
+		name string
+		objs []runtime.Object
+		want bool
+	}{
+		{name: "the driver listed", objs: []runtime.Object{csiNode("kip", "other.csi.example", localprov.Driver)}, want: true},
+		{name: "another driver only", objs: []runtime.Object{csiNode("kip", "other.csi.example")}},
+		{name: "the driver on another node", objs: []runtime.Object{csiNode("kip-infra", localprov.Driver)}},
+		{name: "no CSINode", objs: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.objs...)
+			if got := volumeSupport(t.Context(), client, "kip", 300*time.Millisecond); got != tt.want {
+				t.Errorf("volumeSupport = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
