@@ -37,6 +37,15 @@ if [ "$(id -u)" -ne 0 ]; then
 else
   sudo=
 fi
-echo "installing Debian packages: ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# apt's and debconf's own lines (warnings such as "W: Download is
+# performed unsandboxed as root", debconf's about a missing terminal) go
+# to a log, not to the screen of a first make demo (issue 32); a failure
+# prints its end.
+log=$(mktemp "${TMPDIR:-/tmp}/kip-install-deps-XXXXXX.log")
+echo "installing Debian packages, once: ${missing[*]}"
+if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  echo "installing the Debian packages failed; the end of $log:" >&2
+  tail -20 "$log" >&2
+  exit 1
+fi
+rm -f "$log"
