@@ -11,7 +11,8 @@ import (
 // Progress returns a writer for a build's or a cluster's log that passes
 // every byte to log (the Go tool's own output among them) and, for the few
 // lines a person waiting at a terminal wants, writes one plain line to
-// screen: the control plane's modules downloading, a cold build starting, what it builds and about how long it
+// screen: a build's modules downloading (the control plane's, CoreDNS's,
+// metrics-server's), a cold build starting, what it builds and about how long it
 // takes (the "building … (cold: …; cached afterwards)" lines of this
 // package's and test/modbuild's builds), and the build done. A warm run
 // prints none of them. It is safe for concurrent use; a last line with no
@@ -29,6 +30,8 @@ type progress struct {
 var (
 	// "controlplane: resolving k8s.io/kubernetes@v1.36.3 for the control plane"
 	resolvingRE = regexp.MustCompile(`^controlplane: resolving (\S+) for (.+)$`)
+	// "modbuild: resolving coredns v1.15.0: github.com/coredns/coredns/core/dnsserver@v1.15.0 …"
+	modResolvingRE = regexp.MustCompile(`^modbuild: resolving (\S+ \S+): `)
 	// "controlplane: building the control plane (Kubernetes v1.36.3) into DIR (cold: about 7 minutes; cached afterwards): etcd, …"
 	// "modbuild: building coredns v1.15.0 into DIR (cold: about 3 minutes; cached afterwards)"
 	buildingRE = regexp.MustCompile(`^(?:controlplane|modbuild): building (.+?) into .+ \(cold: ([^;]+); cached afterwards\)`)
@@ -58,6 +61,8 @@ func (p *progress) Write(b []byte) (int, error) {
 func (p *progress) announce(line string) {
 	if m := resolvingRE.FindStringSubmatch(line); m != nil {
 		fmt.Fprintf(p.screen, "  downloading the Go modules of %s for %s, once\n", m[1], m[2])
+	} else if m := modResolvingRE.FindStringSubmatch(line); m != nil {
+		fmt.Fprintf(p.screen, "  downloading the Go modules of %s, once\n", m[1])
 	} else if m := buildingRE.FindStringSubmatch(line); m != nil {
 		fmt.Fprintf(p.screen, "  building %s from source, %s, once\n", m[1], m[2])
 	} else if m := builtRE.FindStringSubmatch(line); m != nil {

@@ -33,13 +33,16 @@ func TestProgress(t *testing.T) {
 			want:   "  building the kubelet and kube-proxy (Kubernetes v1.36.3) from source, about a minute (7 without the control plane's build first), once\n",
 		},
 		{
-			// test/modbuild's Program.Build prints these two lines.
+			// test/modbuild's Program.Build prints these three lines.
 			name: "a cold CoreDNS build, a line split in two writes",
 			writes: []string{
+				"modbuild: resolving coredns v1.15.0: github.com/coredns/coredns/core/dnsserver@v1.15.0 github.com/coredns/coredns/plugin/forward@v1.15.0\n",
+				"go: downloading github.com/miekg/dns v1.1.68\n",
 				"modbuild: building coredns v1.15.0 into /root/.cache/kip/coredns/v1.15.0/bin (cold: ab",
 				"out 3 minutes; cached afterwards)\nmodbuild: built coredns in 2m50s\n",
 			},
-			want: "  building coredns v1.15.0 from source, about 3 minutes, once\n  built in 2m50s\n",
+			want: "  downloading the Go modules of coredns v1.15.0, once\n" +
+				"  building coredns v1.15.0 from source, about 3 minutes, once\n  built in 2m50s\n",
 		},
 		{
 			name: "a warm run: nothing",

@@ -119,7 +119,9 @@ func (p Program) make(ctx context.Context, cacheDir string, log io.Writer, compi
 	for _, pkg := range pkgs {
 		get = append(get, pkg+"@"+p.Version)
 	}
-	fmt.Fprintf(log, "modbuild: resolving %s\n", strings.Join(get[1:], " "))
+	// controlplane.Progress shows this line as "downloading the Go
+	// modules of NAME VERSION": the first half of a cold build's wait.
+	fmt.Fprintf(log, "modbuild: resolving %s %s: %s\n", p.Name, p.Version, strings.Join(get[1:], " "))
 	if err := Run(ctx, src, log, get...); err != nil {
 		return "", fmt.Errorf("resolving modules: %w", err)
 	}
