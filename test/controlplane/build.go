@@ -145,13 +145,28 @@ func Resolve(ctx context.Context, opts BuildOptions) error {
 		return err
 	}
 	for _, spec := range []func(BuildOptions) buildSpec{controlPlaneSpec, nodeSpec} {
-		b := spec(opts)
-		b.resolveOnly = true
-		if _, err := build(ctx, opts, b); err != nil {
+		if err := resolve(ctx, opts, spec(opts)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ResolveNode is Resolve for BuildNode's build alone: make demo runs it
+// (kip-demo --resolve) beside kip-cluster up, which holds Build's lock for
+// the whole of the control plane's build.
+func ResolveNode(ctx context.Context, opts BuildOptions) error {
+	if err := opts.defaults(); err != nil {
+		return err
+	}
+	return resolve(ctx, opts, nodeSpec(opts))
+}
+
+// resolve downloads and resolves b's modules without compiling.
+func resolve(ctx context.Context, opts BuildOptions, b buildSpec) error {
+	b.resolveOnly = true
+	_, err := build(ctx, opts, b)
+	return err
 }
 
 // buildSpec is one cached build of Kubernetes commands.

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -300,40 +301,62 @@ func TestBuildRefusesOldGo(t *testing.T) {
 	}
 }
 
-// TestResolveBuildsNothing runs Resolve against a fake go that records
-// its calls: the control plane's and the kubelet's modules are resolved
-// (go get of their commands, and of the etcd Kubernetes pins), and
+// TestResolveBuildsNothing runs Resolve and ResolveNode against a fake go
+// that records its calls: the control plane's and the kubelet's modules
+// are resolved (go get of their commands, and of the etcd Kubernetes
+// pins), only the kubelet's by ResolveNode (make demo runs it beside the
+// control plane's build, which holds the control plane's lock), and
 // nothing is compiled.
 func TestResolveBuildsNothing(t *testing.T) {
-	calls := fakeGo(t, "go1.26.8")
-	cache := t.TempDir()
-	if err := Resolve(t.Context(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: cache}); err != nil {
-		t.Fatalf("Resolve: %v", err)
+	tests := []struct {
+		name    string
+		resolve func(context.Context, BuildOptions) error
+		want    []string
+		dirs    []string // under the version's cache directory
+	}{
+		{
+			name: "Resolve", resolve: Resolve,
+			want: []string{
+				"get k8s.io/kubernetes/cmd/kube-apiserver@v1.36.3", "get go.etcd.io/etcd/server/v3@v3.6.8", // the control plane
+				"get k8s.io/kubernetes/cmd/kubelet@v1.36.3", // the node
+			},
+			dirs: []string{"src", filepath.Join("node", "src")},
+		},
+		{
+			name: "ResolveNode", resolve: ResolveNode,
+			want: []string{"get k8s.io/kubernetes/cmd/kubelet@v1.36.3"},
+			dirs: []string{filepath.Join("node", "src")},
+		},
 	}
-	data, err := os.ReadFile(calls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gets []string
-	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		switch {
-		case strings.HasPrefix(line, "build"):
-			t.Errorf("Resolve compiled: go %s", line)
-		case strings.HasPrefix(line, "get"):
-			gets = append(gets, line)
-		}
-	}
-	want := []string{
-		"get k8s.io/kubernetes/cmd/kube-apiserver@v1.36.3", "get go.etcd.io/etcd/server/v3@v3.6.8", // the control plane
-		"get k8s.io/kubernetes/cmd/kubelet@v1.36.3", // the node
-	}
-	if !slices.Equal(gets, want) {
-		t.Errorf("Resolve ran go %q, want go %q", gets, want)
-	}
-	for _, d := range []string{filepath.Join(cache, "v1.36.3", "src"), filepath.Join(cache, "v1.36.3", "node", "src")} {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err != nil {
-			t.Errorf("no scratch module in %s: %v", d, err)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := fakeGo(t, "go1.26.8")
+			cache := t.TempDir()
+			if err := tt.resolve(t.Context(), BuildOptions{KubeVersion: "v1.36.3", CacheDir: cache}); err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			data, err := os.ReadFile(calls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gets []string
+			for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+				switch {
+				case strings.HasPrefix(line, "build"):
+					t.Errorf("%s compiled: go %s", tt.name, line)
+				case strings.HasPrefix(line, "get"):
+					gets = append(gets, line)
+				}
+			}
+			if !slices.Equal(gets, tt.want) {
+				t.Errorf("%s ran go %q, want go %q", tt.name, gets, tt.want)
+			}
+			for _, d := range tt.dirs {
+				if _, err := os.Stat(filepath.Join(cache, "v1.36.3", d, "go.mod")); err != nil {
+					t.Errorf("no scratch module in %s: %v", d, err)
+				}
+			}
+		})
 	}
 }
 

@@ -51,6 +51,10 @@
 // starts such a node. The usage:
 //
 //	kip-demo --state DIR [--dir DIR] --bin DIR --ready FILE [--manifest FILE] [--storage-class FILE] [--statefulset FILE] [--insecure-registry HOST:PORT]... [--untainted]
+//	kip-demo --resolve
+//
+// kip-demo --resolve only downloads and resolves the Go modules of what
+// kip-demo builds (start.go's resolveAddons), then exits.
 package main
 
 import (
@@ -86,7 +90,18 @@ func main() {
 	flag.Func("insecure-registry", "another plain-HTTP registry cells may pull from, HOST:PORT or :PORT on the cells' bridge (repeatable)",
 		func(s string) error { node.insecureRegistries = append(node.insecureRegistries, s); return nil })
 	flag.BoolVar(&node.untainted, "untainted", false, "register the node with no taint")
+	resolve := flag.Bool("resolve", false, "only download and resolve the Go modules of CoreDNS, metrics-server and the kubelet node, then exit")
 	flag.Parse()
+	if *resolve {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		err := resolveAddons(ctx, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kip-demo --resolve:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *dir == "" && *state != "" {
 		*dir = filepath.Join(*state, "demo")
 	}

@@ -153,3 +153,19 @@ func buildAddons(ctx context.Context, log io.Writer) error {
 	}
 	return nil
 }
+
+// resolveAddons downloads and resolves the Go modules of what
+// buildAddons builds (CoreDNS, metrics-server, the kubelet node) without
+// compiling them: hack/demo.sh runs it (kip-demo --resolve) in the
+// background beside kip-cluster up, so that a first run's downloads wait
+// on the network while the control plane compiles, and buildAddons only
+// compiles. Each takes its build's lock; warm, it returns at once.
+func resolveAddons(ctx context.Context, log io.Writer) error {
+	if err := images.Resolve(ctx, log); err != nil {
+		return err
+	}
+	if err := controlplane.ResolveNode(ctx, controlplane.BuildOptions{Log: log}); err != nil {
+		return fmt.Errorf("resolving the kubelet node's modules: %w", err)
+	}
+	return nil
+}
