@@ -73,7 +73,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kipcell/kip/localprov"
+	"github.com/kipcell/kip/plugins/local"
 	"github.com/kipcell/kip/test/controlplane"
 	"github.com/kipcell/kip/test/e2e/framework"
 )
@@ -236,7 +236,7 @@ func run(state, dir, bin, ready string, files demoManifests, node nodeOptions) e
 			return fmt.Errorf("applying %s: %w", statefulSet, err)
 		}
 	} else {
-		st.logf("kip does not report volume support (CSINode %s lists no driver %s): no StatefulSet notes", kip.NodeName, localprov.Driver)
+		st.logf("kip does not report volume support (CSINode %s lists no driver %s): no StatefulSet notes", kip.NodeName, local.VolumeDriver)
 	}
 	info := fmt.Sprintf("kip log: %s\nregistry: %s\nprovisioner log: %s\n", kip.LogPath, cells.Registry.Host(), filepath.Join(dir, "provisioner.log"))
 	if err := os.WriteFile(ready, []byte(info), 0o600); err != nil {

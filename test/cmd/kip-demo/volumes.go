@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kipcell/kip/localprov"
+	"github.com/kipcell/kip/plugins/local"
 )
 
 // The demo's persistent volumes (issue 31): the StorageClass kip-local,
@@ -44,7 +44,7 @@ func volumeSupport(ctx context.Context, client kubernetes.Interface, nodeName st
 	for {
 		if n, err := client.StorageV1().CSINodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
 			for _, d := range n.Spec.Drivers {
-				if d.Name == localprov.Driver {
+				if d.Name == local.VolumeDriver {
 					return true
 				}
 			}
