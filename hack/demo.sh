@@ -63,9 +63,6 @@ else
   phase "building kip's binaries (make build-demo): about 5 minutes the first time, seconds after; Go's output: $demo/build.log"
   make -s build-demo > "$demo/build.log" 2>&1 ||
     { echo "make build-demo failed; the end of $demo/build.log:" >&2; tail -20 "$demo/build.log" >&2; exit 1; }
-  # kip-cluster prints a line for each cold build, with how long it takes
-  # (test/controlplane/build.go: about 7 minutes for the control plane, the
-  # time issue 32 measured), and the control plane up.
   # kip-demo --resolve downloads the Go modules of what kip-demo builds
   # (CoreDNS, metrics-server, the kubelet node) in the background while
   # kip-cluster up builds the control plane, so that a first run's
@@ -75,6 +72,9 @@ else
   setsid bin/kip-demo --resolve > "$demo/resolve.log" 2>&1 < /dev/null &
   resolver=$!
   trap 'kill -- -"$resolver" 2>/dev/null || true' EXIT
+  # kip-cluster prints a line for each cold build, with how long it takes
+  # (test/controlplane/build.go: about 7 minutes for the control plane, the
+  # time issue 32 measured), and the control plane up.
   phase "starting the control plane (kip-cluster up); its log: $demo/cluster.log"
   : > "$demo/cluster.log"
   # KIP_CLUSTER_FLAGS: more kip-cluster up options (--apiserver-arg FLAG).
@@ -82,6 +82,9 @@ else
   bin/kip-cluster --state "$state" up --log "$demo/cluster.log" ${KIP_CLUSTER_FLAGS:-} >/dev/null ||
     { echo "the control plane did not start; the end of $demo/cluster.log:" >&2; tail -20 "$demo/cluster.log" >&2; exit 1; }
   # What it did not download, kip-demo's builds download themselves.
+  if kill -0 "$resolver" 2>/dev/null; then
+    echo "  still downloading the Go modules of CoreDNS, metrics-server and the kubelet, once; its log: $demo/resolve.log"
+  fi
   wait "$resolver" || echo "kip-demo --resolve failed (kip-demo's builds resolve again); its log: $demo/resolve.log" >&2
   trap - EXIT
   rm -f "$demo/ready"
