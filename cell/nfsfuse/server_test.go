@@ -6,48 +6,23 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	billy "github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	nfs "github.com/willscott/go-nfs"
 	"github.com/willscott/go-nfs/helpers"
 	"golang.org/x/sys/unix"
+
+	"github.com/kipcell/kip/test/nfstest"
 )
 
 // The test server: go-nfs (github.com/willscott/go-nfs) serving a
 // directory, NFS and MOUNT on one port and no portmapper, as the e2e
 // test's nfsserver program does, behind a proxy that records each call's
 // credentials and can cut the connections.
-
-// changeFS adds billy.Change to osfs, so that go-nfs's SETATTR changes
-// mode, owner and times.
-type changeFS struct{ billy.Filesystem }
-
-func (c changeFS) abs(name string) string { return filepath.Join(c.Root(), name) }
-
-func (c changeFS) Chmod(name string, mode os.FileMode) error { return os.Chmod(c.abs(name), mode) }
-func (c changeFS) Lchown(name string, uid, gid int) error    { return os.Lchown(c.abs(name), uid, gid) }
-func (c changeFS) Chown(name string, uid, gid int) error     { return os.Chown(c.abs(name), uid, gid) }
-func (c changeFS) Chtimes(name string, atime, mtime time.Time) error {
-	return os.Chtimes(c.abs(name), atime, mtime)
-}
-
-// Mknod, Mkfifo, Socket and Link make changeFS a go-nfs UnixChange, so
-// that it serves MKNOD.
-func (c changeFS) Mknod(name string, mode, major, minor uint32) error {
-	return unix.Mknod(c.abs(name), mode, int(unix.Mkdev(major, minor)))
-}
-func (c changeFS) Mkfifo(name string, mode uint32) error { return unix.Mkfifo(c.abs(name), mode) }
-func (c changeFS) Socket(name string) error {
-	return unix.Mknod(c.abs(name), unix.S_IFSOCK|0o644, 0)
-}
-func (c changeFS) Link(target, name string) error { return os.Link(c.abs(target), c.abs(name)) }
 
 // exportHandler serves one export path and can refuse every mount.
 type exportHandler struct {
@@ -112,7 +87,7 @@ func newServer(t *testing.T, refuse bool) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsys := changeFS{osfs.New(s.dir)}
+	fsys := nfstest.ChangeFS{Filesystem: osfs.New(s.dir)}
 	h := &exportHandler{
 		Handler: helpers.NewNullAuthHandler(fsys), fs: fsys,
 		dir: s.dir, export: s.export, refuse: refuse,

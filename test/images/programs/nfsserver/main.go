@@ -22,15 +22,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
-	"time"
 
 	billy "github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	nfs "github.com/willscott/go-nfs"
 	"github.com/willscott/go-nfs/helpers"
-	"golang.org/x/sys/unix"
+
+	"github.com/kipcell/kip/test/nfstest"
 )
 
 func main() {
@@ -50,7 +49,7 @@ func run(dir, listen string, log *slog.Logger) error {
 	}
 	// go-nfs logs every lookup of a missing name as an error.
 	nfs.Log.SetLevel(nfs.WarnLevel)
-	fsys := changeFS{osfs.New(dir)}
+	fsys := nfstest.ChangeFS{Filesystem: osfs.New(dir)}
 	h := &handler{Handler: helpers.NewNullAuthHandler(fsys), fs: fsys, log: log}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -85,28 +84,3 @@ func (h *handler) Mount(ctx context.Context, conn net.Conn, req nfs.MountRequest
 	h.log.Info("mount", "client", conn.RemoteAddr().String(), "path", string(req.Dirpath))
 	return h.Handler.Mount(ctx, conn, req)
 }
-
-// changeFS adds billy.Change to osfs, so that SETATTR changes mode, owner
-// and times (osfs alone answers them NFS3ERR_NOTSUPP).
-type changeFS struct{ billy.Filesystem }
-
-func (c changeFS) abs(name string) string { return filepath.Join(c.Root(), name) }
-
-func (c changeFS) Chmod(name string, mode os.FileMode) error { return os.Chmod(c.abs(name), mode) }
-func (c changeFS) Lchown(name string, uid, gid int) error    { return os.Lchown(c.abs(name), uid, gid) }
-func (c changeFS) Chown(name string, uid, gid int) error     { return os.Chown(c.abs(name), uid, gid) }
-func (c changeFS) Chtimes(name string, atime, mtime time.Time) error {
-	return os.Chtimes(c.abs(name), atime, mtime)
-}
-
-// Mknod, Mkfifo, Socket and Link make changeFS a go-nfs UnixChange, so
-// that it serves MKNOD (FIFOs, sockets, device nodes). go-nfs v0.0.3's
-// LINK does not decode RFC 1813's arguments, so hard links fail anyway.
-func (c changeFS) Mknod(name string, mode, major, minor uint32) error {
-	return unix.Mknod(c.abs(name), mode, int(unix.Mkdev(major, minor)))
-}
-func (c changeFS) Mkfifo(name string, mode uint32) error { return unix.Mkfifo(c.abs(name), mode) }
-func (c changeFS) Socket(name string) error {
-	return unix.Mknod(c.abs(name), unix.S_IFSOCK|0o644, 0)
-}
-func (c changeFS) Link(target, name string) error { return os.Link(c.abs(target), c.abs(name)) }
