@@ -73,22 +73,23 @@ func (cs *containerState) restartPolicy(p *corev1.Pod) corev1.RestartPolicy {
 }
 
 // waitForImageVolumes holds the container while an image volume it
-// mounts is not there (waited), waiting with the volume's reason until
-// the pull is tried again; alive is false once ctx has ended.
-func (m *Manager) waitForImageVolumes(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, log *slog.Logger) (waited, alive bool) {
+// mounts is not there (true), waiting with the volume's reason until the
+// pull is tried again or ctx ends.
+func (m *Manager) waitForImageVolumes(ctx context.Context, cs *containerState, c *corev1.Container, d *Desired, log *slog.Logger) bool {
 	reason, msg, event, wait := m.imageVolumesOf(ctx, c, d)
 	if reason == "" {
-		return false, true
+		return false
 	}
 	if ctx.Err() != nil {
-		return true, false
+		return true
 	}
 	log.WarnContext(ctx, "waiting for an image volume", "reason", reason, "message", msg, "retry_in", wait)
 	m.update(func() {
 		cs.status.State = waiting(reason, msg)
 		m.emitLocked(EventWarning, "Failed", cs.name, "Error: %s", event)
 	})
-	return true, sleep(ctx, wait)
+	sleep(ctx, wait)
+	return true
 }
 
 // runContainer runs a container's attempts until it should not restart or
@@ -122,11 +123,8 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 		} else {
 			// The image volumes it mounts first, as the kubelet fails a
 			// container on them before it pulls the container's image.
-			if waited, alive := m.waitForImageVolumes(ctx, cs, c, d, log); waited {
-				if !alive {
-					return false
-				}
-				continue
+			if m.waitForImageVolumes(ctx, cs, c, d, log) {
+				continue // the loop's start ends it once ctx has ended
 			}
 			// Pull (IfNotPresent is cheap once the image is there).
 			if pulled != c.Image {

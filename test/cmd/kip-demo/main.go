@@ -245,9 +245,15 @@ func run(state, dir, bin, ready string, files demoManifests, node nodeOptions) e
 	st.logf("ready")
 	<-ctx.Done()
 
-	// Delete the workload while kip still runs, so that it ends every cell,
-	// and the StatefulSet example's claims while the provisioner runs, so
-	// that it deletes their disks.
+	stopDemo(fw, kubectl, workload, storageClass, add, kip.StateDir)
+	return nil
+}
+
+// stopDemo deletes the workload while kip still runs, so that it ends
+// every cell, and the StatefulSet example's claims while the provisioner
+// runs, so that it deletes their disks; then the add-ons, and waits for
+// the cells to end.
+func stopDemo(fw *framework.Framework, kubectl func(stdin string, args ...string) error, workload, storageClass string, add addons, kipStateDir string) {
 	fmt.Fprintln(os.Stderr, "deleting the workload and waiting for its cells to end")
 	if err := deleteNotes(context.Background(), fw.Client, 90*time.Second); err != nil { // ctx has ended
 		fmt.Fprintln(os.Stderr, err)
@@ -264,13 +270,12 @@ func run(state, dir, bin, ready string, files demoManifests, node nodeOptions) e
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		entries, _ := os.ReadDir(filepath.Join(kip.StateDir, "cells"))
+		entries, _ := os.ReadDir(filepath.Join(kipStateDir, "cells"))
 		if countDirs(entries) == 0 {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return nil
 }
 
 // nodeOptions are what kip-demo changes in kip's configuration.
