@@ -29,7 +29,13 @@ type containerState struct {
 	// sidecar: an init container with restartPolicy Always, which keeps
 	// running beside the app containers.
 	sidecar bool
-	status  corev1.ContainerStatus
+	// ephemeral: an ephemeral container (kubectl debug), started once
+	// and never restarted (ephemeral.go).
+	ephemeral bool
+	// pidNS is the PID namespace an ephemeral container joins, its
+	// target's, found before each start; empty: one of its own.
+	pidNS  string
+	status corev1.ContainerStatus
 	// task is the running attempt, nil between attempts.
 	task runtime.Task
 	// aio is the running attempt's stdio for attach sessions.
@@ -57,12 +63,16 @@ func newContainerState(name, image string, isInit, afterInits bool) *containerSt
 // readiness reports whether the container has a readiness of its own:
 // app containers and sidecars do; a regular init container is Ready only
 // once it succeeded.
-func (cs *containerState) readiness() bool { return !cs.isInit || cs.sidecar }
+func (cs *containerState) readiness() bool { return !cs.ephemeral && (!cs.isInit || cs.sidecar) }
 
 // restartPolicy is the container's: a sidecar's is Always, a regular
 // init container's is the pod's but OnFailure for Always.
 func (cs *containerState) restartPolicy(p *corev1.Pod) corev1.RestartPolicy {
 	switch policy := p.Spec.RestartPolicy; {
+	case cs.ephemeral:
+		// The kubelet never restarts an ephemeral container
+		// (computePodActions starts one only while it has no status).
+		return corev1.RestartPolicyNever
 	case cs.sidecar:
 		return corev1.RestartPolicyAlways
 	case cs.isInit && policy == corev1.RestartPolicyAlways:
@@ -167,6 +177,9 @@ func (m *Manager) runContainer(ctx context.Context, cs *containerState) bool {
 			var sec runtime.Security
 			if err == nil {
 				sec, err = containerSecurity(d.Pod, c, img.Config, d.SeccompDefault)
+			}
+			if err == nil {
+				err = m.findTarget(cs, d)
 			}
 			if err != nil {
 				cfgDly = m.nextDelay(cfgDly)
@@ -332,6 +345,11 @@ func (m *Manager) runAttempt(ctx context.Context, cs *containerState, c *corev1.
 			return
 		}
 		cs.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
+		if cs.ephemeral {
+			// The kubelet's prober sets started only for the pod's
+			// containers and init containers.
+			return
+		}
 		started := c.StartupProbe == nil
 		cs.status.Started = &started
 		cs.status.Ready = cs.readiness() && started && c.ReadinessProbe == nil
@@ -385,8 +403,10 @@ func (m *Manager) awaitAttempt(ctx context.Context, cs *containerState, d *Desir
 		cs.task = nil
 		cs.aio = nil
 		cs.status.Ready = false
-		f := false
-		cs.status.Started = &f
+		if !cs.ephemeral {
+			f := false
+			cs.status.Started = &f
+		}
 		cs.status.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: st.Code, Reason: reason, Message: msg, StartedAt: metav1.NewTime(started),
 			FinishedAt: metav1.NewTime(st.ExitedAt), ContainerID: cs.status.ContainerID,
@@ -587,6 +607,9 @@ func (m *Manager) podName() string {
 func (m *Manager) containerSpec(cs *containerState) (*corev1.Container, *Desired, <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if cs.ephemeral {
+		return ephemeralSpec(m.desired.Pod, cs.name), m.desired, m.specCh
+	}
 	list := m.desired.Pod.Spec.Containers
 	if cs.isInit {
 		list = m.desired.Pod.Spec.InitContainers
@@ -636,6 +659,7 @@ func (m *Manager) containerRuntimeSpec(cs *containerState, c *corev1.Container, 
 		WorkingDir: c.WorkingDir,
 		Hostname:   m.etc.containerHostname(),
 		NetNSPath:  m.NetNS(),
+		PIDNSPath:  m.pidNSOf(cs),
 		Resources:  res,
 	}
 }

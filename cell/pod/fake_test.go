@@ -106,6 +106,7 @@ func (f *fakeRuntime) setPullErr(ref string, err error) {
 func (f *fakeRuntime) Start(_ context.Context, spec runtime.ContainerSpec) (runtime.Task, error) {
 	t := &fakeTask{id: spec.ID, name: spec.Name, rt: f, started: time.Now(), exited: make(chan struct{})}
 	f.mu.Lock()
+	t.pid = uint32(100 + len(f.tasks)) // each its own, as a process's
 	f.started = append(f.started, spec)
 	f.tasks = append(f.tasks, t)
 	onStart := f.onStart
@@ -194,6 +195,7 @@ type fakeTask struct {
 	name    string
 	rt      *fakeRuntime
 	started time.Time
+	pid     uint32
 
 	mu         sync.Mutex
 	exited     chan struct{}
@@ -227,7 +229,7 @@ func (t *fakeTask) removeUnseen() {
 }
 
 func (t *fakeTask) ID() string              { return t.id }
-func (t *fakeTask) Pid() uint32             { return 1 }
+func (t *fakeTask) Pid() uint32             { return max(t.pid, 1) }
 func (t *fakeTask) StartedAt() time.Time    { return t.started }
 func (t *fakeTask) Exited() <-chan struct{} { return t.exited }
 

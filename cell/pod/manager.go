@@ -217,6 +217,15 @@ type Manager struct {
 	startTime *metav1.Time
 	inits     []*containerState
 	apps      []*containerState
+	// ephems are the ephemeral containers, in the order they came
+	// (ephemeral.go).
+	ephems []*containerState
+	// runCtx is the pod's life's context (startWorkersLocked), which the
+	// ephemeral containers run under; nil before.
+	runCtx context.Context
+	// sandboxUp is closed once the pod's network, volumes and disks are
+	// there, before which no ephemeral container starts.
+	sandboxUp chan struct{}
 	initDone  bool
 	initFail  bool
 	// deadline is set once activeDeadlineSeconds passed: the pod is
@@ -260,7 +269,7 @@ func New(cfg Config) *Manager {
 	if now == nil {
 		now = time.Now
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}), probeUnit: time.Second,
+	m := &Manager{cfg: cfg, log: cfg.Logger, now: now, specCh: make(chan struct{}), changed: make(chan struct{}), sandboxUp: make(chan struct{}), probeUnit: time.Second,
 		vols: newVolumes(cfg.VolumesDir, cfg.NoTmpfs, cfg.DiskPathRoot, cfg.NFS, cfg.Logger),
 		etc:  newEtcFiles(etcConfig{dir: cfg.EtcDir, resolvConf: cfg.ResolvConf, hostsFile: cfg.HostsFile, podIP: cfg.PodIP}, cfg.Logger)}
 	m.publishLocked()
@@ -338,6 +347,9 @@ func (m *Manager) accept(ctx context.Context, d Desired) (int64, *Desired, error
 		m.startTime = &t
 		m.startWorkersLocked(ctx)
 	}
+	if !m.deadline && m.evicted == "" {
+		m.startEphemeralsLocked(&dd)
+	}
 	m.publishLocked()
 	m.saveLocked()
 	return d.Generation, &dd, nil
@@ -362,7 +374,7 @@ func (m *Manager) beginLocked(d *Desired) {
 // startWorkersLocked starts the pod's life (run) and its deadline.
 func (m *Manager) startWorkersLocked(ctx context.Context) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancel = cancel
+	m.cancel, m.runCtx = cancel, runCtx
 	m.workers.Add(2)
 	go func() {
 		defer m.workers.Done()
@@ -500,7 +512,7 @@ func (m *Manager) Tasks() map[string]runtime.Task {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]runtime.Task{}
-	for _, cs := range append(append([]*containerState(nil), m.inits...), m.apps...) {
+	for _, cs := range append(m.containersLocked(), m.ephems...) {
 		if cs.task != nil {
 			out[cs.name] = cs.task
 		}
@@ -542,7 +554,7 @@ func (m *Manager) DefaultContainer() string {
 }
 
 func (m *Manager) findLocked(name string) *containerState {
-	for _, cs := range append(append([]*containerState(nil), m.inits...), m.apps...) {
+	for _, cs := range append(m.containersLocked(), m.ephems...) {
 		if cs.name == name {
 			return cs
 		}
@@ -575,6 +587,7 @@ func (m *Manager) run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	close(m.sandboxUp)
 	// Sidecars run until the app containers have ended (or the pod is
 	// deleted); then they are stopped, after the app containers, as by
 	// the kubelet.

@@ -225,6 +225,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	m.desired, m.desiredJSON = d, st.Desired
 	m.useRotation(d)
 	m.beginLocked(d)
+	m.restoreEphemeralsLocked(d, st.Status.EphemeralContainerStatuses)
 	m.startTime, m.initDone, m.initFail, m.deadline, m.evicted = st.StartTime, st.InitDone, st.InitFail, st.Deadline, st.Evicted
 	m.status = st.Status
 	// The earlier agent reported the pod's IP: its network is there (a
@@ -271,6 +272,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	defer m.mu.Unlock()
 	if !m.deadline && m.evicted == "" {
 		m.startWorkersLocked(ctx)
+		m.startEphemeralsLocked(d)
 	}
 	m.publishLocked()
 	m.saveLocked()

@@ -30,6 +30,9 @@ func (m *Manager) computeStatusLocked() corev1.PodStatus {
 	for _, cs := range m.apps {
 		st.ContainerStatuses = append(st.ContainerStatuses, *cs.status.DeepCopy())
 	}
+	for _, cs := range m.ephems {
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, *cs.status.DeepCopy())
+	}
 	st.Phase = m.phaseLocked()
 	if m.deleted && st.Phase != corev1.PodSucceeded && st.Phase != corev1.PodFailed {
 		st.Phase = corev1.PodFailed

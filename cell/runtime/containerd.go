@@ -311,6 +311,9 @@ func (r *Containerd) Start(ctx context.Context, spec ContainerSpec) (Task, error
 	if spec.NetNSPath != "" {
 		specOpts = append(specOpts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: spec.NetNSPath}))
 	}
+	if spec.PIDNSPath != "" {
+		specOpts = append(specOpts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.PIDNamespace, Path: spec.PIDNSPath}))
+	}
 	if l := spec.Resources.MemoryLimitBytes; l > 0 {
 		specOpts = append(specOpts, oci.WithMemoryLimit(uint64(l)))
 	}

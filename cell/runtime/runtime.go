@@ -124,6 +124,11 @@ type ContainerSpec struct {
 	// NetNSPath is the network namespace to join (/proc/…/ns/net,
 	// /var/run/netns/…); empty means a new private one.
 	NetNSPath string
+	// PIDNSPath is the PID namespace to join (/proc/<pid>/ns/pid): an
+	// ephemeral container's target's, as the kubelet's NamespaceMode
+	// TARGET, so that the debugger sees the target's processes. Empty
+	// means a new one of its own.
+	PIDNSPath string
 	Resources Resources
 	// Mounts are bind mounts into the container, in order (volumes).
 	Mounts []Mount
