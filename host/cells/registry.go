@@ -3,7 +3,6 @@ package cells
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,7 +61,7 @@ func (r *registryCreds) add(ctx context.Context, pod *corev1.Pod, have []cellapi
 	for _, c := range have {
 		covered[c.Server] = true
 	}
-	for _, ctr := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+	for _, ctr := range allContainers(pod) {
 		host := registryHost(ctr.Image)
 		if host == "" || covered[host] {
 			continue

@@ -390,6 +390,11 @@ func containerFieldPath(pod *corev1.Pod, name string) string {
 			return "spec.initContainers{" + name + "}"
 		}
 	}
+	for _, ctr := range pod.Spec.EphemeralContainers {
+		if ctr.Name == name {
+			return "spec.ephemeralContainers{" + name + "}"
+		}
+	}
 	return "spec.containers{" + name + "}"
 }
 

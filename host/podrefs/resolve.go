@@ -109,6 +109,18 @@ func ResolveEncoded(ctx context.Context, src Source, cluster Cluster, pod *corev
 		}
 		req.Env[all[i].Name] = env
 	}
+	// Ephemeral containers (kubectl debug) get the environment the
+	// kubelet gives them, the service variables too. One whose variables
+	// cannot be resolved must not stop the running pod's update: it gets
+	// the literal values of its spec (the agent's fallback).
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		env, err := r.env(c)
+		if err != nil {
+			continue
+		}
+		req.Env[c.Name] = env
+	}
 	for i := range pod.Spec.Volumes {
 		files, err := r.volume(&pod.Spec.Volumes[i])
 		if err != nil {
