@@ -103,41 +103,10 @@ func (a admission) admit(pod *corev1.Pod) (reason, message string, ok bool) {
 		reasons, messages = append(reasons, r), append(messages, fmt.Sprintf(format, args...))
 	}
 	if !a.allowPrivileged {
-		eachContainer(pod, func(_ string, c *corev1.Container) {
-			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
-				refuse(ReasonPrivilegedForbidden,
-					"container %q is privileged, and this node does not run privileged containers (kip's cells.allowPrivileged is false)", c.Name)
-			}
-		})
+		eachContainer(pod, func(_ string, c *corev1.Container) { a.admitPrivileged(c, refuse) })
 	}
 	a.admitHost(pod, refuse)
-	eachContainer(pod, func(field string, c *corev1.Container) {
-		if !a.allowProbeHosts {
-			for _, h := range probeHosts(field, c) {
-				refuse(ReasonProbeHostForbidden,
-					"container %q sends a probe or hook to host %q (%s), and the cell's agent, which sends it, reaches what the pod does not, such as the instance's metadata; without a host it goes to the pod's own address (kip's cells.allowProbeHosts is false)",
-					c.Name, h.host, h.field)
-			}
-		}
-		sc := c.SecurityContext
-		if sc == nil {
-			return
-		}
-		if sc.Capabilities != nil {
-			for _, add := range sc.Capabilities.Add {
-				if !a.capabilities[capabilityName(string(add))] {
-					refuse(ReasonCapabilityForbidden,
-						"container %q adds capability %s (%s.securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list",
-						c.Name, add, field)
-				}
-			}
-		}
-		if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
-			refuse(ReasonProcMountForbidden,
-				"container %q asks for procMount Unmasked (%s.securityContext.procMount), which needs hostUsers: false, and kip cells do not run pods in user namespaces: the container would see the cell's /proc and /sys unmasked",
-				c.Name, field)
-		}
-	})
+	eachContainer(pod, func(field string, c *corev1.Container) { a.admitContainer(field, c, refuse) })
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		for _, s := range sc.Sysctls {
 			if err := a.validateSysctl(s.Name, pod.Spec.HostNetwork, pod.Spec.HostIPC); err != nil {
@@ -149,6 +118,46 @@ func (a admission) admit(pod *corev1.Pod) (reason, message string, ok bool) {
 		return "", "", true
 	}
 	return reasons[0], strings.Join(messages, "; "), false
+}
+
+// admitPrivileged refuses a privileged container unless
+// cells.allowPrivileged.
+func (a admission) admitPrivileged(c *corev1.Container, refuse func(reason, format string, args ...any)) {
+	if !a.allowPrivileged && c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+		refuse(ReasonPrivilegedForbidden,
+			"container %q is privileged, and this node does not run privileged containers (kip's cells.allowPrivileged is false)", c.Name)
+	}
+}
+
+// admitContainer refuses what container c, at field, asks that the node
+// does not give (but privileged: admitPrivileged): probe hosts, added
+// capabilities, procMount Unmasked.
+func (a admission) admitContainer(field string, c *corev1.Container, refuse func(reason, format string, args ...any)) {
+	if !a.allowProbeHosts {
+		for _, h := range probeHosts(field, c) {
+			refuse(ReasonProbeHostForbidden,
+				"container %q sends a probe or hook to host %q (%s), and the cell's agent, which sends it, reaches what the pod does not, such as the instance's metadata; without a host it goes to the pod's own address (kip's cells.allowProbeHosts is false)",
+				c.Name, h.host, h.field)
+		}
+	}
+	sc := c.SecurityContext
+	if sc == nil {
+		return
+	}
+	if sc.Capabilities != nil {
+		for _, add := range sc.Capabilities.Add {
+			if !a.capabilities[capabilityName(string(add))] {
+				refuse(ReasonCapabilityForbidden,
+					"container %q adds capability %s (%s.securityContext.capabilities.add), which Pod Security's baseline level does not allow and kip's cells.allowedCapabilities does not list",
+					c.Name, add, field)
+			}
+		}
+	}
+	if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
+		refuse(ReasonProcMountForbidden,
+			"container %q asks for procMount Unmasked (%s.securityContext.procMount), which needs hostUsers: false, and kip cells do not run pods in user namespaces: the container would see the cell's /proc and /sys unmasked",
+			c.Name, field)
+	}
 }
 
 // admitHost refuses what would give pod the instance's namespaces, files

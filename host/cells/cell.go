@@ -163,8 +163,11 @@ type cell struct {
 	desired    *corev1.Pod
 	generation int64
 	status     corev1.PodStatus
-	instance   *pluginapi.Instance
-	agent      *cellclient.Agent
+	// refusedEphemeral are the ephemeral containers the node does not
+	// run (ephemeral.go), by name, with when they were refused.
+	refusedEphemeral map[string]refusedContainer
+	instance         *pluginapi.Instance
+	agent            *cellclient.Agent
 	// disks are the pod's disks (disks.go), resolved before every launch
 	// (placeDisks), and at attach for an adopted cell, which this process
 	// never placed; attached is what the agent gets of them once they are
@@ -376,6 +379,7 @@ func (c *cell) podWithStatus() *corev1.Pod {
 	defer c.mu.Unlock()
 	pod := c.desired.DeepCopy()
 	pod.Status = *c.status.DeepCopy()
+	c.addRefusedEphemeralLocked(pod)
 	if c.d.pods != nil {
 		if api, err := c.d.pods.Pods(pod.Namespace).Get(pod.Name); err == nil && api.UID == pod.UID {
 			mergeConditions(&pod.Status, api)

@@ -79,6 +79,8 @@ type fakeAgent struct {
 	env map[string][]cellapi.EnvVar
 	// disks are the disks of the last ApplyPod.
 	disks map[string]cellapi.Disk
+	// podJSON is the pod of the last ApplyPod.
+	podJSON []byte
 }
 
 func (a *fakeAgent) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64, error) {
@@ -91,6 +93,7 @@ func (a *fakeAgent) ApplyPod(_ context.Context, req *cellapi.PodRequest) (int64,
 	a.applied = append(a.applied, req.Generation)
 	a.env = req.Env
 	a.disks = req.Disks
+	a.podJSON = req.PodJSON
 	a.creds = req.RegistryCredentials
 	a.podAddress = req.PodAddress
 	a.seccompDefault = req.SeccompDefault

@@ -161,6 +161,9 @@ func (c *cell) applyLoop(ctx context.Context, agent *cellclient.Agent, addrs add
 		pod, gen := c.desired.DeepCopy(), c.generation
 		info := c.instance
 		c.mu.Unlock()
+		// The agent never hears of an ephemeral container the node
+		// does not run.
+		pod = c.withoutRefusedEphemeral(pod)
 		cellInfo := podrefs.Cell{PodIP: addrs.podIP(pod), HostIP: addrs.agent}
 		if info != nil {
 			cellInfo.MilliCPU, cellInfo.MemoryBytes = c.d.placement.sizeOf(ctx, info.InstanceType)
