@@ -19,6 +19,11 @@
 //   - a later generation that changes a container's image restarts that
 //     container with the new image.
 //
+// Ephemeral containers (kubectl debug), added by a later generation, are
+// started once each and never restarted, in the pod's network namespace
+// and, with targetContainerName, in the target's PID namespace; they
+// are reported in ephemeralContainerStatuses (ephemeral.go).
+//
 // Status is the core/v1 PodStatus the kubelet would report: phase, the
 // Initialized, ContainersReady and Ready conditions (PodScheduled is the
 // host's), container statuses with state, last state, restart count, ready,

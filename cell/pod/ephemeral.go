@@ -27,10 +27,9 @@ import (
 //     it by name;
 //   - it does not count for the pod's phase or conditions.
 //
-// A restarted agent (Restore) does not take over an ephemeral container
-// that ran: it is reported as the earlier agent last did, Terminated with
-// reason ContainerStatusUnknown when it was running, and not started
-// again.
+// A restarted agent (Restore) takes over an ephemeral container that
+// runs, as it does the pod's containers, keeps the status of one that
+// ended, and starts none again.
 
 // ephemeralSpec is the ephemeral container name of p as a Container (the
 // kubelet's own conversion: the two share their fields), nil when p has
@@ -127,29 +126,35 @@ func (m *Manager) pidNSOf(cs *containerState) string {
 	return cs.pidNS
 }
 
-// restoreEphemeralsLocked gives the manager the ephemeral containers an
-// earlier agent started, as it last reported them, so that none starts
-// again: one that was running is lost to this agent
-// (ContainerStatusUnknown, as the kubelet reports a container it lost).
-// Those it had not started yet start with the next Apply, or below.
-func (m *Manager) restoreEphemeralsLocked(d *Desired, saved []corev1.ContainerStatus) {
+// restoreEphemeralsLocked gives the manager the ephemeral containers of
+// d an earlier agent started (saved), so that none starts again: Restore
+// takes over one that runs, as it does the pod's containers, and keeps
+// the status of one that ended. One not started yet is left to
+// startEphemeralsLocked.
+func (m *Manager) restoreEphemeralsLocked(d *Desired, saved []savedContainer) {
 	for _, ec := range d.Pod.Spec.EphemeralContainers {
-		cs := newContainerState(ec.Name, ec.Image, false, false)
-		cs.ephemeral = true
-		for _, s := range saved {
-			if s.Name == ec.Name {
-				cs.status = s
+		for _, sc := range saved {
+			if sc.Ephemeral && sc.Name == ec.Name && (sc.Attempts > 0 || sc.TaskID != "") {
+				cs := newContainerState(ec.Name, ec.Image, false, false)
+				cs.ephemeral = true
+				m.ephems = append(m.ephems, cs)
 			}
 		}
-		if cs.status.ContainerID == "" {
-			continue // never started: Apply starts it (startEphemeralsLocked)
+	}
+}
+
+// resumeEphemeralsLocked carries on with the ephemeral containers Restore
+// took over running (their exit is still to be reported); those that had
+// ended are done.
+func (m *Manager) resumeEphemeralsLocked() {
+	for _, cs := range m.ephems {
+		if cs.resumed == nil || cs.resumed.ended != nil {
+			continue
 		}
-		if cs.status.State.Terminated == nil {
-			cs.status.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 137, Reason: "ContainerStatusUnknown", ContainerID: cs.status.ContainerID,
-				Message: "The container could not be located when the pod was terminated",
-			}}
-		}
-		m.ephems = append(m.ephems, cs)
+		m.workers.Add(1)
+		go func() {
+			defer m.workers.Done()
+			m.runEphemeral(m.runCtx, cs)
+		}()
 	}
 }

@@ -155,3 +155,43 @@ func TestEphemeralContainerWaitsForItsTarget(t *testing.T) {
 	}
 	deletePod(t, m, time.Second)
 }
+
+// TestEphemeralContainerAfterAgentRestart: a restarted agent takes over
+// a running ephemeral container, as it does the pod's containers, and
+// never starts it again, before or after it exits.
+func TestEphemeralContainerAfterAgentRestart(t *testing.T) {
+	dir := t.TempDir()
+	rt := newFakeRuntime()
+	p := testPod(corev1.RestartPolicyAlways, "main")
+	first := newAgentManager(t, rt, dir)
+	apply(t, first, 1, p)
+	waitStatus(t, first, "Running", readyApp)
+	apply(t, first, 2, debugged(p, "main"))
+	waitStatus(t, first, "the debugger Running", func(s corev1.PodStatus) bool {
+		e := ephemeralStatus(s)
+		return e != nil && e.State.Running != nil
+	})
+
+	second := newAgentManager(t, rt, dir)
+	if !restore(t, second, "uid-1") {
+		t.Fatal("Restore found nothing to resume")
+	}
+	st := waitStatus(t, second, "Running", readyApp)
+	if e := ephemeralStatus(st); e == nil || e.State.Running == nil || e.ContainerID != "containerd://debugger-0" {
+		t.Errorf("debugger after the restart = %+v, want debugger-0 Running", e)
+	}
+	if _, err := second.Attach("debugger", true, false); err != nil {
+		t.Errorf("Attach(debugger) after the restart: %v", err)
+	}
+	apply(t, second, 3, debugged(p, "main"))
+	rt.task("debugger-0", true).exit(0)
+	waitStatus(t, second, "the debugger Completed", func(s corev1.PodStatus) bool {
+		e := ephemeralStatus(s)
+		return e != nil && e.State.Terminated != nil && e.State.Terminated.Reason == "Completed"
+	})
+	time.Sleep(5 * testBackoff.Max)
+	if n := len(specNamed(rt, "debugger")); n != 1 {
+		t.Errorf("debugger started %d times, want once", n)
+	}
+	deletePod(t, second, time.Second)
+}

@@ -78,10 +78,12 @@ type savedDesired struct {
 
 // savedContainer is what a container's status does not say.
 type savedContainer struct {
-	Name      string `json:"name"`
-	Init      bool   `json:"init,omitempty"`
-	Attempts  int    `json:"attempts"`
-	Succeeded bool   `json:"succeeded,omitempty"`
+	Name string `json:"name"`
+	Init bool   `json:"init,omitempty"`
+	// Ephemeral: an ephemeral container (ephemeral.go).
+	Ephemeral bool `json:"ephemeral,omitempty"`
+	Attempts  int  `json:"attempts"`
+	Succeeded bool `json:"succeeded,omitempty"`
 	// TaskID is the running attempt's container ID, empty between
 	// attempts; StartedAt is when it started.
 	TaskID    string    `json:"taskID,omitempty"`
@@ -110,8 +112,8 @@ func (m *Manager) saveLocked() {
 	}
 	st := savedState{Version: stateVersion, Desired: m.desiredJSON, StartTime: m.startTime,
 		InitDone: m.initDone, InitFail: m.initFail, Deadline: m.deadline, Evicted: m.evicted, Status: m.status}
-	for _, cs := range m.containersLocked() {
-		sc := savedContainer{Name: cs.name, Init: cs.isInit, Attempts: cs.attempts, Succeeded: cs.succeeded}
+	for _, cs := range append(m.containersLocked(), m.ephems...) {
+		sc := savedContainer{Name: cs.name, Init: cs.isInit, Ephemeral: cs.ephemeral, Attempts: cs.attempts, Succeeded: cs.succeeded}
 		if cs.task != nil {
 			sc.TaskID, sc.StartedAt = cs.task.ID(), cs.task.StartedAt()
 		}
@@ -225,7 +227,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	m.desired, m.desiredJSON = d, st.Desired
 	m.useRotation(d)
 	m.beginLocked(d)
-	m.restoreEphemeralsLocked(d, st.Status.EphemeralContainerStatuses)
+	m.restoreEphemeralsLocked(d, st.Containers)
 	m.startTime, m.initDone, m.initFail, m.deadline, m.evicted = st.StartTime, st.InitDone, st.InitFail, st.Deadline, st.Evicted
 	m.status = st.Status
 	// The earlier agent reported the pod's IP: its network is there (a
@@ -242,8 +244,13 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	for _, s := range st.Status.ContainerStatuses {
 		statuses[containerKey(false, s.Name)] = s
 	}
+	// An ephemeral container's name is the pod's alone (the API server
+	// makes all names in a pod unique): its key is an app container's.
+	for _, s := range st.Status.EphemeralContainerStatuses {
+		statuses[containerKey(false, s.Name)] = s
+	}
 	var running []*containerState
-	for _, cs := range m.containersLocked() {
+	for _, cs := range append(m.containersLocked(), m.ephems...) {
 		key := containerKey(cs.isInit, cs.name)
 		if s, ok := statuses[key]; ok {
 			cs.status = s
@@ -272,6 +279,7 @@ func (m *Manager) Restore(ctx context.Context, podUID string) (bool, error) {
 	defer m.mu.Unlock()
 	if !m.deadline && m.evicted == "" {
 		m.startWorkersLocked(ctx)
+		m.resumeEphemeralsLocked()
 		m.startEphemeralsLocked(d)
 	}
 	m.publishLocked()
