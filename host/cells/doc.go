@@ -179,6 +179,11 @@
 // Each message names the field. An adopted cell was admitted by the kip
 // that launched it.
 //
+// An ephemeral container (kubectl debug) comes to a running pod; the
+// container rules above apply to it (ephemeral.go): one that breaks one
+// never reaches the agent and is reported Terminated (exit code 128) with
+// the rule's reason and message and a Warning event; the pod runs on.
+//
 // # Layout
 //
 // The Manager (manager.go) only wires small types, each in its own file,
