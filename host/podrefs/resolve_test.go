@@ -262,3 +262,28 @@ func TestResolvePullCredentials(t *testing.T) {
 		t.Errorf("credentials = %v", creds)
 	}
 }
+
+// TestResolveEphemeralContainerEnv: an ephemeral container (kubectl
+// debug) gets its environment resolved as the pod's containers do; one
+// whose references are missing does not fail the running pod's update.
+func TestResolveEphemeralContainerEnv(t *testing.T) {
+	pod := basePod()
+	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{
+		{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Env: []corev1.EnvVar{
+			{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		}}},
+		{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "broken", Env: []corev1.EnvVar{
+			{Name: "S", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Key: "k"}}},
+		}}},
+	}
+	req, err := Resolve(t.Context(), newSource(), Cluster{}, pod, cell, nil)
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if diff := cmp.Diff([]cellapi.EnvVar{{Name: "POD", Value: "web"}}, req.Env["debugger"]); diff != "" {
+		t.Errorf("debugger env (-want +got):\n%s", diff)
+	}
+	if env, ok := req.Env["broken"]; ok {
+		t.Errorf("broken env = %v, want none (the agent's literal values)", env)
+	}
+}
