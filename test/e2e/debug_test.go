@@ -31,8 +31,11 @@ func ephemeral(p *corev1.Pod, name string) *corev1.ContainerStatus {
 // target's PID namespace (ps shows the target's processes, in kubectl logs
 // and kubectl exec), its status shows Running in
 // ephemeralContainerStatuses, its events name it, kubectl debug -i
-// attaches to another one; one asking for what kip's admission refuses
-// (the sysadmin profile: privileged) never runs, and the pod runs on.
+// attaches to another one. Those run with --profile=baseline: kubectl's
+// default profile (general) adds SYS_PTRACE, which kip's admission
+// refuses as Pod Security's baseline level does (unless
+// cells.allowedCapabilities lists it); such a one never runs, nor does a
+// privileged one (the sysadmin profile), and the pod runs on.
 func TestKubectlDebug(t *testing.T) {
 	kipLogOnFailure(t)
 	ns := f.Namespace(t)
@@ -41,7 +44,7 @@ func TestKubectlDebug(t *testing.T) {
 
 	// The target's command line, which only its PID namespace shows.
 	const targetCmd = "while true; do sleep 1; done"
-	out, code := kubectl(t, "debug", "-n", ns, "dbg", "--image="+cells.Images.Busybox.Ref, "--target=main", "-c", "debugger",
+	out, code := kubectl(t, "debug", "-n", ns, "dbg", "--image="+cells.Images.Busybox.Ref, "--profile=baseline", "--target=main", "-c", "debugger",
 		"--", "sh", "-c", "ps; sleep 1000")
 	if code != 0 {
 		t.Fatalf("kubectl debug: exit %d: %s", code, out)
@@ -82,7 +85,7 @@ func TestKubectlDebug(t *testing.T) {
 	// kubectl debug -i waits for the container and attaches to it: what
 	// is typed reaches its cat, whose echo comes back.
 	attach := exec.Command(filepath.Join(f.Cluster.BinDir, "kubectl"), "--kubeconfig", f.Cluster.Kubeconfig,
-		"debug", "-i", "-n", ns, "dbg", "--image="+cells.Images.Busybox.Ref, "--target=main", "-c", "typist", "--", "cat")
+		"debug", "-i", "-n", ns, "dbg", "--image="+cells.Images.Busybox.Ref, "--profile=baseline", "--target=main", "-c", "typist", "--", "cat")
 	stdin, err := attach.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -104,21 +107,28 @@ func TestKubectlDebug(t *testing.T) {
 		return strings.Contains(attached.String(), "typed into debug"), nil
 	})
 
-	// The sysadmin profile asks for a privileged container, which kip's
-	// cells do not run (cells.allowPrivileged is false): refused, not run.
-	out, code = kubectl(t, "debug", "-n", ns, "dbg", "--image="+cells.Images.Busybox.Ref, "--profile=sysadmin", "-c", "root",
-		"--", "sleep", "1000")
-	if code != 0 {
-		t.Fatalf("kubectl debug --profile=sysadmin: exit %d: %s", code, out)
-	}
-	p = f.WaitForPods(t, ns, "app=dbg", 1, 60*time.Second, "the privileged one refused", func(p *corev1.Pod) bool {
-		s := ephemeral(p, "root")
-		return s != nil && s.State.Terminated != nil
-	})[0]
-	if term := ephemeral(&p, "root").State.Terminated; term.Reason != "PrivilegedForbidden" || term.ExitCode != 128 {
-		t.Errorf("the privileged ephemeral container: %+v, want Terminated 128 PrivilegedForbidden", term)
+	// The general profile (kubectl's default) adds SYS_PTRACE, the
+	// sysadmin profile asks for a privileged container: kip's cells run
+	// neither (cells.allowedCapabilities and cells.allowPrivileged as by
+	// default). Refused, not run.
+	for _, tt := range []struct{ profile, name, reason string }{
+		{"general", "tracer", "CapabilityForbidden"},
+		{"sysadmin", "root", "PrivilegedForbidden"},
+	} {
+		out, code = kubectl(t, "debug", "-n", ns, "dbg", "--image="+cells.Images.Busybox.Ref, "--profile="+tt.profile, "--target=main", "-c", tt.name,
+			"--", "sleep", "1000")
+		if code != 0 {
+			t.Fatalf("kubectl debug --profile=%s: exit %d: %s", tt.profile, code, out)
+		}
+		p = f.WaitForPods(t, ns, "app=dbg", 1, 60*time.Second, "the "+tt.profile+" one refused", func(p *corev1.Pod) bool {
+			s := ephemeral(p, tt.name)
+			return s != nil && s.State.Terminated != nil
+		})[0]
+		if term := ephemeral(&p, tt.name).State.Terminated; term.Reason != tt.reason || term.ExitCode != 128 {
+			t.Errorf("the %s profile's ephemeral container: %+v, want Terminated 128 %s", tt.profile, term, tt.reason)
+		}
 	}
 	if s := ephemeral(&p, "debugger"); p.Status.Phase != corev1.PodRunning || s == nil || s.State.Running == nil {
-		t.Errorf("after the refusal: phase %s, debugger %+v; want both running on", p.Status.Phase, s)
+		t.Errorf("after the refusals: phase %s, debugger %+v; want both running on", p.Status.Phase, s)
 	}
 }

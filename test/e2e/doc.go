@@ -107,7 +107,7 @@
 //	TestVolumesFollowTheirObjects                 local          volumes refreshed by kip
 //	TestImageVolume                               local          image volumes pulled and mounted read-only by the agent; a missing image's events and waiting reason
 //	TestReferencesEventsAndAttach                 local          references, events and attach through kip
-//	TestKubectlDebug                              local          kubectl debug: ephemeral containers in the target's PID namespace, their status, logs, exec, attach and events in the agent; a privileged one refused by kip
+//	TestKubectlDebug                              local          kubectl debug: ephemeral containers in the target's PID namespace, their status, logs, exec, attach and events in the agent; kubectl's default profile (SYS_PTRACE) and a privileged one refused by kip
 //	TestStatefulSetKeepsItsData                   all            a StatefulSet's disks attached through the plugin, formatted and mounted by the agent, detached and attached again to a pod's new cell
 //	TestBlockVolumeAndRefusedDisks                all            a Block disk as a device through the plugin; a disk in use elsewhere and one in another zone (the plugin's wrong-zone), each with its event
 //	TestNFSVolumes                                local          NFS shares the agent mounts (inline, and a claim of spec.nfs), from a server pod; a server only the instance reaches refused before launch
