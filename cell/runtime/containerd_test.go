@@ -102,6 +102,46 @@ func TestContainerd(t *testing.T) {
 		}
 	})
 
+	// An ephemeral container with a target (kubectl debug --target) joins
+	// the target's PID namespace: its ps shows the target's process, as
+	// PID 1; without PIDNSPath it sees only its own.
+	t.Run("joins another container's PID namespace", func(t *testing.T) {
+		target, err := rt.Start(ctx, runtime.ContainerSpec{
+			ID: "target-0", Name: "target", Image: img, NetNSPath: netns.Path, Args: []string{"sleep", "4242"},
+		})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		defer func() { _ = target.Delete(ctx) }()
+		for _, tt := range []struct {
+			name, pidns string
+			want        bool
+		}{
+			{"debugger", "/proc/" + strconv.Itoa(int(target.Pid())) + "/ns/pid", true},
+			{"loner", "", false},
+		} {
+			var out syncbuf.Buffer
+			task, err := rt.Start(ctx, runtime.ContainerSpec{
+				ID: tt.name + "-0", Name: tt.name, Image: img, NetNSPath: netns.Path, PIDNSPath: tt.pidns,
+				Args: []string{"ps", "-o", "pid,args"}, Stdout: &out, Stderr: &out,
+			})
+			if err != nil {
+				t.Fatalf("Start %s: %v", tt.name, err)
+			}
+			waitExited(t, task, 20*time.Second, tt.name+" did not exit")
+			_ = task.Delete(ctx)
+			got := false
+			for _, l := range strings.Split(out.String(), "\n") {
+				if f := strings.Fields(l); len(f) == 3 && f[0] == "1" && f[1] == "sleep" && f[2] == "4242" {
+					got = true
+				}
+			}
+			if got != tt.want {
+				t.Errorf("%s (PID namespace %q) sees the target's sleep as PID 1: %v, want %v; ps:\n%s", tt.name, tt.pidns, got, tt.want, out.String())
+			}
+		}
+	})
+
 	t.Run("exec, TTY, stdin and stop", func(t *testing.T) {
 		task, err := rt.Start(ctx, runtime.ContainerSpec{
 			ID: "sleeper-0", Name: "sleeper", Image: img, NetNSPath: netns.Path,
