@@ -85,3 +85,20 @@ func TestEphemeralContainerAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerFieldPath: the kubelet's field paths (fieldPath in
+// pkg/kubelet/container/ref.go), on which a container's events are.
+func TestContainerFieldPath(t *testing.T) {
+	pod := newPod("web", "uid-1")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "setup"}}
+	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger"}}}
+	for name, want := range map[string]string{
+		"main":     "spec.containers{main}",
+		"setup":    "spec.initContainers{setup}",
+		"debugger": "spec.ephemeralContainers{debugger}",
+	} {
+		if got := containerFieldPath(pod, name); got != want {
+			t.Errorf("containerFieldPath(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
