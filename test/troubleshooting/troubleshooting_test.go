@@ -37,6 +37,11 @@ var traced = map[string]string{
 	// containers that mount it: reasonErrImagePull or the reason pull.go
 	// gave (cell/pod/imagevolumes.go, pull.go).
 	"cell/pod.ensureImageVolume: v.reason": "cell/pod/imagevolumes.go",
+	// An ephemeral container kip's admission refuses: the reason of
+	// admitEphemeral, one of the Reason…Forbidden of host/cells/admit.go,
+	// kept in refusedContainer.reason for its event and its status.
+	"host/cells.withoutRefusedEphemeral: rc[i].reason": "host/cells/admit.go",
+	"host/cells.addRefusedEphemeralLocked: r.reason":   "host/cells/admit.go",
 }
 
 // dependencies are the reasons that a module kip runs posts on kip's
