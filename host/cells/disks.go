@@ -84,13 +84,11 @@ func (c *cell) resolveDisks(ctx context.Context, pod *corev1.Pod) ([]volumes.Dis
 	if err != nil {
 		return nil, fmt.Errorf("reading the plugin's volume drivers: %w", err)
 	}
-	disks, err := volumes.Resolve(ctx, c.d.volumeSource, pod, drivers)
+	disks, shares, err := volumes.ResolveAll(ctx, c.d.volumeSource, pod, drivers)
 	if err != nil {
 		return nil, fmt.Errorf("resolving the pod's volumes: %w", err)
 	}
-	if err := c.resolveShares(ctx, pod); err != nil {
-		return nil, err
-	}
+	c.keepShares(shares)
 	return disks, nil
 }
 

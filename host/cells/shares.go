@@ -1,27 +1,18 @@
 package cells
 
 import (
-	"context"
-	"fmt"
-
-	corev1 "k8s.io/api/core/v1"
-
 	cellapi "github.com/kipcell/kip/cell/api"
 	"github.com/kipcell/kip/host/volumes"
 )
 
 // This file gives the agent the pod's NFS shares of its claims (a PV of
 // spec.nfs or of an NFS CSI driver): nothing is attached, the agent
-// mounts them itself. They are resolved with the disks (resolveDisks),
-// so a claim not bound keeps the pod Pending with the same event.
+// mounts them itself. They are resolved with the disks, each claim read
+// once (resolveDisks: volumes.ResolveAll), so a claim not bound keeps the
+// pod Pending with the same event.
 
-// resolveShares resolves the NFS shares of the pod's claims and keeps
-// them for the agent. A *volumes.Error says which cannot be had.
-func (c *cell) resolveShares(ctx context.Context, pod *corev1.Pod) error {
-	shares, err := volumes.ResolveShares(ctx, c.d.volumeSource, pod)
-	if err != nil {
-		return fmt.Errorf("resolving the pod's NFS shares: %w", err)
-	}
+// keepShares keeps the NFS shares of the pod's claims for the agent.
+func (c *cell) keepShares(shares []volumes.Share) {
 	var m map[string]cellapi.Share
 	for _, s := range shares {
 		if m == nil {
@@ -32,7 +23,6 @@ func (c *cell) resolveShares(ctx context.Context, pod *corev1.Pod) error {
 	c.mu.Lock()
 	c.shares = m
 	c.mu.Unlock()
-	return nil
 }
 
 // cellShares is what the agent gets of the pod's NFS shares.

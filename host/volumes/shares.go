@@ -1,7 +1,6 @@
 package volumes
 
 import (
-	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -12,7 +11,7 @@ import (
 
 // Share is one pod volume that is an NFS share: a claim bound to a PV of
 // spec.nfs or of an NFS CSI driver, which the cell's agent mounts itself
-// (nothing is attached).
+// (nothing is attached). ResolveAll answers them.
 type Share struct {
 	// Volume is the pod's volume name; Claim and PV its claim and volume.
 	Volume, Claim, PV string
@@ -50,42 +49,16 @@ func isShare(pv *corev1.PersistentVolume) bool {
 	return csi != nil && slices.Contains([]string{DriverNFS, DriverFilestore, DriverAzureFile, DriverEFS}, csi.Driver)
 }
 
-// ResolveShares answers the NFS shares of pod's claim volumes, in the
-// pod's order; its errors are Resolve's. Inline nfs volumes are not
-// among them: the agent reads those from the pod.
-func ResolveShares(ctx context.Context, src Source, pod *corev1.Pod) ([]Share, error) {
-	var shares []Share
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		r := resolver{src: src, pod: pod, vol: v, field: fmt.Sprintf("spec.volumes[%d]", i)}
-		var (
-			name, field         string
-			readOnly, ephemeral bool
-		)
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			name, readOnly, field = v.PersistentVolumeClaim.ClaimName, v.PersistentVolumeClaim.ReadOnly, ".persistentVolumeClaim.claimName"
-		case v.Ephemeral != nil:
-			name, ephemeral, field = pod.Name+"-"+v.Name, true, ".ephemeral"
-		default:
-			continue
-		}
-		pv, err := r.boundPV(ctx, name, ephemeral, field)
-		if err != nil {
-			return nil, err
-		}
-		if !isShare(pv) {
-			continue
-		}
-		sh, err := translateShare(pv)
-		if err != nil {
-			return nil, r.fail(field, UnsupportedVolume, "PersistentVolume %q: %v", pv.Name, err)
-		}
-		sh.Volume, sh.Claim, sh.PV = v.Name, name, pv.Name
-		sh.ReadOnly = sh.ReadOnly || readOnly
-		shares = append(shares, sh)
+// share keeps the NFS share of the claim name bound to pv.
+func (r resolver) share(pv *corev1.PersistentVolume, claim string, readOnly bool, field string) error {
+	sh, err := translateShare(pv)
+	if err != nil {
+		return r.fail(field, UnsupportedVolume, "PersistentVolume %q: %v", pv.Name, err)
 	}
-	return shares, nil
+	sh.Volume, sh.Claim, sh.PV = r.vol.Name, claim, pv.Name
+	sh.ReadOnly = sh.ReadOnly || readOnly
+	*r.shares = append(*r.shares, sh)
+	return nil
 }
 
 // translateShare reads the server and path of an NFS PV as its driver's

@@ -17,7 +17,7 @@ func csiShare(driver, handle string, attrs map[string]string) func(*corev1.Persi
 	return withSource(corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle, VolumeAttributes: attrs}})
 }
 
-// TestResolveShares: claims bound to NFS PVs become shares (and no disk);
+// TestResolveShares: ResolveAll's shares: claims bound to NFS PVs become shares (and no disk);
 // the NFS CSI drivers' attributes are read as their node plugins read
 // them; what a cell cannot mount is refused naming the field.
 func TestResolveShares(t *testing.T) {
@@ -128,26 +128,25 @@ func runShares(t *testing.T, tests []shareCase) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := NewSource(fake.NewClientset(tt.objs...))
-			got, err := ResolveShares(t.Context(), src, tt.pod)
+			disks, got, err := ResolveAll(t.Context(), src, tt.pod, allDrivers)
 			if tt.wantErr == nil {
 				if err != nil {
-					t.Fatalf("ResolveShares: %v", err)
+					t.Fatalf("ResolveAll: %v", err)
 				}
 				if diff := cmp.Diff(tt.want, got); diff != "" {
-					t.Errorf("ResolveShares (-want +got):\n%s", diff)
+					t.Errorf("ResolveAll's shares (-want +got):\n%s", diff)
 				}
-				disks, err := Resolve(t.Context(), src, tt.pod, allDrivers)
-				if err != nil || (len(tt.want) > 0 && len(disks) > 0) {
-					t.Errorf("Resolve = %v, %v; want no disk for a share", disks, err)
+				if len(tt.want) > 0 && len(disks) > 0 {
+					t.Errorf("ResolveAll's disks = %v; want no disk for a share", disks)
 				}
 				return
 			}
 			var e *Error
 			if !errors.As(err, &e) {
-				t.Fatalf("ResolveShares = %v, %v; want an *Error %s", got, err, tt.wantErr.Reason)
+				t.Fatalf("ResolveAll = %v, %v; want an *Error %s", got, err, tt.wantErr.Reason)
 			}
 			if e.Reason != tt.wantErr.Reason || e.Field != tt.wantErr.Field || e.Volume != "data" || !strings.Contains(e.Message, tt.wantErr.Message) {
-				t.Errorf("ResolveShares error = %+v, want reason %s, field %s, a message with %q", e, tt.wantErr.Reason, tt.wantErr.Field, tt.wantErr.Message)
+				t.Errorf("ResolveAll error = %+v, want reason %s, field %s, a message with %q", e, tt.wantErr.Reason, tt.wantErr.Field, tt.wantErr.Message)
 			}
 		})
 	}

@@ -160,20 +160,31 @@ const pvcProtectionFinalizer = "kubernetes.io/pvc-protection"
 // or a wrapped error of src that is not NotFound (transient: the caller
 // retries).
 func Resolve(ctx context.Context, src Source, pod *corev1.Pod, drivers []string) ([]Disk, error) {
+	disks, _, err := ResolveAll(ctx, src, pod, drivers)
+	return disks, err
+}
+
+// ResolveAll answers the disks of pod's volumes, as Resolve, and the NFS
+// shares of its claims (shares.go), each claim read once. Inline nfs
+// volumes are not among the shares: the agent reads those from the pod.
+func ResolveAll(ctx context.Context, src Source, pod *corev1.Pod, drivers []string) ([]Disk, []Share, error) {
 	mounts, devices := volumeUses(pod)
-	var disks []Disk
+	var (
+		disks  []Disk
+		shares []Share
+	)
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		r := resolver{src: src, pod: pod, vol: v, field: fmt.Sprintf("spec.volumes[%d]", i), drivers: drivers}
+		r := resolver{src: src, pod: pod, vol: v, field: fmt.Sprintf("spec.volumes[%d]", i), drivers: drivers, shares: &shares}
 		d, err := r.resolve(ctx, mounts[v.Name], devices[v.Name])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if d != nil {
 			disks = append(disks, *d)
 		}
 	}
-	return disks, nil
+	return disks, shares, nil
 }
 
 // volumeUses answers which volumes some container (init, regular or
@@ -208,6 +219,8 @@ type resolver struct {
 	vol     *corev1.Volume
 	field   string
 	drivers []string
+	// shares collects the NFS shares of the pod's claims.
+	shares *[]Share
 }
 
 func (r resolver) fail(field, reason, format string, args ...any) *Error {
@@ -289,14 +302,14 @@ func (r resolver) boundPV(ctx context.Context, name string, ephemeral bool, fiel
 
 // claim resolves a claim as the kubelet's populator does
 // (createVolumeSpec, getPVCExtractPV, getPVSpec), with its wording. A
-// claim bound to an NFS share is no disk (ResolveShares).
+// claim bound to an NFS share is no disk (its share is kept: ResolveAll).
 func (r resolver) claim(ctx context.Context, name string, readOnly, ephemeral bool, field string, mounted, device bool) (*Disk, error) {
 	pv, err := r.boundPV(ctx, name, ephemeral, field)
 	if err != nil {
 		return nil, err
 	}
 	if isShare(pv) {
-		return nil, nil
+		return nil, r.share(pv, name, readOnly, field)
 	}
 	pvName := pv.Name
 
